@@ -1,0 +1,10 @@
+# One interface target carries the warning and sanitizer flags to every target that links it.
+add_library(dblock_warnings INTERFACE)
+target_compile_options(dblock_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion)
+if(DBLOCK_WERROR)
+  target_compile_options(dblock_warnings INTERFACE -Werror)
+endif()
+if(DBLOCK_SANITIZE)
+  target_compile_options(dblock_warnings INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer)
+  target_link_options(dblock_warnings INTERFACE -fsanitize=address,undefined)
+endif()

@@ -1,0 +1,18 @@
+// Placeholder until the postgres backend lands: a DSN for it is a clear configuration error.
+#include "backends/registry.hpp"
+
+namespace dblock {
+
+BackendEntry postgres_backend_entry() {
+  return BackendEntry{
+      "postgres",
+      {"postgres", "postgresql"},
+      {Strategy::lease, Strategy::advisory, Strategy::for_update, Strategy::txn_insert},
+      [](const std::string&) { return std::string("-- the postgres backend is not built yet\n"); },
+      [](const Dsn&, const BackendOptions&) -> Result<std::unique_ptr<Backend>> {
+        return fail(ErrorKind::config, "the postgres backend is not available in this build yet");
+      },
+  };
+}
+
+}  // namespace dblock

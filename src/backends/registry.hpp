@@ -1,0 +1,36 @@
+#pragma once
+// Backends registered by DSN scheme in one table (ccache's idea); `--version` lists them.
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "core/dsn.hpp"
+
+namespace dblock {
+
+struct BackendEntry {
+  std::string_view name;                     // "sqlite"
+  std::vector<std::string_view> schemes;     // DSN schemes it serves
+  std::vector<Strategy> strategies;          // what it can do
+  /// The DDL `dblock schema` prints and `init` runs, for this dialect and prefix.
+  std::string (*schema_sql)(const std::string& prefix);
+  /// Opens a connection; ErrorKind::connection / config on failure.
+  Result<std::unique_ptr<Backend>> (*open)(const Dsn& dsn, const BackendOptions& options);
+};
+
+/// Every compiled-in backend.
+std::span<const BackendEntry> backend_entries();
+
+/// The entry whose name is `name` ("sqlite", "mysql", "postgres"), or nullptr.
+const BackendEntry* find_backend(std::string_view name);
+
+/// Opens the backend that serves dsn.backend.
+Result<std::unique_ptr<Backend>> open_backend(const Dsn& dsn, const BackendOptions& options);
+
+/// "lease, advisory, for-update and txn-insert" style list for messages.
+std::string describe_strategies(const BackendEntry& entry);
+
+}  // namespace dblock

@@ -1,0 +1,25 @@
+#pragma once
+// Local deadlines use CLOCK_BOOTTIME: monotonic, and it keeps counting while the host is
+// suspended, so a lease deadline measured here can only come early, never late (SPEC 5).
+
+#include <time.h>
+
+#include "core/lock_types.hpp"
+
+namespace dblock {
+
+/// Milliseconds on CLOCK_BOOTTIME.
+inline Millis boottime_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return Millis(static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000);
+}
+
+/// Milliseconds since the epoch on this host's wall clock (only for doctor's clock check).
+inline std::int64_t wall_now_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+}  // namespace dblock

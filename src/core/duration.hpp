@@ -1,0 +1,18 @@
+#pragma once
+// Durations as SPEC 2 writes them: 250ms, 30s, 5m, 1h30m, 2d, or bare seconds (5, 0.5).
+
+#include <string>
+#include <string_view>
+
+#include "core/error.hpp"
+#include "core/lock_types.hpp"
+
+namespace dblock {
+
+/// Parses a duration; ErrorKind::usage naming the problem for anything else.
+Result<Millis> parse_duration(std::string_view text);
+
+/// Short human form: "250ms", "30s", "1h30m", "2d".
+std::string format_duration(Millis d);
+
+}  // namespace dblock

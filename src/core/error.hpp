@@ -1,0 +1,41 @@
+#pragma once
+// Errors that happen in normal use (busy, timeouts, lost connections) travel as values;
+// exceptions are kept for setup mistakes and caught once in cli (ccache's style).
+
+#include <expected>
+#include <string>
+#include <utility>
+
+namespace dblock {
+
+/// Portable categories every backend maps its native codes into (SOCI's idea), so core can
+/// tell "held by someone" from "server down" without knowing the database.
+enum class ErrorKind {
+  busy,        // lock held elsewhere, lock wait timed out, NOWAIT refused
+  lost,        // our lock is definitively gone: row taken over, session killed
+  connection,  // server unreachable, connection dropped, statement timed out: may be retried
+  config,      // bad DSN, unknown parameter, table of the wrong shape, unsupported strategy
+  usage,       // bad input from the user
+  other,       // the database refused a statement for another reason
+  internal,    // a bug in dblock
+};
+
+struct Error {
+  ErrorKind kind;
+  std::string message;
+};
+
+template <class T = void>
+using Result = std::expected<T, Error>;
+
+/// Builds the error side of a Result: `return fail(ErrorKind::busy, "...")`.
+inline std::unexpected<Error> fail(ErrorKind kind, std::string message) {
+  return std::unexpected<Error>(Error{kind, std::move(message)});
+}
+
+/// Thrown for setup and configuration mistakes; cli's top level turns it into an exit code.
+struct FatalError {
+  Error error;
+};
+
+}  // namespace dblock

@@ -1,0 +1,18 @@
+#pragma once
+// Lock keys (SPEC 2): 1 to 255 bytes of UTF-8, no control characters.
+
+#include <string_view>
+
+#include "core/error.hpp"
+
+namespace dblock {
+
+inline constexpr std::size_t max_key_bytes = 255;
+
+/// Ok, or ErrorKind::usage naming what is wrong with the key.
+Result<void> validate_key(std::string_view key);
+
+/// Ok, or ErrorKind::usage: a table prefix must be a plain SQL identifier ([A-Za-z_][A-Za-z0-9_]*, at most 40 bytes).
+Result<void> validate_table_prefix(std::string_view prefix);
+
+}  // namespace dblock

@@ -1,0 +1,43 @@
+#include "core/log.hpp"
+
+#include <unistd.h>
+
+#include <string>
+
+namespace dblock::log {
+namespace {
+
+Level current = Level::normal;
+
+// One write(2) per line, so lines from concurrent processes sharing stderr do not interleave.
+void emit(std::string_view prefix, std::string_view message) {
+  std::string line = "dblock: ";
+  line += prefix;
+  line += message;
+  line += '\n';
+  const char* p = line.data();
+  std::size_t left = line.size();
+  while (left > 0) {
+    ssize_t n = ::write(STDERR_FILENO, p, left);
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace
+
+void set_level(Level level) { current = level; }
+Level level() { return current; }
+
+void error(std::string_view message) { emit("", message); }
+
+void warn(std::string_view message) {
+  if (current != Level::quiet) emit("warning: ", message);
+}
+
+void verbose(std::string_view message) {
+  if (current == Level::verbose) emit("", message);
+}
+
+}  // namespace dblock::log

@@ -1,0 +1,37 @@
+#pragma once
+// `dblock run`: take the lock (waiting if asked), start the command in its own process
+// group, keep the lock alive while it runs, stop it when the lock is lost or --max-hold
+// expires, release on every path, and return the exit status SPEC 4 prescribes.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "core/error.hpp"
+#include "core/lock_types.hpp"
+
+namespace dblock {
+
+struct RunOptions {
+  LockRequest request;                 // key, owner, host, pid, ttl, min_interval
+  Strategy strategy = Strategy::lease;
+  std::optional<Millis> wait;          // nullopt: do not wait; Millis::max(): wait forever
+  int conflict_exit_code = 75;         // -E
+  Millis min_hold{0};
+  std::optional<Millis> max_hold;
+  Millis kill_after{5000};
+  bool terminate_on_lost = true;       // --on-lost terminate|ignore
+  bool record_history = true;          // !--no-history
+  std::vector<std::string> command;    // argv; for -c: {"/bin/sh", "-c", text}
+};
+
+/// Ok, or ErrorKind::usage naming values that would work: the heartbeat (every ttl/3) must
+/// leave room for one retry plus the --kill-after grace before the lease can expire.
+Result<void> validate_run_timing(Millis ttl, Millis kill_after);
+
+/// Runs the whole job and returns the process exit status (the command's own, 75/-E, 76,
+/// 124, 126, 127, 128+N, 69...). Errors are reported on stderr before returning.
+int run_job(Backend& backend, const RunOptions& options);
+
+}  // namespace dblock
