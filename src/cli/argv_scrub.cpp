@@ -20,7 +20,9 @@ bool scrub_passwords_from_argv(int argc, char** argv) {
     while (suffix < original.size() - prefix && suffix < redacted.size() - prefix &&
            original[original.size() - 1 - suffix] == redacted[redacted.size() - 1 - suffix])
       ++suffix;
-    std::memset(argv[i] + prefix, '*', original.size() - prefix - suffix);
+    std::size_t length = original.size() - prefix - suffix;
+    if (original.find_first_not_of('*', prefix) >= prefix + length) continue;  // already scrubbed
+    std::memset(argv[i] + prefix, '*', length);
     scrubbed = true;
   }
   return scrubbed;
