@@ -60,8 +60,15 @@ class EnvFirstConfig : public CLI::ConfigTOML {
   }
 };
 
-// Config files in the order SPEC 2 names them; the first that exists is read.
+// DBLOCK_CONFIG, else the config files in the order SPEC 2 names them: the first that exists
+// is read. (CLI11 reads the config file before it looks at the environment, so DBLOCK_CONFIG
+// is resolved here.)
 std::string default_config_path() {
+  if (const char* explicit_path = std::getenv("DBLOCK_CONFIG"); explicit_path && *explicit_path) {
+    if (access(explicit_path, R_OK) != 0)
+      throw FatalError{{ErrorKind::config, std::string("DBLOCK_CONFIG: cannot read ") + explicit_path}};
+    return explicit_path;
+  }
   std::vector<std::string> candidates{"/etc/dblock/dblock.conf"};
   if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg)
     candidates.push_back(std::string(xdg) + "/dblock/dblock.conf");
@@ -163,8 +170,17 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // global options may also stand after the subcommand name
   app.config_formatter(std::make_shared<EnvFirstConfig>());
-  std::string config_default = default_config_path();
-  app.set_config("--config", config_default, "Config file (keys are long option names)")->envname("DBLOCK_CONFIG");
+  app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key must not be ignored
+  std::string config_default;
+  try {
+    config_default = default_config_path();
+  } catch (const FatalError& e) {
+    log::error(e.error.message);
+    return exit_code_for(e.error.kind);
+  }
+  app.set_config("--config", config_default,
+                 "Config file (keys are long option names; default DBLOCK_CONFIG, /etc/dblock/dblock.conf, "
+                 "then $XDG_CONFIG_HOME/dblock/dblock.conf)");
   add_global_options(app, context.options);
 
   std::vector<std::pair<CLI::App*, CommandAction>> actions;
