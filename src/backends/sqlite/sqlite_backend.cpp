@@ -205,9 +205,8 @@ class SqliteLocker final : public Locker {
 
   Result<void> release(const ReleaseRequest& req) override {
     if (!held_) return fail(ErrorKind::lost, "no lock is held, so there is nothing to release");
+    // A copy: after a transient error the caller may retry, so held_ stays until the end.
     const Held held = *held_;
-    // Whatever happens below, this locker no longer holds the key.
-    held_.reset();
     auto tx = Transaction::begin_immediate(conn_, "releasing " + held.key);
     if (!tx) return std::unexpected(tx.error());
 
@@ -244,6 +243,7 @@ class SqliteLocker final : public Locker {
       if (auto ok = record_run(conn_, tables_, history_keep_, run, held.acquired_at); !ok) return ok;
     }
     if (auto ok = tx->commit("committing the release of " + held.key); !ok) return ok;
+    held_.reset();
     if (!released)
       return fail(ErrorKind::lost, "the lock " + held.key + " (token " + std::to_string(held.token) +
                                        ") was no longer held by " + held.owner + " when it was released");
