@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <memory>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "backends/registry.hpp"
 #include "core/clock.hpp"
@@ -267,4 +269,52 @@ TEST_CASE("sqlite: timestamps are stored as readable UTC text with milliseconds"
       raw.text("SELECT CAST(ROUND((julianday(acquired_at) - 2440587.5) * 86400000.0) AS INTEGER) FROM "
                "dblock_locks WHERE name = 'time-key'");
   CHECK(expected_ms == std::to_string(*out->acquired_at_ms));
+}
+
+TEST_CASE("sqlite: processes opening a fresh file at once all reach WAL and exactly one acquires") {
+  TempDir dir;
+  const std::string path = dir.path + "/fresh/race.db";
+  constexpr int children = 6;
+  int start[2];
+  REQUIRE(pipe(start) == 0);
+  std::vector<pid_t> pids;
+  for (int i = 0; i < children; ++i) {
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      close(start[1]);
+      char go = 0;
+      if (read(start[0], &go, 1) != 1) _exit(3);
+      auto backend = open_path(path);
+      if (!backend || !(*backend)->ensure_schema()) _exit(2);
+      auto locker = (*backend)->make_locker(Strategy::lease);
+      if (!locker) _exit(2);
+      auto out = (*locker)->try_acquire(request("process-race"), 0ms);
+      if (!out) _exit(2);
+      _exit(out->state == AcquireOutcome::State::acquired ? 0 : 1);
+    }
+    pids.push_back(pid);
+  }
+  close(start[0]);
+  const std::string go(children, 'g');
+  REQUIRE(write(start[1], go.data(), go.size()) == static_cast<ssize_t>(go.size()));
+  close(start[1]);
+
+  int acquired = 0, busy = 0, failed = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    switch (WEXITSTATUS(status)) {
+      case 0: ++acquired; break;
+      case 1: ++busy; break;
+      default: ++failed; break;
+    }
+  }
+  CHECK(acquired == 1);
+  CHECK(busy == children - 1);
+  CHECK(failed == 0);
+  RawDb raw(path);
+  CHECK(raw.text("PRAGMA journal_mode") == "wal");
+  CHECK(raw.text("SELECT token FROM dblock_locks WHERE name = 'process-race'") == "1");
 }
