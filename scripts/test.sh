@@ -19,3 +19,11 @@ eval "$(scripts/test-servers.sh start)"
 # Tests that need a server fail instead of skipping when it is missing.
 export CI=${CI:-true}
 ctest --test-dir "$build" --output-on-failure --no-tests=error -j "${DBLOCK_TEST_JOBS:-2}" "$@"
+
+# The same code under AddressSanitizer and UBSan: unit tests and every backend's conformance
+# suite (the end-to-end scripts time processes, which sanitizers slow down too much to be fair).
+if [ "${DBLOCK_SANITIZE_BUILD:-1}" = 1 ] && [ $# -eq 0 ]; then
+  cmake -S . -B "$build-asan" -G Ninja -DDBLOCK_WERROR=ON -DDBLOCK_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+  ninja -C "$build-asan" dblock_unit_tests dblock_conformance
+  ctest --test-dir "$build-asan" --output-on-failure --no-tests=error -R '^(unit|conformance\.)' -j 2
+fi
