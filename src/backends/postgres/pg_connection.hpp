@@ -31,7 +31,7 @@ using Params = std::vector<Param>;
 class PgResult {
  public:
   PgResult() = default;
-  explicit PgResult(PGresult* r) : r_(r) {}
+  explicit PgResult(PGresult* r) : r_(r, ResultDeleter{}) {}
   int rows() const { return r_ ? PQntuples(r_.get()) : 0; }
   bool is_null(int row, int col) const { return PQgetisnull(r_.get(), row, col) != 0; }
   std::string text(int row, int col) const;
@@ -58,6 +58,8 @@ class PgConn {
   /// On timeout the query is cancelled and the connection closed (ErrorKind::connection).
   Result<PgResult> exec(std::string_view sql, const Params& params = {}, Millis extra = Millis{0});
 
+  /// True while a transaction is open and healthy on this connection.
+  bool in_transaction() const { return is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INTRANS; }
   /// True while the connection is usable.
   bool is_open() const;
   /// Closes and opens again (lease only; session strategies never reconnect), re-LISTENing.
