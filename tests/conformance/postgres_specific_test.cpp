@@ -306,7 +306,7 @@ TEST_CASE("postgres: connection errors have the right kind and no password") {
     REQUIRE(parsed);
     auto b = open_backend(*parsed, opts("dblock_"));
     REQUIRE_FALSE(b);
-    INFO(b.error().message);
+    MESSAGE(b.error().message);
     CHECK(b.error().message.find(secret) == std::string::npos);
     return b.error().kind;
   };
@@ -314,7 +314,16 @@ TEST_CASE("postgres: connection errors have the right kind and no password") {
   auto wrong_pw = attempt(base + ":" + port + "/" + db);
   CHECK((wrong_pw == ErrorKind::config || wrong_pw == ErrorKind::connection));
   CHECK(attempt(base + ":1/" + db) == ErrorKind::connection);
-  CHECK(attempt("postgres://" + user + "@" + host + ":" + port + "/no_such_db_xyz") == ErrorKind::config);
+  const std::string real_pw = conninfo_value(dsn, "password");
+  const std::string real = "postgres://" + user + (real_pw.empty() ? "" : ":" + real_pw) + "@" + host + ":" + port;
+  auto no_db = parse_dsn(real + "/no_such_db_xyz");
+  REQUIRE(no_db);
+  auto nb = open_backend(*no_db, opts("dblock_"));
+  REQUIRE_FALSE(nb);
+  MESSAGE(nb.error().message);
+  CHECK(nb.error().kind == ErrorKind::config);
+  CHECK(nb.error().message.find("does not exist") != std::string::npos);
+  if (!real_pw.empty()) CHECK(nb.error().message.find(real_pw) == std::string::npos);
   CHECK(attempt("postgres://" + user + ":" + secret + "@" + host + "/" + db + "?bogus_param=1") == ErrorKind::config);
 }
 
