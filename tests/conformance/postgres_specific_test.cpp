@@ -6,7 +6,10 @@
 #include <poll.h>
 
 #include <chrono>
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 
 #include "backends/registry.hpp"
@@ -110,8 +113,21 @@ TEST_CASE("postgres: 255-byte UTF-8 key: busy, release, token grows, status") {
   auto latency = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
   REQUIRE_MESSAGE(busy, (busy ? "" : busy.error().message));
   CHECK(busy->state == AcquireOutcome::State::busy);
-  MESSAGE("nonblocking busy answer for ", to_string(test::strategy()), ": ", latency.count(), " us");
   CHECK(latency < std::chrono::milliseconds(100));
+  // Warm figures: the median and worst of 20 nonblocking busy answers.
+  std::vector<long> us;
+  for (int i = 0; i < 20; ++i) {
+    auto t1 = std::chrono::steady_clock::now();
+    auto again = (*c)->try_acquire(request(key, "C"), Millis(0));
+    us.push_back(static_cast<long>(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t1).count()));
+    REQUIRE(again);
+    CHECK(again->state == AcquireOutcome::State::busy);
+  }
+  std::sort(us.begin(), us.end());
+  MESSAGE("nonblocking busy answer for ", to_string(test::strategy()), ": first ", latency.count(), " us, median ",
+          us[10], " us, max ", us.back(), " us");
+  CHECK(us.back() < 100'000);
 
   std::vector<std::string> keys{key};
   auto st = b->status(keys);
@@ -187,6 +203,46 @@ TEST_CASE("postgres: a waiting acquire returns soon after release (server-side w
     CHECK(busy->state == AcquireOutcome::State::busy);
     CHECK(std::chrono::steady_clock::now() - t1 >= std::chrono::milliseconds(150));
   }
+}
+
+TEST_CASE("postgres: six contenders: mutual exclusion and strictly increasing tokens") {
+  if (!is_pg()) return;
+  auto prefix = test::unique_prefix();
+  REQUIRE(open_with(test::dsn(), opts(prefix))->ensure_schema());
+  const std::string key = test::unique_key("race");
+  std::mutex m;
+  std::vector<std::int64_t> tokens;
+  std::atomic<int> inside{0}, overlaps{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t)
+    threads.emplace_back([&, t] {
+      auto dsn = parse_dsn(test::dsn());
+      auto b = open_backend(*dsn, opts(prefix));
+      if (!b) { ++errors; return; }
+      auto l = (*b)->make_locker(test::strategy());
+      if (!l) { ++errors; return; }
+      for (int i = 0; i < 8; ++i) {
+        auto got = (*l)->try_acquire(request(key, "T" + std::to_string(t)), Millis(test::strategy() == Strategy::lease ? 0 : 200));
+        if (!got) { ++errors; continue; }
+        if (got->state != AcquireOutcome::State::acquired) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          continue;
+        }
+        if (inside.fetch_add(1) != 0) ++overlaps;
+        {
+          std::lock_guard g(m);
+          tokens.push_back(got->token);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        inside.fetch_sub(1);
+        if (!(*l)->release(ReleaseRequest{})) ++errors;
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(errors == 0);
+  CHECK(overlaps == 0);
+  CHECK(tokens.size() >= 6);
+  for (std::size_t i = 1; i < tokens.size(); ++i) CHECK(tokens[i] > tokens[i - 1]);
 }
 
 TEST_CASE("postgres: holder killed mid-session: renew is lost, status free, token still grows") {

@@ -82,6 +82,7 @@ Result<std::unique_ptr<PgConn>> PgConn::open(const Dsn& dsn, const BackendOption
 PgConn::~PgConn() = default;
 
 Result<void> PgConn::connect() {
+  std::lock_guard lock(mutex_);
   conn_.reset();
   // libpq's own parser validates the URI (so sslmode, host=/socket dir, passfile... all work).
   char* err = nullptr;
@@ -133,17 +134,35 @@ Result<void> PgConn::connect() {
   return {};
 }
 
-bool PgConn::is_open() const { return conn_ && PQstatus(conn_.get()) == CONNECTION_OK; }
+bool PgConn::is_open() const {
+  std::lock_guard lock(mutex_);
+  return conn_ && PQstatus(conn_.get()) == CONNECTION_OK;
+}
+
+bool PgConn::in_transaction() const {
+  std::lock_guard lock(mutex_);
+  return is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INTRANS;
+}
 
 Result<void> PgConn::reconnect() { return connect(); }
 
-void PgConn::close() { conn_.reset(); }
+void PgConn::close() {
+  std::lock_guard lock(mutex_);
+  conn_.reset();
+}
 
-int PgConn::socket() const { return is_open() ? PQsocket(conn_.get()) : -1; }
+int PgConn::socket() const {
+  std::lock_guard lock(mutex_);
+  return is_open() ? PQsocket(conn_.get()) : -1;
+}
 
-int PgConn::backend_pid() const { return is_open() ? PQbackendPID(conn_.get()) : 0; }
+int PgConn::backend_pid() const {
+  std::lock_guard lock(mutex_);
+  return is_open() ? PQbackendPID(conn_.get()) : 0;
+}
 
 Result<void> PgConn::listen(const std::string& channel) {
+  std::lock_guard lock(mutex_);
   for (const auto& c : channels_)
     if (c == channel) return {};
   if (auto r = exec("LISTEN " + quote_ident(channel)); !r) return std::unexpected(r.error());
@@ -152,6 +171,7 @@ Result<void> PgConn::listen(const std::string& channel) {
 }
 
 bool PgConn::drain_notifications() {
+  std::lock_guard lock(mutex_);
   if (!is_open()) return false;
   PQconsumeInput(conn_.get());
   bool any = false;
@@ -182,6 +202,7 @@ Error PgConn::timed_out() {
 }
 
 Result<PgResult> PgConn::exec(std::string_view sql, const Params& params, Millis extra) {
+  std::lock_guard lock(mutex_);
   if (!is_open()) return std::unexpected(broken("not connected"));
   const Millis deadline = boottime_now() + options_.io_timeout + extra;
   PGconn* c = conn_.get();

@@ -5,6 +5,7 @@
 #include <libpq-fe.h>
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -59,7 +60,7 @@ class PgConn {
   Result<PgResult> exec(std::string_view sql, const Params& params = {}, Millis extra = Millis{0});
 
   /// True while a transaction is open and healthy on this connection.
-  bool in_transaction() const { return is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INTRANS; }
+  bool in_transaction() const;
   /// True while the connection is usable.
   bool is_open() const;
   /// Closes and opens again (lease only; session strategies never reconnect), re-LISTENing.
@@ -88,6 +89,9 @@ class PgConn {
   BackendOptions options_;
   ConnPtr conn_;
   std::vector<std::string> channels_;
+  // The lease locker shares the backend's connection and core renews from a heartbeat
+  // thread: one statement at a time. Recursive because connect() runs statements.
+  mutable std::recursive_mutex mutex_;
 };
 
 /// Quotes an identifier that core already validated ([A-Za-z_][A-Za-z0-9_]*).

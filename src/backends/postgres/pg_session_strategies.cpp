@@ -8,9 +8,9 @@
 namespace dblock::pg {
 namespace {
 
-// lock_timeout for a server-side wait; 0 would mean "wait forever", so nonblocking txn-insert
-// uses a tiny slice instead.
-std::string lock_timeout_ms(Millis wait) { return std::to_string(std::max<std::int64_t>(wait.count(), 10)) + "ms"; }
+// lock_timeout for a server-side wait. 0 would mean "wait forever", so a nonblocking
+// txn-insert waits 1 ms: enough to see the other holder's row, a busy answer well under 10 ms.
+std::string lock_timeout_ms(Millis wait) { return std::to_string(std::max<std::int64_t>(wait.count(), 1)) + "ms"; }
 
 class SessionLocker final : public Locker {
  public:
