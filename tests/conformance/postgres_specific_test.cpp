@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "backends/postgres/pg_connection.hpp"
 #include "backends/registry.hpp"
 #include "core/clock.hpp"
 #include "support/test_env.hpp"
@@ -422,6 +423,95 @@ TEST_CASE("postgres: doctor reports one line per check") {
   auto now = b->now_ms();
   REQUIRE(now);
   CHECK(std::llabs(*now - wall_now_ms()) < 60'000);
+}
+
+}  // namespace dblock
+
+namespace dblock {
+
+TEST_CASE("postgres: lease survives a dropped connection (renew reconnects once); session renew does not") {
+  if (!is_pg()) return;
+  auto prefix = test::unique_prefix();
+  auto b = open_with(test::dsn(), opts(prefix));
+  REQUIRE(b->ensure_schema());
+  const std::string key = test::unique_key("drop");
+  auto a = b->make_locker(test::strategy());
+  auto got = (*a)->try_acquire(request(key, "A"), Millis(0));
+  REQUIRE(got);
+  REQUIRE(got->state == AcquireOutcome::State::acquired);
+  Raw raw(test::dsn());
+  // Kill only this test's session: the lease's connection last ran a statement on our unique
+  // table; a session strategy's holder is the stored session_id.
+  std::string killed = raw.one(
+      "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND " +
+      std::string(test::strategy() == Strategy::lease
+                       ? "application_name = 'dblock' AND query LIKE '%" + prefix + "locks%'"
+                       : "pid::text = (SELECT session_id FROM \"" + prefix + "locks\" WHERE token = " +
+                             std::to_string(got->token) + ")"));
+  CHECK(killed == "1");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto renewed = (*a)->renew(Millis(30000));
+  if (test::strategy() == Strategy::lease) {
+    CHECK_MESSAGE(renewed, (renewed ? "" : renewed.error().message));
+    CHECK((*a)->release(ReleaseRequest{}));
+  } else {
+    REQUIRE_FALSE(renewed);
+    CHECK(renewed.error().kind == ErrorKind::lost);
+  }
+}
+
+TEST_CASE("postgres: stateless renew and release check the holder") {
+  if (!is_pg() || test::strategy() != Strategy::lease) return;
+  auto prefix = test::unique_prefix();
+  auto b = open_with(test::dsn(), opts(prefix));
+  REQUIRE(b->ensure_schema());
+  const std::string key = test::unique_key("cli");
+  auto a = b->make_locker(Strategy::lease);
+  auto got = (*a)->try_acquire(request(key, "A"), Millis(0));
+  REQUIRE(got);
+  HolderSelector owner_a{std::string("A"), std::nullopt, false};
+  HolderSelector owner_b{std::string("B"), std::nullopt, false};
+  HolderSelector bad_token{std::nullopt, got->token + 7, false};
+  auto until = b->renew(key, owner_a, Millis(60000));
+  REQUIRE(until);
+  CHECK(*until > *got->expires_at_ms);
+  CHECK(b->renew(key, owner_b, Millis(60000)).error().kind == ErrorKind::lost);
+  CHECK(b->release(key, bad_token).error().kind == ErrorKind::lost);
+  CHECK(b->release(key, HolderSelector{std::nullopt, got->token, false}));
+  std::vector<std::string> keys{key, test::unique_key("never")};
+  auto st = b->status(keys);
+  REQUIRE(st);
+  REQUIRE(st->size() == 2);
+  CHECK((*st)[0].state == LockStatus::State::free);
+  CHECK((*st)[1].state == LockStatus::State::free);
+  CHECK((*st)[1].token == 0);
+  CHECK(b->release(key, HolderSelector{std::nullopt, std::nullopt, true}));
+}
+
+TEST_CASE("postgres: a statement past the I/O timeout is cancelled and reported as connection") {
+  if (!is_pg() || test::strategy() != Strategy::lease) return;
+  auto dsn = parse_dsn(test::dsn());
+  REQUIRE(dsn);
+  BackendOptions o = opts("dblock_");
+  o.io_timeout = Millis(300);
+  auto conn = pg::PgConn::open(*dsn, o);
+  REQUIRE(conn);
+  const int pid = (*conn)->backend_pid();
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = (*conn)->exec("SELECT pg_sleep(5)");
+  auto took = std::chrono::steady_clock::now() - t0;
+  REQUIRE_FALSE(r);
+  CHECK(r.error().kind == ErrorKind::connection);
+  CHECK(took < std::chrono::milliseconds(1500));
+  CHECK_FALSE((*conn)->is_open());
+  Raw raw(test::dsn());
+  std::string still;
+  for (int i = 0; i < 30; ++i) {  // the cancel and the closed socket end the server's query
+    still = raw.one("SELECT count(*) FROM pg_stat_activity WHERE pid = " + std::to_string(pid) + " AND state = 'active'");
+    if (still == "0") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(still == "0");
 }
 
 }  // namespace dblock
