@@ -382,6 +382,7 @@ TEST_CASE("postgres: connection errors have the right kind and no password") {
   CHECK(nb.error().message.find("does not exist") != std::string::npos);
   if (!real_pw.empty()) CHECK(nb.error().message.find(real_pw) == std::string::npos);
   CHECK(attempt("postgres://" + user + ":" + secret + "@" + host + "/" + db + "?bogus_param=1") == ErrorKind::config);
+  CHECK(attempt("postgres://" + user + ":%zz" + secret + "@" + host + "/" + db) == ErrorKind::config);
 }
 
 TEST_CASE("postgres: eight concurrent first uses create the schema without failing; wrong shape is config") {

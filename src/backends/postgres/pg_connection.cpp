@@ -90,8 +90,18 @@ Result<void> PgConn::connect() {
   if (!parsed) {
     std::string why = err ? one_line(err) : "out of memory";
     if (err) PQfreemem(err);
-    // libpq's message may quote the offending part, which could hold the password.
-    if (dsn_.has_password() && why.find(dsn_.text) != std::string::npos) why = "libpq cannot parse it";
+    // libpq quotes the offending token ("invalid percent-encoded token: ..."), which may be
+    // the password: any quoted text that the redacted DSN does not contain is masked.
+    for (std::size_t open = why.find('"'); open != std::string::npos; open = why.find('"', open + 1)) {
+      std::size_t close = why.find('"', open + 1);
+      if (close == std::string::npos) break;
+      std::string quoted = why.substr(open + 1, close - open - 1);
+      if (dsn_.redacted.find(quoted) == std::string::npos) {
+        why.replace(open + 1, quoted.size(), "****");
+        close = open + 5;
+      }
+      open = close;
+    }
     return fail(ErrorKind::config, "invalid DSN '" + dsn_.redacted + "': " + why);
   }
   auto user_set = [&](std::string_view keyword) {

@@ -41,6 +41,9 @@ class SessionLocker final : public Locker {
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
     if (!holder_->is_open()) return fail(ErrorKind::connection, "the lock session to " + holder_->where() + " is closed");
     if (token_) return fail(ErrorKind::internal, "this locker already holds a lock");
+    // The bookkeeping connection is autocommit and holds nothing: reconnecting it is safe.
+    if (!book_->is_open())
+      if (auto ok = book_->reconnect(); !ok) return std::unexpected(ok.error());
     auto got = take_server_lock(req.key, wait);
     if (!got) return std::unexpected(got.error());
     AcquireOutcome out;
