@@ -32,6 +32,10 @@ std::int64_t advisory_key(std::string_view prefix, std::string_view key);
 /// rows beyond the newest `keep`, in one statement.
 Result<void> insert_history(PgConn& conn, const Tables& t, const RunRecord& run, int keep);
 
+/// The history row of a run that held `req` with `token`: key, token and strategy come from
+/// the locker (core leaves them empty), holder fields from the request when core left them empty.
+RunRecord complete_run(RunRecord run, const LockRequest& req, std::int64_t token, Strategy s);
+
 /// Lease locker sharing the backend's connection (reconnects it once when renewing).
 std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<PgConn> conn, Tables t, int history_keep);
 

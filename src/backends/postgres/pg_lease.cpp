@@ -53,6 +53,7 @@ class LeaseLocker final : public Locker {
       out.expires_at_ms = r->opt_int64(0, 2);
       key_ = req.key;
       owner_ = req.owner;
+      held_req_ = req;
       token_ = out.token;
       return out;
     }
@@ -114,9 +115,11 @@ class LeaseLocker final : public Locker {
     auto r = conn_->exec(release_sql_, p);
     if (!r) return std::unexpected(r.error());
     const bool ours = r->rows() == 1;
+    const std::int64_t token = *token_;
     token_.reset();
+    // The run happened even when the lease was lost meanwhile: its history row is still written.
     if (req.history)
-      if (auto h = insert_history(*conn_, t_, *req.history, keep_); !h) return h;
+      if (auto h = insert_history(*conn_, t_, complete_run(*req.history, held_req_, token, Strategy::lease), keep_); !h) return h;
     if (!ours) return fail(ErrorKind::lost, "lease on '" + key_ + "' was no longer ours at release");
     return {};
   }
@@ -131,6 +134,7 @@ class LeaseLocker final : public Locker {
   std::string acquire_sql_, inspect_sql_, renew_sql_, release_sql_;
   std::string key_, owner_;
   std::optional<std::int64_t> token_;
+  LockRequest held_req_;
 };
 
 }  // namespace

@@ -137,6 +137,16 @@ Result<void> ensure_schema(PgConn& conn, const Tables& t) {
   return {};
 }
 
+RunRecord complete_run(RunRecord run, const LockRequest& req, std::int64_t token, Strategy s) {
+  run.key = req.key;
+  run.token = token;
+  run.strategy = std::string(to_string(s));
+  if (run.owner.empty()) run.owner = req.owner;
+  if (run.host.empty()) run.host = req.host;
+  if (run.pid == 0) run.pid = req.pid;
+  return run;
+}
+
 Result<void> insert_history(PgConn& conn, const Tables& t, const RunRecord& run, int keep) {
   // The DELETE sees the snapshot before the INSERT, so it keeps keep-1 older rows.
   std::string sql = "WITH ins AS (INSERT INTO " + t.runs +

@@ -65,6 +65,7 @@ class SessionLocker final : public Locker {
     out.token = r->int64(0, 0);
     out.acquired_at_ms = r->opt_int64(0, 1);
     key_ = req.key;
+    held_req_ = req;
     token_ = out.token;
     return out;
   }
@@ -94,6 +95,7 @@ class SessionLocker final : public Locker {
 
   Result<void> release(const ReleaseRequest& req) override {
     if (!token_) return fail(ErrorKind::internal, "release without a held lock");
+    const std::int64_t token = *token_;
     Result<void> result;
     if (!book_->is_open()) (void)book_->reconnect();
     auto r = book_->exec(release_sql_, {key_, std::to_string(*token_), req.finished_run ? "true" : "false",
@@ -103,7 +105,7 @@ class SessionLocker final : public Locker {
     else if (r->rows() == 0)
       result = fail(ErrorKind::lost, "lock on '" + key_ + "' was taken over before release");
     if (r && req.history)
-      if (auto h = insert_history(*book_, t_, *req.history, keep_); !h && result) result = h;
+      if (auto h = insert_history(*book_, t_, complete_run(*req.history, held_req_, token, strategy_), keep_); !h && result) result = h;
     drop_server_lock();
     token_.reset();
     return result;
@@ -171,6 +173,7 @@ class SessionLocker final : public Locker {
   std::string book_sql_, due_sql_, release_sql_, claim_sql_, lock_row_sql_, insert_claim_sql_;
   std::string key_, claimed_;
   std::optional<std::int64_t> token_;
+  LockRequest held_req_;
 };
 
 }  // namespace

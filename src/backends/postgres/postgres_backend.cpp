@@ -95,14 +95,22 @@ class PgBackend final : public Backend {
       for (auto& [k, s] : found) out.push_back(std::move(s));
       return out;
     }
+    std::int64_t now = found.empty() ? 0 : found.begin()->second.db_now_ms;
     for (const auto& key : keys) {
       if (auto it = found.find(key); it != found.end()) {
         out.push_back(it->second);
-      } else {
-        LockStatus s;
-        s.key = key;
-        out.push_back(s);
+        continue;
       }
+      // A key never taken is free at token 0, still stamped with the server's clock.
+      if (now == 0) {
+        auto n = now_ms();
+        if (!n) return std::unexpected(n.error());
+        now = *n;
+      }
+      LockStatus s;
+      s.key = key;
+      s.db_now_ms = now;
+      out.push_back(s);
     }
     return out;
   }
