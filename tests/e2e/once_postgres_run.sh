@@ -43,6 +43,13 @@ wait_held() {
   return 1
 }
 
+timeout 30 "$bin" run probe -- true
+rc=$?
+if [ "$rc" -ne 0 ]; then
+  echo "FAIL  'dblock run probe -- true' exits $rc: no working run in this build"
+  exit 1
+fi
+
 for strategy in advisory for-update txn-insert; do
   key="killed-$strategy"
   timeout 60 "$bin" -s "$strategy" run "$key" --ttl 9s --kill-after 1s -- \
