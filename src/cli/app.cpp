@@ -201,8 +201,20 @@ int main(int argc, char** argv) {
     actions.emplace_back(sub, command.define(*sub));
   }
 
+  // Everything after the first "--" is the command of `run`, untouched: CLI11 would let an
+  // option with an optional value (-w) swallow the "--" and then parse the command's options.
+  int parsed_argc = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) {
+      parsed_argc = i;
+      context.command_after_dashes.assign(argv + i + 1, argv + argc);
+      context.has_dashes = true;
+      break;
+    }
+  }
+
   try {
-    app.parse(argc, argv);
+    app.parse(parsed_argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -56,10 +56,14 @@ CommandAction define_run(CLI::App& sub) {
 
   return [args, wait](Context& context) -> int {
     RunOptions options;
-    if (!args->shell_command.empty())
+    options.command = args->command;
+    options.command.insert(options.command.end(), context.command_after_dashes.begin(),
+                           context.command_after_dashes.end());
+    if (!args->shell_command.empty()) {
+      if (!options.command.empty())
+        throw FatalError{{ErrorKind::usage, "run: give either -c 'shell command' or -- COMMAND [ARG...], not both"}};
       options.command = {"/bin/sh", "-c", args->shell_command};
-    else
-      options.command = args->command;
+    }
     if (options.command.empty())
       throw FatalError{{ErrorKind::usage, "run: no command given (dblock run KEY -- COMMAND [ARG...] or -c 'command')"}};
 

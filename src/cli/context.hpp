@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/backend.hpp"
 #include "core/dsn.hpp"
@@ -26,6 +27,9 @@ struct GlobalOptions {
 class Context {
  public:
   GlobalOptions options;
+  /// The words after the first "--" on the command line (run's COMMAND [ARG...]).
+  std::vector<std::string> command_after_dashes;
+  bool has_dashes = false;
 
   /// The DSN to use: --dsn, else the file named by --dsn-file, else the default (SQLite).
   /// Throws FatalError (usage/config) on a bad value.
