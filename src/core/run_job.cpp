@@ -186,8 +186,9 @@ Result<void> validate_run_timing(Millis ttl, Millis kill_after) {
   // So ttl/3 >= kill_after + margin, i.e. ttl >= 3 * (kill_after + margin).
   if (kill_after < 0ms) return fail(ErrorKind::usage, "--kill-after must not be negative");
   if (ttl / 3 >= kill_after + margin) return {};
-  const Millis min_ttl = 3 * (kill_after + margin);
-  const Millis max_kill_after = ttl / 3 - margin;
+  // Suggest round numbers: the ttl rounded up, the grace rounded down, to whole seconds.
+  const Millis min_ttl = std::chrono::ceil<std::chrono::seconds>(3 * (kill_after + margin));
+  const Millis max_kill_after = std::chrono::floor<std::chrono::seconds>(ttl / 3 - margin);
   std::string message = "--ttl " + format_duration(ttl) + " is too short for --kill-after " +
                         format_duration(kill_after) +
                         ": the lease must cover a renew interval (ttl/3) of retries, the grace and a " +
