@@ -1,16 +1,255 @@
-// Placeholder until the postgres backend lands: a DSN for it is a clear configuration error.
+// PostgreSQL via libpq: every strategy. Status, history, stateless renew/release and doctor
+// live here; the lockers in pg_lease.cpp and pg_session_strategies.cpp.
+#include <nlohmann/json.hpp>
+
+#include <map>
+
+#include "backends/postgres/pg_internal.hpp"
 #include "backends/registry.hpp"
+#include "core/clock.hpp"
 
 namespace dblock {
+namespace {
+
+using pg::Param;
+using pg::Params;
+using pg::PgConn;
+using pg::ms;
+
+class PgBackend final : public Backend {
+ public:
+  PgBackend(Dsn dsn, BackendOptions options, std::shared_ptr<PgConn> conn)
+      : dsn_(std::move(dsn)), options_(std::move(options)), conn_(std::move(conn)), t_(pg::tables_for(options_.table_prefix)) {}
+
+  std::string_view name() const override { return "postgres"; }
+
+  Result<void> ensure_schema() override { return pg::ensure_schema(*conn_, t_); }
+
+  Result<std::unique_ptr<Locker>> make_locker(Strategy s) override {
+    if (s == Strategy::lease) return pg::make_lease_locker(conn_, t_, options_.history_keep);
+    return pg::make_session_locker(s, conn_, dsn_, options_, t_);
+  }
+
+  Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
+    // Session holders are judged by the server: an advisory holder must still hold the lock
+    // (its classid:objid pairs are compared below), a transactional holder must still hold a
+    // lock on the claims table. A crashed holder therefore shows free.
+    std::string sql =
+        "SELECT name, owner, host, pid, token, strategy, " + ms("acquired_at") + ", " + ms("renewed_at") + ", " +
+        ms("expires_at") + ", " + ms("released_at") + ", " + ms("last_started_at") + ", " + ms("last_finished_at") +
+        ", last_exit_code, " + ms("now()") +
+        ", CASE WHEN session_id IS NULL OR session_id !~ '^[0-9]{1,9}$' THEN NULL "
+        "WHEN strategy = 'advisory' THEN (SELECT string_agg(k.classid::text || ':' || k.objid::text, ',') "
+        "  FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 1 AND k.pid = l.session_id::int) "
+        "ELSE (SELECT 'alive' FROM pg_locks k WHERE k.pid = l.session_id::int AND k.granted "
+        "  AND k.relation = to_regclass($2) LIMIT 1) END, "
+        "released_at IS NOT NULL AND released_at >= acquired_at "
+        "FROM " + t_.locks + " l WHERE $1::jsonb IS NULL OR name IN (SELECT jsonb_array_elements_text($1::jsonb)) "
+        "ORDER BY name";
+    Param filter;
+    if (!keys.empty()) filter = nlohmann::json(std::vector<std::string>(keys.begin(), keys.end())).dump();
+    auto r = conn_->exec(sql, {filter, t_.claims});
+    if (!r) return std::unexpected(r.error());
+    std::map<std::string, LockStatus> found;
+    for (int i = 0; i < r->rows(); ++i) {
+      LockStatus s;
+      s.key = r->text(i, 0);
+      s.owner = r->text(i, 1);
+      s.host = r->text(i, 2);
+      s.pid = r->opt_int64(i, 3).value_or(0);
+      s.token = r->int64(i, 4);
+      s.strategy = r->text(i, 5);
+      s.acquired_at_ms = r->opt_int64(i, 6);
+      s.renewed_at_ms = r->opt_int64(i, 7);
+      s.expires_at_ms = r->opt_int64(i, 8);
+      s.released_at_ms = r->opt_int64(i, 9);
+      s.last_started_at_ms = r->opt_int64(i, 10);
+      s.last_finished_at_ms = r->opt_int64(i, 11);
+      if (auto code = r->opt_int64(i, 12)) s.last_exit_code = static_cast<int>(*code);
+      s.db_now_ms = r->int64(i, 13);
+      const bool released = r->boolean(i, 15);
+      if (s.strategy == "lease" || s.strategy.empty()) {
+        if (s.expires_at_ms && *s.expires_at_ms > s.db_now_ms)
+          s.state = LockStatus::State::held;
+        else
+          s.state = released || !s.acquired_at_ms ? LockStatus::State::free : LockStatus::State::expired;
+      } else {
+        bool alive = false;
+        if (!r->is_null(i, 14)) {
+          std::string seen = "," + r->text(i, 14) + ",";
+          if (s.strategy == "advisory") {
+            auto id = static_cast<std::uint64_t>(pg::advisory_key(t_.prefix, s.key));
+            alive = seen.find("," + std::to_string(id >> 32) + ":" + std::to_string(id & 0xffffffffULL) + ",") !=
+                    std::string::npos;
+          } else {
+            alive = true;
+          }
+        }
+        s.state = !released && alive ? LockStatus::State::held : LockStatus::State::free;
+        s.expires_at_ms.reset();
+      }
+      found.emplace(s.key, std::move(s));
+    }
+    std::vector<LockStatus> out;
+    if (keys.empty()) {
+      for (auto& [k, s] : found) out.push_back(std::move(s));
+      return out;
+    }
+    std::int64_t now = found.empty() ? 0 : found.begin()->second.db_now_ms;
+    for (const auto& key : keys) {
+      if (auto it = found.find(key); it != found.end()) {
+        out.push_back(it->second);
+        continue;
+      }
+      // A key never taken is free at token 0, still stamped with the server's clock.
+      if (now == 0) {
+        auto n = now_ms();
+        if (!n) return std::unexpected(n.error());
+        now = *n;
+      }
+      LockStatus s;
+      s.key = key;
+      s.db_now_ms = now;
+      out.push_back(s);
+    }
+    return out;
+  }
+
+  Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
+    auto r = conn_->exec("SELECT id, name, token, owner, host, pid, strategy, " + ms("started_at") + ", " +
+                             ms("finished_at") + ", outcome, exit_code FROM " + t_.runs +
+                             " WHERE $1 = '' OR name = $1 ORDER BY id DESC LIMIT $2::bigint",
+                         {key, std::to_string(std::max(0, limit))});
+    if (!r) return std::unexpected(r.error());
+    std::vector<RunRecord> out;
+    for (int i = 0; i < r->rows(); ++i) {
+      RunRecord h;
+      h.id = r->int64(i, 0);
+      h.key = r->text(i, 1);
+      h.token = r->int64(i, 2);
+      h.owner = r->text(i, 3);
+      h.host = r->text(i, 4);
+      h.pid = r->opt_int64(i, 5).value_or(0);
+      h.strategy = r->text(i, 6);
+      h.started_at_ms = r->opt_int64(i, 7).value_or(0);
+      h.finished_at_ms = r->opt_int64(i, 8);
+      h.outcome = parse_run_outcome(r->text(i, 9)).value_or(RunOutcome::failed);
+      if (auto code = r->opt_int64(i, 10)) h.exit_code = static_cast<int>(*code);
+      out.push_back(std::move(h));
+    }
+    return out;
+  }
+
+  Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
+    auto r = conn_->exec("UPDATE " + t_.locks +
+                             " SET expires_at = now() + $4::bigint * interval '1 ms', renewed_at = now() "
+                             "WHERE name = $1 AND ($2::text IS NULL OR owner = $2) AND ($3::bigint IS NULL OR token = $3::bigint) "
+                             "AND released_at IS NULL AND strategy = 'lease' RETURNING " + ms("expires_at"),
+                         {key, selector_owner(who), selector_token(who), pg::ms_param(ttl)});
+    if (!r) return std::unexpected(r.error());
+    if (r->rows() == 0) return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
+    return r->int64(0, 0);
+  }
+
+  Result<void> release(const std::string& key, const HolderSelector& who) override {
+    auto r = conn_->exec("WITH u AS (UPDATE " + t_.locks +
+                             " SET released_at = now(), expires_at = LEAST(expires_at, now()) "
+                             "WHERE name = $1 AND ($4::boolean OR (released_at IS NULL "
+                             "AND ($2::text IS NULL OR owner = $2) AND ($3::bigint IS NULL OR token = $3::bigint))) "
+                             "RETURNING name) SELECT pg_notify($5, u.name)::text FROM u",
+                         {key, selector_owner(who), selector_token(who), who.force ? "true" : "false", t_.channel});
+    if (!r) return std::unexpected(r.error());
+    if (r->rows() == 0 && !who.force) return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
+    return {};
+  }
+
+  Result<std::int64_t> now_ms() override {
+    auto r = conn_->exec("SELECT " + ms("clock_timestamp()"));
+    if (!r) return std::unexpected(r.error());
+    return r->int64(0, 0);
+  }
+
+  std::vector<DoctorCheck> doctor_checks(Strategy strategy) override {
+    std::vector<DoctorCheck> out;
+    auto add = [&out](std::string name, bool ok, std::string detail) {
+      out.push_back(DoctorCheck{std::move(name), ok, std::move(detail)});
+    };
+    auto v = conn_->exec(
+        "SELECT current_setting('server_version'), "
+        "COALESCE((SELECT setting || COALESCE(unit, '') FROM pg_settings WHERE name = 'idle_session_timeout'), 'n/a'), "
+        "(SELECT setting || COALESCE(unit, '') FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'), "
+        "pg_backend_pid()");
+    if (!v) {
+      add("server", false, v.error().message);
+      return out;
+    }
+    add("server", true, "PostgreSQL " + v->text(0, 0) + " at " + dsn_.redacted);
+    add("idle_timeouts", true,
+        "idle_session_timeout=" + v->text(0, 1) + ", idle_in_transaction_session_timeout=" + v->text(0, 2) +
+            "; dblock sets both to 0 on its own sessions, so they cannot drop a held lock");
+    auto again = conn_->exec("SELECT pg_backend_pid()");
+    if (!again) {
+      add("pgbouncer", false, again.error().message);
+    } else if (again->int64(0, 0) != v->int64(0, 3)) {
+      bool session = is_session_strategy(strategy);
+      add("pgbouncer", !session,
+          "the server process changed between two statements (transaction pooling, e.g. PgBouncer): "
+          "advisory, for-update and txn-insert are unsafe here; use lease or a session-pooled/direct DSN");
+    } else {
+      add("pgbouncer", true, "same server process across statements: session strategies are safe");
+    }
+    auto p = conn_->exec(
+        "SELECT t, to_regclass(t) IS NOT NULL, "
+        "CASE WHEN to_regclass(t) IS NULL THEN has_schema_privilege(current_schema(), 'CREATE') "
+        "ELSE has_table_privilege(t, 'SELECT') AND has_table_privilege(t, 'INSERT') "
+        "AND has_table_privilege(t, 'UPDATE') AND has_table_privilege(t, 'DELETE') END "
+        "FROM unnest(ARRAY[$1, $2, $3]) AS t",
+        {t_.locks, t_.runs, t_.claims});
+    if (!p) {
+      add("privileges", false, p.error().message);
+    } else {
+      std::string bad;
+      for (int i = 0; i < p->rows(); ++i)
+        if (!p->boolean(i, 2))
+          bad += (bad.empty() ? "" : ", ") + p->text(i, 0) +
+                 (p->boolean(i, 1) ? " (needs SELECT, INSERT, UPDATE, DELETE)" : " (missing; no CREATE on the schema)");
+      add("privileges", bad.empty(),
+          bad.empty() ? "select/insert/update/delete on the dblock tables (or create where missing)" : "missing: " + bad);
+    }
+    return out;
+  }
+
+ private:
+  static Param selector_owner(const HolderSelector& who) { return who.owner ? Param(*who.owner) : Param(); }
+  static Param selector_token(const HolderSelector& who) {
+    return who.token ? Param(std::to_string(*who.token)) : Param();
+  }
+  static std::string describe(const HolderSelector& who) {
+    std::string d;
+    if (who.owner) d += "owner " + *who.owner;
+    if (who.token) d += std::string(d.empty() ? "" : " with ") + "token " + std::to_string(*who.token);
+    return d.empty() ? "that holder" : d;
+  }
+
+  Dsn dsn_;
+  BackendOptions options_;
+  std::shared_ptr<PgConn> conn_;
+  pg::Tables t_;
+};
+
+}  // namespace
 
 BackendEntry postgres_backend_entry() {
   return BackendEntry{
       "postgres",
       {"postgres", "postgresql"},
       {Strategy::lease, Strategy::advisory, Strategy::for_update, Strategy::txn_insert},
-      [](const std::string&) { return std::string("-- the postgres backend is not built yet\n"); },
-      [](const Dsn&, const BackendOptions&) -> Result<std::unique_ptr<Backend>> {
-        return fail(ErrorKind::config, "the postgres backend is not available in this build yet");
+      [](const std::string& prefix) { return pg::schema_sql(prefix); },
+      [](const Dsn& dsn, const BackendOptions& options) -> Result<std::unique_ptr<Backend>> {
+        auto conn = PgConn::open(dsn, options);
+        if (!conn) return std::unexpected(conn.error());
+        return std::unique_ptr<Backend>(
+            std::make_unique<PgBackend>(dsn, options, std::shared_ptr<PgConn>(std::move(*conn))));
       },
   };
 }

@@ -1,0 +1,263 @@
+#include "backends/postgres/pg_connection.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+
+#include <cerrno>
+#include <charconv>
+#include <thread>
+
+#include "backends/postgres/pg_error.hpp"
+#include "core/clock.hpp"
+
+namespace dblock::pg {
+namespace {
+
+struct ConninfoDeleter {
+  void operator()(PQconninfoOption* o) const { PQconninfoFree(o); }
+};
+
+// Waits until the socket is ready for `events` or the deadline passes; false on timeout.
+bool wait_socket(int fd, short events, Millis deadline, short* revents) {
+  for (;;) {
+    Millis left = deadline - boottime_now();
+    if (left.count() <= 0) return false;
+    pollfd p{fd, events, 0};
+    int n = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 60'000)));
+    if (n > 0) {
+      *revents = p.revents;
+      return true;
+    }
+    if (n < 0 && errno != EINTR) {
+      *revents = POLLERR;
+      return true;  // let libpq report the broken socket
+    }
+  }
+}
+
+// Session settings every dblock connection wants: server idle killers must not drop a held
+// session lock (SPEC 5). set_config through pg_settings works on servers without
+// idle_session_timeout (before 14) too.
+constexpr std::string_view session_setup =
+    "SELECT set_config(name, '0', false) FROM pg_settings "
+    "WHERE name IN ('idle_session_timeout', 'idle_in_transaction_session_timeout')";
+
+void ignore_notice(void*, const char*) {}
+
+}  // namespace
+
+std::string PgResult::text(int row, int col) const { return PQgetvalue(r_.get(), row, col); }
+
+std::int64_t PgResult::int64(int row, int col) const {
+  const char* v = PQgetvalue(r_.get(), row, col);
+  std::int64_t out = 0;
+  std::from_chars(v, v + std::char_traits<char>::length(v), out);
+  return out;
+}
+
+std::optional<std::int64_t> PgResult::opt_int64(int row, int col) const {
+  if (is_null(row, col)) return std::nullopt;
+  return int64(row, col);
+}
+
+bool PgResult::boolean(int row, int col) const { return !is_null(row, col) && PQgetvalue(r_.get(), row, col)[0] == 't'; }
+
+long PgResult::affected() const {
+  const char* n = r_ ? PQcmdTuples(r_.get()) : "";
+  return *n ? std::strtol(n, nullptr, 10) : 0;
+}
+
+std::string quote_ident(std::string_view name) { return "\"" + std::string(name) + "\""; }
+
+std::string ms(std::string_view expr) {
+  return "floor(extract(epoch FROM " + std::string(expr) + ") * 1000)::bigint";
+}
+
+Result<std::unique_ptr<PgConn>> PgConn::open(const Dsn& dsn, const BackendOptions& options) {
+  std::unique_ptr<PgConn> conn(new PgConn(dsn, options));
+  if (auto ok = conn->connect(); !ok) return std::unexpected(ok.error());
+  return conn;
+}
+
+PgConn::~PgConn() = default;
+
+Result<void> PgConn::connect() {
+  std::lock_guard lock(mutex_);
+  conn_.reset();
+  // libpq's own parser validates the URI (so sslmode, host=/socket dir, passfile... all work).
+  char* err = nullptr;
+  std::unique_ptr<PQconninfoOption, ConninfoDeleter> parsed(PQconninfoParse(dsn_.text.c_str(), &err));
+  if (!parsed) {
+    std::string why = err ? one_line(err) : "out of memory";
+    if (err) PQfreemem(err);
+    // libpq quotes the offending token ("invalid percent-encoded token: ..."), which may be
+    // the password: any quoted text that the redacted DSN does not contain is masked.
+    for (std::size_t open = why.find('"'); open != std::string::npos; open = why.find('"', open + 1)) {
+      std::size_t close = why.find('"', open + 1);
+      if (close == std::string::npos) break;
+      std::string quoted = why.substr(open + 1, close - open - 1);
+      if (dsn_.redacted.find(quoted) == std::string::npos) {
+        why.replace(open + 1, quoted.size(), "****");
+        close = open + 5;
+      }
+      open = close;
+    }
+    return fail(ErrorKind::config, "invalid DSN '" + dsn_.redacted + "': " + why);
+  }
+  auto user_set = [&](std::string_view keyword) {
+    for (auto* o = parsed.get(); o->keyword; ++o)
+      if (keyword == o->keyword && o->val && *o->val) return true;
+    return false;
+  };
+  // libpq rounds connect_timeout to whole seconds and treats 1 as 2.
+  auto secs = std::max<std::int64_t>(2, (options_.connect_timeout.count() + 999) / 1000);
+  std::vector<std::pair<const char*, std::string>> defaults{
+      {"application_name", "dblock"},
+      {"connect_timeout", std::to_string(secs)},
+      // A vanished server (cable, crash without RST) is noticed instead of hanging forever.
+      {"keepalives", "1"},
+      {"keepalives_idle", "10"},
+      {"keepalives_interval", "2"},
+      {"keepalives_count", "3"},
+      {"tcp_user_timeout", std::to_string(std::max<std::int64_t>(1000, options_.io_timeout.count()))},
+  };
+  std::vector<const char*> keys{"dbname"}, values{dsn_.text.c_str()};
+  for (const auto& [k, v] : defaults)
+    if (!user_set(k)) {
+      keys.push_back(k);
+      values.push_back(v.c_str());
+    }
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
+  conn_.reset(PQconnectdbParams(keys.data(), values.data(), /*expand_dbname=*/1));
+  if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK) {
+    Error e = connect_error(conn_.get(), dsn_.redacted);
+    conn_.reset();
+    return std::unexpected(e);
+  }
+  PQsetNoticeProcessor(conn_.get(), ignore_notice, nullptr);  // "already exists, skipping" is no news for cron mail
+  ::fcntl(PQsocket(conn_.get()), F_SETFD, FD_CLOEXEC);        // the command under `run` must not inherit it
+  PQsetnonblocking(conn_.get(), 1);
+  if (auto r = exec(session_setup); !r) return std::unexpected(r.error());
+  for (const auto& channel : channels_)
+    if (auto r = exec("LISTEN " + quote_ident(channel)); !r) return std::unexpected(r.error());
+  return {};
+}
+
+bool PgConn::is_open() const {
+  std::lock_guard lock(mutex_);
+  return conn_ && PQstatus(conn_.get()) == CONNECTION_OK;
+}
+
+bool PgConn::in_transaction() const {
+  std::lock_guard lock(mutex_);
+  return is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INTRANS;
+}
+
+Result<void> PgConn::reconnect() { return connect(); }
+
+void PgConn::close() {
+  std::lock_guard lock(mutex_);
+  conn_.reset();
+}
+
+int PgConn::socket() const {
+  std::lock_guard lock(mutex_);
+  return is_open() ? PQsocket(conn_.get()) : -1;
+}
+
+int PgConn::backend_pid() const {
+  std::lock_guard lock(mutex_);
+  return is_open() ? PQbackendPID(conn_.get()) : 0;
+}
+
+Result<void> PgConn::listen(const std::string& channel) {
+  std::lock_guard lock(mutex_);
+  for (const auto& c : channels_)
+    if (c == channel) return {};
+  if (auto r = exec("LISTEN " + quote_ident(channel)); !r) return std::unexpected(r.error());
+  channels_.push_back(channel);
+  return {};
+}
+
+bool PgConn::drain_notifications() {
+  std::lock_guard lock(mutex_);
+  if (!is_open()) return false;
+  PQconsumeInput(conn_.get());
+  bool any = false;
+  while (PGnotify* n = PQnotifies(conn_.get())) {
+    any = true;
+    PQfreemem(n);
+  }
+  return any;
+}
+
+Error PgConn::broken(std::string_view doing) {
+  std::string text = conn_ ? one_line(PQerrorMessage(conn_.get())) : "connection closed";
+  return Error{ErrorKind::connection, "postgres " + dsn_.redacted + ": " + std::string(doing) + ": " + text};
+}
+
+Error PgConn::timed_out() {
+  // PQcancel opens a blocking connection with no timeout of its own: a server that vanished
+  // would hang us, so it runs on a detached thread while we close our side at once.
+  if (PGcancel* cancel = PQgetCancel(conn_.get())) {
+    std::thread([cancel] {
+      char buf[256];
+      PQcancel(cancel, buf, sizeof buf);
+      PQfreeCancel(cancel);
+    }).detach();
+  }
+  conn_.reset();
+  return Error{ErrorKind::connection, "postgres " + dsn_.redacted + ": no answer within the I/O timeout; connection closed"};
+}
+
+Result<PgResult> PgConn::exec(std::string_view sql, const Params& params, Millis extra) {
+  std::lock_guard lock(mutex_);
+  if (!is_open()) return std::unexpected(broken("not connected"));
+  const Millis deadline = boottime_now() + options_.io_timeout + extra;
+  PGconn* c = conn_.get();
+  const std::string text(sql);
+  int sent = 0;
+  if (params.empty()) {
+    sent = PQsendQuery(c, text.c_str());
+  } else {
+    std::vector<const char*> values;
+    values.reserve(params.size());
+    for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+    sent = PQsendQueryParams(c, text.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0);
+  }
+  if (!sent) return std::unexpected(broken("sending a statement"));
+  const int fd = PQsocket(c);
+  short revents = 0;
+  for (;;) {
+    int f = PQflush(c);
+    if (f == 0) break;
+    if (f < 0) return std::unexpected(broken("sending a statement"));
+    if (!wait_socket(fd, POLLOUT | POLLIN, deadline, &revents)) return std::unexpected(timed_out());
+    if ((revents & POLLIN) && !PQconsumeInput(c)) return std::unexpected(broken("reading"));
+  }
+  PgResult last, error;
+  for (;;) {
+    while (PQisBusy(c)) {
+      if (!wait_socket(fd, POLLIN, deadline, &revents)) return std::unexpected(timed_out());
+      if (!PQconsumeInput(c)) return std::unexpected(broken("reading"));
+    }
+    PGresult* r = PQgetResult(c);
+    if (!r) break;
+    auto status = PQresultStatus(r);
+    PgResult owned(r);
+    if (status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE || status == PGRES_NONFATAL_ERROR) {
+      if (!error) error = owned;
+    } else {
+      last = owned;
+    }
+    if (PQstatus(c) == CONNECTION_BAD) break;
+  }
+  if (error) {
+    return std::unexpected(statement_error(error.get(), c, dsn_.redacted));
+  }
+  if (PQstatus(c) == CONNECTION_BAD) return std::unexpected(broken("connection lost"));
+  return last;
+}
+
+}  // namespace dblock::pg

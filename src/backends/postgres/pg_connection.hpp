@@ -1,0 +1,102 @@
+#pragma once
+// One libpq connection with every statement time-bounded: the asynchronous API plus poll()
+// on PQsocket against a CLOCK_BOOTTIME deadline, so an unreachable server cannot hang dblock.
+
+#include <libpq-fe.h>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "core/dsn.hpp"
+
+namespace dblock::pg {
+
+struct ConnDeleter {
+  void operator()(PGconn* c) const { PQfinish(c); }
+};
+struct ResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using ConnPtr = std::unique_ptr<PGconn, ConnDeleter>;
+
+/// A bound parameter in text format; nullopt is SQL NULL.
+using Param = std::optional<std::string>;
+using Params = std::vector<Param>;
+
+/// Owns a PGresult; typed accessors for the text-format values.
+class PgResult {
+ public:
+  PgResult() = default;
+  explicit PgResult(PGresult* r) : r_(r, ResultDeleter{}) {}
+  int rows() const { return r_ ? PQntuples(r_.get()) : 0; }
+  bool is_null(int row, int col) const { return PQgetisnull(r_.get(), row, col) != 0; }
+  std::string text(int row, int col) const;
+  std::int64_t int64(int row, int col) const;
+  std::optional<std::int64_t> opt_int64(int row, int col) const;
+  bool boolean(int row, int col) const;  // 't'
+  /// Rows changed by INSERT/UPDATE/DELETE.
+  long affected() const;
+  explicit operator bool() const { return r_ != nullptr; }
+  const PGresult* get() const { return r_.get(); }
+
+ private:
+  std::shared_ptr<PGresult> r_{nullptr, ResultDeleter{}};
+};
+
+class PgConn {
+ public:
+  /// Connects (bounded by options.connect_timeout); ErrorKind::config for a bad DSN, bad
+  /// credentials or an unknown database, ErrorKind::connection when the server is unreachable.
+  static Result<std::unique_ptr<PgConn>> open(const Dsn& dsn, const BackendOptions& options);
+  ~PgConn();
+
+  /// Runs sql (several statements allowed when params is empty) within io_timeout + extra.
+  /// On timeout the query is cancelled and the connection closed (ErrorKind::connection).
+  Result<PgResult> exec(std::string_view sql, const Params& params = {}, Millis extra = Millis{0});
+
+  /// True while a transaction is open and healthy on this connection.
+  bool in_transaction() const;
+  /// True while the connection is usable.
+  bool is_open() const;
+  /// Closes and opens again (lease only; session strategies never reconnect), re-LISTENing.
+  Result<void> reconnect();
+  /// Closes the connection: any session lock it held is gone.
+  void close();
+
+  /// LISTENs on channel now and after every reconnect.
+  Result<void> listen(const std::string& channel);
+  /// The socket to poll for notifications, or -1.
+  int socket() const;
+  /// Reads what arrived and drops the notifications; true if there was at least one.
+  bool drain_notifications();
+
+  /// The server process serving this connection (pg_backend_pid()).
+  int backend_pid() const;
+  const std::string& where() const { return dsn_.redacted; }
+
+ private:
+  PgConn(Dsn dsn, BackendOptions options) : dsn_(std::move(dsn)), options_(std::move(options)) {}
+  Result<void> connect();
+  Error broken(std::string_view doing);
+  Error timed_out();
+
+  Dsn dsn_;
+  BackendOptions options_;
+  ConnPtr conn_;
+  std::vector<std::string> channels_;
+  // The lease locker shares the backend's connection and core renews from a heartbeat
+  // thread: one statement at a time. Recursive because connect() runs statements.
+  mutable std::recursive_mutex mutex_;
+};
+
+/// Quotes an identifier that core already validated ([A-Za-z_][A-Za-z0-9_]*).
+std::string quote_ident(std::string_view name);
+/// SQL for "this timestamptz column as epoch milliseconds (bigint)".
+std::string ms(std::string_view expr);
+
+}  // namespace dblock::pg
