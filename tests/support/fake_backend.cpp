@@ -49,7 +49,9 @@ class FakeLocker final : public Locker {
   Result<void> renew(Millis) override {
     if (s_->renew_delay > Millis(0)) std::this_thread::sleep_for(s_->renew_delay);
     ++s_->renews;
-    if (s_->renew_fail_after && s_->acquired_at && boottime_now() >= *s_->acquired_at + *s_->renew_fail_after) {
+    const Millis since = s_->acquired_at ? boottime_now() - *s_->acquired_at : Millis(0);
+    if (s_->renew_fail_after && since >= *s_->renew_fail_after &&
+        (!s_->renew_fail_until || since < *s_->renew_fail_until)) {
       ++s_->failed_renews;
       return fail(s_->renew_error, "fake renew failure");
     }

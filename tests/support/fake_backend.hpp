@@ -24,6 +24,7 @@ struct FakeScript {
   int raise_on_attempt = 1;
   std::optional<Error> acquire_error;        // try_acquire fails with this
   std::optional<Millis> renew_fail_after;    // renews fail once this long has passed since acquire
+  std::optional<Millis> renew_fail_until;    // ...and succeed again once this long has passed
   ErrorKind renew_error = ErrorKind::connection;
   Millis renew_delay{0};                     // each renew takes this long (a slow database)
   std::optional<Error> release_error;        // release fails with this

@@ -228,6 +228,30 @@ TEST_CASE("run: renew that recovers keeps the command running") {
   CHECK(f.outcome() == RunOutcome::ok);
 }
 
+TEST_CASE("run: a renew that fails for a while and then succeeds keeps the command running") {
+  Fixture f;
+  f.options.request.ttl = 3s;
+  f.options.kill_after = 0ms;
+  f.script->renew_fail_after = 0ms;
+  f.script->renew_fail_until = 1500ms;  // the renew at 1s and its retries fail, later ones work
+  f.shell("sleep 2.8");
+  CHECK(f.run() == 0);
+  CHECK(f.script->failed_renews >= 1);
+  CHECK(f.outcome() == RunOutcome::ok);
+}
+
+TEST_CASE("run: a renew stuck in the database does not delay the kill") {
+  Fixture f;
+  f.options.request.ttl = 3s;
+  f.options.kill_after = 0ms;
+  f.script->renew_delay = 2500ms;  // the renew sent at 1s returns at 3.5s, after the lease
+  f.shell("sleep 30");
+  const Millis start = boottime_now();
+  CHECK(f.run() == 76);
+  CHECK(boottime_now() - start < 5s);  // the kill came at ~2s; the release waited for the renew
+  CHECK(f.outcome() == RunOutcome::lost);
+}
+
 TEST_CASE("run: --on-lost ignore lets the command finish with its status") {
   Fixture f;
   f.options.request.ttl = 3s;
