@@ -34,6 +34,8 @@ assert_status "-w 0 is -n" 75 dblock run "$k" -w 0 -- touch "$E2E_TMP/conflict-r
 check "no conflicting command ran" test ! -e "$E2E_TMP/conflict-ran"
 out=$(dblock run "$k" -- true 2>&1)
 assert_eq "a skip prints nothing" "" "$out"
+err=$(dblock -v run "$k" -- true 2>&1)
+check "-v names the holder" grep -q "held by" <<<"$err"
 start=$(now_ms)
 assert_status "-w 1 times out with 75" 75 dblock run "$k" -w 1 -- true
 elapsed=$(($(now_ms) - start))
