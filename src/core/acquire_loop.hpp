@@ -1,21 +1,39 @@
 #pragma once
-// Waiting for a lock: retries with backoff until acquired, the wait runs out, or a signal
-// arrives. The one place that knows about deadlines while *waiting* (SPEC 5).
+// Waiting for a lock: repeated single attempts (Locker::try_acquire) with jittered backoff, a
+// deadline on CLOCK_BOOTTIME, wake-ups from the backend (PostgreSQL NOTIFY) and signals
+// that abort the wait. Shared by `run` and `acquire -w`.
 
 #include <optional>
+#include <string>
 
 #include "backends/backend.hpp"
+#include "core/error.hpp"
+#include "core/lock_types.hpp"
+#include "core/signals.hpp"
 
 namespace dblock {
 
 struct WaitResult {
   AcquireOutcome outcome;
-  int signal = 0;  // != 0: this signal aborted the wait (exit 128+N)
+  int signal = 0;        // != 0: this signal aborted the wait (outcome is then not acquired)
+  Millis sent_at{0};     // CLOCK_BOOTTIME when the last attempt was sent: a lease's local deadline base
+  Millis replied_at{0};  // CLOCK_BOOTTIME when its reply arrived: the local start of --min-hold
 };
 
-/// Tries until acquired, the wait runs out (outcome busy/not_due), or SIGINT, SIGTERM, SIGHUP,
-/// SIGQUIT, SIGUSR1 or SIGUSR2 arrives. wait: nullopt = one attempt only; Millis::max() =
-/// forever. -v explains each decision.
+/// Tries until acquired, the wait runs out (outcome busy/not_due), or SIGINT/SIGTERM/SIGHUP/
+/// SIGQUIT/SIGUSR1/SIGUSR2 arrives. wait: nullopt = one attempt only; Millis::max() = forever.
+/// -v explains each decision (log::verbose).
 Result<WaitResult> acquire_with_wait(Locker& locker, const LockRequest& request, std::optional<Millis> wait);
+
+/// The same, reading signals from a watch the caller already holds (run keeps the signals
+/// blocked from the wait through the end of the command, so none can slip in between).
+Result<WaitResult> acquire_with_wait(Locker& locker, const LockRequest& request, std::optional<Millis> wait,
+                                     SignalWatch& signals);
+
+/// One line for -v about who holds a lock: owner, host, pid, token, since, expires.
+std::string describe_holder(const LockStatus& holder);
+
+/// UTC timestamp "2024-05-01T02:00:00.123Z" from ms since the epoch.
+std::string format_utc_ms(std::int64_t ms);
 
 }  // namespace dblock

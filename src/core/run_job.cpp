@@ -1,17 +1,272 @@
-// Placeholder until the run engine lands (branch run).
-#include "core/acquire_loop.hpp"
 #include "core/run_job.hpp"
 
+#include <poll.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/acquire_loop.hpp"
+#include "core/child_process.hpp"
+#include "core/clock.hpp"
+#include "core/duration.hpp"
+#include "core/exit_code.hpp"
+#include "core/heartbeat.hpp"
+#include "core/log.hpp"
+#include "core/signals.hpp"
+
 namespace dblock {
+namespace {
 
-Result<void> validate_run_timing(Millis, Millis) { return {}; }
+using namespace std::chrono_literals;
 
-int run_job(Backend&, const RunOptions&) { return 70; }
+int report(const Error& error) {
+  log::error(error.message);
+  return exit_code_for(error.kind);
+}
 
-Result<WaitResult> acquire_with_wait(Locker& locker, const LockRequest& request, std::optional<Millis>) {
-  auto outcome = locker.try_acquire(request, Millis(0));
-  if (!outcome) return std::unexpected(outcome.error());
-  return WaitResult{*outcome, 0};
+// Why dblock itself stopped the command (first reason wins).
+enum class StopReason { none, lost, max_hold };
+
+struct Finished {
+  RunOutcome outcome = RunOutcome::ok;
+  int command_status = 0;  // the command's own status (128+N for a signal), for history
+  int exit_status = 0;     // what dblock exits with
+};
+
+// Runs the command under the heartbeat until it has ended; decides the outcome.
+class Supervisor {
+ public:
+  Supervisor(const RunOptions& o, Locker& locker, SignalWatch& signals, const WaitResult& acquired)
+      : o_(o), locker_(locker), signals_(signals), acquired_(acquired), started_(acquired.replied_at) {}
+
+  Finished run(Child& child);
+  /// Session strategies: the server lock is what excludes, so --min-hold is waited out here.
+  void wait_min_hold();
+  void stop_heartbeat() {
+    if (heartbeat_) heartbeat_->stop();
+  }
+
+ private:
+  void terminate(Child& child, StopReason why, Millis now);
+  Millis term_deadline(const Heartbeat::State& st) const {
+    return st.deadline - o_.kill_after - HeartbeatTiming::safety_margin();
+  }
+
+  const RunOptions& o_;
+  Locker& locker_;
+  SignalWatch& signals_;
+  const WaitResult& acquired_;
+  const Millis started_;
+  std::unique_ptr<Heartbeat> heartbeat_;
+  StopReason stop_ = StopReason::none;
+  Millis term_sent_at_{0};
+  bool kill_sent_ = false;
+  bool lost_ignored_ = false;
+  int got_signal_ = 0;
+};
+
+void Supervisor::terminate(Child& child, StopReason why, Millis now) {
+  stop_ = why;
+  term_sent_at_ = now;
+  child.signal_group(SIGTERM);
+  if (o_.kill_after <= 0ms) {
+    child.signal_group(SIGKILL);
+    kill_sent_ = true;
+  }
+}
+
+Finished Supervisor::run(Child& child) {
+  heartbeat_ = std::make_unique<Heartbeat>(locker_, o_.request.ttl, acquired_.sent_at);
+  const std::string& key = o_.request.key;
+
+  while (!child.poll_exit()) {
+    const Millis now = boottime_now();
+    const Heartbeat::State st = heartbeat_->state();
+    const bool stopping = stop_ != StopReason::none;
+
+    if (!stopping && !lost_ignored_ && (st.lost || now >= term_deadline(st))) {
+      std::string why = st.lost ? "the lock on '" + key + "' was lost (" + st.last_error + ")"
+                                : "could not renew the lock on '" + key + "' in time" +
+                                      (st.last_error.empty() ? std::string() : " (" + st.last_error + ")");
+      if (o_.terminate_on_lost) {
+        log::error(why + "; terminating the command");
+        terminate(child, StopReason::lost, now);
+      } else {
+        log::warn(why + "; --on-lost ignore: letting the command finish");
+        lost_ignored_ = true;
+      }
+    } else if (!stopping && o_.max_hold && now >= started_ + *o_.max_hold) {
+      log::error("--max-hold " + format_duration(*o_.max_hold) + " expired for '" + key +
+                 "'; terminating the command");
+      terminate(child, StopReason::max_hold, now);
+    }
+    if (stop_ != StopReason::none && !kill_sent_ && now >= term_sent_at_ + o_.kill_after) {
+      log::verbose("the command outlived --kill-after " + format_duration(o_.kill_after) + ": SIGKILL");
+      child.signal_group(SIGKILL);
+      kill_sent_ = true;
+    }
+
+    // Sleep until the next thing that could need doing; SIGCHLD and the heartbeat wake us.
+    Millis wake = now + 1000ms;
+    if (stop_ == StopReason::none) {
+      if (!lost_ignored_) wake = std::min(wake, term_deadline(st));
+      if (o_.max_hold) wake = std::min(wake, started_ + *o_.max_hold);
+    } else if (!kill_sent_) {
+      wake = std::min(wake, term_sent_at_ + o_.kill_after);
+    }
+    const Millis after = boottime_now();
+    const int timeout = static_cast<int>(std::max<std::int64_t>((wake - after).count(), 0));
+    pollfd fds[2] = {{signals_.fd(), POLLIN, 0}, {heartbeat_->fd(), POLLIN, 0}};
+    if (::poll(fds, 2, timeout) > 0) {
+      if (fds[1].revents & POLLIN) heartbeat_->drain();
+      while (auto sig = signals_.next()) {
+        if (!is_forwarded_signal(*sig)) continue;  // SIGCHLD: poll_exit() looks
+        log::verbose("got signal " + std::to_string(*sig) + ": passing it to the command");
+        got_signal_ = *sig;
+        child.signal_group(*sig);
+      }
+    }
+  }
+
+  Finished f;
+  f.command_status = child.exit_status();
+  f.exit_status = f.command_status;
+  if (stop_ == StopReason::lost) {
+    f.outcome = RunOutcome::lost;
+    f.exit_status = exit_lost;
+  } else if (lost_ignored_) {
+    f.outcome = RunOutcome::lost;
+  } else if (stop_ == StopReason::max_hold) {
+    f.outcome = RunOutcome::max_hold;
+    f.exit_status = exit_max_hold;
+  } else if (got_signal_ && f.command_status != 0) {
+    f.outcome = RunOutcome::killed;
+  } else if (child.term_signal()) {
+    f.outcome = RunOutcome::signal;
+  } else {
+    f.outcome = f.command_status == 0 ? RunOutcome::ok : RunOutcome::failed;
+  }
+  return f;
+}
+
+void Supervisor::wait_min_hold() {
+  if (!is_session_strategy(o_.strategy) || o_.min_hold <= 0ms) return;
+  const Millis until = started_ + o_.min_hold;
+  if (boottime_now() < until)
+    log::verbose("keeping the lock until --min-hold " + format_duration(o_.min_hold) + " has passed");
+  for (;;) {
+    const Millis now = boottime_now();
+    if (now >= until) return;
+    if (heartbeat_ && heartbeat_->state().lost) return;  // nothing left to hold
+    pollfd fds[2] = {{signals_.fd(), POLLIN, 0}, {heartbeat_ ? heartbeat_->fd() : -1, POLLIN, 0}};
+    const int timeout = static_cast<int>(std::min<std::int64_t>((until - now).count(), 1000));
+    if (::poll(fds, 2, timeout) > 0) {
+      if (heartbeat_ && (fds[1].revents & POLLIN)) heartbeat_->drain();
+      while (auto sig = signals_.next()) {
+        if (!is_forwarded_signal(*sig)) continue;
+        log::verbose("got signal " + std::to_string(*sig) + " during --min-hold: releasing now");
+        return;
+      }
+    }
+  }
+}
+
+std::string join_command(const std::vector<std::string>& argv) {
+  // -c arrives as {"/bin/sh", "-c", text}: name the shell, which is what failed to execute.
+  return argv.empty() ? std::string() : argv.front();
+}
+
+}  // namespace
+
+Result<void> validate_run_timing(Millis ttl, Millis kill_after) {
+  const Millis margin = HeartbeatTiming::safety_margin();
+  // The first renew goes out at ttl/3; if it fails, the retries up to the second interval
+  // must still end before SIGTERM, which leaves kill_after + margin before the deadline.
+  // So ttl/3 >= kill_after + margin, i.e. ttl >= 3 * (kill_after + margin).
+  if (kill_after < 0ms) return fail(ErrorKind::usage, "--kill-after must not be negative");
+  if (ttl / 3 >= kill_after + margin) return {};
+  // Suggest round numbers: the ttl rounded up, the grace rounded down, to whole seconds.
+  const Millis min_ttl = std::chrono::ceil<std::chrono::seconds>(3 * (kill_after + margin));
+  const Millis max_kill_after = std::chrono::floor<std::chrono::seconds>(ttl / 3 - margin);
+  std::string message = "--ttl " + format_duration(ttl) + " is too short for --kill-after " +
+                        format_duration(kill_after) +
+                        ": the lease must cover a renew interval (ttl/3) of retries, the grace and a " +
+                        format_duration(margin) + " margin; use --ttl " + format_duration(min_ttl) + " or more";
+  if (max_kill_after >= 0ms) message += ", or --kill-after " + format_duration(max_kill_after) + " or less";
+  return fail(ErrorKind::usage, message);
+}
+
+int run_job(Backend& backend, const RunOptions& o) {
+  if (auto timing = validate_run_timing(o.request.ttl, o.kill_after); !timing) return report(timing.error());
+  if (o.command.empty()) return report(Error{ErrorKind::usage, "run: no command given"});
+
+  // Blocked from here to the end, so no signal between acquire and start can kill dblock
+  // with the lock still held.
+  SignalWatch signals;
+  auto made = backend.make_locker(o.strategy);
+  if (!made) return report(made.error());
+  Locker& locker = **made;
+
+  auto waited = acquire_with_wait(locker, o.request, o.wait, signals);
+  if (!waited) return report(waited.error());
+  if (waited->signal) return exit_signal_base + waited->signal;
+  if (waited->outcome.state != AcquireOutcome::State::acquired) return o.conflict_exit_code;
+  const AcquireOutcome& got = waited->outcome;
+
+  ChildSpec spec;
+  spec.argv = o.command;
+  spec.set_env = {{"DBLOCK_KEY", o.request.key},
+                  {"DBLOCK_TOKEN", std::to_string(got.token)},
+                  {"DBLOCK_OWNER", o.request.owner},
+                  {"DBLOCK_STRATEGY", std::string(to_string(o.strategy))}};
+  spec.unset_env = {"DBLOCK_DSN", "DBLOCK_DSN_FILE"};
+
+  Supervisor supervisor(o, locker, signals, *waited);
+  Finished finished;
+  int error_status = 0;
+  auto child = Child::start(spec);
+  if (!child) {
+    error_status = report(child.error());
+    finished = {RunOutcome::failed, error_status, error_status};
+  } else if (child->exec_errno()) {
+    log::error("cannot execute " + join_command(o.command) + ": " + std::strerror(child->exec_errno()));
+    const int status = child->exec_failure_status();
+    finished = {RunOutcome::failed, status, status};
+  } else {
+    finished = supervisor.run(*child);
+    supervisor.wait_min_hold();
+  }
+  supervisor.stop_heartbeat();
+
+  ReleaseRequest release;
+  release.min_hold = is_session_strategy(o.strategy) ? 0ms : o.min_hold;
+  release.finished_run = true;
+  release.exit_code = finished.command_status;
+  if (o.record_history) {
+    RunRecord record;
+    record.key = o.request.key;
+    record.token = got.token;
+    record.owner = o.request.owner;
+    record.host = o.request.host;
+    record.pid = o.request.pid;
+    record.strategy = std::string(to_string(o.strategy));
+    record.started_at_ms = got.acquired_at_ms.value_or(0);
+    record.outcome = finished.outcome;
+    record.exit_code = finished.command_status;
+    release.history = std::move(record);
+  }
+  if (auto released = locker.release(release); !released) {
+    // After a loss there is nothing left to release; the call only records the run if it can.
+    if (finished.outcome == RunOutcome::lost)
+      log::verbose("release after losing the lock: " + released.error().message);
+    else
+      log::error("could not release '" + o.request.key + "': " + released.error().message);
+  } else {
+    log::verbose("released '" + o.request.key + "' (" + std::string(to_string(finished.outcome)) + ", status " +
+                 std::to_string(finished.command_status) + ")");
+  }
+  return finished.exit_status;
 }
 
 }  // namespace dblock

@@ -1,0 +1,190 @@
+#include "core/acquire_loop.hpp"
+
+#include <poll.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <random>
+
+#include "core/clock.hpp"
+#include "core/duration.hpp"
+#include "core/log.hpp"
+
+namespace dblock {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr Millis first_backoff = 50ms;
+constexpr Millis max_backoff = 1000ms;
+// How long a session strategy's server may block one attempt: short, so a signal or the
+// deadline is noticed within half a second even while the server holds the call.
+constexpr Millis server_slice = 500ms;
+
+// Jitter spreads the retries of many hosts that started on the same cron minute.
+Millis jittered(Millis base) {
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_int_distribution<std::int64_t> dist(base.count() / 2, base.count());
+  return Millis(dist(rng));
+}
+
+enum class Woken { timeout, signal, wakeup };
+
+// Sleeps until `until` (CLOCK_BOOTTIME) unless a watched signal or the backend's wake-up
+// descriptor interrupts; a forwarded signal is stored in *sig.
+Woken sleep_until(Millis until, SignalWatch& signals, Locker& locker, int* sig) {
+  for (;;) {
+    Millis now = boottime_now();
+    Millis left = until > now ? until - now : 0ms;
+    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {locker.wakeup_fd(), POLLIN, 0}};
+    int timeout = static_cast<int>(std::min<std::int64_t>(left.count(), 60'000));
+    int n = ::poll(fds, 2, timeout);
+    if (n < 0 && errno != EINTR) return Woken::timeout;
+    if (n > 0 && (fds[0].revents & POLLIN)) {
+      while (auto s = signals.next()) {
+        if (is_forwarded_signal(*s)) {
+          *sig = *s;
+          return Woken::signal;
+        }
+      }
+    }
+    if (n > 0 && (fds[1].revents & POLLIN)) {
+      locker.consume_wakeup();
+      return Woken::wakeup;
+    }
+    if (boottime_now() >= until) return Woken::timeout;
+  }
+}
+
+std::string held_line(const std::string& key, const AcquireOutcome& out) {
+  if (out.holder) return "'" + key + "' is " + describe_holder(*out.holder);
+  return "'" + key + "' is held by someone else";
+}
+
+}  // namespace
+
+std::string format_utc_ms(std::int64_t ms) {
+  time_t secs = static_cast<time_t>(ms / 1000);
+  tm t{};
+  gmtime_r(&secs, &t);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
+                t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>(ms % 1000));
+  return buf;
+}
+
+std::string describe_holder(const LockStatus& h) {
+  std::string s = "held by " + (h.owner.empty() ? std::string("?") : h.owner);
+  if (!h.host.empty()) s += " on " + h.host;
+  s += " (pid " + std::to_string(h.pid) + ", token " + std::to_string(h.token);
+  if (!h.strategy.empty()) s += ", " + h.strategy;
+  s += ")";
+  if (h.acquired_at_ms) s += " since " + format_utc_ms(*h.acquired_at_ms);
+  if (h.expires_at_ms) {
+    s += ", expires " + format_utc_ms(*h.expires_at_ms);
+    if (h.db_now_ms) s += " (in " + format_duration(Millis(*h.expires_at_ms - h.db_now_ms)) + ")";
+  }
+  return s;
+}
+
+Result<WaitResult> acquire_with_wait(Locker& locker, const LockRequest& request, std::optional<Millis> wait) {
+  SignalWatch signals;
+  return acquire_with_wait(locker, request, wait, signals);
+}
+
+Result<WaitResult> acquire_with_wait(Locker& locker, const LockRequest& request, std::optional<Millis> wait,
+                                     SignalWatch& signals) {
+  const Millis start = boottime_now();
+  const bool forever = wait && *wait == Millis::max();
+  const Millis deadline = !wait ? start : forever ? Millis::max() : start + std::max(*wait, 0ms);
+  auto remaining = [&](Millis now) { return forever ? Millis::max() : std::max(deadline - now, 0ms); };
+  const std::string& key = request.key;
+  Millis backoff = first_backoff;
+  WaitResult result;
+
+  for (;;) {
+    // A signal that came during the previous attempt's server call ends the wait here.
+    while (auto s = signals.next()) {
+      if (is_forwarded_signal(*s)) {
+        log::verbose("signal " + std::to_string(*s) + " while waiting for '" + key + "': giving up");
+        result.signal = *s;
+        return result;
+      }
+    }
+
+    const Millis sent = boottime_now();
+    const Millis slice = wait ? std::min(server_slice, remaining(sent)) : 0ms;
+    auto attempt = locker.try_acquire(request, slice);
+    const Millis replied = boottime_now();
+    result.sent_at = sent;
+    result.replied_at = replied;
+    if (!attempt) {
+      // A lock-wait timeout from the server is just "held by someone" for a waiter.
+      if (attempt.error().kind != ErrorKind::busy) return std::unexpected(attempt.error());
+      result.outcome = AcquireOutcome{};
+    } else {
+      result.outcome = *attempt;
+    }
+    const AcquireOutcome& out = result.outcome;
+
+    if (out.state == AcquireOutcome::State::acquired) {
+      std::string line = "acquired '" + key + "' with token " + std::to_string(out.token);
+      if (out.expires_at_ms) line += ", lease until " + format_utc_ms(*out.expires_at_ms);
+      log::verbose(line);
+      return result;
+    }
+
+    Millis wake_at;
+    if (out.state == AcquireOutcome::State::not_due) {
+      std::string why = "'" + key + "' ran less than --min-interval ago";
+      if (out.due_in) why += "; due in " + format_duration(*out.due_in);
+      if (!wait) {
+        log::verbose(why + ": skipping");
+        return result;
+      }
+      if (!out.due_in || (!forever && replied + *out.due_in > deadline)) {
+        log::verbose(why + ", beyond the wait: giving up");
+        return result;
+      }
+      log::verbose(why + ": sleeping until due");
+      // A little past due, so the server's clock has surely moved beyond it.
+      wake_at = replied + *out.due_in + 20ms;
+      if (!forever) wake_at = std::min(wake_at, deadline);
+    } else {
+      if (!wait) {
+        log::verbose(held_line(key, out) + "; not waiting");
+        return result;
+      }
+      if (!forever && replied >= deadline) {
+        log::verbose(held_line(key, out) + "; the wait of " + format_duration(*wait) + " is over: giving up");
+        return result;
+      }
+      // When the server already blocked for the slice, retry at once; otherwise back off.
+      const bool server_waited = slice > 0ms && replied - sent >= slice / 2;
+      const Millis pause = server_waited ? 0ms : jittered(backoff);
+      if (!server_waited) backoff = std::min(backoff * 2, max_backoff);
+      wake_at = replied + pause;
+      if (!forever) wake_at = std::min(wake_at, deadline);
+      log::verbose(held_line(key, out) + "; retrying in " + format_duration(wake_at - replied) +
+                   (forever ? std::string() : " (" + format_duration(remaining(replied)) + " left)"));
+    }
+
+    int sig = 0;
+    switch (sleep_until(wake_at, signals, locker, &sig)) {
+      case Woken::signal:
+        log::verbose("signal " + std::to_string(sig) + " while waiting for '" + key + "': giving up");
+        result.signal = sig;
+        return result;
+      case Woken::wakeup:
+        log::verbose("a release was announced: retrying '" + key + "' now");
+        backoff = first_backoff;
+        break;
+      case Woken::timeout:
+        break;
+    }
+  }
+}
+
+}  // namespace dblock

@@ -1,0 +1,106 @@
+#include "core/heartbeat.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/clock.hpp"
+#include "core/duration.hpp"
+#include "core/log.hpp"
+
+namespace dblock {
+
+using namespace std::chrono_literals;
+
+Millis HeartbeatTiming::retry_interval() const { return std::clamp(ttl / 10, Millis(200), Millis(2000)); }
+
+Millis HeartbeatTiming::safety_margin() { return 1000ms; }
+
+Heartbeat::Heartbeat(Locker& locker, Millis ttl, Millis acquired_sent_at) : locker_(locker), timing_{ttl} {
+  state_.deadline = acquired_sent_at + ttl;
+  event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  thread_ = std::thread([this] { loop(); });
+}
+
+Heartbeat::~Heartbeat() {
+  stop();
+  if (event_fd_ >= 0) ::close(event_fd_);
+}
+
+void Heartbeat::drain() {
+  std::uint64_t v;
+  while (event_fd_ >= 0 && ::read(event_fd_, &v, sizeof v) == sizeof v) {
+  }
+}
+
+Heartbeat::State Heartbeat::state() const {
+  std::lock_guard lock(mutex_);
+  return state_;
+}
+
+void Heartbeat::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Heartbeat::notify_changed() {
+  if (event_fd_ < 0) return;
+  std::uint64_t one = 1;
+  // The counter cannot overflow (the loop drains it) and a failed wake-up only delays the
+  // loop until its next timer, so the result is not needed.
+  ssize_t ignored = ::write(event_fd_, &one, sizeof one);
+  (void)ignored;
+}
+
+void Heartbeat::loop() {
+  Millis next = state_.deadline - timing_.ttl + timing_.interval();
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    // CLOCK_BOOTTIME has no condition-variable clock; wait in short steps instead.
+    while (!stopping_) {
+      Millis now = boottime_now();
+      if (now >= next) break;
+      cv_.wait_for(lock, std::min(next - now, Millis(250)));
+    }
+    if (stopping_) return;
+    lock.unlock();
+
+    const Millis sent = boottime_now();
+    auto renewed = locker_.renew(timing_.ttl);
+    const Millis replied = boottime_now();
+
+    lock.lock();
+    if (renewed) {
+      state_.deadline = sent + timing_.ttl;
+      if (state_.failures > 0) log::verbose("renewed after " + std::to_string(state_.failures) + " failed tries");
+      state_.failures = 0;
+      state_.last_error.clear();
+      next = sent + timing_.interval();
+      log::verbose("renewed the lock for " + format_duration(timing_.ttl) + " (" + format_duration(replied - sent) +
+                   ")");
+    } else if (renewed.error().kind == ErrorKind::lost) {
+      state_.lost = true;
+      state_.last_error = renewed.error().message;
+      lock.unlock();
+      notify_changed();
+      return;
+    } else {
+      ++state_.failures;
+      state_.last_error = renewed.error().message;
+      log::verbose("renew failed (" + renewed.error().message + "); retrying in " +
+                   format_duration(timing_.retry_interval()));
+      next = replied + timing_.retry_interval();
+    }
+    lock.unlock();
+    notify_changed();
+    lock.lock();
+  }
+}
+
+}  // namespace dblock

@@ -1,0 +1,63 @@
+#pragma once
+// Keeps a held lock alive while the command runs (SPEC 5 "Heartbeat and loss"): renews
+// every ttl/3 on its own thread, so a database call that takes its whole time bound never
+// delays the supervision loop's kill schedule.
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "backends/backend.hpp"
+#include "core/lock_types.hpp"
+
+namespace dblock {
+
+/// The renewal schedule and the safety margin, in one place so validate_run_timing and the
+/// heartbeat agree.
+struct HeartbeatTiming {
+  Millis ttl;
+  Millis interval() const { return ttl / 3; }
+  /// After a failed renew, the next try comes this soon (a few tries fit before the deadline).
+  Millis retry_interval() const;
+  /// Kept free between SIGKILL and the local deadline: covers scheduling and the kill itself.
+  static Millis safety_margin();
+};
+
+class Heartbeat {
+ public:
+  struct State {
+    Millis deadline{0};     // CLOCK_BOOTTIME: last successful renew (or the acquire) sent + ttl
+    bool lost = false;      // ErrorKind::lost: final, no more renewing
+    int failures = 0;       // consecutive failed renews
+    std::string last_error;
+  };
+
+  /// acquired_sent_at: when the acquiring request was sent (CLOCK_BOOTTIME).
+  Heartbeat(Locker& locker, Millis ttl, Millis acquired_sent_at);
+  ~Heartbeat();
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+  /// Readable whenever the state changed (an eventfd); read it with drain().
+  int fd() const { return event_fd_; }
+  void drain();
+  State state() const;
+  /// Stops renewing and joins the thread (waits for a renew in flight, which is time-bounded).
+  void stop();
+
+ private:
+  void loop();
+  void notify_changed();
+
+  Locker& locker_;
+  HeartbeatTiming timing_;
+  int event_fd_ = -1;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  State state_;
+  std::thread thread_;
+};
+
+}  // namespace dblock

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# run: exactly one of many simultaneous runs gets the lock; conflicts exit 75 or -E; -w waits.
+source "$(dirname "$0")/lib.sh"
+
+# Eight processes released by one barrier file: exactly one runs the command.
+k=$(key race)
+dblock init >/dev/null 2>&1 || true
+for i in 1 2 3 4 5 6 7 8; do
+  (
+    while [ ! -e "$E2E_TMP/go" ]; do sleep 0.01; done
+    dblock run "$k" -- sh -c "echo $i >>'$E2E_TMP/ran'; sleep 2"
+    echo $? >"$E2E_TMP/status.$i"
+  ) &
+  remember_pid $!
+done
+sleep 0.3
+touch "$E2E_TMP/go"
+wait
+assert_eq "8 racers: exactly one ran the command" 1 "$(wc -l <"$E2E_TMP/ran" | tr -d ' ')"
+assert_eq "8 racers: one exit 0" 1 "$(cat "$E2E_TMP"/status.* | grep -cx 0)"
+assert_eq "8 racers: seven exit 75" 7 "$(cat "$E2E_TMP"/status.* | grep -cx 75)"
+
+# A holder in the background; -n (the default) and -E while it holds.
+k=$(key conflict)
+dblock run "$k" -- sleep 30 &
+holder=$!
+remember_pid $holder
+check "holder takes the lock" wait_for 10 is_held "$k"
+assert_status "-n conflict" 75 dblock run "$k" -n -- touch "$E2E_TMP/conflict-ran"
+assert_status "default is nonblocking" 75 dblock run "$k" -- touch "$E2E_TMP/conflict-ran"
+assert_status "-E 123" 123 dblock run "$k" -E 123 -- touch "$E2E_TMP/conflict-ran"
+assert_status "-E 0 skips silently" 0 dblock run "$k" -E 0 -- touch "$E2E_TMP/conflict-ran"
+assert_status "-w 0 is -n" 75 dblock run "$k" -w 0 -- touch "$E2E_TMP/conflict-ran"
+check "no conflicting command ran" test ! -e "$E2E_TMP/conflict-ran"
+out=$(dblock run "$k" -- true 2>&1)
+assert_eq "a skip prints nothing" "" "$out"
+err=$(dblock -v run "$k" -- true 2>&1)
+check "-v names the holder" grep -q "held by" <<<"$err"
+start=$(now_ms)
+assert_status "-w 1 times out with 75" 75 dblock run "$k" -w 1 -- true
+elapsed=$(($(now_ms) - start))
+assert_between "-w 1 waited about 1s" 800 5000 "$elapsed"
+kill -TERM $holder
+wait $holder
+
+# -w 10 gets the lock soon after a holder of ~1.5 s ends.
+k=$(key wait)
+dblock run "$k" -- sleep 1.5 &
+holder=$!
+remember_pid $holder
+check "second holder takes the lock" wait_for 10 is_held "$k"
+start=$(now_ms)
+assert_status "-w 10 gets the lock after the holder ends" 0 dblock run "$k" -w 10 -- touch "$E2E_TMP/waited"
+elapsed=$(($(now_ms) - start))
+assert_between "-w acquired within a generous window" 300 8000 "$elapsed"
+wait $holder
+assert_eq "holder exited 0" 0 $?
+check "the waiter ran its command" test -e "$E2E_TMP/waited"
+
+# Everything after -- belongs to the command, even after -w D and even an option named -c.
+assert_status "-w D then -- cmd -c ..." 0 dblock run "$k" -w 1 -- sh -c 'exit 0'
+
+# Global options after the subcommand work too.
+k=$(key global-after)
+assert_status "global options after the subcommand" 0 dblock run "$k" --strategy "$DBLOCK_STRATEGY" -- true
+
+finish

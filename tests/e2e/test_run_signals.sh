@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# run: signals reach the command, a signal aborts a wait, kill -9 of dblock kills the command.
+source "$(dirname "$0")/lib.sh"
+
+# SIGTERM to dblock is passed to the command; dblock exits with the command's status.
+k=$(key sigterm)
+dblock run "$k" -- sh -c "trap 'echo got-term >\"$E2E_TMP/term\"; exit 3' TERM; echo \$\$ >\"$E2E_TMP/cmd1\"; while :; do sleep 0.1; done" &
+runner=$!
+remember_pid $runner
+check "command started" wait_for 10 test -s "$E2E_TMP/cmd1"
+kill -TERM $runner
+wait $runner
+assert_eq "dblock exits with the command's status after SIGTERM" 3 $?
+check "the command saw SIGTERM" grep -q got-term "$E2E_TMP/term"
+check "the lock is free afterwards" wait_for 5 is_free "$k"
+
+# SIGINT to dblock: the command dies of it, dblock exits 130.
+dblock run "$k" -- sh -c "echo \$\$ >\"$E2E_TMP/cmd2\"; exec sleep 30" &
+runner=$!
+remember_pid $runner
+check "second command started" wait_for 10 test -s "$E2E_TMP/cmd2"
+kill -INT $runner
+wait $runner
+assert_eq "SIGINT: 128+2" 130 $?
+check "the sleeping command is gone" bash -c "! kill -0 $(cat "$E2E_TMP/cmd2") 2>/dev/null"
+
+# A signal while waiting aborts the wait promptly with 128+N.
+k=$(key wait-signal)
+dblock run "$k" -- sleep 30 &
+holder=$!
+remember_pid $holder
+check "holder takes the lock" wait_for 10 is_held "$k"
+dblock run "$k" -w 60 -- touch "$E2E_TMP/waiter-ran" &
+waiter=$!
+remember_pid $waiter
+sleep 1
+start=$(now_ms)
+kill -TERM $waiter
+wait $waiter
+assert_eq "SIGTERM while waiting: 143" 143 $?
+assert_between "the wait ended promptly" 0 2000 $(($(now_ms) - start))
+check "the waiter ran nothing" test ! -e "$E2E_TMP/waiter-ran"
+kill -TERM $holder
+wait $holder
+
+# kill -9 of dblock: the command dies with it (PDEATHSIG); the lock frees after the TTL
+# (session strategies: at once, the connection is gone).
+k=$(key kill9)
+dblock run "$k" --ttl 4 --kill-after 0.3 -- sh -c "echo \$\$ >\"$E2E_TMP/cmd3\"; exec sleep 60" &
+runner=$!
+remember_pid $runner
+check "third command started" wait_for 10 test -s "$E2E_TMP/cmd3"
+cmd=$(cat "$E2E_TMP/cmd3")
+killed_at=$(now_ms)
+kill -KILL $runner
+wait $runner 2>/dev/null
+check "the command died with dblock" wait_for 5 bash -c "! kill -0 $cmd 2>/dev/null"
+if is_session_strategy; then
+  check "session lock free at once" wait_for 5 dblock run "$k" -- true
+else
+  assert_status "lease still held right after the crash" 75 dblock run "$k" -- true
+  check "lease frees after the TTL" wait_for 15 dblock run "$k" -- true
+  assert_between "freed no sooner than the TTL" 3000 15000 $(($(now_ms) - killed_at))
+fi
+
+finish

@@ -1,0 +1,115 @@
+#include "support/fake_backend.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "core/clock.hpp"
+
+namespace dblock::test {
+namespace {
+
+class FakeLocker final : public Locker {
+ public:
+  explicit FakeLocker(std::shared_ptr<FakeScript> script) : s_(std::move(script)) {}
+
+  Result<AcquireOutcome> try_acquire(const LockRequest&, Millis wait) override {
+    const int attempt = ++s_->attempts;
+    {
+      std::lock_guard lock(s_->mutex);
+      s_->attempt_waits.push_back(wait);
+      s_->attempt_times.push_back(boottime_now());
+    }
+    if (s_->raise_signal && attempt == s_->raise_on_attempt) ::raise(s_->raise_signal);
+    if (s_->acquire_error) return std::unexpected(*s_->acquire_error);
+    AcquireOutcome out;
+    const Millis now = boottime_now();
+    if (s_->not_due_in) {
+      if (!s_->due_until) s_->due_until = now + *s_->not_due_in;
+      if (now < *s_->due_until) {
+        out.state = AcquireOutcome::State::not_due;
+        out.due_in = *s_->due_until - now;
+        return out;
+      }
+    }
+    if (attempt <= s_->busy_attempts) {
+      out.state = AcquireOutcome::State::busy;
+      out.holder = s_->holder;
+      return out;
+    }
+    out.state = AcquireOutcome::State::acquired;
+    out.token = ++s_->next_token;
+    out.acquired_at_ms = 1'700'000'000'000;
+    out.expires_at_ms = 1'700'000'030'000;
+    s_->acquired_at = now;
+    return out;
+  }
+
+  Result<void> renew(Millis) override {
+    if (s_->renew_delay > Millis(0)) std::this_thread::sleep_for(s_->renew_delay);
+    ++s_->renews;
+    const Millis since = s_->acquired_at ? boottime_now() - *s_->acquired_at : Millis(0);
+    if (s_->renew_fail_after && since >= *s_->renew_fail_after &&
+        (!s_->renew_fail_until || since < *s_->renew_fail_until)) {
+      ++s_->failed_renews;
+      return fail(s_->renew_error, "fake renew failure");
+    }
+    return {};
+  }
+
+  Result<void> release(const ReleaseRequest& req) override {
+    std::lock_guard lock(s_->mutex);
+    s_->releases.push_back(req);
+    if (s_->release_error) return std::unexpected(*s_->release_error);
+    return {};
+  }
+
+  int wakeup_fd() const override { return s_->wakeup_fd; }
+
+  void consume_wakeup() override {
+    ++s_->wakeups_consumed;
+    char buf[64];
+    while (s_->wakeup_fd >= 0 && ::read(s_->wakeup_fd, buf, sizeof buf) > 0) {
+    }
+  }
+
+ private:
+  std::shared_ptr<FakeScript> s_;
+};
+
+}  // namespace
+
+std::unique_ptr<Locker> make_fake_locker(std::shared_ptr<FakeScript> script) {
+  return std::make_unique<FakeLocker>(std::move(script));
+}
+
+Result<std::unique_ptr<Locker>> FakeBackend::make_locker(Strategy strategy) {
+  last_strategy = strategy;
+  if (script_->make_locker_error) return std::unexpected(*script_->make_locker_error);
+  return make_fake_locker(script_);
+}
+
+Result<std::vector<LockStatus>> FakeBackend::status(std::span<const std::string> keys) {
+  std::vector<LockStatus> out;
+  for (const auto& k : keys) {
+    LockStatus s;
+    s.key = k;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Result<std::vector<RunRecord>> FakeBackend::history(const std::string&, int) { return std::vector<RunRecord>{}; }
+
+Result<std::int64_t> FakeBackend::renew(const std::string&, const HolderSelector&, Millis) {
+  return fail(ErrorKind::lost, "fake: not held");
+}
+
+Result<void> FakeBackend::release(const std::string&, const HolderSelector&) { return {}; }
+
+Result<std::int64_t> FakeBackend::now_ms() { return wall_now_ms(); }
+
+std::vector<DoctorCheck> FakeBackend::doctor_checks(Strategy) { return {}; }
+
+}  // namespace dblock::test

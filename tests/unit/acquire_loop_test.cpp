@@ -1,0 +1,150 @@
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "core/acquire_loop.hpp"
+#include "core/clock.hpp"
+#include "support/fake_backend.hpp"
+
+using namespace dblock;
+using namespace std::chrono_literals;
+
+namespace {
+
+LockRequest request() {
+  LockRequest r;
+  r.key = "k";
+  r.owner = "me";
+  r.ttl = 30s;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("acquire_with_wait: one attempt without -w") {
+  auto script = std::make_shared<test::FakeScript>();
+  script->busy_attempts = 100;
+  auto locker = test::make_fake_locker(script);
+  auto r = acquire_with_wait(*locker, request(), std::nullopt);
+  REQUIRE(r);
+  CHECK(r->outcome.state == AcquireOutcome::State::busy);
+  CHECK(r->signal == 0);
+  CHECK(script->attempts == 1);
+  CHECK(script->attempt_waits.at(0) == 0ms);
+}
+
+TEST_CASE("acquire_with_wait: gives up at the deadline, with short server slices") {
+  auto script = std::make_shared<test::FakeScript>();
+  script->busy_attempts = 1000;
+  auto locker = test::make_fake_locker(script);
+  const Millis start = boottime_now();
+  auto r = acquire_with_wait(*locker, request(), 700ms);
+  const Millis took = boottime_now() - start;
+  REQUIRE(r);
+  CHECK(r->outcome.state == AcquireOutcome::State::busy);
+  CHECK(took >= 650ms);
+  CHECK(took < 2000ms);
+  CHECK(script->attempts >= 3);
+  CHECK(script->attempts < 40);  // backoff, not a busy loop
+  for (Millis w : script->attempt_waits) CHECK(w <= 500ms);
+}
+
+TEST_CASE("acquire_with_wait: succeeds once the holder lets go") {
+  auto script = std::make_shared<test::FakeScript>();
+  script->busy_attempts = 3;
+  auto locker = test::make_fake_locker(script);
+  auto r = acquire_with_wait(*locker, request(), 10s);
+  REQUIRE(r);
+  CHECK(r->outcome.state == AcquireOutcome::State::acquired);
+  CHECK(r->outcome.token == 42);
+  CHECK(script->attempts == 4);
+  CHECK(r->sent_at <= r->replied_at);
+}
+
+TEST_CASE("acquire_with_wait: a signal aborts a wait forever promptly") {
+  auto script = std::make_shared<test::FakeScript>();
+  script->busy_attempts = 1'000'000;
+  script->raise_signal = SIGUSR1;
+  script->raise_on_attempt = 3;
+  auto locker = test::make_fake_locker(script);
+  SignalWatch outer;  // keeps SIGUSR1 blocked until the test has checked the result
+  const Millis start = boottime_now();
+  auto r = acquire_with_wait(*locker, request(), Millis::max());
+  REQUIRE(r);
+  CHECK(r->signal == SIGUSR1);
+  CHECK(r->outcome.state != AcquireOutcome::State::acquired);
+  CHECK(script->attempts == 3);
+  CHECK(boottime_now() - start < 2000ms);
+}
+
+TEST_CASE("acquire_with_wait: not due within the wait sleeps until due") {
+  auto script = std::make_shared<test::FakeScript>();
+  script->not_due_in = 300ms;
+  auto locker = test::make_fake_locker(script);
+  const Millis start = boottime_now();
+  auto r = acquire_with_wait(*locker, request(), 3s);
+  REQUIRE(r);
+  CHECK(r->outcome.state == AcquireOutcome::State::acquired);
+  CHECK(boottime_now() - start >= 280ms);
+  CHECK(script->attempts <= 3);
+}
+
+TEST_CASE("acquire_with_wait: not due beyond the wait gives up at once") {
+  auto script = std::make_shared<test::FakeScript>();
+  script->not_due_in = 10s;
+  auto locker = test::make_fake_locker(script);
+  const Millis start = boottime_now();
+  auto r = acquire_with_wait(*locker, request(), 1s);
+  REQUIRE(r);
+  CHECK(r->outcome.state == AcquireOutcome::State::not_due);
+  CHECK(boottime_now() - start < 500ms);
+  CHECK(script->attempts == 1);
+}
+
+TEST_CASE("acquire_with_wait: a backend wake-up retries at once") {
+  int pipefd[2];
+  REQUIRE(::pipe2(pipefd, O_NONBLOCK) == 0);
+  REQUIRE(::write(pipefd[1], "x", 1) == 1);
+  auto script = std::make_shared<test::FakeScript>();
+  script->busy_attempts = 1;
+  script->wakeup_fd = pipefd[0];
+  auto locker = test::make_fake_locker(script);
+  auto r = acquire_with_wait(*locker, request(), 5s);
+  REQUIRE(r);
+  CHECK(r->outcome.state == AcquireOutcome::State::acquired);
+  CHECK(script->wakeups_consumed == 1);
+  ::close(pipefd[0]);
+  ::close(pipefd[1]);
+}
+
+TEST_CASE("acquire_with_wait: errors other than busy end the wait") {
+  auto script = std::make_shared<test::FakeScript>();
+  script->acquire_error = Error{ErrorKind::connection, "down"};
+  auto locker = test::make_fake_locker(script);
+  auto r = acquire_with_wait(*locker, request(), 5s);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().kind == ErrorKind::connection);
+
+  script->acquire_error = Error{ErrorKind::busy, "lock wait timeout"};
+  auto busy = acquire_with_wait(*locker, request(), std::nullopt);
+  REQUIRE(busy);
+  CHECK(busy->outcome.state == AcquireOutcome::State::busy);
+}
+
+TEST_CASE("describe_holder names owner, host, pid, token and times") {
+  LockStatus h;
+  h.owner = "web1:42:abc";
+  h.host = "web1";
+  h.pid = 42;
+  h.token = 7;
+  h.acquired_at_ms = 0;
+  h.expires_at_ms = 30'000;
+  h.db_now_ms = 10'000;
+  std::string s = describe_holder(h);
+  CHECK(s.find("web1:42:abc") != std::string::npos);
+  CHECK(s.find("pid 42") != std::string::npos);
+  CHECK(s.find("token 7") != std::string::npos);
+  CHECK(s.find("1970-01-01T00:00:00.000Z") != std::string::npos);
+  CHECK(s.find("in 20s") != std::string::npos);
+}

@@ -1,0 +1,350 @@
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/clock.hpp"
+#include "core/run_job.hpp"
+#include "core/signals.hpp"
+#include "support/fake_backend.hpp"
+
+using namespace dblock;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Fixture {
+  std::shared_ptr<test::FakeScript> script = std::make_shared<test::FakeScript>();
+  test::FakeBackend backend{script};
+  RunOptions options;
+  std::filesystem::path dir;
+
+  Fixture() {
+    options.request.key = "job";
+    options.request.owner = "host:1:abc";
+    options.request.host = "host";
+    options.request.pid = 1;
+    options.request.ttl = 30s;
+    char tmpl[] = "/tmp/dblock-run-test-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+  }
+  ~Fixture() { std::filesystem::remove_all(dir); }
+
+  void shell(const std::string& text) { options.command = {"/bin/sh", "-c", text}; }
+  // run_job under an outer watch: a signal the test provokes stays blocked until checked.
+  int run() {
+    SignalWatch outer;
+    return run_job(backend, options);
+  }
+  const ReleaseRequest& only_release() {
+    REQUIRE(script->releases.size() == 1);
+    return script->releases.front();
+  }
+  RunOutcome outcome() {
+    const auto& r = only_release();
+    REQUIRE(r.history);
+    return r.history->outcome;
+  }
+  std::string read(const std::string& name) {
+    std::ifstream in(dir / name);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("run: exit status 0 is ok and released with the history row") {
+  Fixture f;
+  f.shell("exit 0");
+  CHECK(f.run() == 0);
+  const auto& r = f.only_release();
+  CHECK(r.finished_run);
+  CHECK(r.exit_code == 0);
+  REQUIRE(r.history);
+  CHECK(r.history->outcome == RunOutcome::ok);
+  CHECK(r.history->exit_code == 0);
+  CHECK(r.history->token == 42);
+  CHECK(r.history->key == "job");
+  CHECK(r.history->owner == "host:1:abc");
+  CHECK(r.history->strategy == "lease");
+}
+
+TEST_CASE("run: the command's exit status passes through as failed") {
+  Fixture f;
+  f.shell("exit 3");
+  CHECK(f.run() == 3);
+  CHECK(f.outcome() == RunOutcome::failed);
+  CHECK(f.only_release().exit_code == 3);
+}
+
+TEST_CASE("run: death by signal N is 128+N, outcome signal") {
+  Fixture f;
+  f.shell("kill -USR2 $$");
+  CHECK(f.run() == 128 + SIGUSR2);
+  CHECK(f.outcome() == RunOutcome::signal);
+}
+
+TEST_CASE("run: --no-history releases without a history row") {
+  Fixture f;
+  f.options.record_history = false;
+  f.shell("exit 0");
+  CHECK(f.run() == 0);
+  CHECK_FALSE(f.only_release().history);
+  CHECK(f.only_release().finished_run);
+}
+
+TEST_CASE("run: a command not found is 127, not executable 126, and still released") {
+  Fixture f;
+  f.options.command = {"dblock-no-such-command-xyz"};
+  CHECK(f.run() == 127);
+  CHECK(f.outcome() == RunOutcome::failed);
+  CHECK(f.only_release().exit_code == 127);
+
+  Fixture g;
+  auto file = g.dir / "not-executable";
+  std::ofstream(file) << "#!/bin/sh\nexit 0\n";
+  ::chmod(file.c_str(), 0644);
+  g.options.command = {file.string()};
+  CHECK(g.run() == 126);
+  CHECK(g.outcome() == RunOutcome::failed);
+}
+
+TEST_CASE("run: DBLOCK_* variables reach the command, the DSN does not") {
+  Fixture f;
+  ::setenv("DBLOCK_DSN", "postgres://u:secret@127.0.0.1/db", 1);
+  ::setenv("DBLOCK_DSN_FILE", "/etc/secret", 1);
+  f.options.strategy = Strategy::advisory;
+  f.shell("env > '" + (f.dir / "env").string() + "'");
+  CHECK(f.run() == 0);
+  ::unsetenv("DBLOCK_DSN");
+  ::unsetenv("DBLOCK_DSN_FILE");
+  std::string env = f.read("env");
+  CHECK(env.find("DBLOCK_KEY=job\n") != std::string::npos);
+  CHECK(env.find("DBLOCK_TOKEN=42\n") != std::string::npos);
+  CHECK(env.find("DBLOCK_OWNER=host:1:abc\n") != std::string::npos);
+  CHECK(env.find("DBLOCK_STRATEGY=advisory\n") != std::string::npos);
+  CHECK(env.find("DBLOCK_DSN") == std::string::npos);
+  CHECK(env.find("secret") == std::string::npos);
+  CHECK(f.backend.last_strategy == Strategy::advisory);
+}
+
+TEST_CASE("run: the command runs in its own process group") {
+  Fixture f;
+  f.shell("ps -o pgid= -p $$ | tr -d ' ' > '" + (f.dir / "pgid").string() + "'; echo $$ > '" +
+          (f.dir / "pid").string() + "'");
+  CHECK(f.run() == 0);
+  CHECK(f.read("pgid") == f.read("pid"));
+  CHECK(f.read("pid") != std::to_string(::getpgrp()) + "\n");
+}
+
+TEST_CASE("run: conflict returns -E and runs nothing, releases nothing") {
+  Fixture f;
+  f.script->busy_attempts = 1000;
+  f.shell("touch '" + (f.dir / "ran").string() + "'");
+  CHECK(f.run() == 75);
+  f.options.conflict_exit_code = 123;
+  CHECK(f.run() == 123);
+  f.options.conflict_exit_code = 0;
+  CHECK(f.run() == 0);
+  CHECK_FALSE(std::filesystem::exists(f.dir / "ran"));
+  CHECK(f.script->releases.empty());
+
+  Fixture g;
+  g.script->not_due_in = 1h;
+  g.shell("touch '" + (g.dir / "ran").string() + "'");
+  CHECK(g.run() == 75);
+  CHECK_FALSE(std::filesystem::exists(g.dir / "ran"));
+}
+
+TEST_CASE("run: a signal while waiting aborts with 128+N and runs nothing") {
+  Fixture f;
+  f.script->busy_attempts = 1'000'000;
+  f.script->raise_signal = SIGTERM;
+  f.script->raise_on_attempt = 2;
+  f.options.wait = Millis::max();
+  f.shell("touch '" + (f.dir / "ran").string() + "'");
+  CHECK(f.run() == 128 + SIGTERM);
+  CHECK_FALSE(std::filesystem::exists(f.dir / "ran"));
+  CHECK(f.script->releases.empty());
+}
+
+TEST_CASE("run: a signal to dblock reaches the command, which is released as killed") {
+  Fixture f;
+  // The command signals its parent (dblock, here the test process) and then sleeps.
+  f.shell("kill -TERM $PPID; sleep 30");
+  const Millis start = boottime_now();
+  CHECK(f.run() == 128 + SIGTERM);
+  CHECK(boottime_now() - start < 10s);
+  CHECK(f.outcome() == RunOutcome::killed);
+}
+
+TEST_CASE("run: a lost lock terminates the command and exits 76") {
+  Fixture f;
+  f.options.request.ttl = 3s;
+  f.options.kill_after = 0ms;
+  f.script->renew_fail_after = 0ms;
+  f.script->renew_error = ErrorKind::lost;
+  f.shell("sleep 30");
+  const Millis start = boottime_now();
+  CHECK(f.run() == 76);
+  const Millis took = boottime_now() - start;
+  CHECK(took >= 900ms);  // the first renew is at ttl/3
+  CHECK(took < 3s);
+  CHECK(f.outcome() == RunOutcome::lost);
+  CHECK(f.only_release().exit_code == 128 + SIGTERM);
+}
+
+TEST_CASE("run: renew failing until the deadline kills the command before the lease ends") {
+  Fixture f;
+  f.options.request.ttl = 3s;
+  f.options.kill_after = 0ms;
+  f.script->renew_fail_after = 0ms;
+  f.script->renew_error = ErrorKind::connection;
+  // Ignores SIGTERM: only the SIGKILL that must land before the deadline stops it.
+  f.shell("trap '' TERM; sleep 30");
+  const Millis start = boottime_now();
+  CHECK(f.run() == 76);
+  const Millis took = boottime_now() - start;
+  CHECK(took >= 1500ms);
+  CHECK(took < 3s);  // dead before the lease (ttl 3s from the acquire) could expire
+  CHECK(f.script->failed_renews >= 2);  // retried before giving up
+  CHECK(f.outcome() == RunOutcome::lost);
+}
+
+TEST_CASE("run: renew that recovers keeps the command running") {
+  Fixture f;
+  f.options.request.ttl = 3s;
+  f.options.kill_after = 0ms;
+  f.shell("sleep 2.5");
+  CHECK(f.run() == 0);
+  CHECK(f.script->renews >= 2);
+  CHECK(f.outcome() == RunOutcome::ok);
+}
+
+TEST_CASE("run: a renew that fails for a while and then succeeds keeps the command running") {
+  Fixture f;
+  f.options.request.ttl = 3s;
+  f.options.kill_after = 0ms;
+  f.script->renew_fail_after = 0ms;
+  f.script->renew_fail_until = 1500ms;  // the renew at 1s and its retries fail, later ones work
+  f.shell("sleep 2.8");
+  CHECK(f.run() == 0);
+  CHECK(f.script->failed_renews >= 1);
+  CHECK(f.outcome() == RunOutcome::ok);
+}
+
+TEST_CASE("run: a renew stuck in the database does not delay the kill") {
+  Fixture f;
+  f.options.request.ttl = 3s;
+  f.options.kill_after = 0ms;
+  f.script->renew_delay = 2500ms;  // the renew sent at 1s returns at 3.5s, after the lease
+  f.shell("sleep 30");
+  const Millis start = boottime_now();
+  CHECK(f.run() == 76);
+  CHECK(boottime_now() - start < 5s);  // the kill came at ~2s; the release waited for the renew
+  CHECK(f.outcome() == RunOutcome::lost);
+}
+
+TEST_CASE("run: --on-lost ignore lets the command finish with its status") {
+  Fixture f;
+  f.options.request.ttl = 3s;
+  f.options.kill_after = 0ms;
+  f.options.terminate_on_lost = false;
+  f.script->renew_fail_after = 0ms;
+  f.script->renew_error = ErrorKind::lost;
+  f.shell("sleep 1.6; exit 5");
+  CHECK(f.run() == 5);
+  CHECK(f.outcome() == RunOutcome::lost);
+}
+
+TEST_CASE("run: --max-hold terminates with 124, SIGKILL after --kill-after") {
+  Fixture f;
+  f.options.max_hold = 300ms;
+  f.shell("sleep 30");
+  const Millis start = boottime_now();
+  CHECK(f.run() == 124);
+  CHECK(boottime_now() - start < 3s);
+  CHECK(f.outcome() == RunOutcome::max_hold);
+
+  Fixture g;
+  g.options.max_hold = 200ms;
+  g.options.kill_after = 400ms;
+  g.shell("trap '' TERM; sleep 30");
+  const Millis t0 = boottime_now();
+  CHECK(g.run() == 124);
+  const Millis took = boottime_now() - t0;
+  CHECK(took >= 550ms);
+  CHECK(took < 5s);
+  CHECK(g.outcome() == RunOutcome::max_hold);
+}
+
+TEST_CASE("run: --min-hold goes to the database for lease, is waited out locally for session strategies") {
+  Fixture f;
+  f.options.min_hold = 1h;
+  f.shell("exit 0");
+  const Millis start = boottime_now();
+  CHECK(f.run() == 0);
+  CHECK(boottime_now() - start < 2s);
+  CHECK(f.only_release().min_hold == 1h);
+
+  Fixture g;
+  g.options.strategy = Strategy::for_update;
+  g.options.min_hold = 600ms;
+  g.shell("exit 0");
+  const Millis t0 = boottime_now();
+  CHECK(g.run() == 0);
+  CHECK(boottime_now() - t0 >= 550ms);
+  CHECK(g.only_release().min_hold == 0ms);
+}
+
+TEST_CASE("run: a failed release is reported but the command's status stands") {
+  Fixture f;
+  f.script->release_error = Error{ErrorKind::connection, "down"};
+  f.shell("exit 4");
+  CHECK(f.run() == 4);
+  CHECK(f.script->releases.size() == 1);
+}
+
+TEST_CASE("run: backend errors map to exit codes") {
+  Fixture f;
+  f.script->make_locker_error = Error{ErrorKind::config, "advisory needs mysql or postgres"};
+  f.shell("exit 0");
+  CHECK(f.run() == 78);
+
+  Fixture g;
+  g.script->acquire_error = Error{ErrorKind::connection, "server down"};
+  g.shell("exit 0");
+  CHECK(g.run() == 69);
+  CHECK(g.script->releases.empty());
+}
+
+TEST_CASE("validate_run_timing: the schedule needs a retry and the grace before the deadline") {
+  CHECK(validate_run_timing(30s, 5s));
+  CHECK(validate_run_timing(18s, 5s));
+  CHECK(validate_run_timing(6s, 1s));
+  CHECK(validate_run_timing(3s, 0s));
+  auto bad = validate_run_timing(3s, 5s);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().kind == ErrorKind::usage);
+  CHECK(bad.error().message.find("--ttl 18s or more") != std::string::npos);
+  CHECK(bad.error().message.find("--kill-after 0s or less") != std::string::npos);
+  auto close = validate_run_timing(10s, 5s);
+  REQUIRE_FALSE(close);
+  CHECK(close.error().message.find("--kill-after 2s or less") != std::string::npos);
+  CHECK_FALSE(validate_run_timing(5900ms, 1s));
+}
+
+TEST_CASE("run: invalid timing is a usage error before anything is locked") {
+  Fixture f;
+  f.options.request.ttl = 3s;
+  f.shell("exit 0");
+  CHECK(f.run() == 64);
+  CHECK(f.script->attempts == 0);
+}
