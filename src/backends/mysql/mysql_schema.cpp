@@ -159,7 +159,9 @@ std::string epoch_ms(const std::string& expr) {
 }
 
 std::string advisory_name_sql(const std::string& key_expr) {
-  return "CONCAT('dblock:', LEFT(SHA2(CONCAT(DATABASE(), 0x00, ?, 0x00, " + key_expr + "), 256), 57))";
+  // All parts as bytes: a key's UTF-8 must not meet the database name's collation.
+  return "CONCAT('dblock:', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(? AS BINARY), 0x00, CAST(" +
+         key_expr + " AS BINARY)), 256), 57))";
 }
 
 Result<std::optional<LockStatus>> read_lock(Connection& conn, const Tables& t, const std::string& key) {
