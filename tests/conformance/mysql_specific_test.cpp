@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <thread>
 
 #include "backends/mysql/mysql_connection.hpp"
@@ -98,6 +99,10 @@ TEST_CASE("mysql: acquire, busy, release, token grows, status follows") {
   MESSAGE(to_string(test::strategy()), ": nonblocking busy answer in ", took.count(), " ms");
   REQUIRE(busy->holder);
   CHECK(busy->holder->owner == "a");
+  auto held = f.status_of(key);  // the refused attempt changed nothing
+  CHECK(held.owner == "a");
+  CHECK(held.token == 1);
+  CHECK(held.last_started_at_ms == held.acquired_at_ms);
 
   CHECK(a->renew(Millis(30000)));
   ReleaseRequest rel;
@@ -122,6 +127,11 @@ TEST_CASE("mysql: acquire, busy, release, token grows, status follows") {
   REQUIRE(second);
   REQUIRE(second->state == AcquireOutcome::State::acquired);
   CHECK(second->token == 2);
+  auto retaken = f.status_of(key);
+  CHECK(retaken.owner == "b");
+  CHECK(retaken.last_started_at_ms == retaken.acquired_at_ms);
+  CHECK(*retaken.last_started_at_ms > *held.last_started_at_ms);
+  CHECK(retaken.state == LockStatus::State::held);
   CHECK(b->release(ReleaseRequest{}));
   CHECK_FALSE(b->release(ReleaseRequest{}));
 
@@ -324,4 +334,47 @@ TEST_CASE("mysql: doctor reports one line per check") {
     CHECK(c.detail.find('\n') == std::string::npos);
   }
   CHECK(checks[1].ok);  // privileges on our own fresh tables
+}
+
+// Statements each lease call sends, from the server's global counters (for the record; other
+// sessions on a shared server would disturb the numbers, so this only reports them).
+TEST_CASE("mysql: statements per lease acquire, renew and release") {
+  if (!is_mysql() || test::strategy() != Strategy::lease) return;
+  Fixture f;
+  auto counters = [&] {
+    auto r = f.admin->execute(
+        "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN "
+        "('QUESTIONS', 'COM_STMT_PREPARE', 'COM_STMT_EXECUTE')");
+    REQUIRE(r);
+    std::map<std::string, long long> out;
+    for (const auto& row : r->rows) out[*row[0]] = std::stoll(*row[1]);
+    return out;
+  };
+  auto report = [&](const char* what, const std::map<std::string, long long>& before) {
+    auto after = counters();
+    // The counters query itself is one question and one execute.
+    const std::string line = std::string(what) + ": questions " + std::to_string(after["QUESTIONS"] - before.at("QUESTIONS") - 1) +
+                             ", prepares " + std::to_string(after["COM_STMT_PREPARE"] - before.at("COM_STMT_PREPARE")) +
+                             ", executes " + std::to_string(after["COM_STMT_EXECUTE"] - before.at("COM_STMT_EXECUTE") - 1);
+    MESSAGE(line);
+  };
+  const std::string key = test::unique_key("count");
+  auto a = f.locker();
+  auto c0 = counters();
+  REQUIRE(a->try_acquire(request(key, "a"), 0ms)->state == AcquireOutcome::State::acquired);
+  report("first acquire (insert)", c0);
+  auto c1 = counters();
+  REQUIRE(a->renew(Millis(30000)));
+  report("renew", c1);
+  auto c2 = counters();
+  REQUIRE(a->release(ReleaseRequest{}));
+  report("release", c2);
+  auto c3 = counters();
+  REQUIRE(a->try_acquire(request(key, "a"), 0ms)->state == AcquireOutcome::State::acquired);
+  report("second acquire (takeover, cached statement)", c3);
+  auto b = f.locker();
+  auto c4 = counters();
+  REQUIRE(b->try_acquire(request(key, "b"), 0ms)->state == AcquireOutcome::State::busy);
+  report("busy acquire (cold path reads the holder)", c4);
+  CHECK(a->release(ReleaseRequest{}));
 }
