@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that building, testing and benchmarking dblock needs.
+# Idempotent. `--check` only reports (exit 1) whether something is missing.
+set -euo pipefail
+
+packages=(
+  # build
+  g++ cmake ninja-build pkg-config
+  libcli11-dev doctest-dev nlohmann-json3-dev
+  libsqlite3-dev default-libmysqlclient-dev libpq-dev
+  # tests: throwaway servers, clients, and the tools the end-to-end scripts use
+  mariadb-server mariadb-client postgresql postgresql-client sqlite3
+  python3 procps util-linux coreutils
+  # benchmarks
+  hyperfine
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+
+if [ "${1:-}" = "--check" ]; then
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "missing packages: ${missing[*]}" >&2
+    exit 1
+  fi
+  exit 0
+fi
+
+sudo=()
+[ "$(id -u)" -eq 0 ] || sudo=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update
+# policy-rc.d keeps the packaged services from starting: tests run their own throwaway servers.
+"${sudo[@]}" apt-get install -y --no-install-recommends "${packages[@]}"

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Starts (or stops) throwaway MariaDB and PostgreSQL servers on 127.0.0.1, on free ports,
+# with their data in a temp dir, and prints their DSNs as shell assignments:
+#   eval "$(scripts/test-servers.sh start)"   # sets DBLOCK_TEST_MYSQL_DSN, DBLOCK_TEST_POSTGRES_DSN
+#   scripts/test-servers.sh stop
+# Must run as root (the servers run as the mysql and postgres users). The test user is a
+# superuser of these throwaway servers, so tests can change server settings and kill sessions.
+set -euo pipefail
+
+state_file=${DBLOCK_TEST_SERVERS_STATE:-/tmp/dblock-test-servers.state}
+password=dblock-test-pw
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+wait_until() {  # wait_until SECONDS COMMAND...: polls until COMMAND succeeds
+  local deadline=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do
+    if [ $SECONDS -ge "$deadline" ]; then return 1; fi
+    sleep 0.2
+  done
+}
+
+start_mariadb() {
+  local dir=$1/mysql port
+  port=$(free_port)
+  mkdir -p "$dir"
+  chown mysql:mysql "$dir"
+  mariadb-install-db --user=mysql --datadir="$dir/data" --auth-root-authentication-method=socket \
+    --skip-test-db >"$dir/install.log" 2>&1 || { cat "$dir/install.log" >&2; return 1; }
+  mariadbd --user=mysql --datadir="$dir/data" --socket="$dir/mysqld.sock" --port="$port" \
+    --bind-address=127.0.0.1 --pid-file="$dir/mysqld.pid" --log-error="$dir/error.log" \
+    --skip-name-resolve --innodb-buffer-pool-size=64M --max-connections=500 >/dev/null 2>&1 &
+  if ! wait_until 60 mariadb-admin --socket="$dir/mysqld.sock" -uroot ping; then
+    echo "MariaDB did not start; its log:" >&2
+    tail -n 30 "$dir/error.log" >&2
+    return 1
+  fi
+  mariadb --socket="$dir/mysqld.sock" -uroot <<SQL
+CREATE DATABASE dblock_test;
+CREATE USER 'dblock'@'127.0.0.1' IDENTIFIED BY '$password';
+GRANT ALL PRIVILEGES ON *.* TO 'dblock'@'127.0.0.1' WITH GRANT OPTION;
+SQL
+  echo "DBLOCK_TEST_MYSQL_DSN=mysql://dblock:$password@127.0.0.1:$port/dblock_test" >>"$1/env"
+}
+
+start_postgres() {
+  local dir=$1/pg port
+  port=$(free_port)
+  mkdir -p "$dir"
+  chown postgres:postgres "$dir"
+  runuser -u postgres -- "$pg_bin/initdb" -D "$dir/data" -U postgres -A trust >"$dir/initdb.log" 2>&1 ||
+    { cat "$dir/initdb.log" >&2; return 1; }
+  # pg_stat_statements lets the benchmarks count statements per run.
+  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300 -c shared_preload_libraries=pg_stat_statements" \
+    start >/dev/null || { tail -n 30 "$dir/server.log" >&2; return 1; }
+  runuser -u postgres -- "$pg_bin/psql" -h "$dir" -p "$port" -U postgres -v ON_ERROR_STOP=1 -q <<SQL
+CREATE ROLE dblock LOGIN SUPERUSER PASSWORD '$password';
+CREATE DATABASE dblock_test OWNER dblock;
+SQL
+  echo "DBLOCK_TEST_POSTGRES_DSN=postgres://dblock:$password@127.0.0.1:$port/dblock_test" >>"$1/env"
+}
+
+stop_all() {
+  [ -f "$state_file" ] || return 0
+  local dir
+  dir=$(cat "$state_file")
+  if [ -f "$dir/mysql/mysqld.pid" ]; then
+    kill "$(cat "$dir/mysql/mysqld.pid")" 2>/dev/null || true
+    wait_until 30 bash -c "! kill -0 $(cat "$dir/mysql/mysqld.pid") 2>/dev/null" || true
+  fi
+  if [ -f "$dir/pg/data/postmaster.pid" ]; then
+    runuser -u postgres -- "$pg_bin/pg_ctl" -D "$dir/pg/data" -m immediate -w stop >/dev/null 2>&1 || true
+  fi
+  rm -rf "$dir" "$state_file"
+}
+
+case "${1:-}" in
+  start)
+    [ "$(id -u)" -eq 0 ] || { echo "test-servers.sh: run as root" >&2; exit 1; }
+    stop_all
+    dir=$(mktemp -d /tmp/dblock-test-servers.XXXXXX)
+    chmod 755 "$dir"
+    echo "$dir" >"$state_file"
+    start_mariadb "$dir" || { stop_all; exit 1; }
+    start_postgres "$dir" || { stop_all; exit 1; }
+    sed 's/^/export /' "$dir/env"
+    ;;
+  stop)
+    stop_all
+    ;;
+  env)
+    [ -f "$state_file" ] && sed 's/^/export /' "$(cat "$state_file")/env"
+    ;;
+  *)
+    echo "usage: $0 start|stop|env" >&2
+    exit 64
+    ;;
+esac

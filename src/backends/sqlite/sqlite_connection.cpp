@@ -1,0 +1,216 @@
+#include "backends/sqlite/sqlite_connection.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <thread>
+
+#include "core/clock.hpp"
+
+namespace dblock::sqlite_impl {
+namespace {
+
+constexpr const char* timestamp_format = "'%Y-%m-%d %H:%M:%f'";
+
+std::string parent_dir(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+/// mkdir -p with mode 0755; an existing directory is fine.
+Result<void> make_dirs(const std::string& path, const std::string& db_path) {
+  std::string partial;
+  std::size_t pos = 0;
+  while (pos <= path.size()) {
+    std::size_t next = path.find('/', pos);
+    if (next == std::string::npos) next = path.size();
+    partial = path.substr(0, next);
+    pos = next + 1;
+    if (partial.empty()) continue;
+    if (::mkdir(partial.c_str(), 0755) == 0) continue;
+    int err = errno;
+    struct stat st{};
+    if (err == EEXIST && ::stat(partial.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;
+    if (err == EEXIST) err = ENOTDIR;
+    return fail(ErrorKind::connection, "cannot create the directory " + partial + " for the SQLite database " +
+                                           db_path + ": " + std::strerror(err));
+  }
+  return {};
+}
+
+/// Fails early, with the OS's reason, where SQLite would only say "unable to open".
+Result<void> check_writable(const std::string& path) {
+  const std::string dir = parent_dir(path);
+  if (auto made = make_dirs(dir, path); !made) return made;
+  if (::access(path.c_str(), F_OK) == 0) {
+    if (::access(path.c_str(), R_OK | W_OK) != 0)
+      return fail(ErrorKind::connection,
+                  "cannot open the SQLite database " + path + " for writing: " + std::strerror(errno));
+    return {};
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    return fail(ErrorKind::connection, "cannot create the SQLite database " + path + ": the directory " + dir +
+                                           " is not writable: " + std::strerror(errno));
+  return {};
+}
+
+}  // namespace
+
+std::string epoch_ms_sql(std::string_view expr) {
+  const std::string e(expr);
+  return "(CAST(strftime('%s', " + e + ") AS INTEGER) * 1000 + CAST(substr(strftime('%f', " + e +
+         "), 4, 3) AS INTEGER))";
+}
+
+std::string now_sql() { return std::string("strftime(") + timestamp_format + ", 'now')"; }
+
+// julianday arithmetic is rounded back to whole milliseconds by strftime, so the offset is exact.
+std::string now_plus_sql(std::string_view ms_param) {
+  return std::string("strftime(") + timestamp_format + ", julianday('now') + " + std::string(ms_param) +
+         " / 86400000.0)";
+}
+
+std::string quote_ident(std::string_view name) {
+  std::string out = "\"";
+  for (char c : name) {
+    out += c;
+    if (c == '"') out += '"';
+  }
+  return out + "\"";
+}
+
+void Statement::bind(int index, std::string_view text) {
+  sqlite3_bind_text(stmt_.get(), index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+}
+void Statement::bind(int index, std::int64_t value) { sqlite3_bind_int64(stmt_.get(), index, value); }
+void Statement::bind_null(int index) { sqlite3_bind_null(stmt_.get(), index); }
+void Statement::bind(int index, const std::optional<std::int64_t>& value) {
+  if (value) bind(index, *value);
+  else bind_null(index);
+}
+void Statement::bind(int index, const std::optional<std::string>& value) {
+  if (value) bind(index, std::string_view(*value));
+  else bind_null(index);
+}
+
+Result<bool> Statement::step(std::string_view doing) {
+  int rc = sqlite3_step(stmt_.get());
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return std::unexpected(make_error(*conn_, rc, doing));
+}
+
+Result<void> Statement::run(std::string_view doing) {
+  for (;;) {
+    auto row = step(doing);
+    if (!row) return std::unexpected(row.error());
+    if (!*row) return {};
+  }
+}
+
+void Statement::reset() {
+  sqlite3_reset(stmt_.get());
+  sqlite3_clear_bindings(stmt_.get());
+}
+
+bool Statement::is_null(int column) const { return sqlite3_column_type(stmt_.get(), column) == SQLITE_NULL; }
+std::int64_t Statement::int64(int column) const { return sqlite3_column_int64(stmt_.get(), column); }
+std::optional<std::int64_t> Statement::opt_int64(int column) const {
+  if (is_null(column)) return std::nullopt;
+  return int64(column);
+}
+std::string Statement::text(int column) const {
+  const unsigned char* data = sqlite3_column_text(stmt_.get(), column);
+  if (!data) return {};
+  return std::string(reinterpret_cast<const char*>(data),
+                     static_cast<std::size_t>(sqlite3_column_bytes(stmt_.get(), column)));
+}
+
+Result<Connection> Connection::open(const std::string& path, Millis busy_timeout) {
+  if (auto ok = check_writable(path); !ok) return std::unexpected(ok.error());
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  DbHandle db(raw);
+  if (rc != SQLITE_OK) {
+    std::string reason = db ? sqlite3_errmsg(db.get()) : sqlite3_errstr(rc);
+    if (int err = db ? sqlite3_system_errno(db.get()) : 0; err != 0) reason += std::string(": ") + std::strerror(err);
+    return fail(ErrorKind::connection, "cannot open the SQLite database " + path + ": " + reason);
+  }
+  Connection conn(std::move(db), path, busy_timeout);
+  if (auto ok = conn.configure(); !ok) return std::unexpected(ok.error());
+  return conn;
+}
+
+Result<void> Connection::configure() const {
+  sqlite3_extended_result_codes(db_.get(), 1);
+  // The busy handler makes concurrent processes queue for the write lock instead of seeing
+  // "database is locked"; io_timeout bounds how long one statement may wait.
+  sqlite3_busy_timeout(db_.get(), static_cast<int>(std::min<std::int64_t>(busy_timeout_.count(), INT_MAX)));
+
+  auto mode = journal_mode();
+  if (!mode) return std::unexpected(mode.error());
+  // Switching to WAL needs the exclusive lock and may report busy without waiting when other
+  // processes open the same new file at once, so retry within the busy timeout.
+  const Millis deadline = boottime_now() + busy_timeout_;
+  while (*mode != "wal") {
+    auto stmt = prepare("PRAGMA journal_mode=WAL");
+    if (!stmt) return std::unexpected(stmt.error());
+    int rc = stmt->step_code();
+    if (rc == SQLITE_ROW) {
+      *mode = stmt->text(0);
+      break;  // a file system without shared memory stays in its old mode; doctor reports it
+    }
+    if ((rc & 0xff) != SQLITE_BUSY || boottime_now() >= deadline)
+      return std::unexpected(make_error(*this, rc, "switching to WAL journal mode"));
+    std::this_thread::sleep_for(Millis(20));
+  }
+  // FULL: a committed acquisition (its fencing token) must survive a power loss, or a token
+  // could be handed out twice; lock traffic is a few small transactions, so the fsync is cheap.
+  return exec("PRAGMA synchronous=FULL", "setting synchronous=FULL");
+}
+
+Result<std::string> Connection::journal_mode() const {
+  auto stmt = prepare("PRAGMA journal_mode");
+  if (!stmt) return std::unexpected(stmt.error());
+  auto row = stmt->step("reading the journal mode");
+  if (!row) return std::unexpected(row.error());
+  return *row ? stmt->text(0) : std::string();
+}
+
+Result<Statement> Connection::prepare(std::string_view sql) const {
+  sqlite3_stmt* raw = nullptr;
+  int rc = sqlite3_prepare_v2(db_.get(), sql.data(), static_cast<int>(sql.size()), &raw, nullptr);
+  StmtHandle stmt(raw);
+  if (rc != SQLITE_OK) return std::unexpected(make_error(*this, rc, "preparing a statement"));
+  return Statement(*this, std::move(stmt));
+}
+
+Result<void> Connection::exec(const std::string& sql, std::string_view doing) const {
+  int rc = sqlite3_exec(db_.get(), sql.c_str(), nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return std::unexpected(make_error(*this, rc, doing));
+  return {};
+}
+
+Result<Transaction> Transaction::begin_immediate(const Connection& conn, std::string_view doing) {
+  if (auto ok = conn.exec("BEGIN IMMEDIATE", doing); !ok) return std::unexpected(ok.error());
+  return Transaction(conn);
+}
+
+Result<void> Transaction::commit(std::string_view doing) {
+  auto ok = conn_->exec("COMMIT", doing);
+  if (ok) conn_ = nullptr;
+  return ok;
+}
+
+Transaction::~Transaction() {
+  if (conn_ && !sqlite3_get_autocommit(conn_->get()))
+    sqlite3_exec(conn_->get(), "ROLLBACK", nullptr, nullptr, nullptr);
+}
+
+}  // namespace dblock::sqlite_impl

@@ -1,0 +1,119 @@
+#pragma once
+// RAII around the SQLite C API, shared by the files of this directory only: every handle is
+// owned by a unique_ptr with its deleter, every value is bound, every failure is an Error.
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/error.hpp"
+#include "core/lock_types.hpp"
+
+namespace dblock::sqlite_impl {
+
+struct DbCloser {
+  void operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); }
+};
+struct StmtFinalizer {
+  void operator()(sqlite3_stmt* stmt) const noexcept { sqlite3_finalize(stmt); }
+};
+using DbHandle = std::unique_ptr<sqlite3, DbCloser>;
+using StmtHandle = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
+
+/// SQL text that turns a stored `YYYY-MM-DD HH:MM:SS.SSS` timestamp expression into epoch ms
+/// (exact: whole seconds from %s, milliseconds from %f); NULL stays NULL.
+std::string epoch_ms_sql(std::string_view expr);
+/// SQL text for database now as a stored timestamp, optionally plus a bound millisecond offset.
+std::string now_sql();
+std::string now_plus_sql(std::string_view ms_param);
+
+class Connection;
+
+/// Maps an SQLite result code into ErrorKind with a message naming the database file and
+/// what was being done (sqlite_error.cpp, the one home of this mapping).
+Error make_error(const Connection& conn, int rc, std::string_view doing);
+/// ErrorKind for an SQLite (extended) result code.
+ErrorKind error_kind(int rc);
+
+/// A prepared statement; parameters are 1-based, columns 0-based as in SQLite.
+class Statement {
+ public:
+  Statement(const Connection& conn, StmtHandle stmt) : conn_(&conn), stmt_(std::move(stmt)) {}
+
+  void bind(int index, std::string_view text);
+  void bind(int index, std::int64_t value);
+  void bind_null(int index);
+  void bind(int index, const std::optional<std::int64_t>& value);
+  void bind(int index, const std::optional<std::string>& value);
+
+  /// true: a row is ready; false: done. `doing` names the operation for the error message.
+  Result<bool> step(std::string_view doing);
+  /// Steps once and returns SQLite's result code, for callers that retry on their own.
+  int step_code() { return sqlite3_step(stmt_.get()); }
+  /// Steps to completion, ignoring rows.
+  Result<void> run(std::string_view doing);
+  /// Makes the statement ready to be bound and stepped again.
+  void reset();
+
+  bool is_null(int column) const;
+  std::int64_t int64(int column) const;
+  std::optional<std::int64_t> opt_int64(int column) const;
+  std::string text(int column) const;
+
+ private:
+  const Connection* conn_;
+  StmtHandle stmt_;
+};
+
+/// One open database file in WAL mode with a busy timeout.
+class Connection {
+ public:
+  /// Creates the parent directory (0755) and the file if missing; ErrorKind::connection
+  /// naming the path and the OS reason when it cannot be created or written.
+  static Result<Connection> open(const std::string& path, Millis busy_timeout);
+
+  Result<Statement> prepare(std::string_view sql) const;
+  /// Runs SQL text without parameters (DDL, BEGIN, pragmas).
+  Result<void> exec(const std::string& sql, std::string_view doing) const;
+
+  sqlite3* get() const { return db_.get(); }
+  const std::string& path() const { return path_; }
+  Millis busy_timeout() const { return busy_timeout_; }
+  /// The journal mode the database reports ("wal" when all is well).
+  Result<std::string> journal_mode() const;
+
+ private:
+  Connection(DbHandle db, std::string path, Millis busy_timeout)
+      : db_(std::move(db)), path_(std::move(path)), busy_timeout_(busy_timeout) {}
+  Result<void> configure() const;
+
+  DbHandle db_;
+  std::string path_;
+  Millis busy_timeout_;
+};
+
+/// BEGIN IMMEDIATE ... COMMIT; the destructor rolls back an uncommitted transaction and
+/// never throws.
+class Transaction {
+ public:
+  static Result<Transaction> begin_immediate(const Connection& conn, std::string_view doing);
+  Transaction(Transaction&& other) noexcept : conn_(other.conn_) { other.conn_ = nullptr; }
+  Transaction& operator=(Transaction&&) = delete;
+  Transaction(const Transaction&) = delete;
+  ~Transaction();
+
+  Result<void> commit(std::string_view doing);
+
+ private:
+  explicit Transaction(const Connection& conn) : conn_(&conn) {}
+  const Connection* conn_;
+};
+
+/// An identifier in double quotes with embedded quotes doubled.
+std::string quote_ident(std::string_view name);
+
+}  // namespace dblock::sqlite_impl

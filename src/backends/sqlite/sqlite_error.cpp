@@ -1,0 +1,52 @@
+// The one place where SQLite result codes become dblock's portable ErrorKind (SOCI's idea).
+// A busy timeout that expires is `connection`, not `busy`: `busy` means "the lock is held by
+// someone", while a database file locked for seconds means the coordinator is unusable.
+
+#include <cstring>
+
+#include "backends/sqlite/sqlite_connection.hpp"
+
+namespace dblock::sqlite_impl {
+
+ErrorKind error_kind(int rc) {
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_CANTOPEN:
+    case SQLITE_IOERR:
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+    case SQLITE_FULL:
+    case SQLITE_NOTADB:
+    case SQLITE_CORRUPT:
+    case SQLITE_PROTOCOL:
+    case SQLITE_NOLFS:
+      return ErrorKind::connection;
+    case SQLITE_MISUSE:
+    case SQLITE_RANGE:
+    case SQLITE_INTERNAL:
+      return ErrorKind::internal;
+    default:  // SQLITE_ERROR, SQLITE_CONSTRAINT, SQLITE_MISMATCH, SQLITE_TOOBIG, SQLITE_NOMEM...
+      return ErrorKind::other;
+  }
+}
+
+Error make_error(const Connection& conn, int rc, std::string_view doing) {
+  const std::string where = "SQLite database " + conn.path();
+  const int primary = rc & 0xff;
+  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
+    return Error{ErrorKind::connection,
+                 where + " stayed locked by another process for longer than the busy timeout (" +
+                     std::to_string(conn.busy_timeout().count()) + " ms) while " + std::string(doing)};
+  std::string reason = conn.get() ? sqlite3_errmsg(conn.get()) : sqlite3_errstr(rc);
+  if (primary == SQLITE_READONLY) reason = "the database is read-only (check the file's and directory's permissions)";
+  if (primary == SQLITE_CANTOPEN || primary == SQLITE_IOERR || primary == SQLITE_READONLY ||
+      primary == SQLITE_FULL || primary == SQLITE_PERM) {
+    if (int err = conn.get() ? sqlite3_system_errno(conn.get()) : 0; err != 0)
+      reason += std::string(" (") + std::strerror(err) + ")";
+  }
+  return Error{error_kind(rc), where + ": " + std::string(doing) + " failed: " + reason};
+}
+
+}  // namespace dblock::sqlite_impl

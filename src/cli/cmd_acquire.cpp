@@ -1,0 +1,58 @@
+// dblock acquire KEY [--ttl D] [--owner ID] [-w [D]]: a lease for shell scripts; prints the token.
+
+#include <unistd.h>
+
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "cli/holder_options.hpp"
+#include "core/acquire_loop.hpp"
+#include "core/duration.hpp"
+#include "core/exit_code.hpp"
+#include "core/log.hpp"
+
+namespace dblock::cli {
+namespace {
+
+struct AcquireArgs {
+  std::string key;
+  std::string ttl = "30s";
+  std::string owner;
+  std::vector<std::string> wait;
+  int conflict_exit_code = exit_conflict;
+};
+
+}  // namespace
+
+CommandAction define_acquire(CLI::App& sub) {
+  auto args = std::make_shared<AcquireArgs>();
+  add_key(sub, args->key);
+  add_duration(sub, "--ttl", args->ttl, "Lease length (renew it with dblock renew)")->capture_default_str();
+  sub.add_option("--owner", args->owner, "Holder identity (default host:pid:random)");
+  auto* wait = add_wait(sub, args->wait);
+  sub.add_option("-E,--conflict-exit-code", args->conflict_exit_code, "Exit status when the lock is not obtained")
+      ->check(CLI::Range(0, 255))
+      ->capture_default_str();
+
+  return [args, wait](Context& context) -> int {
+    require_lease(context, "acquire");
+    LockRequest request;
+    request.key = args->key;
+    request.owner = args->owner.empty() ? default_owner() : args->owner;
+    request.host = host_name();
+    request.pid = getpid();
+    request.ttl = duration_option("--ttl", args->ttl);
+    if (request.ttl < Millis(1000)) throw FatalError{{ErrorKind::usage, "--ttl must be at least 1s"}};
+    auto backend = context.open(request.ttl);
+    auto locker = value_or_throw(backend->make_locker(Strategy::lease));
+    WaitResult result = value_or_throw(acquire_with_wait(*locker, request, resolve_wait(*wait, args->wait)));
+    if (result.signal) return exit_signal_base + result.signal;
+    if (result.outcome.state != AcquireOutcome::State::acquired) return args->conflict_exit_code;
+    log::verbose("acquired " + request.key + " as " + request.owner + " with token " +
+                 std::to_string(result.outcome.token) + " for " + format_duration(request.ttl));
+    std::cout << result.outcome.token << std::endl;
+    return exit_ok;
+  };
+}
+
+}  // namespace dblock::cli

@@ -1,0 +1,89 @@
+// dblock doctor: one line per check (SPEC 8); exit 0 if all is well, 78 otherwise.
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+
+#include "backends/registry.hpp"
+#include "cli/commands.hpp"
+#include "core/clock.hpp"
+#include "core/duration.hpp"
+#include "core/exit_code.hpp"
+
+namespace dblock::cli {
+namespace {
+
+// Past this, crontabs on different hosts disagree enough that --min-hold should cover it.
+constexpr std::int64_t clock_tolerance_ms = 1000;
+
+void print_check(const DoctorCheck& check) {
+  std::cout << (check.ok ? "ok    " : "FAIL  ") << check.name << ": " << check.detail << '\n';
+}
+
+}  // namespace
+
+CommandAction define_doctor(CLI::App&) {
+  return [](Context& context) -> int {
+    std::vector<DoctorCheck> checks;
+    const Dsn& dsn = context.dsn();
+    Strategy strategy = context.strategy();
+    const BackendEntry* entry = find_backend(dsn.backend);
+    bool supported = entry && std::ranges::find(entry->strategies, strategy) != entry->strategies.end();
+    checks.push_back({"strategy", supported,
+                      supported ? std::string(to_string(strategy)) + " is supported by " + dsn.backend
+                                : std::string(to_string(strategy)) + " is not supported by " + dsn.backend +
+                                      (entry ? "; it supports " + describe_strategies(*entry) : "")});
+
+    Millis start = boottime_now();
+    auto opened = open_backend(dsn, context.backend_options());
+    if (!opened) {
+      checks.push_back({"connect", false, opened.error().message});
+    } else {
+      auto& backend = **opened;
+      Millis connect_time = boottime_now() - start;
+      // Median of three round trips, with the host clock read around each one.
+      std::vector<std::int64_t> rtts;
+      std::int64_t skew = 0;
+      bool reached = true;
+      for (int i = 0; i < 3 && reached; ++i) {
+        std::int64_t before = wall_now_ms();
+        Millis sent = boottime_now();
+        auto now = backend.now_ms();
+        if (!now) {
+          checks.push_back({"connect", false, now.error().message});
+          reached = false;
+          break;
+        }
+        rtts.push_back((boottime_now() - sent).count());
+        skew = *now - (before + wall_now_ms()) / 2;
+      }
+      if (reached) {
+        std::ranges::sort(rtts);
+        checks.push_back({"connect", true, "connected to " + dsn.redacted + " in " + format_duration(connect_time) +
+                                               ", round trip " + std::to_string(rtts[1]) + "ms"});
+        bool clock_ok = std::llabs(skew) <= clock_tolerance_ms;
+        checks.push_back({"clock", clock_ok,
+                          "database clock is " + format_duration(Millis(std::llabs(skew))) +
+                              (skew >= 0 ? " ahead of" : " behind") + " this host" +
+                              (clock_ok ? " (dblock uses database time for leases)"
+                                        : "; fix NTP, or use --min-hold to cover crontabs that fire apart")});
+        auto schema = backend.ensure_schema();
+        checks.push_back({"tables", schema.has_value(),
+                          schema ? context.options.table_prefix + "locks and " + context.options.table_prefix +
+                                       "runs exist with the expected columns"
+                                 : schema.error().message});
+        for (auto& check : backend.doctor_checks(strategy)) checks.push_back(std::move(check));
+      }
+    }
+
+    bool all_ok = true;
+    for (const auto& check : checks) {
+      print_check(check);
+      all_ok = all_ok && check.ok;
+    }
+    std::cout.flush();
+    return all_ok ? exit_ok : exit_config;
+  };
+}
+
+}  // namespace dblock::cli

@@ -1,0 +1,89 @@
+// dblock run KEY [options] -- COMMAND [ARG...] | -c 'shell command'
+
+#include <unistd.h>
+
+#include <limits>
+
+#include "cli/commands.hpp"
+#include "core/exit_code.hpp"
+#include "core/run_job.hpp"
+
+namespace dblock::cli {
+namespace {
+
+struct RunArgs {
+  std::string key;
+  bool nonblock = false;
+  std::vector<std::string> wait;  // -w without a value: forever
+  int conflict_exit_code = exit_conflict;
+  std::string ttl = "30s";
+  std::string min_hold = "0";
+  std::string min_interval = "0";
+  std::string max_hold;
+  std::string kill_after = "5s";
+  std::string on_lost = "terminate";
+  std::string owner;
+  bool no_history = false;
+  std::string shell_command;
+  std::vector<std::string> command;
+};
+
+}  // namespace
+
+CommandAction define_run(CLI::App& sub) {
+  auto args = std::make_shared<RunArgs>();
+  add_key(sub, args->key);
+  auto* nonblock = sub.add_flag("-n,--nonblock", args->nonblock, "Do not wait if the lock is held (the default)");
+  auto* wait = add_wait(sub, args->wait)->excludes(nonblock);
+  sub.add_option("-E,--conflict-exit-code", args->conflict_exit_code,
+                 "Exit status when the lock is not obtained (0 = skip silently)")
+      ->check(CLI::Range(0, 255))
+      ->capture_default_str();
+  add_duration(sub, "--ttl", args->ttl, "Lease length; renewed every TTL/3 while the command runs")->capture_default_str();
+  add_duration(sub, "--min-hold", args->min_hold, "Keep the lock at least D after the start")->capture_default_str();
+  add_duration(sub, "--min-interval", args->min_interval,
+               "Do not start unless the last start of KEY on any host was at least D ago")
+      ->capture_default_str();
+  add_duration(sub, "--max-hold", args->max_hold, "Terminate the command after D (exit 124)");
+  add_duration(sub, "--kill-after", args->kill_after, "Grace between SIGTERM and SIGKILL")->capture_default_str();
+  sub.add_option("--on-lost", args->on_lost, "terminate or ignore: what to do when the lock is lost")
+      ->check(CLI::IsMember({"terminate", "ignore"}))
+      ->capture_default_str();
+  sub.add_option("--owner", args->owner, "Holder identity stored in the table (default host:pid:random)");
+  sub.add_flag("--no-history", args->no_history, "Do not record this run in the runs table");
+  auto* shell = sub.add_option("-c,--command", args->shell_command, "Run this with /bin/sh -c");
+  sub.add_option("command", args->command, "The command and its arguments, after --")->excludes(shell);
+
+  return [args, wait](Context& context) -> int {
+    RunOptions options;
+    if (!args->shell_command.empty())
+      options.command = {"/bin/sh", "-c", args->shell_command};
+    else
+      options.command = args->command;
+    if (options.command.empty())
+      throw FatalError{{ErrorKind::usage, "run: no command given (dblock run KEY -- COMMAND [ARG...] or -c 'command')"}};
+
+    options.strategy = context.strategy();
+    options.request.key = args->key;
+    options.request.owner = args->owner.empty() ? default_owner() : args->owner;
+    options.request.host = host_name();
+    options.request.pid = getpid();
+    options.request.ttl = duration_option("--ttl", args->ttl);
+    options.request.min_interval = duration_option("--min-interval", args->min_interval);
+    if (options.request.ttl < Millis(1000))
+      throw FatalError{{ErrorKind::usage, "--ttl must be at least 1s"}};
+    options.wait = resolve_wait(*wait, args->wait);
+    options.conflict_exit_code = args->conflict_exit_code;
+    options.min_hold = duration_option("--min-hold", args->min_hold);
+    if (!args->max_hold.empty()) options.max_hold = duration_option("--max-hold", args->max_hold);
+    options.kill_after = duration_option("--kill-after", args->kill_after);
+    options.terminate_on_lost = args->on_lost == "terminate";
+    options.record_history = !args->no_history;
+    value_or_throw(validate_run_timing(options.request.ttl, options.kill_after));
+
+    auto backend = context.open(options.request.ttl);
+    return run_job(*backend, options);
+  };
+}
+
+}  // namespace dblock::cli

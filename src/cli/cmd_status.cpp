@@ -1,0 +1,98 @@
+// dblock status [KEY...] [--json] [-q]
+
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "core/duration.hpp"
+#include "core/exit_code.hpp"
+#include "core/key.hpp"
+#include "core/log.hpp"
+
+namespace dblock::cli {
+namespace {
+
+struct StatusArgs {
+  std::vector<std::string> keys;
+  bool json = false;
+};
+
+std::optional<std::int64_t> expires_in_ms(const LockStatus& s) {
+  if (!s.expires_at_ms || s.state != LockStatus::State::held) return std::nullopt;
+  return *s.expires_at_ms - s.db_now_ms;
+}
+
+nlohmann::json to_json(const LockStatus& s) {
+  auto expires_in = expires_in_ms(s);
+  return {
+      {"key", s.key},
+      {"state", std::string(to_string(s.state))},
+      {"owner", s.owner.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.owner)},
+      {"host", s.host.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.host)},
+      {"pid", s.pid ? nlohmann::json(s.pid) : nlohmann::json(nullptr)},
+      {"token", s.token},
+      {"strategy", s.strategy.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.strategy)},
+      {"acquired_at", json_timestamp(s.acquired_at_ms)},
+      {"renewed_at", json_timestamp(s.renewed_at_ms)},
+      {"expires_at", json_timestamp(s.expires_at_ms)},
+      {"expires_in_ms", expires_in ? nlohmann::json(*expires_in) : nlohmann::json(nullptr)},
+      {"released_at", json_timestamp(s.released_at_ms)},
+      {"last_started_at", json_timestamp(s.last_started_at_ms)},
+      {"last_finished_at", json_timestamp(s.last_finished_at_ms)},
+      {"last_exit_code", s.last_exit_code ? nlohmann::json(*s.last_exit_code) : nlohmann::json(nullptr)},
+  };
+}
+
+std::vector<std::string> to_row(const LockStatus& s) {
+  auto expires_in = expires_in_ms(s);
+  bool taken = s.acquired_at_ms.has_value();
+  return {
+      s.key,
+      std::string(to_string(s.state)),
+      taken ? s.owner : "-",
+      taken ? s.host : "-",
+      taken ? std::to_string(s.pid) : "-",
+      std::to_string(s.token),
+      format_timestamp(s.acquired_at_ms),
+      expires_in ? format_duration(Millis(*expires_in)) : "-",
+      s.strategy.empty() ? "-" : s.strategy,
+      format_timestamp(s.last_started_at_ms),
+      s.last_exit_code ? std::to_string(*s.last_exit_code) : "-",
+  };
+}
+
+}  // namespace
+
+CommandAction define_status(CLI::App& sub) {
+  auto args = std::make_shared<StatusArgs>();
+  sub.add_option("key", args->keys, "Only these keys (default: every lock)")->check([](const std::string& key) {
+    auto ok = validate_key(key);
+    return ok ? std::string() : ok.error().message;
+  });
+  sub.add_flag("--json", args->json, "One JSON document (fields in dblock(1))");
+  return [args](Context& context) -> int {
+    auto backend = context.open();
+    auto locks = value_or_throw(backend->status(args->keys));
+    if (log::level() == log::Level::quiet) {
+      // status -q KEY...: the exit status alone answers "is it held?"
+      if (args->keys.empty()) throw FatalError{{ErrorKind::usage, "status -q needs at least one KEY"}};
+      for (const auto& lock : locks)
+        if (lock.state != LockStatus::State::held) return exit_free;
+      return locks.empty() ? exit_free : exit_ok;
+    }
+    if (args->json) {
+      nlohmann::json doc = {{"locks", nlohmann::json::array()}};
+      for (const auto& lock : locks) doc["locks"].push_back(to_json(lock));
+      std::cout << doc.dump(2) << std::endl;
+      return exit_ok;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& lock : locks) rows.push_back(to_row(lock));
+    print_table({"KEY", "STATE", "OWNER", "HOST", "PID", "TOKEN", "SINCE", "EXPIRES-IN", "STRATEGY", "LAST-START",
+                 "LAST-EXIT"},
+                rows);
+    return exit_ok;
+  };
+}
+
+}  // namespace dblock::cli

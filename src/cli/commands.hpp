@@ -1,0 +1,47 @@
+#pragma once
+// The subcommand table is data (ninja's idea): app.cpp walks it to build the CLI11 app, so
+// help text and dispatch cannot drift apart.
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <span>
+#include <string_view>
+
+#include "cli/context.hpp"
+
+namespace dblock::cli {
+
+/// Runs a parsed subcommand and returns the process exit status.
+using CommandAction = std::function<int(Context&)>;
+
+struct Command {
+  std::string_view name;
+  std::string_view summary;
+  /// Declares the subcommand's options and positionals on `sub`; returns its action.
+  CommandAction (*define)(CLI::App& sub);
+};
+
+/// Every subcommand, in the order `--help` lists them.
+std::span<const Command> commands();
+
+CommandAction define_run(CLI::App& sub);
+CommandAction define_acquire(CLI::App& sub);
+CommandAction define_renew(CLI::App& sub);
+CommandAction define_release(CLI::App& sub);
+CommandAction define_status(CLI::App& sub);
+CommandAction define_history(CLI::App& sub);
+CommandAction define_init(CLI::App& sub);
+CommandAction define_schema(CLI::App& sub);
+CommandAction define_doctor(CLI::App& sub);
+
+/// Adds the positional KEY, validated as SPEC 2 says (exit 64 naming the problem).
+CLI::Option* add_key(CLI::App& sub, std::string& key);
+/// Adds a duration option validated at parse time (exit 64 naming the option).
+CLI::Option* add_duration(CLI::App& sub, const std::string& names, std::string& value, const std::string& help);
+
+/// Adds -w/--wait [D] (optional value, as flock(1)).
+CLI::Option* add_wait(CLI::App& sub, std::vector<std::string>& value);
+/// What -w asked for: nullopt = do not wait (absent, or -w 0); Millis::max() = forever.
+std::optional<Millis> resolve_wait(const CLI::Option& option, const std::vector<std::string>& value);
+
+}  // namespace dblock::cli

@@ -1,0 +1,94 @@
+#include "cli/context.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "backends/registry.hpp"
+#include "core/duration.hpp"
+#include "core/key.hpp"
+#include "core/log.hpp"
+
+namespace dblock::cli {
+namespace {
+
+std::string read_dsn_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw FatalError{{ErrorKind::config, "cannot read --dsn-file " + path}};
+  std::string line;
+  // The first non-empty, non-comment line is the DSN; trailing whitespace (a final newline) is not part of it.
+  while (std::getline(in, line)) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+    std::size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos || line[start] == '#') continue;
+    return line.substr(start);
+  }
+  throw FatalError{{ErrorKind::config, "--dsn-file " + path + " holds no DSN"}};
+}
+
+}  // namespace
+
+const Dsn& Context::dsn() {
+  if (dsn_) return *dsn_;
+  std::string text = options.dsn;
+  if (text.empty() && !options.dsn_file.empty()) text = read_dsn_file(options.dsn_file);
+  if (text.empty()) text = default_dsn();
+  dsn_ = value_or_throw(parse_dsn(text));
+  return *dsn_;
+}
+
+Strategy Context::strategy() const {
+  auto s = parse_strategy(options.strategy);
+  if (!s)
+    throw FatalError{{ErrorKind::usage, "unknown strategy '" + options.strategy +
+                                            "' (use lease, advisory, for-update or txn-insert)"}};
+  return *s;
+}
+
+BackendOptions Context::backend_options(std::optional<Millis> ttl) const {
+  value_or_throw(validate_table_prefix(options.table_prefix));
+  if (options.history_keep < 1)
+    throw FatalError{{ErrorKind::usage, "--history-keep must be at least 1"}};
+  BackendOptions b;
+  b.table_prefix = options.table_prefix;
+  b.history_keep = options.history_keep;
+  b.connect_timeout = duration_option("--connect-timeout", options.connect_timeout);
+  if (ttl) {
+    // A statement may take at most a quarter of the lease, so a renewal that hangs still
+    // leaves time for a retry and the kill grace before the lease can expire.
+    b.io_timeout = std::clamp(*ttl / 4, Millis(1000), Millis(10000));
+  }
+  return b;
+}
+
+std::unique_ptr<Backend> Context::open(std::optional<Millis> ttl, bool ensure_schema) {
+  const Dsn& d = dsn();
+  log::verbose("database " + d.redacted);
+  auto backend = value_or_throw(open_backend(d, backend_options(ttl)));
+  if (ensure_schema) value_or_throw(backend->ensure_schema());
+  return backend;
+}
+
+Millis duration_option(const std::string& option, const std::string& text) {
+  auto d = parse_duration(text);
+  if (!d) throw FatalError{{ErrorKind::usage, option + ": " + d.error().message}};
+  return *d;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::string default_owner() {
+  std::random_device rd;
+  std::ostringstream out;
+  out << host_name() << ':' << getpid() << ':' << std::hex << (rd() & 0xffffffu);
+  return out.str();
+}
+
+}  // namespace dblock::cli

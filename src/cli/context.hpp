@@ -1,0 +1,59 @@
+#pragma once
+// What every subcommand needs once the command line, environment and config file are read.
+
+#include <memory>
+#include <string>
+
+#include "backends/backend.hpp"
+#include "core/dsn.hpp"
+#include "core/lock_types.hpp"
+
+namespace dblock::cli {
+
+/// Global options (SPEC 2), as parsed; precedence command line > environment > config > default.
+struct GlobalOptions {
+  std::string dsn;
+  std::string dsn_file;
+  std::string strategy = "lease";
+  std::string table_prefix = "dblock_";
+  int history_keep = 1000;
+  std::string connect_timeout = "5s";
+  bool verbose = false;
+  bool quiet = false;
+};
+
+/// Resolved settings shared by the subcommands.
+class Context {
+ public:
+  GlobalOptions options;
+
+  /// The DSN to use: --dsn, else the file named by --dsn-file, else the default (SQLite).
+  /// Throws FatalError (usage/config) on a bad value.
+  const Dsn& dsn();
+  /// The strategy named by --strategy; throws FatalError(usage) for an unknown name.
+  Strategy strategy() const;
+  /// Backend settings; io_timeout derived from the lease length when one applies.
+  BackendOptions backend_options(std::optional<Millis> ttl = std::nullopt) const;
+  /// Opens the database and makes sure the tables exist. Throws FatalError on failure.
+  std::unique_ptr<Backend> open(std::optional<Millis> ttl = std::nullopt, bool ensure_schema = true);
+
+ private:
+  std::optional<Dsn> dsn_;
+};
+
+/// Turns a failed Result into a FatalError carrying its kind and message.
+template <class T>
+T value_or_throw(Result<T>&& result) {
+  if (!result) throw FatalError{result.error()};
+  if constexpr (!std::is_void_v<T>) return std::move(*result);
+}
+
+/// Throws FatalError(usage) for a bad duration string; the option name prefixes the message.
+Millis duration_option(const std::string& option, const std::string& text);
+
+/// The default holder identity: host:pid:random.
+std::string default_owner();
+/// This host's name.
+std::string host_name();
+
+}  // namespace dblock::cli

@@ -1,0 +1,26 @@
+#pragma once
+// --owner / --token / --force, shared by renew and release.
+
+#include <CLI/CLI.hpp>
+
+#include "cli/context.hpp"
+#include "core/lock_types.hpp"
+
+namespace dblock::cli {
+
+struct HolderArgs {
+  std::string owner;
+  std::int64_t token = 0;
+  bool force = false;
+  CLI::Option* owner_option = nullptr;
+  CLI::Option* token_option = nullptr;
+};
+
+/// Adds --owner and --token (and --force when allowed); at least one is required.
+void add_holder_options(CLI::App& sub, HolderArgs& args, bool allow_force);
+/// The selector for Backend::renew / Backend::release.
+HolderSelector holder_selector(const HolderArgs& args);
+/// acquire/renew/release refuse session strategies: their lock dies with the process.
+void require_lease(Context& context, std::string_view command);
+
+}  // namespace dblock::cli

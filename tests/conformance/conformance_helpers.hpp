@@ -1,0 +1,104 @@
+#pragma once
+// Small helpers shared by the conformance tests. Everything goes through the Backend and
+// Locker interface only, so the same tests run against every backend x strategy.
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/test_env.hpp"
+
+namespace dblock::conformance {
+
+using namespace std::chrono_literals;
+
+inline bool is_lease() { return test::strategy() == Strategy::lease; }
+
+/// A backend on tables no other test touches, schema created.
+struct Db {
+  explicit Db(int history_keep = 1000) {
+    options.table_prefix = test::unique_prefix();
+    options.history_keep = history_keep;
+    backend = test::open(options);
+    auto ok = backend->ensure_schema();
+    REQUIRE_MESSAGE(ok.has_value(), (ok ? std::string() : ok.error().message));
+  }
+
+  std::unique_ptr<Locker> locker() const {
+    auto made = backend->make_locker(test::strategy());
+    REQUIRE_MESSAGE(made.has_value(), (made ? std::string() : made.error().message));
+    return std::move(*made);
+  }
+
+  LockStatus status(const std::string& key) const {
+    std::vector<std::string> keys{key};
+    auto rows = backend->status(keys);
+    REQUIRE_MESSAGE(rows.has_value(), (rows ? std::string() : rows.error().message));
+    REQUIRE(rows->size() == 1);
+    return rows->front();
+  }
+
+  BackendOptions options;
+  std::unique_ptr<Backend> backend;
+};
+
+inline LockRequest request(const std::string& key, const std::string& owner, Millis ttl = 30s,
+                           Millis min_interval = 0ms) {
+  LockRequest req;
+  req.key = key;
+  req.owner = owner;
+  req.host = "host-" + owner;
+  req.pid = 4242;
+  req.ttl = ttl;
+  req.min_interval = min_interval;
+  return req;
+}
+
+/// One attempt that must not fail with an error (busy and not_due are answers, not errors).
+inline AcquireOutcome attempt(Locker& locker, const LockRequest& req) {
+  auto out = locker.try_acquire(req, 0ms);
+  REQUIRE_MESSAGE(out.has_value(), (out ? std::string() : out.error().message));
+  return *out;
+}
+
+inline std::int64_t acquire(Locker& locker, const LockRequest& req) {
+  AcquireOutcome out = attempt(locker, req);
+  REQUIRE(out.state == AcquireOutcome::State::acquired);
+  CHECK(out.token >= 1);
+  return out.token;
+}
+
+inline void release(Locker& locker, const ReleaseRequest& req = {}) {
+  auto ok = locker.release(req);
+  REQUIRE_MESSAGE(ok.has_value(), (ok ? std::string() : ok.error().message));
+}
+
+/// HolderSelectors for the stateless renew/release of another process.
+inline HolderSelector by_owner(const std::string& owner) {
+  HolderSelector who;
+  who.owner = owner;
+  return who;
+}
+inline HolderSelector by_token(std::int64_t token) {
+  HolderSelector who;
+  who.token = token;
+  return who;
+}
+inline HolderSelector by_owner_and_token(const std::string& owner, std::int64_t token) {
+  HolderSelector who = by_owner(owner);
+  who.token = token;
+  return who;
+}
+inline HolderSelector forced() {
+  HolderSelector who;
+  who.force = true;
+  return who;
+}
+
+inline std::string error_text(const Error& e) { return e.message; }
+
+}  // namespace dblock::conformance

@@ -1,0 +1,320 @@
+// SQLite-only behaviour the conformance suite cannot see: file handling, journal mode, table
+// shape, busy timeout and the stored timestamp format.
+
+#include <doctest/doctest.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "backends/registry.hpp"
+#include "core/clock.hpp"
+#include "core/dsn.hpp"
+
+using namespace dblock;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct TempDir {
+  TempDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/dblock-sqlite-unit-XXXXXX";
+    REQUIRE(mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all, ignored);
+    std::filesystem::remove_all(path, ignored);
+  }
+  std::string path;
+};
+
+Result<std::unique_ptr<Backend>> open_path(const std::string& path, const BackendOptions& options = {}) {
+  auto dsn = parse_dsn("sqlite:" + path);
+  REQUIRE(dsn.has_value());
+  return open_backend(*dsn, options);
+}
+
+struct RawDb {
+  explicit RawDb(const std::string& path) {
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
+    db.reset(raw);
+  }
+  void exec(const std::string& sql) {
+    char* msg = nullptr;
+    int rc = sqlite3_exec(db.get(), sql.c_str(), nullptr, nullptr, &msg);
+    std::string text = msg ? msg : "";
+    sqlite3_free(msg);
+    REQUIRE_MESSAGE(rc == SQLITE_OK, text);
+  }
+  std::string text(const std::string& sql) {
+    sqlite3_stmt* raw = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db.get(), sql.c_str(), -1, &raw, nullptr) == SQLITE_OK);
+    std::unique_ptr<sqlite3_stmt, decltype(&sqlite3_finalize)> stmt(raw, &sqlite3_finalize);
+    REQUIRE(sqlite3_step(stmt.get()) == SQLITE_ROW);
+    const unsigned char* value = sqlite3_column_text(stmt.get(), 0);
+    return value ? reinterpret_cast<const char*>(value) : "";
+  }
+  std::unique_ptr<sqlite3, decltype(&sqlite3_close)> db{nullptr, &sqlite3_close};
+};
+
+LockRequest request(const std::string& key) {
+  LockRequest req;
+  req.key = key;
+  req.owner = "unit";
+  req.host = "localhost";
+  req.pid = 1;
+  req.ttl = 30s;
+  return req;
+}
+
+}  // namespace
+
+TEST_CASE("sqlite: a table of the wrong shape is a config error naming the table and column") {
+  TempDir dir;
+  const std::string path = dir.path + "/shape.db";
+  {
+    RawDb raw(path);
+    raw.exec("CREATE TABLE dblock_locks (name TEXT PRIMARY KEY, owner TEXT, token INTEGER)");
+  }
+  auto backend = open_path(path);
+  REQUIRE(backend.has_value());
+  auto ok = (*backend)->ensure_schema();
+  REQUIRE_FALSE(ok.has_value());
+  CHECK(ok.error().kind == ErrorKind::config);
+  CHECK(ok.error().message.find("dblock_locks") != std::string::npos);
+  CHECK(ok.error().message.find("column host") != std::string::npos);
+}
+
+TEST_CASE("sqlite: a runs table without the outcome column is named too") {
+  TempDir dir;
+  const std::string path = dir.path + "/runs.db";
+  {
+    RawDb raw(path);
+    raw.exec("CREATE TABLE p_runs (id INTEGER PRIMARY KEY, name TEXT, token INTEGER, owner TEXT, host TEXT, "
+             "pid INTEGER, strategy TEXT, started_at TEXT, finished_at TEXT, exit_code INTEGER)");
+  }
+  BackendOptions options;
+  options.table_prefix = "p_";
+  auto backend = open_path(path, options);
+  REQUIRE(backend.has_value());
+  auto ok = (*backend)->ensure_schema();
+  REQUIRE_FALSE(ok.has_value());
+  CHECK(ok.error().kind == ErrorKind::config);
+  CHECK(ok.error().message.find("p_runs") != std::string::npos);
+  CHECK(ok.error().message.find("column outcome") != std::string::npos);
+}
+
+TEST_CASE("sqlite: an uncreatable path is a connection error naming the path and the reason") {
+  TempDir dir;
+  const std::string blocker = dir.path + "/not-a-dir";
+  std::ofstream(blocker) << "x";
+  const std::string path = blocker + "/sub/x.db";
+  auto backend = open_path(path);
+  REQUIRE_FALSE(backend.has_value());
+  CHECK(backend.error().kind == ErrorKind::connection);
+  CHECK(backend.error().message.find(path) != std::string::npos);
+  CHECK(backend.error().message.find("Not a directory") != std::string::npos);
+
+  if (geteuid() != 0) {  // root writes anywhere, so permissions cannot be tested as root
+    const std::string locked = dir.path + "/locked";
+    REQUIRE(mkdir(locked.c_str(), 0500) == 0);
+    auto denied = open_path(locked + "/x.db");
+    REQUIRE_FALSE(denied.has_value());
+    CHECK(denied.error().kind == ErrorKind::connection);
+    CHECK(denied.error().message.find(locked + "/x.db") != std::string::npos);
+    CHECK(denied.error().message.find("Permission denied") != std::string::npos);
+
+    const std::string readonly = dir.path + "/readonly.db";
+    { RawDb raw(readonly); raw.exec("CREATE TABLE t (x)"); }
+    REQUIRE(chmod(readonly.c_str(), 0444) == 0);
+    auto ro = open_path(readonly);
+    REQUIRE_FALSE(ro.has_value());
+    CHECK(ro.error().kind == ErrorKind::connection);
+    CHECK(ro.error().message.find(readonly) != std::string::npos);
+  }
+}
+
+TEST_CASE("sqlite: the parent directory is created and the database is in WAL mode") {
+  TempDir dir;
+  const std::string path = dir.path + "/a/b/c/wal.db";
+  auto backend = open_path(path);
+  REQUIRE_MESSAGE(backend.has_value(), (backend ? std::string() : backend.error().message));
+  REQUIRE((*backend)->ensure_schema().has_value());
+  struct stat st{};
+  REQUIRE(stat((dir.path + "/a/b/c").c_str(), &st) == 0);
+  CHECK(S_ISDIR(st.st_mode));
+  const mode_t mask = umask(0);
+  umask(mask);
+  CHECK((st.st_mode & 0777) == (0755 & ~mask));
+
+  RawDb raw(path);
+  CHECK(raw.text("PRAGMA journal_mode") == "wal");
+
+  auto checks = (*backend)->doctor_checks(Strategy::lease);
+  bool saw_journal = false;
+  for (const auto& check : checks) {
+    CAPTURE(check.name);
+    CAPTURE(check.detail);
+    if (check.name == "journal_mode") saw_journal = true;
+    if (check.name != "filesystem") CHECK(check.ok);  // the sandbox's /tmp may be anything
+    CHECK_FALSE(check.detail.empty());
+  }
+  CHECK(saw_journal);
+}
+
+TEST_CASE("sqlite: only the lease strategy, refused with a sentence naming the alternatives") {
+  TempDir dir;
+  auto backend = open_path(dir.path + "/strategies.db");
+  REQUIRE(backend.has_value());
+  for (Strategy s : {Strategy::advisory, Strategy::for_update, Strategy::txn_insert}) {
+    auto locker = (*backend)->make_locker(s);
+    REQUIRE_FALSE(locker.has_value());
+    CHECK(locker.error().kind == ErrorKind::config);
+    CHECK(locker.error().message.find("only the lease strategy") != std::string::npos);
+    CHECK(locker.error().message.find("postgres://") != std::string::npos);
+  }
+  auto checks = (*backend)->doctor_checks(Strategy::advisory);
+  bool refused = false;
+  for (const auto& check : checks) refused = refused || (check.name == "strategy" && !check.ok);
+  CHECK(refused);
+  CHECK((*backend)->make_locker(Strategy::lease).has_value());
+}
+
+TEST_CASE("sqlite: schema_sql is the DDL ensure_schema runs, quoted, repeatable, without a claims table") {
+  const BackendEntry* entry = find_backend("sqlite");
+  REQUIRE(entry != nullptr);
+  const std::string ddl = entry->schema_sql("pre_");
+  CHECK(ddl.find("CREATE TABLE IF NOT EXISTS \"pre_locks\"") != std::string::npos);
+  CHECK(ddl.find("CREATE TABLE IF NOT EXISTS \"pre_runs\"") != std::string::npos);
+  CHECK(ddl.find("claims") == std::string::npos);
+
+  TempDir dir;
+  const std::string path = dir.path + "/ddl.db";
+  {
+    RawDb raw(path);
+    raw.exec(ddl);
+    raw.exec(ddl);
+  }
+  BackendOptions options;
+  options.table_prefix = "pre_";
+  auto backend = open_path(path, options);
+  REQUIRE(backend.has_value());
+  CHECK((*backend)->ensure_schema().has_value());
+}
+
+TEST_CASE("sqlite: a write lock held past the busy timeout is a connection error, not 'database is locked'") {
+  TempDir dir;
+  const std::string path = dir.path + "/busy.db";
+  BackendOptions options;
+  options.io_timeout = 300ms;
+  auto backend = open_path(path, options);
+  REQUIRE(backend.has_value());
+  REQUIRE((*backend)->ensure_schema().has_value());
+  auto locker = (*backend)->make_locker(Strategy::lease);
+  REQUIRE(locker.has_value());
+
+  RawDb blocker(path);
+  blocker.exec("BEGIN IMMEDIATE");
+  const Millis sent = boottime_now();
+  auto out = (*locker)->try_acquire(request("busy-key"), 0ms);
+  const Millis took = boottime_now() - sent;
+  REQUIRE_FALSE(out.has_value());
+  CHECK(out.error().kind == ErrorKind::connection);
+  CHECK(out.error().message.find("busy timeout") != std::string::npos);
+  CHECK(out.error().message.find(path) != std::string::npos);
+  CHECK(out.error().message.find("database is locked") == std::string::npos);
+  CHECK(took >= 250ms);
+  CHECK(took < 5s);
+
+  blocker.exec("ROLLBACK");
+  auto later = (*locker)->try_acquire(request("busy-key"), 0ms);
+  REQUIRE(later.has_value());
+  CHECK(later->state == AcquireOutcome::State::acquired);
+}
+
+TEST_CASE("sqlite: timestamps are stored as readable UTC text with milliseconds") {
+  TempDir dir;
+  const std::string path = dir.path + "/time.db";
+  auto backend = open_path(path);
+  REQUIRE(backend.has_value());
+  REQUIRE((*backend)->ensure_schema().has_value());
+  auto locker = (*backend)->make_locker(Strategy::lease);
+  REQUIRE(locker.has_value());
+  auto out = (*locker)->try_acquire(request("time-key"), 0ms);
+  REQUIRE(out.has_value());
+  REQUIRE(out->state == AcquireOutcome::State::acquired);
+  REQUIRE(out->acquired_at_ms.has_value());
+  REQUIRE(out->expires_at_ms.has_value());
+  CHECK(*out->expires_at_ms - *out->acquired_at_ms == 30'000);
+  // Database time is the host's clock here; only a loose sanity check that it is UTC epoch ms.
+  CHECK(std::llabs(*out->acquired_at_ms - wall_now_ms()) < 60'000);
+
+  RawDb raw(path);
+  const std::string stored = raw.text("SELECT acquired_at FROM dblock_locks WHERE name = 'time-key'");
+  CHECK(std::regex_match(stored, std::regex(R"(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3})")));
+  const std::string expected_ms =
+      raw.text("SELECT CAST(ROUND((julianday(acquired_at) - 2440587.5) * 86400000.0) AS INTEGER) FROM "
+               "dblock_locks WHERE name = 'time-key'");
+  CHECK(expected_ms == std::to_string(*out->acquired_at_ms));
+}
+
+TEST_CASE("sqlite: processes opening a fresh file at once all reach WAL and exactly one acquires") {
+  TempDir dir;
+  const std::string path = dir.path + "/fresh/race.db";
+  constexpr int children = 6;
+  int start[2];
+  REQUIRE(pipe(start) == 0);
+  std::vector<pid_t> pids;
+  for (int i = 0; i < children; ++i) {
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      close(start[1]);
+      char go = 0;
+      if (read(start[0], &go, 1) != 1) _exit(3);
+      auto backend = open_path(path);
+      if (!backend || !(*backend)->ensure_schema()) _exit(2);
+      auto locker = (*backend)->make_locker(Strategy::lease);
+      if (!locker) _exit(2);
+      auto out = (*locker)->try_acquire(request("process-race"), 0ms);
+      if (!out) _exit(2);
+      _exit(out->state == AcquireOutcome::State::acquired ? 0 : 1);
+    }
+    pids.push_back(pid);
+  }
+  close(start[0]);
+  const std::string go(children, 'g');
+  REQUIRE(write(start[1], go.data(), go.size()) == static_cast<ssize_t>(go.size()));
+  close(start[1]);
+
+  int acquired = 0, busy = 0, failed = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    switch (WEXITSTATUS(status)) {
+      case 0: ++acquired; break;
+      case 1: ++busy; break;
+      default: ++failed; break;
+    }
+  }
+  CHECK(acquired == 1);
+  CHECK(busy == children - 1);
+  CHECK(failed == 0);
+  RawDb raw(path);
+  CHECK(raw.text("PRAGMA journal_mode") == "wal");
+  CHECK(raw.text("SELECT token FROM dblock_locks WHERE name = 'process-race'") == "1");
+}
