@@ -71,7 +71,7 @@ class LeaseLocker final : public Locker {
     if (done->affected_rows == 1 || done->affected_rows == 2) {
       out.state = AcquireOutcome::State::acquired;
       out.token = done->affected_rows == 1 ? 1 : static_cast<std::int64_t>(done->insert_id);
-      held_ = Held{req.key, req.owner, out.token};
+      held_ = Held{req.key, req.owner, req.host, req.pid, out.token};
       return out;
     }
     // Cold path: tell who holds it, or when it is due.
@@ -121,7 +121,7 @@ class LeaseLocker final : public Locker {
     auto done = with_reconnect([&] { return conn_->execute(sql, params); });
     if (!done) return std::unexpected(done.error());
     if (req.history)
-      if (auto r = write_history(*conn_, t_, *req.history, keep_); !r) return r;
+      if (auto r = write_history(*conn_, t_, completed(*req.history, held), keep_); !r) return r;
     if (done->affected_rows == 0) {
       held_ = held;
       auto r = lost();
@@ -135,8 +135,21 @@ class LeaseLocker final : public Locker {
   struct Held {
     std::string key;
     std::string owner;
+    std::string host;
+    std::int64_t pid = 0;
     std::int64_t token = 0;
   };
+
+  // The history row names the lock actually held, whatever the caller filled in.
+  static RunRecord completed(RunRecord run, const Held& held) {
+    run.key = held.key;
+    run.token = held.token;
+    if (run.owner.empty()) run.owner = held.owner;
+    if (run.host.empty()) run.host = held.host;
+    if (run.pid == 0) run.pid = held.pid;
+    run.strategy = "lease";
+    return run;
+  }
 
   // A lease survives a short outage: reconnect once and repeat the statement, which is safe
   // because every lease statement is compared on owner and token (SPEC 5).

@@ -42,7 +42,7 @@ std::string status_columns(const Tables& t) {
   return "name, owner, host, pid, token, strategy, " + epoch_ms("acquired_at") + ", " + epoch_ms("renewed_at") +
          ", " + epoch_ms("expires_at") + ", " + epoch_ms("released_at") + ", " + epoch_ms("last_started_at") + ", " +
          epoch_ms("last_finished_at") + ", last_exit_code, " + epoch_ms("NOW(6)") +
-         ", CASE strategy WHEN 'advisory' THEN IS_USED_LOCK(" + advisory_name_sql("name") + ") <=> " + session +
+         ", CASE strategy WHEN 'advisory' THEN COALESCE(IS_USED_LOCK(" + advisory_name_sql("name") + ") = " + session + ", 0)" +
          " WHEN 'for-update' THEN " + connected + " WHEN 'txn-insert' THEN " + connected +
          " ELSE NULL END, expires_at > NOW(6)";
 }

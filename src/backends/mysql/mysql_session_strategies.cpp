@@ -65,6 +65,15 @@ class SessionLocker final : public Locker {
     return {};
   }
 
+  // Dropping the connection frees the lock only once the server has processed the quit; give
+  // it back first and forget the session in the row, so status shows the key free at once.
+  ~SessionLocker() override {
+    if (!held_ || !holder_) return;
+    if (!give_back(held_->key)) return;
+    (void)books().execute("UPDATE " + t_.locks + " SET session_id = NULL WHERE name = ? AND token = ?",
+                          {std::string_view(held_->key), held_->token});
+  }
+
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
     std::lock_guard lock(mutex_);
     if (held_) return fail(ErrorKind::internal, "this locker already holds '" + held_->key + "'");
@@ -99,7 +108,7 @@ class SessionLocker final : public Locker {
     }
     out.state = AcquireOutcome::State::acquired;
     out.token = claimed->affected_rows == 1 ? 1 : static_cast<std::int64_t>(claimed->insert_id);
-    held_ = Held{req.key, req.owner, out.token};
+    held_ = Held{req.key, req.owner, req.host, req.pid, out.token};
     return out;
   }
 
@@ -131,7 +140,7 @@ class SessionLocker final : public Locker {
       if (auto r = open(); !r) return std::unexpected(r.error());
     auto updated = books_execute(sql, params, /*retry=*/true);
     Result<void> history{};
-    if (updated && req.history) history = write_history(books(), t_, *req.history, options_.history_keep);
+    if (updated && req.history) history = write_history(books(), t_, completed(*req.history, held), options_.history_keep);
     auto gave_back = give_back(held.key);
     if (!updated) return std::unexpected(updated.error());
     if (!history) return history;
@@ -145,8 +154,21 @@ class SessionLocker final : public Locker {
   struct Held {
     std::string key;
     std::string owner;
+    std::string host;
+    std::int64_t pid = 0;
     std::int64_t token = 0;
   };
+
+  // The history row names the lock actually held, whatever the caller filled in.
+  RunRecord completed(RunRecord run, const Held& held) const {
+    run.key = held.key;
+    run.token = held.token;
+    if (run.owner.empty()) run.owner = held.owner;
+    if (run.host.empty()) run.host = held.host;
+    if (run.pid == 0) run.pid = held.pid;
+    run.strategy = kind_;
+    return run;
+  }
 
   Connection& books() { return books_ ? *books_ : *holder_; }
 
