@@ -203,18 +203,19 @@ class SessionLocker final : public Locker {
     }
     const std::int64_t wait_s = wait_ms / 1000;  // whole seconds only, never longer than asked
     if (strategy_ == Strategy::for_update) {
-      // Pre-insert the row, committed. A plain read first: INSERT IGNORE on an existing row
-      // would wait for the holder's row lock.
+      // Pre-insert the row, committed. A plain read first, because INSERT IGNORE on an
+      // existing row waits for the holder's row lock; if a racer's insert got in between,
+      // that wait is bounded by the same lock wait as the lock itself and means busy.
+      if (auto r = set_lock_wait(wait_s); !r) return std::unexpected(r.error());
       auto exists = holder_->execute("SELECT 1 FROM " + t_.claims + " WHERE name = ? AND kind = ?",
                                      {std::string_view(key), std::string_view(kind_)});
       if (!exists) return std::unexpected(exists.error());
-      if (exists->rows.empty())
-        if (auto r = holder_->execute("INSERT IGNORE INTO " + t_.claims + " (name, kind) VALUES (?, ?)",
-                                      {std::string_view(key), std::string_view(kind_)});
-            !r)
-          return std::unexpected(r.error());
-      if (wait_s > 0)
-        if (auto r = set_lock_wait(wait_s); !r) return std::unexpected(r.error());
+      if (exists->rows.empty()) {
+        auto r = holder_->execute("INSERT IGNORE INTO " + t_.claims + " (name, kind) VALUES (?, ?)",
+                                  {std::string_view(key), std::string_view(kind_)});
+        if (!r && r.error().kind == ErrorKind::busy) return false;
+        if (!r) return std::unexpected(r.error());
+      }
       if (auto r = holder_->query("START TRANSACTION"); !r) return std::unexpected(r.error());
       auto locked = holder_->execute("SELECT name FROM " + t_.claims + " WHERE name = ? AND kind = ? FOR UPDATE" +
                                          (wait_s > 0 ? "" : " NOWAIT"),
