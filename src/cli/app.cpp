@@ -36,28 +36,39 @@ constexpr Command command_table[] = {
 // config file (CLI11 applies config values before it looks at the environment).
 const std::map<std::string, std::string>& option_env() {
   static const std::map<std::string, std::string> env{
-      {"dsn", "DBLOCK_DSN"},
-      {"dsn-file", "DBLOCK_DSN_FILE"},
       {"strategy", "DBLOCK_STRATEGY"},
       {"table-prefix", "DBLOCK_TABLE_PREFIX"},
   };
   return env;
 }
 
+bool env_set(const char* name) {
+  const char* value = std::getenv(name);
+  return value && *value;
+}
+
 /// CLI11's INI/TOML reader, minus the keys whose environment variable is set: the
-/// environment takes precedence over the config file (SPEC 2).
+/// environment takes precedence over the config file (SPEC 2). --dsn and --dsn-file are one
+/// setting: either of them from the command line or the environment hides both in the file.
 class EnvFirstConfig : public CLI::ConfigTOML {
  public:
+  explicit EnvFirstConfig(const CLI::App& app) : app_(app) {}
+
   std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
     auto parsed = CLI::ConfigTOML::from_config(input);
-    std::erase_if(parsed, [](const CLI::ConfigItem& item) {
+    bool dsn_given = app_.get_option("--dsn")->count() > 0 || app_.get_option("--dsn-file")->count() > 0 ||
+                     env_set("DBLOCK_DSN") || env_set("DBLOCK_DSN_FILE");
+    std::erase_if(parsed, [&](const CLI::ConfigItem& item) {
       if (!item.parents.empty()) return false;
+      if (item.name == "dsn" || item.name == "dsn-file") return dsn_given;
       auto it = option_env().find(item.name);
-      const char* value = it == option_env().end() ? nullptr : std::getenv(it->second.c_str());
-      return value && *value;
+      return it != option_env().end() && env_set(it->second.c_str());
     });
     return parsed;
   }
+
+ private:
+  const CLI::App& app_;
 };
 
 // DBLOCK_CONFIG, else the config files in the order SPEC 2 names them: the first that exists
@@ -108,10 +119,10 @@ std::string version_text() {
 }
 
 void add_global_options(CLI::App& app, GlobalOptions& g) {
-  app.add_option("-d,--dsn", g.dsn, "Database: sqlite:/path.db, mysql://..., postgres://...")
-      ->envname("DBLOCK_DSN");
-  app.add_option("--dsn-file", g.dsn_file, "Read the DSN from this file (keeps passwords out of ps)")
-      ->envname("DBLOCK_DSN_FILE");
+  // No CLI11 envname here: DBLOCK_DSN and DBLOCK_DSN_FILE are one setting, resolved in Context::dsn().
+  auto* dsn = app.add_option("-d,--dsn", g.dsn, "Database: sqlite:/path.db, mysql://..., postgres://... (env DBLOCK_DSN)");
+  app.add_option("--dsn-file", g.dsn_file, "Read the DSN from this file, keeps passwords out of ps (env DBLOCK_DSN_FILE)")
+      ->excludes(dsn);
   app.add_option("-s,--strategy", g.strategy, "lease, advisory, for-update or txn-insert")
       ->envname("DBLOCK_STRATEGY")
       ->capture_default_str();
@@ -149,6 +160,7 @@ CLI::Option* add_duration(CLI::App& sub, const std::string& names, std::string& 
 CLI::Option* add_wait(CLI::App& sub, std::vector<std::string>& value) {
   return sub.add_option("-w,--wait", value, "Wait up to D for the lock (no D: forever; -w 0 = do not wait)")
       ->expected(0, 1)
+      ->type_name("[D]")
       ->check([](const std::string& text) {
         auto d = parse_duration(text);
         return d ? std::string() : d.error().message;
@@ -169,7 +181,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", version_text());
   app.require_subcommand(1);
   app.fallthrough();  // global options may also stand after the subcommand name
-  app.config_formatter(std::make_shared<EnvFirstConfig>());
+  app.config_formatter(std::make_shared<EnvFirstConfig>(app));
   app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key must not be ignored
   std::string config_default;
   try {

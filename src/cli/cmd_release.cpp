@@ -22,8 +22,9 @@ CommandAction define_release(CLI::App& sub) {
   return [args](Context& context) -> int {
     // --force also clears a lease another strategy's row left behind, so only acquire/renew insist on lease.
     if (!args->holder.force) require_lease(context, "release");
+    HolderSelector who = holder_selector(args->holder);
     auto backend = context.open();
-    value_or_throw(backend->release(args->key, holder_selector(args->holder)));
+    value_or_throw(backend->release(args->key, who));
     log::verbose("released " + args->key);
     return exit_ok;
   };

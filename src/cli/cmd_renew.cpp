@@ -24,10 +24,11 @@ CommandAction define_renew(CLI::App& sub) {
   add_holder_options(sub, args->holder, false);
   return [args](Context& context) -> int {
     require_lease(context, "renew");
+    HolderSelector who = holder_selector(args->holder);
     Millis ttl = duration_option("--ttl", args->ttl);
     if (ttl < Millis(1000)) throw FatalError{{ErrorKind::usage, "--ttl must be at least 1s"}};
     auto backend = context.open(ttl);
-    value_or_throw(backend->renew(args->key, holder_selector(args->holder), ttl));
+    value_or_throw(backend->renew(args->key, who, ttl));
     log::verbose("renewed " + args->key + " for " + format_duration(ttl));
     return exit_ok;
   };

@@ -71,11 +71,12 @@ CommandAction define_status(CLI::App& sub) {
   });
   sub.add_flag("--json", args->json, "One JSON document (fields in dblock(1))");
   return [args](Context& context) -> int {
+    bool quiet = log::level() == log::Level::quiet;
+    if (quiet && args->keys.empty()) throw FatalError{{ErrorKind::usage, "status -q needs at least one KEY"}};
     auto backend = context.open();
     auto locks = value_or_throw(backend->status(args->keys));
-    if (log::level() == log::Level::quiet) {
+    if (quiet) {
       // status -q KEY...: the exit status alone answers "is it held?"
-      if (args->keys.empty()) throw FatalError{{ErrorKind::usage, "status -q needs at least one KEY"}};
       for (const auto& lock : locks)
         if (lock.state != LockStatus::State::held) return exit_free;
       return locks.empty() ? exit_free : exit_ok;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -33,8 +34,17 @@ std::string read_dsn_file(const std::string& path) {
 
 const Dsn& Context::dsn() {
   if (dsn_) return *dsn_;
+  // Command line and config file arrive in options (the file only when neither the command
+  // line nor the environment named a DSN); the environment comes next; then the default.
   std::string text = options.dsn;
-  if (text.empty() && !options.dsn_file.empty()) text = read_dsn_file(options.dsn_file);
+  std::string file = options.dsn_file;
+  if (text.empty() && file.empty()) {
+    if (const char* env = std::getenv("DBLOCK_DSN"); env && *env)
+      text = env;
+    else if (const char* env_file = std::getenv("DBLOCK_DSN_FILE"); env_file && *env_file)
+      file = env_file;
+  }
+  if (text.empty() && !file.empty()) text = read_dsn_file(file);
   if (text.empty()) text = default_dsn();
   dsn_ = value_or_throw(parse_dsn(text));
   return *dsn_;

@@ -6,16 +6,17 @@ void add_holder_options(CLI::App& sub, HolderArgs& args, bool allow_force) {
   args.owner_option = sub.add_option("--owner", args.owner, "The holder identity given to acquire");
   args.token_option = sub.add_option("--token", args.token, "The fencing token acquire printed")
                           ->check(CLI::PositiveNumber);
+  args.allow_force = allow_force;
   if (allow_force) {
     auto* force = sub.add_flag("--force", args.force, "Release whoever holds it");
     force->excludes(args.owner_option)->excludes(args.token_option);
-    sub.require_option(1, 2);
-  } else {
-    sub.require_option(1, 2);
   }
 }
 
 HolderSelector holder_selector(const HolderArgs& args) {
+  if (!args.owner_option->count() && !args.token_option->count() && !args.force)
+    throw FatalError{{ErrorKind::usage, "say whose lock: --owner ID or --token N" +
+                                            std::string(args.allow_force ? " (or --force)" : "")}};
   HolderSelector who;
   if (args.owner_option->count()) who.owner = args.owner;
   if (args.token_option->count()) who.token = args.token;
@@ -25,9 +26,9 @@ HolderSelector holder_selector(const HolderArgs& args) {
 
 void require_lease(Context& context, std::string_view command) {
   if (context.strategy() != Strategy::lease)
-    throw FatalError{{ErrorKind::config, std::string(command) + " works only with the lease strategy: a " +
+    throw FatalError{{ErrorKind::config, std::string(command) + " works only with the lease strategy: the " +
                                              context.options.strategy +
-                                             " lock lives in a database session and would die with this process; "
+                                             " strategy's lock lives in a database session and would die with this process; "
                                              "use 'dblock run' for session strategies"}};
 }
 

@@ -12,6 +12,7 @@ struct HolderArgs {
   std::string owner;
   std::int64_t token = 0;
   bool force = false;
+  bool allow_force = false;
   CLI::Option* owner_option = nullptr;
   CLI::Option* token_option = nullptr;
 };
