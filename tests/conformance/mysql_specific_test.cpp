@@ -4,7 +4,10 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <fcntl.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <thread>
 
@@ -377,4 +380,77 @@ TEST_CASE("mysql: statements per lease acquire, renew and release") {
   REQUIRE(b->try_acquire(request(key, "b"), 0ms)->state == AcquireOutcome::State::busy);
   report("busy acquire (cold path reads the holder)", c4);
   CHECK(a->release(ReleaseRequest{}));
+}
+
+TEST_CASE("mysql: a lease survives KILL CONNECTION of its connection: renew reconnects, token compared") {
+  if (!is_mysql() || test::strategy() != Strategy::lease) return;
+  Fixture f;
+  const std::string key = test::unique_key("lease-kill");
+  auto a = f.locker();
+  auto got = a->try_acquire(request(key, "a"), 0ms);
+  REQUIRE(got);
+  REQUIRE(got->state == AcquireOutcome::State::acquired);
+  // The lease locker's connection is the newest session of this account besides ours.
+  auto ids = f.admin->execute(
+      "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = SUBSTRING_INDEX(CURRENT_USER(), '@', 1) AND "
+      "ID <> CONNECTION_ID() ORDER BY ID DESC LIMIT 1");
+  REQUIRE(ids);
+  REQUIRE(ids->rows.size() == 1);
+  REQUIRE(f.admin->query("KILL CONNECTION " + *ids->rows[0][0]));
+  CHECK(a->renew(Millis(30000)));
+  CHECK(f.status_of(key).state == LockStatus::State::held);
+  // Someone else's takeover (here: a forced release and a new holder) makes renew lost.
+  std::vector<std::string> keys{key};
+  HolderSelector force;
+  force.force = true;
+  REQUIRE(f.backend->release(key, force));
+  auto b = f.locker();
+  auto taken = b->try_acquire(request(key, "b"), 0ms);
+  REQUIRE(taken);
+  REQUIRE(taken->state == AcquireOutcome::State::acquired);
+  CHECK(taken->token == got->token + 1);
+  auto renewed = a->renew(Millis(30000));
+  REQUIRE_FALSE(renewed);
+  CHECK(renewed.error().kind == ErrorKind::lost);
+}
+
+TEST_CASE("mysql: release --force of a session holder ends its session") {
+  if (!is_mysql() || !is_session_strategy(test::strategy())) return;
+  Fixture f;
+  const std::string key = test::unique_key("force");
+  auto a = f.locker();
+  REQUIRE(a->try_acquire(request(key, "a"), 0ms)->state == AcquireOutcome::State::acquired);
+  HolderSelector wrong;
+  wrong.owner = "somebody-else";
+  auto refused = f.backend->release(key, wrong);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().kind == ErrorKind::lost);
+  HolderSelector force;
+  force.force = true;
+  REQUIRE(f.backend->release(key, force));
+  auto b = f.locker();
+  auto taken = b->try_acquire(request(key, "b"), 2000ms);
+  REQUIRE(taken);
+  CHECK(taken->state == AcquireOutcome::State::acquired);
+  auto renewed = a->renew(Millis(30000));
+  REQUIRE_FALSE(renewed);
+  CHECK(renewed.error().kind == ErrorKind::lost);
+}
+
+TEST_CASE("mysql: database sockets are close-on-exec") {
+  if (!is_mysql()) return;
+  Fixture f;
+  auto a = f.locker();
+  REQUIRE(a->try_acquire(request(test::unique_key("cloexec"), "a"), 0ms)->state == AcquireOutcome::State::acquired);
+  int sockets = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const auto target = std::filesystem::read_symlink(entry.path(), ec);
+    if (ec || target.string().rfind("socket:", 0) != 0) continue;
+    const int fd = std::stoi(entry.path().filename().string());
+    ++sockets;
+    CAPTURE(fd);
+    CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+  }
+  CHECK(sockets >= 2);
 }

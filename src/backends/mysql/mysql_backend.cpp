@@ -69,7 +69,7 @@ class MysqlBackend final : public Backend {
     all.insert(all.end(), params.begin(), params.end());
     auto done = conn_->execute("UPDATE " + t_.locks +
                                    " SET renewed_at = NOW(6), expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE " +
-                                   where + " AND strategy = 'lease' AND expires_at > NOW(6)",
+                                   where + " AND strategy = 'lease'",
                                all);
     if (!done) return std::unexpected(done.error());
     if (done->affected_rows == 0) return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
@@ -81,11 +81,30 @@ class MysqlBackend final : public Backend {
 
   Result<void> release(const std::string& key, const HolderSelector& who) override {
     auto [where, params] = holder_filter(key, who);
+    // A session lock lives in its holder's connection: the only way to free it from outside
+    // is to end that connection (its run then sees the lock lost and exits 76).
+    auto row = read_lock(*conn_, t_, key);
+    if (!row) return std::unexpected(row.error());
+    const bool session_held = *row && (*row)->state == LockStatus::State::held && (*row)->strategy != "lease";
+    std::string session;
+    if (session_held) {
+      auto sid = conn_->execute("SELECT CAST(session_id AS UNSIGNED) FROM " + t_.locks + " WHERE " + where, params);
+      if (!sid) return std::unexpected(sid.error());
+      if (sid->rows.empty() || !sid->rows[0][0])
+        return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
+      session = *sid->rows[0][0];  // digits only: CAST to UNSIGNED
+    }
     auto done = conn_->execute("UPDATE " + t_.locks + " SET released_at = NOW(6), expires_at = IF(strategy = 'lease', "
                                    "LEAST(expires_at, NOW(6)), NULL) WHERE " + where,
                                params);
     if (!done) return std::unexpected(done.error());
     if (done->affected_rows == 0) return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
+    if (!session.empty())
+      // errno 1094 (no such thread): the holder ended by itself meanwhile, which is what we wanted.
+      if (auto r = conn_->query("KILL CONNECTION " + session); !r && r.error().message.find("(errno 1094)") == std::string::npos)
+        return fail(r.error().kind == ErrorKind::connection ? ErrorKind::connection : ErrorKind::other,
+                    "marked '" + key + "' released, but could not end its holder's session " + session + ": " +
+                        r.error().message);
     return {};
   }
 
