@@ -120,6 +120,7 @@ class MysqlBackend final : public Backend {
     checks.push_back(check_privileges());
     checks.push_back(check_wait_timeout());
     checks.push_back(check_galera(strategy));
+    if (is_session_strategy(strategy)) checks.push_back(check_processlist());
     return checks;
   }
 
@@ -192,6 +193,17 @@ class MysqlBackend final : public Backend {
               "the server kept wait_timeout at " + std::to_string(session) + " s for dblock's session: an idle holder may be dropped"};
     return {"wait_timeout", true,
             "server wait_timeout is " + std::to_string(global) + " s; dblock raises it for its own sessions, so held locks survive"};
+  }
+
+  // status asks PROCESSLIST whether a transactional holder's session is alive; without the
+  // PROCESS privilege an account sees only its own sessions.
+  DoctorCheck check_processlist() {
+    auto r = conn_->execute("SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE = 'PROCESS'");
+    if (!r) return {"processlist", false, r.error().message};
+    if (to_i64(r->rows.at(0).at(0)) > 0)
+      return {"processlist", true, "PROCESS privilege: status can see every holder's session"};
+    return {"processlist", true,
+            "no PROCESS privilege: status sees only this account's sessions, so use one account on every host"};
   }
 
   DoctorCheck check_galera(Strategy strategy) {

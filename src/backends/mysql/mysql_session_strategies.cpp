@@ -92,9 +92,10 @@ class SessionLocker final : public Locker {
       return out;
     }
 
+    const std::string session = session_text();  // the Params below only view it
     std::vector<Param> params{std::string_view(req.key),  std::string_view(req.owner),
                               std::string_view(req.host), req.pid,
-                              kind_,                      std::string_view(session_text())};
+                              kind_,                      std::string_view(session)};
     for (int i = 0; i < due_assignments * 2; ++i) params.emplace_back(micros(req.min_interval));
     auto claimed = books_execute(claim_sql_, params);
     if (!claimed || claimed->affected_rows == 0) {
