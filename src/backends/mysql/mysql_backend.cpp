@@ -1,5 +1,243 @@
-// Placeholder until the mysql backend lands: a DSN for it is a clear configuration error.
+// The MySQL/MariaDB backend: administrative operations and the registry entry. Lockers live
+// in mysql_lease.cpp and mysql_session_strategies.cpp.
+#include <charconv>
+
+#include "backends/mysql/mysql_tables.hpp"
 #include "backends/registry.hpp"
+
+namespace dblock::mysql {
+namespace {
+
+std::int64_t to_i64(const Value& v) {
+  std::int64_t out = 0;
+  if (v) std::from_chars(v->data(), v->data() + v->size(), out);
+  return out;
+}
+
+class MysqlBackend final : public Backend {
+ public:
+  MysqlBackend(Dsn dsn, BackendOptions options, std::unique_ptr<Connection> conn)
+      : dsn_(std::move(dsn)), options_(std::move(options)), conn_(std::move(conn)), t_(make_tables(options_.table_prefix)) {}
+
+  std::string_view name() const override { return "mysql"; }
+
+  Result<void> ensure_schema() override { return mysql::ensure_schema(*conn_, t_); }
+
+  Result<std::unique_ptr<Locker>> make_locker(Strategy strategy) override {
+    if (strategy == Strategy::lease) return make_lease_locker(dsn_, options_, t_);
+    return make_session_locker(strategy, dsn_, options_, t_);
+  }
+
+  Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
+    return read_locks(*conn_, t_, keys);
+  }
+
+  Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
+    std::string sql = "SELECT id, name, token, owner, host, pid, strategy, " + epoch_ms("started_at") + ", " +
+                      epoch_ms("finished_at") + ", outcome, exit_code FROM " + t_.runs;
+    std::vector<Param> params;
+    if (!key.empty()) {
+      sql += " WHERE name = ?";
+      params.emplace_back(std::string_view(key));
+    }
+    sql += " ORDER BY id DESC LIMIT ?";
+    params.emplace_back(std::int64_t{std::max(limit, 0)});
+    auto rows = conn_->execute(sql, params);
+    if (!rows) return std::unexpected(rows.error());
+    std::vector<RunRecord> out;
+    for (const auto& r : rows->rows) {
+      RunRecord run;
+      run.id = to_i64(r[0]);
+      run.key = r[1].value_or("");
+      run.token = to_i64(r[2]);
+      run.owner = r[3].value_or("");
+      run.host = r[4].value_or("");
+      run.pid = to_i64(r[5]);
+      run.strategy = r[6].value_or("");
+      run.started_at_ms = to_i64(r[7]);
+      if (r[8]) run.finished_at_ms = to_i64(r[8]);
+      run.outcome = parse_run_outcome(r[9].value_or("")).value_or(RunOutcome::failed);
+      if (r[10]) run.exit_code = static_cast<int>(to_i64(r[10]));
+      out.push_back(std::move(run));
+    }
+    return out;
+  }
+
+  Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
+    auto [where, params] = holder_filter(key, who);
+    std::vector<Param> all{micros(ttl)};
+    all.insert(all.end(), params.begin(), params.end());
+    auto done = conn_->execute("UPDATE " + t_.locks +
+                                   " SET renewed_at = NOW(6), expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE " +
+                                   where + " AND strategy = 'lease'",
+                               all);
+    if (!done) return std::unexpected(done.error());
+    if (done->affected_rows == 0) return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
+    auto rows = conn_->execute("SELECT " + epoch_ms("expires_at") + " FROM " + t_.locks + " WHERE name = ?",
+                               {std::string_view(key)});
+    if (!rows) return std::unexpected(rows.error());
+    return to_i64(rows->rows.at(0).at(0));
+  }
+
+  Result<void> release(const std::string& key, const HolderSelector& who) override {
+    auto [where, params] = holder_filter(key, who);
+    // A session lock lives in its holder's connection: the only way to free it from outside
+    // is to end that connection (its run then sees the lock lost and exits 76).
+    auto row = read_lock(*conn_, t_, key);
+    if (!row) return std::unexpected(row.error());
+    const bool session_held = *row && (*row)->state == LockStatus::State::held && (*row)->strategy != "lease";
+    std::string session;
+    if (session_held) {
+      auto sid = conn_->execute("SELECT CAST(session_id AS UNSIGNED) FROM " + t_.locks + " WHERE " + where, params);
+      if (!sid) return std::unexpected(sid.error());
+      if (sid->rows.empty() || !sid->rows[0][0])
+        return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
+      session = *sid->rows[0][0];  // digits only: CAST to UNSIGNED
+    }
+    auto done = conn_->execute("UPDATE " + t_.locks + " SET released_at = NOW(6), expires_at = IF(strategy = 'lease', "
+                                   "LEAST(expires_at, NOW(6)), NULL) WHERE " + where,
+                               params);
+    if (!done) return std::unexpected(done.error());
+    if (done->affected_rows == 0) return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
+    if (!session.empty())
+      // errno 1094 (no such thread): the holder ended by itself meanwhile, which is what we wanted.
+      if (auto r = conn_->query("KILL CONNECTION " + session); !r && r.error().message.find("(errno 1094)") == std::string::npos)
+        return fail(r.error().kind == ErrorKind::connection ? ErrorKind::connection : ErrorKind::other,
+                    "marked '" + key + "' released, but could not end its holder's session " + session + ": " +
+                        r.error().message);
+    return {};
+  }
+
+  Result<std::int64_t> now_ms() override {
+    auto rows = conn_->execute("SELECT " + epoch_ms("NOW(6)"));
+    if (!rows) return std::unexpected(rows.error());
+    return to_i64(rows->rows.at(0).at(0));
+  }
+
+  std::vector<DoctorCheck> doctor_checks(Strategy strategy) override {
+    std::vector<DoctorCheck> checks;
+    checks.push_back({"server", true, conn_->server_info() + " at " + dsn_.redacted});
+    checks.push_back(check_privileges());
+    checks.push_back(check_wait_timeout());
+    checks.push_back(check_galera(strategy));
+    if (is_session_strategy(strategy)) checks.push_back(check_processlist());
+    return checks;
+  }
+
+ private:
+  static std::string describe(const HolderSelector& who) {
+    if (who.force) return "anyone";
+    std::string text;
+    if (who.owner) text += "owner " + *who.owner;
+    if (who.token) text += (text.empty() ? "token " : " with token ") + std::to_string(*who.token);
+    return text.empty() ? "anyone" : text;
+  }
+
+  // Rows still held (not released) by the selected holder; --force matches any holder.
+  std::pair<std::string, std::vector<Param>> holder_filter(const std::string& key, const HolderSelector& who) const {
+    std::string where = "name = ? AND released_at IS NULL";
+    std::vector<Param> params{std::string_view(key)};
+    if (!who.force) {
+      if (who.owner) {
+        where += " AND owner = ?";
+        params.emplace_back(std::string_view(*who.owner));
+      }
+      if (who.token) {
+        where += " AND token = ?";
+        params.emplace_back(*who.token);
+      }
+      if (!who.owner && !who.token) where += " AND FALSE";
+    }
+    return {where, params};
+  }
+
+  // Proves insert/update/delete on every table with a probe rolled back at once; the probe key
+  // holds a control character, which no valid key can, so it never meets a real row.
+  DoctorCheck check_privileges() {
+    DoctorCheck check{"privileges", true, ""};
+    const std::string_view probe = "\x01" "dblock-doctor";
+    std::string failed;
+    if (auto r = conn_->query("START TRANSACTION"); !r) return {"privileges", false, r.error().message};
+    const std::vector<std::pair<std::string, std::string>> statements{
+        {"INSERT INTO " + t_.locks + " (name) VALUES (?)", t_.locks},
+        {"UPDATE " + t_.locks + " SET owner = 'doctor' WHERE name = ?", t_.locks},
+        {"DELETE FROM " + t_.locks + " WHERE name = ?", t_.locks},
+        {"INSERT INTO " + t_.runs + " (name, token, outcome) VALUES (?, 0, 'ok')", t_.runs},
+        {"DELETE FROM " + t_.runs + " WHERE name = ?", t_.runs},
+        {"INSERT INTO " + t_.claims + " (name, kind) VALUES (?, 'doctor')", t_.claims},
+        {"DELETE FROM " + t_.claims + " WHERE name = ?", t_.claims},
+    };
+    for (const auto& [sql, table] : statements)
+      if (auto r = conn_->execute(sql, {probe}); !r) {
+        failed = r.error().message;
+        break;
+      }
+    (void)conn_->query("ROLLBACK");
+    auto grants = conn_->execute("SELECT COUNT(*) FROM information_schema.SCHEMA_PRIVILEGES WHERE TABLE_SCHEMA = "
+                                 "DATABASE() AND PRIVILEGE_TYPE = 'CREATE'");
+    auto global = conn_->execute("SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE = 'CREATE'");
+    const bool can_create = (grants && to_i64(grants->rows.at(0).at(0)) > 0) || (global && to_i64(global->rows.at(0).at(0)) > 0);
+    if (!failed.empty()) return {"privileges", false, "insert/update/delete on the dblock tables failed: " + failed};
+    check.detail = can_create ? "create, insert, update and delete on the dblock tables"
+                              : "insert, update and delete work; no CREATE privilege seen, so `dblock init` needs a DBA";
+    return check;
+  }
+
+  DoctorCheck check_wait_timeout() {
+    auto r = conn_->execute("SELECT @@GLOBAL.wait_timeout, @@SESSION.wait_timeout");
+    if (!r) return {"wait_timeout", false, r.error().message};
+    const auto global = to_i64(r->rows.at(0).at(0));
+    const auto session = to_i64(r->rows.at(0).at(1));
+    if (session < 31536000)
+      return {"wait_timeout", false,
+              "the server kept wait_timeout at " + std::to_string(session) + " s for dblock's session: an idle holder may be dropped"};
+    return {"wait_timeout", true,
+            "server wait_timeout is " + std::to_string(global) + " s; dblock raises it for its own sessions, so held locks survive"};
+  }
+
+  // status asks PROCESSLIST whether a transactional holder's session is alive; without the
+  // PROCESS privilege an account sees only its own sessions.
+  DoctorCheck check_processlist() {
+    auto r = conn_->execute("SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE = 'PROCESS'");
+    if (!r) return {"processlist", false, r.error().message};
+    if (to_i64(r->rows.at(0).at(0)) > 0)
+      return {"processlist", true, "PROCESS privilege: status can see every holder's session"};
+    return {"processlist", true,
+            "no PROCESS privilege: status sees only this account's sessions, so use one account on every host"};
+  }
+
+  DoctorCheck check_galera(Strategy strategy) {
+    auto r = conn_->execute("SELECT @@GLOBAL.wsrep_on");
+    // MySQL without Galera has no such variable: not a cluster.
+    const bool galera = r && !r->rows.empty() && (r->rows[0][0] == "1" || r->rows[0][0] == "ON");
+    if (!galera) return {"galera", true, "not a Galera cluster (wsrep_on is off or absent)"};
+    if (strategy == Strategy::lease)
+      return {"galera", true, "Galera cluster (wsrep_on=ON): the lease strategy is safe here"};
+    return {"galera", false,
+            "Galera cluster (wsrep_on=ON): GET_LOCK and FOR UPDATE are not cluster-wide, so " +
+                std::string(to_string(strategy)) + " is unsafe; use --strategy lease"};
+  }
+
+  Dsn dsn_;
+  BackendOptions options_;
+  std::unique_ptr<Connection> conn_;
+  Tables t_;
+};
+
+std::string schema_sql(const std::string& prefix) {
+  std::string out;
+  for (const auto& statement : schema_statements(prefix)) out += statement + ";\n";
+  return out;
+}
+
+Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& options) {
+  auto conn = Connection::open(dsn, options);
+  if (!conn) return std::unexpected(conn.error());
+  return std::unique_ptr<Backend>(std::make_unique<MysqlBackend>(dsn, options, std::move(*conn)));
+}
+
+}  // namespace
+}  // namespace dblock::mysql
 
 namespace dblock {
 
@@ -8,10 +246,8 @@ BackendEntry mysql_backend_entry() {
       "mysql",
       {"mysql", "mariadb"},
       {Strategy::lease, Strategy::advisory, Strategy::for_update, Strategy::txn_insert},
-      [](const std::string&) { return std::string("-- the mysql backend is not built yet\n"); },
-      [](const Dsn&, const BackendOptions&) -> Result<std::unique_ptr<Backend>> {
-        return fail(ErrorKind::config, "the mysql backend is not available in this build yet");
-      },
+      &mysql::schema_sql,
+      &mysql::open,
   };
 }
 

@@ -1,0 +1,288 @@
+#include "backends/mysql/mysql_connection.hpp"
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <charconv>
+#include <mutex>
+
+#include "backends/mysql/mysql_error.hpp"
+
+namespace dblock::mysql {
+namespace {
+
+// The session settings every dblock connection needs, sent as the connection's init command
+// so they cost no extra round trip: UTC, so NOW(6) and stored DATETIMEs are UTC; and the
+// server's idle killers (wait_timeout may be 2 s on a server) must not drop a session that
+// holds a lock while a long job runs (SPEC 5). 31536000 s is the largest value MySQL accepts.
+constexpr const char* init_command =
+    "SET time_zone = '+00:00', SESSION wait_timeout = 31536000, SESSION interactive_timeout = 31536000";
+
+unsigned whole_seconds(Millis ms) {
+  const auto count = std::max<std::int64_t>(ms.count(), 1);
+  return static_cast<unsigned>(std::min<std::int64_t>((count + 999) / 1000, 86400));
+}
+
+Error config_error(const Dsn& dsn, const std::string& text) {
+  return Error{ErrorKind::config, "mysql " + dsn.redacted + ": " + text};
+}
+
+Result<void> set_option(MYSQL* m, mysql_option option, const void* value, const Dsn& dsn, const char* what) {
+  if (mysql_options(m, option, value) != 0) return std::unexpected(config_error(dsn, std::string("cannot set ") + what));
+  return {};
+}
+
+// ssl-mode names follow MySQL's --ssl-mode. MariaDB Connector/C has no opportunistic mode:
+// PREFERRED uses TLS when ssl-ca/ssl-cert/ssl-key are given, as the connector does by itself.
+Result<void> apply_ssl_mode(MYSQL* m, const Dsn& dsn, std::string mode) {
+  std::ranges::transform(mode, mode.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  const bool known = mode == "DISABLED" || mode == "PREFERRED" || mode == "REQUIRED" || mode == "VERIFY_CA" ||
+                     mode == "VERIFY_IDENTITY";
+  if (!known)
+    return std::unexpected(config_error(dsn, "ssl-mode must be DISABLED, PREFERRED, REQUIRED, VERIFY_CA or VERIFY_IDENTITY"));
+#ifdef MARIADB_BASE_VERSION
+  if (mode == "DISABLED" || mode == "PREFERRED") return {};
+  my_bool on = 1;
+  if (auto r = set_option(m, MYSQL_OPT_SSL_ENFORCE, &on, dsn, "ssl-mode"); !r) return r;
+  if (mode == "VERIFY_CA" || mode == "VERIFY_IDENTITY")
+    return set_option(m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &on, dsn, "ssl-mode");
+  return {};
+#else
+  unsigned value = mode == "DISABLED"    ? SSL_MODE_DISABLED
+                   : mode == "PREFERRED" ? SSL_MODE_PREFERRED
+                   : mode == "REQUIRED"  ? SSL_MODE_REQUIRED
+                   : mode == "VERIFY_CA" ? SSL_MODE_VERIFY_CA
+                                         : SSL_MODE_VERIFY_IDENTITY;
+  return set_option(m, MYSQL_OPT_SSL_MODE, &value, dsn, "ssl-mode");
+#endif
+}
+
+// Bound parameters need storage that outlives mysql_stmt_execute; the span's values are const.
+struct ParamStorage {
+  std::vector<MYSQL_BIND> binds;
+  std::vector<long long> ints;
+  std::vector<double> doubles;
+  std::vector<unsigned long> lengths;
+
+  explicit ParamStorage(std::span<const Param> params)
+      : binds(params.size()), ints(params.size()), doubles(params.size()), lengths(params.size()) {
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      MYSQL_BIND& b = binds[i];
+      if (const auto* n = std::get_if<std::int64_t>(&params[i])) {
+        ints[i] = *n;
+        b.buffer_type = MYSQL_TYPE_LONGLONG;
+        b.buffer = &ints[i];
+      } else if (const auto* d = std::get_if<double>(&params[i])) {
+        doubles[i] = *d;
+        b.buffer_type = MYSQL_TYPE_DOUBLE;
+        b.buffer = &doubles[i];
+      } else if (const auto* s = std::get_if<std::string_view>(&params[i])) {
+        lengths[i] = static_cast<unsigned long>(s->size());
+        b.buffer_type = MYSQL_TYPE_STRING;
+        b.buffer = const_cast<char*>(s->data());  // the client library only reads it
+        b.buffer_length = lengths[i];
+        b.length = &lengths[i];
+      } else {
+        b.buffer_type = MYSQL_TYPE_NULL;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const BackendOptions& options) {
+  std::unique_ptr<Connection> conn(new Connection(dsn, options));
+  if (auto r = conn->connect(); !r) return std::unexpected(r.error());
+  return conn;
+}
+
+Result<void> Connection::connect() {
+  // mysql_library_init is not thread-safe; mysql_init would call it implicitly.
+  static std::once_flag library_once;
+  std::call_once(library_once, [] { mysql_library_init(0, nullptr, nullptr); });
+
+  statements_.clear();
+  mysql_.reset();
+  MysqlPtr m(mysql_init(nullptr));
+  if (!m) return fail(ErrorKind::internal, "mysql_init failed (out of memory)");
+
+  unsigned connect_s = whole_seconds(options_.connect_timeout);
+  if (auto text = dsn_.param("connect-timeout")) {
+    unsigned value = 0;
+    auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
+    if (ec != std::errc() || end != text->data() + text->size() || value == 0)
+      return std::unexpected(config_error(dsn_, "connect-timeout must be a whole number of seconds >= 1"));
+    connect_s = value;
+  }
+  const unsigned io_s = whole_seconds(options_.io_timeout);
+  max_block_ms_ = static_cast<std::int64_t>(io_s) * 1000 - 1000;
+  my_bool no = 0;
+  if (auto r = set_option(m.get(), MYSQL_OPT_CONNECT_TIMEOUT, &connect_s, dsn_, "connect timeout"); !r) return r;
+  if (auto r = set_option(m.get(), MYSQL_OPT_READ_TIMEOUT, &io_s, dsn_, "read timeout"); !r) return r;
+  if (auto r = set_option(m.get(), MYSQL_OPT_WRITE_TIMEOUT, &io_s, dsn_, "write timeout"); !r) return r;
+  // A silent reconnect would lose a session lock without anyone noticing (SPEC 5).
+  if (auto r = set_option(m.get(), MYSQL_OPT_RECONNECT, &no, dsn_, "reconnect"); !r) return r;
+  if (auto r = set_option(m.get(), MYSQL_SET_CHARSET_NAME, "utf8mb4", dsn_, "charset"); !r) return r;
+  if (auto r = set_option(m.get(), MYSQL_INIT_COMMAND, init_command, dsn_, "init command"); !r) return r;
+  if (auto file = dsn_.param("option-file"))
+    if (auto r = set_option(m.get(), MYSQL_READ_DEFAULT_FILE, file->c_str(), dsn_, "option-file"); !r) return r;
+  const std::string group = dsn_.param("option-group").value_or("dblock");
+  if (auto r = set_option(m.get(), MYSQL_READ_DEFAULT_GROUP, group.c_str(), dsn_, "option-group"); !r) return r;
+  if (auto mode = dsn_.param("ssl-mode"))
+    if (auto r = apply_ssl_mode(m.get(), dsn_, *mode); !r) return r;
+  if (auto v = dsn_.param("ssl-ca"))
+    if (auto r = set_option(m.get(), MYSQL_OPT_SSL_CA, v->c_str(), dsn_, "ssl-ca"); !r) return r;
+  if (auto v = dsn_.param("ssl-cert"))
+    if (auto r = set_option(m.get(), MYSQL_OPT_SSL_CERT, v->c_str(), dsn_, "ssl-cert"); !r) return r;
+  if (auto v = dsn_.param("ssl-key"))
+    if (auto r = set_option(m.get(), MYSQL_OPT_SSL_KEY, v->c_str(), dsn_, "ssl-key"); !r) return r;
+
+  const auto socket = dsn_.param("socket");
+  const char* host = !dsn_.host.empty() ? dsn_.host.c_str() : (socket ? "localhost" : nullptr);
+  // Empty user / no password: let the option file ([dblock] in ~/.my.cnf) supply them.
+  const char* user = dsn_.user.empty() ? nullptr : dsn_.user.c_str();
+  const char* password = dsn_.password ? dsn_.password->c_str() : nullptr;
+  const char* database = dsn_.database.empty() ? nullptr : dsn_.database.c_str();
+  if (!mysql_real_connect(m.get(), host, user, password, database, dsn_.port.value_or(0),
+                          socket ? socket->c_str() : nullptr, 0)) {
+    Error e = make_error(mysql_errno(m.get()), dsn_.redacted, mysql_error(m.get()));
+    if (e.kind == ErrorKind::other) e.kind = ErrorKind::connection;
+    return std::unexpected(std::move(e));
+  }
+  // The command run under `run` must not inherit the database socket (SPEC 6).
+  const int fd = static_cast<int>(mysql_get_socket(m.get()));
+  if (fd >= 0) {
+    const int flags = fcntl(fd, F_GETFD);
+    if (flags >= 0 && !(flags & FD_CLOEXEC)) fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+  }
+  session_id_ = mysql_thread_id(m.get());
+  mysql_ = std::move(m);
+  return {};
+}
+
+Result<void> Connection::reconnect() { return connect(); }
+
+std::string Connection::server_info() const {
+  const char* info = mysql_ ? mysql_get_server_info(mysql_.get()) : nullptr;
+  return info ? info : "";
+}
+
+Error Connection::error_from_mysql() const {
+  if (!mysql_) return Error{ErrorKind::connection, "mysql " + dsn_.redacted + ": not connected"};
+  return make_error(mysql_errno(mysql_.get()), dsn_.redacted, mysql_error(mysql_.get()));
+}
+
+Error Connection::error_from_stmt(MYSQL_STMT* stmt) const {
+  return make_error(mysql_stmt_errno(stmt), dsn_.redacted, mysql_stmt_error(stmt));
+}
+
+Result<MYSQL_STMT*> Connection::prepared(std::string_view sql, std::span<const Param> params, MYSQL_BIND* binds,
+                                         bool& executed) {
+  executed = false;
+  const std::string text(sql);
+  if (auto it = statements_.find(text); it != statements_.end()) return it->second.get();
+  StmtPtr stmt(mysql_stmt_init(mysql_.get()));
+  if (!stmt) return std::unexpected(error_from_mysql());
+#ifdef MARIADB_BASE_VERSION
+  // Prepare and execute in one round trip (MariaDB 10.2+); later executions reuse the statement.
+  unsigned int count = static_cast<unsigned int>(params.size());
+  if (mysql_stmt_attr_set(stmt.get(), STMT_ATTR_PREBIND_PARAMS, &count) != 0)
+    return std::unexpected(error_from_stmt(stmt.get()));
+  if (count > 0 && mysql_stmt_bind_param(stmt.get(), binds) != 0) return std::unexpected(error_from_stmt(stmt.get()));
+  if (mariadb_stmt_execute_direct(stmt.get(), text.data(), text.size()) != 0)
+    return std::unexpected(error_from_stmt(stmt.get()));
+  executed = true;
+#else
+  if (mysql_stmt_prepare(stmt.get(), text.data(), static_cast<unsigned long>(text.size())) != 0)
+    return std::unexpected(error_from_stmt(stmt.get()));
+  (void)params;
+  (void)binds;
+#endif
+  MYSQL_STMT* raw = stmt.get();
+  statements_.emplace(text, std::move(stmt));
+  return raw;
+}
+
+Result<Outcome> Connection::execute(std::string_view sql, std::span<const Param> params) {
+  if (!mysql_) return std::unexpected(error_from_mysql());
+  ParamStorage storage(params);
+  bool executed = false;
+  auto stmt_or = prepared(sql, params, storage.binds.data(), executed);
+  if (!stmt_or) {
+    if (stmt_or.error().kind == ErrorKind::connection) statements_.clear();
+    return std::unexpected(stmt_or.error());
+  }
+  MYSQL_STMT* stmt = *stmt_or;
+  auto failed = [&](Error e) -> Result<Outcome> {
+    if (e.kind == ErrorKind::connection)
+      statements_.clear();
+    else
+      mysql_stmt_free_result(stmt);
+    return std::unexpected(std::move(e));
+  };
+  if (!executed) {
+    if (!params.empty() && mysql_stmt_bind_param(stmt, storage.binds.data()) != 0) return failed(error_from_stmt(stmt));
+    if (mysql_stmt_execute(stmt) != 0) return failed(error_from_stmt(stmt));
+  }
+  Outcome out;
+  out.affected_rows = mysql_stmt_affected_rows(stmt);
+  out.insert_id = mysql_stmt_insert_id(stmt);
+  ResultPtr meta(mysql_stmt_result_metadata(stmt));
+  if (!meta) return out;
+  const unsigned ncols = mysql_num_fields(meta.get());
+  std::vector<MYSQL_BIND> cols(ncols);
+  std::vector<std::vector<char>> buffers(ncols, std::vector<char>(512));
+  std::vector<unsigned long> lengths(ncols);
+  std::vector<my_bool> nulls(ncols);
+  for (unsigned i = 0; i < ncols; ++i) {
+    cols[i].buffer_type = MYSQL_TYPE_STRING;
+    cols[i].buffer = buffers[i].data();
+    cols[i].buffer_length = static_cast<unsigned long>(buffers[i].size());
+    cols[i].length = &lengths[i];
+    cols[i].is_null = &nulls[i];
+  }
+  if (mysql_stmt_bind_result(stmt, cols.data()) != 0) return failed(error_from_stmt(stmt));
+  if (mysql_stmt_store_result(stmt) != 0) return failed(error_from_stmt(stmt));
+  for (;;) {
+    const int rc = mysql_stmt_fetch(stmt);
+    if (rc == MYSQL_NO_DATA) break;
+    if (rc != 0 && rc != MYSQL_DATA_TRUNCATED) return failed(error_from_stmt(stmt));
+    Row row(ncols);
+    for (unsigned i = 0; i < ncols; ++i) {
+      if (nulls[i]) continue;
+      std::string value(lengths[i], '\0');
+      if (lengths[i] <= buffers[i].size()) {
+        std::copy_n(buffers[i].data(), lengths[i], value.data());
+      } else {
+        MYSQL_BIND whole{};
+        unsigned long got = 0;
+        whole.buffer_type = MYSQL_TYPE_STRING;
+        whole.buffer = value.data();
+        whole.buffer_length = lengths[i];
+        whole.length = &got;
+        if (mysql_stmt_fetch_column(stmt, &whole, i, 0) != 0) return failed(error_from_stmt(stmt));
+      }
+      row[i] = std::move(value);
+    }
+    out.rows.push_back(std::move(row));
+  }
+  mysql_stmt_free_result(stmt);
+  return out;
+}
+
+Result<void> Connection::query(std::string_view sql) {
+  if (!mysql_) return std::unexpected(error_from_mysql());
+  if (mysql_real_query(mysql_.get(), sql.data(), static_cast<unsigned long>(sql.size())) != 0) {
+    Error e = error_from_mysql();
+    if (e.kind == ErrorKind::connection) statements_.clear();
+    return std::unexpected(std::move(e));
+  }
+  do {
+    ResultPtr res(mysql_store_result(mysql_.get()));
+    if (!res && mysql_field_count(mysql_.get()) != 0) return std::unexpected(error_from_mysql());
+  } while (mysql_next_result(mysql_.get()) == 0);
+  return {};
+}
+
+}  // namespace dblock::mysql

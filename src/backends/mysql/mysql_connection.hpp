@@ -1,0 +1,93 @@
+#pragma once
+// One MySQL/MariaDB connection: RAII handles, options from the DSN, time bounds, and
+// prepared statements with bound parameters (cached per connection, so a repeated statement
+// costs one round trip).
+
+#include <mysql.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "core/dsn.hpp"
+
+namespace dblock::mysql {
+
+/// A bound parameter: NULL, an integer, a number, or bytes (keys are bytes, never text).
+using Param = std::variant<std::nullptr_t, std::int64_t, double, std::string_view>;
+/// One column value as the server sent it (text form), or nullopt for SQL NULL.
+using Value = std::optional<std::string>;
+using Row = std::vector<Value>;
+
+struct Outcome {
+  std::uint64_t affected_rows = 0;
+  std::uint64_t insert_id = 0;  // also the value of LAST_INSERT_ID(expr)
+  std::vector<Row> rows;
+};
+
+struct MysqlCloser {
+  void operator()(MYSQL* m) const { mysql_close(m); }
+};
+struct StmtCloser {
+  void operator()(MYSQL_STMT* s) const { mysql_stmt_close(s); }
+};
+struct ResultFreer {
+  void operator()(MYSQL_RES* r) const { mysql_free_result(r); }
+};
+using MysqlPtr = std::unique_ptr<MYSQL, MysqlCloser>;
+using StmtPtr = std::unique_ptr<MYSQL_STMT, StmtCloser>;
+using ResultPtr = std::unique_ptr<MYSQL_RES, ResultFreer>;
+
+class Connection {
+ public:
+  /// Connects with every time bound set, utf8mb4, UTC session time zone, no automatic
+  /// reconnect, idle killers disabled for this session, close-on-exec socket.
+  static Result<std::unique_ptr<Connection>> open(const Dsn& dsn, const BackendOptions& options);
+
+  /// Runs one statement with bound parameters; rows come back as text.
+  Result<Outcome> execute(std::string_view sql, std::span<const Param> params);
+  Result<Outcome> execute(std::string_view sql, std::initializer_list<Param> params = {}) {
+    return execute(sql, std::span<const Param>(params.begin(), params.size()));
+  }
+  /// Runs a statement without parameters through the text protocol (SET, START TRANSACTION,
+  /// DDL, ROLLBACK); any rows are read and discarded.
+  Result<void> query(std::string_view sql);
+
+  /// Drops the connection and opens a new one with the same settings.
+  Result<void> reconnect();
+
+  /// The server's id for this session (CONNECTION_ID()).
+  std::uint64_t session_id() const { return session_id_; }
+  /// "10.11.19-MariaDB..." as the server reports it.
+  std::string server_info() const;
+  /// The longest a single statement may block before the read timeout fires, in ms; blocking
+  /// waits (GET_LOCK, lock waits) are capped below it so a wait is never mistaken for a dead server.
+  std::int64_t max_block_ms() const { return max_block_ms_; }
+  /// The redacted DSN, for messages.
+  const std::string& where() const { return dsn_.redacted; }
+
+ private:
+  Connection(Dsn dsn, BackendOptions options) : dsn_(std::move(dsn)), options_(std::move(options)) {}
+  Result<void> connect();
+  Error error_from_mysql() const;
+  Error error_from_stmt(MYSQL_STMT* stmt) const;
+  Result<MYSQL_STMT*> prepared(std::string_view sql, std::span<const Param> params, MYSQL_BIND* binds,
+                               bool& executed);
+
+  Dsn dsn_;
+  BackendOptions options_;
+  MysqlPtr mysql_;
+  std::unordered_map<std::string, StmtPtr> statements_;
+  std::uint64_t session_id_ = 0;
+  std::int64_t max_block_ms_ = 0;
+};
+
+}  // namespace dblock::mysql

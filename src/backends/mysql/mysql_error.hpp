@@ -1,0 +1,20 @@
+#pragma once
+// MySQL/MariaDB error numbers mapped into dblock's portable ErrorKind, in one place (SOCI's idea).
+
+#include <string>
+#include <string_view>
+
+#include "core/error.hpp"
+
+namespace dblock::mysql {
+
+/// The portable category of a server (ER_*) or client (CR_*) error number.
+ErrorKind classify_errno(unsigned errnum);
+
+/// True for errors after which the connection is unusable (server gone, connection killed).
+bool is_connection_errno(unsigned errnum);
+
+/// An Error with the classified kind and "mysql <where>: <text> (errno N)"; `where` must be redacted.
+Error make_error(unsigned errnum, std::string_view where, std::string_view text);
+
+}  // namespace dblock::mysql

@@ -1,0 +1,242 @@
+// Tables, DDL and the shared statements on <prefix>locks / <prefix>runs.
+#include <algorithm>
+#include <charconv>
+#include <map>
+
+#include "backends/mysql/mysql_tables.hpp"
+
+namespace dblock::mysql {
+namespace {
+
+std::int64_t to_i64(const Value& v) {
+  std::int64_t out = 0;
+  if (v) std::from_chars(v->data(), v->data() + v->size(), out);
+  return out;
+}
+std::optional<std::int64_t> to_opt_i64(const Value& v) {
+  if (!v) return std::nullopt;
+  return to_i64(v);
+}
+
+// The columns each table must have (SPEC 7, src/backends/README.md).
+const std::map<std::string, std::vector<std::string>>& required_columns() {
+  static const std::map<std::string, std::vector<std::string>> columns{
+      {"locks",
+       {"name", "owner", "host", "pid", "token", "strategy", "session_id", "acquired_at", "renewed_at", "expires_at",
+        "released_at", "last_started_at", "last_finished_at", "last_exit_code"}},
+      {"runs",
+       {"id", "name", "token", "owner", "host", "pid", "strategy", "started_at", "finished_at", "outcome",
+        "exit_code"}},
+      {"claims", {"name", "kind"}},
+  };
+  return columns;
+}
+
+std::string status_columns(const Tables& t) {
+  // alive: does the server say the recorded session still holds the lock? GET_LOCK is visible
+  // to every session through IS_USED_LOCK; a transaction's lock only through its connection.
+  const std::string session = "CAST(session_id AS UNSIGNED)";
+  const std::string connected =
+      "EXISTS (SELECT 1 FROM information_schema.PROCESSLIST p WHERE p.ID = " + session + ")";
+  (void)t;
+  return "name, owner, host, pid, token, strategy, " + epoch_ms("acquired_at") + ", " + epoch_ms("renewed_at") +
+         ", " + epoch_ms("expires_at") + ", " + epoch_ms("released_at") + ", " + epoch_ms("last_started_at") + ", " +
+         epoch_ms("last_finished_at") + ", last_exit_code, " + epoch_ms("NOW(6)") +
+         ", CASE strategy WHEN 'advisory' THEN COALESCE(IS_USED_LOCK(" + advisory_name_sql("name") + ") = " + session + ", 0)" +
+         " WHEN 'for-update' THEN " + connected + " WHEN 'txn-insert' THEN " + connected +
+         " ELSE NULL END, expires_at > NOW(6)";
+}
+
+LockStatus to_status(const Row& r) {
+  LockStatus s;
+  s.key = r[0].value_or("");
+  s.owner = r[1].value_or("");
+  s.host = r[2].value_or("");
+  s.pid = to_i64(r[3]);
+  s.token = to_i64(r[4]);
+  s.strategy = r[5].value_or("");
+  s.acquired_at_ms = to_opt_i64(r[6]);
+  s.renewed_at_ms = to_opt_i64(r[7]);
+  s.expires_at_ms = to_opt_i64(r[8]);
+  s.released_at_ms = to_opt_i64(r[9]);
+  s.last_started_at_ms = to_opt_i64(r[10]);
+  s.last_finished_at_ms = to_opt_i64(r[11]);
+  if (r[12]) s.last_exit_code = static_cast<int>(to_i64(r[12]));
+  s.db_now_ms = to_i64(r[13]);
+  const bool alive = to_i64(r[14]) == 1;
+  const bool unexpired = to_i64(r[15]) == 1;
+  const bool released =
+      s.released_at_ms && (!s.acquired_at_ms || *s.released_at_ms >= *s.acquired_at_ms);
+  const bool session = s.strategy == "advisory" || s.strategy == "for-update" || s.strategy == "txn-insert";
+  if (session) {
+    s.state = (!released && alive) ? LockStatus::State::held : LockStatus::State::free;
+    s.expires_at_ms.reset();
+  } else if (s.acquired_at_ms && unexpired) {
+    s.state = LockStatus::State::held;
+  } else if (!s.acquired_at_ms || released) {
+    s.state = LockStatus::State::free;
+  } else {
+    s.state = LockStatus::State::expired;
+  }
+  return s;
+}
+
+}  // namespace
+
+Tables make_tables(const std::string& prefix) {
+  return Tables{prefix, "`" + prefix + "locks`", "`" + prefix + "runs`", "`" + prefix + "claims`"};
+}
+
+std::vector<std::string> schema_statements(const std::string& prefix) {
+  const Tables t = make_tables(prefix);
+  // name is VARBINARY: compared byte-wise, and 255 bytes of any UTF-8 fit.
+  // DATETIME(6) holds UTC (every dblock session runs with time_zone '+00:00').
+  const std::string options = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
+  return {
+      "CREATE TABLE IF NOT EXISTS " + t.locks +
+          " (\n"
+          "  name VARBINARY(255) NOT NULL PRIMARY KEY,\n"
+          "  owner VARCHAR(255) NULL,\n"
+          "  host VARCHAR(255) NULL,\n"
+          "  pid BIGINT NULL,\n"
+          "  token BIGINT NOT NULL DEFAULT 0,\n"
+          "  strategy VARCHAR(16) NULL,\n"
+          "  session_id VARCHAR(64) NULL,\n"
+          "  acquired_at DATETIME(6) NULL,\n"
+          "  renewed_at DATETIME(6) NULL,\n"
+          "  expires_at DATETIME(6) NULL,\n"
+          "  released_at DATETIME(6) NULL,\n"
+          "  last_started_at DATETIME(6) NULL,\n"
+          "  last_finished_at DATETIME(6) NULL,\n"
+          "  last_exit_code INT NULL\n"
+          ")" + options,
+      "CREATE TABLE IF NOT EXISTS " + t.runs +
+          " (\n"
+          "  id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,\n"
+          "  name VARBINARY(255) NOT NULL,\n"
+          "  token BIGINT NOT NULL,\n"
+          "  owner VARCHAR(255) NULL,\n"
+          "  host VARCHAR(255) NULL,\n"
+          "  pid BIGINT NULL,\n"
+          "  strategy VARCHAR(16) NULL,\n"
+          "  started_at DATETIME(6) NULL,\n"
+          "  finished_at DATETIME(6) NULL,\n"
+          "  outcome VARCHAR(16) NOT NULL,\n"
+          "  exit_code INT NULL,\n"
+          "  KEY `" + prefix + "runs_name_id` (name, id)\n"
+          ")" + options,
+      "CREATE TABLE IF NOT EXISTS " + t.claims +
+          " (\n"
+          "  name VARBINARY(255) NOT NULL,\n"
+          "  kind VARCHAR(16) NOT NULL,\n"
+          "  PRIMARY KEY (name, kind)\n"
+          ")" + options,
+  };
+}
+
+Result<void> ensure_schema(Connection& conn, const Tables& t) {
+  for (const auto& ddl : schema_statements(t.prefix))
+    if (auto r = conn.query(ddl); !r) return r;
+  for (const auto& [suffix, columns] : required_columns()) {
+    const std::string table = t.prefix + suffix;
+    auto rows = conn.execute(
+        "SELECT LOWER(COLUMN_NAME) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
+        {std::string_view(table)});
+    if (!rows) return std::unexpected(rows.error());
+    for (const auto& column : columns) {
+      bool found = false;
+      for (const auto& row : rows->rows) found = found || row[0] == column;
+      if (!found)
+        return fail(ErrorKind::config, "table " + table + " in " + conn.where() + " has no column '" + column +
+                                           "' (an unexpected shape; see `dblock schema --dialect mysql`)");
+    }
+  }
+  return {};
+}
+
+std::string epoch_ms(const std::string& expr) {
+  return "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " + expr + ") DIV 1000)";
+}
+
+std::string advisory_name_sql(const std::string& key_expr) {
+  // All parts as bytes: a key's UTF-8 must not meet the database name's collation.
+  return "CONCAT('dblock:', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(? AS BINARY), 0x00, CAST(" +
+         key_expr + " AS BINARY)), 256), 57))";
+}
+
+Result<std::optional<LockStatus>> read_lock(Connection& conn, const Tables& t, const std::string& key) {
+  auto rows = conn.execute("SELECT " + status_columns(t) + " FROM " + t.locks + " WHERE name = ?",
+                           {std::string_view(t.prefix), std::string_view(key)});
+  if (!rows) return std::unexpected(rows.error());
+  if (rows->rows.empty()) return std::optional<LockStatus>();
+  return std::optional<LockStatus>(to_status(rows->rows.front()));
+}
+
+Result<std::vector<LockStatus>> read_locks(Connection& conn, const Tables& t, std::span<const std::string> keys) {
+  std::string sql = "SELECT " + status_columns(t) + " FROM " + t.locks;
+  std::vector<Param> params{std::string_view(t.prefix)};
+  if (!keys.empty()) {
+    sql += " WHERE name IN (";
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      sql += i ? ", ?" : "?";
+      params.emplace_back(std::string_view(keys[i]));
+    }
+    sql += ")";
+  }
+  sql += " ORDER BY name";
+  auto rows = conn.execute(sql, params);
+  if (!rows) return std::unexpected(rows.error());
+  std::vector<LockStatus> found;
+  for (const auto& row : rows->rows) found.push_back(to_status(row));
+  if (keys.empty()) return found;
+
+  std::vector<LockStatus> out;
+  std::int64_t now = found.empty() ? 0 : found.front().db_now_ms;
+  for (const auto& key : keys) {
+    auto it = std::ranges::find(found, key, &LockStatus::key);
+    if (it != found.end()) {
+      out.push_back(*it);
+      continue;
+    }
+    if (now == 0) {
+      auto r = conn.execute("SELECT " + epoch_ms("NOW(6)"));
+      if (!r) return std::unexpected(r.error());
+      now = to_i64(r->rows.at(0).at(0));
+    }
+    LockStatus free;
+    free.key = key;
+    free.db_now_ms = now;
+    out.push_back(std::move(free));
+  }
+  return out;
+}
+
+Result<void> write_history(Connection& conn, const Tables& t, const RunRecord& run, int keep) {
+  const auto outcome = to_string(run.outcome);
+  const Param exit_code = run.exit_code ? Param(std::int64_t{*run.exit_code}) : Param(nullptr);
+  auto inserted = conn.execute(
+      "INSERT INTO " + t.runs +
+          " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) "
+          "SELECT ?, ?, ?, ?, ?, ?, COALESCE((SELECT acquired_at FROM " + t.locks +
+          " WHERE name = ? AND token = ?), NOW(6)), NOW(6), ?, ?",
+      {std::string_view(run.key), run.token, std::string_view(run.owner), std::string_view(run.host), run.pid,
+       std::string_view(run.strategy), std::string_view(run.key), run.token, outcome, exit_code});
+  if (!inserted) return std::unexpected(inserted.error());
+  // The derived table lets MySQL read the table it deletes from.
+  auto pruned = conn.execute("DELETE FROM " + t.runs + " WHERE name = ? AND id <= (SELECT id FROM (SELECT id FROM " +
+                                 t.runs + " WHERE name = ? ORDER BY id DESC LIMIT 1 OFFSET ?) AS cutoff)",
+                             {std::string_view(run.key), std::string_view(run.key), std::int64_t{keep}});
+  if (!pruned) return std::unexpected(pruned.error());
+  return {};
+}
+
+Result<Millis> due_in(Connection& conn, const Tables& t, const std::string& key, Millis min_interval) {
+  auto rows = conn.execute("SELECT GREATEST(0, " + epoch_ms("last_started_at + INTERVAL ? MICROSECOND") + " - " +
+                               epoch_ms("NOW(6)") + ") FROM " + t.locks + " WHERE name = ?",
+                           {micros(min_interval), std::string_view(key)});
+  if (!rows) return std::unexpected(rows.error());
+  if (rows->rows.empty() || !rows->rows.front()[0]) return Millis(0);
+  return Millis(to_i64(rows->rows.front()[0]));
+}
+
+}  // namespace dblock::mysql
