@@ -51,7 +51,7 @@ start_postgres() {
   port=$(free_port)
   mkdir -p "$dir"
   chown postgres:postgres "$dir"
-  runuser -u postgres -- "$pg_bin/initdb" -D "$dir/data" -U postgres -A trust >"$dir/initdb.log" 2>&1 ||
+  runuser -u postgres -- "$pg_bin/initdb" -D "$dir/data" -U postgres --auth-local=trust --auth-host=scram-sha-256 >"$dir/initdb.log" 2>&1 ||
     { cat "$dir/initdb.log" >&2; return 1; }
   # pg_stat_statements lets the benchmarks count statements per run.
   runuser -u postgres -- "$pg_bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
