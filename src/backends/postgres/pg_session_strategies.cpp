@@ -38,6 +38,12 @@ class SessionLocker final : public Locker {
     insert_claim_sql_ = "INSERT INTO " + t_.claims + " (name, kind) VALUES ($1, $2)";
   }
 
+  ~SessionLocker() override {
+    // Give the server lock back before the connection closes: the server frees a dropped
+    // session's locks only once it has processed the disconnect, and status must not lag.
+    if (token_) drop_server_lock();
+  }
+
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
     if (!holder_->is_open()) return fail(ErrorKind::connection, "the lock session to " + holder_->where() + " is closed");
     if (token_) return fail(ErrorKind::internal, "this locker already holds a lock");
