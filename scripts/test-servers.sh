@@ -7,6 +7,9 @@
 # superuser of these throwaway servers, so tests can change server settings and kill sessions.
 set -euo pipefail
 
+# mariadbd and mariadb-install-db live in /usr/sbin, which a non-login PATH may lack.
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+
 state_file=${DBLOCK_TEST_SERVERS_STATE:-/tmp/dblock-test-servers.state}
 password=dblock-test-pw
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
