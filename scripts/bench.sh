@@ -134,7 +134,7 @@ with os.fdopen(fd, "w") as f:
 PY
 }
 
-# counted SECTION STRATEGY SNAPSHOT_FN: statements per `dblock -s STRATEGY run k -- true`.
+# counted SECTION STRATEGY SNAPSHOT_FN LABEL: statements per `dblock -s STRATEGY run k -- true`.
 # SNAPSHOT_FN prints "name value" lines; the first line is the headline counter. The probe's
 # own statements are measured with no runs in between and subtracted.
 counted() {
@@ -153,7 +153,7 @@ counted() {
   done
   "$snap" >"$tmp/c1" || { fail_row "$section" "statements/run, $strategy" "probe failed"; return 0; }
   # per run = ((c1 - c0) - (p1 - p0)) / runs; the note lists the non-zero breakdown counters.
-  awk -v n="$runs" -v section="$section" -v strategy="$strategy" '
+  awk -v n="$runs" -v section="$section" -v strategy="$strategy" -v label="$4" '
     FILENAME == ARGV[1] { p0[$1] = $2; next }
     FILENAME == ARGV[2] { p1[$1] = $2; next }
     FILENAME == ARGV[3] { c0[$1] = $2; next }
@@ -162,7 +162,7 @@ counted() {
     END {
       note = ""
       for (i = 2; i <= count; i++) { k = order[i]; if (d[k] > 0.005 || d[k] < -0.005) note = note sprintf(" %s=%g", k, d[k]) }
-      printf "%-9s %-44s %10.2f %-6s %s:%s\n", section, "statements/run, " strategy, d[head], "stmts", head, note
+      printf "%-9s %-44s %10.2f %-6s %s; per run:%s\n", section, "statements/run, " strategy, d[head], "stmts", label, note
     }' "$tmp/p0" "$tmp/p1" "$tmp/c0" "$tmp/c1" >"$tmp/row"
   rows+=("$(cat "$tmp/row")")
 }
@@ -181,7 +181,7 @@ elif [ -n "$mysql_dsn" ]; then
       awk '$1 == "Questions" { print; next } { sub(/^Com_/, "", $1); rest[++n] = $0 } END { for (i = 1; i <= n; i++) print rest[i] }'
   }
   export DBLOCK_DSN=$mysql_dsn
-  for s in "${strategies[@]}"; do counted mysql "$s" my_snapshot; done
+  for s in "${strategies[@]}"; do counted mysql "$s" my_snapshot "Questions; Com_*"; done
   note=""
   for s in "${strategies[@]}"; do
     timed "my_ms_${s//-/_}" mysql "dblock -s $s run k -- true" "$bin" -s "$s" run "wall-$s" -- true
@@ -193,30 +193,46 @@ elif [ -n "$mysql_dsn" ]; then
 fi
 
 # ---------------------------------------------------------------- PostgreSQL
-# handoff STRATEGY: writes the median of $runs handoffs in ms to $tmp/handoff.ms, or fails. A holder's command
-# marks that it holds the lock, sleeps 0.3 s and writes its end time; a waiter started while
-# it sleeps writes its start time; handoff = waiter start - holder end.
+# handoff STRATEGY: writes the median of $runs handoffs in ms to $tmp/handoff.ms, or fails.
+# The holder's command marks that it holds the lock, waits (at most 10 s) until the waiter
+# provably waits (its -v line says the key is held, or the server shows a session waiting on a
+# lock: for-update and txn-insert block in the server silently), sleeps 0.3 s more and writes
+# its end time; the waiter's command writes its start time. handoff = waiter start - holder
+# end: the holder's release, the wake-up and the waiter's fork/exec. Without that wait a
+# waiter slow to start on a loaded machine would measure its own start-up, not the handoff.
+cat >"$tmp/holder.sh" <<'SH'
+: >"$1/held"
+i=0
+until grep -q " is held" "$1/err.w" 2>/dev/null ||
+  [ "$(psql -X -A -t -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'" 2>/dev/null || echo 0)" -gt 0 ]; do
+  i=$((i + 1))
+  [ "$i" -le 500 ] || { echo "the waiter never waited" >&2; exit 9; }
+  sleep 0.02
+done
+sleep 0.3
+date +%s%N >"$1/t1"
+SH
 handoff() {
   local strategy=$1 i d key="handoff-$1" deadline hp wp t1 t2
   for ((i = 0; i < runs; i++)); do
-    rm -f "$tmp/held" "$tmp/t1" "$tmp/t2"
-    "$bin" -s "$strategy" run "$key" -- sh -c ': >"$1/held"; sleep 0.3; date +%s%N >"$1/t1"' sh "$tmp" \
-      >/dev/null 2>"$tmp/err.h" &
+    rm -f "$tmp/held" "$tmp/t1" "$tmp/t2" "$tmp/err.w"
+    "$bin" -s "$strategy" run "$key" -- sh "$tmp/holder.sh" "$tmp" >/dev/null 2>"$tmp/err.h" &
     hp=$!
     bg_pids=("$hp")
     deadline=$((SECONDS + 10))
     until [ -e "$tmp/held" ]; do
       if [ $SECONDS -ge "$deadline" ] || ! kill -0 "$hp" 2>/dev/null; then
+        wait "$hp" || true
         echo "holder never ran: $(head -n 1 "$tmp/err.h")" >&2
         return 1
       fi
       sleep 0.01
     done
-    "$bin" -s "$strategy" run "$key" -w 10 -- sh -c 'date +%s%N >"$1/t2"' sh "$tmp" >/dev/null 2>"$tmp/err.w" &
+    "$bin" -s "$strategy" -v run "$key" -w 10 -- sh -c 'date +%s%N >"$1/t2"' sh "$tmp" >/dev/null 2>"$tmp/err.w" &
     wp=$!
     bg_pids=("$hp" "$wp")
-    wait "$hp" || { echo "holder failed: $(head -n 1 "$tmp/err.h")" >&2; return 1; }
-    wait "$wp" || { echo "waiter failed: $(head -n 1 "$tmp/err.w")" >&2; return 1; }
+    wait "$hp" || { echo "holder failed: $(tail -n 1 "$tmp/err.h")" >&2; return 1; }
+    wait "$wp" || { echo "waiter failed: $(grep -v '^dblock: database' "$tmp/err.w" | tail -n 1)" >&2; return 1; }
     bg_pids=()
     if [ ! -s "$tmp/t1" ] || [ ! -s "$tmp/t2" ]; then echo "a command did not run" >&2; return 1; fi
     t1=$(cat "$tmp/t1") t2=$(cat "$tmp/t2")
@@ -248,7 +264,7 @@ elif [ -n "$postgres_dsn" ]; then
     # Cumulative counters, like MySQL's: read without resetting (reset once here).
     pg "SELECT pg_stat_statements_reset()" >/dev/null
     export DBLOCK_DSN=$postgres_dsn
-    for s in "${strategies[@]}"; do counted postgres "$s" pg_snapshot; done
+    for s in "${strategies[@]}"; do counted postgres "$s" pg_snapshot "pg_stat_statements calls; by first keyword"; done
   else
     fail_row postgres "statements/run" "pg_stat_statements: $(head -n 1 "$tmp/err")"
     export DBLOCK_DSN=$postgres_dsn
@@ -256,8 +272,11 @@ elif [ -n "$postgres_dsn" ]; then
   for s in "${strategies[@]}"; do
     say "postgres handoff, $s"
     if handoff "$s" 2>"$tmp/err"; then
+      bg_pids=()
       row postgres "handoff release->next start, $s" "$(cat "$tmp/handoff.ms")" ms "median of $runs"
     else
+      for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+      bg_pids=()
       fail_row postgres "handoff release->next start, $s" "$(tail -n 1 "$tmp/err")"
     fi
   done

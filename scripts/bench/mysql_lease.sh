@@ -22,8 +22,8 @@ sql() { "$client" --defaults-extra-file="${MYSQL_LEASE_CNF:?}" -N -B -e "$1"; }
 # Values go in as hex literals: no quoting or escaping can go wrong, whatever the key holds.
 hex() { printf "X'%s'" "$(printf '%s' "$1" | od -An -tx1 -v | tr -d ' \n')"; }
 k=$(hex "$key")
-owner=$(hex "sh:$(hostname):$$")
-host=$(hex "$(hostname)")
+owner=$(hex "sh:$HOSTNAME:$$")
+host=$(hex "$HOSTNAME")
 
 # Every column takes its new value only when the lease is over; expires_at, which the
 # condition reads, is assigned last (MySQL/MariaDB assign left to right).

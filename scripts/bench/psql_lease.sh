@@ -15,11 +15,11 @@ key=$1 ttl=$2
 shift 2
 [ "$1" = -- ] && shift
 [[ $ttl =~ ^[1-9][0-9]*$ ]] || { echo "psql_lease.sh: TTL must be whole seconds" >&2; exit 64; }
-owner="sh:$(hostname):$$"
+owner="sh:$HOSTNAME:$$"
 # psql quotes :'var' as a literal and :"var" as an identifier, so nothing is spliced raw.
 sql() {
   psql -X -q -A -t -v ON_ERROR_STOP=1 -v table="${LEASE_TABLE:-dblock_locks}" -v key="$key" -v owner="$owner" \
-    -v host="$(hostname)" -v pid="$$" "$@"
+    -v host="$HOSTNAME" -v pid="$$" "$@"
 }
 
 token=$(sql -v ttl="$ttl" <<'SQL'
