@@ -99,6 +99,7 @@ timed() {
 }
 
 say "median of $runs runs each, timed with $tool"
+load_start=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 
 # ---------------------------------------------------------------- SQLite
 note=""
@@ -290,6 +291,8 @@ elif [ -n "$postgres_dsn" ]; then
   unset DBLOCK_DSN
 fi
 
+# Timings on a shared machine are only as good as its idle time: say how busy it was.
+echo "dblock bench: $(nproc) cores, load average $load_start at start, $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?") at end; N = $runs; timing: $tool"
 printf '%-9s %-44s %10s %-6s %s\n' "backend" "measurement" "value" "unit" "note"
 printf '%s\n' "${rows[@]}"
 if [ -z "$mysql_dsn$postgres_dsn" ]; then
