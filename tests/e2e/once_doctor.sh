@@ -41,7 +41,7 @@ out=$(run_ro dblock --dsn "sqlite:$ro_db" doctor 2>&1)
 status=$?
 echo "$out" | sed 's/^/    | /'
 assert_eq "doctor fails on a read-only SQLite file with 78" 78 "$status"
-check "a FAIL line says what is wrong" grep -Eq "^FAIL  [a-z_]+: .*(not writable|read-only|readonly)" <<<"$out"
+check "a FAIL line says what is wrong" grep -Eq "^FAIL  [a-z_]+: .*(not writable|read-only|readonly|for writing)" <<<"$out"
 check "the FAIL line names the file or its directory" grep -q "^FAIL  .*$ro_dir" <<<"$out"
 # And run itself reports it as a database error rather than running the command unlocked.
 run_ro dblock --dsn "sqlite:$ro_db" run "$(key ro)" -- true 2>/dev/null

@@ -43,7 +43,7 @@ assert_eq "killed: outcome and exit code" "killed 143" "$(outcome_of "$k")"
 
 if ! is_session_strategy; then
   k=$(key lost)
-  dblock run "$k" --ttl 3 --kill-after 0.5 -- sh -c "echo \$\$ >\"$E2E_TMP/lost\"; exec sleep 30" &
+  dblock run "$k" --ttl 5 --kill-after 0.5 -- sh -c "echo \$\$ >\"$E2E_TMP/lost\"; exec sleep 30" &
   runner=$!
   remember_pid $runner
   check "lost: command started" wait_for 10 test -s "$E2E_TMP/lost"
