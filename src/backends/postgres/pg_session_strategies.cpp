@@ -36,6 +36,8 @@ class SessionLocker final : public Locker {
     claim_sql_ = "INSERT INTO " + t_.claims + " (name, kind) VALUES ($1, $2) ON CONFLICT DO NOTHING";
     lock_row_sql_ = "SELECT 1 FROM " + t_.claims + " WHERE name = $1 AND kind = $2 FOR UPDATE";
     insert_claim_sql_ = "INSERT INTO " + t_.claims + " (name, kind) VALUES ($1, $2)";
+    holder_sql_ = "SELECT owner, host, pid, token, strategy, " + ms("acquired_at") + ", " + ms("now()") + " FROM " +
+                  t_.locks + " WHERE name = $1";
   }
 
   ~SessionLocker() override {
@@ -53,7 +55,10 @@ class SessionLocker final : public Locker {
     auto got = take_server_lock(req.key, wait);
     if (!got) return std::unexpected(got.error());
     AcquireOutcome out;
-    if (!*got) return out;  // busy
+    if (!*got) {  // busy: say who holds it, for -v (the row is bookkeeping, best effort)
+      out.holder = read_holder(req.key);
+      return out;
+    }
     auto r = book_->exec(book_sql_, {req.key, req.owner, req.host, std::to_string(req.pid), std::string(to_string(strategy_)),
                                      std::to_string(holder_->backend_pid()), ms_param(req.min_interval)});
     if (!r) {
@@ -118,6 +123,22 @@ class SessionLocker final : public Locker {
   }
 
  private:
+  std::optional<LockStatus> read_holder(const std::string& key) {
+    auto r = book_->exec(holder_sql_, {key});
+    if (!r || r->rows() != 1) return std::nullopt;
+    LockStatus h;
+    h.key = key;
+    h.state = LockStatus::State::held;
+    h.owner = r->text(0, 0);
+    h.host = r->text(0, 1);
+    h.pid = r->opt_int64(0, 2).value_or(0);
+    h.token = r->int64(0, 3);
+    h.strategy = r->text(0, 4);
+    h.acquired_at_ms = r->opt_int64(0, 5);
+    h.db_now_ms = r->int64(0, 6);
+    return h;
+  }
+
   // One attempt at the server lock: true = taken, false = busy.
   Result<bool> take_server_lock(const std::string& key, Millis wait) {
     const std::string kind(to_string(strategy_));
@@ -176,7 +197,7 @@ class SessionLocker final : public Locker {
   std::unique_ptr<PgConn> holder_;
   Tables t_;
   int keep_;
-  std::string book_sql_, due_sql_, release_sql_, claim_sql_, lock_row_sql_, insert_claim_sql_;
+  std::string book_sql_, due_sql_, release_sql_, claim_sql_, lock_row_sql_, insert_claim_sql_, holder_sql_;
   std::string key_, claimed_;
   std::optional<std::int64_t> token_;
   LockRequest held_req_;

@@ -182,7 +182,7 @@ class SqliteLocker final : public Locker {
   }
 
   Result<void> renew(Millis ttl) override {
-    if (!held_) return fail(ErrorKind::lost, "no lock is held, so there is nothing to renew");
+    if (!held_ || lost_) return fail(ErrorKind::lost, "no lock is held, so there is nothing to renew");
     auto stmt = conn_.prepare("UPDATE " + tables_.locks + " SET expires_at = " + now_plus_sql("?4") +
                               ", renewed_at = " + now_sql() +
                               " WHERE name = ?1 AND owner = ?2 AND token = ?3 AND released_at IS NULL RETURNING 1");
@@ -197,7 +197,8 @@ class SqliteLocker final : public Locker {
       Error lost{ErrorKind::lost, "the lock " + held_->key + " (token " + std::to_string(held_->token) +
                                       ") is no longer held by " + held_->owner +
                                       ": it expired and was taken, or was released"};
-      held_.reset();
+      // Kept (not reset): release() still has to write this run's history row.
+      lost_ = true;
       return std::unexpected(std::move(lost));
     }
     return stmt->run("renewing " + held_->key);
@@ -209,6 +210,7 @@ class SqliteLocker final : public Locker {
     const Held held = *held_;
     auto tx = Transaction::begin_immediate(conn_, "releasing " + held.key);
     if (!tx) return std::unexpected(tx.error());
+    if (lost_) return record_lost_run(*tx, held, req);
 
     const std::string now = now_sql();
     auto stmt = conn_.prepare(
@@ -232,16 +234,7 @@ class SqliteLocker final : public Locker {
     if (auto done = stmt->run("releasing " + held.key); !done) return done;
 
     // The run happened even when the lock was lost meanwhile: its history row is still written.
-    if (req.history) {
-      RunRecord run = *req.history;
-      run.key = held.key;
-      run.token = held.token;
-      if (run.owner.empty()) run.owner = held.owner;
-      if (run.host.empty()) run.host = held.host;
-      if (run.pid == 0) run.pid = held.pid;
-      run.strategy = "lease";
-      if (auto ok = record_run(conn_, tables_, history_keep_, run, held.acquired_at); !ok) return ok;
-    }
+    if (auto ok = record_history(held, req); !ok) return ok;
     if (auto ok = tx->commit("committing the release of " + held.key); !ok) return ok;
     held_.reset();
     if (!released)
@@ -251,6 +244,30 @@ class SqliteLocker final : public Locker {
   }
 
  private:
+  struct Held;
+
+  Result<void> record_history(const Held& held, const ReleaseRequest& req) {
+    if (!req.history) return {};
+    RunRecord run = *req.history;
+    run.key = held.key;
+    run.token = held.token;
+    if (run.owner.empty()) run.owner = held.owner;
+    if (run.host.empty()) run.host = held.host;
+    if (run.pid == 0) run.pid = held.pid;
+    run.strategy = "lease";
+    return record_run(conn_, tables_, history_keep_, run, held.acquired_at);
+  }
+
+  // renew() saw the lock gone: the row belongs to someone else now, so only the history is written.
+  Result<void> record_lost_run(Transaction& tx, const Held& held, const ReleaseRequest& req) {
+    if (auto ok = record_history(held, req); !ok) return ok;
+    if (auto ok = tx.commit("recording the lost run of " + held.key); !ok) return ok;
+    held_.reset();
+    lost_ = false;
+    return fail(ErrorKind::lost, "the lock " + held.key + " (token " + std::to_string(held.token) +
+                                     ") was lost before it was released");
+  }
+
   struct Held {
     std::string key;
     std::string owner;
@@ -264,6 +281,7 @@ class SqliteLocker final : public Locker {
   Tables tables_;
   int history_keep_;
   std::optional<Held> held_;
+  bool lost_ = false;  // renew() found the lock taken or released; held_ stays for the history row
 };
 
 struct NetworkFs {

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Run history: one row in <prefix>runs per run, whatever the outcome; bounded per key; shown by
+# `history`, with the locks table's last start / last exit shown by `status`.
+source "$(dirname "$0")/lib.sh"
+
+# last_run KEY: "outcome exit_code owner token" of the newest run of KEY.
+last_run() {
+  dblock history "$1" --json | python3 -c '
+import json, sys
+runs = json.load(sys.stdin)["runs"]
+r = runs[0] if runs else None
+print("none" if r is None else "%s %s %s %s" % (r["outcome"], r["exit_code"], r["owner"], r["token"]))'
+}
+outcome_of() { last_run "$1" | cut -d' ' -f1-2; }
+
+k=$(key ok)
+assert_status "ok run" 0 dblock run "$k" --owner hist-owner -- true
+assert_eq "ok: outcome and exit code" "ok 0" "$(outcome_of "$k")"
+token=$(dblock status "$k" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["locks"][0]["token"])')
+assert_eq "ok: owner and token recorded" "ok 0 hist-owner $token" "$(last_run "$k")"
+
+k=$(key failed)
+assert_status "failed run" 3 dblock run "$k" -- sh -c 'exit 3'
+assert_eq "failed: outcome and exit code" "failed 3" "$(outcome_of "$k")"
+
+k=$(key maxhold)
+assert_status "max-hold run" 124 dblock run "$k" --max-hold 0.3 --kill-after 1 -- sleep 30
+assert_eq "max-hold: outcome and the command's status" "max-hold 143" "$(outcome_of "$k")"
+
+k=$(key signal)
+assert_status "command killed by a signal nobody sent through dblock" 137 dblock run "$k" -- sh -c 'kill -KILL $$'
+assert_eq "signal: outcome and exit code" "signal 137" "$(outcome_of "$k")"
+
+k=$(key killed)
+dblock run "$k" -- sh -c "echo \$\$ >\"$E2E_TMP/killed\"; exec sleep 30" &
+runner=$!
+remember_pid $runner
+check "command started" wait_for 10 test -s "$E2E_TMP/killed"
+kill -TERM $runner
+wait $runner
+assert_eq "SIGTERM to dblock: 143" 143 $?
+assert_eq "killed: outcome and exit code" "killed 143" "$(outcome_of "$k")"
+
+if ! is_session_strategy; then
+  k=$(key lost)
+  dblock run "$k" --ttl 5 --kill-after 0.5 -- sh -c "echo \$\$ >\"$E2E_TMP/lost\"; exec sleep 30" &
+  runner=$!
+  remember_pid $runner
+  check "lost: command started" wait_for 10 test -s "$E2E_TMP/lost"
+  dblock release "$k" --force >/dev/null
+  wait $runner
+  assert_eq "a stolen lease: 76" 76 $?
+  assert_eq "lost: outcome and the command's status" "lost 143" "$(outcome_of "$k")"
+fi
+
+k=$(key nohistory)
+assert_status "--no-history run" 0 dblock run "$k" --no-history -- true
+assert_eq "--no-history records nothing" "none" "$(last_run "$k")"
+check "--no-history still counts as a start" python3 -c "
+import json, subprocess, sys
+s = json.loads(subprocess.check_output(['dblock', 'status', sys.argv[1], '--json']))['locks'][0]
+assert s['last_started_at'] and s['last_exit_code'] == 0, s
+" "$k"
+
+# Pruning keeps the newest N per key; other keys are untouched.
+k=$(key prune)
+for i in 1 2 3 4 5; do dblock --history-keep 3 run "$k" -- sh -c "exit $i"; done
+codes=$(dblock history "$k" --json | python3 -c '
+import json, sys
+print(" ".join(str(r["exit_code"]) for r in json.load(sys.stdin)["runs"]))')
+assert_eq "--history-keep 3 keeps the newest three, newest first" "5 4 3" "$codes"
+assert_eq "pruning one key leaves the others" "ok 0" "$(outcome_of "$(key ok)")"
+assert_eq "--limit 2" 2 "$(dblock history "$k" --limit 2 --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["runs"]))')"
+
+# history --json: every documented field, of the right type, for every key of this script.
+check "history --json holds the documented fields" python3 -c "
+import json, subprocess, sys, datetime as dt
+doc = json.loads(subprocess.check_output(['dblock', 'history', '--json', '--limit', '1000']))
+mine = [r for r in doc['runs'] if r['key'].startswith(sys.argv[1])]
+assert len(mine) >= 8, len(mine)
+p = lambda t: dt.datetime.strptime(t, '%Y-%m-%dT%H:%M:%S.%fZ')
+for r in mine:
+    for f in ('id', 'key', 'token', 'owner', 'host', 'pid', 'strategy', 'started_at', 'finished_at',
+              'duration_ms', 'outcome', 'exit_code'):
+        assert f in r, (f, r)
+    assert r['outcome'] in ('ok', 'failed', 'lost', 'killed', 'max-hold', 'signal'), r
+    assert r['strategy'] == sys.argv[2], r
+    assert isinstance(r['token'], int) and r['token'] > 0, r
+    assert isinstance(r['pid'], int) and r['pid'] > 0 and r['host'], r
+    assert p(r['finished_at']) >= p(r['started_at']) and r['duration_ms'] >= 0, r
+" "e2e-$$-" "$DBLOCK_STRATEGY"
+check "history (people) has a header and the failed run" bash -c \
+  "dblock history '$(key failed)' | grep -q '^STARTED' && dblock history '$(key failed)' | grep -q ' failed '"
+
+# status --json: the documented fields, with the last run's start, finish and exit code.
+k=$(key failed)
+check "status --json holds the documented fields" python3 -c "
+import json, subprocess, sys
+s = json.loads(subprocess.check_output(['dblock', 'status', sys.argv[1], '--json']))['locks'][0]
+for f in ('key', 'state', 'owner', 'host', 'pid', 'token', 'strategy', 'acquired_at', 'renewed_at', 'expires_at',
+          'expires_in_ms', 'released_at', 'last_started_at', 'last_finished_at', 'last_exit_code'):
+    assert f in s, (f, s)
+assert s['key'] == sys.argv[1] and s['state'] == 'free', s
+assert s['last_exit_code'] == 3, s
+assert s['last_started_at'] and s['last_finished_at'] and s['last_finished_at'] >= s['last_started_at'], s
+" "$k"
+check "status (people) shows the last exit" bash -c "dblock status '$k' | tail -1 | grep -Eq ' 3\$'"
+
+finish

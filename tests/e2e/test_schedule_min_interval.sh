@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# run --min-interval (the "next_run" pattern): every host's cron fires often, the job starts at
+# most once per interval across the farm, and a dead host is covered by the others.
+source "$(dirname "$0")/lib.sh"
+
+starts="$E2E_TMP/starts"
+# tick_loop OWNER KEY INTERVAL TICKS: one "host" whose cron fires every second.
+tick_loop() {
+  local i
+  for ((i = 0; i < $4; i++)); do
+    dblock run "$2" --owner "$1" --min-interval "$3" -E 0 -- \
+      sh -c "echo \"\$DBLOCK_OWNER \$(date +%s%N)\" >>\"$starts\""
+    sleep 1
+  done
+}
+
+# Three hosts ticking every second for 10 s, an interval of 4 s: starts at about 0, 4 and 8 s.
+k=$(key farm)
+for h in 1 2 3; do
+  tick_loop "host-$h" "$k" 4 10 &
+  remember_pid $!
+  sleep 0.3
+done
+wait
+n=$(wc -l <"$starts")
+assert_between "at most 3 starts in 10 s with --min-interval 4s" 2 3 "$n"
+gaps=$(awk 'NR > 1 { printf "%d\n", ($2 - prev) / 1000000 } { prev = $2 }' "$starts")
+for gap in $gaps; do
+  # Not before the interval; no later than the first tick after it (plus scheduling slack).
+  assert_between "starts are about 4 s apart" 3900 6500 "$gap"
+done
+assert_eq "history has one row per start" "$n" \
+  "$(dblock history "$k" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["runs"]))')"
+
+# Not yet due: the conflict exit code, at once, and -v says when it will be due.
+k=$(key due)
+assert_status "first run is due" 0 dblock run "$k" --min-interval 1h -- true
+start=$(now_ms)
+dblock -v run "$k" --min-interval 1h -- touch "$E2E_TMP/not-due-ran" 2>"$E2E_TMP/due.err"
+assert_eq "not yet due: conflict exit code" 75 $?
+assert_between "the skip is immediate" 0 3000 $(($(now_ms) - start))
+check "the command did not run" test ! -e "$E2E_TMP/not-due-ran"
+check "-v says --min-interval" grep -q -- "--min-interval" "$E2E_TMP/due.err"
+check "-v says when it is due (in 59m...)" grep -q "due in 59m" "$E2E_TMP/due.err"
+assert_status "-E changes the not-due code" 3 dblock run "$k" --min-interval 1h -E 3 -- true
+out=$(dblock run "$k" --min-interval 1h -E 0 -- echo ran 2>&1)
+assert_eq "-E 0: silent skip" "" "$out"
+check "the lock itself is free" is_free "$k"
+
+# With -w, a not-yet-due run waits until it is due.
+k=$(key wait)
+assert_status "first run" 0 dblock run "$k" --min-interval 2 -- true
+start=$(now_ms)
+assert_status "-w waits until due" 0 dblock run "$k" --min-interval 2 -w 6 -- true
+assert_between "started about 2 s after the first" 1000 4500 $(($(now_ms) - start))
+assert_status "-w shorter than the remaining interval gives up" 75 dblock run "$k" --min-interval 10 -w 0.5 -- true
+
+# The usual winner dies: another host runs the job at its next tick after the interval.
+k=$(key failover)
+: >"$starts"
+tick_loop host-a "$k" 3 20 &
+a=$!
+remember_pid $a
+check "host-a runs first" wait_for 5 grep -q host-a "$starts"
+tick_loop host-b "$k" 3 20 &
+b=$!
+remember_pid $b
+sleep 0.5
+kill -KILL $a
+wait $a 2>/dev/null
+check "host-b takes over within interval + a tick" wait_for 8 grep -q host-b "$starts"
+kill -KILL $b
+wait $b 2>/dev/null
+a_at=$(awk '$1 == "host-a" { print $2; exit }' "$starts")
+b_at=$(awk '$1 == "host-b" { print $2; exit }' "$starts")
+if [ -n "$a_at" ] && [ -n "$b_at" ]; then
+  assert_between "host-b waited for the interval" 2900 6000 $(((b_at - a_at) / 1000000))
+else
+  fail "both hosts recorded a start"
+fi
+assert_eq "host-a ran once before it died" 1 "$(grep -c host-a "$starts")"
+
+finish
