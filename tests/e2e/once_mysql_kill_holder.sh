@@ -1,66 +1,175 @@
 #!/usr/bin/env bash
-# For every strategy on MySQL: a `run` whose lock is taken away (release --force ends a
-# session holder's connection with KILL CONNECTION; a lease is taken over) exits 76 within
-# the heartbeat window, and the next holder's fencing token is greater.
-# Needs DBLOCK_TEST_MYSQL_DSN (scripts/test-servers.sh).
-set -u
-DBLOCK_BIN=${DBLOCK_BIN:?DBLOCK_BIN is not set}
-dsn=${DBLOCK_TEST_MYSQL_DSN:-}
-if [[ -z $dsn ]]; then
-  echo "DBLOCK_TEST_MYSQL_DSN is not set: skipped" >&2
-  [[ ${CI:-} == true ]] && exit 1
-  exit 77
-fi
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"; }
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-prefix="e2e$RANDOM$$_"
-db() { timeout 20 "$DBLOCK_BIN" -d "$dsn" --table-prefix "$prefix" "$@"; }
+# `run` on MySQL/MariaDB when the server takes the lock away, for every strategy:
+#  - release --force (KILL CONNECTION of a session holder; a lease taken over) -> the run exits 76;
+#  - a real `KILL CONNECTION <id>` sent with the mariadb client to the holder's session ends
+#    the command within one heartbeat and the run exits 76 (session strategies);
+#  - SET GLOBAL wait_timeout=2 (restored afterwards) does not drop a held session lock over a
+#    10 s command: status says held and a competing run exits 75 throughout;
+#  - kill -9 of a holder: a waiting `run -w` gets the lock at once (session strategies) or
+#    after the TTL (lease).
+# The next holder's fencing token is always greater.
+source "$(dirname "$0")/lib.sh"
 
-# Until the run engine is linked in, `run` exits 70 without a word: skip rather than fail.
-db run "probe-$RANDOM" -- true 2>"$tmp/probe"
-probe=$?
-if [[ $probe == 70 && ! -s $tmp/probe ]]; then
-  echo "dblock run is not available in this build: skipped" >&2
-  exit 77
-fi
-[[ $probe == 0 ]] || fail "a trivial run exited $probe: $(cat "$tmp/probe")"
+command -v mariadb >/dev/null || skip_or_fail "no mariadb client to send KILL CONNECTION with"
 
-for strategy in lease advisory for-update txn-insert; do
-  key="kill-$strategy-$RANDOM"
-  db -s "$strategy" run "$key" --ttl 9s --kill-after 1s -- sh -c 'echo "$DBLOCK_TOKEN" > "$0"; exec sleep 60' \
-    "$tmp/token.$strategy" 2>"$tmp/err.$strategy" &
+# mysql://user[:pass]@host[:port]/db[?params] -> mariadb client arguments; the password goes
+# through the environment, not the command line.
+rest=${DBLOCK_DSN#*://}
+userinfo=${rest%%@*}
+hostpart=${rest#*@}
+hostport=${hostpart%%/*}
+database=${hostpart#*/}
+database=${database%%\?*}
+my_host=${hostport%%:*}
+my_port=3306
+[[ $hostport == *:* ]] && my_port=${hostport#*:}
+my_user=${userinfo%%:*}
+my_pw=
+[[ $userinfo == *:* ]] && my_pw=${userinfo#*:}
+sql() {
+  MYSQL_PWD="$my_pw" timeout 10 mariadb --protocol=tcp -h "$my_host" -P "$my_port" -u "$my_user" -D "$database" \
+    -N -B -e "$1"
+}
+
+# The server-wide idle killer is changed below; put it back however the script ends.
+old_wait_timeout=$(sql "SELECT @@GLOBAL.wait_timeout") || { fail "cannot query the server with mariadb"; finish; }
+restore_wait_timeout() { sql "SET GLOBAL wait_timeout = $old_wait_timeout" || echo "WARNING: could not restore wait_timeout=$old_wait_timeout"; }
+trap 'restore_wait_timeout; e2e_cleanup' EXIT
+
+token_of() { sql "SELECT token FROM \`${DBLOCK_TABLE_PREFIX}locks\` WHERE name = '$1'"; }
+
+# start_holder STRATEGY KEY: a run whose command writes its pid to $E2E_TMP/cmd.KEY, its token
+# to $E2E_TMP/token.KEY and sleeps; sets $holder. False if the lock never shows as held.
+start_holder() {
+  local s=$1 k=$2
+  rm -f "$E2E_TMP/token.$k" "$E2E_TMP/cmd.$k"
+  dblock -s "$s" run "$k" --ttl 9s --kill-after 1s -- \
+    sh -c 'echo $$ >"$1"; echo "$DBLOCK_TOKEN" >"$0"; sleep 60' "$E2E_TMP/token.$k" "$E2E_TMP/cmd.$k" \
+    2>"$E2E_TMP/err.$k" &
   holder=$!
-  pids+=("$holder")
-  held=no
-  for _ in $(seq 1 100); do
-    if [[ -s $tmp/token.$strategy ]] && db status -q "$key"; then held=yes; break; fi
-    sleep 0.1
-  done
-  [[ $held == yes ]] || { fail "$strategy: the run never held $key"; continue; }
-  first=$(cat "$tmp/token.$strategy")
+  remember_pid $holder
+  wait_for 10 test -s "$E2E_TMP/token.$k" && wait_for 10 is_held "$k"
+}
 
-  start=$SECONDS
-  db release "$key" --force || fail "$strategy: release --force failed"
-  # A lease is only lost once someone else takes it; session locks are gone with the session.
-  [[ $strategy == lease ]] && { db acquire "$key" --ttl 60s --owner thief >/dev/null || fail "lease: thief could not acquire"; }
-  rc=
-  for _ in $(seq 1 200); do
-    if ! kill -0 "$holder" 2>/dev/null; then wait "$holder"; rc=$?; break; fi
-    sleep 0.1
-  done
-  [[ -n $rc ]] || { fail "$strategy: run still going 20 s after its lock was taken"; kill "$holder"; continue; }
-  [[ $rc == 76 ]] || fail "$strategy: run exited $rc, expected 76 ($(cat "$tmp/err.$strategy"))"
-  (( SECONDS - start <= 12 )) || fail "$strategy: took $((SECONDS - start)) s to notice the loss"
-
-  if [[ $strategy == lease ]]; then
-    db release "$key" --owner thief || fail "lease: thief could not release"
+# expect_lost NAME KEY MAX_MS: the holder exits 76 within MAX_MS and its command is gone.
+expect_lost() {
+  local name=$1 k=$2 max=$3 start rc=none took
+  start=$(now_ms)
+  if wait_for 20 bash -c "! kill -0 $holder 2>/dev/null"; then
+    wait $holder
+    rc=$?
+  else
+    kill -KILL $holder 2>/dev/null
   fi
-  next=$(db -s "$strategy" run "$key" -- sh -c 'echo "$DBLOCK_TOKEN"') || fail "$strategy: run after the loss failed"
-  [[ $next =~ ^[0-9]+$ ]] && (( next > first )) || fail "$strategy: token '$next' is not greater than $first"
+  took=$(($(now_ms) - start))
+  assert_eq "$name: run exits 76 ($(head -c 200 "$E2E_TMP/err.$k"))" 76 "$rc"
+  assert_between "$name: noticed in $took ms" 0 "$max" "$took"
+  check "$name: the command was terminated" wait_for 5 bash -c "! kill -0 $(cat "$E2E_TMP/cmd.$k") 2>/dev/null"
+}
+
+# next_token_greater NAME STRATEGY KEY
+next_token_greater() {
+  local first next
+  first=$(cat "$E2E_TMP/token.$3")
+  next=$(dblock -s "$2" run "$3" -w 10 -- sh -c 'echo "$DBLOCK_TOKEN"')
+  check "$1: next token '$next' > $first" test "${next:-0}" -gt "$first"
+}
+
+# 1. release --force takes the lock away.
+for s in lease advisory for-update txn-insert; do
+  k=$(key "force-$s")
+  start_holder "$s" "$k" || { fail "$s: the run never held $k"; continue; }
+  check "$s: release --force" dblock release "$k" --force
+  # A lease is only lost once someone else takes it; session locks go with the session.
+  if [ "$s" = lease ]; then
+    check "lease: a thief acquires" bash -c "dblock acquire '$k' --ttl 60s --owner thief >/dev/null"
+  fi
+  expect_lost "$s, release --force" "$k" 12000
+  [ "$s" = lease ] && check "lease: the thief releases" dblock release "$k" --owner thief
+  next_token_greater "$s, after release --force" "$s" "$k"
 done
 
-exit $((failures > 0))
+# 2. KILL CONNECTION of the holder's session, sent by hand. Heartbeat every TTL/3 = 3 s, then
+# SIGTERM and 1 s grace: 4 s, plus slack for a loaded machine; still well before the 9 s TTL.
+for s in advisory for-update txn-insert; do
+  k=$(key "kill-$s")
+  start_holder "$s" "$k" || { fail "$s: the run never held $k"; continue; }
+  sid=$(sql "SELECT session_id FROM \`${DBLOCK_TABLE_PREFIX}locks\` WHERE name = '$k'")
+  alive=$(sql "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = '${sid:-0}'")
+  assert_eq "$s: the holder's session $sid is in the processlist" 1 "$alive"
+  check "$s: KILL CONNECTION $sid" sql "KILL CONNECTION ${sid:-0}"
+  expect_lost "$s, KILL CONNECTION" "$k" 7000
+  check "$s: the key is free afterwards" wait_for 5 is_free "$k"
+  next_token_greater "$s, after KILL CONNECTION" "$s" "$k"
+done
+
+# 3. wait_timeout=2 on the server: a 10 s command keeps its session lock throughout. The three
+# strategies run side by side; every ~0.5 s each key must show held and refuse a competitor.
+check "SET GLOBAL wait_timeout = 2" sql "SET GLOBAL wait_timeout = 2"
+declare -A idle_holder
+for s in advisory for-update txn-insert; do
+  k=$(key "idle-$s")
+  dblock -s "$s" run "$k" -- sh -c 'touch "$0"; sleep 10' "$E2E_TMP/idle-started.$s" 2>"$E2E_TMP/idle-err.$s" &
+  idle_holder[$s]=$!
+  remember_pid $!
+done
+for s in advisory for-update txn-insert; do
+  check "$s: idle holder started" wait_for 10 test -e "$E2E_TMP/idle-started.$s"
+done
+declare -A samples bad
+for s in advisory for-update txn-insert; do samples[$s]=0; bad[$s]=""; done
+deadline=$((SECONDS + 20))
+while [ "$SECONDS" -lt "$deadline" ]; do
+  running=0
+  for s in advisory for-update txn-insert; do
+    kill -0 "${idle_holder[$s]}" 2>/dev/null || continue
+    running=1
+    k=$(key "idle-$s")
+    st=0; dblock status -q "$k" >/dev/null 2>&1 || st=$?
+    rc=0; dblock -s "$s" run "$k" -- true 2>/dev/null || rc=$?
+    # The holder may have just finished: only count samples taken while it still runs.
+    kill -0 "${idle_holder[$s]}" 2>/dev/null || continue
+    samples[$s]=$((samples[$s] + 1))
+    [ "$st" = 0 ] && [ "$rc" = 75 ] || bad[$s]+=" status=$st,run=$rc@$SECONDS"
+  done
+  [ "$running" = 1 ] || break
+  sleep 0.5
+done
+for s in advisory for-update txn-insert; do
+  rc=none
+  if kill -0 "${idle_holder[$s]}" 2>/dev/null; then kill -KILL "${idle_holder[$s]}"; else wait "${idle_holder[$s]}"; rc=$?; fi
+  assert_eq "$s: the 10 s command under wait_timeout=2 exits 0 ($(head -c 200 "$E2E_TMP/idle-err.$s"))" 0 "$rc"
+  assert_between "$s: sampled the lock ${samples[$s]} times" 8 1000 "${samples[$s]}"
+  assert_eq "$s: held and refusing competitors throughout" "" "${bad[$s]}"
+done
+restore_wait_timeout
+
+# 4. kill -9 of a holder while a `run -w` waits: session locks pass on at once, a lease after its TTL.
+for s in lease advisory for-update txn-insert; do
+  k=$(key "kill9-$s")
+  dblock -s "$s" run "$k" --ttl 4s --kill-after 0.3s -- sh -c 'echo $$ >"$0"; exec sleep 60' "$E2E_TMP/k9cmd.$s" &
+  h=$!
+  remember_pid $h
+  wait_for 10 test -s "$E2E_TMP/k9cmd.$s" && wait_for 10 is_held "$k" || { fail "$s: kill -9 holder never held"; continue; }
+  dblock -s "$s" run "$k" -w 30 -- sh -c 'date +%s%N >"$0"' "$E2E_TMP/k9next.$s" &
+  w=$!
+  remember_pid $w
+  sleep 1
+  check "$s: the waiter is still waiting" test ! -e "$E2E_TMP/k9next.$s"
+  killed=$(date +%s%N)
+  kill -KILL $h
+  wait $h 2>/dev/null
+  rc=none
+  if wait_for 20 test -s "$E2E_TMP/k9next.$s"; then wait $w; rc=$?; fi
+  assert_eq "$s: the waiter ran after kill -9 of the holder" 0 "$rc"
+  gap=$(( ($(cat "$E2E_TMP/k9next.$s" 2>/dev/null || echo 0) - killed) / 1000000 ))
+  echo "      $s: waiter started $gap ms after kill -9"
+  if [ "$s" = lease ]; then
+    # The last renewal (every TTL/3) may have come just before the kill: expiry 2.7 s to 4 s later.
+    assert_between "lease: the waiter got it after the TTL" 2000 12000 "$gap"
+  else
+    assert_between "$s: the waiter got it at once" 0 2000 "$gap"
+  fi
+done
+
+finish

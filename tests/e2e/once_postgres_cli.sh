@@ -1,81 +1,62 @@
 #!/usr/bin/env bash
-# The real binary against PostgreSQL: acquire/status/release/renew exit codes and tokens,
-# wrong password / unreachable port / unknown database exit codes with no password in any
-# output, doctor, schema. Needs DBLOCK_TEST_POSTGRES_DSN (scripts/test-servers.sh); without
-# it: skipped (77), or a failure when CI=true.
-#   DBLOCK_BIN        the binary (default: build/dblock)
-set -uo pipefail
+# The real binary against PostgreSQL: acquire/status/release/renew exit codes and tokens, a
+# 255-byte UTF-8 key, wrong password / unreachable port / unknown database exit codes with no
+# password in any output, doctor, schema.
+source "$(dirname "$0")/lib.sh"
 
-source_dir=${DBLOCK_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-bin=${DBLOCK_BIN:-$source_dir/build/dblock}
-dsn=${DBLOCK_TEST_POSTGRES_DSN:-}
-if [ -z "$dsn" ]; then
-  echo "DBLOCK_TEST_POSTGRES_DSN is not set"
-  if [ "${CI:-}" = true ]; then exit 1; else exit 77; fi
-fi
+db() { timeout 30 dblock "$@"; }
+k=$(key job)
 
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "ok    $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL  $1"; }
-check() { # check NAME EXPECTED ACTUAL
-  if [ "$2" = "$3" ]; then pass "$1"; else fail "$1 (expected '$2', got '$3')"; fi
-}
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-prefix="e2e_$(date +%s)_$$_"
-export DBLOCK_DSN="$dsn"
-export DBLOCK_TABLE_PREFIX="$prefix"
-db() { timeout 30 "$bin" "$@"; }
-
-out=$(db acquire job --owner alice --ttl 30s); rc=$?
-check "first acquire exits 0" 0 "$rc"
-check "first acquire prints token 1" 1 "$out"
-db acquire job --owner bob >/dev/null 2>&1; check "second holder gets the conflict code" 75 "$?"
-db acquire job --owner bob -E 9 >/dev/null 2>&1; check "-E changes the conflict code" 9 "$?"
-db status job -q; check "status -q of a held key" 0 "$?"
-db status --json job | grep -q '"held"' && pass "status --json says held" || fail "status --json says held"
-db renew job --owner alice >/dev/null; check "renew by the holder" 0 "$?"
-db renew job --owner bob >/dev/null 2>&1; rc=$?
-[ "$rc" -ne 0 ] && pass "renew by someone else fails ($rc)" || fail "renew by someone else succeeded"
-db release job --owner bob >/dev/null 2>&1; rc=$?
-[ "$rc" -ne 0 ] && pass "release by someone else fails ($rc)" || fail "release by someone else succeeded"
-db release job --owner alice; check "release by the holder" 0 "$?"
-db status job -q; check "status -q of a released key" 1 "$?"
-out=$(db acquire job --owner bob); check "token grows after release" 2 "$out"
-db release job --token 2; check "release by token" 0 "$?"
+out=$(db acquire "$k" --owner alice --ttl 30s); rc=$?
+assert_eq "first acquire exits 0" 0 "$rc"
+assert_eq "first acquire prints token 1" 1 "$out"
+assert_status "second holder gets the conflict code" 75 db acquire "$k" --owner bob
+assert_status "-E changes the conflict code" 9 db acquire "$k" --owner bob -E 9
+assert_status "status -q of a held key" 0 db status -q "$k"
+check "status --json says held" bash -c "timeout 30 dblock status --json '$k' | grep -q '\"held\"'"
+assert_status "renew by the holder" 0 db renew "$k" --owner alice
+check "renew by someone else fails" bash -c "! timeout 30 dblock renew '$k' --owner bob 2>/dev/null"
+check "release by someone else fails" bash -c "! timeout 30 dblock release '$k' --owner bob 2>/dev/null"
+assert_status "release by the holder" 0 db release "$k" --owner alice
+assert_status "status -q of a released key" 1 db status -q "$k"
+assert_eq "token grows after release" 2 "$(db acquire "$k" --owner bob)"
+assert_status "release by token" 0 db release "$k" --token 2
 
 # A 255-byte UTF-8 key round-trips through the CLI.
-key=$(printf 'k%.0s' $(seq 1 63); printf '\xf0\x9f\x94\x92%.0s' $(seq 1 48))
-check "key is 255 bytes" 255 "$(printf %s "$key" | wc -c)"
-out=$(db acquire "$key" --owner alice); check "long UTF-8 key acquires" 1 "$out"
-db status "$key" -q; check "long UTF-8 key is held" 0 "$?"
-db release "$key" --owner alice; check "long UTF-8 key releases" 0 "$?"
+long=$(printf 'k%.0s' $(seq 1 63); printf '\xf0\x9f\x94\x92%.0s' $(seq 1 48))
+assert_eq "key is 255 bytes" 255 "$(printf %s "$long" | wc -c)"
+assert_eq "long UTF-8 key acquires" 1 "$(db acquire "$long" --owner alice)"
+assert_status "long UTF-8 key is held" 0 db status -q "$long"
+assert_status "long UTF-8 key releases" 0 db release "$long" --owner alice
 
-# Connection errors: right exit code, never the password.
+# Connection errors: the right exit code, a message, never the password (given or real).
 secret=Sup3rSecretPw
-base=$(printf %s "$dsn" | sed -E 's#^(postgres(ql)?://[^:@/]+)(:[^@]*)?@#\1:'"$secret"'@#')
-DBLOCK_DSN="$base" db status >"$tmp/out" 2>&1; rc=$?
-case $rc in 69|78) pass "wrong password exits $rc" ;; *) fail "wrong password exits $rc" ;; esac
-grep -q "$secret" "$tmp/out" && fail "wrong password: the password was printed" || pass "wrong password: no password printed"
-unreach=$(printf %s "$base" | sed -E 's#@([^/:]+)(:[0-9]+)?/#@\1:1/#')
-DBLOCK_DSN="$unreach" db status >"$tmp/out" 2>&1; check "unreachable port exits 69" 69 "$?"
-grep -q "$secret" "$tmp/out" && fail "unreachable: the password was printed" || pass "unreachable: no password printed"
-nodb=$(printf %s "$dsn" | sed -E 's#^([^/]*//[^/]*)/[^?]*#\1/no_such_db_dblock#')
-DBLOCK_DSN="$nodb" db status >"$tmp/out" 2>&1; check "unknown database exits 78" 78 "$?"
-grep -q "no_such_db_dblock" "$tmp/out" && pass "unknown database is named" || fail "unknown database is named"
+real_pw=$(printf %s "$DBLOCK_DSN" | sed -nE 's#^postgres(ql)?://[^:@/]+:([^@]*)@.*#\2#p')
+# expect_error NAME CODES DSN: CODES is a regex of acceptable exit statuses.
+expect_error() {
+  local name=$1 codes=$2 dsn=$3 rc=0
+  DBLOCK_DSN="$dsn" timeout 30 dblock status >"$E2E_TMP/out" 2>&1 || rc=$?
+  if [[ $rc =~ ^($codes)$ ]]; then pass "$name exits $rc"; else fail "$name exits $rc, expected $codes: $(head -c 300 "$E2E_TMP/out")"; fi
+  check "$name: a message" test -s "$E2E_TMP/out"
+  check "$name: the given password is not printed" bash -c "! grep -qF -- '$secret' '$E2E_TMP/out'"
+  if [ -n "$real_pw" ]; then
+    check "$name: the real password is not printed" bash -c "! grep -qF -- '$real_pw' '$E2E_TMP/out'"
+  fi
+}
+wrong_pw=$(printf %s "$DBLOCK_DSN" | sed -E 's#^(postgres(ql)?://[^:@/]+)(:[^@]*)?@#\1:'"$secret"'@#')
+expect_error "wrong password" '69|78' "$wrong_pw"
+unreach=$(printf %s "$wrong_pw" | sed -E 's#@([^/:]+)(:[0-9]+)?/#@\1:1/#')
+expect_error "unreachable port" 69 "$unreach"
+nodb=$(printf %s "$DBLOCK_DSN" | sed -E 's#^([^/]*//[^/]*)/[^?]*#\1/no_such_db_dblock#')
+expect_error "unknown database" 78 "$nodb"
+check "unknown database is named" grep -q no_such_db_dblock "$E2E_TMP/out"
 
-db doctor >"$tmp/out" 2>&1; check "doctor exits 0" 0 "$?"
+db doctor >"$E2E_TMP/doctor" 2>&1
+assert_eq "doctor exits 0" 0 "$?"
 for name in server idle_timeouts pgbouncer privileges; do
-  grep -q "$name" "$tmp/out" && pass "doctor checks $name" || fail "doctor checks $name"
+  check "doctor checks $name" grep -q "$name" "$E2E_TMP/doctor"
 done
-db schema --dialect postgres | grep -q "CREATE TABLE IF NOT EXISTS \"${prefix}locks\"" &&
-  pass "schema prints the prefixed DDL" || fail "schema prints the prefixed DDL"
+check "schema prints the prefixed DDL" \
+  bash -c "timeout 30 dblock schema --dialect postgres | grep -q 'CREATE TABLE IF NOT EXISTS \"${DBLOCK_TABLE_PREFIX}locks\"'"
 
-if [ "$failed" -eq 0 ]; then
-  echo "$passed passed"
-  exit 0
-fi
-echo "$passed passed, $failed failed"
-exit 1
+finish
