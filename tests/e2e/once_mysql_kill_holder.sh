@@ -5,8 +5,7 @@
 #    the command within one heartbeat and the run exits 76 (session strategies);
 #  - SET GLOBAL wait_timeout=2 (restored afterwards) does not drop a held session lock over a
 #    10 s command: status says held and a competing run exits 75 throughout;
-#  - kill -9 of a holder: a waiting `run -w` gets the lock at once (session strategies) or
-#    after the TTL (lease).
+# (kill -9 of a holder with a waiter: tests/e2e/test_run_kill_waiter.sh, every backend x strategy.)
 # The next holder's fencing token is always greater.
 source "$(dirname "$0")/lib.sh"
 
@@ -143,33 +142,5 @@ for s in advisory for-update txn-insert; do
   assert_eq "$s: held and refusing competitors throughout" "" "${bad[$s]}"
 done
 restore_wait_timeout
-
-# 4. kill -9 of a holder while a `run -w` waits: session locks pass on at once, a lease after its TTL.
-for s in lease advisory for-update txn-insert; do
-  k=$(key "kill9-$s")
-  dblock -s "$s" run "$k" --ttl 4s --kill-after 0.3s -- sh -c 'echo $$ >"$0"; exec sleep 60' "$E2E_TMP/k9cmd.$s" &
-  h=$!
-  remember_pid $h
-  wait_for 10 test -s "$E2E_TMP/k9cmd.$s" && wait_for 10 is_held "$k" || { fail "$s: kill -9 holder never held"; continue; }
-  dblock -s "$s" run "$k" -w 30 -- sh -c 'date +%s%N >"$0"' "$E2E_TMP/k9next.$s" &
-  w=$!
-  remember_pid $w
-  sleep 1
-  check "$s: the waiter is still waiting" test ! -e "$E2E_TMP/k9next.$s"
-  killed=$(date +%s%N)
-  kill -KILL $h
-  wait $h 2>/dev/null
-  rc=none
-  if wait_for 20 test -s "$E2E_TMP/k9next.$s"; then wait $w; rc=$?; fi
-  assert_eq "$s: the waiter ran after kill -9 of the holder" 0 "$rc"
-  gap=$(( ($(cat "$E2E_TMP/k9next.$s" 2>/dev/null || echo 0) - killed) / 1000000 ))
-  echo "      $s: waiter started $gap ms after kill -9"
-  if [ "$s" = lease ]; then
-    # The last renewal (every TTL/3) may have come just before the kill: expiry 2.7 s to 4 s later.
-    assert_between "lease: the waiter got it after the TTL" 2000 12000 "$gap"
-  else
-    assert_between "$s: the waiter got it at once" 0 2000 "$gap"
-  fi
-done
 
 finish
