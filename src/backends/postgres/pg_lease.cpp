@@ -31,8 +31,10 @@ class LeaseLocker final : public Locker {
                  " SET expires_at = now() + $4::bigint * interval '1 ms', renewed_at = now() "
                  "WHERE name = $1 AND owner = $2 AND token = $3::bigint AND released_at IS NULL RETURNING " +
                  ms("expires_at");
+    // timestamptz(3) rounds to the nearest ms: a plain now() could be stored up to 0.5 ms in
+    // the future and a status read right after the release would still say held.
     release_sql_ = "WITH u AS (UPDATE " + t_.locks +
-                   " SET released_at = now(), expires_at = GREATEST(now(), acquired_at + $4::bigint * interval '1 ms'), "
+                   " SET released_at = now(), expires_at = GREATEST(date_trunc('milliseconds', now()), acquired_at + $4::bigint * interval '1 ms'), "
                    "last_finished_at = CASE WHEN $5::boolean THEN now() ELSE last_finished_at END, "
                    "last_exit_code = CASE WHEN $5::boolean THEN $6::int ELSE last_exit_code END "
                    "WHERE name = $1 AND owner = $2 AND token = $3::bigint RETURNING name) "

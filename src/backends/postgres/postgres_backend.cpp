@@ -152,8 +152,9 @@ class PgBackend final : public Backend {
   }
 
   Result<void> release(const std::string& key, const HolderSelector& who) override {
+    // Truncated, not rounded into timestamptz(3): the lock must read free right after release.
     auto r = conn_->exec("WITH u AS (UPDATE " + t_.locks +
-                             " SET released_at = now(), expires_at = LEAST(expires_at, now()) "
+                             " SET released_at = now(), expires_at = LEAST(expires_at, date_trunc('milliseconds', now())) "
                              "WHERE name = $1 AND ($4::boolean OR (released_at IS NULL "
                              "AND ($2::text IS NULL OR owner = $2) AND ($3::bigint IS NULL OR token = $3::bigint))) "
                              "RETURNING name) SELECT pg_notify($5, u.name)::text FROM u",
