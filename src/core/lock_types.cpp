@@ -51,6 +51,16 @@ std::string_view to_string(RunOutcome o) {
   return "?";
 }
 
+RunRecord complete_run_record(RunRecord run, const HeldLock& held, std::string_view strategy) {
+  run.key = held.key;
+  run.token = held.token;
+  run.strategy = std::string(strategy);
+  if (run.owner.empty()) run.owner = held.owner;
+  if (run.host.empty()) run.host = held.host;
+  if (run.pid == 0) run.pid = held.pid;
+  return run;
+}
+
 std::optional<RunOutcome> parse_run_outcome(std::string_view text) {
   for (const auto& [value, name] : outcome_names)
     if (name == text) return value;

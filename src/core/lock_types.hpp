@@ -85,6 +85,19 @@ struct RunRecord {
   std::optional<int> exit_code;
 };
 
+/// The lock this process holds, as a backend remembers it between acquire and release.
+struct HeldLock {
+  std::string key;
+  std::string owner;
+  std::string host;
+  std::int64_t pid = 0;
+  std::int64_t token = 0;
+};
+
+/// The history row of a run under `held`: key, token and strategy come from the lock actually
+/// held, whatever the caller filled in; owner, host and pid only where the caller left them empty.
+RunRecord complete_run_record(RunRecord run, const HeldLock& held, std::string_view strategy);
+
 /// How to let go of a lock that this process holds.
 struct ReleaseRequest {
   Millis min_hold{0};                 // keep the lock until acquired_at + min_hold (database time)

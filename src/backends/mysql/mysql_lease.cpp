@@ -132,24 +132,9 @@ class LeaseLocker final : public Locker {
   }
 
  private:
-  struct Held {
-    std::string key;
-    std::string owner;
-    std::string host;
-    std::int64_t pid = 0;
-    std::int64_t token = 0;
-  };
+  using Held = HeldLock;
 
-  // The history row names the lock actually held, whatever the caller filled in.
-  static RunRecord completed(RunRecord run, const Held& held) {
-    run.key = held.key;
-    run.token = held.token;
-    if (run.owner.empty()) run.owner = held.owner;
-    if (run.host.empty()) run.host = held.host;
-    if (run.pid == 0) run.pid = held.pid;
-    run.strategy = "lease";
-    return run;
-  }
+  static RunRecord completed(RunRecord run, const Held& held) { return complete_run_record(std::move(run), held, "lease"); }
 
   // A lease survives a short outage: reconnect once and repeat the statement, which is safe
   // because every lease statement is compared on owner and token (SPEC 5).

@@ -152,24 +152,9 @@ class SessionLocker final : public Locker {
   }
 
  private:
-  struct Held {
-    std::string key;
-    std::string owner;
-    std::string host;
-    std::int64_t pid = 0;
-    std::int64_t token = 0;
-  };
+  using Held = HeldLock;
 
-  // The history row names the lock actually held, whatever the caller filled in.
-  RunRecord completed(RunRecord run, const Held& held) const {
-    run.key = held.key;
-    run.token = held.token;
-    if (run.owner.empty()) run.owner = held.owner;
-    if (run.host.empty()) run.host = held.host;
-    if (run.pid == 0) run.pid = held.pid;
-    run.strategy = kind_;
-    return run;
-  }
+  RunRecord completed(RunRecord run, const Held& held) const { return complete_run_record(std::move(run), held, kind_); }
 
   Connection& books() { return books_ ? *books_ : *holder_; }
 

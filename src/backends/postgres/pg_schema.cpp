@@ -138,13 +138,7 @@ Result<void> ensure_schema(PgConn& conn, const Tables& t) {
 }
 
 RunRecord complete_run(RunRecord run, const LockRequest& req, std::int64_t token, Strategy s) {
-  run.key = req.key;
-  run.token = token;
-  run.strategy = std::string(to_string(s));
-  if (run.owner.empty()) run.owner = req.owner;
-  if (run.host.empty()) run.host = req.host;
-  if (run.pid == 0) run.pid = req.pid;
-  return run;
+  return complete_run_record(std::move(run), HeldLock{req.key, req.owner, req.host, req.pid, token}, to_string(s));
 }
 
 Result<void> insert_history(PgConn& conn, const Tables& t, const RunRecord& run, int keep) {

@@ -150,7 +150,7 @@ class SqliteLocker final : public Locker {
       out.token = upsert->int64(0);
       out.acquired_at_ms = upsert->opt_int64(1);
       out.expires_at_ms = upsert->opt_int64(2);
-      Held held{req.key, req.owner, req.host, req.pid, out.token, upsert->text(3)};
+      Held held{{req.key, req.owner, req.host, req.pid, out.token}, upsert->text(3)};
       if (auto done = upsert->run("acquiring " + req.key); !done) return std::unexpected(done.error());
       if (auto ok = tx->commit("committing the acquisition of " + req.key); !ok) return std::unexpected(ok.error());
       held_ = std::move(held);
@@ -248,13 +248,7 @@ class SqliteLocker final : public Locker {
 
   Result<void> record_history(const Held& held, const ReleaseRequest& req) {
     if (!req.history) return {};
-    RunRecord run = *req.history;
-    run.key = held.key;
-    run.token = held.token;
-    if (run.owner.empty()) run.owner = held.owner;
-    if (run.host.empty()) run.host = held.host;
-    if (run.pid == 0) run.pid = held.pid;
-    run.strategy = "lease";
+    RunRecord run = complete_run_record(*req.history, held, "lease");
     return record_run(conn_, tables_, history_keep_, run, held.acquired_at);
   }
 
@@ -268,12 +262,7 @@ class SqliteLocker final : public Locker {
                                      ") was lost before it was released");
   }
 
-  struct Held {
-    std::string key;
-    std::string owner;
-    std::string host;
-    std::int64_t pid = 0;
-    std::int64_t token = 0;
+  struct Held : HeldLock {
     std::string acquired_at;  // as stored, for the history row's started_at
   };
 
