@@ -44,6 +44,11 @@ class Locker {
   /// writes the history row and last_* columns when asked.
   virtual Result<void> release(const ReleaseRequest& req) = 0;
 
+  /// Session strategies: the socket of the connection whose session holds the lock, or -1
+  /// (lease, or nothing held). Core watches it for the server closing the session and keeps a
+  /// duplicate open until the command's whole process tree is dead; it never reads or writes it.
+  virtual int session_fd() const { return -1; }
+
   /// A descriptor that becomes readable when a release of the key may have happened
   /// (PostgreSQL LISTEN/NOTIFY), or -1 when the backend cannot tell; core polls it while waiting.
   virtual int wakeup_fd() const { return -1; }

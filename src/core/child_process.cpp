@@ -1,12 +1,18 @@
 #include "core/child_process.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/exit_code.hpp"
@@ -48,23 +54,252 @@ std::vector<std::string> build_environment(const ChildSpec& spec) {
   return env;
 }
 
-void write_all(int fd, const void* data, std::size_t len) {
-  const char* p = static_cast<const char*>(data);
-  while (len > 0) {
-    ssize_t n = ::write(fd, p, len);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    p += n;
-    len -= static_cast<std::size_t>(n);
+// execvp's PATH search, done before fork so the forked processes only call execve. Returns
+// the path to execute, or sets *err to ENOENT (nothing found) or EACCES (found, not executable).
+std::string resolve_command(const std::string& name, const std::vector<std::string>& env, int* err) {
+  *err = 0;
+  if (name.empty()) {
+    *err = ENOENT;
+    return {};
   }
+  if (name.find('/') != std::string::npos) return name;
+  std::string path = "/usr/local/bin:/usr/bin:/bin";
+  for (const auto& e : env)
+    if (e.starts_with("PATH=")) path = e.substr(5);
+  int found_err = ENOENT;
+  std::size_t begin = 0;
+  for (;;) {
+    const std::size_t end = path.find(':', begin);
+    std::string dir = path.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
+    struct stat st{};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+      found_err = EACCES;
+    }
+    if (end == std::string::npos) break;
+    begin = end + 1;
+  }
+  *err = found_err;
+  return {};
+}
+
+// What the guard tells dblock, one fixed-size record per write (atomic on a pipe).
+struct GuardReport {
+  enum Kind : std::int32_t { started = 1, exec_failed = 2, exited = 3 };
+  std::int32_t kind;
+  std::int32_t value;  // started: pid; exec_failed: errno; exited: the waitpid status
+};
+
+// Everything the guard needs, prepared before fork: after fork only async-signal-safe calls.
+struct GuardPlan {
+  const char* path;
+  char* const* argv;
+  char* const* sh_argv;  // {"sh", path, args...}: execvp's fallback for scripts without #!
+  char* const* envp;
+  int control;           // read end: EOF when dblock is gone
+  int status;            // write end: GuardReports
+  int keep_open;         // the lock session's socket, or -1
+  bool interactive;
+};
+
+void write_report(int fd, GuardReport::Kind kind, int value) {
+  const GuardReport r{kind, value};
+  while (::write(fd, &r, sizeof r) < 0 && errno == EINTR) {
+  }
+}
+
+std::int64_t monotonic_ms() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+// Closes every descriptor from 3 up except the (at most three) given ones.
+void close_all_but(int a, int b, int c) {
+  int keep[3] = {a, b, c};
+  for (int i = 0; i < 3; ++i)  // sort three values
+    for (int j = i + 1; j < 3; ++j)
+      if (keep[j] < keep[i]) {
+        int t = keep[i];
+        keep[i] = keep[j];
+        keep[j] = t;
+      }
+  unsigned next = 3;
+  for (int k : keep) {
+    if (k < static_cast<int>(next)) continue;
+    if (static_cast<unsigned>(k) > next) ::close_range(next, static_cast<unsigned>(k) - 1, 0);
+    next = static_cast<unsigned>(k) + 1;
+  }
+  ::close_range(next, ~0U, 0);
+}
+
+// SIGKILL to every child of the guard, and to the process group each child leads (a child
+// that called setsid or setpgid may lead one). Returns how many children there were.
+int kill_children() {
+  char path[64] = "/proc/self/task/";
+  char* p = path + std::strlen(path);
+  char digits[16];
+  int n = 0;
+  for (pid_t v = ::getpid(); v > 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+  while (n > 0) *p++ = digits[--n];
+  std::strcpy(p, "/children");
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  int count = 0;
+  long pid = 0;
+  char buf[512];
+  ssize_t got;
+  while ((got = ::read(fd, buf, sizeof buf)) > 0) {
+    for (ssize_t i = 0; i < got; ++i) {
+      if (buf[i] >= '0' && buf[i] <= '9') {
+        pid = pid * 10 + (buf[i] - '0');
+      } else if (pid > 0) {
+        ::kill(static_cast<pid_t>(pid), SIGKILL);
+        ::kill(static_cast<pid_t>(-pid), SIGKILL);
+        ++count;
+        pid = 0;
+      }
+    }
+  }
+  if (pid > 0) {
+    ::kill(static_cast<pid_t>(pid), SIGKILL);
+    ::kill(static_cast<pid_t>(-pid), SIGKILL);
+    ++count;
+  }
+  ::close(fd);
+  return count;
+}
+
+// dblock is gone: kill the job's process group and every descendant that reaches us as an
+// orphan, until nothing is left (bounded: a process stuck in the kernel cannot hold us forever).
+[[noreturn]] void kill_job_and_exit(pid_t pgid) {
+  const std::int64_t give_up = monotonic_ms() + 5000;
+  for (;;) {
+    ::kill(-pgid, SIGKILL);
+    kill_children();
+    int st;
+    pid_t r;
+    while ((r = ::waitpid(-1, &st, WNOHANG)) > 0) {
+    }
+    if (r < 0 && errno == ECHILD && ::kill(-pgid, 0) < 0) ::_exit(0);
+    if (monotonic_ms() > give_up) ::_exit(1);
+    const timespec pause{0, 2'000'000};
+    ::nanosleep(&pause, nullptr);
+  }
+}
+
+[[noreturn]] void guard_main(const GuardPlan& plan) {
+  // Orphaned descendants of the command (double forks, setsid) are reparented to us, so
+  // they can still be found and killed when dblock dies.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  close_all_but(plan.control, plan.status, plan.keep_open);
+  // The watched signals stay blocked (inherited from dblock): a SIGINT or SIGTERM sent to
+  // dblock's process group must not take the guard away. A dead dblock must not SIGPIPE it.
+  struct sigaction ign{};
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  ::sigaction(SIGPIPE, &ign, nullptr);
+
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) {
+    write_report(plan.status, GuardReport::exec_failed, errno);
+    ::_exit(0);
+  }
+  const pid_t guard = ::getpid();
+  const pid_t cmd = ::fork();
+  if (cmd == 0) {
+    ::close(report[0]);
+    ::setpgid(0, 0);
+    // The guard outlives dblock on purpose, but nothing must outlive the guard.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != guard) ::_exit(exit_signal_base + SIGKILL);
+    if (plan.interactive) give_terminal(::getpid());
+    reset_signals_for_exec();
+    ::execve(plan.path, plan.argv, plan.envp);
+    int err = errno;
+    if (err == ENOEXEC) {
+      ::execve("/bin/sh", plan.sh_argv, plan.envp);
+      err = errno;
+    }
+    while (::write(report[1], &err, sizeof err) < 0 && errno == EINTR) {
+    }
+    ::_exit(err == ENOENT ? exit_not_found : exit_cannot_execute);
+  }
+  if (cmd < 0) {
+    write_report(plan.status, GuardReport::exec_failed, errno);
+    ::_exit(0);
+  }
+  ::close(report[1]);
+  // Both sides set the group, so whichever runs first, it exists before anyone signals it.
+  ::setpgid(cmd, cmd);
+  int err = 0;
+  ssize_t n;
+  do {
+    n = ::read(report[0], &err, sizeof err);
+  } while (n < 0 && errno == EINTR);
+  ::close(report[0]);
+  if (n == static_cast<ssize_t>(sizeof err)) {
+    int st;
+    while (::waitpid(cmd, &st, 0) < 0 && errno == EINTR) {
+    }
+    write_report(plan.status, GuardReport::exec_failed, err);
+    ::_exit(0);
+  }
+  write_report(plan.status, GuardReport::started, cmd);
+
+  // A pidfd turns the command's exit into a readable descriptor; without one (old kernels)
+  // the loop looks every 10 ms.
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, cmd, 0));
+  for (;;) {
+    pollfd fds[2] = {{plan.control, POLLIN, 0}, {pidfd, POLLIN, 0}};
+    const int ready = ::poll(fds, 2, pidfd >= 0 ? -1 : 10);
+    if (ready > 0 && fds[0].revents) {
+      char byte;
+      ssize_t r;
+      do {
+        r = ::read(plan.control, &byte, 1);
+      } while (r < 0 && errno == EINTR);
+      if (r <= 0) kill_job_and_exit(cmd);  // dblock is gone
+    }
+    int st;
+    pid_t r;
+    // Reaps orphans that reached us too; the command's own end is reported.
+    while ((r = ::waitpid(-1, &st, WNOHANG)) > 0) {
+      if (r == cmd) {
+        write_report(plan.status, GuardReport::exited, st);
+        ::_exit(0);
+      }
+    }
+  }
+}
+
+bool read_report(int fd, GuardReport* r) {
+  ssize_t n;
+  do {
+    n = ::read(fd, r, sizeof *r);
+  } while (n < 0 && errno == EINTR);
+  return n == static_cast<ssize_t>(sizeof *r);
 }
 
 }  // namespace
 
+UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
+  if (this != &o) {
+    reset();
+    fd_ = std::exchange(o.fd_, -1);
+  }
+  return *this;
+}
+
+void UniqueFd::reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
 Result<Child> Child::start(const ChildSpec& spec) {
   if (spec.argv.empty()) return fail(ErrorKind::usage, "no command given");
 
-  // Everything the child needs is prepared before fork: after fork only async-signal-safe calls.
   std::vector<std::string> env_strings = build_environment(spec);
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
@@ -74,61 +309,83 @@ Result<Child> Child::start(const ChildSpec& spec) {
   for (auto& s : argv_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
 
-  // Close-on-exec: EOF on the parent's side means exec succeeded; 4 bytes are its errno.
-  int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0)
-    return fail(ErrorKind::internal, std::string("pipe: ") + std::strerror(errno));
+  Child child;
+  int resolve_err = 0;
+  std::string path = resolve_command(spec.argv.front(), env_strings, &resolve_err);
+  if (resolve_err) {
+    child.exec_errno_ = resolve_err;
+    child.done_ = true;
+    child.status_code_ = child.exec_failure_status();
+    return child;
+  }
+  std::string sh = "sh";
+  std::vector<char*> sh_argv{sh.data(), path.data()};
+  for (std::size_t i = 1; i < argv_strings.size(); ++i) sh_argv.push_back(argv_strings[i].data());
+  sh_argv.push_back(nullptr);
 
-  const bool interactive = terminal_is_ours();
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    int err = errno;
-    ::close(report[0]);
-    ::close(report[1]);
+  int control[2], status[2];
+  if (::pipe2(control, O_CLOEXEC) != 0)
+    return fail(ErrorKind::internal, std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(status, O_CLOEXEC) != 0) {
+    const int err = errno;
+    ::close(control[0]);
+    ::close(control[1]);
+    return fail(ErrorKind::internal, std::string("pipe: ") + std::strerror(err));
+  }
+  const GuardPlan plan{path.c_str(), argv.data(), sh_argv.data(), envp.data(), control[0], status[1],
+                       spec.keep_open_fd, terminal_is_ours()};
+  const pid_t guard = ::fork();
+  if (guard == 0) guard_main(plan);
+  ::close(control[0]);
+  ::close(status[1]);
+  child.control_ = UniqueFd(control[1]);
+  child.status_ = UniqueFd(status[0]);
+  if (guard < 0) {
+    const int err = errno;
     return fail(ErrorKind::internal, std::string("fork: ") + std::strerror(err));
   }
-  if (pid == 0) {
-    ::close(report[0]);
-    ::setpgid(0, 0);
-    // A dblock killed with SIGKILL cannot stop its command; the kernel does it for us. The
-    // parent may have died before prctl took effect, hence the getppid() re-check.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(exit_signal_base + SIGKILL);
-    if (interactive) give_terminal(::getpid());
-    reset_signals_for_exec();
-    environ = envp.data();
-    ::execvp(argv[0], argv.data());
-    int err = errno;
-    write_all(report[1], &err, sizeof err);
-    ::_exit(err == ENOENT ? exit_not_found : exit_cannot_execute);
-  }
+  child.guard_ = guard;
 
-  ::close(report[1]);
-  // Both sides set the group, so whichever runs first, it exists before anyone signals it.
-  ::setpgid(pid, pid);
-  Child child;
-  child.pid_ = pid;
-  if (interactive) {
-    give_terminal(pid);
+  GuardReport first{};
+  if (!read_report(child.status_.get(), &first)) {
+    child.reap_guard();
+    child.done_ = true;
+    return fail(ErrorKind::internal, "the process that starts the command died before starting it");
+  }
+  if (first.kind == GuardReport::exec_failed) {
+    child.exec_errno_ = first.value;
+    child.done_ = true;
+    child.status_code_ = child.exec_failure_status();
+    child.reap_guard();
+    return child;
+  }
+  child.pid_ = first.value;
+  ::fcntl(child.status_.get(), F_SETFL, O_NONBLOCK);
+  if (plan.interactive) {
+    give_terminal(child.pid_);
     child.owns_terminal_ = true;
   }
-  int err = 0;
-  ssize_t n;
-  do {
-    n = ::read(report[0], &err, sizeof err);
-  } while (n < 0 && errno == EINTR);
-  ::close(report[0]);
-  if (n == static_cast<ssize_t>(sizeof err)) {
-    child.exec_errno_ = err;
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    child.done_ = true;
-    child.status_ = child.exec_failure_status();
-    child.reclaim_terminal();
-  }
   return child;
+}
+
+Child& Child::operator=(Child&& o) noexcept {
+  if (this == &o) return *this;
+  control_ = std::move(o.control_);
+  status_ = std::move(o.status_);
+  pid_ = std::exchange(o.pid_, -1);
+  guard_ = std::exchange(o.guard_, -1);
+  exec_errno_ = o.exec_errno_;
+  done_ = o.done_;
+  status_code_ = o.status_code_;
+  term_signal_ = o.term_signal_;
+  owns_terminal_ = std::exchange(o.owns_terminal_, false);
+  return *this;
+}
+
+Child::~Child() {
+  // Closing the control pipe while the command runs makes the guard kill the whole job.
+  control_.reset();
+  if (guard_ > 0) reap_guard();
 }
 
 int Child::exec_failure_status() const {
@@ -141,18 +398,38 @@ void Child::signal_group(int sig) const {
 
 bool Child::poll_exit() {
   if (done_) return true;
-  int status = 0;
-  pid_t r = ::waitpid(pid_, &status, WNOHANG);
-  if (r != pid_) return false;
+  GuardReport r{};
+  const ssize_t n = ::read(status_.get(), &r, sizeof r);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
+  if (n == static_cast<ssize_t>(sizeof r) && r.kind == GuardReport::exited) {
+    finish(r.value);
+  } else {
+    // The guard died without a word (killed by someone): nothing would stop the job any
+    // more, so stop it here and report it as killed.
+    ::kill(-pid_, SIGKILL);
+    finish(SIGKILL);  // a wait status meaning "killed by SIGKILL"
+  }
+  reap_guard();
+  return true;
+}
+
+void Child::finish(int wait_status) {
   done_ = true;
-  if (WIFEXITED(status)) {
-    status_ = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    term_signal_ = WTERMSIG(status);
-    status_ = exit_signal_base + term_signal_;
+  if (WIFEXITED(wait_status)) {
+    status_code_ = WEXITSTATUS(wait_status);
+  } else if (WIFSIGNALED(wait_status)) {
+    term_signal_ = WTERMSIG(wait_status);
+    status_code_ = exit_signal_base + term_signal_;
   }
   reclaim_terminal();
-  return true;
+}
+
+void Child::reap_guard() {
+  if (guard_ <= 0) return;
+  int st;
+  while (::waitpid(guard_, &st, 0) < 0 && errno == EINTR) {
+  }
+  guard_ = -1;
 }
 
 void Child::reclaim_terminal() {

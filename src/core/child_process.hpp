@@ -1,6 +1,17 @@
 #pragma once
-// The command under `run` (SPEC 6): fork + execvp into its own process group, dying with
-// dblock (PR_SET_PDEATHSIG), foreground on a terminal, with a chosen environment.
+// The command under `run` (man page: "THE COMMAND"). dblock forks a small guard process, and
+// the guard forks the command into its own process group:
+//
+//   dblock ──control pipe──▶ guard (child subreaper) ──▶ command (process group leader)
+//          ◀──status pipe───
+//
+// The guard exists for the one case dblock cannot handle itself: dblock killed by SIGKILL
+// (the OOM killer, an impatient operator). Only dblock holds the control pipe's write end, so
+// the guard reads EOF the moment dblock dies; it then kills the command's process group and
+// every descendant that left it (as a subreaper it inherits each orphan), waits until all of
+// them are gone, and only then exits. For session strategies the guard also holds a duplicate
+// of the lock session's socket, so the server sees the session end, and frees the lock, only
+// after the whole job is dead.
 
 #include <sys/types.h>
 
@@ -13,17 +24,41 @@
 namespace dblock {
 
 struct ChildSpec {
-  std::vector<std::string> argv;                          // argv[0] is looked up in PATH
+  std::vector<std::string> argv;                             // argv[0] is looked up in PATH
   std::vector<std::pair<std::string, std::string>> set_env;  // added or replaced
-  std::vector<std::string> unset_env;                     // removed (DBLOCK_DSN...)
+  std::vector<std::string> unset_env;                        // removed (DBLOCK_DSN...)
+  int keep_open_fd = -1;  // held by the guard until the job is dead (the lock session's socket)
 };
 
-/// A started command. The destructor does not wait: run_job decides when to reap.
+/// Owns a file descriptor.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept;
+  ~UniqueFd() { reset(); }
+  int get() const { return fd_; }
+  void reset();
+
+ private:
+  int fd_ = -1;
+};
+
+/// A started command. Destroying it while the command runs closes the control pipe, which
+/// makes the guard kill the whole job: no path out of dblock leaves the job running.
 class Child {
  public:
-  /// Forks and execs; must be called from the main thread with the watched signals blocked.
-  /// When exec fails the child is reaped here and exec_errno() says why.
+  /// Resolves argv[0] in PATH, forks the guard, which forks and execs the command; call it
+  /// from the main thread with the watched signals blocked. When exec fails the command and
+  /// the guard are reaped here and exec_errno() says why.
   static Result<Child> start(const ChildSpec& spec);
+
+  Child() = default;
+  Child(Child&& o) noexcept { *this = std::move(o); }
+  /// The moved-from Child forgets the guard, so only one owner ever waits for it.
+  Child& operator=(Child&& o) noexcept;
+  ~Child();
 
   pid_t pid() const { return pid_; }
   /// 0 when the command started; else the errno of the failed exec.
@@ -31,23 +66,31 @@ class Child {
   /// 127 for "not found", 126 for any other exec failure (as env(1)).
   int exec_failure_status() const;
 
+  /// Readable when the command has ended (or the guard died): poll it, then call poll_exit().
+  int exit_fd() const { return status_.get(); }
   /// Sends sig to the command's whole process group.
   void signal_group(int sig) const;
-  /// Reaps the command if it ended; true then, and exit_status()/term_signal() are set.
+  /// Collects the command's end if it has come; true then, and exit_status()/term_signal() are set.
   bool poll_exit();
   bool exited() const { return done_; }
   /// The status dblock passes on: the command's exit code, or 128+N if it died of signal N.
-  int exit_status() const { return status_; }
+  int exit_status() const { return status_code_; }
   /// N if the command died of signal N, else 0.
   int term_signal() const { return term_signal_; }
   /// Gives the terminal back to dblock's group if the command had it.
   void reclaim_terminal();
 
  private:
+  void finish(int wait_status);
+  void reap_guard();
+
   pid_t pid_ = -1;
+  pid_t guard_ = -1;
+  UniqueFd control_;  // write end; only dblock holds it
+  UniqueFd status_;   // read end of what the guard reports
   int exec_errno_ = 0;
   bool done_ = false;
-  int status_ = 0;
+  int status_code_ = 0;
   int term_signal_ = 0;
   bool owns_terminal_ = false;
 };

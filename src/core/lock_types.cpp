@@ -51,7 +51,8 @@ std::string_view to_string(RunOutcome o) {
   return "?";
 }
 
-RunRecord complete_run_record(RunRecord run, const HeldLock& held, std::string_view strategy) {
+RunRecord complete_run_record(RunRecord run, const HeldLock& held, std::string_view strategy, bool still_held) {
+  if (!still_held) run.outcome = RunOutcome::lost;
   run.key = held.key;
   run.token = held.token;
   run.strategy = std::string(strategy);

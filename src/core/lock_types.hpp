@@ -96,7 +96,9 @@ struct HeldLock {
 
 /// The history row of a run under `held`: key, token and strategy come from the lock actually
 /// held, whatever the caller filled in; owner, host and pid only where the caller left them empty.
-RunRecord complete_run_record(RunRecord run, const HeldLock& held, std::string_view strategy);
+/// still_held: false when release found the lock taken over, which makes the outcome `lost`
+/// whatever the command did (the run was not exclusive to its end).
+RunRecord complete_run_record(RunRecord run, const HeldLock& held, std::string_view strategy, bool still_held = true);
 
 /// How to let go of a lock that this process holds.
 struct ReleaseRequest {

@@ -1,5 +1,6 @@
 #include "core/run_job.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 
@@ -37,8 +38,11 @@ struct Finished {
 // Runs the command under the heartbeat until it has ended; decides the outcome.
 class Supervisor {
  public:
-  Supervisor(const RunOptions& o, Locker& locker, SignalWatch& signals, const WaitResult& acquired)
-      : o_(o), locker_(locker), signals_(signals), acquired_(acquired), started_(acquired.replied_at) {}
+  /// session_fd: a duplicate of the lock session's socket (-1 for lease), watched for the
+  /// server closing the session.
+  Supervisor(const RunOptions& o, Locker& locker, SignalWatch& signals, const WaitResult& acquired, int session_fd)
+      : o_(o), locker_(locker), signals_(signals), acquired_(acquired), started_(acquired.replied_at),
+        session_fd_(session_fd) {}
 
   Finished run(Child& child);
   /// Session strategies: the server lock is what excludes, so --min-hold is waited out here.
@@ -48,10 +52,14 @@ class Supervisor {
   }
 
  private:
-  void terminate(Child& child, StopReason why, Millis now);
+  void terminate(Child& child, StopReason why, Millis now, bool at_once = false);
   Millis term_deadline(const Heartbeat::State& st) const {
     return st.deadline - o_.kill_after - HeartbeatTiming::safety_margin();
   }
+  /// Lease: the local deadline (the lease may expire unrenewed). Session strategies: only
+  /// proof that the session lost the lock counts; a process paused past its deadline whose
+  /// session still holds the lock is not lost (the heartbeat renews first after waking).
+  bool deadline_rule() const { return !is_session_strategy(o_.strategy); }
 
   const RunOptions& o_;
   Locker& locker_;
@@ -64,13 +72,15 @@ class Supervisor {
   bool kill_sent_ = false;
   bool lost_ignored_ = false;
   int got_signal_ = 0;
+  int session_fd_ = -1;
+  bool session_closed_ = false;
 };
 
-void Supervisor::terminate(Child& child, StopReason why, Millis now) {
+void Supervisor::terminate(Child& child, StopReason why, Millis now, bool at_once) {
   stop_ = why;
   term_sent_at_ = now;
   child.signal_group(SIGTERM);
-  if (o_.kill_after <= 0ms) {
+  if (o_.kill_after <= 0ms || at_once) {
     child.signal_group(SIGKILL);
     kill_sent_ = true;
   }
@@ -85,13 +95,18 @@ Finished Supervisor::run(Child& child) {
     const Heartbeat::State st = heartbeat_->state();
     const bool stopping = stop_ != StopReason::none;
 
-    if (!stopping && !lost_ignored_ && (st.lost || now >= term_deadline(st))) {
-      std::string why = st.lost ? "the lock on '" + key + "' was lost (" + st.last_error + ")"
-                                : "could not renew the lock on '" + key + "' in time" +
-                                      (st.last_error.empty() ? std::string() : " (" + st.last_error + ")");
+    const bool past_deadline = deadline_rule() && now >= term_deadline(st);
+    if (!stopping && !lost_ignored_ && (st.lost || session_closed_ || past_deadline)) {
+      std::string why = session_closed_ ? "the server closed the session holding the lock on '" + key + "'"
+                        : st.lost       ? "the lock on '" + key + "' was lost (" + st.last_error + ")"
+                                        : "could not renew the lock on '" + key + "' in time" +
+                                        (st.last_error.empty() ? std::string() : " (" + st.last_error + ")");
       if (o_.terminate_on_lost) {
         log::error(why + "; terminating the command");
-        terminate(child, StopReason::lost, now);
+        // The lock is certainly gone when the session closed or the lease's own deadline has
+        // passed (a process paused past it): another holder may be running, so no grace.
+        const bool gone = session_closed_ || (deadline_rule() && now >= st.deadline);
+        terminate(child, StopReason::lost, now, gone);
       } else {
         log::warn(why + "; --on-lost ignore: letting the command finish");
         lost_ignored_ = true;
@@ -110,16 +125,26 @@ Finished Supervisor::run(Child& child) {
     // Sleep until the next thing that could need doing; SIGCHLD and the heartbeat wake us.
     Millis wake = now + 1000ms;
     if (stop_ == StopReason::none) {
-      if (!lost_ignored_) wake = std::min(wake, term_deadline(st));
+      if (!lost_ignored_ && deadline_rule()) wake = std::min(wake, term_deadline(st));
       if (o_.max_hold) wake = std::min(wake, started_ + *o_.max_hold);
     } else if (!kill_sent_) {
       wake = std::min(wake, term_sent_at_ + o_.kill_after);
     }
     const Millis after = boottime_now();
     const int timeout = static_cast<int>(std::max<std::int64_t>((wake - after).count(), 0));
-    pollfd fds[2] = {{signals_.fd(), POLLIN, 0}, {heartbeat_->fd(), POLLIN, 0}};
-    if (::poll(fds, 2, timeout) > 0) {
+    // POLLRDHUP: the server closed the session (KILL, pg_terminate_backend, a restart);
+    // unlike POLLIN it does not fire for data the server may send unasked.
+    const int watch_session = session_fd_ >= 0 && !session_closed_ && !lost_ignored_ ? session_fd_ : -1;
+    pollfd fds[4] = {{signals_.fd(), POLLIN, 0},
+                     {heartbeat_->fd(), POLLIN, 0},
+                     {child.exit_fd(), POLLIN, 0},
+                     {watch_session, POLLRDHUP, 0}};
+    if (::poll(fds, 4, timeout) > 0) {
       if (fds[1].revents & POLLIN) heartbeat_->drain();
+      if (fds[3].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+        session_closed_ = true;
+        if (o_.terminate_on_lost) continue;  // acted on at the top of the loop, at once
+      }
       while (auto sig = signals_.next()) {
         if (!is_forwarded_signal(*sig)) continue;  // SIGCHLD: poll_exit() looks
         log::verbose("got signal " + std::to_string(*sig) + ": passing it to the command");
@@ -222,7 +247,13 @@ int run_job(Backend& backend, const RunOptions& o) {
                   {"DBLOCK_STRATEGY", std::string(to_string(o.strategy))}};
   spec.unset_env = {"DBLOCK_DSN", "DBLOCK_DSN_FILE"};
 
-  Supervisor supervisor(o, locker, signals, *waited);
+  // The guard holds this duplicate of the session socket until the whole job is dead, so the
+  // server cannot free the lock while any process of the job still runs, even when dblock
+  // itself is killed with SIGKILL. The supervisor watches it for the server closing the session.
+  UniqueFd session_fd(locker.session_fd() >= 0 ? ::fcntl(locker.session_fd(), F_DUPFD_CLOEXEC, 3) : -1);
+  spec.keep_open_fd = session_fd.get();
+
+  Supervisor supervisor(o, locker, signals, *waited, session_fd.get());
   Finished finished;
   int error_status = 0;
   auto child = Child::start(spec);
@@ -258,10 +289,16 @@ int run_job(Backend& backend, const RunOptions& o) {
   }
   if (auto released = locker.release(release); !released) {
     // After a loss there is nothing left to release; the call only records the run if it can.
-    if (finished.outcome == RunOutcome::lost)
+    if (finished.outcome == RunOutcome::lost) {
       log::verbose("release after losing the lock: " + released.error().message);
-    else
+    } else if (released.error().kind == ErrorKind::lost) {
+      // Taken over while the command ran (the history row says lost): the run was not
+      // exclusive to the end, which a script must be able to tell from a clean run.
+      log::error("the lock on '" + o.request.key + "' was lost while the command ran: " + released.error().message);
+      if (o.terminate_on_lost) return exit_lost;
+    } else {
       log::error("could not release '" + o.request.key + "': " + released.error().message);
+    }
   } else {
     log::verbose("released '" + o.request.key + "' (" + std::string(to_string(finished.outcome)) + ", status " +
                  std::to_string(finished.command_status) + ")");

@@ -20,12 +20,12 @@ ORACLE=$FAULTS_DIR/oracle.py
 # oracle_end LOG TOKEN: the job with TOKEN is dead now (it could not log that itself).
 oracle_end() { echo "end $2 $(date +%s%N) 0 killed" >>"$1"; }
 
-# oracle_check NAME LOG EXPECTED_RUNS: passes when the log shows no overlap, tokens that
+# oracle_check NAME LOG EXPECTED_RUNS [ALLOWED_MS]: passes when the log shows no overlap, tokens that
 # strictly increase in start order and EXPECTED_RUNS starts; prints the smallest gap between
 # one run's end and the next run's start (negative = overlap, in ms).
 oracle_check() {
   local out
-  if out=$(python3 "$ORACLE" check "$2" "$3" 2>&1); then
+  if out=$(python3 "$ORACLE" check "$2" "$3" ${4:-} 2>&1); then
     pass "$1: $out"
   else
     fail "$1: $out"
@@ -53,4 +53,46 @@ pids_alive() {
     [ "$st" != Z ] && return 0
   done
   return 1
+}
+
+# server_sql SQL: runs one statement on the cell's server as the test user, prints rows
+# tab-separated (the password travels in the environment, never on a command line).
+server_sql() {
+  case "$DBLOCK_TEST_BACKEND" in
+    mysql)
+      local rest=${DBLOCK_DSN#*://} userinfo hostport db
+      userinfo=${rest%%@*}
+      rest=${rest#*@}
+      hostport=${rest%%/*}
+      db=${rest#*/}
+      db=${db%%\?*}
+      MYSQL_PWD=${userinfo#*:} timeout 10 mariadb --protocol=tcp -h "${hostport%%:*}" -P "${hostport#*:}" \
+        -u "${userinfo%%:*}" -D "$db" -N -B -e "$1"
+      ;;
+    postgres) timeout 10 psql "$DBLOCK_DSN" -X -q -A -t -F $'\t' -v ON_ERROR_STOP=1 -c "$1" ;;
+    *) echo "server_sql: no server for $DBLOCK_TEST_BACKEND" >&2; return 1 ;;
+  esac
+}
+
+# kill_holder_session KEY: the server ends the session that holds KEY (KILL CONNECTION,
+# pg_terminate_backend), as an administrator or a server-side idle killer would.
+kill_holder_session() {
+  local id
+  id=$(server_sql "SELECT session_id FROM ${DBLOCK_TABLE_PREFIX}locks WHERE name = '$1'") || return 1
+  [ -n "$id" ] || return 1
+  case "$DBLOCK_TEST_BACKEND" in
+    mysql) server_sql "KILL CONNECTION $id" ;;
+    postgres) [ "$(server_sql "SELECT pg_terminate_backend($id)")" = t ] ;;
+  esac
+}
+
+# group_members PGID: the pids of the group's live processes, one per line.
+group_members() {
+  local pg=$1 f line st ppid pgrp
+  for f in /proc/[0-9]*/stat; do
+    read -r line <"$f" 2>/dev/null || continue
+    read -r st ppid pgrp _ <<<"${line##*) }"
+    [ "$pgrp" = "$pg" ] && [ "$st" != Z ] && echo "${f//[^0-9]/}"
+  done
+  return 0
 }

@@ -177,8 +177,8 @@ TEST_CASE("run: a signal while waiting aborts with 128+N and runs nothing") {
 
 TEST_CASE("run: a signal to dblock reaches the command, which is released as killed") {
   Fixture f;
-  // The command signals its parent (dblock, here the test process) and then sleeps.
-  f.shell("kill -TERM $PPID; sleep 30");
+  // The command signals dblock (here the test process; its parent is the job guard) and sleeps.
+  f.shell("kill -TERM " + std::to_string(::getpid()) + "; sleep 30");
   const Millis start = boottime_now();
   CHECK(f.run() == 128 + SIGTERM);
   CHECK(boottime_now() - start < 10s);

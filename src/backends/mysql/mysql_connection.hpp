@@ -64,6 +64,8 @@ class Connection {
   /// Drops the connection and opens a new one with the same settings.
   Result<void> reconnect();
 
+  /// The connection's socket, or -1 when closed.
+  int socket() const { return mysql_ ? static_cast<int>(mysql_get_socket(mysql_.get())) : -1; }
   /// The server's id for this session (CONNECTION_ID()).
   std::uint64_t session_id() const { return session_id_; }
   /// "10.11.19-MariaDB..." as the server reports it.

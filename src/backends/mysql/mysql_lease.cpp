@@ -121,7 +121,7 @@ class LeaseLocker final : public Locker {
     auto done = with_reconnect([&] { return conn_->execute(sql, params); });
     if (!done) return std::unexpected(done.error());
     if (req.history)
-      if (auto r = write_history(*conn_, t_, completed(*req.history, held), keep_); !r) return r;
+      if (auto r = write_history(*conn_, t_, completed(*req.history, held, done->affected_rows != 0), keep_); !r) return r;
     if (done->affected_rows == 0) {
       held_ = held;
       auto r = lost();
@@ -134,7 +134,9 @@ class LeaseLocker final : public Locker {
  private:
   using Held = HeldLock;
 
-  static RunRecord completed(RunRecord run, const Held& held) { return complete_run_record(std::move(run), held, "lease"); }
+  static RunRecord completed(RunRecord run, const Held& held, bool still_held) {
+    return complete_run_record(std::move(run), held, "lease", still_held);
+  }
 
   // A lease survives a short outage: reconnect once and repeat the statement, which is safe
   // because every lease statement is compared on owner and token (SPEC 5).

@@ -74,6 +74,8 @@ class SessionLocker final : public Locker {
                           {std::string_view(held_->key), held_->token});
   }
 
+  int session_fd() const override { return held_ && holder_ ? holder_->socket() : -1; }
+
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
     std::lock_guard lock(mutex_);
     if (held_) return fail(ErrorKind::internal, "this locker already holds '" + held_->key + "'");
@@ -140,9 +142,11 @@ class SessionLocker final : public Locker {
     if (!holder_ && strategy_ == Strategy::advisory)
       if (auto r = open(); !r) return std::unexpected(r.error());
     auto updated = books_execute(sql, params, /*retry=*/true);
-    Result<void> history{};
-    if (updated && req.history) history = write_history(books(), t_, completed(*req.history, held), options_.history_keep);
     auto gave_back = give_back(held.key);
+    const bool still_held = updated && gave_back && updated->affected_rows != 0;
+    Result<void> history{};
+    if (updated && req.history)
+      history = write_history(books(), t_, completed(*req.history, held, still_held), options_.history_keep);
     if (!updated) return std::unexpected(updated.error());
     if (!history) return history;
     if (!gave_back || updated->affected_rows == 0)
@@ -154,7 +158,9 @@ class SessionLocker final : public Locker {
  private:
   using Held = HeldLock;
 
-  RunRecord completed(RunRecord run, const Held& held) const { return complete_run_record(std::move(run), held, kind_); }
+  RunRecord completed(RunRecord run, const Held& held, bool still_held) const {
+    return complete_run_record(std::move(run), held, kind_, still_held);
+  }
 
   Connection& books() { return books_ ? *books_ : *holder_; }
 

@@ -34,7 +34,7 @@ Result<void> insert_history(PgConn& conn, const Tables& t, const RunRecord& run,
 
 /// The history row of a run that held `req` with `token`: key, token and strategy come from
 /// the locker (core leaves them empty), holder fields from the request when core left them empty.
-RunRecord complete_run(RunRecord run, const LockRequest& req, std::int64_t token, Strategy s);
+RunRecord complete_run(RunRecord run, const LockRequest& req, std::int64_t token, Strategy s, bool still_held);
 
 /// Lease locker sharing the backend's connection (reconnects it once when renewing).
 std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<PgConn> conn, Tables t, int history_keep);

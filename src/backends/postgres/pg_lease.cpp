@@ -121,7 +121,7 @@ class LeaseLocker final : public Locker {
     token_.reset();
     // The run happened even when the lease was lost meanwhile: its history row is still written.
     if (req.history)
-      if (auto h = insert_history(*conn_, t_, complete_run(*req.history, held_req_, token, Strategy::lease), keep_); !h) return h;
+      if (auto h = insert_history(*conn_, t_, complete_run(*req.history, held_req_, token, Strategy::lease, ours), keep_); !h) return h;
     if (!ours) return fail(ErrorKind::lost, "lease on '" + key_ + "' was no longer ours at release");
     return {};
   }

@@ -137,8 +137,9 @@ Result<void> ensure_schema(PgConn& conn, const Tables& t) {
   return {};
 }
 
-RunRecord complete_run(RunRecord run, const LockRequest& req, std::int64_t token, Strategy s) {
-  return complete_run_record(std::move(run), HeldLock{req.key, req.owner, req.host, req.pid, token}, to_string(s));
+RunRecord complete_run(RunRecord run, const LockRequest& req, std::int64_t token, Strategy s, bool still_held) {
+  return complete_run_record(std::move(run), HeldLock{req.key, req.owner, req.host, req.pid, token}, to_string(s),
+                             still_held);
 }
 
 Result<void> insert_history(PgConn& conn, const Tables& t, const RunRecord& run, int keep) {

@@ -46,6 +46,8 @@ class SessionLocker final : public Locker {
     if (token_) drop_server_lock();
   }
 
+  int session_fd() const override { return token_ ? holder_->socket() : -1; }
+
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
     if (!holder_->is_open()) return fail(ErrorKind::connection, "the lock session to " + holder_->where() + " is closed");
     if (token_) return fail(ErrorKind::internal, "this locker already holds a lock");
@@ -116,7 +118,7 @@ class SessionLocker final : public Locker {
     else if (r->rows() == 0)
       result = fail(ErrorKind::lost, "lock on '" + key_ + "' was taken over before release");
     if (r && req.history)
-      if (auto h = insert_history(*book_, t_, complete_run(*req.history, held_req_, token, strategy_), keep_); !h && result) result = h;
+      if (auto h = insert_history(*book_, t_, complete_run(*req.history, held_req_, token, strategy_, r->rows() != 0), keep_); !h && result) result = h;
     drop_server_lock();
     token_.reset();
     return result;

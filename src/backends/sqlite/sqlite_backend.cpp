@@ -234,7 +234,7 @@ class SqliteLocker final : public Locker {
     if (auto done = stmt->run("releasing " + held.key); !done) return done;
 
     // The run happened even when the lock was lost meanwhile: its history row is still written.
-    if (auto ok = record_history(held, req); !ok) return ok;
+    if (auto ok = record_history(held, req, released); !ok) return ok;
     if (auto ok = tx->commit("committing the release of " + held.key); !ok) return ok;
     held_.reset();
     if (!released)
@@ -246,15 +246,15 @@ class SqliteLocker final : public Locker {
  private:
   struct Held;
 
-  Result<void> record_history(const Held& held, const ReleaseRequest& req) {
+  Result<void> record_history(const Held& held, const ReleaseRequest& req, bool still_held) {
     if (!req.history) return {};
-    RunRecord run = complete_run_record(*req.history, held, "lease");
+    RunRecord run = complete_run_record(*req.history, held, "lease", still_held);
     return record_run(conn_, tables_, history_keep_, run, held.acquired_at);
   }
 
   // renew() saw the lock gone: the row belongs to someone else now, so only the history is written.
   Result<void> record_lost_run(Transaction& tx, const Held& held, const ReleaseRequest& req) {
-    if (auto ok = record_history(held, req); !ok) return ok;
+    if (auto ok = record_history(held, req, false); !ok) return ok;
     if (auto ok = tx.commit("recording the lost run of " + held.key); !ok) return ok;
     held_.reset();
     lost_ = false;

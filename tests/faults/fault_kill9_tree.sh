@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# kill -9 of dblock takes the whole job with it: a shell command with a grandchild, a
+# background job, a pipeline, a process that left the group with setsid and a double-forked
+# one are all dead within 1 s; a competitor waiting with -w starts only after every one of
+# them is dead (session strategies: the server keeps the lock until then; lease: at expiry).
+source "$(dirname "$0")/lib.sh"
+
+s=$DBLOCK_STRATEGY
+k=$(key tree)
+log=$E2E_TMP/log
+pids=$E2E_TMP/job.pids
+job_script='
+  pids=$1; shift
+  echo $$ >>"$pids"
+  sleep 60 & echo $! >>"$pids"
+  (sleep 60 | cat) & echo $! >>"$pids"
+  setsid sleep 60 & echo $! >>"$pids"
+  (sh -c "sleep 60 & echo \$! >>\"$pids\"" &)
+  exec "$@"'
+dblock run "$k" --ttl 6s --kill-after 0.5s -- bash -c "$job_script" job "$pids" "$ORACLE_JOB" "$log" 60 "$pids" &
+holder=$!
+remember_pid $holder
+if ! wait_for 10 bash -c "[ \$(cat '$pids' 2>/dev/null | wc -l) -ge 6 ]" || ! wait_for 10 is_held "$k"; then
+  fail "$s: the job did not start"
+  finish
+fi
+token=$(awk '$1 == "start" {print $2}' "$log")
+pgid=$(head -n 1 "$pids")
+{ tr ' ' '\n' <"$pids"; group_members "$pgid"; } | grep . | sort -u >"$E2E_TMP/all.pids"
+echo "      $s: job processes: $(tr '\n' ' ' <"$E2E_TMP/all.pids")"
+
+# The competitor's command first notes any job process still alive, then logs its run.
+competitor_cmd='
+  for p in $(cat "$1"); do
+    st=$(cut -d" " -f3 "/proc/$p/stat" 2>/dev/null) && [ "$st" != Z ] && echo "$p" >>"$2"
+  done
+  shift 2; exec "$@"'
+dblock run "$k" -w 30 -- bash -c "$competitor_cmd" comp "$E2E_TMP/all.pids" "$E2E_TMP/alive_at_start" \
+  "$ORACLE_JOB" "$log" 0.2 &
+competitor=$!
+remember_pid $competitor
+sleep 0.5
+
+killed=$(now_ms)
+kill -KILL $holder
+# shellcheck disable=SC2046
+wait_for 5 bash -c "! { $(declare -f pids_alive); pids_alive $(tr '\n' ' ' <"$E2E_TMP/all.pids"); }"
+dead_ms=$(($(now_ms) - killed))
+oracle_end "$log" "$token"
+echo "      $s: every job process dead $dead_ms ms after kill -9 of dblock"
+check "$s: no job process outlives kill -9 of dblock" bash -c "! { $(declare -f pids_alive); pids_alive $(tr '\n' ' ' <"$E2E_TMP/all.pids"); }"
+assert_between "$s: the job died within 1 s" 0 1000 "$dead_ms"
+
+rc=none
+wait $competitor && rc=0 || rc=$?
+assert_eq "$s: the competitor ran" 0 "$rc"
+check "$s: no job process was alive when the competitor started" test ! -s "$E2E_TMP/alive_at_start"
+started=$(awk '$1 == "start" && $2 != "'"$token"'" {print int($3 / 1000000)}' "$log")
+echo "      $s: the competitor started $((started - killed)) ms after kill -9"
+oracle_check "$s: one job at a time" "$log" 2
+finish
