@@ -1,6 +1,6 @@
 #pragma once
 // Local deadlines use CLOCK_BOOTTIME: monotonic, and it keeps counting while the host is
-// suspended, so a lease deadline measured here can only come early, never late (SPEC 5).
+// suspended, so a lease deadline measured here can only come early, never late.
 
 #include <time.h>
 
