@@ -451,7 +451,8 @@ TEST_CASE("sqlite: a table of the previous version gains the boot columns, and i
     RawDb raw(path);
     raw.exec("CREATE TABLE dblock_locks (name TEXT NOT NULL PRIMARY KEY, owner TEXT, host TEXT, pid INTEGER,"
              " token INTEGER NOT NULL DEFAULT 0, strategy TEXT, session_id TEXT, acquired_at TEXT, renewed_at TEXT,"
-             " expires_at TEXT, released_at TEXT, last_started_at TEXT, last_finished_at TEXT, last_exit_code INTEGER)");
+             " expires_at TEXT, released_at TEXT, last_started_at TEXT, last_finished_at TEXT,"
+             " last_exit_code INTEGER)");
     raw.exec("INSERT INTO dblock_locks (name, owner, token, strategy, acquired_at, expires_at, last_started_at) VALUES"
              " ('held', 'old', 3, 'lease', strftime('%Y-%m-%d %H:%M:%f', 'now'),"
              " strftime('%Y-%m-%d %H:%M:%f', 'now', '+1 hour'), strftime('%Y-%m-%d %H:%M:%f', 'now')),"

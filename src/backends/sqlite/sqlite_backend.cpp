@@ -201,8 +201,9 @@ class SqliteLocker final : public Locker {
     }
 
     // Cold path: say who holds it, or when --min-interval will have elapsed.
-    auto read = conn_.prepare(status_select(tables_.locks, "CASE WHEN ?2 > 0 AND last_started_at IS NOT NULL THEN ?2 - " +
-                                                               started_ago_sql("") + " END") +
+    const std::string due_in_sql =
+        "CASE WHEN ?2 > 0 AND last_started_at IS NOT NULL THEN ?2 - " + started_ago_sql("") + " END";
+    auto read = conn_.prepare(status_select(tables_.locks, due_in_sql) +
                               " WHERE name = ?1");
     if (!read) return std::unexpected(read.error());
     read->bind(1, std::string_view(req.key));
@@ -259,7 +260,8 @@ class SqliteLocker final : public Locker {
         "UPDATE " + tables_.locks + " SET released_at = " + now + ", expires_at = CASE WHEN " +
         epoch_ms_sql("acquired_at") + " + ?4 > " + now_ms_sql() +
         " THEN strftime('%Y-%m-%d %H:%M:%f', julianday(acquired_at) + ?4 / 86400000.0) ELSE " + now +
-        " END, boot_expires_ms = MAX(dblock_boot_ms(), boot_started_ms + ?4), last_finished_at = CASE WHEN ?5 THEN " + now + " ELSE last_finished_at END," +
+        " END, boot_expires_ms = MAX(dblock_boot_ms(), boot_started_ms + ?4), last_finished_at = CASE WHEN ?5 THEN " +
+        now + " ELSE last_finished_at END," +
         " last_exit_code = CASE WHEN ?5 THEN ?6 ELSE last_exit_code END" +
         " WHERE name = ?1 AND owner = ?2 AND token = ?3 RETURNING 1");
     if (!stmt) return std::unexpected(stmt.error());
@@ -447,7 +449,8 @@ class SqliteBackend final : public Backend {
     const std::string now = now_sql();
     // --force also cuts short a --min-hold that a finished holder left behind.
     auto stmt = conn_.prepare("UPDATE " + tables_.locks + " SET released_at = " + now + ", expires_at = " + now +
-                              ", boot_expires_ms = dblock_boot_ms() WHERE name = ?1 AND (?4 AND (released_at IS NULL OR " +
+                              ", boot_expires_ms = dblock_boot_ms()"
+                              " WHERE name = ?1 AND (?4 AND (released_at IS NULL OR " +
                               lease_live_sql("") + ") OR NOT ?4 AND released_at IS NULL AND (?2 IS NULL OR owner = ?2)"
                               " AND (?3 IS NULL OR token = ?3)) RETURNING 1");
     if (!stmt) return std::unexpected(stmt.error());
