@@ -9,7 +9,7 @@ packages=(
   libcli11-dev doctest-dev nlohmann-json3-dev
   libsqlite3-dev default-libmysqlclient-dev libpq-dev
   # tests: throwaway servers, clients, and the tools the end-to-end scripts use
-  mariadb-server mariadb-client postgresql postgresql-client sqlite3
+  mariadb-server mariadb-client postgresql postgresql-client sqlite3 faketime
   python3 procps util-linux coreutils
   # benchmarks
   hyperfine

@@ -2,3 +2,5 @@
 # One line per scenario, so parallel work on new scenarios merges without conflicts.
 dblock_fault_test(oracle_selftest "sqlite:lease")
 dblock_fault_test(kill9_tree "${ALL_CELLS}")
+dblock_fault_test(sqlite_clock_step "sqlite:lease")
+dblock_fault_test(sqlite_full_fs "sqlite:lease")

@@ -318,3 +318,176 @@ TEST_CASE("sqlite: processes opening a fresh file at once all reach WAL and exac
   CHECK(raw.text("PRAGMA journal_mode") == "wal");
   CHECK(raw.text("SELECT token FROM dblock_locks WHERE name = 'process-race'") == "1");
 }
+
+namespace {
+
+// A lock row written directly, as another process (or an older dblock) would have left it.
+// Wall-clock columns are SQLite datetime modifiers relative to this process's 'now'.
+struct RowSpec {
+  std::string expires = "+1 hour";   // wall-clock expiry
+  std::string boot_id = "NULL";      // SQL literal
+  std::string boot_token = "7";      // the row's token is 7
+  std::string boot_started_ms = "NULL";
+  std::string boot_expires_ms = "NULL";
+};
+
+void write_row(RawDb& raw, const std::string& key, const RowSpec& row) {
+  raw.exec("INSERT INTO dblock_locks (name, owner, host, pid, token, strategy, acquired_at, renewed_at, expires_at,"
+           " last_started_at, boot_id, boot_token, boot_started_ms, boot_expires_ms) VALUES ('" +
+           key + "', 'other', 'h', 1, 7, 'lease', strftime('%Y-%m-%d %H:%M:%f', 'now', '-1 second'),"
+           " strftime('%Y-%m-%d %H:%M:%f', 'now', '-1 second'), strftime('%Y-%m-%d %H:%M:%f', 'now', '" +
+           row.expires + "'), strftime('%Y-%m-%d %H:%M:%f', 'now', '-1 second'), " + row.boot_id + ", " +
+           row.boot_token + ", " + row.boot_started_ms + ", " + row.boot_expires_ms + ")");
+}
+
+std::string quoted(const std::string& text) { return "'" + text + "'"; }
+
+struct LeaseDb {
+  LeaseDb() : path(dir.path + "/boot.db") {
+    auto opened = open_path(path);
+    REQUIRE(opened.has_value());
+    backend = std::move(*opened);
+    REQUIRE(backend->ensure_schema().has_value());
+  }
+  LockStatus::State state(const std::string& key) {
+    const std::string keys[] = {key};
+    auto s = backend->status(keys);
+    REQUIRE(s.has_value());
+    REQUIRE(s->size() == 1);
+    return s->front().state;
+  }
+  AcquireOutcome acquire(const std::string& key, Millis min_interval = 0ms) {
+    auto locker = backend->make_locker(Strategy::lease);
+    REQUIRE(locker.has_value());
+    LockRequest req = request(key);
+    req.min_interval = min_interval;
+    auto out = (*locker)->try_acquire(req, 0ms);
+    REQUIRE_MESSAGE(out.has_value(), (out ? std::string() : out.error().message));
+    return *out;
+  }
+  TempDir dir;
+  std::string path;
+  std::unique_ptr<Backend> backend;
+};
+
+}  // namespace
+
+TEST_CASE("sqlite: a lease row from an earlier boot is expired, whatever its wall-clock expiry says") {
+  REQUIRE(boot_id().has_value());
+  LeaseDb db;
+  {
+    RawDb raw(db.path);
+    RowSpec row;
+    row.boot_id = "'00000000-0000-0000-0000-000000000000'";
+    row.boot_started_ms = std::to_string(boottime_now().count());
+    row.boot_expires_ms = std::to_string(boottime_now().count() + 3'600'000);
+    write_row(raw, "old-boot", row);
+  }
+  CHECK(db.state("old-boot") == LockStatus::State::expired);
+  auto out = db.acquire("old-boot");
+  CHECK(out.state == AcquireOutcome::State::acquired);
+  CHECK(out.token == 8);
+  RawDb raw(db.path);
+  CHECK(raw.text("SELECT boot_id FROM dblock_locks WHERE name = 'old-boot'") == *boot_id());
+  CHECK(raw.text("SELECT boot_token FROM dblock_locks WHERE name = 'old-boot'") == "8");
+}
+
+TEST_CASE("sqlite: the boot clock decides, not the wall clock, in both directions") {
+  LeaseDb db;
+  const std::int64_t boot_now = boottime_now().count();
+  {
+    RawDb raw(db.path);
+    RowSpec ahead;  // as a competitor whose wall clock jumped an hour ahead sees a live lease
+    ahead.expires = "-1 hour";
+    ahead.boot_id = quoted(*boot_id());
+    ahead.boot_started_ms = std::to_string(boot_now - 1000);
+    ahead.boot_expires_ms = std::to_string(boot_now + 60'000);
+    write_row(raw, "wall-past", ahead);
+    RowSpec behind;  // written by a holder whose wall clock was an hour ahead, lease since over
+    behind.expires = "+1 hour";
+    behind.boot_id = quoted(*boot_id());
+    behind.boot_started_ms = std::to_string(boot_now - 10'000);
+    behind.boot_expires_ms = std::to_string(boot_now - 1);
+    write_row(raw, "wall-future", behind);
+  }
+  CHECK(db.state("wall-past") == LockStatus::State::held);
+  auto busy = db.acquire("wall-past");
+  CHECK(busy.state == AcquireOutcome::State::busy);
+  REQUIRE(busy.holder.has_value());
+  CHECK(busy.holder->owner == "other");
+  auto force = db.backend->release("wall-past", HolderSelector{std::nullopt, std::nullopt, true});
+  REQUIRE(force.has_value());
+  CHECK(db.state("wall-past") == LockStatus::State::free);
+
+  CHECK(db.state("wall-future") == LockStatus::State::expired);
+  CHECK(db.acquire("wall-future").state == AcquireOutcome::State::acquired);
+}
+
+TEST_CASE("sqlite: --min-interval counts on the boot clock within a boot") {
+  LeaseDb db;
+  const std::int64_t boot_now = boottime_now().count();
+  {
+    RawDb raw(db.path);
+    RowSpec row;  // started 1 s ago by the boot clock; the wall clock says a day ago
+    row.expires = "-1 day";
+    row.boot_id = quoted(*boot_id());
+    row.boot_started_ms = std::to_string(boot_now - 1000);
+    row.boot_expires_ms = std::to_string(boot_now - 500);
+    write_row(raw, "interval", row);
+    raw.exec("UPDATE dblock_locks SET last_started_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '-1 day'),"
+             " released_at = strftime('%Y-%m-%d %H:%M:%f', 'now') WHERE name = 'interval'");
+  }
+  auto out = db.acquire("interval", Millis(3'600'000));
+  CHECK(out.state == AcquireOutcome::State::not_due);
+  REQUIRE(out.due_in.has_value());
+  CHECK(*out.due_in > Millis(3'500'000));
+  CHECK(*out.due_in <= Millis(3'600'000));
+}
+
+TEST_CASE("sqlite: a table of the previous version gains the boot columns, and its rows keep the wall-clock rule") {
+  TempDir dir;
+  const std::string path = dir.path + "/old.db";
+  {
+    RawDb raw(path);
+    raw.exec("CREATE TABLE dblock_locks (name TEXT NOT NULL PRIMARY KEY, owner TEXT, host TEXT, pid INTEGER,"
+             " token INTEGER NOT NULL DEFAULT 0, strategy TEXT, session_id TEXT, acquired_at TEXT, renewed_at TEXT,"
+             " expires_at TEXT, released_at TEXT, last_started_at TEXT, last_finished_at TEXT,"
+             " last_exit_code INTEGER)");
+    raw.exec("INSERT INTO dblock_locks (name, owner, token, strategy, acquired_at, expires_at, last_started_at) VALUES"
+             " ('held', 'old', 3, 'lease', strftime('%Y-%m-%d %H:%M:%f', 'now'),"
+             " strftime('%Y-%m-%d %H:%M:%f', 'now', '+1 hour'), strftime('%Y-%m-%d %H:%M:%f', 'now')),"
+             " ('lapsed', 'old', 4, 'lease', strftime('%Y-%m-%d %H:%M:%f', 'now', '-2 minutes'),"
+             " strftime('%Y-%m-%d %H:%M:%f', 'now', '-1 minute'), strftime('%Y-%m-%d %H:%M:%f', 'now', '-2 minutes'))");
+  }
+  auto opened = open_path(path);
+  REQUIRE(opened.has_value());
+  auto& backend = *opened;
+  REQUIRE(backend->ensure_schema().has_value());
+  REQUIRE(backend->ensure_schema().has_value());  // a second run finds the columns and adds nothing
+  RawDb raw(path);
+  CHECK(raw.text("SELECT count(*) FROM pragma_table_info('dblock_locks') WHERE name LIKE 'boot\\_%' ESCAPE '\\'") ==
+        "4");
+
+  const std::string keys[] = {"held", "lapsed"};
+  auto s = backend->status(keys);
+  REQUIRE(s.has_value());
+  CHECK((*s)[0].state == LockStatus::State::held);
+  CHECK((*s)[1].state == LockStatus::State::expired);
+  auto locker = backend->make_locker(Strategy::lease);
+  REQUIRE(locker.has_value());
+  auto busy = (*locker)->try_acquire(request("held"), 0ms);
+  REQUIRE(busy.has_value());
+  CHECK(busy->state == AcquireOutcome::State::busy);
+  auto taken = (*locker)->try_acquire(request("lapsed"), 0ms);
+  REQUIRE(taken.has_value());
+  CHECK(taken->state == AcquireOutcome::State::acquired);
+  CHECK(taken->token == 5);
+
+  // Boot columns left behind by an earlier token (an older dblock took the row since) are stale:
+  // the wall clock decides again.
+  raw.exec("UPDATE dblock_locks SET boot_id = " + quoted(boot_id().value_or("x")) +
+           ", boot_token = 2, boot_expires_ms = 0 WHERE name = 'held'");
+  auto still = backend->status(std::span<const std::string>(keys, 1));
+  REQUIRE(still.has_value());
+  CHECK((*still)[0].state == LockStatus::State::held);
+}

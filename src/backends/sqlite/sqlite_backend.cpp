@@ -1,7 +1,10 @@
 // The SQLite backend: one host's coordinator (local cron, containers sharing a volume, CI).
-// Only the lease strategy: SQLite has no sessions another process could see die. Every time
-// is SQLite's own clock ('now'), never the caller's, and every comparison is in integer
-// epoch milliseconds computed in SQL.
+// Only the lease strategy: SQLite has no sessions another process could see die. There is no
+// server clock: SQLite's 'now' is each process's own wall clock, which NTP, a VM resume or
+// `date -s` can step by hours. So leases and --min-interval are judged on CLOCK_BOOTTIME
+// (with the boot id, as that clock restarts at every boot), read in SQL through
+// dblock_boot_ms() / dblock_boot_id(); the wall-clock columns stay for display and history.
+// Every comparison is in integer milliseconds computed in SQL.
 
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -33,22 +36,59 @@ constexpr const char* only_lease =
 /// Database now in epoch ms, as SQL text.
 std::string now_ms_sql() { return epoch_ms_sql(now_sql()); }
 
+/// SQL: true when the boot_* columns of the row (`a` is "" or an alias with its dot) judge its
+/// lease: they belong to its current token (an older dblock that took the row left them stale)
+/// and both the row and this process know their boot.
+std::string boot_judged_sql(const std::string& a) {
+  return "(" + a + "boot_token IS " + a + "token AND " + a + "boot_id IS NOT NULL AND dblock_boot_id() IS NOT NULL)";
+}
+
+/// SQL, 1 or 0: the row's lease is live. On CLOCK_BOOTTIME when the boot columns judge it; a
+/// lease from another boot is over (its holder did not survive the reboot). A row without them
+/// (an older dblock's, or a host without a boot id) falls back to the wall clock, the only rule
+/// its writer knew, so a holder still running an older dblock keeps its lease.
+std::string lease_live_sql(const std::string& a) {
+  return "COALESCE(CASE WHEN " + boot_judged_sql(a) + " THEN " + a + "boot_id = dblock_boot_id() AND " + a +
+         "boot_expires_ms > dblock_boot_ms() ELSE " + epoch_ms_sql(a + "expires_at") + " > " + now_ms_sql() +
+         " END, 0)";
+}
+
+/// SQL: milliseconds since the row's last start, for --min-interval. CLOCK_BOOTTIME within one
+/// boot; across a reboot only the wall clock spans the gap.
+std::string started_ago_sql(const std::string& a) {
+  return "(CASE WHEN " + boot_judged_sql(a) + " AND " + a + "boot_id = dblock_boot_id() AND " + a +
+         "boot_started_ms IS NOT NULL THEN dblock_boot_ms() - " + a + "boot_started_ms ELSE " + now_ms_sql() + " - " +
+         epoch_ms_sql(a + "last_started_at") + " END)";
+}
+
+/// SQL SET list for a renewal by the holder: the boot columns now belong to this boot and token.
+/// The start keeps its boot reading only when it was taken on this boot.
+std::string renew_boot_sql(std::string_view ttl_param) {
+  return "boot_started_ms = CASE WHEN " + boot_judged_sql("") +
+         " AND boot_id = dblock_boot_id() THEN boot_started_ms END, boot_id = dblock_boot_id(),"
+         " boot_token = token, boot_expires_ms = dblock_boot_ms() + " +
+         std::string(ttl_param);
+}
+
 /// The columns read_status() expects, in its order; `extra` is appended after them.
 std::string status_select(const std::string& locks_table, std::string_view extra = {}) {
   std::string sql = "SELECT name, owner, host, pid, token, strategy, " + epoch_ms_sql("acquired_at") + ", " +
                     epoch_ms_sql("renewed_at") + ", " + epoch_ms_sql("expires_at") + ", " +
                     epoch_ms_sql("released_at") + ", " + epoch_ms_sql("last_started_at") + ", " +
-                    epoch_ms_sql("last_finished_at") + ", last_exit_code, " + now_ms_sql();
+                    epoch_ms_sql("last_finished_at") + ", last_exit_code, " + now_ms_sql() + ", " +
+                    lease_live_sql("");
   if (!extra.empty()) sql += ", " + std::string(extra);
   return sql + " FROM " + locks_table;
 }
-constexpr int status_column_count = 14;
+constexpr int status_column_count = 15;
 
-/// The state rules of src/backends/README.md for a lease row, on database time.
-LockStatus::State state_of(const LockStatus& s) {
-  if (s.expires_at_ms && *s.expires_at_ms > s.db_now_ms) return LockStatus::State::held;
+/// The state rules of src/backends/README.md for a lease row; `live` from lease_live_sql.
+/// Acquisition clears released_at, so a set one belongs to this lease: no comparison of two
+/// wall-clock readings that a step between them could put in the wrong order.
+LockStatus::State state_of(const LockStatus& s, bool live) {
+  if (live) return LockStatus::State::held;
   if (!s.acquired_at_ms) return LockStatus::State::free;
-  if (s.released_at_ms && *s.released_at_ms >= *s.acquired_at_ms) return LockStatus::State::free;
+  if (s.released_at_ms) return LockStatus::State::free;
   return LockStatus::State::expired;
 }
 
@@ -68,7 +108,7 @@ LockStatus read_status(const Statement& row) {
   s.last_finished_at_ms = row.opt_int64(11);
   if (auto code = row.opt_int64(12)) s.last_exit_code = static_cast<int>(*code);
   s.db_now_ms = row.int64(13);
-  s.state = state_of(s);
+  s.state = state_of(s, row.int64(14) != 0);
   return s;
 }
 
@@ -123,16 +163,19 @@ class SqliteLocker final : public Locker {
     auto upsert = conn_.prepare(
         "INSERT INTO " + tables_.locks +
         " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-        " released_at, last_started_at) VALUES (?1, ?2, ?3, ?4, 1, 'lease', NULL, " +
+        " released_at, last_started_at, boot_id, boot_token, boot_started_ms, boot_expires_ms) VALUES (?1, ?2, ?3,"
+        " ?4, 1, 'lease', NULL, " +
         now + ", " + now + ", " + now_plus_sql("?5") + ", NULL, " + now +
+        ", dblock_boot_id(), 1, dblock_boot_ms(), dblock_boot_ms() + ?5"
         ") ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, host = excluded.host, pid = excluded.pid,"
         " token = l.token + 1, strategy = excluded.strategy, session_id = NULL,"
         " acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at,"
-        " expires_at = excluded.expires_at, released_at = NULL, last_started_at = excluded.last_started_at"
-        " WHERE (l.expires_at IS NULL OR " +
-        epoch_ms_sql("l.expires_at") + " <= " + now_ms_sql() +
-        ") AND (?6 <= 0 OR l.last_started_at IS NULL OR " + epoch_ms_sql("l.last_started_at") + " + ?6 <= " +
-        now_ms_sql() + ") RETURNING token, " + epoch_ms_sql("acquired_at") + ", " + epoch_ms_sql("expires_at") +
+        " expires_at = excluded.expires_at, released_at = NULL, last_started_at = excluded.last_started_at,"
+        " boot_id = excluded.boot_id, boot_token = l.token + 1, boot_started_ms = excluded.boot_started_ms,"
+        " boot_expires_ms = excluded.boot_expires_ms"
+        " WHERE NOT " +
+        lease_live_sql("l.") + " AND (?6 <= 0 OR l.last_started_at IS NULL OR " + started_ago_sql("l.") +
+        " >= ?6) RETURNING token, " + epoch_ms_sql("acquired_at") + ", " + epoch_ms_sql("expires_at") +
         ", acquired_at");
     if (!upsert) return std::unexpected(upsert.error());
     upsert->bind(1, std::string_view(req.key));
@@ -158,9 +201,9 @@ class SqliteLocker final : public Locker {
     }
 
     // Cold path: say who holds it, or when --min-interval will have elapsed.
-    auto read = conn_.prepare(status_select(tables_.locks, "CASE WHEN ?2 > 0 AND last_started_at IS NOT NULL THEN " +
-                                                               epoch_ms_sql("last_started_at") + " + ?2 - " +
-                                                               now_ms_sql() + " END") +
+    const std::string due_in_sql =
+        "CASE WHEN ?2 > 0 AND last_started_at IS NOT NULL THEN ?2 - " + started_ago_sql("") + " END";
+    auto read = conn_.prepare(status_select(tables_.locks, due_in_sql) +
                               " WHERE name = ?1");
     if (!read) return std::unexpected(read.error());
     read->bind(1, std::string_view(req.key));
@@ -184,7 +227,7 @@ class SqliteLocker final : public Locker {
   Result<void> renew(Millis ttl) override {
     if (!held_ || lost_) return fail(ErrorKind::lost, "no lock is held, so there is nothing to renew");
     auto stmt = conn_.prepare("UPDATE " + tables_.locks + " SET expires_at = " + now_plus_sql("?4") +
-                              ", renewed_at = " + now_sql() +
+                              ", renewed_at = " + now_sql() + ", " + renew_boot_sql("?4") +
                               " WHERE name = ?1 AND owner = ?2 AND token = ?3 AND released_at IS NULL RETURNING 1");
     if (!stmt) return std::unexpected(stmt.error());
     stmt->bind(1, std::string_view(held_->key));
@@ -217,7 +260,8 @@ class SqliteLocker final : public Locker {
         "UPDATE " + tables_.locks + " SET released_at = " + now + ", expires_at = CASE WHEN " +
         epoch_ms_sql("acquired_at") + " + ?4 > " + now_ms_sql() +
         " THEN strftime('%Y-%m-%d %H:%M:%f', julianday(acquired_at) + ?4 / 86400000.0) ELSE " + now +
-        " END, last_finished_at = CASE WHEN ?5 THEN " + now + " ELSE last_finished_at END," +
+        " END, boot_expires_ms = MAX(dblock_boot_ms(), boot_started_ms + ?4), last_finished_at = CASE WHEN ?5 THEN " +
+        now + " ELSE last_finished_at END," +
         " last_exit_code = CASE WHEN ?5 THEN ?6 ELSE last_exit_code END" +
         " WHERE name = ?1 AND owner = ?2 AND token = ?3 RETURNING 1");
     if (!stmt) return std::unexpected(stmt.error());
@@ -382,7 +426,7 @@ class SqliteBackend final : public Backend {
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
     if (!who.owner && !who.token) return fail(ErrorKind::usage, "renew needs the holder's owner or token");
     auto stmt = conn_.prepare("UPDATE " + tables_.locks + " SET expires_at = " + now_plus_sql("?4") +
-                              ", renewed_at = " + now_sql() +
+                              ", renewed_at = " + now_sql() + ", " + renew_boot_sql("?4") +
                               " WHERE name = ?1 AND released_at IS NULL AND (?2 IS NULL OR owner = ?2)"
                               " AND (?3 IS NULL OR token = ?3) RETURNING " +
                               epoch_ms_sql("expires_at"));
@@ -405,9 +449,9 @@ class SqliteBackend final : public Backend {
     const std::string now = now_sql();
     // --force also cuts short a --min-hold that a finished holder left behind.
     auto stmt = conn_.prepare("UPDATE " + tables_.locks + " SET released_at = " + now + ", expires_at = " + now +
+                              ", boot_expires_ms = dblock_boot_ms()"
                               " WHERE name = ?1 AND (?4 AND (released_at IS NULL OR " +
-                              epoch_ms_sql("expires_at") + " > " + now_ms_sql() +
-                              ") OR NOT ?4 AND released_at IS NULL AND (?2 IS NULL OR owner = ?2)"
+                              lease_live_sql("") + ") OR NOT ?4 AND released_at IS NULL AND (?2 IS NULL OR owner = ?2)"
                               " AND (?3 IS NULL OR token = ?3)) RETURNING 1");
     if (!stmt) return std::unexpected(stmt.error());
     stmt->bind(1, std::string_view(key));

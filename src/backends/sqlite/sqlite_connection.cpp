@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "core/clock.hpp"
 
@@ -58,6 +59,15 @@ Result<void> check_writable(const std::string& path) {
     return fail(ErrorKind::connection, "cannot create the SQLite database " + path + ": the directory " + dir +
                                            " is not writable: " + std::strerror(errno));
   return {};
+}
+
+// dblock_boot_ms(): CLOCK_BOOTTIME in ms, the clock leases are judged on (a wall-clock step
+// cannot move it). dblock_boot_id(): this boot's id, or NULL when the kernel does not say.
+void sql_boot_ms(sqlite3_context* ctx, int, sqlite3_value**) { sqlite3_result_int64(ctx, boottime_now().count()); }
+void sql_boot_id(sqlite3_context* ctx, int, sqlite3_value**) {
+  const auto& id = boot_id();
+  if (id) sqlite3_result_text(ctx, id->data(), static_cast<int>(id->size()), SQLITE_STATIC);
+  else sqlite3_result_null(ctx);
 }
 
 }  // namespace
@@ -149,6 +159,13 @@ Result<Connection> Connection::open(const std::string& path, Millis busy_timeout
 
 Result<void> Connection::configure() const {
   sqlite3_extended_result_codes(db_.get(), 1);
+  // DIRECTONLY: only dblock's own statements may read the clock, never a trigger or view
+  // someone stored in the file.
+  for (auto [name, fn] : {std::pair{"dblock_boot_ms", &sql_boot_ms}, std::pair{"dblock_boot_id", &sql_boot_id}}) {
+    int rc = sqlite3_create_function_v2(db_.get(), name, 0, SQLITE_UTF8 | SQLITE_DIRECTONLY, nullptr, fn, nullptr,
+                                        nullptr, nullptr);
+    if (rc != SQLITE_OK) return std::unexpected(make_error(*this, rc, "registering the boot clock functions"));
+  }
   // The busy handler makes concurrent processes queue for the write lock instead of seeing
   // "database is locked"; io_timeout bounds how long one statement may wait.
   sqlite3_busy_timeout(db_.get(), static_cast<int>(std::min<std::int64_t>(busy_timeout_.count(), INT_MAX)));

@@ -2,6 +2,7 @@
 // A busy timeout that expires is `connection`, not `busy`: `busy` means "the lock is held by
 // someone", while a database file locked for seconds means the coordinator is unusable.
 
+#include <cerrno>
 #include <cstring>
 
 #include "backends/sqlite/sqlite_connection.hpp"
@@ -40,11 +41,20 @@ Error make_error(const Connection& conn, int rc, std::string_view doing) {
                  where + " stayed locked by another process for longer than the busy timeout (" +
                      std::to_string(conn.busy_timeout().count()) + " ms) while " + std::string(doing)};
   std::string reason = conn.get() ? sqlite3_errmsg(conn.get()) : sqlite3_errstr(rc);
+  const int os_error = conn.get() ? sqlite3_system_errno(conn.get()) : 0;
   if (primary == SQLITE_READONLY) reason = "the database is read-only (check the file's and directory's permissions)";
-  if (primary == SQLITE_CANTOPEN || primary == SQLITE_IOERR || primary == SQLITE_READONLY ||
-      primary == SQLITE_FULL || primary == SQLITE_PERM) {
-    if (int err = conn.get() ? sqlite3_system_errno(conn.get()) : 0; err != 0)
-      reason += std::string(" (") + std::strerror(err) + ")";
+  // A full disk arrives as SQLITE_FULL when the database or its WAL cannot grow, but as an
+  // SQLITE_IOERR_* (e.g. SHMSIZE, WRITE) when the -shm or -wal file cannot be created or
+  // extended; the OS error tells the two "disk I/O error"s apart.
+  const bool disk_full =
+      primary == SQLITE_FULL || (primary == SQLITE_IOERR && (os_error == ENOSPC || os_error == EDQUOT));
+  if (disk_full)
+    reason = "the file system holding the database is full (" +
+             std::string(std::strerror(os_error != 0 ? os_error : ENOSPC)) +
+             "): free space there (the database needs room for its -wal and -shm files too)";
+  else if (primary == SQLITE_CANTOPEN || primary == SQLITE_IOERR || primary == SQLITE_READONLY ||
+           primary == SQLITE_PERM) {
+    if (os_error != 0) reason += std::string(" (") + std::strerror(os_error) + ")";
   }
   return Error{error_kind(rc), where + ": " + std::string(doing) + " failed: " + reason};
 }

@@ -15,25 +15,50 @@ namespace {
 constexpr std::array<std::string_view, 14> locks_columns{
     "name", "owner", "host", "pid", "token", "strategy", "session_id", "acquired_at", "renewed_at",
     "expires_at", "released_at", "last_started_at", "last_finished_at", "last_exit_code"};
+// Added after the first release, so ensure_schema adds them to an older table. They hold the
+// lease on CLOCK_BOOTTIME, which a wall-clock step cannot move; they apply only while
+// boot_token equals token (an older dblock that takes the row leaves them stale).
+struct AddedColumn {
+  std::string_view name;
+  std::string_view type;
+};
+constexpr std::array<AddedColumn, 4> boot_columns{{
+    {"boot_id", "TEXT"},
+    {"boot_token", "INTEGER"},
+    {"boot_started_ms", "INTEGER"},
+    {"boot_expires_ms", "INTEGER"},
+}};
 constexpr std::array<std::string_view, 11> runs_columns{
     "id", "name", "token", "owner", "host", "pid", "strategy", "started_at", "finished_at", "outcome", "exit_code"};
 
-Result<void> check_table(const Connection& conn, const std::string& table, std::span<const std::string_view> wanted,
-                         bool name_is_key) {
+using TableShape = std::vector<std::pair<std::string, std::int64_t>>;  // column name, pk position
+
+Result<TableShape> read_shape(const Connection& conn, const std::string& table) {
   auto stmt = conn.prepare("SELECT name, pk FROM pragma_table_info(?1)");
   if (!stmt) return std::unexpected(stmt.error());
   stmt->bind(1, std::string_view(table));
-  std::vector<std::pair<std::string, std::int64_t>> found;
+  TableShape found;
   for (;;) {
     auto row = stmt->step("reading the shape of table " + table);
     if (!row) return std::unexpected(row.error());
-    if (!*row) break;
+    if (!*row) return found;
     found.emplace_back(stmt->text(0), stmt->int64(1));
   }
+}
+
+bool has_column(const TableShape& shape, std::string_view column) {
+  for (const auto& found : shape)
+    if (found.first == column) return true;
+  return false;
+}
+
+Result<void> check_table(const Connection& conn, const std::string& table, std::span<const std::string_view> wanted,
+                         bool name_is_key) {
+  auto shape = read_shape(conn, table);
+  if (!shape) return std::unexpected(shape.error());
+  const TableShape& found = *shape;
   for (std::string_view column : wanted) {
-    bool present = false;
-    for (const auto& [name, pk] : found) present = present || name == column;
-    if (!present)
+    if (!has_column(found, column))
       return fail(ErrorKind::config, "table " + table + " in " + conn.path() +
                                          " has an unexpected shape: column " + std::string(column) +
                                          " is missing (see `dblock schema --dialect sqlite`)");
@@ -45,6 +70,30 @@ Result<void> check_table(const Connection& conn, const std::string& table, std::
                                            " has an unexpected shape: column name is not its primary key");
   }
   return {};
+}
+
+/// Adds the boot_* columns a table made by an older dblock lacks. Under the write lock, so
+/// processes upgrading the same file at once add each column once; the write lock only when a
+/// column is missing.
+Result<void> add_boot_columns(const Connection& conn, const std::string& table) {
+  auto before = read_shape(conn, table);
+  if (!before) return std::unexpected(before.error());
+  bool complete = true;
+  for (const auto& column : boot_columns) complete = complete && has_column(*before, column.name);
+  if (complete) return {};
+  auto tx = Transaction::begin_immediate(conn, "upgrading table " + table);
+  if (!tx) return std::unexpected(tx.error());
+  auto shape = read_shape(conn, table);
+  if (!shape) return std::unexpected(shape.error());
+  for (const auto& column : boot_columns) {
+    if (has_column(*shape, column.name)) continue;
+    if (auto ok = conn.exec("ALTER TABLE " + quote_ident(table) + " ADD COLUMN " + std::string(column.name) + " " +
+                                std::string(column.type),
+                            "adding column " + std::string(column.name) + " to table " + table);
+        !ok)
+      return ok;
+  }
+  return tx->commit("upgrading table " + table);
 }
 
 std::string tables_sql(const std::string& prefix) {
@@ -65,7 +114,11 @@ std::string tables_sql(const std::string& prefix) {
          "  released_at      TEXT,\n"
          "  last_started_at  TEXT,\n"
          "  last_finished_at TEXT,\n"
-         "  last_exit_code   INTEGER\n"
+         "  last_exit_code   INTEGER,\n"
+         "  boot_id          TEXT,     -- /proc/sys/kernel/random/boot_id of the lease's host\n"
+         "  boot_token       INTEGER,  -- the token the boot_* columns belong to\n"
+         "  boot_started_ms  INTEGER,  -- CLOCK_BOOTTIME ms of the acquisition\n"
+         "  boot_expires_ms  INTEGER   -- CLOCK_BOOTTIME ms of the end of the lease\n"
          ");\n"
          "CREATE TABLE IF NOT EXISTS " +
          runs +
@@ -96,6 +149,7 @@ std::string schema_sql(const std::string& prefix) { return tables_sql(prefix) + 
 Result<void> ensure_schema(const Connection& conn, const std::string& prefix) {
   if (auto ok = conn.exec(tables_sql(prefix), "creating the tables"); !ok) return ok;
   if (auto ok = check_table(conn, prefix + "locks", locks_columns, true); !ok) return ok;
+  if (auto ok = add_boot_columns(conn, prefix + "locks"); !ok) return ok;
   if (auto ok = check_table(conn, prefix + "runs", runs_columns, false); !ok) return ok;
   // The index only after the shape check, so a foreign table gives the config error instead.
   return conn.exec(index_sql(prefix), "creating the history index");
