@@ -52,7 +52,7 @@ class Supervisor {
   }
 
  private:
-  void terminate(Child& child, StopReason why, Millis now, bool at_once = false);
+  void terminate(Child& child, StopReason why, Millis now);
   Millis term_deadline(const Heartbeat::State& st) const {
     return st.deadline - o_.kill_after - HeartbeatTiming::safety_margin();
   }
@@ -76,11 +76,11 @@ class Supervisor {
   bool session_closed_ = false;
 };
 
-void Supervisor::terminate(Child& child, StopReason why, Millis now, bool at_once) {
+void Supervisor::terminate(Child& child, StopReason why, Millis now) {
   stop_ = why;
   term_sent_at_ = now;
   child.signal_group(SIGTERM);
-  if (o_.kill_after <= 0ms || at_once) {
+  if (o_.kill_after <= 0ms) {
     child.signal_group(SIGKILL);
     kill_sent_ = true;
   }
@@ -103,10 +103,7 @@ Finished Supervisor::run(Child& child) {
                                         (st.last_error.empty() ? std::string() : " (" + st.last_error + ")");
       if (o_.terminate_on_lost) {
         log::error(why + "; terminating the command");
-        // The lock is certainly gone when the session closed or the lease's own deadline has
-        // passed (a process paused past it): another holder may be running, so no grace.
-        const bool gone = session_closed_ || (deadline_rule() && now >= st.deadline);
-        terminate(child, StopReason::lost, now, gone);
+        terminate(child, StopReason::lost, now);
       } else {
         log::warn(why + "; --on-lost ignore: letting the command finish");
         lost_ignored_ = true;
