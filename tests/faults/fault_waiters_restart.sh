@@ -8,6 +8,7 @@ source "$(dirname "$0")/lib.sh"
 server_control_required
 
 log=$E2E_TMP/log
+: >"$log"
 k=$(key restart)
 waiters=4
 
@@ -38,6 +39,7 @@ first=$(awk '$1 == "start" { print int($3 / 1000000) }' "$log" | sort -n | head 
 [ -n "$first" ] && echo "first run started $((first - $(figure up))) ms after the server was back"
 
 log2=$E2E_TMP/log2
+: >"$log2"
 k2=$(key connected)
 assert_status "a first run of the second key" 0 dblock run --min-interval 10s "$k2" -- "$ORACLE_JOB" "$log2" 0.1
 dblock -v run -w 60 --min-interval 10s --ttl 6s --kill-after 1s "$k2" -- "$ORACLE_JOB" "$log2" 0.1 \

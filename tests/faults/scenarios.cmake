@@ -2,3 +2,4 @@
 # One line per scenario, so parallel work on new scenarios merges without conflicts.
 dblock_fault_test(oracle_selftest "sqlite:lease")
 dblock_fault_test(waiters_restart "${SERVER_CELLS}" SERIAL)
+dblock_fault_test(waiters_max_connections "${SERVER_CELLS}" SERIAL)

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# -w rides out connection exhaustion: four waiters start while their account may open no
+# connection at all (MariaDB: its per-account max_user_connections slot is taken, errno 1226;
+# PostgreSQL: CONNECTION LIMIT 0 on its role, SQLSTATE 53300). The limit is lifted 4 s later;
+# every waiter then runs its command exactly once, never two at a time.
+# The test's own account, not dblock's usual superuser: superusers are exempt from both limits.
+source "$(dirname "$0")/lib.sh"
+server_control_required
+
+log=$E2E_TMP/log
+: >"$log"
+k=$(key maxconn)
+waiters=4
+account=dblock_fault_$$
+password=fault-pw-$$
+port=${DBLOCK_DSN##*:}
+port=${port%%/*}
+state_dir=$(cat "$SERVERS_STATE")
+
+if [ "$DBLOCK_TEST_BACKEND" = mysql ]; then
+  admin() { mariadb --socket="$state_dir/mysql/mysqld.sock" -uroot -e "$1"; }
+  admin "CREATE USER '$account'@'127.0.0.1' IDENTIFIED BY '$password' WITH MAX_USER_CONNECTIONS 1;
+         GRANT ALL PRIVILEGES ON dblock_test.* TO '$account'@'127.0.0.1';" || { fail "create the account"; finish; }
+  restore() {
+    admin "DROP USER IF EXISTS '$account'@'127.0.0.1'" >/dev/null 2>&1
+  }
+  # The account's only connection slot, held by a session that sleeps until it is killed.
+  mariadb -h127.0.0.1 -P"$port" -u"$account" -p"$password" dblock_test -e "SELECT SLEEP(120)" >/dev/null 2>&1 &
+  occupant=$!
+  remember_pid "$occupant"
+  check "the account's only slot is taken" wait_for 10 bash -c \
+    "mariadb --socket='$state_dir/mysql/mysqld.sock' -uroot -N -e \"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = '$account'\" | grep -qx 1"
+  lift() {
+    admin "ALTER USER '$account'@'127.0.0.1' WITH MAX_USER_CONNECTIONS 0;
+           FLUSH USER_RESOURCES;"
+    kill "$occupant" 2>/dev/null
+  }
+  DBLOCK_DSN="mysql://$account:$password@127.0.0.1:$port/dblock_test"
+else
+  admin_dsn=$DBLOCK_DSN
+  admin() { psql "$admin_dsn" -v ON_ERROR_STOP=1 -q -c "$1"; }
+  admin "CREATE ROLE $account LOGIN PASSWORD '$password' CONNECTION LIMIT 0;
+         GRANT ALL ON DATABASE dblock_test TO $account; GRANT ALL ON SCHEMA public TO $account;" ||
+    { fail "create the role"; finish; }
+  restore() {
+    admin "DROP OWNED BY $account; DROP ROLE IF EXISTS $account" >/dev/null 2>&1
+  }
+  lift() { admin "ALTER ROLE $account CONNECTION LIMIT -1"; }
+  DBLOCK_DSN="postgres://$account:$password@127.0.0.1:$port/dblock_test"
+fi
+trap 'e2e_cleanup; restore' EXIT
+
+refused=0
+dblock status "$k" >"$E2E_TMP/probe.out" 2>&1 || refused=$?
+assert_eq "while the limit holds, a connection is refused (exit 69, not 78)" 69 "$refused"
+sed 's/^/    /' "$E2E_TMP/probe.out"
+
+mark limited
+pids=()
+for i in $(seq "$waiters"); do
+  dblock -v run -w 60 --ttl 6s --kill-after 1s "$k" -- "$ORACLE_JOB" "$log" 0.3 >"$E2E_TMP/w$i.out" 2>&1 &
+  pids+=($!)
+  remember_pid "$!"
+done
+sleep 4
+lift
+mark lifted
+for i in $(seq "$waiters"); do
+  status=0
+  wait "${pids[$((i - 1))]}" || status=$?
+  assert_eq "waiter $i exits 0 once the limit is lifted" 0 "$status"
+  [ "$status" = 0 ] || sed 's/^/    /' "$E2E_TMP/w$i.out"
+done
+oracle_check "every waiter ran once, one at a time" "$log" "$waiters"
+first=$(awk '$1 == "start" { print int($3 / 1000000) }' "$log" | sort -n | head -n 1)
+[ -n "$first" ] && echo "first run started $((first - $(figure lifted))) ms after the limit was lifted"
+finish
