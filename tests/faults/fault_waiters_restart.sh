@@ -47,7 +47,7 @@ dblock -v run -w 60 --min-interval 10s --ttl 6s --kill-after 1s "$k2" -- "$ORACL
 waiter=$!
 remember_pid "$waiter"
 check "the waiter is connected and waiting for --min-interval" \
-  wait_for 10 grep -q 'sleeping until due' "$E2E_TMP/connected.out"
+  wait_for 10 grep -qs 'sleeping until due' "$E2E_TMP/connected.out"
 server_ctl restart 3
 status=0
 wait "$waiter" || status=$?

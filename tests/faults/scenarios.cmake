@@ -3,3 +3,4 @@
 dblock_fault_test(oracle_selftest "sqlite:lease")
 dblock_fault_test(waiters_restart "${SERVER_CELLS}" SERIAL)
 dblock_fault_test(waiters_max_connections "${SERVER_CELLS}" SERIAL)
+dblock_fault_test(server_restart "${SERVER_CELLS}" SERIAL)
