@@ -55,6 +55,12 @@ dblock status "$k" >"$E2E_TMP/probe.out" 2>&1 || refused=$?
 assert_eq "while the limit holds, a connection is refused (exit 69, not 78)" 69 "$refused"
 sed 's/^/    /' "$E2E_TMP/probe.out"
 
+# A configuration error is not retried, however long the wait.
+wrong=${DBLOCK_DSN/:$password@/:wrong-$password@}
+started=$(now_ms)
+assert_status "a wrong password within -w 30 exits 78" 78 dblock -d "$wrong" run -w 30 "$k" -- true
+assert_between "...at once (ms)" 0 5000 $(($(now_ms) - started))
+
 mark limited
 pids=()
 for i in $(seq "$waiters"); do
