@@ -62,22 +62,11 @@ assert_status "a wrong password within -w 30 exits 78" 78 dblock -d "$wrong" run
 assert_between "...at once (ms)" 0 5000 $(($(now_ms) - started))
 
 mark limited
-pids=()
-for i in $(seq "$waiters"); do
-  dblock -v run -w 60 --ttl 6s --kill-after 1s "$k" -- "$ORACLE_JOB" "$log" 0.3 >"$E2E_TMP/w$i.out" 2>&1 &
-  pids+=($!)
-  remember_pid "$!"
-done
+start_waiters "$waiters" "$k" "$log"
 sleep 4
 lift
 mark lifted
-for i in $(seq "$waiters"); do
-  status=0
-  wait "${pids[$((i - 1))]}" || status=$?
-  assert_eq "waiter $i exits 0 once the limit is lifted" 0 "$status"
-  [ "$status" = 0 ] || sed 's/^/    /' "$E2E_TMP/w$i.out"
-done
+expect_waiters_ran "once the limit is lifted"
 oracle_check "every waiter ran once, one at a time" "$log" "$waiters"
-first=$(awk '$1 == "start" { print int($3 / 1000000) }' "$log" | sort -n | head -n 1)
-[ -n "$first" ] && echo "first run started $((first - $(figure lifted))) ms after the limit was lifted"
+echo "first run started $(first_start_after "$log" lifted) after the limit was lifted"
 finish

@@ -78,3 +78,34 @@ mark() { now_ms >"$E2E_TMP/mark.$1"; }
 figure() { cat "$E2E_TMP/mark.$1"; }
 # oracle_time LOG TOKEN start|end: that event's time in ms, or nothing.
 oracle_time() { awk -v t="$2" -v k="$3" '$1 == k && $2 == t { print int($3 / 1000000); exit }' "$1"; }
+
+# start_waiters N KEY LOG: N background `dblock -v run -w 60` on KEY, each running the oracle
+# job for 0.3 s; their pids in ${waiter_pids[@]}, their output in $E2E_TMP/wI.out. A short
+# lease, so a takeover whose reply was lost in the fault frees the row soon.
+start_waiters() {
+  local i
+  waiter_pids=()
+  for i in $(seq "$1"); do
+    dblock -v run -w 60 --ttl 6s --kill-after 1s "$2" -- "$ORACLE_JOB" "$3" 0.3 >"$E2E_TMP/w$i.out" 2>&1 &
+    waiter_pids+=($!)
+    remember_pid "$!"
+  done
+}
+
+# expect_waiters_ran WHY: every waiter of start_waiters exits 0 (its output shown otherwise).
+expect_waiters_ran() {
+  local i status
+  for i in "${!waiter_pids[@]}"; do
+    status=0
+    wait "${waiter_pids[$i]}" || status=$?
+    assert_eq "waiter $((i + 1)) exits 0 $1" 0 "$status"
+    [ "$status" = 0 ] || sed 's/^/    /' "$E2E_TMP/w$((i + 1)).out"
+  done
+}
+
+# first_start_after LOG MARK: ms from the figure MARK to the log's first start.
+first_start_after() {
+  local first
+  first=$(awk '$1 == "start" { print int($3 / 1000000) }' "$1" | sort -n | head -n 1)
+  if [ -n "$first" ]; then echo "$((first - $(figure "$2"))) ms"; else echo never; fi
+}
