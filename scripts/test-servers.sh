@@ -3,6 +3,12 @@
 # with their data in a temp dir, and prints their DSNs as shell assignments:
 #   eval "$(scripts/test-servers.sh start)"   # sets DBLOCK_TEST_MYSQL_DSN, DBLOCK_TEST_POSTGRES_DSN
 #   scripts/test-servers.sh stop
+# For fault tests, one of the running servers can be taken down and brought back on the same
+# port and data dir (start-server and restart return once it accepts connections again):
+#   scripts/test-servers.sh stop-server mysql|postgres
+#   scripts/test-servers.sh start-server mysql|postgres
+#   scripts/test-servers.sh restart mysql|postgres SECONDS_DOWN
+# Every verb finds the servers through the state file (DBLOCK_TEST_SERVERS_STATE).
 # Must run as root (the servers run as the mysql and postgres users). The test user is a
 # superuser of these throwaway servers, so tests can change server settings and kill sessions.
 set -euo pipefail
@@ -26,6 +32,39 @@ wait_until() {  # wait_until SECONDS COMMAND...: polls until COMMAND succeeds
   done
 }
 
+# launch_mariadb DIR PORT: runs mariadbd on an initialised data dir; returns once it answers.
+launch_mariadb() {
+  local dir=$1 port=$2
+  # setsid: the server must not share the caller's process group (a test's cleanup kills that).
+  setsid mariadbd --user=mysql --datadir="$dir/data" --socket="$dir/mysqld.sock" --port="$port" \
+    --bind-address=127.0.0.1 --pid-file="$dir/mysqld.pid" --log-error="$dir/error.log" \
+    --skip-name-resolve --innodb-buffer-pool-size=64M --max-connections=500 >/dev/null 2>&1 </dev/null &
+  if ! wait_until 60 mariadb-admin --socket="$dir/mysqld.sock" -uroot ping; then
+    echo "MariaDB did not start; its log:" >&2
+    tail -n 30 "$dir/error.log" >&2
+    return 1
+  fi
+}
+
+# stop_mariadb DIR: shuts the server down (connections are dropped) and waits until it is gone.
+stop_mariadb() {
+  local dir=$1 pid
+  [ -f "$dir/mysqld.pid" ] || return 0
+  pid=$(cat "$dir/mysqld.pid")
+  kill "$pid" 2>/dev/null || true
+  wait_until 30 bash -c "! kill -0 $pid 2>/dev/null"
+}
+
+# launch_postgres DIR PORT: starts the server on an initialised data dir; returns once it answers.
+launch_postgres() {
+  local dir=$1 port=$2
+  # pg_stat_statements lets the benchmarks count statements per run. pg_ctl puts the
+  # server in a session of its own.
+  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300 -c shared_preload_libraries=pg_stat_statements" \
+    start >/dev/null </dev/null || { tail -n 30 "$dir/server.log" >&2; return 1; }
+}
+
 start_mariadb() {
   local dir=$1/mysql port
   port=$(free_port)
@@ -33,14 +72,8 @@ start_mariadb() {
   chown mysql:mysql "$dir"
   mariadb-install-db --user=mysql --datadir="$dir/data" --auth-root-authentication-method=socket \
     --skip-test-db >"$dir/install.log" 2>&1 || { cat "$dir/install.log" >&2; return 1; }
-  mariadbd --user=mysql --datadir="$dir/data" --socket="$dir/mysqld.sock" --port="$port" \
-    --bind-address=127.0.0.1 --pid-file="$dir/mysqld.pid" --log-error="$dir/error.log" \
-    --skip-name-resolve --innodb-buffer-pool-size=64M --max-connections=500 >/dev/null 2>&1 &
-  if ! wait_until 60 mariadb-admin --socket="$dir/mysqld.sock" -uroot ping; then
-    echo "MariaDB did not start; its log:" >&2
-    tail -n 30 "$dir/error.log" >&2
-    return 1
-  fi
+  echo "$port" >"$dir/port"
+  launch_mariadb "$dir" "$port" || return 1
   mariadb --socket="$dir/mysqld.sock" -uroot <<SQL
 CREATE DATABASE dblock_test;
 CREATE USER 'dblock'@'127.0.0.1' IDENTIFIED BY '$password';
@@ -56,10 +89,8 @@ start_postgres() {
   chown postgres:postgres "$dir"
   runuser -u postgres -- "$pg_bin/initdb" -D "$dir/data" -U postgres --auth-local=trust --auth-host=scram-sha-256 >"$dir/initdb.log" 2>&1 ||
     { cat "$dir/initdb.log" >&2; return 1; }
-  # pg_stat_statements lets the benchmarks count statements per run.
-  runuser -u postgres -- "$pg_bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300 -c shared_preload_libraries=pg_stat_statements" \
-    start >/dev/null || { tail -n 30 "$dir/server.log" >&2; return 1; }
+  echo "$port" >"$dir/port"
+  launch_postgres "$dir" "$port" || return 1
   runuser -u postgres -- "$pg_bin/psql" -h "$dir" -p "$port" -U postgres -v ON_ERROR_STOP=1 -q <<SQL
 CREATE ROLE dblock LOGIN SUPERUSER PASSWORD '$password';
 CREATE DATABASE dblock_test OWNER dblock;
@@ -81,6 +112,43 @@ stop_all() {
   rm -rf "$dir" "$state_file"
 }
 
+# server_dir mysql|postgres: the running server's dir under the state file's temp dir.
+server_dir() {
+  [ -f "$state_file" ] || { echo "test-servers.sh: no servers (no state file $state_file)" >&2; return 1; }
+  local dir
+  dir=$(cat "$state_file")
+  case "$1" in
+    mysql | mariadb) dir=$dir/mysql ;;
+    postgres | postgresql) dir=$dir/pg ;;
+    *) echo "test-servers.sh: unknown server '$1' (mysql or postgres)" >&2; return 64 ;;
+  esac
+  [ -f "$dir/port" ] || { echo "test-servers.sh: no $1 server in $(dirname "$dir")" >&2; return 1; }
+  echo "$dir"
+}
+
+stop_server() {
+  local dir
+  dir=$(server_dir "$1") || return
+  case "$1" in
+    mysql | mariadb) stop_mariadb "$dir" ;;
+    *) runuser -u postgres -- "$pg_bin/pg_ctl" -D "$dir/data" -m fast -w -t 30 stop >/dev/null ;;
+  esac
+}
+
+# Starting a server that already runs does nothing, so a test's cleanup may always call it.
+start_server() {
+  local dir
+  dir=$(server_dir "$1") || return
+  case "$1" in
+    mysql | mariadb)
+      mariadb-admin --socket="$dir/mysqld.sock" -uroot ping >/dev/null 2>&1 || launch_mariadb "$dir" "$(cat "$dir/port")"
+      ;;
+    *)
+      runuser -u postgres -- "$pg_bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1 || launch_postgres "$dir" "$(cat "$dir/port")"
+      ;;
+  esac
+}
+
 case "${1:-}" in
   start)
     [ "$(id -u)" -eq 0 ] || { echo "test-servers.sh: run as root" >&2; exit 1; }
@@ -98,8 +166,18 @@ case "${1:-}" in
   env)
     [ -f "$state_file" ] && sed 's/^/export /' "$(cat "$state_file")/env"
     ;;
+  stop-server | start-server)
+    [ $# -eq 2 ] || { echo "usage: $0 $1 mysql|postgres" >&2; exit 64; }
+    "${1/-/_}" "$2"
+    ;;
+  restart)
+    [ $# -eq 3 ] && [[ $3 =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "usage: $0 restart mysql|postgres SECONDS_DOWN" >&2; exit 64; }
+    stop_server "$2"
+    sleep "$3"
+    start_server "$2"
+    ;;
   *)
-    echo "usage: $0 start|stop|env" >&2
+    echo "usage: $0 start|stop|env|stop-server SERVER|start-server SERVER|restart SERVER SECONDS_DOWN" >&2
     exit 64
     ;;
 esac

@@ -43,9 +43,11 @@ CommandAction define_acquire(CLI::App& sub) {
     request.pid = getpid();
     request.ttl = duration_option("--ttl", args->ttl);
     if (request.ttl < Millis(1000)) throw FatalError{{ErrorKind::usage, "--ttl must be at least 1s"}};
-    auto backend = context.open(request.ttl);
-    auto locker = value_or_throw(backend->make_locker(Strategy::lease));
-    WaitResult result = value_or_throw(acquire_with_wait(*locker, request, resolve_wait(*wait, args->wait)));
+    SignalWatch signals;
+    Waited waited =
+        value_or_throw(acquire_with_wait(context.locker_opener(Strategy::lease, request.ttl), request,
+                                         resolve_wait(*wait, args->wait), signals));
+    const WaitResult& result = waited.result;
     if (result.signal) return exit_signal_base + result.signal;
     if (result.outcome.state != AcquireOutcome::State::acquired) return args->conflict_exit_code;
     log::verbose("acquired " + request.key + " as " + request.owner + " with token " +

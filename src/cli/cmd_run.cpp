@@ -85,8 +85,7 @@ CommandAction define_run(CLI::App& sub) {
     options.record_history = !args->no_history;
     value_or_throw(validate_run_timing(options.request.ttl, options.kill_after));
 
-    auto backend = context.open(options.request.ttl);
-    return run_job(*backend, options);
+    return run_job(context.locker_opener(options.strategy, options.request.ttl), options);
   };
 }
 

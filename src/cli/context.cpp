@@ -82,6 +82,23 @@ std::unique_ptr<Backend> Context::open(std::optional<Millis> ttl, bool ensure_sc
   return backend;
 }
 
+OpenLocker Context::locker_opener(Strategy strategy, std::optional<Millis> ttl) {
+  const Dsn& d = dsn();
+  BackendOptions b = backend_options(ttl);
+  log::verbose("database " + d.redacted);
+  return [this, &d, b, strategy]() -> Result<std::unique_ptr<Locker>> {
+    // Called again after a connection error: nothing of the old connection is reused.
+    locking_backend_.reset();
+    auto backend = open_backend(d, b);
+    if (!backend) return std::unexpected(backend.error());
+    if (auto schema = (*backend)->ensure_schema(); !schema) return std::unexpected(schema.error());
+    auto locker = (*backend)->make_locker(strategy);
+    if (!locker) return std::unexpected(locker.error());
+    locking_backend_ = std::move(*backend);
+    return locker;
+  };
+}
+
 Millis duration_option(const std::string& option, const std::string& text) {
   auto d = parse_duration(text);
   if (!d) throw FatalError{{ErrorKind::usage, option + ": " + d.error().message}};

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "core/acquire_loop.hpp"
 #include "core/dsn.hpp"
 #include "core/lock_types.hpp"
 
@@ -40,9 +41,14 @@ class Context {
   BackendOptions backend_options(std::optional<Millis> ttl = std::nullopt) const;
   /// Opens the database and makes sure the tables exist. Throws FatalError on failure.
   std::unique_ptr<Backend> open(std::optional<Millis> ttl = std::nullopt, bool ensure_schema = true);
+  /// For `run` and `acquire`: each call opens the database afresh, creates the tables if
+  /// missing and makes a locker of the strategy; the database stays open in the context.
+  /// A bad DSN or option throws FatalError here, before any attempt.
+  OpenLocker locker_opener(Strategy strategy, std::optional<Millis> ttl);
 
  private:
   std::optional<Dsn> dsn_;
+  std::unique_ptr<Backend> locking_backend_;  // the database the last locker_opener call opened
 };
 
 /// Turns a failed Result into a FatalError carrying its kind and message.

@@ -30,15 +30,55 @@ Millis jittered(Millis base) {
   return Millis(dist(rng));
 }
 
+// After a connection error: the first retry comes soon (a dropped connection is often back at
+// once), later ones back off to max_backoff, so a restarting server sees one try a second.
+constexpr Millis first_retry_backoff = 100ms;
+
+// Where attempts go: the caller's own locker, or one opened here and opened again after a
+// connection error, so a dead connection never serves the next attempt.
+class LockerSlot {
+ public:
+  explicit LockerSlot(Locker& fixed) : fixed_(&fixed) {}
+  explicit LockerSlot(const OpenLocker& open) : open_(&open) {}
+
+  /// The locker for the next attempt, opened first when there is none.
+  Result<Locker*> get() {
+    if (fixed_) return fixed_;
+    if (!owned_) {
+      auto made = (*open_)();
+      if (!made) return std::unexpected(made.error());
+      if (!*made) return fail(ErrorKind::internal, "opening the database gave no locker");
+      owned_ = std::move(*made);
+    }
+    return owned_.get();
+  }
+  /// Forgets an opened locker (and with it its connections); a caller's locker stays.
+  void drop() { owned_.reset(); }
+  std::unique_ptr<Locker> take() { return std::move(owned_); }
+
+  int wakeup_fd() const {
+    const Locker* l = fixed_ ? fixed_ : owned_.get();
+    return l ? l->wakeup_fd() : -1;
+  }
+  void consume_wakeup() {
+    if (Locker* l = fixed_ ? fixed_ : owned_.get()) l->consume_wakeup();
+  }
+
+ private:
+  Locker* fixed_ = nullptr;
+  const OpenLocker* open_ = nullptr;
+  std::unique_ptr<Locker> owned_;
+};
+
 enum class Woken { timeout, signal, wakeup };
 
 // Sleeps until `until` (CLOCK_BOOTTIME) unless a watched signal or the backend's wake-up
 // descriptor interrupts; a forwarded signal is stored in *sig.
-Woken sleep_until(Millis until, SignalWatch& signals, Locker& locker, int* sig) {
+Woken sleep_until(Millis until, SignalWatch& signals, LockerSlot& slot, int* sig) {
   for (;;) {
     Millis now = boottime_now();
     Millis left = until > now ? until - now : 0ms;
-    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {locker.wakeup_fd(), POLLIN, 0}};
+    pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {slot.wakeup_fd(), POLLIN, 0}};
     int timeout = static_cast<int>(std::min<std::int64_t>(left.count(), 60'000));
     int n = ::poll(fds, 2, timeout);
     if (n < 0 && errno != EINTR) return Woken::timeout;
@@ -51,7 +91,7 @@ Woken sleep_until(Millis until, SignalWatch& signals, Locker& locker, int* sig) 
       }
     }
     if (n > 0 && (fds[1].revents & POLLIN)) {
-      locker.consume_wakeup();
+      slot.consume_wakeup();
       return Woken::wakeup;
     }
     if (boottime_now() >= until) return Woken::timeout;
@@ -89,19 +129,19 @@ std::string describe_holder(const LockStatus& h) {
   return s;
 }
 
-Result<WaitResult> acquire_with_wait(Locker& locker, const LockRequest& request, std::optional<Millis> wait) {
-  SignalWatch signals;
-  return acquire_with_wait(locker, request, wait, signals);
-}
+namespace {
 
-Result<WaitResult> acquire_with_wait(Locker& locker, const LockRequest& request, std::optional<Millis> wait,
-                                     SignalWatch& signals) {
+Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::optional<Millis> wait,
+                             SignalWatch& signals) {
   const Millis start = boottime_now();
   const bool forever = wait && *wait == Millis::max();
   const Millis deadline = !wait ? start : forever ? Millis::max() : start + std::max(*wait, 0ms);
   auto remaining = [&](Millis now) { return forever ? Millis::max() : std::max(deadline - now, 0ms); };
   const std::string& key = request.key;
   Millis backoff = first_backoff;
+  Millis retry_backoff = first_retry_backoff;
+  int failures = 0;             // connection errors since the database last answered
+  std::string last_logged;      // the connection error -v last told about
   WaitResult result;
 
   for (;;) {
@@ -114,12 +154,51 @@ Result<WaitResult> acquire_with_wait(Locker& locker, const LockRequest& request,
       }
     }
 
+    auto locker = slot.get();
     const Millis sent = boottime_now();
     const Millis slice = wait ? std::min(server_slice, remaining(sent)) : 0ms;
-    auto attempt = locker.try_acquire(request, slice);
+    Result<AcquireOutcome> attempt = locker ? (*locker)->try_acquire(request, slice)
+                                            : Result<AcquireOutcome>(std::unexpected(locker.error()));
     const Millis replied = boottime_now();
     result.sent_at = sent;
     result.replied_at = replied;
+
+    if (!attempt && attempt.error().kind == ErrorKind::connection) {
+      // The database may be restarting or out of connections: within the wait that is one
+      // more reason to come back later, from a fresh connection.
+      slot.drop();
+      ++failures;
+      const Error& error = attempt.error();
+      if (!wait || (!forever && replied >= deadline)) {
+        if (failures == 1) return std::unexpected(error);
+        return fail(ErrorKind::connection, "could not reach the database for '" + key + "' within the wait of " +
+                                               format_duration(*wait) + " (" + std::to_string(failures) +
+                                               " attempts); the last error: " + error.message);
+      }
+      Millis wake_at = replied + jittered(retry_backoff);
+      retry_backoff = std::min(retry_backoff * 2, max_backoff);
+      if (!forever) wake_at = std::min(wake_at, deadline);
+      if (error.message != last_logged) {
+        log::verbose(error.message + "; retrying until the wait ends" +
+                     (forever ? std::string() : " (" + format_duration(remaining(replied)) + " left)"));
+        last_logged = error.message;
+      }
+      int sig = 0;
+      if (sleep_until(wake_at, signals, slot, &sig) == Woken::signal) {
+        log::verbose("signal " + std::to_string(sig) + " while waiting for '" + key + "': giving up");
+        result.signal = sig;
+        return result;
+      }
+      continue;
+    }
+    if (failures > 0) {
+      log::verbose("the database answers again, after " + std::to_string(failures) + " failed attempt" +
+                   (failures == 1 ? "" : "s"));
+      failures = 0;
+      retry_backoff = first_retry_backoff;
+      last_logged.clear();
+    }
+
     if (!attempt) {
       // A lock-wait timeout from the server is just "held by someone" for a waiter.
       if (attempt.error().kind != ErrorKind::busy) return std::unexpected(attempt.error());
@@ -172,7 +251,7 @@ Result<WaitResult> acquire_with_wait(Locker& locker, const LockRequest& request,
     }
 
     int sig = 0;
-    switch (sleep_until(wake_at, signals, locker, &sig)) {
+    switch (sleep_until(wake_at, signals, slot, &sig)) {
       case Woken::signal:
         log::verbose("signal " + std::to_string(sig) + " while waiting for '" + key + "': giving up");
         result.signal = sig;
@@ -185,6 +264,27 @@ Result<WaitResult> acquire_with_wait(Locker& locker, const LockRequest& request,
         break;
     }
   }
+}
+
+}  // namespace
+
+Result<Waited> acquire_with_wait(const OpenLocker& open, const LockRequest& request, std::optional<Millis> wait,
+                                 SignalWatch& signals) {
+  LockerSlot slot(open);
+  auto result = wait_loop(slot, request, wait, signals);
+  if (!result) return std::unexpected(result.error());
+  return Waited{*result, slot.take()};
+}
+
+Result<WaitResult> acquire_with_wait(Locker& locker, const LockRequest& request, std::optional<Millis> wait) {
+  SignalWatch signals;
+  return acquire_with_wait(locker, request, wait, signals);
+}
+
+Result<WaitResult> acquire_with_wait(Locker& locker, const LockRequest& request, std::optional<Millis> wait,
+                                     SignalWatch& signals) {
+  LockerSlot slot(locker);
+  return wait_loop(slot, request, wait, signals);
 }
 
 }  // namespace dblock

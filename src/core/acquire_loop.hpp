@@ -1,8 +1,11 @@
 #pragma once
 // Waiting for a lock: repeated single attempts (Locker::try_acquire) with jittered backoff, a
 // deadline on CLOCK_BOOTTIME, wake-ups from the backend (PostgreSQL NOTIFY) and signals
-// that abort the wait. Shared by `run` and `acquire -w`.
+// that abort the wait. Shared by `run` and `acquire -w`. Within the wait, a database that
+// cannot be reached (restarting, out of connections) is one more reason to try again later.
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -20,9 +23,27 @@ struct WaitResult {
   Millis replied_at{0};  // CLOCK_BOOTTIME when its reply arrived: the local start of --min-hold
 };
 
+/// Opens everything an attempt needs (the database, its tables, a locker of the strategy).
+/// Called before the first attempt and again after each connection error, with the previous
+/// locker already destroyed, so it may start from a fresh connection.
+using OpenLocker = std::function<Result<std::unique_ptr<Locker>>()>;
+
+/// A finished wait and the locker it used (the one that holds the lock when acquired).
+struct Waited {
+  WaitResult result;
+  std::unique_ptr<Locker> locker;
+};
+
 /// Tries until acquired, the wait runs out (outcome busy/not_due), or SIGINT/SIGTERM/SIGHUP/
 /// SIGQUIT/SIGUSR1/SIGUSR2 arrives. wait: nullopt = one attempt only; Millis::max() = forever.
-/// -v explains each decision (log::verbose).
+/// ErrorKind::connection, from opening or from an attempt, is retried with backoff until the
+/// wait runs out and then returned, naming the last error; every other error ends the wait
+/// at once. -v explains each decision (log::verbose), a repeated error only once.
+Result<Waited> acquire_with_wait(const OpenLocker& open, const LockRequest& request, std::optional<Millis> wait,
+                                 SignalWatch& signals);
+
+/// The same with a locker the caller already made; after a connection error the next
+/// attempt goes to the same locker, which reconnects by itself if its backend can.
 Result<WaitResult> acquire_with_wait(Locker& locker, const LockRequest& request, std::optional<Millis> wait);
 
 /// The same, reading signals from a watch the caller already holds (run keeps the signals

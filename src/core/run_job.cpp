@@ -220,21 +220,23 @@ Result<void> validate_run_timing(Millis ttl, Millis kill_after) {
 }
 
 int run_job(Backend& backend, const RunOptions& o) {
+  return run_job([&]() { return backend.make_locker(o.strategy); }, o);
+}
+
+int run_job(const OpenLocker& open, const RunOptions& o) {
   if (auto timing = validate_run_timing(o.request.ttl, o.kill_after); !timing) return report(timing.error());
   if (o.command.empty()) return report(Error{ErrorKind::usage, "run: no command given"});
 
   // Blocked from here to the end, so no signal between acquire and start can kill dblock
   // with the lock still held.
   SignalWatch signals;
-  auto made = backend.make_locker(o.strategy);
-  if (!made) return report(made.error());
-  Locker& locker = **made;
-
-  auto waited = acquire_with_wait(locker, o.request, o.wait, signals);
-  if (!waited) return report(waited.error());
-  if (waited->signal) return exit_signal_base + waited->signal;
-  if (waited->outcome.state != AcquireOutcome::State::acquired) return o.conflict_exit_code;
-  const AcquireOutcome& got = waited->outcome;
+  auto opened = acquire_with_wait(open, o.request, o.wait, signals);
+  if (!opened) return report(opened.error());
+  const WaitResult& waited = opened->result;
+  if (waited.signal) return exit_signal_base + waited.signal;
+  if (waited.outcome.state != AcquireOutcome::State::acquired) return o.conflict_exit_code;
+  Locker& locker = *opened->locker;
+  const AcquireOutcome& got = waited.outcome;
 
   ChildSpec spec;
   spec.argv = o.command;
@@ -250,7 +252,7 @@ int run_job(Backend& backend, const RunOptions& o) {
   UniqueFd session_fd(locker.session_fd() >= 0 ? ::fcntl(locker.session_fd(), F_DUPFD_CLOEXEC, 3) : -1);
   spec.keep_open_fd = session_fd.get();
 
-  Supervisor supervisor(o, locker, signals, *waited, session_fd.get());
+  Supervisor supervisor(o, locker, signals, waited, session_fd.get());
   Finished finished;
   int error_status = 0;
   auto child = Child::start(spec);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "core/acquire_loop.hpp"
 #include "core/error.hpp"
 #include "core/lock_types.hpp"
 
@@ -31,7 +32,11 @@ struct RunOptions {
 Result<void> validate_run_timing(Millis ttl, Millis kill_after);
 
 /// Runs the whole job and returns the process exit status (the command's own, 75/-E, 76,
-/// 124, 126, 127, 128+N, 69...). Errors are reported on stderr before returning.
+/// 124, 126, 127, 128+N, 69...). Errors are reported on stderr before returning. `open`
+/// opens the database and a locker, again after a connection error while still waiting.
+int run_job(const OpenLocker& open, const RunOptions& options);
+
+/// The same with a database already open: lockers come from backend.make_locker.
 int run_job(Backend& backend, const RunOptions& options);
 
 }  // namespace dblock

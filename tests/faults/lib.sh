@@ -96,3 +96,58 @@ group_members() {
   done
   return 0
 }
+
+# Scenarios that take the cell's server down use scripts/test-servers.sh, which finds the
+# servers through its state file. server_control_required: skips (fails with CI=true) when
+# the cell's server was not started by that script, since it then cannot be restarted.
+SERVERS_CTL=$DBLOCK_SOURCE_DIR/scripts/test-servers.sh
+SERVERS_STATE=${DBLOCK_TEST_SERVERS_STATE:-/tmp/dblock-test-servers.state}
+export DBLOCK_TEST_SERVERS_STATE=$SERVERS_STATE
+server_control_required() {
+  local var=DBLOCK_TEST_MYSQL_DSN
+  [ "$DBLOCK_TEST_BACKEND" = postgres ] && var=DBLOCK_TEST_POSTGRES_DSN
+  [ -f "$SERVERS_STATE" ] || skip_or_fail "no test-servers state file $SERVERS_STATE: the server cannot be restarted"
+  grep -qxF "$var=$DBLOCK_DSN" "$(cat "$SERVERS_STATE")/env" 2>/dev/null ||
+    skip_or_fail "$var is not the server of $SERVERS_STATE: it cannot be restarted"
+  # Whatever happens to the script, the server is up again afterwards for the next test.
+  trap 'e2e_cleanup; "$SERVERS_CTL" start-server "$DBLOCK_TEST_BACKEND" >/dev/null' EXIT
+}
+# server_ctl VERB [ARG]: stop-server | start-server | restart SECONDS, on the cell's server.
+server_ctl() { "$SERVERS_CTL" "$1" "$DBLOCK_TEST_BACKEND" "${@:2}"; }
+
+# mark NAME: records now (ms) as the figure NAME, read back with `figure NAME`.
+mark() { now_ms >"$E2E_TMP/mark.$1"; }
+figure() { cat "$E2E_TMP/mark.$1"; }
+# oracle_time LOG TOKEN start|end: that event's time in ms, or nothing.
+oracle_time() { awk -v t="$2" -v k="$3" '$1 == k && $2 == t { print int($3 / 1000000); exit }' "$1"; }
+
+# start_waiters N KEY LOG: N background `dblock -v run -w 60` on KEY, each running the oracle
+# job for 0.3 s; their pids in ${waiter_pids[@]}, their output in $E2E_TMP/wI.out. A short
+# lease, so a takeover whose reply was lost in the fault frees the row soon.
+start_waiters() {
+  local i
+  waiter_pids=()
+  for i in $(seq "$1"); do
+    dblock -v run -w 60 --ttl 6s --kill-after 1s "$2" -- "$ORACLE_JOB" "$3" 0.3 >"$E2E_TMP/w$i.out" 2>&1 &
+    waiter_pids+=($!)
+    remember_pid "$!"
+  done
+}
+
+# expect_waiters_ran WHY: every waiter of start_waiters exits 0 (its output shown otherwise).
+expect_waiters_ran() {
+  local i status
+  for i in "${!waiter_pids[@]}"; do
+    status=0
+    wait "${waiter_pids[$i]}" || status=$?
+    assert_eq "waiter $((i + 1)) exits 0 $1" 0 "$status"
+    [ "$status" = 0 ] || sed 's/^/    /' "$E2E_TMP/w$((i + 1)).out"
+  done
+}
+
+# first_start_after LOG MARK: ms from the figure MARK to the log's first start.
+first_start_after() {
+  local first
+  first=$(awk '$1 == "start" { print int($3 / 1000000) }' "$1" | sort -n | head -n 1)
+  if [ -n "$first" ]; then echo "$((first - $(figure "$2"))) ms"; else echo never; fi
+}

@@ -23,6 +23,8 @@ class FakeLocker final : public Locker {
     }
     if (s_->raise_signal && attempt == s_->raise_on_attempt) ::raise(s_->raise_signal);
     if (s_->acquire_error) return std::unexpected(*s_->acquire_error);
+    if (attempt <= s_->connection_errors)
+      return fail(ErrorKind::connection, "fake: connection refused (attempt " + std::to_string(attempt) + ")");
     AcquireOutcome out;
     const Millis now = boottime_now();
     if (s_->not_due_in) {

@@ -23,6 +23,8 @@ struct FakeScript {
   int raise_signal = 0;                      // raise(raise_signal) during attempt raise_on_attempt
   int raise_on_attempt = 1;
   std::optional<Error> acquire_error;        // try_acquire fails with this
+  int connection_errors = 0;                 // the first N try_acquire fail with ErrorKind::connection,
+                                             // "fake: connection refused (attempt N)"
   std::optional<Millis> renew_fail_after;    // renews fail once this long has passed since acquire
   std::optional<Millis> renew_fail_until;    // ...and succeed again once this long has passed
   ErrorKind renew_error = ErrorKind::connection;

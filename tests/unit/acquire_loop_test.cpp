@@ -118,18 +118,147 @@ TEST_CASE("acquire_with_wait: a backend wake-up retries at once") {
   ::close(pipefd[1]);
 }
 
-TEST_CASE("acquire_with_wait: errors other than busy end the wait") {
+TEST_CASE("acquire_with_wait: errors other than busy and connection end the wait") {
   auto script = std::make_shared<test::FakeScript>();
-  script->acquire_error = Error{ErrorKind::connection, "down"};
+  script->acquire_error = Error{ErrorKind::other, "refused"};
   auto locker = test::make_fake_locker(script);
+  const Millis start = boottime_now();
   auto r = acquire_with_wait(*locker, request(), 5s);
   REQUIRE_FALSE(r);
-  CHECK(r.error().kind == ErrorKind::connection);
+  CHECK(r.error().kind == ErrorKind::other);
+  CHECK(script->attempts == 1);
+  CHECK(boottime_now() - start < 500ms);
 
   script->acquire_error = Error{ErrorKind::busy, "lock wait timeout"};
   auto busy = acquire_with_wait(*locker, request(), std::nullopt);
   REQUIRE(busy);
   CHECK(busy->outcome.state == AcquireOutcome::State::busy);
+}
+
+TEST_CASE("acquire_with_wait: connection errors within the wait are retried on the same locker") {
+  auto script = std::make_shared<test::FakeScript>();
+  script->connection_errors = 4;
+  auto locker = test::make_fake_locker(script);
+  auto r = acquire_with_wait(*locker, request(), 20s);
+  REQUIRE(r);
+  CHECK(r->outcome.state == AcquireOutcome::State::acquired);
+  CHECK(script->attempts == 5);
+  // Backoff between the retries, not a busy loop: 50 ms at least before the second try.
+  CHECK(script->attempt_times.at(1) - script->attempt_times.at(0) >= 50ms);
+}
+
+TEST_CASE("acquire_with_wait: without a wait a connection error answers at once") {
+  auto script = std::make_shared<test::FakeScript>();
+  script->connection_errors = 1;
+  auto locker = test::make_fake_locker(script);
+  auto r = acquire_with_wait(*locker, request(), std::nullopt);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().kind == ErrorKind::connection);
+  CHECK(r.error().message == "fake: connection refused (attempt 1)");
+  CHECK(script->attempts == 1);
+}
+
+namespace {
+
+// An OpenLocker over the fake: the first `open_failures` opens fail as a server that is
+// down would (kind `open_error`), later ones hand out a fake locker; counts every call.
+struct FakeOpener {
+  std::shared_ptr<test::FakeScript> script = std::make_shared<test::FakeScript>();
+  int open_failures = 0;
+  ErrorKind open_error = ErrorKind::connection;
+  int opens = 0;
+
+  OpenLocker opener() {
+    return [this]() -> Result<std::unique_ptr<Locker>> {
+      ++opens;
+      if (opens <= open_failures)
+        return fail(open_error, "fake: cannot connect (open " + std::to_string(opens) + ")");
+      return test::make_fake_locker(script);
+    };
+  }
+};
+
+}  // namespace
+
+TEST_CASE("acquire_with_wait: a first connect that fails is retried until the database answers") {
+  FakeOpener f;
+  f.open_failures = 3;
+  SignalWatch signals;
+  auto r = acquire_with_wait(f.opener(), request(), 20s, signals);
+  REQUIRE(r);
+  CHECK(r->result.outcome.state == AcquireOutcome::State::acquired);
+  REQUIRE(r->locker);
+  CHECK(f.opens == 4);
+  CHECK(f.script->attempts == 1);
+}
+
+TEST_CASE("acquire_with_wait: after a connection error in an attempt the locker is opened afresh") {
+  FakeOpener f;
+  f.script->connection_errors = 2;
+  f.script->busy_attempts = 3;
+  SignalWatch signals;
+  auto r = acquire_with_wait(f.opener(), request(), 20s, signals);
+  REQUIRE(r);
+  CHECK(r->result.outcome.state == AcquireOutcome::State::acquired);
+  CHECK(f.script->attempts == 4);
+  // One open before the first attempt, one after each of the two connection errors; busy
+  // answers keep the locker.
+  CHECK(f.opens == 3);
+}
+
+TEST_CASE("acquire_with_wait: connection errors until the deadline end the wait with the last error") {
+  FakeOpener f;
+  f.open_failures = 1'000'000;
+  SignalWatch signals;
+  const Millis start = boottime_now();
+  auto r = acquire_with_wait(f.opener(), request(), 1500ms, signals);
+  const Millis took = boottime_now() - start;
+  REQUIRE_FALSE(r);
+  CHECK(r.error().kind == ErrorKind::connection);
+  CHECK(took >= 1400ms);
+  CHECK(took < 3000ms);
+  CHECK(f.opens >= 3);
+  CHECK(f.opens < 30);  // backoff, not a busy loop
+  CAPTURE(r.error().message);
+  CHECK(r.error().message.find("within the wait of 1.5s") != std::string::npos);
+  CHECK(r.error().message.find("fake: cannot connect (open " + std::to_string(f.opens) + ")") != std::string::npos);
+}
+
+TEST_CASE("acquire_with_wait: a configuration error is never retried") {
+  FakeOpener f;
+  f.open_failures = 1'000'000;
+  f.open_error = ErrorKind::config;
+  SignalWatch signals;
+  const Millis start = boottime_now();
+  auto r = acquire_with_wait(f.opener(), request(), 10s, signals);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().kind == ErrorKind::config);
+  CHECK(r.error().message == "fake: cannot connect (open 1)");
+  CHECK(f.opens == 1);
+  CHECK(boottime_now() - start < 500ms);
+}
+
+TEST_CASE("acquire_with_wait: nonblocking, a connection error on the first connect answers at once") {
+  FakeOpener f;
+  f.open_failures = 1'000'000;
+  SignalWatch signals;
+  auto r = acquire_with_wait(f.opener(), request(), std::nullopt, signals);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().kind == ErrorKind::connection);
+  CHECK(r.error().message == "fake: cannot connect (open 1)");
+  CHECK(f.opens == 1);
+}
+
+TEST_CASE("acquire_with_wait: a signal ends a wait for an unreachable database") {
+  FakeOpener f;
+  f.open_failures = 1'000'000;
+  SignalWatch signals;
+  ::raise(SIGUSR2);  // blocked by the watch: seen by the loop, not delivered
+  const Millis start = boottime_now();
+  auto r = acquire_with_wait(f.opener(), request(), Millis::max(), signals);
+  REQUIRE(r);
+  CHECK(r->result.signal == SIGUSR2);
+  CHECK(boottime_now() - start < 2000ms);
 }
 
 TEST_CASE("describe_holder names owner, host, pid, token and times") {

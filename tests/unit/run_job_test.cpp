@@ -348,3 +348,33 @@ TEST_CASE("run: invalid timing is a usage error before anything is locked") {
   CHECK(f.run() == 64);
   CHECK(f.script->attempts == 0);
 }
+
+TEST_CASE("run_job: a connection error before the lock is retried within -w, then the command runs") {
+  Fixture f;
+  f.script->connection_errors = 3;
+  f.options.wait = 20s;
+  f.shell("exit 0");
+  CHECK(f.run() == 0);
+  CHECK(f.script->attempts == 4);
+  CHECK(f.outcome() == RunOutcome::ok);
+}
+
+TEST_CASE("run_job: connection errors until the end of -w exit 69 without running the command") {
+  Fixture f;
+  f.script->connection_errors = 1'000'000;
+  f.options.wait = 1s;
+  f.shell("touch " + (f.dir / "ran").string());
+  const Millis start = boottime_now();
+  CHECK(f.run() == 69);
+  CHECK(boottime_now() - start >= 900ms);
+  CHECK_FALSE(std::filesystem::exists(f.dir / "ran"));
+  CHECK(f.script->releases.empty());
+}
+
+TEST_CASE("run_job: without -w a connection error exits 69 at once") {
+  Fixture f;
+  f.script->connection_errors = 1'000'000;
+  f.shell("exit 0");
+  CHECK(f.run() == 69);
+  CHECK(f.script->attempts == 1);
+}

@@ -24,6 +24,8 @@ bool is_connection_errno(unsigned errnum) {
     case CR_COMMANDS_OUT_OF_SYNC:
     case cr_server_lost_extended:
     case ER_CON_COUNT_ERROR:     // 1040: too many connections
+    case ER_TOO_MANY_USER_CONNECTIONS:  // 1203: global max_user_connections
+    case ER_USER_LIMIT_REACHED:  // 1226: the account's own MAX_USER_CONNECTIONS
     case ER_SERVER_SHUTDOWN:     // 1053
     case er_connection_killed:
     case er_client_interaction_timeout:
