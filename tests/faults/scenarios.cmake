@@ -2,3 +2,4 @@
 # One line per scenario, so parallel work on new scenarios merges without conflicts.
 dblock_fault_test(oracle_selftest "sqlite:lease")
 dblock_fault_test(frozen_proxy "${SERVER_CELLS}")
+dblock_fault_test(idle_limit "${SESSION_CELLS}")
