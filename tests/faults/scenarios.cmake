@@ -3,3 +3,4 @@
 dblock_fault_test(oracle_selftest "sqlite:lease")
 dblock_fault_test(frozen_proxy "${SERVER_CELLS}")
 dblock_fault_test(idle_limit "${SESSION_CELLS}")
+dblock_fault_test(proxy_selftest "${SERVER_CELLS}")
