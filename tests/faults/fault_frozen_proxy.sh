@@ -11,7 +11,6 @@ ttl_s=6
 bound_ms=$((2 * ttl_s * 1000 + 10000))
 k=$(key frozen)
 log=$E2E_TMP/log
-ended() { [ ! -e "/proc/$1" ] || ! pids_alive "$1"; }
 
 target=$(dsn_port "$DBLOCK_DSN") || { fail "the server DSN is not on 127.0.0.1"; finish; }
 proxy_start "$target"
@@ -36,17 +35,9 @@ dblock run "$k" -w 60 -- "$ORACLE_JOB" "$log" 0.5 2>"$E2E_TMP/competitor.err" &
 competitor=$!
 remember_pid "$competitor"
 
-holder_status=timeout
-if wait_for 60 ended "$holder"; then
-  wait "$holder"
-  holder_status=$?
-fi
+job_status holder_status 60 "$holder"
 assert_eq "the cut-off holder exits 76 (lock lost)" 76 "$holder_status"
-competitor_status=timeout
-if wait_for 90 ended "$competitor"; then
-  wait "$competitor"
-  competitor_status=$?
-fi
+job_status competitor_status 90 "$competitor"
 assert_eq "the direct competitor runs (exit 0)" 0 "$competitor_status"
 
 oracle_check "no overlap between the cut-off holder and the competitor" "$log" 2

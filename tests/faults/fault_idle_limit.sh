@@ -9,7 +9,6 @@ source "$(dirname "$0")/lib.sh"
 
 k=$(key idle)
 log=$E2E_TMP/log
-ended() { [ ! -e "/proc/$1" ] || ! pids_alive "$1"; }
 
 # --kill-after 0s: with --ttl 3s the renew interval (1 s) must cover the grace and the 1 s margin.
 dblock run "$k" --ttl 3s --kill-after 0s -- "$ORACLE_JOB" "$log" 14 2>"$E2E_TMP/holder.err" &
@@ -24,17 +23,9 @@ dblock -v run "$k" -w 60 --ttl 3s --kill-after 0s --min-interval 28s -- "$ORACLE
 waiter=$!
 remember_pid "$waiter"
 
-holder_status=timeout
-if wait_for 40 ended "$holder"; then
-  wait "$holder"
-  holder_status=$?
-fi
+job_status holder_status 40 "$holder"
 assert_eq "a holder busy for longer than its idle limit keeps the lock (exit 0)" 0 "$holder_status"
-waiter_status=timeout
-if wait_for 60 ended "$waiter"; then
-  wait "$waiter"
-  waiter_status=$?
-fi
+job_status waiter_status 60 "$waiter"
 assert_eq "a waiter whose idle session the server ended still runs once due (exit 0)" 0 "$waiter_status"
 check "the waiter slept until due" grep -q -- "sleeping until due" "$E2E_TMP/waiter.err"
 oracle_check "holder and waiter ran one after the other" "$log" 2

@@ -8,7 +8,6 @@ source "$(dirname "$0")/lib.sh"
 target=$(dsn_port "$DBLOCK_DSN") || { fail "the server DSN is not on 127.0.0.1"; finish; }
 proxy_start "$target"
 proxied=$(proxy_dsn "$DBLOCK_DSN" "$PROXY_PORT")
-ended() { [ ! -e "/proc/$1" ] || ! pids_alive "$1"; }
 through() { DBLOCK_DSN=$proxied dblock "$@"; }
 
 assert_status "status through the running proxy" 0 through status
@@ -26,11 +25,7 @@ remember_pid "$holder"
 check "a holder starts through the proxy" wait_for 30 test -e "$E2E_TMP/started"
 sleep 1
 proxy_reset
-status=timeout
-if wait_for 30 ended "$holder"; then
-  wait "$holder"
-  status=$?
-fi
+job_status status 30 "$holder"
 if is_session_strategy; then
   assert_eq "a session holder whose connection was reset lost its lock" 76 "$status"
 else

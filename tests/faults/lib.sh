@@ -109,3 +109,18 @@ proxy_dsn() {
   dsn_port "$1" >/dev/null || return 1
   echo "$1" | sed -E "s#^([a-z]+://([^@/]*@)?)127\.0\.0\.1:[0-9]+#\\1127.0.0.1:$2#"
 }
+
+# pid_ended PID: the process is gone or a zombie.
+pid_ended() { [ ! -e "/proc/$1" ] || ! pids_alive "$1"; }
+
+# job_status VAR SECONDS PID: waits up to SECONDS for the background job PID of this shell and
+# sets VAR to its exit status, or to "timeout" while it still runs (not in $(...): a subshell
+# cannot reap this shell's jobs).
+job_status() {
+  local s=timeout
+  if wait_for "$2" pid_ended "$3"; then
+    s=0
+    wait "$3" || s=$?
+  fi
+  printf -v "$1" '%s' "$s"
+}
