@@ -53,7 +53,8 @@ Params session_settings(ConnectionRole role, Millis idle_limit) {
   if (role != ConnectionRole::lock_holder || idle_limit.count() <= 0) return {"0", Param(), Param(), Param(), Param()};
   const std::int64_t limit_s = std::max<std::int64_t>((idle_limit.count() + 999) / 1000, 1);
   // Three unanswered probes after a third of the limit, a ninth apart: dead by 2/3 of it.
-  return {std::to_string(limit_s * 1000), std::to_string(limit_s * 1000), std::to_string(std::max<std::int64_t>(limit_s / 3, 1)),
+  const std::string limit_ms = std::to_string(limit_s * 1000);
+  return {limit_ms, limit_ms, std::to_string(std::max<std::int64_t>(limit_s / 3, 1)),
           std::to_string(std::max<std::int64_t>(limit_s / 9, 1)), "3"};
 }
 
