@@ -19,7 +19,14 @@ struct BackendOptions {
   int history_keep = 1000;                // newest runs kept per key in <prefix>runs
   Millis connect_timeout{5000};           // bound on establishing a connection
   Millis io_timeout{5000};                // bound on each statement's round trip (read and write)
+  // How long the server may leave a session-lock holder's session idle before ending it, which
+  // frees the lock of a holder cut off from the server. 0: never (no lock held for a TTL).
+  Millis session_idle_limit{0};
 };
+
+/// What a connection is for: only the session that holds a session lock gets
+/// session_idle_limit; every other connection keeps the server's idle killers off.
+enum class ConnectionRole { bookkeeping, lock_holder };
 
 /// A lock of one strategy, holding whatever connections that strategy needs. At most one
 /// key is held at a time. Destroying a Locker that still holds a session lock drops its

@@ -70,6 +70,10 @@ BackendOptions Context::backend_options(std::optional<Millis> ttl) const {
     // A statement may take at most a quarter of the lease, so a renewal that hangs still
     // leaves time for a retry and the kill grace before the lease can expire.
     b.io_timeout = std::clamp(*ttl / 4, Millis(1000), Millis(10000));
+    // The heartbeat touches a holder's session every ttl/3, so a healthy holder never gets near
+    // this; one stopped (SIGSTOP) for up to 2 x ttl keeps its lock, and one cut off from the
+    // server loses it on the server within 2 x ttl + 5 s instead of TCP's hours.
+    b.session_idle_limit = std::chrono::ceil<std::chrono::seconds>(2 * *ttl + Millis(5000));
   }
   return b;
 }

@@ -151,3 +151,73 @@ first_start_after() {
   first=$(awk '$1 == "start" { print int($3 / 1000000) }' "$1" | sort -n | head -n 1)
   if [ -n "$first" ]; then echo "$((first - $(figure "$2"))) ms"; else echo never; fi
 }
+
+# The freezable proxy (proxy.py says what freeze means). One or more per script; each is a
+# background job of the script, so the cleanup trap kills it by pid, and it exits by itself
+# after PROXY_LIFETIME seconds in any case.
+PROXY=$FAULTS_DIR/proxy.py
+PROXY_LIFETIME=${PROXY_LIFETIME:-240}
+declare -A PROXY_STATE=()
+
+# proxy_start TARGET_PORT: a proxy from a free 127.0.0.1 port to 127.0.0.1:TARGET_PORT;
+# sets PROXY_PORT and PROXY_PID. Call it directly (not in $(...)), so it stays this shell's job.
+proxy_start() {
+  local base=$E2E_TMP/proxy.${#PROXY_STATE[@]}
+  python3 "$PROXY" --target-port "$1" --port-file "$base.port" --state-file "$base.state" \
+    --lifetime "$PROXY_LIFETIME" >/dev/null 2>>"$E2E_TMP/proxy.log" &
+  PROXY_PID=$!
+  remember_pid "$PROXY_PID"
+  PROXY_STATE[$PROXY_PID]=$base.state
+  if ! wait_for 10 test -s "$base.port"; then
+    echo "FAIL  the proxy to port $1 did not start: $(cat "$E2E_TMP/proxy.log")"
+    exit 1
+  fi
+  PROXY_PORT=$(cat "$base.port")
+}
+
+# proxy_state [PID]: the proxy's state line (`running|frozen NS accepted=N open=M`).
+proxy_state() { cat "${PROXY_STATE[${1:-$PROXY_PID}]}" 2>/dev/null; }
+
+proxy_is() { [ "$(proxy_state "${2:-$PROXY_PID}" | cut -d' ' -f1)" = "$1" ]; }
+
+# proxy_freeze [PID] / proxy_thaw [PID]: returns once the proxy confirmed the new state.
+proxy_freeze() {
+  kill -USR1 "${1:-$PROXY_PID}" && wait_for 10 proxy_is frozen "${1:-$PROXY_PID}"
+}
+proxy_thaw() {
+  kill -USR2 "${1:-$PROXY_PID}" && wait_for 10 proxy_is running "${1:-$PROXY_PID}"
+}
+# proxy_reset [PID]: every open connection through it is aborted with a RST.
+proxy_reset() { kill -HUP "${1:-$PROXY_PID}"; }
+
+# proxy_since_ms [PID]: wall clock in ms at which the proxy's current state took effect.
+proxy_since_ms() { echo $(($(proxy_state "${1:-$PROXY_PID}" | cut -d' ' -f2) / 1000000)); }
+
+# dsn_port DSN: the port of a URL-style DSN whose host is 127.0.0.1 (anything else is refused,
+# so a proxied test can never be pointed off this machine).
+dsn_port() {
+  local re='^[a-z]+://([^@/]*@)?127\.0\.0\.1:([0-9]+)(/|$)'
+  [[ $1 =~ $re ]] || { echo "dsn_port: not a 127.0.0.1:PORT DSN" >&2; return 1; }
+  echo "${BASH_REMATCH[2]}"
+}
+
+# proxy_dsn DSN PORT: the same DSN, pointed at 127.0.0.1:PORT (a proxy) instead.
+proxy_dsn() {
+  dsn_port "$1" >/dev/null || return 1
+  echo "$1" | sed -E "s#^([a-z]+://([^@/]*@)?)127\.0\.0\.1:[0-9]+#\\1127.0.0.1:$2#"
+}
+
+# pid_ended PID: the process is gone or a zombie.
+pid_ended() { [ ! -e "/proc/$1" ] || ! pids_alive "$1"; }
+
+# job_status VAR SECONDS PID: waits up to SECONDS for the background job PID of this shell and
+# sets VAR to its exit status, or to "timeout" while it still runs (not in $(...): a subshell
+# cannot reap this shell's jobs).
+job_status() {
+  local s=timeout
+  if wait_for "$2" pid_ended "$3"; then
+    s=0
+    wait "$3" || s=$?
+  fi
+  printf -v "$1" '%s' "$s"
+}

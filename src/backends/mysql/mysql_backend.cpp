@@ -192,7 +192,9 @@ class MysqlBackend final : public Backend {
       return {"wait_timeout", false,
               "the server kept wait_timeout at " + std::to_string(session) + " s for dblock's session: an idle holder may be dropped"};
     return {"wait_timeout", true,
-            "server wait_timeout is " + std::to_string(global) + " s; dblock raises it for its own sessions, so held locks survive"};
+            "server wait_timeout is " + std::to_string(global) +
+                " s; dblock sets its own: a lock holder's session 2 x TTL + 5 s (its renewals keep it busy; a holder "
+                "cut off from the server loses the lock after that), its other sessions a year"};
   }
 
   // status asks PROCESSLIST whether a transactional holder's session is alive; without the

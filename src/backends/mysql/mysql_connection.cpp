@@ -11,12 +11,23 @@
 namespace dblock::mysql {
 namespace {
 
+// The longest wait_timeout MySQL accepts (a year): the server's idle killers are off.
+constexpr std::int64_t max_wait_timeout_s = 31536000;
+
 // The session settings every dblock connection needs, sent as the connection's init command
-// so they cost no extra round trip: UTC, so NOW(6) and stored DATETIMEs are UTC; and the
-// server's idle killers (wait_timeout may be 2 s on a server) must not drop a session that
-// holds a lock while a long job runs (SPEC 5). 31536000 s is the largest value MySQL accepts.
-constexpr const char* init_command =
-    "SET time_zone = '+00:00', SESSION wait_timeout = 31536000, SESSION interactive_timeout = 31536000";
+// so they cost no extra round trip: UTC, so NOW(6) and stored DATETIMEs are UTC; and an idle
+// limit. A server's own wait_timeout (it may be 2 s) must not drop a session while a long job
+// runs, so every connection sets its own: a lock holder the short one from its TTL, which its
+// renewals never reach but which ends the session (and frees the lock) of a holder whose
+// network went dark; the others a year. interactive_timeout too, in case an option file sets
+// CLIENT_INTERACTIVE (the server then copies it into wait_timeout at connect).
+std::string init_command(ConnectionRole role, Millis idle_limit) {
+  std::int64_t seconds = max_wait_timeout_s;
+  if (role == ConnectionRole::lock_holder && idle_limit.count() > 0)
+    seconds = std::clamp<std::int64_t>((idle_limit.count() + 999) / 1000, 1, max_wait_timeout_s);
+  const std::string n = std::to_string(seconds);
+  return "SET time_zone = '+00:00', SESSION wait_timeout = " + n + ", SESSION interactive_timeout = " + n;
+}
 
 unsigned whole_seconds(Millis ms) {
   const auto count = std::max<std::int64_t>(ms.count(), 1);
@@ -91,8 +102,9 @@ struct ParamStorage {
 
 }  // namespace
 
-Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const BackendOptions& options) {
-  std::unique_ptr<Connection> conn(new Connection(dsn, options));
+Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const BackendOptions& options,
+                                                    ConnectionRole role) {
+  std::unique_ptr<Connection> conn(new Connection(dsn, options, init_command(role, options.session_idle_limit)));
   if (auto r = conn->connect(); !r) return std::unexpected(r.error());
   return conn;
 }
@@ -124,7 +136,7 @@ Result<void> Connection::connect() {
   // A silent reconnect would lose a session lock without anyone noticing (SPEC 5).
   if (auto r = set_option(m.get(), MYSQL_OPT_RECONNECT, &no, dsn_, "reconnect"); !r) return r;
   if (auto r = set_option(m.get(), MYSQL_SET_CHARSET_NAME, "utf8mb4", dsn_, "charset"); !r) return r;
-  if (auto r = set_option(m.get(), MYSQL_INIT_COMMAND, init_command, dsn_, "init command"); !r) return r;
+  if (auto r = set_option(m.get(), MYSQL_INIT_COMMAND, init_command_.c_str(), dsn_, "init command"); !r) return r;
   if (auto file = dsn_.param("option-file"))
     if (auto r = set_option(m.get(), MYSQL_READ_DEFAULT_FILE, file->c_str(), dsn_, "option-file"); !r) return r;
   const std::string group = dsn_.param("option-group").value_or("dblock");

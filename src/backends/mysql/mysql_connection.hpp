@@ -49,8 +49,10 @@ using ResultPtr = std::unique_ptr<MYSQL_RES, ResultFreer>;
 class Connection {
  public:
   /// Connects with every time bound set, utf8mb4, UTC session time zone, no automatic
-  /// reconnect, idle killers disabled for this session, close-on-exec socket.
-  static Result<std::unique_ptr<Connection>> open(const Dsn& dsn, const BackendOptions& options);
+  /// reconnect, close-on-exec socket, and the session's idle limit: options.session_idle_limit
+  /// for a lock holder, none (a year) for the others.
+  static Result<std::unique_ptr<Connection>> open(const Dsn& dsn, const BackendOptions& options,
+                                                  ConnectionRole role = ConnectionRole::bookkeeping);
 
   /// Runs one statement with bound parameters; rows come back as text.
   Result<Outcome> execute(std::string_view sql, std::span<const Param> params);
@@ -77,7 +79,8 @@ class Connection {
   const std::string& where() const { return dsn_.redacted; }
 
  private:
-  Connection(Dsn dsn, BackendOptions options) : dsn_(std::move(dsn)), options_(std::move(options)) {}
+  Connection(Dsn dsn, BackendOptions options, std::string init_command)
+      : dsn_(std::move(dsn)), options_(std::move(options)), init_command_(std::move(init_command)) {}
   Result<void> connect();
   Error error_from_mysql() const;
   Error error_from_stmt(MYSQL_STMT* stmt) const;
@@ -86,6 +89,7 @@ class Connection {
 
   Dsn dsn_;
   BackendOptions options_;
+  std::string init_command_;
   MysqlPtr mysql_;
   std::unordered_map<std::string, StmtPtr> statements_;
   std::uint64_t session_id_ = 0;

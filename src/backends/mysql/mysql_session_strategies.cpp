@@ -50,7 +50,7 @@ class SessionLocker final : public Locker {
 
   Result<void> open() {
     holder_.reset();
-    auto h = Connection::open(dsn_, options_);
+    auto h = Connection::open(dsn_, options_, ConnectionRole::lock_holder);
     if (!h) return std::unexpected(h.error());
     holder_ = std::move(*h);
     lock_wait_s_.reset();
@@ -86,6 +86,12 @@ class SessionLocker final : public Locker {
     const std::int64_t wait_ms = std::clamp<std::int64_t>(wait.count(), 0, holder_->max_block_ms());
 
     auto got = take_server_lock(req.key, wait_ms);
+    if (!got && got.error().kind == ErrorKind::connection) {
+      // Nothing is held yet, so a holder session that the server ended (its idle limit passed
+      // while a waiter slept until --min-interval was due) is simply replaced, once.
+      if (auto r = open(); !r) return session_error(r.error());
+      got = take_server_lock(req.key, wait_ms);
+    }
     if (!got) return session_error(got.error());
     AcquireOutcome out;
     if (!*got) {

@@ -35,12 +35,28 @@ bool wait_socket(int fd, short events, Millis deadline, short* revents) {
   }
 }
 
-// Session settings every dblock connection wants: server idle killers must not drop a held
-// session lock (SPEC 5). set_config through pg_settings works on servers without
-// idle_session_timeout (before 14) too.
+// Each connection's idle limits, in the one statement its setup already runs. A server's own
+// idle killers must not drop a session while a long job runs, so a bookkeeping connection sets
+// them to 0; a lock holder gets the short limit from its TTL, which its renewals never reach
+// but which ends the session (and frees the lock) of a holder whose network went dark, plus
+// server-side keepalives and a TCP user timeout within the same limit for a real partition
+// (a userspace proxy's kernel would answer keepalives: the idle limits cover that case).
+// set_config through pg_settings skips what an older server lacks (idle_session_timeout
+// before 14, tcp_user_timeout before 12); a NULL value leaves the server's setting alone.
 constexpr std::string_view session_setup =
-    "SELECT set_config(name, '0', false) FROM pg_settings "
-    "WHERE name IN ('idle_session_timeout', 'idle_in_transaction_session_timeout')";
+    "SELECT set_config(s.name, v.value, false) FROM pg_settings s JOIN (VALUES "
+    "('idle_session_timeout', $1::text), ('idle_in_transaction_session_timeout', $1::text), "
+    "('tcp_user_timeout', $2::text), ('tcp_keepalives_idle', $3::text), ('tcp_keepalives_interval', $4::text), "
+    "('tcp_keepalives_count', $5::text)) AS v(name, value) USING (name) WHERE v.value IS NOT NULL";
+
+Params session_settings(ConnectionRole role, Millis idle_limit) {
+  if (role != ConnectionRole::lock_holder || idle_limit.count() <= 0) return {"0", Param(), Param(), Param(), Param()};
+  const std::int64_t limit_s = std::max<std::int64_t>((idle_limit.count() + 999) / 1000, 1);
+  // Three unanswered probes after a third of the limit, a ninth apart: dead by 2/3 of it.
+  const std::string limit_ms = std::to_string(limit_s * 1000);
+  return {limit_ms, limit_ms, std::to_string(std::max<std::int64_t>(limit_s / 3, 1)),
+          std::to_string(std::max<std::int64_t>(limit_s / 9, 1)), "3"};
+}
 
 void ignore_notice(void*, const char*) {}
 
@@ -73,8 +89,8 @@ std::string ms(std::string_view expr) {
   return "floor(extract(epoch FROM " + std::string(expr) + ") * 1000)::bigint";
 }
 
-Result<std::unique_ptr<PgConn>> PgConn::open(const Dsn& dsn, const BackendOptions& options) {
-  std::unique_ptr<PgConn> conn(new PgConn(dsn, options));
+Result<std::unique_ptr<PgConn>> PgConn::open(const Dsn& dsn, const BackendOptions& options, ConnectionRole role) {
+  std::unique_ptr<PgConn> conn(new PgConn(dsn, options, role));
   if (auto ok = conn->connect(); !ok) return std::unexpected(ok.error());
   return conn;
 }
@@ -138,7 +154,8 @@ Result<void> PgConn::connect() {
   PQsetNoticeProcessor(conn_.get(), ignore_notice, nullptr);  // "already exists, skipping" is no news for cron mail
   ::fcntl(PQsocket(conn_.get()), F_SETFD, FD_CLOEXEC);        // the command under `run` must not inherit it
   PQsetnonblocking(conn_.get(), 1);
-  if (auto r = exec(session_setup); !r) return std::unexpected(r.error());
+  if (auto r = exec(session_setup, session_settings(role_, options_.session_idle_limit)); !r)
+    return std::unexpected(r.error());
   for (const auto& channel : channels_)
     if (auto r = exec("LISTEN " + quote_ident(channel)); !r) return std::unexpected(r.error());
   return {};

@@ -52,7 +52,9 @@ class PgConn {
  public:
   /// Connects (bounded by options.connect_timeout); ErrorKind::config for a bad DSN, bad
   /// credentials or an unknown database, ErrorKind::connection when the server is unreachable.
-  static Result<std::unique_ptr<PgConn>> open(const Dsn& dsn, const BackendOptions& options);
+  /// A lock holder's session gets options.session_idle_limit; the others no idle limit.
+  static Result<std::unique_ptr<PgConn>> open(const Dsn& dsn, const BackendOptions& options,
+                                              ConnectionRole role = ConnectionRole::bookkeeping);
   ~PgConn();
 
   /// Runs sql (several statements allowed when params is empty) within io_timeout + extra.
@@ -80,13 +82,15 @@ class PgConn {
   const std::string& where() const { return dsn_.redacted; }
 
  private:
-  PgConn(Dsn dsn, BackendOptions options) : dsn_(std::move(dsn)), options_(std::move(options)) {}
+  PgConn(Dsn dsn, BackendOptions options, ConnectionRole role)
+      : dsn_(std::move(dsn)), options_(std::move(options)), role_(role) {}
   Result<void> connect();
   Error broken(std::string_view doing);
   Error timed_out();
 
   Dsn dsn_;
   BackendOptions options_;
+  ConnectionRole role_;
   ConnPtr conn_;
   std::vector<std::string> channels_;
   // The lease locker shares the backend's connection and core renews from a heartbeat

@@ -49,12 +49,19 @@ class SessionLocker final : public Locker {
   int session_fd() const override { return token_ ? holder_->socket() : -1; }
 
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
-    if (!holder_->is_open()) return fail(ErrorKind::connection, "the lock session to " + holder_->where() + " is closed");
     if (token_) return fail(ErrorKind::internal, "this locker already holds a lock");
+    // Nothing is held yet, so a holder session that is gone (the server's idle limit passed
+    // while a waiter slept until --min-interval was due) is simply replaced, once.
+    if (!holder_->is_open())
+      if (auto ok = holder_->reconnect(); !ok) return std::unexpected(ok.error());
     // The bookkeeping connection is autocommit and holds nothing: reconnecting it is safe.
     if (!book_->is_open())
       if (auto ok = book_->reconnect(); !ok) return std::unexpected(ok.error());
     auto got = take_server_lock(req.key, wait);
+    if (!got && got.error().kind == ErrorKind::connection && !holder_->is_open()) {
+      if (auto ok = holder_->reconnect(); !ok) return std::unexpected(ok.error());
+      got = take_server_lock(req.key, wait);
+    }
     if (!got) return std::unexpected(got.error());
     AcquireOutcome out;
     if (!*got) {  // busy: say who holds it, for -v (the row is bookkeeping, best effort)
@@ -209,7 +216,7 @@ class SessionLocker final : public Locker {
 
 Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<PgConn> book, const Dsn& dsn,
                                                    const BackendOptions& options, Tables t) {
-  auto holder = PgConn::open(dsn, options);
+  auto holder = PgConn::open(dsn, options, ConnectionRole::lock_holder);
   if (!holder) return std::unexpected(holder.error());
   return std::unique_ptr<Locker>(
       std::make_unique<SessionLocker>(s, std::move(book), std::move(*holder), std::move(t), options.history_keep));

@@ -187,7 +187,8 @@ class PgBackend final : public Backend {
     add("server", true, "PostgreSQL " + v->text(0, 0) + " at " + dsn_.redacted);
     add("idle_timeouts", true,
         "idle_session_timeout=" + v->text(0, 1) + ", idle_in_transaction_session_timeout=" + v->text(0, 2) +
-            "; dblock sets both to 0 on its own sessions, so they cannot drop a held lock");
+            "; dblock sets its own: a lock holder's session 2 x TTL + 5 s (its renewals keep it busy; a holder cut "
+            "off from the server loses the lock after that), its other sessions 0 (none)");
     auto again = conn_->exec("SELECT pg_backend_pid()");
     if (!again) {
       add("pgbouncer", false, again.error().message);
