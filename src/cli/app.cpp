@@ -48,7 +48,7 @@ bool env_set(const char* name) {
 }
 
 /// CLI11's INI/TOML reader, minus the keys whose environment variable is set: the
-/// environment takes precedence over the config file (SPEC 2). --dsn and --dsn-file are one
+/// environment takes precedence over the config file (dblock(1), OPTIONS). --dsn and --dsn-file are one
 /// setting: either of them from the command line or the environment hides both in the file.
 class EnvFirstConfig : public CLI::ConfigTOML {
  public:
@@ -71,7 +71,7 @@ class EnvFirstConfig : public CLI::ConfigTOML {
   const CLI::App& app_;
 };
 
-// DBLOCK_CONFIG, else the config files in the order SPEC 2 names them: the first that exists
+// DBLOCK_CONFIG, else the config files in the order dblock(1) FILES names them: the first that exists
 // is read. (CLI11 reads the config file before it looks at the environment, so DBLOCK_CONFIG
 // is resolved here.)
 std::string default_config_path() {

@@ -2,7 +2,7 @@
 
 namespace dblock::cli {
 
-/// Overwrites any DSN password in argv with '*' so `ps` stops showing it (SPEC 3).
+/// Overwrites any DSN password in argv with '*' so `ps` stops showing it (dblock(1), DSN).
 /// Returns true if there was one.
 bool scrub_passwords_from_argv(int argc, char** argv);
 

@@ -1,4 +1,4 @@
-// dblock doctor: one line per check (SPEC 8); exit 0 if all is well, 78 otherwise.
+// dblock doctor: one line per check (dblock(1), SUBCOMMANDS: doctor); exit 0 if all is well, 78 otherwise.
 
 #include <algorithm>
 #include <cstdlib>

@@ -34,7 +34,7 @@ CommandAction define_init(CLI::App& sub);
 CommandAction define_schema(CLI::App& sub);
 CommandAction define_doctor(CLI::App& sub);
 
-/// Adds the positional KEY, validated as SPEC 2 says (exit 64 naming the problem).
+/// Adds the positional KEY, validated as dblock(1) OPTIONS says (exit 64 naming the problem).
 CLI::Option* add_key(CLI::App& sub, std::string& key);
 /// Adds a duration option validated at parse time (exit 64 naming the option).
 CLI::Option* add_duration(CLI::App& sub, const std::string& names, std::string& value, const std::string& help);

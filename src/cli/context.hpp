@@ -12,7 +12,7 @@
 
 namespace dblock::cli {
 
-/// Global options (SPEC 2), as parsed; precedence command line > environment > config > default.
+/// Global options (dblock(1), OPTIONS), as parsed; precedence command line > environment > config > default.
 struct GlobalOptions {
   std::string dsn;
   std::string dsn_file;

@@ -10,7 +10,7 @@ namespace {
 
 constexpr std::string_view redacted_password = "****";
 
-// The parameters SPEC 3 allows in a mysql:// DSN; anything else is a config error.
+// The parameters dblock(1) DSN allows in a mysql:// DSN; anything else is a config error.
 constexpr std::array<std::string_view, 8> mysql_params{
     "socket", "ssl-mode", "ssl-ca", "ssl-cert", "ssl-key", "connect-timeout", "option-file", "option-group"};
 

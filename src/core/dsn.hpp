@@ -1,5 +1,5 @@
 #pragma once
-// DSN parsing and redaction (SPEC 3). Passwords never leave this struct except to the driver.
+// DSN parsing and redaction (dblock(1), DSN). Passwords never leave this struct except to the driver.
 
 #include <optional>
 #include <string>
@@ -38,7 +38,7 @@ Result<Dsn> parse_dsn(std::string_view text);
 /// The DSN with any password replaced by ****, for every message and log line.
 std::string redact_dsn(std::string_view text);
 
-/// sqlite:<default path> for this user (SPEC 3); creates nothing.
+/// sqlite:<default path> for this user (dblock(1), DSN); creates nothing.
 std::string default_dsn();
 
 }  // namespace dblock

@@ -1,5 +1,5 @@
 #pragma once
-// Durations as SPEC 2 writes them: 250ms, 30s, 5m, 1h30m, 2d, or bare seconds (5, 0.5).
+// Durations as dblock(1) writes them: 250ms, 30s, 5m, 1h30m, 2d, or bare seconds (5, 0.5).
 
 #include <string>
 #include <string_view>

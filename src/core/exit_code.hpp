@@ -1,5 +1,5 @@
 #pragma once
-// The one home of dblock's exit statuses (SPEC section 4); scripts rely on these numbers.
+// The one home of dblock's exit statuses (dblock(1), EXIT STATUS); scripts rely on these numbers.
 
 #include "core/error.hpp"
 

@@ -1,5 +1,5 @@
 #pragma once
-// Keeps a held lock alive while the command runs (SPEC 5 "Heartbeat and loss"): renews
+// Keeps a held lock alive while the command runs (dblock(1), STRATEGIES): renews
 // every ttl/3 on its own thread, so a database call that takes its whole time bound never
 // delays the supervision loop's kill schedule.
 

@@ -1,5 +1,5 @@
 #pragma once
-// Lock keys (SPEC 2): 1 to 255 bytes of UTF-8, no control characters.
+// Lock keys (dblock(1), OPTIONS): 1 to 255 bytes of UTF-8, no control characters.
 
 #include <string_view>
 

@@ -1,6 +1,6 @@
 #pragma once
 // Plain data passed between core and the backends. Times that come from the database are
-// milliseconds since the Unix epoch on the *database server's* clock (SPEC 5: database time).
+// milliseconds since the Unix epoch on the *database server's* clock (dblock(1), NOTES: Database time).
 
 #include <chrono>
 #include <cstdint>

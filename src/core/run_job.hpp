@@ -1,7 +1,7 @@
 #pragma once
 // `dblock run`: take the lock (waiting if asked), start the command in its own process
 // group, keep the lock alive while it runs, stop it when the lock is lost or --max-hold
-// expires, release on every path, and return the exit status SPEC 4 prescribes.
+// expires, release on every path, and return the exit status dblock(1) EXIT STATUS lists.
 
 #include <optional>
 #include <string>

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The man page documents every option the binary accepts (SPEC 10): collects each --long-option
+# The man page documents every option the binary accepts: collects each --long-option
 # that `dblock --help` and `dblock SUB --help` print and fails, naming them, if man/dblock.1 lacks
-# one (written \-\-opt in roff); also fails if a section SPEC 10 requires is missing.
+# one (written \-\-opt in roff); also fails if a section the page must have is missing.
 #   DBLOCK_BIN        the binary (default: build/dblock)
 #   DBLOCK_SOURCE_DIR the repository root (default: this script's ../..)
 #   DBLOCK_MAN_PAGE   the page to check (default: $DBLOCK_SOURCE_DIR/man/dblock.1)

@@ -15,14 +15,10 @@ for what in alone with-command; do
   log=$E2E_TMP/log.$what
   hold=60
   is_session_strategy && hold=$((pause + 4))
-  dblock run "$k" --ttl ${ttl}s --kill-after 0.5s -- "$ORACLE_JOB" "$log" "$hold" 2>"$E2E_TMP/holder.$what.err" &
-  holder=$!
-  remember_pid $holder
-  if ! wait_for 10 grep -q '^start' "$log" || ! wait_for 10 is_held "$k"; then
+  if ! start_job_holder "$k" "$log" "$hold" --ttl ${ttl}s --kill-after 0.5s; then
     fail "$s $what: the holder never started"
     continue
   fi
-  token=$(awk '$1 == "start" {print $2}' "$log")
   pgid=$(awk '$1 == "start" {print $4}' "$log")
   kill -STOP $holder
   [ $what = with-command ] && kill -STOP -- "-$pgid"

@@ -9,14 +9,10 @@ s=$DBLOCK_STRATEGY
 k=$(key killed)
 log=$E2E_TMP/log
 # --ttl 18s: the next renew is 6 s away, so only watching the socket can notice in time.
-dblock run "$k" --ttl 18s --kill-after 1s -- "$ORACLE_JOB" "$log" 60 2>"$E2E_TMP/holder.err" &
-holder=$!
-remember_pid $holder
-if ! wait_for 10 grep -q '^start' "$log" || ! wait_for 10 is_held "$k"; then
+if ! start_job_holder "$k" "$log" 60 --ttl 18s --kill-after 1s; then
   fail "$s: the holder never started"
   finish
 fi
-token=$(awk '$1 == "start" {print $2}' "$log")
 dblock run "$k" -w 30 -- "$ORACLE_JOB" "$log" 0.2 &
 competitor=$!
 remember_pid $competitor

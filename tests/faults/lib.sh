@@ -221,3 +221,16 @@ job_status() {
   fi
   printf -v "$1" '%s' "$s"
 }
+
+# start_job_holder KEY LOG SECONDS [run options...]: a background `dblock run KEY` of the
+# oracle job for SECONDS, stderr appended to $E2E_TMP/holder.err; sets $holder (dblock's pid)
+# and $token. False if the job never started or the lock never showed as held.
+start_job_holder() {
+  local k=$1 log=$2 secs=$3
+  shift 3
+  dblock run "$k" "$@" -- "$ORACLE_JOB" "$log" "$secs" 2>>"$E2E_TMP/holder.err" &
+  holder=$!
+  remember_pid $holder
+  wait_for 10 grep -qs '^start' "$log" && wait_for 10 is_held "$k" || return 1
+  token=$(awk '$1 == "start" {print $2; exit}' "$log")
+}

@@ -133,7 +133,7 @@ Result<void> Connection::connect() {
   if (auto r = set_option(m.get(), MYSQL_OPT_CONNECT_TIMEOUT, &connect_s, dsn_, "connect timeout"); !r) return r;
   if (auto r = set_option(m.get(), MYSQL_OPT_READ_TIMEOUT, &io_s, dsn_, "read timeout"); !r) return r;
   if (auto r = set_option(m.get(), MYSQL_OPT_WRITE_TIMEOUT, &io_s, dsn_, "write timeout"); !r) return r;
-  // A silent reconnect would lose a session lock without anyone noticing (SPEC 5).
+  // A silent reconnect would lose a session lock without anyone noticing (dblock(1), STRATEGIES).
   if (auto r = set_option(m.get(), MYSQL_OPT_RECONNECT, &no, dsn_, "reconnect"); !r) return r;
   if (auto r = set_option(m.get(), MYSQL_SET_CHARSET_NAME, "utf8mb4", dsn_, "charset"); !r) return r;
   if (auto r = set_option(m.get(), MYSQL_INIT_COMMAND, init_command_.c_str(), dsn_, "init command"); !r) return r;
@@ -162,7 +162,7 @@ Result<void> Connection::connect() {
     if (e.kind == ErrorKind::other) e.kind = ErrorKind::connection;
     return std::unexpected(std::move(e));
   }
-  // The command run under `run` must not inherit the database socket (SPEC 6).
+  // The command run under `run` must not inherit the database socket (dblock(1), run).
   const int fd = static_cast<int>(mysql_get_socket(m.get()));
   if (fd >= 0) {
     const int flags = fcntl(fd, F_GETFD);

@@ -139,7 +139,7 @@ class LeaseLocker final : public Locker {
   }
 
   // A lease survives a short outage: reconnect once and repeat the statement, which is safe
-  // because every lease statement is compared on owner and token (SPEC 5).
+  // because every lease statement is compared on owner and token (dblock(1), STRATEGIES).
   template <class F>
   auto with_reconnect(F&& statement) -> decltype(statement()) {
     auto first = statement();

@@ -18,7 +18,7 @@ std::optional<std::int64_t> to_opt_i64(const Value& v) {
   return to_i64(v);
 }
 
-// The columns each table must have (SPEC 7, src/backends/README.md).
+// The columns each table must have (dblock(1) TABLES, src/backends/README.md).
 const std::map<std::string, std::vector<std::string>>& required_columns() {
   static const std::map<std::string, std::vector<std::string>> columns{
       {"locks",
