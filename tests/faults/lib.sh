@@ -36,7 +36,7 @@ oracle_check() {
 group_alive() {
   local pg=$1 f line st ppid pgrp
   for f in /proc/[0-9]*/stat; do
-    read -r line <"$f" 2>/dev/null || continue
+    { read -r line <"$f"; } 2>/dev/null || continue
     # After the command name's closing parenthesis: state, ppid, pgrp.
     read -r st ppid pgrp _ <<<"${line##*) }"
     [ "$pgrp" = "$pg" ] && [ "$st" != Z ] && return 0
@@ -48,7 +48,7 @@ group_alive() {
 pids_alive() {
   local pid line st
   for pid in "$@"; do
-    read -r line <"/proc/$pid/stat" 2>/dev/null || continue
+    { read -r line <"/proc/$pid/stat"; } 2>/dev/null || continue
     read -r st _ <<<"${line##*) }"
     [ "$st" != Z ] && return 0
   done
@@ -90,7 +90,7 @@ kill_holder_session() {
 group_members() {
   local pg=$1 f line st ppid pgrp
   for f in /proc/[0-9]*/stat; do
-    read -r line <"$f" 2>/dev/null || continue
+    { read -r line <"$f"; } 2>/dev/null || continue
     read -r st ppid pgrp _ <<<"${line##*) }"
     [ "$pgrp" = "$pg" ] && [ "$st" != Z ] && echo "${f//[^0-9]/}"
   done
@@ -233,4 +233,28 @@ start_job_holder() {
   remember_pid $holder
   wait_for 10 grep -qs '^start' "$log" && wait_for 10 is_held "$k" || return 1
   token=$(awk '$1 == "start" {print $2; exit}' "$log")
+}
+
+# watch_death OUT PID...: in the background, writes to OUT the wall-clock time (ns) at which
+# the last of the PIDs is dead (gone or a zombie), looking every millisecond; gives up after
+# 60 s. The time of a SIGKILLed job's end, for oracle_end, to the millisecond.
+watch_death() {
+  local out=$1
+  shift
+  python3 - "$out" "$@" <<'PY' &
+import os, sys, time
+out, pids = sys.argv[1], sys.argv[2:]
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+deadline = time.monotonic() + 60
+while any(alive(p) for p in pids) and time.monotonic() < deadline:
+    time.sleep(0.001)
+with open(out, "w") as f:
+    f.write(f"{time.time_ns()}\n")
+PY
+  remember_pid $!
 }
