@@ -32,6 +32,15 @@ assert_eq "a stolen lease ends the run with 76" 76 $?
 assert_between "noticed at the next heartbeat" 0 6000 $(($(now_ms) - start))
 check "the command is gone" bash -c "! kill -0 $(cat "$E2E_TMP/cmd") 2>/dev/null"
 
+# Taken over between two renewals: the command ends before the next heartbeat, so only the
+# release at the end finds the lease gone. A lock lost during the run is still 76, and the
+# history says lost. (The command gets no DSN from dblock; it is passed under another name.)
+k=$(key taken)
+assert_status "a lease taken over before the release exits 76" 76 env LOST_DSN="$DBLOCK_DSN" \
+  dblock run "$k" --ttl 30s -- sh -c 'DBLOCK_DSN=$LOST_DSN dblock release "$DBLOCK_KEY" --force'
+outcome=$(dblock history "$k" --json | python3 -c 'import json, sys; r = json.load(sys.stdin)["runs"]; print(r[0]["outcome"] if r else "none")')
+assert_eq "the history row of a run whose lease was taken over says lost" lost "$outcome"
+
 # --on-lost ignore: the command finishes and its status stands.
 dblock run "$k" --ttl 3 --kill-after 0 --on-lost ignore -- sh -c "echo \$\$ >\"$E2E_TMP/cmd2\"; sleep 2.5; exit 4" \
   2>"$E2E_TMP/ignore.err" &

@@ -37,7 +37,7 @@ class LeaseLocker final : public Locker {
                    " SET released_at = now(), expires_at = GREATEST(date_trunc('milliseconds', now()), acquired_at + $4::bigint * interval '1 ms'), "
                    "last_finished_at = CASE WHEN $5::boolean THEN now() ELSE last_finished_at END, "
                    "last_exit_code = CASE WHEN $5::boolean THEN $6::int ELSE last_exit_code END "
-                   "WHERE name = $1 AND owner = $2 AND token = $3::bigint RETURNING name) "
+                   "WHERE name = $1 AND owner = $2 AND token = $3::bigint AND released_at IS NULL RETURNING name) "
                    "SELECT pg_notify($7, u.name)::text FROM u";
   }
 

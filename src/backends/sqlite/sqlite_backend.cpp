@@ -263,7 +263,7 @@ class SqliteLocker final : public Locker {
         " END, boot_expires_ms = MAX(dblock_boot_ms(), boot_started_ms + ?4), last_finished_at = CASE WHEN ?5 THEN " +
         now + " ELSE last_finished_at END," +
         " last_exit_code = CASE WHEN ?5 THEN ?6 ELSE last_exit_code END" +
-        " WHERE name = ?1 AND owner = ?2 AND token = ?3 RETURNING 1");
+        " WHERE name = ?1 AND owner = ?2 AND token = ?3 AND released_at IS NULL RETURNING 1");
     if (!stmt) return std::unexpected(stmt.error());
     stmt->bind(1, std::string_view(held.key));
     stmt->bind(2, std::string_view(held.owner));
