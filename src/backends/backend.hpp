@@ -1,7 +1,7 @@
 #pragma once
-// The narrow interface between core and a database. Backends say what happened in *one*
-// attempt (acquired / busy / not due / failed); waiting, backoff, deadlines, heartbeats and
-// the child process live once in core.
+// What a database backend offers besides the lock itself (core/locker.hpp): opening with
+// options, the schema, status, history and the stateless renew/release of other processes.
+// Core never sees this file; cli picks a backend from the registry and hands core a Locker.
 
 #include <memory>
 #include <span>
@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/lock_types.hpp"
+#include "core/locker.hpp"
 
 namespace dblock {
 
@@ -27,41 +28,6 @@ struct BackendOptions {
 /// What a connection is for: only the session that holds a session lock gets
 /// session_idle_limit; every other connection keeps the server's idle killers off.
 enum class ConnectionRole { bookkeeping, lock_holder };
-
-/// A lock of one strategy, holding whatever connections that strategy needs. At most one
-/// key is held at a time. Destroying a Locker that still holds a session lock drops its
-/// connection, which frees the lock; a held lease is left to expire.
-class Locker {
- public:
-  virtual ~Locker() = default;
-
-  /// One attempt to take req.key. `wait` is how long the server may block this call
-  /// (session strategies; 0 = answer at once); lease never blocks. On `acquired` the
-  /// fencing token is strictly greater than every earlier token of the key, the row in
-  /// <prefix>locks names the holder, and last_started_at is database now.
-  virtual Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) = 0;
-
-  /// Lease: pushes expires_at to database now + ttl, compared on owner and token, and
-  /// reconnects once if the connection dropped. Session strategies: proves the session still
-  /// holds the lock (never reconnects). ErrorKind::lost when the lock is definitively gone,
-  /// ErrorKind::connection when it may be transient.
-  virtual Result<void> renew(Millis ttl) = 0;
-
-  /// Lets go of what try_acquire took (owner- and token-checked), honours min_hold, and
-  /// writes the history row and last_* columns when asked.
-  virtual Result<void> release(const ReleaseRequest& req) = 0;
-
-  /// Session strategies: the socket of the connection whose session holds the lock, or -1
-  /// (lease, or nothing held). Core watches it for the server closing the session and keeps a
-  /// duplicate open until the command's whole process tree is dead; it never reads or writes it.
-  virtual int session_fd() const { return -1; }
-
-  /// A descriptor that becomes readable when a release of the key may have happened
-  /// (PostgreSQL LISTEN/NOTIFY), or -1 when the backend cannot tell; core polls it while waiting.
-  virtual int wakeup_fd() const { return -1; }
-  /// Drains whatever made wakeup_fd() readable.
-  virtual void consume_wakeup() {}
-};
 
 /// One open database, for the administrative operations.
 class Backend {

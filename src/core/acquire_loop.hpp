@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "backends/backend.hpp"
+#include "core/locker.hpp"
 #include "core/error.hpp"
 #include "core/lock_types.hpp"
 #include "core/signals.hpp"

@@ -75,15 +75,17 @@ void Heartbeat::loop() {
     auto renewed = locker_.renew(timing_.ttl);
     const Millis replied = boottime_now();
 
+    // Log lines are built under the mutex but written after it is released: a slow stderr
+    // (a full pipe) must never hold up state() on the supervision loop.
+    std::string line;
     lock.lock();
     if (renewed) {
       state_.deadline = sent + timing_.ttl;
-      if (state_.failures > 0) log::verbose("renewed after " + std::to_string(state_.failures) + " failed tries");
+      if (state_.failures > 0) line = "renewed after " + std::to_string(state_.failures) + " failed tries; ";
       state_.failures = 0;
       state_.last_error.clear();
       next = sent + timing_.interval();
-      log::verbose("renewed the lock for " + format_duration(timing_.ttl) + " (" + format_duration(replied - sent) +
-                   ")");
+      line += "renewed the lock for " + format_duration(timing_.ttl) + " (" + format_duration(replied - sent) + ")";
     } else if (renewed.error().kind == ErrorKind::lost) {
       state_.lost = true;
       state_.last_error = renewed.error().message;
@@ -93,11 +95,11 @@ void Heartbeat::loop() {
     } else {
       ++state_.failures;
       state_.last_error = renewed.error().message;
-      log::verbose("renew failed (" + renewed.error().message + "); retrying in " +
-                   format_duration(timing_.retry_interval()));
+      line = "renew failed (" + renewed.error().message + "); retrying in " + format_duration(timing_.retry_interval());
       next = replied + timing_.retry_interval();
     }
     lock.unlock();
+    log::verbose(line);
     notify_changed();
     lock.lock();
   }

@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "backends/backend.hpp"
+#include "core/locker.hpp"
 #include "core/lock_types.hpp"
 
 namespace dblock {

@@ -219,10 +219,6 @@ Result<void> validate_run_timing(Millis ttl, Millis kill_after) {
   return fail(ErrorKind::usage, message);
 }
 
-int run_job(Backend& backend, const RunOptions& o) {
-  return run_job([&]() { return backend.make_locker(o.strategy); }, o);
-}
-
 int run_job(const OpenLocker& open, const RunOptions& o) {
   if (auto timing = validate_run_timing(o.request.ttl, o.kill_after); !timing) return report(timing.error());
   if (o.command.empty()) return report(Error{ErrorKind::usage, "run: no command given"});

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.hpp"
+#include "core/locker.hpp"
 #include "core/acquire_loop.hpp"
 #include "core/error.hpp"
 #include "core/lock_types.hpp"
@@ -35,8 +35,5 @@ Result<void> validate_run_timing(Millis ttl, Millis kill_after);
 /// 124, 126, 127, 128+N, 69...). Errors are reported on stderr before returning. `open`
 /// opens the database and a locker, again after a connection error while still waiting.
 int run_job(const OpenLocker& open, const RunOptions& options);
-
-/// The same with a database already open: lockers come from backend.make_locker.
-int run_job(Backend& backend, const RunOptions& options);
 
 }  // namespace dblock

@@ -12,7 +12,7 @@
 #include <mutex>
 #include <thread>
 
-#include "backends/postgres/pg_connection.hpp"
+#include "backends/postgres/postgres_connection.hpp"
 #include "backends/registry.hpp"
 #include "core/clock.hpp"
 #include "support/test_env.hpp"
@@ -499,7 +499,7 @@ TEST_CASE("postgres: a statement past the I/O timeout is cancelled and reported 
   REQUIRE(dsn);
   BackendOptions o = opts("dblock_");
   o.io_timeout = Millis(300);
-  auto conn = pg::PgConn::open(*dsn, o);
+  auto conn = postgres::Connection::open(*dsn, o);
   REQUIRE(conn);
   const int pid = (*conn)->backend_pid();
   auto t0 = std::chrono::steady_clock::now();

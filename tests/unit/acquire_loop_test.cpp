@@ -5,7 +5,7 @@
 
 #include "core/acquire_loop.hpp"
 #include "core/clock.hpp"
-#include "support/fake_backend.hpp"
+#include "support/fake_locker.hpp"
 
 using namespace dblock;
 using namespace std::chrono_literals;

@@ -11,7 +11,7 @@
 #include "core/clock.hpp"
 #include "core/run_job.hpp"
 #include "core/signals.hpp"
-#include "support/fake_backend.hpp"
+#include "support/fake_locker.hpp"
 
 using namespace dblock;
 using namespace std::chrono_literals;
@@ -20,7 +20,6 @@ namespace {
 
 struct Fixture {
   std::shared_ptr<test::FakeScript> script = std::make_shared<test::FakeScript>();
-  test::FakeBackend backend{script};
   RunOptions options;
   std::filesystem::path dir;
 
@@ -39,7 +38,7 @@ struct Fixture {
   // run_job under an outer watch: a signal the test provokes stays blocked until checked.
   int run() {
     SignalWatch outer;
-    return run_job(backend, options);
+    return run_job(test::fake_opener(script), options);
   }
   const ReleaseRequest& only_release() {
     REQUIRE(script->releases.size() == 1);
@@ -132,7 +131,6 @@ TEST_CASE("run: DBLOCK_* variables reach the command, the DSN does not") {
   CHECK(env.find("DBLOCK_STRATEGY=advisory\n") != std::string::npos);
   CHECK(env.find("DBLOCK_DSN") == std::string::npos);
   CHECK(env.find("secret") == std::string::npos);
-  CHECK(f.backend.last_strategy == Strategy::advisory);
 }
 
 TEST_CASE("run: the command runs in its own process group") {
@@ -314,7 +312,7 @@ TEST_CASE("run: a failed release is reported but the command's status stands") {
 
 TEST_CASE("run: backend errors map to exit codes") {
   Fixture f;
-  f.script->make_locker_error = Error{ErrorKind::config, "advisory needs mysql or postgres"};
+  f.script->open_error = Error{ErrorKind::config, "advisory needs mysql or postgres"};
   f.shell("exit 0");
   CHECK(f.run() == 78);
 

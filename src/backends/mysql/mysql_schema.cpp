@@ -3,6 +3,7 @@
 #include <charconv>
 #include <map>
 
+#include "backends/common/identifiers.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 
 namespace dblock::mysql {
@@ -84,7 +85,8 @@ LockStatus to_status(const Row& r) {
 }  // namespace
 
 Tables make_tables(const std::string& prefix) {
-  return Tables{prefix, "`" + prefix + "locks`", "`" + prefix + "runs`", "`" + prefix + "claims`"};
+  return Tables{prefix, quote_identifier(prefix + "locks", '`'), quote_identifier(prefix + "runs", '`'),
+                quote_identifier(prefix + "claims", '`')};
 }
 
 std::vector<std::string> schema_statements(const std::string& prefix) {
@@ -123,7 +125,7 @@ std::vector<std::string> schema_statements(const std::string& prefix) {
           "  finished_at DATETIME(6) NULL,\n"
           "  outcome VARCHAR(16) NOT NULL,\n"
           "  exit_code INT NULL,\n"
-          "  KEY `" + prefix + "runs_name_id` (name, id)\n"
+          "  KEY " + quote_identifier(prefix + "runs_name_id", '`') + " (name, id)\n"
           ")" + options,
       "CREATE TABLE IF NOT EXISTS " + t.claims +
           " (\n"

@@ -4,30 +4,30 @@
 
 #include <map>
 
-#include "backends/postgres/pg_internal.hpp"
+#include "backends/postgres/postgres_tables.hpp"
 #include "backends/registry.hpp"
 #include "core/clock.hpp"
 
 namespace dblock {
 namespace {
 
-using pg::Param;
-using pg::Params;
-using pg::PgConn;
-using pg::ms;
+using postgres::Param;
+using postgres::Params;
+using postgres::Connection;
+using postgres::ms;
 
-class PgBackend final : public Backend {
+class PostgresBackend final : public Backend {
  public:
-  PgBackend(Dsn dsn, BackendOptions options, std::shared_ptr<PgConn> conn)
-      : dsn_(std::move(dsn)), options_(std::move(options)), conn_(std::move(conn)), t_(pg::tables_for(options_.table_prefix)) {}
+  PostgresBackend(Dsn dsn, BackendOptions options, std::shared_ptr<Connection> conn)
+      : dsn_(std::move(dsn)), options_(std::move(options)), conn_(std::move(conn)), t_(postgres::tables_for(options_.table_prefix)) {}
 
   std::string_view name() const override { return "postgres"; }
 
-  Result<void> ensure_schema() override { return pg::ensure_schema(*conn_, t_); }
+  Result<void> ensure_schema() override { return postgres::ensure_schema(*conn_, t_); }
 
   Result<std::unique_ptr<Locker>> make_locker(Strategy s) override {
-    if (s == Strategy::lease) return pg::make_lease_locker(conn_, t_, options_.history_keep);
-    return pg::make_session_locker(s, conn_, dsn_, options_, t_);
+    if (s == Strategy::lease) return postgres::make_lease_locker(conn_, t_, options_.history_keep);
+    return postgres::make_session_locker(s, conn_, dsn_, options_, t_);
   }
 
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
@@ -78,7 +78,7 @@ class PgBackend final : public Backend {
         if (!r->is_null(i, 14)) {
           std::string seen = "," + r->text(i, 14) + ",";
           if (s.strategy == "advisory") {
-            auto id = static_cast<std::uint64_t>(pg::advisory_key(t_.prefix, s.key));
+            auto id = static_cast<std::uint64_t>(postgres::advisory_key(t_.prefix, s.key));
             alive = seen.find("," + std::to_string(id >> 32) + ":" + std::to_string(id & 0xffffffffULL) + ",") !=
                     std::string::npos;
           } else {
@@ -145,7 +145,7 @@ class PgBackend final : public Backend {
                              " SET expires_at = now() + $4::bigint * interval '1 ms', renewed_at = now() "
                              "WHERE name = $1 AND ($2::text IS NULL OR owner = $2) AND ($3::bigint IS NULL OR token = $3::bigint) "
                              "AND released_at IS NULL AND strategy = 'lease' RETURNING " + ms("expires_at"),
-                         {key, selector_owner(who), selector_token(who), pg::ms_param(ttl)});
+                         {key, selector_owner(who), selector_token(who), postgres::ms_param(ttl)});
     if (!r) return std::unexpected(r.error());
     if (r->rows() == 0) return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
     return r->int64(0, 0);
@@ -235,8 +235,8 @@ class PgBackend final : public Backend {
 
   Dsn dsn_;
   BackendOptions options_;
-  std::shared_ptr<PgConn> conn_;
-  pg::Tables t_;
+  std::shared_ptr<Connection> conn_;
+  postgres::Tables t_;
 };
 
 }  // namespace
@@ -246,12 +246,12 @@ BackendEntry postgres_backend_entry() {
       "postgres",
       {"postgres", "postgresql"},
       {Strategy::lease, Strategy::advisory, Strategy::for_update, Strategy::txn_insert},
-      [](const std::string& prefix) { return pg::schema_sql(prefix); },
+      [](const std::string& prefix) { return postgres::schema_sql(prefix); },
       [](const Dsn& dsn, const BackendOptions& options) -> Result<std::unique_ptr<Backend>> {
-        auto conn = PgConn::open(dsn, options);
+        auto conn = Connection::open(dsn, options);
         if (!conn) return std::unexpected(conn.error());
         return std::unique_ptr<Backend>(
-            std::make_unique<PgBackend>(dsn, options, std::shared_ptr<PgConn>(std::move(*conn))));
+            std::make_unique<PostgresBackend>(dsn, options, std::shared_ptr<Connection>(std::move(*conn))));
       },
   };
 }

@@ -16,18 +16,18 @@
 
 #include "backends/registry.hpp"
 #include "backends/sqlite/sqlite_connection.hpp"
-#include "backends/sqlite/sqlite_schema.hpp"
+#include "backends/sqlite/sqlite_tables.hpp"
 
 namespace dblock {
 namespace {
 
-using sqlite_impl::Connection;
-using sqlite_impl::Statement;
-using sqlite_impl::Transaction;
-using sqlite_impl::epoch_ms_sql;
-using sqlite_impl::now_plus_sql;
-using sqlite_impl::now_sql;
-using sqlite_impl::quote_ident;
+using sqlite::Connection;
+using sqlite::Statement;
+using sqlite::Transaction;
+using sqlite::epoch_ms_sql;
+using sqlite::now_plus_sql;
+using sqlite::now_sql;
+using sqlite::quote_ident;
 
 constexpr const char* only_lease =
     "the sqlite backend supports only the lease strategy; advisory, for-update and txn-insert need a "
@@ -352,7 +352,7 @@ class SqliteBackend final : public Backend {
 
   std::string_view name() const override { return "sqlite"; }
 
-  Result<void> ensure_schema() override { return sqlite_impl::ensure_schema(conn_, options_.table_prefix); }
+  Result<void> ensure_schema() override { return sqlite::ensure_schema(conn_, options_.table_prefix); }
 
   Result<std::unique_ptr<Locker>> make_locker(Strategy strategy) override {
     if (strategy != Strategy::lease) return fail(ErrorKind::config, only_lease);
@@ -544,7 +544,7 @@ Result<std::unique_ptr<Backend>> open_sqlite(const Dsn& dsn, const BackendOption
 
 BackendEntry sqlite_backend_entry() {
   return BackendEntry{
-      "sqlite", {"sqlite"}, {Strategy::lease}, &sqlite_impl::schema_sql, &open_sqlite,
+      "sqlite", {"sqlite"}, {Strategy::lease}, &sqlite::schema_sql, &open_sqlite,
   };
 }
 

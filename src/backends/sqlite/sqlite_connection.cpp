@@ -1,5 +1,7 @@
 #include "backends/sqlite/sqlite_connection.hpp"
 
+#include "backends/common/identifiers.hpp"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,7 +14,7 @@
 
 #include "core/clock.hpp"
 
-namespace dblock::sqlite_impl {
+namespace dblock::sqlite {
 namespace {
 
 constexpr const char* timestamp_format = "'%Y-%m-%d %H:%M:%f'";
@@ -86,14 +88,7 @@ std::string now_plus_sql(std::string_view ms_param) {
          " / 86400000.0)";
 }
 
-std::string quote_ident(std::string_view name) {
-  std::string out = "\"";
-  for (char c : name) {
-    out += c;
-    if (c == '"') out += '"';
-  }
-  return out + "\"";
-}
+std::string quote_ident(std::string_view name) { return quote_identifier(name, '"'); }
 
 void Statement::bind(int index, std::string_view text) {
   sqlite3_bind_text(stmt_.get(), index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
@@ -230,4 +225,4 @@ Transaction::~Transaction() {
     sqlite3_exec(conn_->get(), "ROLLBACK", nullptr, nullptr, nullptr);
 }
 
-}  // namespace dblock::sqlite_impl
+}  // namespace dblock::sqlite

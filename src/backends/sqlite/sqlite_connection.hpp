@@ -13,7 +13,7 @@
 #include "core/error.hpp"
 #include "core/lock_types.hpp"
 
-namespace dblock::sqlite_impl {
+namespace dblock::sqlite {
 
 struct DbCloser {
   void operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); }
@@ -116,4 +116,4 @@ class Transaction {
 /// An identifier in double quotes with embedded quotes doubled.
 std::string quote_ident(std::string_view name);
 
-}  // namespace dblock::sqlite_impl
+}  // namespace dblock::sqlite

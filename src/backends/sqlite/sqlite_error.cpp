@@ -7,7 +7,7 @@
 
 #include "backends/sqlite/sqlite_connection.hpp"
 
-namespace dblock::sqlite_impl {
+namespace dblock::sqlite {
 
 ErrorKind error_kind(int rc) {
   switch (rc & 0xff) {
@@ -59,4 +59,4 @@ Error make_error(const Connection& conn, int rc, std::string_view doing) {
   return Error{error_kind(rc), where + ": " + std::string(doing) + " failed: " + reason};
 }
 
-}  // namespace dblock::sqlite_impl
+}  // namespace dblock::sqlite

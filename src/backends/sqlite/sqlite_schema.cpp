@@ -1,4 +1,4 @@
-#include "backends/sqlite/sqlite_schema.hpp"
+#include "backends/sqlite/sqlite_tables.hpp"
 
 #include <array>
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-namespace dblock::sqlite_impl {
+namespace dblock::sqlite {
 namespace {
 
 // Timestamps are TEXT 'YYYY-MM-DD HH:MM:SS.SSS' in UTC, written by SQLite's own clock, so a
@@ -155,4 +155,4 @@ Result<void> ensure_schema(const Connection& conn, const std::string& prefix) {
   return conn.exec(index_sql(prefix), "creating the history index");
 }
 
-}  // namespace dblock::sqlite_impl
+}  // namespace dblock::sqlite

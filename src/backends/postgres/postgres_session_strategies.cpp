@@ -3,9 +3,9 @@
 // killed mid-transaction cannot roll its token back (README: never reused).
 #include <cinttypes>
 
-#include "backends/postgres/pg_internal.hpp"
+#include "backends/postgres/postgres_tables.hpp"
 
-namespace dblock::pg {
+namespace dblock::postgres {
 namespace {
 
 // lock_timeout for a server-side wait. 0 would mean "wait forever", so a nonblocking
@@ -14,7 +14,7 @@ std::string lock_timeout_ms(Millis wait) { return std::to_string(std::max<std::i
 
 class SessionLocker final : public Locker {
  public:
-  SessionLocker(Strategy s, std::shared_ptr<PgConn> book, std::unique_ptr<PgConn> holder, Tables t, int keep)
+  SessionLocker(Strategy s, std::shared_ptr<Connection> book, std::unique_ptr<Connection> holder, Tables t, int keep)
       : strategy_(s), book_(std::move(book)), holder_(std::move(holder)), t_(std::move(t)), keep_(keep) {
     book_sql_ =
         "INSERT INTO " + t_.locks + " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, "
@@ -93,7 +93,7 @@ class SessionLocker final : public Locker {
   Result<void> renew(Millis) override {
     if (!token_) return fail(ErrorKind::internal, "renew without a held lock");
     // Prove the session still holds the lock; a dropped session is never replaced.
-    Result<PgResult> r = fail(ErrorKind::lost, "");
+    Result<QueryResult> r = fail(ErrorKind::lost, "");
     if (strategy_ == Strategy::advisory) {
       auto id = static_cast<std::uint64_t>(advisory_key(t_.prefix, key_));
       r = holder_->exec(
@@ -169,7 +169,7 @@ class SessionLocker final : public Locker {
     }
     std::string begin = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '" + lock_timeout_ms(wait) + "'";
     if (auto r = holder_->exec(begin); !r) return std::unexpected(r.error());
-    Result<PgResult> r = strategy_ == Strategy::for_update
+    Result<QueryResult> r = strategy_ == Strategy::for_update
                              ? holder_->exec(lock_row_sql_ + (wait.count() <= 0 ? " NOWAIT" : ""), {key, kind}, wait)
                              : holder_->exec(insert_claim_sql_, {key, kind}, wait);
     auto got = busy_or(r);
@@ -182,7 +182,7 @@ class SessionLocker final : public Locker {
   }
 
   // busy (55P03 and friends) is an answer, not an error.
-  static Result<bool> busy_or(const Result<PgResult>& r) {
+  static Result<bool> busy_or(const Result<QueryResult>& r) {
     if (r) return true;
     if (r.error().kind == ErrorKind::busy) return false;
     return std::unexpected(r.error());
@@ -202,8 +202,8 @@ class SessionLocker final : public Locker {
   }
 
   Strategy strategy_;
-  std::shared_ptr<PgConn> book_;
-  std::unique_ptr<PgConn> holder_;
+  std::shared_ptr<Connection> book_;
+  std::unique_ptr<Connection> holder_;
   Tables t_;
   int keep_;
   std::string book_sql_, due_sql_, release_sql_, claim_sql_, lock_row_sql_, insert_claim_sql_, holder_sql_;
@@ -214,12 +214,12 @@ class SessionLocker final : public Locker {
 
 }  // namespace
 
-Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<PgConn> book, const Dsn& dsn,
+Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<Connection> book, const Dsn& dsn,
                                                    const BackendOptions& options, Tables t) {
-  auto holder = PgConn::open(dsn, options, ConnectionRole::lock_holder);
+  auto holder = Connection::open(dsn, options, ConnectionRole::lock_holder);
   if (!holder) return std::unexpected(holder.error());
   return std::unique_ptr<Locker>(
       std::make_unique<SessionLocker>(s, std::move(book), std::move(*holder), std::move(t), options.history_keep));
 }
 
-}  // namespace dblock::pg
+}  // namespace dblock::postgres

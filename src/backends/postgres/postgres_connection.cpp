@@ -1,4 +1,6 @@
-#include "backends/postgres/pg_connection.hpp"
+#include "backends/postgres/postgres_connection.hpp"
+
+#include "backends/common/identifiers.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -7,10 +9,10 @@
 #include <charconv>
 #include <thread>
 
-#include "backends/postgres/pg_error.hpp"
+#include "backends/postgres/postgres_error.hpp"
 #include "core/clock.hpp"
 
-namespace dblock::pg {
+namespace dblock::postgres {
 namespace {
 
 struct ConninfoDeleter {
@@ -62,42 +64,42 @@ void ignore_notice(void*, const char*) {}
 
 }  // namespace
 
-std::string PgResult::text(int row, int col) const { return PQgetvalue(r_.get(), row, col); }
+std::string QueryResult::text(int row, int col) const { return PQgetvalue(r_.get(), row, col); }
 
-std::int64_t PgResult::int64(int row, int col) const {
+std::int64_t QueryResult::int64(int row, int col) const {
   const char* v = PQgetvalue(r_.get(), row, col);
   std::int64_t out = 0;
   std::from_chars(v, v + std::char_traits<char>::length(v), out);
   return out;
 }
 
-std::optional<std::int64_t> PgResult::opt_int64(int row, int col) const {
+std::optional<std::int64_t> QueryResult::opt_int64(int row, int col) const {
   if (is_null(row, col)) return std::nullopt;
   return int64(row, col);
 }
 
-bool PgResult::boolean(int row, int col) const { return !is_null(row, col) && PQgetvalue(r_.get(), row, col)[0] == 't'; }
+bool QueryResult::boolean(int row, int col) const { return !is_null(row, col) && PQgetvalue(r_.get(), row, col)[0] == 't'; }
 
-long PgResult::affected() const {
+long QueryResult::affected() const {
   const char* n = r_ ? PQcmdTuples(r_.get()) : "";
   return *n ? std::strtol(n, nullptr, 10) : 0;
 }
 
-std::string quote_ident(std::string_view name) { return "\"" + std::string(name) + "\""; }
+std::string quote_ident(std::string_view name) { return quote_identifier(name, '"'); }
 
 std::string ms(std::string_view expr) {
   return "floor(extract(epoch FROM " + std::string(expr) + ") * 1000)::bigint";
 }
 
-Result<std::unique_ptr<PgConn>> PgConn::open(const Dsn& dsn, const BackendOptions& options, ConnectionRole role) {
-  std::unique_ptr<PgConn> conn(new PgConn(dsn, options, role));
+Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const BackendOptions& options, ConnectionRole role) {
+  std::unique_ptr<Connection> conn(new Connection(dsn, options, role));
   if (auto ok = conn->connect(); !ok) return std::unexpected(ok.error());
   return conn;
 }
 
-PgConn::~PgConn() = default;
+Connection::~Connection() = default;
 
-Result<void> PgConn::connect() {
+Result<void> Connection::connect() {
   std::lock_guard lock(mutex_);
   conn_.reset();
   // libpq's own parser validates the URI (so sslmode, host=/socket dir, passfile... all work).
@@ -161,34 +163,34 @@ Result<void> PgConn::connect() {
   return {};
 }
 
-bool PgConn::is_open() const {
+bool Connection::is_open() const {
   std::lock_guard lock(mutex_);
   return conn_ && PQstatus(conn_.get()) == CONNECTION_OK;
 }
 
-bool PgConn::in_transaction() const {
+bool Connection::in_transaction() const {
   std::lock_guard lock(mutex_);
   return is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INTRANS;
 }
 
-Result<void> PgConn::reconnect() { return connect(); }
+Result<void> Connection::reconnect() { return connect(); }
 
-void PgConn::close() {
+void Connection::close() {
   std::lock_guard lock(mutex_);
   conn_.reset();
 }
 
-int PgConn::socket() const {
+int Connection::socket() const {
   std::lock_guard lock(mutex_);
   return is_open() ? PQsocket(conn_.get()) : -1;
 }
 
-int PgConn::backend_pid() const {
+int Connection::backend_pid() const {
   std::lock_guard lock(mutex_);
   return is_open() ? PQbackendPID(conn_.get()) : 0;
 }
 
-Result<void> PgConn::listen(const std::string& channel) {
+Result<void> Connection::listen(const std::string& channel) {
   std::lock_guard lock(mutex_);
   for (const auto& c : channels_)
     if (c == channel) return {};
@@ -197,7 +199,7 @@ Result<void> PgConn::listen(const std::string& channel) {
   return {};
 }
 
-bool PgConn::drain_notifications() {
+bool Connection::drain_notifications() {
   std::lock_guard lock(mutex_);
   if (!is_open()) return false;
   PQconsumeInput(conn_.get());
@@ -209,12 +211,12 @@ bool PgConn::drain_notifications() {
   return any;
 }
 
-Error PgConn::broken(std::string_view doing) {
+Error Connection::broken(std::string_view doing) {
   std::string text = conn_ ? one_line(PQerrorMessage(conn_.get())) : "connection closed";
   return Error{ErrorKind::connection, "postgres " + dsn_.redacted + ": " + std::string(doing) + ": " + text};
 }
 
-Error PgConn::timed_out() {
+Error Connection::timed_out() {
   // PQcancel opens a blocking connection with no timeout of its own: a server that vanished
   // would hang us, so it runs on a detached thread while we close our side at once.
   if (PGcancel* cancel = PQgetCancel(conn_.get())) {
@@ -228,7 +230,7 @@ Error PgConn::timed_out() {
   return Error{ErrorKind::connection, "postgres " + dsn_.redacted + ": no answer within the I/O timeout; connection closed"};
 }
 
-Result<PgResult> PgConn::exec(std::string_view sql, const Params& params, Millis extra) {
+Result<QueryResult> Connection::exec(std::string_view sql, const Params& params, Millis extra) {
   std::lock_guard lock(mutex_);
   if (!is_open()) return std::unexpected(broken("not connected"));
   const Millis deadline = boottime_now() + options_.io_timeout + extra;
@@ -253,7 +255,7 @@ Result<PgResult> PgConn::exec(std::string_view sql, const Params& params, Millis
     if (!wait_socket(fd, POLLOUT | POLLIN, deadline, &revents)) return std::unexpected(timed_out());
     if ((revents & POLLIN) && !PQconsumeInput(c)) return std::unexpected(broken("reading"));
   }
-  PgResult last, error;
+  QueryResult last, error;
   for (;;) {
     while (PQisBusy(c)) {
       if (!wait_socket(fd, POLLIN, deadline, &revents)) return std::unexpected(timed_out());
@@ -262,7 +264,7 @@ Result<PgResult> PgConn::exec(std::string_view sql, const Params& params, Millis
     PGresult* r = PQgetResult(c);
     if (!r) break;
     auto status = PQresultStatus(r);
-    PgResult owned(r);
+    QueryResult owned(r);
     if (status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE || status == PGRES_NONFATAL_ERROR) {
       if (!error) error = owned;
     } else {
@@ -277,4 +279,4 @@ Result<PgResult> PgConn::exec(std::string_view sql, const Params& params, Millis
   return last;
 }
 
-}  // namespace dblock::pg
+}  // namespace dblock::postgres

@@ -7,7 +7,7 @@
 
 #include "core/error.hpp"
 
-namespace dblock::pg {
+namespace dblock::postgres {
 
 /// busy / connection / config / other for a five-character SQLSTATE.
 ErrorKind kind_for_sqlstate(std::string_view sqlstate);
@@ -22,4 +22,4 @@ Error connect_error(PGconn* conn, std::string_view where);
 /// libpq messages end in newlines and may span lines; one line for our messages.
 std::string one_line(std::string_view message);
 
-}  // namespace dblock::pg
+}  // namespace dblock::postgres

@@ -1,9 +1,9 @@
 #include <array>
 #include <set>
 
-#include "backends/postgres/pg_internal.hpp"
+#include "backends/postgres/postgres_tables.hpp"
 
-namespace dblock::pg {
+namespace dblock::postgres {
 namespace {
 
 constexpr std::array<std::string_view, 14> lock_columns{
@@ -84,7 +84,7 @@ namespace {
 
 // Names the first expected column a table lacks; "" when all are there. A table with no
 // columns at all is missing.
-Result<std::string> missing_column(PgConn& conn, const Tables& t, bool* any_table_missing) {
+Result<std::string> missing_column(Connection& conn, const Tables& t, bool* any_table_missing) {
   auto r = conn.exec(
       "SELECT table_name::text, column_name::text FROM information_schema.columns "
       "WHERE table_schema = current_schema() AND table_name IN ($1, $2, $3)",
@@ -113,7 +113,7 @@ Result<std::string> missing_column(PgConn& conn, const Tables& t, bool* any_tabl
 
 }  // namespace
 
-Result<void> ensure_schema(PgConn& conn, const Tables& t) {
+Result<void> ensure_schema(Connection& conn, const Tables& t) {
   bool missing = false;
   auto col = missing_column(conn, t, &missing);
   if (!col) return std::unexpected(col.error());
@@ -142,7 +142,7 @@ RunRecord complete_run(RunRecord run, const LockRequest& req, std::int64_t token
                              still_held);
 }
 
-Result<void> insert_history(PgConn& conn, const Tables& t, const RunRecord& run, int keep) {
+Result<void> insert_history(Connection& conn, const Tables& t, const RunRecord& run, int keep) {
   // The DELETE sees the snapshot before the INSERT, so it keeps keep-1 older rows.
   std::string sql = "WITH ins AS (INSERT INTO " + t.runs +
                     " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) "
@@ -164,4 +164,4 @@ Result<void> insert_history(PgConn& conn, const Tables& t, const RunRecord& run,
   return {};
 }
 
-}  // namespace dblock::pg
+}  // namespace dblock::postgres

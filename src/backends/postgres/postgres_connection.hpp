@@ -14,7 +14,7 @@
 #include "backends/backend.hpp"
 #include "core/dsn.hpp"
 
-namespace dblock::pg {
+namespace dblock::postgres {
 
 struct ConnDeleter {
   void operator()(PGconn* c) const { PQfinish(c); }
@@ -29,10 +29,10 @@ using Param = std::optional<std::string>;
 using Params = std::vector<Param>;
 
 /// Owns a PGresult; typed accessors for the text-format values.
-class PgResult {
+class QueryResult {
  public:
-  PgResult() = default;
-  explicit PgResult(PGresult* r) : r_(r, ResultDeleter{}) {}
+  QueryResult() = default;
+  explicit QueryResult(PGresult* r) : r_(r, ResultDeleter{}) {}
   int rows() const { return r_ ? PQntuples(r_.get()) : 0; }
   bool is_null(int row, int col) const { return PQgetisnull(r_.get(), row, col) != 0; }
   std::string text(int row, int col) const;
@@ -48,18 +48,18 @@ class PgResult {
   std::shared_ptr<PGresult> r_{nullptr, ResultDeleter{}};
 };
 
-class PgConn {
+class Connection {
  public:
   /// Connects (bounded by options.connect_timeout); ErrorKind::config for a bad DSN, bad
   /// credentials or an unknown database, ErrorKind::connection when the server is unreachable.
   /// A lock holder's session gets options.session_idle_limit; the others no idle limit.
-  static Result<std::unique_ptr<PgConn>> open(const Dsn& dsn, const BackendOptions& options,
+  static Result<std::unique_ptr<Connection>> open(const Dsn& dsn, const BackendOptions& options,
                                               ConnectionRole role = ConnectionRole::bookkeeping);
-  ~PgConn();
+  ~Connection();
 
   /// Runs sql (several statements allowed when params is empty) within io_timeout + extra.
   /// On timeout the query is cancelled and the connection closed (ErrorKind::connection).
-  Result<PgResult> exec(std::string_view sql, const Params& params = {}, Millis extra = Millis{0});
+  Result<QueryResult> exec(std::string_view sql, const Params& params = {}, Millis extra = Millis{0});
 
   /// True while a transaction is open and healthy on this connection.
   bool in_transaction() const;
@@ -82,7 +82,7 @@ class PgConn {
   const std::string& where() const { return dsn_.redacted; }
 
  private:
-  PgConn(Dsn dsn, BackendOptions options, ConnectionRole role)
+  Connection(Dsn dsn, BackendOptions options, ConnectionRole role)
       : dsn_(std::move(dsn)), options_(std::move(options)), role_(role) {}
   Result<void> connect();
   Error broken(std::string_view doing);
@@ -103,4 +103,4 @@ std::string quote_ident(std::string_view name);
 /// SQL for "this timestamptz column as epoch milliseconds (bigint)".
 std::string ms(std::string_view expr);
 
-}  // namespace dblock::pg
+}  // namespace dblock::postgres

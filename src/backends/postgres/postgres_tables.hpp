@@ -6,9 +6,9 @@
 #include <string>
 
 #include "backends/backend.hpp"
-#include "backends/postgres/pg_connection.hpp"
+#include "backends/postgres/postgres_connection.hpp"
 
-namespace dblock::pg {
+namespace dblock::postgres {
 
 /// Quoted table names for one prefix, and the LISTEN/NOTIFY channel releases announce on.
 struct Tables {
@@ -22,7 +22,7 @@ Tables tables_for(const std::string& prefix);
 std::string schema_sql(const std::string& prefix);
 /// Creates missing tables (serialized by an advisory transaction lock, so concurrent first
 /// use cannot fail) and checks every expected column is there (ErrorKind::config otherwise).
-Result<void> ensure_schema(PgConn& conn, const Tables& t);
+Result<void> ensure_schema(Connection& conn, const Tables& t);
 
 /// The advisory lock id of a key: FNV-1a 64 over prefix, a NUL, then the key, as a signed
 /// bigint. Stable across versions and hosts; a collision only makes two keys exclude each other.
@@ -30,21 +30,21 @@ std::int64_t advisory_key(std::string_view prefix, std::string_view key);
 
 /// Inserts one <prefix>runs row (started_at from the lock's acquired_at) and prunes the key's
 /// rows beyond the newest `keep`, in one statement.
-Result<void> insert_history(PgConn& conn, const Tables& t, const RunRecord& run, int keep);
+Result<void> insert_history(Connection& conn, const Tables& t, const RunRecord& run, int keep);
 
 /// The history row of a run that held `req` with `token`: key, token and strategy come from
 /// the locker (core leaves them empty), holder fields from the request when core left them empty.
 RunRecord complete_run(RunRecord run, const LockRequest& req, std::int64_t token, Strategy s, bool still_held);
 
 /// Lease locker sharing the backend's connection (reconnects it once when renewing).
-std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<PgConn> conn, Tables t, int history_keep);
+std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<Connection> conn, Tables t, int history_keep);
 
 /// advisory / for-update / txn-insert: a dedicated holder session plus `book`, an autocommit
 /// connection for the token bookkeeping (committed independently of the held transaction).
-Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<PgConn> book, const Dsn& dsn,
+Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<Connection> book, const Dsn& dsn,
                                                    const BackendOptions& options, Tables t);
 
 /// Milliseconds as a bound parameter.
 inline Param ms_param(Millis m) { return std::to_string(m.count()); }
 
-}  // namespace dblock::pg
+}  // namespace dblock::postgres

@@ -5,7 +5,7 @@
 
 #include "backends/sqlite/sqlite_connection.hpp"
 
-namespace dblock::sqlite_impl {
+namespace dblock::sqlite {
 
 /// The DDL `dblock schema --dialect sqlite` prints; ensure_schema runs the same text.
 std::string schema_sql(const std::string& prefix);
@@ -14,4 +14,4 @@ std::string schema_sql(const std::string& prefix);
 /// table and the missing column when a table exists with another shape.
 Result<void> ensure_schema(const Connection& conn, const std::string& prefix);
 
-}  // namespace dblock::sqlite_impl
+}  // namespace dblock::sqlite

@@ -1,4 +1,4 @@
-#include "support/fake_backend.hpp"
+#include "support/fake_locker.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -86,32 +86,12 @@ std::unique_ptr<Locker> make_fake_locker(std::shared_ptr<FakeScript> script) {
   return std::make_unique<FakeLocker>(std::move(script));
 }
 
-Result<std::unique_ptr<Locker>> FakeBackend::make_locker(Strategy strategy) {
-  last_strategy = strategy;
-  if (script_->make_locker_error) return std::unexpected(*script_->make_locker_error);
-  return make_fake_locker(script_);
+OpenLocker fake_opener(std::shared_ptr<FakeScript> script) {
+  return [script]() -> Result<std::unique_ptr<Locker>> {
+    ++script->opens;
+    if (script->open_error) return std::unexpected(*script->open_error);
+    return make_fake_locker(script);
+  };
 }
-
-Result<std::vector<LockStatus>> FakeBackend::status(std::span<const std::string> keys) {
-  std::vector<LockStatus> out;
-  for (const auto& k : keys) {
-    LockStatus s;
-    s.key = k;
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
-Result<std::vector<RunRecord>> FakeBackend::history(const std::string&, int) { return std::vector<RunRecord>{}; }
-
-Result<std::int64_t> FakeBackend::renew(const std::string&, const HolderSelector&, Millis) {
-  return fail(ErrorKind::lost, "fake: not held");
-}
-
-Result<void> FakeBackend::release(const std::string&, const HolderSelector&) { return {}; }
-
-Result<std::int64_t> FakeBackend::now_ms() { return wall_now_ms(); }
-
-std::vector<DoctorCheck> FakeBackend::doctor_checks(Strategy) { return {}; }
 
 }  // namespace dblock::test

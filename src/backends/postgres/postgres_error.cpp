@@ -1,9 +1,9 @@
 // SQLSTATE -> ErrorKind (SOCI's idea: a few portable categories, mapped in one file).
-#include "backends/postgres/pg_error.hpp"
+#include "backends/postgres/postgres_error.hpp"
 
 #include <string>
 
-namespace dblock::pg {
+namespace dblock::postgres {
 
 ErrorKind kind_for_sqlstate(std::string_view s) {
   if (s.size() != 5) return ErrorKind::other;
@@ -57,4 +57,4 @@ Error connect_error(PGconn* conn, std::string_view where) {
   return Error{kind, "cannot connect to " + std::string(where) + ": " + text};
 }
 
-}  // namespace dblock::pg
+}  // namespace dblock::postgres

@@ -1,5 +1,5 @@
 #pragma once
-// An in-memory Backend/Locker for unit tests of core with no database (ninja's
+// An in-memory Locker for unit tests of core with no database (ninja's
 // VirtualFileSystem idea). Tests script it (busy N times, renew failing from time T, a
 // signal raised during an attempt...) and inspect what core asked of it afterwards.
 
@@ -9,11 +9,12 @@
 #include <optional>
 #include <vector>
 
-#include "backends/backend.hpp"
+#include "core/acquire_loop.hpp"
+#include "core/locker.hpp"
 
 namespace dblock::test {
 
-/// Script and record of one fake lock; shared by the backend and every locker it makes, so
+/// Script and record of one fake lock; shared by every locker made from it, so
 /// tests can read it after run_job destroyed its locker.
 struct FakeScript {
   // --- script (set before use) ---
@@ -30,11 +31,12 @@ struct FakeScript {
   ErrorKind renew_error = ErrorKind::connection;
   Millis renew_delay{0};                     // each renew takes this long (a slow database)
   std::optional<Error> release_error;        // release fails with this
-  std::optional<Error> make_locker_error;    // make_locker fails with this
+  std::optional<Error> open_error;           // fake_opener fails with this
   int wakeup_fd = -1;                        // returned by Locker::wakeup_fd()
 
   // --- record (read after use) ---
   std::mutex mutex;
+  std::atomic<int> opens{0};
   std::atomic<int> attempts{0};
   std::atomic<int> renews{0};
   std::atomic<int> failed_renews{0};
@@ -47,27 +49,10 @@ struct FakeScript {
   std::optional<Millis> due_until;           // not_due answers stop after this
 };
 
-class FakeBackend final : public Backend {
- public:
-  explicit FakeBackend(std::shared_ptr<FakeScript> script) : script_(std::move(script)) {}
-
-  std::string_view name() const override { return "fake"; }
-  Result<void> ensure_schema() override { return {}; }
-  Result<std::unique_ptr<Locker>> make_locker(Strategy strategy) override;
-  Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override;
-  Result<std::vector<RunRecord>> history(const std::string& key, int limit) override;
-  Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override;
-  Result<void> release(const std::string& key, const HolderSelector& who) override;
-  Result<std::int64_t> now_ms() override;
-  std::vector<DoctorCheck> doctor_checks(Strategy strategy) override;
-
-  std::optional<Strategy> last_strategy;
-
- private:
-  std::shared_ptr<FakeScript> script_;
-};
-
 /// A locker on its own, for acquire_with_wait tests.
 std::unique_ptr<Locker> make_fake_locker(std::shared_ptr<FakeScript> script);
+
+/// What cli hands run_job: opens a fake locker (or fails with script->open_error), counting opens.
+OpenLocker fake_opener(std::shared_ptr<FakeScript> script);
 
 }  // namespace dblock::test

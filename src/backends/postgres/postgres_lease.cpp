@@ -1,13 +1,13 @@
 // The lease strategy: one conditional upsert acquires, one owner- and token-checked update
 // renews or releases (and wakes waiters through NOTIFY in the same statement).
-#include "backends/postgres/pg_internal.hpp"
+#include "backends/postgres/postgres_tables.hpp"
 
-namespace dblock::pg {
+namespace dblock::postgres {
 namespace {
 
 class LeaseLocker final : public Locker {
  public:
-  LeaseLocker(std::shared_ptr<PgConn> conn, Tables t, int keep)
+  LeaseLocker(std::shared_ptr<Connection> conn, Tables t, int keep)
       : conn_(std::move(conn)), t_(std::move(t)), keep_(keep) {
     // Fresh row: token 1. Existing row: taken only when the lease is over (and, with
     // --min-interval, the last start is old enough); every taking bumps the token.
@@ -130,7 +130,7 @@ class LeaseLocker final : public Locker {
   void consume_wakeup() override { conn_->drain_notifications(); }
 
  private:
-  std::shared_ptr<PgConn> conn_;
+  std::shared_ptr<Connection> conn_;
   Tables t_;
   int keep_;
   std::string acquire_sql_, inspect_sql_, renew_sql_, release_sql_;
@@ -141,8 +141,8 @@ class LeaseLocker final : public Locker {
 
 }  // namespace
 
-std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<PgConn> conn, Tables t, int history_keep) {
+std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<Connection> conn, Tables t, int history_keep) {
   return std::make_unique<LeaseLocker>(std::move(conn), std::move(t), history_keep);
 }
 
-}  // namespace dblock::pg
+}  // namespace dblock::postgres
