@@ -21,8 +21,15 @@ enum class ErrorKind {
 };
 
 struct Error {
+  Error(ErrorKind k, std::string text, int code = 0, std::string state = {})
+      : kind(k), message(std::move(text)), native_code(code), sqlstate(std::move(state)) {}
+
   ErrorKind kind;
   std::string message;
+  // The database's own code, kept so a backend decides on codes, never on message text
+  // (which a server may translate: lc_messages). 0 / empty when there is none.
+  int native_code = 0;   // MySQL errno, SQLite extended result code
+  std::string sqlstate;  // PostgreSQL (and MySQL) SQLSTATE
 };
 
 template <class T = void>
