@@ -24,6 +24,21 @@ const BackendEntry* find_backend(std::string_view name) {
   return nullptr;
 }
 
+Result<Dsn> parse_dsn(std::string_view text) {
+  Dsn dsn;
+  dsn.text = std::string(text);
+  dsn.redacted = redact_dsn(text);
+  if (text.empty()) return invalid_dsn(dsn, "empty DSN");
+  const std::string_view scheme = text.substr(0, text.find(':'));
+  for (const auto& entry : backend_entries()) {
+    if (std::ranges::find(entry.schemes, scheme) == entry.schemes.end() || scheme.size() == text.size()) continue;
+    dsn.backend = std::string(entry.name);
+    if (auto ok = entry.check_dsn(dsn); !ok) return std::unexpected(ok.error());
+    return dsn;
+  }
+  return invalid_dsn(dsn, "unknown scheme (use sqlite:/path.db, mysql://..., mariadb://..., postgres://...)");
+}
+
 Result<std::unique_ptr<Backend>> open_backend(const Dsn& dsn, const BackendOptions& options) {
   const BackendEntry* entry = find_backend(dsn.backend);
   if (!entry) return fail(ErrorKind::config, "no backend for DSN " + dsn.redacted);

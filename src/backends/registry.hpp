@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "core/dsn.hpp"
+#include "backends/common/dsn.hpp"
 
 namespace dblock {
 
@@ -17,6 +17,9 @@ struct BackendEntry {
   std::vector<Strategy> strategies;          // what it can do
   /// The DDL `dblock schema` prints and `init` runs, for this dialect and prefix.
   std::string (*schema_sql)(const std::string& prefix);
+  /// Checks everything after the scheme (the backend's own parameters); ErrorKind::config
+  /// without the password. Called when the DSN is read, before anything connects.
+  Result<void> (*check_dsn)(const Dsn& dsn);
   /// Opens a connection; ErrorKind::connection / config on failure.
   Result<std::unique_ptr<Backend>> (*open)(const Dsn& dsn, const BackendOptions& options);
 };
@@ -26,6 +29,10 @@ std::span<const BackendEntry> backend_entries();
 
 /// The entry whose name is `name` ("sqlite", "mysql", "postgres"), or nullptr.
 const BackendEntry* find_backend(std::string_view name);
+
+/// Picks the backend by the DSN's scheme and lets it check the rest; ErrorKind::config with a
+/// message that never contains the password.
+Result<Dsn> parse_dsn(std::string_view text);
 
 /// Opens the backend that serves dsn.backend.
 Result<std::unique_ptr<Backend>> open_backend(const Dsn& dsn, const BackendOptions& options);

@@ -7,7 +7,7 @@
 
 #include "backends/backend.hpp"
 #include "core/acquire_loop.hpp"
-#include "core/dsn.hpp"
+#include "backends/common/dsn.hpp"
 #include "core/lock_types.hpp"
 
 namespace dblock::cli {

@@ -1,15 +1,18 @@
 #include <doctest/doctest.h>
 
 #include "cli/argv_scrub.hpp"
-#include "core/dsn.hpp"
-#include "core/exit_code.hpp"
+#include "backends/common/dsn.hpp"
+#include "backends/mysql/mysql_dsn.hpp"
+#include "backends/registry.hpp"
+#include "backends/sqlite/sqlite_dsn.hpp"
 
 using namespace dblock;
 
 TEST_CASE("sqlite DSNs") {
-  CHECK(parse_dsn("sqlite:/var/lib/x.db").value().path == "/var/lib/x.db");
-  CHECK(parse_dsn("sqlite:///var/lib/x.db").value().path == "/var/lib/x.db");
-  CHECK(parse_dsn("sqlite:rel/x.db").value().path == "rel/x.db");
+  auto path = [](const char* text) { return sqlite::database_path(parse_dsn(text).value()).value(); };
+  CHECK(path("sqlite:/var/lib/x.db") == "/var/lib/x.db");
+  CHECK(path("sqlite:///var/lib/x.db") == "/var/lib/x.db");
+  CHECK(path("sqlite:rel/x.db") == "rel/x.db");
   CHECK(parse_dsn("sqlite:/x.db").value().backend == "sqlite");
   auto empty = parse_dsn("sqlite:");
   REQUIRE_FALSE(empty.has_value());
@@ -17,34 +20,36 @@ TEST_CASE("sqlite DSNs") {
 }
 
 TEST_CASE("mysql DSNs") {
-  auto d = parse_dsn("mysql://app:s%40cret@db.example:3307/jobs?ssl-mode=REQUIRED&connect-timeout=3").value();
-  CHECK(d.backend == "mysql");
+  auto dsn = parse_dsn("mysql://app:s%40cret@db.example:3307/jobs?ssl-mode=required&connect-timeout=3").value();
+  CHECK(dsn.backend == "mysql");
+  CHECK(dsn.redacted == "mysql://app:****@db.example:3307/jobs?ssl-mode=required&connect-timeout=3");
+  auto d = mysql::parse_mysql_dsn(dsn).value();
   CHECK(d.user == "app");
   CHECK(d.password.value() == "s@cret");
   CHECK(d.host == "db.example");
   CHECK(d.port.value() == 3307);
   CHECK(d.database == "jobs");
-  CHECK(d.param("ssl-mode").value() == "REQUIRED");
-  CHECK(d.param("connect-timeout").value() == "3");
-  CHECK(d.redacted == "mysql://app:****@db.example:3307/jobs?ssl-mode=REQUIRED&connect-timeout=3");
+  CHECK(d.ssl_mode.value() == "REQUIRED");
+  CHECK(d.connect_timeout_s.value() == 3);
+  CHECK(d.option_group == "dblock");
 
-  auto m = parse_dsn("mariadb://localhost/jobs").value();
-  CHECK(m.backend == "mysql");
+  CHECK(parse_dsn("mariadb://localhost/jobs").value().backend == "mysql");
+  auto m = mysql::parse_mysql_dsn(parse_dsn("mariadb://localhost/jobs").value()).value();
   CHECK_FALSE(m.password.has_value());
   CHECK_FALSE(m.port.has_value());
 
-  auto v6 = parse_dsn("mysql://u@[::1]:3306/db").value();
+  auto v6 = mysql::parse_mysql_dsn(parse_dsn("mysql://u@[::1]:3306/db").value()).value();
   CHECK(v6.host == "::1");
   CHECK(v6.port.value() == 3306);
 
-  auto sock = parse_dsn("mysql:///db?socket=/run/mysqld/mysqld.sock").value();
-  CHECK(sock.param("socket").value() == "/run/mysqld/mysqld.sock");
+  auto sock = mysql::parse_mysql_dsn(parse_dsn("mysql:///db?socket=/run/mysqld/mysqld.sock").value()).value();
+  CHECK(sock.socket.value() == "/run/mysqld/mysqld.sock");
 }
 
 TEST_CASE("bad mysql DSNs are config errors without the password") {
   for (const char* bad : {"mysql://u:topsecret@h/db?unknown=1", "mysql://u:topsecret@h:99999/db",
                           "mysql://u:topsecret@h:abc/db", "mysql://u:topsecret@h/", "mysql://u:topsecret@h/db?ssl-mode=SOMETIMES",
-                          "mysql://u:top%zzsecret@h/db"}) {
+                          "mysql://u:top%zzsecret@h/db", "mysql://u:topsecret@h/db?connect-timeout=0"}) {
     CAPTURE(bad);
     auto r = parse_dsn(bad);
     REQUIRE_FALSE(r.has_value());
@@ -72,7 +77,6 @@ TEST_CASE("unknown schemes are config errors") {
     auto r = parse_dsn(bad);
     REQUIRE_FALSE(r.has_value());
     CHECK(r.error().kind == ErrorKind::config);
-    CHECK(exit_code_for(r.error().kind) == 78);
   }
 }
 
@@ -94,12 +98,21 @@ TEST_CASE("passwords are scrubbed from argv in place") {
   CHECK_FALSE(cli::scrub_passwords_from_argv(4, argv));
 }
 
-TEST_CASE("exit codes have one home") {
-  CHECK(exit_code_for(ErrorKind::busy) == 75);
-  CHECK(exit_code_for(ErrorKind::lost) == 76);
-  CHECK(exit_code_for(ErrorKind::connection) == 69);
-  CHECK(exit_code_for(ErrorKind::other) == 69);
-  CHECK(exit_code_for(ErrorKind::config) == 78);
-  CHECK(exit_code_for(ErrorKind::usage) == 64);
-  CHECK(exit_code_for(ErrorKind::internal) == 70);
+TEST_CASE("postgres DSNs are checked by libpq when read, and its message never shows the password") {
+  auto r = parse_dsn("postgres://u:top%zzsecret@h/db");
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().kind == ErrorKind::config);
+  CHECK(r.error().message.find("zzsecret") == std::string::npos);
+  CHECK(parse_dsn("postgres:/db").error().kind == ErrorKind::config);
+}
+
+TEST_CASE("one function finds passwords: messages and argv hide the same bytes") {
+  const std::string text = "postgres://u:p%40ss@h/d?password=two&user=x";
+  CHECK(redact_dsn(text) == "postgres://u:****@h/d?password=****&user=x");
+  CHECK(redact_message("failed for \"p@ss\" and two", text) == "failed for \"****\" and ****");
+  CHECK(redact_message("no secrets here", "sqlite:/x.db") == "no secrets here");
+  auto ranges = password_ranges(text);
+  REQUIRE(ranges.size() == 2);
+  CHECK(text.substr(ranges[0].first, ranges[0].second - ranges[0].first) == "p%40ss");
+  CHECK(text.substr(ranges[1].first, ranges[1].second - ranges[1].first) == "two");
 }

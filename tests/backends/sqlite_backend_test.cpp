@@ -18,7 +18,7 @@
 
 #include "backends/registry.hpp"
 #include "core/clock.hpp"
-#include "core/dsn.hpp"
+#include "backends/common/dsn.hpp"
 
 using namespace dblock;
 using namespace std::chrono_literals;

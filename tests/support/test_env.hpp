@@ -6,7 +6,7 @@
 #include <string>
 
 #include "backends/backend.hpp"
-#include "core/dsn.hpp"
+#include "backends/common/dsn.hpp"
 
 namespace dblock::test {
 

@@ -249,6 +249,10 @@ BackendEntry mysql_backend_entry() {
       {"mysql", "mariadb"},
       {Strategy::lease, Strategy::advisory, Strategy::for_update, Strategy::txn_insert},
       &mysql::schema_sql,
+      [](const Dsn& dsn) -> Result<void> {
+        if (auto parsed = mysql::parse_mysql_dsn(dsn); !parsed) return std::unexpected(parsed.error());
+        return {};
+      },
       &mysql::open,
   };
 }

@@ -43,14 +43,10 @@ Result<void> set_option(MYSQL* m, mysql_option option, const void* value, const 
   return {};
 }
 
-// ssl-mode names follow MySQL's --ssl-mode. MariaDB Connector/C has no opportunistic mode:
-// PREFERRED uses TLS when ssl-ca/ssl-cert/ssl-key are given, as the connector does by itself.
-Result<void> apply_ssl_mode(MYSQL* m, const Dsn& dsn, std::string mode) {
-  std::ranges::transform(mode, mode.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  const bool known = mode == "DISABLED" || mode == "PREFERRED" || mode == "REQUIRED" || mode == "VERIFY_CA" ||
-                     mode == "VERIFY_IDENTITY";
-  if (!known)
-    return std::unexpected(config_error(dsn, "ssl-mode must be DISABLED, PREFERRED, REQUIRED, VERIFY_CA or VERIFY_IDENTITY"));
+// ssl-mode names follow MySQL's --ssl-mode (checked by parse_mysql_dsn). MariaDB Connector/C has
+// no opportunistic mode: PREFERRED uses TLS when ssl-ca/ssl-cert/ssl-key are given, as the
+// connector does by itself.
+Result<void> apply_ssl_mode(MYSQL* m, const Dsn& dsn, const std::string& mode) {
 #ifdef MARIADB_BASE_VERSION
   if (mode == "DISABLED" || mode == "PREFERRED") return {};
   my_bool on = 1;
@@ -104,7 +100,10 @@ struct ParamStorage {
 
 Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const BackendOptions& options,
                                                     ConnectionRole role) {
-  std::unique_ptr<Connection> conn(new Connection(dsn, options, init_command(role, options.session_idle_limit)));
+  auto target = parse_mysql_dsn(dsn);
+  if (!target) return std::unexpected(target.error());
+  std::unique_ptr<Connection> conn(
+      new Connection(dsn, std::move(*target), options, init_command(role, options.session_idle_limit)));
   if (auto r = conn->connect(); !r) return std::unexpected(r.error());
   return conn;
 }
@@ -119,14 +118,7 @@ Result<void> Connection::connect() {
   MysqlPtr m(mysql_init(nullptr));
   if (!m) return fail(ErrorKind::internal, "mysql_init failed (out of memory)");
 
-  unsigned connect_s = whole_seconds(options_.connect_timeout);
-  if (auto text = dsn_.param("connect-timeout")) {
-    unsigned value = 0;
-    auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
-    if (ec != std::errc() || end != text->data() + text->size() || value == 0)
-      return std::unexpected(config_error(dsn_, "connect-timeout must be a whole number of seconds >= 1"));
-    connect_s = value;
-  }
+  const unsigned connect_s = target_.connect_timeout_s.value_or(whole_seconds(options_.connect_timeout));
   const unsigned io_s = whole_seconds(options_.io_timeout);
   max_block_ms_ = static_cast<std::int64_t>(io_s) * 1000 - 1000;
   my_bool no = 0;
@@ -137,27 +129,26 @@ Result<void> Connection::connect() {
   if (auto r = set_option(m.get(), MYSQL_OPT_RECONNECT, &no, dsn_, "reconnect"); !r) return r;
   if (auto r = set_option(m.get(), MYSQL_SET_CHARSET_NAME, "utf8mb4", dsn_, "charset"); !r) return r;
   if (auto r = set_option(m.get(), MYSQL_INIT_COMMAND, init_command_.c_str(), dsn_, "init command"); !r) return r;
-  if (auto file = dsn_.param("option-file"))
-    if (auto r = set_option(m.get(), MYSQL_READ_DEFAULT_FILE, file->c_str(), dsn_, "option-file"); !r) return r;
-  const std::string group = dsn_.param("option-group").value_or("dblock");
-  if (auto r = set_option(m.get(), MYSQL_READ_DEFAULT_GROUP, group.c_str(), dsn_, "option-group"); !r) return r;
-  if (auto mode = dsn_.param("ssl-mode"))
-    if (auto r = apply_ssl_mode(m.get(), dsn_, *mode); !r) return r;
-  if (auto v = dsn_.param("ssl-ca"))
-    if (auto r = set_option(m.get(), MYSQL_OPT_SSL_CA, v->c_str(), dsn_, "ssl-ca"); !r) return r;
-  if (auto v = dsn_.param("ssl-cert"))
-    if (auto r = set_option(m.get(), MYSQL_OPT_SSL_CERT, v->c_str(), dsn_, "ssl-cert"); !r) return r;
-  if (auto v = dsn_.param("ssl-key"))
-    if (auto r = set_option(m.get(), MYSQL_OPT_SSL_KEY, v->c_str(), dsn_, "ssl-key"); !r) return r;
+  const MysqlDsn& t = target_;
+  if (t.option_file)
+    if (auto r = set_option(m.get(), MYSQL_READ_DEFAULT_FILE, t.option_file->c_str(), dsn_, "option-file"); !r) return r;
+  if (auto r = set_option(m.get(), MYSQL_READ_DEFAULT_GROUP, t.option_group.c_str(), dsn_, "option-group"); !r) return r;
+  if (t.ssl_mode)
+    if (auto r = apply_ssl_mode(m.get(), dsn_, *t.ssl_mode); !r) return r;
+  if (t.ssl_ca)
+    if (auto r = set_option(m.get(), MYSQL_OPT_SSL_CA, t.ssl_ca->c_str(), dsn_, "ssl-ca"); !r) return r;
+  if (t.ssl_cert)
+    if (auto r = set_option(m.get(), MYSQL_OPT_SSL_CERT, t.ssl_cert->c_str(), dsn_, "ssl-cert"); !r) return r;
+  if (t.ssl_key)
+    if (auto r = set_option(m.get(), MYSQL_OPT_SSL_KEY, t.ssl_key->c_str(), dsn_, "ssl-key"); !r) return r;
 
-  const auto socket = dsn_.param("socket");
-  const char* host = !dsn_.host.empty() ? dsn_.host.c_str() : (socket ? "localhost" : nullptr);
+  const char* host = !t.host.empty() ? t.host.c_str() : (t.socket ? "localhost" : nullptr);
   // Empty user / no password: let the option file ([dblock] in ~/.my.cnf) supply them.
-  const char* user = dsn_.user.empty() ? nullptr : dsn_.user.c_str();
-  const char* password = dsn_.password ? dsn_.password->c_str() : nullptr;
-  const char* database = dsn_.database.empty() ? nullptr : dsn_.database.c_str();
-  if (!mysql_real_connect(m.get(), host, user, password, database, dsn_.port.value_or(0),
-                          socket ? socket->c_str() : nullptr, 0)) {
+  const char* user = t.user.empty() ? nullptr : t.user.c_str();
+  const char* password = t.password ? t.password->c_str() : nullptr;
+  const char* database = t.database.empty() ? nullptr : t.database.c_str();
+  if (!mysql_real_connect(m.get(), host, user, password, database, t.port.value_or(0),
+                          t.socket ? t.socket->c_str() : nullptr, 0)) {
     Error e = make_error(mysql_errno(m.get()), dsn_.redacted, mysql_error(m.get()));
     if (e.kind == ErrorKind::other) e.kind = ErrorKind::connection;
     return std::unexpected(std::move(e));

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "core/dsn.hpp"
+#include "backends/mysql/mysql_dsn.hpp"
 
 namespace dblock::mysql {
 
@@ -79,8 +79,9 @@ class Connection {
   const std::string& where() const { return dsn_.redacted; }
 
  private:
-  Connection(Dsn dsn, BackendOptions options, std::string init_command)
-      : dsn_(std::move(dsn)), options_(std::move(options)), init_command_(std::move(init_command)) {}
+  Connection(Dsn dsn, MysqlDsn target, BackendOptions options, std::string init_command)
+      : dsn_(std::move(dsn)), target_(std::move(target)), options_(std::move(options)),
+        init_command_(std::move(init_command)) {}
   Result<void> connect();
   Error error_from_mysql() const;
   Error error_from_stmt(MYSQL_STMT* stmt) const;
@@ -88,6 +89,7 @@ class Connection {
                                bool& executed);
 
   Dsn dsn_;
+  MysqlDsn target_;
   BackendOptions options_;
   std::string init_command_;
   MysqlPtr mysql_;

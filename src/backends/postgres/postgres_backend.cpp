@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "backends/postgres/postgres_dsn.hpp"
 #include "backends/postgres/postgres_tables.hpp"
 #include "backends/registry.hpp"
 #include "core/clock.hpp"
@@ -247,6 +248,7 @@ BackendEntry postgres_backend_entry() {
       {"postgres", "postgresql"},
       {Strategy::lease, Strategy::advisory, Strategy::for_update, Strategy::txn_insert},
       [](const std::string& prefix) { return postgres::schema_sql(prefix); },
+      &postgres::check_postgres_dsn,
       [](const Dsn& dsn, const BackendOptions& options) -> Result<std::unique_ptr<Backend>> {
         auto conn = Connection::open(dsn, options);
         if (!conn) return std::unexpected(conn.error());

@@ -108,19 +108,7 @@ Result<void> Connection::connect() {
   if (!parsed) {
     std::string why = err ? one_line(err) : "out of memory";
     if (err) PQfreemem(err);
-    // libpq quotes the offending token ("invalid percent-encoded token: ..."), which may be
-    // the password: any quoted text that the redacted DSN does not contain is masked.
-    for (std::size_t open = why.find('"'); open != std::string::npos; open = why.find('"', open + 1)) {
-      std::size_t close = why.find('"', open + 1);
-      if (close == std::string::npos) break;
-      std::string quoted = why.substr(open + 1, close - open - 1);
-      if (dsn_.redacted.find(quoted) == std::string::npos) {
-        why.replace(open + 1, quoted.size(), "****");
-        close = open + 5;
-      }
-      open = close;
-    }
-    return fail(ErrorKind::config, "invalid DSN '" + dsn_.redacted + "': " + why);
+    return invalid_dsn(dsn_, why);  // hides the password should libpq quote it
   }
   auto user_set = [&](std::string_view keyword) {
     for (auto* o = parsed.get(); o->keyword; ++o)

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "core/dsn.hpp"
+#include "backends/common/dsn.hpp"
 
 namespace dblock::postgres {
 

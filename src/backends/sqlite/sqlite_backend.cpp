@@ -16,6 +16,7 @@
 
 #include "backends/registry.hpp"
 #include "backends/sqlite/sqlite_connection.hpp"
+#include "backends/sqlite/sqlite_dsn.hpp"
 #include "backends/sqlite/sqlite_tables.hpp"
 
 namespace dblock {
@@ -535,7 +536,9 @@ class SqliteBackend final : public Backend {
 };
 
 Result<std::unique_ptr<Backend>> open_sqlite(const Dsn& dsn, const BackendOptions& options) {
-  auto conn = Connection::open(dsn.path, options.io_timeout);
+  auto path = sqlite::database_path(dsn);
+  if (!path) return std::unexpected(path.error());
+  auto conn = Connection::open(*path, options.io_timeout);
   if (!conn) return std::unexpected(conn.error());
   return std::make_unique<SqliteBackend>(std::move(*conn), options);
 }
@@ -544,7 +547,15 @@ Result<std::unique_ptr<Backend>> open_sqlite(const Dsn& dsn, const BackendOption
 
 BackendEntry sqlite_backend_entry() {
   return BackendEntry{
-      "sqlite", {"sqlite"}, {Strategy::lease}, &sqlite::schema_sql, &open_sqlite,
+      "sqlite",
+      {"sqlite"},
+      {Strategy::lease},
+      &sqlite::schema_sql,
+      [](const Dsn& dsn) -> Result<void> {
+        if (auto path = sqlite::database_path(dsn); !path) return std::unexpected(path.error());
+        return {};
+      },
+      &open_sqlite,
   };
 }
 

@@ -1,0 +1,116 @@
+#include "backends/common/dsn.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace dblock {
+namespace {
+
+constexpr std::string_view mask = "****";
+
+// password= as a query parameter (after ? or &) or a libpq keyword (at the start or after a space).
+void keyword_ranges(std::string_view text, std::vector<std::pair<std::size_t, std::size_t>>& out) {
+  constexpr std::string_view keyword = "password=";
+  for (std::size_t pos = 0; (pos = text.find(keyword, pos)) != std::string_view::npos;) {
+    const bool at_word_start = pos == 0 || text[pos - 1] == ' ' || text[pos - 1] == '?' || text[pos - 1] == '&';
+    pos += keyword.size();
+    if (!at_word_start) continue;
+    std::size_t end = pos;
+    if (end < text.size() && text[end] == '\'') {  // libpq's quoted value, with \-escapes
+      ++end;
+      while (end < text.size() && text[end] != '\'') end += text[end] == '\\' ? 2 : 1;
+      end = std::min(end + 1, text.size());
+    } else {
+      while (end < text.size() && text[end] != ' ' && text[end] != '&') ++end;
+    }
+    out.emplace_back(pos, end);
+    pos = end;
+  }
+}
+
+}  // namespace
+
+std::vector<std::pair<std::size_t, std::size_t>> password_ranges(std::string_view text) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  // URI user info: scheme://user:PASSWORD@host; the password may hold '@' only percent-encoded,
+  // so the last '@' before the path ends it.
+  if (auto sep = text.find("://"); sep != std::string_view::npos) {
+    const std::size_t start = sep + 3;
+    std::size_t end = text.find_first_of("/?", start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::size_t at = text.rfind('@', end);
+    if (at != std::string_view::npos && at >= start) {
+      const std::size_t colon = text.find(':', start);
+      if (colon != std::string_view::npos && colon < at) out.emplace_back(colon + 1, at);
+    }
+  }
+  keyword_ranges(text, out);
+  std::ranges::sort(out);
+  return out;
+}
+
+std::string redact_dsn(std::string_view text) {
+  std::string out;
+  std::size_t copied = 0;
+  for (const auto& [begin, end] : password_ranges(text)) {
+    if (begin < copied) continue;
+    out.append(text.substr(copied, begin - copied));
+    out.append(mask);
+    copied = end;
+  }
+  out.append(text.substr(copied));
+  return out;
+}
+
+std::string redact_message(std::string message, std::string_view dsn_text) {
+  for (const auto& [begin, end] : password_ranges(dsn_text)) {
+    std::string_view written = dsn_text.substr(begin, end - begin);
+    if (written.size() >= 2 && written.front() == '\'' && written.back() == '\'') written = written.substr(1, written.size() - 2);
+    std::vector<std::string> forms{std::string(written)};
+    if (auto decoded = percent_decode(written); decoded && *decoded != written) forms.push_back(*decoded);
+    for (const auto& secret : forms) {
+      if (secret.empty()) continue;
+      for (std::size_t pos = 0; (pos = message.find(secret, pos)) != std::string::npos; pos += mask.size())
+        message.replace(pos, secret.size(), mask);
+    }
+  }
+  return message;
+}
+
+std::unexpected<Error> invalid_dsn(const Dsn& dsn, std::string_view why) {
+  return fail(ErrorKind::config, "invalid DSN '" + dsn.redacted + "': " + redact_message(std::string(why), dsn.text));
+}
+
+std::optional<std::string> percent_decode(std::string_view text) {
+  auto hex = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    if (i + 2 >= text.size()) return std::nullopt;
+    const int hi = hex(text[i + 1]), lo = hex(text[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
+std::string default_dsn() {
+  if (geteuid() == 0) return "sqlite:/var/lib/dblock/dblock.db";
+  if (const char* state = std::getenv("XDG_STATE_HOME"); state && *state == '/')
+    return std::string("sqlite:") + state + "/dblock/dblock.db";
+  const char* home = std::getenv("HOME");
+  return std::string("sqlite:") + (home && *home ? home : "/tmp") + "/.local/state/dblock/dblock.db";
+}
+
+}  // namespace dblock

@@ -1,0 +1,48 @@
+#pragma once
+// DSNs (dblock(1), DSN): the scheme picks a backend from the registry (parse_dsn in registry.hpp), and that backend parses
+// and checks the rest itself (mysql_dsn.cpp, postgres_dsn.cpp, sqlite_dsn.cpp). Passwords are
+// found by one function here, password_ranges(), and every message, log line and argv scrub
+// hides them through it.
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace dblock {
+
+struct Dsn {
+  std::string backend;   // registry name: "sqlite", "mysql", "postgres"
+  std::string text;      // as given: may hold a password, never print it
+  std::string redacted;  // safe for messages: every password replaced by ****
+
+  /// True when the DSN carries a password (for the argv warning).
+  bool has_password() const { return redacted != text; }
+};
+
+/// [begin, end) byte ranges of every password in a DSN: URI user info
+/// (scheme://user:PASSWORD@host) and password=... (query parameter or libpq keyword/value form,
+/// quoted or not). The one place that knows where passwords hide.
+std::vector<std::pair<std::size_t, std::size_t>> password_ranges(std::string_view text);
+
+/// The DSN with every password replaced by ****, for every message and log line.
+std::string redact_dsn(std::string_view text);
+
+/// `message` (from a driver that may quote parts of the DSN) with every password of `dsn_text`,
+/// raw or percent-encoded as written, replaced by ****.
+std::string redact_message(std::string message, std::string_view dsn_text);
+
+/// The error every backend's DSN check returns: "invalid DSN '<redacted>': why".
+std::unexpected<Error> invalid_dsn(const Dsn& dsn, std::string_view why);
+
+/// Percent-decoding for URI parts; nullopt on a bad escape.
+std::optional<std::string> percent_decode(std::string_view text);
+
+/// sqlite:<default path> for this user (dblock(1), DSN); creates nothing.
+std::string default_dsn();
+
+}  // namespace dblock

@@ -1,0 +1,128 @@
+#include "backends/mysql/mysql_dsn.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cctype>
+
+namespace dblock::mysql {
+namespace {
+
+constexpr std::string_view known_params =
+    "socket, ssl-mode, ssl-ca, ssl-cert, ssl-key, connect-timeout, option-file, option-group";
+
+// host, [v6], host:port, [v6]:port: fills host and port.
+Result<void> parse_host_port(const Dsn& dsn, std::string_view hostport, MysqlDsn& out) {
+  if (hostport.starts_with("[")) {
+    auto close = hostport.find(']');
+    if (close == std::string_view::npos) return invalid_dsn(dsn, "unterminated [IPv6 address]");
+    out.host = std::string(hostport.substr(1, close - 1));
+    hostport = hostport.substr(close + 1);
+    if (hostport.empty()) return {};
+    if (hostport.front() != ':') return invalid_dsn(dsn, "junk after [IPv6 address]");
+    hostport.remove_prefix(1);
+  } else if (auto colon = hostport.rfind(':'); colon != std::string_view::npos) {
+    out.host = std::string(hostport.substr(0, colon));
+    hostport = hostport.substr(colon + 1);
+  } else {
+    out.host = std::string(hostport);
+    return {};
+  }
+  if (hostport.empty()) return invalid_dsn(dsn, "empty port");
+  unsigned port = 0;
+  for (char c : hostport) {
+    if (c < '0' || c > '9') return invalid_dsn(dsn, "port is not a number");
+    port = port * 10 + static_cast<unsigned>(c - '0');
+    if (port > 65535) return invalid_dsn(dsn, "port out of range");
+  }
+  if (port == 0) return invalid_dsn(dsn, "port out of range");
+  out.port = port;
+  return {};
+}
+
+Result<void> set_param(const Dsn& dsn, const std::string& name, std::string value, MysqlDsn& out) {
+  if (name == "ssl-mode") {
+    std::ranges::transform(value, value.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    if (value != "DISABLED" && value != "PREFERRED" && value != "REQUIRED" && value != "VERIFY_CA" &&
+        value != "VERIFY_IDENTITY")
+      return invalid_dsn(dsn, "ssl-mode must be DISABLED, PREFERRED, REQUIRED, VERIFY_CA or VERIFY_IDENTITY");
+    out.ssl_mode = std::move(value);
+  } else if (name == "connect-timeout") {
+    unsigned seconds = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+    if (ec != std::errc() || end != value.data() + value.size() || seconds == 0)
+      return invalid_dsn(dsn, "connect-timeout must be a whole number of seconds >= 1");
+    out.connect_timeout_s = seconds;
+  } else if (name == "socket") {
+    out.socket = std::move(value);
+  } else if (name == "ssl-ca") {
+    out.ssl_ca = std::move(value);
+  } else if (name == "ssl-cert") {
+    out.ssl_cert = std::move(value);
+  } else if (name == "ssl-key") {
+    out.ssl_key = std::move(value);
+  } else if (name == "option-file") {
+    out.option_file = std::move(value);
+  } else if (name == "option-group") {
+    out.option_group = std::move(value);
+  } else {
+    return invalid_dsn(dsn, "unknown parameter '" + name + "' (known: " + std::string(known_params) + ")");
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<MysqlDsn> parse_mysql_dsn(const Dsn& dsn) {
+  std::string_view text = dsn.text;
+  auto sep = text.find("://");
+  if (sep == std::string_view::npos) return invalid_dsn(dsn, "expected mysql://[user[:password]@]host[:port]/database");
+  std::string_view rest = text.substr(sep + 3);
+  MysqlDsn out;
+
+  std::string_view query;
+  if (auto q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  std::string_view path;
+  if (auto slash = rest.find('/'); slash != std::string_view::npos) {
+    path = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+  }
+  // The password may contain '@' only percent-encoded, so the last '@' ends the user info.
+  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
+    std::string_view userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    std::string_view user = userinfo;
+    if (auto colon = userinfo.find(':'); colon != std::string_view::npos) {
+      user = userinfo.substr(0, colon);
+      auto password = percent_decode(userinfo.substr(colon + 1));
+      if (!password) return invalid_dsn(dsn, "bad percent-encoding in the password");
+      out.password = std::move(*password);
+    }
+    auto decoded = percent_decode(user);
+    if (!decoded) return invalid_dsn(dsn, "bad percent-encoding in the user name");
+    out.user = std::move(*decoded);
+  }
+  if (auto ok = parse_host_port(dsn, rest, out); !ok) return std::unexpected(ok.error());
+  auto database = percent_decode(path);
+  if (!database) return invalid_dsn(dsn, "bad percent-encoding in the database name");
+  out.database = std::move(*database);
+  if (out.database.empty()) return invalid_dsn(dsn, "no database name (mysql://host/DATABASE)");
+
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    std::string_view item = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    std::string name(item.substr(0, eq));
+    auto value = percent_decode(eq == std::string_view::npos ? std::string_view{} : item.substr(eq + 1));
+    if (!value) return invalid_dsn(dsn, "bad percent-encoding in parameter " + name);
+    if (auto ok = set_param(dsn, name, std::move(*value), out); !ok) return std::unexpected(ok.error());
+  }
+  if (out.host.empty() && !out.socket) return invalid_dsn(dsn, "no host (or ?socket=/path)");
+  return out;
+}
+
+}  // namespace dblock::mysql
