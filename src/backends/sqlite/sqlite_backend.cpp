@@ -68,11 +68,13 @@ class SqliteBackend final : public Backend {
   }
 
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
-    // One key at a time: a statement's bound parameters are capped, a key list is not.
+    // Given keys one at a time (SQLite caps a statement's parameters, a key list has no cap);
+    // every key in one pass without a parameter.
     auto stmt = conn_.prepare(status_select(tables_) + (keys.empty() ? " ORDER BY name" : " WHERE name = ?1"));
     if (!stmt) return std::unexpected(stmt.error());
     std::vector<LockStatus> found;
-    for (std::size_t i = 0; i < std::max<std::size_t>(keys.size(), 1); ++i) {
+    const std::size_t passes = keys.empty() ? 1 : keys.size();
+    for (std::size_t i = 0; i < passes; ++i) {
       stmt->reset();
       if (!keys.empty()) stmt->bind(1, std::string_view(keys[i]));
       for (;;) {
