@@ -236,6 +236,7 @@ TEST_CASE("sqlite: a write lock held past the busy timeout is a connection error
   CHECK(out.error().message.find("busy timeout") != std::string::npos);
   CHECK(out.error().message.find(path) != std::string::npos);
   CHECK(out.error().message.find("database is locked") == std::string::npos);
+  CHECK((out.error().native_code & 0xff) == SQLITE_BUSY);  // the extended result code travels on
   CHECK(took >= 250ms);
   CHECK(took < 5s);
 

@@ -2,11 +2,14 @@
 // in mysql_lease.cpp and mysql_session_strategies.cpp.
 #include <charconv>
 
+#include "backends/common/lock_rows.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 #include "backends/registry.hpp"
 
 namespace dblock::mysql {
 namespace {
+
+using rows::describe;
 
 std::int64_t to_i64(const Value& v) {
   std::int64_t out = 0;
@@ -33,34 +36,7 @@ class MysqlBackend final : public Backend {
   }
 
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
-    std::string sql = "SELECT id, name, token, owner, host, pid, strategy, " + epoch_ms("started_at") + ", " +
-                      epoch_ms("finished_at") + ", outcome, exit_code FROM " + t_.runs;
-    std::vector<Param> params;
-    if (!key.empty()) {
-      sql += " WHERE name = ?";
-      params.emplace_back(std::string_view(key));
-    }
-    sql += " ORDER BY id DESC LIMIT ?";
-    params.emplace_back(std::int64_t{std::max(limit, 0)});
-    auto rows = conn_->execute(sql, params);
-    if (!rows) return std::unexpected(rows.error());
-    std::vector<RunRecord> out;
-    for (const auto& r : rows->rows) {
-      RunRecord run;
-      run.id = to_i64(r[0]);
-      run.key = r[1].value_or("");
-      run.token = to_i64(r[2]);
-      run.owner = r[3].value_or("");
-      run.host = r[4].value_or("");
-      run.pid = to_i64(r[5]);
-      run.strategy = r[6].value_or("");
-      run.started_at_ms = to_i64(r[7]);
-      if (r[8]) run.finished_at_ms = to_i64(r[8]);
-      run.outcome = parse_run_outcome(r[9].value_or("")).value_or(RunOutcome::failed);
-      if (r[10]) run.exit_code = static_cast<int>(to_i64(r[10]));
-      out.push_back(std::move(run));
-    }
-    return out;
+    return read_history(*conn_, t_, key, limit);
   }
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
@@ -125,14 +101,6 @@ class MysqlBackend final : public Backend {
   }
 
  private:
-  static std::string describe(const HolderSelector& who) {
-    if (who.force) return "anyone";
-    std::string text;
-    if (who.owner) text += "owner " + *who.owner;
-    if (who.token) text += (text.empty() ? "token " : " with token ") + std::to_string(*who.token);
-    return text.empty() ? "anyone" : text;
-  }
-
   // Rows still held (not released) by the selected holder; --force matches any holder.
   std::pair<std::string, std::vector<Param>> holder_filter(const std::string& key, const HolderSelector& who) const {
     std::string where = "name = ? AND released_at IS NULL";

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "backends/common/identifiers.hpp"
+#include "backends/common/lock_rows.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 
 namespace dblock::mysql {
@@ -14,72 +15,37 @@ std::int64_t to_i64(const Value& v) {
   if (v) std::from_chars(v->data(), v->data() + v->size(), out);
   return out;
 }
-std::optional<std::int64_t> to_opt_i64(const Value& v) {
-  if (!v) return std::nullopt;
-  return to_i64(v);
-}
 
-// The columns each table must have (dblock(1) TABLES, src/backends/README.md).
-const std::map<std::string, std::vector<std::string>>& required_columns() {
-  static const std::map<std::string, std::vector<std::string>> columns{
-      {"locks",
-       {"name", "owner", "host", "pid", "token", "strategy", "session_id", "acquired_at", "renewed_at", "expires_at",
-        "released_at", "last_started_at", "last_finished_at", "last_exit_code"}},
-      {"runs",
-       {"id", "name", "token", "owner", "host", "pid", "strategy", "started_at", "finished_at", "outcome",
-        "exit_code"}},
-      {"claims", {"name", "kind"}},
-  };
-  return columns;
-}
+std::string epoch_ms_of(std::string_view expr) { return epoch_ms(std::string(expr)); }
 
-std::string status_columns(const Tables& t) {
-  // alive: does the server say the recorded session still holds the lock? GET_LOCK is visible
-  // to every session through IS_USED_LOCK; a transaction's lock only through its connection.
+// A result row as the common row layer reads it.
+class MysqlRow final : public rows::ColumnReader {
+ public:
+  explicit MysqlRow(const Row& r) : r_(r) {}
+  bool is_null(int column) const override { return !r_.at(column); }
+  std::string text(int column) const override { return r_.at(column).value_or(""); }
+  std::int64_t int64(int column) const override { return to_i64(r_.at(column)); }
+
+ private:
+  const Row& r_;
+};
+
+std::string status_columns() {
+  // What the server says about the holder, after the common columns: is a lease live, does
+  // the recorded session still hold the lock? GET_LOCK is visible to every session through
+  // IS_USED_LOCK; a transaction's lock only through its connection.
   const std::string session = "CAST(session_id AS UNSIGNED)";
   const std::string connected =
       "EXISTS (SELECT 1 FROM information_schema.PROCESSLIST p WHERE p.ID = " + session + ")";
-  (void)t;
-  return "name, owner, host, pid, token, strategy, " + epoch_ms("acquired_at") + ", " + epoch_ms("renewed_at") +
-         ", " + epoch_ms("expires_at") + ", " + epoch_ms("released_at") + ", " + epoch_ms("last_started_at") + ", " +
-         epoch_ms("last_finished_at") + ", last_exit_code, " + epoch_ms("NOW(6)") +
-         ", CASE strategy WHEN 'advisory' THEN COALESCE(IS_USED_LOCK(" + advisory_name_sql("name") + ") = " + session + ", 0)" +
-         " WHEN 'for-update' THEN " + connected + " WHEN 'txn-insert' THEN " + connected +
-         " ELSE NULL END, expires_at > NOW(6)";
+  return rows::status_select_list(&epoch_ms_of, "NOW(6)") + ", COALESCE(expires_at > NOW(6), 0)" +
+         ", CASE strategy WHEN 'advisory' THEN COALESCE(IS_USED_LOCK(" + advisory_name_sql("name") + ") = " + session +
+         ", 0) WHEN 'for-update' THEN " + connected + " WHEN 'txn-insert' THEN " + connected + " ELSE 0 END";
 }
 
 LockStatus to_status(const Row& r) {
-  LockStatus s;
-  s.key = r[0].value_or("");
-  s.owner = r[1].value_or("");
-  s.host = r[2].value_or("");
-  s.pid = to_i64(r[3]);
-  s.token = to_i64(r[4]);
-  s.strategy = r[5].value_or("");
-  s.acquired_at_ms = to_opt_i64(r[6]);
-  s.renewed_at_ms = to_opt_i64(r[7]);
-  s.expires_at_ms = to_opt_i64(r[8]);
-  s.released_at_ms = to_opt_i64(r[9]);
-  s.last_started_at_ms = to_opt_i64(r[10]);
-  s.last_finished_at_ms = to_opt_i64(r[11]);
-  if (r[12]) s.last_exit_code = static_cast<int>(to_i64(r[12]));
-  s.db_now_ms = to_i64(r[13]);
-  const bool alive = to_i64(r[14]) == 1;
-  const bool unexpired = to_i64(r[15]) == 1;
-  const bool released =
-      s.released_at_ms && (!s.acquired_at_ms || *s.released_at_ms >= *s.acquired_at_ms);
-  const bool session = s.strategy == "advisory" || s.strategy == "for-update" || s.strategy == "txn-insert";
-  if (session) {
-    s.state = (!released && alive) ? LockStatus::State::held : LockStatus::State::free;
-    s.expires_at_ms.reset();
-  } else if (s.acquired_at_ms && unexpired) {
-    s.state = LockStatus::State::held;
-  } else if (!s.acquired_at_ms || released) {
-    s.state = LockStatus::State::free;
-  } else {
-    s.state = LockStatus::State::expired;
-  }
-  return s;
+  const MysqlRow row(r);
+  return rows::read_status(row, {.lease_live = to_i64(r.at(rows::status_column_count)) == 1,
+                                 .session_holds = to_i64(r.at(rows::status_column_count + 1)) == 1});
 }
 
 }  // namespace
@@ -158,18 +124,18 @@ Result<void> ensure_schema(Connection& conn, const Tables& t) {
   // (CREATE TABLE IF NOT EXISTS on every run was three statements per `dblock run`).
   auto columns = read_columns(conn, t);
   if (!columns) return std::unexpected(columns.error());
-  if (columns->size() < required_columns().size()) {
+  if (columns->size() < rows::required_tables.size()) {
     for (const auto& ddl : schema_statements(t.prefix))
       if (auto r = conn.query(ddl); !r) return r;
     columns = read_columns(conn, t);
     if (!columns) return std::unexpected(columns.error());
   }
-  for (const auto& [suffix, required] : required_columns()) {
-    const std::string table = t.prefix + suffix;
+  for (const auto& [suffix, required] : rows::required_tables) {
+    const std::string table = t.prefix + std::string(suffix);
     const auto& present = (*columns)[table];
-    for (const auto& column : required) {
+    for (std::string_view column : required) {
       if (std::find(present.begin(), present.end(), column) == present.end())
-        return fail(ErrorKind::config, "table " + table + " in " + conn.where() + " has no column '" + column +
+        return fail(ErrorKind::config, "table " + table + " in " + conn.where() + " has no column '" + std::string(column) +
                                            "' (an unexpected shape; see `dblock schema --dialect mysql`)");
     }
   }
@@ -187,15 +153,15 @@ std::string advisory_name_sql(const std::string& key_expr) {
 }
 
 Result<std::optional<LockStatus>> read_lock(Connection& conn, const Tables& t, const std::string& key) {
-  auto rows = conn.execute("SELECT " + status_columns(t) + " FROM " + t.locks + " WHERE name = ?",
+  auto result = conn.execute("SELECT " + status_columns() + " FROM " + t.locks + " WHERE name = ?",
                            {std::string_view(t.prefix), std::string_view(key)});
-  if (!rows) return std::unexpected(rows.error());
-  if (rows->rows.empty()) return std::optional<LockStatus>();
-  return std::optional<LockStatus>(to_status(rows->rows.front()));
+  if (!result) return std::unexpected(result.error());
+  if (result->rows.empty()) return std::optional<LockStatus>();
+  return std::optional<LockStatus>(to_status(result->rows.front()));
 }
 
 Result<std::vector<LockStatus>> read_locks(Connection& conn, const Tables& t, std::span<const std::string> keys) {
-  std::string sql = "SELECT " + status_columns(t) + " FROM " + t.locks;
+  std::string sql = "SELECT " + status_columns() + " FROM " + t.locks;
   std::vector<Param> params{std::string_view(t.prefix)};
   if (!keys.empty()) {
     sql += " WHERE name IN (";
@@ -205,31 +171,30 @@ Result<std::vector<LockStatus>> read_locks(Connection& conn, const Tables& t, st
     }
     sql += ")";
   }
-  sql += " ORDER BY name";
-  auto rows = conn.execute(sql, params);
-  if (!rows) return std::unexpected(rows.error());
+  auto result = conn.execute(sql + " ORDER BY name", params);
+  if (!result) return std::unexpected(result.error());
   std::vector<LockStatus> found;
-  for (const auto& row : rows->rows) found.push_back(to_status(row));
-  if (keys.empty()) return found;
+  for (const auto& row : result->rows) found.push_back(to_status(row));
+  return rows::in_request_order(std::move(found), keys, [&conn]() -> Result<std::int64_t> {
+    auto r = conn.execute("SELECT " + epoch_ms("NOW(6)"));
+    if (!r) return std::unexpected(r.error());
+    return to_i64(r->rows.at(0).at(0));
+  });
+}
 
-  std::vector<LockStatus> out;
-  std::int64_t now = found.empty() ? 0 : found.front().db_now_ms;
-  for (const auto& key : keys) {
-    auto it = std::ranges::find(found, key, &LockStatus::key);
-    if (it != found.end()) {
-      out.push_back(*it);
-      continue;
-    }
-    if (now == 0) {
-      auto r = conn.execute("SELECT " + epoch_ms("NOW(6)"));
-      if (!r) return std::unexpected(r.error());
-      now = to_i64(r->rows.at(0).at(0));
-    }
-    LockStatus free;
-    free.key = key;
-    free.db_now_ms = now;
-    out.push_back(std::move(free));
+Result<std::vector<RunRecord>> read_history(Connection& conn, const Tables& t, const std::string& key, int limit) {
+  std::string sql = "SELECT " + rows::history_select_list(&epoch_ms_of) + " FROM " + t.runs;
+  std::vector<Param> params;
+  if (!key.empty()) {
+    sql += " WHERE name = ?";
+    params.emplace_back(std::string_view(key));
   }
+  sql += " ORDER BY id DESC LIMIT ?";
+  params.emplace_back(std::int64_t{std::max(limit, 0)});
+  auto result = conn.execute(sql, params);
+  if (!result) return std::unexpected(result.error());
+  std::vector<RunRecord> out;
+  for (const auto& r : result->rows) out.push_back(rows::decode_run(MysqlRow(r)));
   return out;
 }
 

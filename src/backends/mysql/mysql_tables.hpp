@@ -41,6 +41,9 @@ Result<std::optional<LockStatus>> read_lock(Connection& conn, const Tables& t, c
 /// Every row (keys empty) or the given keys; a key without a row is reported free.
 Result<std::vector<LockStatus>> read_locks(Connection& conn, const Tables& t, std::span<const std::string> keys);
 
+/// The newest `limit` rows of <prefix>runs, of `key` (every key when empty), newest first.
+Result<std::vector<RunRecord>> read_history(Connection& conn, const Tables& t, const std::string& key, int limit);
+
 /// Inserts the history row (started_at = the lock's acquired_at for that token) and prunes
 /// the key's rows beyond the newest `keep`.
 Result<void> write_history(Connection& conn, const Tables& t, const RunRecord& run, int keep);

@@ -1,9 +1,10 @@
 // PostgreSQL via libpq: every strategy. Status, history, stateless renew/release and doctor
-// live here; the lockers in pg_lease.cpp and pg_session_strategies.cpp.
+// live here; the lockers in postgres_lease.cpp and postgres_session_strategies.cpp.
 #include <nlohmann/json.hpp>
 
 #include <map>
 
+#include "backends/common/lock_rows.hpp"
 #include "backends/postgres/postgres_dsn.hpp"
 #include "backends/postgres/postgres_tables.hpp"
 #include "backends/registry.hpp"
@@ -16,6 +17,7 @@ using postgres::Param;
 using postgres::Params;
 using postgres::Connection;
 using postgres::ms;
+using rows::describe;
 
 class PostgresBackend final : public Backend {
  public:
@@ -32,113 +34,19 @@ class PostgresBackend final : public Backend {
   }
 
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
-    // Session holders are judged by the server: an advisory holder must still hold the lock
-    // (its classid:objid pairs are compared below), a transactional holder must still hold a
-    // lock on the claims table. A crashed holder therefore shows free.
-    std::string sql =
-        "SELECT name, owner, host, pid, token, strategy, " + ms("acquired_at") + ", " + ms("renewed_at") + ", " +
-        ms("expires_at") + ", " + ms("released_at") + ", " + ms("last_started_at") + ", " + ms("last_finished_at") +
-        ", last_exit_code, " + ms("now()") +
-        ", CASE WHEN session_id IS NULL OR session_id !~ '^[0-9]{1,9}$' THEN NULL "
-        "WHEN strategy = 'advisory' THEN (SELECT string_agg(k.classid::text || ':' || k.objid::text, ',') "
-        "  FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 1 AND k.pid = l.session_id::int) "
-        "ELSE (SELECT 'alive' FROM pg_locks k WHERE k.pid = l.session_id::int AND k.granted "
-        "  AND k.relation = to_regclass($2) LIMIT 1) END, "
-        "released_at IS NOT NULL AND released_at >= acquired_at "
-        "FROM " + t_.locks + " l WHERE $1::jsonb IS NULL OR name IN (SELECT jsonb_array_elements_text($1::jsonb)) "
-        "ORDER BY name";
     Param filter;
     if (!keys.empty()) filter = nlohmann::json(std::vector<std::string>(keys.begin(), keys.end())).dump();
-    auto r = conn_->exec(sql, {filter, t_.claims});
+    auto r = conn_->exec(postgres::status_select(t_) +
+                             " WHERE $2::jsonb IS NULL OR name IN (SELECT jsonb_array_elements_text($2::jsonb)) ORDER BY name",
+                         {t_.claims, filter});
     if (!r) return std::unexpected(r.error());
-    std::map<std::string, LockStatus> found;
-    for (int i = 0; i < r->rows(); ++i) {
-      LockStatus s;
-      s.key = r->text(i, 0);
-      s.owner = r->text(i, 1);
-      s.host = r->text(i, 2);
-      s.pid = r->opt_int64(i, 3).value_or(0);
-      s.token = r->int64(i, 4);
-      s.strategy = r->text(i, 5);
-      s.acquired_at_ms = r->opt_int64(i, 6);
-      s.renewed_at_ms = r->opt_int64(i, 7);
-      s.expires_at_ms = r->opt_int64(i, 8);
-      s.released_at_ms = r->opt_int64(i, 9);
-      s.last_started_at_ms = r->opt_int64(i, 10);
-      s.last_finished_at_ms = r->opt_int64(i, 11);
-      if (auto code = r->opt_int64(i, 12)) s.last_exit_code = static_cast<int>(*code);
-      s.db_now_ms = r->int64(i, 13);
-      const bool released = r->boolean(i, 15);
-      if (s.strategy == "lease" || s.strategy.empty()) {
-        if (s.expires_at_ms && *s.expires_at_ms > s.db_now_ms)
-          s.state = LockStatus::State::held;
-        else
-          s.state = released || !s.acquired_at_ms ? LockStatus::State::free : LockStatus::State::expired;
-      } else {
-        bool alive = false;
-        if (!r->is_null(i, 14)) {
-          std::string seen = "," + r->text(i, 14) + ",";
-          if (s.strategy == "advisory") {
-            auto id = static_cast<std::uint64_t>(postgres::advisory_key(t_.prefix, s.key));
-            alive = seen.find("," + std::to_string(id >> 32) + ":" + std::to_string(id & 0xffffffffULL) + ",") !=
-                    std::string::npos;
-          } else {
-            alive = true;
-          }
-        }
-        s.state = !released && alive ? LockStatus::State::held : LockStatus::State::free;
-        s.expires_at_ms.reset();
-      }
-      found.emplace(s.key, std::move(s));
-    }
-    std::vector<LockStatus> out;
-    if (keys.empty()) {
-      for (auto& [k, s] : found) out.push_back(std::move(s));
-      return out;
-    }
-    std::int64_t now = found.empty() ? 0 : found.begin()->second.db_now_ms;
-    for (const auto& key : keys) {
-      if (auto it = found.find(key); it != found.end()) {
-        out.push_back(it->second);
-        continue;
-      }
-      // A key never taken is free at token 0, still stamped with the server's clock.
-      if (now == 0) {
-        auto n = now_ms();
-        if (!n) return std::unexpected(n.error());
-        now = *n;
-      }
-      LockStatus s;
-      s.key = key;
-      s.db_now_ms = now;
-      out.push_back(s);
-    }
-    return out;
+    std::vector<LockStatus> found;
+    for (int i = 0; i < r->rows(); ++i) found.push_back(postgres::read_status(*r, i, t_));
+    return rows::in_request_order(std::move(found), keys, [this] { return now_ms(); });
   }
 
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
-    auto r = conn_->exec("SELECT id, name, token, owner, host, pid, strategy, " + ms("started_at") + ", " +
-                             ms("finished_at") + ", outcome, exit_code FROM " + t_.runs +
-                             " WHERE $1 = '' OR name = $1 ORDER BY id DESC LIMIT $2::bigint",
-                         {key, std::to_string(std::max(0, limit))});
-    if (!r) return std::unexpected(r.error());
-    std::vector<RunRecord> out;
-    for (int i = 0; i < r->rows(); ++i) {
-      RunRecord h;
-      h.id = r->int64(i, 0);
-      h.key = r->text(i, 1);
-      h.token = r->int64(i, 2);
-      h.owner = r->text(i, 3);
-      h.host = r->text(i, 4);
-      h.pid = r->opt_int64(i, 5).value_or(0);
-      h.strategy = r->text(i, 6);
-      h.started_at_ms = r->opt_int64(i, 7).value_or(0);
-      h.finished_at_ms = r->opt_int64(i, 8);
-      h.outcome = parse_run_outcome(r->text(i, 9)).value_or(RunOutcome::failed);
-      if (auto code = r->opt_int64(i, 10)) h.exit_code = static_cast<int>(*code);
-      out.push_back(std::move(h));
-    }
-    return out;
+    return postgres::read_history(*conn_, t_, key, limit);
   }
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
@@ -226,12 +134,6 @@ class PostgresBackend final : public Backend {
   static Param selector_owner(const HolderSelector& who) { return who.owner ? Param(*who.owner) : Param(); }
   static Param selector_token(const HolderSelector& who) {
     return who.token ? Param(std::to_string(*who.token)) : Param();
-  }
-  static std::string describe(const HolderSelector& who) {
-    std::string d;
-    if (who.owner) d += "owner " + *who.owner;
-    if (who.token) d += std::string(d.empty() ? "" : " with ") + "token " + std::to_string(*who.token);
-    return d.empty() ? "that holder" : d;
   }
 
   Dsn dsn_;

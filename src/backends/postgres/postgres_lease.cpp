@@ -22,11 +22,9 @@ class LeaseLocker final : public Locker {
         "AND ($6::bigint = 0 OR l.last_started_at IS NULL OR l.last_started_at <= now() - $6::bigint * interval '1 ms') "
         "RETURNING token, " + ms("acquired_at") + ", " + ms("expires_at");
     // Cold path only: why did the upsert not take the row?
-    inspect_sql_ = "SELECT owner, host, pid, token, strategy, " + ms("acquired_at") + ", " + ms("renewed_at") + ", " +
-                   ms("expires_at") + ", " + ms("last_started_at") + ", " + ms("now()") +
-                   ", expires_at IS NOT NULL AND expires_at > now(), "
-                   "GREATEST(0, " + ms("last_started_at + $2::bigint * interval '1 ms'") + " - " + ms("now()") +
-                   ") FROM " + t_.locks + " WHERE name = $1";
+    inspect_sql_ = status_select(t_, "GREATEST(0, " + ms("last_started_at + $3::bigint * interval '1 ms'") + " - " +
+                                         ms("now()") + ")") +
+                   " WHERE name = $2";
     renew_sql_ = "UPDATE " + t_.locks +
                  " SET expires_at = now() + $4::bigint * interval '1 ms', renewed_at = now() "
                  "WHERE name = $1 AND owner = $2 AND token = $3::bigint AND released_at IS NULL RETURNING " +
@@ -61,28 +59,14 @@ class LeaseLocker final : public Locker {
     }
     // A waiter hears releases at once (core polls wakeup_fd()).
     if (auto ok = conn_->listen(t_.channel); !ok) return std::unexpected(ok.error());
-    auto row = conn_->exec(inspect_sql_, {req.key, ms_param(req.min_interval)});
+    auto row = conn_->exec(inspect_sql_, {t_.claims, req.key, ms_param(req.min_interval)});
     if (!row) return std::unexpected(row.error());
     out.state = AcquireOutcome::State::busy;
     if (row->rows() == 0) return out;  // vanished in between: busy, core simply retries
-    bool held = row->boolean(0, 10);
-    LockStatus h;
-    h.key = req.key;
-    h.state = held ? LockStatus::State::held : LockStatus::State::expired;
-    h.owner = row->text(0, 0);
-    h.host = row->text(0, 1);
-    h.pid = row->opt_int64(0, 2).value_or(0);
-    h.token = row->int64(0, 3);
-    h.strategy = row->text(0, 4);
-    h.acquired_at_ms = row->opt_int64(0, 5);
-    h.renewed_at_ms = row->opt_int64(0, 6);
-    h.expires_at_ms = row->opt_int64(0, 7);
-    h.last_started_at_ms = row->opt_int64(0, 8);
-    h.db_now_ms = row->int64(0, 9);
-    out.holder = h;
-    if (!held && req.min_interval.count() > 0 && !row->is_null(0, 11)) {
+    out.holder = read_status(*row, 0, t_);
+    if (out.holder->state != LockStatus::State::held && req.min_interval.count() > 0 && !row->is_null(0, status_columns)) {
       out.state = AcquireOutcome::State::not_due;
-      out.due_in = Millis(row->int64(0, 11));
+      out.due_in = Millis(row->int64(0, status_columns));
     }
     return out;
   }

@@ -1,18 +1,25 @@
-#include <array>
 #include <set>
 
+#include "backends/common/lock_rows.hpp"
 #include "backends/postgres/postgres_tables.hpp"
 
 namespace dblock::postgres {
 namespace {
 
-constexpr std::array<std::string_view, 14> lock_columns{
-    "name", "owner", "host", "pid", "token", "strategy", "session_id", "acquired_at", "renewed_at",
-    "expires_at", "released_at", "last_started_at", "last_finished_at", "last_exit_code"};
-constexpr std::array<std::string_view, 11> run_columns{"id",       "name",       "token",       "owner",
-                                                       "host",     "pid",        "strategy",    "started_at",
-                                                       "finished_at", "outcome", "exit_code"};
-constexpr std::array<std::string_view, 2> claim_columns{"name", "kind"};
+std::string ms_of(std::string_view expr) { return ms(expr); }
+
+// A result row as the common row layer reads it.
+class PostgresRow final : public rows::ColumnReader {
+ public:
+  PostgresRow(const QueryResult& r, int row) : r_(r), row_(row) {}
+  bool is_null(int column) const override { return r_.is_null(row_, column); }
+  std::string text(int column) const override { return r_.text(row_, column); }
+  std::int64_t int64(int column) const override { return r_.int64(row_, column); }
+
+ private:
+  const QueryResult& r_;
+  int row_;
+};
 
 }  // namespace
 
@@ -96,7 +103,7 @@ Result<std::string> missing_column(Connection& conn, const Tables& t, bool* any_
     have.emplace(r->text(i, 0), r->text(i, 1));
     tables.insert(r->text(i, 0));
   }
-  *any_table_missing = tables.size() < 3;
+  *any_table_missing = tables.size() < rows::required_tables.size();
   auto check = [&](const std::string& table, auto columns) -> std::string {
     if (!tables.contains(table)) return "";
     for (auto c : columns)
@@ -105,9 +112,8 @@ Result<std::string> missing_column(Connection& conn, const Tables& t, bool* any_
                " (it was not created by dblock; see `dblock schema --dialect postgres`)";
     return "";
   };
-  for (auto msg : {check(t.prefix + "locks", lock_columns), check(t.prefix + "runs", run_columns),
-                   check(t.prefix + "claims", claim_columns)})
-    if (!msg.empty()) return msg;
+  for (const auto& [suffix, columns] : rows::required_tables)
+    if (auto msg = check(t.prefix + std::string(suffix), columns); !msg.empty()) return msg;
   return std::string();
 }
 
@@ -135,6 +141,46 @@ Result<void> ensure_schema(Connection& conn, const Tables& t) {
   if (!col) return std::unexpected(col.error());
   if (!col->empty()) return fail(ErrorKind::config, *col);
   return {};
+}
+
+std::string status_select(const Tables& t, std::string_view extra) {
+  // After the common columns, what the server says about the holder: is a lease live; which
+  // advisory locks does the recorded session hold (classid:objid, compared in read_status), or
+  // does it hold a lock on the claims table ($1). A crashed session holder therefore shows free.
+  return "SELECT " + rows::status_select_list(&ms_of, "now()") +
+         ", COALESCE(expires_at > now(), false), "
+         "CASE WHEN session_id IS NULL OR session_id !~ '^[0-9]{1,9}$' THEN NULL "
+         "WHEN strategy = 'advisory' THEN (SELECT string_agg(k.classid::text || ':' || k.objid::text, ',') "
+         "  FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 1 AND k.pid = l.session_id::int) "
+         "ELSE (SELECT 'alive' FROM pg_locks k WHERE k.pid = l.session_id::int AND k.granted "
+         "  AND k.relation = to_regclass($1) LIMIT 1) END" +
+         (extra.empty() ? std::string() : ", " + std::string(extra)) + " FROM " + t.locks + " l";
+}
+
+LockStatus read_status(const QueryResult& r, int row, const Tables& t) {
+  constexpr int live = rows::status_column_count, session = rows::status_column_count + 1;
+  bool holds = false;
+  if (!r.is_null(row, session)) {
+    if (r.text(row, 5) == "advisory") {
+      auto id = static_cast<std::uint64_t>(advisory_key(t.prefix, r.text(row, 0)));
+      const std::string seen = "," + r.text(row, session) + ",";
+      holds = seen.find("," + std::to_string(id >> 32) + ":" + std::to_string(id & 0xffffffffULL) + ",") !=
+              std::string::npos;
+    } else {
+      holds = true;
+    }
+  }
+  return rows::read_status(PostgresRow(r, row), {.lease_live = r.boolean(row, live), .session_holds = holds});
+}
+
+Result<std::vector<RunRecord>> read_history(Connection& conn, const Tables& t, const std::string& key, int limit) {
+  auto r = conn.exec("SELECT " + rows::history_select_list(&ms_of) + " FROM " + t.runs +
+                         " WHERE $1 = '' OR name = $1 ORDER BY id DESC LIMIT $2::bigint",
+                     {key, std::to_string(std::max(0, limit))});
+  if (!r) return std::unexpected(r.error());
+  std::vector<RunRecord> out;
+  for (int i = 0; i < r->rows(); ++i) out.push_back(rows::decode_run(PostgresRow(*r, i)));
+  return out;
 }
 
 RunRecord complete_run(RunRecord run, const LockRequest& req, std::int64_t token, Strategy s, bool still_held) {

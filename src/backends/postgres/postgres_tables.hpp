@@ -28,6 +28,17 @@ Result<void> ensure_schema(Connection& conn, const Tables& t);
 /// bigint. Stable across versions and hosts; a collision only makes two keys exclude each other.
 std::int64_t advisory_key(std::string_view prefix, std::string_view key);
 
+/// SELECT ... FROM <prefix>locks l of status: the common status columns (common/lock_rows.hpp),
+/// then the server's verdict on the holder, then `extra` (from column status_columns); binds
+/// $1 = the claims table's name. The caller appends its WHERE.
+std::string status_select(const Tables& t, std::string_view extra = {});
+inline constexpr int status_columns = 16;
+/// Row `row` of a status_select() result, its state judged (common/lock_rows.hpp).
+LockStatus read_status(const QueryResult& r, int row, const Tables& t);
+
+/// The newest `limit` rows of <prefix>runs, of `key` (every key when empty), newest first.
+Result<std::vector<RunRecord>> read_history(Connection& conn, const Tables& t, const std::string& key, int limit);
+
 /// Inserts one <prefix>runs row (started_at from the lock's acquired_at) and prunes the key's
 /// rows beyond the newest `keep`, in one statement.
 Result<void> insert_history(Connection& conn, const Tables& t, const RunRecord& run, int keep);

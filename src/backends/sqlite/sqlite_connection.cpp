@@ -145,7 +145,8 @@ Result<Connection> Connection::open(const std::string& path, Millis busy_timeout
   if (rc != SQLITE_OK) {
     std::string reason = db ? sqlite3_errmsg(db.get()) : sqlite3_errstr(rc);
     if (int err = db ? sqlite3_system_errno(db.get()) : 0; err != 0) reason += std::string(": ") + std::strerror(err);
-    return fail(ErrorKind::connection, "cannot open the SQLite database " + path + ": " + reason);
+    return std::unexpected(Error{ErrorKind::connection, "cannot open the SQLite database " + path + ": " + reason,
+                                 db ? sqlite3_extended_errcode(db.get()) : rc});
   }
   Connection conn(std::move(db), path, busy_timeout);
   if (auto ok = conn.configure(); !ok) return std::unexpected(ok.error());

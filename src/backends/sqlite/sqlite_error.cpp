@@ -1,4 +1,6 @@
 // The one place where SQLite result codes become dblock's portable ErrorKind (SOCI's idea).
+// Decided on the (extended) result code and the OS errno only, never on message text; the
+// code travels on as Error::native_code.
 // A busy timeout that expires is `connection`, not `busy`: `busy` means "the lock is held by
 // someone", while a database file locked for seconds means the coordinator is unusable.
 
@@ -39,7 +41,8 @@ Error make_error(const Connection& conn, int rc, std::string_view doing) {
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
     return Error{ErrorKind::connection,
                  where + " stayed locked by another process for longer than the busy timeout (" +
-                     std::to_string(conn.busy_timeout().count()) + " ms) while " + std::string(doing)};
+                     std::to_string(conn.busy_timeout().count()) + " ms) while " + std::string(doing),
+                 rc};
   std::string reason = conn.get() ? sqlite3_errmsg(conn.get()) : sqlite3_errstr(rc);
   const int os_error = conn.get() ? sqlite3_system_errno(conn.get()) : 0;
   if (primary == SQLITE_READONLY) reason = "the database is read-only (check the file's and directory's permissions)";
@@ -56,7 +59,7 @@ Error make_error(const Connection& conn, int rc, std::string_view doing) {
            primary == SQLITE_PERM) {
     if (os_error != 0) reason += std::string(" (") + std::strerror(os_error) + ")";
   }
-  return Error{error_kind(rc), where + ": " + std::string(doing) + " failed: " + reason};
+  return Error{error_kind(rc), where + ": " + std::string(doing) + " failed: " + reason, rc};
 }
 
 }  // namespace dblock::sqlite

@@ -11,13 +11,11 @@ namespace dblock::sqlite {
 namespace {
 
 // Timestamps are TEXT 'YYYY-MM-DD HH:MM:SS.SSS' in UTC, written by SQLite's own clock, so a
-// DBA can read them and they sort as they compare.
-constexpr std::array<std::string_view, 14> locks_columns{
-    "name", "owner", "host", "pid", "token", "strategy", "session_id", "acquired_at", "renewed_at",
-    "expires_at", "released_at", "last_started_at", "last_finished_at", "last_exit_code"};
-// Added after the first release, so ensure_schema adds them to an older table. They hold the
-// lease on CLOCK_BOOTTIME, which a wall-clock step cannot move; they apply only while
-// boot_token equals token (an older dblock that takes the row leaves them stale).
+// DBA can read them and they sort as they compare. The required columns are common
+// (common/lock_rows.hpp); these were added after the first release, so ensure_schema adds them
+// to an older table. They hold the lease on CLOCK_BOOTTIME, which a wall-clock step cannot
+// move; they apply only while boot_token equals token (an older dblock that takes the row
+// leaves them stale).
 struct AddedColumn {
   std::string_view name;
   std::string_view type;
@@ -28,8 +26,20 @@ constexpr std::array<AddedColumn, 4> boot_columns{{
     {"boot_started_ms", "INTEGER"},
     {"boot_expires_ms", "INTEGER"},
 }};
-constexpr std::array<std::string_view, 11> runs_columns{
-    "id", "name", "token", "owner", "host", "pid", "strategy", "started_at", "finished_at", "outcome", "exit_code"};
+
+std::string epoch_ms_of(std::string_view expr) { return epoch_ms_sql(expr); }
+
+// A statement's current row as the common row layer reads it.
+class StatementRow final : public rows::ColumnReader {
+ public:
+  explicit StatementRow(const Statement& stmt) : stmt_(stmt) {}
+  bool is_null(int column) const override { return stmt_.is_null(column); }
+  std::string text(int column) const override { return stmt_.text(column); }
+  std::int64_t int64(int column) const override { return stmt_.int64(column); }
+
+ private:
+  const Statement& stmt_;
+};
 
 using TableShape = std::vector<std::pair<std::string, std::int64_t>>;  // column name, pk position
 
@@ -148,11 +158,56 @@ std::string schema_sql(const std::string& prefix) { return tables_sql(prefix) + 
 
 Result<void> ensure_schema(const Connection& conn, const std::string& prefix) {
   if (auto ok = conn.exec(tables_sql(prefix), "creating the tables"); !ok) return ok;
-  if (auto ok = check_table(conn, prefix + "locks", locks_columns, true); !ok) return ok;
+  if (auto ok = check_table(conn, prefix + "locks", rows::locks_columns, true); !ok) return ok;
   if (auto ok = add_boot_columns(conn, prefix + "locks"); !ok) return ok;
-  if (auto ok = check_table(conn, prefix + "runs", runs_columns, false); !ok) return ok;
+  if (auto ok = check_table(conn, prefix + "runs", rows::runs_columns, false); !ok) return ok;
   // The index only after the shape check, so a foreign table gives the config error instead.
   return conn.exec(index_sql(prefix), "creating the history index");
+}
+
+std::string now_ms_sql() { return epoch_ms_sql(now_sql()); }
+
+std::string boot_judged_sql(const std::string& a) {
+  return "(" + a + "boot_token IS " + a + "token AND " + a + "boot_id IS NOT NULL AND dblock_boot_id() IS NOT NULL)";
+}
+
+std::string lease_live_sql(const std::string& a) {
+  return "COALESCE(CASE WHEN " + boot_judged_sql(a) + " THEN " + a + "boot_id = dblock_boot_id() AND " + a +
+         "boot_expires_ms > dblock_boot_ms() ELSE " + epoch_ms_sql(a + "expires_at") + " > " + now_ms_sql() +
+         " END, 0)";
+}
+
+std::string renew_boot_sql(std::string_view ttl_param) {
+  return "boot_started_ms = CASE WHEN " + boot_judged_sql("") +
+         " AND boot_id = dblock_boot_id() THEN boot_started_ms END, boot_id = dblock_boot_id(),"
+         " boot_token = token, boot_expires_ms = dblock_boot_ms() + " +
+         std::string(ttl_param);
+}
+
+std::string status_select(const Tables& t, std::string_view extra) {
+  std::string sql = "SELECT " + rows::status_select_list(&epoch_ms_of, now_sql()) + ", " + lease_live_sql("");
+  if (!extra.empty()) sql += ", " + std::string(extra);
+  return sql + " FROM " + t.locks;
+}
+
+LockStatus read_status(const Statement& row) {
+  // SQLite has no session strategies: only the lease can make a row held.
+  return rows::read_status(StatementRow(row), {.lease_live = row.int64(rows::status_column_count) != 0});
+}
+
+Result<std::vector<RunRecord>> read_history(const Connection& conn, const Tables& t, const std::string& key, int limit) {
+  auto stmt = conn.prepare("SELECT " + rows::history_select_list(&epoch_ms_of) + " FROM " + t.runs +
+                           " WHERE (?1 = '' OR name = ?1) ORDER BY id DESC LIMIT ?2");
+  if (!stmt) return std::unexpected(stmt.error());
+  stmt->bind(1, std::string_view(key));
+  stmt->bind(2, static_cast<std::int64_t>(limit > 0 ? limit : -1));
+  std::vector<RunRecord> out;
+  for (;;) {
+    auto row = stmt->step("reading the history");
+    if (!row) return std::unexpected(row.error());
+    if (!*row) return out;
+    out.push_back(rows::decode_run(StatementRow(*stmt)));
+  }
 }
 
 }  // namespace dblock::sqlite

@@ -1,11 +1,29 @@
 #pragma once
-// The SQLite dialect of the tables in src/backends/README.md: DDL and the shape check.
+// What the SQLite backend's files share: table names, DDL and the shape check, and the SQL
+// that judges a lease. There is no server clock: SQLite's 'now' is each process's own wall
+// clock, which NTP, a VM resume or `date -s` can step by hours. So leases and --min-interval
+// are judged on CLOCK_BOOTTIME (with the boot id, as that clock restarts at every boot), read
+// in SQL through dblock_boot_ms() / dblock_boot_id(); the wall-clock columns stay for display
+// and history. Every comparison is in integer milliseconds computed in SQL.
 
+#include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "backends/backend.hpp"
+#include "backends/common/lock_rows.hpp"
 #include "backends/sqlite/sqlite_connection.hpp"
 
 namespace dblock::sqlite {
+
+/// Quoted table names for one prefix.
+struct Tables {
+  explicit Tables(const std::string& prefix)
+      : locks(quote_ident(prefix + "locks")), runs(quote_ident(prefix + "runs")) {}
+  std::string locks;
+  std::string runs;
+};
 
 /// The DDL `dblock schema --dialect sqlite` prints; ensure_schema runs the same text.
 std::string schema_sql(const std::string& prefix);
@@ -13,5 +31,37 @@ std::string schema_sql(const std::string& prefix);
 /// Creates the tables if missing, then checks their shape: ErrorKind::config naming the
 /// table and the missing column when a table exists with another shape.
 Result<void> ensure_schema(const Connection& conn, const std::string& prefix);
+
+/// Database now in epoch ms, as SQL text.
+std::string now_ms_sql();
+
+/// SQL: true when the boot_* columns of the row (`a` is "" or an alias with its dot) judge its
+/// lease: they belong to its current token (an older dblock that took the row left them stale)
+/// and both the row and this process know their boot.
+std::string boot_judged_sql(const std::string& a);
+
+/// SQL, 1 or 0: the row's lease is live. On CLOCK_BOOTTIME when the boot columns judge it; a
+/// lease from another boot is over (its holder did not survive the reboot). A row without them
+/// (an older dblock's, or a host without a boot id) falls back to the wall clock, the only rule
+/// its writer knew, so a holder still running an older dblock keeps its lease.
+std::string lease_live_sql(const std::string& a);
+
+/// SQL SET list for a renewal by the holder: the boot columns now belong to this boot and token.
+/// The start keeps its boot reading only when it was taken on this boot.
+std::string renew_boot_sql(std::string_view ttl_param);
+
+/// SELECT ... FROM <prefix>locks of status: the common status columns (common/lock_rows.hpp),
+/// whether the lease is live, then `extra` (from column status_columns). The caller appends its WHERE.
+std::string status_select(const Tables& t, std::string_view extra = {});
+inline constexpr int status_columns = rows::status_column_count + 1;
+/// The current row of a status_select() statement, its state judged (common/lock_rows.hpp).
+LockStatus read_status(const Statement& row);
+
+/// The newest `limit` rows of <prefix>runs (all when limit <= 0), of `key` (every key when
+/// empty), newest first.
+Result<std::vector<RunRecord>> read_history(const Connection& conn, const Tables& t, const std::string& key, int limit);
+
+/// The lease locker (sqlite_lease.cpp), on a connection of its own.
+std::unique_ptr<Locker> make_lease_locker(Connection conn, const BackendOptions& options);
 
 }  // namespace dblock::sqlite

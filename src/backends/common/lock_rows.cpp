@@ -1,0 +1,107 @@
+#include "backends/common/lock_rows.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace dblock::rows {
+
+std::string status_select_list(EpochMs epoch_ms, std::string_view now_expr) {
+  std::string sql = "name, owner, host, pid, token, strategy";
+  for (std::string_view column :
+       {"acquired_at", "renewed_at", "expires_at", "released_at", "last_started_at", "last_finished_at"})
+    sql += ", " + epoch_ms(column);
+  return sql + ", last_exit_code, " + epoch_ms(now_expr);
+}
+
+LockStatus::State state_of(const LockStatus& row, HolderVerdict verdict) {
+  const auto strategy = parse_strategy(row.strategy);
+  const bool released = row.released_at_ms.has_value();
+  if (strategy && is_session_strategy(*strategy))
+    return !released && verdict.session_holds ? LockStatus::State::held : LockStatus::State::free;
+  if (verdict.lease_live) return LockStatus::State::held;
+  if (!row.acquired_at_ms || released) return LockStatus::State::free;
+  return LockStatus::State::expired;
+}
+
+LockStatus decode_status(const ColumnReader& row) {
+  LockStatus s;
+  s.key = row.text(0);
+  s.owner = row.text(1);
+  s.host = row.text(2);
+  s.pid = row.opt_int64(3).value_or(0);
+  s.token = row.opt_int64(4).value_or(0);
+  s.strategy = row.text(5);
+  s.acquired_at_ms = row.opt_int64(6);
+  s.renewed_at_ms = row.opt_int64(7);
+  s.expires_at_ms = row.opt_int64(8);
+  s.released_at_ms = row.opt_int64(9);
+  s.last_started_at_ms = row.opt_int64(10);
+  s.last_finished_at_ms = row.opt_int64(11);
+  if (auto code = row.opt_int64(12)) s.last_exit_code = static_cast<int>(*code);
+  s.db_now_ms = row.opt_int64(13).value_or(0);
+  if (auto strategy = parse_strategy(s.strategy); strategy && is_session_strategy(*strategy)) s.expires_at_ms.reset();
+  return s;
+}
+
+LockStatus read_status(const ColumnReader& row, HolderVerdict verdict) {
+  LockStatus s = decode_status(row);
+  s.state = state_of(s, verdict);
+  return s;
+}
+
+Result<std::vector<LockStatus>> in_request_order(std::vector<LockStatus> found, std::span<const std::string> keys,
+                                                 const std::function<Result<std::int64_t>()>& now_ms) {
+  if (keys.empty()) return found;
+  std::vector<LockStatus> out;
+  out.reserve(keys.size());
+  std::optional<std::int64_t> now;
+  if (!found.empty()) now = found.front().db_now_ms;
+  for (const std::string& key : keys) {
+    if (auto it = std::ranges::find(found, key, &LockStatus::key); it != found.end()) {
+      out.push_back(*it);
+      continue;
+    }
+    // Never taken: free at token 0, still stamped with the database's clock.
+    if (!now) {
+      auto read = now_ms();
+      if (!read) return std::unexpected(read.error());
+      now = *read;
+    }
+    LockStatus never_taken;
+    never_taken.key = key;
+    never_taken.db_now_ms = *now;
+    out.push_back(std::move(never_taken));
+  }
+  return out;
+}
+
+std::string history_select_list(EpochMs epoch_ms) {
+  return "id, name, token, owner, host, pid, strategy, " + epoch_ms("started_at") + ", " + epoch_ms("finished_at") +
+         ", outcome, exit_code";
+}
+
+RunRecord decode_run(const ColumnReader& row) {
+  RunRecord r;
+  r.id = row.opt_int64(0).value_or(0);
+  r.key = row.text(1);
+  r.token = row.opt_int64(2).value_or(0);
+  r.owner = row.text(3);
+  r.host = row.text(4);
+  r.pid = row.opt_int64(5).value_or(0);
+  r.strategy = row.text(6);
+  r.started_at_ms = row.opt_int64(7).value_or(0);
+  r.finished_at_ms = row.opt_int64(8);
+  r.outcome = parse_run_outcome(row.text(9)).value_or(RunOutcome::failed);
+  if (auto code = row.opt_int64(10)) r.exit_code = static_cast<int>(*code);
+  return r;
+}
+
+std::string describe(const HolderSelector& who) {
+  if (who.force || (!who.owner && !who.token)) return "anyone";
+  std::string text;
+  if (who.owner) text = "owner " + *who.owner;
+  if (who.token) text += (text.empty() ? "token " : " with token ") + std::to_string(*who.token);
+  return text;
+}
+
+}  // namespace dblock::rows

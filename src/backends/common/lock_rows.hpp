@@ -1,0 +1,109 @@
+#pragma once
+// The row layer every backend shares: which columns of <prefix>locks and <prefix>runs status
+// and history read, in which order, how a row becomes LockStatus / RunRecord, and the state
+// rule of src/backends/README.md (States). A backend supplies only its dialect (how a
+// timestamp becomes epoch ms, what the server says about a holder) and a few lines that read
+// one column of its own result rows.
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/lock_types.hpp"
+
+namespace dblock::rows {
+
+/// A dialect's SQL for a timestamp column (or expression) as milliseconds since the epoch; NULL stays NULL.
+using EpochMs = std::string (*)(std::string_view expr);
+
+/// The columns every table must have (dblock(1) TABLES, src/backends/README.md); each
+/// backend's ensure_schema checks them. Columns a dialect adds on its own (SQLite's boot_*)
+/// are not required: ensure_schema adds them.
+inline constexpr std::array<std::string_view, 14> locks_columns{
+    "name",       "owner",       "host",           "pid",          "token",
+    "strategy",   "session_id",  "acquired_at",    "renewed_at",   "expires_at",
+    "released_at", "last_started_at", "last_finished_at", "last_exit_code"};
+inline constexpr std::array<std::string_view, 11> runs_columns{
+    "id", "name", "token", "owner", "host", "pid", "strategy", "started_at", "finished_at", "outcome", "exit_code"};
+inline constexpr std::array<std::string_view, 2> claims_columns{"name", "kind"};
+
+/// A table by its name after the prefix, and the columns it must have.
+struct RequiredTable {
+  std::string_view suffix;
+  std::span<const std::string_view> columns;
+};
+/// Every table of the server backends (SQLite has no claims: it has no session strategies).
+inline constexpr std::array<RequiredTable, 3> required_tables{{
+    {"locks", locks_columns},
+    {"runs", runs_columns},
+    {"claims", claims_columns},
+}};
+
+/// One result row of the backend's client library, read by 0-based column index. Each backend
+/// adapts its own row type in a few lines.
+class ColumnReader {
+ public:
+  virtual ~ColumnReader() = default;
+  virtual bool is_null(int column) const = 0;
+  /// "" for NULL.
+  virtual std::string text(int column) const = 0;
+  /// Only called on a column that is not NULL.
+  virtual std::int64_t int64(int column) const = 0;
+
+  std::optional<std::int64_t> opt_int64(int column) const {
+    if (is_null(column)) return std::nullopt;
+    return int64(column);
+  }
+};
+
+/// The SELECT list (without SELECT) of the <prefix>locks columns status reads, in the order
+/// decode_status() reads them: name, owner, host, pid, token, strategy, the six timestamps,
+/// last_exit_code, then database now. `now_expr` is the dialect's current time as a timestamp.
+/// A backend appends its own columns after these, from index status_column_count.
+std::string status_select_list(EpochMs epoch_ms, std::string_view now_expr);
+inline constexpr int status_column_count = 14;
+
+/// What only the database can judge about a row's holder. The row's strategy picks which counts.
+struct HolderVerdict {
+  bool lease_live = false;     // lease: the lease ends in the future (SQLite judges it on CLOCK_BOOTTIME, in SQL)
+  bool session_holds = false;  // session strategies: the server says the recorded session still holds the lock
+};
+
+/// The state rule, once for every backend:
+///  lease row: held if live; else free if never acquired or released (every acquisition
+///    clears released_at, so a set one was written after it: no comparison of two clock
+///    readings that a clock step could misorder); else expired (the holder vanished).
+///  session-strategy row: free if released; else held iff the server says its session still
+///    holds the lock; else free (a crashed holder is free).
+LockStatus::State state_of(const LockStatus& row, HolderVerdict verdict);
+
+/// The columns of status_select_list() as LockStatus, state not yet judged. A session
+/// strategy's row shows no expires_at (it has no lease).
+LockStatus decode_status(const ColumnReader& row);
+/// decode_status() and state_of() together.
+LockStatus read_status(const ColumnReader& row, HolderVerdict verdict);
+
+/// status of the given keys: `found` (the rows read for them, any order) in the order asked,
+/// a key asked twice coming twice; a key without a row is free at token 0, stamped with the
+/// database clock of a row read, or of `now_ms()` when there was none. Empty `keys`: every
+/// row, `found` as it is.
+Result<std::vector<LockStatus>> in_request_order(std::vector<LockStatus> found, std::span<const std::string> keys,
+                                                 const std::function<Result<std::int64_t>()>& now_ms);
+
+/// The SELECT list (without SELECT) of the <prefix>runs columns history reads, in the order
+/// decode_run() reads them.
+std::string history_select_list(EpochMs epoch_ms);
+/// One row of history_select_list(); an outcome this version does not know reads `failed`.
+RunRecord decode_run(const ColumnReader& row);
+
+/// The holder a stateless renew/release names, for its messages: "owner X", "token N",
+/// "owner X with token N", or "anyone" (--force, or nothing named).
+std::string describe(const HolderSelector& who);
+
+}  // namespace dblock::rows

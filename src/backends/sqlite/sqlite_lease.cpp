@@ -1,0 +1,224 @@
+// The lease strategy on SQLite: one BEGIN IMMEDIATE transaction acquires (a conditional
+// upsert that bumps the token), one owner- and token-checked update renews or releases. Leases
+// and --min-interval are judged on CLOCK_BOOTTIME (sqlite_tables.hpp).
+
+#include <utility>
+
+#include "backends/sqlite/sqlite_tables.hpp"
+
+namespace dblock::sqlite {
+namespace {
+
+/// SQL: milliseconds since the row's last start, for --min-interval. CLOCK_BOOTTIME within one
+/// boot; across a reboot only the wall clock spans the gap.
+std::string started_ago_sql(const std::string& a) {
+  return "(CASE WHEN " + boot_judged_sql(a) + " AND " + a + "boot_id = dblock_boot_id() AND " + a +
+         "boot_started_ms IS NOT NULL THEN dblock_boot_ms() - " + a + "boot_started_ms ELSE " + now_ms_sql() + " - " +
+         epoch_ms_sql(a + "last_started_at") + " END)";
+}
+
+/// Inserts one history row and prunes the key's rows beyond `keep`, inside the caller's transaction.
+Result<void> record_run(const Connection& conn, const Tables& tables, int keep, const RunRecord& run,
+                        const std::string& started_at) {
+  auto insert = conn.prepare("INSERT INTO " + tables.runs +
+                             " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
+                             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, " +
+                             now_sql() + ", ?8, ?9)");
+  if (!insert) return std::unexpected(insert.error());
+  insert->bind(1, std::string_view(run.key));
+  insert->bind(2, run.token);
+  insert->bind(3, std::string_view(run.owner));
+  insert->bind(4, std::string_view(run.host));
+  insert->bind(5, run.pid);
+  insert->bind(6, std::string_view(run.strategy));
+  if (started_at.empty()) insert->bind_null(7);
+  else insert->bind(7, std::string_view(started_at));
+  insert->bind(8, to_string(run.outcome));
+  if (run.exit_code) insert->bind(9, static_cast<std::int64_t>(*run.exit_code));
+  else insert->bind_null(9);
+  if (auto ok = insert->run("recording the run of " + run.key); !ok) return ok;
+
+  // The row at offset `keep` (newest first) is the newest one to go; everything older goes too.
+  auto prune = conn.prepare("DELETE FROM " + tables.runs + " WHERE name = ?1 AND id <= (SELECT id FROM " +
+                            tables.runs + " WHERE name = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)");
+  if (!prune) return std::unexpected(prune.error());
+  prune->bind(1, std::string_view(run.key));
+  prune->bind(2, static_cast<std::int64_t>(keep < 0 ? 0 : keep));
+  return prune->run("pruning the history of " + run.key);
+}
+
+class LeaseLocker final : public Locker {
+ public:
+  LeaseLocker(Connection conn, const BackendOptions& options)
+      : conn_(std::move(conn)), tables_(options.table_prefix), history_keep_(options.history_keep) {}
+
+  Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis) override {
+    if (held_) return fail(ErrorKind::internal, "this locker already holds " + held_->key);
+    const std::string now = now_sql();
+    auto tx = Transaction::begin_immediate(conn_, "acquiring " + req.key);
+    if (!tx) return std::unexpected(tx.error());
+
+    auto upsert = conn_.prepare(
+        "INSERT INTO " + tables_.locks +
+        " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
+        " released_at, last_started_at, boot_id, boot_token, boot_started_ms, boot_expires_ms) VALUES (?1, ?2, ?3,"
+        " ?4, 1, 'lease', NULL, " +
+        now + ", " + now + ", " + now_plus_sql("?5") + ", NULL, " + now +
+        ", dblock_boot_id(), 1, dblock_boot_ms(), dblock_boot_ms() + ?5"
+        ") ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, host = excluded.host, pid = excluded.pid,"
+        " token = l.token + 1, strategy = excluded.strategy, session_id = NULL,"
+        " acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at,"
+        " expires_at = excluded.expires_at, released_at = NULL, last_started_at = excluded.last_started_at,"
+        " boot_id = excluded.boot_id, boot_token = l.token + 1, boot_started_ms = excluded.boot_started_ms,"
+        " boot_expires_ms = excluded.boot_expires_ms"
+        " WHERE NOT " +
+        lease_live_sql("l.") + " AND (?6 <= 0 OR l.last_started_at IS NULL OR " + started_ago_sql("l.") +
+        " >= ?6) RETURNING token, " + epoch_ms_sql("acquired_at") + ", " + epoch_ms_sql("expires_at") +
+        ", acquired_at");
+    if (!upsert) return std::unexpected(upsert.error());
+    upsert->bind(1, std::string_view(req.key));
+    upsert->bind(2, std::string_view(req.owner));
+    upsert->bind(3, std::string_view(req.host));
+    upsert->bind(4, req.pid);
+    upsert->bind(5, static_cast<std::int64_t>(req.ttl.count()));
+    upsert->bind(6, static_cast<std::int64_t>(req.min_interval.count()));
+    auto row = upsert->step("acquiring " + req.key);
+    if (!row) return std::unexpected(row.error());
+
+    AcquireOutcome out;
+    if (*row) {
+      out.state = AcquireOutcome::State::acquired;
+      out.token = upsert->int64(0);
+      out.acquired_at_ms = upsert->opt_int64(1);
+      out.expires_at_ms = upsert->opt_int64(2);
+      Held held{{req.key, req.owner, req.host, req.pid, out.token}, upsert->text(3)};
+      if (auto done = upsert->run("acquiring " + req.key); !done) return std::unexpected(done.error());
+      if (auto ok = tx->commit("committing the acquisition of " + req.key); !ok) return std::unexpected(ok.error());
+      held_ = std::move(held);
+      return out;
+    }
+
+    // Cold path: say who holds it, or when --min-interval will have elapsed.
+    const std::string due_in_sql =
+        "CASE WHEN ?2 > 0 AND last_started_at IS NOT NULL THEN ?2 - " + started_ago_sql("") + " END";
+    auto read = conn_.prepare(status_select(tables_, due_in_sql) +
+                              " WHERE name = ?1");
+    if (!read) return std::unexpected(read.error());
+    read->bind(1, std::string_view(req.key));
+    read->bind(2, static_cast<std::int64_t>(req.min_interval.count()));
+    auto found = read->step("reading the holder of " + req.key);
+    if (!found) return std::unexpected(found.error());
+    out.state = AcquireOutcome::State::busy;
+    if (*found) {
+      LockStatus holder = read_status(*read);
+      auto due_in = read->opt_int64(status_columns);
+      if (holder.state != LockStatus::State::held && due_in && *due_in > 0) {
+        out.state = AcquireOutcome::State::not_due;
+        out.due_in = Millis(*due_in);
+      } else {
+        out.holder = std::move(holder);
+      }
+    }
+    return out;  // the transaction changed nothing; its guard rolls it back
+  }
+
+  Result<void> renew(Millis ttl) override {
+    if (!held_ || lost_) return fail(ErrorKind::lost, "no lock is held, so there is nothing to renew");
+    auto stmt = conn_.prepare("UPDATE " + tables_.locks + " SET expires_at = " + now_plus_sql("?4") +
+                              ", renewed_at = " + now_sql() + ", " + renew_boot_sql("?4") +
+                              " WHERE name = ?1 AND owner = ?2 AND token = ?3 AND released_at IS NULL RETURNING 1");
+    if (!stmt) return std::unexpected(stmt.error());
+    stmt->bind(1, std::string_view(held_->key));
+    stmt->bind(2, std::string_view(held_->owner));
+    stmt->bind(3, held_->token);
+    stmt->bind(4, static_cast<std::int64_t>(ttl.count()));
+    auto row = stmt->step("renewing " + held_->key);
+    if (!row) return std::unexpected(row.error());
+    if (!*row) {
+      Error lost{ErrorKind::lost, "the lock " + held_->key + " (token " + std::to_string(held_->token) +
+                                      ") is no longer held by " + held_->owner +
+                                      ": it expired and was taken, or was released"};
+      // Kept (not reset): release() still has to write this run's history row.
+      lost_ = true;
+      return std::unexpected(std::move(lost));
+    }
+    return stmt->run("renewing " + held_->key);
+  }
+
+  Result<void> release(const ReleaseRequest& req) override {
+    if (!held_) return fail(ErrorKind::lost, "no lock is held, so there is nothing to release");
+    // A copy: after a transient error the caller may retry, so held_ stays until the end.
+    const Held held = *held_;
+    auto tx = Transaction::begin_immediate(conn_, "releasing " + held.key);
+    if (!tx) return std::unexpected(tx.error());
+    if (lost_) return record_lost_run(*tx, held, req);
+
+    const std::string now = now_sql();
+    auto stmt = conn_.prepare(
+        "UPDATE " + tables_.locks + " SET released_at = " + now + ", expires_at = CASE WHEN " +
+        epoch_ms_sql("acquired_at") + " + ?4 > " + now_ms_sql() +
+        " THEN strftime('%Y-%m-%d %H:%M:%f', julianday(acquired_at) + ?4 / 86400000.0) ELSE " + now +
+        " END, boot_expires_ms = MAX(dblock_boot_ms(), boot_started_ms + ?4), last_finished_at = CASE WHEN ?5 THEN " +
+        now + " ELSE last_finished_at END," +
+        " last_exit_code = CASE WHEN ?5 THEN ?6 ELSE last_exit_code END" +
+        " WHERE name = ?1 AND owner = ?2 AND token = ?3 AND released_at IS NULL RETURNING 1");
+    if (!stmt) return std::unexpected(stmt.error());
+    stmt->bind(1, std::string_view(held.key));
+    stmt->bind(2, std::string_view(held.owner));
+    stmt->bind(3, held.token);
+    stmt->bind(4, static_cast<std::int64_t>(req.min_hold.count()));
+    stmt->bind(5, static_cast<std::int64_t>(req.finished_run ? 1 : 0));
+    if (req.exit_code) stmt->bind(6, static_cast<std::int64_t>(*req.exit_code));
+    else stmt->bind_null(6);
+    auto row = stmt->step("releasing " + held.key);
+    if (!row) return std::unexpected(row.error());
+    const bool released = *row;
+    if (auto done = stmt->run("releasing " + held.key); !done) return done;
+
+    // The run happened even when the lock was lost meanwhile: its history row is still written.
+    if (auto ok = record_history(held, req, released); !ok) return ok;
+    if (auto ok = tx->commit("committing the release of " + held.key); !ok) return ok;
+    held_.reset();
+    if (!released)
+      return fail(ErrorKind::lost, "the lock " + held.key + " (token " + std::to_string(held.token) +
+                                       ") was no longer held by " + held.owner + " when it was released");
+    return {};
+  }
+
+ private:
+  struct Held;
+
+  Result<void> record_history(const Held& held, const ReleaseRequest& req, bool still_held) {
+    if (!req.history) return {};
+    RunRecord run = complete_run_record(*req.history, held, "lease", still_held);
+    return record_run(conn_, tables_, history_keep_, run, held.acquired_at);
+  }
+
+  // renew() saw the lock gone: the row belongs to someone else now, so only the history is written.
+  Result<void> record_lost_run(Transaction& tx, const Held& held, const ReleaseRequest& req) {
+    if (auto ok = record_history(held, req, false); !ok) return ok;
+    if (auto ok = tx.commit("recording the lost run of " + held.key); !ok) return ok;
+    held_.reset();
+    lost_ = false;
+    return fail(ErrorKind::lost, "the lock " + held.key + " (token " + std::to_string(held.token) +
+                                     ") was lost before it was released");
+  }
+
+  struct Held : HeldLock {
+    std::string acquired_at;  // as stored, for the history row's started_at
+  };
+
+  Connection conn_;
+  Tables tables_;
+  int history_keep_;
+  std::optional<Held> held_;
+  bool lost_ = false;  // renew() found the lock taken or released; held_ stays for the history row
+};
+
+}  // namespace
+
+std::unique_ptr<Locker> make_lease_locker(Connection conn, const BackendOptions& options) {
+  return std::make_unique<LeaseLocker>(std::move(conn), options);
+}
+
+}  // namespace dblock::sqlite
