@@ -172,7 +172,7 @@ class PostgresBackend final : public Backend {
         "  THEN k.locktype = 'advisory' AND k.objsubid = 1 AND k.classid = $6::bigint::oid AND k.objid = $7::bigint::oid "
         "  ELSE k.relation = to_regclass($8) END LIMIT 1) AS pid FROM u) "
         "SELECT pg_notify($5, s.name)::text, s.pid, s.pid IS NOT NULL AND pg_terminate_backend(s.pid) FROM s",
-        {key, selector_owner(who), selector_token(who), who.force ? "true" : "false", t_.channel,
+        {key, selector_owner(who), selector_token(who), who.force ? "true" : "false", postgres::release_channel(t_.prefix, key),
          std::to_string(id >> 32), std::to_string(id & 0xffffffffULL), t_.claims});
     if (!r) return std::unexpected(r.error());
     if (r->rows() == 0) {

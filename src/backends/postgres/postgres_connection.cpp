@@ -100,7 +100,6 @@ Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const Backe
 Connection::~Connection() = default;
 
 Result<void> Connection::connect() {
-  std::lock_guard lock(mutex_);
   conn_.reset();
   // libpq's own parser validates the URI (so sslmode, host=/socket dir, passfile... all work).
   char* err = nullptr;
@@ -158,49 +157,48 @@ Result<void> Connection::connect() {
   PQsetnonblocking(conn_.get(), 1);
   if (auto r = exec(session_setup, session_settings(role_, options_.session_idle_limit)); !r)
     return std::unexpected(r.error());
-  for (const auto& channel : channels_)
-    if (auto r = exec("LISTEN " + quote_ident(channel)); !r) return std::unexpected(r.error());
+  if (!channel_.empty())
+    if (auto r = exec("LISTEN " + quote_ident(channel_)); !r) return std::unexpected(r.error());
   return {};
 }
 
 bool Connection::is_open() const {
-  std::lock_guard lock(mutex_);
   return conn_ && PQstatus(conn_.get()) == CONNECTION_OK;
 }
 
 bool Connection::in_transaction() const {
-  std::lock_guard lock(mutex_);
   return is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INTRANS;
 }
 
 Result<void> Connection::reconnect() { return connect(); }
 
 void Connection::close() {
-  std::lock_guard lock(mutex_);
   conn_.reset();
 }
 
 int Connection::socket() const {
-  std::lock_guard lock(mutex_);
   return is_open() ? PQsocket(conn_.get()) : -1;
 }
 
 int Connection::backend_pid() const {
-  std::lock_guard lock(mutex_);
   return is_open() ? PQbackendPID(conn_.get()) : 0;
 }
 
 Result<void> Connection::listen(const std::string& channel) {
-  std::lock_guard lock(mutex_);
-  for (const auto& c : channels_)
-    if (c == channel) return {};
-  if (auto r = exec("LISTEN " + quote_ident(channel)); !r) return std::unexpected(r.error());
-  channels_.push_back(channel);
+  if (channel == channel_) return {};
+  if (auto r = exec("UNLISTEN *; LISTEN " + quote_ident(channel)); !r) return std::unexpected(r.error());
+  channel_ = channel;
+  return {};
+}
+
+Result<void> Connection::unlisten() {
+  if (channel_.empty()) return {};
+  channel_.clear();
+  if (auto r = exec("UNLISTEN *"); !r) return std::unexpected(r.error());
   return {};
 }
 
 bool Connection::drain_notifications() {
-  std::lock_guard lock(mutex_);
   if (!is_open()) return false;
   PQconsumeInput(conn_.get());
   bool any = false;
@@ -231,7 +229,6 @@ Error Connection::timed_out() {
 }
 
 Result<QueryResult> Connection::exec(std::string_view sql, const Params& params, Millis extra) {
-  std::lock_guard lock(mutex_);
   if (!is_open()) return std::unexpected(broken("not connected"));
   const Millis deadline = boottime_now() + options_.io_timeout + extra;
   PGconn* c = conn_.get();
@@ -276,6 +273,8 @@ Result<QueryResult> Connection::exec(std::string_view sql, const Params& params,
     return std::unexpected(statement_error(error.get(), c, dsn_.redacted));
   }
   if (PQstatus(c) == CONNECTION_BAD) return std::unexpected(broken("connection lost"));
+  if (channel_.empty())  // left over from before an UNLISTEN: nobody will read them
+    while (PGnotify* n = PQnotifies(c)) PQfreemem(n);
   return last;
 }
 

@@ -119,7 +119,8 @@ class SessionLocker final : public Locker {
     Result<void> result;
     if (!book_->is_open()) (void)book_->reconnect();
     auto r = book_->exec(release_sql_, {key_, std::to_string(*token_), req.finished_run ? "true" : "false",
-                                        req.exit_code ? Param(std::to_string(*req.exit_code)) : Param(), t_.channel});
+                                        req.exit_code ? Param(std::to_string(*req.exit_code)) : Param(),
+                                        release_channel(t_.prefix, key_)});
     if (!r)
       result = std::unexpected(r.error());
     else if (r->rows() == 0)

@@ -10,11 +10,10 @@
 
 namespace dblock::postgres {
 
-/// Quoted table names for one prefix, and the LISTEN/NOTIFY channel releases announce on.
+/// Quoted table names for one prefix.
 struct Tables {
   std::string prefix;
   std::string locks, runs, claims;  // quoted
-  std::string channel;              // raw channel name: pg_notify() takes it as text
 };
 Tables tables_for(const std::string& prefix);
 
@@ -27,6 +26,12 @@ Result<void> ensure_schema(Connection& conn, const Tables& t);
 /// The advisory lock id of a key: FNV-1a 64 over prefix, a NUL, then the key, as a signed
 /// bigint. Stable across versions and hosts; a collision only makes two keys exclude each other.
 std::int64_t advisory_key(std::string_view prefix, std::string_view key);
+
+/// The LISTEN/NOTIFY channel a release of this key announces on (raw: pg_notify() takes it as
+/// text): one per key, so a release wakes only that key's waiters. A channel name is at most
+/// 63 bytes and a key up to 255, so it carries advisory_key's hash; a collision only costs a
+/// spurious wake-up.
+std::string release_channel(std::string_view prefix, std::string_view key);
 
 /// Inserts one <prefix>runs row (started_at from the lock's acquired_at) and prunes the key's
 /// rows beyond the newest `keep`, in one statement.
