@@ -40,6 +40,60 @@ bool readable(int fd, Millis within) {
   return ::poll(&p, 1, static_cast<int>(within.count())) > 0;
 }
 
+// The test server speaks `language` (lc_messages, server-wide: a refused login is reported
+// before any per-role setting applies) until this goes out of scope.
+struct ServerLanguage {
+  explicit ServerLanguage(const std::string& language) : raw(test::dsn()) {
+    PGresult* r = PQexec(raw.c, ("ALTER SYSTEM SET lc_messages = '" + language + "'").c_str());
+    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    const std::string why = PQresultErrorMessage(r);
+    PQclear(r);
+    REQUIRE_MESSAGE(ok, "the OS locale " << language << " is needed (scripts/install-deps.sh): " << why);
+    raw.run("SELECT pg_reload_conf()");
+    // New sessions (and the postmaster, which answers logins) have reloaded once one shows it.
+    for (int i = 0; i < 500; ++i) {
+      RawSession fresh(test::dsn());
+      PGresult* shown = PQexec(fresh.c, "SHOW lc_messages");
+      const std::string now = PQgetvalue(shown, 0, 0);
+      PQclear(shown);
+      if (now == language) return;
+      std::this_thread::sleep_for(10ms);
+    }
+    FAIL("the server did not take lc_messages = " << language);
+  }
+  ~ServerLanguage() {
+    raw.run("ALTER SYSTEM RESET lc_messages");
+    raw.run("SELECT pg_reload_conf()");
+  }
+  RawSession raw;
+};
+
+// The test DSN with another password (empty: the same) or database, through libpq's own parser.
+std::string dsn_with(const std::string& password, const std::string& dbname) {
+  char* err = nullptr;
+  PQconninfoOption* parsed = PQconninfoParse(test::dsn().c_str(), &err);
+  REQUIRE(parsed);
+  std::string out = "postgresql://";
+  auto value = [&](std::string_view key) {
+    for (auto* o = parsed; o->keyword; ++o)
+      if (key == o->keyword && o->val) return std::string(o->val);
+    return std::string();
+  };
+  out += value("user") + ":" + (password.empty() ? value("password") : password) + "@" + value("host") + ":" + value("port") + "/" + dbname;
+  PQconninfoFree(parsed);
+  return out;
+}
+
+Error open_error(const std::string& dsn_text) {
+  auto dsn = parse_dsn(dsn_text);
+  REQUIRE(dsn);
+  BackendOptions options;
+  auto conn = postgres::Connection::open(*dsn, options);
+  REQUIRE_FALSE(conn.has_value());
+  MESSAGE(conn.error().message);
+  return conn.error();
+}
+
 std::unique_ptr<Locker> lease_locker(Backend& backend) {
   auto made = backend.make_locker(Strategy::lease);
   REQUIRE_MESSAGE(made.has_value(), (made ? std::string() : made.error().message));
@@ -89,6 +143,53 @@ TEST_SUITE("postgres.lease") {
     CHECK_FALSE(readable(waiter->wakeup_fd(), 300ms));
     REQUIRE(waiter->renew(30s).has_value());
     release(*waiter);
+  }
+}
+
+TEST_SUITE("postgres.lease") {
+  // Runs once per server (the lease cell): it switches the whole test server's language.
+  TEST_CASE("postgres: a server answering in German: errors still classified by SQLSTATE") {
+    ServerLanguage german("de_DE.UTF-8");
+    Db db;
+
+    Error wrong_pw = open_error(dsn_with("not-the-password", "dblock_test"));
+    CHECK(wrong_pw.kind == ErrorKind::config);
+    CHECK(wrong_pw.sqlstate == "28P01");
+    CHECK(wrong_pw.message.find("not-the-password") == std::string::npos);
+    CHECK(wrong_pw.message.find("password authentication failed") == std::string::npos);  // really German
+
+    Error no_db = open_error(dsn_with("", "no_such_db_xyz"));
+    CHECK(no_db.kind == ErrorKind::config);
+    CHECK(no_db.sqlstate == "3D000");
+
+    auto dsn = parse_dsn(test::dsn());
+    REQUIRE(dsn);
+    auto conn = postgres::Connection::open(*dsn, db.options);
+    REQUIRE(conn.has_value());
+    auto missing = (*conn)->exec("SELECT * FROM no_such_table_xyz");
+    REQUIRE_FALSE(missing.has_value());
+    MESSAGE(missing.error().message);
+    CHECK(missing.error().kind == ErrorKind::config);
+    CHECK(missing.error().sqlstate == "42P01");
+    CHECK(missing.error().message.find("does not exist") == std::string::npos);
+
+    // busy (55P03 from NOWAIT and from lock_timeout) and lost keep their meaning.
+    const std::string key = test::unique_key("german");
+    auto made = [&] {
+      auto l = db.backend->make_locker(Strategy::for_update);
+      REQUIRE(l.has_value());
+      return std::move(*l);
+    };
+    auto holder = made(), other = made();
+    acquire(*holder, request(key, "owner-a"));
+    CHECK(attempt(*other, request(key, "owner-b")).state == AcquireOutcome::State::busy);
+    auto waited = other->try_acquire(request(key, "owner-b"), 200ms);
+    REQUIRE_MESSAGE(waited.has_value(), (waited ? std::string() : waited.error().message));
+    CHECK(waited->state == AcquireOutcome::State::busy);
+    REQUIRE(db.backend->release(key, forced()).has_value());
+    auto renewed = holder->renew(30s);
+    REQUIRE_FALSE(renewed.has_value());
+    CHECK(renewed.error().kind == ErrorKind::lost);
   }
 }
 

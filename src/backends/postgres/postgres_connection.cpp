@@ -146,12 +146,7 @@ Result<void> Connection::connect() {
     }
   keys.push_back(nullptr);
   values.push_back(nullptr);
-  conn_.reset(PQconnectdbParams(keys.data(), values.data(), /*expand_dbname=*/1));
-  if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK) {
-    Error e = connect_error(conn_.get(), dsn_.redacted);
-    conn_.reset();
-    return std::unexpected(e);
-  }
+  if (auto ok = start_connection(keys, values); !ok) return ok;
   PQsetNoticeProcessor(conn_.get(), ignore_notice, nullptr);  // "already exists, skipping" is no news for cron mail
   ::fcntl(PQsocket(conn_.get()), F_SETFD, FD_CLOEXEC);        // the command under `run` must not inherit it
   PQsetnonblocking(conn_.get(), 1);
@@ -159,6 +154,40 @@ Result<void> Connection::connect() {
     return std::unexpected(r.error());
   if (!channel_.empty())
     if (auto r = exec("LISTEN " + quote_ident(channel_)); !r) return std::unexpected(r.error());
+  return {};
+}
+
+// The nonblocking connect, so the server's refusal keeps its SQLSTATE (PQERRORS_VERBOSE
+// while connecting, see connect_error) and the whole attempt ends by connect_timeout.
+Result<void> Connection::start_connection(const std::vector<const char*>& keys, const std::vector<const char*>& values) {
+  conn_.reset(PQconnectStartParams(keys.data(), values.data(), /*expand_dbname=*/1));
+  ConnectProgress progress;
+  auto failed = [&] {
+    Error e = connect_error(conn_.get(), dsn_.redacted, progress);
+    conn_.reset();
+    return std::unexpected(e);
+  };
+  if (!conn_ || PQstatus(conn_.get()) == CONNECTION_BAD) return failed();
+  PGconn* c = conn_.get();
+  PQsetErrorVerbosity(c, PQERRORS_VERBOSE);
+  std::unique_ptr<PQconninfoOption, ConninfoDeleter> used(PQconninfo(c));
+  for (auto* o = used.get(); o && o->keyword; ++o)
+    if (std::string_view(o->keyword) == "sslmode" && o->val)
+      progress.ssl_required = std::string_view(o->val) == "require" || std::string_view(o->val).starts_with("verify");
+  const Millis deadline = boottime_now() + options_.connect_timeout;
+  PostgresPollingStatusType state = PGRES_POLLING_WRITING;
+  while (state != PGRES_POLLING_OK) {
+    if (state == PGRES_POLLING_FAILED) return failed();
+    short revents = 0;
+    if (!wait_socket(PQsocket(c), state == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline, &revents)) {
+      conn_.reset();
+      return fail(ErrorKind::connection, "cannot connect to " + dsn_.redacted + ": no answer within the connect timeout");
+    }
+    state = PQconnectPoll(c);
+    const ConnStatusType st = PQstatus(c);
+    if (st != CONNECTION_STARTED && st != CONNECTION_NEEDED && st != CONNECTION_BAD) progress.reached_server = true;
+  }
+  PQsetErrorVerbosity(c, PQERRORS_DEFAULT);
   return {};
 }
 

@@ -90,6 +90,7 @@ class Connection {
   Connection(Dsn dsn, BackendOptions options, ConnectionRole role)
       : dsn_(std::move(dsn)), options_(std::move(options)), role_(role) {}
   Result<void> connect();
+  Result<void> start_connection(const std::vector<const char*>& keys, const std::vector<const char*>& values);
   Error broken(std::string_view doing);
   Error timed_out();
 
