@@ -1,5 +1,5 @@
 // PostgreSQL via libpq: every strategy. Status, history, stateless renew/release and doctor
-// live here; the lockers in pg_lease.cpp and pg_session_strategies.cpp.
+// live here; the lockers in postgres_lease.cpp and postgres_session_strategies.cpp.
 #include <nlohmann/json.hpp>
 
 #include <map>
@@ -9,13 +9,8 @@
 #include "backends/registry.hpp"
 #include "core/clock.hpp"
 
-namespace dblock {
+namespace dblock::postgres {
 namespace {
-
-using postgres::Param;
-using postgres::Params;
-using postgres::Connection;
-using postgres::ms;
 
 class PostgresBackend final : public Backend {
  public:
@@ -275,7 +270,17 @@ class PostgresBackend final : public Backend {
   postgres::Tables t_;
 };
 
+Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& options) {
+  auto conn = Connection::open(dsn, options);
+  if (!conn) return std::unexpected(conn.error());
+  return std::unique_ptr<Backend>(
+      std::make_unique<PostgresBackend>(dsn, options, std::shared_ptr<Connection>(std::move(*conn))));
+}
+
 }  // namespace
+}  // namespace dblock::postgres
+
+namespace dblock {
 
 BackendEntry postgres_backend_entry() {
   return BackendEntry{
@@ -283,12 +288,7 @@ BackendEntry postgres_backend_entry() {
       {"postgres", "postgresql"},
       {Strategy::lease, Strategy::advisory, Strategy::for_update, Strategy::txn_insert},
       [](const std::string& prefix) { return postgres::schema_sql(prefix); },
-      [](const Dsn& dsn, const BackendOptions& options) -> Result<std::unique_ptr<Backend>> {
-        auto conn = Connection::open(dsn, options);
-        if (!conn) return std::unexpected(conn.error());
-        return std::unique_ptr<Backend>(
-            std::make_unique<PostgresBackend>(dsn, options, std::shared_ptr<Connection>(std::move(*conn))));
-      },
+      &postgres::open,
   };
 }
 
