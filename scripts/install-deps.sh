@@ -10,7 +10,7 @@ packages=(
   libsqlite3-dev default-libmysqlclient-dev libpq-dev
   # tests: throwaway servers, clients, and the tools the end-to-end scripts use
   mariadb-server mariadb-client postgresql postgresql-client sqlite3 faketime
-  python3 procps util-linux coreutils
+  python3 procps util-linux coreutils locales
   # benchmarks
   hyperfine
 )
@@ -20,7 +20,12 @@ for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 
+# The PostgreSQL conformance cell makes the test server speak German (lc_messages) to prove
+# errors are classified by SQLSTATE; the server needs the OS locale for that.
+has_locale() { locale -a 2>/dev/null | grep -qix 'de_DE\.utf-\?8'; }
+
 if [ "${1:-}" = "--check" ]; then
+  has_locale || missing+=("locale:de_DE.UTF-8")
   if [ ${#missing[@]} -gt 0 ]; then
     echo "missing packages: ${missing[*]}" >&2
     exit 1
@@ -34,3 +39,4 @@ export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update
 # policy-rc.d keeps the packaged services from starting: tests run their own throwaway servers.
 "${sudo[@]}" apt-get install -y --no-install-recommends "${packages[@]}"
+has_locale || "${sudo[@]}" localedef -i de_DE -f UTF-8 de_DE.UTF-8

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <thread>
 
 #include "backends/common/lock_rows.hpp"
 #include "backends/postgres/postgres_dsn.hpp"
@@ -10,13 +11,9 @@
 #include "backends/registry.hpp"
 #include "core/clock.hpp"
 
-namespace dblock {
+namespace dblock::postgres {
 namespace {
 
-using postgres::Param;
-using postgres::Params;
-using postgres::Connection;
-using postgres::ms;
 using rows::describe;
 
 class PostgresBackend final : public Backend {
@@ -61,16 +58,34 @@ class PostgresBackend final : public Backend {
   }
 
   Result<void> release(const std::string& key, const HolderSelector& who) override {
-    // Truncated, not rounded into timestamptz(3): the lock must read free right after release.
-    auto r = conn_->exec("WITH u AS (UPDATE " + t_.locks +
-                             " SET released_at = now(), expires_at = LEAST(expires_at, date_trunc('milliseconds', now())) "
-                             "WHERE name = $1 AND ($4::boolean OR (released_at IS NULL "
-                             "AND ($2::text IS NULL OR owner = $2) AND ($3::bigint IS NULL OR token = $3::bigint))) "
-                             "RETURNING name) SELECT pg_notify($5, u.name)::text FROM u",
-                         {key, selector_owner(who), selector_token(who), who.force ? "true" : "false", t_.channel});
+    // A session lock lives in its holder's session: the only way to free it from outside is
+    // to end that session (its run then finds the lock lost and exits 76), as on MySQL. The
+    // session is ended only while the row is unreleased and the server shows that session
+    // holding the lock, so a reused backend pid is never hit. Truncated, not rounded into
+    // timestamptz(3): the lock must read free right after release.
+    const auto id = static_cast<std::uint64_t>(postgres::advisory_key(t_.prefix, key));
+    auto r = conn_->exec(
+        "WITH old AS (SELECT name, strategy, session_id, released_at IS NULL OR released_at < acquired_at AS held "
+        "  FROM " + t_.locks + " WHERE name = $1 FOR UPDATE), "
+        "u AS (UPDATE " + t_.locks + " l SET released_at = now(), "
+        "  expires_at = CASE WHEN l.strategy = 'lease' THEN LEAST(l.expires_at, date_trunc('milliseconds', now())) "
+        "  ELSE l.expires_at END FROM old WHERE l.name = old.name AND ($4::boolean OR (l.released_at IS NULL "
+        "  AND ($2::text IS NULL OR l.owner = $2) AND ($3::bigint IS NULL OR l.token = $3::bigint))) "
+        "  RETURNING l.name, old.strategy, old.session_id, old.held), "
+        "s AS (SELECT u.name, (SELECT k.pid FROM pg_locks k WHERE u.held AND u.strategy <> 'lease' "
+        "  AND u.session_id ~ '^[0-9]{1,9}$' AND k.pid = u.session_id::int AND k.granted AND CASE WHEN u.strategy = 'advisory' "
+        "  THEN k.locktype = 'advisory' AND k.objsubid = 1 AND k.classid = $6::bigint::oid AND k.objid = $7::bigint::oid "
+        "  ELSE k.relation = to_regclass($8) END LIMIT 1) AS pid FROM u) "
+        "SELECT pg_notify($5, s.name)::text, s.pid, s.pid IS NOT NULL AND pg_terminate_backend(s.pid) FROM s",
+        {key, selector_owner(who), selector_token(who), who.force ? "true" : "false", postgres::release_channel(t_.prefix, key),
+         std::to_string(id >> 32), std::to_string(id & 0xffffffffULL), t_.claims});
     if (!r) return std::unexpected(r.error());
-    if (r->rows() == 0 && !who.force) return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
-    return {};
+    if (r->rows() == 0) {
+      if (who.force) return {};
+      return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
+    }
+    if (r->is_null(0, 1)) return {};
+    return wait_for_session_end(key, r->text(0, 1));
   }
 
   Result<std::int64_t> now_ms() override {
@@ -131,6 +146,23 @@ class PostgresBackend final : public Backend {
   }
 
  private:
+  // pg_terminate_backend only signals (waiting needs 14+): the lock is free once the
+  // session's locks are gone, and the caller of `release --force` may take the key at once.
+  Result<void> wait_for_session_end(const std::string& key, const std::string& pid) {
+    const Millis deadline = boottime_now() + options_.io_timeout;
+    for (;;) {
+      auto r = conn_->exec("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1::int) "
+                           "OR EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1::int)",
+                           {pid});
+      if (!r) return std::unexpected(r.error());
+      if (!r->boolean(0, 0)) return {};
+      if (boottime_now() >= deadline)
+        return fail(ErrorKind::connection, "marked '" + key + "' released, but its holder's session " + pid +
+                                               " had not ended within the I/O timeout");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+
   static Param selector_owner(const HolderSelector& who) { return who.owner ? Param(*who.owner) : Param(); }
   static Param selector_token(const HolderSelector& who) {
     return who.token ? Param(std::to_string(*who.token)) : Param();
@@ -142,7 +174,17 @@ class PostgresBackend final : public Backend {
   postgres::Tables t_;
 };
 
+Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& options) {
+  auto conn = Connection::open(dsn, options);
+  if (!conn) return std::unexpected(conn.error());
+  return std::unique_ptr<Backend>(
+      std::make_unique<PostgresBackend>(dsn, options, std::shared_ptr<Connection>(std::move(*conn))));
+}
+
 }  // namespace
+}  // namespace dblock::postgres
+
+namespace dblock {
 
 BackendEntry postgres_backend_entry() {
   return BackendEntry{
@@ -151,12 +193,7 @@ BackendEntry postgres_backend_entry() {
       {Strategy::lease, Strategy::advisory, Strategy::for_update, Strategy::txn_insert},
       [](const std::string& prefix) { return postgres::schema_sql(prefix); },
       &postgres::check_postgres_dsn,
-      [](const Dsn& dsn, const BackendOptions& options) -> Result<std::unique_ptr<Backend>> {
-        auto conn = Connection::open(dsn, options);
-        if (!conn) return std::unexpected(conn.error());
-        return std::unique_ptr<Backend>(
-            std::make_unique<PostgresBackend>(dsn, options, std::shared_ptr<Connection>(std::move(*conn))));
-      },
+      &postgres::open,
   };
 }
 

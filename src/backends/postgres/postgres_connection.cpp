@@ -100,7 +100,6 @@ Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const Backe
 Connection::~Connection() = default;
 
 Result<void> Connection::connect() {
-  std::lock_guard lock(mutex_);
   conn_.reset();
   // libpq's own parser validates the URI (so sslmode, host=/socket dir, passfile... all work).
   char* err = nullptr;
@@ -135,60 +134,88 @@ Result<void> Connection::connect() {
     }
   keys.push_back(nullptr);
   values.push_back(nullptr);
-  conn_.reset(PQconnectdbParams(keys.data(), values.data(), /*expand_dbname=*/1));
-  if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK) {
-    Error e = connect_error(conn_.get(), dsn_.redacted);
-    conn_.reset();
-    return std::unexpected(e);
-  }
+  if (auto ok = start_connection(keys, values); !ok) return ok;
   PQsetNoticeProcessor(conn_.get(), ignore_notice, nullptr);  // "already exists, skipping" is no news for cron mail
   ::fcntl(PQsocket(conn_.get()), F_SETFD, FD_CLOEXEC);        // the command under `run` must not inherit it
   PQsetnonblocking(conn_.get(), 1);
   if (auto r = exec(session_setup, session_settings(role_, options_.session_idle_limit)); !r)
     return std::unexpected(r.error());
-  for (const auto& channel : channels_)
-    if (auto r = exec("LISTEN " + quote_ident(channel)); !r) return std::unexpected(r.error());
+  if (!channel_.empty())
+    if (auto r = exec("LISTEN " + quote_ident(channel_)); !r) return std::unexpected(r.error());
+  return {};
+}
+
+// The nonblocking connect, so the server's refusal keeps its SQLSTATE (PQERRORS_VERBOSE
+// while connecting, see connect_error) and the whole attempt ends by connect_timeout.
+Result<void> Connection::start_connection(const std::vector<const char*>& keys, const std::vector<const char*>& values) {
+  conn_.reset(PQconnectStartParams(keys.data(), values.data(), /*expand_dbname=*/1));
+  ConnectProgress progress;
+  auto failed = [&] {
+    Error e = connect_error(conn_.get(), dsn_.redacted, progress);
+    conn_.reset();
+    return std::unexpected(e);
+  };
+  if (!conn_ || PQstatus(conn_.get()) == CONNECTION_BAD) return failed();
+  PGconn* c = conn_.get();
+  PQsetErrorVerbosity(c, PQERRORS_VERBOSE);
+  std::unique_ptr<PQconninfoOption, ConninfoDeleter> used(PQconninfo(c));
+  for (auto* o = used.get(); o && o->keyword; ++o)
+    if (std::string_view(o->keyword) == "sslmode" && o->val)
+      progress.ssl_required = std::string_view(o->val) == "require" || std::string_view(o->val).starts_with("verify");
+  const Millis deadline = boottime_now() + options_.connect_timeout;
+  PostgresPollingStatusType state = PGRES_POLLING_WRITING;
+  while (state != PGRES_POLLING_OK) {
+    if (state == PGRES_POLLING_FAILED) return failed();
+    short revents = 0;
+    if (!wait_socket(PQsocket(c), state == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline, &revents)) {
+      conn_.reset();
+      return fail(ErrorKind::connection, "cannot connect to " + dsn_.redacted + ": no answer within the connect timeout");
+    }
+    state = PQconnectPoll(c);
+    const ConnStatusType st = PQstatus(c);
+    if (st != CONNECTION_STARTED && st != CONNECTION_NEEDED && st != CONNECTION_BAD) progress.reached_server = true;
+  }
+  PQsetErrorVerbosity(c, PQERRORS_DEFAULT);
   return {};
 }
 
 bool Connection::is_open() const {
-  std::lock_guard lock(mutex_);
   return conn_ && PQstatus(conn_.get()) == CONNECTION_OK;
 }
 
 bool Connection::in_transaction() const {
-  std::lock_guard lock(mutex_);
   return is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INTRANS;
 }
 
 Result<void> Connection::reconnect() { return connect(); }
 
 void Connection::close() {
-  std::lock_guard lock(mutex_);
   conn_.reset();
 }
 
 int Connection::socket() const {
-  std::lock_guard lock(mutex_);
   return is_open() ? PQsocket(conn_.get()) : -1;
 }
 
 int Connection::backend_pid() const {
-  std::lock_guard lock(mutex_);
   return is_open() ? PQbackendPID(conn_.get()) : 0;
 }
 
 Result<void> Connection::listen(const std::string& channel) {
-  std::lock_guard lock(mutex_);
-  for (const auto& c : channels_)
-    if (c == channel) return {};
-  if (auto r = exec("LISTEN " + quote_ident(channel)); !r) return std::unexpected(r.error());
-  channels_.push_back(channel);
+  if (channel == channel_) return {};
+  if (auto r = exec("UNLISTEN *; LISTEN " + quote_ident(channel)); !r) return std::unexpected(r.error());
+  channel_ = channel;
+  return {};
+}
+
+Result<void> Connection::unlisten() {
+  if (channel_.empty()) return {};
+  channel_.clear();
+  if (auto r = exec("UNLISTEN *"); !r) return std::unexpected(r.error());
   return {};
 }
 
 bool Connection::drain_notifications() {
-  std::lock_guard lock(mutex_);
   if (!is_open()) return false;
   PQconsumeInput(conn_.get());
   bool any = false;
@@ -219,7 +246,6 @@ Error Connection::timed_out() {
 }
 
 Result<QueryResult> Connection::exec(std::string_view sql, const Params& params, Millis extra) {
-  std::lock_guard lock(mutex_);
   if (!is_open()) return std::unexpected(broken("not connected"));
   const Millis deadline = boottime_now() + options_.io_timeout + extra;
   PGconn* c = conn_.get();
@@ -264,6 +290,8 @@ Result<QueryResult> Connection::exec(std::string_view sql, const Params& params,
     return std::unexpected(statement_error(error.get(), c, dsn_.redacted));
   }
   if (PQstatus(c) == CONNECTION_BAD) return std::unexpected(broken("connection lost"));
+  if (channel_.empty())  // left over from before an UNLISTEN: nobody will read them
+    while (PGnotify* n = PQnotifies(c)) PQfreemem(n);
   return last;
 }
 

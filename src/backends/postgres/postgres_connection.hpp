@@ -5,7 +5,6 @@
 #include <libpq-fe.h>
 
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -48,6 +47,9 @@ class QueryResult {
   std::shared_ptr<PGresult> r_{nullptr, ResultDeleter{}};
 };
 
+/// Not thread-safe, and needs not be: the lease locker shares the backend's connection, but
+/// core renews only between try_acquire and release and never alongside them, and nothing
+/// else uses the backend during a run (src/core/locker.hpp, threading contract).
 class Connection {
  public:
   /// Connects (bounded by options.connect_timeout); ErrorKind::config for a bad DSN, bad
@@ -70,8 +72,11 @@ class Connection {
   /// Closes the connection: any session lock it held is gone.
   void close();
 
-  /// LISTENs on channel now and after every reconnect.
+  /// LISTENs on channel, and only on it, now and after every reconnect.
   Result<void> listen(const std::string& channel);
+  /// Stops listening. From then on every statement drops the notifications it reads, so
+  /// none pile up in libpq while nobody calls drain_notifications().
+  Result<void> unlisten();
   /// The socket to poll for notifications, or -1.
   int socket() const;
   /// Reads what arrived and drops the notifications; true if there was at least one.
@@ -85,6 +90,7 @@ class Connection {
   Connection(Dsn dsn, BackendOptions options, ConnectionRole role)
       : dsn_(std::move(dsn)), options_(std::move(options)), role_(role) {}
   Result<void> connect();
+  Result<void> start_connection(const std::vector<const char*>& keys, const std::vector<const char*>& values);
   Error broken(std::string_view doing);
   Error timed_out();
 
@@ -92,10 +98,7 @@ class Connection {
   BackendOptions options_;
   ConnectionRole role_;
   ConnPtr conn_;
-  std::vector<std::string> channels_;
-  // The lease locker shares the backend's connection and core renews from a heartbeat
-  // thread: one statement at a time. Recursive because connect() runs statements.
-  mutable std::recursive_mutex mutex_;
+  std::string channel_;  // empty: not listening
 };
 
 /// Quotes an identifier that core already validated ([A-Za-z_][A-Za-z0-9_]*).

@@ -1,6 +1,7 @@
 // SQLSTATE -> ErrorKind (SOCI's idea: a few portable categories, mapped in one file).
 #include "backends/postgres/postgres_error.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace dblock::postgres {
@@ -42,19 +43,62 @@ Error statement_error(const PGresult* result, PGconn* conn, std::string_view whe
   if (!state && conn && PQstatus(conn) == CONNECTION_BAD) kind = ErrorKind::connection;
   std::string msg = "postgres " + std::string(where) + ": " + one_line(text);
   if (state) msg += " (SQLSTATE " + std::string(state) + ")";
-  return Error{kind, msg};
+  return Error{kind, msg, 0, state ? state : ""};
 }
 
-Error connect_error(PGconn* conn, std::string_view where) {
-  std::string text = conn ? one_line(PQerrorMessage(conn)) : std::string("out of memory");
+namespace {
+
+bool is_sqlstate(std::string_view s) {
+  return s.size() == 5 && std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z'); });
+}
+
+// "WORD:  " at the start of a line: libpq's layout for DETAIL, HINT, LOCATION... (the word
+// itself may be translated, the layout is not).
+bool is_labelled(std::string_view line) {
+  std::size_t colon = line.find(":  ");
+  return colon != std::string_view::npos && colon > 0 && line.substr(0, colon).find(' ') == std::string_view::npos;
+}
+
+}  // namespace
+
+Error connect_error(PGconn* conn, std::string_view where, const ConnectProgress& progress) {
+  if (!conn) return Error{ErrorKind::connection, "cannot connect to " + std::string(where) + ": out of memory"};
+  // libpq keeps no result for a refused connection, but with PQERRORS_VERBOSE (set by
+  // Connection while connecting) it writes the server's SQLSTATE into its message as
+  // "SEVERITY:  CODE: text": the code is taken from that layout, never from the words, which
+  // the server translates (lc_messages). The code leaves the human text, and so do the
+  // verbose lines that follow it (LOCATION: the server's source file).
+  std::string text, sqlstate;
+  bool skipping = false;
+  std::string_view all = PQerrorMessage(conn);
+  for (std::size_t start = 0; start < all.size();) {
+    std::size_t nl = all.find('\n', start);
+    std::string_view line = all.substr(start, nl == std::string_view::npos ? std::string_view::npos : nl - start);
+    start = nl == std::string_view::npos ? all.size() : nl + 1;
+    std::size_t sep = line.find(":  ");
+    if (sep != std::string_view::npos && is_sqlstate(line.substr(sep + 3, 5)) && line.substr(sep + 8, 2) == ": ") {
+      sqlstate = line.substr(sep + 3, 5);
+      text += std::string(line.substr(0, sep + 3)) + std::string(line.substr(sep + 10)) + "\n";
+      skipping = true;
+      continue;
+    }
+    if (skipping && is_labelled(line)) continue;
+    skipping = false;
+    text += std::string(line) + "\n";
+  }
   ErrorKind kind = ErrorKind::connection;
-  // libpq gives no SQLSTATE for a refused connection; the server's FATAL text decides.
-  for (std::string_view config_sign : {"password authentication failed", "authentication failed",
-                                       "no password supplied", "does not exist", "no pg_hba.conf entry",
-                                       "permission denied", "invalid connection option",
-                                       "SSL is not enabled", "server does not support SSL"})
-    if (text.find(config_sign) != std::string::npos) kind = ErrorKind::config;
-  return Error{kind, "cannot connect to " + std::string(where) + ": " + text};
+  if (!sqlstate.empty()) {
+    kind = kind_for_sqlstate(sqlstate);
+    if (kind == ErrorKind::other) kind = ErrorKind::config;  // the server refused us for good
+    if (kind == ErrorKind::busy) kind = ErrorKind::connection;
+  } else if (PQconnectionNeedsPassword(conn)) {
+    kind = ErrorKind::config;  // the server asked for a password and the DSN has none
+  } else if (progress.reached_server && progress.ssl_required && !PQsslInUse(conn)) {
+    kind = ErrorKind::config;  // the server answered but cannot do the SSL the DSN demands
+  }
+  std::string msg = "cannot connect to " + std::string(where) + ": " + one_line(text);
+  if (!sqlstate.empty()) msg += " (SQLSTATE " + sqlstate + ")";
+  return Error{kind, msg, 0, sqlstate};
 }
 
 }  // namespace dblock::postgres

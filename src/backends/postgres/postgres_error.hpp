@@ -15,9 +15,18 @@ ErrorKind kind_for_sqlstate(std::string_view sqlstate);
 /// The error a failed statement result carries; `where` is the redacted DSN.
 Error statement_error(const PGresult* result, PGconn* conn, std::string_view where);
 
-/// The error of a connection attempt that failed (no SQLSTATE is available there, so the
-/// server's message decides between config: credentials, database; and connection).
-Error connect_error(PGconn* conn, std::string_view where);
+/// What a connection attempt got to, for a failure libpq gives no SQLSTATE for.
+struct ConnectProgress {
+  bool reached_server = false;  // a TCP/socket connection was made
+  bool ssl_required = false;    // sslmode require, verify-ca or verify-full
+};
+
+/// The error of a connection attempt that failed: the server's SQLSTATE when it sent one
+/// (class 28, 3D000...: config; 53300, 57P03: connection), else what libpq tells
+/// structurally: a password was asked for and none given, or SSL was demanded and the server
+/// cannot do it (config); otherwise the server was not reached or dropped us (connection).
+/// Never the message text, which a server translates.
+Error connect_error(PGconn* conn, std::string_view where, const ConnectProgress& progress);
 
 /// libpq messages end in newlines and may span lines; one line for our messages.
 std::string one_line(std::string_view message);

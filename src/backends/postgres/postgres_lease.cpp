@@ -55,10 +55,13 @@ class LeaseLocker final : public Locker {
       owner_ = req.owner;
       held_req_ = req;
       token_ = out.token;
+      // A holder needs no wake-ups, and while its command runs nobody would read them: stop
+      // listening (best effort: what still arrives is dropped by every statement, renew's too).
+      (void)conn_->unlisten();
       return out;
     }
-    // A waiter hears releases at once (core polls wakeup_fd()).
-    if (auto ok = conn_->listen(t_.channel); !ok) return std::unexpected(ok.error());
+    // A waiter hears this key's releases at once (core polls wakeup_fd()).
+    if (auto ok = conn_->listen(release_channel(t_.prefix, req.key)); !ok) return std::unexpected(ok.error());
     auto row = conn_->exec(inspect_sql_, {t_.claims, req.key, ms_param(req.min_interval)});
     if (!row) return std::unexpected(row.error());
     out.state = AcquireOutcome::State::busy;
@@ -95,7 +98,7 @@ class LeaseLocker final : public Locker {
              ms_param(req.min_hold),
              req.finished_run ? "true" : "false",
              req.exit_code ? Param(std::to_string(*req.exit_code)) : Param(),
-             t_.channel};
+             release_channel(t_.prefix, key_)};
     if (!conn_->is_open())
       if (auto ok = conn_->reconnect(); !ok) return std::unexpected(ok.error());
     auto r = conn_->exec(release_sql_, p);

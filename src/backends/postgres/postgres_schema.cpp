@@ -1,3 +1,5 @@
+#include <array>
+#include <cstdio>
 #include <set>
 
 #include "backends/common/lock_rows.hpp"
@@ -24,8 +26,13 @@ class PostgresRow final : public rows::ColumnReader {
 }  // namespace
 
 Tables tables_for(const std::string& prefix) {
-  return Tables{prefix, quote_ident(prefix + "locks"), quote_ident(prefix + "runs"), quote_ident(prefix + "claims"),
-                prefix + "release"};
+  return Tables{prefix, quote_ident(prefix + "locks"), quote_ident(prefix + "runs"), quote_ident(prefix + "claims")};
+}
+
+std::string release_channel(std::string_view prefix, std::string_view key) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(advisory_key(prefix, key)));
+  return "dblock_release_" + std::string(hex);
 }
 
 std::int64_t advisory_key(std::string_view prefix, std::string_view key) {

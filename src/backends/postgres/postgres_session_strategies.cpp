@@ -31,7 +31,7 @@ class SessionLocker final : public Locker {
                    " SET released_at = now(), "
                    "last_finished_at = CASE WHEN $3::boolean THEN now() ELSE last_finished_at END, "
                    "last_exit_code = CASE WHEN $3::boolean THEN $4::int ELSE last_exit_code END "
-                   "WHERE name = $1 AND token = $2::bigint RETURNING name) "
+                   "WHERE name = $1 AND token = $2::bigint AND released_at IS NULL RETURNING name) "
                    "SELECT pg_notify($5, u.name)::text FROM u";
     claim_sql_ = "INSERT INTO " + t_.claims + " (name, kind) VALUES ($1, $2) ON CONFLICT DO NOTHING";
     lock_row_sql_ = "SELECT 1 FROM " + t_.claims + " WHERE name = $1 AND kind = $2 FOR UPDATE";
@@ -119,11 +119,12 @@ class SessionLocker final : public Locker {
     Result<void> result;
     if (!book_->is_open()) (void)book_->reconnect();
     auto r = book_->exec(release_sql_, {key_, std::to_string(*token_), req.finished_run ? "true" : "false",
-                                        req.exit_code ? Param(std::to_string(*req.exit_code)) : Param(), t_.channel});
+                                        req.exit_code ? Param(std::to_string(*req.exit_code)) : Param(),
+                                        release_channel(t_.prefix, key_)});
     if (!r)
       result = std::unexpected(r.error());
     else if (r->rows() == 0)
-      result = fail(ErrorKind::lost, "lock on '" + key_ + "' was taken over before release");
+      result = fail(ErrorKind::lost, "lock on '" + key_ + "' was taken over or released by someone else before release");
     if (r && req.history)
       if (auto h = insert_history(*book_, t_, complete_run(*req.history, held_req_, token, strategy_, r->rows() != 0), keep_); !h && result) result = h;
     drop_server_lock();

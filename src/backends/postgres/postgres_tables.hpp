@@ -10,11 +10,10 @@
 
 namespace dblock::postgres {
 
-/// Quoted table names for one prefix, and the LISTEN/NOTIFY channel releases announce on.
+/// Quoted table names for one prefix.
 struct Tables {
   std::string prefix;
   std::string locks, runs, claims;  // quoted
-  std::string channel;              // raw channel name: pg_notify() takes it as text
 };
 Tables tables_for(const std::string& prefix);
 
@@ -38,6 +37,12 @@ LockStatus read_status(const QueryResult& r, int row, const Tables& t);
 
 /// The newest `limit` rows of <prefix>runs, of `key` (every key when empty), newest first.
 Result<std::vector<RunRecord>> read_history(Connection& conn, const Tables& t, const std::string& key, int limit);
+
+/// The LISTEN/NOTIFY channel a release of this key announces on (raw: pg_notify() takes it as
+/// text): one per key, so a release wakes only that key's waiters. A channel name is at most
+/// 63 bytes and a key up to 255, so it carries advisory_key's hash; a collision only costs a
+/// spurious wake-up.
+std::string release_channel(std::string_view prefix, std::string_view key);
 
 /// Inserts one <prefix>runs row (started_at from the lock's acquired_at) and prunes the key's
 /// rows beyond the newest `keep`, in one statement.
