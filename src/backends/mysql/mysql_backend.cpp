@@ -84,7 +84,7 @@ class MysqlBackend final : public Backend {
       if (!sid) return std::unexpected(sid.error());
       if (sid->rows.empty() || !sid->rows[0][0])
         return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
-      session = *sid->rows[0][0];  // digits only: CAST to UNSIGNED
+      session = *sid->rows[0][0];
     }
     Sql update("UPDATE " + t_.locks +
                " SET released_at = NOW(6), expires_at = IF(strategy = 'lease', LEAST(expires_at, NOW(6)), NULL) WHERE ");
@@ -93,7 +93,7 @@ class MysqlBackend final : public Backend {
     if (done->affected_rows == 0) return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
     if (!session.empty())
       // No such session: the holder ended by itself meanwhile, which is what we wanted.
-      if (auto r = conn_->query("KILL CONNECTION " + session); !r && !is_no_such_session(r.error()))
+      if (auto r = conn_->execute(Sql("KILL CONNECTION ?", to_i64(session))); !r && !is_no_such_session(r.error()))
         return fail(r.error().kind == ErrorKind::connection ? ErrorKind::connection : ErrorKind::other,
                     "marked '" + key + "' released, but could not end its holder's session " + session + ": " +
                         r.error().message);

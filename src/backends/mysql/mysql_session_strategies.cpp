@@ -226,9 +226,10 @@ class SessionLocker final : public Locker {
 
   Result<void> set_lock_wait(std::int64_t seconds) {
     if (lock_wait_s_ == seconds) return {};
-    auto r = holder_->query("SET SESSION innodb_lock_wait_timeout = " + std::to_string(seconds));
-    if (r) lock_wait_s_ = seconds;
-    return r;
+    if (auto r = holder_->execute(Sql("SET SESSION innodb_lock_wait_timeout = ?", seconds)); !r)
+      return std::unexpected(r.error());
+    lock_wait_s_ = seconds;
+    return {};
   }
 
   Result<bool> prove_held() {
