@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "backends/common/lock_rows.hpp"
+#include "backends/mysql/mysql_error.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 #include "backends/registry.hpp"
 
@@ -40,23 +41,18 @@ class MysqlBackend final : public Backend {
   }
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
-    auto [where, params] = holder_filter(key, who);
-    std::vector<Param> all{micros(ttl)};
-    all.insert(all.end(), params.begin(), params.end());
-    auto done = conn_->execute("UPDATE " + t_.locks +
-                                   " SET renewed_at = NOW(6), expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE " +
-                                   where + " AND strategy = 'lease'",
-                               all);
+    Sql update("UPDATE " + t_.locks + " SET renewed_at = NOW(6), expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE ",
+               micros(ttl));
+    update.add(holder_filter(key, who)).add(" AND strategy = 'lease'");
+    auto done = conn_->execute(update);
     if (!done) return std::unexpected(done.error());
     if (done->affected_rows == 0) return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
-    auto rows = conn_->execute("SELECT " + epoch_ms("expires_at") + " FROM " + t_.locks + " WHERE name = ?",
-                               {std::string_view(key)});
+    auto rows = conn_->execute(Sql("SELECT " + epoch_ms("expires_at") + " FROM " + t_.locks + " WHERE name = ?", key));
     if (!rows) return std::unexpected(rows.error());
     return to_i64(rows->rows.at(0).at(0));
   }
 
   Result<void> release(const std::string& key, const HolderSelector& who) override {
-    auto [where, params] = holder_filter(key, who);
     // A session lock lives in its holder's connection: the only way to free it from outside
     // is to end that connection (its run then sees the lock lost and exits 76).
     auto row = read_lock(*conn_, t_, key);
@@ -64,20 +60,21 @@ class MysqlBackend final : public Backend {
     const bool session_held = *row && (*row)->state == LockStatus::State::held && (*row)->strategy != "lease";
     std::string session;
     if (session_held) {
-      auto sid = conn_->execute("SELECT CAST(session_id AS UNSIGNED) FROM " + t_.locks + " WHERE " + where, params);
+      Sql select("SELECT CAST(session_id AS UNSIGNED) FROM " + t_.locks + " WHERE ");
+      auto sid = conn_->execute(select.add(holder_filter(key, who)));
       if (!sid) return std::unexpected(sid.error());
       if (sid->rows.empty() || !sid->rows[0][0])
         return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
-      session = *sid->rows[0][0];  // digits only: CAST to UNSIGNED
+      session = *sid->rows[0][0];
     }
-    auto done = conn_->execute("UPDATE " + t_.locks + " SET released_at = NOW(6), expires_at = IF(strategy = 'lease', "
-                                   "LEAST(expires_at, NOW(6)), NULL) WHERE " + where,
-                               params);
+    Sql update("UPDATE " + t_.locks +
+               " SET released_at = NOW(6), expires_at = IF(strategy = 'lease', LEAST(expires_at, NOW(6)), NULL) WHERE ");
+    auto done = conn_->execute(update.add(holder_filter(key, who)));
     if (!done) return std::unexpected(done.error());
     if (done->affected_rows == 0) return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
     if (!session.empty())
-      // errno 1094 (no such thread): the holder ended by itself meanwhile, which is what we wanted.
-      if (auto r = conn_->query("KILL CONNECTION " + session); !r && r.error().message.find("(errno 1094)") == std::string::npos)
+      // No such session: the holder ended by itself meanwhile, which is what we wanted.
+      if (auto r = conn_->execute(Sql("KILL CONNECTION ?", to_i64(session))); !r && !is_no_such_session(r.error()))
         return fail(r.error().kind == ErrorKind::connection ? ErrorKind::connection : ErrorKind::other,
                     "marked '" + key + "' released, but could not end its holder's session " + session + ": " +
                         r.error().message);
@@ -102,21 +99,14 @@ class MysqlBackend final : public Backend {
 
  private:
   // Rows still held (not released) by the selected holder; --force matches any holder.
-  std::pair<std::string, std::vector<Param>> holder_filter(const std::string& key, const HolderSelector& who) const {
-    std::string where = "name = ? AND released_at IS NULL";
-    std::vector<Param> params{std::string_view(key)};
+  static Sql holder_filter(const std::string& key, const HolderSelector& who) {
+    Sql where("name = ? AND released_at IS NULL", key);
     if (!who.force) {
-      if (who.owner) {
-        where += " AND owner = ?";
-        params.emplace_back(std::string_view(*who.owner));
-      }
-      if (who.token) {
-        where += " AND token = ?";
-        params.emplace_back(*who.token);
-      }
-      if (!who.owner && !who.token) where += " AND FALSE";
+      if (who.owner) where.add(" AND owner = ?", *who.owner);
+      if (who.token) where.add(" AND token = ?", *who.token);
+      if (!who.owner && !who.token) where.add(" AND FALSE");
     }
-    return {where, params};
+    return where;
   }
 
   // Proves insert/update/delete on every table with a probe rolled back at once; the probe key
@@ -136,7 +126,7 @@ class MysqlBackend final : public Backend {
         {"DELETE FROM " + t_.claims + " WHERE name = ?", t_.claims},
     };
     for (const auto& [sql, table] : statements)
-      if (auto r = conn_->execute(sql, {probe}); !r) {
+      if (auto r = conn_->execute(Sql(sql, probe)); !r) {
         failed = r.error().message;
         break;
       }

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <charconv>
 #include <mutex>
+#include <span>
+#include <variant>
 
 #include "backends/mysql/mysql_error.hpp"
 
@@ -64,7 +66,8 @@ Result<void> apply_ssl_mode(MYSQL* m, const Dsn& dsn, const std::string& mode) {
 #endif
 }
 
-// Bound parameters need storage that outlives mysql_stmt_execute; the span's values are const.
+// MYSQL_BIND points into the statement's own values (which outlive mysql_stmt_execute) and
+// into the integers and lengths kept here.
 struct ParamStorage {
   std::vector<MYSQL_BIND> binds;
   std::vector<long long> ints;
@@ -75,15 +78,16 @@ struct ParamStorage {
       : binds(params.size()), ints(params.size()), doubles(params.size()), lengths(params.size()) {
     for (std::size_t i = 0; i < params.size(); ++i) {
       MYSQL_BIND& b = binds[i];
-      if (const auto* n = std::get_if<std::int64_t>(&params[i])) {
+      const Param::Value& v = params[i].value();
+      if (const auto* n = std::get_if<std::int64_t>(&v)) {
         ints[i] = *n;
         b.buffer_type = MYSQL_TYPE_LONGLONG;
         b.buffer = &ints[i];
-      } else if (const auto* d = std::get_if<double>(&params[i])) {
+      } else if (const auto* d = std::get_if<double>(&v)) {
         doubles[i] = *d;
         b.buffer_type = MYSQL_TYPE_DOUBLE;
         b.buffer = &doubles[i];
-      } else if (const auto* s = std::get_if<std::string_view>(&params[i])) {
+      } else if (const auto* s = std::get_if<std::string>(&v)) {
         lengths[i] = static_cast<unsigned long>(s->size());
         b.buffer_type = MYSQL_TYPE_STRING;
         b.buffer = const_cast<char*>(s->data());  // the client library only reads it
@@ -173,23 +177,22 @@ std::string Connection::server_info() const {
 
 Error Connection::error_from_mysql() const {
   if (!mysql_) return Error{ErrorKind::connection, "mysql " + dsn_.redacted + ": not connected"};
-  return make_error(mysql_errno(mysql_.get()), dsn_.redacted, mysql_error(mysql_.get()));
+  return make_error(mysql_errno(mysql_.get()), dsn_.redacted, mysql_error(mysql_.get()), mysql_sqlstate(mysql_.get()));
 }
 
 Error Connection::error_from_stmt(MYSQL_STMT* stmt) const {
-  return make_error(mysql_stmt_errno(stmt), dsn_.redacted, mysql_stmt_error(stmt));
+  return make_error(mysql_stmt_errno(stmt), dsn_.redacted, mysql_stmt_error(stmt), mysql_stmt_sqlstate(stmt));
 }
 
-Result<MYSQL_STMT*> Connection::prepared(std::string_view sql, std::span<const Param> params, MYSQL_BIND* binds,
+Result<MYSQL_STMT*> Connection::prepared(const std::string& text, std::size_t param_count, MYSQL_BIND* binds,
                                          bool& executed) {
   executed = false;
-  const std::string text(sql);
   if (auto it = statements_.find(text); it != statements_.end()) return it->second.get();
   StmtPtr stmt(mysql_stmt_init(mysql_.get()));
   if (!stmt) return std::unexpected(error_from_mysql());
 #ifdef MARIADB_BASE_VERSION
   // Prepare and execute in one round trip (MariaDB 10.2+); later executions reuse the statement.
-  unsigned int count = static_cast<unsigned int>(params.size());
+  unsigned int count = static_cast<unsigned int>(param_count);
   if (mysql_stmt_attr_set(stmt.get(), STMT_ATTR_PREBIND_PARAMS, &count) != 0)
     return std::unexpected(error_from_stmt(stmt.get()));
   if (count > 0 && mysql_stmt_bind_param(stmt.get(), binds) != 0) return std::unexpected(error_from_stmt(stmt.get()));
@@ -199,7 +202,10 @@ Result<MYSQL_STMT*> Connection::prepared(std::string_view sql, std::span<const P
 #else
   if (mysql_stmt_prepare(stmt.get(), text.data(), static_cast<unsigned long>(text.size())) != 0)
     return std::unexpected(error_from_stmt(stmt.get()));
-  (void)params;
+  // The server's own count: binding fewer values than it expects would read past `binds`.
+  if (mysql_stmt_param_count(stmt.get()) != param_count)
+    return fail(ErrorKind::internal, "mysql statement has " + std::to_string(mysql_stmt_param_count(stmt.get())) +
+                                         " parameters but " + std::to_string(param_count) + " values: " + text);
   (void)binds;
 #endif
   MYSQL_STMT* raw = stmt.get();
@@ -207,11 +213,13 @@ Result<MYSQL_STMT*> Connection::prepared(std::string_view sql, std::span<const P
   return raw;
 }
 
-Result<Outcome> Connection::execute(std::string_view sql, std::span<const Param> params) {
+Result<Outcome> Connection::execute(const Sql& statement) {
+  if (auto ok = statement.check(); !ok) return std::unexpected(ok.error());
   if (!mysql_) return std::unexpected(error_from_mysql());
+  const std::span<const Param> params = statement.params();
   ParamStorage storage(params);
   bool executed = false;
-  auto stmt_or = prepared(sql, params, storage.binds.data(), executed);
+  auto stmt_or = prepared(statement.text(), params.size(), storage.binds.data(), executed);
   if (!stmt_or) {
     if (stmt_or.error().kind == ErrorKind::connection) statements_.clear();
     return std::unexpected(stmt_or.error());

@@ -9,20 +9,17 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <variant>
 #include <vector>
 
 #include "backends/backend.hpp"
 #include "backends/mysql/mysql_dsn.hpp"
+#include "backends/mysql/mysql_statement.hpp"
 
 namespace dblock::mysql {
 
-/// A bound parameter: NULL, an integer, a number, or bytes (keys are bytes, never text).
-using Param = std::variant<std::nullptr_t, std::int64_t, double, std::string_view>;
 /// One column value as the server sent it (text form), or nullopt for SQL NULL.
 using Value = std::optional<std::string>;
 using Row = std::vector<Value>;
@@ -54,10 +51,15 @@ class Connection {
   static Result<std::unique_ptr<Connection>> open(const Dsn& dsn, const BackendOptions& options,
                                                   ConnectionRole role = ConnectionRole::bookkeeping);
 
-  /// Runs one statement with bound parameters; rows come back as text.
-  Result<Outcome> execute(std::string_view sql, std::span<const Param> params);
+  /// Runs one statement with its bound values; rows come back as text. A statement whose
+  /// placeholders and values disagree is ErrorKind::internal and never reaches the server.
+  /// Prepared statements are cached per connection, keyed by the SQL text.
+  Result<Outcome> execute(const Sql& statement);
+  /// Fixed SQL text with all its values in one call.
   Result<Outcome> execute(std::string_view sql, std::initializer_list<Param> params = {}) {
-    return execute(sql, std::span<const Param>(params.begin(), params.size()));
+    Sql statement;
+    statement.add(sql, params);
+    return execute(statement);
   }
   /// Runs a statement without parameters through the text protocol (SET, START TRANSACTION,
   /// DDL, ROLLBACK); any rows are read and discarded.
@@ -83,10 +85,9 @@ class Connection {
       : dsn_(std::move(dsn)), target_(std::move(target)), options_(std::move(options)),
         init_command_(std::move(init_command)) {}
   Result<void> connect();
-  Error error_from_mysql() const;
+  Error error_from_mysql() const;  // the connection's errno and SQLSTATE
   Error error_from_stmt(MYSQL_STMT* stmt) const;
-  Result<MYSQL_STMT*> prepared(std::string_view sql, std::span<const Param> params, MYSQL_BIND* binds,
-                               bool& executed);
+  Result<MYSQL_STMT*> prepared(const std::string& sql, std::size_t param_count, MYSQL_BIND* binds, bool& executed);
 
   Dsn dsn_;
   MysqlDsn target_;

@@ -56,13 +56,15 @@ ErrorKind classify_errno(unsigned errnum) {
   }
 }
 
-Error make_error(unsigned errnum, std::string_view where, std::string_view text) {
+bool is_no_such_session(const Error& e) { return e.native_code == ER_NO_SUCH_THREAD; }
+
+Error make_error(unsigned errnum, std::string_view where, std::string_view text, std::string_view sqlstate) {
   std::string message = "mysql ";
   message += where;
   message += ": ";
   message += text;
   message += " (errno " + std::to_string(errnum) + ")";
-  return Error{classify_errno(errnum), std::move(message)};
+  return Error{classify_errno(errnum), std::move(message), static_cast<int>(errnum), std::string(sqlstate)};
 }
 
 }  // namespace dblock::mysql

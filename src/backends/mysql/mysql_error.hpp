@@ -14,7 +14,11 @@ ErrorKind classify_errno(unsigned errnum);
 /// True for errors after which the connection is unusable (server gone, connection killed).
 bool is_connection_errno(unsigned errnum);
 
-/// An Error with the classified kind and "mysql <where>: <text> (errno N)"; `where` must be redacted.
-Error make_error(unsigned errnum, std::string_view where, std::string_view text);
+/// True when a KILL named a session the server does not know (ER_NO_SUCH_THREAD).
+bool is_no_such_session(const Error& e);
+
+/// An Error with the classified kind, "mysql <where>: <text> (errno N)", the errno as
+/// native_code and the SQLSTATE; `where` must be redacted.
+Error make_error(unsigned errnum, std::string_view where, std::string_view text, std::string_view sqlstate = {});
 
 }  // namespace dblock::mysql

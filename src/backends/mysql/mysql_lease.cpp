@@ -2,20 +2,18 @@
 // released by an owner- and token-checked update. Lease acquire, renew and release are one
 // statement each; a repeated statement is executed from the connection's statement cache, so
 // it is one round trip (the first one too on MariaDB: prepare and execute go together).
-#include <mutex>
-
 #include "backends/mysql/mysql_tables.hpp"
 
 namespace dblock::mysql {
 namespace {
 
 // The row is free when its lease ended (or a session strategy left expires_at NULL) and,
-// with --min-interval, the last start is old enough. Binds: min_interval_us twice.
-constexpr const char* free_condition =
-    "((expires_at IS NULL OR expires_at <= NOW(6)) AND "
-    "(? = 0 OR last_started_at IS NULL OR last_started_at <= NOW(6) - INTERVAL ? MICROSECOND))";
-constexpr const char* due_condition =
-    "(? = 0 OR last_started_at IS NULL OR last_started_at <= NOW(6) - INTERVAL ? MICROSECOND)";
+// with --min-interval, the last start is old enough.
+Sql free_condition(std::int64_t min_interval_us) {
+  return Sql("((expires_at IS NULL OR expires_at <= NOW(6)) AND "
+             "(? = 0 OR last_started_at IS NULL OR last_started_at <= NOW(6) - INTERVAL ? MICROSECOND))",
+             min_interval_us, min_interval_us);
+}
 
 // One statement: insert the row, or take it over only when free. MySQL evaluates the update
 // list left to right, each assignment seeing the columns already assigned, so every column
@@ -26,42 +24,42 @@ constexpr const char* due_condition =
 // very same microsecond with the same TTL already has last_started_at = NOW(6).)
 // The new token comes back through LAST_INSERT_ID(expr) as mysql_insert_id(), and affected
 // rows say what happened (1 inserted, 2 taken over, 0 left alone): no second statement.
-std::string acquire_sql(const Tables& t) {
-  const std::string c = free_condition;
+// The text is the same for every request, so the prepared statement is cached.
+Sql acquire_statement(const Tables& t, const LockRequest& req) {
+  const std::int64_t mi = micros(req.min_interval);
+  Sql q("INSERT INTO " + t.locks +
+            " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at, "
+            "last_started_at) VALUES (?, ?, ?, ?, 1, 'lease', NULL, NOW(6), NOW(6), NOW(6) + INTERVAL ? MICROSECOND, "
+            "NULL, NOW(6)) ON DUPLICATE KEY UPDATE ",
+        req.key, req.owner, req.host, req.pid, micros(req.ttl));
   auto assign = [&](const std::string& column, const std::string& value) {
-    return column + " = IF(" + c + ", " + value + ", " + column + "), ";
+    q.add(column + " = IF(").add(free_condition(mi)).add(", " + value + ", " + column + "), ");
   };
-  return "INSERT INTO " + t.locks +
-         " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at, "
-         "last_started_at) VALUES (?, ?, ?, ?, 1, 'lease', NULL, NOW(6), NOW(6), NOW(6) + INTERVAL ? MICROSECOND, "
-         "NULL, NOW(6)) ON DUPLICATE KEY UPDATE " +
-         assign("owner", "VALUES(owner)") + assign("host", "VALUES(host)") + assign("pid", "VALUES(pid)") +
-         assign("strategy", "'lease'") + assign("session_id", "NULL") + assign("acquired_at", "NOW(6)") +
-         assign("renewed_at", "NOW(6)") + assign("released_at", "NULL") +
-         assign("token", "LAST_INSERT_ID(token + 1)") + assign("expires_at", "VALUES(expires_at)") +
-         "last_started_at = IF(" + due_condition + " AND ((expires_at IS NULL OR expires_at <= NOW(6)) OR "
-         "(acquired_at <=> NOW(6) AND expires_at <=> VALUES(expires_at))), NOW(6), last_started_at)";
+  assign("owner", "VALUES(owner)");
+  assign("host", "VALUES(host)");
+  assign("pid", "VALUES(pid)");
+  assign("strategy", "'lease'");
+  assign("session_id", "NULL");
+  assign("acquired_at", "NOW(6)");
+  assign("renewed_at", "NOW(6)");
+  assign("released_at", "NULL");
+  assign("token", "LAST_INSERT_ID(token + 1)");
+  assign("expires_at", "VALUES(expires_at)");
+  q.add("last_started_at = IF(").add(due_condition(mi));
+  q.add(" AND ((expires_at IS NULL OR expires_at <= NOW(6)) OR "
+        "(acquired_at <=> NOW(6) AND expires_at <=> VALUES(expires_at))), NOW(6), last_started_at)");
+  return q;
 }
 
 class LeaseLocker final : public Locker {
  public:
   LeaseLocker(std::unique_ptr<Connection> conn, Tables t, int keep)
-      : conn_(std::move(conn)), t_(std::move(t)), keep_(keep), acquire_sql_(acquire_sql(t_)) {}
+      : conn_(std::move(conn)), t_(std::move(t)), keep_(keep) {}
 
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis) override {
-    std::lock_guard lock(mutex_);
-    const std::int64_t mi = micros(req.min_interval);
-    std::vector<Param> params{std::string_view(req.key), std::string_view(req.owner), std::string_view(req.host),
-                              req.pid, micros(req.ttl)};
-    for (int i = 0; i < 10; ++i) {
-      params.emplace_back(mi);
-      params.emplace_back(mi);
-    }
-    params.emplace_back(mi);
-    params.emplace_back(mi);
     // No retry here: had the lost reply carried our takeover, a retry would report busy on
     // our own row. Reconnect for the next attempt, which core schedules.
-    auto done = conn_->execute(acquire_sql_, params);
+    auto done = conn_->execute(acquire_statement(t_, req));
     if (!done) {
       if (done.error().kind == ErrorKind::connection) (void)conn_->reconnect();
       return std::unexpected(done.error());
@@ -91,43 +89,33 @@ class LeaseLocker final : public Locker {
   }
 
   Result<void> renew(Millis ttl) override {
-    std::lock_guard lock(mutex_);
     if (!held_) return fail(ErrorKind::lost, "no lease is held");
-    auto done = with_reconnect([&] {
-      return conn_->execute("UPDATE " + t_.locks +
-                                " SET renewed_at = NOW(6), expires_at = NOW(6) + INTERVAL ? MICROSECOND "
-                                "WHERE name = ? AND owner = ? AND token = ? AND released_at IS NULL",
-                            {micros(ttl), std::string_view(held_->key), std::string_view(held_->owner), held_->token});
-    });
+    Sql update("UPDATE " + t_.locks + " SET renewed_at = NOW(6), expires_at = NOW(6) + INTERVAL ? MICROSECOND", micros(ttl));
+    update.add(" WHERE name = ? AND owner = ? AND token = ? AND released_at IS NULL", held_->key, held_->owner, held_->token);
+    auto done = with_reconnect([&] { return conn_->execute(update); });
     if (!done) return std::unexpected(done.error());
-    if (done->affected_rows == 0) return lost();
+    if (done->affected_rows == 0) return lost(*held_);
     return {};
   }
 
   Result<void> release(const ReleaseRequest& req) override {
-    std::lock_guard lock(mutex_);
     if (!held_) return fail(ErrorKind::lost, "no lease is held");
-    const Held held = *held_;
-    held_.reset();
-    std::string sql = "UPDATE " + t_.locks +
-                      " SET released_at = NOW(6), expires_at = GREATEST(NOW(6), acquired_at + INTERVAL ? MICROSECOND)";
-    std::vector<Param> params{micros(req.min_hold)};
-    if (req.finished_run) {
-      sql += ", last_finished_at = NOW(6), last_exit_code = ?";
-      params.push_back(req.exit_code ? Param(std::int64_t{*req.exit_code}) : Param(nullptr));
-    }
-    sql += " WHERE name = ? AND owner = ? AND token = ? AND released_at IS NULL";
-    params.insert(params.end(), {std::string_view(held.key), std::string_view(held.owner), held.token});
-    auto done = with_reconnect([&] { return conn_->execute(sql, params); });
+    Sql update("UPDATE " + t_.locks +
+                   " SET released_at = NOW(6), expires_at = GREATEST(NOW(6), acquired_at + INTERVAL ? MICROSECOND)",
+               micros(req.min_hold));
+    if (req.finished_run) update.add(", last_finished_at = NOW(6), last_exit_code = ?", req.exit_code);
+    update.add(" WHERE name = ? AND owner = ? AND token = ? AND released_at IS NULL", held_->key, held_->owner, held_->token);
+    // Until the update has run the lease is still ours: a release that failed (the server
+    // unreachable even after a reconnect) leaves it held, to be retried or left to expire,
+    // as on PostgreSQL and SQLite.
+    auto done = with_reconnect([&] { return conn_->execute(update); });
     if (!done) return std::unexpected(done.error());
+    const Held held = std::move(*held_);
+    held_.reset();
+    // The run happened even when the lease was lost meanwhile: its history row is still written.
     if (req.history)
       if (auto r = write_history(*conn_, t_, completed(*req.history, held, done->affected_rows != 0), keep_); !r) return r;
-    if (done->affected_rows == 0) {
-      held_ = held;
-      auto r = lost();
-      held_.reset();
-      return r;
-    }
+    if (done->affected_rows == 0) return lost(held);
     return {};
   }
 
@@ -148,16 +136,14 @@ class LeaseLocker final : public Locker {
     return statement();
   }
 
-  std::unexpected<Error> lost() const {
-    return fail(ErrorKind::lost, "lease on '" + held_->key + "' (token " + std::to_string(held_->token) +
-                                     ") is no longer held by " + held_->owner + ": it expired and was taken, or was released");
+  static std::unexpected<Error> lost(const Held& held) {
+    return fail(ErrorKind::lost, "lease on '" + held.key + "' (token " + std::to_string(held.token) +
+                                     ") is no longer held by " + held.owner + ": it expired and was taken, or was released");
   }
 
-  std::mutex mutex_;
   std::unique_ptr<Connection> conn_;
   Tables t_;
   int keep_;
-  std::string acquire_sql_;
   std::optional<Held> held_;
 };
 

@@ -30,16 +30,20 @@ class MysqlRow final : public rows::ColumnReader {
   const Row& r_;
 };
 
-std::string status_columns() {
+// Binds the prefix (for the advisory lock name).
+Sql status_columns(const Tables& t) {
   // What the server says about the holder, after the common columns: is a lease live, does
   // the recorded session still hold the lock? GET_LOCK is visible to every session through
   // IS_USED_LOCK; a transaction's lock only through its connection.
   const std::string session = "CAST(session_id AS UNSIGNED)";
   const std::string connected =
       "EXISTS (SELECT 1 FROM information_schema.PROCESSLIST p WHERE p.ID = " + session + ")";
-  return rows::status_select_list(&epoch_ms_of, "NOW(6)") + ", COALESCE(expires_at > NOW(6), 0)" +
-         ", CASE strategy WHEN 'advisory' THEN COALESCE(IS_USED_LOCK(" + advisory_name_sql("name") + ") = " + session +
-         ", 0) WHEN 'for-update' THEN " + connected + " WHEN 'txn-insert' THEN " + connected + " ELSE 0 END";
+  Sql columns(rows::status_select_list(&epoch_ms_of, "NOW(6)") +
+              ", COALESCE(expires_at > NOW(6), 0), CASE strategy WHEN 'advisory' THEN COALESCE(IS_USED_LOCK(");
+  columns.add(advisory_name_of_column(t, "name"));
+  columns.add(") = " + session + ", 0) WHEN 'for-update' THEN " + connected + " WHEN 'txn-insert' THEN " + connected +
+              " ELSE 0 END");
+  return columns;
 }
 
 LockStatus to_status(const Row& r) {
@@ -107,10 +111,9 @@ namespace {
 // Every table's columns in one round trip: table name -> lower-case column names.
 Result<std::map<std::string, std::vector<std::string>>> read_columns(Connection& conn, const Tables& t) {
   const std::string locks = t.prefix + "locks", runs = t.prefix + "runs", claims = t.prefix + "claims";
-  auto rows = conn.execute(
-      "SELECT TABLE_NAME, LOWER(COLUMN_NAME) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
-      "AND TABLE_NAME IN (?, ?, ?)",
-      {std::string_view(locks), std::string_view(runs), std::string_view(claims)});
+  auto rows = conn.execute(Sql("SELECT TABLE_NAME, LOWER(COLUMN_NAME) FROM information_schema.COLUMNS "
+                               "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?)",
+                               locks, runs, claims));
   if (!rows) return std::unexpected(rows.error());
   std::map<std::string, std::vector<std::string>> columns;
   for (const auto& row : rows->rows) columns[row[0].value_or("")].push_back(row[1].value_or(""));
@@ -146,32 +149,41 @@ std::string epoch_ms(const std::string& expr) {
   return "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " + expr + ") DIV 1000)";
 }
 
-std::string advisory_name_sql(const std::string& key_expr) {
+Sql due_condition(std::int64_t min_interval_us) {
+  return Sql("(? = 0 OR last_started_at IS NULL OR last_started_at <= NOW(6) - INTERVAL ? MICROSECOND)",
+             min_interval_us, min_interval_us);
+}
+
+Sql advisory_name_of_column(const Tables& t, const std::string& key_column) {
   // All parts as bytes: a key's UTF-8 must not meet the database name's collation.
-  return "CONCAT('dblock:', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(? AS BINARY), 0x00, CAST(" +
-         key_expr + " AS BINARY)), 256), 57))";
+  return Sql("CONCAT('dblock:', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(? AS BINARY), 0x00, CAST(" +
+                 key_column + " AS BINARY)), 256), 57))",
+             t.prefix);
+}
+
+Sql advisory_name(const Tables& t, std::string_view key) {
+  return Sql("CONCAT('dblock:', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(? AS BINARY), 0x00, "
+             "CAST(? AS BINARY)), 256), 57))",
+             t.prefix, key);
 }
 
 Result<std::optional<LockStatus>> read_lock(Connection& conn, const Tables& t, const std::string& key) {
-  auto result = conn.execute("SELECT " + status_columns() + " FROM " + t.locks + " WHERE name = ?",
-                           {std::string_view(t.prefix), std::string_view(key)});
+  auto result = conn.execute(Sql("SELECT ").add(status_columns(t)).add(" FROM " + t.locks + " WHERE name = ?", key));
   if (!result) return std::unexpected(result.error());
   if (result->rows.empty()) return std::optional<LockStatus>();
   return std::optional<LockStatus>(to_status(result->rows.front()));
 }
 
 Result<std::vector<LockStatus>> read_locks(Connection& conn, const Tables& t, std::span<const std::string> keys) {
-  std::string sql = "SELECT " + status_columns() + " FROM " + t.locks;
-  std::vector<Param> params{std::string_view(t.prefix)};
+  Sql sql("SELECT ");
+  sql.add(status_columns(t)).add(" FROM " + t.locks);
   if (!keys.empty()) {
-    sql += " WHERE name IN (";
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      sql += i ? ", ?" : "?";
-      params.emplace_back(std::string_view(keys[i]));
-    }
-    sql += ")";
+    sql.add(" WHERE name IN (");
+    for (std::size_t i = 0; i < keys.size(); ++i) sql.add(i ? ", ?" : "?", keys[i]);
+    sql.add(")");
   }
-  auto result = conn.execute(sql + " ORDER BY name", params);
+  sql.add(" ORDER BY name");
+  auto result = conn.execute(sql);
   if (!result) return std::unexpected(result.error());
   std::vector<LockStatus> found;
   for (const auto& row : result->rows) found.push_back(to_status(row));
@@ -183,15 +195,10 @@ Result<std::vector<LockStatus>> read_locks(Connection& conn, const Tables& t, st
 }
 
 Result<std::vector<RunRecord>> read_history(Connection& conn, const Tables& t, const std::string& key, int limit) {
-  std::string sql = "SELECT " + rows::history_select_list(&epoch_ms_of) + " FROM " + t.runs;
-  std::vector<Param> params;
-  if (!key.empty()) {
-    sql += " WHERE name = ?";
-    params.emplace_back(std::string_view(key));
-  }
-  sql += " ORDER BY id DESC LIMIT ?";
-  params.emplace_back(std::int64_t{std::max(limit, 0)});
-  auto result = conn.execute(sql, params);
+  Sql sql("SELECT " + rows::history_select_list(&epoch_ms_of) + " FROM " + t.runs);
+  if (!key.empty()) sql.add(" WHERE name = ?", key);
+  sql.add(" ORDER BY id DESC LIMIT ?", std::int64_t{std::max(limit, 0)});
+  auto result = conn.execute(sql);
   if (!result) return std::unexpected(result.error());
   std::vector<RunRecord> out;
   for (const auto& r : result->rows) out.push_back(rows::decode_run(MysqlRow(r)));
@@ -200,27 +207,27 @@ Result<std::vector<RunRecord>> read_history(Connection& conn, const Tables& t, c
 
 Result<void> write_history(Connection& conn, const Tables& t, const RunRecord& run, int keep) {
   const auto outcome = to_string(run.outcome);
-  const Param exit_code = run.exit_code ? Param(std::int64_t{*run.exit_code}) : Param(nullptr);
-  auto inserted = conn.execute(
-      "INSERT INTO " + t.runs +
-          " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) "
-          "SELECT ?, ?, ?, ?, ?, ?, COALESCE((SELECT acquired_at FROM " + t.locks +
-          " WHERE name = ? AND token = ?), NOW(6)), NOW(6), ?, ?",
-      {std::string_view(run.key), run.token, std::string_view(run.owner), std::string_view(run.host), run.pid,
-       std::string_view(run.strategy), std::string_view(run.key), run.token, outcome, exit_code});
+  Sql insert("INSERT INTO " + t.runs +
+             " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) ");
+  insert.add("SELECT ?, ?, ?, ?, ?, ?, ", run.key, run.token, run.owner, run.host, run.pid, run.strategy);
+  insert.add("COALESCE((SELECT acquired_at FROM " + t.locks + " WHERE name = ? AND token = ?), NOW(6)), NOW(6), ",
+             run.key, run.token);
+  insert.add("?, ?", outcome, run.exit_code);
+  auto inserted = conn.execute(insert);
   if (!inserted) return std::unexpected(inserted.error());
   // The derived table lets MySQL read the table it deletes from.
-  auto pruned = conn.execute("DELETE FROM " + t.runs + " WHERE name = ? AND id <= (SELECT id FROM (SELECT id FROM " +
-                                 t.runs + " WHERE name = ? ORDER BY id DESC LIMIT 1 OFFSET ?) AS cutoff)",
-                             {std::string_view(run.key), std::string_view(run.key), std::int64_t{keep}});
+  Sql prune("DELETE FROM " + t.runs + " WHERE name = ?", run.key);
+  prune.add(" AND id <= (SELECT id FROM (SELECT id FROM " + t.runs + " WHERE name = ? ORDER BY id DESC LIMIT 1 OFFSET ?) AS cutoff)",
+            run.key, keep);
+  auto pruned = conn.execute(prune);
   if (!pruned) return std::unexpected(pruned.error());
   return {};
 }
 
 Result<Millis> due_in(Connection& conn, const Tables& t, const std::string& key, Millis min_interval) {
-  auto rows = conn.execute("SELECT GREATEST(0, " + epoch_ms("last_started_at + INTERVAL ? MICROSECOND") + " - " +
-                               epoch_ms("NOW(6)") + ") FROM " + t.locks + " WHERE name = ?",
-                           {micros(min_interval), std::string_view(key)});
+  Sql sql("SELECT GREATEST(0, " + epoch_ms("last_started_at + INTERVAL ? MICROSECOND") + " - " + epoch_ms("NOW(6)") + ")",
+          micros(min_interval));
+  auto rows = conn.execute(sql.add(" FROM " + t.locks + " WHERE name = ?", key));
   if (!rows) return std::unexpected(rows.error());
   if (rows->rows.empty() || !rows->rows.front()[0]) return Millis(0);
   return Millis(to_i64(rows->rows.front()[0]));

@@ -12,7 +12,6 @@
 // innodb_lock_wait_timeout = 0, which MariaDB honours as "no wait" (MySQL raises it to its
 // minimum of 1 s). Measured on MariaDB 10.11 on loopback: a busy answer in a few ms.
 #include <algorithm>
-#include <mutex>
 
 #include "backends/mysql/mysql_tables.hpp"
 
@@ -21,32 +20,35 @@ namespace {
 
 // The bookkeeping upsert: token + 1 and the holder columns, only when --min-interval allows.
 // The condition reads last_started_at only, which is assigned last (MySQL evaluates the list
-// left to right). Binds: name, owner, host, pid, strategy, session_id, then min_interval_us
-// twice per assignment.
-constexpr const char* due_condition =
-    "(? = 0 OR last_started_at IS NULL OR last_started_at <= NOW(6) - INTERVAL ? MICROSECOND)";
-constexpr int due_assignments = 11;
-
-std::string claim_row_sql(const Tables& t) {
-  const std::string c = due_condition;
+// left to right). The text is the same for every request, so the prepared statement is cached.
+Sql claim_statement(const Tables& t, const LockRequest& req, const std::string& kind, const std::string& session) {
+  const std::int64_t mi = micros(req.min_interval);
+  Sql q("INSERT INTO " + t.locks +
+            " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at, "
+            "last_started_at) VALUES (?, ?, ?, ?, 1, ?, ?, NOW(6), NOW(6), NULL, NULL, NOW(6)) ON DUPLICATE KEY UPDATE ",
+        req.key, req.owner, req.host, req.pid, kind, session);
   auto assign = [&](const std::string& column, const std::string& value, bool last = false) {
-    return column + " = IF(" + c + ", " + value + ", " + column + ")" + (last ? "" : ", ");
+    q.add(column + " = IF(").add(due_condition(mi)).add(", " + value + ", " + column + ")" + (last ? "" : ", "));
   };
-  return "INSERT INTO " + t.locks +
-         " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at, "
-         "last_started_at) VALUES (?, ?, ?, ?, 1, ?, ?, NOW(6), NOW(6), NULL, NULL, NOW(6)) ON DUPLICATE KEY UPDATE " +
-         assign("owner", "VALUES(owner)") + assign("host", "VALUES(host)") + assign("pid", "VALUES(pid)") +
-         assign("strategy", "VALUES(strategy)") + assign("session_id", "VALUES(session_id)") +
-         assign("acquired_at", "NOW(6)") + assign("renewed_at", "NOW(6)") + assign("expires_at", "NULL") +
-         assign("released_at", "NULL") + assign("token", "LAST_INSERT_ID(token + 1)") +
-         assign("last_started_at", "NOW(6)", true);
+  assign("owner", "VALUES(owner)");
+  assign("host", "VALUES(host)");
+  assign("pid", "VALUES(pid)");
+  assign("strategy", "VALUES(strategy)");
+  assign("session_id", "VALUES(session_id)");
+  assign("acquired_at", "NOW(6)");
+  assign("renewed_at", "NOW(6)");
+  assign("expires_at", "NULL");
+  assign("released_at", "NULL");
+  assign("token", "LAST_INSERT_ID(token + 1)");
+  assign("last_started_at", "NOW(6)", true);
+  return q;
 }
 
 class SessionLocker final : public Locker {
  public:
   SessionLocker(Strategy s, Dsn dsn, BackendOptions options, Tables t)
       : strategy_(s), dsn_(std::move(dsn)), options_(std::move(options)), t_(std::move(t)),
-        kind_(to_string(s)), claim_sql_(claim_row_sql(t_)) {}
+        kind_(to_string(s)) {}
 
   Result<void> open() {
     holder_.reset();
@@ -70,14 +72,13 @@ class SessionLocker final : public Locker {
   ~SessionLocker() override {
     if (!held_ || !holder_) return;
     if (!give_back(held_->key)) return;
-    (void)books().execute("UPDATE " + t_.locks + " SET session_id = NULL WHERE name = ? AND token = ?",
-                          {std::string_view(held_->key), held_->token});
+    (void)books().execute(Sql("UPDATE " + t_.locks + " SET session_id = NULL WHERE name = ? AND token = ?",
+                              held_->key, held_->token));
   }
 
   int session_fd() const override { return held_ && holder_ ? holder_->socket() : -1; }
 
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
-    std::lock_guard lock(mutex_);
     if (held_) return fail(ErrorKind::internal, "this locker already holds '" + held_->key + "'");
     if (!holder_)
       if (auto r = open(); !r) return std::unexpected(r.error());
@@ -100,12 +101,7 @@ class SessionLocker final : public Locker {
       return out;
     }
 
-    const std::string session = session_text();  // the Params below only view it
-    std::vector<Param> params{std::string_view(req.key),  std::string_view(req.owner),
-                              std::string_view(req.host), req.pid,
-                              kind_,                      std::string_view(session)};
-    for (int i = 0; i < due_assignments * 2; ++i) params.emplace_back(micros(req.min_interval));
-    auto claimed = books_execute(claim_sql_, params);
+    auto claimed = books_execute(claim_statement(t_, req, kind_, session_text()));
     if (!claimed || claimed->affected_rows == 0) {
       (void)give_back(req.key);
       if (!claimed) return std::unexpected(claimed.error());
@@ -122,7 +118,6 @@ class SessionLocker final : public Locker {
   }
 
   Result<void> renew(Millis) override {
-    std::lock_guard lock(mutex_);
     if (!held_ || !holder_) return fail(ErrorKind::lost, "no session lock is held");
     Result<bool> alive = prove_held();
     if (!alive) return session_error(alive.error());
@@ -131,24 +126,20 @@ class SessionLocker final : public Locker {
   }
 
   Result<void> release(const ReleaseRequest& req) override {
-    std::lock_guard lock(mutex_);
     if (!held_) return fail(ErrorKind::lost, "no session lock is held");
     const Held held = *held_;
-    held_.reset();
-    std::string sql = "UPDATE " + t_.locks + " SET released_at = NOW(6)";
-    std::vector<Param> params;
-    if (req.finished_run) {
-      sql += ", last_finished_at = NOW(6), last_exit_code = ?";
-      params.push_back(req.exit_code ? Param(std::int64_t{*req.exit_code}) : Param(nullptr));
-    }
-    sql += " WHERE name = ? AND owner = ? AND token = ? AND released_at IS NULL";
-    params.insert(params.end(), {std::string_view(held.key), std::string_view(held.owner), held.token});
+    Sql update("UPDATE " + t_.locks + " SET released_at = NOW(6)");
+    if (req.finished_run) update.add(", last_finished_at = NOW(6), last_exit_code = ?", req.exit_code);
+    update.add(" WHERE name = ? AND owner = ? AND token = ? AND released_at IS NULL", held.key, held.owner, held.token);
     // Advisory writes on the holder connection; if that died the lock died with it, and a
     // fresh connection still records the release.
     if (!holder_ && strategy_ == Strategy::advisory)
       if (auto r = open(); !r) return std::unexpected(r.error());
-    auto updated = books_execute(sql, params, /*retry=*/true);
+    auto updated = books_execute(update, /*retry=*/true);
+    // The server lock is given back whatever the update did, so from here on nothing is held
+    // (as on PostgreSQL): a session lock cannot outlive a release by being retried later.
     auto gave_back = give_back(held.key);
+    held_.reset();
     const bool still_held = updated && gave_back && updated->affected_rows != 0;
     Result<void> history{};
     if (updated && req.history)
@@ -174,26 +165,26 @@ class SessionLocker final : public Locker {
 
   // The bookkeeping connection is autocommit and holds no lock, so reconnecting it is safe;
   // advisory has none of its own (its holder connection holds no transaction).
-  Result<Outcome> books_execute(const std::string& sql, std::span<const Param> params, bool retry = false) {
+  Result<Outcome> books_execute(const Sql& statement, bool retry = false) {
     if (!books_ && !holder_) return fail(ErrorKind::lost, "the session is gone");
-    auto r = books().execute(sql, params);
+    auto r = books().execute(statement);
     if (r || r.error().kind != ErrorKind::connection || !(books_ || retry)) return r;
     if (books_) {
       if (auto c = books_->reconnect(); !c) return std::unexpected(c.error());
     } else if (auto c = open(); !c) {
       return std::unexpected(c.error());
     }
-    return books().execute(sql, params);
+    return books().execute(statement);
   }
 
   // True when the lock was taken, false when someone else holds it.
   Result<bool> take_server_lock(const std::string& key, std::int64_t wait_ms) {
     if (strategy_ == Strategy::advisory) {
       // GET_LOCK is re-entrant on one connection: refuse rather than "succeed" twice.
-      auto r = holder_->execute("SELECT IF(IS_USED_LOCK(" + advisory_name_sql("?") + ") <=> CONNECTION_ID(), NULL, GET_LOCK(" +
-                                    advisory_name_sql("?") + ", ?))",
-                                {std::string_view(t_.prefix), std::string_view(key), std::string_view(t_.prefix),
-                                 std::string_view(key), static_cast<double>(wait_ms) / 1000.0});
+      Sql q("SELECT IF(IS_USED_LOCK(");
+      q.add(advisory_name(t_, key)).add(") <=> CONNECTION_ID(), NULL, GET_LOCK(").add(advisory_name(t_, key));
+      q.add(", ?))", static_cast<double>(wait_ms) / 1000.0);
+      auto r = holder_->execute(q);
       if (!r) return std::unexpected(r.error());
       const Value& v = r->rows.at(0).at(0);
       if (!v) return fail(ErrorKind::internal, "GET_LOCK for '" + key + "' is already held by this connection");
@@ -205,25 +196,22 @@ class SessionLocker final : public Locker {
       // existing row waits for the holder's row lock; if a racer's insert got in between,
       // that wait is bounded by the same lock wait as the lock itself and means busy.
       if (auto r = set_lock_wait(wait_s); !r) return std::unexpected(r.error());
-      auto exists = holder_->execute("SELECT 1 FROM " + t_.claims + " WHERE name = ? AND kind = ?",
-                                     {std::string_view(key), std::string_view(kind_)});
+      auto exists = holder_->execute(Sql("SELECT 1 FROM " + t_.claims + " WHERE name = ? AND kind = ?", key, kind_));
       if (!exists) return std::unexpected(exists.error());
       if (exists->rows.empty()) {
-        auto r = holder_->execute("INSERT IGNORE INTO " + t_.claims + " (name, kind) VALUES (?, ?)",
-                                  {std::string_view(key), std::string_view(kind_)});
+        auto r = holder_->execute(Sql("INSERT IGNORE INTO " + t_.claims + " (name, kind) VALUES (?, ?)", key, kind_));
         if (!r && r.error().kind == ErrorKind::busy) return false;
         if (!r) return std::unexpected(r.error());
       }
       if (auto r = holder_->query("START TRANSACTION"); !r) return std::unexpected(r.error());
-      auto locked = holder_->execute("SELECT name FROM " + t_.claims + " WHERE name = ? AND kind = ? FOR UPDATE" +
-                                         (wait_s > 0 ? "" : " NOWAIT"),
-                                     {std::string_view(key), std::string_view(kind_)});
+      auto locked = holder_->execute(Sql("SELECT name FROM " + t_.claims + " WHERE name = ? AND kind = ? FOR UPDATE" +
+                                             (wait_s > 0 ? "" : " NOWAIT"),
+                                         key, kind_));
       return settle(locked);
     }
     if (auto r = set_lock_wait(wait_s); !r) return std::unexpected(r.error());
     if (auto r = holder_->query("START TRANSACTION"); !r) return std::unexpected(r.error());
-    auto inserted = holder_->execute("INSERT INTO " + t_.claims + " (name, kind) VALUES (?, ?)",
-                                     {std::string_view(key), std::string_view(kind_)});
+    auto inserted = holder_->execute(Sql("INSERT INTO " + t_.claims + " (name, kind) VALUES (?, ?)", key, kind_));
     return settle(inserted);
   }
 
@@ -238,22 +226,21 @@ class SessionLocker final : public Locker {
 
   Result<void> set_lock_wait(std::int64_t seconds) {
     if (lock_wait_s_ == seconds) return {};
-    auto r = holder_->query("SET SESSION innodb_lock_wait_timeout = " + std::to_string(seconds));
-    if (r) lock_wait_s_ = seconds;
-    return r;
+    if (auto r = holder_->execute(Sql("SET SESSION innodb_lock_wait_timeout = ?", seconds)); !r)
+      return std::unexpected(r.error());
+    lock_wait_s_ = seconds;
+    return {};
   }
 
   Result<bool> prove_held() {
     if (strategy_ == Strategy::advisory) {
-      auto r = holder_->execute("SELECT IS_USED_LOCK(" + advisory_name_sql("?") + ") <=> CONNECTION_ID()",
-                                {std::string_view(t_.prefix), std::string_view(held_->key)});
+      auto r = holder_->execute(Sql("SELECT IS_USED_LOCK(").add(advisory_name(t_, held_->key)).add(") <=> CONNECTION_ID()"));
       if (!r) return std::unexpected(r.error());
       return r->rows.at(0).at(0) == "1";
     }
     if (strategy_ == Strategy::txn_insert) {
       // Our own uncommitted row is visible to us only while the transaction is open.
-      auto r = holder_->execute("SELECT COUNT(*) FROM " + t_.claims + " WHERE name = ? AND kind = ?",
-                                {std::string_view(held_->key), std::string_view(kind_)});
+      auto r = holder_->execute(Sql("SELECT COUNT(*) FROM " + t_.claims + " WHERE name = ? AND kind = ?", held_->key, kind_));
       if (!r) return std::unexpected(r.error());
       return r->rows.at(0).at(0) == "1";
     }
@@ -265,8 +252,7 @@ class SessionLocker final : public Locker {
   Result<void> give_back(const std::string& key) {
     if (!holder_) return fail(ErrorKind::lost, "the session is gone");
     if (strategy_ != Strategy::advisory) return holder_->query("ROLLBACK");
-    auto r = holder_->execute("SELECT RELEASE_LOCK(" + advisory_name_sql("?") + ")",
-                              {std::string_view(t_.prefix), std::string_view(key)});
+    auto r = holder_->execute(Sql("SELECT RELEASE_LOCK(").add(advisory_name(t_, key)).add(")"));
     if (!r) return std::unexpected(r.error());
     if (r->rows.at(0).at(0) != "1") return fail(ErrorKind::lost, "GET_LOCK was not held");
     return {};
@@ -284,13 +270,11 @@ class SessionLocker final : public Locker {
     return std::unexpected(std::move(e));
   }
 
-  std::mutex mutex_;
   Strategy strategy_;
   Dsn dsn_;
   BackendOptions options_;
   Tables t_;
   std::string kind_;
-  std::string claim_sql_;
   std::unique_ptr<Connection> holder_;  // holds the server lock
   std::unique_ptr<Connection> books_;   // autocommit, for <prefix>locks (transactional strategies)
   std::optional<std::int64_t> lock_wait_s_;

@@ -33,8 +33,14 @@ std::string epoch_ms(const std::string& expr);
 
 /// SQL for the GET_LOCK name of a key: "dblock:" + 57 hex digits of SHA-256 over database,
 /// prefix and key, so any valid key fits the server's 64-character limit and two databases
-/// on one server never share a lock. Binds two parameters: prefix, then `key_expr` if it is "?".
-std::string advisory_name_sql(const std::string& key_expr);
+/// on one server never share a lock. The prefix is bound; the key is a column of the row
+/// (key_column) or a bound value (key).
+Sql advisory_name_of_column(const Tables& t, const std::string& key_column);
+Sql advisory_name(const Tables& t, std::string_view key);
+
+/// True when --min-interval lets the key start now (always when it is 0), on the row's
+/// last_started_at.
+Sql due_condition(std::int64_t min_interval_us);
 
 /// The row of one key with the server's verdict on its holder, or nullopt when no row.
 Result<std::optional<LockStatus>> read_lock(Connection& conn, const Tables& t, const std::string& key);
