@@ -47,7 +47,9 @@ launch_mariadb() {
   local dir=$1 port=$2
   # setsid: the server must not share the caller's process group (a test's cleanup kills that).
   # What mariadbd prints before its error log is open (a bad option, a missing binary) goes
-  # into the error log too.
+  # into the error log too; the file belongs to mysql, which the server writes it as.
+  touch "$dir/error.log"
+  chown mysql:mysql "$dir/error.log"
   setsid mariadbd --user=mysql --datadir="$dir/data" --socket="$dir/mysqld.sock" --port="$port" \
     --bind-address=127.0.0.1 --pid-file="$dir/mysqld.pid" --log-error="$dir/error.log" \
     --skip-name-resolve --innodb-buffer-pool-size=64M --max-connections=500 >>"$dir/error.log" 2>&1 </dev/null &

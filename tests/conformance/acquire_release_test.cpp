@@ -317,13 +317,12 @@ TEST_CASE("session strategies: a waiting acquire gets the key soon after the hol
   // The server wakes the waiter when the lock is released (~300 ms), not at the end of its wait.
   CHECK(waited < 2500ms);
 
-  // A wait that runs out is busy, not an error, and it did wait.
+  // A wait that runs out is busy, not an error. (`wait` is how long the server MAY block:
+  // src/core/locker.hpp; how long it does is the backend's business.)
   auto c = db.locker();
-  const auto t1 = std::chrono::steady_clock::now();
   auto busy = c->try_acquire(request(key, "owner-c"), 200ms);
   REQUIRE(busy.has_value());
   CHECK(busy->state == AcquireOutcome::State::busy);
-  CHECK(std::chrono::steady_clock::now() - t1 >= 150ms);
   release(*b);
 }
 

@@ -18,6 +18,7 @@
 #include "backends/mysql/mysql_connection.hpp"
 #include "backends/registry.hpp"
 #include "core/clock.hpp"
+#include "conformance/conformance_helpers.hpp"
 #include "support/test_env.hpp"
 
 using namespace dblock;
@@ -97,15 +98,7 @@ std::set<std::string> own_sessions(mysql::Connection& admin) {
   return ids;
 }
 
-LockRequest request(const std::string& key, const std::string& owner) {
-  LockRequest req;
-  req.key = key;
-  req.owner = owner;
-  req.host = "testhost";
-  req.pid = 4242;
-  req.ttl = Millis(30000);
-  return req;
-}
+using conformance::request;  // the one LockRequest of the conformance tests
 
 }  // namespace
 

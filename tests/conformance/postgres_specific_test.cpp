@@ -13,6 +13,7 @@
 #include "backends/postgres/postgres_connection.hpp"
 #include "backends/registry.hpp"
 #include "core/clock.hpp"
+#include "conformance/conformance_helpers.hpp"
 #include "support/test_env.hpp"
 
 namespace dblock {
@@ -34,15 +35,7 @@ std::unique_ptr<Backend> open_with(const std::string& dsn_text, const BackendOpt
   return std::move(*b);
 }
 
-LockRequest request(const std::string& key, const std::string& owner) {
-  LockRequest r;
-  r.key = key;
-  r.owner = owner;
-  r.host = "testhost";
-  r.pid = 4242;
-  r.ttl = Millis(30000);
-  return r;
-}
+using conformance::request;  // the one LockRequest of the conformance tests
 
 // A raw libpq session for the test's own SQL (pg_terminate_backend, table setup).
 struct Raw {

@@ -44,8 +44,8 @@ struct BrokenDsn {
   ErrorKind kind;
 };
 /// Servers: wrong password (config), unknown database (config), closed port (connection).
-/// SQLite: a file in a directory that does not exist and a directory in place of the file
-/// (both connection: the file cannot be opened).
+/// SQLite: a file whose parent is a regular file and a directory in place of the file (both
+/// connection: the file cannot be opened).
 std::vector<BrokenDsn> broken_dsns();
 
 /// Runs one statement on the database under test through the client library itself (not
