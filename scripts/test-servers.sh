@@ -17,11 +17,21 @@ set -euo pipefail
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 state_file=${DBLOCK_TEST_SERVERS_STATE:-/tmp/dblock-test-servers.state}
+# Fixed ports instead of free ones (a port nothing may bind, e.g. 99999, shows what a failed
+# start looks like).
+mysql_port=${DBLOCK_TEST_MYSQL_PORT:-}
+postgres_port=${DBLOCK_TEST_POSTGRES_PORT:-}
 password=dblock-test-pw
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# show_log NAME FILE: the end of a server's log on stderr, for a start that failed.
+show_log() {
+  echo "test-servers.sh: $1 did not start; the end of its log ($2):" >&2
+  tail -n 40 "$2" >&2 2>/dev/null || echo "  (no log at $2)" >&2
 }
 
 wait_until() {  # wait_until SECONDS COMMAND...: polls until COMMAND succeeds
@@ -36,14 +46,22 @@ wait_until() {  # wait_until SECONDS COMMAND...: polls until COMMAND succeeds
 launch_mariadb() {
   local dir=$1 port=$2
   # setsid: the server must not share the caller's process group (a test's cleanup kills that).
+  # What mariadbd prints before its error log is open (a bad option, a missing binary) goes
+  # into the error log too; the file belongs to mysql, which the server writes it as.
+  touch "$dir/error.log"
+  chown mysql:mysql "$dir/error.log"
   setsid mariadbd --user=mysql --datadir="$dir/data" --socket="$dir/mysqld.sock" --port="$port" \
     --bind-address=127.0.0.1 --pid-file="$dir/mysqld.pid" --log-error="$dir/error.log" \
-    --skip-name-resolve --innodb-buffer-pool-size=64M --max-connections=500 >/dev/null 2>&1 </dev/null &
-  if ! wait_until 60 mariadb-admin --socket="$dir/mysqld.sock" -uroot ping; then
-    echo "MariaDB did not start; its log:" >&2
-    tail -n 30 "$dir/error.log" >&2
-    return 1
-  fi
+    --skip-name-resolve --innodb-buffer-pool-size=64M --max-connections=500 >>"$dir/error.log" 2>&1 </dev/null &
+  local pid=$! deadline=$((SECONDS + 60))
+  # Until it answers; a server that exited will not, so stop waiting at once.
+  until mariadb-admin --socket="$dir/mysqld.sock" -uroot ping >/dev/null 2>&1; do
+    if ! kill -0 "$pid" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
+      show_log MariaDB "$dir/error.log"
+      return 1
+    fi
+    sleep 0.2
+  done
 }
 
 # stop_mariadb DIR: shuts the server down (connections are dropped) and waits until it is gone.
@@ -62,39 +80,47 @@ launch_postgres() {
   # server in a session of its own.
   runuser -u postgres -- "$pg_bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
     -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300 -c shared_preload_libraries=pg_stat_statements" \
-    start >/dev/null </dev/null || { tail -n 30 "$dir/server.log" >&2; return 1; }
+    start >/dev/null </dev/null || { show_log PostgreSQL "$dir/server.log"; return 1; }
 }
 
 start_mariadb() {
   local dir=$1/mysql port
-  port=$(free_port)
+  port=${mysql_port:-$(free_port)}
   mkdir -p "$dir"
   chown mysql:mysql "$dir"
   mariadb-install-db --user=mysql --datadir="$dir/data" --auth-root-authentication-method=socket \
     --skip-test-db >"$dir/install.log" 2>&1 || { cat "$dir/install.log" >&2; return 1; }
   echo "$port" >"$dir/port"
   launch_mariadb "$dir" "$port" || return 1
-  mariadb --socket="$dir/mysqld.sock" -uroot <<SQL
+  if ! mariadb --socket="$dir/mysqld.sock" -uroot <<SQL
 CREATE DATABASE dblock_test;
 CREATE USER 'dblock'@'127.0.0.1' IDENTIFIED BY '$password';
 GRANT ALL PRIVILEGES ON *.* TO 'dblock'@'127.0.0.1' WITH GRANT OPTION;
 SQL
+  then
+    show_log MariaDB "$dir/error.log"
+    return 1
+  fi
   echo "DBLOCK_TEST_MYSQL_DSN=mysql://dblock:$password@127.0.0.1:$port/dblock_test" >>"$1/env"
 }
 
 start_postgres() {
   local dir=$1/pg port
-  port=$(free_port)
+  port=${postgres_port:-$(free_port)}
   mkdir -p "$dir"
   chown postgres:postgres "$dir"
   runuser -u postgres -- "$pg_bin/initdb" -D "$dir/data" -U postgres --auth-local=trust --auth-host=scram-sha-256 >"$dir/initdb.log" 2>&1 ||
     { cat "$dir/initdb.log" >&2; return 1; }
   echo "$port" >"$dir/port"
   launch_postgres "$dir" "$port" || return 1
-  runuser -u postgres -- "$pg_bin/psql" -h "$dir" -p "$port" -U postgres -v ON_ERROR_STOP=1 -q <<SQL
+  if ! runuser -u postgres -- "$pg_bin/psql" -h "$dir" -p "$port" -U postgres -v ON_ERROR_STOP=1 -q <<SQL
 CREATE ROLE dblock LOGIN SUPERUSER PASSWORD '$password';
 CREATE DATABASE dblock_test OWNER dblock;
 SQL
+  then
+    show_log PostgreSQL "$dir/server.log"
+    return 1
+  fi
   echo "DBLOCK_TEST_POSTGRES_DSN=postgres://dblock:$password@127.0.0.1:$port/dblock_test" >>"$1/env"
 }
 

@@ -14,7 +14,14 @@ cmake -S . -B "$build" -G Ninja -DDBLOCK_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDeb
 ninja -C "$build"
 
 trap 'scripts/test-servers.sh stop' EXIT
-eval "$(scripts/test-servers.sh start)"
+# Not `eval "$(... start)"`: eval of an empty string succeeds, so a failed start would go on
+# to fail every server test with "DSN not set". test-servers.sh prints the server's log on
+# stderr when it fails.
+if ! servers=$(scripts/test-servers.sh start); then
+  echo "test.sh: the test servers did not start (their log is above); no tests were run" >&2
+  exit 1
+fi
+eval "$servers"
 
 # Tests that need a server fail instead of skipping when it is missing.
 export CI=${CI:-true}

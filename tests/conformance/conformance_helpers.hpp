@@ -1,6 +1,9 @@
 #pragma once
 // Small helpers shared by the conformance tests. Everything goes through the Backend and
 // Locker interface only, so the same tests run against every backend x strategy.
+// Every case sits in a doctest TEST_SUITE that names the cells it applies to: "all", "lease",
+// "session", "<backend>", "<backend>.lease", "<backend>.session"; ctest runs each cell as
+// `dblock_conformance -ts=all,<kind>,<backend>,<backend>.<kind>` (tests/CMakeLists.txt).
 
 #include <doctest/doctest.h>
 
@@ -20,10 +23,11 @@ inline bool is_lease() { return test::strategy() == Strategy::lease; }
 
 /// A backend on tables no other test touches, schema created.
 struct Db {
-  explicit Db(int history_keep = 1000) {
+  explicit Db(int history_keep = 1000) : Db(test::dsn(), history_keep) {}
+  Db(const std::string& dsn, int history_keep) {
     options.table_prefix = test::unique_prefix();
     options.history_keep = history_keep;
-    backend = test::open(options);
+    backend = test::open(options, dsn);
     auto ok = backend->ensure_schema();
     REQUIRE_MESSAGE(ok.has_value(), (ok ? std::string() : ok.error().message));
   }

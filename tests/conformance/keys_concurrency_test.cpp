@@ -1,6 +1,8 @@
 // Keys are data, never SQL; and a race for one key has exactly one winner.
 
+#include <atomic>
 #include <latch>
+#include <mutex>
 #include <thread>
 
 #include "conformance/conformance_helpers.hpp"
@@ -22,6 +24,8 @@ std::vector<std::string> nasty_keys() {
 }
 
 }  // namespace
+
+TEST_SUITE("all") {
 
 TEST_CASE("nasty keys round-trip and the tables survive them") {
   Db db;
@@ -61,6 +65,36 @@ TEST_CASE("nasty keys round-trip and the tables survive them") {
   CHECK(history->size() == keys.size());
 }
 
+TEST_CASE("a key of 255 bytes of mixed UTF-8 is one lock; a key differing in its last byte is another") {
+  Db db;
+  std::string key = test::unique_key("k");
+  const std::string pieces[] = {"a", "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x94\x92"};  // 1-4 byte sequences
+  for (int i = 0; key.size() < 245; ++i) key += pieces[i % 4];
+  while (key.size() < 255) key += "z";
+  REQUIRE(key.size() == 255);
+  std::string sibling = key;
+  sibling.back() = 'y';
+
+  auto a = db.locker();
+  auto b = db.locker();
+  const std::int64_t first = acquire(*a, request(key, "owner-a"));
+  CHECK(attempt(*b, request(key, "owner-b")).state == AcquireOutcome::State::busy);
+  acquire(*b, request(sibling, "owner-b"));
+  LockStatus s = db.status(key);
+  CHECK(s.key == key);
+  CHECK(s.state == LockStatus::State::held);
+  CHECK(s.owner == "owner-a");
+  CHECK(db.status(sibling).owner == "owner-b");
+  CHECK(a->renew(30s).has_value());
+  release(*a);
+  release(*b);
+  CHECK(db.status(key).state == LockStatus::State::free);
+
+  auto c = db.locker();
+  CHECK(acquire(*c, request(key, "owner-c")) > first);
+  release(*c);
+}
+
 TEST_CASE("eight racers, each with its own connection: exactly one gets the key") {
   Db db;
   const std::string key = test::unique_key("race");
@@ -69,6 +103,8 @@ TEST_CASE("eight racers, each with its own connection: exactly one gets the key"
   std::vector<std::unique_ptr<Locker>> lockers(racers);
   std::vector<std::optional<AcquireOutcome>> outcomes(racers);
   std::vector<std::string> errors(racers);
+  // Every thread opens its connection first, then counts down exactly once whatever
+  // happened, and only the ready ones race: a latch decremented twice is undefined.
   std::latch start(racers);
   std::vector<std::thread> threads;
   for (int i = 0; i < racers; ++i) {
@@ -76,20 +112,16 @@ TEST_CASE("eight racers, each with its own connection: exactly one gets the key"
       try {
         backends[i] = test::open(db.options);
         auto made = backends[i]->make_locker(test::strategy());
-        if (!made) {
-          errors[i] = made.error().message;
-          start.count_down();
-          return;
-        }
-        lockers[i] = std::move(*made);
-        start.arrive_and_wait();
-        auto out = lockers[i]->try_acquire(request(key, "racer-" + std::to_string(i)), 0ms);
-        if (out) outcomes[i] = *out;
-        else errors[i] = out.error().message;
+        if (made) lockers[i] = std::move(*made);
+        else errors[i] = made.error().message;
       } catch (const std::exception& e) {
         errors[i] = e.what();
-        start.count_down();
       }
+      start.arrive_and_wait();
+      if (!lockers[i]) return;
+      auto out = lockers[i]->try_acquire(request(key, "racer-" + std::to_string(i)), 0ms);
+      if (out) outcomes[i] = *out;
+      else errors[i] = out.error().message;
     });
   }
   for (auto& t : threads) t.join();
@@ -108,10 +140,65 @@ TEST_CASE("eight racers, each with its own connection: exactly one gets the key"
     }
   }
   CHECK(acquired == 1);
-  if (winner >= 0) {
-    CHECK(db.status(key).owner == "racer-" + std::to_string(winner));
-    release(*lockers[winner]);
-  }
+  REQUIRE(winner >= 0);
+  CHECK(db.status(key).owner == "racer-" + std::to_string(winner));
+  release(*lockers[winner]);
   lockers.clear();
   backends.clear();
 }
+
+TEST_CASE("six contenders holding in turn: never two at once, tokens strictly increasing") {
+  Db db;
+  const std::string key = test::unique_key("contenders");
+  std::mutex m;
+  std::vector<std::int64_t> tokens;
+  std::vector<std::string> errors;
+  std::atomic<int> inside{0}, overlaps{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t)
+    threads.emplace_back([&, t] {
+      auto note = [&](const std::string& e) {
+        std::lock_guard g(m);
+        errors.push_back(e);
+      };
+      try {
+        auto backend = test::open(db.options);
+        auto made = backend->make_locker(test::strategy());
+        if (!made) return note(made.error().message);
+        Locker& l = **made;
+        // Each contender tries until it has held the key twice, bounded by a deadline, so a
+        // loaded machine slows the test down instead of starving a thread into a false failure.
+        const auto deadline = std::chrono::steady_clock::now() + 20s;
+        for (int held = 0; held < 2 && std::chrono::steady_clock::now() < deadline;) {
+          auto got = l.try_acquire(request(key, "T" + std::to_string(t)), is_lease() ? 0ms : 200ms);
+          if (!got) {
+            note(got.error().message);
+            continue;
+          }
+          if (got->state != AcquireOutcome::State::acquired) {
+            std::this_thread::sleep_for(5ms);
+            continue;
+          }
+          ++held;
+          if (inside.fetch_add(1) != 0) ++overlaps;
+          {
+            std::lock_guard g(m);
+            tokens.push_back(got->token);
+          }
+          std::this_thread::sleep_for(10ms);
+          inside.fetch_sub(1);
+          if (auto ok = l.release(ReleaseRequest{}); !ok) note(ok.error().message);
+        }
+      } catch (const std::exception& e) {
+        note(e.what());
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (const auto& e : errors) MESSAGE(e);
+  CHECK(errors.empty());
+  CHECK(overlaps == 0);
+  CHECK(tokens.size() == 12);
+  for (std::size_t i = 1; i < tokens.size(); ++i) CHECK(tokens[i] > tokens[i - 1]);
+}
+
+}  // TEST_SUITE("all")

@@ -1,13 +1,14 @@
 // What only the lease strategy promises: a lock frees itself at expires_at, and --min-hold
-// keeps it after release. Session strategies pass these tests trivially (core waits instead).
+// keeps it after release. Session locks go with their session instead (suite "session").
 
 #include "conformance/conformance_helpers.hpp"
 
 using namespace dblock;
 using namespace dblock::conformance;
 
+TEST_SUITE("lease") {
+
 TEST_CASE("lease: an expired lease is taken by another owner with a greater token") {
-  if (!is_lease()) return;
   Db db;
   const std::string key = test::unique_key("expiry");
   auto a = db.locker();
@@ -35,7 +36,6 @@ TEST_CASE("lease: an expired lease is taken by another owner with a greater toke
 }
 
 TEST_CASE("lease: a renewed lease outlives its first ttl") {
-  if (!is_lease()) return;
   Db db;
   const std::string key = test::unique_key("renew");
   auto a = db.locker();
@@ -56,7 +56,6 @@ TEST_CASE("lease: a renewed lease outlives its first ttl") {
 }
 
 TEST_CASE("lease: min_hold keeps the lock after release until acquired_at + min_hold") {
-  if (!is_lease()) return;
   Db db;
   const std::string key = test::unique_key("min-hold");
   auto a = db.locker();
@@ -87,3 +86,5 @@ TEST_CASE("lease: min_hold keeps the lock after release until acquired_at + min_
   release(*c, rel);
   CHECK(db.status(key).state == LockStatus::State::free);
 }
+
+}  // TEST_SUITE("lease")

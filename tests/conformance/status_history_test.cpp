@@ -1,11 +1,16 @@
 // What `status` and `history` report, read back through the interface.
 
 #include <algorithm>
+#include <cstdlib>
+
+#include "core/clock.hpp"
 
 #include "conformance/conformance_helpers.hpp"
 
 using namespace dblock;
 using namespace dblock::conformance;
+
+TEST_SUITE("all") {
 
 TEST_CASE("status reports holder, token, times and last run") {
   Db db;
@@ -167,3 +172,22 @@ TEST_CASE("history records runs newest first and prunes each key to history_keep
   REQUIRE(after.has_value());
   CHECK(after->front().token == tokens[4]);
 }
+
+TEST_CASE("doctor reports one line per check, all ok on the test database, and a sane clock") {
+  Db db;
+  auto checks = db.backend->doctor_checks(test::strategy());
+  REQUIRE(checks.size() >= 3);
+  for (const auto& c : checks) {
+    CAPTURE(c.name);
+    CAPTURE(c.detail);
+    MESSAGE(c.name, c.ok ? " ok: " : " FAIL: ", c.detail);
+    CHECK_FALSE(c.name.empty());
+    CHECK(c.ok);
+    CHECK(c.detail.find('\n') == std::string::npos);
+  }
+  auto now = db.backend->now_ms();
+  REQUIRE(now.has_value());
+  CHECK(std::llabs(*now - wall_now_ms()) < 60'000);
+}
+
+}  // TEST_SUITE("all")

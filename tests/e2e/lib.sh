@@ -2,7 +2,9 @@
 # ctest passes DBLOCK_BIN, DBLOCK_TEST_BACKEND (sqlite|mysql|postgres), DBLOCK_TEST_STRATEGY and
 # DBLOCK_SOURCE_DIR. This file sets up DBLOCK_DSN (a fresh SQLite file, or the server from
 # DBLOCK_TEST_MYSQL_DSN / DBLOCK_TEST_POSTGRES_DSN), a table prefix no other run uses, and
-# DBLOCK_STRATEGY; it gives check/assert helpers, a bounded wait_for, a cleanup trap that kills
+# DBLOCK_STRATEGY; it gives check/assert helpers, a bounded wait_for, background runs
+# (start_bg, wait_exit), JSON fields of status/history (json_field, status_field,
+# history_field), SQL on the server under test (server_sql), a cleanup trap that kills
 # background jobs, and `finish`, which prints "N passed, N failed" and sets the exit status.
 # A server backend without a DSN skips the script (exit 77), or fails it when CI=true.
 
@@ -127,6 +129,101 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # remember_pid PID: the cleanup trap kills its process group too (a dblock's command).
 remember_pid() { echo "$1" >>"$E2E_TMP/pids"; }
+
+# start_bg VAR COMMAND...: runs COMMAND in the background, puts its pid in VAR and remembers it
+# for the cleanup trap. The pid is the command's own (bash execs a simple command in the
+# forked child), so a signal sent to it reaches dblock, not a subshell. Redirections given
+# to start_bg apply to the command.
+start_bg() {
+  local var=$1
+  shift
+  "$@" &
+  printf -v "$var" %s "$!"
+  remember_pid "$!"
+}
+
+# wait_exit VAR PID [SECONDS]: waits up to SECONDS (default 20) for the background PID to end
+# and puts its exit status in VAR; if it is still running then, kills it and puts "timeout".
+wait_exit() {
+  local var=$1 pid=$2 status=timeout
+  if wait_for "${3:-20}" eval "! kill -0 $pid 2>/dev/null"; then
+    wait "$pid"
+    status=$?
+  else
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+  fi
+  printf -v "$var" %s "$status"
+}
+
+# json_field PATH...: reads a JSON document on stdin and prints the value at each PATH, space
+# separated. A PATH is dot separated: names, list indexes, "#" for a list's length and "*" for
+# every element ("locks.0.token", "runs.#", "runs.*.exit_code"). A missing value prints
+# "none", JSON null "null", booleans "true"/"false".
+json_field() {
+  python3 -c '
+import json, sys
+doc = json.load(sys.stdin)
+def show(v):
+    if v is None: return "null"
+    if isinstance(v, bool): return "true" if v else "false"
+    if isinstance(v, list): return " ".join(show(x) for x in v)
+    return str(v)
+def get(v, parts):
+    for i, p in enumerate(parts):
+        if p == "#": return len(v)
+        if p == "*": return [get(x, parts[i + 1:]) for x in v]
+        try:
+            v = v[int(p)] if isinstance(v, list) else v[p]
+        except (KeyError, IndexError, ValueError, TypeError):
+            return "none"
+    return v
+print(" ".join(show(get(doc, path.split("."))) for path in sys.argv[1:]))' "$@"
+}
+
+# status_field KEY FIELD...: fields of KEY from `dblock status KEY --json` (see json_field).
+status_field() {
+  local k=$1
+  shift
+  dblock status "$k" --json | json_field "${@/#/locks.0.}"
+}
+
+# history_field KEY PATH...: fields from `dblock history KEY --json` ("runs.0.outcome", "runs.#").
+history_field() {
+  local k=$1
+  shift
+  dblock history "$k" --json --limit 1000 | json_field "$@"
+}
+
+# has_status_fields KEY: `dblock status KEY --json` holds every field man/dblock.1 documents.
+has_status_fields() {
+  local missing
+  missing=$(status_field "$1" key state owner host pid token strategy acquired_at renewed_at expires_at \
+    expires_in_ms released_at last_started_at last_finished_at last_exit_code | tr ' ' '\n' | grep -c '^none$')
+  [ "$missing" = 0 ] || { echo "      status --json of $1 lacks $missing documented fields"; return 1; }
+}
+
+# server_sql SQL: runs SQL on the server under test with its own client (mariadb or psql),
+# prints the rows tab separated. The password goes through the environment, not the command line.
+server_sql() {
+  case "$DBLOCK_TEST_BACKEND" in
+    mysql)
+      local rest=${DBLOCK_DSN#*://} userinfo hostport database host port=3306 user pw=
+      userinfo=${rest%%@*}
+      hostport=${rest#*@}
+      database=${hostport#*/}
+      database=${database%%\?*}
+      hostport=${hostport%%/*}
+      host=${hostport%%:*}
+      [[ $hostport == *:* ]] && port=${hostport#*:}
+      user=${userinfo%%:*}
+      [[ $userinfo == *:* ]] && pw=${userinfo#*:}
+      MYSQL_PWD="$pw" timeout 10 mariadb --protocol=tcp -h "$host" -P "$port" -u "$user" -D "$database" -N -B -e "$1"
+      ;;
+    postgres) timeout 10 psql "$DBLOCK_DSN" -XAtq -v ON_ERROR_STOP=1 -c "$1" ;;
+    *) echo "server_sql: no server for $DBLOCK_TEST_BACKEND" >&2; return 1 ;;
+  esac
+}
 
 is_held() { dblock status -q "$1" >/dev/null 2>&1; }
 is_free() {

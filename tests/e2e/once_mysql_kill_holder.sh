@@ -3,37 +3,14 @@
 #  - release --force (KILL CONNECTION of a session holder; a lease taken over) -> the run exits 76;
 #  - a real `KILL CONNECTION <id>` sent with the mariadb client to the holder's session ends
 #    the command within one heartbeat and the run exits 76 (session strategies);
-#  - SET GLOBAL wait_timeout=2 (restored afterwards) does not drop a held session lock over a
-#    10 s command: status says held and a competing run exits 75 throughout;
-# (kill -9 of a holder with a waiter: tests/e2e/test_run_kill_waiter.sh, every backend x strategy.)
+# (kill -9 of a holder with a waiter: tests/e2e/test_run_kill_waiter.sh; the server's idle
+# killer: tests/e2e/test_idle_timeouts.sh; both in every cell they apply to.)
 # The next holder's fencing token is always greater.
 source "$(dirname "$0")/lib.sh"
 
 command -v mariadb >/dev/null || skip_or_fail "no mariadb client to send KILL CONNECTION with"
 
-# mysql://user[:pass]@host[:port]/db[?params] -> mariadb client arguments; the password goes
-# through the environment, not the command line.
-rest=${DBLOCK_DSN#*://}
-userinfo=${rest%%@*}
-hostpart=${rest#*@}
-hostport=${hostpart%%/*}
-database=${hostpart#*/}
-database=${database%%\?*}
-my_host=${hostport%%:*}
-my_port=3306
-[[ $hostport == *:* ]] && my_port=${hostport#*:}
-my_user=${userinfo%%:*}
-my_pw=
-[[ $userinfo == *:* ]] && my_pw=${userinfo#*:}
-sql() {
-  MYSQL_PWD="$my_pw" timeout 10 mariadb --protocol=tcp -h "$my_host" -P "$my_port" -u "$my_user" -D "$database" \
-    -N -B -e "$1"
-}
-
-# The server-wide idle killer is changed below; put it back however the script ends.
-old_wait_timeout=$(sql "SELECT @@GLOBAL.wait_timeout") || { fail "cannot query the server with mariadb"; finish; }
-restore_wait_timeout() { sql "SET GLOBAL wait_timeout = $old_wait_timeout" || echo "WARNING: could not restore wait_timeout=$old_wait_timeout"; }
-trap 'restore_wait_timeout; e2e_cleanup' EXIT
+sql() { server_sql "$1"; }
 
 token_of() { sql "SELECT token FROM \`${DBLOCK_TABLE_PREFIX}locks\` WHERE name = '$1'"; }
 
@@ -42,24 +19,17 @@ token_of() { sql "SELECT token FROM \`${DBLOCK_TABLE_PREFIX}locks\` WHERE name =
 start_holder() {
   local s=$1 k=$2
   rm -f "$E2E_TMP/token.$k" "$E2E_TMP/cmd.$k"
-  dblock -s "$s" run "$k" --ttl 9s --kill-after 1s -- \
+  start_bg holder dblock -s "$s" run "$k" --ttl 9s --kill-after 1s -- \
     sh -c 'echo $$ >"$1"; echo "$DBLOCK_TOKEN" >"$0"; sleep 60' "$E2E_TMP/token.$k" "$E2E_TMP/cmd.$k" \
-    2>"$E2E_TMP/err.$k" &
-  holder=$!
-  remember_pid $holder
+    2>"$E2E_TMP/err.$k"
   wait_for 10 test -s "$E2E_TMP/token.$k" && wait_for 10 is_held "$k"
 }
 
 # expect_lost NAME KEY MAX_MS: the holder exits 76 within MAX_MS and its command is gone.
 expect_lost() {
-  local name=$1 k=$2 max=$3 start rc=none took
+  local name=$1 k=$2 max=$3 start rc took
   start=$(now_ms)
-  if wait_for 20 bash -c "! kill -0 $holder 2>/dev/null"; then
-    wait $holder
-    rc=$?
-  else
-    kill -KILL $holder 2>/dev/null
-  fi
+  wait_exit rc $holder 20
   took=$(($(now_ms) - start))
   assert_eq "$name: run exits 76 ($(head -c 200 "$E2E_TMP/err.$k"))" 76 "$rc"
   assert_between "$name: noticed in $took ms" 0 "$max" "$took"
@@ -101,46 +71,5 @@ for s in advisory for-update txn-insert; do
   check "$s: the key is free afterwards" wait_for 5 is_free "$k"
   next_token_greater "$s, after KILL CONNECTION" "$s" "$k"
 done
-
-# 3. wait_timeout=2 on the server: a 10 s command keeps its session lock throughout. The three
-# strategies run side by side; every ~0.5 s each key must show held and refuse a competitor.
-check "SET GLOBAL wait_timeout = 2" sql "SET GLOBAL wait_timeout = 2"
-declare -A idle_holder
-for s in advisory for-update txn-insert; do
-  k=$(key "idle-$s")
-  dblock -s "$s" run "$k" -- sh -c 'touch "$0"; sleep 10' "$E2E_TMP/idle-started.$s" 2>"$E2E_TMP/idle-err.$s" &
-  idle_holder[$s]=$!
-  remember_pid $!
-done
-for s in advisory for-update txn-insert; do
-  check "$s: idle holder started" wait_for 10 test -e "$E2E_TMP/idle-started.$s"
-done
-declare -A samples bad
-for s in advisory for-update txn-insert; do samples[$s]=0; bad[$s]=""; done
-deadline=$((SECONDS + 20))
-while [ "$SECONDS" -lt "$deadline" ]; do
-  running=0
-  for s in advisory for-update txn-insert; do
-    kill -0 "${idle_holder[$s]}" 2>/dev/null || continue
-    running=1
-    k=$(key "idle-$s")
-    st=0; dblock status -q "$k" >/dev/null 2>&1 || st=$?
-    rc=0; dblock -s "$s" run "$k" -- true 2>/dev/null || rc=$?
-    # The holder may have just finished: only count samples taken while it still runs.
-    kill -0 "${idle_holder[$s]}" 2>/dev/null || continue
-    samples[$s]=$((samples[$s] + 1))
-    [ "$st" = 0 ] && [ "$rc" = 75 ] || bad[$s]+=" status=$st,run=$rc@$SECONDS"
-  done
-  [ "$running" = 1 ] || break
-  sleep 0.5
-done
-for s in advisory for-update txn-insert; do
-  rc=none
-  if kill -0 "${idle_holder[$s]}" 2>/dev/null; then kill -KILL "${idle_holder[$s]}"; else wait "${idle_holder[$s]}"; rc=$?; fi
-  assert_eq "$s: the 10 s command under wait_timeout=2 exits 0 ($(head -c 200 "$E2E_TMP/idle-err.$s"))" 0 "$rc"
-  assert_between "$s: sampled the lock ${samples[$s]} times" 8 1000 "${samples[$s]}"
-  assert_eq "$s: held and refusing competitors throughout" "" "${bad[$s]}"
-done
-restore_wait_timeout
 
 finish

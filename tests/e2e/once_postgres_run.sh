@@ -2,15 +2,14 @@
 # `run` against PostgreSQL:
 #  - pg_terminate_backend of a session holder: the command is terminated within one heartbeat,
 #    run exits 76, the key is free and the next token is larger;
-#  - idle_session_timeout / idle_in_transaction_session_timeout of 1 s do not drop a held session
-#    lock: status says held and a competitor exits 75 throughout a 6 s command;
 #  - a waiter started with -w starts within a fraction of a second of the holder's release
 #    (lease: LISTEN/NOTIFY; session strategies: the server wakes it); median of 5 per strategy;
-# (kill -9 of a holder with a waiter: tests/e2e/test_run_kill_waiter.sh, every backend x strategy.)
+# (kill -9 of a holder with a waiter: tests/e2e/test_run_kill_waiter.sh; the server's idle
+# killers: tests/e2e/test_idle_timeouts.sh; both in every cell they apply to.)
 source "$(dirname "$0")/lib.sh"
 
 command -v psql >/dev/null || skip_or_fail "no psql to kill a holder with"
-sql() { timeout 10 psql "$DBLOCK_DSN" -XAtq -v ON_ERROR_STOP=1 -c "$1"; }
+sql() { server_sql "$1"; }
 sessions="advisory for-update txn-insert"
 
 # 1. pg_terminate_backend of the holder's session. Heartbeat every TTL/3 = 3 s, 1 s grace.
@@ -28,8 +27,7 @@ for s in $sessions; do
   killed=$(sql "SELECT count(pg_terminate_backend(session_id::int)) FROM \"${DBLOCK_TABLE_PREFIX}locks\" WHERE name = '$k'")
   assert_eq "$s: holder session terminated" 1 "$killed"
   start=$(now_ms)
-  rc=none
-  if wait_for 20 bash -c "! kill -0 $holder 2>/dev/null"; then wait $holder; rc=$?; else kill -KILL $holder; fi
+  wait_exit rc $holder 20
   took=$(($(now_ms) - start))
   assert_eq "$s: run exits 76 after its session was killed ($(head -c 200 "$E2E_TMP/$s.err"))" 76 "$rc"
   assert_between "$s: noticed within $took ms (heartbeat 3 s, ttl 9 s)" 0 7000 "$took"
@@ -41,44 +39,7 @@ for s in $sessions; do
   check "$s: next token '$token2' > $token1" test "${token2:-0}" -gt "$token1"
 done
 
-# 2. Idle killers of 1 s for dblock's sessions (as a server would set them): the three session
-# strategies hold side by side for 6 s, sampled every ~0.3 s (each sample takes a few hundred ms).
-idle_dsn="$DBLOCK_DSN$(case $DBLOCK_DSN in *\?*) echo '&' ;; *) echo '?' ;; esac)options=-c%20idle_session_timeout%3D1000%20-c%20idle_in_transaction_session_timeout%3D1000"
-declare -A idle_holder samples bad
-for s in $sessions; do
-  DBLOCK_DSN="$idle_dsn" dblock -s "$s" run "$(key "idle-$s")" -- sh -c 'touch "$0"; sleep 6' "$E2E_TMP/idle.$s" \
-    2>"$E2E_TMP/idle-err.$s" &
-  idle_holder[$s]=$!
-  remember_pid $!
-  samples[$s]=0
-  bad[$s]=""
-done
-for s in $sessions; do check "$s: idle holder started" wait_for 10 test -e "$E2E_TMP/idle.$s"; done
-deadline=$((SECONDS + 15))
-while [ "$SECONDS" -lt "$deadline" ]; do
-  running=0
-  for s in $sessions; do
-    kill -0 "${idle_holder[$s]}" 2>/dev/null || continue
-    running=1
-    k=$(key "idle-$s")
-    st=0; dblock status -q "$k" >/dev/null 2>&1 || st=$?
-    rc=0; dblock -s "$s" run "$k" -- true 2>/dev/null || rc=$?
-    kill -0 "${idle_holder[$s]}" 2>/dev/null || continue  # finished meanwhile: not a sample
-    samples[$s]=$((samples[$s] + 1))
-    [ "$st" = 0 ] && [ "$rc" = 75 ] || bad[$s]+=" status=$st,run=$rc@$SECONDS"
-  done
-  [ "$running" = 1 ] || break
-  sleep 0.3
-done
-for s in $sessions; do
-  rc=none
-  if kill -0 "${idle_holder[$s]}" 2>/dev/null; then kill -KILL "${idle_holder[$s]}"; else wait "${idle_holder[$s]}"; rc=$?; fi
-  assert_eq "$s: a 6 s command under 1 s idle killers exits 0 ($(head -c 200 "$E2E_TMP/idle-err.$s"))" 0 "$rc"
-  assert_between "$s: sampled the lock ${samples[$s]} times" 3 1000 "${samples[$s]}"
-  assert_eq "$s: held and refusing competitors throughout" "" "${bad[$s]}"
-done
-
-# 3. Handoff: the holder's command writes the time it ends; the waiter (started with -w while
+# 2. Handoff: the holder's command writes the time it ends; the waiter (started with -w while
 # the lock is held, so its backoff has grown to ~1 s) writes the time it starts. Median of 5.
 # (a script file, not sh -c: the command's own -c must not meet dblock's option parser)
 printf '#!/bin/sh\ndate +%%s%%N >"$1"\n' >"$E2E_TMP/stamp.sh"
@@ -88,9 +49,7 @@ for s in lease $sessions; do
   gaps=()
   for i in 1 2 3 4 5; do
     rm -f "$E2E_TMP/released" "$E2E_TMP/started"
-    dblock -s "$s" run "$k" -- sh -c 'sleep 2.5; date +%s%N >"$0"' "$E2E_TMP/released" &
-    h=$!
-    remember_pid $h
+    start_bg h dblock -s "$s" run "$k" -- sh -c 'sleep 2.5; date +%s%N >"$0"' "$E2E_TMP/released"
     wait_for 10 is_held "$k" || { fail "$s: handoff holder never held"; break; }
     rc=0
     timeout 60 dblock -s "$s" run "$k" --wait=20s -- "$E2E_TMP/stamp.sh" "$E2E_TMP/started" || rc=$?

@@ -22,9 +22,7 @@ assert_eq "8 racers: seven exit 75" 7 "$(cat "$E2E_TMP"/status.* | grep -cx 75)"
 
 # A holder in the background; -n (the default) and -E while it holds.
 k=$(key conflict)
-dblock run "$k" -- sleep 30 &
-holder=$!
-remember_pid $holder
+start_bg holder dblock run "$k" -- sleep 30
 check "holder takes the lock" wait_for 10 is_held "$k"
 assert_status "-n conflict" 75 dblock run "$k" -n -- touch "$E2E_TMP/conflict-ran"
 assert_status "default is nonblocking" 75 dblock run "$k" -- touch "$E2E_TMP/conflict-ran"
@@ -45,16 +43,14 @@ wait $holder
 
 # -w 10 gets the lock soon after a holder of ~1.5 s ends.
 k=$(key wait)
-dblock run "$k" -- sleep 1.5 &
-holder=$!
-remember_pid $holder
+start_bg holder dblock run "$k" -- sleep 1.5
 check "second holder takes the lock" wait_for 10 is_held "$k"
 start=$(now_ms)
 assert_status "-w 10 gets the lock after the holder ends" 0 dblock run "$k" -w 10 -- touch "$E2E_TMP/waited"
 elapsed=$(($(now_ms) - start))
 assert_between "-w acquired within a generous window" 300 8000 "$elapsed"
-wait $holder
-assert_eq "holder exited 0" 0 $?
+wait_exit rc $holder
+assert_eq "holder exited 0" 0 "$rc"
 check "the waiter ran its command" test -e "$E2E_TMP/waited"
 
 # Everything after -- belongs to the command, even after -w D and even an option named -c.

@@ -17,9 +17,7 @@ for k in "${keys[@]}"; do
   dblock run "$k" -- sh -c 'printf %s "$DBLOCK_KEY"' >"$E2E_TMP/key.$i"
   assert_eq "key $i: run exits 0" 0 $?
   assert_eq "key $i: DBLOCK_KEY round-trips" "$k" "$(cat "$E2E_TMP/key.$i")"
-  dblock run "$k" -- sleep 30 &
-  holder=$!
-  remember_pid $holder
+  start_bg holder dblock run "$k" -- sleep 30
   check "key $i: held while running" wait_for 10 is_held "$k"
   assert_status "key $i: conflicts with itself" 75 dblock run "$k" -- true
   kill -TERM $holder
@@ -28,9 +26,7 @@ for k in "${keys[@]}"; do
 done
 
 # Keys that differ only in a wildcard character or case are different locks.
-dblock run "$$-a%c" -- sleep 30 &
-holder=$!
-remember_pid $holder
+start_bg holder dblock run "$$-a%c" -- sleep 30
 check "a%c held" wait_for 10 is_held "$$-a%c"
 assert_status "abc is another key" 0 dblock run "$$-abc" -- true
 assert_status "a_c is another key" 0 dblock run "$$-a_c" -- true

@@ -5,13 +5,9 @@ source "$(dirname "$0")/lib.sh"
 
 s=$DBLOCK_STRATEGY
 k=$(key kill9)
-dblock run "$k" --ttl 4s --kill-after 0.3s -- sh -c 'echo $$ >"$0"; exec sleep 60' "$E2E_TMP/k9cmd" &
-h=$!
-remember_pid $h
+start_bg h dblock run "$k" --ttl 4s --kill-after 0.3s -- sh -c 'echo $$ >"$0"; exec sleep 60' "$E2E_TMP/k9cmd"
 if wait_for 10 test -s "$E2E_TMP/k9cmd" && wait_for 10 is_held "$k"; then
-  dblock run "$k" -w 30 -- sh -c 'date +%s%N >"$0"' "$E2E_TMP/k9next" &
-  w=$!
-  remember_pid $w
+  start_bg w dblock run "$k" -w 30 -- sh -c 'date +%s%N >"$0"' "$E2E_TMP/k9next"
   sleep 1
   check "$s: the waiter is still waiting" test ! -e "$E2E_TMP/k9next"
   killed=$(date +%s%N)

@@ -21,14 +21,12 @@ if is_session_strategy; then
 fi
 
 k=$(key lost)
-dblock run "$k" --ttl 6 --kill-after 1 -- sh -c "echo \$\$ >\"$E2E_TMP/cmd\"; exec sleep 60" &
-runner=$!
-remember_pid $runner
+start_bg runner dblock run "$k" --ttl 6 --kill-after 1 -- sh -c "echo \$\$ >\"$E2E_TMP/cmd\"; exec sleep 60"
 check "command started" wait_for 10 test -s "$E2E_TMP/cmd"
 assert_status "release --force from another process" 0 dblock release "$k" --force
 start=$(now_ms)
-wait $runner
-assert_eq "a stolen lease ends the run with 76" 76 $?
+wait_exit rc $runner
+assert_eq "a stolen lease ends the run with 76" 76 "$rc"
 assert_between "noticed at the next heartbeat" 0 6000 $(($(now_ms) - start))
 check "the command is gone" bash -c "! kill -0 $(cat "$E2E_TMP/cmd") 2>/dev/null"
 
@@ -38,8 +36,7 @@ check "the command is gone" bash -c "! kill -0 $(cat "$E2E_TMP/cmd") 2>/dev/null
 k=$(key taken)
 assert_status "a lease taken over before the release exits 76" 76 env LOST_DSN="$DBLOCK_DSN" \
   dblock run "$k" --ttl 30s -- sh -c 'DBLOCK_DSN=$LOST_DSN dblock release "$DBLOCK_KEY" --force'
-outcome=$(dblock history "$k" --json | python3 -c 'import json, sys; r = json.load(sys.stdin)["runs"]; print(r[0]["outcome"] if r else "none")')
-assert_eq "the history row of a run whose lease was taken over says lost" lost "$outcome"
+assert_eq "the history row of a run whose lease was taken over says lost" lost "$(history_field "$k" runs.0.outcome)"
 
 # --on-lost ignore: the command finishes and its status stands.
 dblock run "$k" --ttl 3 --kill-after 0 --on-lost ignore -- sh -c "echo \$\$ >\"$E2E_TMP/cmd2\"; sleep 2.5; exit 4" \
@@ -48,8 +45,8 @@ runner=$!
 remember_pid $runner
 check "ignore: command started" wait_for 10 test -s "$E2E_TMP/cmd2"
 dblock release "$k" --force >/dev/null
-wait $runner
-assert_eq "--on-lost ignore keeps the command's status" 4 $?
+wait_exit rc $runner
+assert_eq "--on-lost ignore keeps the command's status" 4 "$rc"
 check "--on-lost ignore warned" grep -q "lost" "$E2E_TMP/ignore.err"
 
 finish

@@ -4,40 +4,32 @@ source "$(dirname "$0")/lib.sh"
 
 # SIGTERM to dblock is passed to the command; dblock exits with the command's status.
 k=$(key sigterm)
-dblock run "$k" -- sh -c "trap 'echo got-term >\"$E2E_TMP/term\"; exit 3' TERM; echo \$\$ >\"$E2E_TMP/cmd1\"; while :; do sleep 0.1; done" &
-runner=$!
-remember_pid $runner
+start_bg runner dblock run "$k" -- sh -c "trap 'echo got-term >\"$E2E_TMP/term\"; exit 3' TERM; echo \$\$ >\"$E2E_TMP/cmd1\"; while :; do sleep 0.1; done"
 check "command started" wait_for 10 test -s "$E2E_TMP/cmd1"
 kill -TERM $runner
-wait $runner
-assert_eq "dblock exits with the command's status after SIGTERM" 3 $?
+wait_exit rc $runner
+assert_eq "dblock exits with the command's status after SIGTERM" 3 "$rc"
 check "the command saw SIGTERM" grep -q got-term "$E2E_TMP/term"
 check "the lock is free afterwards" wait_for 5 is_free "$k"
 
 # SIGINT to dblock: the command dies of it, dblock exits 130.
-dblock run "$k" -- sh -c "echo \$\$ >\"$E2E_TMP/cmd2\"; exec sleep 30" &
-runner=$!
-remember_pid $runner
+start_bg runner dblock run "$k" -- sh -c "echo \$\$ >\"$E2E_TMP/cmd2\"; exec sleep 30"
 check "second command started" wait_for 10 test -s "$E2E_TMP/cmd2"
 kill -INT $runner
-wait $runner
-assert_eq "SIGINT: 128+2" 130 $?
+wait_exit rc $runner
+assert_eq "SIGINT: 128+2" 130 "$rc"
 check "the sleeping command is gone" bash -c "! kill -0 $(cat "$E2E_TMP/cmd2") 2>/dev/null"
 
 # A signal while waiting aborts the wait promptly with 128+N.
 k=$(key wait-signal)
-dblock run "$k" -- sleep 30 &
-holder=$!
-remember_pid $holder
+start_bg holder dblock run "$k" -- sleep 30
 check "holder takes the lock" wait_for 10 is_held "$k"
-dblock run "$k" -w 60 -- touch "$E2E_TMP/waiter-ran" &
-waiter=$!
-remember_pid $waiter
+start_bg waiter dblock run "$k" -w 60 -- touch "$E2E_TMP/waiter-ran"
 sleep 1
 start=$(now_ms)
 kill -TERM $waiter
-wait $waiter
-assert_eq "SIGTERM while waiting: 143" 143 $?
+wait_exit rc $waiter
+assert_eq "SIGTERM while waiting: 143" 143 "$rc"
 assert_between "the wait ended promptly" 0 2000 $(($(now_ms) - start))
 check "the waiter ran nothing" test ! -e "$E2E_TMP/waiter-ran"
 kill -TERM $holder
@@ -46,9 +38,7 @@ wait $holder
 # kill -9 of dblock: the command dies with it (PDEATHSIG); the lock frees after the TTL
 # (session strategies: at once, the connection is gone).
 k=$(key kill9)
-dblock run "$k" --ttl 4 --kill-after 0.3 -- sh -c "echo \$\$ >\"$E2E_TMP/cmd3\"; exec sleep 60" &
-runner=$!
-remember_pid $runner
+start_bg runner dblock run "$k" --ttl 4 --kill-after 0.3 -- sh -c "echo \$\$ >\"$E2E_TMP/cmd3\"; exec sleep 60"
 check "third command started" wait_for 10 test -s "$E2E_TMP/cmd3"
 cmd=$(cat "$E2E_TMP/cmd3")
 killed_at=$(now_ms)

@@ -6,9 +6,7 @@ source "$(dirname "$0")/lib.sh"
 # Two "hosts" 2 s apart: host-a's job ends after 1 s, but --min-hold 10s keeps the lock.
 k=$(key twohosts)
 ran="$E2E_TMP/ran"
-dblock run "$k" --owner host-a --min-hold 10s -- sh -c "echo \$DBLOCK_OWNER >>\"$ran\"; sleep 1" &
-a=$!
-remember_pid $a
+start_bg a dblock run "$k" --owner host-a --min-hold 10s -- sh -c "echo \$DBLOCK_OWNER >>\"$ran\"; sleep 1"
 check "host-a ran" wait_for 10 test -s "$ran"
 sleep 2
 start=$(now_ms)
@@ -54,6 +52,6 @@ k=$(key longjob)
 assert_status "a 1 s job with --min-hold 0.3s" 0 dblock run "$k" --min-hold 0.3s -- sleep 1
 check "released at once" is_free "$k"
 
-wait $a
-assert_eq "host-a's run exits 0" 0 $?
+wait_exit rc $a
+assert_eq "host-a's run exits 0" 0 "$rc"
 finish

@@ -30,7 +30,7 @@ for gap in $gaps; do
   assert_between "starts are about 4 s apart" 3900 6500 "$gap"
 done
 assert_eq "history has one row per start" "$n" \
-  "$(dblock history "$k" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["runs"]))')"
+  "$(history_field "$k" runs.#)"
 
 # Not yet due: the conflict exit code, at once, and -v says when it will be due.
 k=$(key due)
