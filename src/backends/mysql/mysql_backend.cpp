@@ -71,7 +71,9 @@ class MysqlBackend final : public Backend {
                " SET released_at = NOW(6), expires_at = IF(strategy = 'lease', LEAST(expires_at, NOW(6)), NULL) WHERE ");
     auto done = conn_->execute(update.add(holder_filter(key, who)));
     if (!done) return std::unexpected(done.error());
-    if (done->affected_rows == 0) return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
+    // --force wants the key free; a key nobody holds already is (as on every backend).
+    if (done->affected_rows == 0 && !who.force)
+      return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
     if (!session.empty())
       // No such session: the holder ended by itself meanwhile, which is what we wanted.
       if (auto r = conn_->execute(Sql("KILL CONNECTION ?", to_i64(session))); !r && !is_no_such_session(r.error()))
