@@ -153,7 +153,7 @@ Result<void> Connection::connect() {
   const char* database = t.database.empty() ? nullptr : t.database.c_str();
   if (!mysql_real_connect(m.get(), host, user, password, database, t.port.value_or(0),
                           t.socket ? t.socket->c_str() : nullptr, 0)) {
-    Error e = make_error(mysql_errno(m.get()), dsn_.redacted, mysql_error(m.get()));
+    Error e = make_error(mysql_errno(m.get()), dsn_.redacted, mysql_error(m.get()), mysql_sqlstate(m.get()));
     if (e.kind == ErrorKind::other) e.kind = ErrorKind::connection;
     return std::unexpected(std::move(e));
   }
