@@ -31,6 +31,6 @@ ctest --test-dir "$build" --output-on-failure --no-tests=error -j "${DBLOCK_TEST
 # suite (the end-to-end scripts time processes, which sanitizers slow down too much to be fair).
 if [ "${DBLOCK_SANITIZE_BUILD:-1}" = 1 ] && [ $# -eq 0 ]; then
   cmake -S . -B "$build-asan" -G Ninja -DDBLOCK_WERROR=ON -DDBLOCK_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
-  ninja -C "$build-asan" dblock_unit_tests dblock_conformance
+  ninja -C "$build-asan" dblock_unit_tests dblock_backend_unit_tests dblock_conformance
   ctest --test-dir "$build-asan" --output-on-failure --no-tests=error -R '^(unit|conformance\.)' -j 2
 fi
