@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cctype>
+#include <map>
 
 namespace dblock::mysql {
 namespace {
@@ -39,6 +40,13 @@ Result<void> parse_host_port(const Dsn& dsn, std::string_view hostport, MysqlDsn
   return {};
 }
 
+// Parameters whose value is taken as written.
+const std::map<std::string, std::optional<std::string> MysqlDsn::*, std::less<>> text_params{
+    {"socket", &MysqlDsn::socket},           {"ssl-ca", &MysqlDsn::ssl_ca},
+    {"ssl-cert", &MysqlDsn::ssl_cert},       {"ssl-key", &MysqlDsn::ssl_key},
+    {"option-file", &MysqlDsn::option_file},
+};
+
 Result<void> set_param(const Dsn& dsn, const std::string& name, std::string value, MysqlDsn& out) {
   if (name == "ssl-mode") {
     std::ranges::transform(value, value.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
@@ -52,16 +60,8 @@ Result<void> set_param(const Dsn& dsn, const std::string& name, std::string valu
     if (ec != std::errc() || end != value.data() + value.size() || seconds == 0)
       return invalid_dsn(dsn, "connect-timeout must be a whole number of seconds >= 1");
     out.connect_timeout_s = seconds;
-  } else if (name == "socket") {
-    out.socket = std::move(value);
-  } else if (name == "ssl-ca") {
-    out.ssl_ca = std::move(value);
-  } else if (name == "ssl-cert") {
-    out.ssl_cert = std::move(value);
-  } else if (name == "ssl-key") {
-    out.ssl_key = std::move(value);
-  } else if (name == "option-file") {
-    out.option_file = std::move(value);
+  } else if (auto field = text_params.find(name); field != text_params.end()) {
+    out.*(field->second) = std::move(value);
   } else if (name == "option-group") {
     out.option_group = std::move(value);
   } else {
