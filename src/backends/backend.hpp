@@ -43,6 +43,11 @@ class Backend {
 
   /// A locker for the strategy; ErrorKind::config with a sentence naming the strategies
   /// this backend can do when it cannot do this one.
+  /// The run path calls no ensure_schema first: the locker assumes the tables exist and, when a
+  /// statement reports one missing (native error code), creates the schema and retries once; a
+  /// table of the wrong shape is still ErrorKind::config naming the column. The locker may take
+  /// over this Backend's connection (a lease run uses one connection for everything); the
+  /// Backend is not used after make_locker, only destroyed after the locker.
   virtual Result<std::unique_ptr<Locker>> make_locker(Strategy strategy) = 0;
 
   /// Every lock (keys empty) or the given keys (a key never taken is reported free).

@@ -95,7 +95,8 @@ OpenLocker Context::locker_opener(Strategy strategy, std::optional<Millis> ttl) 
     locking_backend_.reset();
     auto backend = open_backend(d, b);
     if (!backend) return std::unexpected(backend.error());
-    if (auto schema = (*backend)->ensure_schema(); !schema) return std::unexpected(schema.error());
+    // No schema check on the hot path: the locker assumes the tables and creates them when a
+    // statement reports them missing (src/backends/backend.hpp, make_locker).
     auto locker = (*backend)->make_locker(strategy);
     if (!locker) return std::unexpected(locker.error());
     locking_backend_ = std::move(*backend);
