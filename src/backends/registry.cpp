@@ -1,28 +1,36 @@
 #include "backends/registry.hpp"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 namespace dblock {
 
-// Each backend's .cpp keeps its classes in an anonymous namespace and exposes only this.
-BackendEntry sqlite_backend_entry();
-BackendEntry mysql_backend_entry();
-BackendEntry postgres_backend_entry();
-
-std::span<const BackendEntry> backend_entries() {
-  static const std::vector<BackendEntry> entries{
-      sqlite_backend_entry(),
-      mysql_backend_entry(),
-      postgres_backend_entry(),
+std::span<const KnownBackend> known_backends() {
+  static const std::vector<KnownBackend> backends{
+      {"sqlite", {"sqlite"}, "", "dblock"},
+      {"mysql", {"mysql", "mariadb"}, "dblock-mysql.so", "dblock-mysql"},
+      {"postgres", {"postgres", "postgresql"}, "dblock-postgres.so", "dblock-postgres"},
   };
-  return entries;
+  return backends;
 }
 
-const BackendEntry* find_backend(std::string_view name) {
-  for (const auto& entry : backend_entries())
-    if (entry.name == name) return &entry;
-  return nullptr;
+Result<const BackendEntry*> load_backend(std::string_view name) {
+  const auto known = known_backends();
+  const auto it = std::ranges::find(known, name, &KnownBackend::name);
+  if (it == known.end()) return fail(ErrorKind::usage, "unknown backend '" + std::string(name) + "'");
+  // Loaded once per process; several threads may open their first connection at once (tests).
+  static std::mutex mutex;
+  static std::map<std::string_view, const BackendEntry*> loaded;
+  std::lock_guard lock(mutex);
+  if (auto found = loaded.find(it->name); found != loaded.end()) return found->second;
+  auto code = registry_detail::backend_code(*it);
+  if (!code) return std::unexpected(code.error());
+  loaded.emplace(it->name, *code);
+  return *code;
 }
+
+std::string module_path(const KnownBackend& backend) { return registry_detail::find_module(backend); }
 
 Result<Dsn> parse_dsn(std::string_view text) {
   Dsn dsn;
@@ -30,19 +38,22 @@ Result<Dsn> parse_dsn(std::string_view text) {
   dsn.redacted = redact_dsn(text);
   if (text.empty()) return invalid_dsn(dsn, "empty DSN");
   const std::string_view scheme = text.substr(0, text.find(':'));
-  for (const auto& entry : backend_entries()) {
-    if (std::ranges::find(entry.schemes, scheme) == entry.schemes.end() || scheme.size() == text.size()) continue;
-    dsn.backend = std::string(entry.name);
-    if (auto ok = entry.check_dsn(dsn); !ok) return std::unexpected(ok.error());
+  for (const auto& known : known_backends()) {
+    if (std::ranges::find(known.schemes, scheme) == known.schemes.end() || scheme.size() == text.size()) continue;
+    dsn.backend = std::string(known.name);
+    // The backend's own parameters are its business, so its code is loaded here already.
+    auto entry = load_backend(known.name);
+    if (!entry) return std::unexpected(entry.error());
+    if (auto ok = (*entry)->check_dsn(dsn); !ok) return std::unexpected(ok.error());
     return dsn;
   }
   return invalid_dsn(dsn, "unknown scheme (use sqlite:/path.db, mysql://..., mariadb://..., postgres://...)");
 }
 
 Result<std::unique_ptr<Backend>> open_backend(const Dsn& dsn, const BackendOptions& options) {
-  const BackendEntry* entry = find_backend(dsn.backend);
-  if (!entry) return fail(ErrorKind::config, "no backend for DSN " + dsn.redacted);
-  return entry->open(dsn, options);
+  auto entry = load_backend(dsn.backend);
+  if (!entry) return std::unexpected(entry.error());
+  return (*entry)->open(dsn, options);
 }
 
 std::string describe_strategies(const BackendEntry& entry) {

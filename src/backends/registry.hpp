@@ -1,5 +1,7 @@
 #pragma once
-// Backends registered by DSN scheme in one table (ccache's idea); `--version` lists them.
+// Backends registered by DSN scheme in one table (ccache's idea). The executable links SQLite
+// in and loads the server backends from modules on first use of their scheme, so a SQLite run
+// maps no server client library (docs/design.md, "Backend modules").
 
 #include <memory>
 #include <span>
@@ -11,6 +13,7 @@
 
 namespace dblock {
 
+/// What a backend's code provides, linked in or exported by its module.
 struct BackendEntry {
   std::string_view name;                     // "sqlite"
   std::vector<std::string_view> schemes;     // DSN schemes it serves
@@ -24,11 +27,25 @@ struct BackendEntry {
   Result<std::unique_ptr<Backend>> (*open)(const Dsn& dsn, const BackendOptions& options);
 };
 
-/// Every compiled-in backend.
-std::span<const BackendEntry> backend_entries();
+/// What the executable knows of a backend without loading any of its code.
+struct KnownBackend {
+  std::string_view name;                  // "mysql"
+  std::vector<std::string_view> schemes;  // DSN schemes it serves
+  std::string_view module;                // "dblock-mysql.so"; empty: linked into the executable
+  std::string_view package;               // the Debian package that ships it
+};
 
-/// The entry whose name is `name` ("sqlite", "mysql", "postgres"), or nullptr.
-const BackendEntry* find_backend(std::string_view name);
+/// Every backend dblock knows, in the order `--version` lists them.
+std::span<const KnownBackend> known_backends();
+
+/// The backend's code: linked in, or its module loaded on the first call (and kept loaded).
+/// A module that is missing or cannot be loaded is ErrorKind::other (exit 69) naming the
+/// Debian package to install; an unknown name is ErrorKind::usage.
+Result<const BackendEntry*> load_backend(std::string_view name);
+
+/// Where the module of `backend` is, if it is installed ("" when linked in or not found);
+/// loads nothing (`--version`).
+std::string module_path(const KnownBackend& backend);
 
 /// Picks the backend by the DSN's scheme and lets it check the rest; ErrorKind::config with a
 /// message that never contains the password.
@@ -39,5 +56,12 @@ Result<std::unique_ptr<Backend>> open_backend(const Dsn& dsn, const BackendOptio
 
 /// "lease, advisory, for-update and txn-insert" style list for messages.
 std::string describe_strategies(const BackendEntry& entry);
+
+// Implemented twice: backend_code_modules.cpp (the executable: SQLite linked, servers from
+// modules) and backend_code_linked.cpp (test programs: every backend linked in).
+namespace registry_detail {
+Result<const BackendEntry*> backend_code(const KnownBackend& backend);
+std::string find_module(const KnownBackend& backend);
+}  // namespace registry_detail
 
 }  // namespace dblock

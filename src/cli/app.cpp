@@ -109,11 +109,21 @@ void warn_about_config_permissions(const std::string& path) {
 }
 
 std::string version_text() {
+  // Loads no module: a server backend is listed by where its module is, so --version stays as
+  // cheap as the SQLite default and says what to install when a module is missing.
   std::string text = "dblock " DBLOCK_VERSION "\nbackends:";
-  for (const auto& entry : backend_entries()) {
-    text += "\n  " + std::string(entry.name) + " (";
-    for (std::size_t i = 0; i < entry.schemes.size(); ++i) text += (i ? ", " : "") + std::string(entry.schemes[i]) + ":";
-    text += ") strategies: " + describe_strategies(entry);
+  for (const auto& known : known_backends()) {
+    text += "\n  " + std::string(known.name) + " (";
+    for (std::size_t i = 0; i < known.schemes.size(); ++i) text += (i ? ", " : "") + std::string(known.schemes[i]) + ":";
+    text += ") ";
+    if (known.module.empty()) {
+      auto entry = load_backend(known.name);
+      text += entry ? "strategies: " + describe_strategies(**entry) : entry.error().message;
+    } else if (std::string path = module_path(known); !path.empty()) {
+      text += "module " + path;
+    } else {
+      text += "not installed (Debian package " + std::string(known.package) + ")";
+    }
   }
   return text;
 }

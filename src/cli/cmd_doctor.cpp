@@ -27,7 +27,8 @@ CommandAction define_doctor(CLI::App&) {
     std::vector<DoctorCheck> checks;
     const Dsn& dsn = context.dsn();
     Strategy strategy = context.strategy();
-    const BackendEntry* entry = find_backend(dsn.backend);
+    auto loaded = load_backend(dsn.backend);
+    const BackendEntry* entry = loaded ? *loaded : nullptr;
     bool supported = entry && std::ranges::find(entry->strategies, strategy) != entry->strategies.end();
     checks.push_back({"strategy", supported,
                       supported ? std::string(to_string(strategy)) + " is supported by " + dsn.backend

@@ -26,8 +26,7 @@ CommandAction define_schema(CLI::App& sub) {
   return [dialect](Context& context) -> int {
     std::string name = dialect->empty() ? context.dsn().backend : *dialect;
     value_or_throw(validate_table_prefix(context.options.table_prefix));
-    const BackendEntry* entry = find_backend(name);
-    if (!entry) throw FatalError{{ErrorKind::usage, "unknown dialect " + name}};
+    const BackendEntry* entry = value_or_throw(load_backend(name));
     std::cout << entry->schema_sql(context.options.table_prefix);
     std::cout.flush();
     return exit_ok;

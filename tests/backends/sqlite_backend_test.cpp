@@ -194,7 +194,7 @@ TEST_CASE("sqlite: only the lease strategy, refused with a sentence naming the a
 }
 
 TEST_CASE("sqlite: schema_sql is the DDL ensure_schema runs, quoted, repeatable, without a claims table") {
-  const BackendEntry* entry = find_backend("sqlite");
+  const BackendEntry* entry = load_backend("sqlite").value();
   REQUIRE(entry != nullptr);
   const std::string ddl = entry->schema_sql("pre_");
   CHECK(ddl.find("CREATE TABLE IF NOT EXISTS \"pre_locks\"") != std::string::npos);
