@@ -50,9 +50,40 @@ Result<void> record_run(const Connection& conn, const Tables& tables, int keep, 
 class LeaseLocker final : public Locker {
  public:
   LeaseLocker(Connection conn, const BackendOptions& options)
-      : conn_(std::move(conn)), tables_(options.table_prefix), history_keep_(options.history_keep) {}
+      : conn_(std::move(conn)),
+        prefix_(options.table_prefix),
+        tables_(options.table_prefix),
+        history_keep_(options.history_keep) {}
 
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis) override {
+    return with_schema([&] { return attempt_acquire(req); });
+  }
+
+  Result<void> renew(Millis ttl) override {
+    return with_schema([&] { return attempt_renew(ttl); });
+  }
+
+  Result<void> release(const ReleaseRequest& req) override {
+    return with_schema([&] { return attempt_release(req); });
+  }
+
+ private:
+  struct Held;
+
+  /// The run path assumes the tables (backend.hpp, make_locker): an operation that failed
+  /// because one is missing (or lacks a column an upgrade adds) is retried once after the
+  /// schema is created. Each attempt's transaction has rolled back by the time it returns.
+  template <class Attempt>
+  auto with_schema(Attempt attempt) -> decltype(attempt()) {
+    auto first = attempt();
+    if (first) return first;
+    auto repaired = repair_schema(conn_, prefix_, first.error());
+    if (!repaired) return std::unexpected(repaired.error());
+    if (!*repaired) return first;
+    return attempt();
+  }
+
+  Result<AcquireOutcome> attempt_acquire(const LockRequest& req) {
     if (held_) return fail(ErrorKind::internal, "this locker already holds " + held_->key);
     const std::string now = now_sql();
     auto tx = Transaction::begin_immediate(conn_, "acquiring " + req.key);
@@ -122,7 +153,7 @@ class LeaseLocker final : public Locker {
     return out;  // the transaction changed nothing; its guard rolls it back
   }
 
-  Result<void> renew(Millis ttl) override {
+  Result<void> attempt_renew(Millis ttl) {
     if (!held_ || lost_) return fail(ErrorKind::lost, "no lock is held, so there is nothing to renew");
     auto stmt = conn_.prepare("UPDATE " + tables_.locks + " SET expires_at = " + now_plus_sql("?4") +
                               ", renewed_at = " + now_sql() + ", " + renew_boot_sql("?4") +
@@ -145,7 +176,7 @@ class LeaseLocker final : public Locker {
     return stmt->run("renewing " + held_->key);
   }
 
-  Result<void> release(const ReleaseRequest& req) override {
+  Result<void> attempt_release(const ReleaseRequest& req) {
     if (!held_) return fail(ErrorKind::lost, "no lock is held, so there is nothing to release");
     // A copy: after a transient error the caller may retry, so held_ stays until the end.
     const Held held = *held_;
@@ -185,9 +216,6 @@ class LeaseLocker final : public Locker {
     return {};
   }
 
- private:
-  struct Held;
-
   Result<void> record_history(const Held& held, const ReleaseRequest& req, bool still_held) {
     if (!req.history) return {};
     RunRecord run = complete_run_record(*req.history, held, "lease", still_held);
@@ -209,6 +237,7 @@ class LeaseLocker final : public Locker {
   };
 
   Connection conn_;
+  std::string prefix_;
   Tables tables_;
   int history_keep_;
   std::optional<Held> held_;
