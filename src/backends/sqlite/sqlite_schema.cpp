@@ -233,11 +233,13 @@ LockStatus read_status(const Statement& row) {
 }
 
 Result<std::vector<RunRecord>> read_history(const Connection& conn, const Tables& t, const std::string& key, int limit) {
+  // Two texts, not `?1 = '' OR name = ?1`: with the OR, SQLite walks the whole table backwards
+  // by id for one key; `name = ?1` seeks the (name, id) index and reads only the key's rows.
   auto stmt = conn.prepare("SELECT " + rows::history_select_list(&epoch_ms_of) + " FROM " + t.runs +
-                           " WHERE (?1 = '' OR name = ?1) ORDER BY id DESC LIMIT ?2");
+                           (key.empty() ? " ORDER BY id DESC LIMIT ?1" : " WHERE name = ?2 ORDER BY id DESC LIMIT ?1"));
   if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind(1, std::string_view(key));
-  stmt->bind(2, static_cast<std::int64_t>(limit > 0 ? limit : -1));
+  stmt->bind(1, static_cast<std::int64_t>(limit > 0 ? limit : -1));
+  if (!key.empty()) stmt->bind(2, std::string_view(key));
   std::vector<RunRecord> out;
   for (;;) {
     auto row = stmt->step("reading the history");
