@@ -70,7 +70,7 @@ LockStatus read_status(const Statement& row);
 /// empty), newest first.
 Result<std::vector<RunRecord>> read_history(const Connection& conn, const Tables& t, const std::string& key, int limit);
 
-/// The lease locker (sqlite_lease.cpp), on a connection of its own.
-std::unique_ptr<Locker> make_lease_locker(Connection conn, const BackendOptions& options);
+/// The lease locker (sqlite_lease.cpp), on the Backend's connection.
+std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<const Connection> conn, const BackendOptions& options);
 
 }  // namespace dblock::sqlite
