@@ -492,3 +492,124 @@ TEST_CASE("sqlite: a table of the previous version gains the boot columns, and i
   REQUIRE(still.has_value());
   CHECK((*still)[0].state == LockStatus::State::held);
 }
+
+namespace {
+
+// One finished run of `key` through the locker, with its history row.
+void finished_run(Locker& locker, const std::string& key) {
+  auto out = locker.try_acquire(request(key), 0ms);
+  REQUIRE_MESSAGE(out.has_value(), (out ? std::string() : out.error().message));
+  REQUIRE(out->state == AcquireOutcome::State::acquired);
+  RunRecord run;
+  run.key = key;
+  run.token = out->token;
+  run.owner = "unit";
+  run.strategy = "lease";
+  run.outcome = RunOutcome::ok;
+  ReleaseRequest rel;
+  rel.finished_run = true;
+  rel.history = run;
+  auto released = locker.release(rel);
+  REQUIRE_MESSAGE(released.has_value(), (released ? std::string() : released.error().message));
+}
+
+}  // namespace
+
+TEST_CASE("sqlite: each run trims its key's history to exactly the newest history_keep rows") {
+  TempDir dir;
+  const std::string path = dir.path + "/trim.db";
+  BackendOptions options;
+  options.history_keep = 3;
+  {
+    auto backend = open_path(path, options);
+    REQUIRE(backend.has_value());
+    auto locker = (*backend)->make_locker(Strategy::lease);
+    REQUIRE(locker.has_value());
+    // Interleaved keys: one key's trim never touches the other's rows.
+    for (int i = 0; i < 7; ++i) {
+      finished_run(**locker, "a");
+      if (i < 2) finished_run(**locker, "b");
+      RawDb raw(path);
+      CHECK(raw.text("SELECT count(*) FROM dblock_runs WHERE name = 'a'") == std::to_string(std::min(i + 1, 3)));
+    }
+  }
+  RawDb raw(path);
+  CHECK(raw.text("SELECT group_concat(token) FROM (SELECT token FROM dblock_runs WHERE name = 'a' ORDER BY id)") ==
+        "5,6,7");
+  CHECK(raw.text("SELECT group_concat(token) FROM (SELECT token FROM dblock_runs WHERE name = 'b' ORDER BY id)") ==
+        "1,2");
+
+  // A smaller --history-keep trims the excess at the key's next run.
+  options.history_keep = 1;
+  auto backend = open_path(path, options);
+  REQUIRE(backend.has_value());
+  auto locker = (*backend)->make_locker(Strategy::lease);
+  REQUIRE(locker.has_value());
+  finished_run(**locker, "a");
+  CHECK(raw.text("SELECT group_concat(token) FROM dblock_runs WHERE name = 'a'") == "8");
+  CHECK(raw.text("SELECT count(*) FROM dblock_runs WHERE name = 'b'") == "2");
+}
+
+TEST_CASE("sqlite: the run path upgrades a table of the previous version without ensure_schema") {
+  TempDir dir;
+  const std::string path = dir.path + "/old-run.db";
+  {
+    RawDb raw(path);
+    raw.exec("CREATE TABLE dblock_locks (name TEXT NOT NULL PRIMARY KEY, owner TEXT, host TEXT, pid INTEGER,"
+             " token INTEGER NOT NULL DEFAULT 0, strategy TEXT, session_id TEXT, acquired_at TEXT, renewed_at TEXT,"
+             " expires_at TEXT, released_at TEXT, last_started_at TEXT, last_finished_at TEXT,"
+             " last_exit_code INTEGER)");
+    raw.exec("INSERT INTO dblock_locks (name, token) VALUES ('old', 41)");
+  }
+  auto backend = open_path(path);
+  REQUIRE(backend.has_value());
+  auto locker = (*backend)->make_locker(Strategy::lease);
+  REQUIRE(locker.has_value());
+  finished_run(**locker, "old");
+  RawDb raw(path);
+  CHECK(raw.text("SELECT token FROM dblock_locks WHERE name = 'old'") == "42");
+  CHECK(raw.text("SELECT count(*) FROM pragma_table_info('dblock_locks') WHERE name LIKE 'boot\\_%' ESCAPE '\\'") ==
+        "4");
+  CHECK(raw.text("SELECT count(*) FROM dblock_runs WHERE name = 'old'") == "1");
+}
+
+TEST_CASE("sqlite: a statement error other than a missing table is not retried as one") {
+  TempDir dir;
+  const std::string path = dir.path + "/complete.db";
+  auto backend = open_path(path);
+  REQUIRE(backend.has_value());
+  REQUIRE((*backend)->ensure_schema().has_value());
+  {
+    // A trigger that fails every acquisition with SQLITE_ERROR: the schema is complete, so the
+    // error stands as it is, and ensure_schema (which would find nothing to do) is not the answer.
+    RawDb raw(path);
+    raw.exec("CREATE TRIGGER refuse BEFORE INSERT ON dblock_locks BEGIN SELECT RAISE(ABORT, 'refused'); END");
+  }
+  auto locker = (*backend)->make_locker(Strategy::lease);
+  REQUIRE(locker.has_value());
+  auto out = (*locker)->try_acquire(request("k"), 0ms);
+  REQUIRE_FALSE(out.has_value());
+  CHECK((out.error().native_code & 0xff) == SQLITE_CONSTRAINT);
+}
+
+TEST_CASE("sqlite: ensure_schema on a complete schema writes nothing, and closing keeps the WAL") {
+  TempDir dir;
+  const std::string path = dir.path + "/quiet.db";
+  {
+    auto backend = open_path(path);
+    REQUIRE(backend.has_value());
+    REQUIRE((*backend)->ensure_schema().has_value());
+  }
+  // Closing left the WAL in place (no checkpoint and delete at every close).
+  CHECK(std::filesystem::exists(path + "-wal"));
+  const auto wal_size = std::filesystem::file_size(path + "-wal");
+  {
+    auto backend = open_path(path);
+    REQUIRE(backend.has_value());
+    REQUIRE((*backend)->ensure_schema().has_value());
+  }
+  CHECK(std::filesystem::file_size(path + "-wal") == wal_size);
+  RawDb raw(path);
+  CHECK(raw.text("SELECT count(*) FROM sqlite_master WHERE name IN ('dblock_locks', 'dblock_runs', "
+                 "'dblock_runs_name_id')") == "3");
+}

@@ -54,24 +54,24 @@ std::string directory_of(const std::string& path) {
 class SqliteBackend final : public Backend {
  public:
   SqliteBackend(Connection conn, const BackendOptions& options)
-      : conn_(std::move(conn)), options_(options), tables_(options.table_prefix) {}
+      : conn_(std::make_shared<Connection>(std::move(conn))), options_(options), tables_(options.table_prefix) {}
 
   std::string_view name() const override { return "sqlite"; }
 
-  Result<void> ensure_schema() override { return sqlite::ensure_schema(conn_, options_.table_prefix); }
+  Result<void> ensure_schema() override { return sqlite::ensure_schema(*conn_, options_.table_prefix); }
 
   Result<std::unique_ptr<Locker>> make_locker(Strategy strategy) override {
     if (strategy != Strategy::lease) return fail(ErrorKind::config, only_lease);
-    // A connection of its own, so a heartbeat never lands inside another caller's transaction.
-    auto conn = Connection::open(conn_.path(), options_.io_timeout);
-    if (!conn) return std::unexpected(conn.error());
-    return make_lease_locker(std::move(*conn), options_);
+    // The locker shares this connection (backend.hpp: the Backend is not used after
+    // make_locker): a second one would cost a `run` another open, WAL-index mapping and
+    // schema read. Every transaction of either side begins and ends within one call.
+    return make_lease_locker(conn_, options_);
   }
 
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
     // Given keys one at a time (SQLite caps a statement's parameters, a key list has no cap);
     // every key in one pass without a parameter.
-    auto stmt = conn_.prepare(status_select(tables_) + (keys.empty() ? " ORDER BY name" : " WHERE name = ?1"));
+    auto stmt = conn_->prepare(status_select(tables_) + (keys.empty() ? " ORDER BY name" : " WHERE name = ?1"));
     if (!stmt) return std::unexpected(stmt.error());
     std::vector<LockStatus> found;
     const std::size_t passes = keys.empty() ? 1 : keys.size();
@@ -89,12 +89,12 @@ class SqliteBackend final : public Backend {
   }
 
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
-    return read_history(conn_, tables_, key, limit);
+    return read_history(*conn_, tables_, key, limit);
   }
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
     if (!who.owner && !who.token) return fail(ErrorKind::usage, "renew needs the holder's owner or token");
-    auto stmt = conn_.prepare("UPDATE " + tables_.locks + " SET expires_at = " + now_plus_sql("?4") +
+    auto stmt = conn_->prepare("UPDATE " + tables_.locks + " SET expires_at = " + now_plus_sql("?4") +
                               ", renewed_at = " + now_sql() + ", " + renew_boot_sql("?4") +
                               " WHERE name = ?1 AND released_at IS NULL AND (?2 IS NULL OR owner = ?2)"
                               " AND (?3 IS NULL OR token = ?3) RETURNING " +
@@ -117,7 +117,7 @@ class SqliteBackend final : public Backend {
       return fail(ErrorKind::usage, "release needs the holder's owner or token, or --force");
     const std::string now = now_sql();
     // --force also cuts short a --min-hold that a finished holder left behind.
-    auto stmt = conn_.prepare("UPDATE " + tables_.locks + " SET released_at = " + now + ", expires_at = " + now +
+    auto stmt = conn_->prepare("UPDATE " + tables_.locks + " SET released_at = " + now + ", expires_at = " + now +
                               ", boot_expires_ms = dblock_boot_ms()"
                               " WHERE name = ?1 AND (?4 AND (released_at IS NULL OR " +
                               lease_live_sql("") + ") OR NOT ?4 AND released_at IS NULL AND (?2 IS NULL OR owner = ?2)"
@@ -134,7 +134,7 @@ class SqliteBackend final : public Backend {
   }
 
   Result<std::int64_t> now_ms() override {
-    auto stmt = conn_.prepare("SELECT " + now_ms_sql());
+    auto stmt = conn_->prepare("SELECT " + now_ms_sql());
     if (!stmt) return std::unexpected(stmt.error());
     auto row = stmt->step("reading the database clock");
     if (!row) return std::unexpected(row.error());
@@ -152,7 +152,7 @@ class SqliteBackend final : public Backend {
 
  private:
   DoctorCheck check_writable() {
-    const std::string& path = conn_.path();
+    const std::string& path = conn_->path();
     const std::string dir = directory_of(path);
     if (::access(path.c_str(), W_OK) != 0)
       return {"privileges", false, "the database file " + path + " is not writable: " + std::strerror(errno)};
@@ -160,15 +160,15 @@ class SqliteBackend final : public Backend {
       return {"privileges", false,
               "the directory " + dir + " is not writable (SQLite creates its -wal and -shm files there): " +
                   std::strerror(errno)};
-    if (sqlite3_db_readonly(conn_.get(), "main") == 1)
+    if (sqlite3_db_readonly(conn_->get(), "main") == 1)
       return {"privileges", false, "SQLite opened " + path + " read-only"};
-    auto tx = Transaction::begin_immediate(conn_, "taking the write lock");
+    auto tx = Transaction::begin_immediate(*conn_, "taking the write lock");
     if (!tx) return {"privileges", false, tx.error().message};
     return {"privileges", true, "the database file " + path + " is writable"};
   }
 
   DoctorCheck check_journal_mode() {
-    auto mode = conn_.journal_mode();
+    auto mode = conn_->journal_mode();
     if (!mode) return {"journal_mode", false, mode.error().message};
     if (*mode == "wal") return {"journal_mode", true, "the journal mode is WAL"};
     return {"journal_mode", false,
@@ -177,7 +177,7 @@ class SqliteBackend final : public Backend {
   }
 
   DoctorCheck check_filesystem() {
-    const std::string dir = directory_of(conn_.path());
+    const std::string dir = directory_of(conn_->path());
     struct statfs fs{};
     if (::statfs(dir.c_str(), &fs) != 0)
       return {"filesystem", false, "cannot inspect the file system of " + dir + ": " + std::strerror(errno)};
@@ -185,13 +185,13 @@ class SqliteBackend final : public Backend {
     for (const auto& nfs : network_filesystems)
       if (nfs.magic == magic)
         return {"filesystem", false,
-                conn_.path() + " is on a " + nfs.name +
+                conn_->path() + " is on a " + nfs.name +
                     " file system, where SQLite's file locks are unreliable: use a local disk, or a mysql:// "
                     "or postgres:// DSN to coordinate several hosts"};
-    return {"filesystem", true, conn_.path() + " is on a local file system"};
+    return {"filesystem", true, conn_->path() + " is on a local file system"};
   }
 
-  Connection conn_;
+  std::shared_ptr<Connection> conn_;
   BackendOptions options_;
   Tables tables_;
 };

@@ -49,16 +49,47 @@ Result<void> record_run(const Connection& conn, const Tables& tables, int keep, 
 
 class LeaseLocker final : public Locker {
  public:
-  LeaseLocker(Connection conn, const BackendOptions& options)
-      : conn_(std::move(conn)), tables_(options.table_prefix), history_keep_(options.history_keep) {}
+  LeaseLocker(std::shared_ptr<const Connection> conn, const BackendOptions& options)
+      : conn_(std::move(conn)),
+        prefix_(options.table_prefix),
+        tables_(options.table_prefix),
+        history_keep_(options.history_keep) {}
 
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis) override {
+    return with_schema([&] { return attempt_acquire(req); });
+  }
+
+  Result<void> renew(Millis ttl) override {
+    return with_schema([&] { return attempt_renew(ttl); });
+  }
+
+  Result<void> release(const ReleaseRequest& req) override {
+    return with_schema([&] { return attempt_release(req); });
+  }
+
+ private:
+  struct Held;
+
+  /// The run path assumes the tables (backend.hpp, make_locker): an operation that failed
+  /// because one is missing (or lacks a column an upgrade adds) is retried once after the
+  /// schema is created. Each attempt's transaction has rolled back by the time it returns.
+  template <class Attempt>
+  auto with_schema(Attempt attempt) -> decltype(attempt()) {
+    auto first = attempt();
+    if (first) return first;
+    auto repaired = repair_schema(*conn_, prefix_, first.error());
+    if (!repaired) return std::unexpected(repaired.error());
+    if (!*repaired) return first;
+    return attempt();
+  }
+
+  Result<AcquireOutcome> attempt_acquire(const LockRequest& req) {
     if (held_) return fail(ErrorKind::internal, "this locker already holds " + held_->key);
     const std::string now = now_sql();
-    auto tx = Transaction::begin_immediate(conn_, "acquiring " + req.key);
+    auto tx = Transaction::begin_immediate(*conn_, "acquiring " + req.key);
     if (!tx) return std::unexpected(tx.error());
 
-    auto upsert = conn_.prepare(
+    auto upsert = conn_->prepare(
         "INSERT INTO " + tables_.locks +
         " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
         " released_at, last_started_at, boot_id, boot_token, boot_started_ms, boot_expires_ms) VALUES (?1, ?2, ?3,"
@@ -101,7 +132,7 @@ class LeaseLocker final : public Locker {
     // Cold path: say who holds it, or when --min-interval will have elapsed.
     const std::string due_in_sql =
         "CASE WHEN ?2 > 0 AND last_started_at IS NOT NULL THEN ?2 - " + started_ago_sql("") + " END";
-    auto read = conn_.prepare(status_select(tables_, due_in_sql) +
+    auto read = conn_->prepare(status_select(tables_, due_in_sql) +
                               " WHERE name = ?1");
     if (!read) return std::unexpected(read.error());
     read->bind(1, std::string_view(req.key));
@@ -122,9 +153,9 @@ class LeaseLocker final : public Locker {
     return out;  // the transaction changed nothing; its guard rolls it back
   }
 
-  Result<void> renew(Millis ttl) override {
+  Result<void> attempt_renew(Millis ttl) {
     if (!held_ || lost_) return fail(ErrorKind::lost, "no lock is held, so there is nothing to renew");
-    auto stmt = conn_.prepare("UPDATE " + tables_.locks + " SET expires_at = " + now_plus_sql("?4") +
+    auto stmt = conn_->prepare("UPDATE " + tables_.locks + " SET expires_at = " + now_plus_sql("?4") +
                               ", renewed_at = " + now_sql() + ", " + renew_boot_sql("?4") +
                               " WHERE name = ?1 AND owner = ?2 AND token = ?3 AND released_at IS NULL RETURNING 1");
     if (!stmt) return std::unexpected(stmt.error());
@@ -145,16 +176,16 @@ class LeaseLocker final : public Locker {
     return stmt->run("renewing " + held_->key);
   }
 
-  Result<void> release(const ReleaseRequest& req) override {
+  Result<void> attempt_release(const ReleaseRequest& req) {
     if (!held_) return fail(ErrorKind::lost, "no lock is held, so there is nothing to release");
     // A copy: after a transient error the caller may retry, so held_ stays until the end.
     const Held held = *held_;
-    auto tx = Transaction::begin_immediate(conn_, "releasing " + held.key);
+    auto tx = Transaction::begin_immediate(*conn_, "releasing " + held.key);
     if (!tx) return std::unexpected(tx.error());
     if (lost_) return record_lost_run(*tx, held, req);
 
     const std::string now = now_sql();
-    auto stmt = conn_.prepare(
+    auto stmt = conn_->prepare(
         "UPDATE " + tables_.locks + " SET released_at = " + now + ", expires_at = CASE WHEN " +
         epoch_ms_sql("acquired_at") + " + ?4 > " + now_ms_sql() +
         " THEN strftime('%Y-%m-%d %H:%M:%f', julianday(acquired_at) + ?4 / 86400000.0) ELSE " + now +
@@ -185,13 +216,10 @@ class LeaseLocker final : public Locker {
     return {};
   }
 
- private:
-  struct Held;
-
   Result<void> record_history(const Held& held, const ReleaseRequest& req, bool still_held) {
     if (!req.history) return {};
     RunRecord run = complete_run_record(*req.history, held, "lease", still_held);
-    return record_run(conn_, tables_, history_keep_, run, held.acquired_at);
+    return record_run(*conn_, tables_, history_keep_, run, held.acquired_at);
   }
 
   // renew() saw the lock gone: the row belongs to someone else now, so only the history is written.
@@ -208,7 +236,8 @@ class LeaseLocker final : public Locker {
     std::string acquired_at;  // as stored, for the history row's started_at
   };
 
-  Connection conn_;
+  std::shared_ptr<const Connection> conn_;
+  std::string prefix_;
   Tables tables_;
   int history_keep_;
   std::optional<Held> held_;
@@ -217,7 +246,7 @@ class LeaseLocker final : public Locker {
 
 }  // namespace
 
-std::unique_ptr<Locker> make_lease_locker(Connection conn, const BackendOptions& options) {
+std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<const Connection> conn, const BackendOptions& options) {
   return std::make_unique<LeaseLocker>(std::move(conn), options);
 }
 

@@ -82,17 +82,15 @@ Result<void> check_table(const Connection& conn, const std::string& table, std::
   return {};
 }
 
-/// Adds the boot_* columns a table made by an older dblock lacks. Under the write lock, so
-/// processes upgrading the same file at once add each column once; the write lock only when a
-/// column is missing.
+bool has_boot_columns(const TableShape& shape) {
+  for (const auto& column : boot_columns)
+    if (!has_column(shape, column.name)) return false;
+  return true;
+}
+
+/// Adds the boot_* columns a table made by an older dblock lacks, inside the caller's write
+/// transaction, so processes upgrading the same file at once add each column once.
 Result<void> add_boot_columns(const Connection& conn, const std::string& table) {
-  auto before = read_shape(conn, table);
-  if (!before) return std::unexpected(before.error());
-  bool complete = true;
-  for (const auto& column : boot_columns) complete = complete && has_column(*before, column.name);
-  if (complete) return {};
-  auto tx = Transaction::begin_immediate(conn, "upgrading table " + table);
-  if (!tx) return std::unexpected(tx.error());
   auto shape = read_shape(conn, table);
   if (!shape) return std::unexpected(shape.error());
   for (const auto& column : boot_columns) {
@@ -103,7 +101,27 @@ Result<void> add_boot_columns(const Connection& conn, const std::string& table) 
         !ok)
       return ok;
   }
-  return tx->commit("upgrading table " + table);
+  return {};
+}
+
+/// Read only: both tables exist with every column (the boot columns too) and the history
+/// index exists. The common case of every command on an existing database, which then writes
+/// nothing (a write would cost a commit and its fsync).
+Result<bool> schema_complete(const Connection& conn, const std::string& prefix) {
+  auto locks = read_shape(conn, prefix + "locks");
+  if (!locks) return std::unexpected(locks.error());
+  auto runs = read_shape(conn, prefix + "runs");
+  if (!runs) return std::unexpected(runs.error());
+  for (std::string_view column : rows::locks_columns)
+    if (!has_column(*locks, column)) return false;
+  for (std::string_view column : rows::runs_columns)
+    if (!has_column(*runs, column)) return false;
+  if (!has_boot_columns(*locks)) return false;
+  auto index = conn.prepare("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?1");
+  if (!index) return std::unexpected(index.error());
+  const std::string index_name = prefix + "runs_name_id";
+  index->bind(1, std::string_view(index_name));
+  return index->step("looking for the history index");
 }
 
 std::string tables_sql(const std::string& prefix) {
@@ -157,12 +175,31 @@ std::string index_sql(const std::string& prefix) {
 std::string schema_sql(const std::string& prefix) { return tables_sql(prefix) + index_sql(prefix); }
 
 Result<void> ensure_schema(const Connection& conn, const std::string& prefix) {
+  auto complete = schema_complete(conn, prefix);
+  if (!complete) return std::unexpected(complete.error());
+  if (*complete) return {};
+  // One write transaction: one commit (one fsync) on a new file, and a table of the wrong
+  // shape leaves nothing behind.
+  auto tx = Transaction::begin_immediate(conn, "creating the tables");
+  if (!tx) return std::unexpected(tx.error());
   if (auto ok = conn.exec(tables_sql(prefix), "creating the tables"); !ok) return ok;
   if (auto ok = check_table(conn, prefix + "locks", rows::locks_columns, true); !ok) return ok;
   if (auto ok = add_boot_columns(conn, prefix + "locks"); !ok) return ok;
   if (auto ok = check_table(conn, prefix + "runs", rows::runs_columns, false); !ok) return ok;
   // The index only after the shape check, so a foreign table gives the config error instead.
-  return conn.exec(index_sql(prefix), "creating the history index");
+  if (auto ok = conn.exec(index_sql(prefix), "creating the history index"); !ok) return ok;
+  return tx->commit("creating the tables");
+}
+
+Result<bool> repair_schema(const Connection& conn, const std::string& prefix, const Error& failed) {
+  // SQLite reports a missing table or column as plain SQLITE_ERROR, the code of many other
+  // mistakes too; the schema itself, read only on this error path, tells them apart.
+  if ((failed.native_code & 0xff) != SQLITE_ERROR) return false;
+  auto complete = schema_complete(conn, prefix);
+  if (!complete) return std::unexpected(complete.error());
+  if (*complete) return false;
+  if (auto ok = ensure_schema(conn, prefix); !ok) return std::unexpected(ok.error());
+  return true;
 }
 
 std::string now_ms_sql() { return epoch_ms_sql(now_sql()); }
@@ -196,11 +233,13 @@ LockStatus read_status(const Statement& row) {
 }
 
 Result<std::vector<RunRecord>> read_history(const Connection& conn, const Tables& t, const std::string& key, int limit) {
+  // Two texts, not `?1 = '' OR name = ?1`: with the OR, SQLite walks the whole table backwards
+  // by id for one key; `name = ?1` seeks the (name, id) index and reads only the key's rows.
   auto stmt = conn.prepare("SELECT " + rows::history_select_list(&epoch_ms_of) + " FROM " + t.runs +
-                           " WHERE (?1 = '' OR name = ?1) ORDER BY id DESC LIMIT ?2");
+                           (key.empty() ? " ORDER BY id DESC LIMIT ?1" : " WHERE name = ?2 ORDER BY id DESC LIMIT ?1"));
   if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind(1, std::string_view(key));
-  stmt->bind(2, static_cast<std::int64_t>(limit > 0 ? limit : -1));
+  stmt->bind(1, static_cast<std::int64_t>(limit > 0 ? limit : -1));
+  if (!key.empty()) stmt->bind(2, std::string_view(key));
   std::vector<RunRecord> out;
   for (;;) {
     auto row = stmt->step("reading the history");

@@ -29,8 +29,17 @@ struct Tables {
 std::string schema_sql(const std::string& prefix);
 
 /// Creates the tables if missing, then checks their shape: ErrorKind::config naming the
-/// table and the missing column when a table exists with another shape.
+/// table and the missing column when a table exists with another shape. Reads only (no write
+/// transaction, no fsync) when the schema is complete; otherwise one transaction. Not inside
+/// a caller's transaction.
 Result<void> ensure_schema(const Connection& conn, const std::string& prefix);
+
+/// The locker's error path (the run path assumes the tables, backend.hpp): when `failed` may
+/// come from a missing table or column and the schema is indeed incomplete, runs
+/// ensure_schema and returns true (retry the operation once); false when the schema is
+/// complete (`failed` stands). A table of the wrong shape is ErrorKind::config naming the
+/// column. Call it outside any transaction.
+Result<bool> repair_schema(const Connection& conn, const std::string& prefix, const Error& failed);
 
 /// Database now in epoch ms, as SQL text.
 std::string now_ms_sql();
@@ -61,7 +70,7 @@ LockStatus read_status(const Statement& row);
 /// empty), newest first.
 Result<std::vector<RunRecord>> read_history(const Connection& conn, const Tables& t, const std::string& key, int limit);
 
-/// The lease locker (sqlite_lease.cpp), on a connection of its own.
-std::unique_ptr<Locker> make_lease_locker(Connection conn, const BackendOptions& options);
+/// The lease locker (sqlite_lease.cpp), on the Backend's connection.
+std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<const Connection> conn, const BackendOptions& options);
 
 }  // namespace dblock::sqlite
