@@ -105,6 +105,11 @@ elif [ -n "$postgres_dsn" ]; then
   fi
 fi
 
+for b in mysql postgres; do
+  [ -n "$(dsn_of "$b")" ] || continue
+  drop_tables "$b" "$DBLOCK_TABLE_PREFIX" >/dev/null 2>"$tmp/err" || fail_row "$b" "drop the bench's tables" "$(head -n 1 "$tmp/err")"
+done
+
 # The peers' versions, named in the output next to the machine.
 versions() {
   local v
@@ -136,7 +141,8 @@ done
   echo
   awk -F'\t' '
     BEGIN { printf "%-10s %-52s %10s %-19s %-5s %3s  %s\n", "section", "measurement", "median", "min-max", "unit", "n", "note" }
-    { range = ($5 == "" ? "" : $5 "-" $6)
+    function n(v) { sub(/\.00$/, "", v); return v }  # whole numbers (counts, KiB) without decimals
+    { $4 = n($4); $5 = n($5); $6 = n($6); range = ($5 == "" ? "" : $5 "-" $6)
       printf "%-10s %-52s %10s %-19s %-5s %3s  %s\n", $1, $2, $4, range, $3, $7, $8 }' "$results"
   [ -n "$mysql_dsn$postgres_dsn" ] || echo "(set DBLOCK_TEST_MYSQL_DSN / DBLOCK_TEST_POSTGRES_DSN to measure the servers too)"
 } >"$out/bench.txt"

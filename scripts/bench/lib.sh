@@ -174,6 +174,13 @@ PY
 my() { "$mysql_client" --defaults-extra-file="$tmp/my.cnf" -N -B -e "$1"; }
 pg() { psql -X -q -A -t -F ' ' -v ON_ERROR_STOP=1 -c "$1"; }
 
+# drop_tables mysql|postgres PREFIX: dblock's tables under PREFIX, gone; each bench starts from
+# fresh ones, so tables an earlier build made (maybe of another shape) never get in the way.
+drop_tables() {
+  local sql="DROP TABLE IF EXISTS ${2}locks, ${2}runs, ${2}claims"
+  if [ "$1" = mysql ]; then my "$sql"; else pg "$sql"; fi
+}
+
 # dsn_of BACKEND: the DSN dblock gets for sqlite (a file in $tmp), mysql or postgres.
 dsn_of() {
   case $1 in

@@ -21,7 +21,7 @@ fill() {
         sqlite3 -batch "$tmp/scale-$p.db" "$sql"
       ;;
     mysql)
-      my "DROP TABLE IF EXISTS ${p}locks, ${p}runs, ${p}claims" &&
+      drop_tables mysql "$p" &&
         DBLOCK_TABLE_PREFIX=$p DBLOCK_DSN=$mysql_dsn "$bin" init >/dev/null &&
         my "INSERT INTO ${p}locks (name, token, strategy, acquired_at, expires_at, released_at)
               SELECT CONCAT('key-', seq), 1, 'lease', '$old 00:00:00', '$old 00:00:01', '$old 00:00:01' FROM seq_1_to_$n;
@@ -30,7 +30,7 @@ fill() {
             ANALYZE TABLE ${p}locks, ${p}runs" >/dev/null
       ;;
     postgres)
-      pg "DROP TABLE IF EXISTS ${p}locks, ${p}runs, ${p}claims" &&
+      drop_tables postgres "$p" &&
         DBLOCK_TABLE_PREFIX=$p DBLOCK_DSN=$postgres_dsn "$bin" init >/dev/null &&
         pg "INSERT INTO ${p}locks (name, token, strategy, acquired_at, expires_at, released_at)
               SELECT 'key-' || i, 1, 'lease', '$old 00:00:00+00', '$old 00:00:01+00', '$old 00:00:01+00' FROM generate_series(1, $n) i" &&
@@ -56,15 +56,17 @@ scaled() {
 
 section_scale() {
   local b t0 small=${DBLOCK_TABLE_PREFIX}s_ big=${DBLOCK_TABLE_PREFIX}b_ nb
-  nb=$(printf '%d' "$scale_rows")
+  # 10^6 rather than 1000000 when the row count is a power of ten
+  nb=$(awk -v n="$scale_rows" 'BEGIN { e = log(n) / log(10); r = sprintf("%.0f", e)
+                                       print (n == 10 ^ r && n >= 100 ? "10^" r : n) }')
   for b in $(backends_on); do
     say "scale: $b (filling $nb rows)"
     t0=${EPOCHREALTIME/./}
-    if ! { fill "$b" "$small" 100 && fill "$b" "$big" "$nb"; } >/dev/null 2>"$tmp/err"; then
+    if ! { fill "$b" "$small" 100 && fill "$b" "$big" "$scale_rows"; } >/dev/null 2>"$tmp/err"; then
       fail_row scale "$b: fill" "$(grep -v '^$' "$tmp/err" | head -n 1)"
       continue
     fi
-    result scale "$b: fill 2 x $nb rows" s "$(((${EPOCHREALTIME/./} - t0) / 1000000))" "" "" 1 "one INSERT ... SELECT per table"
+    result scale "$b: fill 2 tables x $nb rows" s "$(awk -v us=$((${EPOCHREALTIME/./} - t0)) 'BEGIN { printf "%.1f", us / 1e6 }')" "" "" 1 "one INSERT ... SELECT per table"
     cell "$b: run key-7 -- true, 10^2 keys" "$(scaled "$b" "$small" run key-7 -- true)"
     cell "$b: run key-7 -- true, $nb keys" "$(scaled "$b" "$big" run key-7 -- true)"
     cell "$b: history key-7, 10^2 runs" "$(scaled "$b" "$small" history key-7)"
@@ -75,9 +77,6 @@ section_scale() {
     peak_rss scale "$b: peak RSS, run key-7 -- true, $nb keys" "$rss_runs" "$(scaled "$b" "$big" run key-7 -- true)"
     peak_rss scale "$b: peak RSS, history key-7, $nb runs" "$rss_runs" "$(scaled "$b" "$big" history key-7)"
     # The big tables are dropped so a server keeps no 10^6-row leftovers between benches.
-    case $b in
-      mysql) my "DROP TABLE IF EXISTS ${big}locks, ${big}runs, ${big}claims" >/dev/null 2>&1 || true ;;
-      postgres) pg "DROP TABLE IF EXISTS ${big}locks, ${big}runs, ${big}claims" >/dev/null 2>&1 || true ;;
-    esac
+    [ "$b" = sqlite ] || drop_tables "$b" "$big" >/dev/null 2>&1 || true
   done
 }

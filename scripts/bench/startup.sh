@@ -36,7 +36,9 @@ fsync_calls() {
          END { printf "%d", n; for (s in by) printf " %s=%d", s, by[s]; print "" }' "$tmp/strace.out" >>"$tmp/fsyncs"
   done
   cut -d' ' -f1 "$tmp/fsyncs" >"$tmp/fsyncs.n"
-  stat_row "$1" "$2" calls "$tmp/fsyncs.n" "last run:$(tail -n 1 "$tmp/fsyncs" | cut -s -d' ' -f2- | sed 's/^/ /')"
+  local by
+  by=$(tail -n 1 "$tmp/fsyncs" | cut -s -d' ' -f2-)
+  stat_row "$1" "$2" calls "$tmp/fsyncs.n" "${by:+last run: $by}"
 }
 
 # fsync: steady state (schema made, the key's row exists: a warm-up run precedes each count).
