@@ -113,7 +113,7 @@ one_handoff() {
 # handoff: $handoff_runs rounds, one handoff of every cell per round (interleaved).
 section_handoff() {
   say "handoff"
-  local c i
+  local c i group
   local -a cells dead=()
   mapfile -t cells < <(handoff_cells)
   cat >"$tmp/holder.sh" <<'SH'
@@ -141,7 +141,8 @@ SH
       fail_row handoff "$(cell_label "${cells[$c]}")" "${dead[c]}"
     else
       stat_row handoff "$(cell_label "${cells[$c]}")" ms "$tmp/handoff.$c"
-      printf '"%s" %s\n' "$(cell_label "${cells[$c]}")" "$(stats "$tmp/handoff.$c" | cut -d' ' -f1-3)" >>"$out/handoff.dat"
+      case ${cells[$c]} in sqlite:*) group=1 ;; mysql:*) group=2 ;; postgres:*) group=3 ;; *) group=4 ;; esac
+      printf '"%s" %s %s\n' "$(cell_label "${cells[$c]}")" "$(stats "$tmp/handoff.$c" | cut -d' ' -f1-3)" "$group" >>"$out/handoff.dat"
     fi
   done
 }
