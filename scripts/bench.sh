@@ -55,17 +55,17 @@ rm -f "$out/handoff.dat" "$out/handoff.png"  # a chart from an earlier run must 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/dblock-bench.XXXXXX")
 results=$tmp/results.tsv
 : >"$results"
-# shellcheck source=bench/lib.sh
+# shellcheck source=scripts/bench/lib.sh
 . "$here/bench/lib.sh"
-# shellcheck source=bench/etcd.sh
+# shellcheck source=scripts/bench/etcd.sh
 . "$here/bench/etcd.sh"
-# shellcheck source=bench/startup.sh
+# shellcheck source=scripts/bench/startup.sh
 . "$here/bench/startup.sh"
-# shellcheck source=bench/servers.sh
+# shellcheck source=scripts/bench/servers.sh
 . "$here/bench/servers.sh"
-# shellcheck source=bench/handoff.sh
+# shellcheck source=scripts/bench/handoff.sh
 . "$here/bench/handoff.sh"
-# shellcheck source=bench/scale.sh
+# shellcheck source=scripts/bench/scale.sh
 . "$here/bench/scale.sh"
 
 cleanup() {
@@ -134,7 +134,7 @@ done
 # ------------------------------------------------------------------ output
 # The table: one line per figure; median and min-max in the figure's unit.
 {
-  echo "dblock bench, $(date -u '+%Y-%m-%d %H:%M UTC'): $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), kernel $(uname -r)"
+  echo "dblock bench, finished $(date -u '+%Y-%m-%d %H:%M UTC'): $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), kernel $(uname -r)"
   echo "load average $load_start at start, $(cut -d' ' -f1-3 /proc/loadavg) at end; $((SECONDS - t_start)) s"
   echo "versions: $(versions)"
   echo "N: $runs timed rounds (interleaved), $count_runs runs per count, $handoff_runs handoffs, $waiters waiters, $scale_rows rows"

@@ -7,8 +7,10 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dir=${1:-$root/build/bench}
 [ -s "$dir/bench.txt" ] || { echo "update-readme.sh: no $dir/bench.txt (run scripts/bench.sh first)" >&2; exit 66; }
-grep -q '^<!-- bench-table:start -->$' "$root/README.md" && grep -q '^<!-- bench-table:end -->$' "$root/README.md" ||
-  { echo "update-readme.sh: README.md lacks the bench-table markers" >&2; exit 65; }
+if ! grep -q '^<!-- bench-table:start -->$' "$root/README.md" || ! grep -q '^<!-- bench-table:end -->$' "$root/README.md"; then
+  echo "update-readme.sh: README.md lacks the bench-table markers" >&2
+  exit 65
+fi
 python3 - "$root/README.md" "$dir/bench.txt" <<'PY'
 import sys
 readme, table = sys.argv[1], open(sys.argv[2]).read().rstrip("\n")
