@@ -146,9 +146,16 @@ done
       printf "%-10s %-52s %10s %-19s %-5s %3s  %s\n", $1, $2, $4, range, $3, $7, $8 }' "$results"
   [ -n "$mysql_dsn$postgres_dsn" ] || echo "(set DBLOCK_TEST_MYSQL_DSN / DBLOCK_TEST_POSTGRES_DSN to measure the servers too)"
 } >"$out/bench.txt"
-awk -F'\t' 'BEGIN { OFS = ","; print "section,measurement,unit,median,min,max,n,note" }
+# The CSV: the same rows, then the machine and versions as "machine" rows (value in the note).
+{
+  cat "$results"
+  printf 'machine\tcores\t\t%s\t\t\t\t%s\n' "$(nproc)" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+  printf 'machine\tkernel\t\t\t\t\t\t%s\n' "$(uname -r)"
+  printf 'machine\tload average at start, at end\t\t\t\t\t\t%s\n' "$load_start; $(cut -d' ' -f1-3 /proc/loadavg)"
+  printf 'machine\tversions\t\t\t\t\t\t%s\n' "$(versions)"
+} | awk -F'\t' 'BEGIN { OFS = ","; print "section,measurement,unit,median,min,max,n,note" }
   function q(s) { gsub(/"/, "\"\"", s); return "\"" s "\"" }
-  { print q($1), q($2), q($3), $4, $5, $6, $7, q($8) }' "$results" >"$out/bench.csv"
+  { print q($1), q($2), q($3), $4, $5, $6, $7, q($8) }' >"$out/bench.csv"
 if [ -s "$out/handoff.dat" ]; then
   if ! command -v gnuplot >/dev/null; then
     echo "(no gnuplot: no chart; apt-get install gnuplot-nox)" >>"$out/bench.txt"

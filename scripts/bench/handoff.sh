@@ -63,13 +63,6 @@ waiting() {
   esac
 }
 
-# kill_tree PID: the process this script started and its children (a background eval may fork).
-kill_tree() {
-  local c
-  for c in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$c"; done
-  kill "$1" 2>/dev/null || true
-}
-
 alive_or_file() { [ -e "$1" ] || ! kill -0 "$2" 2>/dev/null; }
 
 # one_handoff CELL: prints one handoff in ns (holder's command ends -> waiter's command starts).
@@ -84,6 +77,7 @@ one_handoff() {
   mkdir "$d"
   eval "$(locked "$cell" "$key" 0) sh $(printf %q "$tmp/holder.sh") $(printf %q "$d")" >/dev/null 2>"$d/err.h" &
   hp=$!
+  job_pids=("$hp")
   if ! wait_for 10 alive_or_file "$d/held" "$hp" || [ ! -e "$d/held" ]; then
     kill_tree "$hp"; wait "$hp" 2>/dev/null || true
     echo "holder never ran: $(head -n 1 "$d/err.h")" >&2
@@ -91,6 +85,7 @@ one_handoff() {
   fi
   eval "$(locked "$cell" "$key" 10) sh -c 'date +%s%N >\"\$1/t2\"' sh $(printf %q "$d")" >/dev/null 2>"$d/err.w" &
   wp=$!
+  job_pids=("$hp" "$wp")
   if ! wait_for 10 waiting "$cell" "$key" "$d"; then
     kill_tree "$wp"; kill_tree "$hp"; wait "$wp" "$hp" 2>/dev/null || true
     echo "the waiter never waited: $(grep -v '^$' "$d/err.w" | tail -n 1)" >&2
@@ -104,6 +99,7 @@ one_handoff() {
     return 1
   fi
   wait "$wp" || { echo "waiter failed: $(grep -v ' is held\|^$' "$d/err.w" | tail -n 1)" >&2; return 1; }
+  job_pids=()
   if [ ! -s "$d/t1" ] || [ ! -s "$d/t2" ]; then echo "a command did not run" >&2; return 1; fi
   t1=$(cat "$d/t1") t2=$(cat "$d/t2")
   [ "$t2" -gt "$t1" ] || { echo "waiter started $(((t1 - t2) / 1000)) us before the holder ended: overlap" >&2; return 1; }
@@ -118,7 +114,12 @@ section_handoff() {
   mapfile -t cells < <(handoff_cells)
   cat >"$tmp/holder.sh" <<'SH'
 : >"$1/held"
-while [ ! -e "$1/release" ]; do sleep 0.005; done
+i=0
+while [ ! -e "$1/release" ]; do  # at most about 30 s, so an interrupted bench leaves nothing behind
+  i=$((i + 1))
+  [ "$i" -le 6000 ] || exit 1
+  sleep 0.005
+done
 date +%s%N >"$1/t1"
 SH
   for c in "${!cells[@]}"; do
@@ -133,6 +134,7 @@ SH
       [ -z "${dead[c]:-}" ] || continue
       one_handoff "${cells[$c]}" >>"$tmp/handoff.$c" 2>"$tmp/err.handoff" ||
         dead[c]="round $((i + 1)): $(tail -n 1 "$tmp/err.handoff")"
+      job_pids=()  # ended, one way or the other
     done
   done
   : >"$out/handoff.dat"
@@ -168,6 +170,7 @@ section_throughput() {
       eval "$prefix true" >/dev/null 2>>"$tmp/err.tp" &
       pids+=($!)
     done
+    job_pids=("${pids[@]}")
     errors=0
     for i in "${pids[@]}"; do
       rc=0
@@ -175,6 +178,7 @@ section_throughput() {
       [ "$rc" -eq 0 ] || errors=$((errors + 1))
     done
     t1=${EPOCHREALTIME/./}
+    job_pids=()
     if [ "$errors" -eq 0 ]; then
       result throughput "errors, $(cell_label "$cell")" runs 0 "" "" "$waiters" ""
     else

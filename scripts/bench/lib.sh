@@ -123,16 +123,27 @@ peak_rss() {
 }
 
 # ------------------------------------------------------------------ background processes
-# Only processes this script started, by PID; stopped at exit.
+# Only processes this script started, by PID, with their children; stopped at exit.
+# bg_pids: servers for the whole run (etcd); job_pids: the current measurement's commands.
 bg_pids=()
+job_pids=()
+
+# kill_tree PID: a process this script started and its children (a background eval may fork).
+kill_tree() {
+  local c
+  for c in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$c"; done
+  kill "$1" 2>/dev/null || true
+}
+
 stop_bg() {
   local p
-  for p in "${bg_pids[@]}"; do
-    kill "$p" 2>/dev/null || true
+  for p in "${job_pids[@]}" "${bg_pids[@]}"; do
+    kill_tree "$p"
   done
-  for p in "${bg_pids[@]}"; do
+  for p in "${job_pids[@]}" "${bg_pids[@]}"; do
     wait "$p" 2>/dev/null || true
   done
+  job_pids=()
   bg_pids=()
 }
 
