@@ -7,7 +7,8 @@
 #   startup     dblock --version and dblock run k -- true (SQLite) vs flock FILE true; peak RSS
 #   fsync       fsync-class system calls per SQLite run (strace -f -c), steady state
 #   servers     per strategy on MariaDB/PostgreSQL: statements, connections, transactions per
-#               run (server counters), wall time; the hand-written lease scripts alongside
+#               run (server counters), client sends (~round trips, strace), wall time; the
+#               hand-written lease scripts alongside
 #   handoff     holder's command ends -> waiter's command starts, every backend x strategy,
 #               flock(1), etcdctl lock (a local etcd the bench starts on 127.0.0.1)
 #   throughput  $DBLOCK_BENCH_WAITERS runs started together on one key: failures, handoffs/s
@@ -17,7 +18,7 @@
 # (scripts/test-servers.sh prints them); their counters are server-wide: use private servers.
 # Knobs (defaults): DBLOCK_BENCH_RUNS (20) timed rounds, DBLOCK_BENCH_COUNT_RUNS (10) runs per
 # statement count, DBLOCK_BENCH_HANDOFFS (10), DBLOCK_BENCH_WAITERS (100),
-# DBLOCK_BENCH_SCALE_ROWS (1000000), DBLOCK_BENCH_FSYNC_RUNS (5), DBLOCK_BENCH_RSS_RUNS (5),
+# DBLOCK_BENCH_SCALE_ROWS (1000000), DBLOCK_BENCH_STRACE_RUNS (5), DBLOCK_BENCH_RSS_RUNS (5),
 # DBLOCK_BENCH_OUT (build/bench next to the binary): bench.txt, bench.csv, handoff.dat, handoff.png.
 # Exits 1 if any measurement failed (its row says FAILED); the other rows are still printed.
 set -euo pipefail
@@ -39,7 +40,7 @@ count_runs=${DBLOCK_BENCH_COUNT_RUNS:-10}
 handoff_runs=${DBLOCK_BENCH_HANDOFFS:-10}
 waiters=${DBLOCK_BENCH_WAITERS:-100}
 scale_rows=${DBLOCK_BENCH_SCALE_ROWS:-1000000}
-fsync_runs=${DBLOCK_BENCH_FSYNC_RUNS:-5}
+strace_runs=${DBLOCK_BENCH_STRACE_RUNS:-5}
 rss_runs=${DBLOCK_BENCH_RSS_RUNS:-5}
 out=${DBLOCK_BENCH_OUT:-$(dirname "$bin")/bench}
 all_sections="startup fsync servers handoff throughput scale"

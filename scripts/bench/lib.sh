@@ -122,6 +122,28 @@ peak_rss() {
   stat_row "$1" "$2" KiB "$tmp/rss" "GNU time %M"
 }
 
+# syscalls_per_run SECTION SYSCALLS MEASUREMENT COMMAND-STRING: how many of the comma-separated
+# SYSCALLS one run of the command and its children makes (strace -f -c), median of
+# $strace_runs runs; the note breaks the last run down per system call.
+syscalls_per_run() {
+  local i rc by
+  : >"$tmp/calls"
+  for ((i = 0; i < strace_runs; i++)); do
+    rc=0
+    eval "strace -f -c -o $(printf %q "$tmp/strace.out") -e trace=$2 env $4" >/dev/null 2>"$tmp/err.strace" || rc=$?
+    if [ "$rc" -ne 0 ]; then
+      fail_row "$1" "$3" "exit $rc: $(head -n 1 "$tmp/err.strace")"
+      return 0
+    fi
+    # Rows: % time, seconds, usecs/call, calls, [errors,] syscall; the syscall is the last field.
+    awk -v want=",$2," 'index(want, "," $NF ",") && $NF != "total" { n += $4; by[$NF] += $4 }
+         END { printf "%d", n; for (s in by) printf " %s=%d", s, by[s]; print "" }' "$tmp/strace.out" >>"$tmp/calls"
+  done
+  cut -d' ' -f1 "$tmp/calls" >"$tmp/calls.n"
+  by=$(tail -n 1 "$tmp/calls" | cut -s -d' ' -f2-)
+  stat_row "$1" "$3" calls "$tmp/calls.n" "${by:+last run: $by}"
+}
+
 # ------------------------------------------------------------------ background processes
 # Only processes this script started, by PID, with their children; stopped at exit.
 # bg_pids: servers for the whole run (etcd); job_pids: the current measurement's commands.

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
-# Section "servers": per strategy on MariaDB and PostgreSQL, statements, connections and
-# transactions per `dblock run k -- true`, and its wall time, next to the hand-written lease
-# scripts (scripts/bench/mysql_lease.sh, psql_lease.sh). Sourced.
+# Section "servers": per strategy on MariaDB and PostgreSQL, statements, connections,
+# transactions and client sends (~round trips) per `dblock run k -- true`, and its wall time,
+# next to the hand-written lease scripts (scripts/bench/mysql_lease.sh, psql_lease.sh). Sourced.
 #
 # Counting: the server's cumulative counters are read before and after $count_runs runs; the
 # probe's own share is measured by two probes with nothing in between and subtracted. This
@@ -62,6 +62,17 @@ counted() {
   ' "$tmp/p0" "$tmp/p1" "$tmp/c0" "$tmp/c1" >>"$results"
 }
 
+# client_sends BACKEND LABEL COMMAND-STRING: the messages the client side sends per run
+# (send(2) and sendmsg(2) calls, connection set-up and authentication included): each is about
+# one round trip, since the clients wait for every reply.
+client_sends() {
+  if command -v strace >/dev/null; then
+    syscalls_per_run "$1" sendto,sendmsg "client sends (~round trips)/run, $2" "$3"
+  else
+    fail_row "$1" "client sends (~round trips)/run, $2" "no strace (apt-get install strace)"
+  fi
+}
+
 # peer_script BACKEND: the hand-written lease script's command string for KEY (arguments appended).
 peer_script() {
   case $1 in
@@ -79,8 +90,10 @@ section_servers() {
     eval "$(dbl "$b" init)" >/dev/null 2>"$tmp/err" || { fail_row "$b" "dblock init" "$(head -n 1 "$tmp/err")"; continue; }
     for s in $(strategies_of "$b"); do
       counted "$b" "$s" "$(dbl "$b" -s "$s" run "count-$s" -- true)"
+      client_sends "$b" "$s" "$(dbl "$b" -s "$s" run "count-$s" -- true)"
     done
     counted "$b" "$(peer_name "$b")" "$(peer_script "$b") count-sh 60 -- true"
+    client_sends "$b" "$(peer_name "$b")" "$(peer_script "$b") count-sh 60 -- true"
     for s in $(strategies_of "$b"); do
       cell "dblock -s $s run k -- true" "$(dbl "$b" -s "$s" run "wall-$s" -- true)"
     done

@@ -19,27 +19,7 @@ section_startup() {
   peak_rss startup "peak RSS, flock FILE true" "$rss_runs" "flock $(printf %q "$tmp/flock") true"
 }
 
-# fsync_calls SECTION MEASUREMENT COMMAND-STRING: fsync-class system calls of one run of the
-# command and its children (strace -f -c), median of $fsync_runs; the note breaks them down.
-fsync_calls() {
-  local i rc syscalls=fsync,fdatasync,sync_file_range,msync
-  : >"$tmp/fsyncs"
-  for ((i = 0; i < fsync_runs; i++)); do
-    rc=0
-    eval "strace -f -c -o $(printf %q "$tmp/strace.out") -e trace=$syscalls env $3" >/dev/null 2>"$tmp/err.strace" || rc=$?
-    if [ "$rc" -ne 0 ]; then
-      fail_row "$1" "$2" "exit $rc: $(head -n 1 "$tmp/err.strace")"
-      return 0
-    fi
-    # Rows: % time, seconds, usecs/call, calls, [errors,] syscall; the syscall is the last field.
-    awk '$NF ~ /^(fsync|fdatasync|sync_file_range|msync)$/ { n += $4; by[$NF] += $4 }
-         END { printf "%d", n; for (s in by) printf " %s=%d", s, by[s]; print "" }' "$tmp/strace.out" >>"$tmp/fsyncs"
-  done
-  cut -d' ' -f1 "$tmp/fsyncs" >"$tmp/fsyncs.n"
-  local by
-  by=$(tail -n 1 "$tmp/fsyncs" | cut -s -d' ' -f2-)
-  stat_row "$1" "$2" calls "$tmp/fsyncs.n" "${by:+last run: $by}"
-}
+fsync_syscalls=fsync,fdatasync,sync_file_range,msync
 
 # fsync: steady state (schema made, the key's row exists: a warm-up run precedes each count).
 section_fsync() {
@@ -50,9 +30,9 @@ section_fsync() {
   fi
   eval "$(dbl sqlite init)" >/dev/null 2>&1 || true
   eval "$(dbl sqlite run fsync-k -- true)" >/dev/null 2>&1 || true
-  fsync_calls fsync "fsync-class calls, dblock run k -- true (SQLite)" "$(dbl sqlite run fsync-k -- true)"
+  syscalls_per_run fsync "$fsync_syscalls" "fsync-class calls, dblock run k -- true (SQLite)" "$(dbl sqlite run fsync-k -- true)"
   eval "LEASE_TABLE=${DBLOCK_TABLE_PREFIX}locks $(printf %q "$here/bench/sqlite_lease.sh") $(printf %q "$tmp/bench.db") fsync-sh 60 -- true" >/dev/null 2>&1 || true
-  fsync_calls fsync "fsync-class calls, sqlite_lease.sh k 60 -- true" \
+  syscalls_per_run fsync "$fsync_syscalls" "fsync-class calls, sqlite_lease.sh k 60 -- true" \
     "LEASE_TABLE=${DBLOCK_TABLE_PREFIX}locks $(printf %q "$here/bench/sqlite_lease.sh") $(printf %q "$tmp/bench.db") fsync-sh 60 -- true"
-  fsync_calls fsync "fsync-class calls, flock FILE true" "flock $(printf %q "$tmp/flock") true"
+  syscalls_per_run fsync "$fsync_syscalls" "fsync-class calls, flock FILE true" "flock $(printf %q "$tmp/flock") true"
 }
