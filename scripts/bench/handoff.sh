@@ -65,7 +65,7 @@ waiting() {
 
 alive_or_file() { [ -e "$1" ] || ! kill -0 "$2" 2>/dev/null; }
 
-# one_handoff CELL: prints one handoff in ns (holder's command ends -> waiter's command starts).
+# one_handoff CELL: prints one handoff in ms (holder's command ends -> waiter's command starts).
 # The holder's command marks that it holds the lock and waits for a release file; the bench
 # starts the waiter, waits (at most 10 s) until the waiter provably waits, gives it 0.2 s more,
 # then releases: the holder writes its end time and ends, the waiter's command writes its start
