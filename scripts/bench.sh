@@ -142,7 +142,7 @@ done
   echo
   awk -F'\t' '
     BEGIN { printf "%-10s %-52s %10s %-19s %-5s %3s  %s\n", "section", "measurement", "median", "min-max", "unit", "n", "note" }
-    function n(v) { sub(/\.00$/, "", v); return v }  # whole numbers (counts, KiB) without decimals
+    function n(v) { if ($3 !~ /^(ms|x|s|1\/s)$/) sub(/\.00$/, "", v); return v }  # counts and KiB: whole
     { $4 = n($4); $5 = n($5); $6 = n($6); range = ($5 == "" ? "" : $5 "-" $6)
       printf "%-10s %-52s %10s %-19s %-5s %3s  %s\n", $1, $2, $4, range, $3, $7, $8 }' "$results"
   [ -n "$mysql_dsn$postgres_dsn" ] || echo "(set DBLOCK_TEST_MYSQL_DSN / DBLOCK_TEST_POSTGRES_DSN to measure the servers too)"
