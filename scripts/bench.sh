@@ -115,6 +115,11 @@ done
 versions() {
   local v
   printf 'dblock: %s' "$("$bin" --version 2>&1 | head -n 1)"
+  # The commit of the checkout the binary sits in (build/dblock), when it sits in one.
+  if v=$(git -C "$(dirname "$bin")" rev-parse --short HEAD 2>/dev/null); then
+    git -C "$(dirname "$bin")" diff --quiet HEAD 2>/dev/null || v="$v+changes"
+    printf ' (checkout at %s)' "$v"
+  fi
   printf '; %s' "$(flock --version 2>&1 | head -n 1)"
   printf '; sqlite3 %s' "$(sqlite3 --version | cut -d' ' -f1)"
   if [ -n "$mysql_dsn" ]; then v=$(my "SELECT VERSION()" 2>/dev/null || echo "?"); printf '; MariaDB/MySQL server %s' "$v"; fi
