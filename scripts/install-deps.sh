@@ -11,8 +11,9 @@ packages=(
   # tests: throwaway servers, clients, and the tools the end-to-end scripts use
   mariadb-server mariadb-client postgresql postgresql-client sqlite3 faketime
   python3 procps util-linux coreutils locales
-  # benchmarks
-  hyperfine
+  # benchmarks (scripts/bench.sh): peers etcd/etcdctl, the handoff chart, fsync counts (strace),
+  # peak RSS (GNU time); hyperfine for ad-hoc comparisons
+  etcd-server etcd-client gnuplot-nox strace time hyperfine
 )
 
 missing=()

@@ -1,0 +1,194 @@
+# shellcheck shell=bash
+# Sections "handoff" and "throughput": one key passed from one run to the next, for every
+# backend x strategy and the peers flock(1) and `etcdctl lock`. Sourced.
+#
+# A cell is "BACKEND:STRATEGY" (sqlite, mysql, postgres), "flock" or "etcd".
+
+# handoff_cells: every cell this run can measure.
+handoff_cells() {
+  local b s
+  for b in $(backends_on); do
+    for s in $(strategies_of "$b"); do echo "$b:$s"; done
+  done
+  echo flock
+  [ -z "${etcd_endpoint:-}" ] || echo etcd
+}
+cell_label() {
+  case $1 in
+    flock) echo "flock(1)" ;;
+    etcd) echo "etcdctl lock" ;;
+    *) echo "${1%%:*} ${1#*:}" ;;
+  esac
+}
+
+# locked CELL KEY WAIT_SECONDS: a command prefix that runs the command appended to it while
+# holding KEY, waiting up to WAIT_SECONDS for it (0: do not wait).
+locked() {
+  local cell=$1 key=$2 w=$3
+  case $cell in
+    flock) printf 'flock -w %s %q' "$w" "$tmp/flock.$key" ;;
+    etcd) printf 'timeout %s etcdctl --endpoints=%s lock %q --' "$((w + 60))" "$etcd_endpoint" "$key" ;;
+    *)
+      if [ "$w" -gt 0 ]; then
+        dbl "${cell%%:*}" -s "${cell#*:}" -v run "$key" -w "$w" --
+      else
+        dbl "${cell%%:*}" -s "${cell#*:}" run "$key" --
+      fi
+      ;;
+  esac
+}
+
+# waiting CELL KEY DIR: succeeds once the waiter provably waits for KEY. dblock says so on
+# stderr (-v) when it polls; strategies that block inside the server are seen there.
+waiting() {
+  local cell=$1 key=$2 dir=$3 inode
+  case $cell in
+    flock)
+      inode=$(stat -c %i "$tmp/flock.$key")
+      grep -q -- "-> FLOCK .*:$inode " /proc/locks
+      ;;
+    etcd)  # each contender puts one key under the lock's prefix
+      [ "$(etcdctl --endpoints="$etcd_endpoint" get --prefix --keys-only "$key" 2>/dev/null | grep -c .)" -ge 2 ]
+      ;;
+    mysql:*)
+      grep -q " is held" "$dir/err.w" 2>/dev/null ||
+        [ "$(my "SELECT (SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT')
+                      + (SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE STATE LIKE '%user lock%')" 2>/dev/null || echo 0)" -gt 0 ]
+      ;;
+    postgres:*)
+      grep -q " is held" "$dir/err.w" 2>/dev/null ||
+        [ "$(pg "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'" 2>/dev/null || echo 0)" -gt 0 ]
+      ;;
+    *) grep -q " is held" "$dir/err.w" 2>/dev/null ;;
+  esac
+}
+
+alive_or_file() { [ -e "$1" ] || ! kill -0 "$2" 2>/dev/null; }
+
+# one_handoff CELL: prints one handoff in ms (holder's command ends -> waiter's command starts).
+# The holder's command marks that it holds the lock and waits for a release file; the bench
+# starts the waiter, waits (at most 10 s) until the waiter provably waits, gives it 0.2 s more,
+# then releases: the holder writes its end time and ends, the waiter's command writes its start
+# time. Without that wait a waiter slow to start on a loaded machine would measure its own
+# start-up, not the handoff.
+one_handoff() {
+  local cell=$1 key="handoff-${1//:/-}" d=$tmp/handoff hp wp t1 t2
+  rm -rf "$d"
+  mkdir "$d"
+  eval "$(locked "$cell" "$key" 0) sh $(printf %q "$tmp/holder.sh") $(printf %q "$d")" >/dev/null 2>"$d/err.h" &
+  hp=$!
+  job_pids=("$hp")
+  if ! wait_for 10 alive_or_file "$d/held" "$hp" || [ ! -e "$d/held" ]; then
+    kill_tree "$hp"; wait "$hp" 2>/dev/null || true
+    echo "holder never ran: $(head -n 1 "$d/err.h")" >&2
+    return 1
+  fi
+  eval "$(locked "$cell" "$key" 10) sh -c 'date +%s%N >\"\$1/t2\"' sh $(printf %q "$d")" >/dev/null 2>"$d/err.w" &
+  wp=$!
+  job_pids=("$hp" "$wp")
+  if ! wait_for 10 waiting "$cell" "$key" "$d"; then
+    kill_tree "$wp"; kill_tree "$hp"; wait "$wp" "$hp" 2>/dev/null || true
+    echo "the waiter never waited: $(grep -v '^$' "$d/err.w" | tail -n 1)" >&2
+    return 1
+  fi
+  sleep 0.2
+  : >"$d/release"
+  if ! wait "$hp"; then
+    kill_tree "$wp"; wait "$wp" 2>/dev/null || true
+    echo "holder failed: $(tail -n 1 "$d/err.h")" >&2
+    return 1
+  fi
+  wait "$wp" || { echo "waiter failed: $(grep -v ' is held\|^$' "$d/err.w" | tail -n 1)" >&2; return 1; }
+  job_pids=()
+  if [ ! -s "$d/t1" ] || [ ! -s "$d/t2" ]; then echo "a command did not run" >&2; return 1; fi
+  t1=$(cat "$d/t1") t2=$(cat "$d/t2")
+  [ "$t2" -gt "$t1" ] || { echo "waiter started $(((t1 - t2) / 1000)) us before the holder ended: overlap" >&2; return 1; }
+  echo "$(((t2 - t1) / 1000000)).$(printf '%03d' $((((t2 - t1) / 1000) % 1000)))"
+}
+
+# handoff: $handoff_runs rounds, one handoff of every cell per round (interleaved).
+section_handoff() {
+  say "handoff"
+  local c i group
+  local -a cells dead=()
+  mapfile -t cells < <(handoff_cells)
+  cat >"$tmp/holder.sh" <<'SH'
+: >"$1/held"
+i=0
+while [ ! -e "$1/release" ]; do  # at most about 30 s, so an interrupted bench leaves nothing behind
+  i=$((i + 1))
+  [ "$i" -le 6000 ] || exit 1
+  sleep 0.005
+done
+date +%s%N >"$1/t1"
+SH
+  for c in "${!cells[@]}"; do
+    : >"$tmp/handoff.$c"
+    case ${cells[$c]} in
+      flock | etcd) ;;
+      *) eval "$(dbl "${cells[$c]%%:*}" init)" >/dev/null 2>&1 || true ;;
+    esac
+  done
+  for ((i = 0; i < handoff_runs; i++)); do
+    for c in "${!cells[@]}"; do
+      [ -z "${dead[c]:-}" ] || continue
+      one_handoff "${cells[$c]}" >>"$tmp/handoff.$c" 2>"$tmp/err.handoff" ||
+        dead[c]="round $((i + 1)): $(tail -n 1 "$tmp/err.handoff")"
+      job_pids=()  # ended, one way or the other
+    done
+  done
+  : >"$out/handoff.dat"
+  for c in "${!cells[@]}"; do
+    if [ -n "${dead[c]:-}" ]; then
+      fail_row handoff "$(cell_label "${cells[$c]}")" "${dead[c]}"
+    else
+      stat_row handoff "$(cell_label "${cells[$c]}")" ms "$tmp/handoff.$c"
+      case ${cells[$c]} in sqlite:*) group=1 ;; mysql:*) group=2 ;; postgres:*) group=3 ;; *) group=4 ;; esac
+      printf '"%s" %s %s\n' "$(cell_label "${cells[$c]}")" "$(stats "$tmp/handoff.$c" | cut -d' ' -f1-3)" "$group" >>"$out/handoff.dat"
+    fi
+  done
+}
+
+# throughput: $waiters runs started together on one key, each with a trivial command, per cell:
+# how many failed (must be 0) and handoffs per second (runs / wall time from the first start to
+# the last end).
+section_throughput() {
+  say "throughput ($waiters waiters)"
+  local cell key i rc t0 t1 errors prefix
+  local -a pids
+  for cell in $(handoff_cells); do
+    key="tp-${cell//:/-}"
+    case $cell in
+      flock | etcd) ;;
+      *) eval "$(dbl "${cell%%:*}" init)" >/dev/null 2>&1 || true ;;
+    esac
+    prefix=$(locked "$cell" "$key" 300)
+    pids=()
+    : >"$tmp/err.tp"
+    t0=${EPOCHREALTIME/./}
+    for ((i = 0; i < waiters; i++)); do
+      eval "$prefix true" >/dev/null 2>>"$tmp/err.tp" &
+      pids+=($!)
+    done
+    job_pids=("${pids[@]}")
+    errors=0
+    for i in "${pids[@]}"; do
+      rc=0
+      wait "$i" || rc=$?
+      [ "$rc" -eq 0 ] || errors=$((errors + 1))
+    done
+    t1=${EPOCHREALTIME/./}
+    job_pids=()
+    if [ "$errors" -eq 0 ]; then
+      result throughput "errors, $(cell_label "$cell")" runs 0 "" "" "$waiters" ""
+    else
+      result throughput "errors, $(cell_label "$cell")" runs "$errors" "" "" "$waiters" \
+        "FAILED (must be 0): $(grep -v ' is held\|^$' "$tmp/err.tp" | head -n 1)"
+      failures=$((failures + 1))
+      say "FAILED: throughput, $(cell_label "$cell"): $errors of $waiters runs failed"
+    fi
+    result throughput "handoffs/s, $(cell_label "$cell")" "1/s" \
+      "$(awk -v n="$waiters" -v us=$((t1 - t0)) 'BEGIN { printf "%.2f", n / (us / 1e6) }')" "" "" "$waiters" \
+      "$waiters runs in $(((t1 - t0) / 1000)) ms"
+  done
+}

@@ -1,0 +1,38 @@
+# shellcheck shell=bash
+# Sections "startup" and "fsync": local start-up cost and SQLite's fsync-class calls. Sourced.
+
+# startup: `dblock --version` and `dblock run k -- true` on SQLite against `flock FILE true`, and
+# the hand-written sqlite3 lease, interleaved; peak RSS of a run.
+section_startup() {
+  say "startup"
+  local db=$tmp/bench.db
+  eval "$(dbl sqlite init)" >/dev/null 2>"$tmp/err" || { fail_row startup "dblock init (SQLite)" "$(head -n 1 "$tmp/err")"; return 0; }
+  cell "flock FILE true" "flock $(printf %q "$tmp/flock") true"
+  cell "dblock --version" "$(printf %q "$bin") --version"
+  cell "dblock run k -- true (SQLite)" "$(dbl sqlite run k -- true)"
+  cell "sqlite_lease.sh k 60 -- true" "LEASE_TABLE=${DBLOCK_TABLE_PREFIX}locks $(printf %q "$here/bench/sqlite_lease.sh") $(printf %q "$db") k-sh 60 -- true"
+  interleave startup "$runs"
+  ratio_row startup "dblock --version / flock" "dblock --version" "flock FILE true" 1.2
+  ratio_row startup "dblock run (SQLite) / flock" "dblock run k -- true (SQLite)" "flock FILE true" 1.5
+  ratio_row startup "sqlite_lease.sh / dblock run (SQLite)" "sqlite_lease.sh k 60 -- true" "dblock run k -- true (SQLite)"
+  peak_rss startup "peak RSS, dblock run k -- true (SQLite)" "$rss_runs" "$(dbl sqlite run k -- true)"
+  peak_rss startup "peak RSS, flock FILE true" "$rss_runs" "flock $(printf %q "$tmp/flock") true"
+}
+
+fsync_syscalls=fsync,fdatasync,sync_file_range,msync
+
+# fsync: steady state (schema made, the key's row exists: a warm-up run precedes each count).
+section_fsync() {
+  say "fsync"
+  if ! command -v strace >/dev/null; then
+    fail_row fsync "all" "no strace (apt-get install strace)"
+    return 0
+  fi
+  eval "$(dbl sqlite init)" >/dev/null 2>&1 || true
+  eval "$(dbl sqlite run fsync-k -- true)" >/dev/null 2>&1 || true
+  syscalls_per_run fsync "$fsync_syscalls" "fsync-class calls, dblock run k -- true (SQLite)" "$(dbl sqlite run fsync-k -- true)"
+  eval "LEASE_TABLE=${DBLOCK_TABLE_PREFIX}locks $(printf %q "$here/bench/sqlite_lease.sh") $(printf %q "$tmp/bench.db") fsync-sh 60 -- true" >/dev/null 2>&1 || true
+  syscalls_per_run fsync "$fsync_syscalls" "fsync-class calls, sqlite_lease.sh k 60 -- true" \
+    "LEASE_TABLE=${DBLOCK_TABLE_PREFIX}locks $(printf %q "$here/bench/sqlite_lease.sh") $(printf %q "$tmp/bench.db") fsync-sh 60 -- true"
+  syscalls_per_run fsync "$fsync_syscalls" "fsync-class calls, flock FILE true" "flock $(printf %q "$tmp/flock") true"
+}
