@@ -10,10 +10,10 @@ packages=(
   libsqlite3-dev default-libmysqlclient-dev libpq-dev
   # tests: throwaway servers, clients, and the tools the end-to-end scripts use
   mariadb-server mariadb-client postgresql postgresql-client sqlite3 faketime
-  python3 procps util-linux coreutils locales
-  # benchmarks (scripts/bench.sh): peers etcd/etcdctl, the handoff chart, fsync counts (strace),
-  # peak RSS (GNU time); hyperfine for ad-hoc comparisons
-  etcd-server etcd-client gnuplot-nox strace time hyperfine
+  python3 procps util-linux coreutils locales strace
+  # benchmarks (scripts/bench.sh): peers etcd/etcdctl, the handoff chart, fsync counts (strace,
+  # above), peak RSS (GNU time); hyperfine for ad-hoc comparisons
+  etcd-server etcd-client gnuplot-nox time hyperfine
 )
 
 missing=()
