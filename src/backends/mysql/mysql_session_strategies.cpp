@@ -46,9 +46,9 @@ Sql claim_statement(const Tables& t, const LockRequest& req, const std::string& 
 
 class SessionLocker final : public Locker {
  public:
-  SessionLocker(Strategy s, Dsn dsn, BackendOptions options, Tables t)
+  SessionLocker(Strategy s, Dsn dsn, BackendOptions options, Tables t, std::unique_ptr<Connection> books)
       : strategy_(s), dsn_(std::move(dsn)), options_(std::move(options)), t_(std::move(t)),
-        kind_(to_string(s)) {}
+        kind_(to_string(s)), books_(std::move(books)) {}
 
   Result<void> open() {
     holder_.reset();
@@ -82,6 +82,12 @@ class SessionLocker final : public Locker {
     if (held_) return fail(ErrorKind::internal, "this locker already holds '" + held_->key + "'");
     if (!holder_)
       if (auto r = open(); !r) return std::unexpected(r.error());
+    // Every statement rolled back or gave back what it took before reporting an error, so a
+    // missing schema is created (on the bookkeeping connection) and the attempt made again.
+    return with_schema(books(), t_, [&] { return attempt(req, wait); });
+  }
+
+  Result<AcquireOutcome> attempt(const LockRequest& req, Millis wait) {
     // A wait longer than the read timeout would look like a dead server: wait in slices,
     // core calls again until its own deadline.
     const std::int64_t wait_ms = std::clamp<std::int64_t>(wait.count(), 0, holder_->max_block_ms());
@@ -275,8 +281,8 @@ class SessionLocker final : public Locker {
   BackendOptions options_;
   Tables t_;
   std::string kind_;
+  std::unique_ptr<Connection> books_;   // autocommit, for <prefix>locks (the Backend's, taken over)
   std::unique_ptr<Connection> holder_;  // holds the server lock
-  std::unique_ptr<Connection> books_;   // autocommit, for <prefix>locks (transactional strategies)
   std::optional<std::int64_t> lock_wait_s_;
   std::optional<Held> held_;
 };
@@ -284,8 +290,8 @@ class SessionLocker final : public Locker {
 }  // namespace
 
 Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, const Dsn& dsn, const BackendOptions& options,
-                                                    Tables t) {
-  auto locker = std::make_unique<SessionLocker>(s, dsn, options, std::move(t));
+                                                    Tables t, std::unique_ptr<Connection> conn) {
+  auto locker = std::make_unique<SessionLocker>(s, dsn, options, std::move(t), std::move(conn));
   if (auto r = locker->open(); !r) return std::unexpected(r.error());
   return std::unique_ptr<Locker>(std::move(locker));
 }

@@ -10,6 +10,7 @@
 
 #include "backends/backend.hpp"
 #include "backends/mysql/mysql_connection.hpp"
+#include "backends/mysql/mysql_error.hpp"
 
 namespace dblock::mysql {
 
@@ -54,12 +55,41 @@ Result<std::vector<RunRecord>> read_history(Connection& conn, const Tables& t, c
 /// the key's rows beyond the newest `keep`.
 Result<void> write_history(Connection& conn, const Tables& t, const RunRecord& run, int keep);
 
+/// The statements write_history runs, for callers that run them inside a larger one: the
+/// insert (its outcome column given as SQL) and the pruning of the key's rows beyond `keep`.
+Sql history_insert(const Tables& t, const RunRecord& run, const Sql& outcome);
+Sql history_prune(const Tables& t, const std::string& key, int keep);
+
 /// Time until --min-interval has elapsed for the key (0 when due), in database time.
 Result<Millis> due_in(Connection& conn, const Tables& t, const std::string& key, Millis min_interval);
 
-/// Lockers (mysql_lease.cpp, mysql_session_strategies.cpp).
-Result<std::unique_ptr<Locker>> make_lease_locker(const Dsn& dsn, const BackendOptions& options, Tables t);
-Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, const Dsn& dsn, const BackendOptions& options, Tables t);
+/// Lockers (mysql_lease.cpp, mysql_session_strategies.cpp). `conn` is the Backend's connection,
+/// which the locker takes over (nullptr: it opens its own).
+Result<std::unique_ptr<Locker>> make_lease_locker(const Dsn& dsn, const BackendOptions& options, Tables t,
+                                                  std::unique_ptr<Connection> conn);
+Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, const Dsn& dsn, const BackendOptions& options, Tables t,
+                                                    std::unique_ptr<Connection> conn);
+
+/// The run path assumes the schema (backend.hpp, make_locker). After `failed`: when a table is
+/// missing (ER_NO_SUCH_TABLE) creates the schema and returns success, so the caller retries
+/// once; when a column is missing (ER_BAD_FIELD_ERROR) returns ErrorKind::config naming it,
+/// found by the schema check; any other error comes back as it was.
+Result<void> repair_schema(Connection& conn, const Tables& t, const Error& failed);
+
+/// Runs `attempt` (one lock operation's statements), and once more after repair_schema created
+/// a missing schema.
+template <class F>
+auto with_schema(Connection& conn, const Tables& t, F&& attempt) -> decltype(attempt()) {
+  auto first = attempt();
+  if (first) return first;
+  if (auto r = repair_schema(conn, t, first.error()); !r) return std::unexpected(r.error());
+  return attempt();
+}
+
+/// SQL for the name of the GET_LOCK a lease holder keeps while it holds the key, so waiters can
+/// block on it until the release instead of polling: "dblock-wake:" + 52 hex digits of the
+/// same hash as advisory_name (64 characters, the server's limit).
+Sql wake_name(const Tables& t, std::string_view key);
 
 /// Microseconds, the unit every INTERVAL in our SQL uses.
 inline std::int64_t micros(Millis ms) { return ms.count() * 1000; }
