@@ -19,9 +19,6 @@
 namespace dblock::mysql {
 namespace {
 
-// How long taking the row over may wait for the wake lock, in seconds.
-constexpr double wake_grab_s = 0.1;
-
 // The row is free when its lease ended (or a session strategy left expires_at NULL) and,
 // with --min-interval, the last start is old enough.
 Sql free_condition(std::int64_t min_interval_us) {
@@ -62,8 +59,7 @@ Sql acquire_statement(const Tables& t, const LockRequest& req) {
   // short wait covers a waiter that holds the name for the instant between its wake-up and
   // its release of it; a holder whose lease ran out may still hold it, and then waiters fall
   // back to core's backoff.
-  q.add("token = IF(").add(free_condition(mi)).add(", LAST_INSERT_ID(token + 1 + 0 * COALESCE(GET_LOCK(");
-  q.add(wake_name(t, req.key)).add(", ?), 0)), token), ", wake_grab_s);
+  q.add("token = IF(").add(free_condition(mi)).add(", ").add(next_token_taking_wake(t, req.key)).add(", token), ");
   assign("expires_at", "VALUES(expires_at)");
   q.add("last_started_at = IF(").add(due_condition(mi));
   q.add(" AND ((expires_at IS NULL OR expires_at <= NOW(6)) OR "
@@ -85,7 +81,7 @@ class LeaseLocker final : public Locker {
       if (!out || out->state != AcquireOutcome::State::busy) return out;
       const auto left = std::chrono::duration_cast<Millis>(until - std::chrono::steady_clock::now());
       if (left <= Millis(0)) return out;
-      auto woken = wait_for_release(req.key, left);
+      auto woken = wait_for_wake(*conn_, t_, req.key, left);
       if (!woken) {
         if (woken.error().kind == ErrorKind::connection) (void)conn_->reconnect();
         return std::unexpected(woken.error());
@@ -140,8 +136,7 @@ class LeaseLocker final : public Locker {
       out.token = done->affected_rows == 1 ? 1 : static_cast<std::int64_t>(done->insert_id);
       held_ = Held{req.key, req.owner, req.host, req.pid, out.token};
       // A new row (the key's first run) took no wake lock inside the insert: take it now.
-      if (done->affected_rows == 1)
-        (void)conn_->execute(Sql("SELECT GET_LOCK(").add(wake_name(t_, req.key)).add(", ?)", wake_grab_s));
+      if (done->affected_rows == 1) (void)take_wake(*conn_, t_, req.key);
       return out;
     }
     // Cold path: tell who holds it, or when it is due.
@@ -158,20 +153,6 @@ class LeaseLocker final : public Locker {
     if (out.state == AcquireOutcome::State::not_due) out.due_in = *due;
     if (*row) out.holder = **row;
     return out;
-  }
-
-  // Blocks until the holder gives the wake lock back (true) or `left` passes (false); false at
-  // once when nobody holds it (a holder that died, or a row held by a session strategy), so
-  // core's backoff takes over. The lock is given back in the same statement, so the next
-  // waiter wakes too.
-  Result<bool> wait_for_release(const std::string& key, Millis left) {
-    const double seconds = static_cast<double>(std::min<std::int64_t>(left.count(), conn_->max_block_ms())) / 1000.0;
-    Sql q("SELECT IS_USED_LOCK(");
-    q.add(wake_name(t_, key)).add(") IS NOT NULL AND COALESCE(GET_LOCK(").add(wake_name(t_, key));
-    q.add(", ?), 0) = 1, RELEASE_LOCK(", seconds).add(wake_name(t_, key)).add(")");
-    auto r = conn_->execute(q);
-    if (!r) return std::unexpected(r.error());
-    return r->rows.at(0).at(0) == "1";
   }
 
   // The release UPDATE, the wake lock's release, the history row and the pruning as one MariaDB

@@ -175,6 +175,27 @@ Sql wake_name(const Tables& t, std::string_view key) {
              t.prefix, key);
 }
 
+Sql next_token_taking_wake(const Tables& t, std::string_view key) {
+  Sql q("LAST_INSERT_ID(token + 1 + 0 * COALESCE(GET_LOCK(");
+  return q.add(wake_name(t, key)).add(", ?), 0))", wake_grab_s);
+}
+
+Result<void> take_wake(Connection& conn, const Tables& t, std::string_view key) {
+  auto r = conn.execute(Sql("SELECT GET_LOCK(").add(wake_name(t, key)).add(", ?)", wake_grab_s));
+  if (!r) return std::unexpected(r.error());
+  return {};
+}
+
+Result<bool> wait_for_wake(Connection& conn, const Tables& t, std::string_view key, Millis left) {
+  const double seconds = static_cast<double>(std::min<std::int64_t>(left.count(), conn.max_block_ms())) / 1000.0;
+  Sql q("SELECT IS_USED_LOCK(");
+  q.add(wake_name(t, key)).add(") IS NOT NULL AND COALESCE(GET_LOCK(").add(wake_name(t, key));
+  q.add(", ?), 0) = 1, RELEASE_LOCK(", seconds).add(wake_name(t, key)).add(")");
+  auto r = conn.execute(q);
+  if (!r) return std::unexpected(r.error());
+  return r->rows.at(0).at(0) == "1";
+}
+
 Sql advisory_name(const Tables& t, std::string_view key) {
   return Sql("CONCAT('dblock:', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(? AS BINARY), 0x00, "
              "CAST(? AS BINARY)), 256), 57))",

@@ -91,6 +91,24 @@ auto with_schema(Connection& conn, const Tables& t, F&& attempt) -> decltype(att
 /// same hash as advisory_name (64 characters, the server's limit).
 Sql wake_name(const Tables& t, std::string_view key);
 
+/// How long taking a lock over may wait for its wake lock, in seconds: a waiter holds the name
+/// only for the instant between its wake-up and its release of it.
+inline constexpr double wake_grab_s = 0.1;
+
+/// The new token for a takeover statement that also takes the key's wake lock:
+/// LAST_INSERT_ID(token + 1), the lock's result discarded (a holder without it only makes its
+/// waiters fall back to polling).
+Sql next_token_taking_wake(const Tables& t, std::string_view key);
+
+/// Takes the key's wake lock on this connection (a holder whose takeover statement could not).
+Result<void> take_wake(Connection& conn, const Tables& t, std::string_view key);
+
+/// A waiter's block until the key's holder gives the wake lock back (true) or `left` passes
+/// (false); false at once when nobody holds it (a holder that died, or one that keeps none),
+/// so core's backoff takes over. The lock is given back in the same statement, so the next
+/// waiter wakes too.
+Result<bool> wait_for_wake(Connection& conn, const Tables& t, std::string_view key, Millis left);
+
 /// Microseconds, the unit every INTERVAL in our SQL uses.
 inline std::int64_t micros(Millis ms) { return ms.count() * 1000; }
 
