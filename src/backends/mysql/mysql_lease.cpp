@@ -155,19 +155,19 @@ class LeaseLocker final : public Locker {
     return out;
   }
 
-  // The release UPDATE, the wake lock's release, the history row and the pruning as one MariaDB
-  // compound statement: one round trip, every value bound. A lease no longer ours
+  // The release UPDATE, the history row and the pruning as one transaction, then the wake
+  // lock's release, in one MariaDB compound statement: one round trip, every value bound. A lease no longer ours
   // (the update found no row) is told by the block's own SIGNAL, raised after everything else
   // ran (autocommit: the history row stays).
   Result<bool> release_in_one(const ReleaseRequest& req) {
     Sql block("BEGIN NOT ATOMIC DECLARE held INT DEFAULT 0; ");
-    block.add(release_update(req)).add("; SET held = ROW_COUNT(); ");
+    block.add(one_transaction).add(release_update(req)).add("; SET held = ROW_COUNT(); ");
     if (req.history) {
       const RunRecord ok = completed(*req.history, *held_, true);
       block.add(history_insert(t_, ok, Sql("IF(held > 0, ?, ?)", to_string(ok.outcome), to_string(RunOutcome::lost))));
       block.add("; ").add(history_prune(t_, ok.key, keep_)).add("; ");
     }
-    block.add("DO RELEASE_LOCK(").add(wake_name(t_, held_->key)).add("); ");
+    block.add("COMMIT; DO RELEASE_LOCK(").add(wake_name(t_, held_->key)).add("); ");
     block.add("IF held = 0 THEN SIGNAL SQLSTATE '45000'; END IF; END");
     auto done = with_reconnect([&] { return conn_->execute(block); });
     if (done) return true;

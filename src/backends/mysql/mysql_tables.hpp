@@ -60,6 +60,12 @@ Result<void> write_history(Connection& conn, const Tables& t, const RunRecord& r
 Sql history_insert(const Tables& t, const RunRecord& run, const Sql& outcome);
 Sql history_prune(const Tables& t, const std::string& key, int keep);
 
+/// Inside a compound statement (BEGIN NOT ATOMIC, after its variables): the statements up to
+/// the block's COMMIT are one transaction, so they reach the disk in one log flush instead of
+/// one each, and an error rolls them back and is passed on unchanged (errno and SQLSTATE).
+inline constexpr std::string_view one_transaction =
+    "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; START TRANSACTION; ";
+
 /// Time until --min-interval has elapsed for the key (0 when due), in database time.
 Result<Millis> due_in(Connection& conn, const Tables& t, const std::string& key, Millis min_interval);
 
