@@ -149,7 +149,11 @@ TEST_CASE("mysql: a lease survives KILL CONNECTION of its connection: renew reco
   Fixture f;
   const std::string key = test::unique_key("lease-kill");
   const auto before = own_sessions(*f.admin);
-  auto a = f.locker();
+  // The locker takes its Backend's connection over: a Backend opened now is the one to find.
+  auto own = test::open(f.options);
+  auto made = own->make_locker(test::strategy());
+  REQUIRE(made);
+  auto a = std::move(*made);
   auto got = a->try_acquire(request(key, "a"), 0ms);
   REQUIRE(got);
   REQUIRE(got->state == AcquireOutcome::State::acquired);

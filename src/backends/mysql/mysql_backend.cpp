@@ -25,29 +25,42 @@ class MysqlBackend final : public Backend {
 
   std::string_view name() const override { return "mysql"; }
 
-  Result<void> ensure_schema() override { return mysql::ensure_schema(*conn_, t_); }
+  Result<void> ensure_schema() override {
+    auto c = db();
+    if (!c) return std::unexpected(c.error());
+    return mysql::ensure_schema(**c, t_);
+  }
 
+  // The locker takes this connection over (backend.hpp): a lease run then costs the server one
+  // connection, a session strategy one besides its lock's session.
   Result<std::unique_ptr<Locker>> make_locker(Strategy strategy) override {
-    if (strategy == Strategy::lease) return make_lease_locker(dsn_, options_, t_);
-    return make_session_locker(strategy, dsn_, options_, t_);
+    if (strategy == Strategy::lease) return make_lease_locker(dsn_, options_, t_, std::move(conn_));
+    return make_session_locker(strategy, dsn_, options_, t_, std::move(conn_));
   }
 
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
-    return read_locks(*conn_, t_, keys);
+    auto c = db();
+    if (!c) return std::unexpected(c.error());
+    return read_locks(**c, t_, keys);
   }
 
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
-    return read_history(*conn_, t_, key, limit);
+    auto c = db();
+    if (!c) return std::unexpected(c.error());
+    return read_history(**c, t_, key, limit);
   }
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
     Sql update("UPDATE " + t_.locks + " SET renewed_at = NOW(6), expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE ",
                micros(ttl));
     update.add(holder_filter(key, who)).add(" AND strategy = 'lease'");
-    auto done = conn_->execute(update);
+    auto c = db();
+    if (!c) return std::unexpected(c.error());
+    Connection& conn = **c;
+    auto done = conn.execute(update);
     if (!done) return std::unexpected(done.error());
     if (done->affected_rows == 0) return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
-    auto rows = conn_->execute(Sql("SELECT " + epoch_ms("expires_at") + " FROM " + t_.locks + " WHERE name = ?", key));
+    auto rows = conn.execute(Sql("SELECT " + epoch_ms("expires_at") + " FROM " + t_.locks + " WHERE name = ?", key));
     if (!rows) return std::unexpected(rows.error());
     return to_i64(rows->rows.at(0).at(0));
   }
@@ -55,13 +68,16 @@ class MysqlBackend final : public Backend {
   Result<void> release(const std::string& key, const HolderSelector& who) override {
     // A session lock lives in its holder's connection: the only way to free it from outside
     // is to end that connection (its run then sees the lock lost and exits 76).
-    auto row = read_lock(*conn_, t_, key);
+    auto c = db();
+    if (!c) return std::unexpected(c.error());
+    Connection& conn = **c;
+    auto row = read_lock(conn, t_, key);
     if (!row) return std::unexpected(row.error());
     const bool session_held = *row && (*row)->state == LockStatus::State::held && (*row)->strategy != "lease";
     std::string session;
     if (session_held) {
       Sql select("SELECT CAST(session_id AS UNSIGNED) FROM " + t_.locks + " WHERE ");
-      auto sid = conn_->execute(select.add(holder_filter(key, who)));
+      auto sid = conn.execute(select.add(holder_filter(key, who)));
       if (!sid) return std::unexpected(sid.error());
       if (sid->rows.empty() || !sid->rows[0][0])
         return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
@@ -69,14 +85,14 @@ class MysqlBackend final : public Backend {
     }
     Sql update("UPDATE " + t_.locks +
                " SET released_at = NOW(6), expires_at = IF(strategy = 'lease', LEAST(expires_at, NOW(6)), NULL) WHERE ");
-    auto done = conn_->execute(update.add(holder_filter(key, who)));
+    auto done = conn.execute(update.add(holder_filter(key, who)));
     if (!done) return std::unexpected(done.error());
     // --force wants the key free; a key nobody holds already is (as on every backend).
     if (done->affected_rows == 0 && !who.force)
       return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
     if (!session.empty())
       // No such session: the holder ended by itself meanwhile, which is what we wanted.
-      if (auto r = conn_->execute(Sql("KILL CONNECTION ?", to_i64(session))); !r && !is_no_such_session(r.error()))
+      if (auto r = conn.execute(Sql("KILL CONNECTION ?", to_i64(session))); !r && !is_no_such_session(r.error()))
         return fail(r.error().kind == ErrorKind::connection ? ErrorKind::connection : ErrorKind::other,
                     "marked '" + key + "' released, but could not end its holder's session " + session + ": " +
                         r.error().message);
@@ -84,13 +100,17 @@ class MysqlBackend final : public Backend {
   }
 
   Result<std::int64_t> now_ms() override {
-    auto rows = conn_->execute("SELECT " + epoch_ms("NOW(6)"));
+    auto c = db();
+    if (!c) return std::unexpected(c.error());
+    auto rows = (*c)->execute("SELECT " + epoch_ms("NOW(6)"));
     if (!rows) return std::unexpected(rows.error());
     return to_i64(rows->rows.at(0).at(0));
   }
 
   std::vector<DoctorCheck> doctor_checks(Strategy strategy) override {
     std::vector<DoctorCheck> checks;
+    auto c = db();
+    if (!c) return {{"server", false, c.error().message}};
     checks.push_back({"server", true, conn_->server_info() + " at " + dsn_.redacted});
     checks.push_back(check_privileges());
     checks.push_back(check_wait_timeout());
@@ -100,6 +120,17 @@ class MysqlBackend final : public Backend {
   }
 
  private:
+  // After make_locker handed the connection over, anything still asked of this Backend (tests
+  // do) gets a new one.
+  Result<Connection*> db() {
+    if (!conn_) {
+      auto c = Connection::open(dsn_, options_);
+      if (!c) return std::unexpected(c.error());
+      conn_ = std::move(*c);
+    }
+    return conn_.get();
+  }
+
   // Rows still held (not released) by the selected holder; --force matches any holder.
   static Sql holder_filter(const std::string& key, const HolderSelector& who) {
     Sql where("name = ? AND released_at IS NULL", key);

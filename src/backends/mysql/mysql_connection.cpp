@@ -103,11 +103,12 @@ struct ParamStorage {
 }  // namespace
 
 Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const BackendOptions& options,
-                                                    ConnectionRole role) {
+                                                    ConnectionRole role, std::string_view settings) {
   auto target = parse_mysql_dsn(dsn);
   if (!target) return std::unexpected(target.error());
-  std::unique_ptr<Connection> conn(
-      new Connection(dsn, std::move(*target), options, init_command(role, options.session_idle_limit)));
+  std::string init = init_command(role, options.session_idle_limit);
+  init += settings;
+  std::unique_ptr<Connection> conn(new Connection(dsn, std::move(*target), options, std::move(init)));
   if (auto r = conn->connect(); !r) return std::unexpected(r.error());
   return conn;
 }

@@ -48,8 +48,11 @@ class Connection {
   /// Connects with every time bound set, utf8mb4, UTC session time zone, no automatic
   /// reconnect, close-on-exec socket, and the session's idle limit: options.session_idle_limit
   /// for a lock holder, none (a year) for the others.
+  /// `settings`: more session assignments for the init command (", SESSION x = 1"), so they
+  /// travel with the connection instead of costing a SET of their own.
   static Result<std::unique_ptr<Connection>> open(const Dsn& dsn, const BackendOptions& options,
-                                                  ConnectionRole role = ConnectionRole::bookkeeping);
+                                                  ConnectionRole role = ConnectionRole::bookkeeping,
+                                                  std::string_view settings = {});
 
   /// Runs one statement with its bound values; rows come back as text. A statement whose
   /// placeholders and values disagree is ErrorKind::internal and never reaches the server.

@@ -17,6 +17,21 @@ bool is_connection_errno(unsigned errnum);
 /// True when a KILL named a session the server does not know (ER_NO_SUCH_THREAD).
 bool is_no_such_session(const Error& e);
 
+/// True when a statement named a table the database does not have (ER_NO_SUCH_TABLE): the
+/// schema is missing and may be created.
+bool is_no_such_table(const Error& e);
+
+/// True when a statement named a column its table does not have (ER_BAD_FIELD_ERROR): a table
+/// of the wrong shape.
+bool is_bad_field(const Error& e);
+
+/// True when the server cannot prepare a compound statement (BEGIN NOT ATOMIC ... END): MySQL,
+/// and MariaDB before compound statements could be prepared, answer a parse error.
+bool is_unsupported_compound(const Error& e);
+
+/// True for the SIGNAL SQLSTATE '45000' of dblock's own compound statements (ER_SIGNAL_EXCEPTION).
+bool is_user_signal(const Error& e);
+
 /// An Error with the classified kind, "mysql <where>: <text> (errno N)", the errno as
 /// native_code and the SQLSTATE; `where` must be redacted.
 Error make_error(unsigned errnum, std::string_view where, std::string_view text, std::string_view sqlstate = {});

@@ -1,7 +1,19 @@
 // The lease strategy: a row per key taken by one conditional upsert, renewed by heartbeat,
-// released by an owner- and token-checked update. Lease acquire, renew and release are one
-// statement each; a repeated statement is executed from the connection's statement cache, so
-// it is one round trip (the first one too on MariaDB: prepare and execute go together).
+// released by an owner- and token-checked update. Every statement runs on one connection (the
+// Backend's, taken over), and a repeated statement is executed from the connection's statement
+// cache, so it is one round trip (the first one too on MariaDB: prepare and execute go together).
+// A run costs acquire 1 and release 1 (with its history row on MariaDB) after the connection's
+// handshake and init command.
+//
+// Waiters are woken by the server, not by polling: the holder keeps a GET_LOCK on the key's
+// wake name (wake_name) while it holds the lease, taken inside the acquire and given back by
+// the release, so a waiter blocks in GET_LOCK on that name until the release, then retries
+// at once. A holder that died gave the name back with its session, and one whose lease ran out
+// is not waited for beyond the slice core allows: the lease's own expiry still decides.
+#include <algorithm>
+#include <chrono>
+
+#include "backends/mysql/mysql_error.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 
 namespace dblock::mysql {
@@ -43,7 +55,11 @@ Sql acquire_statement(const Tables& t, const LockRequest& req) {
   assign("acquired_at", "NOW(6)");
   assign("renewed_at", "NOW(6)");
   assign("released_at", "NULL");
-  assign("token", "LAST_INSERT_ID(token + 1)");
+  // Taking the row over also takes the wake lock (IF evaluates only the branch it picks). The
+  // short wait covers a waiter that holds the name for the instant between its wake-up and
+  // its release of it; a holder whose lease ran out may still hold it, and then waiters fall
+  // back to core's backoff.
+  q.add("token = IF(").add(free_condition(mi)).add(", ").add(next_token_taking_wake(t, req.key)).add(", token), ");
   assign("expires_at", "VALUES(expires_at)");
   q.add("last_started_at = IF(").add(due_condition(mi));
   q.add(" AND ((expires_at IS NULL OR expires_at <= NOW(6)) OR "
@@ -56,7 +72,56 @@ class LeaseLocker final : public Locker {
   LeaseLocker(std::unique_ptr<Connection> conn, Tables t, int keep)
       : conn_(std::move(conn)), t_(std::move(t)), keep_(keep) {}
 
-  Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis) override {
+  Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
+    // A busy key is retried here as soon as its holder lets go (the server wakes us), within
+    // the slice core gave; a wait that ended without a release returns busy to core.
+    const auto until = std::chrono::steady_clock::now() + wait;
+    for (;;) {
+      auto out = with_schema(*conn_, t_, [&] { return attempt(req); });
+      if (!out || out->state != AcquireOutcome::State::busy) return out;
+      const auto left = std::chrono::duration_cast<Millis>(until - std::chrono::steady_clock::now());
+      if (left <= Millis(0)) return out;
+      auto woken = wait_for_wake(*conn_, t_, req.key, left);
+      if (!woken) {
+        if (woken.error().kind == ErrorKind::connection) (void)conn_->reconnect();
+        return std::unexpected(woken.error());
+      }
+      if (!*woken) return out;
+    }
+  }
+
+  Result<void> renew(Millis ttl) override {
+    if (!held_) return fail(ErrorKind::lost, "no lease is held");
+    Sql update("UPDATE " + t_.locks + " SET renewed_at = NOW(6), expires_at = NOW(6) + INTERVAL ? MICROSECOND", micros(ttl));
+    update.add(" WHERE name = ? AND owner = ? AND token = ? AND released_at IS NULL", held_->key, held_->owner, held_->token);
+    auto done = with_reconnect([&] { return conn_->execute(update); });
+    if (!done) return std::unexpected(done.error());
+    if (done->affected_rows == 0) return lost(*held_);
+    return {};
+  }
+
+  Result<void> release(const ReleaseRequest& req) override {
+    if (!held_) return fail(ErrorKind::lost, "no lease is held");
+    // Until the update has run the lease is still ours: a release that failed (the server
+    // unreachable even after a reconnect) leaves it held, to be retried or left to expire,
+    // as on PostgreSQL and SQLite.
+    Result<bool> still_held = compound_ ? release_in_one(req) : release_in_steps(req);
+    if (!still_held && compound_ && is_unsupported_compound(still_held.error())) {
+      compound_ = false;
+      still_held = release_in_steps(req);
+    }
+    if (!still_held) return std::unexpected(still_held.error());
+    const Held held = std::move(*held_);
+    held_.reset();
+    if (!*still_held) return lost(held);
+    return {};
+  }
+
+ private:
+  using Held = HeldLock;
+
+  // One attempt: the upsert, and on the cold path what the caller needs to know.
+  Result<AcquireOutcome> attempt(const LockRequest& req) {
     // No retry here: had the lost reply carried our takeover, a retry would report busy on
     // our own row. Reconnect for the next attempt, which core schedules.
     auto done = conn_->execute(acquire_statement(t_, req));
@@ -70,6 +135,8 @@ class LeaseLocker final : public Locker {
       out.state = AcquireOutcome::State::acquired;
       out.token = done->affected_rows == 1 ? 1 : static_cast<std::int64_t>(done->insert_id);
       held_ = Held{req.key, req.owner, req.host, req.pid, out.token};
+      // A new row (the key's first run) took no wake lock inside the insert: take it now.
+      if (done->affected_rows == 1) (void)take_wake(*conn_, t_, req.key);
       return out;
     }
     // Cold path: tell who holds it, or when it is due.
@@ -88,39 +155,47 @@ class LeaseLocker final : public Locker {
     return out;
   }
 
-  Result<void> renew(Millis ttl) override {
-    if (!held_) return fail(ErrorKind::lost, "no lease is held");
-    Sql update("UPDATE " + t_.locks + " SET renewed_at = NOW(6), expires_at = NOW(6) + INTERVAL ? MICROSECOND", micros(ttl));
-    update.add(" WHERE name = ? AND owner = ? AND token = ? AND released_at IS NULL", held_->key, held_->owner, held_->token);
-    auto done = with_reconnect([&] { return conn_->execute(update); });
-    if (!done) return std::unexpected(done.error());
-    if (done->affected_rows == 0) return lost(*held_);
-    return {};
+  // The release UPDATE, the history row and the pruning as one transaction, then the wake
+  // lock's release, in one MariaDB compound statement: one round trip, every value bound. A lease no longer ours
+  // (the update found no row) is told by the block's own SIGNAL, raised after everything else
+  // ran (autocommit: the history row stays).
+  Result<bool> release_in_one(const ReleaseRequest& req) {
+    Sql block("BEGIN NOT ATOMIC DECLARE held INT DEFAULT 0; ");
+    block.add(one_transaction).add(release_update(req)).add("; SET held = ROW_COUNT(); ");
+    if (req.history) {
+      const RunRecord ok = completed(*req.history, *held_, true);
+      block.add(history_insert(t_, ok, Sql("IF(held > 0, ?, ?)", to_string(ok.outcome), to_string(RunOutcome::lost))));
+      block.add("; ").add(history_prune(t_, ok.key, keep_)).add("; ");
+    }
+    block.add("COMMIT; DO RELEASE_LOCK(").add(wake_name(t_, held_->key)).add("); ");
+    block.add("IF held = 0 THEN SIGNAL SQLSTATE '45000'; END IF; END");
+    auto done = with_reconnect([&] { return conn_->execute(block); });
+    if (done) return true;
+    if (is_user_signal(done.error())) return false;
+    return std::unexpected(done.error());
   }
 
-  Result<void> release(const ReleaseRequest& req) override {
-    if (!held_) return fail(ErrorKind::lost, "no lease is held");
+  // The same in separate statements, for servers that cannot prepare a compound statement.
+  Result<bool> release_in_steps(const ReleaseRequest& req) {
+    auto done = with_reconnect([&] { return conn_->execute(release_update(req)); });
+    if (!done) return std::unexpected(done.error());
+    (void)conn_->execute(Sql("DO RELEASE_LOCK(").add(wake_name(t_, held_->key)).add(")"));
+    const bool still_held = done->affected_rows != 0;
+    // The run happened even when the lease was lost meanwhile: its history row is still written.
+    if (req.history)
+      if (auto r = write_history(*conn_, t_, completed(*req.history, *held_, still_held), keep_); !r)
+        return std::unexpected(r.error());
+    return still_held;
+  }
+
+  Sql release_update(const ReleaseRequest& req) const {
     Sql update("UPDATE " + t_.locks +
                    " SET released_at = NOW(6), expires_at = GREATEST(NOW(6), acquired_at + INTERVAL ? MICROSECOND)",
                micros(req.min_hold));
     if (req.finished_run) update.add(", last_finished_at = NOW(6), last_exit_code = ?", req.exit_code);
     update.add(" WHERE name = ? AND owner = ? AND token = ? AND released_at IS NULL", held_->key, held_->owner, held_->token);
-    // Until the update has run the lease is still ours: a release that failed (the server
-    // unreachable even after a reconnect) leaves it held, to be retried or left to expire,
-    // as on PostgreSQL and SQLite.
-    auto done = with_reconnect([&] { return conn_->execute(update); });
-    if (!done) return std::unexpected(done.error());
-    const Held held = std::move(*held_);
-    held_.reset();
-    // The run happened even when the lease was lost meanwhile: its history row is still written.
-    if (req.history)
-      if (auto r = write_history(*conn_, t_, completed(*req.history, held, done->affected_rows != 0), keep_); !r) return r;
-    if (done->affected_rows == 0) return lost(held);
-    return {};
+    return update;
   }
-
- private:
-  using Held = HeldLock;
 
   static RunRecord completed(RunRecord run, const Held& held, bool still_held) {
     return complete_run_record(std::move(run), held, "lease", still_held);
@@ -145,14 +220,19 @@ class LeaseLocker final : public Locker {
   Tables t_;
   int keep_;
   std::optional<Held> held_;
+  bool compound_ = true;  // the server prepares BEGIN NOT ATOMIC ... END (MariaDB)
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Locker>> make_lease_locker(const Dsn& dsn, const BackendOptions& options, Tables t) {
-  auto conn = Connection::open(dsn, options);
-  if (!conn) return std::unexpected(conn.error());
-  return std::unique_ptr<Locker>(std::make_unique<LeaseLocker>(std::move(*conn), std::move(t), options.history_keep));
+Result<std::unique_ptr<Locker>> make_lease_locker(const Dsn& dsn, const BackendOptions& options, Tables t,
+                                                  std::unique_ptr<Connection> conn) {
+  if (!conn) {
+    auto opened = Connection::open(dsn, options);
+    if (!opened) return std::unexpected(opened.error());
+    conn = std::move(*opened);
+  }
+  return std::unique_ptr<Locker>(std::make_unique<LeaseLocker>(std::move(conn), std::move(t), options.history_keep));
 }
 
 }  // namespace dblock::mysql

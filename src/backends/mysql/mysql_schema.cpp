@@ -5,6 +5,7 @@
 
 #include "backends/common/identifiers.hpp"
 #include "backends/common/lock_rows.hpp"
+#include "backends/mysql/mysql_error.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 
 namespace dblock::mysql {
@@ -145,6 +146,13 @@ Result<void> ensure_schema(Connection& conn, const Tables& t) {
   return {};
 }
 
+Result<void> repair_schema(Connection& conn, const Tables& t, const Error& failed) {
+  if (is_no_such_table(failed)) return ensure_schema(conn, t);
+  if (is_bad_field(failed))
+    if (auto r = ensure_schema(conn, t); !r) return r;
+  return std::unexpected(failed);
+}
+
 std::string epoch_ms(const std::string& expr) {
   return "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " + expr + ") DIV 1000)";
 }
@@ -159,6 +167,33 @@ Sql advisory_name_of_column(const Tables& t, const std::string& key_column) {
   return Sql("CONCAT('dblock:', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(? AS BINARY), 0x00, CAST(" +
                  key_column + " AS BINARY)), 256), 57))",
              t.prefix);
+}
+
+Sql wake_name(const Tables& t, std::string_view key) {
+  return Sql("CONCAT('dblock-wake:', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(? AS BINARY), 0x00, "
+             "CAST(? AS BINARY)), 256), 52))",
+             t.prefix, key);
+}
+
+Sql next_token_taking_wake(const Tables& t, std::string_view key) {
+  Sql q("LAST_INSERT_ID(token + 1 + 0 * COALESCE(GET_LOCK(");
+  return q.add(wake_name(t, key)).add(", ?), 0))", wake_grab_s);
+}
+
+Result<void> take_wake(Connection& conn, const Tables& t, std::string_view key) {
+  auto r = conn.execute(Sql("SELECT GET_LOCK(").add(wake_name(t, key)).add(", ?)", wake_grab_s));
+  if (!r) return std::unexpected(r.error());
+  return {};
+}
+
+Result<bool> wait_for_wake(Connection& conn, const Tables& t, std::string_view key, Millis left) {
+  const double seconds = static_cast<double>(std::min<std::int64_t>(left.count(), conn.max_block_ms())) / 1000.0;
+  Sql q("SELECT IS_USED_LOCK(");
+  q.add(wake_name(t, key)).add(") IS NOT NULL AND COALESCE(GET_LOCK(").add(wake_name(t, key));
+  q.add(", ?), 0) = 1, RELEASE_LOCK(", seconds).add(wake_name(t, key)).add(")");
+  auto r = conn.execute(q);
+  if (!r) return std::unexpected(r.error());
+  return r->rows.at(0).at(0) == "1";
 }
 
 Sql advisory_name(const Tables& t, std::string_view key) {
@@ -205,21 +240,28 @@ Result<std::vector<RunRecord>> read_history(Connection& conn, const Tables& t, c
   return out;
 }
 
-Result<void> write_history(Connection& conn, const Tables& t, const RunRecord& run, int keep) {
-  const auto outcome = to_string(run.outcome);
+Sql history_insert(const Tables& t, const RunRecord& run, const Sql& outcome) {
   Sql insert("INSERT INTO " + t.runs +
              " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) ");
   insert.add("SELECT ?, ?, ?, ?, ?, ?, ", run.key, run.token, run.owner, run.host, run.pid, run.strategy);
   insert.add("COALESCE((SELECT acquired_at FROM " + t.locks + " WHERE name = ? AND token = ?), NOW(6)), NOW(6), ",
              run.key, run.token);
-  insert.add("?, ?", outcome, run.exit_code);
-  auto inserted = conn.execute(insert);
-  if (!inserted) return std::unexpected(inserted.error());
-  // The derived table lets MySQL read the table it deletes from.
-  Sql prune("DELETE FROM " + t.runs + " WHERE name = ?", run.key);
+  return insert.add(outcome).add(", ?", run.exit_code);
+}
+
+Sql history_prune(const Tables& t, const std::string& key, int keep) {
+  // The derived table lets MySQL read the table it deletes from. The cutoff is found on the
+  // (name, id) index, newest first.
+  Sql prune("DELETE FROM " + t.runs + " WHERE name = ?", key);
   prune.add(" AND id <= (SELECT id FROM (SELECT id FROM " + t.runs + " WHERE name = ? ORDER BY id DESC LIMIT 1 OFFSET ?) AS cutoff)",
-            run.key, keep);
-  auto pruned = conn.execute(prune);
+            key, keep);
+  return prune;
+}
+
+Result<void> write_history(Connection& conn, const Tables& t, const RunRecord& run, int keep) {
+  auto inserted = conn.execute(history_insert(t, run, Sql("?", to_string(run.outcome))));
+  if (!inserted) return std::unexpected(inserted.error());
+  auto pruned = conn.execute(history_prune(t, run.key, keep));
   if (!pruned) return std::unexpected(pruned.error());
   return {};
 }

@@ -12,6 +12,7 @@
 // innodb_lock_wait_timeout = 0, which MariaDB honours as "no wait" (MySQL raises it to its
 // minimum of 1 s). Measured on MariaDB 10.11 on loopback: a busy answer in a few ms.
 #include <algorithm>
+#include <chrono>
 
 #include "backends/mysql/mysql_tables.hpp"
 
@@ -21,7 +22,9 @@ namespace {
 // The bookkeeping upsert: token + 1 and the holder columns, only when --min-interval allows.
 // The condition reads last_started_at only, which is assigned last (MySQL evaluates the list
 // left to right). The text is the same for every request, so the prepared statement is cached.
-Sql claim_statement(const Tables& t, const LockRequest& req, const std::string& kind, const std::string& session) {
+// With take_wake the takeover also takes the key's wake lock (mysql_tables.hpp, wake_name).
+Sql claim_statement(const Tables& t, const LockRequest& req, const std::string& kind, const std::string& session,
+                    bool take_wake) {
   const std::int64_t mi = micros(req.min_interval);
   Sql q("INSERT INTO " + t.locks +
             " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at, "
@@ -39,23 +42,31 @@ Sql claim_statement(const Tables& t, const LockRequest& req, const std::string& 
   assign("renewed_at", "NOW(6)");
   assign("expires_at", "NULL");
   assign("released_at", "NULL");
-  assign("token", "LAST_INSERT_ID(token + 1)");
+  if (take_wake)
+    q.add("token = IF(").add(due_condition(mi)).add(", ").add(next_token_taking_wake(t, req.key)).add(", token), ");
+  else
+    assign("token", "LAST_INSERT_ID(token + 1)");
   assign("last_started_at", "NOW(6)", true);
   return q;
 }
 
 class SessionLocker final : public Locker {
  public:
-  SessionLocker(Strategy s, Dsn dsn, BackendOptions options, Tables t)
+  SessionLocker(Strategy s, Dsn dsn, BackendOptions options, Tables t, std::unique_ptr<Connection> books)
       : strategy_(s), dsn_(std::move(dsn)), options_(std::move(options)), t_(std::move(t)),
-        kind_(to_string(s)) {}
+        kind_(to_string(s)), books_(std::move(books)) {}
 
   Result<void> open() {
     holder_.reset();
-    auto h = Connection::open(dsn_, options_, ConnectionRole::lock_holder);
+    // The row-lock strategies start with no lock wait (core's slices are under a second), set
+    // with the connection rather than by a SET before the first attempt.
+    const bool row_lock = strategy_ != Strategy::advisory;
+    auto h = Connection::open(dsn_, options_, ConnectionRole::lock_holder,
+                              row_lock ? ", SESSION innodb_lock_wait_timeout = 0" : "");
     if (!h) return std::unexpected(h.error());
     holder_ = std::move(*h);
     lock_wait_s_.reset();
+    if (row_lock) lock_wait_s_ = 0;
     if (strategy_ == Strategy::txn_insert)
       // No gap locks, and a second inserter of the same key waits on the first one's row.
       if (auto r = holder_->query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"); !r) return r;
@@ -82,6 +93,25 @@ class SessionLocker final : public Locker {
     if (held_) return fail(ErrorKind::internal, "this locker already holds '" + held_->key + "'");
     if (!holder_)
       if (auto r = open(); !r) return std::unexpected(r.error());
+    // Every statement rolled back or gave back what it took before reporting an error, so a
+    // missing schema is created (on the bookkeeping connection) and the attempt made again.
+    // The row-lock strategies wait in whole seconds only, so a slice under a second is a
+    // NOWAIT attempt; their holder keeps the key's wake lock on its bookkeeping connection
+    // (advisory needs none: GET_LOCK itself blocks), so a busy attempt blocks on that until
+    // the release and is made again at once, within the slice.
+    const auto until = std::chrono::steady_clock::now() + wait;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<Millis>(until - std::chrono::steady_clock::now());
+      auto out = with_schema(books(), t_, [&] { return attempt(req, std::max(left, Millis(0))); });
+      if (!out || out->state != AcquireOutcome::State::busy || !wakes()) return out;
+      const auto rest = std::chrono::duration_cast<Millis>(until - std::chrono::steady_clock::now());
+      if (rest <= Millis(0)) return out;
+      auto woken = wait_for_wake(books(), t_, req.key, rest);
+      if (!woken || !*woken) return out;
+    }
+  }
+
+  Result<AcquireOutcome> attempt(const LockRequest& req, Millis wait) {
     // A wait longer than the read timeout would look like a dead server: wait in slices,
     // core calls again until its own deadline.
     const std::int64_t wait_ms = std::clamp<std::int64_t>(wait.count(), 0, holder_->max_block_ms());
@@ -101,7 +131,7 @@ class SessionLocker final : public Locker {
       return out;
     }
 
-    auto claimed = books_execute(claim_statement(t_, req, kind_, session_text()));
+    auto claimed = books_execute(claim_statement(t_, req, kind_, session_text(), wakes()));
     if (!claimed || claimed->affected_rows == 0) {
       (void)give_back(req.key);
       if (!claimed) return std::unexpected(claimed.error());
@@ -114,6 +144,8 @@ class SessionLocker final : public Locker {
     out.state = AcquireOutcome::State::acquired;
     out.token = claimed->affected_rows == 1 ? 1 : static_cast<std::int64_t>(claimed->insert_id);
     held_ = Held{req.key, req.owner, req.host, req.pid, out.token};
+    // A new row (the key's first run) took no wake lock inside the insert: take it now.
+    if (wakes() && claimed->affected_rows == 1) (void)take_wake(books(), t_, req.key);
     return out;
   }
 
@@ -141,9 +173,10 @@ class SessionLocker final : public Locker {
     auto gave_back = give_back(held.key);
     held_.reset();
     const bool still_held = updated && gave_back && updated->affected_rows != 0;
+    // The wake lock goes only now, after the lock itself: a waiter it wakes finds the key free.
     Result<void> history{};
-    if (updated && req.history)
-      history = write_history(books(), t_, completed(*req.history, held, still_held), options_.history_keep);
+    if (updated) history = finish_release(held, req.history ? std::optional(completed(*req.history, held, still_held))
+                                                            : std::nullopt);
     if (!updated) return std::unexpected(updated.error());
     if (!history) return history;
     if (!gave_back || updated->affected_rows == 0)
@@ -160,6 +193,31 @@ class SessionLocker final : public Locker {
   }
 
   Connection& books() { return books_ ? *books_ : *holder_; }
+
+  // The row-lock strategies keep a wake lock for their waiters (try_acquire).
+  bool wakes() const { return strategy_ != Strategy::advisory && books_; }
+
+  // The history row, its pruning and the wake lock's release, on the bookkeeping connection:
+  // on MariaDB one compound statement (one round trip, every value bound).
+  Result<void> finish_release(const Held& held, const std::optional<RunRecord>& run) {
+    if (!run && !wakes()) return {};
+    Sql wake_release("DO RELEASE_LOCK(");
+    wake_release.add(wake_name(t_, held.key)).add(")");
+    if (compound_ && run) {
+      Sql block("BEGIN NOT ATOMIC ");
+      block.add(one_transaction).add(history_insert(t_, *run, Sql("?", to_string(run->outcome)))).add("; ");
+      block.add(history_prune(t_, run->key, options_.history_keep)).add("; COMMIT; ");
+      if (wakes()) block.add(wake_release).add("; ");
+      block.add("END");
+      auto done = books_execute(block);
+      if (done || !is_unsupported_compound(done.error())) return done ? Result<void>() : std::unexpected(done.error());
+      compound_ = false;
+    }
+    Result<void> history{};
+    if (run) history = write_history(books(), t_, *run, options_.history_keep);
+    if (wakes()) (void)books().execute(wake_release);
+    return history;
+  }
 
   std::string session_text() const { return std::to_string(holder_->session_id()); }
 
@@ -192,22 +250,22 @@ class SessionLocker final : public Locker {
     }
     const std::int64_t wait_s = wait_ms / 1000;  // whole seconds only, never longer than asked
     if (strategy_ == Strategy::for_update) {
-      // Pre-insert the row, committed. A plain read first, because INSERT IGNORE on an
-      // existing row waits for the holder's row lock; if a racer's insert got in between,
+      // The claims row exists after the key's first for-update run, so it is locked straight
+      // away; only a missing one is inserted (committed) and locked again. INSERT IGNORE on an
+      // existing row would wait for the holder's row lock; if a racer's insert got in between,
       // that wait is bounded by the same lock wait as the lock itself and means busy.
       if (auto r = set_lock_wait(wait_s); !r) return std::unexpected(r.error());
-      auto exists = holder_->execute(Sql("SELECT 1 FROM " + t_.claims + " WHERE name = ? AND kind = ?", key, kind_));
-      if (!exists) return std::unexpected(exists.error());
-      if (exists->rows.empty()) {
+      for (int pass = 0;; ++pass) {
+        if (auto r = holder_->query("START TRANSACTION"); !r) return std::unexpected(r.error());
+        auto locked = holder_->execute(Sql("SELECT name FROM " + t_.claims + " WHERE name = ? AND kind = ? FOR UPDATE" +
+                                               (wait_s > 0 ? "" : " NOWAIT"),
+                                           key, kind_));
+        if (!locked || !locked->rows.empty() || pass > 0) return settle(locked);
+        if (auto r = holder_->query("ROLLBACK"); !r) return std::unexpected(r.error());
         auto r = holder_->execute(Sql("INSERT IGNORE INTO " + t_.claims + " (name, kind) VALUES (?, ?)", key, kind_));
         if (!r && r.error().kind == ErrorKind::busy) return false;
         if (!r) return std::unexpected(r.error());
       }
-      if (auto r = holder_->query("START TRANSACTION"); !r) return std::unexpected(r.error());
-      auto locked = holder_->execute(Sql("SELECT name FROM " + t_.claims + " WHERE name = ? AND kind = ? FOR UPDATE" +
-                                             (wait_s > 0 ? "" : " NOWAIT"),
-                                         key, kind_));
-      return settle(locked);
     }
     if (auto r = set_lock_wait(wait_s); !r) return std::unexpected(r.error());
     if (auto r = holder_->query("START TRANSACTION"); !r) return std::unexpected(r.error());
@@ -275,17 +333,18 @@ class SessionLocker final : public Locker {
   BackendOptions options_;
   Tables t_;
   std::string kind_;
+  std::unique_ptr<Connection> books_;   // autocommit, for <prefix>locks (the Backend's, taken over)
   std::unique_ptr<Connection> holder_;  // holds the server lock
-  std::unique_ptr<Connection> books_;   // autocommit, for <prefix>locks (transactional strategies)
   std::optional<std::int64_t> lock_wait_s_;
   std::optional<Held> held_;
+  bool compound_ = true;  // the server prepares BEGIN NOT ATOMIC ... END (MariaDB)
 };
 
 }  // namespace
 
 Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, const Dsn& dsn, const BackendOptions& options,
-                                                    Tables t) {
-  auto locker = std::make_unique<SessionLocker>(s, dsn, options, std::move(t));
+                                                    Tables t, std::unique_ptr<Connection> conn) {
+  auto locker = std::make_unique<SessionLocker>(s, dsn, options, std::move(t), std::move(conn));
   if (auto r = locker->open(); !r) return std::unexpected(r.error());
   return std::unique_ptr<Locker>(std::move(locker));
 }

@@ -10,6 +10,7 @@
 
 #include "backends/backend.hpp"
 #include "backends/mysql/mysql_connection.hpp"
+#include "backends/mysql/mysql_error.hpp"
 
 namespace dblock::mysql {
 
@@ -54,12 +55,65 @@ Result<std::vector<RunRecord>> read_history(Connection& conn, const Tables& t, c
 /// the key's rows beyond the newest `keep`.
 Result<void> write_history(Connection& conn, const Tables& t, const RunRecord& run, int keep);
 
+/// The statements write_history runs, for callers that run them inside a larger one: the
+/// insert (its outcome column given as SQL) and the pruning of the key's rows beyond `keep`.
+Sql history_insert(const Tables& t, const RunRecord& run, const Sql& outcome);
+Sql history_prune(const Tables& t, const std::string& key, int keep);
+
+/// Inside a compound statement (BEGIN NOT ATOMIC, after its variables): the statements up to
+/// the block's COMMIT are one transaction, so they reach the disk in one log flush instead of
+/// one each, and an error rolls them back and is passed on unchanged (errno and SQLSTATE).
+inline constexpr std::string_view one_transaction =
+    "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; START TRANSACTION; ";
+
 /// Time until --min-interval has elapsed for the key (0 when due), in database time.
 Result<Millis> due_in(Connection& conn, const Tables& t, const std::string& key, Millis min_interval);
 
-/// Lockers (mysql_lease.cpp, mysql_session_strategies.cpp).
-Result<std::unique_ptr<Locker>> make_lease_locker(const Dsn& dsn, const BackendOptions& options, Tables t);
-Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, const Dsn& dsn, const BackendOptions& options, Tables t);
+/// Lockers (mysql_lease.cpp, mysql_session_strategies.cpp). `conn` is the Backend's connection,
+/// which the locker takes over (nullptr: it opens its own).
+Result<std::unique_ptr<Locker>> make_lease_locker(const Dsn& dsn, const BackendOptions& options, Tables t,
+                                                  std::unique_ptr<Connection> conn);
+Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, const Dsn& dsn, const BackendOptions& options, Tables t,
+                                                    std::unique_ptr<Connection> conn);
+
+/// The run path assumes the schema (backend.hpp, make_locker). After `failed`: when a table is
+/// missing (ER_NO_SUCH_TABLE) creates the schema and returns success, so the caller retries
+/// once; when a column is missing (ER_BAD_FIELD_ERROR) returns ErrorKind::config naming it,
+/// found by the schema check; any other error comes back as it was.
+Result<void> repair_schema(Connection& conn, const Tables& t, const Error& failed);
+
+/// Runs `attempt` (one lock operation's statements), and once more after repair_schema created
+/// a missing schema.
+template <class F>
+auto with_schema(Connection& conn, const Tables& t, F&& attempt) -> decltype(attempt()) {
+  auto first = attempt();
+  if (first) return first;
+  if (auto r = repair_schema(conn, t, first.error()); !r) return std::unexpected(r.error());
+  return attempt();
+}
+
+/// SQL for the name of the GET_LOCK a lease holder keeps while it holds the key, so waiters can
+/// block on it until the release instead of polling: "dblock-wake:" + 52 hex digits of the
+/// same hash as advisory_name (64 characters, the server's limit).
+Sql wake_name(const Tables& t, std::string_view key);
+
+/// How long taking a lock over may wait for its wake lock, in seconds: a waiter holds the name
+/// only for the instant between its wake-up and its release of it.
+inline constexpr double wake_grab_s = 0.1;
+
+/// The new token for a takeover statement that also takes the key's wake lock:
+/// LAST_INSERT_ID(token + 1), the lock's result discarded (a holder without it only makes its
+/// waiters fall back to polling).
+Sql next_token_taking_wake(const Tables& t, std::string_view key);
+
+/// Takes the key's wake lock on this connection (a holder whose takeover statement could not).
+Result<void> take_wake(Connection& conn, const Tables& t, std::string_view key);
+
+/// A waiter's block until the key's holder gives the wake lock back (true) or `left` passes
+/// (false); false at once when nobody holds it (a holder that died, or one that keeps none),
+/// so core's backoff takes over. The lock is given back in the same statement, so the next
+/// waiter wakes too.
+Result<bool> wait_for_wake(Connection& conn, const Tables& t, std::string_view key, Millis left);
 
 /// Microseconds, the unit every INTERVAL in our SQL uses.
 inline std::int64_t micros(Millis ms) { return ms.count() * 1000; }

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""A loopback TCP proxy in front of a MySQL/MariaDB server that counts what clients cost it.
+
+    mysql_count_proxy.py --target-port PORT --port-file FILE --count-file FILE [--lifetime S]
+
+Listens on a free port of 127.0.0.1, forwards every connection to 127.0.0.1:PORT and writes
+its listen port to --port-file. While it runs it keeps --count-file (rewritten atomically after
+every change) holding one line:
+
+    connections=N commands=N round_trips=N COM_QUERY=N COM_STMT_PREPARE=N ...
+
+connections: accepted client connections. commands: client command packets after the
+handshake (sequence id 0 in the MySQL protocol; the handshake's own packets have ids >= 1), by
+command byte. round_trips: the times a client sent a command that expects a reply and then
+waited for the server: commands sent together before any server bytes came back (a prepare and
+its execute pipelined by mariadb_stmt_execute_direct) count once, and commands without a reply
+(COM_STMT_CLOSE, COM_QUIT) count none. Plain TCP only (no TLS: the packets must be readable).
+
+Python 3 standard library only; exits by itself after --lifetime seconds (default 240).
+"""
+import argparse
+import os
+import selectors
+import socket
+import time
+
+LOOPBACK = "127.0.0.1"
+NAMES = {0x01: "COM_QUIT", 0x02: "COM_INIT_DB", 0x03: "COM_QUERY", 0x0E: "COM_PING",
+         0x16: "COM_STMT_PREPARE", 0x17: "COM_STMT_EXECUTE", 0x18: "COM_STMT_SEND_LONG_DATA",
+         0x19: "COM_STMT_CLOSE", 0x1A: "COM_STMT_RESET", 0x1F: "COM_RESET_CONNECTION"}
+NO_REPLY = {0x01, 0x18, 0x19}
+
+
+class Counts:
+    def __init__(self, path):
+        self.path = path
+        self.connections = 0
+        self.commands = 0
+        self.round_trips = 0
+        self.by_name = {}
+
+    def write(self):
+        parts = [f"connections={self.connections}", f"commands={self.commands}", f"round_trips={self.round_trips}"]
+        parts += [f"{k}={v}" for k, v in sorted(self.by_name.items())]
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(" ".join(parts) + "\n")
+        os.replace(tmp, self.path)
+
+
+class Pair:
+    def __init__(self, client, upstream):
+        self.client = client
+        self.upstream = upstream
+        self.buffer = b""       # client bytes not yet parsed into whole packet headers
+        self.skip = 0           # payload bytes of the current packet still to pass over
+        self.awaiting = False   # a reply-expecting command was sent and no server byte came back yet
+
+    def client_bytes(self, data, counts):
+        self.buffer += data
+        changed = False
+        while True:
+            if self.skip:
+                n = min(self.skip, len(self.buffer))
+                self.buffer = self.buffer[n:]
+                self.skip -= n
+                if self.skip:
+                    break
+            if len(self.buffer) < 5:
+                break
+            length = int.from_bytes(self.buffer[0:3], "little")
+            seq = self.buffer[3]
+            if seq == 0 and length > 0:
+                cmd = self.buffer[4]
+                counts.commands += 1
+                name = NAMES.get(cmd, f"COM_0x{cmd:02x}")
+                counts.by_name[name] = counts.by_name.get(name, 0) + 1
+                if cmd not in NO_REPLY and not self.awaiting:
+                    counts.round_trips += 1
+                    self.awaiting = True
+                changed = True
+            self.buffer = self.buffer[4:]
+            self.skip = length
+        return changed
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target-port", type=int, required=True)
+    ap.add_argument("--port-file", required=True)
+    ap.add_argument("--count-file", required=True)
+    ap.add_argument("--lifetime", type=float, default=240)
+    args = ap.parse_args()
+
+    counts = Counts(args.count_file)
+    counts.write()
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((LOOPBACK, 0))
+    listener.listen(64)
+    tmp = args.port_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(listener.getsockname()[1]) + "\n")
+    os.replace(tmp, args.port_file)
+
+    sel = selectors.DefaultSelector()
+    sel.register(listener, selectors.EVENT_READ, None)
+    deadline = time.monotonic() + args.lifetime
+    while time.monotonic() < deadline:
+        for key, _ in sel.select(timeout=0.5):
+            if key.data is None:
+                client, _ = listener.accept()
+                upstream = socket.create_connection((LOOPBACK, args.target_port))
+                for s in (client, upstream):
+                    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                pair = Pair(client, upstream)
+                sel.register(client, selectors.EVENT_READ, (pair, True))
+                sel.register(upstream, selectors.EVENT_READ, (pair, False))
+                counts.connections += 1
+                counts.write()
+                continue
+            pair, from_client = key.data
+            src = pair.client if from_client else pair.upstream
+            dst = pair.upstream if from_client else pair.client
+            try:
+                data = src.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                for s in (pair.client, pair.upstream):
+                    try:
+                        sel.unregister(s)
+                    except (KeyError, ValueError):
+                        pass
+                    s.close()
+                continue
+            if from_client:
+                if pair.client_bytes(data, counts):
+                    counts.write()
+            else:
+                pair.awaiting = False
+            try:
+                dst.sendall(data)
+            except OSError:
+                pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# What one `dblock run KEY -- true` costs a MySQL/MariaDB server, per strategy, counted by a
+# proxy of our own in front of it (tests/e2e/mysql_count_proxy.py) so tests running in
+# parallel on the same server do not disturb the figures: connections opened, and the
+# commands sent after each handshake and the round trips they took. The key has run once
+# before, so the tables and its row exist (the measured run is the common case).
+#   lease: one connection; its init command, the acquire, and the release with its history
+#          row: 3 round trips.
+#   session strategies: at most two connections (the lock's session and one for bookkeeping),
+#          7 to 9 round trips.
+source "$(dirname "$0")/lib.sh"
+
+rest=${DBLOCK_DSN#*://}
+userinfo=${rest%%@*}
+hostpart=${rest#*@}
+hostport=${hostpart%%/*}
+db_and_params=${hostpart#*/}
+port=${hostport##*:}
+[ "$port" != "$hostport" ] || port=3306
+
+python3 "$DBLOCK_SOURCE_DIR/tests/e2e/mysql_count_proxy.py" --target-port "$port" \
+  --port-file "$E2E_TMP/proxy.port" --count-file "$E2E_TMP/counts" --lifetime 200 &
+remember_pid $!
+wait_for 10 test -s "$E2E_TMP/proxy.port" || { fail "the counting proxy did not start"; finish; }
+proxied="mysql://$userinfo@127.0.0.1:$(cat "$E2E_TMP/proxy.port")/$db_and_params"
+
+# count NAME: the named figure from the proxy's counts (0 when absent).
+count() {
+  local v
+  v=$(tr ' ' '\n' <"$E2E_TMP/counts" | sed -n "s/^$1=//p")
+  echo "${v:-0}"
+}
+# The proxy counts a command before passing it on, so every statement a finished run waited
+# for is in; only its farewell (COM_QUIT, no reply) may still be in flight.
+snapshot() { echo "$(count connections) $(count round_trips) $(count COM_QUERY) $(count COM_STMT_EXECUTE)"; }
+
+for strategy in lease advisory for-update txn-insert; do
+  key="rt-$strategy"
+  assert_status "$strategy: a first run creates the tables and the key's row" 0 \
+    dblock -d "$proxied" --strategy "$strategy" run "$key" -- true
+  read -r c0 r0 q0 e0 <<<"$(snapshot)"
+  assert_status "$strategy: the measured run" 0 dblock -d "$proxied" --strategy "$strategy" run "$key" -- true
+  read -r c1 r1 q1 e1 <<<"$(snapshot)"
+  connections=$((c1 - c0)) round_trips=$((r1 - r0)) statements=$((q1 - q0 + e1 - e0))
+  echo "      $strategy: connections=$connections round_trips=$round_trips statements=$statements ($(cat "$E2E_TMP/counts"))"
+  if [ "$strategy" = lease ]; then
+    assert_eq "lease: one connection" 1 "$connections"
+    # The init command (session settings), the acquire, the release with its history row.
+    assert_eq "lease: round trips" 3 "$round_trips"
+    assert_eq "lease: statements executed" 3 "$statements"
+  else
+    assert_between "$strategy: at most two connections" 1 2 "$connections"
+    # Two init commands, the server lock and the bookkeeping upsert, the bookkeeping update,
+    # the server lock given back, and the history row with the wake name's release in one
+    # statement; for-update and txn-insert also START TRANSACTION, txn-insert sets its
+    # isolation level.
+    case $strategy in
+      advisory) most=7 ;;
+      for-update) most=8 ;;
+      txn-insert) most=9 ;;
+    esac
+    assert_between "$strategy: round trips" 1 "$most" "$round_trips"
+  fi
+done
+assert_eq "every run is in the history" 8 "$(dblock -d "$DBLOCK_DSN" history --json --limit 100 | json_field runs.#)"
+
+finish
