@@ -16,7 +16,10 @@ class LeaseLocker final : public Locker {
     acquire_sql_ =
         "WITH a AS (INSERT INTO " + t_.locks + " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, "
         "renewed_at, expires_at, released_at, last_started_at) "
-        "VALUES ($2, $3, $4, $5::bigint, 1, 'lease', NULL, now(), now(), now() + $6::bigint * interval '1 ms', NULL, now()) "
+        "SELECT $2, $3, $4, $5::bigint, 1, 'lease', NULL, now(), now(), now() + $6::bigint * interval '1 ms', NULL, now() "
+        // A live lease, as this statement's snapshot sees it, is busy without locking the row:
+        // the many waiters a release wakes do not queue on the row lock behind the one that wins.
+        "WHERE NOT EXISTS (SELECT 1 FROM " + t_.locks + " WHERE name = $2 AND expires_at > now()) "
         "ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid, "
         "token = l.token + 1, strategy = 'lease', session_id = NULL, acquired_at = now(), renewed_at = now(), "
         "expires_at = EXCLUDED.expires_at, released_at = NULL, last_started_at = now() "
