@@ -129,8 +129,9 @@ class PostgresBackend final : public Backend {
     add("server", true, "PostgreSQL " + v->text(0, 0) + " at " + dsn_.redacted);
     add("idle_timeouts", true,
         "idle_session_timeout=" + v->text(0, 1) + ", idle_in_transaction_session_timeout=" + v->text(0, 2) +
-            "; dblock sets its own: a lock holder's session 2 x TTL + 5 s (its renewals keep it busy; a holder cut "
-            "off from the server loses the lock after that), its other sessions 0 (none)");
+            "; dblock sets its own when it connects: a run's own session (the lock holder's) 2 x TTL + 5 s (its "
+            "renewals keep it busy; a holder cut off from the server loses the lock after that), its other "
+            "sessions 0 (none)");
     auto again = conn_->exec("SELECT pg_backend_pid()");
     if (!again) {
       add("pgbouncer", false, again.error().message);
