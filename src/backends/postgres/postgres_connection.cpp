@@ -271,6 +271,12 @@ Error Connection::broken(std::string_view doing) {
   return Error{ErrorKind::connection, "postgres " + dsn_.redacted + ": " + std::string(doing) + ": " + text};
 }
 
+Error Connection::broken_and_closed(std::string_view doing) {
+  Error e = broken(doing);  // libpq's message first: closing drops it
+  close();
+  return e;
+}
+
 Error Connection::timed_out() {
   // PQcancel opens a blocking connection with no timeout of its own: a server that vanished
   // would hang us, so it runs on a detached thread while we close our side at once.
@@ -369,31 +375,27 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
     std::vector<const char*> values;
     values.reserve(st.params.size());
     for (const auto& p : st.params) values.push_back(p ? p->c_str() : nullptr);
-    if (!PQsendQueryParams(c, text.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0)) {
-      close();
-      return std::unexpected(broken("sending a statement"));
-    }
+    if (!PQsendQueryParams(c, text.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0))
+      return std::unexpected(broken_and_closed("sending a statement"));
   }
-  if (!PQpipelineSync(c)) {
-    close();
-    return std::unexpected(broken("sending a statement"));
-  }
+  if (!PQpipelineSync(c)) return std::unexpected(broken_and_closed("sending a statement"));
   if (auto ok = flush(deadline); !ok) return std::unexpected(ok.error());
   // Every statement's results end in a nullptr; a failed statement's successors come back
   // PGRES_PIPELINE_ABORTED; the Sync's own result closes the batch.
   std::vector<QueryResult> out(statements.size());
   QueryResult error;
   for (std::size_t i = 0; i <= statements.size(); ++i) {
-    for (;;) {
+    for (int nulls = 0;;) {
       auto r = next_result(deadline);
       if (!r) return std::unexpected(r.error());
       if (PQstatus(c) == CONNECTION_BAD) {
         if (*r) PQclear(*r);
-        close();
-        return std::unexpected(broken("connection lost"));
+        return std::unexpected(broken_and_closed("connection lost"));
       }
       if (!*r) {
-        if (i == statements.size()) continue;  // between results, before the Sync's
+        // The Sync's result comes after the last statement's end; never wait on more than
+        // one stray end for it.
+        if (i == statements.size() && ++nulls < 2) continue;
         break;
       }
       auto status = PQresultStatus(*r);
@@ -406,10 +408,7 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
       }
     }
   }
-  if (!PQexitPipelineMode(c)) {
-    close();
-    return std::unexpected(broken("leaving pipeline mode"));
-  }
+  if (!PQexitPipelineMode(c)) return std::unexpected(broken_and_closed("leaving pipeline mode"));
   if (error) return std::unexpected(statement_error(error.get(), c, dsn_.redacted));
   drop_stale_notifications();
   return out;

@@ -116,6 +116,7 @@ class Connection {
   Result<void> connect_if_deferred();
   Result<void> start_connection(const std::vector<const char*>& keys, const std::vector<const char*>& values);
   Error broken(std::string_view doing);
+  Error broken_and_closed(std::string_view doing);
   Result<void> flush(Millis deadline);
   Result<PGresult*> next_result(Millis deadline);
   void drop_stale_notifications();

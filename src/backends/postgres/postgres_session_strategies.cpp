@@ -143,12 +143,14 @@ class SessionLocker final : public Locker {
       else r = std::unexpected(all.error());
       if (!all) drop_server_lock();
     }
-    if (!r && r.error().kind == ErrorKind::connection) {
-      // The holder session died (the run knows the lock was lost): the run is still recorded.
-      holder_->close();
+    const bool table_missing = !r && (r.error().sqlstate == "42P01" || r.error().sqlstate == "42703");
+    if (!r && (r.error().kind == ErrorKind::connection || table_missing)) {
+      // The holder session died (the run knows the lock was lost), or the history table went
+      // missing under it: the run is still recorded, on its own, the lock already let go.
+      if (!table_missing) holder_->close();
       Connection& other = bookkeeping();
       if (!other.is_open()) (void)other.reconnect();
-      r = other.exec(release_sql_, p);
+      r = with_schema(other, t_, [&] { return other.exec(release_sql_, p); });
     }
     if (!r) return std::unexpected(r.error());
     if (r->int64(0, 0) != 1)
