@@ -114,6 +114,40 @@ TEST_CASE("postgres: nonblocking busy answers are fast, warm and cold" * doctest
   CHECK((*a)->release(ReleaseRequest{}));
 }
 
+// What an uncontended run costs in the database, without the processes around it: one
+// acquire and one release with its history row, median of 31. The figure goes to the log.
+TEST_CASE("postgres: an uncontended acquire and release with history, timed" * doctest::test_suite("postgres")) {
+  auto prefix = test::unique_prefix();
+  auto b = open_with(test::dsn(), opts(prefix));
+  REQUIRE(b->ensure_schema());
+  auto l = b->make_locker(test::strategy());
+  REQUIRE(l);
+  const std::string key = test::unique_key("timed");
+  std::vector<long> us;
+  for (int i = 0; i < 31; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto got = (*l)->try_acquire(request(key, "T"), Millis(0));
+    REQUIRE_MESSAGE(got, (got ? "" : got.error().message));
+    REQUIRE(got->state == AcquireOutcome::State::acquired);
+    ReleaseRequest rel;
+    rel.finished_run = true;
+    rel.exit_code = 0;
+    RunRecord run;
+    run.outcome = RunOutcome::ok;
+    run.exit_code = 0;
+    rel.history = run;
+    REQUIRE((*l)->release(rel));
+    us.push_back(static_cast<long>(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count()));
+  }
+  std::sort(us.begin(), us.end());
+  MESSAGE("acquire + release with history, ", to_string(test::strategy()), ": median ", us[15], " us, min ", us.front(),
+          " us, max ", us.back(), " us");
+  auto runs = b->history(key, 100);
+  REQUIRE(runs);
+  CHECK(runs->size() == 31);
+}
+
 // The handoff inside the database, without the processes around it: the holder's release
 // starts -> the waiter's try_acquire returns acquired. The waiter is woken by the server (its
 // lock queue, or NOTIFY for a lease), never by its own timer: with a 2 s server wait (session)

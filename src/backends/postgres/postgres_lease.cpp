@@ -12,23 +12,25 @@ class LeaseLocker final : public Locker {
     // One statement: fresh row, token 1; existing row, taken only when the lease is over (and,
     // with --min-interval, the last start is old enough), and every taking bumps the token.
     // When the upsert does not take the row, the same statement says why: the row as status
-    // reads it and the time until due (status columns first, $1 = the claims table for them).
+    // reads it (a lease's verdict: no question about sessions) and the time until due, status
+    // columns first.
     acquire_sql_ =
         "WITH a AS (INSERT INTO " + t_.locks + " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, "
         "renewed_at, expires_at, released_at, last_started_at) "
-        "SELECT $2, $3, $4, $5::bigint, 1, 'lease', NULL, now(), now(), now() + $6::bigint * interval '1 ms', NULL, now() "
+        "SELECT $1, $2, $3, $4::bigint, 1, 'lease', NULL, now(), now(), now() + $5::bigint * interval '1 ms', NULL, now() "
         // A live lease, as this statement's snapshot sees it, is busy without locking the row:
         // the many waiters a release wakes do not queue on the row lock behind the one that wins.
-        "WHERE NOT EXISTS (SELECT 1 FROM " + t_.locks + " WHERE name = $2 AND expires_at > now()) "
+        "WHERE NOT EXISTS (SELECT 1 FROM " + t_.locks + " WHERE name = $1 AND expires_at > now()) "
         "ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid, "
         "token = l.token + 1, strategy = 'lease', session_id = NULL, acquired_at = now(), renewed_at = now(), "
         "expires_at = EXCLUDED.expires_at, released_at = NULL, last_started_at = now() "
         "WHERE (l.expires_at IS NULL OR l.expires_at <= now()) "
-        "AND ($7::bigint = 0 OR l.last_started_at IS NULL OR l.last_started_at <= now() - $7::bigint * interval '1 ms') "
+        "AND ($6::bigint = 0 OR l.last_started_at IS NULL OR l.last_started_at <= now() - $6::bigint * interval '1 ms') "
         "RETURNING token, " + ms("acquired_at") + " AS acq, " + ms("expires_at") + " AS exp) "
         "SELECT s.*, a.token, a.acq, a.exp FROM (SELECT 1) one LEFT JOIN a ON true LEFT JOIN (" +
-        status_select(t_, "GREATEST(0, " + ms("last_started_at + $7::bigint * interval '1 ms'") + " - " + ms("now()") + ")") +
-        " WHERE name = $2) s ON a.token IS NULL";
+        status_select(t_, "GREATEST(0, " + ms("last_started_at + $6::bigint * interval '1 ms'") + " - " + ms("now()") + ")",
+                      /*ask_about_sessions=*/false) +
+        " WHERE name = $1) s ON a.token IS NULL";
     renew_sql_ = "UPDATE " + t_.locks +
                  " SET expires_at = now() + $4::bigint * interval '1 ms', renewed_at = now() "
                  "WHERE name = $1 AND owner = $2 AND token = $3::bigint AND released_at IS NULL RETURNING " +
@@ -47,8 +49,7 @@ class LeaseLocker final : public Locker {
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis) override {
     if (!conn_->is_open())
       if (auto ok = conn_->reconnect(); !ok) return std::unexpected(ok.error());
-    const Params p{t_.claims, req.key, req.owner, req.host, std::to_string(req.pid), ms_param(req.ttl),
-                   ms_param(req.min_interval)};
+    const Params p{req.key, req.owner, req.host, std::to_string(req.pid), ms_param(req.ttl), ms_param(req.min_interval)};
     const std::string channel = release_channel(t_.prefix, req.key);
     auto r = with_schema(*conn_, t_, [&] { return attempt(p, channel); });
     if (!r) return std::unexpected(r.error());

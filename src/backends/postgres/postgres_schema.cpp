@@ -150,12 +150,16 @@ Result<void> ensure_schema(Connection& conn, const Tables& t) {
   return {};
 }
 
-std::string status_select(const Tables& t, std::string_view extra) {
+std::string status_select(const Tables& t, std::string_view extra, bool ask_about_sessions) {
   // After the common columns, what the server says about the holder: is a lease live; which
   // advisory locks does the recorded session hold (classid:objid, compared in read_status), or
   // does it hold a lock on the claims table ($1). A crashed session holder therefore shows free.
-  return "SELECT " + rows::status_select_list(&ms_of, "now()") +
-         ", COALESCE(expires_at > now(), false), "
+  // Without ask_about_sessions the session verdict is NULL and $1 unused: planning the pg_locks
+  // subqueries costs more than the rest of a lease's acquire statement.
+  std::string head = "SELECT " + rows::status_select_list(&ms_of, "now()") + ", COALESCE(expires_at > now(), false), ";
+  if (!ask_about_sessions)
+    return head + "NULL::text" + (extra.empty() ? std::string() : ", " + std::string(extra)) + " FROM " + t.locks + " l";
+  return head +
          "CASE WHEN session_id IS NULL OR session_id !~ '^[0-9]{1,9}$' THEN NULL "
          "WHEN strategy = 'advisory' THEN (SELECT string_agg(k.classid::text || ':' || k.objid::text, ',') "
          "  FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 1 AND k.pid = l.session_id::int) "

@@ -30,7 +30,7 @@ std::int64_t advisory_key(std::string_view prefix, std::string_view key);
 /// SELECT ... FROM <prefix>locks l of status: the common status columns (common/lock_rows.hpp),
 /// then the server's verdict on the holder, then `extra` (from column status_columns); binds
 /// $1 = the claims table's name. The caller appends its WHERE.
-std::string status_select(const Tables& t, std::string_view extra = {});
+std::string status_select(const Tables& t, std::string_view extra = {}, bool ask_about_sessions = true);
 inline constexpr int status_columns = 16;
 /// Row `row` of a status_select() result, its state judged (common/lock_rows.hpp).
 LockStatus read_status(const QueryResult& r, int row, const Tables& t);
