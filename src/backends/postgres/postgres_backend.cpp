@@ -4,6 +4,7 @@
 
 #include <map>
 #include <thread>
+#include <utility>
 
 #include "backends/common/lock_rows.hpp"
 #include "backends/postgres/postgres_dsn.hpp"
@@ -16,6 +17,10 @@ namespace {
 
 using rows::describe;
 
+ConnectionRole holder_role(const BackendOptions& options) {
+  return options.session_idle_limit.count() > 0 ? ConnectionRole::lock_holder : ConnectionRole::bookkeeping;
+}
+
 class PostgresBackend final : public Backend {
  public:
   PostgresBackend(Dsn dsn, BackendOptions options, std::shared_ptr<Connection> conn)
@@ -25,9 +30,22 @@ class PostgresBackend final : public Backend {
 
   Result<void> ensure_schema() override { return postgres::ensure_schema(*conn_, t_); }
 
+  // A run's locker takes over this backend's connection: a lease run then needs one
+  // connection, a session run two at most. Should anything use the backend afterwards (tests
+  // do, and may make more lockers), it connects again, and a second session locker gets a
+  // holder session of its own.
   Result<std::unique_ptr<Locker>> make_locker(Strategy s) override {
     if (s == Strategy::lease) return postgres::make_lease_locker(conn_, t_, options_.history_keep);
-    return postgres::make_session_locker(s, conn_, dsn_, options_, t_);
+    std::shared_ptr<Connection> holder;
+    if (!handed_over_) {
+      holder = std::exchange(conn_, Connection::deferred(dsn_, options_));
+      handed_over_ = true;
+    } else {
+      auto opened = Connection::open(dsn_, options_, holder_role(options_));
+      if (!opened) return std::unexpected(opened.error());
+      holder = std::move(*opened);
+    }
+    return postgres::make_session_locker(s, std::move(holder), dsn_, options_, t_);
   }
 
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
@@ -111,8 +129,9 @@ class PostgresBackend final : public Backend {
     add("server", true, "PostgreSQL " + v->text(0, 0) + " at " + dsn_.redacted);
     add("idle_timeouts", true,
         "idle_session_timeout=" + v->text(0, 1) + ", idle_in_transaction_session_timeout=" + v->text(0, 2) +
-            "; dblock sets its own: a lock holder's session 2 x TTL + 5 s (its renewals keep it busy; a holder cut "
-            "off from the server loses the lock after that), its other sessions 0 (none)");
+            "; dblock sets its own when it connects: a run's own session (the lock holder's) 2 x TTL + 5 s (its "
+            "renewals keep it busy; a holder cut off from the server loses the lock after that), its other "
+            "sessions 0 (none)");
     auto again = conn_->exec("SELECT pg_backend_pid()");
     if (!again) {
       add("pgbouncer", false, again.error().message);
@@ -172,10 +191,13 @@ class PostgresBackend final : public Backend {
   BackendOptions options_;
   std::shared_ptr<Connection> conn_;
   postgres::Tables t_;
+  bool handed_over_ = false;
 };
 
 Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& options) {
-  auto conn = Connection::open(dsn, options);
+  // Opened as a lock holder's session when a run asked for an idle limit: a session locker
+  // takes this connection over (and a lease's renewals keep it far busier than that limit).
+  auto conn = Connection::open(dsn, options, holder_role(options));
   if (!conn) return std::unexpected(conn.error());
   return std::unique_ptr<Backend>(
       std::make_unique<PostgresBackend>(dsn, options, std::shared_ptr<Connection>(std::move(*conn))));

@@ -37,27 +37,41 @@ bool wait_socket(int fd, short events, Millis deadline, short* revents) {
   }
 }
 
-// Each connection's idle limits, in the one statement its setup already runs. A server's own
-// idle killers must not drop a session while a long job runs, so a bookkeeping connection sets
-// them to 0; a lock holder gets the short limit from its TTL, which its renewals never reach
-// but which ends the session (and frees the lock) of a holder whose network went dark, plus
-// server-side keepalives and a TCP user timeout within the same limit for a real partition
-// (a userspace proxy's kernel would answer keepalives: the idle limits cover that case).
-// set_config through pg_settings skips what an older server lacks (idle_session_timeout
-// before 14, tcp_user_timeout before 12); a NULL value leaves the server's setting alone.
-constexpr std::string_view session_setup =
-    "SELECT set_config(s.name, v.value, false) FROM pg_settings s JOIN (VALUES "
-    "('idle_session_timeout', $1::text), ('idle_in_transaction_session_timeout', $1::text), "
-    "('tcp_user_timeout', $2::text), ('tcp_keepalives_idle', $3::text), ('tcp_keepalives_interval', $4::text), "
-    "('tcp_keepalives_count', $5::text)) AS v(name, value) USING (name) WHERE v.value IS NOT NULL";
-
-Params session_settings(ConnectionRole role, Millis idle_limit) {
-  if (role != ConnectionRole::lock_holder || idle_limit.count() <= 0) return {"0", Param(), Param(), Param(), Param()};
-  const std::int64_t limit_s = std::max<std::int64_t>((idle_limit.count() + 999) / 1000, 1);
-  // Three unanswered probes after a third of the limit, a ninth apart: dead by 2/3 of it.
-  const std::string limit_ms = std::to_string(limit_s * 1000);
-  return {limit_ms, limit_ms, std::to_string(std::max<std::int64_t>(limit_s / 3, 1)),
-          std::to_string(std::max<std::int64_t>(limit_s / 9, 1)), "3"};
+// Each connection's idle limits travel in the startup packet (libpq's `options`), so setting
+// them costs no round trip. A server's own idle killers must not drop a session while a long job
+// runs, so a bookkeeping connection sets them to 0; a lock holder gets the short limit from its
+// TTL, which its renewals never reach but which ends the session (and frees the lock) of a
+// holder whose network went dark, plus server-side keepalives and a TCP user timeout within the
+// same limit for a real partition (a userspace proxy's kernel would answer keepalives: the idle
+// limits cover that case). `modern`: also the settings PostgreSQL 14 (idle_session_timeout) and
+// 12 (tcp_user_timeout) added; an older server refuses unknown ones (42704) and gets the rest.
+std::string session_options(ConnectionRole role, Millis idle_limit, bool modern) {
+  std::vector<std::pair<std::string_view, std::string>> set;
+  std::string limit_ms = "0";
+  const bool holder = role == ConnectionRole::lock_holder && idle_limit.count() > 0;
+  std::int64_t limit_s = 0;
+  if (holder) {
+    limit_s = std::max<std::int64_t>((idle_limit.count() + 999) / 1000, 1);
+    limit_ms = std::to_string(limit_s * 1000);
+  }
+  if (modern) set.emplace_back("idle_session_timeout", limit_ms);
+  set.emplace_back("idle_in_transaction_session_timeout", limit_ms);
+  if (holder) {
+    // Three unanswered probes after a third of the limit, a ninth apart: dead by 2/3 of it.
+    if (modern) set.emplace_back("tcp_user_timeout", limit_ms);
+    set.emplace_back("tcp_keepalives_idle", std::to_string(std::max<std::int64_t>(limit_s / 3, 1)));
+    set.emplace_back("tcp_keepalives_interval", std::to_string(std::max<std::int64_t>(limit_s / 9, 1)));
+    set.emplace_back("tcp_keepalives_count", "3");
+  }
+  std::string out;
+  for (const auto& [name, value] : set) {
+    if (!out.empty()) out += ' ';
+    out += "-c ";
+    out += name;
+    out += '=';
+    out += value;
+  }
+  return out;
 }
 
 void ignore_notice(void*, const char*) {}
@@ -97,6 +111,17 @@ Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const Backe
   return conn;
 }
 
+std::unique_ptr<Connection> Connection::deferred(const Dsn& dsn, const BackendOptions& options, ConnectionRole role) {
+  std::unique_ptr<Connection> conn(new Connection(dsn, options, role));
+  conn->deferred_ = true;
+  return conn;
+}
+
+Result<void> Connection::connect_if_deferred() {
+  if (conn_ || !deferred_) return {};
+  return connect();
+}
+
 Connection::~Connection() = default;
 
 Result<void> Connection::connect() {
@@ -126,20 +151,29 @@ Result<void> Connection::connect() {
       {"keepalives_count", "3"},
       {"tcp_user_timeout", std::to_string(std::max<std::int64_t>(1000, options_.io_timeout.count()))},
   };
-  std::vector<const char*> keys{"dbname"}, values{dsn_.text.c_str()};
-  for (const auto& [k, v] : defaults)
-    if (!user_set(k)) {
-      keys.push_back(k);
-      values.push_back(v.c_str());
-    }
-  keys.push_back(nullptr);
-  values.push_back(nullptr);
-  if (auto ok = start_connection(keys, values); !ok) return ok;
+  // The DSN's own `options` come first: dblock's idle limits are not the user's to loosen.
+  std::string user_options;
+  for (auto* o = parsed.get(); o->keyword; ++o)
+    if (std::string_view(o->keyword) == "options" && o->val) user_options = o->val;
+  for (bool modern : {true, false}) {
+    std::string options = session_options(role_, options_.session_idle_limit, modern);
+    if (!user_options.empty()) options = user_options + " " + options;
+    std::vector<const char*> keys{"dbname", "options"}, values{dsn_.text.c_str(), options.c_str()};
+    for (const auto& [k, v] : defaults)
+      if (!user_set(k)) {
+        keys.push_back(k);
+        values.push_back(v.c_str());
+      }
+    keys.push_back(nullptr);
+    values.push_back(nullptr);
+    auto ok = start_connection(keys, values);
+    if (!ok && modern && ok.error().sqlstate == "42704") continue;  // a server before 14: the older settings
+    if (!ok) return ok;
+    break;
+  }
   PQsetNoticeProcessor(conn_.get(), ignore_notice, nullptr);  // "already exists, skipping" is no news for cron mail
   ::fcntl(PQsocket(conn_.get()), F_SETFD, FD_CLOEXEC);        // the command under `run` must not inherit it
   PQsetnonblocking(conn_.get(), 1);
-  if (auto r = exec(session_setup, session_settings(role_, options_.session_idle_limit)); !r)
-    return std::unexpected(r.error());
   if (!channel_.empty())
     if (auto r = exec("LISTEN " + quote_ident(channel_)); !r) return std::unexpected(r.error());
   return {};
@@ -187,6 +221,12 @@ bool Connection::in_transaction() const {
   return is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INTRANS;
 }
 
+bool Connection::transaction_open() const {
+  if (!is_open()) return false;
+  auto st = PQtransactionStatus(conn_.get());
+  return st == PQTRANS_INTRANS || st == PQTRANS_INERROR;
+}
+
 Result<void> Connection::reconnect() { return connect(); }
 
 void Connection::close() {
@@ -231,6 +271,12 @@ Error Connection::broken(std::string_view doing) {
   return Error{ErrorKind::connection, "postgres " + dsn_.redacted + ": " + std::string(doing) + ": " + text};
 }
 
+Error Connection::broken_and_closed(std::string_view doing) {
+  Error e = broken(doing);  // libpq's message first: closing drops it
+  close();
+  return e;
+}
+
 Error Connection::timed_out() {
   // PQcancel opens a blocking connection with no timeout of its own: a server that vanished
   // would hang us, so it runs on a detached thread while we close our side at once.
@@ -245,7 +291,37 @@ Error Connection::timed_out() {
   return Error{ErrorKind::connection, "postgres " + dsn_.redacted + ": no answer within the I/O timeout; connection closed"};
 }
 
+// Writes what libpq buffered, reading meanwhile so a server answering early cannot deadlock us.
+Result<void> Connection::flush(Millis deadline) {
+  PGconn* c = conn_.get();
+  short revents = 0;
+  for (;;) {
+    int f = PQflush(c);
+    if (f == 0) return {};
+    if (f < 0) return std::unexpected(broken("sending a statement"));
+    if (!wait_socket(PQsocket(c), POLLOUT | POLLIN, deadline, &revents)) return std::unexpected(timed_out());
+    if ((revents & POLLIN) && !PQconsumeInput(c)) return std::unexpected(broken("reading"));
+  }
+}
+
+// The next result, waiting for it until the deadline; nullptr at the end of a statement's results.
+Result<PGresult*> Connection::next_result(Millis deadline) {
+  PGconn* c = conn_.get();
+  short revents = 0;
+  while (PQisBusy(c)) {
+    if (!wait_socket(PQsocket(c), POLLIN, deadline, &revents)) return std::unexpected(timed_out());
+    if (!PQconsumeInput(c)) return std::unexpected(broken("reading"));
+  }
+  return PQgetResult(c);
+}
+
+void Connection::drop_stale_notifications() {
+  if (channel_.empty())  // left over from before an UNLISTEN: nobody will read them
+    while (PGnotify* n = PQnotifies(conn_.get())) PQfreemem(n);
+}
+
 Result<QueryResult> Connection::exec(std::string_view sql, const Params& params, Millis extra) {
+  if (auto ok = connect_if_deferred(); !ok) return std::unexpected(ok.error());
   if (!is_open()) return std::unexpected(broken("not connected"));
   const Millis deadline = boottime_now() + options_.io_timeout + extra;
   PGconn* c = conn_.get();
@@ -260,25 +336,14 @@ Result<QueryResult> Connection::exec(std::string_view sql, const Params& params,
     sent = PQsendQueryParams(c, text.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0);
   }
   if (!sent) return std::unexpected(broken("sending a statement"));
-  const int fd = PQsocket(c);
-  short revents = 0;
-  for (;;) {
-    int f = PQflush(c);
-    if (f == 0) break;
-    if (f < 0) return std::unexpected(broken("sending a statement"));
-    if (!wait_socket(fd, POLLOUT | POLLIN, deadline, &revents)) return std::unexpected(timed_out());
-    if ((revents & POLLIN) && !PQconsumeInput(c)) return std::unexpected(broken("reading"));
-  }
+  if (auto ok = flush(deadline); !ok) return std::unexpected(ok.error());
   QueryResult last, error;
   for (;;) {
-    while (PQisBusy(c)) {
-      if (!wait_socket(fd, POLLIN, deadline, &revents)) return std::unexpected(timed_out());
-      if (!PQconsumeInput(c)) return std::unexpected(broken("reading"));
-    }
-    PGresult* r = PQgetResult(c);
-    if (!r) break;
-    auto status = PQresultStatus(r);
-    QueryResult owned(r);
+    auto r = next_result(deadline);
+    if (!r) return std::unexpected(r.error());
+    if (!*r) break;
+    auto status = PQresultStatus(*r);
+    QueryResult owned(*r);
     if (status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE || status == PGRES_NONFATAL_ERROR) {
       if (!error) error = owned;
     } else {
@@ -290,9 +355,63 @@ Result<QueryResult> Connection::exec(std::string_view sql, const Params& params,
     return std::unexpected(statement_error(error.get(), c, dsn_.redacted));
   }
   if (PQstatus(c) == CONNECTION_BAD) return std::unexpected(broken("connection lost"));
-  if (channel_.empty())  // left over from before an UNLISTEN: nobody will read them
-    while (PGnotify* n = PQnotifies(c)) PQfreemem(n);
+  drop_stale_notifications();
   return last;
+}
+
+Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement> statements, Millis extra) {
+  if (statements.size() == 1) {
+    auto r = exec(statements[0].sql, statements[0].params, extra);
+    if (!r) return std::unexpected(r.error());
+    return std::vector<QueryResult>{std::move(*r)};
+  }
+  if (auto ok = connect_if_deferred(); !ok) return std::unexpected(ok.error());
+  if (!is_open()) return std::unexpected(broken("not connected"));
+  const Millis deadline = boottime_now() + options_.io_timeout + extra;
+  PGconn* c = conn_.get();
+  if (!PQenterPipelineMode(c)) return std::unexpected(broken("entering pipeline mode"));
+  for (const auto& st : statements) {
+    const std::string& text = st.sql;
+    std::vector<const char*> values;
+    values.reserve(st.params.size());
+    for (const auto& p : st.params) values.push_back(p ? p->c_str() : nullptr);
+    if (!PQsendQueryParams(c, text.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0))
+      return std::unexpected(broken_and_closed("sending a statement"));
+  }
+  if (!PQpipelineSync(c)) return std::unexpected(broken_and_closed("sending a statement"));
+  if (auto ok = flush(deadline); !ok) return std::unexpected(ok.error());
+  // Every statement's results end in a nullptr; a failed statement's successors come back
+  // PGRES_PIPELINE_ABORTED; the Sync's own result closes the batch.
+  std::vector<QueryResult> out(statements.size());
+  QueryResult error;
+  for (std::size_t i = 0; i <= statements.size(); ++i) {
+    for (int nulls = 0;;) {
+      auto r = next_result(deadline);
+      if (!r) return std::unexpected(r.error());
+      if (PQstatus(c) == CONNECTION_BAD) {
+        if (*r) PQclear(*r);
+        return std::unexpected(broken_and_closed("connection lost"));
+      }
+      if (!*r) {
+        // The Sync's result comes after the last statement's end; never wait on more than
+        // one stray end for it.
+        if (i == statements.size() && ++nulls < 2) continue;
+        break;
+      }
+      auto status = PQresultStatus(*r);
+      QueryResult owned(*r);
+      if (status == PGRES_PIPELINE_SYNC) break;
+      if (status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE || status == PGRES_NONFATAL_ERROR) {
+        if (!error) error = owned;
+      } else if (i < statements.size()) {
+        out[i] = owned;
+      }
+    }
+  }
+  if (!PQexitPipelineMode(c)) return std::unexpected(broken_and_closed("leaving pipeline mode"));
+  if (error) return std::unexpected(statement_error(error.get(), c, dsn_.redacted));
+  drop_stale_notifications();
+  return out;
 }
 
 }  // namespace dblock::postgres

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,12 @@ using ConnPtr = std::unique_ptr<PGconn, ConnDeleter>;
 /// A bound parameter in text format; nullopt is SQL NULL.
 using Param = std::optional<std::string>;
 using Params = std::vector<Param>;
+
+/// One statement of a pipeline.
+struct Statement {
+  std::string sql;
+  Params params;
+};
 
 /// Owns a PGresult; typed accessors for the text-format values.
 class QueryResult {
@@ -57,14 +64,25 @@ class Connection {
   /// A lock holder's session gets options.session_idle_limit; the others no idle limit.
   static Result<std::unique_ptr<Connection>> open(const Dsn& dsn, const BackendOptions& options,
                                               ConnectionRole role = ConnectionRole::bookkeeping);
+  /// The same, connected only when its first statement runs (a backend whose connection a
+  /// locker took over); it connects again on use after a failure.
+  static std::unique_ptr<Connection> deferred(const Dsn& dsn, const BackendOptions& options,
+                                              ConnectionRole role = ConnectionRole::bookkeeping);
   ~Connection();
 
   /// Runs sql (several statements allowed when params is empty) within io_timeout + extra.
   /// On timeout the query is cancelled and the connection closed (ErrorKind::connection).
   Result<QueryResult> exec(std::string_view sql, const Params& params = {}, Millis extra = Millis{0});
 
+  /// Sends every statement at once and reads every answer: one round trip (libpq pipeline
+  /// mode). They share one implicit transaction unless one of them opens an explicit one. The
+  /// first failure is the error, and the statements after it did not run.
+  Result<std::vector<QueryResult>> pipeline(std::span<const Statement> statements, Millis extra = Millis{0});
+
   /// True while a transaction is open and healthy on this connection.
   bool in_transaction() const;
+  /// True while a transaction is open, healthy or failed (a ROLLBACK is due).
+  bool transaction_open() const;
   /// True while the connection is usable.
   bool is_open() const;
   /// Closes and opens again (lease only; session strategies never reconnect), re-LISTENing.
@@ -74,6 +92,11 @@ class Connection {
 
   /// LISTENs on channel, and only on it, now and after every reconnect.
   Result<void> listen(const std::string& channel);
+  /// Whether this connection LISTENs on channel (on any channel).
+  bool listening(const std::string& channel) const { return !channel_.empty() && channel_ == channel; }
+  bool listening_any() const { return !channel_.empty(); }
+  /// Records a LISTEN the caller ran itself (in a pipeline, with other statements).
+  void listened(const std::string& channel) { channel_ = channel; }
   /// Stops listening. From then on every statement drops the notifications it reads, so
   /// none pile up in libpq while nobody calls drain_notifications().
   Result<void> unlisten();
@@ -90,8 +113,13 @@ class Connection {
   Connection(Dsn dsn, BackendOptions options, ConnectionRole role)
       : dsn_(std::move(dsn)), options_(std::move(options)), role_(role) {}
   Result<void> connect();
+  Result<void> connect_if_deferred();
   Result<void> start_connection(const std::vector<const char*>& keys, const std::vector<const char*>& values);
   Error broken(std::string_view doing);
+  Error broken_and_closed(std::string_view doing);
+  Result<void> flush(Millis deadline);
+  Result<PGresult*> next_result(Millis deadline);
+  void drop_stale_notifications();
   Error timed_out();
 
   Dsn dsn_;
@@ -99,6 +127,7 @@ class Connection {
   ConnectionRole role_;
   ConnPtr conn_;
   std::string channel_;  // empty: not listening
+  bool deferred_ = false;
 };
 
 /// Quotes an identifier that core already validated ([A-Za-z_][A-Za-z0-9_]*).

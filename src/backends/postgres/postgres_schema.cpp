@@ -150,12 +150,16 @@ Result<void> ensure_schema(Connection& conn, const Tables& t) {
   return {};
 }
 
-std::string status_select(const Tables& t, std::string_view extra) {
+std::string status_select(const Tables& t, std::string_view extra, bool ask_about_sessions) {
   // After the common columns, what the server says about the holder: is a lease live; which
   // advisory locks does the recorded session hold (classid:objid, compared in read_status), or
   // does it hold a lock on the claims table ($1). A crashed session holder therefore shows free.
-  return "SELECT " + rows::status_select_list(&ms_of, "now()") +
-         ", COALESCE(expires_at > now(), false), "
+  // Without ask_about_sessions the session verdict is NULL and $1 unused: planning the pg_locks
+  // subqueries costs more than the rest of a lease's acquire statement.
+  std::string head = "SELECT " + rows::status_select_list(&ms_of, "now()") + ", COALESCE(expires_at > now(), false), ";
+  if (!ask_about_sessions)
+    return head + "NULL::text" + (extra.empty() ? std::string() : ", " + std::string(extra)) + " FROM " + t.locks + " l";
+  return head +
          "CASE WHEN session_id IS NULL OR session_id !~ '^[0-9]{1,9}$' THEN NULL "
          "WHEN strategy = 'advisory' THEN (SELECT string_agg(k.classid::text || ':' || k.objid::text, ',') "
          "  FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 1 AND k.pid = l.session_id::int) "
@@ -195,26 +199,36 @@ RunRecord complete_run(RunRecord run, const LockRequest& req, std::int64_t token
                              still_held);
 }
 
-Result<void> insert_history(Connection& conn, const Tables& t, const RunRecord& run, int keep) {
-  // The DELETE sees the snapshot before the INSERT, so it keeps keep-1 older rows.
-  std::string sql = "WITH ins AS (INSERT INTO " + t.runs +
-                    " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) "
-                    "SELECT $1, $2::bigint, $3, $4, $5::bigint, $6, "
-                    "COALESCE((SELECT acquired_at FROM " + t.locks + " WHERE name = $1 AND token = $2::bigint), now()), "
-                    "now(), $7, $8::int RETURNING id) "
-                    "DELETE FROM " + t.runs + " WHERE name = $1 AND id <= (SELECT id FROM " + t.runs +
-                    " WHERE name = $1 ORDER BY id DESC OFFSET $9::bigint - 1 LIMIT 1)";
-  Params p{run.key,
-           std::to_string(run.token),
-           run.owner,
-           run.host,
-           std::to_string(run.pid),
-           run.strategy,
-           std::string(to_string(run.outcome)),
-           run.exit_code ? Param(std::to_string(*run.exit_code)) : Param(),
-           std::to_string(std::max(1, keep))};
-  if (auto r = conn.exec(sql, p); !r) return std::unexpected(r.error());
-  return {};
+std::string release_tail(const Tables& t, std::string_view final_columns, int first) {
+  // $1 key and $2 token; the history's own parameters from `first` on.
+  auto n = [first](int i) { return "$" + std::to_string(first + i); };
+  // The DELETE sees the snapshot before the INSERT, so it keeps keep-1 older rows; it seeks the
+  // (name, id) index from the newest end, as far as the keep-th row.
+  return ", h AS (INSERT INTO " + t.runs +
+         " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) "
+         "SELECT $1, $2::bigint, " + n(1) + ", " + n(2) + ", " + n(3) + "::bigint, " + n(7) + ", "
+         "COALESCE((SELECT acquired_at FROM " + t.locks + " WHERE name = $1 AND token = $2::bigint), statement_timestamp()), "
+         "statement_timestamp(), "
+         "CASE WHEN EXISTS (SELECT 1 FROM u) THEN " + n(4) + " ELSE 'lost' END, " + n(5) + "::int WHERE " + n(0) +
+         "::boolean RETURNING id), "
+         "d AS (DELETE FROM " + t.runs + " WHERE " + n(0) + "::boolean AND name = $1 AND id <= (SELECT id FROM " + t.runs +
+         " WHERE name = $1 ORDER BY id DESC OFFSET " + n(6) + "::bigint - 1 LIMIT 1)) "
+         "SELECT c.n, set_config('synchronous_commit', 'off', true)" +
+         (final_columns.empty() ? std::string() : ", " + std::string(final_columns)) +
+         " FROM (SELECT count(*) AS n FROM u) c";
+}
+
+void append_history_params(Params& p, const ReleaseRequest& req, const LockRequest& held, std::int64_t token, Strategy s,
+                           int keep) {
+  if (!req.history) {
+    p.insert(p.end(), {"false", Param(), Param(), Param(), Param(), Param(), Param(), std::string(to_string(s))});
+    return;
+  }
+  // still_held: the statement itself says 'lost' when the release found the lock gone.
+  RunRecord run = complete_run(*req.history, held, token, s, true);
+  p.insert(p.end(), {"true", run.owner, run.host, std::to_string(run.pid), std::string(to_string(run.outcome)),
+                     run.exit_code ? Param(std::to_string(*run.exit_code)) : Param(), std::to_string(std::max(1, keep)),
+                     run.strategy});
 }
 
 }  // namespace dblock::postgres

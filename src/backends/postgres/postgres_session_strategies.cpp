@@ -1,6 +1,10 @@
-// advisory, for-update and txn-insert: the server lock lives in a dedicated holder session;
-// the token and holder columns are written on a second, autocommit connection so a holder
-// killed mid-transaction cannot roll its token back (README: never reused).
+// advisory, for-update and txn-insert. The server lock lives in the holder session (the
+// backend's own connection, taken over). The token bump must commit on its own, so that a
+// holder killed mid-transaction cannot roll it back (README: never reused): advisory holds a
+// session-level lock outside any transaction, so one statement on the holder session takes the
+// lock and bumps the token; for-update and txn-insert hold their lock in an open transaction
+// and bump the token on a second, autocommit connection. The release always runs in the
+// holder session, ahead of letting the lock go, in one round trip.
 #include <cinttypes>
 
 #include "backends/postgres/postgres_tables.hpp"
@@ -12,32 +16,61 @@ namespace {
 // txn-insert waits 1 ms: enough to see the other holder's row, a busy answer well under 10 ms.
 std::string lock_timeout_ms(Millis wait) { return std::to_string(std::max<std::int64_t>(wait.count(), 1)) + "ms"; }
 
+// The token upsert: taken (token bumped, holder columns written) unless --min-interval says
+// not yet. $1 key, $2 owner, $3 host, $4 pid, $5 strategy, $6 session id, $7 min interval.
+std::string upsert_sql(const Tables& t, std::string_view from_where) {
+  return "INSERT INTO " + t.locks + " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, "
+         "renewed_at, expires_at, released_at, last_started_at) "
+         "SELECT $1, $2, $3, $4::bigint, 1, $5, $6, now(), now(), NULL, NULL, now() " + std::string(from_where) +
+         " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid, "
+         "token = l.token + 1, strategy = EXCLUDED.strategy, session_id = EXCLUDED.session_id, acquired_at = now(), "
+         "renewed_at = now(), expires_at = NULL, released_at = NULL, last_started_at = now() "
+         "WHERE $7::bigint = 0 OR l.last_started_at IS NULL OR l.last_started_at <= now() - $7::bigint * interval '1 ms' "
+         "RETURNING token, " + ms("acquired_at") + " AS acq";
+}
+
+// What a busy or not-due answer reports, from the row as it was: holder columns, db now, and
+// the time until due. Appended to an outcome; `l` is the locks row.
+std::string holder_columns(std::string_view min_interval = "$7") {
+  return "l.owner, l.host, l.pid, l.token, l.strategy, " + ms("l.acquired_at") + ", " + ms("now()") + ", GREATEST(0, " +
+         ms("l.last_started_at + " + std::string(min_interval) + "::bigint * interval '1 ms'") + " - " + ms("now()") + ")";
+}
+
 class SessionLocker final : public Locker {
  public:
-  SessionLocker(Strategy s, std::shared_ptr<Connection> book, std::unique_ptr<Connection> holder, Tables t, int keep)
-      : strategy_(s), book_(std::move(book)), holder_(std::move(holder)), t_(std::move(t)), keep_(keep) {
-    book_sql_ =
-        "INSERT INTO " + t_.locks + " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, "
-        "renewed_at, expires_at, released_at, last_started_at) "
-        "VALUES ($1, $2, $3, $4::bigint, 1, $5, $6, now(), now(), NULL, NULL, now()) "
-        "ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid, "
-        "token = l.token + 1, strategy = EXCLUDED.strategy, session_id = EXCLUDED.session_id, acquired_at = now(), "
-        "renewed_at = now(), expires_at = NULL, released_at = NULL, last_started_at = now() "
-        "WHERE $7::bigint = 0 OR l.last_started_at IS NULL OR l.last_started_at <= now() - $7::bigint * interval '1 ms' "
-        "RETURNING token, " + ms("acquired_at");
-    due_sql_ = "SELECT GREATEST(0, " + ms("last_started_at + $2::bigint * interval '1 ms'") + " - " + ms("now()") +
-               ") FROM " + t_.locks + " WHERE name = $1";
-    release_sql_ = "WITH u AS (UPDATE " + t_.locks +
-                   " SET released_at = now(), "
-                   "last_finished_at = CASE WHEN $3::boolean THEN now() ELSE last_finished_at END, "
-                   "last_exit_code = CASE WHEN $3::boolean THEN $4::int ELSE last_exit_code END "
-                   "WHERE name = $1 AND token = $2::bigint AND released_at IS NULL RETURNING name) "
-                   "SELECT pg_notify($5, u.name)::text FROM u";
-    claim_sql_ = "INSERT INTO " + t_.claims + " (name, kind) VALUES ($1, $2) ON CONFLICT DO NOTHING";
+  SessionLocker(Strategy s, std::shared_ptr<Connection> holder, std::unique_ptr<Connection> book, Tables t, int keep)
+      : strategy_(s), holder_(std::move(holder)), book_(std::move(book)), t_(std::move(t)), keep_(keep) {
+    // advisory, one statement: the lock ($8), then the upsert only when it was taken; a taken
+    // lock the upsert did not use (--min-interval) is let go at once. Columns: got, token,
+    // acquired_at, then the holder's columns when not taken.
+    auto advisory = [&](std::string_view lock) {
+      return "WITH g AS (SELECT " + std::string(lock) + " AS got), a AS (" + upsert_sql(t_, "FROM g WHERE g.got") +
+             ") SELECT g.got, a.token, a.acq, CASE WHEN g.got AND a.token IS NULL THEN pg_advisory_unlock($8::bigint) END, " +
+             holder_columns() + " FROM g LEFT JOIN a ON true LEFT JOIN " + t_.locks +
+             " l ON a.token IS NULL AND l.name = $1";
+    };
+    try_lock_sql_ = advisory("pg_try_advisory_lock($8::bigint)");
+    wait_lock_sql_ = advisory("(SELECT true FROM (SELECT pg_advisory_lock($8::bigint)) x)");
+    book_sql_ = "WITH a AS (" + upsert_sql(t_, "") + ") SELECT true, a.token, a.acq, NULL::boolean, " + holder_columns() +
+                " FROM (SELECT 1) one LEFT JOIN a ON true LEFT JOIN " + t_.locks + " l ON a.token IS NULL AND l.name = $1";
     lock_row_sql_ = "SELECT 1 FROM " + t_.claims + " WHERE name = $1 AND kind = $2 FOR UPDATE";
     insert_claim_sql_ = "INSERT INTO " + t_.claims + " (name, kind) VALUES ($1, $2)";
-    holder_sql_ = "SELECT owner, host, pid, token, strategy, " + ms("acquired_at") + ", " + ms("now()") + " FROM " +
-                  t_.locks + " WHERE name = $1";
+    claim_sql_ = "INSERT INTO " + t_.claims + " (name, kind) VALUES ($1, $2) ON CONFLICT DO NOTHING";
+    holder_sql_ = "SELECT false, NULL::bigint, NULL::bigint, NULL::boolean, " + holder_columns("$2") + " FROM " +
+                  t_.locks + " l WHERE l.name = $1";
+    // The release, checked on the token. advisory lets the session lock go in the same
+    // statement, after the row is updated and locked: a waiter that gets the lock then waits
+    // for this row until the commit, so it never sees the row unreleased.
+    // statement_timestamp(), not now(): in the holding transaction now() is its BEGIN.
+    release_sql_ = "WITH u AS (UPDATE " + t_.locks +
+                   " SET released_at = statement_timestamp(), "
+                   "last_finished_at = CASE WHEN $3::boolean THEN statement_timestamp() ELSE last_finished_at END, "
+                   "last_exit_code = CASE WHEN $3::boolean THEN $4::int ELSE last_exit_code END "
+                   "WHERE name = $1 AND token = $2::bigint AND released_at IS NULL RETURNING name)" +
+                   release_tail(t_, s == Strategy::advisory ? "pg_advisory_unlock_all()::text" : "", 5);
+    // txn-insert's claim row goes with the commit that ends the holding transaction, so it
+    // never becomes visible; for-update's row lock goes with it.
+    end_txn_sql_ = strategy_ == Strategy::txn_insert ? "DELETE FROM " + t_.claims + " WHERE name = $1 AND kind = $2" : "";
   }
 
   ~SessionLocker() override {
@@ -54,40 +87,18 @@ class SessionLocker final : public Locker {
     // while a waiter slept until --min-interval was due) is simply replaced, once.
     if (!holder_->is_open())
       if (auto ok = holder_->reconnect(); !ok) return std::unexpected(ok.error());
-    // The bookkeeping connection is autocommit and holds nothing: reconnecting it is safe.
-    if (!book_->is_open())
-      if (auto ok = book_->reconnect(); !ok) return std::unexpected(ok.error());
-    auto got = take_server_lock(req.key, wait);
+    auto got = with_schema(bookkeeping(), t_, [&] { return attempt(req, wait); });
     if (!got && got.error().kind == ErrorKind::connection && !holder_->is_open()) {
       if (auto ok = holder_->reconnect(); !ok) return std::unexpected(ok.error());
-      got = take_server_lock(req.key, wait);
+      got = with_schema(bookkeeping(), t_, [&] { return attempt(req, wait); });
     }
     if (!got) return std::unexpected(got.error());
-    AcquireOutcome out;
-    if (!*got) {  // busy: say who holds it, for -v (the row is bookkeeping, best effort)
-      out.holder = read_holder(req.key);
-      return out;
+    if (got->state == AcquireOutcome::State::acquired) {
+      key_ = req.key;
+      held_req_ = req;
+      token_ = got->token;
     }
-    auto r = book_->exec(book_sql_, {req.key, req.owner, req.host, std::to_string(req.pid), std::string(to_string(strategy_)),
-                                     std::to_string(holder_->backend_pid()), ms_param(req.min_interval)});
-    if (!r) {
-      drop_server_lock();
-      return std::unexpected(r.error());
-    }
-    if (r->rows() == 0) {
-      drop_server_lock();
-      out.state = AcquireOutcome::State::not_due;
-      auto due = book_->exec(due_sql_, {req.key, ms_param(req.min_interval)});
-      if (due && due->rows() == 1 && !due->is_null(0, 0)) out.due_in = Millis(due->int64(0, 0));
-      return out;
-    }
-    out.state = AcquireOutcome::State::acquired;
-    out.token = r->int64(0, 0);
-    out.acquired_at_ms = r->opt_int64(0, 1);
-    key_ = req.key;
-    held_req_ = req;
-    token_ = out.token;
-    return out;
+    return got;
   }
 
   Result<void> renew(Millis) override {
@@ -113,80 +124,151 @@ class SessionLocker final : public Locker {
     return {};
   }
 
+  // One round trip in the holder session: release, history and trim, then the lock goes
+  // (advisory: in the same statement; the others: COMMIT ends the holding transaction).
   Result<void> release(const ReleaseRequest& req) override {
     if (!token_) return fail(ErrorKind::internal, "release without a held lock");
     const std::int64_t token = *token_;
-    Result<void> result;
-    if (!book_->is_open()) (void)book_->reconnect();
-    auto r = book_->exec(release_sql_, {key_, std::to_string(*token_), req.finished_run ? "true" : "false",
-                                        req.exit_code ? Param(std::to_string(*req.exit_code)) : Param(),
-                                        release_channel(t_.prefix, key_)});
-    if (!r)
-      result = std::unexpected(r.error());
-    else if (r->rows() == 0)
-      result = fail(ErrorKind::lost, "lock on '" + key_ + "' was taken over or released by someone else before release");
-    if (r && req.history)
-      if (auto h = insert_history(*book_, t_, complete_run(*req.history, held_req_, token, strategy_, r->rows() != 0), keep_); !h && result) result = h;
-    drop_server_lock();
     token_.reset();
-    return result;
+    Params p{key_, std::to_string(token), req.finished_run ? "true" : "false",
+             req.exit_code ? Param(std::to_string(*req.exit_code)) : Param()};
+    append_history_params(p, req, held_req_, token, strategy_, keep_);
+    Result<QueryResult> r = fail(ErrorKind::connection, "the holder session is gone");
+    if (holder_->is_open()) {
+      std::vector<Statement> batch{{release_sql_, p}};
+      if (!end_txn_sql_.empty()) batch.push_back({end_txn_sql_, {key_, std::string(to_string(strategy_))}});
+      if (strategy_ != Strategy::advisory) batch.push_back({"COMMIT", {}});
+      auto all = holder_->pipeline(batch);
+      if (all) r = all->front();
+      else r = std::unexpected(all.error());
+      if (!all) drop_server_lock();
+    }
+    const bool table_missing = !r && (r.error().sqlstate == "42P01" || r.error().sqlstate == "42703");
+    if (!r && (r.error().kind == ErrorKind::connection || table_missing)) {
+      // The holder session died (the run knows the lock was lost), or the history table went
+      // missing under it: the run is still recorded, on its own, the lock already let go.
+      if (!table_missing) holder_->close();
+      Connection& other = bookkeeping();
+      if (!other.is_open()) (void)other.reconnect();
+      r = with_schema(other, t_, [&] { return other.exec(release_sql_, p); });
+    }
+    if (!r) return std::unexpected(r.error());
+    if (r->int64(0, 0) != 1)
+      return fail(ErrorKind::lost, "lock on '" + key_ + "' was taken over or released by someone else before release");
+    return {};
   }
 
  private:
-  std::optional<LockStatus> read_holder(const std::string& key) {
-    auto r = book_->exec(holder_sql_, {key});
-    if (!r || r->rows() != 1) return std::nullopt;
-    LockStatus h;
-    h.key = key;
-    h.state = LockStatus::State::held;
-    h.owner = r->text(0, 0);
-    h.host = r->text(0, 1);
-    h.pid = r->opt_int64(0, 2).value_or(0);
-    h.token = r->int64(0, 3);
-    h.strategy = r->text(0, 4);
-    h.acquired_at_ms = r->opt_int64(0, 5);
-    h.db_now_ms = r->int64(0, 6);
-    return h;
+  // The connection for the token bookkeeping and the schema: advisory's one, or the second.
+  Connection& bookkeeping() {
+    if (book_) {
+      if (!book_->is_open()) (void)book_->reconnect();  // autocommit and holds nothing: safe
+      return *book_;
+    }
+    return *holder_;
   }
 
-  // One attempt at the server lock: true = taken, false = busy.
-  Result<bool> take_server_lock(const std::string& key, Millis wait) {
+  // One attempt; cleans up after itself on failure (no lock left behind, no transaction open).
+  Result<AcquireOutcome> attempt(const LockRequest& req, Millis wait) {
     const std::string kind(to_string(strategy_));
+    Params p{req.key, req.owner, req.host, std::to_string(req.pid), kind, std::to_string(holder_->backend_pid()),
+             ms_param(req.min_interval)};
     if (strategy_ == Strategy::advisory) {
-      const std::string id = std::to_string(advisory_key(t_.prefix, key));
+      p.push_back(std::to_string(advisory_key(t_.prefix, req.key)));
+      Result<std::vector<QueryResult>> r = fail(ErrorKind::internal, "");
       if (wait.count() <= 0) {
-        auto r = holder_->exec("SELECT pg_try_advisory_lock($1::bigint)", {id});
-        if (!r) return std::unexpected(r.error());
-        return r->boolean(0, 0);
+        const Statement one[] = {{try_lock_sql_, p}};
+        r = holder_->pipeline(one);
+      } else {
+        // The wait bound applies to this transaction only: the same round trip, ahead of it.
+        const Statement both[] = {{"SELECT set_config('lock_timeout', $1, true)", {lock_timeout_ms(wait)}},
+                                  {wait_lock_sql_, p}};
+        r = holder_->pipeline(both, wait);
       }
-      if (auto r = holder_->exec("SET lock_timeout = '" + lock_timeout_ms(wait) + "'"); !r) return std::unexpected(r.error());
-      auto r = holder_->exec("SELECT pg_advisory_lock($1::bigint)", {id}, wait);
-      return busy_or(r);
+      if (!r) {
+        // A session lock outlives the failed statement that took it.
+        if (r.error().kind != ErrorKind::busy) drop_server_lock();
+        return busy_or(r.error());
+      }
+      return outcome(r->back());
     }
-    if (strategy_ == Strategy::for_update && claimed_ != key) {
-      // The row must exist (committed) before anyone can lock it.
-      if (auto r = book_->exec(claim_sql_, {key, kind}); !r) return std::unexpected(r.error());
-      claimed_ = key;
+    // for-update / txn-insert: the lock in a fresh transaction (a failed attempt's is rolled
+    // back in the same round trip), then the token on the bookkeeping connection.
+    std::vector<Statement> batch;
+    if (holder_->transaction_open()) batch.push_back({"ROLLBACK", {}});
+    batch.push_back({"BEGIN ISOLATION LEVEL READ COMMITTED", {}});
+    batch.push_back({"SELECT set_config('lock_timeout', $1, true)", {lock_timeout_ms(wait)}});
+    if (strategy_ == Strategy::for_update)
+      batch.push_back({wait.count() <= 0 ? lock_row_sql_ + " NOWAIT" : lock_row_sql_, {req.key, kind}});
+    else
+      batch.push_back({insert_claim_sql_, {req.key, kind}});
+    auto r = holder_->pipeline(batch, wait);
+    if (!r) {
+      if (r.error().kind != ErrorKind::busy) drop_server_lock();
+      auto busy = busy_or(r.error());
+      if (busy && wait.count() <= 0) busy->holder = read_holder(req);  // for -v: who has it
+      return busy;
     }
-    std::string begin = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '" + lock_timeout_ms(wait) + "'";
-    if (auto r = holder_->exec(begin); !r) return std::unexpected(r.error());
-    Result<QueryResult> r = strategy_ == Strategy::for_update
-                             ? holder_->exec(lock_row_sql_ + (wait.count() <= 0 ? " NOWAIT" : ""), {key, kind}, wait)
-                             : holder_->exec(insert_claim_sql_, {key, kind}, wait);
-    auto got = busy_or(r);
-    if (!got || !*got || (strategy_ == Strategy::for_update && r->rows() != 1)) {
-      (void)holder_->exec("ROLLBACK");
-      if (got && *got) return fail(ErrorKind::other, "the claims row of '" + key + "' vanished");
-      return got;
+    if (strategy_ == Strategy::for_update && r->back().rows() != 1) {
+      // The key's claims row does not exist yet: it must, committed, before anyone can lock it.
+      drop_server_lock();
+      if (auto c = bookkeeping().exec(claim_sql_, {req.key, kind}); !c) return std::unexpected(c.error());
+      return attempt(req, wait);
     }
-    return true;
+    auto b = bookkeeping().exec(book_sql_, p);
+    if (!b) {
+      drop_server_lock();
+      return std::unexpected(b.error());
+    }
+    auto out = outcome(*b);
+    if (out && out->state != AcquireOutcome::State::acquired) drop_server_lock();
+    return out;
+  }
+
+  // Columns: got, token, acquired_at, (unlock), owner, host, pid, token, strategy,
+  // acquired_at, db now, due in.
+  static Result<AcquireOutcome> outcome(const QueryResult& r) {
+    AcquireOutcome out;
+    if (r.rows() != 1) return out;
+    if (!r.is_null(0, 1)) {
+      out.state = AcquireOutcome::State::acquired;
+      out.token = r.int64(0, 1);
+      out.acquired_at_ms = r.opt_int64(0, 2);
+      return out;
+    }
+    if (r.boolean(0, 0)) {  // the lock was ours, the row said not yet
+      out.state = AcquireOutcome::State::not_due;
+      if (!r.is_null(0, 11)) out.due_in = Millis(r.int64(0, 11));
+      return out;
+    }
+    if (!r.is_null(0, 7)) {  // busy: say who holds it, for -v (the row is bookkeeping)
+      LockStatus h;
+      h.state = LockStatus::State::held;
+      h.owner = r.text(0, 4);
+      h.host = r.text(0, 5);
+      h.pid = r.opt_int64(0, 6).value_or(0);
+      h.token = r.int64(0, 7);
+      h.strategy = r.text(0, 8);
+      h.acquired_at_ms = r.opt_int64(0, 9);
+      h.db_now_ms = r.int64(0, 10);
+      out.holder = h;
+    }
+    return out;
+  }
+
+  std::optional<LockStatus> read_holder(const LockRequest& req) {
+    auto r = bookkeeping().exec(holder_sql_, {req.key, ms_param(req.min_interval)});
+    if (!r) return std::nullopt;
+    auto out = outcome(*r);
+    if (!out || !out->holder) return std::nullopt;
+    out->holder->key = req.key;
+    return out->holder;
   }
 
   // busy (55P03 and friends) is an answer, not an error.
-  static Result<bool> busy_or(const Result<QueryResult>& r) {
-    if (r) return true;
-    if (r.error().kind == ErrorKind::busy) return false;
-    return std::unexpected(r.error());
+  static Result<AcquireOutcome> busy_or(const Error& e) {
+    if (e.kind == ErrorKind::busy) return AcquireOutcome{};
+    return std::unexpected(e);
   }
 
   void drop_server_lock() {
@@ -196,31 +278,36 @@ class SessionLocker final : public Locker {
       // pg_advisory_unlock(id) without the risk of a stacked second hold staying behind.
       auto r = holder_->exec("SELECT pg_advisory_unlock_all()");
       if (!r) holder_->close();  // closing frees whatever the session held
-    } else {
+    } else if (holder_->transaction_open()) {
       auto r = holder_->exec("ROLLBACK");
       if (!r) holder_->close();
     }
   }
 
   Strategy strategy_;
-  std::shared_ptr<Connection> book_;
-  std::unique_ptr<Connection> holder_;
+  std::shared_ptr<Connection> holder_;
+  std::unique_ptr<Connection> book_;  // for-update and txn-insert only
   Tables t_;
   int keep_;
-  std::string book_sql_, due_sql_, release_sql_, claim_sql_, lock_row_sql_, insert_claim_sql_, holder_sql_;
-  std::string key_, claimed_;
+  std::string try_lock_sql_, wait_lock_sql_, book_sql_, release_sql_, claim_sql_, lock_row_sql_, insert_claim_sql_,
+      holder_sql_, end_txn_sql_;
+  std::string key_;
   std::optional<std::int64_t> token_;
   LockRequest held_req_;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<Connection> book, const Dsn& dsn,
+Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<Connection> holder, const Dsn& dsn,
                                                    const BackendOptions& options, Tables t) {
-  auto holder = Connection::open(dsn, options, ConnectionRole::lock_holder);
-  if (!holder) return std::unexpected(holder.error());
+  std::unique_ptr<Connection> book;
+  if (s != Strategy::advisory) {
+    auto opened = Connection::open(dsn, options, ConnectionRole::bookkeeping);
+    if (!opened) return std::unexpected(opened.error());
+    book = std::move(*opened);
+  }
   return std::unique_ptr<Locker>(
-      std::make_unique<SessionLocker>(s, std::move(book), std::move(*holder), std::move(t), options.history_keep));
+      std::make_unique<SessionLocker>(s, std::move(holder), std::move(book), std::move(t), options.history_keep));
 }
 
 }  // namespace dblock::postgres

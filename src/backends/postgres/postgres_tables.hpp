@@ -30,7 +30,7 @@ std::int64_t advisory_key(std::string_view prefix, std::string_view key);
 /// SELECT ... FROM <prefix>locks l of status: the common status columns (common/lock_rows.hpp),
 /// then the server's verdict on the holder, then `extra` (from column status_columns); binds
 /// $1 = the claims table's name. The caller appends its WHERE.
-std::string status_select(const Tables& t, std::string_view extra = {});
+std::string status_select(const Tables& t, std::string_view extra = {}, bool ask_about_sessions = true);
 inline constexpr int status_columns = 16;
 /// Row `row` of a status_select() result, its state judged (common/lock_rows.hpp).
 LockStatus read_status(const QueryResult& r, int row, const Tables& t);
@@ -44,9 +44,34 @@ Result<std::vector<RunRecord>> read_history(Connection& conn, const Tables& t, c
 /// spurious wake-up.
 std::string release_channel(std::string_view prefix, std::string_view key);
 
-/// Inserts one <prefix>runs row (started_at from the lock's acquired_at) and prunes the key's
-/// rows beyond the newest `keep`, in one statement.
-Result<void> insert_history(Connection& conn, const Tables& t, const RunRecord& run, int keep);
+/// Runs `attempt` (one statement's worth of work that cleans up after itself on failure) on
+/// the assumption that the tables exist. When a statement reports a table missing (SQLSTATE
+/// 42P01) the schema is created on `conn` and `attempt` runs once more; a missing column (42703)
+/// becomes the config error that names it (the schema check runs only on this error path).
+template <class Attempt>
+auto with_schema(Connection& conn, const Tables& t, Attempt&& attempt) -> decltype(attempt()) {
+  auto r = attempt();
+  if (r || (r.error().sqlstate != "42P01" && r.error().sqlstate != "42703")) return r;
+  const bool retry = r.error().sqlstate == "42P01";
+  if (auto made = ensure_schema(conn, t); !made) return std::unexpected(made.error());
+  if (!retry) return r;  // every column is there: the statement's own error stands
+  return attempt();
+}
+
+/// The tail of one statement that releases and records the run: after the caller's
+/// data-modifying CTE `u` (the release UPDATE ... RETURNING name), the history row (when
+/// wanted) and the trim of the key's rows beyond the newest `keep`, then
+/// `SELECT <rows u changed>, <final_columns>`. The commit need not wait for the disk
+/// (synchronous_commit off for this transaction only): a release lost in a server crash only
+/// leaves a lease to expire, the history row is a record, and the next acquirer's synchronous
+/// commit flushes the WAL up to its own token first.
+/// Parameters: $1 key, $2 token; from $first on the eight of append_history_params (history
+/// wanted, owner, host, pid, outcome, exit code, keep, strategy); the caller's CTE uses those
+/// in between as it likes.
+std::string release_tail(const Tables& t, std::string_view final_columns, int first);
+/// The eight history parameters of release_tail for `req` (no history: the first is false).
+void append_history_params(Params& p, const ReleaseRequest& req, const LockRequest& held, std::int64_t token, Strategy s,
+                           int keep);
 
 /// The history row of a run that held `req` with `token`: key, token and strategy come from
 /// the locker (core leaves them empty), holder fields from the request when core left them empty.
@@ -55,9 +80,10 @@ RunRecord complete_run(RunRecord run, const LockRequest& req, std::int64_t token
 /// Lease locker sharing the backend's connection (reconnects it once when renewing).
 std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<Connection> conn, Tables t, int history_keep);
 
-/// advisory / for-update / txn-insert: a dedicated holder session plus `book`, an autocommit
-/// connection for the token bookkeeping (committed independently of the held transaction).
-Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<Connection> book, const Dsn& dsn,
+/// advisory / for-update / txn-insert on the holder session `holder`; for-update and
+/// txn-insert open a second, autocommit connection for the token bookkeeping (committed
+/// independently of the held transaction).
+Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<Connection> holder, const Dsn& dsn,
                                                    const BackendOptions& options, Tables t);
 
 /// Milliseconds as a bound parameter.

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# What one `dblock run k -- true` costs the PostgreSQL server, per strategy, counted on the wire
+# by a proxy of our own (tests/e2e/postgres_wire_count.py) rather than from server-wide
+# statistics that parallel tests disturb:
+#  - lease and advisory: one connection; for-update and txn-insert: two;
+#  - after the handshake, one round trip to acquire and one to release with history (the second
+#    connection of for-update/txn-insert adds the token's round trip), and nothing else: no
+#    set_config, no schema check; the session settings travel in the startup packet;
+#  - on tables that do not exist yet the run creates them and succeeds, and the next run is
+#    back to the counts above;
+#  - a lease waiter LISTENs on the key in the same round trip as its second attempt.
+source "$(dirname "$0")/lib.sh"
+
+command -v python3 >/dev/null || skip_or_fail "no python3 for the counting proxy"
+target_port=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.urlsplit(sys.argv[1]).port or 5432)' "$DBLOCK_DSN")
+python3 "$DBLOCK_SOURCE_DIR/tests/e2e/postgres_wire_count.py" --target-port "$target_port" \
+  --port-file "$E2E_TMP/proxy.port" --log "$E2E_TMP/wire.log" --lifetime 200 &
+remember_pid $!
+wait_for 10 test -s "$E2E_TMP/proxy.port" || { fail "the counting proxy did not start"; finish; }
+proxy_dsn=$(python3 -c '
+import sys, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+netloc = u.netloc.rsplit("@", 1)
+host = "127.0.0.1:" + sys.argv[2]
+netloc = netloc[0] + "@" + host if len(netloc) == 2 else host
+query = u.query + ("&" if u.query else "") + "sslmode=disable"
+print(urllib.parse.urlunsplit((u.scheme, netloc, u.path, query, u.fragment)))' "$DBLOCK_DSN" "$(cat "$E2E_TMP/proxy.port")")
+
+# counted COMMAND...: runs COMMAND against the proxy and leaves the connections it made in
+# $E2E_TMP/run.log, once the proxy has seen every one of them end.
+counted() {
+  : >"$E2E_TMP/wire.log"
+  DBLOCK_DSN=$proxy_dsn "$@"
+  local rc=$? lines=-1
+  # The proxy logs a connection when both directions closed: wait until the count settles.
+  for _ in $(seq 30); do
+    sleep 0.1
+    local now
+    now=$(wc -l <"$E2E_TMP/wire.log")
+    [ "$now" = "$lines" ] && [ "$now" -gt 0 ] && break
+    lines=$now
+  done
+  cp "$E2E_TMP/wire.log" "$E2E_TMP/run.log"
+  return $rc
+}
+# wire FIELD: connections | round_trips | statements | queries (one per line) | options
+wire() {
+  python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows = [r for r in rows if not r["cancel"]]
+what = sys.argv[2]
+if what == "connections": print(len(rows))
+elif what == "round_trips": print(sum(r["round_trips"] for r in rows))
+elif what == "statements": print(sum(len(r["queries"]) for r in rows))
+elif what == "queries": print("\n".join(q for r in rows for q in r["queries"]))
+elif what == "options": print("\n".join(r["startup"].get("options", "") for r in rows))' "$E2E_TMP/run.log" "$1"
+}
+
+dblock init >/dev/null || fail "init"
+for s in lease advisory for-update txn-insert; do
+  k=$(key "wire-$s")
+  dblock -s "$s" run "$k" -- true || fail "$s: warm-up run"  # for-update: the key's claims row
+  counted dblock -s "$s" run "$k" -- true
+  assert_eq "$s: run exits 0" 0 "$?"
+  case $s in
+    lease | advisory) conns=1 trips=2 ;;
+    *) conns=2 trips=3 ;;
+  esac
+  assert_eq "$s: connections per run" "$conns" "$(wire connections)"
+  assert_eq "$s: round trips after the handshake ($(wire queries | cut -c1-60 | tr '\n' '|'))" "$trips" "$(wire round_trips)"
+  check "$s: no session setup or schema check on the hot path" \
+    bash -c "! grep -qiE 'set_config\(s\.name|pg_settings|information_schema' <<<\"\$1\"" _ "$(wire queries)"
+  check "$s: the session settings travel in the startup packet" grep -q "idle_session_timeout=" <<<"$(wire options)"
+  assert_eq "$s: one history row per run" 2 "$(history_field "$k" runs.#)"
+done
+
+# Tables that do not exist yet: created by the run's first statement's failure, then hot again.
+for s in lease advisory for-update txn-insert; do
+  k=$(key "fresh-$s")
+  fresh_prefix="${DBLOCK_TABLE_PREFIX}f_${s//-/_}_"
+  counted env DBLOCK_TABLE_PREFIX="$fresh_prefix" dblock -s "$s" run "$k" -- true
+  assert_eq "$s: the first run on a database without the tables exits 0" 0 "$?"
+  check "$s: it created them" grep -q "CREATE TABLE" <<<"$(wire queries)"
+  counted env DBLOCK_TABLE_PREFIX="$fresh_prefix" dblock -s "$s" run "$k" -- true
+  case $s in
+    lease | advisory) trips=2 ;;
+    *) trips=3 ;;
+  esac
+  assert_eq "$s: the next run is back to $trips round trips" "$trips" "$(wire round_trips)"
+  assert_eq "$s: both runs are in the new history" 2 "$(DBLOCK_TABLE_PREFIX=$fresh_prefix history_field "$k" runs.#)"
+done
+
+# A lease waiter: LISTEN goes with an attempt, never on its own.
+k=$(key wire-wait)
+start_bg h dblock run "$k" -- sleep 1.5
+wait_for 10 is_held "$k" || fail "lease holder never held"
+counted dblock run "$k" -w 20s -- true
+assert_eq "lease waiter exits 0" 0 "$?"
+wait "$h"
+listens=$(python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    qs = r["queries"]
+    # a LISTEN is followed by the acquire in the same round trip: never the last query, never
+    # a round trip of its own (the message stream has no Sync between the two)
+    for i, q in enumerate(qs):
+        if q.startswith("LISTEN"):
+            print("alone" if i + 1 == len(qs) or not qs[i + 1].startswith("WITH a AS") else "with-attempt")' "$E2E_TMP/run.log")
+assert_eq "the lease waiter LISTENs once, with an attempt" "with-attempt" "$listens"
+finish
