@@ -237,10 +237,13 @@ start_job_holder() {
 
 # watch_death OUT PID...: in the background, writes to OUT the wall-clock time (ns) at which
 # the last of the PIDs is dead (gone or a zombie), looking every millisecond; gives up after
-# 60 s. The time of a SIGKILLed job's end, for oracle_end, to the millisecond.
+# 60 s. The time of a SIGKILLed job's end, for oracle_end, to the millisecond. Returns once the
+# watcher is looking (OUT.ready), so a kill sent next is seen when it happens, not when a slow
+# python3 start-up on a loaded machine gets round to looking.
 watch_death() {
   local out=$1
   shift
+  rm -f "$out.ready"
   python3 - "$out" "$@" <<'PY' &
 import os, sys, time
 out, pids = sys.argv[1], sys.argv[2:]
@@ -250,6 +253,8 @@ def alive(pid):
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+any(alive(p) for p in pids)
+open(out + ".ready", "w").close()
 deadline = time.monotonic() + 60
 while any(alive(p) for p in pids) and time.monotonic() < deadline:
     time.sleep(0.001)
@@ -257,4 +262,5 @@ with open(out, "w") as f:
     f.write(f"{time.time_ns()}\n")
 PY
   remember_pid $!
+  wait_for 10 test -e "$out.ready" || fail "the death watcher did not start within 10 s"
 }
