@@ -165,7 +165,7 @@ class LeaseLocker final : public Locker {
     if (req.history) {
       const RunRecord ok = completed(*req.history, *held_, true);
       block.add(history_insert(t_, ok, Sql("IF(held > 0, ?, ?)", to_string(ok.outcome), to_string(RunOutcome::lost))));
-      block.add("; ").add(history_prune(t_, ok.key, keep_)).add("; ");
+      block.add("; ").add(history_prune_block(t_, ok.key, keep_)).add("; ");
     }
     block.add("COMMIT; DO RELEASE_LOCK(").add(wake_name(t_, held_->key)).add("); ");
     block.add("IF held = 0 THEN SIGNAL SQLSTATE '45000'; END IF; END");

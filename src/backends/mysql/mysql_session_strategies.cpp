@@ -206,7 +206,7 @@ class SessionLocker final : public Locker {
     if (compound_ && run) {
       Sql block("BEGIN NOT ATOMIC ");
       block.add(one_transaction).add(history_insert(t_, *run, Sql("?", to_string(run->outcome)))).add("; ");
-      block.add(history_prune(t_, run->key, options_.history_keep)).add("; COMMIT; ");
+      block.add(history_prune_block(t_, run->key, options_.history_keep)).add("; COMMIT; ");
       if (wakes()) block.add(wake_release).add("; ");
       block.add("END");
       auto done = books_execute(block);

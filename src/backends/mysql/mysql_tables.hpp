@@ -59,6 +59,8 @@ Result<void> write_history(Connection& conn, const Tables& t, const RunRecord& r
 /// insert (its outcome column given as SQL) and the pruning of the key's rows beyond `keep`.
 Sql history_insert(const Tables& t, const RunRecord& run, const Sql& outcome);
 Sql history_prune(const Tables& t, const std::string& key, int keep);
+/// The same trim as a block for inside a compound statement (BEGIN NOT ATOMIC ... END).
+Sql history_prune_block(const Tables& t, const std::string& key, int keep);
 
 /// Inside a compound statement (BEGIN NOT ATOMIC, after its variables): the statements up to
 /// the block's COMMIT are one transaction, so they reach the disk in one log flush instead of
