@@ -53,7 +53,7 @@ CommandAction define_history(CLI::App& sub) {
       ->capture_default_str();
   sub.add_flag("--json", args->json, "One JSON document (fields in dblock(1))");
   return [args](Context& context) -> int {
-    auto backend = context.open();
+    auto backend = context.open_for_inspection();
     auto runs = value_or_throw(backend->history(args->key, args->limit));
     if (args->json) {
       nlohmann::json doc = {{"runs", nlohmann::json::array()}};

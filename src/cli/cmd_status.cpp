@@ -73,7 +73,7 @@ CommandAction define_status(CLI::App& sub) {
   return [args](Context& context) -> int {
     bool quiet = log::level() == log::Level::quiet;
     if (quiet && args->keys.empty()) throw FatalError{{ErrorKind::usage, "status -q needs at least one KEY"}};
-    auto backend = context.open();
+    auto backend = context.open_for_inspection();
     auto locks = value_or_throw(backend->status(args->keys));
     if (quiet) {
       // status -q KEY...: the exit status alone answers "is it held?"

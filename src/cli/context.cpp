@@ -86,6 +86,8 @@ std::unique_ptr<Backend> Context::open(std::optional<Millis> ttl, bool ensure_sc
   return backend;
 }
 
+std::unique_ptr<Backend> Context::open_for_inspection() { return open(); }
+
 OpenLocker Context::locker_opener(Strategy strategy, std::optional<Millis> ttl) {
   const Dsn& d = dsn();
   BackendOptions b = backend_options(ttl);

@@ -41,6 +41,9 @@ class Context {
   BackendOptions backend_options(std::optional<Millis> ttl = std::nullopt) const;
   /// Opens the database and makes sure the tables exist. Throws FatalError on failure.
   std::unique_ptr<Backend> open(std::optional<Millis> ttl = std::nullopt, bool ensure_schema = true);
+  /// For the subcommands that only look (status, history, doctor and the monitoring ones):
+  /// the one place that decides how an inspection opens the database.
+  std::unique_ptr<Backend> open_for_inspection();
   /// For `run` and `acquire`: each call opens the database afresh, creates the tables if
   /// missing and makes a locker of the strategy; the database stays open in the context.
   /// A bad DSN or option throws FatalError here, before any attempt.
