@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -51,6 +52,13 @@ std::vector<std::string> build_environment(const ChildSpec& spec) {
     if (!drop) env.emplace_back(entry);
   }
   for (const auto& [k, v] : spec.set_env) env.push_back(k + "=" + v);
+  if (!spec.late_env.empty()) {
+    // Room for the value, filled in by the guard when it is told to start.
+    std::string slot = spec.late_env;
+    slot += '=';
+    slot.append(Child::late_value_max, '\0');
+    env.push_back(std::move(slot));
+  }
   return env;
 }
 
@@ -97,10 +105,16 @@ struct GuardPlan {
   char* const* argv;
   char* const* sh_argv;  // {"sh", path, args...}: execvp's fallback for scripts without #!
   char* const* envp;
-  int control;           // read end: EOF when dblock is gone
+  char* late_value;      // inside envp: where the late variable's value goes, or nullptr
+  int control;           // the guard's end of the control socket: EOF when dblock is gone
   int status;            // write end: GuardReports
-  int keep_open;         // the lock session's socket, or -1
-  bool interactive;
+};
+
+// What dblock sends once the lock is granted (one datagram), with the descriptor the guard
+// must keep, if any, attached as SCM_RIGHTS.
+struct StartMessage {
+  std::int32_t interactive;
+  char late_value[Child::late_value_max + 1];
 };
 
 void write_report(int fd, GuardReport::Kind kind, int value) {
@@ -189,17 +203,47 @@ int kill_children() {
   }
 }
 
+// Waits for dblock's start message. False when dblock closed the socket instead (the lock was
+// busy, or dblock is gone) or sent something malformed.
+bool receive_start(int control, StartMessage* message, int* keep_open) {
+  alignas(cmsghdr) char control_buf[CMSG_SPACE(sizeof(int))];
+  iovec iov{message, sizeof *message};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control_buf;
+  msg.msg_controllen = sizeof control_buf;
+  ssize_t n;
+  do {
+    n = ::recvmsg(control, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  *keep_open = -1;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(keep_open, CMSG_DATA(c), sizeof(int));
+  return n == static_cast<ssize_t>(sizeof *message);
+}
+
 [[noreturn]] void guard_main(const GuardPlan& plan) {
   // Orphaned descendants of the command (double forks, setsid) are reparented to us, so
   // they can still be found and killed when dblock dies.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  close_all_but(plan.control, plan.status, plan.keep_open);
+  close_all_but(plan.control, plan.status, -1);
   // The watched signals stay blocked (inherited from dblock): a SIGINT or SIGTERM sent to
   // dblock's process group must not take the guard away. A dead dblock must not SIGPIPE it.
   struct sigaction ign{};
   ign.sa_handler = SIG_IGN;
   sigemptyset(&ign.sa_mask);
   ::sigaction(SIGPIPE, &ign, nullptr);
+
+  StartMessage start{};
+  int keep_open = -1;
+  if (!receive_start(plan.control, &start, &keep_open)) ::_exit(0);  // nothing was started
+  (void)keep_open;  // held, never used, until this process exits: after the whole job
+  if (plan.late_value) {
+    start.late_value[Child::late_value_max] = '\0';
+    std::memcpy(plan.late_value, start.late_value, sizeof start.late_value);
+  }
+  const bool interactive = start.interactive != 0;
 
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) {
@@ -214,7 +258,7 @@ int kill_children() {
     // The guard outlives dblock on purpose, but nothing must outlive the guard.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != guard) ::_exit(exit_signal_base + SIGKILL);
-    if (plan.interactive) give_terminal(::getpid());
+    if (interactive) give_terminal(::getpid());
     reset_signals_for_exec();
     ::execve(plan.path, plan.argv, plan.envp);
     int err = errno;
@@ -297,13 +341,14 @@ void UniqueFd::reset() {
   fd_ = -1;
 }
 
-Result<Child> Child::start(const ChildSpec& spec) {
+Result<Child> Child::prepare(const ChildSpec& spec) {
   if (spec.argv.empty()) return fail(ErrorKind::usage, "no command given");
 
   std::vector<std::string> env_strings = build_environment(spec);
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
+  char* late_value = spec.late_env.empty() ? nullptr : env_strings.back().data() + spec.late_env.size() + 1;
   std::vector<std::string> argv_strings = spec.argv;
   std::vector<char*> argv;
   for (auto& s : argv_strings) argv.push_back(s.data());
@@ -323,17 +368,18 @@ Result<Child> Child::start(const ChildSpec& spec) {
   for (std::size_t i = 1; i < argv_strings.size(); ++i) sh_argv.push_back(argv_strings[i].data());
   sh_argv.push_back(nullptr);
 
+  // A datagram socket, not a pipe: the start message carries the session's descriptor, and
+  // the guard still reads EOF when dblock's end closes.
   int control[2], status[2];
-  if (::pipe2(control, O_CLOEXEC) != 0)
-    return fail(ErrorKind::internal, std::string("pipe: ") + std::strerror(errno));
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, control) != 0)
+    return fail(ErrorKind::internal, std::string("socketpair: ") + std::strerror(errno));
   if (::pipe2(status, O_CLOEXEC) != 0) {
     const int err = errno;
     ::close(control[0]);
     ::close(control[1]);
     return fail(ErrorKind::internal, std::string("pipe: ") + std::strerror(err));
   }
-  const GuardPlan plan{path.c_str(), argv.data(), sh_argv.data(), envp.data(), control[0], status[1],
-                       spec.keep_open_fd, terminal_is_ours()};
+  const GuardPlan plan{path.c_str(), argv.data(), sh_argv.data(), envp.data(), late_value, control[0], status[1]};
   const pid_t guard = ::fork();
   if (guard == 0) guard_main(plan);
   ::close(control[0]);
@@ -345,27 +391,56 @@ Result<Child> Child::start(const ChildSpec& spec) {
     return fail(ErrorKind::internal, std::string("fork: ") + std::strerror(err));
   }
   child.guard_ = guard;
+  return child;
+}
+
+Result<void> Child::start(std::string_view late_value, int keep_open_fd) {
+  if (done_ || guard_ <= 0 || pid_ > 0) return {};  // exec_errno() already says why
+  if (late_value.size() > late_value_max) return fail(ErrorKind::internal, "start: value too long");
+  StartMessage message{};
+  const bool interactive = terminal_is_ours();
+  message.interactive = interactive;
+  std::memcpy(message.late_value, late_value.data(), late_value.size());
+  iovec iov{&message, sizeof message};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control_buf[CMSG_SPACE(sizeof(int))] = {};
+  if (keep_open_fd >= 0) {
+    msg.msg_control = control_buf;
+    msg.msg_controllen = sizeof control_buf;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &keep_open_fd, sizeof(int));
+  }
+  ssize_t sent;
+  do {
+    sent = ::sendmsg(control_.get(), &msg, MSG_NOSIGNAL);
+  } while (sent < 0 && errno == EINTR);
 
   GuardReport first{};
-  if (!read_report(child.status_.get(), &first)) {
-    child.reap_guard();
-    child.done_ = true;
+  if (sent != static_cast<ssize_t>(sizeof message) || !read_report(status_.get(), &first)) {
+    control_.reset();  // a guard still waiting for the message ends at EOF
+    reap_guard();
+    done_ = true;
     return fail(ErrorKind::internal, "the process that starts the command died before starting it");
   }
   if (first.kind == GuardReport::exec_failed) {
-    child.exec_errno_ = first.value;
-    child.done_ = true;
-    child.status_code_ = child.exec_failure_status();
-    child.reap_guard();
-    return child;
+    exec_errno_ = first.value;
+    done_ = true;
+    status_code_ = exec_failure_status();
+    reap_guard();
+    return {};
   }
-  child.pid_ = first.value;
-  ::fcntl(child.status_.get(), F_SETFL, O_NONBLOCK);
-  if (plan.interactive) {
-    give_terminal(child.pid_);
-    child.owns_terminal_ = true;
+  pid_ = first.value;
+  ::fcntl(status_.get(), F_SETFL, O_NONBLOCK);
+  if (interactive) {
+    give_terminal(pid_);
+    owns_terminal_ = true;
   }
-  return child;
+  return {};
 }
 
 Child& Child::operator=(Child&& o) noexcept {

@@ -2,20 +2,27 @@
 // The command under `run` (man page: "THE COMMAND"). dblock forks a small guard process, and
 // the guard forks the command into its own process group:
 //
-//   dblock ──control pipe──▶ guard (child subreaper) ──▶ command (process group leader)
-//          ◀──status pipe───
+//   dblock ──control socket──▶ guard (child subreaper) ──▶ command (process group leader)
+//          ◀───status pipe────
 //
 // The guard exists for the one case dblock cannot handle itself: dblock killed by SIGKILL
-// (the OOM killer, an impatient operator). Only dblock holds the control pipe's write end, so
-// the guard reads EOF the moment dblock dies; it then kills the command's process group and
-// every descendant that left it (as a subreaper it inherits each orphan), waits until all of
-// them are gone, and only then exits. For session strategies the guard also holds a duplicate
-// of the lock session's socket, so the server sees the session end, and frees the lock, only
-// after the whole job is dead.
+// (the OOM killer, an impatient operator). Only dblock holds the control socket's other end,
+// so the guard reads EOF the moment dblock dies; it then kills the command's process group
+// and every descendant that left it (as a subreaper it inherits each orphan), waits until all
+// of them are gone, and only then exits. For session strategies the guard also holds a
+// duplicate of the lock session's socket, so the server sees the session end, and frees the
+// lock, only after the whole job is dead.
+//
+// The guard is forked before the lock is asked for (Child::prepare) and told to start the
+// command once it is granted (Child::start): the fork of dblock, whose address space holds the
+// database client, is then not part of the handoff from one holder to the next, and it is
+// made while that address space is still small. A guard told nothing exits when dblock
+// closes the socket (the lock was busy).
 
 #include <sys/types.h>
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -27,7 +34,9 @@ struct ChildSpec {
   std::vector<std::string> argv;                             // argv[0] is looked up in PATH
   std::vector<std::pair<std::string, std::string>> set_env;  // added or replaced
   std::vector<std::string> unset_env;                        // removed (DBLOCK_DSN...)
-  int keep_open_fd = -1;  // held by the guard until the job is dead (the lock session's socket)
+  /// A variable whose value is known only when the command starts (the fencing token): its
+  /// value travels with Child::start, at most Child::late_value_max bytes.
+  std::string late_env;
 };
 
 /// Owns a file descriptor.
@@ -49,10 +58,17 @@ class UniqueFd {
 /// makes the guard kill the whole job: no path out of dblock leaves the job running.
 class Child {
  public:
-  /// Resolves argv[0] in PATH, forks the guard, which forks and execs the command; call it
-  /// from the main thread with the watched signals blocked. When exec fails the command and
-  /// the guard are reaped here and exec_errno() says why.
-  static Result<Child> start(const ChildSpec& spec);
+  static constexpr std::size_t late_value_max = 63;
+
+  /// Resolves argv[0] in PATH and forks the guard, which waits to be told to start; call it
+  /// from the main thread with the watched signals blocked and no other thread running.
+  /// A command that cannot be found is not an error here: exec_errno() says why, and start()
+  /// then does nothing.
+  static Result<Child> prepare(const ChildSpec& spec);
+  /// The guard forks and execs the command with spec.late_env set to late_value; it keeps
+  /// keep_open_fd (the lock session's socket, or -1) until the job is dead. When exec fails
+  /// the command and the guard are reaped here and exec_errno() says why.
+  Result<void> start(std::string_view late_value, int keep_open_fd);
 
   Child() = default;
   Child(Child&& o) noexcept { *this = std::move(o); }
@@ -86,7 +102,7 @@ class Child {
 
   pid_t pid_ = -1;
   pid_t guard_ = -1;
-  UniqueFd control_;  // write end; only dblock holds it
+  UniqueFd control_;  // dblock's end of the control socket; only dblock holds it
   UniqueFd status_;   // read end of what the guard reports
   int exec_errno_ = 0;
   bool done_ = false;

@@ -226,6 +226,20 @@ int run_job(const OpenLocker& open, const RunOptions& o) {
   // Blocked from here to the end, so no signal between acquire and start can kill dblock
   // with the lock still held.
   SignalWatch signals;
+
+  ChildSpec spec;
+  spec.argv = o.command;
+  spec.set_env = {{"DBLOCK_KEY", o.request.key},
+                  {"DBLOCK_OWNER", o.request.owner},
+                  {"DBLOCK_STRATEGY", std::string(to_string(o.strategy))}};
+  spec.late_env = "DBLOCK_TOKEN";
+  spec.unset_env = {"DBLOCK_DSN", "DBLOCK_DSN_FILE"};
+  // The guard is forked now, while dblock is small and single-threaded, so the handoff from
+  // the previous holder costs only the command's own fork and exec (child_process.hpp).
+  auto prepared = Child::prepare(spec);
+  if (!prepared) return report(prepared.error());
+  Child child = std::move(*prepared);
+
   auto opened = acquire_with_wait(open, o.request, o.wait, signals);
   if (!opened) return report(opened.error());
   const WaitResult& waited = opened->result;
@@ -234,33 +248,24 @@ int run_job(const OpenLocker& open, const RunOptions& o) {
   Locker& locker = *opened->locker;
   const AcquireOutcome& got = waited.outcome;
 
-  ChildSpec spec;
-  spec.argv = o.command;
-  spec.set_env = {{"DBLOCK_KEY", o.request.key},
-                  {"DBLOCK_TOKEN", std::to_string(got.token)},
-                  {"DBLOCK_OWNER", o.request.owner},
-                  {"DBLOCK_STRATEGY", std::string(to_string(o.strategy))}};
-  spec.unset_env = {"DBLOCK_DSN", "DBLOCK_DSN_FILE"};
-
   // The guard holds this duplicate of the session socket until the whole job is dead, so the
   // server cannot free the lock while any process of the job still runs, even when dblock
   // itself is killed with SIGKILL. The supervisor watches it for the server closing the session.
   UniqueFd session_fd(locker.session_fd() >= 0 ? ::fcntl(locker.session_fd(), F_DUPFD_CLOEXEC, 3) : -1);
-  spec.keep_open_fd = session_fd.get();
 
   Supervisor supervisor(o, locker, signals, waited, session_fd.get());
   Finished finished;
   int error_status = 0;
-  auto child = Child::start(spec);
-  if (!child) {
-    error_status = report(child.error());
+  auto started = child.start(std::to_string(got.token), session_fd.get());
+  if (!started) {
+    error_status = report(started.error());
     finished = {RunOutcome::failed, error_status, error_status};
-  } else if (child->exec_errno()) {
-    log::error("cannot execute " + join_command(o.command) + ": " + std::strerror(child->exec_errno()));
-    const int status = child->exec_failure_status();
+  } else if (child.exec_errno()) {
+    log::error("cannot execute " + join_command(o.command) + ": " + std::strerror(child.exec_errno()));
+    const int status = child.exec_failure_status();
     finished = {RunOutcome::failed, status, status};
   } else {
-    finished = supervisor.run(*child);
+    finished = supervisor.run(child);
     supervisor.wait_min_hold();
   }
   supervisor.stop_heartbeat();
