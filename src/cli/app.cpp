@@ -11,6 +11,7 @@
 
 #include "backends/registry.hpp"
 #include "cli/argv_scrub.hpp"
+#include "git_revision.hpp"
 #include "cli/commands.hpp"
 #include "core/duration.hpp"
 #include "core/exit_code.hpp"
@@ -109,21 +110,27 @@ void warn_about_config_permissions(const std::string& path) {
 }
 
 std::string version_text() {
-  // Loads no module: a server backend is listed by where its module is, so --version stays as
-  // cheap as the SQLite default and says what to install when a module is missing.
-  std::string text = "dblock " DBLOCK_VERSION "\nbackends:";
+  // Only when asked (CLI11 calls this for --version): it loads every installed module to ask
+  // its client library's version, which a run must not pay for.
+  std::string text = "dblock " DBLOCK_VERSION;
+  if (*DBLOCK_GIT_REVISION) text += " (git " DBLOCK_GIT_REVISION ")";
+  text += "\nbackends:";
   for (const auto& known : known_backends()) {
     text += "\n  " + std::string(known.name) + " (";
     for (std::size_t i = 0; i < known.schemes.size(); ++i) text += (i ? ", " : "") + std::string(known.schemes[i]) + ":";
     text += ") ";
-    if (known.module.empty()) {
-      auto entry = load_backend(known.name);
-      text += entry ? "strategies: " + describe_strategies(**entry) : entry.error().message;
-    } else if (std::string path = module_path(known); !path.empty()) {
-      text += "module " + path;
-    } else {
+    std::string path = module_path(known);
+    if (!known.module.empty() && path.empty()) {
       text += "not installed (Debian package " + std::string(known.package) + ")";
+      continue;
     }
+    if (!path.empty()) text += "module " + path + "; ";
+    auto entry = load_backend(known.name);
+    if (!entry) {
+      text += entry.error().message;
+      continue;
+    }
+    text += (*entry)->client_version() + "; strategies: " + describe_strategies(**entry);
   }
   return text;
 }
@@ -188,7 +195,7 @@ std::optional<Millis> resolve_wait(const CLI::Option& option, const std::vector<
 int main(int argc, char** argv) {
   Context context;
   CLI::App app{"dblock: run a job on exactly one host, using a shared SQL database as the lock", "dblock"};
-  app.set_version_flag("--version", version_text());
+  app.set_version_flag("--version", std::function<std::string()>(version_text));
   app.require_subcommand(1);
   app.fallthrough();  // global options may also stand after the subcommand name
   app.config_formatter(std::make_shared<EnvFirstConfig>(app));

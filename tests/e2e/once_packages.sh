@@ -52,6 +52,12 @@ out=$("$installed" --version); rc=$?
 assert_eq "installed dblock --version exits 0" 0 "$rc"
 check "--version names $version" grep -q "$version" <<<"$out"
 check "--version finds the packaged modules" grep -q "$root/usr/lib/.*/dblock/dblock-postgres.so" <<<"$out"
+check "--version names SQLite's version" grep -Eq "SQLite 3\.[0-9]+" <<<"$out"
+check "--version names libmariadb's version" grep -Eq "libmariadb [0-9]+\.[0-9]+" <<<"$out"
+check "--version names libpq's version" grep -Eq "libpq [0-9]+\.[0-9]+" <<<"$out"
+if rev=$(git -C "$DBLOCK_SOURCE_DIR" rev-parse --short=12 HEAD 2>/dev/null); then
+  check "--version names the git revision ($rev)" grep -q "(git $rev" <<<"$out"
+fi
 check "the installed binary is stripped" bash -c '! readelf -S "$1" | grep -q "\.symtab"' _ "$installed"
 db=$E2E_TMP/pkg.db
 out=$("$installed" -d "sqlite:$db" run "$(key pkg)" -- sh -c 'echo "token $DBLOCK_TOKEN"'); rc=$?

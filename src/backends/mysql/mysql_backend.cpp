@@ -245,6 +245,14 @@ BackendEntry mysql_backend_entry() {
         return {};
       },
       &mysql::open,
+      // MariaDB Connector/C reports its own version here (3.x), libmysqlclient the server's.
+      [] {
+#ifdef MARIADB_PACKAGE_VERSION
+        return std::string("libmariadb ") + mysql_get_client_info();
+#else
+        return std::string("libmysqlclient ") + mysql_get_client_info();
+#endif
+      },
   };
 }
 

@@ -216,6 +216,11 @@ BackendEntry postgres_backend_entry() {
       [](const std::string& prefix) { return postgres::schema_sql(prefix); },
       &postgres::check_postgres_dsn,
       &postgres::open,
+      [] {
+        // PQlibVersion: major * 10000 + minor since PostgreSQL 10.
+        const int v = PQlibVersion();
+        return "libpq " + std::to_string(v / 10000) + "." + std::to_string(v % 10000);
+      },
   };
 }
 

@@ -220,6 +220,7 @@ BackendEntry sqlite_backend_entry() {
         return {};
       },
       &sqlite::open_sqlite,
+      [] { return std::string("SQLite ") + sqlite3_libversion(); },
   };
 }
 
