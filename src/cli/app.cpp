@@ -465,7 +465,7 @@ int main(int argc, char** argv) {
   if (!config_used.empty()) log::verbose("config file " + config_used);
   warn_about_config_permissions(config_used);
   if (scrub_passwords_from_argv(argc, argv))
-    log::warn("warning: a password on the command line was visible to ps until now; use --dsn-file or ~/.my.cnf / ~/.pgpass");
+    log::warn("a password on the command line was visible to ps until now; use --dsn-file or ~/.my.cnf / ~/.pgpass");
 
   try {
     check_global_values(context, *config);
