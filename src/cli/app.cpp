@@ -102,6 +102,26 @@ class EnvFirstConfig : public CLI::ConfigTOML {
   }
   const std::string& path() const { return path_; }
 
+  /// After a CLI11 ValidationError: the value from the file that a check refuses, as
+  /// "config file PATH line N: --history-keep: ...", found by running the options' own checks.
+  std::optional<std::string> refused_value(CLI::App& app) const {
+    for (const auto& [name, where] : from_file_) {
+      CLI::Option* option = app.get_option_no_throw("--" + name);
+      if (!option) continue;
+      for (int i = 0;; ++i) {
+        CLI::Validator* validator = nullptr;
+        try {
+          validator = option->get_validator(i);
+        } catch (const CLI::OptionNotFound&) {
+          break;
+        }
+        for (std::string value : option->results())
+          if (std::string why = (*validator)(value); !why.empty()) return where + ": " + option->get_name() + ": " + why;
+      }
+    }
+    return std::nullopt;
+  }
+
  private:
   // The line of each top-level key ("[section]" keys as section.key), for messages.
   static std::map<std::string, int> key_lines(const std::string& text) {
@@ -349,6 +369,7 @@ int main(int argc, char** argv) {
   Context context;
   CLI::App app{"dblock: run a job on exactly one host, using a shared SQL database as the lock", "dblock"};
   app.set_version_flag("-V,--version", version_text());
+  app.footer("'dblock help SUBCOMMAND' shows a subcommand's options; man dblock has the rest.");
   app.require_subcommand(1);
   app.fallthrough();  // global options may also stand after the subcommand name
   auto config = std::make_shared<EnvFirstConfig>(app);
@@ -417,6 +438,11 @@ int main(int argc, char** argv) {
     log::error("config file " + config->path() + ": " + e.what());
     return exit_config;
   } catch (const CLI::ParseError& e) {
+    if (dynamic_cast<const CLI::ValidationError*>(&e))
+      if (auto refused = config->refused_value(app)) {
+        log::error(*refused);
+        return exit_config;
+      }
     // A word that is not a subcommand, where one is required.
     if (app.get_subcommands().empty()) {
       for (const auto& word : app.remaining())

@@ -60,6 +60,11 @@ expect_line "status with a bad config value fails as run does" 78 \
   env -u DBLOCK_STRATEGY "$DBLOCK_BIN" --config "$conf" status
 expect_line "bad strategy on the command line" 64 \
   "dblock: unknown strategy 'sideways' (use lease, advisory, for-update or txn-insert)" dblock -s sideways status
+printf 'connect-timeout = "5s"\nhistory-keep = "many"\n' >"$conf"
+expect_line "refused number in the config file" 78 \
+  "dblock: config file $conf line 2: --history-keep: 'many' is not a whole number from 1 to 2147483647" \
+  dblock --config "$conf" status
+printf 'strategy = "sideways"\n' >"$conf"
 assert_status "the command line beats a bad config value" 0 dblock --config "$conf" -s lease status >/dev/null
 
 # --dsn-file: the reason and where the name came from.
