@@ -311,6 +311,13 @@ std::string with_dashes(int argc, char** argv, int command_start) {
   return line;
 }
 
+// "run: the command goes after '--' ...", with the corrected line when the command's start is known.
+std::string missing_dashes(int argc, char** argv, int command_start) {
+  std::string message = "run: the command goes after '--' (options after it are the command's): ";
+  if (command_start == 0) return message + "dblock run KEY [OPTIONS] -- COMMAND [ARG...]";
+  return message + with_dashes(argc, argv, command_start);
+}
+
 }  // namespace
 
 std::span<const Command> commands() { return command_table; }
@@ -420,6 +427,9 @@ int main(int argc, char** argv) {
     return exit_usage;
   }
 
+  CLI::App* run = nullptr;
+  for (auto& [sub, action] : actions)
+    if (sub->get_name() == "run") run = sub;
   try {
     app.parse(parsed_argc, argv);
   } catch (const FatalError& e) {  // the config file reader names the file and line
@@ -457,9 +467,6 @@ int main(int argc, char** argv) {
     }
     // `run KEY ls -l` or `run KEY -w 2 echo hi`: the command's words were taken for options.
     // When the same line with "--" before the command parses, say so and show it.
-    CLI::App* run = nullptr;
-    for (auto& [sub, action] : actions)
-      if (sub->get_name() == "run") run = sub;
     if (run && run->parsed() && !context.has_dashes &&
         (dynamic_cast<const CLI::ExtrasError*>(&e) || dynamic_cast<const CLI::ValidationError*>(&e) ||
          dynamic_cast<const CLI::ConversionError*>(&e))) {
@@ -472,8 +479,7 @@ int main(int argc, char** argv) {
           parses = false;
         }
         if (parses) {
-          log::error("run: the command goes after '--' (options after it are the command's): " +
-                     with_dashes(argc, argv, start));
+          log::error(missing_dashes(argc, argv, start));
           return exit_usage;
         }
       }
@@ -481,6 +487,13 @@ int main(int argc, char** argv) {
     log::error(e.what());
     // A value in plain words needs no pointer to the help; a misplaced word does.
     if (!dynamic_cast<const CLI::ValidationError*>(&e)) log::error("try 'dblock help' or 'dblock help SUBCOMMAND'");
+    return exit_usage;
+  }
+
+  // Words of run's command before any "--" parsed only by luck: the next option in them
+  // (curl -s, grep -q) would have been dblock's. The command always goes after "--".
+  if (run && run->parsed() && !context.has_dashes && run->get_option_no_throw("command")->count() > 0) {
+    log::error(missing_dashes(argc, argv, run_command_start(app, *run, parsed_argc, argv)));
     return exit_usage;
   }
 

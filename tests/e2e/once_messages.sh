@@ -42,6 +42,11 @@ expect_line "run -w 2 without --" 64 \
 expect_line "run with the command's option, without --" 64 \
   "dblock: run: the command goes after '--' (options after it are the command's): dblock run k -- ls -l" \
   dblock run k ls -l
+# Without an error too: in `run k curl -s URL` dblock would have taken -s for its own.
+expect_line "run with a command that happens to parse, without --" 64 \
+  "dblock: run: the command goes after '--' (options after it are the command's): dblock run k -- echo hi" \
+  dblock run k echo hi
+check "the command did not run" bash -c "! grep -q hi '$out'"
 expect_line "corrected line quotes and redacts" 64 \
   "dblock: run: the command goes after '--' (options after it are the command's): dblock -d 'mysql://u:****@127.0.0.1:1/db' run k -- ls -l 'a b'" \
   dblock -d mysql://u:Sup3rS3cret@127.0.0.1:1/db run k ls -l 'a b'
