@@ -78,8 +78,8 @@ expect_line "missing --dsn-file" 78 "dblock: cannot read --dsn-file $E2E_TMP/non
 expect_line "missing DBLOCK_DSN_FILE" 78 "dblock: cannot read DBLOCK_DSN_FILE $E2E_TMP/none: No such file or directory" \
   env -u DBLOCK_DSN DBLOCK_DSN_FILE="$E2E_TMP/none" "$DBLOCK_BIN" status
 mkdir -p "$E2E_TMP/private" && chmod 755 "$E2E_TMP" "$E2E_TMP/private"
-echo "sqlite:$E2E_TMP/private/x.db" >"$E2E_TMP/private/dsn" && chmod 600 "$E2E_TMP/private/dsn"
-# EACCES needs a user the mode applies to: as root, run dblock as nobody.
+echo "sqlite:$E2E_TMP/private/x.db" >"$E2E_TMP/private/dsn" && chmod 000 "$E2E_TMP/private/dsn"
+# EACCES needs a user the mode applies to: root reads anything, so as root dblock runs as nobody.
 as_other=()
 [ "$(id -u)" = 0 ] && as_other=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 expect_line "unreadable DBLOCK_DSN_FILE" 78 \
