@@ -1,6 +1,5 @@
 #include "cli/app.hpp"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -156,6 +155,7 @@ class EnvFirstConfig : public CLI::ConfigTOML {
   }
 
   const CLI::App& app_;
+  // CLI11 calls from_config as const; what it learns about the file is kept for the messages.
   mutable std::string path_;
   mutable std::map<std::string, std::string> from_file_;
 };
