@@ -49,7 +49,7 @@ CommandAction define_history(CLI::App& sub) {
     return ok ? std::string() : ok.error().message;
   });
   sub.add_option("--limit", args->limit, "Show at most N runs, newest first")
-      ->check(CLI::Range(1, 1000000))
+      ->check(whole_number(1, 1000000))
       ->capture_default_str();
   sub.add_flag("--json", args->json, "One JSON document (fields in dblock(1))");
   return [args](Context& context) -> int {

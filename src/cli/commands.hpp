@@ -39,6 +39,10 @@ CLI::Option* add_key(CLI::App& sub, std::string& key);
 /// Adds a duration option validated at parse time (exit 64 naming the option).
 CLI::Option* add_duration(CLI::App& sub, const std::string& names, std::string& value, const std::string& help);
 
+/// A validator for an integer option, in plain words: "'x' is not a whole number from 1 to
+/// 1000000" (or "... is not a fencing token ..." with `what`), instead of CLI11's range text.
+CLI::Validator whole_number(std::int64_t min, std::int64_t max, const std::string& what = "whole number");
+
 /// Adds -w/--wait [D] (optional value, as flock(1)).
 CLI::Option* add_wait(CLI::App& sub, std::vector<std::string>& value);
 /// What -w asked for: nullopt = do not wait (absent, or -w 0); Millis::max() = forever.

@@ -64,6 +64,10 @@ T value_or_throw(Result<T>&& result) {
 /// Throws FatalError(usage) for a bad duration string; the option name prefixes the message.
 Millis duration_option(const std::string& option, const std::string& text);
 
+/// A file holding a password (config file, DSN file) must not be readable by other users:
+/// warns, naming it, when it is.
+void warn_if_readable_by_others(const std::string& what, const std::string& path);
+
 /// The default holder identity: host:pid:random.
 std::string default_owner();
 /// This host's name.

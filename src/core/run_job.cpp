@@ -219,6 +219,19 @@ Result<void> validate_run_timing(Millis ttl, Millis kill_after) {
   return fail(ErrorKind::usage, message);
 }
 
+Result<void> validate_ttl(Millis ttl) {
+  const Millis margin = HeartbeatTiming::safety_margin();
+  if (ttl / 3 >= margin) return {};
+  return fail(ErrorKind::usage, "--ttl " + format_duration(ttl) + " is too short: use --ttl " +
+                                    format_duration(3 * margin) + " or more (a renew interval, ttl/3, must cover a " +
+                                    format_duration(margin) + " margin)");
+}
+
+Millis default_kill_after(Millis ttl) {
+  const Millis fits = std::chrono::floor<std::chrono::seconds>(ttl / 3 - HeartbeatTiming::safety_margin());
+  return std::clamp(fits, Millis(0), Millis(5000));
+}
+
 int run_job(const OpenLocker& open, const RunOptions& o) {
   if (auto timing = validate_run_timing(o.request.ttl, o.kill_after); !timing) return report(timing.error());
   if (o.command.empty()) return report(Error{ErrorKind::usage, "run: no command given"});
