@@ -31,6 +31,12 @@ class MysqlBackend final : public Backend {
     return mysql::ensure_schema(**c, t_);
   }
 
+  Result<void> check_schema() override {
+    auto c = db();
+    if (!c) return std::unexpected(c.error());
+    return mysql::check_schema(**c, t_);
+  }
+
   // The locker takes this connection over (backend.hpp): a lease run then costs the server one
   // connection, a session strategy one besides its lock's session.
   Result<std::unique_ptr<Locker>> make_locker(Strategy strategy) override {
@@ -41,13 +47,18 @@ class MysqlBackend final : public Backend {
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
     auto c = db();
     if (!c) return std::unexpected(c.error());
-    return read_locks(**c, t_, keys);
+    // Inspection creates nothing: tables that are not there mean nothing ever ran here.
+    auto locks = read_locks(**c, t_, keys);
+    if (!locks && is_no_such_table(locks.error())) return no_lock_database(dsn_.redacted);
+    return locks;
   }
 
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
     auto c = db();
     if (!c) return std::unexpected(c.error());
-    return read_history(**c, t_, key, limit);
+    auto runs = read_history(**c, t_, key, limit);
+    if (!runs && is_no_such_table(runs.error())) return no_lock_database(dsn_.redacted);
+    return runs;
   }
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
