@@ -159,6 +159,7 @@ class MysqlBackend final : public Backend {
     DoctorCheck check{"privileges", true, ""};
     const std::string_view probe = "\x01" "dblock-doctor";
     std::string failed;
+    bool no_tables = false;
     if (auto r = conn_->query("START TRANSACTION"); !r) return {"privileges", false, r.error().message};
     const std::vector<std::pair<std::string, std::string>> statements{
         {"INSERT INTO " + t_.locks + " (name) VALUES (?)", t_.locks},
@@ -172,6 +173,7 @@ class MysqlBackend final : public Backend {
     for (const auto& [sql, table] : statements)
       if (auto r = conn_->execute(Sql(sql, probe)); !r) {
         failed = r.error().message;
+        no_tables = is_no_such_table(r.error());
         break;
       }
     (void)conn_->query("ROLLBACK");
@@ -179,6 +181,12 @@ class MysqlBackend final : public Backend {
                                  "DATABASE() AND PRIVILEGE_TYPE = 'CREATE'");
     auto global = conn_->execute("SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE = 'CREATE'");
     const bool can_create = (grants && to_i64(grants->rows.at(0).at(0)) > 0) || (global && to_i64(global->rows.at(0).at(0)) > 0);
+    // Doctor only looks: tables that are not there yet are the tables check's finding; here
+    // what matters is whether the first run (or `dblock init`) may create them.
+    if (no_tables)
+      return {"privileges", can_create,
+              can_create ? "the dblock tables do not exist yet; the CREATE privilege lets the first run or `dblock init` make them"
+                         : "the dblock tables do not exist and no CREATE privilege is seen, so `dblock init` needs a DBA"};
     if (!failed.empty()) return {"privileges", false, "insert/update/delete on the dblock tables failed: " + failed};
     check.detail = can_create ? "create, insert, update and delete on the dblock tables"
                               : "insert, update and delete work; no CREATE privilege seen, so `dblock init` needs a DBA";
