@@ -478,6 +478,22 @@ TEST_CASE("sqlite: a table of the previous version gains the boot columns, and i
              " ('lapsed', 'old', 4, 'lease', strftime('%Y-%m-%d %H:%M:%f', 'now', '-2 minutes'),"
              " strftime('%Y-%m-%d %H:%M:%f', 'now', '-1 minute'), strftime('%Y-%m-%d %H:%M:%f', 'now', '-2 minutes'))");
   }
+  {
+    // Inspection (status after an upgrade, before any run) reads the old rows read-only and
+    // adds nothing.
+    BackendOptions inspect;
+    inspect.inspect = true;
+    auto looking = open_path(path, inspect);
+    REQUIRE(looking.has_value());
+    const std::string both[] = {"held", "lapsed"};
+    auto seen = (*looking)->status(both);
+    REQUIRE_MESSAGE(seen.has_value(), (seen ? std::string() : seen.error().message));
+    CHECK((*seen)[0].state == LockStatus::State::held);
+    CHECK((*seen)[1].state == LockStatus::State::expired);
+    REQUIRE((*looking)->status({}).has_value());
+    RawDb raw(path);
+    CHECK(raw.text("SELECT count(*) FROM pragma_table_info('dblock_locks')") == "14");
+  }
   auto opened = open_path(path);
   REQUIRE(opened.has_value());
   auto& backend = *opened;

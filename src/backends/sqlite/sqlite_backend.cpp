@@ -73,7 +73,17 @@ class SqliteBackend final : public Backend {
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
     // Given keys one at a time (SQLite caps a statement's parameters, a key list has no cap);
     // every key in one pass without a parameter.
-    auto stmt = conn_->prepare(status_select(tables_) + (keys.empty() ? " ORDER BY name" : " WHERE name = ?1"));
+    const std::string filter = keys.empty() ? " ORDER BY name" : " WHERE name = ?1";
+    auto stmt = conn_->prepare(status_select(tables_) + filter);
+    if (!stmt && options_.inspect) {
+      // A table from an older dblock lacks the boot_* columns, which a read-only inspection
+      // cannot add: its rows are read as that dblock wrote them (the wall-clock rule).
+      if (auto old = lacks_boot_columns(*conn_, options_.table_prefix); old && *old) {
+        Tables legacy = tables_;
+        legacy.locks = locks_without_boot_columns(options_.table_prefix);
+        stmt = conn_->prepare(status_select(legacy) + filter);
+      }
+    }
     if (!stmt) return explained(stmt.error());
     std::vector<LockStatus> found;
     const std::size_t passes = keys.empty() ? 1 : keys.size();

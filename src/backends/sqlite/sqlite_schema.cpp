@@ -208,6 +208,18 @@ Result<void> check_schema(const Connection& conn, const std::string& prefix) {
   return {};
 }
 
+Result<bool> lacks_boot_columns(const Connection& conn, const std::string& prefix) {
+  auto locks = read_shape(conn, prefix + "locks");
+  if (!locks) return std::unexpected(locks.error());
+  return !locks->empty() && !has_boot_columns(*locks);
+}
+
+std::string locks_without_boot_columns(const std::string& prefix) {
+  std::string source = "(SELECT *";
+  for (const auto& column : boot_columns) source += ", NULL AS " + std::string(column.name);
+  return source + " FROM " + quote_ident(prefix + "locks") + ")";
+}
+
 Result<bool> repair_schema(const Connection& conn, const std::string& prefix, const Error& failed) {
   // SQLite reports a missing table or column as plain SQLITE_ERROR, the code of many other
   // mistakes too; the schema itself, read only on this error path, tells them apart.
