@@ -61,11 +61,13 @@ Result<void> check_directory(const std::string& path, bool create) {
   const std::string dir = parent_dir(path);
   if (create) return make_dirs(dir, path);
   struct stat st{};
-  if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return {};
-  const int err = errno;
-  std::string message = "the directory " + dir + " of the SQLite database " + path + " does not exist";
-  if (err != ENOENT) message = "the directory " + dir + " of the SQLite database " + path + " is unusable: " + std::strerror(err == 0 ? ENOTDIR : err);
-  return fail(ErrorKind::config, message + " (create it, or fix the DSN)");
+  const bool exists = ::stat(dir.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode)) return {};
+  const std::string why = exists            ? " is not a directory"
+                          : errno == ENOENT ? " does not exist"
+                                            : std::string(" is unusable: ") + std::strerror(errno);
+  return fail(ErrorKind::config,
+              "the directory " + dir + " of the SQLite database " + path + why + " (create it, or fix the DSN)");
 }
 
 /// Fails early, with the OS's reason, where SQLite would only say "unable to open".
@@ -252,10 +254,10 @@ Result<Connection> Connection::open_read_only(const std::string& path, Millis bu
   // The first read maps the WAL index. A reader needs the -shm and -wal files to exist or to
   // be creatable (SQLite, "Read-Only Databases" in wal.html); a read-only -shm is fine. A user
   // who may not write the directory, inspecting a database whose last writer left no -wal,
-  // gets SQLITE_CANTOPEN or SQLITE_READONLY_* here. With no -wal, every committed transaction is in the main file,
-  // so it is read as immutable (no locks, no -shm): a snapshot, which is all status and
-  // history give anyway; a writer that starts meanwhile creates the -wal and the file stays
-  // consistent for the pages already read.
+  // gets SQLITE_CANTOPEN or SQLITE_READONLY_* here. With no -wal every commit is in the main
+  // file, so it is read as immutable (no locks, no -shm): a snapshot, which is all status and
+  // history give; a writer that starts meanwhile appends to a new -wal, and the main file
+  // changes only at a checkpoint, 128 pages later.
   auto read = conn.exec("SELECT count(*) FROM sqlite_master", "reading the database");
   if (read) return conn;
   const int primary = read.error().native_code & 0xff;
