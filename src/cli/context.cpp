@@ -58,7 +58,10 @@ const Dsn& Context::dsn() {
     }
   }
   if (text.empty() && !file.empty()) text = read_dsn_file(file, file_source);
-  if (text.empty()) text = default_dsn();
+  if (text.empty()) {
+    text = default_dsn();
+    dsn_is_default_ = true;
+  }
   dsn_ = value_or_throw(parse_dsn(text));
   return *dsn_;
 }
@@ -79,6 +82,8 @@ BackendOptions Context::backend_options(std::optional<Millis> ttl) const {
   b.table_prefix = options.table_prefix;
   b.history_keep = options.history_keep;
   b.connect_timeout = duration_option("--connect-timeout", options.connect_timeout);
+  // Every caller has read dsn() first. Only the default location gets its directories made.
+  b.create_directories = dsn_is_default_;
   if (ttl) {
     // A statement may take at most a quarter of the lease, so a renewal that hangs still
     // leaves time for a retry and the kill grace before the lease can expire.
@@ -99,7 +104,15 @@ std::unique_ptr<Backend> Context::open(std::optional<Millis> ttl, bool ensure_sc
   return backend;
 }
 
-std::unique_ptr<Backend> Context::open_for_inspection() { return open(); }
+Result<std::unique_ptr<Backend>> Context::try_open_for_inspection() {
+  const Dsn& d = dsn();
+  log::verbose("database " + d.redacted + " (read-only)");
+  BackendOptions b = backend_options();
+  b.inspect = true;
+  return open_backend(d, b);
+}
+
+std::unique_ptr<Backend> Context::open_for_inspection() { return value_or_throw(try_open_for_inspection()); }
 
 OpenLocker Context::locker_opener(Strategy strategy, std::optional<Millis> ttl) {
   const Dsn& d = dsn();

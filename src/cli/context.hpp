@@ -42,8 +42,12 @@ class Context {
   /// Opens the database and makes sure the tables exist. Throws FatalError on failure.
   std::unique_ptr<Backend> open(std::optional<Millis> ttl = std::nullopt, bool ensure_schema = true);
   /// For the subcommands that only look (status, history, doctor and the monitoring ones):
-  /// the one place that decides how an inspection opens the database.
+  /// the one place that decides how an inspection opens the database. Read-only, creating
+  /// nothing (no file, directory or table); no database there is FatalError of
+  /// ErrorKind::other (exit 69) "no lock database at ...".
   std::unique_ptr<Backend> open_for_inspection();
+  /// The same, with the failure returned (doctor reports it as a check); a bad DSN still throws.
+  Result<std::unique_ptr<Backend>> try_open_for_inspection();
   /// For `run` and `acquire`: each call opens the database afresh, creates the tables if
   /// missing and makes a locker of the strategy; the database stays open in the context.
   /// A bad DSN or option throws FatalError here, before any attempt.
@@ -51,6 +55,7 @@ class Context {
 
  private:
   std::optional<Dsn> dsn_;
+  bool dsn_is_default_ = false;  // no DSN given: the default location, whose directories we may create
   std::unique_ptr<Backend> locking_backend_;  // the database the last locker_opener call opened
 };
 

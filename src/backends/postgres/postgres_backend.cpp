@@ -30,6 +30,8 @@ class PostgresBackend final : public Backend {
 
   Result<void> ensure_schema() override { return postgres::ensure_schema(*conn_, t_); }
 
+  Result<void> check_schema() override { return postgres::check_schema(*conn_, t_); }
+
   // A run's locker takes over this backend's connection: a lease run then needs one
   // connection, a session run two at most. Should anything use the backend afterwards (tests
   // do, and may make more lockers), it connects again, and a second session locker gets a
@@ -54,14 +56,16 @@ class PostgresBackend final : public Backend {
     auto r = conn_->exec(postgres::status_select(t_) +
                              " WHERE $2::jsonb IS NULL OR name IN (SELECT jsonb_array_elements_text($2::jsonb)) ORDER BY name",
                          {t_.claims, filter});
-    if (!r) return std::unexpected(r.error());
+    if (!r) return explained(r.error());
     std::vector<LockStatus> found;
     for (int i = 0; i < r->rows(); ++i) found.push_back(postgres::read_status(*r, i, t_));
     return rows::in_request_order(std::move(found), keys, [this] { return now_ms(); });
   }
 
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
-    return postgres::read_history(*conn_, t_, key, limit);
+    auto runs = postgres::read_history(*conn_, t_, key, limit);
+    if (!runs) return explained(runs.error());
+    return runs;
   }
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
@@ -165,6 +169,12 @@ class PostgresBackend final : public Backend {
   }
 
  private:
+  // Inspection creates nothing: a table that is not there (42P01) means nothing ever ran here.
+  std::unexpected<Error> explained(const Error& failed) const {
+    if (failed.sqlstate == "42P01") return no_lock_database(dsn_.redacted);
+    return std::unexpected(failed);
+  }
+
   // pg_terminate_backend only signals (waiting needs 14+): the lock is free once the
   // session's locks are gone, and the caller of `release --force` may take the key at once.
   Result<void> wait_for_session_end(const std::string& key, const std::string& pid) {
