@@ -70,6 +70,8 @@ expect_line "refused number in the config file" 78 \
   "dblock: config file $conf line 2: --history-keep: 'many' is not a whole number from 1 to 2147483647" \
   dblock --config "$conf" status
 printf 'strategy = "sideways"\n' >"$conf"
+# status inspects only: the database must exist first (dblock init makes it).
+assert_status "init" 0 dblock init
 assert_status "the command line beats a bad config value" 0 dblock --config "$conf" -s lease status >/dev/null
 
 # --dsn-file: the reason and where the name came from.
