@@ -30,6 +30,8 @@ constexpr Command command_table[] = {
     {"init", "Create the tables", define_init},
     {"schema", "Print the tables' DDL for a DBA", define_schema},
     {"doctor", "Check the set-up, one line per check", define_doctor},
+    {"check", "Monitoring plugin: is the last successful run recent enough?", define_check},
+    {"metrics", "Prometheus text format for the node_exporter textfile collector", define_metrics},
 };
 
 // Environment variable of each global option, also used to let the environment beat the
@@ -240,7 +242,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     log::error(e.what());
     log::error("try 'dblock --help' or 'dblock SUBCOMMAND --help'");
-    return exit_usage;
+    return failure_exit_status(app, exit_usage, e.what());
   }
 
   log::set_level(context.options.verbose ? log::Level::verbose
