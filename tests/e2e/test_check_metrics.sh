@@ -48,10 +48,7 @@ plugin_line "last run failed: CRITICAL even with a recent success" 2 \
 
 if ! is_session_strategy; then
   k=$(key lost)
-  start_bg runner dblock run "$k" --ttl 5 --kill-after 0.5 -- sh -c "echo \$\$ >\"$E2E_TMP/lost\"; exec sleep 30"
-  check "lost: command started" wait_for 10 test -s "$E2E_TMP/lost"
-  dblock release "$k" --force >/dev/null
-  wait_exit rc $runner
+  lose_a_run "$k"
   plugin_line "last run lost: CRITICAL" 2 "^DBLOCK CRITICAL - $k: last run lost" "$k" --max-age 1h
 fi
 
