@@ -2,6 +2,7 @@
 // collector (dblock metrics >dir/dblock.prom.$$ && mv dir/dblock.prom.$$ dir/dblock.prom).
 // Samples of one metric stand together under their HELP and TYPE lines, as the format asks.
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <iostream>
@@ -91,10 +92,14 @@ CommandAction define_metrics(CLI::App& sub) {
     return ok ? std::string() : ok.error().message;
   });
   return [args](Context& context) -> int {
+    // A sample may appear once: a key named twice is reported once.
+    std::vector<std::string> keys;
+    for (const auto& key : args->keys)
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
     auto backend = context.open_for_inspection();
     // Nothing reaches stdout unless every query succeeded: a half-written file would be read
     // as the truth by the collector.
-    std::string text = exposition(summarize(*backend, args->keys));
+    std::string text = exposition(summarize(*backend, keys));
     std::cout << text << std::flush;
     return exit_ok;
   };

@@ -1,6 +1,7 @@
 #include "cli/run_summary.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <map>
 
@@ -41,11 +42,12 @@ std::vector<KeySummary> summarize(Backend& backend, std::span<const std::string>
   auto locks = value_or_throw(backend.status(keys));
   // The history table keeps at most --history-keep runs per key, so reading it all is bounded.
   constexpr int everything = std::numeric_limits<int>::max();
+  // Keys named: one indexed query each; every key: one query for the whole table.
   std::vector<RunRecord> runs;
-  if (keys.size() == 1) {
-    runs = value_or_throw(backend.history(keys.front(), everything));
-  } else {
-    runs = value_or_throw(backend.history("", everything));
+  if (keys.empty()) runs = value_or_throw(backend.history("", everything));
+  for (const auto& key : keys) {
+    auto of_key = value_or_throw(backend.history(key, everything));
+    std::move(of_key.begin(), of_key.end(), std::back_inserter(runs));
   }
   std::map<std::string, std::vector<const RunRecord*>, std::less<>> by_key;
   for (const auto& run : runs) by_key[run.key].push_back(&run);

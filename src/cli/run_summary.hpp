@@ -29,7 +29,7 @@ struct KeySummary {
   std::array<std::int64_t, all_outcomes.size()> runs{};
 };
 
-/// Every lock (keys empty) or the keys given, in status order.
+/// Every lock (keys empty) or the keys given (each once), in status order.
 std::vector<KeySummary> summarize(Backend& backend, std::span<const std::string> keys);
 
 }  // namespace dblock::cli

@@ -94,9 +94,9 @@ check "held: a holder age" python3 -c 'import sys; assert 0 <= float(sys.argv[1]
 assert_eq "held: its token" "$(status_field "$held" token)" "$(sample dblock_lock_token "key=$held")"
 assert_eq "held: no finished run yet" "" "$(sample dblock_last_exit_code "key=$held")"
 assert_eq "a key with a quote and a backslash comes back intact" 1 "$(sample dblock_runs "key=$odd,outcome=ok")"
-dblock metrics "$ok" "$never" >"$E2E_TMP/two.prom"
+dblock metrics "$ok" "$never" "$ok" >"$E2E_TMP/two.prom"
 check "metrics of two keys follow the text format" python3 "$DBLOCK_SOURCE_DIR/tests/e2e/prom_parse.py" <"$E2E_TMP/two.prom"
-assert_eq "metrics KEY...: only those keys" 2 "$(grep -c '^dblock_lock_held{' "$E2E_TMP/two.prom")"
+assert_eq "metrics KEY...: only those keys, a key named twice once" 2 "$(grep -c '^dblock_lock_held{' "$E2E_TMP/two.prom")"
 assert_eq "a key never taken: not held, token 0" "0 0" \
   "$(grep -F "{key=\"$never\"}" "$E2E_TMP/two.prom" | grep -E '^dblock_lock_(held|token)' | awk '{print $2}' | xargs)"
 assert_status "metrics with an unusable database fails, printing nothing" 0 \
