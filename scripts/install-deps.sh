@@ -8,6 +8,7 @@ packages=(
   g++ cmake ninja-build pkg-config
   libcli11-dev doctest-dev nlohmann-json3-dev
   libsqlite3-dev default-libmysqlclient-dev libpq-dev
+  libsmartcols-dev  # status and history tables (util-linux libsmartcols)
   # tests: throwaway servers, clients, and the tools the end-to-end scripts use
   mariadb-server mariadb-client postgresql postgresql-client sqlite3 faketime
   python3 procps util-linux coreutils locales strace

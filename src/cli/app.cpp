@@ -37,6 +37,8 @@ constexpr Command command_table[] = {
     {"init", "Create the tables", define_init},
     {"schema", "Print the tables' DDL for a DBA", define_schema},
     {"doctor", "Check the set-up, one line per check", define_doctor},
+    {"check", "Monitoring plugin: is the last successful run recent enough?", define_check},
+    {"metrics", "Prometheus text format for the node_exporter textfile collector", define_metrics},
 };
 
 // Environment variable of each global option, also used to let the environment beat the
@@ -494,7 +496,7 @@ int main(int argc, char** argv) {
     log::error(e.what());
     // A value in plain words needs no pointer to the help; a misplaced word does.
     if (!dynamic_cast<const CLI::ValidationError*>(&e)) log::error("try 'dblock help' or 'dblock help SUBCOMMAND'");
-    return exit_usage;
+    return failure_exit_status(app, exit_usage, e.what());
   }
 
   // Words of run's command before any "--" parsed only by luck: the next option in them

@@ -33,6 +33,12 @@ CommandAction define_history(CLI::App& sub);
 CommandAction define_init(CLI::App& sub);
 CommandAction define_schema(CLI::App& sub);
 CommandAction define_doctor(CLI::App& sub);
+CommandAction define_check(CLI::App& sub);
+CommandAction define_metrics(CLI::App& sub);
+
+/// The exit status of a command line that failed before its action ran: `usual`, except for
+/// `check`, which answers as a monitoring plugin (one UNKNOWN line on stdout, exit 3).
+int failure_exit_status(const CLI::App& app, int usual, const std::string& message);
 
 /// Adds the positional KEY, validated as dblock(1) OPTIONS says (exit 64 naming the problem).
 CLI::Option* add_key(CLI::App& sub, std::string& key);

@@ -232,6 +232,16 @@ is_free() {
   [ "$s" -eq 1 ]
 }
 
+# lose_a_run KEY: a lease run of KEY whose lease is released under it (--force), so it ends
+# `lost`; puts dblock's exit status in $rc. Lease strategy only.
+lose_a_run() {
+  local runner
+  start_bg runner dblock run "$1" --ttl 5 --kill-after 0.5 -- sh -c "echo \$\$ >\"$E2E_TMP/lost\"; exec sleep 30"
+  check "lost: command started" wait_for 10 test -s "$E2E_TMP/lost"
+  dblock release "$1" --force >/dev/null
+  wait_exit rc $runner
+}
+
 # A key unique to this script and test, so scripts sharing a server never meet.
 key() { echo "e2e-$$-$1"; }
 
