@@ -26,6 +26,11 @@ if "|" in line:
 }
 
 # --- check -------------------------------------------------------------------------------
+# No lock database at all: UNKNOWN (the check cannot tell, and creates nothing); then make it.
+if [ "$DBLOCK_TEST_BACKEND" = sqlite ]; then
+  plugin_line "no lock database: UNKNOWN" 3 "^DBLOCK UNKNOWN - no lock database at " "$(key nodb)" --max-age 1h
+fi
+assert_status "init" 0 dblock init
 k=$(key never)
 plugin_line "never ran: CRITICAL" 2 "^DBLOCK CRITICAL - $k: never ran \| " "$k" --max-age 1h
 
