@@ -143,7 +143,9 @@ std::string holder_summary(const LockStatus& h) {
   std::string details = h.strategy;
   if (h.expires_at_ms && h.db_now_ms) {
     if (!details.empty()) details += ", ";
-    details += "expires in " + format_duration(Millis(std::max<std::int64_t>(*h.expires_at_ms - h.db_now_ms, 0)));
+    // Whole seconds: the line is for a person.
+    const Millis left(std::max<std::int64_t>(*h.expires_at_ms - h.db_now_ms, 0));
+    details += "expires in " + format_duration(std::chrono::round<std::chrono::seconds>(left));
   }
   if (!details.empty()) s += " (" + details + ")";
   return s;
