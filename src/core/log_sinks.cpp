@@ -33,6 +33,8 @@ Result<void> send_memfd(int sock, const sockaddr_un& addr, std::string_view payl
   }
   if (::fcntl(mem.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
     return errno_error("sealing the memfd");
+  // journald maps the file; a reader that read()s it must start at the beginning.
+  ::lseek(mem.get(), 0, SEEK_SET);
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr msg{};
   msg.msg_name = const_cast<sockaddr_un*>(&addr);

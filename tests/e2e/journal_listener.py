@@ -54,6 +54,7 @@ def main():
                 if fds:
                     if data:
                         raise ValueError("a datagram with both a payload and a descriptor")
+                    os.lseek(fds[0], 0, os.SEEK_SET)
                     with os.fdopen(fds[0], "rb") as f:
                         data = f.read()
                     fields = parse(data)
