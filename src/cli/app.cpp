@@ -20,6 +20,7 @@
 #include "cli/commands.hpp"
 #include "core/duration.hpp"
 #include "core/exit_code.hpp"
+#include "core/event_log.hpp"
 #include "core/key.hpp"
 #include "core/log.hpp"
 #include "core/suggest.hpp"
@@ -47,6 +48,7 @@ const std::map<std::string, std::string>& option_env() {
   static const std::map<std::string, std::string> env{
       {"strategy", "DBLOCK_STRATEGY"},
       {"table-prefix", "DBLOCK_TABLE_PREFIX"},
+      {"log", "DBLOCK_LOG"},
   };
   return env;
 }
@@ -259,6 +261,11 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
       ->capture_default_str();
   auto* verbose = app.add_flag("-v,--verbose", g.verbose, "Explain every decision on stderr");
   app.add_flag("-q,--quiet", g.quiet, "Print nothing but errors")->excludes(verbose);
+  app.add_option("--log", g.log, "Also log skips, waits, losses, kills and errors to syslog or journal")
+      ->envname("DBLOCK_LOG")
+      ->check(CLI::IsMember({"stderr", "syslog", "journal"}))
+      ->capture_default_str();
+  app.add_flag("--log-runs", g.log_runs, "With --log syslog|journal: also the start and end of every run");
 }
 
 std::vector<std::string> command_names() {
@@ -509,6 +516,9 @@ int main(int argc, char** argv) {
   log::set_level(context.options.verbose ? log::Level::verbose
                  : context.options.quiet ? log::Level::quiet
                                          : log::Level::normal);
+  log::set_interactive(isatty(STDERR_FILENO) == 1);
+  event_log::configure(event_log::parse_sink(context.options.log).value_or(event_log::Sink::stderr_only),
+                       context.options.log_runs);
   std::string config_used = app.get_config_ptr()->as<std::string>();
   if (!config_used.empty()) log::verbose("config file " + config_used);
   warn_about_config_permissions(config_used);

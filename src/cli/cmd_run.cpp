@@ -6,6 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "core/duration.hpp"
+#include "core/event_log.hpp"
 #include "core/exit_code.hpp"
 #include "core/log.hpp"
 #include "core/run_job.hpp"
@@ -58,6 +59,7 @@ CommandAction define_run(CLI::App& sub) {
   sub.add_option("command", args->command, "The command and its arguments, after --")->excludes(shell);
 
   return [args, wait](Context& context) -> int {
+    event_log::set_key(args->key);  // the option errors below are --log events of this key too
     RunOptions options;
     options.command = args->command;
     options.command.insert(options.command.end(), context.command_after_dashes.begin(),

@@ -22,6 +22,8 @@ struct GlobalOptions {
   std::string connect_timeout = "5s";
   bool verbose = false;
   bool quiet = false;
+  std::string log = "stderr";  // --log: where the events of core/event_log.hpp go
+  bool log_runs = false;
 };
 
 /// Resolved settings shared by the subcommands.
