@@ -101,8 +101,8 @@ check "log-runs: the end arrived as a warning" syslog_line 4 "finished '$k' (fai
 k=$(key sys-error)
 assert_status "syslog: a command that cannot be executed is 127" 127 dblock -q --log syslog run "$k" -- /nonexistent/cmd
 check "syslog: the error arrived" syslog_line 3 "cannot execute /nonexistent/cmd"
-assert_status "syslog: a usage error is 64" 64 dblock --log syslog run "$k" --ttl 3 -- true 2>/dev/null
-check "syslog: the usage error arrived" syslog_line 3 "--ttl 3s is too short"
+assert_status "syslog: a usage error is 64" 64 dblock --log syslog run "$k" --ttl 2 -- true 2>/dev/null
+check "syslog: the usage error arrived" syslog_line 3 "--ttl 2s is too short"
 
 # ---- journal ---------------------------------------------------------------------------
 k=$(key j-skip)
