@@ -58,6 +58,13 @@ bool env_set(const char* name) {
   return value && *value;
 }
 
+/// The subcommand called `name`, or nullptr (CLI11 2.1's own lookup throws).
+template <class AppT>
+AppT* find_subcommand(AppT& app, const std::string& name) {
+  auto found = app.get_subcommands([&](const CLI::App* s) { return s->get_name() == name; });
+  return found.empty() ? nullptr : found.front();
+}
+
 /// CLI11's INI/TOML reader, minus the keys whose environment variable is set: the
 /// environment takes precedence over the config file (dblock(1), OPTIONS). --dsn and --dsn-file are one
 /// setting: either of them from the command line or the environment hides both in the file.
@@ -92,13 +99,23 @@ class EnvFirstConfig : public CLI::ConfigTOML {
     // CLI11 takes a file's value only for an option the command line left unset.
     from_file_.clear();
     for (const auto& item : parsed) {
-      const CLI::Option* option = item.parents.empty() ? app_.get_option_no_throw("--" + item.name) : nullptr;
-      if (option && option->count() == 0) from_file_[item.name] = where(lines, item.name);
+      // A subcommand's section: "[run]" then "ttl = ..." is run's --ttl.
+      const CLI::App* owner = &app_;
+      std::string key = item.name;
+      if (item.parents.size() == 1) {
+        owner = find_subcommand(app_, item.parents.front());
+        key = item.parents.front() + "." + item.name;
+      } else if (!item.parents.empty()) {
+        owner = nullptr;
+      }
+      const CLI::Option* option = owner ? owner->get_option_no_throw("--" + item.name) : nullptr;
+      if (option && option->count() == 0) from_file_[key] = where(lines, key);
     }
     return parsed;
   }
 
-  /// "config file PATH line N" when the value of the global option `name` came from the file.
+  /// "config file PATH line N" when the value of the option `name` (a global option, or
+  /// "run.ttl" for a subcommand's) came from the file.
   std::optional<std::string> source_of(const std::string& name) const {
     auto it = from_file_.find(name);
     if (it == from_file_.end()) return std::nullopt;
@@ -110,7 +127,13 @@ class EnvFirstConfig : public CLI::ConfigTOML {
   /// "config file PATH line N: --history-keep: ...", found by running the options' own checks.
   std::optional<std::string> refused_value(CLI::App& app) const {
     for (const auto& [name, where] : from_file_) {
-      CLI::Option* option = app.get_option_no_throw("--" + name);
+      CLI::App* owner = &app;
+      std::string option_name = name;
+      if (auto dot = name.find('.'); dot != std::string::npos) {
+        owner = find_subcommand(app, name.substr(0, dot));
+        option_name = name.substr(dot + 1);
+      }
+      CLI::Option* option = owner ? owner->get_option_no_throw("--" + option_name) : nullptr;
       if (!option) continue;
       for (int i = 0;; ++i) {
         CLI::Validator* validator = nullptr;

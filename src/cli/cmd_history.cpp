@@ -68,7 +68,7 @@ CommandAction define_history(CLI::App& sub) {
   sub.add_option("--limit", args->limit, "Show at most N runs, newest first")
       ->check(whole_number(1, 1000000))
       ->capture_default_str();
-  sub.add_flag("--json", args->json, "One JSON document (fields in dblock(1))");
+  sub.add_flag("-J,--json", args->json, "One JSON document (fields in dblock(1))");
   add_table_options(sub, args->table, history_columns);
   return [args](Context& context) -> int {
     auto backend = context.open_for_inspection();

@@ -97,7 +97,7 @@ CommandAction define_status(CLI::App& sub) {
     auto ok = validate_key(key);
     return ok ? std::string() : ok.error().message;
   });
-  sub.add_flag("--json", args->json, "One JSON document (fields in dblock(1))");
+  sub.add_flag("-J,--json", args->json, "One JSON document (fields in dblock(1))");
   add_table_options(sub, args->table, status_columns);
   return [args](Context& context) -> int {
     bool quiet = log::level() == log::Level::quiet;
