@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Monitoring: `check` answers as a monitoring plugin (exit 0/1/2/3, one line with performance
-# data), `metrics` prints the Prometheus text format (checked by prom_parse.py, which follows the
-# format's description: Debian's promtool comes only with the whole prometheus server), and
+# data), `metrics` prints the Prometheus text format (checked by `promtool check metrics` from
+# Debian's prometheus package, and parsed by prom_parse.py to read the values back), and
 # status/history print util-linux tables (-o, --raw, -n) that line up wide Unicode keys and
 # show no holder for a free key.
 source "$(dirname "$0")/lib.sh"
@@ -73,6 +73,8 @@ odd=$(key 'say "hi" \ now')
 dblock run "$odd" -- true
 
 dblock metrics >"$E2E_TMP/metrics.prom"
+command -v promtool >/dev/null || skip_or_fail "promtool is not installed (scripts/install-deps.sh: prometheus)"
+check "promtool check metrics accepts the metrics of every key" eval 'promtool check metrics <"$E2E_TMP/metrics.prom"'
 check "metrics of every key follow the text format" python3 "$DBLOCK_SOURCE_DIR/tests/e2e/prom_parse.py" \
   <"$E2E_TMP/metrics.prom"
 python3 "$DBLOCK_SOURCE_DIR/tests/e2e/prom_parse.py" <"$E2E_TMP/metrics.prom" >"$E2E_TMP/samples"
@@ -101,6 +103,7 @@ assert_eq "held: no finished run yet" "" "$(sample dblock_last_exit_code "key=$h
 assert_eq "a key with a quote and a backslash comes back intact" 1 "$(sample dblock_runs "key=$odd,outcome=ok")"
 dblock metrics "$ok" "$never" "$ok" >"$E2E_TMP/two.prom"
 check "metrics of two keys follow the text format" python3 "$DBLOCK_SOURCE_DIR/tests/e2e/prom_parse.py" <"$E2E_TMP/two.prom"
+check "promtool check metrics accepts them" eval 'promtool check metrics <"$E2E_TMP/two.prom"'
 assert_eq "metrics KEY...: only those keys, a key named twice once" 2 "$(grep -c '^dblock_lock_held{' "$E2E_TMP/two.prom")"
 assert_eq "a key never taken: not held, token 0" "0 0" \
   "$(grep -F "{key=\"$never\"}" "$E2E_TMP/two.prom" | grep -E '^dblock_lock_(held|token)' | awk '{print $2}' | xargs)"
