@@ -10,6 +10,8 @@ proxy_start "$target"
 proxied=$(proxy_dsn "$DBLOCK_DSN" "$PROXY_PORT")
 through() { DBLOCK_DSN=$proxied dblock "$@"; }
 
+# status only inspects: the tables must exist (init makes them, through the proxy too).
+assert_status "init through the running proxy" 0 through init
 assert_status "status through the running proxy" 0 through status
 check "proxy_freeze confirms" proxy_freeze
 t0=$(now_ms)
