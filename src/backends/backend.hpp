@@ -23,6 +23,10 @@ struct BackendOptions {
   // How long the server may leave a session-lock holder's session idle before ending it, which
   // frees the lock of a holder cut off from the server. 0: never (no lock held for a TTL).
   Millis session_idle_limit{0};
+  // --table-format shedlock (common/shedlock.hpp): the lease lives in ShedLock's table, named
+  // shedlock_table (already validated and not quoted); history and tokens stay in dblock's tables.
+  bool shedlock = false;
+  std::string shedlock_table = "shedlock";
 };
 
 /// What a connection is for: only the session that holds a session lock gets

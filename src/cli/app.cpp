@@ -38,6 +38,7 @@ const std::map<std::string, std::string>& option_env() {
   static const std::map<std::string, std::string> env{
       {"strategy", "DBLOCK_STRATEGY"},
       {"table-prefix", "DBLOCK_TABLE_PREFIX"},
+      {"table-format", "DBLOCK_TABLE_FORMAT"},
   };
   return env;
 }
@@ -139,6 +140,11 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
   app.add_option("--table-prefix", g.table_prefix, "Tables are <prefix>locks and <prefix>runs")
       ->envname("DBLOCK_TABLE_PREFIX")
       ->capture_default_str();
+  app.add_option("--table-format", g.table_format, "dblock, or shedlock: share locks with Java ShedLock services")
+      ->check(CLI::IsMember({"dblock", "shedlock"}))
+      ->envname("DBLOCK_TABLE_FORMAT")
+      ->capture_default_str();
+  app.add_option("--table", g.table, "The ShedLock table of --table-format shedlock")->capture_default_str();
   app.add_option("--history-keep", g.history_keep, "Runs kept per key in the history table")
       ->capture_default_str();
   app.add_option("--connect-timeout", g.connect_timeout, "Give up connecting to the database after this long")

@@ -58,20 +58,25 @@ class SqliteBackend final : public Backend {
 
   std::string_view name() const override { return "sqlite"; }
 
-  Result<void> ensure_schema() override { return sqlite::ensure_schema(*conn_, options_.table_prefix); }
+  Result<void> ensure_schema() override {
+    if (auto ok = sqlite::ensure_schema(*conn_, options_.table_prefix); !ok || !options_.shedlock) return ok;
+    return ensure_shedlock_table(*conn_, options_);
+  }
 
   Result<std::unique_ptr<Locker>> make_locker(Strategy strategy) override {
     if (strategy != Strategy::lease) return fail(ErrorKind::config, only_lease);
     // The locker shares this connection (backend.hpp: the Backend is not used after
     // make_locker): a second one would cost a `run` another open, WAL-index mapping and
     // schema read. Every transaction of either side begins and ends within one call.
+    if (options_.shedlock) return make_shedlock_locker(conn_, options_);
     return make_lease_locker(conn_, options_);
   }
 
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
     // Given keys one at a time (SQLite caps a statement's parameters, a key list has no cap);
     // every key in one pass without a parameter.
-    auto stmt = conn_->prepare(status_select(tables_) + (keys.empty() ? " ORDER BY name" : " WHERE name = ?1"));
+    auto stmt = conn_->prepare((options_.shedlock ? shedlock_status_select(options_) : status_select(tables_)) +
+                               (keys.empty() ? " ORDER BY name" : " WHERE name = ?1"));
     if (!stmt) return std::unexpected(stmt.error());
     std::vector<LockStatus> found;
     const std::size_t passes = keys.empty() ? 1 : keys.size();
@@ -82,7 +87,7 @@ class SqliteBackend final : public Backend {
         auto row = stmt->step("reading the locks");
         if (!row) return std::unexpected(row.error());
         if (!*row) break;
-        found.push_back(read_status(*stmt));
+        found.push_back(options_.shedlock ? read_shedlock_status(*stmt) : read_status(*stmt));
       }
     }
     return rows::in_request_order(std::move(found), keys, [this] { return now_ms(); });

@@ -17,7 +17,8 @@ std::string started_ago_sql(const std::string& a) {
          epoch_ms_sql(a + "last_started_at") + " END)";
 }
 
-/// Inserts one history row and prunes the key's rows beyond `keep`, inside the caller's transaction.
+}  // namespace
+
 Result<void> record_run(const Connection& conn, const Tables& tables, int keep, const RunRecord& run,
                         const std::string& started_at) {
   auto insert = conn.prepare("INSERT INTO " + tables.runs +
@@ -46,6 +47,8 @@ Result<void> record_run(const Connection& conn, const Tables& tables, int keep, 
   prune->bind(2, static_cast<std::int64_t>(keep < 0 ? 0 : keep));
   return prune->run("pruning the history of " + run.key);
 }
+
+namespace {
 
 class LeaseLocker final : public Locker {
  public:
