@@ -28,13 +28,17 @@ class PostgresBackend final : public Backend {
 
   std::string_view name() const override { return "postgres"; }
 
-  Result<void> ensure_schema() override { return postgres::ensure_schema(*conn_, t_); }
+  Result<void> ensure_schema() override {
+    if (auto ok = postgres::ensure_schema(*conn_, t_); !ok || !options_.shedlock) return ok;
+    return ensure_shedlock_table(*conn_, options_);
+  }
 
   // A run's locker takes over this backend's connection: a lease run then needs one
   // connection, a session run two at most. Should anything use the backend afterwards (tests
   // do, and may make more lockers), it connects again, and a second session locker gets a
   // holder session of its own.
   Result<std::unique_ptr<Locker>> make_locker(Strategy s) override {
+    if (s == Strategy::lease && options_.shedlock) return make_shedlock_locker(conn_, options_, t_);
     if (s == Strategy::lease) return postgres::make_lease_locker(conn_, t_, options_.history_keep);
     std::shared_ptr<Connection> holder;
     if (!handed_over_) {
@@ -51,12 +55,14 @@ class PostgresBackend final : public Backend {
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
     Param filter;
     if (!keys.empty()) filter = nlohmann::json(std::vector<std::string>(keys.begin(), keys.end())).dump();
-    auto r = conn_->exec(postgres::status_select(t_) +
-                             " WHERE $2::jsonb IS NULL OR name IN (SELECT jsonb_array_elements_text($2::jsonb)) ORDER BY name",
+    const std::string where = " ($2::jsonb IS NULL OR name IN (SELECT jsonb_array_elements_text($2::jsonb))) ORDER BY name";
+    auto r = conn_->exec(options_.shedlock ? shedlock_status_select(options_, t_) + where
+                                           : postgres::status_select(t_) + " WHERE" + where,
                          {t_.claims, filter});
     if (!r) return std::unexpected(r.error());
     std::vector<LockStatus> found;
-    for (int i = 0; i < r->rows(); ++i) found.push_back(postgres::read_status(*r, i, t_));
+    for (int i = 0; i < r->rows(); ++i)
+      found.push_back(options_.shedlock ? read_shedlock_status(*r, i) : postgres::read_status(*r, i, t_));
     return rows::in_request_order(std::move(found), keys, [this] { return now_ms(); });
   }
 
