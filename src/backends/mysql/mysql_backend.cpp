@@ -28,12 +28,14 @@ class MysqlBackend final : public Backend {
   Result<void> ensure_schema() override {
     auto c = db();
     if (!c) return std::unexpected(c.error());
-    return mysql::ensure_schema(**c, t_);
+    if (auto ok = mysql::ensure_schema(**c, t_); !ok || !options_.shedlock) return ok;
+    return ensure_shedlock_table(**c, options_);
   }
 
   // The locker takes this connection over (backend.hpp): a lease run then costs the server one
   // connection, a session strategy one besides its lock's session.
   Result<std::unique_ptr<Locker>> make_locker(Strategy strategy) override {
+    if (strategy == Strategy::lease && options_.shedlock) return make_shedlock_locker(dsn_, options_, t_, std::move(conn_));
     if (strategy == Strategy::lease) return make_lease_locker(dsn_, options_, t_, std::move(conn_));
     return make_session_locker(strategy, dsn_, options_, t_, std::move(conn_));
   }
@@ -41,6 +43,7 @@ class MysqlBackend final : public Backend {
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
     auto c = db();
     if (!c) return std::unexpected(c.error());
+    if (options_.shedlock) return shedlock_status(**c, options_, t_, keys);
     return read_locks(**c, t_, keys);
   }
 
