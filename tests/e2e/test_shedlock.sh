@@ -111,6 +111,20 @@ k=$(key dblockdone)
 assert_status "dblock runs and releases" 0 shed run "$k" -- true
 assert_eq "Java takes it right after" 1 "$(java_update "$k" java-host-6 30000)"
 
+# acquire / renew / release for shell scripts, on the same row.
+k=$(key script)
+tok=$(shed acquire "$k" --owner script-1 --ttl 3s)
+check "acquire prints a token" test "${tok:-0}" -gt 0
+assert_eq "Java cannot take what acquire holds" 0 "$(java_update "$k" java-host-7 30000)"
+assert_status "renew by token (ShedLock's extend)" 0 shed renew "$k" --token "$tok" --ttl 60s
+assert_status "renew by someone else is refused with 76" 76 shed renew "$k" --owner script-2
+sleep 4
+assert_eq "the renewed lock outlives the first TTL" 0 "$(java_update "$k" java-host-7 30000)"
+assert_status "release by owner (ShedLock's unlock)" 0 shed release "$k" --owner script-1
+assert_eq "Java takes it right after the release" 1 "$(java_update "$k" java-host-7 30000)"
+assert_status "release --force frees Java's lock too" 0 shed release "$k" --force
+check "and dblock takes it then" dblock_takes "$k"
+
 # Tokens still increase (dblock's own row of the name), and history is in dblock's runs table.
 k=$(key tokens)
 t1=$(shed run "$k" -- sh -c 'echo $DBLOCK_TOKEN')

@@ -54,6 +54,11 @@ class MysqlBackend final : public Backend {
   }
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
+    if (options_.shedlock) {
+      auto c = db();
+      if (!c) return std::unexpected(c.error());
+      return shedlock_renew(**c, options_, t_, key, who, ttl);
+    }
     Sql update("UPDATE " + t_.locks + " SET renewed_at = NOW(6), expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE ",
                micros(ttl));
     update.add(holder_filter(key, who)).add(" AND strategy = 'lease'");
@@ -73,6 +78,7 @@ class MysqlBackend final : public Backend {
     // is to end that connection (its run then sees the lock lost and exits 76).
     auto c = db();
     if (!c) return std::unexpected(c.error());
+    if (options_.shedlock) return shedlock_release(**c, options_, t_, key, who);
     Connection& conn = **c;
     auto row = read_lock(conn, t_, key);
     if (!row) return std::unexpected(row.error());

@@ -225,3 +225,60 @@ Result<std::vector<LockStatus>> shedlock_status(Connection& conn, const BackendO
 }
 
 }  // namespace dblock::mysql
+
+namespace dblock::mysql {
+namespace {
+
+// The holder a stateless renew/release names: ShedLock knows only locked_by, so a token is
+// dblock's row's owner of that token.
+Sql named_holder(const Tables& t, const std::string& key, const HolderSelector& who) {
+  return Sql("(? IS NULL OR locked_by = ?) AND (? IS NULL OR locked_by = (SELECT owner FROM " + t.locks +
+                 " WHERE name = ? AND token = ? AND strategy = 'shedlock'))",
+             who.owner, who.owner, who.token, key, who.token);
+}
+
+}  // namespace
+
+Result<std::int64_t> shedlock_renew(Connection& conn, const BackendOptions& options, const Tables& t,
+                                    const std::string& key, const HolderSelector& who, Millis ttl) {
+  if (!who.owner && !who.token) return fail(ErrorKind::usage, "renew needs the holder's owner or token");
+  const std::string shed = shed_table(options);
+  // ShedLock's extend, on the named holder.
+  Sql extend("UPDATE " + shed + " SET lock_until = " + until + " WHERE name = ? AND ", micros(ttl), key);
+  extend.add(named_holder(t, key, who)).add(" AND lock_until > " + std::string(now_utc));
+  auto done = conn.execute(extend);
+  if (!done) return std::unexpected(done.error());
+  if (done->affected_rows == 0) return fail(ErrorKind::lost, "'" + key + "' is not held by " + rows::describe(who));
+  auto r = conn.execute("SELECT " + epoch_ms("lock_until") + " FROM " + shed + " WHERE name = ?", {key});
+  if (!r) return std::unexpected(r.error());
+  return r->rows.empty() ? 0 : number(r->rows.front().at(0));
+}
+
+Result<void> shedlock_release(Connection& conn, const BackendOptions& options, const Tables& t,
+                              const std::string& key, const HolderSelector& who) {
+  if (!who.force && !who.owner && !who.token)
+    return fail(ErrorKind::usage, "release needs the holder's owner or token, or --force");
+  const std::string shed = shed_table(options);
+  Sql find("SELECT locked_by FROM " + shed + " WHERE name = ? AND (? OR ", key, who.force);
+  find.add(named_holder(t, key, who)).add(" AND lock_until > " + std::string(now_utc) + ")");
+  auto found = conn.execute(find);
+  if (!found) return std::unexpected(found.error());
+  if (found->rows.empty()) {
+    if (who.force) return {};
+    return fail(ErrorKind::lost, "'" + key + "' is not held by " + rows::describe(who));
+  }
+  const std::string holder = found->rows.front().at(0).value_or("");
+  // ShedLock's unlock with lockAtLeastFor 0 (--force also cuts a lockAtLeastFor short), then
+  // dblock's row of that holder is marked released.
+  auto done = conn.execute("UPDATE " + shed + " SET lock_until = " + std::string(now_utc) +
+                               " WHERE name = ? AND locked_by = ?",
+                           {key, holder});
+  if (!done) return std::unexpected(done.error());
+  auto marked = conn.execute("UPDATE " + t.locks + " SET released_at = NOW(6) WHERE name = ? AND owner = ? AND "
+                             "released_at IS NULL AND strategy = 'shedlock'",
+                             {key, holder});
+  if (!marked) return std::unexpected(marked.error());
+  return {};
+}
+
+}  // namespace dblock::mysql

@@ -99,6 +99,12 @@ Result<std::unique_ptr<Locker>> make_shedlock_locker(const Dsn& dsn, const Backe
 Result<void> ensure_shedlock_table(Connection& conn, const BackendOptions& options);
 Result<std::vector<LockStatus>> shedlock_status(Connection& conn, const BackendOptions& options, const Tables& t,
                                                 std::span<const std::string> keys);
+/// Stateless renew/release (`dblock renew` / `release`) of a ShedLock row: ShedLock's extend and
+/// unlock on the named holder (a token names the owner of dblock's row with that token).
+Result<std::int64_t> shedlock_renew(Connection& conn, const BackendOptions& options, const Tables& t,
+                                    const std::string& key, const HolderSelector& who, Millis ttl);
+Result<void> shedlock_release(Connection& conn, const BackendOptions& options, const Tables& t,
+                              const std::string& key, const HolderSelector& who);
 
 /// The run path assumes the schema (backend.hpp, make_locker). After `failed`: when a table is
 /// missing (ER_NO_SUCH_TABLE) creates the schema and returns success, so the caller retries

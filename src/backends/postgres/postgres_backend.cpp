@@ -71,6 +71,7 @@ class PostgresBackend final : public Backend {
   }
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
+    if (options_.shedlock) return shedlock_renew(*conn_, options_, t_, key, who, ttl);
     auto r = conn_->exec("UPDATE " + t_.locks +
                              " SET expires_at = now() + $4::bigint * interval '1 ms', renewed_at = now() "
                              "WHERE name = $1 AND ($2::text IS NULL OR owner = $2) AND ($3::bigint IS NULL OR token = $3::bigint) "
@@ -82,6 +83,7 @@ class PostgresBackend final : public Backend {
   }
 
   Result<void> release(const std::string& key, const HolderSelector& who) override {
+    if (options_.shedlock) return shedlock_release(*conn_, options_, t_, key, who);
     // A session lock lives in its holder's session: the only way to free it from outside is
     // to end that session (its run then finds the lock lost and exits 76), as on MySQL. The
     // session is ended only while the row is unreleased and the server shows that session

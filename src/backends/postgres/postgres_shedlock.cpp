@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include "backends/common/lock_rows.hpp"
 #include "backends/common/shedlock.hpp"
 #include "backends/postgres/postgres_tables.hpp"
 
@@ -177,6 +178,55 @@ LockStatus read_shedlock_status(const QueryResult& r, int row) {
   // lock_until in the future: held (also while lockAtLeastFor keeps a finished run's lock).
   s.state = s.expires_at_ms && *s.expires_at_ms > s.db_now_ms ? LockStatus::State::held : LockStatus::State::free;
   return s;
+}
+
+}  // namespace dblock::postgres
+
+namespace dblock::postgres {
+namespace {
+
+// The holder a stateless renew/release names ($2 owner, $3 token): ShedLock knows only
+// locked_by, so a token is dblock's row's owner of that token.
+std::string named_holder(const Tables& t) {
+  return "($2::text IS NULL OR locked_by = $2) AND ($3::bigint IS NULL OR locked_by = (SELECT owner FROM " + t.locks +
+         " WHERE name = $1 AND token = $3::bigint AND strategy = 'shedlock'))";
+}
+
+Param selector_param(const std::optional<std::string>& v) { return v ? Param(*v) : Param(); }
+Param selector_param(const std::optional<std::int64_t>& v) { return v ? Param(std::to_string(*v)) : Param(); }
+
+}  // namespace
+
+Result<std::int64_t> shedlock_renew(Connection& conn, const BackendOptions& options, const Tables& t,
+                                    const std::string& key, const HolderSelector& who, Millis ttl) {
+  if (!who.owner && !who.token) return fail(ErrorKind::usage, "renew needs the holder's owner or token");
+  // ShedLock's extend, on the named holder.
+  auto r = conn.exec("UPDATE " + shed_table(options) + " SET lock_until = " + std::string(now_utc) +
+                         " + $4::bigint * interval '1 ms' WHERE name = $1 AND " + named_holder(t) +
+                         " AND lock_until > " + std::string(now_utc) + " RETURNING " + ms("lock_until"),
+                     {key, selector_param(who.owner), selector_param(who.token), ms_param(ttl)});
+  if (!r) return std::unexpected(r.error());
+  if (r->rows() == 0) return fail(ErrorKind::lost, "'" + key + "' is not held by " + rows::describe(who));
+  return r->int64(0, 0);
+}
+
+Result<void> shedlock_release(Connection& conn, const BackendOptions& options, const Tables& t,
+                              const std::string& key, const HolderSelector& who) {
+  if (!who.force && !who.owner && !who.token)
+    return fail(ErrorKind::usage, "release needs the holder's owner or token, or --force");
+  const std::string shed = shed_table(options);
+  // ShedLock's unlock with lockAtLeastFor 0 (--force also cuts a lockAtLeastFor short), then
+  // dblock's row of that holder is marked released.
+  auto r = conn.exec("WITH u AS (UPDATE " + shed + " SET lock_until = " + std::string(now_utc) +
+                         " WHERE name = $1 AND ($4::boolean OR " + named_holder(t) + " AND lock_until > " +
+                         std::string(now_utc) + ") RETURNING locked_by), m AS (UPDATE " + t.locks +
+                         " SET released_at = now() WHERE name = $1 AND released_at IS NULL AND strategy = 'shedlock' "
+                         "AND owner IN (SELECT locked_by FROM u)) SELECT count(*) FROM u",
+                     {key, selector_param(who.owner), selector_param(who.token), who.force ? "true" : "false"});
+  if (!r) return std::unexpected(r.error());
+  if (r->int64(0, 0) == 0 && !who.force)
+    return fail(ErrorKind::lost, "'" + key + "' is not held by " + rows::describe(who));
+  return {};
 }
 
 }  // namespace dblock::postgres

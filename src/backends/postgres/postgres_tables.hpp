@@ -91,6 +91,12 @@ std::unique_ptr<Locker> make_shedlock_locker(std::shared_ptr<Connection> conn, c
 Result<void> ensure_shedlock_table(Connection& conn, const BackendOptions& options);
 std::string shedlock_status_select(const BackendOptions& options, const Tables& t);
 LockStatus read_shedlock_status(const QueryResult& r, int row);
+/// Stateless renew/release (`dblock renew` / `release`) of a ShedLock row: ShedLock's extend and
+/// unlock on the named holder (a token names the owner of dblock's row with that token).
+Result<std::int64_t> shedlock_renew(Connection& conn, const BackendOptions& options, const Tables& t,
+                                    const std::string& key, const HolderSelector& who, Millis ttl);
+Result<void> shedlock_release(Connection& conn, const BackendOptions& options, const Tables& t,
+                              const std::string& key, const HolderSelector& who);
 
 /// advisory / for-update / txn-insert on the holder session `holder`; for-update and
 /// txn-insert open a second, autocommit connection for the token bookkeeping (committed

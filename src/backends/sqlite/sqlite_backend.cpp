@@ -99,11 +99,12 @@ class SqliteBackend final : public Backend {
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
     if (!who.owner && !who.token) return fail(ErrorKind::usage, "renew needs the holder's owner or token");
-    auto stmt = conn_->prepare("UPDATE " + tables_.locks + " SET expires_at = " + now_plus_sql("?4") +
-                              ", renewed_at = " + now_sql() + ", " + renew_boot_sql("?4") +
-                              " WHERE name = ?1 AND released_at IS NULL AND (?2 IS NULL OR owner = ?2)"
-                              " AND (?3 IS NULL OR token = ?3) RETURNING " +
-                              epoch_ms_sql("expires_at"));
+    auto stmt = conn_->prepare(options_.shedlock ? shedlock_renew_sql(options_)
+                                                 : "UPDATE " + tables_.locks + " SET expires_at = " + now_plus_sql("?4") +
+                                                       ", renewed_at = " + now_sql() + ", " + renew_boot_sql("?4") +
+                                                       " WHERE name = ?1 AND released_at IS NULL AND (?2 IS NULL OR owner = ?2)"
+                                                       " AND (?3 IS NULL OR token = ?3) RETURNING " +
+                                                       epoch_ms_sql("expires_at"));
     if (!stmt) return std::unexpected(stmt.error());
     stmt->bind(1, std::string_view(key));
     stmt->bind(2, who.owner);
@@ -118,6 +119,7 @@ class SqliteBackend final : public Backend {
   }
 
   Result<void> release(const std::string& key, const HolderSelector& who) override {
+    if (options_.shedlock) return shedlock_release(*conn_, options_, key, who);
     if (!who.force && !who.owner && !who.token)
       return fail(ErrorKind::usage, "release needs the holder's owner or token, or --force");
     const std::string now = now_sql();

@@ -239,3 +239,57 @@ std::string shedlock_status_select(const BackendOptions& options) {
 LockStatus read_shedlock_status(const Statement& row) { return read_holder(row); }
 
 }  // namespace dblock::sqlite
+
+namespace dblock::sqlite {
+namespace {
+
+// The holder a stateless renew/release names (?2 owner, ?3 token): ShedLock knows only
+// locked_by, so a token is dblock's row's owner of that token.
+std::string named_holder(const ShedTables& t) {
+  return "(?2 IS NULL OR locked_by = ?2) AND (?3 IS NULL OR locked_by = (SELECT owner FROM " + t.locks +
+         " WHERE name = ?1 AND token = ?3 AND strategy = 'shedlock'))";
+}
+
+}  // namespace
+
+std::string shedlock_renew_sql(const BackendOptions& options) {
+  const ShedTables t(options);
+  // ShedLock's extend, on the named holder.
+  return "UPDATE " + t.shed + " SET lock_until = " + now_plus_sql("?4") + " WHERE name = ?1 AND " + named_holder(t) +
+         " AND lock_until > " + now_sql() + " RETURNING " + epoch_ms_sql("lock_until");
+}
+
+Result<void> shedlock_release(const Connection& conn, const BackendOptions& options, const std::string& key,
+                              const HolderSelector& who) {
+  if (!who.force && !who.owner && !who.token)
+    return fail(ErrorKind::usage, "release needs the holder's owner or token, or --force");
+  const ShedTables t(options);
+  auto tx = Transaction::begin_immediate(conn, "releasing " + key);
+  if (!tx) return std::unexpected(tx.error());
+  // ShedLock's unlock with lockAtLeastFor 0 (--force also cuts a lockAtLeastFor short), then
+  // dblock's row of that holder is marked released.
+  auto unlock = conn.prepare("UPDATE " + t.shed + " SET lock_until = " + now_sql() + " WHERE name = ?1 AND (?4 OR " +
+                             named_holder(t) + " AND lock_until > " + now_sql() + ") RETURNING locked_by");
+  if (!unlock) return std::unexpected(unlock.error());
+  unlock->bind(1, std::string_view(key));
+  unlock->bind(2, who.owner);
+  unlock->bind(3, who.token);
+  unlock->bind(4, static_cast<std::int64_t>(who.force ? 1 : 0));
+  auto row = unlock->step("releasing " + key);
+  if (!row) return std::unexpected(row.error());
+  if (!*row) {
+    if (who.force) return {};
+    return fail(ErrorKind::lost, "the lock " + key + " is not held by " + rows::describe(who));
+  }
+  const std::string holder = unlock->text(0);
+  if (auto done = unlock->run("releasing " + key); !done) return done;
+  auto mark = conn.prepare("UPDATE " + t.locks + " SET released_at = " + now_sql() +
+                           " WHERE name = ?1 AND owner = ?2 AND released_at IS NULL AND strategy = 'shedlock'");
+  if (!mark) return std::unexpected(mark.error());
+  mark->bind(1, std::string_view(key));
+  mark->bind(2, std::string_view(holder));
+  if (auto done = mark->run("releasing " + key); !done) return done;
+  return tx->commit("committing the release of " + key);
+}
+
+}  // namespace dblock::sqlite

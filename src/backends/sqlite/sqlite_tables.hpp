@@ -86,5 +86,11 @@ Result<void> ensure_shedlock_table(const Connection& conn, const BackendOptions&
 /// Status of ShedLock's rows: a SELECT to append `WHERE name = ?1` or `ORDER BY name` to, and its row.
 std::string shedlock_status_select(const BackendOptions& options);
 LockStatus read_shedlock_status(const Statement& row);
+/// Stateless renew/release (`dblock renew` / `release`) of a ShedLock row: ShedLock's extend and
+/// unlock on the named holder (a token names the owner of dblock's row with that token).
+/// (renew: the statement, bound as the backend's own renew binds it: ?1 key, ?2 owner, ?3 token, ?4 ttl ms.)
+std::string shedlock_renew_sql(const BackendOptions& options);
+Result<void> shedlock_release(const Connection& conn, const BackendOptions& options, const std::string& key,
+                              const HolderSelector& who);
 
 }  // namespace dblock::sqlite
