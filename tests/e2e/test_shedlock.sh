@@ -58,6 +58,9 @@ dblock_takes() { shed run "$1" -- true 2>/dev/null; }
 
 # The table: made on first use with ShedLock's DDL; the Java side needs it before that.
 assert_status "init --table-format shedlock creates the ShedLock table" 0 shed init
+check "schema prints ShedLock's DDL too" sh -c "dblock --table-format shedlock --table '$T' schema | grep -q 'lock_until'"
+assert_status "run makes a missing ShedLock table on demand" 0 dblock --table-format shedlock --table "${T}2" run "$(key ondemand)" -- true
+assert_eq "the new table holds the run's row" 1 "$(java_sql "SELECT count(*) FROM ${T}2 WHERE locked_by <> ''" | head -1)"
 long=$(printf 'k%.0s' $(seq 65))
 assert_status "a key longer than ShedLock's 64 characters is refused with 64" 64 shed run "$long" -- true
 assert_status "a 64-character key is fine" 0 shed run "${long:1}" -- true
