@@ -64,6 +64,15 @@ assert_eq "the new table holds the run's row" 1 "$(java_sql "SELECT count(*) FRO
 long=$(printf 'k%.0s' $(seq 65))
 assert_status "a key longer than ShedLock's 64 characters is refused with 64" 64 shed run "$long" -- true
 assert_status "a 64-character key is fine" 0 shed run "${long:1}" -- true
+assert_status "--min-interval is refused (ShedLock keeps no last start)" 64 shed run "$(key interval)" --min-interval 1m -- true
+
+# Ten dblock hosts racing for one name: each runs once, in turn, tokens 1..10.
+k=$(key race)
+for i in 1 2 3 4 5 6 7 8 9 10; do start_bg "r$i" dblock --table-format shedlock --table "$T" run "$k" -w 60 -- sleep 0.1; done
+raced=0
+for i in 1 2 3 4 5 6 7 8 9 10; do pid_var="r$i"; wait_exit rc "${!pid_var}" 90; [ "$rc" = 0 ] && raced=$((raced + 1)); done
+assert_eq "all ten racing runs succeeded" 10 "$raced"
+assert_eq "ten history rows with tokens 1..10" "10 $(seq -s ' ' 10)" "$(shed history "$k" --json | python3 -c 'import json, sys; r = json.load(sys.stdin)["runs"]; print(len(r), *sorted(x["token"] for x in r))')"
 
 # Java holds -> dblock skips, and status names the Java holder.
 k=$(key javaholds)

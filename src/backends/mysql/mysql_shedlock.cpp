@@ -2,8 +2,8 @@
 // ShedLock's table, taken, extended and unlocked with the statements of ShedLock's
 // MySqlServerTimeStatementsSource (database time as UTC_TIMESTAMP(3); this session is in UTC,
 // so the TIMESTAMP(3) columns hold UTC as ShedLock's own sessions in UTC write it). dblock's
-// <prefix>locks row of the same name carries the fencing token, bumped in the same
-// transaction, and <prefix>runs the history. ShedLock never reads dblock's tables.
+// <prefix>locks row of the same name carries the fencing token, bumped right after each take,
+// and <prefix>runs the history. ShedLock never reads dblock's tables.
 
 #include <charconv>
 #include <set>
@@ -112,18 +112,11 @@ class ShedlockLocker final : public Locker {
 
  private:
   // ShedLock's acquire (insert, or update where lock_until has passed), then the token of
-  // dblock's row, in one transaction.
+  // dblock's row. Each statement commits on its own, as ShedLock's do: in one transaction the
+  // shared lock INSERT IGNORE keeps on an existing row would deadlock two takers' UPDATEs.
+  // The token is bumped after the take, before any command runs under it: a crash in between
+  // only leaves that take without a token (and without a run).
   Result<AcquireOutcome> attempt(const LockRequest& req) {
-    if (auto ok = conn_->query("START TRANSACTION"); !ok) return std::unexpected(ok.error());
-    auto out = attempt_in_transaction(req);
-    if (auto ok = conn_->query(out && out->state == AcquireOutcome::State::acquired ? "COMMIT" : "ROLLBACK"); !ok) {
-      held_.reset();
-      return std::unexpected(ok.error());
-    }
-    return out;
-  }
-
-  Result<AcquireOutcome> attempt_in_transaction(const LockRequest& req) {
     const std::int64_t ttl = micros(req.ttl);
     auto inserted = conn_->execute("INSERT IGNORE INTO " + shed_ + " (name, lock_until, locked_at, locked_by) VALUES (?, " +
                                        until + ", " + std::string(now_utc) + ", ?)",
