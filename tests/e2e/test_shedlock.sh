@@ -61,6 +61,18 @@ assert_status "init --table-format shedlock creates the ShedLock table" 0 shed i
 check "schema prints ShedLock's DDL too" sh -c "dblock --table-format shedlock --table '$T' schema | grep -q 'lock_until'"
 assert_status "run makes a missing ShedLock table on demand" 0 dblock --table-format shedlock --table "${T}2" run "$(key ondemand)" -- true
 assert_eq "the new table holds the run's row" 1 "$(java_sql "SELECT count(*) FROM ${T}2 WHERE locked_by <> ''" | head -1)"
+# A table of that name without ShedLock's columns is a config error naming the column.
+case "$DBLOCK_TEST_BACKEND" in
+  sqlite) sqlite3 "${DBLOCK_DSN#sqlite:}" "CREATE TABLE ${T}3 (name VARCHAR(64) PRIMARY KEY, lock_until TIMESTAMP(3))" ;;
+  *) server_sql "CREATE TABLE ${T}3 (name VARCHAR(64) PRIMARY KEY, lock_until TIMESTAMP(3))" ;;
+esac
+assert_status "a ShedLock table of the wrong shape exits 78" 78 dblock --table-format shedlock --table "${T}3" run "$(key shape)" -- true
+check "the message names the missing column" sh -c "dblock --table-format shedlock --table '${T}3' run x -- true 2>&1 | grep -q 'column locked_at is missing'"
+# The config file key.
+printf 'table-format = "shedlock"\ntable = "%s"\n' "$T" >"$E2E_TMP/shed.conf"
+k=$(key config)
+java_lock "$k" java-host-8 30000 >/dev/null
+assert_status "table-format from the config file: the Java holder makes dblock skip" 75 dblock --config "$E2E_TMP/shed.conf" run "$k" -- true
 long=$(printf 'k%.0s' $(seq 65))
 assert_status "a key longer than ShedLock's 64 characters is refused with 64" 64 shed run "$long" -- true
 assert_status "a 64-character key is fine" 0 shed run "${long:1}" -- true

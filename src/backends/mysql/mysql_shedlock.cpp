@@ -156,11 +156,12 @@ class ShedlockLocker final : public Locker {
   }
 
   /// The tables are assumed (backend.hpp, make_locker): on ER_NO_SUCH_TABLE dblock's and
-  /// ShedLock's are made, ShedLock's only when missing, and the operation runs again.
+  /// ShedLock's are made, ShedLock's only when missing, and the operation runs again; on
+  /// ER_BAD_FIELD_ERROR the same checks name the missing column (ErrorKind::config).
   template <class Attempt>
   auto with_tables(Attempt&& attempt) -> decltype(attempt()) {
     auto first = attempt();
-    if (first || !is_no_such_table(first.error())) return first;
+    if (first || (!is_no_such_table(first.error()) && !is_bad_field(first.error()))) return first;
     if (auto made = ensure_schema(*conn_, t_); !made) return std::unexpected(made.error());
     if (auto made = ensure_shedlock_table(*conn_, options_); !made) return std::unexpected(made.error());
     return attempt();

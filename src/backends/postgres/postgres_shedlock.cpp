@@ -120,11 +120,12 @@ class ShedlockLocker final : public Locker {
 
  private:
   /// The tables are assumed (backend.hpp, make_locker): on SQLSTATE 42P01 (a table missing)
-  /// dblock's and ShedLock's are made, ShedLock's only when missing, and the statement runs again.
+  /// dblock's and ShedLock's are made, ShedLock's only when missing, and the statement runs
+  /// again; on 42703 (a column missing) the same checks name the column (ErrorKind::config).
   template <class Attempt>
   auto with_tables(Attempt&& attempt) -> decltype(attempt()) {
     auto r = attempt();
-    if (r || r.error().sqlstate != "42P01") return r;
+    if (r || (r.error().sqlstate != "42P01" && r.error().sqlstate != "42703")) return r;
     if (auto made = ensure_schema(*conn_, t_); !made) return std::unexpected(made.error());
     if (auto made = ensure_shedlock_table(*conn_, options_); !made) return std::unexpected(made.error());
     return attempt();
