@@ -10,3 +10,6 @@ find_package(doctest CONFIG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_search_module(MYSQLCLIENT REQUIRED IMPORTED_TARGET mysqlclient libmariadb)
 add_library(dblock::mysqlclient ALIAS PkgConfig::MYSQLCLIENT)
+
+# util-linux's table library (lsblk, findmnt): status and history tables.
+pkg_check_modules(SMARTCOLS REQUIRED IMPORTED_TARGET smartcols)

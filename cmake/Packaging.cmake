@@ -52,6 +52,9 @@ set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "")
 # Dependencies on shared libraries are read off the binaries by dpkg-shlibdeps.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_DBLOCK_PACKAGE_NAME dblock)
+# libsmartcols is loaded with dlopen when a table is printed (src/cli/output.cpp), so
+# dpkg-shlibdeps cannot see it.
+set(CPACK_DEBIAN_DBLOCK_PACKAGE_DEPENDS "libsmartcols1")
 set(CPACK_DEBIAN_MYSQL_PACKAGE_NAME dblock-mysql)
 set(CPACK_DEBIAN_POSTGRES_PACKAGE_NAME dblock-postgres)
 # A module only loads into the executable of its own version (the ABI check in the registry).

@@ -67,8 +67,8 @@ _dblock() {
     acquire) opts="-h --help --ttl --owner -w --wait -E --conflict-exit-code" ;;
     renew) opts="-h --help --ttl --owner --token" ;;
     release) opts="-h --help --owner --token --force" ;;
-    status) opts="-h --help --json -o --output --raw -n --noheadings" ;;
-    history) opts="-h --help --limit --json -o --output --raw -n --noheadings" ;;
+    status) opts="-h --help -J --json -o --output --raw -n --noheadings" ;;
+    history) opts="-h --help --limit -J --json -o --output --raw -n --noheadings" ;;
     check) opts="-h --help --max-age --warn-age" ;;
     metrics) opts="-h --help" ;;
     schema) opts="-h --help --dialect" ;;

@@ -54,7 +54,7 @@ complete -c dblock -n "__fish_seen_subcommand_from acquire" -s E -l conflict-exi
 complete -c dblock -n "__fish_seen_subcommand_from renew release" -l token -x -d 'Fencing token'
 complete -c dblock -n "__fish_seen_subcommand_from release" -l force -d 'Release whoever holds it'
 # status, history
-complete -c dblock -n "__fish_seen_subcommand_from status history" -l json -d 'One JSON document'
+complete -c dblock -n "__fish_seen_subcommand_from status history" -s J -l json -d 'One JSON document'
 complete -c dblock -n "__fish_seen_subcommand_from status history" -s o -l output -x -d 'Columns'
 complete -c dblock -n "__fish_seen_subcommand_from status history" -l raw -d 'Raw output'
 complete -c dblock -n "__fish_seen_subcommand_from status history" -s n -l noheadings -d 'No header line'

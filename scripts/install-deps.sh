@@ -8,15 +8,20 @@ packages=(
   g++ cmake ninja-build pkg-config
   libcli11-dev doctest-dev nlohmann-json3-dev
   libsqlite3-dev default-libmysqlclient-dev libpq-dev
+  libsmartcols-dev  # status and history tables (util-linux libsmartcols)
   # tests: throwaway servers, clients, and the tools the end-to-end scripts use
   mariadb-server mariadb-client postgresql postgresql-client sqlite3 faketime
   python3 procps util-linux coreutils locales strace
+  # the --log syslog tests: rsyslogd on a private socket (tests/e2e/test_log_sinks.sh)
+  rsyslog
   # benchmarks (scripts/bench.sh): peers etcd/etcdctl, the handoff chart, fsync counts (strace,
   # above), peak RSS (GNU time); hyperfine for ad-hoc comparisons
   etcd-server etcd-client gnuplot-nox time hyperfine
   # packaging (scripts/build-packages.sh, tests/e2e/once_packages.sh): cpack's DEB generator needs
   # dpkg-dev (dpkg-shlibdeps); the man page lint, lintian, and the shells whose completions ship
   dpkg-dev fakeroot lintian mandoc man-db bash-completion zsh fish
+  # `dblock metrics` is checked with promtool, which Debian ships only in the prometheus package
+  prometheus
 )
 
 missing=()

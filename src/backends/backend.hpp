@@ -23,6 +23,15 @@ struct BackendOptions {
   // How long the server may leave a session-lock holder's session idle before ending it, which
   // frees the lock of a holder cut off from the server. 0: never (no lock held for a TTL).
   Millis session_idle_limit{0};
+  // Inspection (status, history, doctor, check, metrics): open read-only and create nothing,
+  // neither a file, a directory nor a table; a database without the tables is ErrorKind::other
+  // saying so (no_lock_database in common/dsn.hpp). SQLite: SQLITE_OPEN_READONLY, no pragma
+  // that writes; servers: no DDL.
+  bool inspect = false;
+  // The DSN is the default SQLite location (default_dsn): only there are missing directories
+  // created (or, inspecting, taken as "nothing ran yet"); a DSN someone wrote that names a
+  // missing directory is a typo until proven otherwise (ErrorKind::config naming it).
+  bool create_directories = false;
   // --table-format shedlock (common/shedlock.hpp): the lease lives in ShedLock's table, named
   // shedlock_table (already validated and not quoted); history and tokens stay in dblock's tables.
   bool shedlock = false;
@@ -44,6 +53,10 @@ class Backend {
   /// Creates <prefix>locks and <prefix>runs if missing; a table of the wrong shape is
   /// ErrorKind::config naming the missing column.
   virtual Result<void> ensure_schema() = 0;
+
+  /// Read only (doctor): the tables exist with the expected columns. Missing tables are
+  /// no_lock_database (ErrorKind::other); a table of the wrong shape is ErrorKind::config.
+  virtual Result<void> check_schema() = 0;
 
   /// A locker for the strategy; ErrorKind::config with a sentence naming the strategies
   /// this backend can do when it cannot do this one.

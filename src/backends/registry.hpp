@@ -25,6 +25,8 @@ struct BackendEntry {
   Result<void> (*check_dsn)(const Dsn& dsn);
   /// Opens a connection; ErrorKind::connection / config on failure.
   Result<std::unique_ptr<Backend>> (*open)(const Dsn& dsn, const BackendOptions& options);
+  /// The client library and the version loaded at run time ("libpq 15.20"), for --version.
+  std::string (*client_version)();
 };
 
 /// What the executable knows of a backend without loading any of its code.

@@ -1,21 +1,29 @@
 #include "cli/app.hpp"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <iostream>
+#include <limits>
 #include <map>
+#include <sstream>
 
 #include "backends/registry.hpp"
 #include "cli/argv_scrub.hpp"
+#include "git_revision.hpp"
 #include "cli/commands.hpp"
 #include "core/duration.hpp"
 #include "core/exit_code.hpp"
+#include "core/event_log.hpp"
 #include "core/key.hpp"
 #include "core/log.hpp"
+#include "core/suggest.hpp"
 
 namespace dblock::cli {
 namespace {
@@ -30,6 +38,8 @@ constexpr Command command_table[] = {
     {"init", "Create the tables", define_init},
     {"schema", "Print the tables' DDL for a DBA", define_schema},
     {"doctor", "Check the set-up, one line per check", define_doctor},
+    {"check", "Monitoring plugin: is the last successful run recent enough?", define_check},
+    {"metrics", "Prometheus text format for the node_exporter textfile collector", define_metrics},
 };
 
 // Environment variable of each global option, also used to let the environment beat the
@@ -38,6 +48,7 @@ const std::map<std::string, std::string>& option_env() {
   static const std::map<std::string, std::string> env{
       {"strategy", "DBLOCK_STRATEGY"},
       {"table-prefix", "DBLOCK_TABLE_PREFIX"},
+      {"log", "DBLOCK_LOG"},
       {"table-format", "DBLOCK_TABLE_FORMAT"},
   };
   return env;
@@ -48,6 +59,13 @@ bool env_set(const char* name) {
   return value && *value;
 }
 
+/// The subcommand called `name`, or nullptr (CLI11 2.1's own lookup throws).
+template <class AppT>
+AppT* find_subcommand(AppT& app, const std::string& name) {
+  auto found = app.get_subcommands([&](const CLI::App* s) { return s->get_name() == name; });
+  return found.empty() ? nullptr : found.front();
+}
+
 /// CLI11's INI/TOML reader, minus the keys whose environment variable is set: the
 /// environment takes precedence over the config file (dblock(1), OPTIONS). --dsn and --dsn-file are one
 /// setting: either of them from the command line or the environment hides both in the file.
@@ -56,7 +74,21 @@ class EnvFirstConfig : public CLI::ConfigTOML {
   explicit EnvFirstConfig(const CLI::App& app) : app_(app) {}
 
   std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
-    auto parsed = CLI::ConfigTOML::from_config(input);
+    std::stringstream text;
+    text << input.rdbuf();
+    path_ = app_.get_config_ptr()->as<std::string>();
+    const auto lines = key_lines(text.str());
+    auto parsed = CLI::ConfigTOML::from_config(text);
+    // A misspelt key must not be ignored, and the message says where it is and what was meant.
+    std::vector<std::string> known;
+    for (const CLI::Option* option : app_.get_options())
+      for (const auto& name : option->get_lnames()) known.push_back(name);
+    for (const auto& item : parsed) {
+      if (!item.parents.empty() || std::find(known.begin(), known.end(), item.name) != known.end()) continue;
+      std::string message = where(lines, item.name) + ": unknown key '" + item.name + "'";
+      if (auto close = closest_match(item.name, known)) message += " (did you mean '" + *close + "'?)";
+      throw FatalError{{ErrorKind::config, message}};
+    }
     bool dsn_given = app_.get_option("--dsn")->count() > 0 || app_.get_option("--dsn-file")->count() > 0 ||
                      env_set("DBLOCK_DSN") || env_set("DBLOCK_DSN_FILE");
     std::erase_if(parsed, [&](const CLI::ConfigItem& item) {
@@ -65,11 +97,96 @@ class EnvFirstConfig : public CLI::ConfigTOML {
       auto it = option_env().find(item.name);
       return it != option_env().end() && env_set(it->second.c_str());
     });
+    // CLI11 takes a file's value only for an option the command line left unset.
+    from_file_.clear();
+    for (const auto& item : parsed) {
+      // A subcommand's section: "[run]" then "ttl = ..." is run's --ttl.
+      const CLI::App* owner = &app_;
+      std::string key = item.name;
+      if (item.parents.size() == 1) {
+        owner = find_subcommand(app_, item.parents.front());
+        key = item.parents.front() + "." + item.name;
+      } else if (!item.parents.empty()) {
+        owner = nullptr;
+      }
+      const CLI::Option* option = owner ? owner->get_option_no_throw("--" + item.name) : nullptr;
+      if (option && option->count() == 0) from_file_[key] = where(lines, key);
+    }
     return parsed;
   }
 
+  /// "config file PATH line N" when the value of the option `name` (a global option, or
+  /// "run.ttl" for a subcommand's) came from the file.
+  std::optional<std::string> source_of(const std::string& name) const {
+    auto it = from_file_.find(name);
+    if (it == from_file_.end()) return std::nullopt;
+    return it->second;
+  }
+  const std::string& path() const { return path_; }
+
+  /// After a CLI11 ValidationError: the value from the file that a check refuses, as
+  /// "config file PATH line N: --history-keep: ...", found by running the options' own checks.
+  std::optional<std::string> refused_value(CLI::App& app) const {
+    for (const auto& [name, where] : from_file_) {
+      CLI::App* owner = &app;
+      std::string option_name = name;
+      if (auto dot = name.find('.'); dot != std::string::npos) {
+        owner = find_subcommand(app, name.substr(0, dot));
+        option_name = name.substr(dot + 1);
+      }
+      CLI::Option* option = owner ? owner->get_option_no_throw("--" + option_name) : nullptr;
+      if (!option) continue;
+      for (int i = 0;; ++i) {
+        CLI::Validator* validator = nullptr;
+        try {
+          validator = option->get_validator(i);
+        } catch (const CLI::OptionNotFound&) {
+          break;
+        }
+        for (std::string value : option->results())
+          if (std::string why = (*validator)(value); !why.empty()) return where + ": " + option->get_name() + ": " + why;
+      }
+    }
+    return std::nullopt;
+  }
+
  private:
+  // The line of each top-level key ("[section]" keys as section.key), for messages.
+  static std::map<std::string, int> key_lines(const std::string& text) {
+    std::map<std::string, int> lines;
+    std::istringstream in(text);
+    std::string line, section;
+    for (int number = 1; std::getline(in, line); ++number) {
+      auto trim = [](std::string s) {
+        s.erase(0, s.find_first_not_of(" \t\"'"));
+        s.erase(s.find_last_not_of(" \t\r\"'") + 1);
+        return s;
+      };
+      std::string t = trim(line);
+      if (t.empty() || t[0] == '#' || t[0] == ';') continue;
+      if (t.front() == '[' && t.back() == ']') {
+        section = trim(t.substr(1, t.size() - 2));
+        continue;
+      }
+      auto eq = t.find('=');
+      if (eq == std::string::npos) continue;
+      std::string key = trim(t.substr(0, eq));
+      lines.try_emplace(section.empty() ? key : section + "." + key, number);
+    }
+    return lines;
+  }
+
+  std::string where(const std::map<std::string, int>& lines, const std::string& name) const {
+    auto it = lines.find(name);
+    std::string text = "config file " + path_;
+    if (it != lines.end()) text += " line " + std::to_string(it->second);
+    return text;
+  }
+
   const CLI::App& app_;
+  // CLI11 calls from_config as const; what it learns about the file is kept for the messages.
+  mutable std::string path_;
+  mutable std::map<std::string, std::string> from_file_;
 };
 
 // DBLOCK_CONFIG, else the config files in the order dblock(1) FILES names them: the first that exists
@@ -94,8 +211,6 @@ std::string default_config_path() {
 // A config file that holds a password must not be readable by other users.
 void warn_about_config_permissions(const std::string& path) {
   if (path.empty()) return;
-  struct stat st{};
-  if (stat(path.c_str(), &st) != 0 || !(st.st_mode & S_IROTH)) return;
   std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
@@ -103,28 +218,50 @@ void warn_about_config_permissions(const std::string& path) {
     if (eq == std::string::npos) continue;
     std::string value = line.substr(eq + 1);
     if (redact_dsn(value) != value || line.find("password") != std::string::npos) {
-      log::warn("config file " + path + " holds a password and is readable by other users (chmod 600 it)");
+      warn_if_readable_by_others("config file", path);
       return;
     }
   }
 }
 
+// Global values are checked before any subcommand runs, so `status` refuses a bad strategy as
+// `run` does; one that came from the config file names the file and line (exit 78).
+void check_global_values(Context& context, const EnvFirstConfig& config) {
+  auto check = [&](const std::string& key, const std::function<void()>& test) {
+    try {
+      test();
+    } catch (const FatalError& e) {
+      if (auto where = config.source_of(key)) throw FatalError{{ErrorKind::config, *where + ": " + e.error.message}};
+      throw;
+    }
+  };
+  check("strategy", [&] { (void)context.strategy(); });
+  check("table-prefix", [&] { value_or_throw(validate_table_prefix(context.options.table_prefix)); });
+  check("connect-timeout", [&] { (void)duration_option("--connect-timeout", context.options.connect_timeout); });
+}
+
 std::string version_text() {
-  // Loads no module: a server backend is listed by where its module is, so --version stays as
-  // cheap as the SQLite default and says what to install when a module is missing.
-  std::string text = "dblock " DBLOCK_VERSION "\nbackends:";
+  // Only when asked (CLI11 calls this for --version): it loads every installed module to ask
+  // its client library's version, which a run must not pay for.
+  std::string text = "dblock " DBLOCK_VERSION;
+  if (*DBLOCK_GIT_REVISION) text += " (git " DBLOCK_GIT_REVISION ")";
+  text += "\nbackends:";
   for (const auto& known : known_backends()) {
     text += "\n  " + std::string(known.name) + " (";
     for (std::size_t i = 0; i < known.schemes.size(); ++i) text += (i ? ", " : "") + std::string(known.schemes[i]) + ":";
     text += ") ";
-    if (known.module.empty()) {
-      auto entry = load_backend(known.name);
-      text += entry ? "strategies: " + describe_strategies(**entry) : entry.error().message;
-    } else if (std::string path = module_path(known); !path.empty()) {
-      text += "module " + path;
-    } else {
+    std::string path = module_path(known);
+    if (!known.module.empty() && path.empty()) {
       text += "not installed (Debian package " + std::string(known.package) + ")";
+      continue;
     }
+    if (!path.empty()) text += "module " + path + "; ";
+    auto entry = load_backend(known.name);
+    if (!entry) {
+      text += entry.error().message;
+      continue;
+    }
+    text += (*entry)->client_version() + "; strategies: " + describe_strategies(**entry);
   }
   return text;
 }
@@ -146,11 +283,84 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
       ->capture_default_str();
   app.add_option("--table", g.table, "The ShedLock table of --table-format shedlock")->capture_default_str();
   app.add_option("--history-keep", g.history_keep, "Runs kept per key in the history table")
+      ->check(whole_number(1, std::numeric_limits<int>::max()))
       ->capture_default_str();
   app.add_option("--connect-timeout", g.connect_timeout, "Give up connecting to the database after this long")
+      ->type_name("DURATION")
       ->capture_default_str();
   auto* verbose = app.add_flag("-v,--verbose", g.verbose, "Explain every decision on stderr");
   app.add_flag("-q,--quiet", g.quiet, "Print nothing but errors")->excludes(verbose);
+  app.add_option("--log", g.log, "Also log skips, waits, losses, kills and errors to syslog or journal")
+      ->envname("DBLOCK_LOG")
+      ->check(CLI::IsMember({"stderr", "syslog", "journal"}))
+      ->capture_default_str();
+  app.add_flag("--log-runs", g.log_runs, "With --log syslog|journal: also the start and end of every run");
+}
+
+std::vector<std::string> command_names() {
+  std::vector<std::string> names;
+  for (const auto& command : command_table) names.emplace_back(command.name);
+  return names;
+}
+
+// "unknown subcommand 'stauts' (did you mean 'status'?)", or the list when nothing is close.
+std::string unknown_subcommand(const std::string& word) {
+  std::string message = "unknown subcommand '" + word + "'";
+  if (auto close = closest_match(word, command_names())) return message + " (did you mean '" + *close + "'?)";
+  return message + " ('dblock help' lists them)";
+}
+
+// A word as a shell would need it, for a command line printed back to the user.
+std::string shell_quote(const std::string& word) {
+  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                              "_-+=.,:/@%") == std::string::npos)
+    return word;
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// Where `run`'s command starts in a command line that has no "--": the first word after KEY
+// that is neither an option nor an option's value. -w's value is optional: the next word is
+// its value only when it is a duration. 0 when there is no such word or an option is unknown.
+int run_command_start(const CLI::App& app, const CLI::App& run, int argc, char** argv) {
+  bool in_run = false, key_seen = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word.size() > 1 && word[0] == '-') {
+      std::string name = word.substr(0, word.find('='));
+      const CLI::Option* option = in_run ? run.get_option_no_throw(name) : nullptr;
+      if (!option) option = app.get_option_no_throw(name);
+      if (!option) return 0;
+      if (word.find('=') != std::string::npos || option->get_items_expected_max() == 0) continue;
+      if (option->get_items_expected_min() > 0 || (i + 1 < argc && parse_duration(argv[i + 1]))) ++i;
+    } else if (!in_run) {
+      if (word != run.get_name()) return 0;
+      in_run = true;
+    } else if (!key_seen) {
+      key_seen = true;
+    } else {
+      return i;
+    }
+  }
+  return 0;
+}
+
+// The same command line with "--" before run's command, printed back (passwords redacted).
+std::string with_dashes(int argc, char** argv, int command_start) {
+  std::string line = "dblock";
+  for (int i = 1; i < argc; ++i) {
+    if (i == command_start) line += " --";
+    line += " " + shell_quote(redact_dsn(argv[i]));
+  }
+  return line;
+}
+
+// "run: the command goes after '--' ...", with the corrected line when the command's start is known.
+std::string missing_dashes(int argc, char** argv, int command_start) {
+  std::string message = "run: the command goes after '--' (options after it are the command's): ";
+  if (command_start == 0) return message + "dblock run KEY [OPTIONS] -- COMMAND [ARG...]";
+  return message + with_dashes(argc, argv, command_start);
 }
 
 }  // namespace
@@ -167,16 +377,32 @@ CLI::Option* add_key(CLI::App& sub, std::string& key) {
 }
 
 CLI::Option* add_duration(CLI::App& sub, const std::string& names, std::string& value, const std::string& help) {
-  return sub.add_option(names, value, help)->check([](const std::string& text) {
+  return sub.add_option(names, value, help)->type_name("DURATION")->check([](const std::string& text) {
     auto d = parse_duration(text);
     return d ? std::string() : d.error().message;
   });
 }
 
+CLI::Validator whole_number(std::int64_t min, std::int64_t max, const std::string& what) {
+  std::string range = max == std::numeric_limits<std::int64_t>::max()
+                          ? "from " + std::to_string(min) + " up"
+                          : "from " + std::to_string(min) + " to " + std::to_string(max);
+  return CLI::Validator(
+      [min, max, what, range](std::string& text) {
+        std::int64_t value = 0;
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (ec == std::errc{} && end == text.data() + text.size() && value >= min && value <= max)
+          return std::string();
+        if (what == "whole number") return "'" + text + "' is not a whole number " + range;
+        return "'" + text + "' is not a " + what + " (a whole number " + range + ")";
+      },
+      range, "");
+}
+
 CLI::Option* add_wait(CLI::App& sub, std::vector<std::string>& value) {
   return sub.add_option("-w,--wait", value, "Wait up to D for the lock (no D: forever; -w 0 = do not wait)")
       ->expected(0, 1)
-      ->type_name("[D]")
+      ->type_name("[DURATION]")
       ->check([](const std::string& text) {
         auto d = parse_duration(text);
         return d ? std::string() : d.error().message;
@@ -194,10 +420,12 @@ std::optional<Millis> resolve_wait(const CLI::Option& option, const std::vector<
 int main(int argc, char** argv) {
   Context context;
   CLI::App app{"dblock: run a job on exactly one host, using a shared SQL database as the lock", "dblock"};
-  app.set_version_flag("--version", version_text());
+  app.set_version_flag("-V,--version", std::function<std::string()>(version_text));
+  app.footer("'dblock help SUBCOMMAND' shows a subcommand's options; man dblock has the rest.");
   app.require_subcommand(1);
   app.fallthrough();  // global options may also stand after the subcommand name
-  app.config_formatter(std::make_shared<EnvFirstConfig>(app));
+  auto config = std::make_shared<EnvFirstConfig>(app);
+  app.config_formatter(config);
   app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key must not be ignored
   std::string config_default;
   try {
@@ -229,8 +457,29 @@ int main(int argc, char** argv) {
     }
   }
 
+  // `dblock help [SUBCOMMAND]`: the same text as --help, and no complaint about a missing KEY.
+  if (argc >= 2 && std::strcmp(argv[1], "help") == 0) {
+    if (argc == 2) {
+      std::cout << app.help();
+      return exit_ok;
+    }
+    for (auto& [sub, action] : actions)
+      if (sub->get_name() == argv[2]) {
+        std::cout << sub->help("dblock");
+        return exit_ok;
+      }
+    log::error(unknown_subcommand(argv[2]));
+    return exit_usage;
+  }
+
+  CLI::App* run = nullptr;
+  for (auto& [sub, action] : actions)
+    if (sub->get_name() == "run") run = sub;
   try {
     app.parse(parsed_argc, argv);
+  } catch (const FatalError& e) {  // the config file reader names the file and line
+    log::error(e.error.message);
+    return exit_code_for(e.error.kind);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -241,24 +490,72 @@ int main(int argc, char** argv) {
     log::error(e.what());
     return exit_config;
   } catch (const CLI::ConfigError& e) {
-    log::error(std::string("config file: ") + e.what());
+    log::error("config file " + config->path() + ": " + e.what());
     return exit_config;
   } catch (const CLI::ParseError& e) {
+    if (dynamic_cast<const CLI::ValidationError*>(&e))
+      if (auto refused = config->refused_value(app)) {
+        log::error(*refused);
+        return exit_config;
+      }
+    // A word that is not a subcommand, where one is required.
+    if (app.get_subcommands().empty()) {
+      for (const auto& word : app.remaining())
+        if (!word.empty() && word[0] != '-') {
+          log::error(unknown_subcommand(word));
+          return exit_usage;
+        }
+      if (dynamic_cast<const CLI::RequiredError*>(&e)) {
+        log::error("no subcommand given ('dblock help' lists them)");
+        return exit_usage;
+      }
+    }
+    // `run KEY ls -l` or `run KEY -w 2 echo hi`: the command's words were taken for options.
+    // When the same line with "--" before the command parses, say so and show it.
+    if (run && run->parsed() && !context.has_dashes &&
+        (dynamic_cast<const CLI::ExtrasError*>(&e) || dynamic_cast<const CLI::ValidationError*>(&e) ||
+         dynamic_cast<const CLI::ConversionError*>(&e))) {
+      if (int start = run_command_start(app, *run, parsed_argc, argv)) {
+        app.clear();
+        bool parses = true;
+        try {
+          app.parse(start, argv);
+        } catch (const std::exception&) {
+          parses = false;
+        }
+        if (parses) {
+          log::error(missing_dashes(argc, argv, start));
+          return exit_usage;
+        }
+      }
+    }
     log::error(e.what());
-    log::error("try 'dblock --help' or 'dblock SUBCOMMAND --help'");
+    // A value in plain words needs no pointer to the help; a misplaced word does.
+    if (!dynamic_cast<const CLI::ValidationError*>(&e)) log::error("try 'dblock help' or 'dblock help SUBCOMMAND'");
+    return failure_exit_status(app, exit_usage, e.what());
+  }
+
+  // Words of run's command before any "--" parsed only by luck: the next option in them
+  // (curl -s, grep -q) would have been dblock's. The command always goes after "--".
+  if (run && run->parsed() && !context.has_dashes && run->get_option_no_throw("command")->count() > 0) {
+    log::error(missing_dashes(argc, argv, run_command_start(app, *run, parsed_argc, argv)));
     return exit_usage;
   }
 
   log::set_level(context.options.verbose ? log::Level::verbose
                  : context.options.quiet ? log::Level::quiet
                                          : log::Level::normal);
+  log::set_interactive(isatty(STDERR_FILENO) == 1);
+  event_log::configure(event_log::parse_sink(context.options.log).value_or(event_log::Sink::stderr_only),
+                       context.options.log_runs);
   std::string config_used = app.get_config_ptr()->as<std::string>();
   if (!config_used.empty()) log::verbose("config file " + config_used);
   warn_about_config_permissions(config_used);
   if (scrub_passwords_from_argv(argc, argv))
-    log::verbose("warning: a password on the command line was visible to ps until now; use --dsn-file or ~/.my.cnf / ~/.pgpass");
+    log::warn("a password on the command line was visible to ps until now; use --dsn-file or ~/.my.cnf / ~/.pgpass");
 
   try {
+    check_global_values(context, *config);
     for (auto& [sub, action] : actions)
       if (sub->parsed()) return action(context);
     return exit_usage;

@@ -31,7 +31,7 @@ CommandAction define_acquire(CLI::App& sub) {
   sub.add_option("--owner", args->owner, "Holder identity (default host:pid:random)");
   auto* wait = add_wait(sub, args->wait);
   sub.add_option("-E,--conflict-exit-code", args->conflict_exit_code, "Exit status when the lock is not obtained")
-      ->check(CLI::Range(0, 255))
+      ->check(whole_number(0, 255))
       ->capture_default_str();
 
   return [args, wait](Context& context) -> int {

@@ -1,4 +1,6 @@
-// dblock doctor: one line per check (dblock(1), SUBCOMMANDS: doctor); exit 0 if all is well, 78 otherwise.
+// dblock doctor: one line per check (dblock(1), SUBCOMMANDS: doctor); exit 0 if all is well, 69 when
+// the database cannot be reached or has no dblock tables, 78 otherwise. It only looks: the
+// database is opened as every inspection opens it (read-only, creating nothing).
 
 #include <algorithm>
 #include <cstdlib>
@@ -35,10 +37,16 @@ CommandAction define_doctor(CLI::App&) {
                                 : std::string(to_string(strategy)) + " is not supported by " + dsn.backend +
                                       (entry ? "; it supports " + describe_strategies(*entry) : "")});
 
+    // A database that is missing or out of reach is exit 69, as for status; other failed checks 78.
+    bool unavailable = false;
+    auto failed = [&unavailable](const Error& e) {
+      unavailable = unavailable || exit_code_for(e.kind) == exit_unavailable;
+      return e.message;
+    };
     Millis start = boottime_now();
-    auto opened = open_backend(dsn, context.backend_options());
+    auto opened = context.try_open_for_inspection();
     if (!opened) {
-      checks.push_back({"connect", false, opened.error().message});
+      checks.push_back({"connect", false, failed(opened.error())});
     } else {
       auto& backend = **opened;
       Millis connect_time = boottime_now() - start;
@@ -51,7 +59,7 @@ CommandAction define_doctor(CLI::App&) {
         Millis sent = boottime_now();
         auto now = backend.now_ms();
         if (!now) {
-          checks.push_back({"connect", false, now.error().message});
+          checks.push_back({"connect", false, failed(now.error())});
           reached = false;
           break;
         }
@@ -68,11 +76,11 @@ CommandAction define_doctor(CLI::App&) {
                               (skew >= 0 ? " ahead of" : " behind") + " this host" +
                               (clock_ok ? " (dblock uses database time for leases)"
                                         : "; fix NTP, or use --min-hold to cover crontabs that fire apart")});
-        auto schema = backend.ensure_schema();
+        auto schema = backend.check_schema();
         checks.push_back({"tables", schema.has_value(),
                           schema ? context.options.table_prefix + "locks and " + context.options.table_prefix +
                                        "runs exist with the expected columns"
-                                 : schema.error().message});
+                                 : failed(schema.error())});
         for (auto& check : backend.doctor_checks(strategy)) checks.push_back(std::move(check));
       }
     }
@@ -83,7 +91,8 @@ CommandAction define_doctor(CLI::App&) {
       all_ok = all_ok && check.ok;
     }
     std::cout.flush();
-    return all_ok ? exit_ok : exit_config;
+    if (all_ok) return exit_ok;
+    return unavailable ? exit_unavailable : exit_config;
   };
 }
 

@@ -1,4 +1,4 @@
-// dblock history [KEY] [--limit N] [--json]
+// dblock history [KEY] [--limit N] [--json | -o COLUMNS [--raw] [-n]]
 
 #include <iostream>
 
@@ -15,6 +15,23 @@ struct HistoryArgs {
   std::string key;
   int limit = 20;
   bool json = false;
+  TableOptions table;
+};
+
+// dblock(1) lists these under history; the action fills them in this order.
+constexpr ColumnSpec history_columns[] = {
+    {"STARTED", "when the run started"},
+    {"KEY", "lock name"},
+    {"HOST", "where it ran"},
+    {"PID", "dblock's pid", true, true},
+    {"OWNER", "the holder's owner"},
+    {"TOKEN", "the run's fencing token", true, true},
+    {"DURATION", "how long it ran", true, true},
+    {"OUTCOME", "ok, failed, lost, killed, max-hold or signal"},
+    {"EXIT", "the command's exit status", true, true},
+    {"FINISHED", "when the run finished", false},
+    {"STRATEGY", "the strategy it held the lock with", false},
+    {"ID", "the row's id in <prefix>runs", false, true},
 };
 
 std::optional<std::int64_t> duration_ms(const RunRecord& r) {
@@ -49,9 +66,10 @@ CommandAction define_history(CLI::App& sub) {
     return ok ? std::string() : ok.error().message;
   });
   sub.add_option("--limit", args->limit, "Show at most N runs, newest first")
-      ->check(CLI::Range(1, 1000000))
+      ->check(whole_number(1, 1000000))
       ->capture_default_str();
-  sub.add_flag("--json", args->json, "One JSON document (fields in dblock(1))");
+  sub.add_flag("-J,--json", args->json, "One JSON document (fields in dblock(1))");
+  add_table_options(sub, args->table, history_columns);
   return [args](Context& context) -> int {
     auto backend = context.open_for_inspection();
     auto runs = value_or_throw(backend->history(args->key, args->limit));
@@ -65,10 +83,11 @@ CommandAction define_history(CLI::App& sub) {
     for (const auto& r : runs) {
       auto took = duration_ms(r);
       rows.push_back({format_timestamp(r.started_at_ms), r.key, r.host, std::to_string(r.pid), r.owner,
-                      std::to_string(r.token), took ? format_duration(Millis(*took)) : "-",
-                      std::string(to_string(r.outcome)), r.exit_code ? std::to_string(*r.exit_code) : "-"});
+                      std::to_string(r.token), took ? format_duration(Millis(*took)) : "",
+                      std::string(to_string(r.outcome)), r.exit_code ? std::to_string(*r.exit_code) : "",
+                      r.finished_at_ms ? format_timestamp(r.finished_at_ms) : "", r.strategy, std::to_string(r.id)});
     }
-    print_table({"STARTED", "KEY", "HOST", "PID", "OWNER", "TOKEN", "DURATION", "OUTCOME", "EXIT"}, rows);
+    print_table(history_columns, args->table, rows);
     return exit_ok;
   };
 }

@@ -5,7 +5,10 @@
 #include <limits>
 
 #include "cli/commands.hpp"
+#include "core/duration.hpp"
+#include "core/event_log.hpp"
 #include "core/exit_code.hpp"
+#include "core/log.hpp"
 #include "core/run_job.hpp"
 
 namespace dblock::cli {
@@ -20,7 +23,7 @@ struct RunArgs {
   std::string min_hold = "0";
   std::string min_interval = "0";
   std::string max_hold;
-  std::string kill_after = "5s";
+  std::string kill_after;  // empty: default_kill_after(ttl)
   std::string on_lost = "terminate";
   std::string owner;
   bool no_history = false;
@@ -37,15 +40,16 @@ CommandAction define_run(CLI::App& sub) {
   auto* wait = add_wait(sub, args->wait)->excludes(nonblock);
   sub.add_option("-E,--conflict-exit-code", args->conflict_exit_code,
                  "Exit status when the lock is not obtained (0 = skip silently)")
-      ->check(CLI::Range(0, 255))
+      ->check(whole_number(0, 255))
       ->capture_default_str();
   add_duration(sub, "--ttl", args->ttl, "Lease length; renewed every TTL/3 while the command runs")->capture_default_str();
   add_duration(sub, "--min-hold", args->min_hold, "Keep the lock at least D after the start")->capture_default_str();
   add_duration(sub, "--min-interval", args->min_interval,
                "Do not start unless the last start of KEY on any host was at least D ago")
       ->capture_default_str();
-  add_duration(sub, "--max-hold", args->max_hold, "Terminate the command after D (exit 124)");
-  add_duration(sub, "--kill-after", args->kill_after, "Grace between SIGTERM and SIGKILL")->capture_default_str();
+  add_duration(sub, "--max-hold", args->max_hold, "Terminate the command after D (exit 124; 0 = no limit)");
+  add_duration(sub, "--kill-after", args->kill_after,
+               "Grace between SIGTERM and SIGKILL (default 5s, less when --ttl is short: at most ttl/3 - 1s)");
   sub.add_option("--on-lost", args->on_lost, "terminate or ignore: what to do when the lock is lost")
       ->check(CLI::IsMember({"terminate", "ignore"}))
       ->capture_default_str();
@@ -55,6 +59,7 @@ CommandAction define_run(CLI::App& sub) {
   sub.add_option("command", args->command, "The command and its arguments, after --")->excludes(shell);
 
   return [args, wait](Context& context) -> int {
+    event_log::set_key(args->key);  // the option errors below are --log events of this key too
     RunOptions options;
     options.command = args->command;
     options.command.insert(options.command.end(), context.command_after_dashes.begin(),
@@ -74,13 +79,16 @@ CommandAction define_run(CLI::App& sub) {
     options.request.pid = getpid();
     options.request.ttl = duration_option("--ttl", args->ttl);
     options.request.min_interval = duration_option("--min-interval", args->min_interval);
-    if (options.request.ttl < Millis(1000))
-      throw FatalError{{ErrorKind::usage, "--ttl must be at least 1s"}};
+    value_or_throw(validate_ttl(options.request.ttl));
     options.wait = resolve_wait(*wait, args->wait);
     options.conflict_exit_code = args->conflict_exit_code;
     options.min_hold = duration_option("--min-hold", args->min_hold);
-    if (!args->max_hold.empty()) options.max_hold = duration_option("--max-hold", args->max_hold);
-    options.kill_after = duration_option("--kill-after", args->kill_after);
+    // --max-hold 0 is no limit, as timeout(1)'s 0.
+    if (!args->max_hold.empty())
+      if (Millis d = duration_option("--max-hold", args->max_hold); d > Millis(0)) options.max_hold = d;
+    options.kill_after = args->kill_after.empty() ? default_kill_after(options.request.ttl)
+                                                  : duration_option("--kill-after", args->kill_after);
+    log::verbose("--kill-after " + format_duration(options.kill_after));
     options.terminate_on_lost = args->on_lost == "terminate";
     options.record_history = !args->no_history;
     value_or_throw(validate_run_timing(options.request.ttl, options.kill_after));

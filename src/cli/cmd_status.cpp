@@ -1,4 +1,4 @@
-// dblock status [KEY...] [--json] [-q]
+// dblock status [KEY...] [--json | -o COLUMNS [--raw] [-n]] [-q]
 
 #include <iostream>
 
@@ -15,6 +15,26 @@ namespace {
 struct StatusArgs {
   std::vector<std::string> keys;
   bool json = false;
+  TableOptions table;
+};
+
+// dblock(1) lists these under status; to_row() fills them in this order.
+constexpr ColumnSpec status_columns[] = {
+    {"KEY", "lock name"},
+    {"STATE", "held, free or expired"},
+    {"OWNER", "the holder's owner (empty when free)"},
+    {"HOST", "the holder's host"},
+    {"PID", "the holder's pid", true, true},
+    {"TOKEN", "the fencing token last issued", true, true},
+    {"SINCE", "when the holder acquired the lock"},
+    {"AGE", "how long the holder has held it (running for)", true, true},
+    {"EXPIRES-IN", "time left on the lease", true, true},
+    {"STRATEGY", "the holder's strategy"},
+    {"RENEWED", "when the lease was last renewed", false},
+    {"RELEASED", "when the lock was last released", false},
+    {"LAST-START", "when the last run started"},
+    {"LAST-FINISH", "when the last run finished", false},
+    {"LAST-EXIT", "the last run's exit status", true, true},
 };
 
 std::optional<std::int64_t> expires_in_ms(const LockStatus& s) {
@@ -43,21 +63,29 @@ nlohmann::json to_json(const LockStatus& s) {
   };
 }
 
+// Only a lock that is held (or whose lease ran out without a release) has a holder to show:
+// a free key's columns about the holder stay empty, its past is in the LAST-* columns.
 std::vector<std::string> to_row(const LockStatus& s) {
   auto expires_in = expires_in_ms(s);
-  bool taken = s.acquired_at_ms.has_value();
+  bool holder = s.state != LockStatus::State::free && s.acquired_at_ms.has_value();
+  bool held = holder && s.state == LockStatus::State::held;
+  auto when = [](std::optional<std::int64_t> ms) { return ms ? format_timestamp(ms) : std::string(); };
   return {
       s.key,
       std::string(to_string(s.state)),
-      taken ? s.owner : "-",
-      taken ? s.host : "-",
-      taken ? std::to_string(s.pid) : "-",
-      std::to_string(s.token),
-      format_timestamp(s.acquired_at_ms),
-      expires_in ? format_duration(Millis(*expires_in)) : "-",
-      s.strategy.empty() ? "-" : s.strategy,
-      format_timestamp(s.last_started_at_ms),
-      s.last_exit_code ? std::to_string(*s.last_exit_code) : "-",
+      holder ? s.owner : "",
+      holder ? s.host : "",
+      holder && s.pid ? std::to_string(s.pid) : "",
+      s.token ? std::to_string(s.token) : "",
+      holder ? when(s.acquired_at_ms) : "",
+      held ? format_duration(Millis(std::max<std::int64_t>(0, s.db_now_ms - *s.acquired_at_ms))) : "",
+      expires_in ? format_duration(Millis(*expires_in)) : "",
+      holder ? s.strategy : "",
+      holder ? when(s.renewed_at_ms) : "",
+      when(s.released_at_ms),
+      when(s.last_started_at_ms),
+      when(s.last_finished_at_ms),
+      s.last_exit_code ? std::to_string(*s.last_exit_code) : "",
   };
 }
 
@@ -69,7 +97,8 @@ CommandAction define_status(CLI::App& sub) {
     auto ok = validate_key(key);
     return ok ? std::string() : ok.error().message;
   });
-  sub.add_flag("--json", args->json, "One JSON document (fields in dblock(1))");
+  sub.add_flag("-J,--json", args->json, "One JSON document (fields in dblock(1))");
+  add_table_options(sub, args->table, status_columns);
   return [args](Context& context) -> int {
     bool quiet = log::level() == log::Level::quiet;
     if (quiet && args->keys.empty()) throw FatalError{{ErrorKind::usage, "status -q needs at least one KEY"}};
@@ -92,9 +121,7 @@ CommandAction define_status(CLI::App& sub) {
                        context.options.table_prefix + "locks row of the name); a Java holder's writes cannot be fenced\n";
     std::vector<std::vector<std::string>> rows;
     for (const auto& lock : locks) rows.push_back(to_row(lock));
-    print_table({"KEY", "STATE", "OWNER", "HOST", "PID", "TOKEN", "SINCE", "EXPIRES-IN", "STRATEGY", "LAST-START",
-                 "LAST-EXIT"},
-                rows);
+    print_table(status_columns, args->table, rows);
     return exit_ok;
   };
 }

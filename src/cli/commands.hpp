@@ -33,11 +33,21 @@ CommandAction define_history(CLI::App& sub);
 CommandAction define_init(CLI::App& sub);
 CommandAction define_schema(CLI::App& sub);
 CommandAction define_doctor(CLI::App& sub);
+CommandAction define_check(CLI::App& sub);
+CommandAction define_metrics(CLI::App& sub);
+
+/// The exit status of a command line that failed before its action ran: `usual`, except for
+/// `check`, which answers as a monitoring plugin (one UNKNOWN line on stdout, exit 3).
+int failure_exit_status(const CLI::App& app, int usual, const std::string& message);
 
 /// Adds the positional KEY, validated as dblock(1) OPTIONS says (exit 64 naming the problem).
 CLI::Option* add_key(CLI::App& sub, std::string& key);
 /// Adds a duration option validated at parse time (exit 64 naming the option).
 CLI::Option* add_duration(CLI::App& sub, const std::string& names, std::string& value, const std::string& help);
+
+/// A validator for an integer option, in plain words: "'x' is not a whole number from 1 to
+/// 1000000" (or "... is not a fencing token ..." with `what`), instead of CLI11's range text.
+CLI::Validator whole_number(std::int64_t min, std::int64_t max, const std::string& what = "whole number");
 
 /// Adds -w/--wait [D] (optional value, as flock(1)).
 CLI::Option* add_wait(CLI::App& sub, std::vector<std::string>& value);

@@ -1,8 +1,11 @@
 #include "cli/context.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -17,18 +20,25 @@
 namespace dblock::cli {
 namespace {
 
-std::string read_dsn_file(const std::string& path) {
+// source: where the file's name came from (--dsn-file, or DBLOCK_DSN_FILE), so the message
+// points at the setting to fix.
+std::string read_dsn_file(const std::string& path, const std::string& source) {
   std::ifstream in(path);
-  if (!in) throw FatalError{{ErrorKind::config, "cannot read --dsn-file " + path}};
+  if (!in) {
+    int err = errno;
+    throw FatalError{{ErrorKind::config, "cannot read " + source + " " + path + ": " + std::strerror(err)}};
+  }
   std::string line;
   // The first non-empty, non-comment line is the DSN; trailing whitespace (a final newline) is not part of it.
   while (std::getline(in, line)) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
     std::size_t start = line.find_first_not_of(" \t");
     if (start == std::string::npos || line[start] == '#') continue;
-    return line.substr(start);
+    std::string dsn = line.substr(start);
+    if (redact_dsn(dsn) != dsn) warn_if_readable_by_others("DSN file", path);
+    return dsn;
   }
-  throw FatalError{{ErrorKind::config, "--dsn-file " + path + " holds no DSN"}};
+  throw FatalError{{ErrorKind::config, source + " " + path + " holds no DSN"}};
 }
 
 }  // namespace
@@ -39,14 +49,20 @@ const Dsn& Context::dsn() {
   // line nor the environment named a DSN); the environment comes next; then the default.
   std::string text = options.dsn;
   std::string file = options.dsn_file;
+  std::string file_source = "--dsn-file";
   if (text.empty() && file.empty()) {
-    if (const char* env = std::getenv("DBLOCK_DSN"); env && *env)
+    if (const char* env = std::getenv("DBLOCK_DSN"); env && *env) {
       text = env;
-    else if (const char* env_file = std::getenv("DBLOCK_DSN_FILE"); env_file && *env_file)
+    } else if (const char* env_file = std::getenv("DBLOCK_DSN_FILE"); env_file && *env_file) {
       file = env_file;
+      file_source = "DBLOCK_DSN_FILE";
+    }
   }
-  if (text.empty() && !file.empty()) text = read_dsn_file(file);
-  if (text.empty()) text = default_dsn();
+  if (text.empty() && !file.empty()) text = read_dsn_file(file, file_source);
+  if (text.empty()) {
+    text = default_dsn();
+    dsn_is_default_ = true;
+  }
   dsn_ = value_or_throw(parse_dsn(text));
   return *dsn_;
 }
@@ -78,6 +94,8 @@ BackendOptions Context::backend_options(std::optional<Millis> ttl) const {
     b.shedlock_table = options.table;
   }
   b.connect_timeout = duration_option("--connect-timeout", options.connect_timeout);
+  // Every caller has read dsn() first. Only the default location gets its directories made.
+  b.create_directories = dsn_is_default_;
   if (ttl) {
     // A statement may take at most a quarter of the lease, so a renewal that hangs still
     // leaves time for a retry and the kill grace before the lease can expire.
@@ -98,7 +116,15 @@ std::unique_ptr<Backend> Context::open(std::optional<Millis> ttl, bool ensure_sc
   return backend;
 }
 
-std::unique_ptr<Backend> Context::open_for_inspection() { return open(); }
+Result<std::unique_ptr<Backend>> Context::try_open_for_inspection() {
+  const Dsn& d = dsn();
+  log::verbose("database " + d.redacted + " (read-only)");
+  BackendOptions b = backend_options();
+  b.inspect = true;
+  return open_backend(d, b);
+}
+
+std::unique_ptr<Backend> Context::open_for_inspection() { return value_or_throw(try_open_for_inspection()); }
 
 OpenLocker Context::locker_opener(Strategy strategy, std::optional<Millis> ttl) {
   const Dsn& d = dsn();
@@ -116,6 +142,12 @@ OpenLocker Context::locker_opener(Strategy strategy, std::optional<Millis> ttl) 
     locking_backend_ = std::move(*backend);
     return locker;
   };
+}
+
+void warn_if_readable_by_others(const std::string& what, const std::string& path) {
+  struct stat st{};
+  if (stat(path.c_str(), &st) == 0 && (st.st_mode & S_IROTH))
+    log::warn(what + " " + path + " holds a password and is readable by other users (chmod 600 it)");
 }
 
 Millis duration_option(const std::string& option, const std::string& text) {

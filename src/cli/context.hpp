@@ -24,6 +24,8 @@ struct GlobalOptions {
   std::string connect_timeout = "5s";
   bool verbose = false;
   bool quiet = false;
+  std::string log = "stderr";  // --log: where the events of core/event_log.hpp go
+  bool log_runs = false;
 };
 
 /// Resolved settings shared by the subcommands.
@@ -44,8 +46,12 @@ class Context {
   /// Opens the database and makes sure the tables exist. Throws FatalError on failure.
   std::unique_ptr<Backend> open(std::optional<Millis> ttl = std::nullopt, bool ensure_schema = true);
   /// For the subcommands that only look (status, history, doctor and the monitoring ones):
-  /// the one place that decides how an inspection opens the database.
+  /// the one place that decides how an inspection opens the database. Read-only, creating
+  /// nothing (no file, directory or table); no database there is FatalError of
+  /// ErrorKind::other (exit 69) "no lock database at ...".
   std::unique_ptr<Backend> open_for_inspection();
+  /// The same, with the failure returned (doctor reports it as a check); a bad DSN still throws.
+  Result<std::unique_ptr<Backend>> try_open_for_inspection();
   /// For `run` and `acquire`: each call opens the database afresh, creates the tables if
   /// missing and makes a locker of the strategy; the database stays open in the context.
   /// A bad DSN or option throws FatalError here, before any attempt.
@@ -53,6 +59,7 @@ class Context {
 
  private:
   std::optional<Dsn> dsn_;
+  bool dsn_is_default_ = false;  // no DSN given: the default location, whose directories we may create
   std::unique_ptr<Backend> locking_backend_;  // the database the last locker_opener call opened
 };
 
@@ -65,6 +72,10 @@ T value_or_throw(Result<T>&& result) {
 
 /// Throws FatalError(usage) for a bad duration string; the option name prefixes the message.
 Millis duration_option(const std::string& option, const std::string& text);
+
+/// A file holding a password (config file, DSN file) must not be readable by other users:
+/// warns, naming it, when it is.
+void warn_if_readable_by_others(const std::string& what, const std::string& path);
 
 /// The default holder identity: host:pid:random.
 std::string default_owner();

@@ -1,11 +1,15 @@
 #include "cli/holder_options.hpp"
 
+#include <limits>
+
+#include "cli/commands.hpp"
+
 namespace dblock::cli {
 
 void add_holder_options(CLI::App& sub, HolderArgs& args, bool allow_force) {
   args.owner_option = sub.add_option("--owner", args.owner, "The holder identity given to acquire");
   args.token_option = sub.add_option("--token", args.token, "The fencing token acquire printed")
-                          ->check(CLI::PositiveNumber);
+                          ->check(whole_number(1, std::numeric_limits<std::int64_t>::max(), "fencing token"));
   args.allow_force = allow_force;
   if (allow_force) {
     auto* force = sub.add_flag("--force", args.force, "Release whoever holds it");

@@ -1,9 +1,13 @@
 #pragma once
-// Shared by status and history: timestamps, aligned tables for people, JSON for programs.
+// Shared by status and history: timestamps, tables for people (libsmartcols, as lsblk and
+// findmnt print theirs: -o COLUMNS, --raw, -n), JSON for programs.
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dblock::cli {
@@ -13,7 +17,27 @@ std::string format_timestamp(std::optional<std::int64_t> epoch_ms);
 /// The same for JSON: a string, or null.
 nlohmann::json json_timestamp(std::optional<std::int64_t> epoch_ms);
 
-/// Prints rows under a header with columns padded to their widest cell (UTF-8 aware).
-void print_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
+/// One column a table command can show (-o NAME); the names are listed in dblock(1).
+struct ColumnSpec {
+  std::string_view name;
+  std::string_view help;
+  bool shown_by_default = true;
+  bool right = false;  // numbers line up on the right
+};
+
+/// The util-linux table options of one command.
+struct TableOptions {
+  std::vector<std::string> columns;  // -o, as given (a list may also be comma separated)
+  bool raw = false;
+  bool noheadings = false;
+};
+
+/// Adds -o/--output COLUMNS (checked against `columns` at parse time), --raw and -n/--noheadings.
+void add_table_options(CLI::App& sub, TableOptions& options, std::span<const ColumnSpec> columns);
+
+/// Prints rows (one cell per entry of `columns`, in that order) as the options ask: the columns
+/// of -o in its order, else those shown by default; aligned by display width, or --raw.
+void print_table(std::span<const ColumnSpec> columns, const TableOptions& options,
+                 const std::vector<std::vector<std::string>>& rows);
 
 }  // namespace dblock::cli

@@ -129,7 +129,35 @@ std::string describe_holder(const LockStatus& h) {
   return s;
 }
 
+std::string holder_summary(const LockStatus& h) {
+  std::string s = !h.owner.empty() ? h.owner : h.host + ":" + std::to_string(h.pid);
+  if (h.acquired_at_ms) {
+    time_t secs = static_cast<time_t>(*h.acquired_at_ms / 1000);
+    tm t{};
+    localtime_r(&secs, &t);
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%02d:%02d:%02d", t.tm_hour, t.tm_min, t.tm_sec);
+    s += " since ";
+    s += buf;
+  }
+  std::string details = h.strategy;
+  if (h.expires_at_ms && h.db_now_ms) {
+    if (!details.empty()) details += ", ";
+    // Whole seconds: the line is for a person.
+    const Millis left(std::max<std::int64_t>(*h.expires_at_ms - h.db_now_ms, 0));
+    details += "expires in " + format_duration(std::chrono::round<std::chrono::seconds>(left));
+  }
+  if (!details.empty()) s += " (" + details + ")";
+  return s;
+}
+
 namespace {
+
+// The feedback line for a person at a terminal when a wait ends without the lock.
+void progress_gave_up(const std::string& key, const WaitResult& r, const std::string& why) {
+  std::string line = "gave up waiting for '" + key + "' after " + format_duration(r.waited);
+  log::progress(line + ": " + why);
+}
 
 Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::optional<Millis> wait,
                              SignalWatch& signals) {
@@ -142,6 +170,10 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
   Millis retry_backoff = first_retry_backoff;
   int failures = 0;             // connection errors since the database last answered
   std::string last_logged;      // the connection error -v last told about
+  // -v "retrying" lines: at most one a second, and one at every change of the holder.
+  std::string retry_state;
+  Millis retry_logged_at{0};
+  bool told_waiting = false;    // the terminal was told the wait started
   WaitResult result;
 
   for (;;) {
@@ -150,6 +182,7 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       if (is_forwarded_signal(*s)) {
         log::verbose("signal " + std::to_string(*s) + " while waiting for '" + key + "': giving up");
         result.signal = *s;
+        if (told_waiting) progress_gave_up(key, result, "signal " + std::to_string(*s));
         return result;
       }
     }
@@ -162,6 +195,7 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
     const Millis replied = boottime_now();
     result.sent_at = sent;
     result.replied_at = replied;
+    result.waited = replied - start;
 
     if (!attempt && attempt.error().kind == ErrorKind::connection) {
       // The database may be restarting or out of connections: within the wait that is one
@@ -187,6 +221,7 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       if (sleep_until(wake_at, signals, slot, &sig) == Woken::signal) {
         log::verbose("signal " + std::to_string(sig) + " while waiting for '" + key + "': giving up");
         result.signal = sig;
+        if (told_waiting) progress_gave_up(key, result, "signal " + std::to_string(sig));
         return result;
       }
       continue;
@@ -207,6 +242,8 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       result.outcome = *attempt;
     }
     const AcquireOutcome& out = result.outcome;
+    ++result.attempts;
+    if (out.holder) result.last_holder = out.holder;
 
     if (out.state == AcquireOutcome::State::acquired) {
       std::string line = "acquired '" + key + "' with token " + std::to_string(out.token);
@@ -225,9 +262,15 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       }
       if (!out.due_in || (!forever && replied + *out.due_in > deadline)) {
         log::verbose(why + ", beyond the wait: giving up");
+        if (told_waiting) progress_gave_up(key, result, "not due before the wait ends");
         return result;
       }
       log::verbose(why + ": sleeping until due");
+      if (!told_waiting) {
+        log::progress("waiting for '" + key + "': it ran less than --min-interval ago" +
+                      (out.due_in ? "; due in " + format_duration(*out.due_in) : std::string()));
+        told_waiting = true;
+      }
       // A little past due, so the server's clock has surely moved beyond it.
       wake_at = replied + *out.due_in + 20ms;
       if (!forever) wake_at = std::min(wake_at, deadline);
@@ -238,7 +281,14 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       }
       if (!forever && replied >= deadline) {
         log::verbose(held_line(key, out) + "; the wait of " + format_duration(*wait) + " is over: giving up");
+        if (told_waiting)
+          progress_gave_up(key, result, out.holder ? "still held by " + out.holder->owner : "still held");
         return result;
+      }
+      if (!told_waiting) {
+        log::progress("waiting for '" + key + "'" +
+                      (out.holder ? ", held by " + holder_summary(*out.holder) : std::string()));
+        told_waiting = true;
       }
       // When the server already blocked for the slice, retry at once; otherwise back off.
       const bool server_waited = slice > 0ms && replied - sent >= slice / 2;
@@ -246,8 +296,14 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       if (!server_waited) backoff = std::min(backoff * 2, max_backoff);
       wake_at = replied + pause;
       if (!forever) wake_at = std::min(wake_at, deadline);
-      log::verbose(held_line(key, out) + "; retrying in " + format_duration(wake_at - replied) +
-                   (forever ? std::string() : " (" + format_duration(remaining(replied)) + " left)"));
+      // A server that blocks each attempt for the slice would otherwise log two lines a second.
+      std::string state = out.holder ? out.holder->owner + "/" + std::to_string(out.holder->token) : "?";
+      if (state != retry_state || replied - retry_logged_at >= 1000ms) {
+        log::verbose(held_line(key, out) + "; retrying in " + format_duration(wake_at - replied) +
+                     (forever ? std::string() : " (" + format_duration(remaining(replied)) + " left)"));
+        retry_state = std::move(state);
+        retry_logged_at = replied;
+      }
     }
 
     int sig = 0;
@@ -255,6 +311,7 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       case Woken::signal:
         log::verbose("signal " + std::to_string(sig) + " while waiting for '" + key + "': giving up");
         result.signal = sig;
+        if (told_waiting) progress_gave_up(key, result, "signal " + std::to_string(sig));
         return result;
       case Woken::wakeup:
         log::verbose("a release was announced: retrying '" + key + "' now");

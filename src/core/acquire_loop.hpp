@@ -21,6 +21,9 @@ struct WaitResult {
   int signal = 0;        // != 0: this signal aborted the wait (outcome is then not acquired)
   Millis sent_at{0};     // CLOCK_BOOTTIME when the last attempt was sent: a lease's local deadline base
   Millis replied_at{0};  // CLOCK_BOOTTIME when its reply arrived: the local start of --min-hold
+  int attempts = 0;      // attempts that got an answer; more than one: the lock was waited for
+  Millis waited{0};      // from the first attempt to the last reply
+  std::optional<LockStatus> last_holder;  // who held it at the last attempt that found it held
 };
 
 /// Opens everything an attempt needs (the database, its tables, a locker of the strategy).
@@ -53,6 +56,10 @@ Result<WaitResult> acquire_with_wait(Locker& locker, const LockRequest& request,
 
 /// One line for -v about who holds a lock: owner, host, pid, token, since, expires.
 std::string describe_holder(const LockStatus& holder);
+
+/// Short, for a person at a terminal: "web1:4711 since 02:00:03 (lease, expires in 21s)"
+/// (local time of day).
+std::string holder_summary(const LockStatus& holder);
 
 /// UTC timestamp "2024-05-01T02:00:00.123Z" from ms since the epoch.
 std::string format_utc_ms(std::int64_t ms);

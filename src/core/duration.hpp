@@ -1,5 +1,6 @@
 #pragma once
-// Durations as dblock(1) writes them: 250ms, 30s, 5m, 1h30m, 2d, or bare seconds (5, 0.5).
+// Durations as dblock(1) writes them: 250ms, 30s, 5m, 1h30m, 2d, or bare seconds (5, 0.5), and
+// systemd.time(7) time spans (10min, 2sec, "1h 30min", 500us), rounded to the millisecond.
 
 #include <string>
 #include <string_view>

@@ -4,10 +4,13 @@
 
 #include <string>
 
+#include "core/event_log.hpp"
+
 namespace dblock::log {
 namespace {
 
 Level current = Level::normal;
+bool interactive = false;
 
 // One write(2) per line, so lines from concurrent processes sharing stderr do not interleave.
 void emit(std::string_view prefix, std::string_view message) {
@@ -30,7 +33,18 @@ void emit(std::string_view prefix, std::string_view message) {
 void set_level(Level level) { current = level; }
 Level level() { return current; }
 
-void error(std::string_view message) { emit("", message); }
+void set_interactive(bool value) { interactive = value; }
+
+void error(std::string_view message) {
+  emit("", message);
+  event_log::error(message);
+}
+
+void error_on_stderr(std::string_view message) { emit("", message); }
+
+void progress(std::string_view message) {
+  if (interactive && current != Level::quiet) emit("", message);
+}
 
 void warn(std::string_view message) {
   if (current != Level::quiet) emit("warning: ", message);

@@ -11,6 +11,7 @@
 #include "core/child_process.hpp"
 #include "core/clock.hpp"
 #include "core/duration.hpp"
+#include "core/event_log.hpp"
 #include "core/exit_code.hpp"
 #include "core/heartbeat.hpp"
 #include "core/log.hpp"
@@ -22,8 +23,34 @@ namespace {
 using namespace std::chrono_literals;
 
 int report(const Error& error) {
-  log::error(error.message);
-  return exit_code_for(error.kind);
+  const int status = exit_code_for(error.kind);
+  log::error_on_stderr(error.message);
+  event_log::emit("error", error.message, event_log::Priority::err, status);
+  return status;
+}
+
+// The --log event of a decision that also prints this line on stderr as an error.
+void error_event(const std::string& outcome, const std::string& line, std::optional<int> exit_code) {
+  log::error_on_stderr(line);
+  event_log::emit(outcome, line, event_log::Priority::err, exit_code);
+}
+
+// Why a run did not start: the holder, or the --min-interval not yet passed.
+void skipped_event(const std::string& key, const WaitResult& waited, int exit_code) {
+  const AcquireOutcome& out = waited.outcome;
+  std::string line = "skipped '" + key + "': ";
+  std::string holder;
+  if (out.state == AcquireOutcome::State::not_due) {
+    line += "it ran less than --min-interval ago";
+    if (out.due_in) line += "; due in " + format_duration(*out.due_in);
+  } else if (out.holder) {
+    line += describe_holder(*out.holder);
+    holder = out.holder->owner;
+  } else {
+    line += "held by someone else";
+  }
+  if (waited.attempts > 1) line += " (waited " + format_duration(waited.waited) + ")";
+  event_log::emit("skipped", line, event_log::Priority::notice, exit_code, holder);
 }
 
 // Why dblock itself stopped the command (first reason wins).
@@ -102,19 +129,25 @@ Finished Supervisor::run(Child& child) {
                                         : "could not renew the lock on '" + key + "' in time" +
                                         (st.last_error.empty() ? std::string() : " (" + st.last_error + ")");
       if (o_.terminate_on_lost) {
-        log::error(why + "; terminating the command");
+        error_event("lost", why + "; terminating the command", exit_lost);
         terminate(child, StopReason::lost, now);
       } else {
-        log::warn(why + "; --on-lost ignore: letting the command finish");
+        const std::string line = why + "; --on-lost ignore: letting the command finish";
+        log::warn(line);
+        event_log::emit("lost", line, event_log::Priority::warning);
         lost_ignored_ = true;
       }
     } else if (!stopping && o_.max_hold && now >= started_ + *o_.max_hold) {
-      log::error("--max-hold " + format_duration(*o_.max_hold) + " expired for '" + key +
-                 "'; terminating the command");
+      error_event("max-hold",
+                  "--max-hold " + format_duration(*o_.max_hold) + " expired for '" + key + "'; terminating the command",
+                  exit_max_hold);
       terminate(child, StopReason::max_hold, now);
     }
     if (stop_ != StopReason::none && !kill_sent_ && now >= term_sent_at_ + o_.kill_after) {
-      log::verbose("the command outlived --kill-after " + format_duration(o_.kill_after) + ": SIGKILL");
+      const std::string line = "the command of '" + key + "' outlived --kill-after " + format_duration(o_.kill_after) +
+                               " after SIGTERM: SIGKILL";
+      log::verbose(line);
+      event_log::emit("killed", line, event_log::Priority::warning);
       child.signal_group(SIGKILL);
       kill_sent_ = true;
     }
@@ -219,7 +252,21 @@ Result<void> validate_run_timing(Millis ttl, Millis kill_after) {
   return fail(ErrorKind::usage, message);
 }
 
+Result<void> validate_ttl(Millis ttl) {
+  const Millis margin = HeartbeatTiming::safety_margin();
+  if (ttl / 3 >= margin) return {};
+  return fail(ErrorKind::usage, "--ttl " + format_duration(ttl) + " is too short: use --ttl " +
+                                    format_duration(3 * margin) + " or more (a renew interval, ttl/3, must cover a " +
+                                    format_duration(margin) + " margin)");
+}
+
+Millis default_kill_after(Millis ttl) {
+  const Millis fits = std::chrono::floor<std::chrono::seconds>(ttl / 3 - HeartbeatTiming::safety_margin());
+  return std::clamp(fits, Millis(0), Millis(5000));
+}
+
 int run_job(const OpenLocker& open, const RunOptions& o) {
+  event_log::set_key(o.request.key);
   if (auto timing = validate_run_timing(o.request.ttl, o.kill_after); !timing) return report(timing.error());
   if (o.command.empty()) return report(Error{ErrorKind::usage, "run: no command given"});
 
@@ -244,9 +291,23 @@ int run_job(const OpenLocker& open, const RunOptions& o) {
   if (!opened) return report(opened.error());
   const WaitResult& waited = opened->result;
   if (waited.signal) return exit_signal_base + waited.signal;
-  if (waited.outcome.state != AcquireOutcome::State::acquired) return o.conflict_exit_code;
+  if (waited.outcome.state != AcquireOutcome::State::acquired) {
+    skipped_event(o.request.key, waited, o.conflict_exit_code);
+    return o.conflict_exit_code;
+  }
   Locker& locker = *opened->locker;
   const AcquireOutcome& got = waited.outcome;
+  event_log::set_token(got.token);
+  if (waited.attempts > 1) {
+    std::string line = "acquired '" + o.request.key + "' with token " + std::to_string(got.token) + " after waiting " +
+                       format_duration(waited.waited);
+    if (waited.last_holder) line += " for " + waited.last_holder->owner;
+    event_log::emit("acquired", line, event_log::Priority::info, std::nullopt,
+                    waited.last_holder ? waited.last_holder->owner : std::string());
+  }
+  if (event_log::log_runs())
+    event_log::emit("started", "started '" + o.request.key + "' with token " + std::to_string(got.token) + ": " +
+                                   join_command(o.command));
 
   // The guard holds this duplicate of the session socket until the whole job is dead, so the
   // server cannot free the lock while any process of the job still runs, even when dblock
@@ -261,8 +322,9 @@ int run_job(const OpenLocker& open, const RunOptions& o) {
     error_status = report(started.error());
     finished = {RunOutcome::failed, error_status, error_status};
   } else if (child.exec_errno()) {
-    log::error("cannot execute " + join_command(o.command) + ": " + std::strerror(child.exec_errno()));
     const int status = child.exec_failure_status();
+    error_event("error", "cannot execute " + join_command(o.command) + ": " + std::strerror(child.exec_errno()),
+                status);
     finished = {RunOutcome::failed, status, status};
   } else {
     finished = supervisor.run(child);
@@ -287,6 +349,8 @@ int run_job(const OpenLocker& open, const RunOptions& o) {
     record.exit_code = finished.command_status;
     release.history = std::move(record);
   }
+  int exit_status = finished.exit_status;
+  std::string_view outcome = to_string(finished.outcome);
   if (auto released = locker.release(release); !released) {
     // After a loss there is nothing left to release; the call only records the run if it can.
     if (finished.outcome == RunOutcome::lost) {
@@ -294,16 +358,24 @@ int run_job(const OpenLocker& open, const RunOptions& o) {
     } else if (released.error().kind == ErrorKind::lost) {
       // Taken over while the command ran (the history row says lost): the run was not
       // exclusive to the end, which a script must be able to tell from a clean run.
-      log::error("the lock on '" + o.request.key + "' was lost while the command ran: " + released.error().message);
-      if (o.terminate_on_lost) return exit_lost;
+      if (o.terminate_on_lost) exit_status = exit_lost;
+      outcome = to_string(RunOutcome::lost);
+      error_event("lost", "the lock on '" + o.request.key + "' was lost while the command ran: " + released.error().message,
+                  exit_status);
     } else {
-      log::error("could not release '" + o.request.key + "': " + released.error().message);
+      error_event("release-failed", "could not release '" + o.request.key + "': " + released.error().message,
+                  exit_status);
     }
   } else {
     log::verbose("released '" + o.request.key + "' (" + std::string(to_string(finished.outcome)) + ", status " +
                  std::to_string(finished.command_status) + ")");
   }
-  return finished.exit_status;
+  if (event_log::log_runs())
+    event_log::emit(outcome,
+                    "finished '" + o.request.key + "' (" + std::string(outcome) + ", status " +
+                        std::to_string(finished.command_status) + ") with exit status " + std::to_string(exit_status),
+                    exit_status == 0 ? event_log::Priority::info : event_log::Priority::warning, exit_status);
+  return exit_status;
 }
 
 }  // namespace dblock

@@ -30,6 +30,12 @@ struct RunOptions {
 /// Ok, or ErrorKind::usage naming values that would work: the heartbeat (every ttl/3) must
 /// leave room for one retry plus the --kill-after grace before the lease can expire.
 Result<void> validate_run_timing(Millis ttl, Millis kill_after);
+/// The shortest TTL run accepts: a renew interval (ttl/3) must cover the safety margin even
+/// with no kill grace. ErrorKind::usage naming the working value otherwise.
+Result<void> validate_ttl(Millis ttl);
+/// --kill-after when none is given: 5 s, shrunk to fit the TTL (whole seconds, at least 0), so
+/// `--ttl 10s` alone just works.
+Millis default_kill_after(Millis ttl);
 
 /// Runs the whole job and returns the process exit status (the command's own, 75/-E, 76,
 /// 124, 126, 127, 128+N, 69...). Errors are reported on stderr before returning. `open`

@@ -12,7 +12,14 @@ TEST_CASE("sqlite DSNs") {
   auto path = [](const char* text) { return sqlite::database_path(parse_dsn(text).value()).value(); };
   CHECK(path("sqlite:/var/lib/x.db") == "/var/lib/x.db");
   CHECK(path("sqlite:///var/lib/x.db") == "/var/lib/x.db");
-  CHECK(path("sqlite:rel/x.db") == "rel/x.db");
+  // Relative paths and host parts are refused (78), with the forms that work.
+  for (const char* bad : {"sqlite:rel/x.db", "sqlite://tmp/x.db", "sqlite://host/abs/x.db", "sqlite:./x.db"}) {
+    auto refused = parse_dsn(bad);
+    REQUIRE_FALSE(refused.has_value());
+    CHECK(refused.error().kind == ErrorKind::config);
+    CHECK(refused.error().message.find("sqlite:/abs/path or sqlite:///abs/path") != std::string::npos);
+  }
+  CHECK(parse_dsn("sqlite://tmp/x.db").error().message.find("no host part ('tmp')") != std::string::npos);
   CHECK(parse_dsn("sqlite:/x.db").value().backend == "sqlite");
   auto empty = parse_dsn("sqlite:");
   REQUIRE_FALSE(empty.has_value());

@@ -122,11 +122,25 @@ TEST_CASE("sqlite: an uncreatable path is a connection error naming the path and
   const std::string blocker = dir.path + "/not-a-dir";
   std::ofstream(blocker) << "x";
   const std::string path = blocker + "/sub/x.db";
-  auto backend = open_path(path);
+  // The default location: dblock makes the directories, and says why it cannot.
+  BackendOptions default_location;
+  default_location.create_directories = true;
+  auto backend = open_path(path, default_location);
   REQUIRE_FALSE(backend.has_value());
   CHECK(backend.error().kind == ErrorKind::connection);
   CHECK(backend.error().message.find(path) != std::string::npos);
   CHECK(backend.error().message.find("Not a directory") != std::string::npos);
+  // A DSN someone wrote: its directory must exist; a typo is a configuration error naming it.
+  auto written = open_path(path);
+  REQUIRE_FALSE(written.has_value());
+  CHECK(written.error().kind == ErrorKind::config);
+  CHECK(written.error().message.find("the directory " + blocker + "/sub ") != std::string::npos);
+  auto missing = open_path(dir.path + "/typo/x.db");
+  REQUIRE_FALSE(missing.has_value());
+  CHECK(missing.error().kind == ErrorKind::config);
+  CHECK(missing.error().message.find("the directory " + dir.path + "/typo of the SQLite database " + dir.path +
+                                     "/typo/x.db does not exist") != std::string::npos);
+  CHECK(access((dir.path + "/typo").c_str(), F_OK) != 0);
 
   if (geteuid() != 0) {  // root writes anywhere, so permissions cannot be tested as root
     const std::string locked = dir.path + "/locked";
@@ -150,7 +164,9 @@ TEST_CASE("sqlite: an uncreatable path is a connection error naming the path and
 TEST_CASE("sqlite: the parent directory is created and the database is in WAL mode") {
   TempDir dir;
   const std::string path = dir.path + "/a/b/c/wal.db";
-  auto backend = open_path(path);
+  BackendOptions default_location;  // only the default location's directories are made
+  default_location.create_directories = true;
+  auto backend = open_path(path, default_location);
   REQUIRE_MESSAGE(backend.has_value(), (backend ? std::string() : backend.error().message));
   REQUIRE((*backend)->ensure_schema().has_value());
   struct stat st{};
@@ -286,7 +302,9 @@ TEST_CASE("sqlite: processes opening a fresh file at once all reach WAL and exac
       close(start[1]);
       char go = 0;
       if (read(start[0], &go, 1) != 1) _exit(3);
-      auto backend = open_path(path);
+      BackendOptions default_location;
+      default_location.create_directories = true;
+      auto backend = open_path(path, default_location);
       if (!backend || !(*backend)->ensure_schema()) _exit(2);
       auto locker = (*backend)->make_locker(Strategy::lease);
       if (!locker) _exit(2);
@@ -459,6 +477,22 @@ TEST_CASE("sqlite: a table of the previous version gains the boot columns, and i
              " strftime('%Y-%m-%d %H:%M:%f', 'now', '+1 hour'), strftime('%Y-%m-%d %H:%M:%f', 'now')),"
              " ('lapsed', 'old', 4, 'lease', strftime('%Y-%m-%d %H:%M:%f', 'now', '-2 minutes'),"
              " strftime('%Y-%m-%d %H:%M:%f', 'now', '-1 minute'), strftime('%Y-%m-%d %H:%M:%f', 'now', '-2 minutes'))");
+  }
+  {
+    // Inspection (status after an upgrade, before any run) reads the old rows read-only and
+    // adds nothing.
+    BackendOptions inspect;
+    inspect.inspect = true;
+    auto looking = open_path(path, inspect);
+    REQUIRE(looking.has_value());
+    const std::string both[] = {"held", "lapsed"};
+    auto seen = (*looking)->status(both);
+    REQUIRE_MESSAGE(seen.has_value(), (seen ? std::string() : seen.error().message));
+    CHECK((*seen)[0].state == LockStatus::State::held);
+    CHECK((*seen)[1].state == LockStatus::State::expired);
+    REQUIRE((*looking)->status({}).has_value());
+    RawDb raw(path);
+    CHECK(raw.text("SELECT count(*) FROM pragma_table_info('dblock_locks')") == "14");
   }
   auto opened = open_path(path);
   REQUIRE(opened.has_value());

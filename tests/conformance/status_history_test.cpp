@@ -173,6 +173,47 @@ TEST_CASE("history records runs newest first and prunes each key to history_keep
   CHECK(after->front().token == tokens[4]);
 }
 
+TEST_CASE("inspection creates nothing: without the tables, status, history and check_schema say there is no lock database") {
+  Db existing;  // the database itself exists (SQLite: the file); this prefix has no tables
+  BackendOptions inspect;
+  inspect.table_prefix = test::unique_prefix();
+  inspect.inspect = true;
+  auto looking = test::open(inspect);
+  const std::string key = test::unique_key("inspect");
+  auto is_no_database = [](const Error& e) {
+    CAPTURE(e.message);
+    CHECK(e.kind == ErrorKind::other);
+    CHECK(e.message.starts_with("no lock database at "));
+    CHECK(e.message.ends_with("(nothing has run here yet, or the DSN is wrong; `dblock init` creates it)"));
+  };
+  for (int pass = 0; pass < 2; ++pass) {  // the second pass proves the first created nothing
+    auto all = looking->status({});
+    REQUIRE_FALSE(all.has_value());
+    is_no_database(all.error());
+    std::vector<std::string> keys{key};
+    auto one = looking->status(keys);
+    REQUIRE_FALSE(one.has_value());
+    is_no_database(one.error());
+    auto runs = looking->history(key, 10);
+    REQUIRE_FALSE(runs.has_value());
+    is_no_database(runs.error());
+    auto shape = looking->check_schema();
+    REQUIRE_FALSE(shape.has_value());
+    is_no_database(shape.error());
+  }
+  BackendOptions writer = inspect;
+  writer.inspect = false;
+  auto creating = test::open(writer);
+  REQUIRE(creating->ensure_schema().has_value());
+  auto again = test::open(inspect);
+  CHECK(again->check_schema().has_value());
+  std::vector<std::string> keys{key};
+  auto free_now = again->status(keys);
+  REQUIRE_MESSAGE(free_now.has_value(), (free_now ? std::string() : free_now.error().message));
+  CHECK(free_now->front().state == LockStatus::State::free);
+  CHECK(again->history(key, 10).has_value());
+}
+
 TEST_CASE("doctor reports one line per check, all ok on the test database, and a sane clock") {
   Db db;
   auto checks = db.backend->doctor_checks(test::strategy());

@@ -232,6 +232,36 @@ is_free() {
   [ "$s" -eq 1 ]
 }
 
+# lose_a_run KEY: a lease run of KEY whose lease is released under it (--force), so it ends
+# `lost`; puts dblock's exit status in $rc. Lease strategy only.
+lose_a_run() {
+  local runner
+  start_bg runner dblock run "$1" --ttl 5 --kill-after 0.5 -- sh -c "echo \$\$ >\"$E2E_TMP/lost\"; exec sleep 30"
+  check "lost: command started" wait_for 10 test -s "$E2E_TMP/lost"
+  dblock release "$1" --force >/dev/null
+  wait_exit rc $runner
+}
+
+# timed_handoff KEY [WAITER_OPTION...]: a holder of KEY runs 2.5 s while a `run -w` waiter
+# (given the options, before `run`) waits for it; puts the ms from the holder's command ending
+# to the waiter's command starting in $handoff_gap ("" when either failed, which is reported).
+timed_handoff() {
+  local k=$1 holder waiter hs ws
+  shift
+  handoff_gap=""
+  rm -f "$E2E_TMP/end" "$E2E_TMP/start"
+  start_bg holder dblock run "$k" -- sh -c "sleep 2.5; date +%s%N >'$E2E_TMP/end'"
+  wait_for 10 is_held "$k" || fail "the holder did not take $k"
+  start_bg waiter dblock "$@" run -w 30s "$k" -- sh -c "date +%s%N >'$E2E_TMP/start'"
+  wait_exit hs "$holder" 30
+  wait_exit ws "$waiter" 30
+  if [ "$hs" = 0 ] && [ "$ws" = 0 ] && [ -s "$E2E_TMP/end" ] && [ -s "$E2E_TMP/start" ]; then
+    handoff_gap=$((($(cat "$E2E_TMP/start") - $(cat "$E2E_TMP/end")) / 1000000))
+  else
+    fail "handoff of $k: holder exit $hs, waiter exit $ws"
+  fi
+}
+
 # A key unique to this script and test, so scripts sharing a server never meet.
 key() { echo "e2e-$$-$1"; }
 

@@ -26,7 +26,8 @@ expect "unknown strategy" 64 "unknown strategy 'sideways'" dblock -s sideways ru
 expect "no subcommand" 64 "" dblock
 expect "run without a command" 64 "no command given" dblock run k
 expect "unknown option" 64 "" dblock run k --frobnicate -- true
-expect "ttl too short for the kill grace" 64 "kill-after" dblock run k --ttl 3 -- true
+expect "ttl too short for the kill grace" 64 "kill-after" dblock run k --ttl 3 --kill-after 5s -- true
+expect "ttl below the floor" 64 "use --ttl 3s or more" dblock run k --ttl 2 -- true
 expect "bad table prefix" 64 "invalid table prefix" dblock --table-prefix 'x;drop' status
 expect "unknown DSN scheme" 78 "unknown scheme" dblock -d redis://localhost/0 status
 expect "unknown mysql parameter" 78 "unknown parameter 'frob'" dblock -d 'mysql://u:Sup3rS3cret@127.0.0.1/db?frob=1' status

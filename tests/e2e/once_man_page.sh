@@ -10,7 +10,7 @@ set -euo pipefail
 source_dir=${DBLOCK_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 bin=${DBLOCK_BIN:-$source_dir/build/dblock}
 page=${DBLOCK_MAN_PAGE:-$source_dir/man/dblock.1}
-subcommands=(run acquire renew release status history init schema doctor)
+subcommands=(run acquire renew release status history init schema doctor check metrics)
 sections=(NAME SYNOPSIS DESCRIPTION SUBCOMMANDS OPTIONS DSN STRATEGIES "EXIT STATUS" ENVIRONMENT FILES NOTES EXAMPLES "SEE ALSO")
 
 passed=0

@@ -16,19 +16,10 @@ for strategy in lease advisory for-update txn-insert; do
   dblock run "$k" -- true >/dev/null 2>&1  # the tables and the key's row exist
   tries=6 quick=0 gaps=""
   for i in $(seq "$tries"); do
-    rm -f "$E2E_TMP/end" "$E2E_TMP/start"
-    start_bg holder dblock run "$k" -- sh -c "sleep 2.5; date +%s%N >'$E2E_TMP/end'"
-    wait_for 10 is_held "$k" || fail "$strategy try $i: the holder did not take the key"
-    start_bg waiter dblock run -w 30s "$k" -- sh -c "date +%s%N >'$E2E_TMP/start'"
-    wait_exit hs "$holder" 30
-    wait_exit ws "$waiter" 30
-    if [ "$hs" = 0 ] && [ "$ws" = 0 ] && [ -s "$E2E_TMP/end" ] && [ -s "$E2E_TMP/start" ]; then
-      gap=$((($(cat "$E2E_TMP/start") - $(cat "$E2E_TMP/end")) / 1000000))
-      gaps="$gaps $gap"
-      [ "$gap" -lt 300 ] && quick=$((quick + 1))
-    else
-      fail "$strategy try $i: holder exit $hs, waiter exit $ws"
-    fi
+    timed_handoff "$k"
+    [ -n "$handoff_gap" ] || continue
+    gaps="$gaps $handoff_gap"
+    [ "$handoff_gap" -lt 300 ] && quick=$((quick + 1))
   done
   echo "      $strategy: ms from the holder's command ending to the waiter's starting:$gaps"
   assert_between "$strategy: waiters started within 300 ms of the release (of $tries)" $((tries - 1)) "$tries" "$quick"

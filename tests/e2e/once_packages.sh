@@ -29,6 +29,7 @@ assert_eq "lintian reports no errors" "" "$(grep '^E:' <<<"$lint")"
 
 depends_main=$(dpkg-deb -f "$main" Depends)
 check "dblock depends on SQLite ($depends_main)" grep -q libsqlite3 <<<"$depends_main"
+check "dblock depends on libsmartcols (loaded with dlopen for tables)" grep -q libsmartcols1 <<<"$depends_main"
 check "dblock depends on no server client library" bash -c '! grep -Eq "libpq|libmariadb|libmysqlclient" <<<"$1"' _ "$depends_main"
 check "dblock-mysql depends on libmariadb and this dblock" \
   eval 'dpkg-deb -f "$mysql" Depends | grep "libmariadb" | grep -q "dblock (= $version)"'
@@ -52,6 +53,12 @@ out=$("$installed" --version); rc=$?
 assert_eq "installed dblock --version exits 0" 0 "$rc"
 check "--version names $version" grep -q "$version" <<<"$out"
 check "--version finds the packaged modules" grep -q "$root/usr/lib/.*/dblock/dblock-postgres.so" <<<"$out"
+check "--version names SQLite's version" grep -Eq "SQLite 3\.[0-9]+" <<<"$out"
+check "--version names libmariadb's version" grep -Eq "libmariadb [0-9]+\.[0-9]+" <<<"$out"
+check "--version names libpq's version" grep -Eq "libpq [0-9]+\.[0-9]+" <<<"$out"
+if git -C "$DBLOCK_SOURCE_DIR" rev-parse HEAD >/dev/null 2>&1; then
+  check "--version names the git revision it was built from" grep -Eq "\(git [0-9a-f]{12}" <<<"$out"
+fi
 check "the installed binary is stripped" bash -c '! readelf -S "$1" | grep -q "\.symtab"' _ "$installed"
 db=$E2E_TMP/pkg.db
 out=$("$installed" -d "sqlite:$db" run "$(key pkg)" -- sh -c 'echo "token $DBLOCK_TOKEN"'); rc=$?

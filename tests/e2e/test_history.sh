@@ -35,10 +35,7 @@ assert_eq "killed: outcome and exit code" "killed 143" "$(outcome_of "$k")"
 
 if ! is_session_strategy; then
   k=$(key lost)
-  start_bg runner dblock run "$k" --ttl 5 --kill-after 0.5 -- sh -c "echo \$\$ >\"$E2E_TMP/lost\"; exec sleep 30"
-  check "lost: command started" wait_for 10 test -s "$E2E_TMP/lost"
-  dblock release "$k" --force >/dev/null
-  wait_exit rc $runner
+  lose_a_run "$k"
   assert_eq "a stolen lease: 76" 76 "$rc"
   assert_eq "lost: outcome and the command's status" "lost 143" "$(outcome_of "$k")"
 fi

@@ -172,11 +172,11 @@ std::unique_ptr<Backend> open(const BackendOptions& options, const std::string& 
 std::vector<BrokenDsn> broken_dsns() {
   if (backend_name() == "sqlite") {
     const std::string dir = sqlite_path().substr(0, sqlite_path().rfind('/'));
-    // dblock creates a missing directory, so the parent is a regular file instead.
+    // A DSN whose directory is not one (or is missing) is a configuration mistake, named.
     const std::string file = dir + "/not-a-directory";
     if (FILE* f = std::fopen(file.c_str(), "w")) std::fclose(f);
     return {
-        {"a file whose parent is a regular file", "sqlite:" + file + "/test.db", ErrorKind::connection},
+        {"a file whose parent is a regular file", "sqlite:" + file + "/test.db", ErrorKind::config},
         {"a directory in place of the database file", "sqlite:" + dir, ErrorKind::connection},
     };
   }

@@ -17,8 +17,24 @@ TEST_CASE("durations in every documented form") {
   CHECK(parse_duration("1.5s").value() == 1500ms);
 }
 
+TEST_CASE("systemd.time(7) time spans are durations too") {
+  CHECK(parse_duration("10min").value() == 10min);
+  CHECK(parse_duration("2sec").value() == 2s);
+  CHECK(parse_duration("1h 30min").value() == 90min);
+  CHECK(parse_duration("2 h").value() == 2h);
+  CHECK(parse_duration("500us").value() == 1ms);  // rounded to the millisecond
+  CHECK(parse_duration("1500usec").value() == 2ms);
+  CHECK(parse_duration("55s500ms").value() == 55500ms);
+  CHECK(parse_duration("2hours").value() == 2h);
+  CHECK(parse_duration("48hr").value() == 48h);
+  CHECK(parse_duration("1w").value() == 168h);
+  CHECK(parse_duration("5 seconds").value() == 5s);
+  CHECK(parse_duration(" 30s ").value() == 30s);
+  CHECK(parse_duration("1y").value() == std::chrono::milliseconds(31'557'600'000));
+}
+
 TEST_CASE("bad durations are usage errors naming the problem") {
-  for (const char* bad : {"", "abc", "5x", "-1", "1h30", "s", "1.2.3", "5 s", ".5", "5.", "1e3", "30S"}) {
+  for (const char* bad : {"", "abc", "5x", "-1", "1h30", "s", "1.2.3", "5 s x", ".5", "5.", "1e3", "30S", "5M", "10 mins", " "}) {
     CAPTURE(bad);
     auto d = parse_duration(bad);
     REQUIRE_FALSE(d.has_value());

@@ -334,6 +334,27 @@ TEST_CASE("validate_run_timing: the schedule needs a retry and the grace before 
   CHECK_FALSE(validate_run_timing(5900ms, 1s));
 }
 
+TEST_CASE("default_kill_after: 5s, shrunk to fit the TTL, so --ttl alone always works") {
+  CHECK(default_kill_after(30s) == 5s);
+  CHECK(default_kill_after(18s) == 5s);
+  CHECK(default_kill_after(10s) == 2s);  // 10s/3 - 1s = 2.33s, whole seconds
+  CHECK(default_kill_after(3s) == 0s);
+  CHECK(default_kill_after(2s) == 0s);  // never negative; validate_ttl refuses 2s
+  for (Millis ttl : {3000ms, 4500ms, 10000ms, 17999ms, 60000ms}) {
+    CAPTURE(ttl.count());
+    CHECK(validate_run_timing(ttl, default_kill_after(ttl)));
+  }
+}
+
+TEST_CASE("validate_ttl: below 3s a renew interval cannot cover the margin; the message names 3s") {
+  CHECK(validate_ttl(3s));
+  CHECK(validate_ttl(30s));
+  auto bad = validate_ttl(2s);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().kind == ErrorKind::usage);
+  CHECK(bad.error().message.find("use --ttl 3s or more") != std::string::npos);
+}
+
 TEST_CASE("run: invalid timing is a usage error before anything is locked") {
   Fixture f;
   f.options.request.ttl = 3s;

@@ -83,6 +83,13 @@ std::unexpected<Error> invalid_dsn(const Dsn& dsn, std::string_view why) {
   return fail(ErrorKind::config, "invalid DSN '" + dsn.redacted + "': " + redact_message(std::string(why), dsn.text));
 }
 
+std::unexpected<Error> no_lock_database(std::string_view where) {
+  std::string message = "no lock database at ";
+  message += where;
+  message += " (nothing has run here yet, or the DSN is wrong; `dblock init` creates it)";
+  return fail(ErrorKind::other, std::move(message));
+}
+
 std::optional<std::string> percent_decode(std::string_view text) {
   auto hex = [](char c) {
     if (c >= '0' && c <= '9') return c - '0';

@@ -32,6 +32,12 @@ class MysqlBackend final : public Backend {
     return ensure_shedlock_table(**c, options_);
   }
 
+  Result<void> check_schema() override {
+    auto c = db();
+    if (!c) return std::unexpected(c.error());
+    return mysql::check_schema(**c, t_);
+  }
+
   // The locker takes this connection over (backend.hpp): a lease run then costs the server one
   // connection, a session strategy one besides its lock's session.
   Result<std::unique_ptr<Locker>> make_locker(Strategy strategy) override {
@@ -43,14 +49,18 @@ class MysqlBackend final : public Backend {
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
     auto c = db();
     if (!c) return std::unexpected(c.error());
-    if (options_.shedlock) return shedlock_status(**c, options_, t_, keys);
-    return read_locks(**c, t_, keys);
+    // Inspection creates nothing: tables that are not there mean nothing ever ran here.
+    auto locks = options_.shedlock ? shedlock_status(**c, options_, t_, keys) : read_locks(**c, t_, keys);
+    if (!locks && is_no_such_table(locks.error())) return no_lock_database(dsn_.redacted);
+    return locks;
   }
 
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
     auto c = db();
     if (!c) return std::unexpected(c.error());
-    return read_history(**c, t_, key, limit);
+    auto runs = read_history(**c, t_, key, limit);
+    if (!runs && is_no_such_table(runs.error())) return no_lock_database(dsn_.redacted);
+    return runs;
   }
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
@@ -157,6 +167,7 @@ class MysqlBackend final : public Backend {
     DoctorCheck check{"privileges", true, ""};
     const std::string_view probe = "\x01" "dblock-doctor";
     std::string failed;
+    bool no_tables = false;
     if (auto r = conn_->query("START TRANSACTION"); !r) return {"privileges", false, r.error().message};
     const std::vector<std::pair<std::string, std::string>> statements{
         {"INSERT INTO " + t_.locks + " (name) VALUES (?)", t_.locks},
@@ -170,6 +181,7 @@ class MysqlBackend final : public Backend {
     for (const auto& [sql, table] : statements)
       if (auto r = conn_->execute(Sql(sql, probe)); !r) {
         failed = r.error().message;
+        no_tables = is_no_such_table(r.error());
         break;
       }
     (void)conn_->query("ROLLBACK");
@@ -177,6 +189,12 @@ class MysqlBackend final : public Backend {
                                  "DATABASE() AND PRIVILEGE_TYPE = 'CREATE'");
     auto global = conn_->execute("SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE = 'CREATE'");
     const bool can_create = (grants && to_i64(grants->rows.at(0).at(0)) > 0) || (global && to_i64(global->rows.at(0).at(0)) > 0);
+    // Doctor only looks: tables that are not there yet are the tables check's finding; here
+    // what matters is whether the first run (or `dblock init`) may create them.
+    if (no_tables)
+      return {"privileges", can_create,
+              can_create ? "the dblock tables do not exist yet; the CREATE privilege lets the first run or `dblock init` make them"
+                         : "the dblock tables do not exist and no CREATE privilege is seen, so `dblock init` needs a DBA"};
     if (!failed.empty()) return {"privileges", false, "insert/update/delete on the dblock tables failed: " + failed};
     check.detail = can_create ? "create, insert, update and delete on the dblock tables"
                               : "insert, update and delete work; no CREATE privilege seen, so `dblock init` needs a DBA";
@@ -254,6 +272,14 @@ BackendEntry mysql_backend_entry() {
         return {};
       },
       &mysql::open,
+      // MariaDB Connector/C reports its own version here (3.x), libmysqlclient the server's.
+      [] {
+#ifdef MARIADB_PACKAGE_VERSION
+        return std::string("libmariadb ") + mysql_get_client_info();
+#else
+        return std::string("libmysqlclient ") + mysql_get_client_info();
+#endif
+      },
   };
 }
 

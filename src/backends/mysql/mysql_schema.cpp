@@ -3,6 +3,7 @@
 #include <charconv>
 #include <map>
 
+#include "backends/common/dsn.hpp"
 #include "backends/common/identifiers.hpp"
 #include "backends/common/lock_rows.hpp"
 #include "backends/mysql/mysql_error.hpp"
@@ -121,6 +122,19 @@ Result<std::map<std::string, std::vector<std::string>>> read_columns(Connection&
   return columns;
 }
 
+Result<void> check_columns(const Connection& conn, const Tables& t, std::map<std::string, std::vector<std::string>>& columns) {
+  for (const auto& [suffix, required] : rows::required_tables) {
+    const std::string table = t.prefix + std::string(suffix);
+    const auto& present = columns[table];
+    for (std::string_view column : required) {
+      if (std::find(present.begin(), present.end(), column) == present.end())
+        return fail(ErrorKind::config, "table " + table + " in " + conn.where() + " has no column '" + std::string(column) +
+                                           "' (an unexpected shape; see `dblock schema --dialect mysql`)");
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<void> ensure_schema(Connection& conn, const Tables& t) {
@@ -134,16 +148,14 @@ Result<void> ensure_schema(Connection& conn, const Tables& t) {
     columns = read_columns(conn, t);
     if (!columns) return std::unexpected(columns.error());
   }
-  for (const auto& [suffix, required] : rows::required_tables) {
-    const std::string table = t.prefix + std::string(suffix);
-    const auto& present = (*columns)[table];
-    for (std::string_view column : required) {
-      if (std::find(present.begin(), present.end(), column) == present.end())
-        return fail(ErrorKind::config, "table " + table + " in " + conn.where() + " has no column '" + std::string(column) +
-                                           "' (an unexpected shape; see `dblock schema --dialect mysql`)");
-    }
-  }
-  return {};
+  return check_columns(conn, t, *columns);
+}
+
+Result<void> check_schema(Connection& conn, const Tables& t) {
+  auto columns = read_columns(conn, t);
+  if (!columns) return std::unexpected(columns.error());
+  if (columns->size() < rows::required_tables.size()) return no_lock_database(conn.where());
+  return check_columns(conn, t, *columns);
 }
 
 Result<void> repair_schema(Connection& conn, const Tables& t, const Error& failed) {

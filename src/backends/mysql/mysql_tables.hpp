@@ -28,6 +28,8 @@ std::vector<std::string> schema_statements(const std::string& prefix);
 
 /// Creates missing tables; a table of the wrong shape is ErrorKind::config naming the column.
 Result<void> ensure_schema(Connection& conn, const Tables& t);
+/// Read only (doctor): missing tables are no_lock_database, a foreign shape ErrorKind::config.
+Result<void> check_schema(Connection& conn, const Tables& t);
 
 /// SQL for a DATETIME column (or expression) as ms since the epoch; the session is in UTC.
 std::string epoch_ms(const std::string& expr);

@@ -33,6 +33,8 @@ class PostgresBackend final : public Backend {
     return ensure_shedlock_table(*conn_, options_);
   }
 
+  Result<void> check_schema() override { return postgres::check_schema(*conn_, t_); }
+
   // A run's locker takes over this backend's connection: a lease run then needs one
   // connection, a session run two at most. Should anything use the backend afterwards (tests
   // do, and may make more lockers), it connects again, and a second session locker gets a
@@ -59,7 +61,7 @@ class PostgresBackend final : public Backend {
     auto r = conn_->exec(options_.shedlock ? shedlock_status_select(options_, t_) + where
                                            : postgres::status_select(t_) + " WHERE" + where,
                          {t_.claims, filter});
-    if (!r) return std::unexpected(r.error());
+    if (!r) return explained(r.error());
     std::vector<LockStatus> found;
     for (int i = 0; i < r->rows(); ++i)
       found.push_back(options_.shedlock ? read_shedlock_status(*r, i) : postgres::read_status(*r, i, t_));
@@ -67,7 +69,9 @@ class PostgresBackend final : public Backend {
   }
 
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
-    return postgres::read_history(*conn_, t_, key, limit);
+    auto runs = postgres::read_history(*conn_, t_, key, limit);
+    if (!runs) return explained(runs.error());
+    return runs;
   }
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
@@ -173,6 +177,12 @@ class PostgresBackend final : public Backend {
   }
 
  private:
+  // Inspection creates nothing: a table that is not there (42P01) means nothing ever ran here.
+  std::unexpected<Error> explained(const Error& failed) const {
+    if (failed.sqlstate == "42P01") return no_lock_database(dsn_.redacted);
+    return std::unexpected(failed);
+  }
+
   // pg_terminate_backend only signals (waiting needs 14+): the lock is free once the
   // session's locks are gone, and the caller of `release --force` may take the key at once.
   Result<void> wait_for_session_end(const std::string& key, const std::string& pid) {
@@ -224,6 +234,11 @@ BackendEntry postgres_backend_entry() {
       [](const std::string& prefix) { return postgres::schema_sql(prefix); },
       &postgres::check_postgres_dsn,
       &postgres::open,
+      [] {
+        // PQlibVersion: major * 10000 + minor since PostgreSQL 10.
+        const int v = PQlibVersion();
+        return "libpq " + std::to_string(v / 10000) + "." + std::to_string(v % 10000);
+      },
   };
 }
 

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <set>
 
+#include "backends/common/dsn.hpp"
 #include "backends/common/lock_rows.hpp"
 #include "backends/postgres/postgres_tables.hpp"
 
@@ -147,6 +148,15 @@ Result<void> ensure_schema(Connection& conn, const Tables& t) {
   col = missing_column(conn, t, &missing);
   if (!col) return std::unexpected(col.error());
   if (!col->empty()) return fail(ErrorKind::config, *col);
+  return {};
+}
+
+Result<void> check_schema(Connection& conn, const Tables& t) {
+  bool missing = false;
+  auto col = missing_column(conn, t, &missing);
+  if (!col) return std::unexpected(col.error());
+  if (!col->empty()) return fail(ErrorKind::config, *col);
+  if (missing) return no_lock_database(conn.where());
   return {};
 }
 

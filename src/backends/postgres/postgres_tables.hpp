@@ -22,6 +22,8 @@ std::string schema_sql(const std::string& prefix);
 /// Creates missing tables (serialized by an advisory transaction lock, so concurrent first
 /// use cannot fail) and checks every expected column is there (ErrorKind::config otherwise).
 Result<void> ensure_schema(Connection& conn, const Tables& t);
+/// Read only (doctor): missing tables are no_lock_database, a foreign shape ErrorKind::config.
+Result<void> check_schema(Connection& conn, const Tables& t);
 
 /// The advisory lock id of a key: FNV-1a 64 over prefix, a NUL, then the key, as a signed
 /// bigint. Stable across versions and hosts; a collision only makes two keys exclude each other.

@@ -63,6 +63,8 @@ class SqliteBackend final : public Backend {
     return ensure_shedlock_table(*conn_, options_);
   }
 
+  Result<void> check_schema() override { return sqlite::check_schema(*conn_, options_.table_prefix); }
+
   Result<std::unique_ptr<Locker>> make_locker(Strategy strategy) override {
     if (strategy != Strategy::lease) return fail(ErrorKind::config, only_lease);
     // The locker shares this connection (backend.hpp: the Backend is not used after
@@ -75,9 +77,18 @@ class SqliteBackend final : public Backend {
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
     // Given keys one at a time (SQLite caps a statement's parameters, a key list has no cap);
     // every key in one pass without a parameter.
-    auto stmt = conn_->prepare((options_.shedlock ? shedlock_status_select(options_) : status_select(tables_)) +
-                               (keys.empty() ? " ORDER BY name" : " WHERE name = ?1"));
-    if (!stmt) return std::unexpected(stmt.error());
+    const std::string filter = keys.empty() ? " ORDER BY name" : " WHERE name = ?1";
+    auto stmt = conn_->prepare((options_.shedlock ? shedlock_status_select(options_) : status_select(tables_)) + filter);
+    if (!stmt && options_.inspect && !options_.shedlock) {
+      // A table from an older dblock lacks the boot_* columns, which a read-only inspection
+      // cannot add: its rows are read as that dblock wrote them (the wall-clock rule).
+      if (auto old = lacks_boot_columns(*conn_, options_.table_prefix); old && *old) {
+        Tables legacy = tables_;
+        legacy.locks = locks_without_boot_columns(options_.table_prefix);
+        stmt = conn_->prepare(status_select(legacy) + filter);
+      }
+    }
+    if (!stmt) return explained(stmt.error());
     std::vector<LockStatus> found;
     const std::size_t passes = keys.empty() ? 1 : keys.size();
     for (std::size_t i = 0; i < passes; ++i) {
@@ -94,7 +105,9 @@ class SqliteBackend final : public Backend {
   }
 
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
-    return read_history(*conn_, tables_, key, limit);
+    auto runs = read_history(*conn_, tables_, key, limit);
+    if (!runs) return explained(runs.error());
+    return runs;
   }
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
@@ -158,6 +171,14 @@ class SqliteBackend final : public Backend {
   }
 
  private:
+  // SQLite reports a missing table as plain SQLITE_ERROR, the code of many mistakes; the
+  // schema, read only on this error path, says whether the tables are there at all.
+  std::unexpected<Error> explained(const Error& failed) const {
+    if ((failed.native_code & 0xff) != SQLITE_ERROR) return std::unexpected(failed);
+    if (auto shape = sqlite::check_schema(*conn_, options_.table_prefix); !shape) return std::unexpected(shape.error());
+    return std::unexpected(failed);
+  }
+
   DoctorCheck check_writable() {
     const std::string& path = conn_->path();
     const std::string dir = directory_of(path);
@@ -167,6 +188,8 @@ class SqliteBackend final : public Backend {
       return {"privileges", false,
               "the directory " + dir + " is not writable (SQLite creates its -wal and -shm files there): " +
                   std::strerror(errno)};
+    // An inspection opened the file read-only on purpose: the permissions above are the answer.
+    if (options_.inspect) return {"privileges", true, "the database file " + path + " is writable"};
     if (sqlite3_db_readonly(conn_->get(), "main") == 1)
       return {"privileges", false, "SQLite opened " + path + " read-only"};
     auto tx = Transaction::begin_immediate(*conn_, "taking the write lock");
@@ -206,7 +229,8 @@ class SqliteBackend final : public Backend {
 Result<std::unique_ptr<Backend>> open_sqlite(const Dsn& dsn, const BackendOptions& options) {
   auto path = sqlite::database_path(dsn);
   if (!path) return std::unexpected(path.error());
-  auto conn = Connection::open(*path, options.io_timeout);
+  auto conn = Connection::open(*path, options.io_timeout,
+                               {.read_only = options.inspect, .create_directories = options.create_directories});
   if (!conn) return std::unexpected(conn.error());
   return std::make_unique<SqliteBackend>(std::move(*conn), options);
 }
@@ -227,6 +251,7 @@ BackendEntry sqlite_backend_entry() {
         return {};
       },
       &sqlite::open_sqlite,
+      [] { return std::string("SQLite ") + sqlite3_libversion(); },
   };
 }
 

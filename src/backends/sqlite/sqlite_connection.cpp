@@ -8,14 +8,22 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
+#include <memory>
 #include <cstring>
 #include <thread>
 #include <utility>
 
+#include "backends/common/dsn.hpp"
 #include "core/clock.hpp"
 
 namespace dblock::sqlite {
 namespace {
+
+struct FileCloser {
+  void operator()(std::FILE* f) const noexcept { std::fclose(f); }
+};
+using FileHandle = std::unique_ptr<std::FILE, FileCloser>;
 
 constexpr const char* timestamp_format = "'%Y-%m-%d %H:%M:%f'";
 
@@ -47,10 +55,25 @@ Result<void> make_dirs(const std::string& path, const std::string& db_path) {
   return {};
 }
 
-/// Fails early, with the OS's reason, where SQLite would only say "unable to open".
-Result<void> check_writable(const std::string& path) {
+/// Only the default location gets its directory made; a missing directory in a DSN someone
+/// wrote is most likely a typo, which must not become a second, empty lock database.
+Result<void> check_directory(const std::string& path, bool create) {
   const std::string dir = parent_dir(path);
-  if (auto made = make_dirs(dir, path); !made) return made;
+  if (create) return make_dirs(dir, path);
+  struct stat st{};
+  const bool exists = ::stat(dir.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode)) return {};
+  const std::string why = exists            ? " is not a directory"
+                          : errno == ENOENT ? " does not exist"
+                                            : std::string(" is unusable: ") + std::strerror(errno);
+  return fail(ErrorKind::config,
+              "the directory " + dir + " of the SQLite database " + path + why + " (create it, or fix the DSN)");
+}
+
+/// Fails early, with the OS's reason, where SQLite would only say "unable to open".
+Result<void> check_writable(const std::string& path, bool create_directories) {
+  const std::string dir = parent_dir(path);
+  if (auto ok = check_directory(path, create_directories); !ok) return ok;
   if (::access(path.c_str(), F_OK) == 0) {
     if (::access(path.c_str(), R_OK | W_OK) != 0)
       return fail(ErrorKind::connection,
@@ -61,6 +84,35 @@ Result<void> check_writable(const std::string& path) {
     return fail(ErrorKind::connection, "cannot create the SQLite database " + path + ": the directory " + dir +
                                            " is not writable: " + std::strerror(errno));
   return {};
+}
+
+/// file: URI of an absolute path, for the immutable fallback: '?', '#' and '%' escaped.
+std::string file_uri(const std::string& path, std::string_view query) {
+  std::string uri = "file:";
+  for (char c : path) {
+    if (c == '?' || c == '#' || c == '%') {
+      constexpr const char* hex = "0123456789ABCDEF";
+      uri += '%';
+      uri += hex[(static_cast<unsigned char>(c) >> 4) & 0xF];
+      uri += hex[static_cast<unsigned char>(c) & 0xF];
+    } else {
+      uri += c;
+    }
+  }
+  return uri + "?" + std::string(query);
+}
+
+Result<DbHandle> open_handle(const std::string& path, const std::string& name, int flags, const char* vfs) {
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(name.c_str(), &raw, flags, vfs);
+  DbHandle db(raw);
+  if (rc != SQLITE_OK) {
+    std::string reason = db ? sqlite3_errmsg(db.get()) : sqlite3_errstr(rc);
+    if (int err = db ? sqlite3_system_errno(db.get()) : 0; err != 0) reason += std::string(": ") + std::strerror(err);
+    return std::unexpected(Error{ErrorKind::connection, "cannot open the SQLite database " + path + ": " + reason,
+                                 db ? sqlite3_extended_errcode(db.get()) : rc});
+  }
+  return db;
 }
 
 // dblock_boot_ms(): CLOCK_BOOTTIME in ms, the clock leases are judged on (a wall-clock step
@@ -172,23 +224,54 @@ std::string Statement::text(int column) const {
                      static_cast<std::size_t>(sqlite3_column_bytes(stmt_.get(), column)));
 }
 
-Result<Connection> Connection::open(const std::string& path, Millis busy_timeout) {
-  if (auto ok = check_writable(path); !ok) return std::unexpected(ok.error());
-  sqlite3* raw = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, dblock_vfs());
-  DbHandle db(raw);
-  if (rc != SQLITE_OK) {
-    std::string reason = db ? sqlite3_errmsg(db.get()) : sqlite3_errstr(rc);
-    if (int err = db ? sqlite3_system_errno(db.get()) : 0; err != 0) reason += std::string(": ") + std::strerror(err);
-    return std::unexpected(Error{ErrorKind::connection, "cannot open the SQLite database " + path + ": " + reason,
-                                 db ? sqlite3_extended_errcode(db.get()) : rc});
-  }
-  Connection conn(std::move(db), path, busy_timeout);
+Result<Connection> Connection::open(const std::string& path, Millis busy_timeout, OpenMode mode) {
+  if (mode.read_only) return open_read_only(path, busy_timeout, mode.create_directories);
+  if (auto ok = check_writable(path, mode.create_directories); !ok) return std::unexpected(ok.error());
+  auto db = open_handle(path, path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, dblock_vfs());
+  if (!db) return std::unexpected(db.error());
+  Connection conn(std::move(*db), path, busy_timeout);
   if (auto ok = conn.configure(); !ok) return std::unexpected(ok.error());
   return conn;
 }
 
-Result<void> Connection::configure() const {
+Result<Connection> Connection::open_read_only(const std::string& path, Millis busy_timeout, bool default_location) {
+  if (::access(path.c_str(), F_OK) != 0) {
+    const int err = errno;
+    if (err != ENOENT)
+      return fail(ErrorKind::connection, "cannot read the SQLite database " + path + ": " + std::strerror(err));
+    // The default location may simply not exist yet; a written DSN with a missing directory
+    // is a typo and says which directory.
+    if (!default_location)
+      if (auto dir = check_directory(path, false); !dir) return std::unexpected(dir.error());
+    return no_lock_database(path);
+  }
+  if (::access(path.c_str(), R_OK) != 0)
+    return fail(ErrorKind::connection, "cannot open the SQLite database " + path + " for reading: " + std::strerror(errno));
+  auto db = open_handle(path, path, SQLITE_OPEN_READONLY, dblock_vfs());
+  if (!db) return std::unexpected(db.error());
+  Connection conn(std::move(*db), path, busy_timeout);
+  if (auto ok = conn.configure_functions(); !ok) return std::unexpected(ok.error());
+  // The first read maps the WAL index. A reader needs the -shm and -wal files to exist or to
+  // be creatable (SQLite, "Read-Only Databases" in wal.html); a read-only -shm is fine. A user
+  // who may not write the directory, inspecting a database whose last writer left no -wal,
+  // gets SQLITE_CANTOPEN or SQLITE_READONLY_* here. With no -wal every commit is in the main
+  // file, so it is read as immutable (no locks, no -shm): a snapshot, which is all status and
+  // history give; a writer that starts meanwhile appends to a new -wal, and the main file
+  // changes only at a checkpoint, 128 pages later.
+  auto read = conn.exec("SELECT count(*) FROM sqlite_master", "reading the database");
+  if (read) return conn;
+  const int primary = read.error().native_code & 0xff;
+  if ((primary != SQLITE_CANTOPEN && primary != SQLITE_READONLY) || ::access((path + "-wal").c_str(), F_OK) == 0)
+    return std::unexpected(read.error());
+  auto immutable = open_handle(path, file_uri(path, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
+  if (!immutable) return std::unexpected(immutable.error());
+  Connection fallback(std::move(*immutable), path, busy_timeout);
+  fallback.immutable_ = true;
+  if (auto ok = fallback.configure_functions(); !ok) return std::unexpected(ok.error());
+  return fallback;
+}
+
+Result<void> Connection::configure_functions() const {
   sqlite3_extended_result_codes(db_.get(), 1);
   // DIRECTONLY: only dblock's own statements may read the clock, never a trigger or view
   // someone stored in the file.
@@ -200,6 +283,11 @@ Result<void> Connection::configure() const {
   // The busy handler makes concurrent processes queue for the write lock instead of seeing
   // "database is locked"; io_timeout bounds how long one statement may wait.
   sqlite3_busy_timeout(db_.get(), static_cast<int>(std::min<std::int64_t>(busy_timeout_.count(), INT_MAX)));
+  return {};
+}
+
+Result<void> Connection::configure() const {
+  if (auto ok = configure_functions(); !ok) return ok;
 
   auto mode = journal_mode();
   if (!mode) return std::unexpected(mode.error());
@@ -247,6 +335,15 @@ Result<void> Connection::configure() const {
 }
 
 Result<std::string> Connection::journal_mode() const {
+  if (immutable_) {
+    // An immutable connection reports "delete" whatever the file says; the header's read and
+    // write versions (offsets 18 and 19) are 2 for WAL (SQLite's file format, "Database Header").
+    unsigned char versions[2] = {};
+    FileHandle file(std::fopen(path_.c_str(), "rb"));
+    if (file && std::fseek(file.get(), 18, SEEK_SET) == 0 && std::fread(versions, 1, 2, file.get()) == 2)
+      return std::string(versions[0] == 2 && versions[1] == 2 ? "wal" : "delete");
+    return fail(ErrorKind::connection, "cannot read the header of " + path_ + ": " + std::strerror(errno));
+  }
   auto stmt = prepare("PRAGMA journal_mode");
   if (!stmt) return std::unexpected(stmt.error());
   auto row = stmt->step("reading the journal mode");

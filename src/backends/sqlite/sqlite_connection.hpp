@@ -69,12 +69,20 @@ class Statement {
   StmtHandle stmt_;
 };
 
+/// How a connection opens its file (BackendOptions::inspect, create_directories).
+struct OpenMode {
+  bool read_only = false;           // SQLITE_OPEN_READONLY; creates nothing, writes no pragma
+  bool create_directories = false;  // the default location: mkdir -p the parent (read-only: a missing one is no database)
+};
+
 /// One open database file in WAL mode with a busy timeout.
 class Connection {
  public:
-  /// Creates the parent directory (0755) and the file if missing; ErrorKind::connection
-  /// naming the path and the OS reason when it cannot be created or written.
-  static Result<Connection> open(const std::string& path, Millis busy_timeout);
+  /// Read-write: creates the file if missing, and the parent directory (0755) only with
+  /// mode.create_directories (else a missing one is ErrorKind::config naming it);
+  /// ErrorKind::connection naming the path and the OS reason when it cannot be created or
+  /// written. Read-only: a missing file is no_lock_database (common/dsn.hpp).
+  static Result<Connection> open(const std::string& path, Millis busy_timeout, OpenMode mode = {});
 
   Result<Statement> prepare(std::string_view sql) const;
   /// Runs SQL text without parameters (DDL, BEGIN, pragmas).
@@ -90,9 +98,12 @@ class Connection {
   Connection(DbHandle db, std::string path, Millis busy_timeout)
       : db_(std::move(db)), path_(std::move(path)), busy_timeout_(busy_timeout) {}
   Result<void> configure() const;
+  Result<void> configure_functions() const;
+  static Result<Connection> open_read_only(const std::string& path, Millis busy_timeout, bool default_location);
 
   DbHandle db_;
   std::string path_;
+  bool immutable_ = false;  // the read-only fallback without -shm: SQLite reports no WAL there
   Millis busy_timeout_;
 };
 

@@ -1,5 +1,5 @@
 #pragma once
-// sqlite:/path/to/file.db, sqlite:///path, sqlite:relative/path (dblock(1), DSN).
+// sqlite:/path/to/file.db or sqlite:///path: absolute paths only, no host (dblock(1), DSN).
 
 #include <string>
 

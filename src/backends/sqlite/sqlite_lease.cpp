@@ -2,6 +2,10 @@
 // upsert that bumps the token), one owner- and token-checked update renews or releases. Leases
 // and --min-interval are judged on CLOCK_BOOTTIME (sqlite_tables.hpp).
 
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <array>
 #include <utility>
 
 #include "backends/sqlite/sqlite_tables.hpp"
@@ -49,6 +53,42 @@ Result<void> record_run(const Connection& conn, const Tables& tables, int keep, 
 }
 
 namespace {
+/// Wakes a waiter without polling: every commit appends to the database's write-ahead log
+/// (<db>-wal, kept between runs), so a change to that file means a release may have happened.
+/// Other keys' commits wake it too; each costs one attempt. Without the file (or inotify) the
+/// waiter falls back to core's backoff.
+class WalWatch {
+ public:
+  explicit WalWatch(std::string wal_path) : wal_path_(std::move(wal_path)) {}
+  WalWatch(const WalWatch&) = delete;
+  WalWatch& operator=(const WalWatch&) = delete;
+  ~WalWatch() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  int fd() {
+    if (fd_ < 0 && !failed_) {
+      fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+      if (fd_ >= 0 && ::inotify_add_watch(fd_, wal_path_.c_str(), IN_MODIFY) < 0) {
+        ::close(fd_);
+        fd_ = -1;
+      }
+      failed_ = fd_ < 0;
+    }
+    return fd_;
+  }
+
+  void drain() {
+    std::array<char, 4096> events;
+    while (fd_ >= 0 && ::read(fd_, events.data(), events.size()) > 0) {
+    }
+  }
+
+ private:
+  std::string wal_path_;
+  int fd_ = -1;
+  bool failed_ = false;
+};
 
 class LeaseLocker final : public Locker {
  public:
@@ -56,7 +96,8 @@ class LeaseLocker final : public Locker {
       : conn_(std::move(conn)),
         prefix_(options.table_prefix),
         tables_(options.table_prefix),
-        history_keep_(options.history_keep) {}
+        history_keep_(options.history_keep),
+        wal_watch_(conn_->path() + "-wal") {}
 
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis) override {
     return with_schema([&] { return attempt_acquire(req); });
@@ -69,6 +110,10 @@ class LeaseLocker final : public Locker {
   Result<void> release(const ReleaseRequest& req) override {
     return with_schema([&] { return attempt_release(req); });
   }
+
+  // Created on first use: only a run that waits pays for the watch.
+  int wakeup_fd() const override { return wal_watch_.fd(); }
+  void consume_wakeup() override { wal_watch_.drain(); }
 
  private:
   struct Held;
@@ -243,6 +288,7 @@ class LeaseLocker final : public Locker {
   std::string prefix_;
   Tables tables_;
   int history_keep_;
+  mutable WalWatch wal_watch_;
   std::optional<Held> held_;
   bool lost_ = false;  // renew() found the lock taken or released; held_ stays for the history row
 };

@@ -1,5 +1,7 @@
 #include "backends/sqlite/sqlite_tables.hpp"
 
+#include "backends/common/dsn.hpp"
+
 #include <array>
 #include <cstdint>
 #include <span>
@@ -189,6 +191,33 @@ Result<void> ensure_schema(const Connection& conn, const std::string& prefix) {
   // The index only after the shape check, so a foreign table gives the config error instead.
   if (auto ok = conn.exec(index_sql(prefix), "creating the history index"); !ok) return ok;
   return tx->commit("creating the tables");
+}
+
+Result<void> check_schema(const Connection& conn, const std::string& prefix) {
+  auto locks = read_shape(conn, prefix + "locks");
+  if (!locks) return std::unexpected(locks.error());
+  auto runs = read_shape(conn, prefix + "runs");
+  if (!runs) return std::unexpected(runs.error());
+  if (locks->empty() || runs->empty()) return no_lock_database(conn.path());
+  if (auto ok = check_table(conn, prefix + "locks", rows::locks_columns, true); !ok) return ok;
+  if (auto ok = check_table(conn, prefix + "runs", rows::runs_columns, false); !ok) return ok;
+  if (!has_boot_columns(*locks))
+    return fail(ErrorKind::config, "table " + prefix + "locks in " + conn.path() +
+                                       " was made by an older dblock and lacks the boot_* columns; the next "
+                                       "`dblock run` or `dblock init` adds them");
+  return {};
+}
+
+Result<bool> lacks_boot_columns(const Connection& conn, const std::string& prefix) {
+  auto locks = read_shape(conn, prefix + "locks");
+  if (!locks) return std::unexpected(locks.error());
+  return !locks->empty() && !has_boot_columns(*locks);
+}
+
+std::string locks_without_boot_columns(const std::string& prefix) {
+  std::string source = "(SELECT *";
+  for (const auto& column : boot_columns) source += ", NULL AS " + std::string(column.name);
+  return source + " FROM " + quote_ident(prefix + "locks") + ")";
 }
 
 Result<bool> repair_schema(const Connection& conn, const std::string& prefix, const Error& failed) {

@@ -35,6 +35,17 @@ std::string schema_sql(const std::string& prefix);
 /// a caller's transaction.
 Result<void> ensure_schema(const Connection& conn, const std::string& prefix);
 
+/// Read only: both tables exist with the expected columns. Missing tables are
+/// no_lock_database; a foreign shape is ErrorKind::config; a table from an older dblock
+/// without the boot columns says that the next run or `dblock init` adds them.
+Result<void> check_schema(const Connection& conn, const std::string& prefix);
+
+/// True when <prefix>locks exists but an older dblock made it without the boot_* columns.
+Result<bool> lacks_boot_columns(const Connection& conn, const std::string& prefix);
+/// A FROM source reading such a table with NULL boot_* columns (the wall-clock rule), for a
+/// read-only inspection, which cannot add them.
+std::string locks_without_boot_columns(const std::string& prefix);
+
 /// The locker's error path (the run path assumes the tables, backend.hpp): when `failed` may
 /// come from a missing table or column and the schema is indeed incomplete, runs
 /// ensure_schema and returns true (retry the operation once); false when the schema is
