@@ -32,6 +32,10 @@ struct BackendOptions {
   // created (or, inspecting, taken as "nothing ran yet"); a DSN someone wrote that names a
   // missing directory is a typo until proven otherwise (ErrorKind::config naming it).
   bool create_directories = false;
+  // --table-format shedlock (common/shedlock.hpp): the lease lives in ShedLock's table, named
+  // shedlock_table (already validated and not quoted); history and tokens stay in dblock's tables.
+  bool shedlock = false;
+  std::string shedlock_table = "shedlock";
 };
 
 /// What a connection is for: only the session that holds a session lock gets

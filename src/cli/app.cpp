@@ -49,6 +49,7 @@ const std::map<std::string, std::string>& option_env() {
       {"strategy", "DBLOCK_STRATEGY"},
       {"table-prefix", "DBLOCK_TABLE_PREFIX"},
       {"log", "DBLOCK_LOG"},
+      {"table-format", "DBLOCK_TABLE_FORMAT"},
   };
   return env;
 }
@@ -276,6 +277,11 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
   app.add_option("--table-prefix", g.table_prefix, "Tables are <prefix>locks and <prefix>runs")
       ->envname("DBLOCK_TABLE_PREFIX")
       ->capture_default_str();
+  app.add_option("--table-format", g.table_format, "dblock, or shedlock: share locks with Java ShedLock services")
+      ->check(CLI::IsMember({"dblock", "shedlock"}))
+      ->envname("DBLOCK_TABLE_FORMAT")
+      ->capture_default_str();
+  app.add_option("--table", g.table, "The ShedLock table of --table-format shedlock")->capture_default_str();
   app.add_option("--history-keep", g.history_keep, "Runs kept per key in the history table")
       ->check(whole_number(1, std::numeric_limits<int>::max()))
       ->capture_default_str();

@@ -2,6 +2,8 @@
 
 #include <iostream>
 
+#include "backends/common/identifiers.hpp"
+#include "backends/common/shedlock.hpp"
 #include "backends/registry.hpp"
 #include "cli/commands.hpp"
 #include "core/exit_code.hpp"
@@ -14,7 +16,8 @@ CommandAction define_init(CLI::App&) {
     auto backend = context.open();
     if (!context.options.quiet)
       std::cout << "tables " << context.options.table_prefix << "locks and " << context.options.table_prefix
-                << "runs are ready in " << context.dsn().redacted << std::endl;
+                << "runs" << (context.options.table_format == "shedlock" ? " (and ShedLock's " + context.options.table + ")" : "")
+                << " are ready in " << context.dsn().redacted << std::endl;
     return exit_ok;
   };
 }
@@ -28,6 +31,9 @@ CommandAction define_schema(CLI::App& sub) {
     value_or_throw(validate_table_prefix(context.options.table_prefix));
     const BackendEntry* entry = value_or_throw(load_backend(name));
     std::cout << entry->schema_sql(context.options.table_prefix);
+    // --table-format shedlock: ShedLock's own table too, with its documented DDL.
+    if (context.backend_options().shedlock)
+      std::cout << shedlock::ddl(name, quote_identifier(context.options.table, name == "mysql" ? '`' : '"')) << ";\n";
     std::cout.flush();
     return exit_ok;
   };

@@ -116,6 +116,9 @@ CommandAction define_status(CLI::App& sub) {
       std::cout << doc.dump(2) << std::endl;
       return exit_ok;
     }
+    if (context.options.table_format == "shedlock")
+      std::cerr << "note: ShedLock has no fencing token: TOKEN counts dblock's own acquisitions (its " +
+                       context.options.table_prefix + "locks row of the name); a Java holder's writes cannot be fenced\n";
     std::vector<std::vector<std::string>> rows;
     for (const auto& lock : locks) rows.push_back(to_row(lock));
     print_table(status_columns, args->table, rows);

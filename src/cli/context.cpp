@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "backends/common/shedlock.hpp"
 #include "backends/registry.hpp"
 #include "core/duration.hpp"
 #include "core/key.hpp"
@@ -71,6 +72,9 @@ Strategy Context::strategy() const {
   if (!s)
     throw FatalError{{ErrorKind::usage, "unknown strategy '" + options.strategy +
                                             "' (use lease, advisory, for-update or txn-insert)"}};
+  // A ShedLock row is a lease: exit 78 with the reason for any other strategy.
+  if (options.table_format == "shedlock" && *s != Strategy::lease)
+    throw FatalError{{ErrorKind::config, shedlock::lease_only}};
   return *s;
 }
 
@@ -81,6 +85,14 @@ BackendOptions Context::backend_options(std::optional<Millis> ttl) const {
   BackendOptions b;
   b.table_prefix = options.table_prefix;
   b.history_keep = options.history_keep;
+  if (options.table_format == "shedlock") {
+    // The table name passes the prefix's identifier rule (the name length is the database's).
+    if (auto ok = validate_table_prefix(options.table); !ok || options.table.empty())
+      throw FatalError{{ErrorKind::usage, "invalid --table '" + options.table +
+                                              "': only letters, digits and _ are allowed, not starting with a digit"}};
+    b.shedlock = true;
+    b.shedlock_table = options.table;
+  }
   b.connect_timeout = duration_option("--connect-timeout", options.connect_timeout);
   // Every caller has read dsn() first. Only the default location gets its directories made.
   b.create_directories = dsn_is_default_;

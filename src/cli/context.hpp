@@ -18,6 +18,8 @@ struct GlobalOptions {
   std::string dsn_file;
   std::string strategy = "lease";
   std::string table_prefix = "dblock_";
+  std::string table_format = "dblock";  // or "shedlock" (common/shedlock.hpp)
+  std::string table = "shedlock";       // the ShedLock table
   int history_keep = 1000;
   std::string connect_timeout = "5s";
   bool verbose = false;

@@ -28,7 +28,8 @@ class MysqlBackend final : public Backend {
   Result<void> ensure_schema() override {
     auto c = db();
     if (!c) return std::unexpected(c.error());
-    return mysql::ensure_schema(**c, t_);
+    if (auto ok = mysql::ensure_schema(**c, t_); !ok || !options_.shedlock) return ok;
+    return ensure_shedlock_table(**c, options_);
   }
 
   Result<void> check_schema() override {
@@ -40,6 +41,7 @@ class MysqlBackend final : public Backend {
   // The locker takes this connection over (backend.hpp): a lease run then costs the server one
   // connection, a session strategy one besides its lock's session.
   Result<std::unique_ptr<Locker>> make_locker(Strategy strategy) override {
+    if (strategy == Strategy::lease && options_.shedlock) return make_shedlock_locker(dsn_, options_, t_, std::move(conn_));
     if (strategy == Strategy::lease) return make_lease_locker(dsn_, options_, t_, std::move(conn_));
     return make_session_locker(strategy, dsn_, options_, t_, std::move(conn_));
   }
@@ -48,7 +50,7 @@ class MysqlBackend final : public Backend {
     auto c = db();
     if (!c) return std::unexpected(c.error());
     // Inspection creates nothing: tables that are not there mean nothing ever ran here.
-    auto locks = read_locks(**c, t_, keys);
+    auto locks = options_.shedlock ? shedlock_status(**c, options_, t_, keys) : read_locks(**c, t_, keys);
     if (!locks && is_no_such_table(locks.error())) return no_lock_database(dsn_.redacted);
     return locks;
   }
@@ -62,6 +64,11 @@ class MysqlBackend final : public Backend {
   }
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
+    if (options_.shedlock) {
+      auto c = db();
+      if (!c) return std::unexpected(c.error());
+      return shedlock_renew(**c, options_, t_, key, who, ttl);
+    }
     Sql update("UPDATE " + t_.locks + " SET renewed_at = NOW(6), expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE ",
                micros(ttl));
     update.add(holder_filter(key, who)).add(" AND strategy = 'lease'");
@@ -81,6 +88,7 @@ class MysqlBackend final : public Backend {
     // is to end that connection (its run then sees the lock lost and exits 76).
     auto c = db();
     if (!c) return std::unexpected(c.error());
+    if (options_.shedlock) return shedlock_release(**c, options_, t_, key, who);
     Connection& conn = **c;
     auto row = read_lock(conn, t_, key);
     if (!row) return std::unexpected(row.error());

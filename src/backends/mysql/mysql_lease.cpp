@@ -205,10 +205,7 @@ class LeaseLocker final : public Locker {
   // because every lease statement is compared on owner and token (dblock(1), STRATEGIES).
   template <class F>
   auto with_reconnect(F&& statement) -> decltype(statement()) {
-    auto first = statement();
-    if (first || first.error().kind != ErrorKind::connection) return first;
-    if (auto r = conn_->reconnect(); !r) return std::unexpected(r.error());
-    return statement();
+    return mysql::with_reconnect(*conn_, std::forward<F>(statement));
   }
 
   static std::unexpected<Error> lost(const Held& held) {
@@ -225,14 +222,17 @@ class LeaseLocker final : public Locker {
 
 }  // namespace
 
+Result<std::unique_ptr<Connection>> connection_for_locker(const Dsn& dsn, const BackendOptions& options,
+                                                          std::unique_ptr<Connection> conn) {
+  if (conn) return conn;
+  return Connection::open(dsn, options);
+}
+
 Result<std::unique_ptr<Locker>> make_lease_locker(const Dsn& dsn, const BackendOptions& options, Tables t,
                                                   std::unique_ptr<Connection> conn) {
-  if (!conn) {
-    auto opened = Connection::open(dsn, options);
-    if (!opened) return std::unexpected(opened.error());
-    conn = std::move(*opened);
-  }
-  return std::unique_ptr<Locker>(std::make_unique<LeaseLocker>(std::move(conn), std::move(t), options.history_keep));
+  auto c = connection_for_locker(dsn, options, std::move(conn));
+  if (!c) return std::unexpected(c.error());
+  return std::unique_ptr<Locker>(std::make_unique<LeaseLocker>(std::move(*c), std::move(t), options.history_keep));
 }
 
 }  // namespace dblock::mysql

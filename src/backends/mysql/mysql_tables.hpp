@@ -80,6 +80,34 @@ Result<std::unique_ptr<Locker>> make_lease_locker(const Dsn& dsn, const BackendO
 Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, const Dsn& dsn, const BackendOptions& options, Tables t,
                                                     std::unique_ptr<Connection> conn);
 
+/// `conn` when the locker takes the Backend's connection over, else a new one (mysql_lease.cpp).
+Result<std::unique_ptr<Connection>> connection_for_locker(const Dsn& dsn, const BackendOptions& options,
+                                                          std::unique_ptr<Connection> conn);
+
+/// A lease survives a short outage: `statement` once, and once more after a reconnect when the
+/// connection failed; safe because every lease statement is compared on its holder.
+template <class F>
+auto with_reconnect(Connection& conn, F&& statement) -> decltype(statement()) {
+  auto first = statement();
+  if (first || first.error().kind != ErrorKind::connection) return first;
+  if (auto r = conn.reconnect(); !r) return std::unexpected(r.error());
+  return statement();
+}
+
+/// --table-format shedlock (mysql_shedlock.cpp): the lease locker on ShedLock's table, the
+/// table itself (created only when missing, shape checked), and status of its rows.
+Result<std::unique_ptr<Locker>> make_shedlock_locker(const Dsn& dsn, const BackendOptions& options, Tables t,
+                                                     std::unique_ptr<Connection> conn);
+Result<void> ensure_shedlock_table(Connection& conn, const BackendOptions& options);
+Result<std::vector<LockStatus>> shedlock_status(Connection& conn, const BackendOptions& options, const Tables& t,
+                                                std::span<const std::string> keys);
+/// Stateless renew/release (`dblock renew` / `release`) of a ShedLock row: ShedLock's extend and
+/// unlock on the named holder (a token names the owner of dblock's row with that token).
+Result<std::int64_t> shedlock_renew(Connection& conn, const BackendOptions& options, const Tables& t,
+                                    const std::string& key, const HolderSelector& who, Millis ttl);
+Result<void> shedlock_release(Connection& conn, const BackendOptions& options, const Tables& t,
+                              const std::string& key, const HolderSelector& who);
+
 /// The run path assumes the schema (backend.hpp, make_locker). After `failed`: when a table is
 /// missing (ER_NO_SUCH_TABLE) creates the schema and returns success, so the caller retries
 /// once; when a column is missing (ER_BAD_FIELD_ERROR) returns ErrorKind::config naming it,

@@ -28,7 +28,10 @@ class PostgresBackend final : public Backend {
 
   std::string_view name() const override { return "postgres"; }
 
-  Result<void> ensure_schema() override { return postgres::ensure_schema(*conn_, t_); }
+  Result<void> ensure_schema() override {
+    if (auto ok = postgres::ensure_schema(*conn_, t_); !ok || !options_.shedlock) return ok;
+    return ensure_shedlock_table(*conn_, options_);
+  }
 
   Result<void> check_schema() override { return postgres::check_schema(*conn_, t_); }
 
@@ -37,6 +40,7 @@ class PostgresBackend final : public Backend {
   // do, and may make more lockers), it connects again, and a second session locker gets a
   // holder session of its own.
   Result<std::unique_ptr<Locker>> make_locker(Strategy s) override {
+    if (s == Strategy::lease && options_.shedlock) return make_shedlock_locker(conn_, options_, t_);
     if (s == Strategy::lease) return postgres::make_lease_locker(conn_, t_, options_.history_keep);
     std::shared_ptr<Connection> holder;
     if (!handed_over_) {
@@ -53,12 +57,14 @@ class PostgresBackend final : public Backend {
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
     Param filter;
     if (!keys.empty()) filter = nlohmann::json(std::vector<std::string>(keys.begin(), keys.end())).dump();
-    auto r = conn_->exec(postgres::status_select(t_) +
-                             " WHERE $2::jsonb IS NULL OR name IN (SELECT jsonb_array_elements_text($2::jsonb)) ORDER BY name",
+    const std::string where = " ($2::jsonb IS NULL OR name IN (SELECT jsonb_array_elements_text($2::jsonb))) ORDER BY name";
+    auto r = conn_->exec(options_.shedlock ? shedlock_status_select(options_, t_) + where
+                                           : postgres::status_select(t_) + " WHERE" + where,
                          {t_.claims, filter});
     if (!r) return explained(r.error());
     std::vector<LockStatus> found;
-    for (int i = 0; i < r->rows(); ++i) found.push_back(postgres::read_status(*r, i, t_));
+    for (int i = 0; i < r->rows(); ++i)
+      found.push_back(options_.shedlock ? read_shedlock_status(*r, i) : postgres::read_status(*r, i, t_));
     return rows::in_request_order(std::move(found), keys, [this] { return now_ms(); });
   }
 
@@ -69,6 +75,7 @@ class PostgresBackend final : public Backend {
   }
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
+    if (options_.shedlock) return shedlock_renew(*conn_, options_, t_, key, who, ttl);
     auto r = conn_->exec("UPDATE " + t_.locks +
                              " SET expires_at = now() + $4::bigint * interval '1 ms', renewed_at = now() "
                              "WHERE name = $1 AND ($2::text IS NULL OR owner = $2) AND ($3::bigint IS NULL OR token = $3::bigint) "
@@ -80,6 +87,7 @@ class PostgresBackend final : public Backend {
   }
 
   Result<void> release(const std::string& key, const HolderSelector& who) override {
+    if (options_.shedlock) return shedlock_release(*conn_, options_, t_, key, who);
     // A session lock lives in its holder's session: the only way to free it from outside is
     // to end that session (its run then finds the lock lost and exits 76), as on MySQL. The
     // session is ended only while the row is unreleased and the server shows that session

@@ -88,12 +88,7 @@ class LeaseLocker final : public Locker {
   Result<void> renew(Millis ttl) override {
     if (!token_) return fail(ErrorKind::internal, "renew without a held lease");
     Params p{key_, held_req_.owner, std::to_string(*token_), ms_param(ttl)};
-    auto r = conn_->is_open() ? conn_->exec(renew_sql_, p) : fail(ErrorKind::connection, "not connected");
-    if (!r && r.error().kind == ErrorKind::connection) {
-      // A lease survives a short outage: reconnect once and renew compared on our token.
-      if (auto ok = conn_->reconnect(); !ok) return std::unexpected(ok.error());
-      r = conn_->exec(renew_sql_, p);
-    }
+    auto r = exec_reconnecting(*conn_, renew_sql_, p);
     if (!r) return std::unexpected(r.error());
     if (r->rows() == 0)
       return fail(ErrorKind::lost, "lease on '" + key_ + "' (token " + std::to_string(*token_) +
@@ -156,6 +151,16 @@ class LeaseLocker final : public Locker {
 };
 
 }  // namespace
+
+Result<QueryResult> exec_reconnecting(Connection& conn, const std::string& sql, const Params& p) {
+  auto r = conn.is_open() ? conn.exec(sql, p) : fail(ErrorKind::connection, "not connected");
+  if (!r && r.error().kind == ErrorKind::connection) {
+    // A lease survives a short outage: reconnect once and renew (compared on the holder).
+    if (auto ok = conn.reconnect(); !ok) return std::unexpected(ok.error());
+    r = conn.exec(sql, p);
+  }
+  return r;
+}
 
 std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<Connection> conn, Tables t, int history_keep) {
   return std::make_unique<LeaseLocker>(std::move(conn), std::move(t), history_keep);

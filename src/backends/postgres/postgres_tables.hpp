@@ -79,8 +79,26 @@ void append_history_params(Params& p, const ReleaseRequest& req, const LockReque
 /// the locker (core leaves them empty), holder fields from the request when core left them empty.
 RunRecord complete_run(RunRecord run, const LockRequest& req, std::int64_t token, Strategy s, bool still_held);
 
+/// A lease renewal: `sql` once, and once more after a reconnect when the connection failed.
+Result<QueryResult> exec_reconnecting(Connection& conn, const std::string& sql, const Params& p);
+
 /// Lease locker sharing the backend's connection (reconnects it once when renewing).
 std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<Connection> conn, Tables t, int history_keep);
+
+/// --table-format shedlock (postgres_shedlock.cpp): the lease locker on ShedLock's table
+/// (sharing the backend's connection), the table itself (created only when missing, shape
+/// checked), and status of its rows: a SELECT that binds $1 (any text) and ends in WHERE ... AND,
+/// to which the caller appends its condition on name, and its rows.
+std::unique_ptr<Locker> make_shedlock_locker(std::shared_ptr<Connection> conn, const BackendOptions& options, Tables t);
+Result<void> ensure_shedlock_table(Connection& conn, const BackendOptions& options);
+std::string shedlock_status_select(const BackendOptions& options, const Tables& t);
+LockStatus read_shedlock_status(const QueryResult& r, int row);
+/// Stateless renew/release (`dblock renew` / `release`) of a ShedLock row: ShedLock's extend and
+/// unlock on the named holder (a token names the owner of dblock's row with that token).
+Result<std::int64_t> shedlock_renew(Connection& conn, const BackendOptions& options, const Tables& t,
+                                    const std::string& key, const HolderSelector& who, Millis ttl);
+Result<void> shedlock_release(Connection& conn, const BackendOptions& options, const Tables& t,
+                              const std::string& key, const HolderSelector& who);
 
 /// advisory / for-update / txn-insert on the holder session `holder`; for-update and
 /// txn-insert open a second, autocommit connection for the token bookkeeping (committed

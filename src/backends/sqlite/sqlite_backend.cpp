@@ -58,7 +58,10 @@ class SqliteBackend final : public Backend {
 
   std::string_view name() const override { return "sqlite"; }
 
-  Result<void> ensure_schema() override { return sqlite::ensure_schema(*conn_, options_.table_prefix); }
+  Result<void> ensure_schema() override {
+    if (auto ok = sqlite::ensure_schema(*conn_, options_.table_prefix); !ok || !options_.shedlock) return ok;
+    return ensure_shedlock_table(*conn_, options_);
+  }
 
   Result<void> check_schema() override { return sqlite::check_schema(*conn_, options_.table_prefix); }
 
@@ -67,6 +70,7 @@ class SqliteBackend final : public Backend {
     // The locker shares this connection (backend.hpp: the Backend is not used after
     // make_locker): a second one would cost a `run` another open, WAL-index mapping and
     // schema read. Every transaction of either side begins and ends within one call.
+    if (options_.shedlock) return make_shedlock_locker(conn_, options_);
     return make_lease_locker(conn_, options_);
   }
 
@@ -74,8 +78,8 @@ class SqliteBackend final : public Backend {
     // Given keys one at a time (SQLite caps a statement's parameters, a key list has no cap);
     // every key in one pass without a parameter.
     const std::string filter = keys.empty() ? " ORDER BY name" : " WHERE name = ?1";
-    auto stmt = conn_->prepare(status_select(tables_) + filter);
-    if (!stmt && options_.inspect) {
+    auto stmt = conn_->prepare((options_.shedlock ? shedlock_status_select(options_) : status_select(tables_)) + filter);
+    if (!stmt && options_.inspect && !options_.shedlock) {
       // A table from an older dblock lacks the boot_* columns, which a read-only inspection
       // cannot add: its rows are read as that dblock wrote them (the wall-clock rule).
       if (auto old = lacks_boot_columns(*conn_, options_.table_prefix); old && *old) {
@@ -94,7 +98,7 @@ class SqliteBackend final : public Backend {
         auto row = stmt->step("reading the locks");
         if (!row) return std::unexpected(row.error());
         if (!*row) break;
-        found.push_back(read_status(*stmt));
+        found.push_back(options_.shedlock ? read_shedlock_status(*stmt) : read_status(*stmt));
       }
     }
     return rows::in_request_order(std::move(found), keys, [this] { return now_ms(); });
@@ -108,11 +112,12 @@ class SqliteBackend final : public Backend {
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
     if (!who.owner && !who.token) return fail(ErrorKind::usage, "renew needs the holder's owner or token");
-    auto stmt = conn_->prepare("UPDATE " + tables_.locks + " SET expires_at = " + now_plus_sql("?4") +
-                              ", renewed_at = " + now_sql() + ", " + renew_boot_sql("?4") +
-                              " WHERE name = ?1 AND released_at IS NULL AND (?2 IS NULL OR owner = ?2)"
-                              " AND (?3 IS NULL OR token = ?3) RETURNING " +
-                              epoch_ms_sql("expires_at"));
+    auto stmt = conn_->prepare(options_.shedlock ? shedlock_renew_sql(options_)
+                                                 : "UPDATE " + tables_.locks + " SET expires_at = " + now_plus_sql("?4") +
+                                                       ", renewed_at = " + now_sql() + ", " + renew_boot_sql("?4") +
+                                                       " WHERE name = ?1 AND released_at IS NULL AND (?2 IS NULL OR owner = ?2)"
+                                                       " AND (?3 IS NULL OR token = ?3) RETURNING " +
+                                                       epoch_ms_sql("expires_at"));
     if (!stmt) return std::unexpected(stmt.error());
     stmt->bind(1, std::string_view(key));
     stmt->bind(2, who.owner);
@@ -127,6 +132,7 @@ class SqliteBackend final : public Backend {
   }
 
   Result<void> release(const std::string& key, const HolderSelector& who) override {
+    if (options_.shedlock) return shedlock_release(*conn_, options_, key, who);
     if (!who.force && !who.owner && !who.token)
       return fail(ErrorKind::usage, "release needs the holder's owner or token, or --force");
     const std::string now = now_sql();

@@ -21,7 +21,8 @@ std::string started_ago_sql(const std::string& a) {
          epoch_ms_sql(a + "last_started_at") + " END)";
 }
 
-/// Inserts one history row and prunes the key's rows beyond `keep`, inside the caller's transaction.
+}  // namespace
+
 Result<void> record_run(const Connection& conn, const Tables& tables, int keep, const RunRecord& run,
                         const std::string& started_at) {
   auto insert = conn.prepare("INSERT INTO " + tables.runs +
@@ -51,6 +52,7 @@ Result<void> record_run(const Connection& conn, const Tables& tables, int keep, 
   return prune->run("pruning the history of " + run.key);
 }
 
+namespace {
 /// Wakes a waiter without polling: every commit appends to the database's write-ahead log
 /// (<db>-wal, kept between runs), so a change to that file means a release may have happened.
 /// Other keys' commits wake it too; each costs one attempt. Without the file (or inotify) the

@@ -7,6 +7,7 @@
 // and history. Every comparison is in integer milliseconds computed in SQL.
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -83,5 +84,24 @@ Result<std::vector<RunRecord>> read_history(const Connection& conn, const Tables
 
 /// The lease locker (sqlite_lease.cpp), on the Backend's connection.
 std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<const Connection> conn, const BackendOptions& options);
+
+/// Inserts one history row (started_at as stored, "" for NULL) and prunes the key's rows beyond
+/// `keep`, inside the caller's transaction (sqlite_lease.cpp).
+Result<void> record_run(const Connection& conn, const Tables& tables, int keep, const RunRecord& run,
+                        const std::string& started_at);
+
+/// --table-format shedlock (sqlite_shedlock.cpp): the lease locker on ShedLock's table, the
+/// table itself (created only when missing, shape checked), and status of its rows.
+std::unique_ptr<Locker> make_shedlock_locker(std::shared_ptr<const Connection> conn, const BackendOptions& options);
+Result<void> ensure_shedlock_table(const Connection& conn, const BackendOptions& options);
+/// Status of ShedLock's rows: a SELECT to append `WHERE name = ?1` or `ORDER BY name` to, and its row.
+std::string shedlock_status_select(const BackendOptions& options);
+LockStatus read_shedlock_status(const Statement& row);
+/// Stateless renew/release (`dblock renew` / `release`) of a ShedLock row: ShedLock's extend and
+/// unlock on the named holder (a token names the owner of dblock's row with that token).
+/// (renew: the statement, bound as the backend's own renew binds it: ?1 key, ?2 owner, ?3 token, ?4 ttl ms.)
+std::string shedlock_renew_sql(const BackendOptions& options);
+Result<void> shedlock_release(const Connection& conn, const BackendOptions& options, const std::string& key,
+                              const HolderSelector& who);
 
 }  // namespace dblock::sqlite

@@ -1,0 +1,56 @@
+#pragma once
+// --table-format shedlock (dblock(1), SHEDLOCK): the lease lives in a table of ShedLock, the
+// Java scheduler lock, so a cron job and a @SchedulerLock job exclude each other. What the
+// three backends share about that table: its limits, its DDL and its documented columns. Header
+// only: the server backends are modules that must not need anything new from the executable.
+//
+// ShedLock's JDBC provider (JdbcTemplateLockProvider with usingDbTime(), SqlStatementsSource and
+// its MySQL / PostgreSQL subclasses in ShedLock 5.x) stores every time as UTC in a TIMESTAMP
+// without time zone: MySQL UTC_TIMESTAMP(3), PostgreSQL timezone('utc', CURRENT_TIMESTAMP).
+// Each backend's <b>_shedlock.cpp uses the same expressions, so both sides compare like with like.
+
+#include <array>
+#include <string>
+#include <string_view>
+
+#include "core/error.hpp"
+
+namespace dblock::shedlock {
+
+/// ShedLock's name column is VARCHAR(64): a longer key could not be stored, so it is refused.
+inline constexpr std::size_t name_max = 64;
+
+/// The columns ShedLock documents; a table without one is ErrorKind::config naming it.
+inline constexpr std::array<std::string_view, 4> columns{"name", "lock_until", "locked_at", "locked_by"};
+
+inline Result<void> check_name(std::string_view key) {
+  if (key.size() <= name_max) return {};
+  return fail(ErrorKind::usage, "the key '" + std::string(key) + "' is " + std::to_string(key.size()) +
+                                    " bytes long; a ShedLock name is at most 64 (--table-format shedlock)");
+}
+
+/// ShedLock's documented DDL for the dialect, as CREATE TABLE IF NOT EXISTS (the table is made
+/// only when missing: the Java services usually create it with their own migrations).
+/// `table` is already quoted.
+inline std::string ddl(std::string_view dialect, const std::string& table) {
+  if (dialect == "mysql")
+    return "CREATE TABLE IF NOT EXISTS " + table +
+           " (name VARCHAR(64) NOT NULL, lock_until TIMESTAMP(3) NOT NULL,"
+           " locked_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3), locked_by VARCHAR(255) NOT NULL,"
+           " PRIMARY KEY (name))";
+  if (dialect == "postgres")
+    return "CREATE TABLE IF NOT EXISTS " + table +
+           " (name VARCHAR(64) NOT NULL, lock_until TIMESTAMP NOT NULL, locked_at TIMESTAMP NOT NULL,"
+           " locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))";
+  // ShedLock has no SQLite DDL of its own: its generic one, timestamps as UTC text
+  // 'YYYY-MM-DD HH:MM:SS.SSS' (what strftime('%Y-%m-%d %H:%M:%f', 'now') writes).
+  return "CREATE TABLE IF NOT EXISTS " + table +
+         " (name VARCHAR(64) PRIMARY KEY, lock_until TIMESTAMP(3), locked_at TIMESTAMP(3), locked_by VARCHAR(255))";
+}
+
+/// The message of a refused table format / strategy pair (exit 78).
+inline constexpr const char* lease_only =
+    "--table-format shedlock works only with --strategy lease: a ShedLock row is a lease (lock_until), "
+    "which a Java service judges on its own; a session lock would be invisible to it";
+
+}  // namespace dblock::shedlock
