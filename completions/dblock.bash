@@ -18,7 +18,7 @@ _dblock() {
   }
 
   local global_opts="-h --help --version -V --config -d --dsn --dsn-file -s --strategy --table-prefix
-    --history-keep --connect-timeout -v --verbose -q --quiet --log --log-runs"
+    --table-format --table --history-keep --connect-timeout -v --verbose -q --quiet --log --log-runs"
   local subcommands="run acquire renew release status history init schema doctor check metrics help"
 
   # The subcommand is the first word that is not an option or an option's value.
@@ -26,7 +26,8 @@ _dblock() {
   for ((i = 1; i < cword; i++)); do
     case ${words[i]} in
       --) [ -n "$sub" ] && after_dashes=1 ;;
-      -d | --dsn | --dsn-file | -s | --strategy | --table-prefix | --history-keep | --connect-timeout | --config | --log)
+      -d | --dsn | --dsn-file | -s | --strategy | --table-prefix | --table-format | --table | --history-keep | \
+        --connect-timeout | --config | --log)
         [ -z "$sub" ] && ((i++)) ;;
       -*) ;;
       *) [ -z "$sub" ] && sub=${words[i]} ;;
@@ -45,10 +46,11 @@ _dblock() {
     --on-lost) COMPREPLY=($(compgen -W "terminate ignore" -- "$cur")); return ;;
     --dialect) COMPREPLY=($(compgen -W "sqlite mysql postgres" -- "$cur")); return ;;
     --log) COMPREPLY=($(compgen -W "stderr syslog journal" -- "$cur")); return ;;
+    --table-format) COMPREPLY=($(compgen -W "dblock shedlock" -- "$cur")); return ;;
     --config | --dsn-file) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     -d | --dsn) COMPREPLY=($(compgen -W "sqlite: mysql:// postgres://" -- "$cur")); return ;;
     --ttl | --min-hold | --min-interval | --max-hold | --kill-after | --connect-timeout | -w | --wait | \
-      --max-age | --warn-age | --owner | --token | --limit | --history-keep | --table-prefix | \
+      --max-age | --warn-age | --owner | --token | --limit | --history-keep | --table-prefix | --table | \
       -E | --conflict-exit-code | -o | --output | --slots)
       return ;;
   esac

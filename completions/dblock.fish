@@ -25,6 +25,8 @@ complete -c dblock -s d -l dsn -x -a 'sqlite: mysql:// postgres://' -d 'Database
 complete -c dblock -l dsn-file -r -F -d 'Read the DSN from this file'
 complete -c dblock -s s -l strategy -x -a 'lease advisory for-update txn-insert' -d 'Locking strategy'
 complete -c dblock -l table-prefix -x -d 'Table name prefix'
+complete -c dblock -l table-format -x -a 'dblock shedlock' -d 'Lock table format'
+complete -c dblock -l table -x -d 'The ShedLock table'
 complete -c dblock -l history-keep -x -d 'Runs kept per key'
 complete -c dblock -l connect-timeout -x -d 'Give up connecting after'
 complete -c dblock -s v -l verbose -d 'Explain every decision'
