@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "core/exit_code.hpp"
+#include "core/fd_passing.hpp"
 #include "core/signals.hpp"
 
 extern char** environ;
@@ -405,16 +406,8 @@ Result<void> Child::start(std::string_view late_value, int keep_open_fd) {
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control_buf[CMSG_SPACE(sizeof(int))] = {};
-  if (keep_open_fd >= 0) {
-    msg.msg_control = control_buf;
-    msg.msg_controllen = sizeof control_buf;
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &keep_open_fd, sizeof(int));
-  }
+  PassedFd passed;
+  if (keep_open_fd >= 0) passed.attach(msg, keep_open_fd);
   ssize_t sent;
   do {
     sent = ::sendmsg(control_.get(), &msg, MSG_NOSIGNAL);

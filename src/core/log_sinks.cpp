@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "core/child_process.hpp"
+#include "core/fd_passing.hpp"
 
 namespace dblock::log_sinks {
 namespace {
@@ -35,18 +36,11 @@ Result<void> send_memfd(int sock, const sockaddr_un& addr, std::string_view payl
     return errno_error("sealing the memfd");
   // journald maps the file; a reader that read()s it must start at the beginning.
   ::lseek(mem.get(), 0, SEEK_SET);
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr msg{};
   msg.msg_name = const_cast<sockaddr_un*>(&addr);
   msg.msg_namelen = sizeof addr;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  const int fd = mem.get();
-  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  PassedFd passed;
+  passed.attach(msg, mem.get());
   if (::sendmsg(sock, &msg, MSG_NOSIGNAL) < 0) return errno_error("sending to the journal");
   return {};
 }

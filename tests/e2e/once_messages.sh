@@ -74,11 +74,6 @@ printf 'connect-timeout = "5s"\nhistory-keep = "many"\n' >"$conf"
 expect_line "refused number in the config file" 78 \
   "dblock: config file $conf line 2: --history-keep: 'many' is not a whole number from 1 to 2147483647" \
   dblock --config "$conf" status
-# A subcommand's own section names the file and line too.
-printf '# run defaults\n[run]\nttl = "5x"\n' >"$conf"
-expect_line "refused duration in the config file's [run] section" 78 \
-  "dblock: config file $conf line 3: --ttl: invalid duration '5x': unknown unit 'x' (use e.g. 250ms, 30s, 5m, 10min, 1h30m, \"1h 30min\", 2d or a number of seconds)" \
-  dblock --config "$conf" run "$(key section)" -- true
 printf 'strategy = "sideways"\n' >"$conf"
 # status inspects only: the database must exist first (dblock init makes it).
 assert_status "init" 0 dblock init
