@@ -71,6 +71,10 @@ class Backend {
   /// Session-strategy holders are checked with the server: a dead holder shows free.
   virtual Result<std::vector<LockStatus>> status(std::span<const std::string> keys) = 0;
 
+  /// The slot count a semaphore's header row records (--slots, src/backends/README.md
+  /// "Semaphores"); 0 when `key` is no semaphore.
+  virtual Result<int> slot_count(const std::string& key) = 0;
+
   /// Newest first; all keys when key is empty.
   virtual Result<std::vector<RunRecord>> history(const std::string& key, int limit) = 0;
 

@@ -3,6 +3,8 @@
 #include <array>
 #include <utility>
 
+#include "core/semaphore.hpp"
+
 namespace dblock {
 namespace {
 
@@ -53,7 +55,7 @@ std::string_view to_string(RunOutcome o) {
 
 RunRecord complete_run_record(RunRecord run, const HeldLock& held, std::string_view strategy, bool still_held) {
   if (!still_held) run.outcome = RunOutcome::lost;
-  run.key = held.key;
+  run.key = std::string(key_of_row(held.key));  // a semaphore's runs are its key's history
   run.token = held.token;
   run.strategy = std::string(strategy);
   if (run.owner.empty()) run.owner = held.owner;

@@ -29,6 +29,11 @@ struct LockRequest {
   std::int64_t pid = 0;
   Millis ttl{30000};        // lease length; session strategies store it for display only
   Millis min_interval{0};   // 0 = no check; else refuse (not_due) unless last_started_at <= now - min_interval
+  // A slot of a semaphore (core/semaphore.hpp, src/backends/README.md "Semaphores"): `key` is
+  // the slot's row, `semaphore` the key whose header row records `slots` and issues the token,
+  // in the same transaction as the slot is taken. Empty `semaphore`: a plain lock.
+  std::string semaphore;
+  int slots = 0;
 };
 
 /// What a holder looks like, as stored in <prefix>locks and judged by the server.
@@ -62,6 +67,10 @@ struct AcquireOutcome {
   std::optional<std::int64_t> expires_at_ms;  // acquired with lease: database time of expiry
   std::optional<LockStatus> holder;    // busy: the current holder, when the backend knows it cheaply
   std::optional<Millis> due_in;        // not_due: time until --min-interval has elapsed
+  // Semaphore slot asked, nothing taken: the header records this other slot count.
+  std::optional<int> recorded_slots;
+  // Semaphore: the slot taken (0..slots-1), set by core's semaphore locker.
+  std::optional<int> slot;
 };
 
 enum class RunOutcome { ok, failed, lost, killed, max_hold, signal };

@@ -55,6 +55,8 @@ class MysqlBackend final : public Backend {
     return locks;
   }
 
+  Result<int> slot_count(const std::string&) override { return 0; }  // semaphores: not yet on this backend
+
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
     auto c = db();
     if (!c) return std::unexpected(c.error());

@@ -68,6 +68,8 @@ class PostgresBackend final : public Backend {
     return rows::in_request_order(std::move(found), keys, [this] { return now_ms(); });
   }
 
+  Result<int> slot_count(const std::string&) override { return 0; }  // semaphores: not yet on this backend
+
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
     auto runs = postgres::read_history(*conn_, t_, key, limit);
     if (!runs) return explained(runs.error());

@@ -104,6 +104,8 @@ class SqliteBackend final : public Backend {
     return rows::in_request_order(std::move(found), keys, [this] { return now_ms(); });
   }
 
+  Result<int> slot_count(const std::string&) override { return 0; }  // semaphores: not yet on this backend
+
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
     auto runs = read_history(*conn_, tables_, key, limit);
     if (!runs) return explained(runs.error());

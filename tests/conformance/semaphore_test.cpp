@@ -1,0 +1,132 @@
+// Semaphores (--slots N, core/semaphore.hpp, src/backends/README.md "Semaphores"): core's
+// semaphore locker over each backend's plain locker. The same cases on every backend x strategy:
+// at most N holders, tokens strictly increasing per key across slots, one slot count per key.
+
+#include "conformance/conformance_helpers.hpp"
+#include "core/semaphore.hpp"
+
+using namespace dblock;
+using namespace dblock::conformance;
+
+namespace {
+
+std::unique_ptr<Locker> semaphore(const Db& db, int slots) { return make_semaphore_locker(db.locker(), slots); }
+
+LockRequest slot_request(const std::string& key, const std::string& owner, int slots) {
+  LockRequest req = request(key, owner);
+  req.slots = slots;
+  return req;
+}
+
+AcquireOutcome try_once(Locker& locker, const LockRequest& req) {
+  auto out = locker.try_acquire(req, 0ms);
+  REQUIRE_MESSAGE(out.has_value(), (out ? std::string() : out.error().message));
+  return *out;
+}
+
+int slot_count(const Db& db, const std::string& key) {
+  auto n = db.backend->slot_count(key);
+  REQUIRE_MESSAGE(n.has_value(), (n ? std::string() : n.error().message));
+  return *n;
+}
+
+}  // namespace
+
+TEST_SUITE("all") {
+
+TEST_CASE("semaphore: N holders at once, the next one busy, a freed slot taken, tokens strictly increasing") {
+  Db db;
+  const std::string key = test::unique_key("sem");
+  auto a = semaphore(db, 2), b = semaphore(db, 2), c = semaphore(db, 2);
+
+  AcquireOutcome got_a = try_once(*a, slot_request(key, "owner-a", 2));
+  REQUIRE(got_a.state == AcquireOutcome::State::acquired);
+  CHECK(got_a.slot == 0);
+  AcquireOutcome got_b = try_once(*b, slot_request(key, "owner-b", 2));
+  REQUIRE(got_b.state == AcquireOutcome::State::acquired);
+  CHECK(got_b.slot == 1);
+  CHECK(got_b.token > got_a.token);
+  CHECK(slot_count(db, key) == 2);
+
+  AcquireOutcome busy = try_once(*c, slot_request(key, "owner-c", 2));
+  CHECK(busy.state == AcquireOutcome::State::busy);
+  REQUIRE(busy.holder.has_value());
+  CHECK(busy.holder->key == key);
+
+  // Both slots show their holders, each with the token it was given.
+  CHECK(db.status(slot_row_name(key, 0)).state == LockStatus::State::held);
+  CHECK(db.status(slot_row_name(key, 0)).owner == "owner-a");
+  CHECK(db.status(slot_row_name(key, 0)).token == got_a.token);
+  CHECK(db.status(slot_row_name(key, 1)).owner == "owner-b");
+  CHECK(db.status(slot_row_name(key, 1)).token == got_b.token);
+
+  ReleaseRequest done;
+  RunRecord run;
+  run.key = key;
+  done.history = run;
+  release(*a, done);
+  AcquireOutcome got_c = try_once(*c, slot_request(key, "owner-c", 2));
+  REQUIRE(got_c.state == AcquireOutcome::State::acquired);
+  CHECK(got_c.slot == 0);
+  CHECK(got_c.token > got_b.token);
+  CHECK(db.status(key).token == got_c.token);  // the header issued it
+
+  release(*b, done);
+  release(*c, done);
+  // The runs are the key's history, each with its slot's token.
+  auto runs = db.backend->history(key, 10);
+  REQUIRE(runs.has_value());
+  REQUIRE(runs->size() == 3);
+  CHECK((*runs)[0].token == got_c.token);
+  CHECK((*runs)[2].token == got_a.token);
+  CHECK(db.status(slot_row_name(key, 0)).state != LockStatus::State::held);
+}
+
+TEST_CASE("semaphore: another slot count is refused while a slot is held, and taken once the semaphore is idle") {
+  Db db;
+  const std::string key = test::unique_key("sem-count");
+  auto a = semaphore(db, 2);
+  const std::int64_t first = acquire(*a, slot_request(key, "owner-a", 2));
+
+  auto b = semaphore(db, 3);
+  auto refused = b->try_acquire(slot_request(key, "owner-b", 3), 0ms);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().kind == ErrorKind::config);
+  CHECK(refused.error().message.find("semaphore of 2 slots") != std::string::npos);
+
+  // A plain lock of the key finds the header held, as a semaphore (core refuses it).
+  auto plain = db.locker();
+  AcquireOutcome out = try_once(*plain, request(key, "owner-p"));
+  CHECK(out.state != AcquireOutcome::State::acquired);
+  REQUIRE(out.holder.has_value());
+  CHECK(out.holder->strategy == semaphore_marker);
+
+  release(*a);
+  const std::int64_t later = acquire(*b, slot_request(key, "owner-b", 3));
+  CHECK(later > first);
+  CHECK(slot_count(db, key) == 3);
+  release(*b);
+}
+
+TEST_CASE("semaphore: a held plain lock keeps the slots busy; a free one becomes a semaphore and its tokens go on") {
+  Db db;
+  const std::string key = test::unique_key("sem-plain");
+  auto plain = db.locker();
+  const std::int64_t plain_token = acquire(*plain, request(key, "owner-p"));
+  CHECK(slot_count(db, key) == 0);
+
+  auto a = semaphore(db, 2);
+  AcquireOutcome busy = try_once(*a, slot_request(key, "owner-a", 2));
+  CHECK(busy.state == AcquireOutcome::State::busy);
+  REQUIRE(busy.holder.has_value());
+  CHECK(busy.holder->owner == "owner-p");
+
+  release(*plain);
+  AcquireOutcome got = try_once(*a, slot_request(key, "owner-a", 2));
+  REQUIRE(got.state == AcquireOutcome::State::acquired);
+  CHECK(got.token > plain_token);
+  CHECK(slot_count(db, key) == 2);
+  release(*a);
+}
+
+}  // TEST_SUITE
