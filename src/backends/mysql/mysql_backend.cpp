@@ -55,7 +55,12 @@ class MysqlBackend final : public Backend {
     return locks;
   }
 
-  Result<int> slot_count(const std::string&) override { return 0; }  // semaphores: not yet on this backend
+  // Read only, as status: no table or no `slots` column means no semaphore, never DDL.
+  Result<int> slot_count(const std::string& key) override {
+    auto c = db();
+    if (!c) return std::unexpected(c.error());
+    return read_slot_count(**c, t_, key);
+  }
 
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
     auto c = db();

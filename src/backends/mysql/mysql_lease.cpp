@@ -37,13 +37,12 @@ Sql free_condition(std::int64_t min_interval_us) {
 // The new token comes back through LAST_INSERT_ID(expr) as mysql_insert_id(), and affected
 // rows say what happened (1 inserted, 2 taken over, 0 left alone): no second statement.
 // The text is the same for every request, so the prepared statement is cached.
-Sql acquire_statement(const Tables& t, const LockRequest& req) {
+// A semaphore's slot row (`header_token`) gets the token its header just issued instead.
+Sql acquire_statement(const Tables& t, const LockRequest& req, std::optional<std::int64_t> header_token = {}) {
   const std::int64_t mi = micros(req.min_interval);
-  Sql q("INSERT INTO " + t.locks +
-            " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at, "
-            "last_started_at) VALUES (?, ?, ?, ?, 1, 'lease', NULL, NOW(6), NOW(6), NOW(6) + INTERVAL ? MICROSECOND, "
-            "NULL, NOW(6)) ON DUPLICATE KEY UPDATE ",
-        req.key, req.owner, req.host, req.pid, micros(req.ttl));
+  Sql q = holder_insert(t, req, header_token);
+  q.add(", 'lease', NULL, NOW(6), NOW(6), NOW(6) + INTERVAL ? MICROSECOND, NULL, NOW(6)) ON DUPLICATE KEY UPDATE ",
+        micros(req.ttl));
   auto assign = [&](const std::string& column, const std::string& value) {
     q.add(column + " = IF(").add(free_condition(mi)).add(", " + value + ", " + column + "), ");
   };
@@ -59,7 +58,7 @@ Sql acquire_statement(const Tables& t, const LockRequest& req) {
   // short wait covers a waiter that holds the name for the instant between its wake-up and
   // its release of it; a holder whose lease ran out may still hold it, and then waiters fall
   // back to core's backoff.
-  q.add("token = IF(").add(free_condition(mi)).add(", ").add(next_token_taking_wake(t, req.key)).add(", token), ");
+  q.add("token = IF(").add(free_condition(mi)).add(", ").add(next_token_taking_wake(t, req.key, header_token)).add(", token), ");
   assign("expires_at", "VALUES(expires_at)");
   q.add("last_started_at = IF(").add(due_condition(mi));
   q.add(" AND ((expires_at IS NULL OR expires_at <= NOW(6)) OR "
@@ -122,24 +121,47 @@ class LeaseLocker final : public Locker {
 
   // One attempt: the upsert, and on the cold path what the caller needs to know.
   Result<AcquireOutcome> attempt(const LockRequest& req) {
+    if (!req.semaphore.empty()) return attempt_slot(req);
     // No retry here: had the lost reply carried our takeover, a retry would report busy on
     // our own row. Reconnect for the next attempt, which core schedules.
     auto done = conn_->execute(acquire_statement(t_, req));
-    if (!done) {
-      if (done.error().kind == ErrorKind::connection) (void)conn_->reconnect();
-      return std::unexpected(done.error());
-    }
+    if (!done) return failed(done.error());
+    if (done->affected_rows == 0) return not_taken(req);
+    return taken(req, done->affected_rows == 1 ? 1 : static_cast<std::int64_t>(done->insert_id), done->affected_rows == 1);
+  }
 
+  // A semaphore's slot: its header, then the slot row as above with the header's token, in one
+  // transaction (src/backends/README.md "Semaphores"); a slot not taken rolls the header back.
+  Result<AcquireOutcome> attempt_slot(const LockRequest& req) {
+    auto header = begin_slot(*conn_, t_, req);
+    if (!header) return failed(header.error());
+    if (!*header) return header_busy(*conn_, t_, req);
+    auto done = conn_->execute(acquire_statement(t_, req, *header));
+    const bool took = done && done->affected_rows != 0;
+    if (auto end = end_slot(*conn_, took); !end) return failed(end.error());
+    if (!done) return failed(done.error());
+    if (!took) return not_taken(req);
+    return taken(req, **header, done->affected_rows == 1);
+  }
+
+  Result<AcquireOutcome> failed(const Error& e) {
+    if (e.kind == ErrorKind::connection) (void)conn_->reconnect();
+    return std::unexpected(e);
+  }
+
+  Result<AcquireOutcome> taken(const LockRequest& req, std::int64_t token, bool new_row) {
     AcquireOutcome out;
-    if (done->affected_rows == 1 || done->affected_rows == 2) {
-      out.state = AcquireOutcome::State::acquired;
-      out.token = done->affected_rows == 1 ? 1 : static_cast<std::int64_t>(done->insert_id);
-      held_ = Held{req.key, req.owner, req.host, req.pid, out.token};
-      // A new row (the key's first run) took no wake lock inside the insert: take it now.
-      if (done->affected_rows == 1) (void)take_wake(*conn_, t_, req.key);
-      return out;
-    }
-    // Cold path: tell who holds it, or when it is due.
+    out.state = AcquireOutcome::State::acquired;
+    out.token = token;
+    held_ = Held{req.key, req.owner, req.host, req.pid, out.token};
+    // A new row (the key's first run) took no wake lock inside the insert: take it now.
+    if (new_row) (void)take_wake(*conn_, t_, req.key);
+    return out;
+  }
+
+  // Cold path: tell who holds it, or when it is due.
+  Result<AcquireOutcome> not_taken(const LockRequest& req) {
+    AcquireOutcome out;
     auto row = read_lock(*conn_, t_, req.key);
     if (!row) return std::unexpected(row.error());
     if (*row && (*row)->state == LockStatus::State::held && (*row)->strategy == "lease") {
@@ -164,7 +186,8 @@ class LeaseLocker final : public Locker {
     block.add(one_transaction).add(release_update(req)).add("; SET held = ROW_COUNT(); ");
     if (req.history) {
       const RunRecord ok = completed(*req.history, *held_, true);
-      block.add(history_insert(t_, ok, Sql("IF(held > 0, ?, ?)", to_string(ok.outcome), to_string(RunOutcome::lost))));
+      block.add(history_insert(t_, ok, Sql("IF(held > 0, ?, ?)", to_string(ok.outcome), to_string(RunOutcome::lost)),
+                                held_->key));
       block.add("; ").add(history_prune_block(t_, ok.key, keep_)).add("; ");
     }
     block.add("COMMIT; DO RELEASE_LOCK(").add(wake_name(t_, held_->key)).add("); ");
@@ -183,7 +206,7 @@ class LeaseLocker final : public Locker {
     const bool still_held = done->affected_rows != 0;
     // The run happened even when the lease was lost meanwhile: its history row is still written.
     if (req.history)
-      if (auto r = write_history(*conn_, t_, completed(*req.history, *held_, still_held), keep_); !r)
+      if (auto r = write_history(*conn_, t_, completed(*req.history, *held_, still_held), keep_, held_->key); !r)
         return std::unexpected(r.error());
     return still_held;
   }

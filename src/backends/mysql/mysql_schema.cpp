@@ -82,7 +82,8 @@ std::vector<std::string> schema_statements(const std::string& prefix) {
           "  released_at DATETIME(6) NULL,\n"
           "  last_started_at DATETIME(6) NULL,\n"
           "  last_finished_at DATETIME(6) NULL,\n"
-          "  last_exit_code INT NULL\n"
+          "  last_exit_code INT NULL,\n"
+          "  slots INT NULL\n"
           ")" + options,
       "CREATE TABLE IF NOT EXISTS " + t.runs +
           " (\n"
@@ -135,20 +136,38 @@ Result<void> check_columns(const Connection& conn, const Tables& t, std::map<std
   return {};
 }
 
+// Creates what is missing; true when it changed anything. The common case, tables already
+// there, costs one query; DDL runs only when something is missing (CREATE TABLE IF NOT EXISTS
+// on every run was three statements per `dblock run`).
+Result<bool> complete_schema(Connection& conn, const Tables& t) {
+  auto columns = read_columns(conn, t);
+  if (!columns) return std::unexpected(columns.error());
+  bool changed = false;
+  if (columns->size() < rows::required_tables.size()) {
+    for (const auto& ddl : schema_statements(t.prefix))
+      if (auto r = conn.query(ddl); !r) return std::unexpected(r.error());
+    columns = read_columns(conn, t);
+    if (!columns) return std::unexpected(columns.error());
+    changed = true;
+  }
+  if (auto r = check_columns(conn, t, *columns); !r) return std::unexpected(r.error());
+  // A table from before semaphores lacks `slots`; plain locks never read it, so only this adds
+  // it. MySQL has no ADD COLUMN IF NOT EXISTS: a racer that added it first is ER_DUP_FIELDNAME.
+  const auto& locks = (*columns)[t.prefix + "locks"];
+  if (std::find(locks.begin(), locks.end(), "slots") == locks.end()) {
+    if (auto r = conn.query("ALTER TABLE " + t.locks + " ADD COLUMN slots INT NULL"); !r && !is_duplicate_column(r.error()))
+      return std::unexpected(r.error());
+    changed = true;
+  }
+  return changed;
+}
+
 }  // namespace
 
 Result<void> ensure_schema(Connection& conn, const Tables& t) {
-  // The common case, tables already there, costs one query; DDL runs only when one is missing
-  // (CREATE TABLE IF NOT EXISTS on every run was three statements per `dblock run`).
-  auto columns = read_columns(conn, t);
-  if (!columns) return std::unexpected(columns.error());
-  if (columns->size() < rows::required_tables.size()) {
-    for (const auto& ddl : schema_statements(t.prefix))
-      if (auto r = conn.query(ddl); !r) return r;
-    columns = read_columns(conn, t);
-    if (!columns) return std::unexpected(columns.error());
-  }
-  return check_columns(conn, t, *columns);
+  auto done = complete_schema(conn, t);
+  if (!done) return std::unexpected(done.error());
+  return {};
 }
 
 Result<void> check_schema(Connection& conn, const Tables& t) {
@@ -160,8 +179,13 @@ Result<void> check_schema(Connection& conn, const Tables& t) {
 
 Result<void> repair_schema(Connection& conn, const Tables& t, const Error& failed) {
   if (is_no_such_table(failed)) return ensure_schema(conn, t);
-  if (is_bad_field(failed))
-    if (auto r = ensure_schema(conn, t); !r) return r;
+  // A missing column: `slots` (a semaphore statement on an older table) is added and the
+  // statement retried; any other is named by the check (ErrorKind::config).
+  if (is_bad_field(failed)) {
+    auto changed = complete_schema(conn, t);
+    if (!changed) return std::unexpected(changed.error());
+    if (*changed) return {};
+  }
   return std::unexpected(failed);
 }
 
@@ -187,8 +211,12 @@ Sql wake_name(const Tables& t, std::string_view key) {
              t.prefix, key);
 }
 
-Sql next_token_taking_wake(const Tables& t, std::string_view key) {
-  Sql q("LAST_INSERT_ID(token + 1 + 0 * COALESCE(GET_LOCK(");
+Sql next_token_taking_wake(const Tables& t, std::string_view key, std::optional<std::int64_t> header_token) {
+  Sql q;
+  if (header_token)
+    q.add("LAST_INSERT_ID(? + 0 * COALESCE(GET_LOCK(", *header_token);
+  else
+    q.add("LAST_INSERT_ID(token + 1 + 0 * COALESCE(GET_LOCK(");
   return q.add(wake_name(t, key)).add(", ?), 0))", wake_grab_s);
 }
 
@@ -252,12 +280,12 @@ Result<std::vector<RunRecord>> read_history(Connection& conn, const Tables& t, c
   return out;
 }
 
-Sql history_insert(const Tables& t, const RunRecord& run, const Sql& outcome) {
+Sql history_insert(const Tables& t, const RunRecord& run, const Sql& outcome, std::string_view lock_row) {
   Sql insert("INSERT INTO " + t.runs +
              " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) ");
   insert.add("SELECT ?, ?, ?, ?, ?, ?, ", run.key, run.token, run.owner, run.host, run.pid, run.strategy);
   insert.add("COALESCE((SELECT acquired_at FROM " + t.locks + " WHERE name = ? AND token = ?), NOW(6)), NOW(6), ",
-             run.key, run.token);
+             lock_row.empty() ? std::string_view(run.key) : lock_row, run.token);
   return insert.add(outcome).add(", ?", run.exit_code);
 }
 
@@ -280,8 +308,8 @@ Sql history_prune_block(const Tables& t, const std::string& key, int keep) {
   return prune.add("DELETE FROM " + t.runs + " WHERE name = ? AND id <= cutoff; END", key);
 }
 
-Result<void> write_history(Connection& conn, const Tables& t, const RunRecord& run, int keep) {
-  auto inserted = conn.execute(history_insert(t, run, Sql("?", to_string(run.outcome))));
+Result<void> write_history(Connection& conn, const Tables& t, const RunRecord& run, int keep, std::string_view lock_row) {
+  auto inserted = conn.execute(history_insert(t, run, Sql("?", to_string(run.outcome)), lock_row));
   if (!inserted) return std::unexpected(inserted.error());
   auto pruned = conn.execute(history_prune(t, run.key, keep));
   if (!pruned) return std::unexpected(pruned.error());
@@ -295,6 +323,98 @@ Result<Millis> due_in(Connection& conn, const Tables& t, const std::string& key,
   if (!rows) return std::unexpected(rows.error());
   if (rows->rows.empty() || !rows->rows.front()[0]) return Millis(0);
   return Millis(to_i64(rows->rows.front()[0]));
+}
+
+Sql holder_insert(const Tables& t, const LockRequest& req, std::optional<std::int64_t> header_token) {
+  Sql q("INSERT INTO " + t.locks +
+            " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at, "
+            "last_started_at) VALUES (?, ?, ?, ?, ",
+        req.key, req.owner, req.host, req.pid);
+  if (header_token) return q.add("?", *header_token);
+  return q.add("1");
+}
+
+Sql assign_if(const Sql& cond, const std::string& column, const std::string& value) {
+  Sql q(column + " = IF(");
+  return q.add(cond).add(", " + value + ", " + column + ")");
+}
+
+namespace {
+
+// The header's upsert. The update takes the row only when the condition holds, each column
+// IF(cond, new, old), ordered so that the condition reads the same after every assignment
+// (MySQL assigns left to right, each seeing the ones before; MariaDB may assign from the old
+// row): what it reads (slots, strategy, then the plain row's times) is assigned last, and once
+// slots = N and strategy = 'semaphore' its first branch holds. Affected rows say what happened
+// (1 inserted with token 1, 2 taken, the new token in LAST_INSERT_ID, 0 left alone).
+Sql header_statement(const Tables& t, const LockRequest& req) {
+  Sql q("INSERT INTO " + t.locks +
+            " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at, "
+            "last_started_at, slots) VALUES (?, ?, ?, ?, 1, 'semaphore', NULL, NOW(6), NOW(6), '9999-12-31 23:59:59', "
+            "NULL, NOW(6), ?) ON DUPLICATE KEY UPDATE ",
+        req.semaphore, req.owner, req.host, req.pid, req.slots);
+  // Its own count, or an idle semaphore (no slot row held: released_at NULL and a session
+  // strategy or a live lease; the names between K\x1f and K\x20 are exactly its slot rows, keys
+  // hold no control characters); or a plain row nobody holds (never taken, a lease that ran
+  // out, a session lock released), which becomes a semaphore and keeps counting its tokens.
+  Sql cond("((strategy <=> 'semaphore' AND (slots <=> ? OR NOT EXISTS (SELECT 1 FROM " + t.locks +
+               " s WHERE s.name > ? AND s.name < ? AND s.released_at IS NULL AND "
+               "(s.strategy <> 'lease' OR s.expires_at > NOW(6))))) OR "
+               "(NOT strategy <=> 'semaphore' AND (acquired_at IS NULL OR expires_at <= NOW(6) OR "
+               "(expires_at IS NULL AND released_at IS NOT NULL))))",
+           req.slots, req.semaphore + '\x1f', req.semaphore + '\x20');
+  const std::pair<const char*, const char*> assignments[] = {
+      {"owner", "VALUES(owner)"},   {"host", "VALUES(host)"},       {"pid", "VALUES(pid)"},
+      {"session_id", "NULL"},       {"renewed_at", "NOW(6)"},       {"last_started_at", "NOW(6)"},
+      {"token", "LAST_INSERT_ID(token + 1)"}, {"slots", "VALUES(slots)"}, {"strategy", "'semaphore'"},
+      {"acquired_at", "NOW(6)"},    {"released_at", "NULL"},        {"expires_at", "VALUES(expires_at)"}};
+  const char* separator = "";
+  for (const auto& [column, value] : assignments) {
+    q.add(separator).add(assign_if(cond, column, value));
+    separator = ", ";
+  }
+  return q;
+}
+
+}  // namespace
+
+Result<std::optional<std::int64_t>> begin_slot(Connection& conn, const Tables& t, const LockRequest& req) {
+  if (auto r = conn.query("START TRANSACTION"); !r) return std::unexpected(r.error());
+  auto header = conn.execute(header_statement(t, req));
+  if (!header || header->affected_rows == 0) {
+    (void)conn.query("ROLLBACK");
+    if (!header) return std::unexpected(header.error());
+    return std::optional<std::int64_t>();
+  }
+  return std::optional<std::int64_t>(header->affected_rows == 1 ? 1 : static_cast<std::int64_t>(header->insert_id));
+}
+
+Result<void> end_slot(Connection& conn, bool commit) { return conn.query(commit ? "COMMIT" : "ROLLBACK"); }
+
+Result<AcquireOutcome> header_busy(Connection& conn, const Tables& t, const LockRequest& req) {
+  AcquireOutcome out;
+  out.state = AcquireOutcome::State::busy;
+  auto row = read_lock(conn, t, req.semaphore);
+  if (!row) return std::unexpected(row.error());
+  if (!*row) return out;  // gone since (never happens: rows are never deleted)
+  if ((*row)->strategy == "semaphore") {
+    auto recorded = read_slot_count(conn, t, req.semaphore);
+    if (!recorded) return std::unexpected(recorded.error());
+    if (*recorded != req.slots && *recorded > 0) {
+      out.recorded_slots = *recorded;
+      return out;
+    }
+  }
+  out.holder = **row;
+  return out;
+}
+
+Result<int> read_slot_count(Connection& conn, const Tables& t, const std::string& key) {
+  auto rows = conn.execute(Sql("SELECT slots FROM " + t.locks + " WHERE name = ? AND strategy = 'semaphore'", key));
+  if (!rows && (is_bad_field(rows.error()) || is_no_such_table(rows.error()))) return 0;
+  if (!rows) return std::unexpected(rows.error());
+  if (rows->rows.empty()) return 0;
+  return static_cast<int>(to_i64(rows->rows.front()[0]));
 }
 
 }  // namespace dblock::mysql

@@ -15,37 +15,44 @@
 #include <chrono>
 
 #include "backends/mysql/mysql_tables.hpp"
+#include "core/semaphore.hpp"
 
 namespace dblock::mysql {
 namespace {
 
-// The bookkeeping upsert: token + 1 and the holder columns, only when --min-interval allows.
-// The condition reads last_started_at only, which is assigned last (MySQL evaluates the list
-// left to right). The text is the same for every request, so the prepared statement is cached.
-// With take_wake the takeover also takes the key's wake lock (mysql_tables.hpp, wake_name).
+// The bookkeeping upsert: token + 1 and the holder columns, only when --min-interval allows
+// and the row is no semaphore's header (a plain lock never takes one; the server lock on the
+// key's name guards nothing there). The condition reads strategy and last_started_at, which
+// are assigned last (MySQL evaluates the list left to right): once strategy is taken it is not
+// 'semaphore', so last_started_at's condition still reads as before. The text is the same for
+// every request, so the prepared statement is cached. With take_wake the takeover also takes
+// the key's wake lock (mysql_tables.hpp, wake_name). A semaphore's slot row (`header_token`)
+// gets the token its header just issued instead of token + 1.
 Sql claim_statement(const Tables& t, const LockRequest& req, const std::string& kind, const std::string& session,
-                    bool take_wake) {
+                    bool take_wake, std::optional<std::int64_t> header_token = {}) {
   const std::int64_t mi = micros(req.min_interval);
-  Sql q("INSERT INTO " + t.locks +
-            " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at, "
-            "last_started_at) VALUES (?, ?, ?, ?, 1, ?, ?, NOW(6), NOW(6), NULL, NULL, NOW(6)) ON DUPLICATE KEY UPDATE ",
-        req.key, req.owner, req.host, req.pid, kind, session);
+  Sql q = holder_insert(t, req, header_token);
+  q.add(", ?, ?, NOW(6), NOW(6), NULL, NULL, NOW(6)) ON DUPLICATE KEY UPDATE ", kind, session);
+  Sql cond("(NOT strategy <=> 'semaphore' AND ");
+  cond.add(due_condition(mi)).add(")");
   auto assign = [&](const std::string& column, const std::string& value, bool last = false) {
-    q.add(column + " = IF(").add(due_condition(mi)).add(", " + value + ", " + column + ")" + (last ? "" : ", "));
+    q.add(assign_if(cond, column, value)).add(last ? "" : ", ");
   };
   assign("owner", "VALUES(owner)");
   assign("host", "VALUES(host)");
   assign("pid", "VALUES(pid)");
-  assign("strategy", "VALUES(strategy)");
   assign("session_id", "VALUES(session_id)");
   assign("acquired_at", "NOW(6)");
   assign("renewed_at", "NOW(6)");
   assign("expires_at", "NULL");
   assign("released_at", "NULL");
   if (take_wake)
-    q.add("token = IF(").add(due_condition(mi)).add(", ").add(next_token_taking_wake(t, req.key)).add(", token), ");
+    q.add("token = IF(").add(cond).add(", ").add(next_token_taking_wake(t, req.key, header_token)).add(", token), ");
+  else if (header_token)
+    q.add("token = IF(").add(cond).add(", LAST_INSERT_ID(?), token), ", *header_token);
   else
     assign("token", "LAST_INSERT_ID(token + 1)");
+  assign("strategy", "VALUES(strategy)");
   assign("last_started_at", "NOW(6)", true);
   return q;
 }
@@ -131,21 +138,71 @@ class SessionLocker final : public Locker {
       return out;
     }
 
+    if (!req.semaphore.empty()) return claim_slot(req);
     auto claimed = books_execute(claim_statement(t_, req, kind_, session_text(), wakes()));
     if (!claimed || claimed->affected_rows == 0) {
       (void)give_back(req.key);
       if (!claimed) return std::unexpected(claimed.error());
-      auto due = due_in(books(), t_, req.key, req.min_interval);
-      if (!due) return std::unexpected(due.error());
-      out.state = AcquireOutcome::State::not_due;
-      out.due_in = *due;
-      return out;
+      return not_claimed(req);
     }
+    return claimed_row(req, claimed->affected_rows == 1 ? 1 : static_cast<std::int64_t>(claimed->insert_id),
+                       claimed->affected_rows == 1);
+  }
+
+  // A semaphore's slot, its server lock taken: header and slot row in one transaction on the
+  // bookkeeping connection (src/backends/README.md "Semaphores"). Not taken: the server lock
+  // goes back and nothing was written.
+  Result<AcquireOutcome> claim_slot(const LockRequest& req) {
+    auto header = begin_slot(books(), t_, req);
+    if (!header || !*header) {
+      (void)give_back(req.key);
+      if (!header) return books_error(header.error());
+      return header_busy(books(), t_, req);
+    }
+    auto claimed = books().execute(claim_statement(t_, req, kind_, session_text(), wakes(), *header));
+    const bool took = claimed && claimed->affected_rows != 0;
+    auto end = end_slot(books(), took);
+    if (!end || !took) {
+      (void)give_back(req.key);
+      if (!claimed) return books_error(claimed.error());
+      if (!end) return books_error(end.error());
+      return not_claimed(req);
+    }
+    return claimed_row(req, **header, claimed->affected_rows == 1);
+  }
+
+  // A transaction cannot be repeated on a new connection as books_execute repeats a statement:
+  // reconnect the bookkeeping connection (it holds no lock) for the next attempt.
+  std::unexpected<Error> books_error(Error e) {
+    if (e.kind == ErrorKind::connection && books_) (void)books_->reconnect();
+    return std::unexpected(std::move(e));
+  }
+
+  Result<AcquireOutcome> claimed_row(const LockRequest& req, std::int64_t token, bool new_row) {
+    AcquireOutcome out;
     out.state = AcquireOutcome::State::acquired;
-    out.token = claimed->affected_rows == 1 ? 1 : static_cast<std::int64_t>(claimed->insert_id);
+    out.token = token;
     held_ = Held{req.key, req.owner, req.host, req.pid, out.token};
     // A new row (the key's first run) took no wake lock inside the insert: take it now.
-    if (wakes() && claimed->affected_rows == 1) (void)take_wake(books(), t_, req.key);
+    if (wakes() && new_row) (void)take_wake(books(), t_, req.key);
+    return out;
+  }
+
+  // The bookkeeping upsert left the row alone (the server lock already given back): a
+  // semaphore's header is busy with that header as holder; otherwise --min-interval said not due.
+  Result<AcquireOutcome> not_claimed(const LockRequest& req) {
+    AcquireOutcome out;
+    auto row = read_lock(books(), t_, req.key);
+    if (!row) return std::unexpected(row.error());
+    if (*row && (*row)->strategy == semaphore_marker) {
+      out.state = AcquireOutcome::State::busy;
+      out.holder = **row;
+      return out;
+    }
+    auto due = due_in(books(), t_, req.key, req.min_interval);
+    if (!due) return std::unexpected(due.error());
+    out.state = AcquireOutcome::State::not_due;
+    out.due_in = *due;
     return out;
   }
 
@@ -205,7 +262,7 @@ class SessionLocker final : public Locker {
     wake_release.add(wake_name(t_, held.key)).add(")");
     if (compound_ && run) {
       Sql block("BEGIN NOT ATOMIC ");
-      block.add(one_transaction).add(history_insert(t_, *run, Sql("?", to_string(run->outcome)))).add("; ");
+      block.add(one_transaction).add(history_insert(t_, *run, Sql("?", to_string(run->outcome)), held.key)).add("; ");
       block.add(history_prune_block(t_, run->key, options_.history_keep)).add("; COMMIT; ");
       if (wakes()) block.add(wake_release).add("; ");
       block.add("END");
@@ -214,7 +271,7 @@ class SessionLocker final : public Locker {
       compound_ = false;
     }
     Result<void> history{};
-    if (run) history = write_history(books(), t_, *run, options_.history_keep);
+    if (run) history = write_history(books(), t_, *run, options_.history_keep, held.key);
     if (wakes()) (void)books().execute(wake_release);
     return history;
   }

@@ -54,12 +54,14 @@ Result<std::vector<LockStatus>> read_locks(Connection& conn, const Tables& t, st
 Result<std::vector<RunRecord>> read_history(Connection& conn, const Tables& t, const std::string& key, int limit);
 
 /// Inserts the history row (started_at = the lock's acquired_at for that token) and prunes
-/// the key's rows beyond the newest `keep`.
-Result<void> write_history(Connection& conn, const Tables& t, const RunRecord& run, int keep);
+/// the key's rows beyond the newest `keep`. `lock_row`: the row the lock was held on when it
+/// is not the run's key (a semaphore's slot row); empty: the key's.
+Result<void> write_history(Connection& conn, const Tables& t, const RunRecord& run, int keep,
+                           std::string_view lock_row = {});
 
 /// The statements write_history runs, for callers that run them inside a larger one: the
 /// insert (its outcome column given as SQL) and the pruning of the key's rows beyond `keep`.
-Sql history_insert(const Tables& t, const RunRecord& run, const Sql& outcome);
+Sql history_insert(const Tables& t, const RunRecord& run, const Sql& outcome, std::string_view lock_row = {});
 Sql history_prune(const Tables& t, const std::string& key, int keep);
 /// The same trim as a block for inside a compound statement (BEGIN NOT ATOMIC ... END).
 Sql history_prune_block(const Tables& t, const std::string& key, int keep);
@@ -135,8 +137,8 @@ inline constexpr double wake_grab_s = 0.1;
 
 /// The new token for a takeover statement that also takes the key's wake lock:
 /// LAST_INSERT_ID(token + 1), the lock's result discarded (a holder without it only makes its
-/// waiters fall back to polling).
-Sql next_token_taking_wake(const Tables& t, std::string_view key);
+/// waiters fall back to polling). A semaphore's slot row: LAST_INSERT_ID(header_token).
+Sql next_token_taking_wake(const Tables& t, std::string_view key, std::optional<std::int64_t> header_token = {});
 
 /// Takes the key's wake lock on this connection (a holder whose takeover statement could not).
 Result<void> take_wake(Connection& conn, const Tables& t, std::string_view key);
@@ -146,6 +148,30 @@ Result<void> take_wake(Connection& conn, const Tables& t, std::string_view key);
 /// so core's backoff takes over. The lock is given back in the same statement, so the next
 /// waiter wakes too.
 Result<bool> wait_for_wake(Connection& conn, const Tables& t, std::string_view key, Millis left);
+
+/// The start of a holder's upsert of its row, up to the token's value: "INSERT INTO locks
+/// (name, ..., last_started_at) VALUES (key, owner, host, pid, <token>" where the token is 1
+/// for a new row, or for a semaphore's slot row the one its header just issued. The caller
+/// adds the other values (strategy ... last_started_at) and the ON DUPLICATE KEY UPDATE.
+Sql holder_insert(const Tables& t, const LockRequest& req, std::optional<std::int64_t> header_token);
+
+/// "column = IF(cond, value, column)": the assignments of a conditional upsert.
+Sql assign_if(const Sql& cond, const std::string& column, const std::string& value);
+
+/// Semaphores (src/backends/README.md "Semaphores"): taking a slot is one transaction on one
+/// connection, the header row of req.semaphore first, then the slot row req.key.
+/// START TRANSACTION and the header's upsert: the new token when it was taken (the transaction
+/// left open for the slot row), nullopt when not (rolled back). An error rolls back too.
+Result<std::optional<std::int64_t>> begin_slot(Connection& conn, const Tables& t, const LockRequest& req);
+/// COMMIT (true) or ROLLBACK (false) of the transaction begin_slot opened; a failed COMMIT is
+/// rolled back by the server.
+Result<void> end_slot(Connection& conn, bool commit);
+/// The answer when begin_slot did not take the header: busy with recorded_slots (the header
+/// records another count) or with the plain holder of req.semaphore.
+Result<AcquireOutcome> header_busy(Connection& conn, const Tables& t, const LockRequest& req);
+/// The count the header row of `key` records; 0 for any other row, no row, or a table without
+/// the column (no semaphore can exist there). Read only.
+Result<int> read_slot_count(Connection& conn, const Tables& t, const std::string& key);
 
 /// Microseconds, the unit every INTERVAL in our SQL uses.
 inline std::int64_t micros(Millis ms) { return ms.count() * 1000; }
