@@ -130,3 +130,59 @@ TEST_CASE("semaphore: a held plain lock keeps the slots busy; a free one becomes
 }
 
 }  // TEST_SUITE
+
+// MySQL/MariaDB specifics (src/backends/README.md, "Semaphores" and "MySQL/MariaDB"). The SQL
+// is portable, so these can join "all" once every backend passes them.
+TEST_SUITE("mysql") {
+
+TEST_CASE("semaphore: a locks table from before semaphores gets its slots column on the first slot taken") {
+  Db db;
+  const std::string table = db.options.table_prefix + "locks";
+  const std::string has_slots = "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND "
+                                "TABLE_NAME = '" + table + "' AND COLUMN_NAME = 'slots'";
+  test::admin_sql("ALTER TABLE " + table + " DROP COLUMN slots");
+  const std::string key = test::unique_key("sem-old");
+
+  // Inspection reads without the column and creates nothing; plain locks never need it.
+  CHECK(slot_count(db, key) == 0);
+  auto checked = db.backend->check_schema();
+  CHECK_MESSAGE(checked.has_value(), (checked ? std::string() : checked.error().message));
+  CHECK(test::admin_sql(has_slots) == "0");
+  auto plain = db.locker();
+  const std::int64_t plain_token = acquire(*plain, request(key, "owner-p"));
+  release(*plain);
+  CHECK(test::admin_sql(has_slots) == "0");
+
+  auto a = semaphore(db, 2);
+  AcquireOutcome got = try_once(*a, slot_request(key, "owner-a", 2));
+  REQUIRE(got.state == AcquireOutcome::State::acquired);
+  CHECK(got.token > plain_token);
+  CHECK(test::admin_sql(has_slots) == "1");
+  CHECK(slot_count(db, key) == 2);
+  release(*a);
+}
+
+TEST_CASE("semaphore: a run's history row starts when its slot was taken, whatever slots were taken since") {
+  Db db;
+  const std::string key = test::unique_key("sem-started");
+  auto a = semaphore(db, 2), b = semaphore(db, 2);
+  const std::int64_t token_a = acquire(*a, slot_request(key, "owner-a", 2));
+  const LockStatus slot_a = db.status(slot_row_name(key, 0));
+  std::this_thread::sleep_for(20ms);  // b's acquired_at (now the header's) differs from a's
+  acquire(*b, slot_request(key, "owner-b", 2));
+
+  ReleaseRequest done;
+  RunRecord run;
+  run.key = key;
+  done.history = run;
+  release(*a, done);
+  auto runs = db.backend->history(key, 10);
+  REQUIRE(runs.has_value());
+  REQUIRE(runs->size() == 1);
+  CHECK(runs->front().token == token_a);
+  REQUIRE(slot_a.acquired_at_ms.has_value());
+  CHECK(runs->front().started_at_ms == *slot_a.acquired_at_ms);
+  release(*b, done);
+}
+
+}  // TEST_SUITE
