@@ -2,6 +2,11 @@
 // semaphore locker over each backend's plain locker. The same cases on every backend x strategy:
 // at most N holders, tokens strictly increasing per key across slots, one slot count per key.
 
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
+
 #include "conformance/conformance_helpers.hpp"
 #include "core/semaphore.hpp"
 
@@ -183,6 +188,58 @@ TEST_CASE("semaphore: a run's history row starts when its slot was taken, whatev
   REQUIRE(slot_a.acquired_at_ms.has_value());
   CHECK(runs->front().started_at_ms == *slot_a.acquired_at_ms);
   release(*b, done);
+}
+
+TEST_CASE("semaphore: racing holders never exceed the slots, and every slot taken gets its own token") {
+  Db db;
+  const std::string key = test::unique_key("sem-race");
+  constexpr int slots = 2, threads = 4, rounds = 5;
+  std::atomic<int> holding{0}, most{0};
+  std::mutex mu;
+  std::vector<std::int64_t> tokens;
+  std::vector<std::string> errors;
+  std::vector<std::unique_ptr<Locker>> lockers;
+  for (int i = 0; i < threads; ++i) lockers.push_back(semaphore(db, slots));
+  std::vector<std::thread> pool;
+  for (int i = 0; i < threads; ++i)
+    pool.emplace_back([&, i] {
+      for (int round = 0; round < rounds; ++round) {
+        bool got = false;
+        for (int tries = 0; tries < 2000 && !got; ++tries) {
+          auto out = lockers[i]->try_acquire(slot_request(key, "owner-" + std::to_string(i), slots), 0ms);
+          std::lock_guard lock(mu);
+          if (!out) {
+            errors.push_back(out.error().message);
+            return;
+          }
+          if (out->state == AcquireOutcome::State::acquired) {
+            tokens.push_back(out->token);
+            got = true;
+          }
+        }
+        if (!got) {
+          std::lock_guard lock(mu);
+          errors.push_back("never acquired");
+          return;
+        }
+        const int now = ++holding;
+        for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
+        }
+        std::this_thread::sleep_for(5ms);
+        --holding;
+        if (auto r = lockers[i]->release({}); !r) {
+          std::lock_guard lock(mu);
+          errors.push_back(r.error().message);
+        }
+      }
+    });
+  for (auto& t : pool) t.join();
+  CHECK_MESSAGE(errors.empty(), (errors.empty() ? std::string() : errors.front()));
+  CHECK(most.load() <= slots);
+  CHECK(tokens.size() == static_cast<std::size_t>(threads * rounds));
+  std::sort(tokens.begin(), tokens.end());
+  CHECK(std::adjacent_find(tokens.begin(), tokens.end()) == tokens.end());
+  CHECK(db.status(key).token == tokens.back());
 }
 
 }  // TEST_SUITE

@@ -357,9 +357,11 @@ Sql header_statement(const Tables& t, const LockRequest& req) {
   // strategy or a live lease; the names between K\x1f and K\x20 are exactly its slot rows, keys
   // hold no control characters); or a plain row nobody holds (never taken, a lease that ran
   // out, a session lock released), which becomes a semaphore and keeps counting its tokens.
-  Sql cond("((strategy <=> 'semaphore' AND (slots <=> ? OR NOT EXISTS (SELECT 1 FROM " + t.locks +
+  // The slot rows are read through a derived table with LIMIT, which the server materializes:
+  // MySQL refuses a subquery that reads the table an INSERT writes (ER_UPDATE_TABLE_USED).
+  Sql cond("((strategy <=> 'semaphore' AND (slots <=> ? OR NOT EXISTS (SELECT 1 FROM (SELECT 1 FROM " + t.locks +
                " s WHERE s.name > ? AND s.name < ? AND s.released_at IS NULL AND "
-               "(s.strategy <> 'lease' OR s.expires_at > NOW(6))))) OR "
+               "(s.strategy <> 'lease' OR s.expires_at > NOW(6)) LIMIT 1) AS held))) OR "
                "(NOT strategy <=> 'semaphore' AND (acquired_at IS NULL OR expires_at <= NOW(6) OR "
                "(expires_at IS NULL AND released_at IS NOT NULL))))",
            req.slots, req.semaphore + '\x1f', req.semaphore + '\x20');
