@@ -5,11 +5,11 @@
 
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
+#include "cli/semaphore_view.hpp"
 #include "core/duration.hpp"
 #include "core/exit_code.hpp"
 #include "core/key.hpp"
 #include "core/log.hpp"
-#include "core/semaphore.hpp"
 
 namespace dblock::cli {
 namespace {
@@ -104,25 +104,17 @@ std::vector<std::string> to_row(const Line& line) {
   };
 }
 
-// A semaphore's header row (its strategy says so) becomes one line per slot, each its slot
-// row's status under the semaphore's key; slot rows themselves are not listed twice.
+// A semaphore's header row becomes one line per slot; slot rows are not listed twice.
 std::vector<Line> expand_semaphores(Backend& backend, std::vector<LockStatus> locks) {
   std::vector<Line> lines;
   for (auto& lock : locks) {
-    if (parse_slot_row(lock.key)) continue;
-    if (lock.strategy != semaphore_marker) {
+    if (is_slot_row(lock)) continue;
+    if (!is_semaphore_header(lock)) {
       lines.push_back({std::move(lock), std::nullopt, 0});
       continue;
     }
-    const int slots = value_or_throw(backend.slot_count(lock.key));
-    std::vector<std::string> names;
-    for (int slot = 0; slot < slots; ++slot) names.push_back(slot_row_name(lock.key, slot));
-    auto rows = value_or_throw(backend.status(names));
-    for (int slot = 0; slot < slots; ++slot) {
-      LockStatus row = std::move(rows[static_cast<std::size_t>(slot)]);
-      row.key = lock.key;
-      lines.push_back({std::move(row), slot, slots});
-    }
+    auto slots = read_slots(backend, lock);
+    for (auto& slot : slots) lines.push_back({std::move(slot.lock), slot.slot, static_cast<int>(slots.size())});
   }
   return lines;
 }

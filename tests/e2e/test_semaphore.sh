@@ -31,6 +31,8 @@ assert_eq "$s: both slots show their holder's token" "$(cut -d' ' -f2 "$E2E_TMP/
   "$(dblock status "$k" --json | json_field 'locks.*.token' | tr ' ' '\n' | sort -n | xargs)"
 assert_eq "$s: the table's SLOT column" "0/2 1/2" "$(dblock status "$k" -o SLOT -n | xargs)"
 check "$s: status -q: a held semaphore is held" dblock status -q "$k"
+check "$s: metrics: the semaphore is one held key" grep -qx "dblock_lock_held{key=\"$k\"} 1" <<<"$(dblock metrics "$k")"
+check "$s: metrics: no slot row shows as a key of its own" test -z "$(dblock metrics | grep -F "$k" | grep -v "key=\"$k\"")"
 err=$(dblock run --slots 3 "$k" -- touch "$E2E_TMP/wrong-count" 2>&1)
 rc=$?
 assert_eq "$s: --slots 3 on a 2-slot semaphore exits 78" 78 "$rc"
@@ -58,6 +60,8 @@ assert_eq "$s: ... with the tokens the commands saw" \
 
 # Idle: the next holder's count is recorded.
 assert_eq "$s: status -q: an idle semaphore is free" 1 "$(dblock status -q "$k"; echo $?)"
+check "$s: metrics: an idle semaphore is not held" grep -qx "dblock_lock_held{key=\"$k\"} 0" <<<"$(dblock metrics "$k")"
+check "$s: check: the semaphore's runs are the key's" grep -q "^DBLOCK OK - $k: last success" <<<"$(dblock check "$k" --max-age 1h)"
 assert_status "$s: once idle, --slots 3 is taken" 0 dblock run --slots 3 "$k" -- true
 assert_eq "$s: status now shows three slots" 3 "$(dblock status "$k" --json | json_field locks.#)"
 
@@ -67,6 +71,8 @@ assert_eq "$s: a plain run unsets DBLOCK_SLOT" "unset" \
   "$(DBLOCK_SLOT=7 dblock run "$k2" -- sh -c 'echo ${DBLOCK_SLOT-unset}')"
 assert_status "$s: --slots with --min-interval is a usage error" 64 dblock run --slots 2 --min-interval 1m "$k2" -- true
 assert_status "$s: --slots 0 is a usage error" 64 dblock run --slots 0 "$k2" -- true
+assert_status "$s: --slots with --table-format shedlock is a configuration error" 78 \
+  dblock --table-format shedlock run --slots 2 "$k2" -- true
 long=$(printf 'k%.0s' $(seq 253))
 assert_status "$s: a key too long for its slot rows is a usage error" 64 dblock run --slots 100 "$long" -- true
 
