@@ -9,16 +9,7 @@ dblock init >/dev/null 2>&1 || true
 
 # Three racers on two slots: exactly two run, each in its own slot; the third exits 75.
 k=$(key race)
-for i in 1 2 3; do
-  (
-    while [ ! -e "$E2E_TMP/go" ]; do sleep 0.01; done
-    dblock run --slots 2 "$k" -- sh -c "echo \"\$DBLOCK_SLOT \$DBLOCK_TOKEN\" >>'$E2E_TMP/ran'; sleep 3"
-    echo $? >"$E2E_TMP/status.$i"
-  ) &
-  remember_pid $!
-done
-sleep 0.3
-touch "$E2E_TMP/go"
+race 3 "$E2E_TMP/status" dblock run --slots 2 "$k" -- sh -c "echo \"\$DBLOCK_SLOT \$DBLOCK_TOKEN\" >>'$E2E_TMP/ran'; sleep 3"
 check "$s: two slots taken" wait_for 15 bash -c "[ \$(wc -l <'$E2E_TMP/ran' 2>/dev/null || echo 0) -ge 2 ]"
 check "$s: the third racer exits 75" wait_for 15 bash -c "grep -qx 75 '$E2E_TMP'/status.* 2>/dev/null"
 assert_eq "$s: slots 0 and 1 were given out" "0 1" "$(cut -d' ' -f1 "$E2E_TMP/ran" | sort | xargs)"
