@@ -65,8 +65,8 @@ _dblock() {
       fi
       return ;;
     run) opts="-h --help -n --nonblock -w --wait -E --conflict-exit-code --ttl --min-hold --min-interval
-      --max-hold --kill-after --on-lost --owner --no-history -c --command" ;;
-    acquire) opts="-h --help --ttl --owner -w --wait -E --conflict-exit-code" ;;
+      --max-hold --kill-after --on-lost --owner --no-history -c --command --slots" ;;
+    acquire) opts="-h --help --ttl --owner -w --wait -E --conflict-exit-code --slots" ;;
     renew) opts="-h --help --ttl --owner --token" ;;
     release) opts="-h --help --owner --token --force" ;;
     status) opts="-h --help -J --json -o --output --raw -n --noheadings" ;;

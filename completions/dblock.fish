@@ -53,6 +53,7 @@ complete -c dblock -n "__fish_seen_subcommand_from acquire renew" -l ttl -x -d '
 complete -c dblock -n "__fish_seen_subcommand_from acquire renew release" -l owner -x -d 'Holder identity'
 complete -c dblock -n "__fish_seen_subcommand_from acquire" -s w -l wait -x -d 'Wait up to D'
 complete -c dblock -n "__fish_seen_subcommand_from acquire" -s E -l conflict-exit-code -x -d 'Exit status when busy'
+complete -c dblock -n "__fish_seen_subcommand_from run acquire" -l slots -x -d 'A semaphore of N holders'
 complete -c dblock -n "__fish_seen_subcommand_from renew release" -l token -x -d 'Fencing token'
 complete -c dblock -n "__fish_seen_subcommand_from release" -l force -d 'Release whoever holds it'
 # status, history

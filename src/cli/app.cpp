@@ -23,6 +23,7 @@
 #include "core/event_log.hpp"
 #include "core/key.hpp"
 #include "core/log.hpp"
+#include "core/semaphore.hpp"
 #include "core/suggest.hpp"
 
 namespace dblock::cli {
@@ -381,6 +382,24 @@ CLI::Option* add_duration(CLI::App& sub, const std::string& names, std::string& 
     auto d = parse_duration(text);
     return d ? std::string() : d.error().message;
   });
+}
+
+CLI::Option* add_slots(CLI::App& sub, int& slots) {
+  return sub
+      .add_option("--slots", slots,
+                  "A semaphore: at most N holders of KEY at once on every host (all must give the same N); "
+                  "the command gets DBLOCK_SLOT (0..N-1)")
+      ->type_name("N")
+      ->check(whole_number(1, max_slots, "slot count"));
+}
+
+void apply_slots(LockRequest& request, int slots) {
+  if (slots == 0) return;
+  value_or_throw(validate_slots(request.key, slots));
+  if (request.min_interval > Millis(0))
+    throw FatalError{{ErrorKind::usage, "--min-interval cannot be used with --slots: it spaces the starts of one "
+                                        "holder at a time"}};
+  request.slots = slots;
 }
 
 CLI::Validator whole_number(std::int64_t min, std::int64_t max, const std::string& what) {

@@ -20,6 +20,7 @@ struct AcquireArgs {
   std::string owner;
   std::vector<std::string> wait;
   int conflict_exit_code = exit_conflict;
+  int slots = 0;
 };
 
 }  // namespace
@@ -30,6 +31,7 @@ CommandAction define_acquire(CLI::App& sub) {
   add_duration(sub, "--ttl", args->ttl, "Lease length (renew it with dblock renew)")->capture_default_str();
   sub.add_option("--owner", args->owner, "Holder identity (default host:pid:random)");
   auto* wait = add_wait(sub, args->wait);
+  add_slots(sub, args->slots);
   sub.add_option("-E,--conflict-exit-code", args->conflict_exit_code, "Exit status when the lock is not obtained")
       ->check(whole_number(0, 255))
       ->capture_default_str();
@@ -43,14 +45,17 @@ CommandAction define_acquire(CLI::App& sub) {
     request.pid = getpid();
     request.ttl = duration_option("--ttl", args->ttl);
     if (request.ttl < Millis(1000)) throw FatalError{{ErrorKind::usage, "--ttl must be at least 1s"}};
+    apply_slots(request, args->slots);
     SignalWatch signals;
     Waited waited =
-        value_or_throw(acquire_with_wait(context.locker_opener(Strategy::lease, request.ttl), request,
+        value_or_throw(acquire_with_wait(context.locker_opener(Strategy::lease, request.ttl, request.slots), request,
                                          resolve_wait(*wait, args->wait), signals));
     const WaitResult& result = waited.result;
     if (result.signal) return exit_signal_base + result.signal;
     if (result.outcome.state != AcquireOutcome::State::acquired) return args->conflict_exit_code;
-    log::verbose("acquired " + request.key + " as " + request.owner + " with token " +
+    std::string slot;
+    if (result.outcome.slot) slot = " (slot " + std::to_string(*result.outcome.slot) + ")";
+    log::verbose("acquired " + request.key + slot + " as " + request.owner + " with token " +
                  std::to_string(result.outcome.token) + " for " + format_duration(request.ttl));
     std::cout << result.outcome.token << std::endl;
     return exit_ok;

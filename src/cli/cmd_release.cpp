@@ -24,7 +24,7 @@ CommandAction define_release(CLI::App& sub) {
     if (!args->holder.force) require_lease(context, "release");
     HolderSelector who = holder_selector(args->holder);
     auto backend = context.open();
-    value_or_throw(backend->release(args->key, who));
+    for (const auto& row : holder_rows(*backend, args->key, who)) value_or_throw(backend->release(row, who));
     log::verbose("released " + args->key);
     return exit_ok;
   };

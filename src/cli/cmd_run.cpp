@@ -29,6 +29,7 @@ struct RunArgs {
   bool no_history = false;
   std::string shell_command;
   std::vector<std::string> command;
+  int slots = 0;
 };
 
 }  // namespace
@@ -47,6 +48,7 @@ CommandAction define_run(CLI::App& sub) {
   add_duration(sub, "--min-interval", args->min_interval,
                "Do not start unless the last start of KEY on any host was at least D ago")
       ->capture_default_str();
+  add_slots(sub, args->slots);
   add_duration(sub, "--max-hold", args->max_hold, "Terminate the command after D (exit 124; 0 = no limit)");
   add_duration(sub, "--kill-after", args->kill_after,
                "Grace between SIGTERM and SIGKILL (default 5s, less when --ttl is short: at most ttl/3 - 1s)");
@@ -80,6 +82,7 @@ CommandAction define_run(CLI::App& sub) {
     options.request.ttl = duration_option("--ttl", args->ttl);
     options.request.min_interval = duration_option("--min-interval", args->min_interval);
     value_or_throw(validate_ttl(options.request.ttl));
+    apply_slots(options.request, args->slots);
     options.wait = resolve_wait(*wait, args->wait);
     options.conflict_exit_code = args->conflict_exit_code;
     options.min_hold = duration_option("--min-hold", args->min_hold);
@@ -93,7 +96,7 @@ CommandAction define_run(CLI::App& sub) {
     options.record_history = !args->no_history;
     value_or_throw(validate_run_timing(options.request.ttl, options.kill_after));
 
-    return run_job(context.locker_opener(options.strategy, options.request.ttl), options);
+    return run_job(context.locker_opener(options.strategy, options.request.ttl, options.request.slots), options);
   };
 }
 

@@ -1,9 +1,11 @@
 // dblock status [KEY...] [--json | -o COLUMNS [--raw] [-n]] [-q]
 
 #include <iostream>
+#include <map>
 
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
+#include "cli/semaphore_view.hpp"
 #include "core/duration.hpp"
 #include "core/exit_code.hpp"
 #include "core/key.hpp"
@@ -21,6 +23,7 @@ struct StatusArgs {
 // dblock(1) lists these under status; to_row() fills them in this order.
 constexpr ColumnSpec status_columns[] = {
     {"KEY", "lock name"},
+    {"SLOT", "a semaphore's slot, as SLOT/SLOTS (--slots); empty for a plain lock"},
     {"STATE", "held, free or expired"},
     {"OWNER", "the holder's owner (empty when free)"},
     {"HOST", "the holder's host"},
@@ -42,10 +45,20 @@ std::optional<std::int64_t> expires_in_ms(const LockStatus& s) {
   return *s.expires_at_ms - s.db_now_ms;
 }
 
-nlohmann::json to_json(const LockStatus& s) {
+// One line of status: a plain lock, or one slot of a semaphore.
+struct Line {
+  LockStatus lock;
+  std::optional<int> slot;
+  int slots = 0;
+};
+
+nlohmann::json to_json(const Line& line) {
+  const LockStatus& s = line.lock;
   auto expires_in = expires_in_ms(s);
   return {
       {"key", s.key},
+      {"slot", line.slot ? nlohmann::json(*line.slot) : nlohmann::json(nullptr)},
+      {"slots", line.slot ? nlohmann::json(line.slots) : nlohmann::json(nullptr)},
       {"state", std::string(to_string(s.state))},
       {"owner", s.owner.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.owner)},
       {"host", s.host.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.host)},
@@ -65,13 +78,15 @@ nlohmann::json to_json(const LockStatus& s) {
 
 // Only a lock that is held (or whose lease ran out without a release) has a holder to show:
 // a free key's columns about the holder stay empty, its past is in the LAST-* columns.
-std::vector<std::string> to_row(const LockStatus& s) {
+std::vector<std::string> to_row(const Line& line) {
+  const LockStatus& s = line.lock;
   auto expires_in = expires_in_ms(s);
   bool holder = s.state != LockStatus::State::free && s.acquired_at_ms.has_value();
   bool held = holder && s.state == LockStatus::State::held;
   auto when = [](std::optional<std::int64_t> ms) { return ms ? format_timestamp(ms) : std::string(); };
   return {
       s.key,
+      line.slot ? std::to_string(*line.slot) + "/" + std::to_string(line.slots) : "",
       std::string(to_string(s.state)),
       holder ? s.owner : "",
       holder ? s.host : "",
@@ -89,6 +104,21 @@ std::vector<std::string> to_row(const LockStatus& s) {
   };
 }
 
+// A semaphore's header row becomes one line per slot; slot rows are not listed twice.
+std::vector<Line> expand_semaphores(Backend& backend, std::vector<LockStatus> locks) {
+  std::vector<Line> lines;
+  for (auto& lock : locks) {
+    if (is_slot_row(lock)) continue;
+    if (!is_semaphore_header(lock)) {
+      lines.push_back({std::move(lock), std::nullopt, 0});
+      continue;
+    }
+    auto slots = read_slots(backend, lock);
+    for (auto& slot : slots) lines.push_back({std::move(slot.lock), slot.slot, static_cast<int>(slots.size())});
+  }
+  return lines;
+}
+
 }  // namespace
 
 CommandAction define_status(CLI::App& sub) {
@@ -103,16 +133,20 @@ CommandAction define_status(CLI::App& sub) {
     bool quiet = log::level() == log::Level::quiet;
     if (quiet && args->keys.empty()) throw FatalError{{ErrorKind::usage, "status -q needs at least one KEY"}};
     auto backend = context.open_for_inspection();
-    auto locks = value_or_throw(backend->status(args->keys));
+    auto lines = expand_semaphores(*backend, value_or_throw(backend->status(args->keys)));
     if (quiet) {
-      // status -q KEY...: the exit status alone answers "is it held?"
-      for (const auto& lock : locks)
-        if (lock.state != LockStatus::State::held) return exit_free;
-      return locks.empty() ? exit_free : exit_ok;
+      // status -q KEY...: the exit status alone answers "is it held?"; a semaphore is held
+      // when any of its slots is.
+      std::map<std::string, bool> held;
+      for (const auto& line : lines)
+        held[line.lock.key] = held[line.lock.key] || line.lock.state == LockStatus::State::held;
+      for (const auto& [key, yes] : held)
+        if (!yes) return exit_free;
+      return held.empty() ? exit_free : exit_ok;
     }
     if (args->json) {
       nlohmann::json doc = {{"locks", nlohmann::json::array()}};
-      for (const auto& lock : locks) doc["locks"].push_back(to_json(lock));
+      for (const auto& line : lines) doc["locks"].push_back(to_json(line));
       std::cout << doc.dump(2) << std::endl;
       return exit_ok;
     }
@@ -120,7 +154,7 @@ CommandAction define_status(CLI::App& sub) {
       std::cerr << "note: ShedLock has no fencing token: TOKEN counts dblock's own acquisitions (its " +
                        context.options.table_prefix + "locks row of the name); a Java holder's writes cannot be fenced\n";
     std::vector<std::vector<std::string>> rows;
-    for (const auto& lock : locks) rows.push_back(to_row(lock));
+    for (const auto& line : lines) rows.push_back(to_row(line));
     print_table(status_columns, args->table, rows);
     return exit_ok;
   };

@@ -49,6 +49,11 @@ CLI::Option* add_duration(CLI::App& sub, const std::string& names, std::string& 
 /// 1000000" (or "... is not a fencing token ..." with `what`), instead of CLI11's range text.
 CLI::Validator whole_number(std::int64_t min, std::int64_t max, const std::string& what = "whole number");
 
+/// Adds --slots N (a semaphore of N holders, core/semaphore.hpp); 0 when not given.
+CLI::Option* add_slots(CLI::App& sub, int& slots);
+/// A request's slots after the key is known: usage errors for a key too long for its slot rows.
+void apply_slots(LockRequest& request, int slots);
+
 /// Adds -w/--wait [D] (optional value, as flock(1)).
 CLI::Option* add_wait(CLI::App& sub, std::vector<std::string>& value);
 /// What -w asked for: nullopt = do not wait (absent, or -w 0); Millis::max() = forever.

@@ -16,6 +16,7 @@
 #include "core/duration.hpp"
 #include "core/key.hpp"
 #include "core/log.hpp"
+#include "core/semaphore.hpp"
 
 namespace dblock::cli {
 namespace {
@@ -126,11 +127,14 @@ Result<std::unique_ptr<Backend>> Context::try_open_for_inspection() {
 
 std::unique_ptr<Backend> Context::open_for_inspection() { return value_or_throw(try_open_for_inspection()); }
 
-OpenLocker Context::locker_opener(Strategy strategy, std::optional<Millis> ttl) {
+OpenLocker Context::locker_opener(Strategy strategy, std::optional<Millis> ttl, int slots) {
   const Dsn& d = dsn();
   BackendOptions b = backend_options(ttl);
+  if (slots > 0 && b.shedlock)
+    throw FatalError{{ErrorKind::config, "--slots cannot be used with --table-format shedlock: ShedLock's table has "
+                                         "one row per name, so one holder (use dblock's own tables for a semaphore)"}};
   log::verbose("database " + d.redacted);
-  return [this, &d, b, strategy]() -> Result<std::unique_ptr<Locker>> {
+  return [this, &d, b, strategy, slots]() -> Result<std::unique_ptr<Locker>> {
     // Called again after a connection error: nothing of the old connection is reused.
     locking_backend_.reset();
     auto backend = open_backend(d, b);
@@ -140,6 +144,7 @@ OpenLocker Context::locker_opener(Strategy strategy, std::optional<Millis> ttl) 
     auto locker = (*backend)->make_locker(strategy);
     if (!locker) return std::unexpected(locker.error());
     locking_backend_ = std::move(*backend);
+    if (slots > 0) return make_semaphore_locker(std::move(*locker), slots);
     return locker;
   };
 }

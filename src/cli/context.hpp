@@ -55,7 +55,7 @@ class Context {
   /// For `run` and `acquire`: each call opens the database afresh, creates the tables if
   /// missing and makes a locker of the strategy; the database stays open in the context.
   /// A bad DSN or option throws FatalError here, before any attempt.
-  OpenLocker locker_opener(Strategy strategy, std::optional<Millis> ttl);
+  OpenLocker locker_opener(Strategy strategy, std::optional<Millis> ttl, int slots = 0);
 
  private:
   std::optional<Dsn> dsn_;

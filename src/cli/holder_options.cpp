@@ -2,7 +2,9 @@
 
 #include <limits>
 
+#include "backends/common/lock_rows.hpp"
 #include "cli/commands.hpp"
+#include "core/semaphore.hpp"
 
 namespace dblock::cli {
 
@@ -26,6 +28,23 @@ HolderSelector holder_selector(const HolderArgs& args) {
   if (args.token_option->count()) who.token = args.token;
   who.force = args.force;
   return who;
+}
+
+std::vector<std::string> holder_rows(Backend& backend, const std::string& key, const HolderSelector& who) {
+  const int slots = value_or_throw(backend.slot_count(key));
+  if (slots == 0) return {key};
+  std::vector<std::string> names;
+  for (int slot = 0; slot < slots; ++slot) names.push_back(slot_row_name(key, slot));
+  std::vector<std::string> rows;
+  for (const auto& lock : value_or_throw(backend.status(names))) {
+    if (lock.state != LockStatus::State::held) continue;
+    if (who.owner && lock.owner != *who.owner) continue;
+    if (who.token && lock.token != *who.token) continue;
+    rows.push_back(lock.key);
+  }
+  if (rows.empty())
+    throw FatalError{{ErrorKind::lost, "no slot of the semaphore '" + key + "' is held by " + rows::describe(who)}};
+  return rows;
 }
 
 void require_lease(Context& context, std::string_view command) {

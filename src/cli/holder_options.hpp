@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/context.hpp"
+#include "backends/backend.hpp"
 #include "core/lock_types.hpp"
 
 namespace dblock::cli {
@@ -21,6 +22,9 @@ struct HolderArgs {
 void add_holder_options(CLI::App& sub, HolderArgs& args, bool allow_force);
 /// The selector for Backend::renew / Backend::release.
 HolderSelector holder_selector(const HolderArgs& args);
+/// The rows renew/release act on: the key itself, or for a semaphore (--slots) the slot rows
+/// held by the selected holder (every held slot with --force). ErrorKind::lost when no slot is.
+std::vector<std::string> holder_rows(Backend& backend, const std::string& key, const HolderSelector& who);
 /// acquire/renew/release refuse session strategies: their lock dies with the process.
 void require_lease(Context& context, std::string_view command);
 

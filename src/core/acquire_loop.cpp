@@ -11,6 +11,7 @@
 #include "core/clock.hpp"
 #include "core/duration.hpp"
 #include "core/log.hpp"
+#include "core/semaphore.hpp"
 
 namespace dblock {
 namespace {
@@ -244,6 +245,10 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
     const AcquireOutcome& out = result.outcome;
     ++result.attempts;
     if (out.holder) result.last_holder = out.holder;
+    // A semaphore's header looks held to a plain lock: waiting would never end (--slots N).
+    if (out.state != AcquireOutcome::State::acquired && request.slots == 0 && out.holder &&
+        out.holder->strategy == semaphore_marker)
+      return std::unexpected(plain_lock_on_semaphore(key));
 
     if (out.state == AcquireOutcome::State::acquired) {
       std::string line = "acquired '" + key + "' with token " + std::to_string(out.token);

@@ -53,9 +53,9 @@ std::vector<std::string> build_environment(const ChildSpec& spec) {
     if (!drop) env.emplace_back(entry);
   }
   for (const auto& [k, v] : spec.set_env) env.push_back(k + "=" + v);
-  if (!spec.late_env.empty()) {
+  for (const auto& name : spec.late_env) {
     // Room for the value, filled in by the guard when it is told to start.
-    std::string slot = spec.late_env;
+    std::string slot = name;
     slot += '=';
     slot.append(Child::late_value_max, '\0');
     env.push_back(std::move(slot));
@@ -106,7 +106,7 @@ struct GuardPlan {
   char* const* argv;
   char* const* sh_argv;  // {"sh", path, args...}: execvp's fallback for scripts without #!
   char* const* envp;
-  char* late_value;      // inside envp: where the late variable's value goes, or nullptr
+  char* late_values[Child::late_vars_max];  // inside envp: where each late variable's value goes, or nullptr
   int control;           // the guard's end of the control socket: EOF when dblock is gone
   int status;            // write end: GuardReports
 };
@@ -115,7 +115,7 @@ struct GuardPlan {
 // must keep, if any, attached as SCM_RIGHTS.
 struct StartMessage {
   std::int32_t interactive;
-  char late_value[Child::late_value_max + 1];
+  char late_values[Child::late_vars_max][Child::late_value_max + 1];
 };
 
 void write_report(int fd, GuardReport::Kind kind, int value) {
@@ -240,9 +240,10 @@ bool receive_start(int control, StartMessage* message, int* keep_open) {
   int keep_open = -1;
   if (!receive_start(plan.control, &start, &keep_open)) ::_exit(0);  // nothing was started
   (void)keep_open;  // held, never used, until this process exits: after the whole job
-  if (plan.late_value) {
-    start.late_value[Child::late_value_max] = '\0';
-    std::memcpy(plan.late_value, start.late_value, sizeof start.late_value);
+  for (std::size_t i = 0; i < Child::late_vars_max; ++i) {
+    if (!plan.late_values[i]) continue;
+    start.late_values[i][Child::late_value_max] = '\0';
+    std::memcpy(plan.late_values[i], start.late_values[i], sizeof start.late_values[i]);
   }
   const bool interactive = start.interactive != 0;
 
@@ -349,7 +350,12 @@ Result<Child> Child::prepare(const ChildSpec& spec) {
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
-  char* late_value = spec.late_env.empty() ? nullptr : env_strings.back().data() + spec.late_env.size() + 1;
+  if (spec.late_env.size() > late_vars_max) return fail(ErrorKind::internal, "prepare: too many late variables");
+  // The late variables are the last entries of the environment, in spec order.
+  GuardPlan plan{};
+  const std::size_t first_late = env_strings.size() - spec.late_env.size();
+  for (std::size_t i = 0; i < spec.late_env.size(); ++i)
+    plan.late_values[i] = env_strings[first_late + i].data() + spec.late_env[i].size() + 1;
   std::vector<std::string> argv_strings = spec.argv;
   std::vector<char*> argv;
   for (auto& s : argv_strings) argv.push_back(s.data());
@@ -380,7 +386,12 @@ Result<Child> Child::prepare(const ChildSpec& spec) {
     ::close(control[1]);
     return fail(ErrorKind::internal, std::string("pipe: ") + std::strerror(err));
   }
-  const GuardPlan plan{path.c_str(), argv.data(), sh_argv.data(), envp.data(), late_value, control[0], status[1]};
+  plan.path = path.c_str();
+  plan.argv = argv.data();
+  plan.sh_argv = sh_argv.data();
+  plan.envp = envp.data();
+  plan.control = control[0];
+  plan.status = status[1];
   const pid_t guard = ::fork();
   if (guard == 0) guard_main(plan);
   ::close(control[0]);
@@ -395,13 +406,16 @@ Result<Child> Child::prepare(const ChildSpec& spec) {
   return child;
 }
 
-Result<void> Child::start(std::string_view late_value, int keep_open_fd) {
+Result<void> Child::start(std::span<const std::string> late_values, int keep_open_fd) {
   if (done_ || guard_ <= 0 || pid_ > 0) return {};  // exec_errno() already says why
-  if (late_value.size() > late_value_max) return fail(ErrorKind::internal, "start: value too long");
+  if (late_values.size() > late_vars_max) return fail(ErrorKind::internal, "start: too many values");
+  for (const auto& value : late_values)
+    if (value.size() > late_value_max) return fail(ErrorKind::internal, "start: value too long");
   StartMessage message{};
   const bool interactive = terminal_is_ours();
   message.interactive = interactive;
-  std::memcpy(message.late_value, late_value.data(), late_value.size());
+  for (std::size_t i = 0; i < late_values.size(); ++i)
+    std::memcpy(message.late_values[i], late_values[i].data(), late_values[i].size());
   iovec iov{&message, sizeof message};
   msghdr msg{};
   msg.msg_iov = &iov;

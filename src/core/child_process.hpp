@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <span>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -34,9 +35,10 @@ struct ChildSpec {
   std::vector<std::string> argv;                             // argv[0] is looked up in PATH
   std::vector<std::pair<std::string, std::string>> set_env;  // added or replaced
   std::vector<std::string> unset_env;                        // removed (DBLOCK_DSN...)
-  /// A variable whose value is known only when the command starts (the fencing token): its
-  /// value travels with Child::start, at most Child::late_value_max bytes.
-  std::string late_env;
+  /// Variables whose values are known only when the command starts (the fencing token, a
+  /// semaphore's slot): their values travel with Child::start, at most Child::late_value_max
+  /// bytes each, at most Child::late_vars_max of them.
+  std::vector<std::string> late_env;
 };
 
 /// Owns a file descriptor.
@@ -59,16 +61,17 @@ class UniqueFd {
 class Child {
  public:
   static constexpr std::size_t late_value_max = 63;
+  static constexpr std::size_t late_vars_max = 2;
 
   /// Resolves argv[0] in PATH and forks the guard, which waits to be told to start; call it
   /// from the main thread with the watched signals blocked and no other thread running.
   /// A command that cannot be found is not an error here: exec_errno() says why, and start()
   /// then does nothing.
   static Result<Child> prepare(const ChildSpec& spec);
-  /// The guard forks and execs the command with spec.late_env set to late_value; it keeps
+  /// The guard forks and execs the command with spec.late_env set to late_values; it keeps
   /// keep_open_fd (the lock session's socket, or -1) until the job is dead. When exec fails
   /// the command and the guard are reaped here and exec_errno() says why.
-  Result<void> start(std::string_view late_value, int keep_open_fd);
+  Result<void> start(std::span<const std::string> late_values, int keep_open_fd);
 
   Child() = default;
   Child(Child&& o) noexcept { *this = std::move(o); }

@@ -279,8 +279,12 @@ int run_job(const OpenLocker& open, const RunOptions& o) {
   spec.set_env = {{"DBLOCK_KEY", o.request.key},
                   {"DBLOCK_OWNER", o.request.owner},
                   {"DBLOCK_STRATEGY", std::string(to_string(o.strategy))}};
-  spec.late_env = "DBLOCK_TOKEN";
+  spec.late_env = {"DBLOCK_TOKEN"};
   spec.unset_env = {"DBLOCK_DSN", "DBLOCK_DSN_FILE"};
+  // A semaphore's slot is known only once taken; a plain run's command never sees the slot
+  // of a dblock it runs under.
+  if (o.request.slots > 0) spec.late_env.push_back("DBLOCK_SLOT");
+  else spec.unset_env.push_back("DBLOCK_SLOT");
   // The guard is forked now, while dblock is small and single-threaded, so the handoff from
   // the previous holder costs only the command's own fork and exec (child_process.hpp).
   auto prepared = Child::prepare(spec);
@@ -317,7 +321,9 @@ int run_job(const OpenLocker& open, const RunOptions& o) {
   Supervisor supervisor(o, locker, signals, waited, session_fd.get());
   Finished finished;
   int error_status = 0;
-  auto started = child.start(std::to_string(got.token), session_fd.get());
+  std::vector<std::string> late_values{std::to_string(got.token)};
+  if (o.request.slots > 0) late_values.push_back(std::to_string(got.slot.value_or(0)));
+  auto started = child.start(late_values, session_fd.get());
   if (!started) {
     error_status = report(started.error());
     finished = {RunOutcome::failed, error_status, error_status};

@@ -52,6 +52,12 @@ Error slots_mismatch(std::string_view key, int recorded, int asked) {
   return Error{ErrorKind::config, std::move(text)};
 }
 
+Error plain_lock_on_semaphore(std::string_view key) {
+  return Error{ErrorKind::config, "'" + std::string(key) +
+                                      "' is a semaphore: its holders give --slots, and so must this one "
+                                      "(`dblock status " + std::string(key) + "` shows how many slots)"};
+}
+
 namespace {
 
 class SemaphoreLocker final : public Locker {

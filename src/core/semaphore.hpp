@@ -42,6 +42,9 @@ Result<void> validate_slots(std::string_view key, int slots);
 /// (0: a plain lock, no --slots).
 Error slots_mismatch(std::string_view key, int recorded, int asked);
 
+/// ErrorKind::config: a plain lock (no --slots) asked for a key that is a semaphore.
+Error plain_lock_on_semaphore(std::string_view key);
+
 /// A semaphore of `slots` over `inner`, a plain locker of the strategy: each attempt tries the
 /// slots in order and takes the first free one (AcquireOutcome::slot says which).
 std::unique_ptr<Locker> make_semaphore_locker(std::unique_ptr<Locker> inner, int slots);

@@ -142,6 +142,24 @@ start_bg() {
   remember_pid "$!"
 }
 
+# race N STATUS_PREFIX CMD...: N background copies of CMD, released at once by a barrier file;
+# copy I writes its exit status to STATUS_PREFIX.I. Returns after releasing them (not waiting).
+race() {
+  local n=$1 prefix=$2 i
+  shift 2
+  rm -f "$E2E_TMP/go"
+  for i in $(seq "$n"); do
+    (
+      while [ ! -e "$E2E_TMP/go" ]; do sleep 0.01; done
+      "$@"
+      echo $? >"$prefix.$i"
+    ) &
+    remember_pid $!
+  done
+  sleep 0.3
+  touch "$E2E_TMP/go"
+}
+
 # wait_exit VAR PID [SECONDS]: waits up to SECONDS (default 20) for the background PID to end
 # and puts its exit status in VAR; if it is still running then, kills it and puts "timeout".
 wait_exit() {

@@ -5,16 +5,7 @@ source "$(dirname "$0")/lib.sh"
 # Eight processes released by one barrier file: exactly one runs the command.
 k=$(key race)
 dblock init >/dev/null 2>&1 || true
-for i in 1 2 3 4 5 6 7 8; do
-  (
-    while [ ! -e "$E2E_TMP/go" ]; do sleep 0.01; done
-    dblock run "$k" -- sh -c "echo $i >>'$E2E_TMP/ran'; sleep 2"
-    echo $? >"$E2E_TMP/status.$i"
-  ) &
-  remember_pid $!
-done
-sleep 0.3
-touch "$E2E_TMP/go"
+race 8 "$E2E_TMP/status" dblock run "$k" -- sh -c "echo \$DBLOCK_TOKEN >>'$E2E_TMP/ran'; sleep 2"
 wait
 assert_eq "8 racers: exactly one ran the command" 1 "$(wc -l <"$E2E_TMP/ran" | tr -d ' ')"
 assert_eq "8 racers: one exit 0" 1 "$(cat "$E2E_TMP"/status.* | grep -cx 0)"

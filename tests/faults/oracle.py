@@ -2,7 +2,12 @@
 """The fault suite's oracle: reads a log written by oracle_job.sh (and oracle_end) and checks
 that no two runs overlapped, that tokens strictly increase in start order and that the
 expected number of runs happened.  Usage: oracle.py check LOG EXPECTED_RUNS [ALLOWED_MS]
-ALLOWED_MS: an overlap up to this many ms is reported but accepted (a documented window)."""
+ALLOWED_MS: an overlap up to this many ms is reported but accepted (a documented window).
+
+oracle.py tokens LOG MIN_RUNS: the token checks of a semaphore's runs (semaphore_job.sh), which
+may overlap: every token is given once, a run that started after another one ended has the
+greater token, and at least MIN_RUNS runs started. (How many ran at once is semaphore_job.sh's
+own check, with flock.)"""
 import sys
 
 
@@ -50,7 +55,51 @@ def check(path, expected, allowed_ms=0.0):
     return None
 
 
+def tokens(path, min_runs):
+    starts, ends = {}, {}
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) < 3:
+                continue
+            kind, token, ns = parts[0], parts[1], int(parts[2])
+            if kind == "start":
+                if token in starts:
+                    return f"token {token} was given twice"
+                starts[token] = ns
+            elif kind == "end":
+                ends.setdefault(token, ns)
+    try:
+        runs = sorted((ns, int(t)) for t, ns in starts.items())
+    except ValueError:
+        return "a run has no token"
+    problems = []
+    if len(runs) < min_runs:
+        problems.append(f"{len(runs)} runs, expected at least {min_runs}")
+    # Happens-before: a run that ended before another started has the smaller token.
+    finished = sorted((ns, int(t)) for t, ns in ends.items() if t in starts)
+    highest_ended, i = None, 0
+    for start, token in runs:
+        while i < len(finished) and finished[i][0] < start:
+            highest_ended = finished[i][1] if highest_ended is None else max(highest_ended, finished[i][1])
+            i += 1
+        if highest_ended is not None and token <= highest_ended:
+            problems.append(f"token {token} started after token {highest_ended} had ended")
+    if problems:
+        return "; ".join(problems[:5])
+    inversions = sum(1 for a, b in zip(runs, runs[1:]) if b[1] < a[1])
+    print(f"{len(runs)} runs, tokens {runs[0][1]}..{max(t for _, t in runs)}, all distinct, increasing after every end;"
+          f" {inversions} neighbours started in the other order (concurrent holders)")
+    return None
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "tokens":
+        problem = tokens(sys.argv[2], int(sys.argv[3]))
+        if problem:
+            print(problem)
+            return 1
+        return 0
     if len(sys.argv) not in (4, 5) or sys.argv[1] != "check":
         print(__doc__, file=sys.stderr)
         return 64

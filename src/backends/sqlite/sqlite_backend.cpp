@@ -104,7 +104,19 @@ class SqliteBackend final : public Backend {
     return rows::in_request_order(std::move(found), keys, [this] { return now_ms(); });
   }
 
-  Result<int> slot_count(const std::string&) override { return 0; }  // semaphores: not yet on this backend
+  Result<int> slot_count(const std::string& key) override {
+    if (options_.shedlock) return 0;
+    // Inspection adds no column: a table from before semaphores has none.
+    auto has_slots = has_slots_column(*conn_, options_.table_prefix);
+    if (!has_slots) return explained(has_slots.error());
+    if (!*has_slots) return 0;
+    auto stmt = conn_->prepare("SELECT slots FROM " + tables_.locks + " WHERE name = ?1 AND slots IS NOT NULL");
+    if (!stmt) return explained(stmt.error());
+    stmt->bind(1, std::string_view(key));
+    auto row = stmt->step("reading the slot count of " + key);
+    if (!row) return explained(row.error());
+    return *row ? static_cast<int>(stmt->int64(0)) : 0;
+  }
 
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
     auto runs = read_history(*conn_, tables_, key, limit);

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "backends/sqlite/sqlite_tables.hpp"
+#include "core/semaphore.hpp"
 
 namespace dblock::sqlite {
 namespace {
@@ -141,14 +142,14 @@ class LeaseLocker final : public Locker {
         "INSERT INTO " + tables_.locks +
         " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
         " released_at, last_started_at, boot_id, boot_token, boot_started_ms, boot_expires_ms) VALUES (?1, ?2, ?3,"
-        " ?4, 1, 'lease', NULL, " +
+        " ?4, COALESCE(?7, 1), 'lease', NULL, " +
         now + ", " + now + ", " + now_plus_sql("?5") + ", NULL, " + now +
-        ", dblock_boot_id(), 1, dblock_boot_ms(), dblock_boot_ms() + ?5"
+        ", dblock_boot_id(), COALESCE(?7, 1), dblock_boot_ms(), dblock_boot_ms() + ?5"
         ") ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, host = excluded.host, pid = excluded.pid,"
-        " token = l.token + 1, strategy = excluded.strategy, session_id = NULL,"
+        " token = COALESCE(?7, l.token + 1), strategy = excluded.strategy, session_id = NULL,"
         " acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at,"
         " expires_at = excluded.expires_at, released_at = NULL, last_started_at = excluded.last_started_at,"
-        " boot_id = excluded.boot_id, boot_token = l.token + 1, boot_started_ms = excluded.boot_started_ms,"
+        " boot_id = excluded.boot_id, boot_token = COALESCE(?7, l.token + 1), boot_started_ms = excluded.boot_started_ms,"
         " boot_expires_ms = excluded.boot_expires_ms"
         " WHERE NOT " +
         lease_live_sql("l.") + " AND (?6 <= 0 OR l.last_started_at IS NULL OR " + started_ago_sql("l.") +
@@ -161,6 +162,15 @@ class LeaseLocker final : public Locker {
     upsert->bind(4, req.pid);
     upsert->bind(5, static_cast<std::int64_t>(req.ttl.count()));
     upsert->bind(6, static_cast<std::int64_t>(req.min_interval.count()));
+    // A semaphore's slot: the header first, in this transaction; its token is the slot's.
+    if (!req.semaphore.empty()) {
+      auto header = take_header(req);
+      if (!header) return std::unexpected(header.error());
+      if (header->state != AcquireOutcome::State::acquired) return *header;
+      upsert->bind(7, header->token);
+    } else {
+      upsert->bind_null(7);
+    }
     auto row = upsert->step("acquiring " + req.key);
     if (!row) return std::unexpected(row.error());
 
@@ -199,6 +209,59 @@ class LeaseLocker final : public Locker {
       }
     }
     return out;  // the transaction changed nothing; its guard rolls it back
+  }
+
+  /// The header row of req.semaphore, inside the acquiring transaction (src/backends/README.md,
+  /// Semaphores): acquired with the token the slot gets, or the answer to give (another slot
+  /// count recorded, or a plain holder of the key).
+  Result<AcquireOutcome> take_header(const LockRequest& req) {
+    const std::string now = now_sql();
+    const std::string slot_held = "EXISTS (SELECT 1 FROM " + tables_.locks +
+                                  " AS s WHERE s.name > ?6 AND s.name < ?7 AND s.released_at IS NULL AND"
+                                  " (s.strategy IS NOT 'lease' OR " + lease_live_sql("s.") + "))";
+    auto header = conn_->prepare(
+        "INSERT INTO " + tables_.locks +
+        " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
+        " released_at, last_started_at, slots) VALUES (?1, ?2, ?3, ?4, 1, 'semaphore', NULL, " + now + ", " + now +
+        ", '9999-12-31 23:59:59.999', NULL, " + now + ", ?5) ON CONFLICT(name) DO UPDATE SET owner = excluded.owner,"
+        " host = excluded.host, pid = excluded.pid, token = l.token + 1, strategy = 'semaphore', session_id = NULL,"
+        " acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,"
+        " released_at = NULL, last_started_at = excluded.last_started_at, slots = excluded.slots, boot_id = NULL,"
+        " boot_token = NULL, boot_started_ms = NULL, boot_expires_ms = NULL"
+        " WHERE CASE WHEN l.slots IS NULL THEN l.released_at IS NOT NULL OR l.acquired_at IS NULL OR"
+        " (l.strategy IS 'lease' AND NOT " + lease_live_sql("l.") + ") ELSE l.slots = ?5 OR NOT " + slot_held +
+        " END RETURNING token");
+    if (!header) return std::unexpected(header.error());
+    const std::string first = req.semaphore + slot_separator, past = req.semaphore + char(slot_separator + 1);
+    header->bind(1, std::string_view(req.semaphore));
+    header->bind(2, std::string_view(req.owner));
+    header->bind(3, std::string_view(req.host));
+    header->bind(4, req.pid);
+    header->bind(5, static_cast<std::int64_t>(req.slots));
+    header->bind(6, std::string_view(first));
+    header->bind(7, std::string_view(past));
+    auto row = header->step("taking the semaphore " + req.semaphore);
+    if (!row) return std::unexpected(row.error());
+    AcquireOutcome out;
+    if (*row) {
+      out.state = AcquireOutcome::State::acquired;
+      out.token = header->int64(0);
+      if (auto done = header->run("taking the semaphore " + req.semaphore); !done) return std::unexpected(done.error());
+      return out;
+    }
+    // Not taken: another slot count, or a plain holder of the key.
+    auto read = conn_->prepare(status_select(tables_, "slots") + " WHERE name = ?1");
+    if (!read) return std::unexpected(read.error());
+    read->bind(1, std::string_view(req.semaphore));
+    auto found = read->step("reading the semaphore " + req.semaphore);
+    if (!found) return std::unexpected(found.error());
+    out.state = AcquireOutcome::State::busy;
+    if (*found) {
+      auto recorded = read->opt_int64(status_columns);
+      if (recorded && *recorded != req.slots) out.recorded_slots = static_cast<int>(*recorded);
+      else out.holder = read_status(*read);
+    }
+    return out;
   }
 
   Result<void> attempt_renew(Millis ttl) {

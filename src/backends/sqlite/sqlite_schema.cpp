@@ -28,6 +28,9 @@ constexpr std::array<AddedColumn, 4> boot_columns{{
     {"boot_started_ms", "INTEGER"},
     {"boot_expires_ms", "INTEGER"},
 }};
+// A semaphore's header row records its slot count here (src/backends/README.md, Semaphores);
+// NULL on every other row. Plain locks never read it, so check_schema does not require it.
+constexpr AddedColumn slots_column{"slots", "INTEGER"};
 
 std::string epoch_ms_of(std::string_view expr) { return epoch_ms_sql(expr); }
 
@@ -90,12 +93,14 @@ bool has_boot_columns(const TableShape& shape) {
   return true;
 }
 
-/// Adds the boot_* columns a table made by an older dblock lacks, inside the caller's write
-/// transaction, so processes upgrading the same file at once add each column once.
-Result<void> add_boot_columns(const Connection& conn, const std::string& table) {
+/// Adds the columns (boot_*, slots) a table made by an older dblock lacks, inside the caller's
+/// write transaction, so processes upgrading the same file at once add each column once.
+Result<void> add_missing_columns(const Connection& conn, const std::string& table) {
   auto shape = read_shape(conn, table);
   if (!shape) return std::unexpected(shape.error());
-  for (const auto& column : boot_columns) {
+  std::vector<AddedColumn> added(boot_columns.begin(), boot_columns.end());
+  added.push_back(slots_column);
+  for (const auto& column : added) {
     if (has_column(*shape, column.name)) continue;
     if (auto ok = conn.exec("ALTER TABLE " + quote_ident(table) + " ADD COLUMN " + std::string(column.name) + " " +
                                 std::string(column.type),
@@ -118,7 +123,7 @@ Result<bool> schema_complete(const Connection& conn, const std::string& prefix) 
     if (!has_column(*locks, column)) return false;
   for (std::string_view column : rows::runs_columns)
     if (!has_column(*runs, column)) return false;
-  if (!has_boot_columns(*locks)) return false;
+  if (!has_boot_columns(*locks) || !has_column(*locks, slots_column.name)) return false;
   auto index = conn.prepare("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?1");
   if (!index) return std::unexpected(index.error());
   const std::string index_name = prefix + "runs_name_id";
@@ -148,7 +153,8 @@ std::string tables_sql(const std::string& prefix) {
          "  boot_id          TEXT,     -- /proc/sys/kernel/random/boot_id of the lease's host\n"
          "  boot_token       INTEGER,  -- the token the boot_* columns belong to\n"
          "  boot_started_ms  INTEGER,  -- CLOCK_BOOTTIME ms of the acquisition\n"
-         "  boot_expires_ms  INTEGER   -- CLOCK_BOOTTIME ms of the end of the lease\n"
+         "  boot_expires_ms  INTEGER,  -- CLOCK_BOOTTIME ms of the end of the lease\n"
+         "  slots            INTEGER   -- a semaphore's header row: its slot count (--slots)\n"
          ");\n"
          "CREATE TABLE IF NOT EXISTS " +
          runs +
@@ -186,7 +192,7 @@ Result<void> ensure_schema(const Connection& conn, const std::string& prefix) {
   if (!tx) return std::unexpected(tx.error());
   if (auto ok = conn.exec(tables_sql(prefix), "creating the tables"); !ok) return ok;
   if (auto ok = check_table(conn, prefix + "locks", rows::locks_columns, true); !ok) return ok;
-  if (auto ok = add_boot_columns(conn, prefix + "locks"); !ok) return ok;
+  if (auto ok = add_missing_columns(conn, prefix + "locks"); !ok) return ok;
   if (auto ok = check_table(conn, prefix + "runs", rows::runs_columns, false); !ok) return ok;
   // The index only after the shape check, so a foreign table gives the config error instead.
   if (auto ok = conn.exec(index_sql(prefix), "creating the history index"); !ok) return ok;
@@ -212,6 +218,12 @@ Result<bool> lacks_boot_columns(const Connection& conn, const std::string& prefi
   auto locks = read_shape(conn, prefix + "locks");
   if (!locks) return std::unexpected(locks.error());
   return !locks->empty() && !has_boot_columns(*locks);
+}
+
+Result<bool> has_slots_column(const Connection& conn, const std::string& prefix) {
+  auto locks = read_shape(conn, prefix + "locks");
+  if (!locks) return std::unexpected(locks.error());
+  return has_column(*locks, slots_column.name);
 }
 
 std::string locks_without_boot_columns(const std::string& prefix) {

@@ -42,6 +42,8 @@ Result<void> check_schema(const Connection& conn, const std::string& prefix);
 
 /// True when <prefix>locks exists but an older dblock made it without the boot_* columns.
 Result<bool> lacks_boot_columns(const Connection& conn, const std::string& prefix);
+/// True when <prefix>locks has the slots column (semaphores); an older table gets it from ensure_schema.
+Result<bool> has_slots_column(const Connection& conn, const std::string& prefix);
 /// A FROM source reading such a table with NULL boot_* columns (the wall-clock rule), for a
 /// read-only inspection, which cannot add them.
 std::string locks_without_boot_columns(const std::string& prefix);
