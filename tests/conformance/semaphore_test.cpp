@@ -190,7 +190,7 @@ TEST_CASE("semaphore: a run's history row starts when its slot was taken, whatev
   release(*b, done);
 }
 
-TEST_CASE("semaphore: racing holders never exceed the slots, and every slot taken gets its own token") {
+TEST_CASE("semaphore: racing holders never exceed the slots, every slot taken gets its own token, every run its history row") {
   Db db;
   const std::string key = test::unique_key("sem-race");
   constexpr int slots = 2, threads = 4, rounds = 5;
@@ -227,7 +227,11 @@ TEST_CASE("semaphore: racing holders never exceed the slots, and every slot take
         }
         std::this_thread::sleep_for(5ms);
         --holding;
-        if (auto r = lockers[i]->release({}); !r) {
+        ReleaseRequest done;  // with its history row: releases of one key's slots at once
+        RunRecord run;
+        run.key = key;
+        done.history = run;
+        if (auto r = lockers[i]->release(done); !r) {
           std::lock_guard lock(mu);
           errors.push_back(r.error().message);
         }
@@ -240,6 +244,9 @@ TEST_CASE("semaphore: racing holders never exceed the slots, and every slot take
   std::sort(tokens.begin(), tokens.end());
   CHECK(std::adjacent_find(tokens.begin(), tokens.end()) == tokens.end());
   CHECK(db.status(key).token == tokens.back());
+  auto runs = db.backend->history(key, 100);
+  REQUIRE(runs.has_value());
+  CHECK(runs->size() == tokens.size());
 }
 
 }  // TEST_SUITE

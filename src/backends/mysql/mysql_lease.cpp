@@ -183,7 +183,7 @@ class LeaseLocker final : public Locker {
   // ran (autocommit: the history row stays).
   Result<bool> release_in_one(const ReleaseRequest& req) {
     Sql block("BEGIN NOT ATOMIC DECLARE held INT DEFAULT 0; ");
-    block.add(one_transaction).add(release_update(req)).add("; SET held = ROW_COUNT(); ");
+    block.add(one_transaction).add(lock_header_of(t_, held_->key)).add(release_update(req)).add("; SET held = ROW_COUNT(); ");
     if (req.history) {
       const RunRecord ok = completed(*req.history, *held_, true);
       block.add(history_insert(t_, ok, Sql("IF(held > 0, ?, ?)", to_string(ok.outcome), to_string(RunOutcome::lost)),

@@ -8,6 +8,7 @@
 #include "backends/common/lock_rows.hpp"
 #include "backends/mysql/mysql_error.hpp"
 #include "backends/mysql/mysql_tables.hpp"
+#include "core/semaphore.hpp"
 
 namespace dblock::mysql {
 namespace {
@@ -409,6 +410,12 @@ Result<AcquireOutcome> header_busy(Connection& conn, const Tables& t, const Lock
   }
   out.holder = **row;
   return out;
+}
+
+Sql lock_header_of(const Tables& t, std::string_view lock_row) {
+  auto slot = parse_slot_row(lock_row);
+  if (!slot) return Sql();
+  return Sql("SELECT COUNT(*) INTO @dblock_header FROM " + t.locks + " WHERE name = ? FOR UPDATE; ", slot->key);
 }
 
 Result<int> read_slot_count(Connection& conn, const Tables& t, const std::string& key) {

@@ -262,7 +262,7 @@ class SessionLocker final : public Locker {
     wake_release.add(wake_name(t_, held.key)).add(")");
     if (compound_ && run) {
       Sql block("BEGIN NOT ATOMIC ");
-      block.add(one_transaction).add(history_insert(t_, *run, Sql("?", to_string(run->outcome)), held.key)).add("; ");
+      block.add(one_transaction).add(lock_header_of(t_, held.key)).add(history_insert(t_, *run, Sql("?", to_string(run->outcome)), held.key)).add("; ");
       block.add(history_prune_block(t_, run->key, options_.history_keep)).add("; COMMIT; ");
       if (wakes()) block.add(wake_release).add("; ");
       block.add("END");

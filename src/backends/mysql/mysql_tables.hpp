@@ -169,6 +169,13 @@ Result<void> end_slot(Connection& conn, bool commit);
 /// The answer when begin_slot did not take the header: busy with recorded_slots (the header
 /// records another count) or with the plain holder of req.semaphore.
 Result<AcquireOutcome> header_busy(Connection& conn, const Tables& t, const LockRequest& req);
+/// Inside a release's compound statement, after one_transaction, before anything else: for a
+/// semaphore's slot row, lock its header row (FOR UPDATE) until the COMMIT, so the releases of
+/// one semaphore's slots take turns. Each inserts into and prunes the key's history rows, and
+/// two such transactions at once deadlock on each other's new row; acquirers lock the header
+/// first too, so the order is always header, slot row, history. Empty for a plain key's row.
+Sql lock_header_of(const Tables& t, std::string_view lock_row);
+
 /// The count the header row of `key` records; 0 for any other row, no row, or a table without
 /// the column (no semaphore can exist there). Read only.
 Result<int> read_slot_count(Connection& conn, const Tables& t, const std::string& key);
