@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <latch>
 #include <mutex>
 #include <thread>
 
@@ -247,6 +248,34 @@ TEST_CASE("semaphore: racing holders never exceed the slots, every slot taken ge
   auto runs = db.backend->history(key, 100);
   REQUIRE(runs.has_value());
   CHECK(runs->size() == tokens.size());
+}
+
+TEST_CASE("semaphore: holders of one key releasing at the same instant all record their runs") {
+  Db db;
+  const std::string key = test::unique_key("sem-release");
+  constexpr int slots = 3, rounds = 8;
+  std::vector<std::unique_ptr<Locker>> lockers;
+  for (int i = 0; i < slots; ++i) lockers.push_back(semaphore(db, slots));
+  for (int round = 0; round < rounds; ++round) {
+    for (int i = 0; i < slots; ++i) acquire(*lockers[i], slot_request(key, "owner-" + std::to_string(i), slots));
+    std::latch go(slots);
+    std::vector<Result<void>> released(slots);
+    std::vector<std::thread> pool;
+    for (int i = 0; i < slots; ++i)
+      pool.emplace_back([&, i] {
+        ReleaseRequest done;
+        RunRecord run;
+        run.key = key;
+        done.history = run;
+        go.arrive_and_wait();
+        released[i] = lockers[i]->release(done);
+      });
+    for (auto& t : pool) t.join();
+    for (const auto& r : released) CHECK_MESSAGE(r.has_value(), (r ? std::string() : r.error().message));
+  }
+  auto runs = db.backend->history(key, 100);
+  REQUIRE(runs.has_value());
+  CHECK(runs->size() == static_cast<std::size_t>(slots * rounds));
 }
 
 }  // TEST_SUITE
