@@ -11,6 +11,7 @@
 #include "backends/postgres/postgres_tables.hpp"
 #include "backends/registry.hpp"
 #include "core/clock.hpp"
+#include "core/semaphore.hpp"
 
 namespace dblock::postgres {
 namespace {
@@ -68,7 +69,14 @@ class PostgresBackend final : public Backend {
     return rows::in_request_order(std::move(found), keys, [this] { return now_ms(); });
   }
 
-  Result<int> slot_count(const std::string&) override { return 0; }  // semaphores: not yet on this backend
+  Result<int> slot_count(const std::string& key) override {
+    if (options_.shedlock) return 0;
+    auto r = conn_->exec("SELECT slots FROM " + t_.locks + " WHERE name = $1", {key});
+    // Inspection adds no column: a table from before semaphores has none, and so no semaphore.
+    if (!r && r.error().sqlstate == "42703") return 0;
+    if (!r) return explained(r.error());
+    return r->rows() == 1 && !r->is_null(0, 0) ? static_cast<int>(r->int64(0, 0)) : 0;
+  }
 
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
     auto runs = postgres::read_history(*conn_, t_, key, limit);
@@ -109,7 +117,8 @@ class PostgresBackend final : public Backend {
         "  THEN k.locktype = 'advisory' AND k.objsubid = 1 AND k.classid = $6::bigint::oid AND k.objid = $7::bigint::oid "
         "  ELSE k.relation = to_regclass($8) END LIMIT 1) AS pid FROM u) "
         "SELECT pg_notify($5, s.name)::text, s.pid, s.pid IS NOT NULL AND pg_terminate_backend(s.pid) FROM s",
-        {key, selector_owner(who), selector_token(who), who.force ? "true" : "false", postgres::release_channel(t_.prefix, key),
+        {key, selector_owner(who), selector_token(who), who.force ? "true" : "false",
+         postgres::release_channel(t_.prefix, key_of_row(key)),
          std::to_string(id >> 32), std::to_string(id & 0xffffffffULL), t_.claims});
     if (!r) return std::unexpected(r.error());
     if (r->rows() == 0) {

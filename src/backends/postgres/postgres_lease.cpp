@@ -5,6 +5,28 @@
 namespace dblock::postgres {
 namespace {
 
+// --min-interval ($6 ms) allows a new start of the row (`row` qualifies its columns).
+std::string due(std::string_view row) {
+  const std::string started = std::string(row) + "last_started_at";
+  return "($6::bigint = 0 OR " + started + " IS NULL OR " + started + " <= now() - $6::bigint * interval '1 ms')";
+}
+
+// A lease row's upsert: a fresh row gets `fresh_token` (selected `source`); an existing row is
+// taken only when the lease is over (and, with --min-interval, the last start is old enough),
+// its token set to `next_token`. $1 key, $2 owner, $3 host, $4 pid, $5 ttl, $6 min interval.
+std::string lease_upsert(const Tables& t, std::string_view fresh_token, std::string_view source,
+                         std::string_view next_token) {
+  return "INSERT INTO " + t.locks + " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, "
+         "renewed_at, expires_at, released_at, last_started_at) "
+         "SELECT $1, $2, $3, $4::bigint, " + std::string(fresh_token) + ", 'lease', NULL, now(), now(), "
+         "now() + $5::bigint * interval '1 ms', NULL, now() " + std::string(source) +
+         " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid, "
+         "token = " + std::string(next_token) + ", strategy = 'lease', session_id = NULL, acquired_at = now(), "
+         "renewed_at = now(), expires_at = EXCLUDED.expires_at, released_at = NULL, last_started_at = now() "
+         "WHERE (l.expires_at IS NULL OR l.expires_at <= now()) AND " + due("l.") +
+         " RETURNING token, " + ms("acquired_at") + " AS acq, " + ms("expires_at") + " AS exp";
+}
+
 class LeaseLocker final : public Locker {
  public:
   LeaseLocker(std::shared_ptr<Connection> conn, Tables t, int keep)
@@ -14,23 +36,28 @@ class LeaseLocker final : public Locker {
     // When the upsert does not take the row, the same statement says why: the row as status
     // reads it (a lease's verdict: no question about sessions) and the time until due, status
     // columns first.
+    const std::string why = status_select(t_, "GREATEST(0, " + ms("last_started_at + $6::bigint * interval '1 ms'") +
+                                                  " - " + ms("now()") + ")",
+                                          /*ask_about_sessions=*/false);
     acquire_sql_ =
-        "WITH a AS (INSERT INTO " + t_.locks + " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, "
-        "renewed_at, expires_at, released_at, last_started_at) "
-        "SELECT $1, $2, $3, $4::bigint, 1, 'lease', NULL, now(), now(), now() + $5::bigint * interval '1 ms', NULL, now() "
+        "WITH a AS (" +
         // A live lease, as this statement's snapshot sees it, is busy without locking the row:
         // the many waiters a release wakes do not queue on the row lock behind the one that wins.
-        "WHERE NOT EXISTS (SELECT 1 FROM " + t_.locks + " WHERE name = $1 AND expires_at > now()) "
-        "ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid, "
-        "token = l.token + 1, strategy = 'lease', session_id = NULL, acquired_at = now(), renewed_at = now(), "
-        "expires_at = EXCLUDED.expires_at, released_at = NULL, last_started_at = now() "
-        "WHERE (l.expires_at IS NULL OR l.expires_at <= now()) "
-        "AND ($6::bigint = 0 OR l.last_started_at IS NULL OR l.last_started_at <= now() - $6::bigint * interval '1 ms') "
-        "RETURNING token, " + ms("acquired_at") + " AS acq, " + ms("expires_at") + " AS exp) "
-        "SELECT s.*, a.token, a.acq, a.exp FROM (SELECT 1) one LEFT JOIN a ON true LEFT JOIN (" +
-        status_select(t_, "GREATEST(0, " + ms("last_started_at + $6::bigint * interval '1 ms'") + " - " + ms("now()") + ")",
-                      /*ask_about_sessions=*/false) +
+        lease_upsert(t_, "1", "WHERE NOT EXISTS (SELECT 1 FROM " + t_.locks + " WHERE name = $1 AND expires_at > now())",
+                     "l.token + 1") +
+        ") SELECT s.*, a.token, a.acq, a.exp FROM (SELECT 1) one LEFT JOIN a ON true LEFT JOIN (" + why +
         " WHERE name = $1) s ON a.token IS NULL";
+    // A semaphore's slot (src/backends/README.md, Semaphores), one statement: the header K ($7)
+    // first, only when the slot looks free, then the slot's row with the header's token. Not
+    // taken: the row that refused (the header, or the slot), and the header's recorded count.
+    slot_sql_ = "WITH " +
+                semaphore_header_ctes(t_, "NOT EXISTS (SELECT 1 FROM " + t_.locks + " WHERE name = $1 AND (expires_at > now() OR NOT " +
+                                              due("") + "))",
+                                      7) +
+                "a AS (" + lease_upsert(t_, "h.token", "FROM h", "EXCLUDED.token") +
+                ") SELECT s.*, a.token, a.acq, a.exp, (SELECT slots FROM " + t_.locks + " WHERE name = $7), " +
+                std::string(semaphore_guard) + " FROM f LEFT JOIN h ON true LEFT JOIN a ON true LEFT JOIN (" + why +
+                " WHERE name IN ($1, $7)) s ON a.token IS NULL AND s.name = " + semaphore_refuser(7);
     renew_sql_ = "UPDATE " + t_.locks +
                  " SET expires_at = now() + $4::bigint * interval '1 ms', renewed_at = now() "
                  "WHERE name = $1 AND owner = $2 AND token = $3::bigint AND released_at IS NULL RETURNING " +
@@ -49,16 +76,23 @@ class LeaseLocker final : public Locker {
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis) override {
     if (!conn_->is_open())
       if (auto ok = conn_->reconnect(); !ok) return std::unexpected(ok.error());
-    const Params p{req.key, req.owner, req.host, std::to_string(req.pid), ms_param(req.ttl), ms_param(req.min_interval)};
-    const std::string channel = release_channel(t_.prefix, req.key);
-    auto r = with_schema(*conn_, t_, [&] { return attempt(p, channel); });
+    Params p{req.key, req.owner, req.host, std::to_string(req.pid), ms_param(req.ttl), ms_param(req.min_interval)};
+    const bool slot = !req.semaphore.empty();
+    if (slot) append_semaphore_params(p, req);
+    const std::string& sql = slot ? slot_sql_ : acquire_sql_;
+    // A semaphore's slots announce their releases on the key's channel: a waiter, which tries
+    // every slot, hears any of them free up.
+    const std::string channel = release_channel(t_.prefix, slot ? req.semaphore : req.key);
+    auto r = with_schema(*conn_, t_, [&] { return attempt(sql, p, channel); });
+    if (!r && slot && slot_taken_meanwhile(r.error())) return AcquireOutcome{};  // busy, nothing changed
     if (!r) return std::unexpected(r.error());
     // A waiter hears this key's releases at once (core polls wakeup_fd()). LISTEN goes in the
     // same round trip as a second attempt, ahead of it, so a release between the first attempt
     // and the LISTEN is not missed. A release announced while a statement ran sits in libpq's
     // queue, where polling the socket cannot see it: that is a reason to try again at once.
     for (int again = 0; again < 3 && is_busy(*r) && (!conn_->listening(channel) || conn_->drain_notifications()); ++again) {
-      r = attempt(p, channel);
+      r = attempt(sql, p, channel);
+      if (!r && slot && slot_taken_meanwhile(r.error())) return AcquireOutcome{};
       if (!r) return std::unexpected(r.error());
     }
     AcquireOutcome out;
@@ -78,6 +112,15 @@ class LeaseLocker final : public Locker {
     out.state = AcquireOutcome::State::busy;
     if (r->is_null(0, 0)) return out;  // no row (gone in between): busy, core simply retries
     out.holder = read_status(*r, 0, t_);
+    if (slot && out.holder->key == req.semaphore) {
+      // The header refused: another slot count, or a plain holder of the key.
+      const auto recorded = r->opt_int64(0, status_columns + 4);
+      if (recorded && *recorded != req.slots) {
+        out.recorded_slots = static_cast<int>(*recorded);
+        out.holder.reset();
+      }
+      return out;
+    }
     if (out.holder->state != LockStatus::State::held && req.min_interval.count() > 0 && !r->is_null(0, status_columns)) {
       out.state = AcquireOutcome::State::not_due;
       out.due_in = Millis(r->int64(0, status_columns));
@@ -106,7 +149,7 @@ class LeaseLocker final : public Locker {
              ms_param(req.min_hold),
              req.finished_run ? "true" : "false",
              req.exit_code ? Param(std::to_string(*req.exit_code)) : Param(),
-             release_channel(t_.prefix, key_)};
+             release_channel(t_.prefix, held_req_.semaphore.empty() ? key_ : held_req_.semaphore)};
     append_history_params(p, req, held_req_, *token_, Strategy::lease, keep_);
     if (!conn_->is_open())
       if (auto ok = conn_->reconnect(); !ok) return std::unexpected(ok.error());
@@ -124,16 +167,16 @@ class LeaseLocker final : public Locker {
   static bool is_busy(const QueryResult& r) { return r.is_null(0, status_columns + 1); }
 
   // The upsert, behind a LISTEN on the key's channel when a waiter is not listening yet.
-  Result<QueryResult> attempt(const Params& p, const std::string& channel) {
+  Result<QueryResult> attempt(const std::string& sql, const Params& p, const std::string& channel) {
     if (conn_->listening(channel) || !listen_next_) {
       listen_next_ = true;
-      return conn_->exec(acquire_sql_, p);
+      return conn_->exec(sql, p);
     }
     const std::string listen = "LISTEN " + quote_ident(channel);
     std::vector<Statement> batch;
     if (conn_->listening_any()) batch.push_back({"UNLISTEN *", {}});  // another key's, from an earlier wait
     batch.push_back({listen, {}});
-    batch.push_back({acquire_sql_, p});
+    batch.push_back({sql, p});
     auto r = conn_->pipeline(batch);
     if (!r) return std::unexpected(r.error());
     conn_->listened(channel);
@@ -143,7 +186,7 @@ class LeaseLocker final : public Locker {
   std::shared_ptr<Connection> conn_;
   Tables t_;
   int keep_;
-  std::string acquire_sql_, renew_sql_, release_sql_;
+  std::string acquire_sql_, slot_sql_, renew_sql_, release_sql_;
   std::string key_;
   std::optional<std::int64_t> token_;
   LockRequest held_req_;

@@ -5,6 +5,7 @@
 #include "backends/common/dsn.hpp"
 #include "backends/common/lock_rows.hpp"
 #include "backends/postgres/postgres_tables.hpp"
+#include "core/semaphore.hpp"
 
 namespace dblock::postgres {
 namespace {
@@ -66,7 +67,8 @@ std::string schema_sql(const std::string& prefix) {
          "  released_at timestamptz(3),\n"
          "  last_started_at timestamptz(3),\n"
          "  last_finished_at timestamptz(3),\n"
-         "  last_exit_code integer\n"
+         "  last_exit_code integer,\n"
+         "  slots integer\n"
          ");\n"
          "CREATE TABLE IF NOT EXISTS " +
          t.runs +
@@ -98,8 +100,8 @@ std::string schema_sql(const std::string& prefix) {
 namespace {
 
 // Names the first expected column a table lacks; "" when all are there. A table with no
-// columns at all is missing.
-Result<std::string> missing_column(Connection& conn, const Tables& t, bool* any_table_missing) {
+// columns at all is missing. *lacks_slots: the locks table is there, from before semaphores.
+Result<std::string> missing_column(Connection& conn, const Tables& t, bool* any_table_missing, bool* lacks_slots) {
   auto r = conn.exec(
       "SELECT table_name::text, column_name::text FROM information_schema.columns "
       "WHERE table_schema = current_schema() AND table_name IN ($1, $2, $3)",
@@ -112,6 +114,7 @@ Result<std::string> missing_column(Connection& conn, const Tables& t, bool* any_
     tables.insert(r->text(i, 0));
   }
   *any_table_missing = tables.size() < rows::required_tables.size();
+  *lacks_slots = tables.contains(t.prefix + "locks") && !have.contains({t.prefix + "locks", "slots"});
   auto check = [&](const std::string& table, auto columns) -> std::string {
     if (!tables.contains(table)) return "";
     for (auto c : columns)
@@ -128,16 +131,18 @@ Result<std::string> missing_column(Connection& conn, const Tables& t, bool* any_
 }  // namespace
 
 Result<void> ensure_schema(Connection& conn, const Tables& t) {
-  bool missing = false;
-  auto col = missing_column(conn, t, &missing);
+  bool missing = false, lacks_slots = false;
+  auto col = missing_column(conn, t, &missing, &lacks_slots);
   if (!col) return std::unexpected(col.error());
   if (!col->empty()) return fail(ErrorKind::config, *col);
-  if (!missing) return {};
+  if (!missing && !lacks_slots) return {};
   // CREATE TABLE IF NOT EXISTS races on the catalog (unique violation on pg_type) when several
   // processes create at once; an advisory transaction lock serializes them. The lock id is a
-  // number we computed, not user text.
+  // number we computed, not user text. A locks table from before semaphores gets their
+  // column (src/backends/README.md, Semaphores), under the same lock.
   std::string ddl = "BEGIN;\nSELECT pg_advisory_xact_lock(" +
-                    std::to_string(advisory_key(t.prefix, "\x01schema")) + ");\n" + schema_sql(t.prefix) + "COMMIT;";
+                    std::to_string(advisory_key(t.prefix, "\x01schema")) + ");\n" + schema_sql(t.prefix) +
+                    "ALTER TABLE " + t.locks + " ADD COLUMN IF NOT EXISTS slots integer;\nCOMMIT;";
   if (auto r = conn.exec(ddl); !r) {
     conn.exec("ROLLBACK");
     Error e = r.error();
@@ -145,15 +150,16 @@ Result<void> ensure_schema(Connection& conn, const Tables& t) {
     e.message = "cannot create the dblock tables: " + e.message;
     return std::unexpected(e);
   }
-  col = missing_column(conn, t, &missing);
+  col = missing_column(conn, t, &missing, &lacks_slots);
   if (!col) return std::unexpected(col.error());
   if (!col->empty()) return fail(ErrorKind::config, *col);
   return {};
 }
 
 Result<void> check_schema(Connection& conn, const Tables& t) {
-  bool missing = false;
-  auto col = missing_column(conn, t, &missing);
+  // Plain locks never read slots: a table without it is fine until a semaphore adds it.
+  bool missing = false, lacks_slots = false;
+  auto col = missing_column(conn, t, &missing, &lacks_slots);
   if (!col) return std::unexpected(col.error());
   if (!col->empty()) return fail(ErrorKind::config, *col);
   if (missing) return no_lock_database(conn.where());
@@ -209,20 +215,50 @@ RunRecord complete_run(RunRecord run, const LockRequest& req, std::int64_t token
                              still_held);
 }
 
+std::string semaphore_header_ctes(const Tables& t, std::string_view slot_free, int first) {
+  auto n = [first](int i) { return "$" + std::to_string(first + i); };
+  // Far in the future, not 'infinity': a plain lease finds the header held, and its time still
+  // converts to epoch milliseconds. The count changes only while no slot is held: a lease slot
+  // whose lease is live, or a session slot not released (a crashed session's slot counts until
+  // it is taken and released again, as its server lock cannot be asked about from here).
+  return "f AS (SELECT " + std::string(slot_free) + " AS free), "
+         "h AS (INSERT INTO " + t.locks + " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, "
+         "renewed_at, expires_at, released_at, last_started_at, slots) "
+         "SELECT " + n(0) + "::text, $2, $3, $4::bigint, 1, 'semaphore', NULL, now(), now(), "
+         "timestamptz '9999-12-31 00:00:00+00', NULL, now(), " + n(1) + "::int FROM f WHERE f.free "
+         "ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid, "
+         "token = l.token + 1, strategy = 'semaphore', session_id = NULL, acquired_at = now(), renewed_at = now(), "
+         "expires_at = EXCLUDED.expires_at, released_at = NULL, last_started_at = now(), slots = EXCLUDED.slots "
+         "WHERE CASE WHEN l.slots IS NULL THEN l.released_at IS NOT NULL OR l.acquired_at IS NULL "
+         "OR (l.strategy = 'lease' AND l.expires_at <= now()) "
+         "ELSE l.slots = EXCLUDED.slots OR NOT EXISTS (SELECT 1 FROM " + t.locks + " s WHERE s.name > " + n(2) +
+         "::text AND s.name < " + n(3) + "::text AND s.released_at IS NULL "
+         "AND (s.strategy IS DISTINCT FROM 'lease' OR s.expires_at > now())) END "
+         "RETURNING token), ";
+}
+
+void append_semaphore_params(Params& p, const LockRequest& req) {
+  p.insert(p.end(), {req.semaphore, std::to_string(req.slots), req.semaphore + slot_separator,
+                     req.semaphore + char(slot_separator + 1)});
+}
+
+std::string semaphore_refuser(int first) { return "CASE WHEN f.free THEN $" + std::to_string(first) + " ELSE $1 END"; }
+
 std::string release_tail(const Tables& t, std::string_view final_columns, int first) {
-  // $1 key and $2 token; the history's own parameters from `first` on.
+  // $1 key and $2 token; the history's own parameters from `first` on. The history row's name
+  // is the key's: a semaphore slot's runs are its semaphore's history.
   auto n = [first](int i) { return "$" + std::to_string(first + i); };
   // The DELETE sees the snapshot before the INSERT, so it keeps keep-1 older rows; it seeks the
   // (name, id) index from the newest end, as far as the keep-th row.
   return ", h AS (INSERT INTO " + t.runs +
          " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) "
-         "SELECT $1, $2::bigint, " + n(1) + ", " + n(2) + ", " + n(3) + "::bigint, " + n(7) + ", "
+         "SELECT " + n(8) + "::text, $2::bigint, " + n(1) + ", " + n(2) + ", " + n(3) + "::bigint, " + n(7) + ", "
          "COALESCE((SELECT acquired_at FROM " + t.locks + " WHERE name = $1 AND token = $2::bigint), statement_timestamp()), "
          "statement_timestamp(), "
          "CASE WHEN EXISTS (SELECT 1 FROM u) THEN " + n(4) + " ELSE 'lost' END, " + n(5) + "::int WHERE " + n(0) +
          "::boolean RETURNING id), "
-         "d AS (DELETE FROM " + t.runs + " WHERE " + n(0) + "::boolean AND name = $1 AND id <= (SELECT id FROM " + t.runs +
-         " WHERE name = $1 ORDER BY id DESC OFFSET " + n(6) + "::bigint - 1 LIMIT 1)) "
+         "d AS (DELETE FROM " + t.runs + " WHERE " + n(0) + "::boolean AND name = " + n(8) + " AND id <= (SELECT id FROM " + t.runs +
+         " WHERE name = " + n(8) + " ORDER BY id DESC OFFSET " + n(6) + "::bigint - 1 LIMIT 1)) "
          "SELECT c.n, set_config('synchronous_commit', 'off', true)" +
          (final_columns.empty() ? std::string() : ", " + std::string(final_columns)) +
          " FROM (SELECT count(*) AS n FROM u) c";
@@ -231,14 +267,15 @@ std::string release_tail(const Tables& t, std::string_view final_columns, int fi
 void append_history_params(Params& p, const ReleaseRequest& req, const LockRequest& held, std::int64_t token, Strategy s,
                            int keep) {
   if (!req.history) {
-    p.insert(p.end(), {"false", Param(), Param(), Param(), Param(), Param(), Param(), std::string(to_string(s))});
+    p.insert(p.end(), {"false", Param(), Param(), Param(), Param(), Param(), Param(), std::string(to_string(s)),
+                       std::string(key_of_row(held.key))});
     return;
   }
   // still_held: the statement itself says 'lost' when the release found the lock gone.
   RunRecord run = complete_run(*req.history, held, token, s, true);
   p.insert(p.end(), {"true", run.owner, run.host, std::to_string(run.pid), std::string(to_string(run.outcome)),
                      run.exit_code ? Param(std::to_string(*run.exit_code)) : Param(), std::to_string(std::max(1, keep)),
-                     run.strategy});
+                     run.strategy, run.key});
 }
 
 }  // namespace dblock::postgres

@@ -8,6 +8,7 @@
 #include <cinttypes>
 
 #include "backends/postgres/postgres_tables.hpp"
+#include "core/semaphore.hpp"
 
 namespace dblock::postgres {
 namespace {
@@ -16,24 +17,36 @@ namespace {
 // txn-insert waits 1 ms: enough to see the other holder's row, a busy answer well under 10 ms.
 std::string lock_timeout_ms(Millis wait) { return std::to_string(std::max<std::int64_t>(wait.count(), 1)) + "ms"; }
 
-// The token upsert: taken (token bumped, holder columns written) unless --min-interval says
-// not yet. $1 key, $2 owner, $3 host, $4 pid, $5 strategy, $6 session id, $7 min interval.
-std::string upsert_sql(const Tables& t, std::string_view from_where) {
-  return "INSERT INTO " + t.locks + " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, "
-         "renewed_at, expires_at, released_at, last_started_at) "
-         "SELECT $1, $2, $3, $4::bigint, 1, $5, $6, now(), now(), NULL, NULL, now() " + std::string(from_where) +
-         " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid, "
-         "token = l.token + 1, strategy = EXCLUDED.strategy, session_id = EXCLUDED.session_id, acquired_at = now(), "
-         "renewed_at = now(), expires_at = NULL, released_at = NULL, last_started_at = now() "
-         "WHERE $7::bigint = 0 OR l.last_started_at IS NULL OR l.last_started_at <= now() - $7::bigint * interval '1 ms' "
-         "RETURNING token, " + ms("acquired_at") + " AS acq";
+// --min-interval ($7 ms) allows a new start of the row (`row` qualifies its columns).
+std::string due(std::string_view row) {
+  const std::string started = std::string(row) + "last_started_at";
+  return "($7::bigint = 0 OR " + started + " IS NULL OR " + started + " <= now() - $7::bigint * interval '1 ms')";
 }
 
-// What a busy or not-due answer reports, from the row as it was: holder columns, db now, and
-// the time until due. Appended to an outcome; `l` is the locks row.
+// The token upsert: taken (token bumped, holder columns written) unless --min-interval says
+// not yet. A plain lock never takes a semaphore's header row (its server lock excludes only
+// other plain holders). A semaphore's slot takes the header's token instead (`FROM h`, CTE
+// of semaphore_header_ctes). $1 key, $2 owner, $3 host, $4 pid, $5 strategy, $6 session id,
+// $7 min interval.
+std::string upsert_sql(const Tables& t, std::string_view from_where, bool slot = false) {
+  return "INSERT INTO " + t.locks + " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, "
+         "renewed_at, expires_at, released_at, last_started_at) "
+         "SELECT $1, $2, $3, $4::bigint, " + (slot ? "h.token" : "1") + ", $5, $6, now(), now(), NULL, NULL, now() " +
+         std::string(slot ? "FROM h" : from_where) +
+         " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid, "
+         "token = " + (slot ? "EXCLUDED.token" : "l.token + 1") + ", strategy = EXCLUDED.strategy, "
+         "session_id = EXCLUDED.session_id, acquired_at = now(), "
+         "renewed_at = now(), expires_at = NULL, released_at = NULL, last_started_at = now() "
+         "WHERE " + due("l.") + (slot ? "" : " AND (l.strategy IS NULL OR l.strategy <> 'semaphore')") +
+         " RETURNING token, " + ms("acquired_at") + " AS acq";
+}
+
+// What a busy or not-due answer reports, from the row as it was: holder columns, db now, the
+// time until due, and the row's name. Appended to an outcome; `l` is the locks row.
 std::string holder_columns(std::string_view min_interval = "$7") {
   return "l.owner, l.host, l.pid, l.token, l.strategy, " + ms("l.acquired_at") + ", " + ms("now()") + ", GREATEST(0, " +
-         ms("l.last_started_at + " + std::string(min_interval) + "::bigint * interval '1 ms'") + " - " + ms("now()") + ")";
+         ms("l.last_started_at + " + std::string(min_interval) + "::bigint * interval '1 ms'") + " - " + ms("now()") +
+         "), l.name";
 }
 
 class SessionLocker final : public Locker {
@@ -53,6 +66,27 @@ class SessionLocker final : public Locker {
     wait_lock_sql_ = advisory("(SELECT true FROM (SELECT pg_advisory_lock($8::bigint)) x)");
     book_sql_ = "WITH a AS (" + upsert_sql(t_, "") + ") SELECT true, a.token, a.acq, NULL::boolean, " + holder_columns() +
                 " FROM (SELECT 1) one LEFT JOIN a ON true LEFT JOIN " + t_.locks + " l ON a.token IS NULL AND l.name = $1";
+    // A semaphore's slot (src/backends/README.md, Semaphores): the same statements, with the
+    // header K (from $first on) taken ahead of the slot's row, which gets the header's token.
+    // The slot's server lock ($8, g) is held first, so its row is free unless --min-interval
+    // says not yet. Not taken: the row that refused (the header, or the slot), with the header's
+    // recorded count.
+    auto slot = [&](std::string_view lead, std::string_view got, std::string_view unlock, int first) {
+      const std::string slot_free =
+          std::string(got) + " AND NOT EXISTS (SELECT 1 FROM " + t_.locks + " WHERE name = $1 AND NOT " + due("") + ")";
+      return "WITH " + std::string(lead) + semaphore_header_ctes(t_, slot_free, first) + "a AS (" +
+             upsert_sql(t_, "", /*slot=*/true) + ") SELECT " + std::string(got) + ", a.token, a.acq, " +
+             std::string(unlock) + ", " + holder_columns() + ", l.slots, " + std::string(semaphore_guard) +
+             " FROM f LEFT JOIN h ON true LEFT JOIN a ON true LEFT JOIN " + t_.locks +
+             " l ON a.token IS NULL AND l.name = " + semaphore_refuser(first);
+    };
+    auto advisory_slot = [&](std::string_view lock) {
+      return slot("g AS (SELECT " + std::string(lock) + " AS got), ", "(SELECT got FROM g)",
+                  "CASE WHEN (SELECT got FROM g) AND a.token IS NULL THEN pg_advisory_unlock($8::bigint) END", 9);
+    };
+    try_slot_sql_ = advisory_slot("pg_try_advisory_lock($8::bigint)");
+    wait_slot_sql_ = advisory_slot("(SELECT true FROM (SELECT pg_advisory_lock($8::bigint)) x)");
+    book_slot_sql_ = slot("", "true", "NULL::boolean", 8);
     lock_row_sql_ = "SELECT 1 FROM " + t_.claims + " WHERE name = $1 AND kind = $2 FOR UPDATE";
     insert_claim_sql_ = "INSERT INTO " + t_.claims + " (name, kind) VALUES ($1, $2)";
     claim_sql_ = "INSERT INTO " + t_.claims + " (name, kind) VALUES ($1, $2) ON CONFLICT DO NOTHING";
@@ -173,16 +207,18 @@ class SessionLocker final : public Locker {
     const std::string kind(to_string(strategy_));
     Params p{req.key, req.owner, req.host, std::to_string(req.pid), kind, std::to_string(holder_->backend_pid()),
              ms_param(req.min_interval)};
+    const bool slot = !req.semaphore.empty();
     if (strategy_ == Strategy::advisory) {
       p.push_back(std::to_string(advisory_key(t_.prefix, req.key)));
+      if (slot) append_semaphore_params(p, req);
       Result<std::vector<QueryResult>> r = fail(ErrorKind::internal, "");
       if (wait.count() <= 0) {
-        const Statement one[] = {{try_lock_sql_, p}};
+        const Statement one[] = {{slot ? try_slot_sql_ : try_lock_sql_, p}};
         r = holder_->pipeline(one);
       } else {
         // The wait bound applies to this transaction only: the same round trip, ahead of it.
         const Statement both[] = {{"SELECT set_config('lock_timeout', $1, true)", {lock_timeout_ms(wait)}},
-                                  {wait_lock_sql_, p}};
+                                  {slot ? wait_slot_sql_ : wait_lock_sql_, p}};
         r = holder_->pipeline(both, wait);
       }
       if (!r) {
@@ -190,7 +226,7 @@ class SessionLocker final : public Locker {
         if (r.error().kind != ErrorKind::busy) drop_server_lock();
         return busy_or(r.error());
       }
-      return outcome(r->back());
+      return outcome(r->back(), req);
     }
     // for-update / txn-insert: the lock in a fresh transaction (a failed attempt's is rolled
     // back in the same round trip), then the token on the bookkeeping connection.
@@ -215,19 +251,21 @@ class SessionLocker final : public Locker {
       if (auto c = bookkeeping().exec(claim_sql_, {req.key, kind}); !c) return std::unexpected(c.error());
       return attempt(req, wait);
     }
-    auto b = bookkeeping().exec(book_sql_, p);
+    if (slot) append_semaphore_params(p, req);
+    auto b = bookkeeping().exec(slot ? book_slot_sql_ : book_sql_, p);
     if (!b) {
       drop_server_lock();
+      if (slot_taken_meanwhile(b.error())) return AcquireOutcome{};  // busy, nothing changed
       return std::unexpected(b.error());
     }
-    auto out = outcome(*b);
+    auto out = outcome(*b, req);
     if (out && out->state != AcquireOutcome::State::acquired) drop_server_lock();
     return out;
   }
 
   // Columns: got, token, acquired_at, (unlock), owner, host, pid, token, strategy,
-  // acquired_at, db now, due in.
-  static Result<AcquireOutcome> outcome(const QueryResult& r) {
+  // acquired_at, db now, due in, name; a semaphore's slot: then the header's recorded count.
+  static Result<AcquireOutcome> outcome(const QueryResult& r, const LockRequest& req) {
     AcquireOutcome out;
     if (r.rows() != 1) return out;
     if (!r.is_null(0, 1)) {
@@ -236,13 +274,22 @@ class SessionLocker final : public Locker {
       out.acquired_at_ms = r.opt_int64(0, 2);
       return out;
     }
-    if (r.boolean(0, 0)) {  // the lock was ours, the row said not yet
+    const bool slot = !req.semaphore.empty();
+    // The lock was ours and the row said no: a semaphore's header (for a slot: the header, or
+    // no row seen; for a plain lock: a header row), else --min-interval's not yet.
+    const bool header = slot ? r.is_null(0, 12) || r.text(0, 12) == req.semaphore : r.text(0, 8) == semaphore_marker;
+    if (r.boolean(0, 0) && !header) {
       out.state = AcquireOutcome::State::not_due;
       if (!r.is_null(0, 11)) out.due_in = Millis(r.int64(0, 11));
       return out;
     }
+    if (slot && header && !r.is_null(0, 13) && r.int64(0, 13) != req.slots) {
+      out.recorded_slots = static_cast<int>(r.int64(0, 13));
+      return out;
+    }
     if (!r.is_null(0, 7)) {  // busy: say who holds it, for -v (the row is bookkeeping)
       LockStatus h;
+      h.key = r.text(0, 12);
       h.state = LockStatus::State::held;
       h.owner = r.text(0, 4);
       h.host = r.text(0, 5);
@@ -259,15 +306,16 @@ class SessionLocker final : public Locker {
   std::optional<LockStatus> read_holder(const LockRequest& req) {
     auto r = bookkeeping().exec(holder_sql_, {req.key, ms_param(req.min_interval)});
     if (!r) return std::nullopt;
-    auto out = outcome(*r);
+    auto out = outcome(*r, req);
     if (!out || !out->holder) return std::nullopt;
     out->holder->key = req.key;
     return out->holder;
   }
 
   // busy (55P03 and friends) is an answer, not an error.
+  // So is a semaphore slot taken by someone else between the snapshot and the upsert.
   static Result<AcquireOutcome> busy_or(const Error& e) {
-    if (e.kind == ErrorKind::busy) return AcquireOutcome{};
+    if (e.kind == ErrorKind::busy || slot_taken_meanwhile(e)) return AcquireOutcome{};
     return std::unexpected(e);
   }
 
@@ -289,7 +337,7 @@ class SessionLocker final : public Locker {
   std::unique_ptr<Connection> book_;  // for-update and txn-insert only
   Tables t_;
   int keep_;
-  std::string try_lock_sql_, wait_lock_sql_, book_sql_, release_sql_, claim_sql_, lock_row_sql_, insert_claim_sql_,
+  std::string try_lock_sql_, wait_lock_sql_, book_sql_, try_slot_sql_, wait_slot_sql_, book_slot_sql_, release_sql_, claim_sql_, lock_row_sql_, insert_claim_sql_,
       holder_sql_, end_txn_sql_;
   std::string key_;
   std::optional<std::int64_t> token_;

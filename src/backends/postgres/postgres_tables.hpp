@@ -47,16 +47,16 @@ Result<std::vector<RunRecord>> read_history(Connection& conn, const Tables& t, c
 std::string release_channel(std::string_view prefix, std::string_view key);
 
 /// Runs `attempt` (one statement's worth of work that cleans up after itself on failure) on
-/// the assumption that the tables exist. When a statement reports a table missing (SQLSTATE
-/// 42P01) the schema is created on `conn` and `attempt` runs once more; a missing column (42703)
-/// becomes the config error that names it (the schema check runs only on this error path).
+/// the assumption that the tables exist. When a statement reports a table (SQLSTATE 42P01) or a
+/// column (42703) missing, ensure_schema runs on `conn` and `attempt` runs once more: it creates
+/// missing tables, adds the slots column a table from before semaphores lacks, and makes a
+/// missing required column the config error that names it. Both errors come from planning, so
+/// the failed attempt changed nothing; a column still missing after that is the retry's error.
 template <class Attempt>
 auto with_schema(Connection& conn, const Tables& t, Attempt&& attempt) -> decltype(attempt()) {
   auto r = attempt();
   if (r || (r.error().sqlstate != "42P01" && r.error().sqlstate != "42703")) return r;
-  const bool retry = r.error().sqlstate == "42P01";
   if (auto made = ensure_schema(conn, t); !made) return std::unexpected(made.error());
-  if (!retry) return r;  // every column is there: the statement's own error stands
   return attempt();
 }
 
@@ -67,17 +67,36 @@ auto with_schema(Connection& conn, const Tables& t, Attempt&& attempt) -> declty
 /// (synchronous_commit off for this transaction only): a release lost in a server crash only
 /// leaves a lease to expire, the history row is a record, and the next acquirer's synchronous
 /// commit flushes the WAL up to its own token first.
-/// Parameters: $1 key, $2 token; from $first on the eight of append_history_params (history
-/// wanted, owner, host, pid, outcome, exit code, keep, strategy); the caller's CTE uses those
-/// in between as it likes.
+/// Parameters: $1 key, $2 token; from $first on the nine of append_history_params (history
+/// wanted, owner, host, pid, outcome, exit code, keep, strategy, the history's name: the key,
+/// or a semaphore slot's key); the caller's CTE uses those in between as it likes.
 std::string release_tail(const Tables& t, std::string_view final_columns, int first);
-/// The eight history parameters of release_tail for `req` (no history: the first is false).
+/// The nine history parameters of release_tail for `req` (no history: the first is false).
 void append_history_params(Params& p, const ReleaseRequest& req, const LockRequest& held, std::int64_t token, Strategy s,
                            int keep);
 
 /// The history row of a run that held `req` with `token`: key, token and strategy come from
 /// the locker (core leaves them empty), holder fields from the request when core left them empty.
 RunRecord complete_run(RunRecord run, const LockRequest& req, std::int64_t token, Strategy s, bool still_held);
+
+/// Semaphores (src/backends/README.md, "Semaphores"): the CTEs `f` and `h` that a slot's
+/// acquiring statement starts with (after its own leading CTEs, if any). f: one row, `free` =
+/// `slot_free`, whether the slot's row can be taken, judged as the slot's own upsert will judge
+/// it, in the same snapshot. h: the header row K, taken only when f.free and the header allows it
+/// (its count is N; or it is a plain row nobody holds; or no slot of K is held), inserted with
+/// token 1 or updated to token + 1, RETURNING token: the slot's upsert takes it `FROM h`.
+/// Parameters: $2 owner, $3 host, $4 pid; from $first on the four of append_semaphore_params.
+std::string semaphore_header_ctes(const Tables& t, std::string_view slot_free, int first);
+/// K, N, and the bounds of K's slot rows' names (K + '\x1f', K + '\x20').
+void append_semaphore_params(Params& p, const LockRequest& req);
+/// The name of the row that refused when the slot was not taken: the header when the slot was
+/// free (f.free), else the slot's. `first` as for semaphore_header_ctes.
+std::string semaphore_refuser(int first);
+/// A column of the slot's statement that fails it when the header was taken and the slot (CTE
+/// `a`) was not: someone took the slot between the snapshot and the upsert. The error (SQLSTATE
+/// 22012) rolls the whole statement back, so no token is used; the answer is busy.
+inline constexpr std::string_view semaphore_guard = "1 / CASE WHEN h.token IS NOT NULL AND a.token IS NULL THEN 0 ELSE 1 END";
+inline bool slot_taken_meanwhile(const Error& e) { return e.sqlstate == "22012"; }
 
 /// A lease renewal: `sql` once, and once more after a reconnect when the connection failed.
 Result<QueryResult> exec_reconnecting(Connection& conn, const std::string& sql, const Params& p);
