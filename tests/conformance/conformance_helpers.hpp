@@ -32,6 +32,10 @@ struct Db {
     REQUIRE_MESSAGE(ok.has_value(), (ok ? std::string() : ok.error().message));
   }
 
+  /// The same tables through a connection of its own, as another process would have: lockers
+  /// used on several threads at once each need one (a locker may share its Backend's connection).
+  std::unique_ptr<Db> another() const { return std::unique_ptr<Db>(new Db(options)); }
+
   std::unique_ptr<Locker> locker() const {
     auto made = backend->make_locker(test::strategy());
     REQUIRE_MESSAGE(made.has_value(), (made ? std::string() : made.error().message));
@@ -48,6 +52,9 @@ struct Db {
 
   BackendOptions options;
   std::unique_ptr<Backend> backend;
+
+ private:
+  explicit Db(const BackendOptions& same) : options(same), backend(test::open(same, test::dsn())) {}
 };
 
 inline LockRequest request(const std::string& key, const std::string& owner, Millis ttl = 30s,
