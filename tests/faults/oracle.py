@@ -88,7 +88,7 @@ def tokens(path, min_runs):
     if problems:
         return "; ".join(problems[:5])
     inversions = sum(1 for a, b in zip(runs, runs[1:]) if b[1] < a[1])
-    print(f"{len(runs)} runs, tokens {runs[0][1]}..{max(t for _, t in runs)}, all distinct, increasing after every end;"
+    print(f"{len(runs)} runs, tokens {min(t for _, t in runs)}..{max(t for _, t in runs)}, all distinct, increasing after every end;"
           f" {inversions} neighbours started in the other order (concurrent holders)")
     return None
 
