@@ -87,6 +87,9 @@ def tokens(path, min_runs):
             problems.append(f"token {token} started after token {highest_ended} had ended")
     if problems:
         return "; ".join(problems[:5])
+    if not runs:
+        print("no runs")
+        return None
     inversions = sum(1 for a, b in zip(runs, runs[1:]) if b[1] < a[1])
     print(f"{len(runs)} runs, tokens {min(t for _, t in runs)}..{max(t for _, t in runs)}, all distinct, increasing after every end;"
           f" {inversions} neighbours started in the other order (concurrent holders)")
