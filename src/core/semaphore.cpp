@@ -64,26 +64,25 @@ class SemaphoreLocker final : public Locker {
  public:
   SemaphoreLocker(std::unique_ptr<Locker> inner, int slots) : inner_(std::move(inner)), slots_(slots) {}
 
-  // Every slot once, lowest first, none blocking: a waiter takes whichever frees first
-  // (core retries when woken or after its backoff). A header that another slot count or a
-  // plain holder owns answers the same for every slot, so the first answer settles it.
-  Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis) override {
+  // Every slot once, lowest first, none blocking: a waiter takes whichever frees first. A
+  // header that another slot count or a plain holder owns answers the same for every slot, so
+  // the first answer settles it. Then, when core allows a server-side wait and the backend has
+  // no wake-up descriptor (MariaDB's wake names and lock waits, PostgreSQL's session lock
+  // waits), one slot is waited on for that slice, a different one each attempt: the release of
+  // that slot wakes this waiter at once, any other is seen by the next attempt, at most one
+  // slice later. Backends that wake core through wakeup_fd() (SQLite, PostgreSQL lease) are
+  // never asked to block.
+  Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
     std::optional<LockStatus> first_holder;
     for (int slot = 0; slot < slots_; ++slot) {
-      LockRequest one = req;
-      one.key = slot_row_name(req.key, slot);
-      one.semaphore = req.key;
-      one.slots = slots_;
-      auto out = inner_->try_acquire(one, Millis(0));
-      if (!out) return out;
-      if (out->recorded_slots) return std::unexpected(slots_mismatch(req.key, *out->recorded_slots, slots_));
-      if (out->state == AcquireOutcome::State::acquired) {
-        out->slot = slot;
-        return out;
-      }
-      const bool plain_holder = out->holder && out->holder->key == req.key;
-      if (out->holder && !first_holder) first_holder = out->holder;
-      if (plain_holder || out->state == AcquireOutcome::State::not_due) return out;
+      auto out = attempt(req, slot, Millis(0), first_holder);
+      if (!out || out->state != AcquireOutcome::State::busy || settled_) return out;
+    }
+    if (wait > Millis(0) && inner_->wakeup_fd() < 0) {
+      const int slot = next_wait_slot_;
+      next_wait_slot_ = (next_wait_slot_ + 1) % slots_;
+      auto out = attempt(req, slot, wait, first_holder);
+      if (!out || out->state != AcquireOutcome::State::busy || settled_) return out;
     }
     AcquireOutcome busy;
     busy.state = AcquireOutcome::State::busy;
@@ -101,8 +100,31 @@ class SemaphoreLocker final : public Locker {
   void consume_wakeup() override { inner_->consume_wakeup(); }
 
  private:
+  // One slot's attempt. settled_: the answer holds for every slot (taken, refused by the
+  // header, not due), so no other slot is tried.
+  Result<AcquireOutcome> attempt(const LockRequest& req, int slot, Millis wait, std::optional<LockStatus>& first_holder) {
+    settled_ = true;
+    LockRequest one = req;
+    one.key = slot_row_name(req.key, slot);
+    one.semaphore = req.key;
+    one.slots = slots_;
+    auto out = inner_->try_acquire(one, wait);
+    if (!out) return out;
+    if (out->recorded_slots) return std::unexpected(slots_mismatch(req.key, *out->recorded_slots, slots_));
+    if (out->state == AcquireOutcome::State::acquired) {
+      out->slot = slot;
+      return out;
+    }
+    const bool plain_holder = out->holder && out->holder->key == req.key;
+    if (out->holder && !first_holder) first_holder = out->holder;
+    settled_ = plain_holder || out->state == AcquireOutcome::State::not_due;
+    return out;
+  }
+
   std::unique_ptr<Locker> inner_;
   int slots_;
+  int next_wait_slot_ = 0;
+  bool settled_ = false;
 };
 
 }  // namespace

@@ -292,9 +292,10 @@ TEST_CASE("semaphore: racing holders never exceed the slots, every slot taken ge
               got = true;
             }
           }
-          // A waiter backs off between tries, as core does: spinners that never pause would keep
-          // a single-writer database (SQLite) from ever committing the holder's release.
-          if (!got) std::this_thread::sleep_for(1ms);
+          // A waiter backs off between tries (jittered), as core does: spinners that hardly pause
+          // keep a single-writer database (SQLite) from committing the holder's release, whose
+          // busy handler sleeps between its own tries; under load that ran out its busy timeout.
+          if (!got) std::this_thread::sleep_for(std::chrono::milliseconds(2 + (tries + i) % 9));
         }
         if (!got) {
           std::lock_guard lock(mu);
