@@ -11,9 +11,10 @@ own check, with flock.)"""
 import sys
 
 
-def check(path, expected, allowed_ms=0.0):
+def read_log(path):
+    """Start and end times (ns) by token; the first end of a token wins (a job's own, or the
+    test's oracle_end). Raises ValueError naming a token that started twice."""
     starts, ends = {}, {}
-    order = []
     with open(path) as f:
         for line in f:
             parts = line.split()
@@ -22,11 +23,19 @@ def check(path, expected, allowed_ms=0.0):
             kind, token, ns = parts[0], parts[1], int(parts[2])
             if kind == "start":
                 if token in starts:
-                    return f"token {token} started twice"
+                    raise ValueError(f"token {token} started twice")
                 starts[token] = ns
-                order.append(token)
             elif kind == "end":
-                ends.setdefault(token, ns)  # the first end wins (a job's own, or the test's)
+                ends.setdefault(token, ns)
+    return starts, ends
+
+
+def check(path, expected, allowed_ms=0.0):
+    try:
+        starts, ends = read_log(path)
+    except ValueError as e:
+        return str(e)
+    order = list(starts)
     problems = []
     if len(starts) != expected:
         problems.append(f"{len(starts)} runs, expected {expected}")
@@ -56,19 +65,10 @@ def check(path, expected, allowed_ms=0.0):
 
 
 def tokens(path, min_runs):
-    starts, ends = {}, {}
-    with open(path) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) < 3:
-                continue
-            kind, token, ns = parts[0], parts[1], int(parts[2])
-            if kind == "start":
-                if token in starts:
-                    return f"token {token} was given twice"
-                starts[token] = ns
-            elif kind == "end":
-                ends.setdefault(token, ns)
+    try:
+        starts, ends = read_log(path)
+    except ValueError as e:
+        return str(e)
     try:
         runs = sorted((ns, int(t)) for t, ns in starts.items())
     except ValueError:
