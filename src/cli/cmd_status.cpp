@@ -113,7 +113,7 @@ std::vector<Line> expand_semaphores(Backend& backend, std::vector<LockStatus> lo
       lines.push_back({std::move(lock), std::nullopt, 0});
       continue;
     }
-    auto slots = read_slots(backend, lock);
+    auto slots = read_slots(backend, lock.key);
     for (auto& slot : slots) lines.push_back({std::move(slot.lock), slot.slot, static_cast<int>(slots.size())});
   }
   return lines;

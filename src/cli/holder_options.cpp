@@ -4,6 +4,7 @@
 
 #include "backends/common/lock_rows.hpp"
 #include "cli/commands.hpp"
+#include "cli/semaphore_view.hpp"
 #include "core/semaphore.hpp"
 
 namespace dblock::cli {
@@ -31,16 +32,14 @@ HolderSelector holder_selector(const HolderArgs& args) {
 }
 
 std::vector<std::string> holder_rows(Backend& backend, const std::string& key, const HolderSelector& who) {
-  const int slots = value_or_throw(backend.slot_count(key));
-  if (slots == 0) return {key};
-  std::vector<std::string> names;
-  for (int slot = 0; slot < slots; ++slot) names.push_back(slot_row_name(key, slot));
+  const auto slots = read_slots(backend, key);
+  if (slots.empty()) return {key};
   std::vector<std::string> rows;
-  for (const auto& lock : value_or_throw(backend.status(names))) {
+  for (const auto& [slot, lock] : slots) {
     if (lock.state != LockStatus::State::held) continue;
     if (who.owner && lock.owner != *who.owner) continue;
     if (who.token && lock.token != *who.token) continue;
-    rows.push_back(lock.key);
+    rows.push_back(slot_row_name(key, slot));
   }
   if (rows.empty())
     throw FatalError{{ErrorKind::lost, "no slot of the semaphore '" + key + "' is held by " + rows::describe(who)}};

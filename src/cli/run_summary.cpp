@@ -58,7 +58,7 @@ std::vector<KeySummary> summarize(Backend& backend, std::span<const std::string>
     // A semaphore is one key here: its slots' rows fold into its header's.
     if (is_slot_row(lock)) continue;
     KeySummary summary;
-    summary.lock = is_semaphore_header(lock) ? as_one_lock(lock, read_slots(backend, lock)) : std::move(lock);
+    summary.lock = is_semaphore_header(lock) ? as_one_lock(lock, read_slots(backend, lock.key)) : std::move(lock);
     auto it = by_key.find(summary.lock.key);
     add_history(summary, it == by_key.end() ? std::vector<const RunRecord*>{} : it->second);
     summaries.push_back(std::move(summary));

@@ -9,15 +9,16 @@ bool is_semaphore_header(const LockStatus& row) { return row.strategy == semapho
 
 bool is_slot_row(const LockStatus& row) { return parse_slot_row(row.key).has_value(); }
 
-std::vector<SlotStatus> read_slots(Backend& backend, const LockStatus& header) {
-  const int slots = value_or_throw(backend.slot_count(header.key));
+std::vector<SlotStatus> read_slots(Backend& backend, const std::string& key) {
+  const int slots = value_or_throw(backend.slot_count(key));
+  if (slots == 0) return {};
   std::vector<std::string> names;
-  for (int slot = 0; slot < slots; ++slot) names.push_back(slot_row_name(header.key, slot));
+  for (int slot = 0; slot < slots; ++slot) names.push_back(slot_row_name(key, slot));
   auto rows = value_or_throw(backend.status(names));
   std::vector<SlotStatus> out;
   for (int slot = 0; slot < slots && static_cast<std::size_t>(slot) < rows.size(); ++slot) {
     LockStatus row = std::move(rows[static_cast<std::size_t>(slot)]);
-    row.key = header.key;
+    row.key = key;
     out.push_back({slot, std::move(row)});
   }
   return out;

@@ -22,8 +22,8 @@ bool is_semaphore_header(const LockStatus& row);
 /// True for a slot's own row (listed through its header instead).
 bool is_slot_row(const LockStatus& row);
 
-/// The slots of the semaphore whose header is `header`, in slot order.
-std::vector<SlotStatus> read_slots(Backend& backend, const LockStatus& header);
+/// The slots of the semaphore `key`, in slot order; none when `key` is no semaphore.
+std::vector<SlotStatus> read_slots(Backend& backend, const std::string& key);
 
 /// The semaphore as one lock: held while any slot is (holder, since and expiry of the
 /// longest-held slot), the header's token (the last issued), the newest last_* of any slot.
