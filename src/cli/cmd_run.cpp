@@ -96,7 +96,9 @@ CommandAction define_run(CLI::App& sub) {
     options.record_history = !args->no_history;
     value_or_throw(validate_run_timing(options.request.ttl, options.kill_after));
 
-    return run_job(context.locker_opener(options.strategy, options.request.ttl, options.request.slots), options);
+    // The DSN is parsed, and a server backend's module loaded, only after the guard is forked.
+    return run_job([&] { return context.locker_opener(options.strategy, options.request.ttl, options.request.slots); },
+                   options);
   };
 }
 

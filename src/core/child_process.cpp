@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -224,6 +225,38 @@ bool receive_start(int control, StartMessage* message, int* keep_open) {
   return n == static_cast<ssize_t>(sizeof *message);
 }
 
+// The command's process between clone and execve. It shares the guard's memory until then
+// (CLONE_VM | CLONE_VFORK: no page tables copied, no copy-on-write faults, the guard waits),
+// so it makes system calls only and writes nothing but exec_errno.
+struct CommandStart {
+  const GuardPlan* plan;
+  pid_t guard;
+  bool interactive;
+  int exec_errno;  // set when execve failed; 0 when the command runs
+};
+
+// The command's stack until execve: the guard is single-threaded and suspended meanwhile.
+alignas(64) char command_stack[64 * 1024];
+
+int command_main(void* arg) {
+  auto* cs = static_cast<CommandStart*>(arg);
+  const GuardPlan& plan = *cs->plan;
+  ::setpgid(0, 0);
+  // The guard outlives dblock on purpose, but nothing must outlive the guard.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != cs->guard) ::_exit(exit_signal_base + SIGKILL);
+  if (cs->interactive) give_terminal(::getpid());
+  reset_signals_for_exec();
+  ::execve(plan.path, plan.argv, plan.envp);
+  int err = errno;
+  if (err == ENOEXEC) {
+    ::execve("/bin/sh", plan.sh_argv, plan.envp);
+    err = errno;
+  }
+  cs->exec_errno = err;
+  ::_exit(err == ENOENT ? exit_not_found : exit_cannot_execute);
+}
+
 [[noreturn]] void guard_main(const GuardPlan& plan) {
   // Orphaned descendants of the command (double forks, setsid) are reparented to us, so
   // they can still be found and killed when dblock dies.
@@ -245,51 +278,30 @@ bool receive_start(int control, StartMessage* message, int* keep_open) {
     start.late_values[i][Child::late_value_max] = '\0';
     std::memcpy(plan.late_values[i], start.late_values[i], sizeof start.late_values[i]);
   }
-  const bool interactive = start.interactive != 0;
 
-  int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0) {
-    write_report(plan.status, GuardReport::exec_failed, errno);
-    ::_exit(0);
-  }
-  const pid_t guard = ::getpid();
-  const pid_t cmd = ::fork();
-  if (cmd == 0) {
-    ::close(report[0]);
-    ::setpgid(0, 0);
-    // The guard outlives dblock on purpose, but nothing must outlive the guard.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != guard) ::_exit(exit_signal_base + SIGKILL);
-    if (interactive) give_terminal(::getpid());
-    reset_signals_for_exec();
-    ::execve(plan.path, plan.argv, plan.envp);
-    int err = errno;
-    if (err == ENOEXEC) {
-      ::execve("/bin/sh", plan.sh_argv, plan.envp);
-      err = errno;
-    }
-    while (::write(report[1], &err, sizeof err) < 0 && errno == EINTR) {
-    }
-    ::_exit(err == ENOENT ? exit_not_found : exit_cannot_execute);
-  }
+  CommandStart cs{&plan, ::getpid(), start.interactive != 0, 0};
+  // Every signal stays blocked in both processes while they share memory: a handler running in
+  // the command's process before its execve would scribble on the guard's (posix_spawn does
+  // the same). The command sets its own mask before execve.
+  sigset_t all, before;
+  sigfillset(&all);
+  ::sigprocmask(SIG_SETMASK, &all, &before);
+  // CLONE_VFORK: the guard resumes once the command has called execve or exited, so
+  // cs.exec_errno is final here.
+  const pid_t cmd = ::clone(command_main, command_stack + sizeof command_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &cs);
+  const int clone_errno = errno;
+  ::sigprocmask(SIG_SETMASK, &before, nullptr);
   if (cmd < 0) {
-    write_report(plan.status, GuardReport::exec_failed, errno);
+    write_report(plan.status, GuardReport::exec_failed, clone_errno);
     ::_exit(0);
   }
-  ::close(report[1]);
-  // Both sides set the group, so whichever runs first, it exists before anyone signals it.
-  ::setpgid(cmd, cmd);
-  int err = 0;
-  ssize_t n;
-  do {
-    n = ::read(report[0], &err, sizeof err);
-  } while (n < 0 && errno == EINTR);
-  ::close(report[0]);
-  if (n == static_cast<ssize_t>(sizeof err)) {
+  // The command made its own process group before the guard resumed, so the group exists
+  // before anyone can signal it.
+  if (cs.exec_errno != 0) {
     int st;
     while (::waitpid(cmd, &st, 0) < 0 && errno == EINTR) {
     }
-    write_report(plan.status, GuardReport::exec_failed, err);
+    write_report(plan.status, GuardReport::exec_failed, cs.exec_errno);
     ::_exit(0);
   }
   write_report(plan.status, GuardReport::started, cmd);

@@ -265,7 +265,11 @@ Millis default_kill_after(Millis ttl) {
   return std::clamp(fits, Millis(0), Millis(5000));
 }
 
-int run_job(const OpenLocker& open, const RunOptions& o) {
+int run_job(const OpenLocker& open, const RunOptions& options) {
+  return run_job([&open] { return open; }, options);
+}
+
+int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
   event_log::set_key(o.request.key);
   if (auto timing = validate_run_timing(o.request.ttl, o.kill_after); !timing) return report(timing.error());
   if (o.command.empty()) return report(Error{ErrorKind::usage, "run: no command given"});
@@ -291,6 +295,7 @@ int run_job(const OpenLocker& open, const RunOptions& o) {
   if (!prepared) return report(prepared.error());
   Child child = std::move(*prepared);
 
+  const OpenLocker open = make_open();
   auto opened = acquire_with_wait(open, o.request, o.wait, signals);
   if (!opened) return report(opened.error());
   const WaitResult& waited = opened->result;

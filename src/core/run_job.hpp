@@ -3,6 +3,7 @@
 // group, keep the lock alive while it runs, stop it when the lock is lost or --max-hold
 // expires, release on every path, and return the exit status dblock(1) EXIT STATUS lists.
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,5 +42,10 @@ Millis default_kill_after(Millis ttl);
 /// 124, 126, 127, 128+N, 69...). Errors are reported on stderr before returning. `open`
 /// opens the database and a locker, again after a connection error while still waiting.
 int run_job(const OpenLocker& open, const RunOptions& options);
+/// The same, with the opener made only once the command's guard process is forked: making
+/// it may load a server backend's module and client libraries, which then stay out of the
+/// guard's address space, so the guard's spawn of the command is cheaper at every handoff.
+/// An exception from make_open (a bad DSN) leaves after the guard was told nothing: it exits.
+int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& options);
 
 }  // namespace dblock

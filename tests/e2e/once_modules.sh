@@ -5,14 +5,18 @@
 source "$(dirname "$0")/lib.sh"
 
 client_libs='libpq\.so|libmariadb\.so|libmysqlclient\.so|dblock-(mysql|postgres)\.so'
-# The command reads the maps of its parent, the dblock that holds the lock.
-maps_cmd='cat /proc/$PPID/maps'
+# The command's parent is the guard; the guard's parent is the dblock that holds the lock.
+# The command prints dblock's maps, a marker line, then the guard's.
+maps_cmd='cat /proc/$(ps -o ppid= -p $PPID | tr -d " ")/maps; echo "== guard"; cat /proc/$PPID/maps'
+dblock_maps() { sed '/^== guard$/,$d' <<<"$1"; }
+guard_maps() { sed '1,/^== guard$/d' <<<"$1"; }
 
 assert_status "init" 0 dblock init
 out=$(dblock run "$(key maps)" -- sh -c "$maps_cmd"); rc=$?
 assert_eq "SQLite run exits 0" 0 "$rc"
 check "SQLite run: its maps show dblock itself (the command read the right process)" \
-  grep -q "$(readlink -f "$DBLOCK_BIN")" <<<"$out"
+  grep -q "$(readlink -f "$DBLOCK_BIN")" <<<"$(dblock_maps "$out")"
+check "SQLite run: the guard's maps were read too" grep -q "$(readlink -f "$DBLOCK_BIN")" <<<"$(guard_maps "$out")"
 check "SQLite run maps no server client library or module" bash -c '! grep -Eq "$1" <<<"$2"' _ "$client_libs" "$out"
 out=$(dblock --version); rc=$?
 assert_eq "--version exits 0" 0 "$rc"
@@ -25,12 +29,17 @@ for backend in mysql postgres; do
   assert_status "$backend init" 0 env DBLOCK_DSN="${!var}" dblock init
   out=$(DBLOCK_DSN=${!var} dblock run "$(key maps-$backend)" -- sh -c "$maps_cmd"); rc=$?
   assert_eq "$backend run exits 0" 0 "$rc"
-  check "$backend run maps dblock-$backend.so" grep -q "dblock-$backend\.so" <<<"$out"
+  check "$backend run maps dblock-$backend.so" grep -q "dblock-$backend\.so" <<<"$(dblock_maps "$out")"
   case $backend in
     mysql) lib='libmariadb\.so|libmysqlclient\.so' ;;
     postgres) lib='libpq\.so' ;;
   esac
-  check "$backend run maps its client library" grep -Eq "$lib" <<<"$out"
+  check "$backend run maps its client library" grep -Eq "$lib" <<<"$(dblock_maps "$out")"
+  # The guard is forked before the module is loaded, so spawning the command at each handoff
+  # copies none of the client libraries' mappings.
+  check "$backend run: the guard maps dblock" grep -q "$(readlink -f "$DBLOCK_BIN")" <<<"$(guard_maps "$out")"
+  check "$backend run: the guard maps no module or client library" \
+    bash -c '! grep -Eq "$1" <<<"$2"' _ "$client_libs" "$(guard_maps "$out")"
 done
 
 # The executable alone, as on a host with only the SQLite package: server DSNs are exit 69
