@@ -65,6 +65,22 @@ waiting() {
 
 alive_or_file() { [ -e "$1" ] || ! kill -0 "$2" 2>/dev/null; }
 
+# make_holder_script: $tmp/holder.sh DIR, the command of a holder: marks DIR/held, waits for
+# DIR/release (at most about 120 s, so an interrupted bench leaves nothing behind), then
+# writes its end time to DIR/t1.
+make_holder_script() {
+  cat >"$tmp/holder.sh" <<'SH'
+: >"$1/held"
+i=0
+while [ ! -e "$1/release" ]; do
+  i=$((i + 1))
+  [ "$i" -le 24000 ] || exit 1
+  sleep 0.005
+done
+date +%s%N >"$1/t1"
+SH
+}
+
 # one_handoff CELL: prints one handoff in ms (holder's command ends -> waiter's command starts).
 # The holder's command marks that it holds the lock and waits for a release file; the bench
 # starts the waiter, waits (at most 10 s) until the waiter provably waits, gives it 0.2 s more,
@@ -112,16 +128,7 @@ section_handoff() {
   local c i group
   local -a cells dead=()
   mapfile -t cells < <(handoff_cells)
-  cat >"$tmp/holder.sh" <<'SH'
-: >"$1/held"
-i=0
-while [ ! -e "$1/release" ]; do  # at most about 30 s, so an interrupted bench leaves nothing behind
-  i=$((i + 1))
-  [ "$i" -le 6000 ] || exit 1
-  sleep 0.005
-done
-date +%s%N >"$1/t1"
-SH
+  make_holder_script
   for c in "${!cells[@]}"; do
     : >"$tmp/handoff.$c"
     case ${cells[$c]} in
@@ -176,15 +183,7 @@ section_throughput() {
   say "throughput ($waiters waiters)"
   local cell key i rc t0 t1 errors prefix hp d=$tmp/tp
   local -a pids
-  cat >"$tmp/tp_holder.sh" <<'SH'
-: >"$1/held"
-i=0
-while [ ! -e "$1/release" ]; do  # at most about 300 s, so an interrupted bench leaves nothing behind
-  i=$((i + 1))
-  [ "$i" -le 30000 ] || exit 1
-  sleep 0.01
-done
-SH
+  make_holder_script
   for cell in $(handoff_cells); do
     key="tp-${cell//:/-}"
     case $cell in
@@ -197,7 +196,7 @@ SH
     # handoffs/s, once everyone waits.
     rm -rf "$d"
     mkdir "$d"
-    eval "$(locked "$cell" "$key" 0) sh $(printf %q "$tmp/tp_holder.sh") $(printf %q "$d")" >/dev/null 2>"$d/holder.err" &
+    eval "$(locked "$cell" "$key" 0) sh $(printf %q "$tmp/holder.sh") $(printf %q "$d")" >/dev/null 2>"$d/holder.err" &
     hp=$!
     pids=()
     if wait_for 30 alive_or_file "$d/held" "$hp" && [ -e "$d/held" ]; then
