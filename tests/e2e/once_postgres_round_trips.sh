@@ -73,6 +73,14 @@ for s in lease advisory for-update txn-insert; do
     bash -c "! grep -qiE 'set_config\(s\.name|pg_settings|information_schema' <<<\"\$1\"" _ "$(wire queries)"
   check "$s: the session settings travel in the startup packet" grep -q "idle_session_timeout=" <<<"$(wire options)"
   assert_eq "$s: one history row per run" 2 "$(history_field "$k" runs.#)"
+  case $s in
+    lease | advisory)
+      # The release is parsed once, in the acquire's round trip and ahead of it, so the
+      # handoff to the next waiter does not wait for that parse.
+      assert_eq "$s: the release statement is parsed once" 1 "$(wire queries | grep -c '^WITH u AS (UPDATE')"
+      check "$s: the release is parsed ahead of the acquire" grep -q '^WITH u AS (UPDATE' <<<"$(wire queries | head -n 1)"
+      ;;
+  esac
 done
 
 # Tables that do not exist yet: created by the run's first statement's failure, then hot again.

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <thread>
@@ -126,6 +127,7 @@ Connection::~Connection() = default;
 
 Result<void> Connection::connect() {
   conn_.reset();
+  prepared_.clear();
   // libpq's own parser validates the URI (so sslmode, host=/socket dir, passfile... all work).
   char* err = nullptr;
   std::unique_ptr<PQconninfoOption, ConninfoDeleter> parsed(PQconninfoParse(dsn_.text.c_str(), &err));
@@ -231,6 +233,7 @@ Result<void> Connection::reconnect() { return connect(); }
 
 void Connection::close() {
   conn_.reset();
+  prepared_.clear();
 }
 
 int Connection::socket() const {
@@ -359,32 +362,66 @@ Result<QueryResult> Connection::exec(std::string_view sql, const Params& params,
   return last;
 }
 
+const std::string* Connection::prepared(const std::string& sql) const {
+  for (const auto& [text, name] : prepared_)
+    if (text == sql) return &name;
+  return nullptr;
+}
+
 Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement> statements, Millis extra) {
-  if (statements.size() == 1) {
+  if (statements.size() == 1 && statements[0].parse == Parse::each_time) {
     auto r = exec(statements[0].sql, statements[0].params, extra);
     if (!r) return std::unexpected(r.error());
     return std::vector<QueryResult>{std::move(*r)};
   }
   if (auto ok = connect_if_deferred(); !ok) return std::unexpected(ok.error());
   if (!is_open()) return std::unexpected(broken("not connected"));
+  // Nothing to send (only prepares, all done before): no round trip.
+  if (std::ranges::all_of(statements, [this](const Statement& st) { return st.parse == Parse::only && prepared(st.sql); }))
+    return std::vector<QueryResult>(statements.size());
   const Millis deadline = boottime_now() + options_.io_timeout + extra;
   PGconn* c = conn_.get();
   if (!PQenterPipelineMode(c)) return std::unexpected(broken("entering pipeline mode"));
-  for (const auto& st : statements) {
-    const std::string& text = st.sql;
+  // One entry per message sent that has results of its own: a prepare (records its name once
+  // it succeeded) or a statement's execution (its result goes to out[statement]).
+  struct Sent {
+    std::size_t statement;
+    bool prepare;
+    std::string name;
+  };
+  std::vector<Sent> sent;
+  for (std::size_t i = 0; i < statements.size(); ++i) {
+    const Statement& st = statements[i];
     std::vector<const char*> values;
     values.reserve(st.params.size());
     for (const auto& p : st.params) values.push_back(p ? p->c_str() : nullptr);
-    if (!PQsendQueryParams(c, text.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0))
-      return std::unexpected(broken_and_closed("sending a statement"));
+    const int n = static_cast<int>(values.size());
+    bool ok = true;
+    if (st.parse == Parse::each_time) {
+      ok = PQsendQueryParams(c, st.sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0);
+      sent.push_back({i, false, {}});
+    } else {
+      const std::string* known = prepared(st.sql);
+      std::string name = known ? *known : "dblock_" + std::to_string(++next_name_);
+      if (!known) {
+        // The parameters' types come from the text, as for an unnamed statement.
+        ok = PQsendPrepare(c, name.c_str(), st.sql.c_str(), 0, nullptr);
+        sent.push_back({i, true, name});
+      }
+      if (ok && st.parse == Parse::once) {
+        ok = PQsendQueryPrepared(c, name.c_str(), n, values.data(), nullptr, nullptr, 0);
+        sent.push_back({i, false, {}});
+      }
+    }
+    if (!ok) return std::unexpected(broken_and_closed("sending a statement"));
   }
   if (!PQpipelineSync(c)) return std::unexpected(broken_and_closed("sending a statement"));
   if (auto ok = flush(deadline); !ok) return std::unexpected(ok.error());
-  // Every statement's results end in a nullptr; a failed statement's successors come back
+  // Every message's results end in a nullptr; a failed one's successors come back
   // PGRES_PIPELINE_ABORTED; the Sync's own result closes the batch.
   std::vector<QueryResult> out(statements.size());
   QueryResult error;
-  for (std::size_t i = 0; i <= statements.size(); ++i) {
+  for (std::size_t i = 0; i <= sent.size(); ++i) {
     for (int nulls = 0;;) {
       auto r = next_result(deadline);
       if (!r) return std::unexpected(r.error());
@@ -393,9 +430,9 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
         return std::unexpected(broken_and_closed("connection lost"));
       }
       if (!*r) {
-        // The Sync's result comes after the last statement's end; never wait on more than
+        // The Sync's result comes after the last message's end; never wait on more than
         // one stray end for it.
-        if (i == statements.size() && ++nulls < 2) continue;
+        if (i == sent.size() && ++nulls < 2) continue;
         break;
       }
       auto status = PQresultStatus(*r);
@@ -403,8 +440,10 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
       if (status == PGRES_PIPELINE_SYNC) break;
       if (status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE || status == PGRES_NONFATAL_ERROR) {
         if (!error) error = owned;
-      } else if (i < statements.size()) {
-        out[i] = owned;
+      } else if (i < sent.size() && sent[i].prepare) {
+        if (status == PGRES_COMMAND_OK) prepared_.emplace_back(statements[sent[i].statement].sql, sent[i].name);
+      } else if (i < sent.size()) {
+        out[sent[i].statement] = owned;
       }
     }
   }

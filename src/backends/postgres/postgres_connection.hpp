@@ -28,10 +28,21 @@ using ConnPtr = std::unique_ptr<PGconn, ConnDeleter>;
 using Param = std::optional<std::string>;
 using Params = std::vector<Param>;
 
+/// How a pipeline sends a statement.
+enum class Parse {
+  each_time,  // unnamed: parsed and planned at every execution
+  once,       // named, prepared the first time on this connection and reused after: the server
+              // parses it once per session (a fresh session's first parse, with its catalog
+              // lookups, costs about a millisecond)
+  only,       // prepared as `once` would (if not yet), not run: a later `once` costs no parse.
+              // Sent ahead of a statement that may block, it moves that cost off the handoff.
+};
+
 /// One statement of a pipeline.
 struct Statement {
   std::string sql;
   Params params;
+  Parse parse = Parse::each_time;
 };
 
 /// Owns a PGresult; typed accessors for the text-format values.
@@ -121,6 +132,8 @@ class Connection {
   Result<PGresult*> next_result(Millis deadline);
   void drop_stale_notifications();
   Error timed_out();
+  /// The server-side name of sql if this session has prepared it.
+  const std::string* prepared(const std::string& sql) const;
 
   Dsn dsn_;
   BackendOptions options_;
@@ -128,6 +141,10 @@ class Connection {
   ConnPtr conn_;
   std::string channel_;  // empty: not listening
   bool deferred_ = false;
+  // Statements this session prepared (Parse::once/only): sql -> name. A new session starts
+  // empty; names are never reused, so a prepare that succeeded in a failed pipeline is harmless.
+  std::vector<std::pair<std::string, std::string>> prepared_;
+  unsigned next_name_ = 0;
 };
 
 /// Quotes an identifier that core already validated ([A-Za-z_][A-Za-z0-9_]*).

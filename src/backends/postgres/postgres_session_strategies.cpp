@@ -169,7 +169,7 @@ class SessionLocker final : public Locker {
     append_history_params(p, req, held_req_, token, strategy_, keep_);
     Result<QueryResult> r = fail(ErrorKind::connection, "the holder session is gone");
     if (holder_->is_open()) {
-      std::vector<Statement> batch{{release_sql_, p}};
+      std::vector<Statement> batch{{release_sql_, p, Parse::once}};
       if (!end_txn_sql_.empty()) batch.push_back({end_txn_sql_, {key_, std::string(to_string(strategy_))}});
       if (strategy_ != Strategy::advisory) batch.push_back({"COMMIT", {}});
       auto all = holder_->pipeline(batch);
@@ -211,16 +211,13 @@ class SessionLocker final : public Locker {
     if (strategy_ == Strategy::advisory) {
       p.push_back(std::to_string(advisory_key(t_.prefix, req.key)));
       if (slot) append_semaphore_params(p, req);
-      Result<std::vector<QueryResult>> r = fail(ErrorKind::internal, "");
-      if (wait.count() <= 0) {
-        const Statement one[] = {{slot ? try_slot_sql_ : try_lock_sql_, p}};
-        r = holder_->pipeline(one);
-      } else {
-        // The wait bound applies to this transaction only: the same round trip, ahead of it.
-        const Statement both[] = {{"SELECT set_config('lock_timeout', $1, true)", {lock_timeout_ms(wait)}},
-                                  {slot ? wait_slot_sql_ : wait_lock_sql_, p}};
-        r = holder_->pipeline(both, wait);
-      }
+      // The release is parsed here, ahead of the lock, in the same round trip: at the handoff
+      // the server then only plans and runs it. Its table locks end with this statement.
+      std::vector<Statement> batch{{release_sql_, {}, Parse::only}};
+      if (wait.count() > 0)  // the wait bound applies to this transaction only
+        batch.push_back({"SELECT set_config('lock_timeout', $1, true)", {lock_timeout_ms(wait)}});
+      batch.push_back({wait.count() <= 0 ? (slot ? try_slot_sql_ : try_lock_sql_) : (slot ? wait_slot_sql_ : wait_lock_sql_), p});
+      auto r = holder_->pipeline(batch, wait);
       if (!r) {
         // A session lock outlives the failed statement that took it.
         if (r.error().kind != ErrorKind::busy) drop_server_lock();
@@ -229,7 +226,13 @@ class SessionLocker final : public Locker {
       return outcome(r->back(), req);
     }
     // for-update / txn-insert: the lock in a fresh transaction (a failed attempt's is rolled
-    // back in the same round trip), then the token on the bookkeeping connection.
+    // back in the same round trip), then the token on the bookkeeping connection. A waiter has
+    // the token statement parsed first, so the handoff does not wait for that parse. (The
+    // release is not parsed ahead: that would hold its tables' locks for the whole job.)
+    if (wait.count() > 0) {
+      const Statement parse[] = {{slot ? book_slot_sql_ : book_sql_, {}, Parse::only}};
+      if (auto ok = bookkeeping().pipeline(parse); !ok) return std::unexpected(ok.error());
+    }
     std::vector<Statement> batch;
     if (holder_->transaction_open()) batch.push_back({"ROLLBACK", {}});
     batch.push_back({"BEGIN ISOLATION LEVEL READ COMMITTED", {}});
@@ -252,7 +255,9 @@ class SessionLocker final : public Locker {
       return attempt(req, wait);
     }
     if (slot) append_semaphore_params(p, req);
-    auto b = bookkeeping().exec(slot ? book_slot_sql_ : book_sql_, p);
+    const Statement book[] = {{slot ? book_slot_sql_ : book_sql_, p, Parse::once}};
+    auto booked = bookkeeping().pipeline(book);
+    Result<QueryResult> b = booked ? Result<QueryResult>(std::move(booked->back())) : std::unexpected(booked.error());
     if (!b) {
       drop_server_lock();
       if (slot_taken_meanwhile(b.error())) return AcquireOutcome{};  // busy, nothing changed
