@@ -14,10 +14,13 @@
 // lock, only after the whole job is dead.
 //
 // The guard is forked before the lock is asked for (Child::prepare) and told to start the
-// command once it is granted (Child::start): the fork of dblock, whose address space holds the
-// database client, is then not part of the handoff from one holder to the next, and it is
-// made while that address space is still small. A guard told nothing exits when dblock
-// closes the socket (the lock was busy).
+// command once it is granted (Child::start): the fork of dblock is then not part of the
+// handoff from one holder to the next. `run` forks it before the DSN is parsed, so a server
+// backend's module and client libraries are never in the guard's address space. At the
+// handoff the guard spawns the command with clone(CLONE_VM | CLONE_VFORK), as posix_spawn
+// does: no page tables copied, no copy-on-write faults (posix_spawn itself cannot set the
+// parent-death signal). A guard told nothing exits when dblock closes the socket (the lock
+// was busy, or the DSN was bad).
 
 #include <sys/types.h>
 
