@@ -254,25 +254,28 @@ class SessionLocker final : public Locker {
   // The row-lock strategies keep a wake lock for their waiters (try_acquire).
   bool wakes() const { return strategy_ != Strategy::advisory && books_; }
 
-  // The history row, its pruning and the wake lock's release, on the bookkeeping connection:
-  // on MariaDB one compound statement (one round trip, every value bound).
+  // The wake lock's release, then the history row and its pruning, on the bookkeeping
+  // connection: on MariaDB one compound statement (one round trip, every value bound). The
+  // lock itself is already given back, so the woken waiter's attempt runs while the history
+  // is written instead of after it.
   Result<void> finish_release(const Held& held, const std::optional<RunRecord>& run) {
     if (!run && !wakes()) return {};
     Sql wake_release("DO RELEASE_LOCK(");
     wake_release.add(wake_name(t_, held.key)).add(")");
     if (compound_ && run) {
       Sql block("BEGIN NOT ATOMIC ");
-      block.add(one_transaction).add(lock_header_of(t_, held.key)).add(history_insert(t_, *run, Sql("?", to_string(run->outcome)), held.key)).add("; ");
-      block.add(history_prune_block(t_, run->key, options_.history_keep)).add("; COMMIT; ");
+      block.add(rollback_on_error);
       if (wakes()) block.add(wake_release).add("; ");
+      block.add("START TRANSACTION; ").add(lock_header_of(t_, held.key)).add(history_insert(t_, *run, Sql("?", to_string(run->outcome)), held.key)).add("; ");
+      block.add(history_prune_block(t_, run->key, options_.history_keep)).add("; COMMIT; ");
       block.add("END");
       auto done = books_execute(block);
       if (done || !is_unsupported_compound(done.error())) return done ? Result<void>() : std::unexpected(done.error());
       compound_ = false;
     }
+    if (wakes()) (void)books().execute(wake_release);
     Result<void> history{};
     if (run) history = write_history(books(), t_, *run, options_.history_keep, held.key);
-    if (wakes()) (void)books().execute(wake_release);
     return history;
   }
 

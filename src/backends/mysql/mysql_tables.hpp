@@ -71,6 +71,10 @@ Sql history_prune_block(const Tables& t, const std::string& key, int keep);
 /// one each, and an error rolls them back and is passed on unchanged (errno and SQLSTATE).
 inline constexpr std::string_view one_transaction =
     "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; START TRANSACTION; ";
+/// The declaration part of one_transaction alone, for a block with a statement that must run
+/// ahead of the transaction (declarations come first in a block), then "START TRANSACTION; ".
+inline constexpr std::string_view rollback_on_error = "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; ";
+static_assert(one_transaction.starts_with(rollback_on_error));
 
 /// Time until --min-interval has elapsed for the key (0 when due), in database time.
 Result<Millis> due_in(Connection& conn, const Tables& t, const std::string& key, Millis min_interval);

@@ -388,10 +388,12 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
     std::size_t statement;
     bool prepare;
     std::string name;
+    bool sync = false;  // a Sync of sync_after: its result, PGRES_PIPELINE_SYNC, only
   };
   std::vector<Sent> sent;
   for (std::size_t i = 0; i < statements.size(); ++i) {
     const Statement& st = statements[i];
+    const std::size_t sent_before = sent.size();
     std::vector<const char*> values;
     values.reserve(st.params.size());
     for (const auto& p : st.params) values.push_back(p ? p->c_str() : nullptr);
@@ -413,6 +415,10 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
         sent.push_back({i, false, {}});
       }
     }
+    if (ok && st.sync_after && sent.size() > sent_before && i + 1 < statements.size()) {
+      ok = PQpipelineSync(c);
+      sent.push_back({i, false, {}, true});
+    }
     if (!ok) return std::unexpected(broken_and_closed("sending a statement"));
   }
   if (!PQpipelineSync(c)) return std::unexpected(broken_and_closed("sending a statement"));
@@ -429,10 +435,11 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
         if (*r) PQclear(*r);
         return std::unexpected(broken_and_closed("connection lost"));
       }
+      const bool a_sync = i == sent.size() || sent[i].sync;
       if (!*r) {
-        // The Sync's result comes after the last message's end; never wait on more than
+        // A Sync's result comes after the last message's end; never wait on more than
         // one stray end for it.
-        if (i == sent.size() && ++nulls < 2) continue;
+        if (a_sync && ++nulls < 2) continue;
         break;
       }
       auto status = PQresultStatus(*r);

@@ -43,6 +43,9 @@ struct Statement {
   std::string sql;
   Params params;
   Parse parse = Parse::each_time;
+  /// Ends the implicit transaction after this statement (a Sync of its own): what it locked
+  /// is let go, and a failure does not stop the statements after it.
+  bool sync_after = false;
 };
 
 /// Owns a PGresult; typed accessors for the text-format values.

@@ -63,10 +63,14 @@ class LeaseLocker final : public Locker {
                  "WHERE name = $1 AND owner = $2 AND token = $3::bigint AND released_at IS NULL RETURNING " +
                  ms("expires_at");
     // timestamptz(3) rounds to the nearest ms: a plain now() could be stored up to 0.5 ms in
-    // the future and a status read right after the release would still say held. The NOTIFY
+    // the future and a status read right after the release would still say held. So could
+    // acquired_at (stored rounded): with no --min-hold it is not used, or a lease released
+    // within a millisecond of its acquisition would look held for up to one more. The NOTIFY
     // wakes this key's waiters once the release commits.
     release_sql_ = "WITH u AS (UPDATE " + t_.locks +
-                   " SET released_at = now(), expires_at = GREATEST(date_trunc('milliseconds', now()), acquired_at + $4::bigint * interval '1 ms'), "
+                   " SET released_at = now(), expires_at = CASE WHEN $4::bigint > 0 THEN "
+                   "GREATEST(date_trunc('milliseconds', now()), acquired_at + $4::bigint * interval '1 ms') "
+                   "ELSE date_trunc('milliseconds', now()) END, "
                    "last_finished_at = CASE WHEN $5::boolean THEN now() ELSE last_finished_at END, "
                    "last_exit_code = CASE WHEN $5::boolean THEN $6::int ELSE last_exit_code END "
                    "WHERE name = $1 AND owner = $3 AND token = $2::bigint AND released_at IS NULL RETURNING name)" +
@@ -177,7 +181,7 @@ class LeaseLocker final : public Locker {
       listen_next_ = true;
       // The release is parsed in the same round trip, ahead of the attempt (once per session):
       // at the handoff to the next waiter the server then only plans and runs it.
-      const Statement batch[] = {{release_sql_, {}, Parse::only}, {sql, p}};
+      const Statement batch[] = {{release_sql_, {}, Parse::only}, {sql, p, Parse::once}};
       auto r = conn_->pipeline(batch);
       if (!r) return std::unexpected(r.error());
       return r->back();
@@ -187,7 +191,7 @@ class LeaseLocker final : public Locker {
     if (conn_->listening_any()) batch.push_back({"UNLISTEN *", {}});  // another key's, from an earlier wait
     batch.push_back({listen, {}});
     batch.push_back({release_sql_, {}, Parse::only});
-    batch.push_back({sql, p});
+    batch.push_back({sql, p, Parse::once});  // a waiter's next attempts only plan and run it
     auto r = conn_->pipeline(batch);
     if (!r) return std::unexpected(r.error());
     conn_->listened(channel);

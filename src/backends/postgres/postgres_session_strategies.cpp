@@ -227,14 +227,17 @@ class SessionLocker final : public Locker {
     }
     // for-update / txn-insert: the lock in a fresh transaction (a failed attempt's is rolled
     // back in the same round trip), then the token on the bookkeeping connection. A waiter has
-    // the token statement parsed first, so the handoff does not wait for that parse. (The
-    // release is not parsed ahead: that would hold its tables' locks for the whole job.)
+    // the token statement parsed first, so the handoff does not wait for that parse.
     if (wait.count() > 0) {
       const Statement parse[] = {{slot ? book_slot_sql_ : book_sql_, {}, Parse::only}};
       if (auto ok = bookkeeping().pipeline(parse); !ok) return std::unexpected(ok.error());
     }
     std::vector<Statement> batch;
     if (holder_->transaction_open()) batch.push_back({"ROLLBACK", {}});
+    // The release is parsed ahead too, in the same round trip but in a transaction of its own
+    // (its Sync): parsed inside the holding transaction, it would keep its tables' locks for
+    // the whole job.
+    batch.push_back({release_sql_, {}, Parse::only, /*sync_after=*/true});
     batch.push_back({"BEGIN ISOLATION LEVEL READ COMMITTED", {}});
     batch.push_back({"SELECT set_config('lock_timeout', $1, true)", {lock_timeout_ms(wait)}});
     if (strategy_ == Strategy::for_update)
