@@ -18,6 +18,7 @@ check "SQLite run: its maps show dblock itself (the command read the right proce
   grep -q "$(readlink -f "$DBLOCK_BIN")" <<<"$(dblock_maps "$out")"
 check "SQLite run: the guard's maps were read too" grep -q "$(readlink -f "$DBLOCK_BIN")" <<<"$(guard_maps "$out")"
 check "SQLite run maps no server client library or module" bash -c '! grep -Eq "$1" <<<"$2"' _ "$client_libs" "$out"
+sqlite_maps=$(dblock_maps "$out")
 out=$(dblock --version); rc=$?
 assert_eq "--version exits 0" 0 "$rc"
 check "--version lists the modules it found" grep -q "dblock-postgres.so" <<<"$out"
@@ -37,6 +38,12 @@ for backend in mysql postgres; do
   check "$backend run maps its client library" grep -Eq "$lib" <<<"$(dblock_maps "$out")"
   # The guard is forked before the module is loaded, so spawning the command at each handoff
   # copies none of the client libraries' mappings.
+  # A module carries the libstdc++ parts it uses when the executable does (the default
+  # build): a server run maps no shared libstdc++ either.
+  if ! grep -q 'libstdc++\.so' <<<"$sqlite_maps"; then
+    check "$backend run maps no shared libstdc++ (the executable has it linked in)" \
+      bash -c '! grep -q "libstdc++\.so" <<<"$1"' _ "$(dblock_maps "$out")"
+  fi
   check "$backend run: the guard maps dblock" grep -q "$(readlink -f "$DBLOCK_BIN")" <<<"$(guard_maps "$out")"
   check "$backend run: the guard maps no module or client library" \
     bash -c '! grep -Eq "$1" <<<"$2"' _ "$client_libs" "$(guard_maps "$out")"

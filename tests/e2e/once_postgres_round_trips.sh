@@ -78,7 +78,7 @@ for s in lease advisory for-update txn-insert; do
       # The release is parsed once, in the acquire's round trip and ahead of it, so the
       # handoff to the next waiter does not wait for that parse.
       assert_eq "$s: the release statement is parsed once" 1 "$(wire queries | grep -c '^WITH u AS (UPDATE')"
-      check "$s: the release is parsed ahead of the acquire" grep -q '^WITH u AS (UPDATE' <<<"$(wire queries | head -n 1)"
+      check "$s: the release is parsed ahead of the acquire" grep -q '^WITH u AS (UPDATE' <<<"$(wire queries | sed -n 1p)"
       ;;
   esac
 done
@@ -111,10 +111,15 @@ import json, sys
 for l in open(sys.argv[1]):
     r = json.loads(l)
     qs = r["queries"]
-    # a LISTEN is followed by the acquire in the same round trip: never the last query, never
-    # a round trip of its own (the message stream has no Sync between the two)
+    msgs = r["messages"].split()
+    # A LISTEN goes with an attempt in the same round trip: between the Parse of the LISTEN
+    # (the i-th Parse is the i-th query) and the next Sync the client also sends the Execute
+    # of the attempt (a prepared statement has no Parse, hence no query text, the 2nd time).
     for i, q in enumerate(qs):
         if q.startswith("LISTEN"):
-            print("alone" if i + 1 == len(qs) or not qs[i + 1].startswith("WITH a AS") else "with-attempt")' "$E2E_TMP/run.log")
+            parses = [j for j, m in enumerate(msgs) if m == "P"]
+            rest = msgs[parses[i]:]
+            flight = rest[:rest.index("S")] if "S" in rest else rest
+            print("with-attempt" if flight.count("E") >= 2 else "alone")' "$E2E_TMP/run.log")
 assert_eq "the lease waiter LISTENs once, with an attempt" "with-attempt" "$listens"
 finish
