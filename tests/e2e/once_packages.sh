@@ -65,7 +65,7 @@ out=$("$installed" -d "sqlite:$db" run "$(key pkg)" -- sh -c 'echo "token $DBLOC
 assert_eq "installed dblock runs a job on SQLite" 0 "$rc"
 assert_eq "the job got its token" "token 1" "$out"
 if [ -n "${DBLOCK_TEST_POSTGRES_DSN:-}" ]; then
-  out=$(DBLOCK_DSN=$DBLOCK_TEST_POSTGRES_DSN "$installed" run "$(key pkg-pg)" -- sh -c 'cat /proc/$PPID/maps'); rc=$?
+  out=$(DBLOCK_DSN=$DBLOCK_TEST_POSTGRES_DSN "$installed" run "$(key pkg-pg)" -- sh -c 'cat /proc/$(ps -o ppid= -p $PPID | tr -d " ")/maps'); rc=$?  # dblock's: the guard's parent
   assert_eq "installed dblock runs a job on PostgreSQL" 0 "$rc"
   check "through the packaged module" grep -q "$root/usr/lib/.*/dblock/dblock-postgres.so" <<<"$out"
 else
