@@ -127,7 +127,7 @@ Connection::~Connection() = default;
 
 Result<void> Connection::connect() {
   conn_.reset();
-  prepared_.clear();
+  warmed_.clear();
   // libpq's own parser validates the URI (so sslmode, host=/socket dir, passfile... all work).
   char* err = nullptr;
   std::unique_ptr<PQconninfoOption, ConninfoDeleter> parsed(PQconninfoParse(dsn_.text.c_str(), &err));
@@ -233,7 +233,7 @@ Result<void> Connection::reconnect() { return connect(); }
 
 void Connection::close() {
   conn_.reset();
-  prepared_.clear();
+  warmed_.clear();
 }
 
 int Connection::socket() const {
@@ -362,62 +362,45 @@ Result<QueryResult> Connection::exec(std::string_view sql, const Params& params,
   return last;
 }
 
-const std::string* Connection::prepared(const std::string& sql) const {
-  for (const auto& [text, name] : prepared_)
-    if (text == sql) return &name;
-  return nullptr;
-}
+bool Connection::warmed(const std::string& sql) const { return std::ranges::find(warmed_, sql) != warmed_.end(); }
 
 Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement> statements, Millis extra) {
-  if (statements.size() == 1 && statements[0].parse == Parse::each_time) {
+  if (statements.size() == 1 && !statements[0].warm_up) {
     auto r = exec(statements[0].sql, statements[0].params, extra);
     if (!r) return std::unexpected(r.error());
     return std::vector<QueryResult>{std::move(*r)};
   }
   if (auto ok = connect_if_deferred(); !ok) return std::unexpected(ok.error());
   if (!is_open()) return std::unexpected(broken("not connected"));
-  // Nothing to send (only prepares, all done before): no round trip.
-  if (std::ranges::all_of(statements, [this](const Statement& st) { return st.parse == Parse::only && prepared(st.sql); }))
+  // Nothing to send (only warm-ups, all done before): no round trip.
+  if (std::ranges::all_of(statements, [this](const Statement& st) { return st.warm_up && warmed(st.sql); }))
     return std::vector<QueryResult>(statements.size());
   const Millis deadline = boottime_now() + options_.io_timeout + extra;
   PGconn* c = conn_.get();
   if (!PQenterPipelineMode(c)) return std::unexpected(broken("entering pipeline mode"));
-  // One entry per message sent that has results of its own: a prepare (records its name once
-  // it succeeded) or a statement's execution (its result goes to out[statement]).
-  struct Sent {
-    std::size_t statement;
-    bool prepare;
-    std::string name;
-    bool sync = false;  // a Sync of sync_after: its result, PGRES_PIPELINE_SYNC, only
-  };
-  std::vector<Sent> sent;
+  // One entry per message sent that has results of its own: a statement's run (its result
+  // goes to out[statement]), a warm-up's parse (remembered once it succeeded), or a Sync.
+  enum class Kind { run, warm_up, sync };
+  std::vector<std::pair<std::size_t, Kind>> sent;
   for (std::size_t i = 0; i < statements.size(); ++i) {
     const Statement& st = statements[i];
     const std::size_t sent_before = sent.size();
-    std::vector<const char*> values;
-    values.reserve(st.params.size());
-    for (const auto& p : st.params) values.push_back(p ? p->c_str() : nullptr);
-    const int n = static_cast<int>(values.size());
     bool ok = true;
-    if (st.parse == Parse::each_time) {
-      ok = PQsendQueryParams(c, st.sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0);
-      sent.push_back({i, false, {}});
-    } else {
-      const std::string* known = prepared(st.sql);
-      std::string name = known ? *known : "dblock_" + std::to_string(++next_name_);
-      if (!known) {
-        // The parameters' types come from the text, as for an unnamed statement.
-        ok = PQsendPrepare(c, name.c_str(), st.sql.c_str(), 0, nullptr);
-        sent.push_back({i, true, name});
-      }
-      if (ok && st.parse == Parse::once) {
-        ok = PQsendQueryPrepared(c, name.c_str(), n, values.data(), nullptr, nullptr, 0);
-        sent.push_back({i, false, {}});
-      }
+    if (!st.warm_up) {
+      std::vector<const char*> values;
+      values.reserve(st.params.size());
+      for (const auto& p : st.params) values.push_back(p ? p->c_str() : nullptr);
+      ok = PQsendQueryParams(c, st.sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
+                             nullptr, 0);
+      sent.emplace_back(i, Kind::run);
+    } else if (!warmed(st.sql)) {
+      // The parameters' types come from the text, as when it runs.
+      ok = PQsendPrepare(c, "", st.sql.c_str(), 0, nullptr);
+      sent.emplace_back(i, Kind::warm_up);
     }
     if (ok && st.sync_after && sent.size() > sent_before && i + 1 < statements.size()) {
       ok = PQpipelineSync(c);
-      sent.push_back({i, false, {}, true});
+      sent.emplace_back(i, Kind::sync);
     }
     if (!ok) return std::unexpected(broken_and_closed("sending a statement"));
   }
@@ -435,7 +418,7 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
         if (*r) PQclear(*r);
         return std::unexpected(broken_and_closed("connection lost"));
       }
-      const bool a_sync = i == sent.size() || sent[i].sync;
+      const bool a_sync = i == sent.size() || sent[i].second == Kind::sync;
       if (!*r) {
         // A Sync's result comes after the last message's end; never wait on more than
         // one stray end for it.
@@ -447,10 +430,10 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
       if (status == PGRES_PIPELINE_SYNC) break;
       if (status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE || status == PGRES_NONFATAL_ERROR) {
         if (!error) error = owned;
-      } else if (i < sent.size() && sent[i].prepare) {
-        if (status == PGRES_COMMAND_OK) prepared_.emplace_back(statements[sent[i].statement].sql, sent[i].name);
+      } else if (i < sent.size() && sent[i].second == Kind::warm_up) {
+        if (status == PGRES_COMMAND_OK) warmed_.push_back(statements[sent[i].first].sql);
       } else if (i < sent.size()) {
-        out[sent[i].statement] = owned;
+        out[sent[i].first] = owned;
       }
     }
   }

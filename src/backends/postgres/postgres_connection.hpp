@@ -28,21 +28,16 @@ using ConnPtr = std::unique_ptr<PGconn, ConnDeleter>;
 using Param = std::optional<std::string>;
 using Params = std::vector<Param>;
 
-/// How a pipeline sends a statement.
-enum class Parse {
-  each_time,  // unnamed: parsed and planned at every execution
-  once,       // named, prepared the first time on this connection and reused after: the server
-              // parses it once per session (a fresh session's first parse, with its catalog
-              // lookups, costs about a millisecond)
-  only,       // prepared as `once` would (if not yet), not run: a later `once` costs no parse.
-              // Sent ahead of a statement that may block, it moves that cost off the handoff.
-};
-
 /// One statement of a pipeline.
 struct Statement {
   std::string sql;
   Params params;
-  Parse parse = Parse::each_time;
+  /// Only parsed (as the unnamed statement), not run, and once per session: the text is
+  /// remembered. A fresh session's first parse of a statement costs about a millisecond of
+  /// catalog lookups; done ahead of a statement that may wait for a lock, that cost is off the
+  /// handoff, and the real run later parses against warm caches. Nothing named stays on the
+  /// server, so a pooler in transaction mode (README allows it for lease) is no concern.
+  bool warm_up = false;
   /// Ends the implicit transaction after this statement (a Sync of its own): what it locked
   /// is let go, and a failure does not stop the statements after it.
   bool sync_after = false;
@@ -135,8 +130,8 @@ class Connection {
   Result<PGresult*> next_result(Millis deadline);
   void drop_stale_notifications();
   Error timed_out();
-  /// The server-side name of sql if this session has prepared it.
-  const std::string* prepared(const std::string& sql) const;
+  /// Whether this session has parsed sql as a warm-up.
+  bool warmed(const std::string& sql) const;
 
   Dsn dsn_;
   BackendOptions options_;
@@ -144,10 +139,7 @@ class Connection {
   ConnPtr conn_;
   std::string channel_;  // empty: not listening
   bool deferred_ = false;
-  // Statements this session prepared (Parse::once/only): sql -> name. A new session starts
-  // empty; names are never reused, so a prepare that succeeded in a failed pipeline is harmless.
-  std::vector<std::pair<std::string, std::string>> prepared_;
-  unsigned next_name_ = 0;
+  std::vector<std::string> warmed_;  // warm-up statements parsed in this session
 };
 
 /// Quotes an identifier that core already validated ([A-Za-z_][A-Za-z0-9_]*).

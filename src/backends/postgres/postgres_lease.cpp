@@ -157,12 +157,9 @@ class LeaseLocker final : public Locker {
     append_history_params(p, req, held_req_, *token_, Strategy::lease, keep_);
     if (!conn_->is_open())
       if (auto ok = conn_->reconnect(); !ok) return std::unexpected(ok.error());
-    // Parsed already when this holder waited (attempt): the handoff does not wait for that.
-    auto r = with_schema(*conn_, t_, [&] {
-      const Statement release[] = {{release_sql_, p, Parse::once}};
-      auto all = conn_->pipeline(release);
-      return all ? Result<QueryResult>(std::move(all->back())) : std::unexpected(all.error());
-    });
+    // Its first parse in this session was a warm-up (attempt): the handoff does not wait for
+    // the catalog lookups.
+    auto r = with_schema(*conn_, t_, [&] { return conn_->exec(release_sql_, p); });
     if (!r) return std::unexpected(r.error());
     token_.reset();
     if (r->int64(0, 0) != 1) return fail(ErrorKind::lost, "lease on '" + key_ + "' was no longer ours at release");
@@ -179,9 +176,9 @@ class LeaseLocker final : public Locker {
   Result<QueryResult> attempt(const std::string& sql, const Params& p, const std::string& channel) {
     if (conn_->listening(channel) || !listen_next_) {
       listen_next_ = true;
-      // The release is parsed in the same round trip, ahead of the attempt (once per session):
-      // at the handoff to the next waiter the server then only plans and runs it.
-      const Statement batch[] = {{release_sql_, {}, Parse::only}, {sql, p, Parse::once}};
+      // The release is parsed in the same round trip, ahead of the attempt (a warm-up, once
+      // per session): at the handoff to the next waiter its catalog lookups are done.
+      const Statement batch[] = {{release_sql_, {}, /*warm_up=*/true}, {sql, p}};
       auto r = conn_->pipeline(batch);
       if (!r) return std::unexpected(r.error());
       return r->back();
@@ -190,8 +187,8 @@ class LeaseLocker final : public Locker {
     std::vector<Statement> batch;
     if (conn_->listening_any()) batch.push_back({"UNLISTEN *", {}});  // another key's, from an earlier wait
     batch.push_back({listen, {}});
-    batch.push_back({release_sql_, {}, Parse::only});
-    batch.push_back({sql, p, Parse::once});  // a waiter's next attempts only plan and run it
+    batch.push_back({release_sql_, {}, /*warm_up=*/true});
+    batch.push_back({sql, p});
     auto r = conn_->pipeline(batch);
     if (!r) return std::unexpected(r.error());
     conn_->listened(channel);

@@ -169,7 +169,7 @@ class SessionLocker final : public Locker {
     append_history_params(p, req, held_req_, token, strategy_, keep_);
     Result<QueryResult> r = fail(ErrorKind::connection, "the holder session is gone");
     if (holder_->is_open()) {
-      std::vector<Statement> batch{{release_sql_, p, Parse::once}};
+      std::vector<Statement> batch{{release_sql_, p}};
       if (!end_txn_sql_.empty()) batch.push_back({end_txn_sql_, {key_, std::string(to_string(strategy_))}});
       if (strategy_ != Strategy::advisory) batch.push_back({"COMMIT", {}});
       auto all = holder_->pipeline(batch);
@@ -211,9 +211,10 @@ class SessionLocker final : public Locker {
     if (strategy_ == Strategy::advisory) {
       p.push_back(std::to_string(advisory_key(t_.prefix, req.key)));
       if (slot) append_semaphore_params(p, req);
-      // The release is parsed here, ahead of the lock, in the same round trip: at the handoff
-      // the server then only plans and runs it. Its table locks end with this statement.
-      std::vector<Statement> batch{{release_sql_, {}, Parse::only}};
+      // The release is parsed here first (a warm-up, once per session), ahead of the lock, in
+      // the same round trip: at the handoff its catalog lookups are done. Its table locks end
+      // with this statement.
+      std::vector<Statement> batch{{release_sql_, {}, /*warm_up=*/true}};
       if (wait.count() > 0)  // the wait bound applies to this transaction only
         batch.push_back({"SELECT set_config('lock_timeout', $1, true)", {lock_timeout_ms(wait)}});
       batch.push_back({wait.count() <= 0 ? (slot ? try_slot_sql_ : try_lock_sql_) : (slot ? wait_slot_sql_ : wait_lock_sql_), p});
@@ -227,9 +228,10 @@ class SessionLocker final : public Locker {
     }
     // for-update / txn-insert: the lock in a fresh transaction (a failed attempt's is rolled
     // back in the same round trip), then the token on the bookkeeping connection. A waiter has
-    // the token statement parsed first, so the handoff does not wait for that parse.
+    // the token statement parsed first (a warm-up), so the handoff does not wait for its
+    // catalog lookups.
     if (wait.count() > 0) {
-      const Statement parse[] = {{slot ? book_slot_sql_ : book_sql_, {}, Parse::only}};
+      const Statement parse[] = {{slot ? book_slot_sql_ : book_sql_, {}, /*warm_up=*/true}};
       if (auto ok = bookkeeping().pipeline(parse); !ok) return std::unexpected(ok.error());
     }
     std::vector<Statement> batch;
@@ -237,7 +239,7 @@ class SessionLocker final : public Locker {
     // The release is parsed ahead too, in the same round trip but in a transaction of its own
     // (its Sync): parsed inside the holding transaction, it would keep its tables' locks for
     // the whole job.
-    batch.push_back({release_sql_, {}, Parse::only, /*sync_after=*/true});
+    batch.push_back({release_sql_, {}, /*warm_up=*/true, /*sync_after=*/true});
     batch.push_back({"BEGIN ISOLATION LEVEL READ COMMITTED", {}});
     batch.push_back({"SELECT set_config('lock_timeout', $1, true)", {lock_timeout_ms(wait)}});
     if (strategy_ == Strategy::for_update)
@@ -258,9 +260,7 @@ class SessionLocker final : public Locker {
       return attempt(req, wait);
     }
     if (slot) append_semaphore_params(p, req);
-    const Statement book[] = {{slot ? book_slot_sql_ : book_sql_, p, Parse::once}};
-    auto booked = bookkeeping().pipeline(book);
-    Result<QueryResult> b = booked ? Result<QueryResult>(std::move(booked->back())) : std::unexpected(booked.error());
+    auto b = bookkeeping().exec(slot ? book_slot_sql_ : book_sql_, p);
     if (!b) {
       drop_server_lock();
       if (slot_taken_meanwhile(b.error())) return AcquireOutcome{};  // busy, nothing changed
