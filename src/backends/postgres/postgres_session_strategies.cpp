@@ -212,9 +212,9 @@ class SessionLocker final : public Locker {
       p.push_back(std::to_string(advisory_key(t_.prefix, req.key)));
       if (slot) append_semaphore_params(p, req);
       // The release is parsed here first (a warm-up, once per session), ahead of the lock, in
-      // the same round trip: at the handoff its catalog lookups are done. Its table locks end
-      // with this statement.
-      std::vector<Statement> batch{{release_sql_, {}, /*warm_up=*/true}};
+      // the same round trip: at the handoff its catalog lookups are done. Its own Sync lets its
+      // table locks go before the lock statement waits.
+      std::vector<Statement> batch{{release_sql_, {}, /*warm_up=*/true, /*sync_after=*/true}};
       if (wait.count() > 0)  // the wait bound applies to this transaction only
         batch.push_back({"SELECT set_config('lock_timeout', $1, true)", {lock_timeout_ms(wait)}});
       batch.push_back({wait.count() <= 0 ? (slot ? try_slot_sql_ : try_lock_sql_) : (slot ? wait_slot_sql_ : wait_lock_sql_), p});
