@@ -171,6 +171,19 @@ all_waiting() {
   esac
 }
 
+# wait_counting_failures PID...: waits for each; $failed is how many exited non-zero (a
+# variable, not output: `wait` must run in this shell, the processes' parent).
+wait_counting_failures() {
+  local p rc
+  failed=0
+  for p in "$@"; do
+    rc=0
+    wait "$p" || rc=$?
+    [ "$rc" -eq 0 ] || failed=$((failed + 1))
+  done
+}
+per_second() { awk -v n="$1" -v us="$2" 'BEGIN { printf "%.2f", n / (us / 1e6) }'; }  # per_second N MICROSECONDS
+
 # throughput, per cell, two figures with $waiters runs of a trivial command on one key:
 #  - handoffs/s: a holder keeps the key until all $waiters runs provably wait, then lets go;
 #    handoffs/s = runs / (holder's release -> the last run's end). This is the lock's own rate:
@@ -181,7 +194,7 @@ all_waiting() {
 # Failed runs (either figure) must be 0.
 section_throughput() {
   say "throughput ($waiters waiters)"
-  local cell key i rc t0 t1 errors prefix hp d=$tmp/tp
+  local cell key i t0 t1 errors prefix hp d=$tmp/tp failed
   local -a pids
   make_holder_script
   for cell in $(handoff_cells); do
@@ -211,12 +224,8 @@ section_throughput() {
       fi
       t0=${EPOCHREALTIME/./}
       : >"$d/release"
-      wait "$hp" || errors=$((errors + 1))
-      for i in "${pids[@]}"; do
-        rc=0
-        wait "$i" || rc=$?
-        [ "$rc" -eq 0 ] || errors=$((errors + 1))
-      done
+      wait_counting_failures "$hp" "${pids[@]}"
+      errors=$((errors + failed))
       t1=${EPOCHREALTIME/./}
     else
       kill_tree "$hp"; wait "$hp" 2>/dev/null || true
@@ -226,7 +235,7 @@ section_throughput() {
     if [ "$errors" -eq 0 ]; then
       result throughput "errors, $(cell_label "$cell")" runs 0 "" "" "$waiters" ""
       result throughput "handoffs/s, $(cell_label "$cell")" "1/s" \
-        "$(awk -v n="$waiters" -v us=$((t1 - t0)) 'BEGIN { printf "%.2f", n / (us / 1e6) }')" "" "" "$waiters" \
+        "$(per_second "$waiters" $((t1 - t0)))" "" "" "$waiters" \
         "$waiters handoffs in $(((t1 - t0) / 1000)) ms, all waiting first"
     else
       result throughput "errors, $(cell_label "$cell")" runs "$errors" "" "" "$waiters" \
@@ -244,17 +253,13 @@ section_throughput() {
       pids+=($!)
     done
     job_pids=("${pids[@]}")
-    errors=0
-    for i in "${pids[@]}"; do
-      rc=0
-      wait "$i" || rc=$?
-      [ "$rc" -eq 0 ] || errors=$((errors + 1))
-    done
+    wait_counting_failures "${pids[@]}"
+    errors=$failed
     t1=${EPOCHREALTIME/./}
     job_pids=()
     if [ "$errors" -eq 0 ]; then
       result throughput "start storm runs/s, $(cell_label "$cell")" "1/s" \
-        "$(awk -v n="$waiters" -v us=$((t1 - t0)) 'BEGIN { printf "%.2f", n / (us / 1e6) }')" "" "" "$waiters" \
+        "$(per_second "$waiters" $((t1 - t0)))" "" "" "$waiters" \
         "$waiters runs started together, done in $(((t1 - t0) / 1000)) ms"
     else
       result throughput "start storm errors, $(cell_label "$cell")" runs "$errors" "" "" "$waiters" \
