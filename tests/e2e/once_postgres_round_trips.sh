@@ -73,13 +73,19 @@ for s in lease advisory for-update txn-insert; do
     bash -c "! grep -qiE 'set_config\(s\.name|pg_settings|information_schema' <<<\"\$1\"" _ "$(wire queries)"
   check "$s: the session settings travel in the startup packet" grep -q "idle_session_timeout=" <<<"$(wire options)"
   assert_eq "$s: one history row per run" 2 "$(history_field "$k" runs.#)"
+  # The release is planned first as a warm-up (EXPLAIN: planned with sample values, not
+  # run), in the acquire's round trip, so the handoff to the next waiter does not wait for its
+  # catalog and statistics lookups; then it runs at the release (unnamed both times: nothing
+  # stays on the server).
+  assert_eq "$s: the release is planned once ahead (EXPLAIN)" 1 "$(wire queries | grep -c '^EXPLAIN WITH u AS (UPDATE')"
+  assert_eq "$s: and run once" 1 "$(wire queries | grep -c '^WITH u AS (UPDATE')"
   case $s in
     lease | advisory)
-      # The release is parsed first as a warm-up, in the acquire's round trip and ahead of
-      # it, so the handoff to the next waiter does not wait for its catalog lookups; then it
-      # runs at the release (unnamed both times: nothing stays on the server).
-      assert_eq "$s: the release statement is sent twice (warm-up, run)" 2 "$(wire queries | grep -c '^WITH u AS (UPDATE')"
-      check "$s: the release is warmed up ahead of the acquire" grep -q '^WITH u AS (UPDATE' <<<"$(wire queries | sed -n 1p)"
+      check "$s: the release is warmed up ahead of the acquire" grep -q '^EXPLAIN WITH u AS (UPDATE' <<<"$(wire queries | sed -n 1p)"
+      ;;
+    txn-insert)
+      # Its claim's DELETE ends the holding transaction at the release: planned ahead too.
+      assert_eq "$s: the claim's DELETE is planned ahead (EXPLAIN)" 1 "$(wire queries | grep -c '^EXPLAIN DELETE FROM')"
       ;;
   esac
 done

@@ -379,24 +379,23 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
   PGconn* c = conn_.get();
   if (!PQenterPipelineMode(c)) return std::unexpected(broken("entering pipeline mode"));
   // One entry per message sent that has results of its own: a statement's run (its result
-  // goes to out[statement]), a warm-up's parse (remembered once it succeeded), or a Sync.
+  // goes to out[statement]), a warm-up's plan (remembered once it succeeded), or a Sync.
   enum class Kind { run, warm_up, sync };
   std::vector<std::pair<std::size_t, Kind>> sent;
   for (std::size_t i = 0; i < statements.size(); ++i) {
     const Statement& st = statements[i];
     const std::size_t sent_before = sent.size();
     bool ok = true;
-    if (!st.warm_up) {
+    if (!st.warm_up || !warmed(st.sql)) {
       std::vector<const char*> values;
       values.reserve(st.params.size());
       for (const auto& p : st.params) values.push_back(p ? p->c_str() : nullptr);
-      ok = PQsendQueryParams(c, st.sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                             nullptr, 0);
-      sent.emplace_back(i, Kind::run);
-    } else if (!warmed(st.sql)) {
-      // The parameters' types come from the text, as when it runs.
-      ok = PQsendPrepare(c, "", st.sql.c_str(), 0, nullptr);
-      sent.emplace_back(i, Kind::warm_up);
+      // A warm-up is planned with its sample values, as the run will be with its own (an
+      // unnamed statement gets a custom plan), and never executed: EXPLAIN without ANALYZE.
+      const std::string explain = st.warm_up ? "EXPLAIN " + st.sql : std::string();
+      ok = PQsendQueryParams(c, st.warm_up ? explain.c_str() : st.sql.c_str(), static_cast<int>(values.size()),
+                             nullptr, values.data(), nullptr, nullptr, 0);
+      sent.emplace_back(i, st.warm_up ? Kind::warm_up : Kind::run);
     }
     if (ok && st.sync_after && sent.size() > sent_before && i + 1 < statements.size()) {
       ok = PQpipelineSync(c);
@@ -431,7 +430,7 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
       if (status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE || status == PGRES_NONFATAL_ERROR) {
         if (!error) error = owned;
       } else if (i < sent.size() && sent[i].second == Kind::warm_up) {
-        if (status == PGRES_COMMAND_OK) warmed_.push_back(statements[sent[i].first].sql);
+        if (status == PGRES_TUPLES_OK) warmed_.push_back(statements[sent[i].first].sql);
       } else if (i < sent.size()) {
         out[sent[i].first] = owned;
       }

@@ -32,11 +32,12 @@ using Params = std::vector<Param>;
 struct Statement {
   std::string sql;
   Params params;
-  /// Only parsed (as the unnamed statement), not run, and once per session: the text is
-  /// remembered. A fresh session's first parse of a statement costs about a millisecond of
-  /// catalog lookups; done ahead of a statement that may wait for a lock, that cost is off the
-  /// handoff, and the real run later parses against warm caches. Nothing named stays on the
-  /// server, so a pooler in transaction mode (README allows it for lease) is no concern.
+  /// Only planned, not run (EXPLAIN, with `params` as sample values), and once per session:
+  /// the text is remembered. A fresh session's first parse and plan of a statement cost about
+  /// a millisecond or two of catalog and statistics lookups; done ahead of a statement that may
+  /// wait for a lock, that cost is off the handoff, and the real run later plans against warm
+  /// caches. Nothing named stays on the server, so a pooler in transaction mode (README allows
+  /// it for lease) is no concern.
   bool warm_up = false;
   /// Ends the implicit transaction after this statement (a Sync of its own): what it locked
   /// is let go, and a failure does not stop the statements after it.

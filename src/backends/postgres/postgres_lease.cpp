@@ -87,7 +87,10 @@ class LeaseLocker final : public Locker {
     // A semaphore's slots announce their releases on the key's channel: a waiter, which tries
     // every slot, hears any of them free up.
     const std::string channel = release_channel(t_.prefix, slot ? req.semaphore : req.key);
-    auto r = with_schema(*conn_, t_, [&] { return attempt(sql, p, channel); });
+    // Sample values of the release's parameters, for its warm-up (planned, never run).
+    Params release_sample{req.key, "0", req.owner, "0", "true", "0", channel};
+    append_sample_history_params(release_sample, req, Strategy::lease, keep_);
+    auto r = with_schema(*conn_, t_, [&] { return attempt(sql, p, channel, release_sample); });
     if (!r && slot && slot_taken_meanwhile(r.error())) return AcquireOutcome{};  // busy, nothing changed
     if (!r) return std::unexpected(r.error());
     // A waiter hears this key's releases at once (core polls wakeup_fd()). LISTEN goes in the
@@ -95,7 +98,7 @@ class LeaseLocker final : public Locker {
     // and the LISTEN is not missed. A release announced while a statement ran sits in libpq's
     // queue, where polling the socket cannot see it: that is a reason to try again at once.
     for (int again = 0; again < 3 && is_busy(*r) && (!conn_->listening(channel) || conn_->drain_notifications()); ++again) {
-      r = attempt(sql, p, channel);
+      r = attempt(sql, p, channel, release_sample);
       if (!r && slot && slot_taken_meanwhile(r.error())) return AcquireOutcome{};
       if (!r) return std::unexpected(r.error());
     }
@@ -157,8 +160,8 @@ class LeaseLocker final : public Locker {
     append_history_params(p, req, held_req_, *token_, Strategy::lease, keep_);
     if (!conn_->is_open())
       if (auto ok = conn_->reconnect(); !ok) return std::unexpected(ok.error());
-    // Its first parse in this session was a warm-up (attempt): the handoff does not wait for
-    // the catalog lookups.
+    // It was planned once in this session already, as a warm-up (attempt): the handoff does
+    // not wait for the catalog lookups.
     auto r = with_schema(*conn_, t_, [&] { return conn_->exec(release_sql_, p); });
     if (!r) return std::unexpected(r.error());
     token_.reset();
@@ -173,12 +176,13 @@ class LeaseLocker final : public Locker {
   static bool is_busy(const QueryResult& r) { return r.is_null(0, status_columns + 1); }
 
   // The upsert, behind a LISTEN on the key's channel when a waiter is not listening yet.
-  Result<QueryResult> attempt(const std::string& sql, const Params& p, const std::string& channel) {
+  Result<QueryResult> attempt(const std::string& sql, const Params& p, const std::string& channel,
+                              const Params& release_sample) {
     if (conn_->listening(channel) || !listen_next_) {
       listen_next_ = true;
-      // The release is parsed in the same round trip, ahead of the attempt (a warm-up, once
+      // The release is planned in the same round trip, ahead of the attempt (a warm-up, once
       // per session): at the handoff to the next waiter its catalog lookups are done.
-      const Statement batch[] = {{release_sql_, {}, /*warm_up=*/true}, {sql, p}};
+      const Statement batch[] = {{release_sql_, release_sample, /*warm_up=*/true}, {sql, p}};
       auto r = conn_->pipeline(batch);
       if (!r) return std::unexpected(r.error());
       return r->back();
@@ -187,7 +191,7 @@ class LeaseLocker final : public Locker {
     std::vector<Statement> batch;
     if (conn_->listening_any()) batch.push_back({"UNLISTEN *", {}});  // another key's, from an earlier wait
     batch.push_back({listen, {}});
-    batch.push_back({release_sql_, {}, /*warm_up=*/true});
+    batch.push_back({release_sql_, release_sample, /*warm_up=*/true});
     batch.push_back({sql, p});
     auto r = conn_->pipeline(batch);
     if (!r) return std::unexpected(r.error());

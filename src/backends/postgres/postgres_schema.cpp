@@ -278,4 +278,9 @@ void append_history_params(Params& p, const ReleaseRequest& req, const LockReque
                      run.strategy, run.key});
 }
 
+void append_sample_history_params(Params& p, const LockRequest& held, Strategy s, int keep) {
+  p.insert(p.end(), {"true", held.owner, held.host, std::to_string(held.pid), std::string(to_string(RunOutcome::ok)), "0",
+                     std::to_string(std::max(1, keep)), std::string(to_string(s)), std::string(key_of_row(held.key))});
+}
+
 }  // namespace dblock::postgres

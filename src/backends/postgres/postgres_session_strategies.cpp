@@ -211,10 +211,10 @@ class SessionLocker final : public Locker {
     if (strategy_ == Strategy::advisory) {
       p.push_back(std::to_string(advisory_key(t_.prefix, req.key)));
       if (slot) append_semaphore_params(p, req);
-      // The release is parsed here first (a warm-up, once per session), ahead of the lock, in
+      // The release is planned here first (a warm-up, once per session), ahead of the lock, in
       // the same round trip: at the handoff its catalog lookups are done. Its own Sync lets its
       // table locks go before the lock statement waits.
-      std::vector<Statement> batch{{release_sql_, {}, /*warm_up=*/true, /*sync_after=*/true}};
+      std::vector<Statement> batch{{release_sql_, release_sample(req), /*warm_up=*/true, /*sync_after=*/true}};
       if (wait.count() > 0)  // the wait bound applies to this transaction only
         batch.push_back({"SELECT set_config('lock_timeout', $1, true)", {lock_timeout_ms(wait)}});
       batch.push_back({wait.count() <= 0 ? (slot ? try_slot_sql_ : try_lock_sql_) : (slot ? wait_slot_sql_ : wait_lock_sql_), p});
@@ -228,18 +228,20 @@ class SessionLocker final : public Locker {
     }
     // for-update / txn-insert: the lock in a fresh transaction (a failed attempt's is rolled
     // back in the same round trip), then the token on the bookkeeping connection. A waiter has
-    // the token statement parsed first (a warm-up), so the handoff does not wait for its
+    // the token statement planned first (a warm-up), so the handoff does not wait for its
     // catalog lookups.
+    if (slot) append_semaphore_params(p, req);
     if (wait.count() > 0) {
-      const Statement parse[] = {{slot ? book_slot_sql_ : book_sql_, {}, /*warm_up=*/true}};
-      if (auto ok = bookkeeping().pipeline(parse); !ok) return std::unexpected(ok.error());
+      const Statement plan[] = {{slot ? book_slot_sql_ : book_sql_, p, /*warm_up=*/true}};
+      if (auto ok = bookkeeping().pipeline(plan); !ok) return std::unexpected(ok.error());
     }
     std::vector<Statement> batch;
     if (holder_->transaction_open()) batch.push_back({"ROLLBACK", {}});
-    // The release is parsed ahead too, in the same round trip but in a transaction of its own
-    // (its Sync): parsed inside the holding transaction, it would keep its tables' locks for
+    // The release is planned ahead too, in the same round trip but in a transaction of its own
+    // (its Sync): planned inside the holding transaction, it would keep its tables' locks for
     // the whole job.
-    batch.push_back({release_sql_, {}, /*warm_up=*/true, /*sync_after=*/true});
+    batch.push_back({release_sql_, release_sample(req), /*warm_up=*/true, /*sync_after=*/true});
+    if (!end_txn_sql_.empty()) batch.push_back({end_txn_sql_, {req.key, kind}, /*warm_up=*/true, /*sync_after=*/true});
     batch.push_back({"BEGIN ISOLATION LEVEL READ COMMITTED", {}});
     batch.push_back({"SELECT set_config('lock_timeout', $1, true)", {lock_timeout_ms(wait)}});
     if (strategy_ == Strategy::for_update)
@@ -259,7 +261,6 @@ class SessionLocker final : public Locker {
       if (auto c = bookkeeping().exec(claim_sql_, {req.key, kind}); !c) return std::unexpected(c.error());
       return attempt(req, wait);
     }
-    if (slot) append_semaphore_params(p, req);
     auto b = bookkeeping().exec(slot ? book_slot_sql_ : book_sql_, p);
     if (!b) {
       drop_server_lock();
@@ -269,6 +270,13 @@ class SessionLocker final : public Locker {
     auto out = outcome(*b, req);
     if (out && out->state != AcquireOutcome::State::acquired) drop_server_lock();
     return out;
+  }
+
+  // Sample values of the release's parameters, for its warm-up (planned, never run).
+  Params release_sample(const LockRequest& req) const {
+    Params p{req.key, "0", "true", "0"};
+    append_sample_history_params(p, req, strategy_, keep_);
+    return p;
   }
 
   // Columns: got, token, acquired_at, (unlock), owner, host, pid, token, strategy,

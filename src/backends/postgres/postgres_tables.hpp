@@ -75,6 +75,10 @@ std::string release_tail(const Tables& t, std::string_view final_columns, int fi
 void append_history_params(Params& p, const ReleaseRequest& req, const LockRequest& held, std::int64_t token, Strategy s,
                            int keep);
 
+/// Sample values for those nine, for a warm-up of the release (planned, never run) of a run
+/// that will hold `held`.
+void append_sample_history_params(Params& p, const LockRequest& held, Strategy s, int keep);
+
 /// The history row of a run that held `req` with `token`: key, token and strategy come from
 /// the locker (core leaves them empty), holder fields from the request when core left them empty.
 RunRecord complete_run(RunRecord run, const LockRequest& req, std::int64_t token, Strategy s, bool still_held);
