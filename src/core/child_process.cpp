@@ -497,6 +497,9 @@ bool Child::poll_exit() {
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
   if (n == static_cast<ssize_t>(sizeof r) && r.kind == GuardReport::exited) {
     finish(r.value);
+    // The guard exits right after its report. It is reaped later (by the destructor, after
+    // the release), so the handoff to the next holder does not wait for its teardown.
+    return true;
   } else {
     // The guard died without a word (killed by someone): nothing would stop the job any
     // more, so stop it here and report it as killed.

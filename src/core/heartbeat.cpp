@@ -26,6 +26,7 @@ Heartbeat::Heartbeat(Locker& locker, Millis ttl, Millis acquired_sent_at) : lock
 
 Heartbeat::~Heartbeat() {
   stop();
+  if (thread_.joinable()) thread_.join();
   if (event_fd_ >= 0) ::close(event_fd_);
 }
 
@@ -41,12 +42,10 @@ Heartbeat::State Heartbeat::state() const {
 }
 
 void Heartbeat::stop() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
+  std::unique_lock lock(mutex_);
+  stopping_ = true;
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  idle_cv_.wait(lock, [this] { return !renewing_; });
 }
 
 void Heartbeat::notify_changed() {
@@ -69,6 +68,7 @@ void Heartbeat::loop() {
       cv_.wait_for(lock, std::min(next - now, Millis(250)));
     }
     if (stopping_) return;
+    renewing_ = true;
     lock.unlock();
 
     const Millis sent = boottime_now();
@@ -79,6 +79,8 @@ void Heartbeat::loop() {
     // (a full pipe) must never hold up state() on the supervision loop.
     std::string line;
     lock.lock();
+    renewing_ = false;
+    idle_cv_.notify_all();
     if (renewed) {
       state_.deadline = sent + timing_.ttl;
       if (state_.failures > 0) line = "renewed after " + std::to_string(state_.failures) + " failed tries; ";

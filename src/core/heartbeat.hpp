@@ -43,7 +43,9 @@ class Heartbeat {
   int fd() const { return event_fd_; }
   void drain();
   State state() const;
-  /// Stops renewing and joins the thread (waits for a renew in flight, which is time-bounded).
+  /// Stops renewing: waits for a renew in flight (time-bounded), after which the thread never
+  /// touches the locker again. The thread is joined by the destructor, so the release need
+  /// not wait for it to end.
   void stop();
 
  private:
@@ -55,7 +57,9 @@ class Heartbeat {
   int event_fd_ = -1;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
+  std::condition_variable idle_cv_;  // renewing_ went false
   bool stopping_ = false;
+  bool renewing_ = false;  // a renew is in flight (the locker is in use)
   State state_;
   std::thread thread_;
 };
