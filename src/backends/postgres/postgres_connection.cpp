@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
+#include <functional>
 #include <thread>
 
 #include "backends/postgres/postgres_error.hpp"
@@ -128,6 +130,7 @@ Connection::~Connection() = default;
 Result<void> Connection::connect() {
   conn_.reset();
   warmed_.clear();
+  prepared_.clear();
   // libpq's own parser validates the URI (so sslmode, host=/socket dir, passfile... all work).
   char* err = nullptr;
   std::unique_ptr<PQconninfoOption, ConninfoDeleter> parsed(PQconninfoParse(dsn_.text.c_str(), &err));
@@ -234,6 +237,7 @@ Result<void> Connection::reconnect() { return connect(); }
 void Connection::close() {
   conn_.reset();
   warmed_.clear();
+  prepared_.clear();
 }
 
 int Connection::socket() const {
@@ -363,9 +367,20 @@ Result<QueryResult> Connection::exec(std::string_view sql, const Params& params,
 }
 
 bool Connection::warmed(const std::string& sql) const { return std::ranges::find(warmed_, sql) != warmed_.end(); }
+bool Connection::is_prepared(const std::string& sql) const { return std::ranges::find(prepared_, sql) != prepared_.end(); }
+
+namespace {
+std::string prepared_name(const std::string& sql) {
+  // The text's hash: another client's statement of that name in the same server session (a
+  // pooler that does not reset sessions) is then the same statement.
+  char name[32];
+  std::snprintf(name, sizeof name, "dblock_%016zx", std::hash<std::string>{}(sql));
+  return name;
+}
+}  // namespace
 
 Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement> statements, Millis extra) {
-  if (statements.size() == 1 && !statements[0].warm_up) {
+  if (statements.size() == 1 && !statements[0].warm_up && !statements[0].prepared) {
     auto r = exec(statements[0].sql, statements[0].params, extra);
     if (!r) return std::unexpected(r.error());
     return std::vector<QueryResult>{std::move(*r)};
@@ -373,20 +388,50 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
   if (auto ok = connect_if_deferred(); !ok) return std::unexpected(ok.error());
   if (!is_open()) return std::unexpected(broken("not connected"));
   // Nothing to send (only warm-ups, all done before): no round trip.
-  if (std::ranges::all_of(statements, [this](const Statement& st) { return st.warm_up && warmed(st.sql); }))
+  if (std::ranges::all_of(statements, [this](const Statement& st) {
+        return st.warm_up && (st.prepared ? is_prepared(st.sql) : warmed(st.sql));
+      }))
     return std::vector<QueryResult>(statements.size());
   const Millis deadline = boottime_now() + options_.io_timeout + extra;
   PGconn* c = conn_.get();
   if (!PQenterPipelineMode(c)) return std::unexpected(broken("entering pipeline mode"));
   // One entry per message sent that has results of its own: a statement's run (its result
-  // goes to out[statement]), a warm-up's plan (remembered once it succeeded), or a Sync.
-  enum class Kind { run, warm_up, sync };
+  // goes to out[statement]), a warm-up's plan or a prepared statement's Parse (remembered once
+  // it succeeded), a helper whose result nobody needs, or a Sync.
+  enum class Kind { run, warm_up, prepare, helper, sync };
   std::vector<std::pair<std::size_t, Kind>> sent;
+  // A generic plan is kept and reused only under force_generic_plan; set for the transaction
+  // the statement runs in (auto mode would plan afresh for the first five runs).
+  static constexpr const char* generic_plans = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)";
   for (std::size_t i = 0; i < statements.size(); ++i) {
     const Statement& st = statements[i];
     const std::size_t sent_before = sent.size();
     bool ok = true;
-    if (!st.warm_up || !warmed(st.sql)) {
+    bool own_sync = st.sync_after;
+    if (st.prepared && st.warm_up && !is_prepared(st.sql)) {
+      // Prepared, then planned without being run: EXPLAIN EXECUTE with NULL for every
+      // parameter (a generic plan does not look at the values). Its own Sync ends the
+      // transaction that force_generic_plan was set for.
+      const std::string name = prepared_name(st.sql);
+      std::string explain = "EXPLAIN EXECUTE " + name;
+      for (std::size_t k = 0; k < st.params.size(); ++k) explain += k == 0 ? "(NULL" : ", NULL";
+      if (!st.params.empty()) explain += ")";
+      ok = PQsendPrepare(c, name.c_str(), st.sql.c_str(), 0, nullptr) && PQsendQueryParams(c, generic_plans, 0, nullptr, nullptr, nullptr, nullptr, 0) &&
+           PQsendQueryParams(c, explain.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0);
+      sent.emplace_back(i, Kind::prepare);
+      sent.emplace_back(i, Kind::helper);
+      sent.emplace_back(i, Kind::helper);
+      own_sync = true;
+    } else if (st.prepared && !st.warm_up && is_prepared(st.sql)) {
+      std::vector<const char*> values;
+      values.reserve(st.params.size());
+      for (const auto& p : st.params) values.push_back(p ? p->c_str() : nullptr);
+      const std::string name = prepared_name(st.sql);
+      ok = PQsendQueryParams(c, generic_plans, 0, nullptr, nullptr, nullptr, nullptr, 0) &&
+           PQsendQueryPrepared(c, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0);
+      sent.emplace_back(i, Kind::helper);
+      sent.emplace_back(i, Kind::run);
+    } else if (!st.warm_up || (!st.prepared && !warmed(st.sql))) {
       std::vector<const char*> values;
       values.reserve(st.params.size());
       for (const auto& p : st.params) values.push_back(p ? p->c_str() : nullptr);
@@ -397,7 +442,7 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
                              nullptr, values.data(), nullptr, nullptr, 0);
       sent.emplace_back(i, st.warm_up ? Kind::warm_up : Kind::run);
     }
-    if (ok && st.sync_after && sent.size() > sent_before && i + 1 < statements.size()) {
+    if (ok && own_sync && sent.size() > sent_before && i + 1 < statements.size()) {
       ok = PQpipelineSync(c);
       sent.emplace_back(i, Kind::sync);
     }
@@ -427,11 +472,20 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
       auto status = PQresultStatus(*r);
       QueryResult owned(*r);
       if (status == PGRES_PIPELINE_SYNC) break;
-      if (status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE || status == PGRES_NONFATAL_ERROR) {
+      const Kind kind = i < sent.size() ? sent[i].second : Kind::sync;
+      const bool failed = status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE || status == PGRES_NONFATAL_ERROR;
+      const char* code = failed ? PQresultErrorField(owned.get(), PG_DIAG_SQLSTATE) : nullptr;
+      if (kind == Kind::prepare && code && std::string_view(code) == "42P05") {
+        // The name is taken in this server session: by the same text, as the name is the
+        // text's hash (a pooler in session mode that does not reset sessions). It is ours to use.
+        prepared_.push_back(statements[sent[i].first].sql);
+      } else if (failed) {
         if (!error) error = owned;
-      } else if (i < sent.size() && sent[i].second == Kind::warm_up) {
+      } else if (kind == Kind::warm_up) {
         if (status == PGRES_TUPLES_OK) warmed_.push_back(statements[sent[i].first].sql);
-      } else if (i < sent.size()) {
+      } else if (kind == Kind::prepare) {
+        if (status == PGRES_COMMAND_OK) prepared_.push_back(statements[sent[i].first].sql);
+      } else if (kind == Kind::run) {
         out[sent[i].first] = owned;
       }
     }

@@ -37,11 +37,17 @@ struct Statement {
   /// a millisecond or two of catalog and statistics lookups; done ahead of a statement that may
   /// wait for a lock, that cost is off the handoff, and the real run later plans against warm
   /// caches. Nothing named stays on the server, so a pooler in transaction mode (README allows
-  /// it for lease) is no concern.
+  /// it for lease) is no concern. A prepared statement's warm-up prepares it instead (below).
   bool warm_up = false;
   /// Ends the implicit transaction after this statement (a Sync of its own): what it locked
   /// is let go, and a failure does not stop the statements after it.
   bool sync_after = false;
+  /// Kept as a named prepared statement of this session, with a generic plan: its warm-up
+  /// prepares and plans it, and from then on it runs by name, neither parsed nor planned
+  /// again. Until its warm-up it runs unnamed. Only for sessions that stay one server session
+  /// (the session strategies; a pooler in transaction mode could give a later transaction
+  /// another server session, without the statement).
+  bool prepared = false;
 };
 
 /// Owns a PGresult; typed accessors for the text-format values.
@@ -131,8 +137,9 @@ class Connection {
   Result<PGresult*> next_result(Millis deadline);
   void drop_stale_notifications();
   Error timed_out();
-  /// Whether this session has parsed sql as a warm-up.
+  /// Whether this session has planned sql as a warm-up; prepared it, for a prepared one.
   bool warmed(const std::string& sql) const;
+  bool is_prepared(const std::string& sql) const;
 
   Dsn dsn_;
   BackendOptions options_;
@@ -140,7 +147,8 @@ class Connection {
   ConnPtr conn_;
   std::string channel_;  // empty: not listening
   bool deferred_ = false;
-  std::vector<std::string> warmed_;  // warm-up statements parsed in this session
+  std::vector<std::string> warmed_;    // warm-up statements planned in this session
+  std::vector<std::string> prepared_;  // statements prepared in this session (name: prepared_name)
 };
 
 /// Quotes an identifier that core already validated ([A-Za-z_][A-Za-z0-9_]*).

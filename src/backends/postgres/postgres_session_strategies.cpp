@@ -169,8 +169,9 @@ class SessionLocker final : public Locker {
     append_history_params(p, req, held_req_, token, strategy_, keep_);
     Result<QueryResult> r = fail(ErrorKind::connection, "the holder session is gone");
     if (holder_->is_open()) {
-      std::vector<Statement> batch{{release_sql_, p}};
-      if (!end_txn_sql_.empty()) batch.push_back({end_txn_sql_, {key_, std::string(to_string(strategy_))}});
+      std::vector<Statement> batch{{.sql = release_sql_, .params = p, .prepared = true}};
+      if (!end_txn_sql_.empty())
+        batch.push_back({.sql = end_txn_sql_, .params = {key_, std::string(to_string(strategy_))}, .prepared = true});
       if (strategy_ != Strategy::advisory) batch.push_back({"COMMIT", {}});
       auto all = holder_->pipeline(batch);
       if (all) r = all->front();
@@ -214,7 +215,8 @@ class SessionLocker final : public Locker {
       // The release is planned here first (a warm-up, once per session), ahead of the lock, in
       // the same round trip: at the handoff its catalog lookups are done. Its own Sync lets its
       // table locks go before the lock statement waits.
-      std::vector<Statement> batch{{release_sql_, release_sample(req), /*warm_up=*/true, /*sync_after=*/true}};
+      std::vector<Statement> batch{
+          {.sql = release_sql_, .params = release_sample(req), .warm_up = true, .sync_after = true, .prepared = true}};
       if (wait.count() > 0)  // the wait bound applies to this transaction only
         batch.push_back({"SELECT set_config('lock_timeout', $1, true)", {lock_timeout_ms(wait)}});
       batch.push_back({wait.count() <= 0 ? (slot ? try_slot_sql_ : try_lock_sql_) : (slot ? wait_slot_sql_ : wait_lock_sql_), p});
@@ -232,7 +234,7 @@ class SessionLocker final : public Locker {
     // catalog lookups.
     if (slot) append_semaphore_params(p, req);
     if (wait.count() > 0) {
-      const Statement plan[] = {{slot ? book_slot_sql_ : book_sql_, p, /*warm_up=*/true}};
+      const Statement plan[] = {{.sql = slot ? book_slot_sql_ : book_sql_, .params = p, .warm_up = true, .prepared = true}};
       if (auto ok = bookkeeping().pipeline(plan); !ok) return std::unexpected(ok.error());
     }
     std::vector<Statement> batch;
@@ -240,8 +242,9 @@ class SessionLocker final : public Locker {
     // The release is planned ahead too, in the same round trip but in a transaction of its own
     // (its Sync): planned inside the holding transaction, it would keep its tables' locks for
     // the whole job.
-    batch.push_back({release_sql_, release_sample(req), /*warm_up=*/true, /*sync_after=*/true});
-    if (!end_txn_sql_.empty()) batch.push_back({end_txn_sql_, {req.key, kind}, /*warm_up=*/true, /*sync_after=*/true});
+    batch.push_back({.sql = release_sql_, .params = release_sample(req), .warm_up = true, .sync_after = true, .prepared = true});
+    if (!end_txn_sql_.empty())
+      batch.push_back({.sql = end_txn_sql_, .params = {req.key, kind}, .warm_up = true, .sync_after = true, .prepared = true});
     batch.push_back({"BEGIN ISOLATION LEVEL READ COMMITTED", {}});
     batch.push_back({"SELECT set_config('lock_timeout', $1, true)", {lock_timeout_ms(wait)}});
     if (strategy_ == Strategy::for_update)
@@ -261,13 +264,14 @@ class SessionLocker final : public Locker {
       if (auto c = bookkeeping().exec(claim_sql_, {req.key, kind}); !c) return std::unexpected(c.error());
       return attempt(req, wait);
     }
-    auto b = bookkeeping().exec(slot ? book_slot_sql_ : book_sql_, p);
+    const Statement book[] = {{.sql = slot ? book_slot_sql_ : book_sql_, .params = p, .prepared = true}};
+    auto b = bookkeeping().pipeline(book);
     if (!b) {
       drop_server_lock();
       if (slot_taken_meanwhile(b.error())) return AcquireOutcome{};  // busy, nothing changed
       return std::unexpected(b.error());
     }
-    auto out = outcome(*b, req);
+    auto out = outcome(b->front(), req);
     if (out && out->state != AcquireOutcome::State::acquired) drop_server_lock();
     return out;
   }
