@@ -3,7 +3,10 @@
 #include "backends/common/identifiers.hpp"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -366,6 +369,32 @@ Result<QueryResult> Connection::exec(std::string_view sql, const Params& params,
   return last;
 }
 
+namespace {
+// Holds a TCP socket's output back (TCP_CORK) while a pipeline is written: libpq 15 flushes at
+// every Sync, and a pipeline with a Sync in the middle would otherwise leave in two pieces, the
+// server answering the first while the second is still on its way. Released, everything goes
+// out at once. A Unix socket has no cork: nothing to do.
+class Cork {
+ public:
+  explicit Cork(int fd) : fd_(fd) {
+    int on = 1;
+    if (::setsockopt(fd_, IPPROTO_TCP, TCP_CORK, &on, sizeof on) != 0) fd_ = -1;
+  }
+  ~Cork() { release(); }
+  Cork(const Cork&) = delete;
+  Cork& operator=(const Cork&) = delete;
+  void release() {
+    if (fd_ < 0) return;
+    int off = 0;
+    (void)::setsockopt(fd_, IPPROTO_TCP, TCP_CORK, &off, sizeof off);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+}  // namespace
+
 bool Connection::warmed(const std::string& sql) const { return std::ranges::find(warmed_, sql) != warmed_.end(); }
 bool Connection::is_prepared(const std::string& sql) const { return std::ranges::find(prepared_, sql) != prepared_.end(); }
 
@@ -395,6 +424,7 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
   const Millis deadline = boottime_now() + options_.io_timeout + extra;
   PGconn* c = conn_.get();
   if (!PQenterPipelineMode(c)) return std::unexpected(broken("entering pipeline mode"));
+  Cork cork(PQsocket(c));
   // One entry per message sent that has results of its own: a statement's run (its result
   // goes to out[statement]), a warm-up's plan or a prepared statement's Parse (remembered once
   // it succeeded), a helper whose result nobody needs, or a Sync.
@@ -449,6 +479,7 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
     if (!ok) return std::unexpected(broken_and_closed("sending a statement"));
   }
   if (!PQpipelineSync(c)) return std::unexpected(broken_and_closed("sending a statement"));
+  cork.release();
   if (auto ok = flush(deadline); !ok) return std::unexpected(ok.error());
   // Every message's results end in a nullptr; a failed one's successors come back
   // PGRES_PIPELINE_ABORTED; the Sync's own result closes the batch.
