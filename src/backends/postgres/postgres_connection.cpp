@@ -330,6 +330,16 @@ void Connection::drop_stale_notifications() {
     while (PGnotify* n = PQnotifies(conn_.get())) PQfreemem(n);
 }
 
+namespace {
+// libpq's view of bound parameters: C strings, nullptr for NULL (they point into params).
+std::vector<const char*> param_values(const Params& params) {
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  return values;
+}
+}  // namespace
+
 Result<QueryResult> Connection::exec(std::string_view sql, const Params& params, Millis extra) {
   if (auto ok = connect_if_deferred(); !ok) return std::unexpected(ok.error());
   if (!is_open()) return std::unexpected(broken("not connected"));
@@ -340,9 +350,7 @@ Result<QueryResult> Connection::exec(std::string_view sql, const Params& params,
   if (params.empty()) {
     sent = PQsendQuery(c, text.c_str());
   } else {
-    std::vector<const char*> values;
-    values.reserve(params.size());
-    for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+    const auto values = param_values(params);
     sent = PQsendQueryParams(c, text.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0);
   }
   if (!sent) return std::unexpected(broken("sending a statement"));
@@ -393,12 +401,7 @@ class Cork {
  private:
   int fd_;
 };
-}  // namespace
 
-bool Connection::warmed(const std::string& sql) const { return std::ranges::find(warmed_, sql) != warmed_.end(); }
-bool Connection::is_prepared(const std::string& sql) const { return std::ranges::find(prepared_, sql) != prepared_.end(); }
-
-namespace {
 std::string prepared_name(const std::string& sql) {
   // The text's hash: another client's statement of that name in the same server session (a
   // pooler that does not reset sessions) is then the same statement.
@@ -407,6 +410,9 @@ std::string prepared_name(const std::string& sql) {
   return name;
 }
 }  // namespace
+
+bool Connection::warmed(const std::string& sql) const { return std::ranges::find(warmed_, sql) != warmed_.end(); }
+bool Connection::is_prepared(const std::string& sql) const { return std::ranges::find(prepared_, sql) != prepared_.end(); }
 
 Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement> statements, Millis extra) {
   if (statements.size() == 1 && !statements[0].warm_up && !statements[0].prepared) {
@@ -446,25 +452,22 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
       std::string explain = "EXPLAIN EXECUTE " + name;
       for (std::size_t k = 0; k < st.params.size(); ++k) explain += k == 0 ? "(NULL" : ", NULL";
       if (!st.params.empty()) explain += ")";
-      ok = PQsendPrepare(c, name.c_str(), st.sql.c_str(), 0, nullptr) && PQsendQueryParams(c, generic_plans, 0, nullptr, nullptr, nullptr, nullptr, 0) &&
+      ok = PQsendPrepare(c, name.c_str(), st.sql.c_str(), 0, nullptr) &&
+           PQsendQueryParams(c, generic_plans, 0, nullptr, nullptr, nullptr, nullptr, 0) &&
            PQsendQueryParams(c, explain.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0);
       sent.emplace_back(i, Kind::prepare);
       sent.emplace_back(i, Kind::helper);
       sent.emplace_back(i, Kind::helper);
       own_sync = true;
     } else if (st.prepared && !st.warm_up && is_prepared(st.sql)) {
-      std::vector<const char*> values;
-      values.reserve(st.params.size());
-      for (const auto& p : st.params) values.push_back(p ? p->c_str() : nullptr);
+      const auto values = param_values(st.params);
       const std::string name = prepared_name(st.sql);
       ok = PQsendQueryParams(c, generic_plans, 0, nullptr, nullptr, nullptr, nullptr, 0) &&
            PQsendQueryPrepared(c, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0);
       sent.emplace_back(i, Kind::helper);
       sent.emplace_back(i, Kind::run);
     } else if (!st.warm_up || (!st.prepared && !warmed(st.sql))) {
-      std::vector<const char*> values;
-      values.reserve(st.params.size());
-      for (const auto& p : st.params) values.push_back(p ? p->c_str() : nullptr);
+      const auto values = param_values(st.params);
       // A warm-up is planned with its sample values, as the run will be with its own (an
       // unnamed statement gets a custom plan), and never executed: EXPLAIN without ANALYZE.
       const std::string explain = st.warm_up ? "EXPLAIN " + st.sql : std::string();
