@@ -215,8 +215,7 @@ class SessionLocker final : public Locker {
       // The release is planned here first (a warm-up, once per session), ahead of the lock, in
       // the same round trip: at the handoff its catalog lookups are done. Its own Sync lets its
       // table locks go before the lock statement waits.
-      std::vector<Statement> batch{
-          {.sql = release_sql_, .params = release_sample(req), .warm_up = true, .sync_after = true, .prepared = true}};
+      std::vector<Statement> batch{release_warm_up(req)};
       if (wait.count() > 0)  // the wait bound applies to this transaction only
         batch.push_back({"SELECT set_config('lock_timeout', $1, true)", {lock_timeout_ms(wait)}});
       batch.push_back({wait.count() <= 0 ? (slot ? try_slot_sql_ : try_lock_sql_) : (slot ? wait_slot_sql_ : wait_lock_sql_), p});
@@ -242,7 +241,7 @@ class SessionLocker final : public Locker {
     // The release is planned ahead too, in the same round trip but in a transaction of its own
     // (its Sync): planned inside the holding transaction, it would keep its tables' locks for
     // the whole job.
-    batch.push_back({.sql = release_sql_, .params = release_sample(req), .warm_up = true, .sync_after = true, .prepared = true});
+    batch.push_back(release_warm_up(req));
     if (!end_txn_sql_.empty())
       batch.push_back({.sql = end_txn_sql_, .params = {req.key, kind}, .warm_up = true, .sync_after = true, .prepared = true});
     batch.push_back({"BEGIN ISOLATION LEVEL READ COMMITTED", {}});
@@ -276,11 +275,12 @@ class SessionLocker final : public Locker {
     return out;
   }
 
-  // Sample values of the release's parameters, for its warm-up (planned, never run).
-  Params release_sample(const LockRequest& req) const {
+  // The release's warm-up, with sample values of its parameters (prepared and planned, never
+  // run), behind a Sync of its own.
+  Statement release_warm_up(const LockRequest& req) const {
     Params p{req.key, "0", "true", "0"};
     append_sample_history_params(p, req, strategy_, keep_);
-    return p;
+    return {.sql = release_sql_, .params = std::move(p), .warm_up = true, .sync_after = true, .prepared = true};
   }
 
   // Columns: got, token, acquired_at, (unlock), owner, host, pid, token, strategy,
