@@ -7,10 +7,13 @@
 namespace dblock {
 
 std::span<const KnownBackend> known_backends() {
+  using enum Strategy;
   static const std::vector<KnownBackend> backends{
-      {"sqlite", {"sqlite"}, "", "dblock"},
-      {"mysql", {"mysql", "mariadb"}, "dblock-mysql.so", "dblock-mysql"},
-      {"postgres", {"postgres", "postgresql"}, "dblock-postgres.so", "dblock-postgres"},
+      {"sqlite", {"sqlite"}, "", "dblock", {lease}, ""},
+      {"mysql", {"mysql", "mariadb"}, "dblock-mysql.so", "dblock-mysql", {lease, advisory, for_update, txn_insert},
+       DBLOCK_MYSQL_CLIENT},
+      {"postgres", {"postgres", "postgresql"}, "dblock-postgres.so", "dblock-postgres",
+       {lease, advisory, for_update, txn_insert}, DBLOCK_POSTGRES_CLIENT},
   };
   return backends;
 }
@@ -56,11 +59,11 @@ Result<std::unique_ptr<Backend>> open_backend(const Dsn& dsn, const BackendOptio
   return (*entry)->open(dsn, options);
 }
 
-std::string describe_strategies(const BackendEntry& entry) {
+std::string describe_strategies(std::span<const Strategy> strategies) {
   std::string text;
-  for (std::size_t i = 0; i < entry.strategies.size(); ++i) {
-    if (i > 0) text += (i + 1 == entry.strategies.size()) ? " and " : ", ";
-    text += to_string(entry.strategies[i]);
+  for (std::size_t i = 0; i < strategies.size(); ++i) {
+    if (i > 0) text += (i + 1 == strategies.size()) ? " and " : ", ";
+    text += to_string(strategies[i]);
   }
   return text;
 }

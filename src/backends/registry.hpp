@@ -29,12 +29,17 @@ struct BackendEntry {
   std::string (*client_version)();
 };
 
-/// What the executable knows of a backend without loading any of its code.
+/// What the executable knows of a backend without loading any of its code (`--version`
+/// prints it); tests/backends/registry_test.cpp checks it against the backend's own entry.
 struct KnownBackend {
   std::string_view name;                  // "mysql"
   std::vector<std::string_view> schemes;  // DSN schemes it serves
   std::string_view module;                // "dblock-mysql.so"; empty: linked into the executable
   std::string_view package;               // the Debian package that ships it
+  std::vector<Strategy> strategies;       // what it can do
+  /// A module's client library as built against ("libpq 15.20"); empty when linked in (its
+  /// BackendEntry::client_version costs nothing to ask).
+  std::string_view built_with;
 };
 
 /// Every backend dblock knows, in the order `--version` lists them.
@@ -57,7 +62,7 @@ Result<Dsn> parse_dsn(std::string_view text);
 Result<std::unique_ptr<Backend>> open_backend(const Dsn& dsn, const BackendOptions& options);
 
 /// "lease, advisory, for-update and txn-insert" style list for messages.
-std::string describe_strategies(const BackendEntry& entry);
+std::string describe_strategies(std::span<const Strategy> strategies);
 
 // Implemented twice: backend_code_modules.cpp (the executable: SQLite linked, servers from
 // modules) and backend_code_linked.cpp (test programs: every backend linked in).

@@ -35,7 +35,13 @@ CommandAction define_doctor(CLI::App&) {
     checks.push_back({"strategy", supported,
                       supported ? std::string(to_string(strategy)) + " is supported by " + dsn.backend
                                 : std::string(to_string(strategy)) + " is not supported by " + dsn.backend +
-                                      (entry ? "; it supports " + describe_strategies(*entry) : "")});
+                                      (entry ? "; it supports " + describe_strategies(entry->strategies) : "")});
+    if (entry) {
+      // The library this process has loaded (--version names the one the module was built with).
+      const auto known = std::ranges::find(known_backends(), dsn.backend, &KnownBackend::name);
+      const std::string path = known == known_backends().end() ? "" : module_path(*known);
+      checks.push_back({"client", true, entry->client_version() + (path.empty() ? " (built in)" : " (module " + path + ")")});
+    }
 
     // A database that is missing or out of reach is exit 69, as for status; other failed checks 78.
     bool unavailable = false;

@@ -15,6 +15,9 @@ TEST_CASE("every known backend's names and schemes match its code") {
     CHECK((*entry)->name == known.name);
     CHECK((*entry)->schemes == known.schemes);
     CHECK_FALSE((*entry)->strategies.empty());
+    // --version prints the known table's strategies and client library without loading a module.
+    CHECK((*entry)->strategies == known.strategies);
+    if (!known.module.empty()) CHECK((*entry)->client_version() == known.built_with);
     // SQLite is built in; every other backend is a module with a package that ships it.
     CHECK(known.module.empty() == (known.name == "sqlite"));
     CHECK_FALSE(known.package.empty());

@@ -11,6 +11,7 @@ check "every line is one check that passed" bash -c '! grep -qv "^ok    [a-z_]*:
 for name in connect clock tables privileges; do
   check "doctor checks $name" grep -q "^ok    $name: " <<<"$out"
 done
+check "doctor names SQLite's version, built in" grep -Eq "^ok    client: SQLite 3\.[0-9.]+ \(built in\)" <<<"$out"
 
 out=$(dblock doctor --strategy advisory 2>&1)
 assert_eq "a strategy SQLite cannot do fails doctor with 78" 78 $?

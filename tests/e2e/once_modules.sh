@@ -22,6 +22,14 @@ sqlite_maps=$(dblock_maps "$out")
 out=$(dblock --version); rc=$?
 assert_eq "--version exits 0" 0 "$rc"
 check "--version lists the modules it found" grep -q "dblock-postgres.so" <<<"$out"
+check "--version names the client library a module is built with" grep -Eq "built with libpq [0-9]+\.[0-9]+" <<<"$out"
+# --version costs what --help does: the dynamic loader (LD_DEBUG=files) opens no module or
+# client library. The positive control: the same trace of a postgres DSN (nothing listens on
+# port 1, so it fails after loading) shows the module and libpq.
+ld_files=$(LD_DEBUG=files "$DBLOCK_BIN" --version 2>&1 >/dev/null)
+check "--version loads no module and no client library" bash -c '! grep -Eq "$1" <<<"$2"' _ "$client_libs" "$ld_files"
+ld_files=$(LD_DEBUG=files "$DBLOCK_BIN" -d "postgres://u@127.0.0.1:1/db" status 2>&1 >/dev/null)
+check "the loader's trace shows a module when one is loaded" grep -Eq "dblock-postgres\.so.*|libpq\.so" <<<"$ld_files"
 
 # A server DSN loads its module (the positive control: the check above can see a module).
 for backend in mysql postgres; do

@@ -56,6 +56,8 @@ assert_eq "doctor exits 0" 0 "$?"
 for name in server idle_timeouts pgbouncer privileges; do
   check "doctor checks $name" grep -q "$name" "$E2E_TMP/doctor"
 done
+check "doctor names the libpq its module loaded, and where the module is" \
+  grep -Eq "^ok    client: libpq [0-9]+\.[0-9]+ \(module .*dblock-postgres\.so\)" "$E2E_TMP/doctor"
 check "schema prints the prefixed DDL" \
   bash -c "timeout 30 dblock schema --dialect postgres | grep -q 'CREATE TABLE IF NOT EXISTS \"${DBLOCK_TABLE_PREFIX}locks\"'"
 
