@@ -12,6 +12,8 @@ packages=(
   # tests: throwaway servers, clients, and the tools the end-to-end scripts use
   mariadb-server mariadb-client postgresql postgresql-client sqlite3 faketime
   python3 procps util-linux coreutils locales strace
+  # PgBouncer in transaction pooling in front of the test PostgreSQL (README: lease works there)
+  pgbouncer
   # the --log syslog tests: rsyslogd on a private socket (tests/e2e/test_log_sinks.sh)
   rsyslog
   # benchmarks (scripts/bench.sh): peers etcd/etcdctl, the handoff chart, fsync counts (strace,

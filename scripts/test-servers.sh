@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Starts (or stops) throwaway MariaDB and PostgreSQL servers on 127.0.0.1, on free ports,
-# with their data in a temp dir, and prints their DSNs as shell assignments:
-#   eval "$(scripts/test-servers.sh start)"   # sets DBLOCK_TEST_MYSQL_DSN, DBLOCK_TEST_POSTGRES_DSN
+# with their data in a temp dir, and a PgBouncer in transaction pooling in front of that
+# PostgreSQL, and prints their DSNs as shell assignments:
+#   eval "$(scripts/test-servers.sh start)"   # sets DBLOCK_TEST_MYSQL_DSN, DBLOCK_TEST_POSTGRES_DSN,
+#                             # DBLOCK_TEST_PGBOUNCER_DSN (transaction pooling), ..._SESSION_DSN
 #   scripts/test-servers.sh stop
 # For fault tests, one of the running servers can be taken down and brought back on the same
 # port and data dir (start-server and restart return once it accepts connections again):
@@ -124,10 +126,57 @@ SQL
   echo "DBLOCK_TEST_POSTGRES_DSN=postgres://dblock:$password@127.0.0.1:$port/dblock_test" >>"$1/env"
 }
 
+# start_pgbouncer DIR: PgBouncer in front of the PostgreSQL of DIR, its database dblock_test in
+# transaction pooling (what README says only lease survives) and the same database as
+# dblock_session in session pooling. Pools are small: a test's clients outnumber the server
+# sessions. It must not run as root; `options` (the startup parameter that carries dblock's
+# session settings) is ignored, as PgBouncer 1.18 refuses a client that sends it otherwise.
+start_pgbouncer() {
+  local dir=$1/pgbouncer port pg_port
+  port=$(free_port)
+  pg_port=$(cat "$1/pg/port")
+  mkdir -p "$dir"
+  printf '"dblock" "%s"\n' "$password" >"$dir/userlist.txt"
+  cat >"$dir/pgbouncer.ini" <<INI
+[databases]
+dblock_test = host=127.0.0.1 port=$pg_port dbname=dblock_test pool_mode=transaction
+dblock_session = host=127.0.0.1 port=$pg_port dbname=dblock_test pool_mode=session
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+auth_type = scram-sha-256
+auth_file = $dir/userlist.txt
+pool_mode = transaction
+default_pool_size = 3
+max_client_conn = 200
+ignore_startup_parameters = options
+logfile = $dir/pgbouncer.log
+pidfile = $dir/pgbouncer.pid
+INI
+  chown -R postgres:postgres "$dir"
+  chmod 600 "$dir/userlist.txt"
+  echo "$port" >"$dir/port"
+  runuser -u postgres -- pgbouncer -d "$dir/pgbouncer.ini" >>"$dir/start.log" 2>&1 </dev/null ||
+    { show_log PgBouncer "$dir/start.log"; return 1; }
+  if ! wait_until 30 env PGPASSWORD="$password" "$pg_bin/psql" -h 127.0.0.1 -p "$port" -U dblock -d dblock_test -Atc 'SELECT 1'; then
+    show_log PgBouncer "$dir/pgbouncer.log"
+    return 1
+  fi
+  echo "DBLOCK_TEST_PGBOUNCER_DSN=postgres://dblock:$password@127.0.0.1:$port/dblock_test" >>"$1/env"
+  echo "DBLOCK_TEST_PGBOUNCER_SESSION_DSN=postgres://dblock:$password@127.0.0.1:$port/dblock_session" >>"$1/env"
+}
+
 stop_all() {
   [ -f "$state_file" ] || return 0
   local dir
   dir=$(cat "$state_file")
+  if [ -f "$dir/pgbouncer/pgbouncer.pid" ]; then
+    local pid
+    pid=$(cat "$dir/pgbouncer/pgbouncer.pid")  # it removes the file as it exits
+    kill "$pid" 2>/dev/null || true
+    wait_until 30 bash -c "! kill -0 $pid 2>/dev/null" || true
+  fi
   if [ -f "$dir/mysql/mysqld.pid" ]; then
     kill "$(cat "$dir/mysql/mysqld.pid")" 2>/dev/null || true
     wait_until 30 bash -c "! kill -0 $(cat "$dir/mysql/mysqld.pid") 2>/dev/null" || true
@@ -184,6 +233,7 @@ case "${1:-}" in
     echo "$dir" >"$state_file"
     start_mariadb "$dir" || { stop_all; exit 1; }
     start_postgres "$dir" || { stop_all; exit 1; }
+    start_pgbouncer "$dir" || { stop_all; exit 1; }
     sed 's/^/export /' "$dir/env"
     ;;
   stop)

@@ -155,16 +155,21 @@ class PostgresBackend final : public Backend {
             "; dblock sets its own when it connects: a run's own session (the lock holder's) 2 x TTL + 5 s (its "
             "renewals keep it busy; a holder cut off from the server loses the lock after that), its other "
             "sessions 0 (none)");
-    auto again = conn_->exec("SELECT pg_backend_pid()");
-    if (!again) {
-      add("pgbouncer", false, again.error().message);
-    } else if (again->int64(0, 0) != v->int64(0, 3)) {
+    auto pooling = pooling_check(v->int64(0, 3));
+    if (!pooling) {
+      add("pgbouncer", false, pooling.error().message);
+    } else if (*pooling == Pooling::transaction) {
       bool session = is_session_strategy(strategy);
       add("pgbouncer", !session,
-          "the server process changed between two statements (transaction pooling, e.g. PgBouncer): "
-          "advisory, for-update and txn-insert are unsafe here; use lease or a session-pooled/direct DSN");
+          "transaction pooling (e.g. PgBouncer pool_mode=transaction): one server session serves several "
+          "clients, one transaction each; advisory, for-update and txn-insert are unsafe here; use lease or a "
+          "session-pooled/direct DSN");
+    } else if (*pooling == Pooling::session) {
+      add("pgbouncer", true,
+          "a connection pooler in session mode (the server process is not the one the connection was given, and "
+          "it kept this client's session): session strategies are safe while it stays in session mode");
     } else {
-      add("pgbouncer", true, "same server process across statements: session strategies are safe");
+      add("pgbouncer", true, "direct connection to the server (no pooler): session strategies are safe");
     }
     auto p = conn_->exec(
         "SELECT t, to_regclass(t) IS NOT NULL, "
@@ -188,6 +193,36 @@ class PostgresBackend final : public Backend {
   }
 
  private:
+  enum class Pooling { none, session, transaction };
+
+  // Who serves this connection's statements. `first` is the server process of a statement just
+  // run. A server reports its own process id when the connection starts; a pooler reports one
+  // of its own, so a different pg_backend_pid() means a pooler. Transaction pooling shows when
+  // the server session changes between statements, which a lone client rarely sees (PgBouncer
+  // hands it the session it just gave back), so a second client opens a transaction in
+  // between: under transaction pooling it gets the session this connection just had (or keeps
+  // this connection off it).
+  Result<Pooling> pooling_check(std::int64_t first) {
+    auto pid = [](Connection& c) -> Result<std::int64_t> {
+      auto r = c.exec("SELECT pg_backend_pid()");
+      if (!r) return std::unexpected(r.error());
+      return r->int64(0, 0);
+    };
+    auto again = pid(*conn_);
+    if (!again) return std::unexpected(again.error());
+    if (*again != first) return Pooling::transaction;
+    if (conn_->backend_pid() == first) return Pooling::none;
+    auto other = Connection::open(dsn_, options_);
+    if (!other) return std::unexpected(other.error());
+    auto theirs = (*other)->exec("BEGIN; SELECT pg_backend_pid()");
+    if (!theirs) return std::unexpected(theirs.error());
+    // With a pool of one, this connection would wait for that transaction: ask no more.
+    if (theirs->int64(0, 0) == first) return Pooling::transaction;
+    auto ours = pid(*conn_);
+    if (!ours) return std::unexpected(ours.error());
+    return *ours != first ? Pooling::transaction : Pooling::session;  // `other` closes, its transaction ends
+  }
+
   // Inspection creates nothing: a table that is not there (42P01) means nothing ever ran here.
   std::unexpected<Error> explained(const Error& failed) const {
     if (failed.sqlstate == "42P01") return no_lock_database(dsn_.redacted);

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# PostgreSQL behind PgBouncer (scripts/test-servers.sh starts one, pools smaller than the
+# clients here): README says lease works behind transaction pooling and the session strategies
+# do not, and that `dblock doctor` tells which set-up it is.
+#  - lease through transaction pooling: runs, waiters (-w) and a race of runs on one key each
+#    run their command, never two at once, with a history row per run;
+#  - doctor: transaction pooling fails the check for a session strategy (78) and passes it for
+#    lease; session pooling and a direct connection pass it, each named as what it is.
+source "$(dirname "$0")/lib.sh"
+
+[ -n "${DBLOCK_TEST_PGBOUNCER_DSN:-}" ] || skip_or_fail "DBLOCK_TEST_PGBOUNCER_DSN is not set (scripts/test-servers.sh)"
+[ -n "${DBLOCK_TEST_PGBOUNCER_SESSION_DSN:-}" ] || skip_or_fail "DBLOCK_TEST_PGBOUNCER_SESSION_DSN is not set"
+direct=$DBLOCK_DSN
+pooled=$DBLOCK_TEST_PGBOUNCER_DSN
+db() { DBLOCK_DSN=$pooled timeout 60 dblock "$@"; }
+
+assert_status "init through transaction pooling" 0 db init
+
+# One run: its command ran and its history row is there (read directly from the server).
+k=$(key one)
+out=$(db run "$k" -- echo ran); rc=$?
+assert_eq "a lease run through transaction pooling exits 0" 0 "$rc"
+assert_eq "its command ran" ran "$out"
+assert_eq "its history row is there" 1 "$(DBLOCK_DSN=$direct history_field "$k" runs.#)"
+
+# Runs that overlap in time on one key: each command runs, never two at once (a directory only
+# one can create), and every run gets its own token. More clients than the pool has sessions,
+# so their transactions share server sessions.
+k=$(key race)
+mkdir -p "$E2E_TMP/race"
+job="mkdir '$E2E_TMP/race/in' || exit 9; sleep 0.1; rmdir '$E2E_TMP/race/in'"
+race 6 "$E2E_TMP/rc" env DBLOCK_DSN="$pooled" timeout 60 dblock run "$k" -w 30s -- sh -c "$job"
+for i in $(seq 6); do
+  wait_for 60 test -s "$E2E_TMP/rc.$i" || fail "run $i did not end"
+done
+for i in $(seq 6); do assert_eq "run $i of 6 on one key exits 0 (none overlapped)" 0 "$(cat "$E2E_TMP/rc.$i" 2>/dev/null)"; done
+assert_eq "six history rows" 6 "$(DBLOCK_DSN=$direct history_field "$k" runs.#)"
+assert_eq "six different tokens" 6 "$(DBLOCK_DSN=$direct history_field "$k" 'runs.*.token' | tr ' ' '\n' | sort -u | wc -l)"
+
+# doctor says which set-up this is.
+out=$(db doctor -s advisory); rc=$?
+assert_eq "doctor: a session strategy through transaction pooling fails (78)" 78 "$rc"
+check "doctor: the FAIL line names transaction pooling" grep -q "^FAIL  pgbouncer: transaction pooling" <<<"$out"
+out=$(db doctor); rc=$?
+assert_eq "doctor: lease through transaction pooling passes" 0 "$rc"
+check "doctor: and still says it is transaction pooling" grep -q "^ok    pgbouncer: transaction pooling" <<<"$out"
+out=$(DBLOCK_DSN=$DBLOCK_TEST_PGBOUNCER_SESSION_DSN timeout 60 dblock doctor -s advisory); rc=$?
+assert_eq "doctor: a session strategy through session pooling passes" 0 "$rc"
+check "doctor: it names the pooler's session mode" grep -q "^ok    pgbouncer: a connection pooler in session mode" <<<"$out"
+out=$(DBLOCK_DSN=$direct timeout 60 dblock doctor -s advisory); rc=$?
+assert_eq "doctor: a direct connection passes" 0 "$rc"
+check "doctor: it says direct" grep -q "^ok    pgbouncer: direct connection" <<<"$out"
+finish
