@@ -292,6 +292,85 @@ TEST_CASE("postgres: a lease survives a dropped connection: renew reconnects onc
   CHECK((*a)->release(ReleaseRequest{}));
 }
 
+// Named prepared statements (postgres::Statement::prepared) and poolers. Strategy-independent:
+// these run once, in the lease cell.
+namespace prepared {
+
+std::int64_t named_statements(postgres::Connection& c) {
+  auto r = c.exec("SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'dblock\\_%'");
+  REQUIRE_MESSAGE(r, (r ? "" : r.error().message));
+  return r->int64(0, 0);
+}
+
+// How often the server ran a statement of ours by name, on its kept generic plan.
+std::int64_t generic_runs(postgres::Connection& c) {
+  auto r = c.exec("SELECT coalesce(sum(generic_plans), 0) FROM pg_prepared_statements WHERE name LIKE 'dblock\\_%'");
+  REQUIRE_MESSAGE(r, (r ? "" : r.error().message));
+  return r->int64(0, 0);
+}
+
+std::int64_t plus_one(postgres::Connection& c, std::string_view value) {
+  const postgres::Statement st[] = {{.sql = "SELECT $1::int + 1", .params = {std::string(value)}, .prepared = true}};
+  auto r = c.pipeline(st);
+  REQUIRE_MESSAGE(r, (r ? "" : r.error().message));
+  return r->back().int64(0, 0);
+}
+
+std::unique_ptr<postgres::Connection> connection() {
+  auto dsn = parse_dsn(test::dsn());
+  REQUIRE(dsn);
+  auto conn = postgres::Connection::open(*dsn, opts("dblock_"));
+  REQUIRE_MESSAGE(conn, (conn ? "" : conn.error().message));
+  return std::move(*conn);
+}
+
+}  // namespace prepared
+
+TEST_CASE("postgres: a prepared statement is named at its first run; one its server session lost runs again, "
+          "unnamed, and nothing is named after" * doctest::test_suite("postgres.lease")) {
+  auto c = prepared::connection();
+  CHECK(prepared::plus_one(*c, "41") == 42);
+  CHECK(prepared::named_statements(*c) == 1);  // prepared (and run by name) at its first run
+  CHECK(prepared::plus_one(*c, "1") == 2);
+  CHECK(prepared::generic_runs(*c) == 2);  // by name, on one generic plan
+  // What a pooler in transaction mode does to a session: the next transaction runs in another
+  // server session, which does not have the statement (26000). The run is not lost.
+  REQUIRE(c->exec("DEALLOCATE ALL"));
+  CHECK(prepared::plus_one(*c, "2") == 3);
+  CHECK(prepared::named_statements(*c) == 0);  // it ran unnamed
+  CHECK(prepared::plus_one(*c, "3") == 4);
+  CHECK(prepared::named_statements(*c) == 0);  // and nothing is named any more
+}
+
+TEST_CASE("postgres: a prepared statement whose name its server session has already is run by that name" *
+          doctest::test_suite("postgres.lease")) {
+  // A pooler that hands a server session on without resetting it: the name is there (42P05),
+  // made from the same text (the name is the text's hash).
+  auto c = prepared::connection();
+  REQUIRE(c->exec("PREPARE " + postgres::prepared_name("SELECT $1::int + 1") + " AS SELECT $1::int + 1"));
+  CHECK(prepared::plus_one(*c, "41") == 42);
+  CHECK(prepared::plus_one(*c, "0") == 1);
+  CHECK(prepared::named_statements(*c) == 1);
+  CHECK(prepared::generic_runs(*c) == 2);  // both ran by that name
+}
+
+TEST_CASE("postgres: a warm-up behind a Sync of its own that fails does not fail the statement after it" *
+          doctest::test_suite("postgres.lease")) {
+  // The statement after it ran (a lease acquire would have taken the key): its result must
+  // reach the caller. A warm-up that matters fails the statement it is for, too.
+  auto c = prepared::connection();
+  for (bool named : {false, true}) {
+    CAPTURE(named);
+    const postgres::Statement st[] = {
+        {.sql = "SELECT 1 FROM dblock_no_such_table WHERE $1::int = 1", .params = {"1"}, .warm_up = true,
+         .sync_after = true, .prepared = named},
+        {.sql = "SELECT $1::int + 1", .params = {"1"}}};
+    auto r = c->pipeline(st);
+    REQUIRE_MESSAGE(r, (r ? "" : r.error().message));
+    CHECK(r->back().int64(0, 0) == 2);
+  }
+}
+
 // Strategy-independent: runs once, in the lease cell.
 TEST_CASE("postgres: a statement past the I/O timeout is cancelled and reported as connection" *
           doctest::test_suite("postgres.lease")) {

@@ -3,7 +3,10 @@
 # clients here): README says lease works behind transaction pooling and the session strategies
 # do not, and that `dblock doctor` tells which set-up it is.
 #  - lease through transaction pooling: runs, waiters (-w) and a race of runs on one key each
-#    run their command, never two at once, with a history row per run;
+#    run their command, never two at once, with a history row per run; and the server logs
+#    no error for them (dblock names no prepared statement behind a pooler: another client's
+#    transaction on the same server session would find the name taken, or a later one of its
+#    own would not find it);
 #  - doctor: transaction pooling fails the check for a session strategy (78) and passes it for
 #    lease; session pooling and a direct connection pass it, each named as what it is.
 source "$(dirname "$0")/lib.sh"
@@ -13,6 +16,19 @@ source "$(dirname "$0")/lib.sh"
 direct=$DBLOCK_DSN
 pooled=$DBLOCK_TEST_PGBOUNCER_DSN
 db() { DBLOCK_DSN=$pooled timeout 60 dblock "$@"; }
+state=${DBLOCK_TEST_SERVERS_STATE:-/tmp/dblock-test-servers.state}
+[ -f "$state" ] || skip_or_fail "no test-servers state file $state: the server's log cannot be read"
+server_log=$(cat "$state")/pg/server.log
+# Errors about a prepared statement of dblock's, whose statement (the next log line) is on this
+# test's tables: other tests, in parallel, provoke such errors on purpose.
+name_errors() {
+  awk -v prefix="\"$DBLOCK_TABLE_PREFIX" '
+    /ERROR:  prepared statement "dblock_/ { pending = 1; next }
+    pending && /STATEMENT:/ && index($0, prefix) { n++ }
+    { pending = 0 }
+    END { print n + 0 }' "$server_log"
+}
+errors_before=$(name_errors)
 
 assert_status "init through transaction pooling" 0 db init
 
@@ -36,6 +52,7 @@ done
 for i in $(seq 6); do assert_eq "run $i of 6 on one key exits 0 (none overlapped)" 0 "$(cat "$E2E_TMP/rc.$i" 2>/dev/null)"; done
 assert_eq "six history rows" 6 "$(DBLOCK_DSN=$direct history_field "$k" runs.#)"
 assert_eq "six different tokens" 6 "$(DBLOCK_DSN=$direct history_field "$k" 'runs.*.token' | tr ' ' '\n' | sort -u | wc -l)"
+assert_eq "the server logged no error about dblock's prepared statements" "$errors_before" "$(name_errors)"
 
 # doctor says which set-up this is.
 out=$(db doctor -s advisory); rc=$?

@@ -73,28 +73,18 @@ for s in lease advisory for-update txn-insert; do
     bash -c "! grep -qiE 'set_config\(s\.name|pg_settings|information_schema' <<<\"\$1\"" _ "$(wire queries)"
   check "$s: the session settings travel in the startup packet" grep -q "idle_session_timeout=" <<<"$(wire options)"
   assert_eq "$s: one history row per run" 2 "$(history_field "$k" runs.#)"
+  # The release is a named prepared statement with a generic plan: parsed once, in the
+  # acquire's round trip, planned there (EXPLAIN EXECUTE), and run by name at the release,
+  # neither parsed nor planned again, so the handoff to the next waiter waits for neither.
+  assert_eq "$s: the release is parsed once" 1 "$(wire queries | grep -c '^WITH u AS (UPDATE')"
+  check "$s: and planned ahead (EXPLAIN EXECUTE)" grep -q '^EXPLAIN EXECUTE dblock_' <<<"$(wire queries)"
+  check "$s: under force_generic_plan" grep -q "plan_cache_mode" <<<"$(wire queries)"
+  # Names only on a connection to the server itself: each connection asks once whether the
+  # process id it was given is the server's.
+  assert_eq "$s: the server's process id is checked once per connection" "$conns" "$(wire queries | grep -c '^SELECT pg_backend_pid()$')"
   case $s in
-    lease)
-      # The release is planned first as a warm-up (EXPLAIN: planned with sample values, not
-      # run), in the acquire's round trip, so the handoff to the next waiter does not wait for
-      # its catalog and statistics lookups; then it runs at the release (unnamed both times:
-      # nothing stays on the server, as a pooler in transaction mode needs).
-      assert_eq "$s: the release is planned once ahead (EXPLAIN)" 1 "$(wire queries | grep -c '^EXPLAIN WITH u AS (UPDATE')"
-      assert_eq "$s: and parsed once more to run" 1 "$(wire queries | grep -c '^WITH u AS (UPDATE')"
-      check "$s: the release is warmed up ahead of the acquire" grep -q '^EXPLAIN WITH u AS (UPDATE' <<<"$(wire queries | sed -n 1p)"
-      ;;
-    *)
-      # Session strategies keep the release as a named prepared statement with a generic plan:
-      # parsed once, in the acquire's round trip, planned there (EXPLAIN EXECUTE), and run by
-      # name at the release, neither parsed nor planned again.
-      assert_eq "$s: the release is parsed once" 1 "$(wire queries | grep -c '^WITH u AS (UPDATE')"
-      check "$s: and planned ahead (EXPLAIN EXECUTE)" grep -q '^EXPLAIN EXECUTE dblock_' <<<"$(wire queries)"
-      check "$s: under force_generic_plan" grep -q "plan_cache_mode" <<<"$(wire queries)"
-      ;;
-  esac
-  case $s in
-    advisory)
-      check "$s: the release is prepared ahead of the acquire" grep -q '^WITH u AS (UPDATE' <<<"$(wire queries | sed -n 1p)"
+    lease | advisory)
+      check "$s: the release is prepared ahead of the acquire" grep -q '^WITH u AS (UPDATE' <<<"$(wire queries | grep -v '^SELECT pg_backend_pid()$' | sed -n 1p)"
       ;;
     txn-insert)
       # Its claim's DELETE ends the holding transaction at the release: prepared ahead too.
@@ -161,4 +151,8 @@ for l in open(sys.argv[1]):
             flight = rest[:rest.index("S")] if "S" in rest else rest
             print("with-attempt" if flight.count("E") >= 2 else "alone")' "$E2E_TMP/run.log")
 assert_eq "the lease waiter LISTENs once, with an attempt" "with-attempt" "$listens"
+# Its attempts (the first, the one with the LISTEN, the one the release wakes) are one named
+# prepared statement: parsed and planned once, so the attempt after the wake-up is neither.
+attempts=$(wire queries | grep -c '^WITH a AS (INSERT')
+assert_eq "the lease waiter parses its attempt once" 1 "$attempts"
 finish

@@ -160,12 +160,12 @@ class LeaseLocker final : public Locker {
     append_history_params(p, req, held_req_, *token_, Strategy::lease, keep_);
     if (!conn_->is_open())
       if (auto ok = conn_->reconnect(); !ok) return std::unexpected(ok.error());
-    // It was planned once in this session already, as a warm-up (attempt): the handoff does
-    // not wait for the catalog lookups.
-    auto r = with_schema(*conn_, t_, [&] { return conn_->exec(release_sql_, p); });
+    // Prepared and planned in this session already (release_warm_up): run by name.
+    const Statement release[] = {{.sql = release_sql_, .params = p, .prepared = true}};
+    auto r = with_schema(*conn_, t_, [&] { return conn_->pipeline(release); });
     if (!r) return std::unexpected(r.error());
     token_.reset();
-    if (r->int64(0, 0) != 1) return fail(ErrorKind::lost, "lease on '" + key_ + "' was no longer ours at release");
+    if (r->back().int64(0, 0) != 1) return fail(ErrorKind::lost, "lease on '" + key_ + "' was no longer ours at release");
     return {};
   }
 
@@ -175,14 +175,21 @@ class LeaseLocker final : public Locker {
  private:
   static bool is_busy(const QueryResult& r) { return r.is_null(0, status_columns + 1); }
 
+  // The release is prepared and planned in the same round trip as the first attempt, ahead of
+  // it (a warm-up, once per session, behind a Sync of its own), and the attempt is prepared at
+  // its first run: the handoff to the next waiter waits for no parse and no plan, neither at
+  // the release nor at the attempt the release wakes. Behind a pooler the connection names
+  // nothing and these run unnamed, as they always did (Statement::prepared).
+  Statement release_warm_up(const Params& sample) const {
+    return {.sql = release_sql_, .params = sample, .warm_up = true, .sync_after = true, .prepared = true};
+  }
+
   // The upsert, behind a LISTEN on the key's channel when a waiter is not listening yet.
   Result<QueryResult> attempt(const std::string& sql, const Params& p, const std::string& channel,
                               const Params& release_sample) {
     if (conn_->listening(channel) || !listen_next_) {
       listen_next_ = true;
-      // The release is planned in the same round trip, ahead of the attempt (a warm-up, once
-      // per session): at the handoff to the next waiter its catalog lookups are done.
-      const Statement batch[] = {{release_sql_, release_sample, /*warm_up=*/true}, {sql, p}};
+      const Statement batch[] = {release_warm_up(release_sample), {.sql = sql, .params = p, .prepared = true}};
       auto r = conn_->pipeline(batch);
       if (!r) return std::unexpected(r.error());
       return r->back();
@@ -191,8 +198,8 @@ class LeaseLocker final : public Locker {
     std::vector<Statement> batch;
     if (conn_->listening_any()) batch.push_back({"UNLISTEN *", {}});  // another key's, from an earlier wait
     batch.push_back({listen, {}});
-    batch.push_back({release_sql_, release_sample, /*warm_up=*/true});
-    batch.push_back({sql, p});
+    batch.push_back(release_warm_up(release_sample));
+    batch.push_back({.sql = sql, .params = p, .prepared = true});
     auto r = conn_->pipeline(batch);
     if (!r) return std::unexpected(r.error());
     conn_->listened(channel);
