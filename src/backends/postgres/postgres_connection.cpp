@@ -475,38 +475,32 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
     const std::size_t sent_before = sent.size();
     bool ok = true;
     bool own_sync = st.sync_after;
-    if (named(st) && st.warm_up && !is_prepared(st.sql)) {
-      // Prepared, then planned without being run: EXPLAIN EXECUTE with NULL for every
-      // parameter (a generic plan does not look at the values). Its own Sync ends the
-      // transaction that force_generic_plan was set for.
+    if (named(st) && !(st.warm_up && is_prepared(st.sql))) {
+      // Parsed once per session (a first run is prepared and run in one go); then, under
+      // force_generic_plan, run by name or, for a warm-up, planned without being run: EXPLAIN
+      // EXECUTE with NULL for every parameter (a generic plan does not look at the values),
+      // behind a Sync of its own that ends the transaction force_generic_plan was set for.
       const std::string name = prepared_name(st.sql);
-      std::string explain = "EXPLAIN EXECUTE " + name;
-      for (std::size_t k = 0; k < st.params.size(); ++k) explain += k == 0 ? "(NULL" : ", NULL";
-      if (!st.params.empty()) explain += ")";
-      ok = PQsendPrepare(c, name.c_str(), st.sql.c_str(), 0, nullptr) &&
-           PQsendQueryParams(c, generic_plans, 0, nullptr, nullptr, nullptr, nullptr, 0) &&
-           PQsendQueryParams(c, explain.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0);
-      sent.emplace_back(i, Kind::prepare);
+      const bool parse = !is_prepared(st.sql);
+      if (parse) {
+        ok = PQsendPrepare(c, name.c_str(), st.sql.c_str(), 0, nullptr);
+        sent.emplace_back(i, Kind::prepare);
+      }
+      ok = ok && PQsendQueryParams(c, generic_plans, 0, nullptr, nullptr, nullptr, nullptr, 0);
       sent.emplace_back(i, Kind::helper);
-      sent.emplace_back(i, Kind::plan);
-      own_sync = true;
-    } else if (named(st) && !st.warm_up && is_prepared(st.sql)) {
-      const auto values = param_values(st.params);
-      const std::string name = prepared_name(st.sql);
-      ok = PQsendQueryParams(c, generic_plans, 0, nullptr, nullptr, nullptr, nullptr, 0) &&
-           PQsendQueryPrepared(c, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0);
-      sent.emplace_back(i, Kind::helper);
-      sent.emplace_back(i, Kind::by_name);
-    } else if (named(st) && !st.warm_up) {
-      // Not prepared yet: prepared and run by name in one go (one plan, the generic one, kept).
-      const auto values = param_values(st.params);
-      const std::string name = prepared_name(st.sql);
-      ok = PQsendPrepare(c, name.c_str(), st.sql.c_str(), 0, nullptr) &&
-           PQsendQueryParams(c, generic_plans, 0, nullptr, nullptr, nullptr, nullptr, 0) &&
-           PQsendQueryPrepared(c, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0);
-      sent.emplace_back(i, Kind::prepare);
-      sent.emplace_back(i, Kind::helper);
-      sent.emplace_back(i, Kind::run);
+      if (st.warm_up) {
+        std::string explain = "EXPLAIN EXECUTE " + name;
+        for (std::size_t k = 0; k < st.params.size(); ++k) explain += k == 0 ? "(NULL" : ", NULL";
+        if (!st.params.empty()) explain += ")";
+        ok = ok && PQsendQueryParams(c, explain.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0);
+        sent.emplace_back(i, Kind::plan);
+        own_sync = true;
+      } else {
+        const auto values = param_values(st.params);
+        ok = ok && PQsendQueryPrepared(c, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
+                                       nullptr, 0);
+        sent.emplace_back(i, parse ? Kind::run : Kind::by_name);
+      }
     } else if (!st.warm_up || (!named(st) && !warmed(st.sql))) {
       const auto values = param_values(st.params);
       // A warm-up is planned with its sample values, as the run will be with its own (an
