@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts (or stops) throwaway MariaDB and PostgreSQL servers on 127.0.0.1, on free ports,
-# with their data in a temp dir, and a PgBouncer in transaction pooling in front of that
-# PostgreSQL, and prints their DSNs as shell assignments:
+# with their data in a temp dir, and a PgBouncer (transaction and session pooling) in front of
+# that PostgreSQL, and prints their DSNs as shell assignments:
 #   eval "$(scripts/test-servers.sh start)"   # sets DBLOCK_TEST_MYSQL_DSN, DBLOCK_TEST_POSTGRES_DSN,
 #                             # DBLOCK_TEST_PGBOUNCER_DSN (transaction pooling), ..._SESSION_DSN
 #   scripts/test-servers.sh stop
