@@ -18,18 +18,23 @@ std::span<const KnownBackend> known_backends() {
   return backends;
 }
 
-Result<const BackendEntry*> load_backend(std::string_view name) {
+const KnownBackend* find_backend(std::string_view name) {
   const auto known = known_backends();
   const auto it = std::ranges::find(known, name, &KnownBackend::name);
-  if (it == known.end()) return fail(ErrorKind::usage, "unknown backend '" + std::string(name) + "'");
+  return it == known.end() ? nullptr : &*it;
+}
+
+Result<const BackendEntry*> load_backend(std::string_view name) {
+  const KnownBackend* known = find_backend(name);
+  if (!known) return fail(ErrorKind::usage, "unknown backend '" + std::string(name) + "'");
   // Loaded once per process; several threads may open their first connection at once (tests).
   static std::mutex mutex;
   static std::map<std::string_view, const BackendEntry*> loaded;
   std::lock_guard lock(mutex);
-  if (auto found = loaded.find(it->name); found != loaded.end()) return found->second;
-  auto code = registry_detail::backend_code(*it);
+  if (auto found = loaded.find(known->name); found != loaded.end()) return found->second;
+  auto code = registry_detail::backend_code(*known);
   if (!code) return std::unexpected(code.error());
-  loaded.emplace(it->name, *code);
+  loaded.emplace(known->name, *code);
   return *code;
 }
 

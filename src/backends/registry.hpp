@@ -45,6 +45,9 @@ struct KnownBackend {
 /// Every backend dblock knows, in the order `--version` lists them.
 std::span<const KnownBackend> known_backends();
 
+/// The known backend of that name, or nullptr.
+const KnownBackend* find_backend(std::string_view name);
+
 /// The backend's code: linked in, or its module loaded on the first call (and kept loaded).
 /// A module that is missing or cannot be loaded is ErrorKind::other (exit 69) naming the
 /// Debian package to install; an unknown name is ErrorKind::usage.

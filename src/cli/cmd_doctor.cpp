@@ -38,8 +38,8 @@ CommandAction define_doctor(CLI::App&) {
                                       (entry ? "; it supports " + describe_strategies(entry->strategies) : "")});
     if (entry) {
       // The library this process has loaded (--version names the one the module was built with).
-      const auto known = std::ranges::find(known_backends(), dsn.backend, &KnownBackend::name);
-      const std::string path = known == known_backends().end() ? "" : module_path(*known);
+      const KnownBackend* known = find_backend(dsn.backend);
+      const std::string path = known ? module_path(*known) : "";
       checks.push_back({"client", true, entry->client_version() + (path.empty() ? " (built in)" : " (module " + path + ")")});
     }
 
