@@ -4,6 +4,8 @@
 #    run exits 76, the key is free and the next token is larger;
 #  - a waiter started with -w starts within a fraction of a second of the holder's release
 #    (lease: LISTEN/NOTIFY; session strategies: the server wakes it); median of 5 per strategy;
+#  - txn-insert waiters queue: with a holder and 4 waiters, none waits for the holder's
+#    transaction itself (a commit would wake every one of them), and all 4 then run in turn;
 # (kill -9 of a holder with a waiter: tests/e2e/test_run_kill_waiter.sh; the server's idle
 # killers: tests/e2e/test_idle_timeouts.sh; both in every cell they apply to.)
 source "$(dirname "$0")/lib.sh"
@@ -67,5 +69,33 @@ for s in lease $sessions; do
   # would take up to its ~1 s backoff. Generous for a loaded machine.
   assert_between "$s: median handoff ${median} ms" -50 300 "$median"
 done
+
+# 3. txn-insert: waiters blocked on the unique index all wait for the holder's transaction,
+# so its commit wakes every one and all but one block again (each handoff costs the server
+# work for every waiter). They queue on the key's transaction-level advisory lock instead.
+k=$(key "queue")
+start_bg h dblock -s txn-insert run "$k" -- sh -c 'while [ ! -e "$0" ]; do sleep 0.05; done' "$E2E_TMP/queue.go"
+if wait_for 10 is_held "$k"; then
+  holder_pid=$(sql "SELECT session_id FROM \"${DBLOCK_TABLE_PREFIX}locks\" WHERE name = '$k'")
+  waiters=()
+  for i in 1 2 3 4; do
+    start_bg w dblock -s txn-insert run "$k" -w 30 -- sh -c 'echo "$DBLOCK_TOKEN" >"$0"' "$E2E_TMP/queue.$i"
+    waiters+=("$w")
+  done
+  blocked() { sql "SELECT count(DISTINCT pid) FROM pg_locks WHERE NOT granted AND $holder_pid = ANY(pg_blocking_pids(pid))$1"; }
+  check "all 4 waiters are blocked by the holder's session" wait_for 15 eval '[ "$(blocked "")" = 4 ]'
+  assert_eq "waiters waiting for the holder's transaction itself" 0 "$(blocked " AND locktype = 'transactionid'")"
+  touch "$E2E_TMP/queue.go"
+  wait_exit rc "$h" 20
+  assert_eq "queue holder exit" 0 "$rc"
+  for i in 1 2 3 4; do
+    wait_exit rc "${waiters[$((i - 1))]}" 30
+    assert_eq "queued waiter $i exit" 0 "$rc"
+  done
+  tokens=$(cat "$E2E_TMP"/queue.[1-4] 2>/dev/null | sort -un | wc -l)
+  assert_eq "4 queued waiters ran with 4 different tokens" 4 "$tokens"
+else
+  fail "txn-insert queue: the holder never held"
+fi
 
 finish

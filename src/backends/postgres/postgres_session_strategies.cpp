@@ -88,7 +88,16 @@ class SessionLocker final : public Locker {
     wait_slot_sql_ = advisory_slot("(SELECT true FROM (SELECT pg_advisory_lock($8::bigint)) x)");
     book_slot_sql_ = slot("", "true", "NULL::boolean", 8);
     lock_row_sql_ = "SELECT 1 FROM " + t_.claims + " WHERE name = $1 AND kind = $2 FOR UPDATE";
-    insert_claim_sql_ = "INSERT INTO " + t_.claims + " (name, kind) VALUES ($1, $2)";
+    // txn-insert waiters queue on a transaction-scoped advisory lock of the key ($3, $4: its
+    // two halves, the two-int form, apart from the advisory strategy's one-bigint locks) before
+    // the INSERT, and the holder keeps it until its COMMIT. A commit then wakes the one waiter
+    // at the head of that queue; blocked on the unique index, every waiter would wake at every
+    // commit (each waits for the holder's transaction) and all but one block again. An attempt
+    // that does not wait takes it only if free: taken, the key is being handed over.
+    insert_claim_sql_ = "INSERT INTO " + t_.claims +
+                        " (name, kind) SELECT $1, $2 FROM (SELECT pg_advisory_xact_lock($3::int, $4::int)) q RETURNING 1";
+    try_insert_claim_sql_ = "INSERT INTO " + t_.claims +
+                            " (name, kind) SELECT $1, $2 WHERE pg_try_advisory_xact_lock($3::int, $4::int) RETURNING 1";
     claim_sql_ = "INSERT INTO " + t_.claims + " (name, kind) VALUES ($1, $2) ON CONFLICT DO NOTHING";
     holder_sql_ = "SELECT false, NULL::bigint, NULL::bigint, NULL::boolean, " + holder_columns("$2") + " FROM " +
                   t_.locks + " l WHERE l.name = $1";
@@ -249,12 +258,18 @@ class SessionLocker final : public Locker {
     if (strategy_ == Strategy::for_update)
       batch.push_back({wait.count() <= 0 ? lock_row_sql_ + " NOWAIT" : lock_row_sql_, {req.key, kind}});
     else
-      batch.push_back({insert_claim_sql_, {req.key, kind}});
+      batch.push_back({wait.count() <= 0 ? try_insert_claim_sql_ : insert_claim_sql_, claim_queue_params(req.key, kind)});
     auto r = holder_->pipeline(batch, wait);
     if (!r) {
       if (r.error().kind != ErrorKind::busy) drop_server_lock();
       auto busy = busy_or(r.error());
       if (busy && wait.count() <= 0) busy->holder = read_holder(req);  // for -v: who has it
+      return busy;
+    }
+    if (strategy_ == Strategy::txn_insert && r->back().rows() != 1) {  // the queue lock was taken
+      drop_server_lock();
+      AcquireOutcome busy;
+      if (wait.count() <= 0) busy.holder = read_holder(req);
       return busy;
     }
     if (strategy_ == Strategy::for_update && r->back().rows() != 1) {
@@ -273,6 +288,13 @@ class SessionLocker final : public Locker {
     auto out = outcome(b->front(), req);
     if (out && out->state != AcquireOutcome::State::acquired) drop_server_lock();
     return out;
+  }
+
+  // txn-insert's claim: key, strategy, then the two halves of the key's queue lock.
+  Params claim_queue_params(const std::string& key, const std::string& kind) const {
+    const auto id = static_cast<std::uint64_t>(advisory_key(t_.prefix, key));
+    return {key, kind, std::to_string(static_cast<std::int32_t>(id >> 32)),
+            std::to_string(static_cast<std::int32_t>(id & 0xffffffffULL))};
   }
 
   // The release's warm-up, with sample values of its parameters (prepared and planned, never
@@ -358,6 +380,7 @@ class SessionLocker final : public Locker {
   Tables t_;
   int keep_;
   std::string try_lock_sql_, wait_lock_sql_, book_sql_, try_slot_sql_, wait_slot_sql_, book_slot_sql_, release_sql_, claim_sql_, lock_row_sql_, insert_claim_sql_,
+      try_insert_claim_sql_,
       holder_sql_, end_txn_sql_;
   std::string key_;
   std::optional<std::int64_t> token_;
