@@ -8,7 +8,9 @@
 #    transaction on the same server session would find the name taken, or a later one of its
 #    own would not find it);
 #  - doctor: transaction pooling fails the check for a session strategy (78) and passes it for
-#    lease; session pooling and a direct connection pass it, each named as what it is.
+#    lease; session pooling and a direct connection pass it, each named as what it is; its
+#    idle_timeouts line says whether dblock's idle limits reached the server (through
+#    PgBouncer they do not: it drops the startup options).
 source "$(dirname "$0")/lib.sh"
 
 [ -n "${DBLOCK_TEST_PGBOUNCER_DSN:-}" ] || skip_or_fail "DBLOCK_TEST_PGBOUNCER_DSN is not set (scripts/test-servers.sh)"
@@ -64,7 +66,13 @@ check "doctor: and still says it is transaction pooling" grep -q "^ok    pgbounc
 out=$(DBLOCK_DSN=$DBLOCK_TEST_PGBOUNCER_SESSION_DSN timeout 60 dblock doctor -s advisory); rc=$?
 assert_eq "doctor: a session strategy through session pooling passes" 0 "$rc"
 check "doctor: it names the pooler's session mode" grep -q "^ok    pgbouncer: a connection pooler in session mode" <<<"$out"
+# PgBouncer drops the startup options (ignore_startup_parameters = options), so dblock's idle
+# limits never reach the server: doctor must say so, not that dblock set them.
+check "doctor: through the pooler, dblock's idle limits did not arrive" \
+  grep -q "^ok    idle_timeouts: dblock's own idle limits did not arrive" <<<"$out"
 out=$(DBLOCK_DSN=$direct timeout 60 dblock doctor -s advisory); rc=$?
 assert_eq "doctor: a direct connection passes" 0 "$rc"
 check "doctor: it says direct" grep -q "^ok    pgbouncer: direct connection" <<<"$out"
+check "doctor: directly, dblock's idle limits arrive" \
+  grep -q "^ok    idle_timeouts: dblock's own idle limits arrive with every connection" <<<"$out"
 finish

@@ -144,17 +144,36 @@ class PostgresBackend final : public Backend {
         "SELECT current_setting('server_version'), "
         "COALESCE((SELECT setting || COALESCE(unit, '') FROM pg_settings WHERE name = 'idle_session_timeout'), 'n/a'), "
         "(SELECT setting || COALESCE(unit, '') FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'), "
-        "pg_backend_pid()");
+        "pg_backend_pid(), "
+        // 'client': the value came in this connection's startup packet, so dblock's own did.
+        "(SELECT source FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout') = 'client', "
+        "(SELECT sum(setting::bigint) FROM pg_settings "
+        " WHERE name IN ('idle_session_timeout', 'idle_in_transaction_session_timeout')) > 0");
     if (!v) {
       add("server", false, v.error().message);
       return out;
     }
     add("server", true, "PostgreSQL " + v->text(0, 0) + " at " + dsn_.redacted);
-    add("idle_timeouts", true,
-        "idle_session_timeout=" + v->text(0, 1) + ", idle_in_transaction_session_timeout=" + v->text(0, 2) +
-            "; dblock sets its own when it connects: a run's own session (the lock holder's) 2 x TTL + 5 s (its "
-            "renewals keep it busy; a holder cut off from the server loses the lock after that), its other "
-            "sessions 0 (none)");
+    const std::string in_effect =
+        "idle_session_timeout=" + v->text(0, 1) + ", idle_in_transaction_session_timeout=" + v->text(0, 2);
+    if (v->boolean(0, 4)) {
+      add("idle_timeouts", true,
+          "dblock's own idle limits arrive with every connection (startup options; this session's: " + in_effect +
+              "): a run's own session (the lock holder's) 2 x TTL + 5 s (its renewals keep it busy; a holder cut "
+              "off from the server loses the lock after that), its other sessions 0 (none)");
+    } else {
+      // A pooler that drops `options` (PgBouncer with it in ignore_startup_parameters) leaves
+      // the server's limits on dblock's sessions, and the server's TCP peer is the pooler.
+      add("idle_timeouts", true,
+          "dblock's own idle limits did not arrive: something between dblock and the server dropped the "
+          "startup options (PgBouncer does when ignore_startup_parameters lists options), so the server's apply "
+          "to dblock's sessions: " + in_effect +
+              (v->boolean(0, 5)
+                   ? "; a holder session idle longer than that between two renewals (every TTL/3) is ended and "
+                     "its lock lost: keep TTL/3 below it"
+                   : "; none, so a holder cut off from the pooler keeps its lock until the pooler ends its server "
+                     "session"));
+    }
     auto pooling = pooling_check(v->int64(0, 3));
     if (!pooling) {
       add("pgbouncer", false, pooling.error().message);
