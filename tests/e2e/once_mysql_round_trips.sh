@@ -8,6 +8,9 @@
 #          row: 3 round trips.
 #   session strategies: at most two connections (the lock's session and one for bookkeeping),
 #          7 to 9 round trips.
+#   waiters (lease, for-update): 16 waiters on a held key, from the holder's release until the
+#          last of them is done, at most 8 (lease) or 16 (for-update) statements each: a
+#          release wakes one waiter, not all of them.
 source "$(dirname "$0")/lib.sh"
 
 rest=${DBLOCK_DSN#*://}
@@ -63,5 +66,50 @@ for strategy in lease advisory for-update txn-insert; do
   fi
 done
 assert_eq "every run is in the history" 8 "$(dblock -d "$DBLOCK_DSN" history --json --limit 100 | json_field runs.#)"
+
+# Waiters queue: a release wakes the waiter at the head of the key's queue, not every waiter.
+# Woken all at once, each waiter made an attempt (the upsert), read the row and went back to
+# waiting at every release, so N waiters cost the server about 3 N^2 / 2 statements from the
+# holder's release until the last of them is done; queued, a few per waiter.
+n=16
+for strategy in lease for-update; do
+  # A woken lease waiter: its attempt and release, and a busy round or two (attempt, row read,
+  # wait: also every wait slice of 0.5 s); for-update: its own lock statements, the bookkeeping
+  # and the release. All woken at every release, 16 waiters cost about 3 times as much.
+  case $strategy in
+    lease) most=8 ;;
+    for-update) most=16 ;;
+  esac
+  key="queue-$strategy"
+  d="$E2E_TMP/queue-$strategy"
+  mkdir -p "$d"
+  start_bg holder dblock -d "$proxied" --strategy "$strategy" run "$key" -- \
+    sh -c 'while [ ! -e "$0" ]; do sleep 0.02; done' "$d/go"
+  if ! wait_for 10 is_held "$key"; then
+    fail "$strategy queue: the holder never held"
+    continue
+  fi
+  waiters=()
+  for i in $(seq "$n"); do
+    start_bg w dblock -d "$proxied" --strategy "$strategy" run -v "$key" -w 60 -- true 2>"$d/err.$i"
+    waiters+=("$w")
+  done
+  check "$strategy queue: all $n waiters wait" \
+    wait_for 30 eval '[ "$(grep -l "is held" "$d"/err.* 2>/dev/null | wc -l)" -ge '"$n"' ]'
+  sleep 1  # each is in its blocking wait by now
+  read -r c0 r0 q0 e0 <<<"$(snapshot)"
+  touch "$d/go"
+  wait_exit rc "$holder" 20
+  ok=0
+  for w in "${waiters[@]}"; do
+    wait_exit rc "$w" 60
+    [ "$rc" = 0 ] && ok=$((ok + 1))
+  done
+  read -r c1 r1 q1 e1 <<<"$(snapshot)"
+  assert_eq "$strategy queue: every waiter ran" "$n" "$ok"
+  statements=$((q1 - q0 + e1 - e0))
+  echo "      $strategy: $n waiters, statements from the release until all were done: $statements"
+  assert_between "$strategy queue: statements from the release on, $n waiters (at most $most each)" 1 $((most * n)) "$statements"
+done
 
 finish

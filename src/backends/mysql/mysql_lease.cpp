@@ -8,8 +8,10 @@
 // Waiters are woken by the server, not by polling: the holder keeps a GET_LOCK on the key's
 // wake name (wake_name) while it holds the lease, taken inside the acquire and given back by
 // the release, so a waiter blocks in GET_LOCK on that name until the release, then retries
-// at once. A holder that died gave the name back with its session, and one whose lease ran out
-// is not waited for beyond the slice core allows: the lease's own expiry still decides.
+// at once. One waiter does: the one holding the key's queue name (queue_name); the others
+// wait for that, so a release wakes one waiter, not all of them. A holder that died gave the
+// name back with its session, and one whose lease ran out is not waited for beyond the slice
+// core allows: the lease's own expiry still decides.
 #include <algorithm>
 #include <chrono>
 
@@ -74,18 +76,25 @@ class LeaseLocker final : public Locker {
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
     // A busy key is retried here as soon as its holder lets go (the server wakes us), within
     // the slice core gave; a wait that ended without a release returns busy to core.
+    // Once woken, this connection holds the key's queue name: the takeover gives it back, and
+    // so does the end of this wait without one (mysql_tables.hpp, queue_name).
     const auto until = std::chrono::steady_clock::now() + wait;
+    bool queued = false;
     for (;;) {
       auto out = with_schema(*conn_, t_, [&] { return attempt(req); });
-      if (!out || out->state != AcquireOutcome::State::busy) return out;
+      const bool busy = out && out->state == AcquireOutcome::State::busy;
       const auto left = std::chrono::duration_cast<Millis>(until - std::chrono::steady_clock::now());
-      if (left <= Millis(0)) return out;
+      if (!busy || left <= Millis(0)) {
+        if (queued && out && out->state != AcquireOutcome::State::acquired) (void)leave_queue(*conn_, t_, req.key);
+        return out;
+      }
       auto woken = wait_for_wake(*conn_, t_, req.key, left);
       if (!woken) {
         if (woken.error().kind == ErrorKind::connection) (void)conn_->reconnect();
         return std::unexpected(woken.error());
       }
       if (!*woken) return out;
+      queued = true;
     }
   }
 
@@ -190,7 +199,7 @@ class LeaseLocker final : public Locker {
                                 held_->key));
       block.add("; ").add(history_prune_block(t_, ok.key, keep_)).add("; ");
     }
-    block.add("COMMIT; DO RELEASE_LOCK(").add(wake_name(t_, held_->key)).add("); ");
+    block.add("COMMIT; ").add(release_wake(t_, held_->key)).add("; ");
     block.add("IF held = 0 THEN SIGNAL SQLSTATE '45000'; END IF; END");
     auto done = with_reconnect([&] { return conn_->execute(block); });
     if (done) return true;
@@ -202,7 +211,7 @@ class LeaseLocker final : public Locker {
   Result<bool> release_in_steps(const ReleaseRequest& req) {
     auto done = with_reconnect([&] { return conn_->execute(release_update(req)); });
     if (!done) return std::unexpected(done.error());
-    (void)conn_->execute(Sql("DO RELEASE_LOCK(").add(wake_name(t_, held_->key)).add(")"));
+    (void)conn_->execute(release_wake(t_, held_->key));
     const bool still_held = done->affected_rows != 0;
     // The run happened even when the lease was lost meanwhile: its history row is still written.
     if (req.history)

@@ -212,26 +212,53 @@ Sql wake_name(const Tables& t, std::string_view key) {
              t.prefix, key);
 }
 
+Sql queue_name(const Tables& t, std::string_view key) {
+  return Sql("CONCAT('dblock-queue:', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(? AS BINARY), 0x00, "
+             "CAST(? AS BINARY)), 256), 51))",
+             t.prefix, key);
+}
+
+Sql release_wake(const Tables& t, std::string_view key) {
+  return Sql("DO RELEASE_LOCK(").add(wake_name(t, key)).add("), RELEASE_LOCK(").add(queue_name(t, key)).add(")");
+}
+
+Result<void> leave_queue(Connection& conn, const Tables& t, std::string_view key) {
+  auto r = conn.execute(Sql("DO RELEASE_LOCK(").add(queue_name(t, key)).add(")"));
+  if (!r) return std::unexpected(r.error());
+  return {};
+}
+
 Sql next_token_taking_wake(const Tables& t, std::string_view key, std::optional<std::int64_t> header_token) {
   Sql q;
   if (header_token)
     q.add("LAST_INSERT_ID(? + 0 * COALESCE(GET_LOCK(", *header_token);
   else
     q.add("LAST_INSERT_ID(token + 1 + 0 * COALESCE(GET_LOCK(");
-  return q.add(wake_name(t, key)).add(", ?), 0))", wake_grab_s);
+  q.add(wake_name(t, key)).add(", ?), 0)", wake_grab_s);
+  return q.add(" + 0 * COALESCE(RELEASE_LOCK(").add(queue_name(t, key)).add("), 0))");
 }
 
 Result<void> take_wake(Connection& conn, const Tables& t, std::string_view key) {
-  auto r = conn.execute(Sql("SELECT GET_LOCK(").add(wake_name(t, key)).add(", ?)", wake_grab_s));
+  Sql q("SELECT GET_LOCK(");
+  q.add(wake_name(t, key)).add(", ?), RELEASE_LOCK(", wake_grab_s).add(queue_name(t, key)).add(")");
+  auto r = conn.execute(q);
   if (!r) return std::unexpected(r.error());
   return {};
 }
 
 Result<bool> wait_for_wake(Connection& conn, const Tables& t, std::string_view key, Millis left) {
   const double seconds = static_cast<double>(std::min<std::int64_t>(left.count(), conn.max_block_ms())) / 1000.0;
-  Sql q("SELECT IS_USED_LOCK(");
-  q.add(wake_name(t, key)).add(") IS NOT NULL AND COALESCE(GET_LOCK(").add(wake_name(t, key));
-  q.add(", ?), 0) = 1, RELEASE_LOCK(", seconds).add(wake_name(t, key)).add(")");
+  // GET_LOCK is re-entrant (a second hold needs a second release), so the queue name is asked
+  // for only when this session does not hold it already. CASE evaluates one branch. The head
+  // that was not woken gives the queue name back: its wait is over (core calls again, and it
+  // queues again), and a semaphore waiter, which waits on another slot each time, must not
+  // keep the queue of one it then does not take.
+  Sql q("SELECT CASE WHEN IS_USED_LOCK(");
+  q.add(queue_name(t, key)).add(") <=> CONNECTION_ID() THEN CASE WHEN IS_USED_LOCK(").add(wake_name(t, key));
+  q.add(") IS NOT NULL AND COALESCE(GET_LOCK(").add(wake_name(t, key)).add(", ?), 0) = 1 THEN 1 ", seconds);
+  q.add("ELSE 0 * COALESCE(RELEASE_LOCK(").add(queue_name(t, key)).add("), 0) END ");
+  q.add("ELSE COALESCE(GET_LOCK(").add(queue_name(t, key)).add(", ?), 0) = 1 END, RELEASE_LOCK(", seconds);
+  q.add(wake_name(t, key)).add(")");
   auto r = conn.execute(q);
   if (!r) return std::unexpected(r.error());
   return r->rows.at(0).at(0) == "1";

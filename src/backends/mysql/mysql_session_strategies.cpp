@@ -106,15 +106,22 @@ class SessionLocker final : public Locker {
     // NOWAIT attempt; their holder keeps the key's wake lock on its bookkeeping connection
     // (advisory needs none: GET_LOCK itself blocks), so a busy attempt blocks on that until
     // the release and is made again at once, within the slice.
+    // Once woken, the bookkeeping connection holds the key's queue name: the takeover gives it
+    // back, and so does the end of this wait without one (mysql_tables.hpp, queue_name).
     const auto until = std::chrono::steady_clock::now() + wait;
+    bool queued = false;
     for (;;) {
       const auto left = std::chrono::duration_cast<Millis>(until - std::chrono::steady_clock::now());
       auto out = with_schema(books(), t_, [&] { return attempt(req, std::max(left, Millis(0))); });
-      if (!out || out->state != AcquireOutcome::State::busy || !wakes()) return out;
+      const bool busy = out && out->state == AcquireOutcome::State::busy;
       const auto rest = std::chrono::duration_cast<Millis>(until - std::chrono::steady_clock::now());
-      if (rest <= Millis(0)) return out;
+      if (!busy || !wakes() || rest <= Millis(0)) {
+        if (queued && out && out->state != AcquireOutcome::State::acquired) (void)leave_queue(books(), t_, req.key);
+        return out;
+      }
       auto woken = wait_for_wake(books(), t_, req.key, rest);
       if (!woken || !*woken) return out;
+      queued = true;
     }
   }
 
@@ -260,8 +267,7 @@ class SessionLocker final : public Locker {
   // is written instead of after it.
   Result<void> finish_release(const Held& held, const std::optional<RunRecord>& run) {
     if (!run && !wakes()) return {};
-    Sql wake_release("DO RELEASE_LOCK(");
-    wake_release.add(wake_name(t_, held.key)).add(")");
+    const Sql wake_release = release_wake(t_, held.key);
     if (compound_ && run) {
       Sql block("BEGIN NOT ATOMIC ");
       block.add(rollback_on_error);

@@ -135,23 +135,43 @@ auto with_schema(Connection& conn, const Tables& t, F&& attempt) -> decltype(att
 /// same hash as advisory_name (64 characters, the server's limit).
 Sql wake_name(const Tables& t, std::string_view key);
 
+/// SQL for the name of the GET_LOCK the waiters for a key queue on: "dblock-queue:" + 51 hex
+/// digits of the same hash. Only the waiter holding it waits on the wake name; the others wait
+/// for it. So a release wakes one waiter, not all of them (each of which used to make an
+/// attempt and go back to waiting, in turn, at every handoff). Its holder gives it back in the
+/// statement that takes the key, and with the wake name at the release.
+Sql queue_name(const Tables& t, std::string_view key);
+
+/// `DO RELEASE_LOCK(<wake name>), RELEASE_LOCK(<queue name>)`: a holder's release of both
+/// (the queue name is normally given back already; RELEASE_LOCK of a name this session does
+/// not hold changes nothing).
+Sql release_wake(const Tables& t, std::string_view key);
+
 /// How long taking a lock over may wait for its wake lock, in seconds: a waiter holds the name
 /// only for the instant between its wake-up and its release of it.
 inline constexpr double wake_grab_s = 0.1;
 
-/// The new token for a takeover statement that also takes the key's wake lock:
-/// LAST_INSERT_ID(token + 1), the lock's result discarded (a holder without it only makes its
-/// waiters fall back to polling). A semaphore's slot row: LAST_INSERT_ID(header_token).
+/// The new token for a takeover statement that also takes the key's wake lock and gives its
+/// queue name back: LAST_INSERT_ID(token + 1), the locks' results discarded (a holder without
+/// the wake lock only makes its waiters fall back to polling). A semaphore's slot row:
+/// LAST_INSERT_ID(header_token).
 Sql next_token_taking_wake(const Tables& t, std::string_view key, std::optional<std::int64_t> header_token = {});
 
-/// Takes the key's wake lock on this connection (a holder whose takeover statement could not).
+/// Takes the key's wake lock on this connection and gives the queue name back (a holder whose
+/// takeover statement could not).
 Result<void> take_wake(Connection& conn, const Tables& t, std::string_view key);
 
-/// A waiter's block until the key's holder gives the wake lock back (true) or `left` passes
-/// (false); false at once when nobody holds it (a holder that died, or one that keeps none),
-/// so core's backoff takes over. The lock is given back in the same statement, so the next
-/// waiter wakes too.
+/// A waiter's block, within `left`: a waiter that does not hold the key's queue name waits for
+/// it, and true once it has it (it is then the one to try next); the one that holds it waits
+/// until the key's holder gives the wake lock back (true). false when `left` passed, and at
+/// once when nobody holds the wake lock (a holder that died, or one that keeps none), so core's
+/// backoff takes over; the queue name is then given back. The wake lock is given back in the
+/// same statement.
 Result<bool> wait_for_wake(Connection& conn, const Tables& t, std::string_view key, Millis left);
+
+/// Gives the key's queue name back: a waiter that held it (wait_for_wake said true) and ends
+/// its wait without taking the key or waiting again.
+Result<void> leave_queue(Connection& conn, const Tables& t, std::string_view key);
 
 /// The start of a holder's upsert of its row, up to the token's value: "INSERT INTO locks
 /// (name, ..., last_started_at) VALUES (key, owner, host, pid, <token>" where the token is 1
