@@ -182,7 +182,8 @@ class PostgresBackend final : public Backend {
       add("pgbouncer", !session,
           "transaction pooling (e.g. PgBouncer pool_mode=transaction): one server session serves several "
           "clients, one transaction each; advisory, for-update and txn-insert are unsafe here; use lease or a "
-          "session-pooled/direct DSN");
+          "session-pooled/direct DSN. lease waiters (-w) are not woken by the server here (LISTEN/NOTIFY does "
+          "not pass transaction pooling): they poll, with a backoff of up to a second");
     } else if (*pooling == Pooling::session) {
       add("pgbouncer", true,
           "a connection pooler in session mode (the server process is not the one the connection was given, and "
