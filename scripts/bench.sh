@@ -11,14 +11,15 @@
 #               hand-written lease scripts alongside
 #   handoff     holder's command ends -> waiter's command starts, every backend x strategy,
 #               flock(1), etcdctl lock (a local etcd the bench starts on 127.0.0.1)
-#   throughput  $DBLOCK_BENCH_WAITERS runs started together on one key: failures, handoffs/s
+#   throughput  $DBLOCK_BENCH_WAITERS runs on one key: failures, handoffs/s once all wait, runs/s
+#               started together; $DBLOCK_BENCH_TP_ROUNDS rounds
 #   scale       run and history with 10^2 vs 10^6 rows in the tables; peak RSS
 # Timed commands run interleaved (A B C A B C ...), so load changes hit every cell alike.
 # The servers are measured when DBLOCK_TEST_MYSQL_DSN / DBLOCK_TEST_POSTGRES_DSN are set
 # (scripts/test-servers.sh prints them); their counters are server-wide: use private servers.
 # Knobs (defaults): DBLOCK_BENCH_RUNS (20) timed rounds, DBLOCK_BENCH_COUNT_RUNS (10) runs per
 # statement count, DBLOCK_BENCH_HANDOFFS (10), DBLOCK_BENCH_WAITERS (100),
-# DBLOCK_BENCH_SCALE_ROWS (1000000), DBLOCK_BENCH_STRACE_RUNS (5), DBLOCK_BENCH_RSS_RUNS (5),
+# DBLOCK_BENCH_TP_ROUNDS (3) throughput rounds, DBLOCK_BENCH_SCALE_ROWS (1000000), DBLOCK_BENCH_STRACE_RUNS (5), DBLOCK_BENCH_RSS_RUNS (5),
 # DBLOCK_BENCH_OUT (build/bench next to the binary): bench.txt, bench.csv, handoff.dat, handoff.png.
 # Exits 1 if any measurement failed (its row says FAILED); the other rows are still printed.
 set -euo pipefail
@@ -39,6 +40,7 @@ runs=${DBLOCK_BENCH_RUNS:-20}
 count_runs=${DBLOCK_BENCH_COUNT_RUNS:-10}
 handoff_runs=${DBLOCK_BENCH_HANDOFFS:-10}
 waiters=${DBLOCK_BENCH_WAITERS:-100}
+tp_rounds=${DBLOCK_BENCH_TP_ROUNDS:-3}
 scale_rows=${DBLOCK_BENCH_SCALE_ROWS:-1000000}
 strace_runs=${DBLOCK_BENCH_STRACE_RUNS:-5}
 rss_runs=${DBLOCK_BENCH_RSS_RUNS:-5}
@@ -143,7 +145,7 @@ done
   echo "dblock bench, finished $(date -u '+%Y-%m-%d %H:%M UTC'): $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), kernel $(uname -r)"
   echo "load average $load_start at start, $(cut -d' ' -f1-3 /proc/loadavg) at end; $((SECONDS - t_start)) s"
   echo "versions: $(versions)"
-  echo "N: $runs timed rounds (interleaved), $count_runs runs per count, $handoff_runs handoffs, $waiters waiters, $scale_rows rows"
+  echo "N: $runs timed rounds (interleaved), $count_runs runs per count, $handoff_runs handoffs, $waiters waiters x $tp_rounds throughput rounds, $scale_rows rows"
   echo
   awk -F'\t' '
     BEGIN { printf "%-10s %-52s %10s %-19s %-5s %3s  %s\n", "section", "measurement", "median", "min-max", "unit", "n", "note" }

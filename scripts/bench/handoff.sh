@@ -184,88 +184,122 @@ wait_counting_failures() {
 }
 per_second() { awk -v n="$1" -v us="$2" 'BEGIN { printf "%.2f", n / (us / 1e6) }'; }  # per_second N MICROSECONDS
 
-# throughput, per cell, two figures with $waiters runs of a trivial command on one key:
+# throughput, per cell, two figures with $waiters runs of a trivial command on one key, each
+# measured $tp_rounds times (rounds interleave the cells: A B C A B C ...), median and min-max:
 #  - handoffs/s: a holder keeps the key until all $waiters runs provably wait, then lets go;
 #    handoffs/s = runs / (holder's release -> the last run's end). This is the lock's own rate:
 #    no run's start-up or connection is inside it.
 #  - start storm: the runs are started together on a free key; runs/s = runs / (first start ->
 #    last end), so every run's start-up and connection set-up counts (on 2 cores, PostgreSQL's
 #    SCRAM authentication and libpq's libraries dominate it).
-# Failed runs (either figure) must be 0.
+# Failed runs (either figure, all rounds) must be 0.
 section_throughput() {
-  say "throughput ($waiters waiters)"
-  local cell key i t0 t1 errors prefix hp d=$tmp/tp failed
-  local -a pids
+  say "throughput ($waiters waiters, $tp_rounds rounds)"
+  local cell round id
   make_holder_script
   for cell in $(handoff_cells); do
-    key="tp-${cell//:/-}"
     case $cell in
       flock | etcd) ;;
       *) eval "$(dbl "${cell%%:*}" init)" >/dev/null 2>&1 || true ;;
     esac
-    prefix=$(locked "$cell" "$key" 300)
-    errors=0
+    id=${cell//:/-}
+    : >"$tmp/tp.$id.rate"
+    : >"$tmp/tp.$id.storm"
+    echo 0 >"$tmp/tp.$id.errors"
+    echo 0 >"$tmp/tp.$id.storm_errors"
+    : >"$tmp/tp.$id.why"
+  done
+  for ((round = 1; round <= tp_rounds; round++)); do
+    for cell in $(handoff_cells); do throughput_round "$cell"; done
+  done
+  for cell in $(handoff_cells); do
+    id=${cell//:/-}
+    throughput_rows "$cell" "$(cat "$tmp/tp.$id.errors")" "$(cat "$tmp/tp.$id.storm_errors")"
+  done
+}
 
-    # handoffs/s, once everyone waits.
-    rm -rf "$d"
-    mkdir "$d"
-    eval "$(locked "$cell" "$key" 0) sh $(printf %q "$tmp/holder.sh") $(printf %q "$d")" >/dev/null 2>"$d/holder.err" &
-    hp=$!
-    pids=()
-    if wait_for 30 alive_or_file "$d/held" "$hp" && [ -e "$d/held" ]; then
-      for ((i = 0; i < waiters; i++)); do
-        eval "$prefix true" >/dev/null 2>"$d/err.$i" &
-        pids+=($!)
-      done
-      job_pids=("$hp" "${pids[@]}")
-      if ! wait_for 120 all_waiting "$cell" "$key" "$d" "$waiters"; then
-        errors=$waiters
-        say "FAILED: throughput, $(cell_label "$cell"): not all $waiters runs were waiting after 120 s"
-      fi
-      t0=${EPOCHREALTIME/./}
-      : >"$d/release"
-      wait_counting_failures "$hp" "${pids[@]}"
-      errors=$((errors + failed))
-      t1=${EPOCHREALTIME/./}
-    else
-      kill_tree "$hp"; wait "$hp" 2>/dev/null || true
-      errors=$((waiters + 1)) t0=0 t1=1
-    fi
-    job_pids=()
-    if [ "$errors" -eq 0 ]; then
-      result throughput "errors, $(cell_label "$cell")" runs 0 "" "" "$waiters" ""
-      result throughput "handoffs/s, $(cell_label "$cell")" "1/s" \
-        "$(per_second "$waiters" $((t1 - t0)))" "" "" "$waiters" \
-        "$waiters handoffs in $(((t1 - t0) / 1000)) ms, all waiting first"
-    else
-      result throughput "errors, $(cell_label "$cell")" runs "$errors" "" "" "$waiters" \
-        "FAILED (must be 0): $(cat "$d"/holder.err "$d"/err.* 2>/dev/null | grep -v ' is held\|^$\|^dblock: \(acquired\|database\|--kill\|released\|retrying\|a release\)' | head -n 1)"
-      failures=$((failures + 1))
-      say "FAILED: throughput, $(cell_label "$cell"): $errors of $waiters runs failed"
-    fi
+# throughput_round CELL: one handoffs/s and one start storm sample of CELL, into $tmp/tp.<id>.*.
+throughput_round() {
+  local cell=$1 id=${1//:/-} key i t0 t1 errors prefix hp d=$tmp/tp failed
+  local -a pids
+  key="tp-$id"
+  prefix=$(locked "$cell" "$key" 300)
+  errors=0
 
-    # start storm: all started together on the free key.
-    pids=()
-    : >"$tmp/err.tp"
-    t0=${EPOCHREALTIME/./}
+  # handoffs/s, once everyone waits.
+  rm -rf "$d"
+  mkdir "$d"
+  eval "$(locked "$cell" "$key" 0) sh $(printf %q "$tmp/holder.sh") $(printf %q "$d")" >/dev/null 2>"$d/holder.err" &
+  hp=$!
+  pids=()
+  if wait_for 30 alive_or_file "$d/held" "$hp" && [ -e "$d/held" ]; then
     for ((i = 0; i < waiters; i++)); do
-      eval "$prefix true" >/dev/null 2>>"$tmp/err.tp" &
+      eval "$prefix true" >/dev/null 2>"$d/err.$i" &
       pids+=($!)
     done
-    job_pids=("${pids[@]}")
-    wait_counting_failures "${pids[@]}"
-    errors=$failed
-    t1=${EPOCHREALTIME/./}
-    job_pids=()
-    if [ "$errors" -eq 0 ]; then
-      result throughput "start storm runs/s, $(cell_label "$cell")" "1/s" \
-        "$(per_second "$waiters" $((t1 - t0)))" "" "" "$waiters" \
-        "$waiters runs started together, done in $(((t1 - t0) / 1000)) ms"
-    else
-      result throughput "start storm errors, $(cell_label "$cell")" runs "$errors" "" "" "$waiters" \
-        "FAILED (must be 0): $(grep -v ' is held\|^$' "$tmp/err.tp" | head -n 1)"
-      failures=$((failures + 1))
-      say "FAILED: throughput storm, $(cell_label "$cell"): $errors of $waiters runs failed"
+    job_pids=("$hp" "${pids[@]}")
+    if ! wait_for 120 all_waiting "$cell" "$key" "$d" "$waiters"; then
+      errors=$waiters
+      say "FAILED: throughput, $(cell_label "$cell"): not all $waiters runs were waiting after 120 s"
     fi
+    t0=${EPOCHREALTIME/./}
+    : >"$d/release"
+    wait_counting_failures "$hp" "${pids[@]}"
+    errors=$((errors + failed))
+    t1=${EPOCHREALTIME/./}
+  else
+    kill_tree "$hp"; wait "$hp" 2>/dev/null || true
+    errors=$((waiters + 1)) t0=0 t1=1
+  fi
+  job_pids=()
+  if [ "$errors" -eq 0 ]; then
+    echo "$(per_second "$waiters" $((t1 - t0)))" >>"$tmp/tp.$id.rate"
+  else
+    echo $(($(cat "$tmp/tp.$id.errors") + errors)) >"$tmp/tp.$id.errors"
+    [ -s "$tmp/tp.$id.why" ] || cat "$d"/holder.err "$d"/err.* 2>/dev/null |
+      grep -v ' is held\|^$\|^dblock: \(acquired\|database\|--kill\|released\|retrying\|a release\)' | head -n 1 >"$tmp/tp.$id.why"
+    say "FAILED: throughput, $(cell_label "$cell"): $errors of $waiters runs failed"
+  fi
+
+  # start storm: all started together on the free key.
+  pids=()
+  : >"$tmp/err.tp"
+  t0=${EPOCHREALTIME/./}
+  for ((i = 0; i < waiters; i++)); do
+    eval "$prefix true" >/dev/null 2>>"$tmp/err.tp" &
+    pids+=($!)
   done
+  job_pids=("${pids[@]}")
+  wait_counting_failures "${pids[@]}"
+  errors=$failed
+  t1=${EPOCHREALTIME/./}
+  job_pids=()
+  if [ "$errors" -eq 0 ]; then
+    echo "$(per_second "$waiters" $((t1 - t0)))" >>"$tmp/tp.$id.storm"
+  else
+    echo $(($(cat "$tmp/tp.$id.storm_errors") + errors)) >"$tmp/tp.$id.storm_errors"
+    grep -v ' is held\|^$' "$tmp/err.tp" | head -n 1 >"$tmp/tp.$id.storm_why"
+    say "FAILED: throughput storm, $(cell_label "$cell"): $errors of $waiters runs failed"
+  fi
+}
+
+# throughput_rows CELL ERRORS STORM_ERRORS: the cell's rows from its rounds' samples.
+throughput_rows() {
+  local cell=$1 id=${1//:/-} label
+  label=$(cell_label "$cell")
+  if [ "$2" -eq 0 ]; then
+    result throughput "errors, $label" runs 0 "" "" "$((waiters * tp_rounds))" ""
+    stat_row throughput "handoffs/s, $label" "1/s" "$tmp/tp.$id.rate" "$waiters handoffs a round, all waiting first"
+  else
+    result throughput "errors, $label" runs "$2" "" "" "$((waiters * tp_rounds))" \
+      "FAILED (must be 0): $(cat "$tmp/tp.$id.why")"
+    failures=$((failures + 1))
+  fi
+  if [ "$3" -eq 0 ]; then
+    stat_row throughput "start storm runs/s, $label" "1/s" "$tmp/tp.$id.storm" "$waiters runs started together"
+  else
+    result throughput "start storm errors, $label" runs "$3" "" "" "$((waiters * tp_rounds))" \
+      "FAILED (must be 0): $(cat "$tmp/tp.$id.storm_why" 2>/dev/null)"
+    failures=$((failures + 1))
+  fi
 }
