@@ -253,12 +253,12 @@ Result<bool> wait_for_wake(Connection& conn, const Tables& t, std::string_view k
   // that was not woken gives the queue name back: its wait is over (core calls again, and it
   // queues again), and a semaphore waiter, which waits on another slot each time, must not
   // keep the queue of one it then does not take.
-  Sql q("SELECT CASE WHEN IS_USED_LOCK(");
-  q.add(queue_name(t, key)).add(") <=> CONNECTION_ID() THEN CASE WHEN IS_USED_LOCK(").add(wake_name(t, key));
-  q.add(") IS NOT NULL AND COALESCE(GET_LOCK(").add(wake_name(t, key)).add(", ?), 0) = 1 THEN 1 ", seconds);
-  q.add("ELSE 0 * COALESCE(RELEASE_LOCK(").add(queue_name(t, key)).add("), 0) END ");
-  q.add("ELSE COALESCE(GET_LOCK(").add(queue_name(t, key)).add(", ?), 0) = 1 END, RELEASE_LOCK(", seconds);
-  q.add(wake_name(t, key)).add(")");
+  Sql q("SELECT CASE WHEN IS_USED_LOCK(n.q) <=> CONNECTION_ID() "
+        "THEN CASE WHEN IS_USED_LOCK(n.w) IS NOT NULL AND COALESCE(GET_LOCK(n.w, ?), 0) = 1 THEN 1 "
+        "ELSE 0 * COALESCE(RELEASE_LOCK(n.q), 0) END "
+        "ELSE COALESCE(GET_LOCK(n.q, ?), 0) = 1 END, RELEASE_LOCK(n.w) FROM (SELECT ",
+        seconds, seconds);
+  q.add(queue_name(t, key)).add(" AS q, ").add(wake_name(t, key)).add(" AS w) n");
   auto r = conn.execute(q);
   if (!r) return std::unexpected(r.error());
   return r->rows.at(0).at(0) == "1";

@@ -260,16 +260,12 @@ class SessionLocker final : public Locker {
     else
       batch.push_back({wait.count() <= 0 ? try_insert_claim_sql_ : insert_claim_sql_, claim_queue_params(req.key, kind)});
     auto r = holder_->pipeline(batch, wait);
-    if (!r) {
-      if (r.error().kind != ErrorKind::busy) drop_server_lock();
-      auto busy = busy_or(r.error());
+    // Not taken: the lock was busy (55P03), or txn-insert's queue lock was taken (no row).
+    const bool queue_taken = r && strategy_ == Strategy::txn_insert && r->back().rows() != 1;
+    if (!r || queue_taken) {
+      if (queue_taken || r.error().kind != ErrorKind::busy) drop_server_lock();
+      auto busy = queue_taken ? Result<AcquireOutcome>(AcquireOutcome{}) : busy_or(r.error());
       if (busy && wait.count() <= 0) busy->holder = read_holder(req);  // for -v: who has it
-      return busy;
-    }
-    if (strategy_ == Strategy::txn_insert && r->back().rows() != 1) {  // the queue lock was taken
-      drop_server_lock();
-      AcquireOutcome busy;
-      if (wait.count() <= 0) busy.holder = read_holder(req);
       return busy;
     }
     if (strategy_ == Strategy::for_update && r->back().rows() != 1) {
