@@ -20,6 +20,7 @@ Millis HeartbeatTiming::safety_margin() { return 1000ms; }
 
 Heartbeat::Heartbeat(Locker& locker, Millis ttl, Millis acquired_sent_at) : locker_(locker), timing_{ttl} {
   state_.deadline = acquired_sent_at + ttl;
+  spares_at_ = boottime_now() + spares_after;
   event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   thread_ = std::thread([this] { loop(); });
 }
@@ -59,17 +60,31 @@ void Heartbeat::notify_changed() {
 
 void Heartbeat::loop() {
   Millis next = state_.deadline - timing_.ttl + timing_.interval();
+  bool spares_dropped = false;
   std::unique_lock lock(mutex_);
   for (;;) {
     // CLOCK_BOOTTIME has no condition-variable clock; wait in short steps instead.
+    Millis now{0};
     while (!stopping_) {
-      Millis now = boottime_now();
-      if (now >= next) break;
-      cv_.wait_for(lock, std::min(next - now, Millis(250)));
+      now = boottime_now();
+      const Millis due = spares_dropped ? next : std::min(next, spares_at_);
+      if (now >= due) break;
+      cv_.wait_for(lock, std::min(due - now, Millis(250)));
     }
     if (stopping_) return;
     renewing_ = true;
     lock.unlock();
+
+    if (!spares_dropped && now >= spares_at_) {
+      locker_.drop_spares();
+      spares_dropped = true;
+      if (now < next) {
+        lock.lock();
+        renewing_ = false;
+        idle_cv_.notify_all();
+        continue;
+      }
+    }
 
     const Millis sent = boottime_now();
     auto renewed = locker_.renew(timing_.ttl);

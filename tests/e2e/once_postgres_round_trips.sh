@@ -2,7 +2,8 @@
 # What one `dblock run k -- true` costs the PostgreSQL server, per strategy, counted on the wire
 # by a proxy of our own (tests/e2e/postgres_wire_count.py) rather than from server-wide
 # statistics that parallel tests disturb:
-#  - lease and advisory: one connection; for-update and txn-insert: two;
+#  - lease and advisory: one connection; for-update and txn-insert: two, the second closed
+#    once the command has run a moment;
 #  - after the handshake, one round trip to acquire and one to release with history (the second
 #    connection of for-update/txn-insert adds the token's round trip), and nothing else: no
 #    set_config, no schema check; the session settings travel in the startup packet;
@@ -93,6 +94,35 @@ for s in lease advisory for-update txn-insert; do
       ;;
   esac
 done
+
+# While the command runs, for-update and txn-insert keep one connection: the second only
+# committed the token, and closes once the command has run a moment (20 ms). A holder then
+# ends one server process at the handoff, not two, and holds one connection during its job.
+for s in lease advisory for-update txn-insert; do
+  k=$(key "spare-$s")
+  counted dblock -s "$s" run "$k" -- sh -c 'sleep 1; wc -l <"$1" >"$2"' _ "$E2E_TMP/wire.log" "$E2E_TMP/during"
+  assert_eq "$s: run with a 1 s command exits 0" 0 "$?"
+  case $s in
+    lease | advisory) closed=0 conns=1 ;;
+    *) closed=1 conns=2 ;;
+  esac
+  assert_eq "$s: connections closed while the command still ran" "$closed" "$(tr -d ' ' <"$E2E_TMP/during")"
+  assert_eq "$s: connections in all" "$conns" "$(wire connections)"
+  assert_eq "$s: the run is in the history" 1 "$(history_field "$k" runs.#)"
+done
+# The holder session ended by the server after that: the release opens a connection again and
+# still records the run, as lost.
+command -v psql >/dev/null || skip_or_fail "no psql to end a holder's session with"
+k=$(key spare-killed)
+start_bg h dblock -s for-update run "$k" --ttl 30s -- sleep 20
+wait_for 10 is_held "$k" || fail "for-update holder never held"
+sleep 0.5
+id=$(server_sql "SELECT session_id FROM ${DBLOCK_TABLE_PREFIX}locks WHERE name = '$k'")
+assert_eq "the holder's session was ended" t "$(server_sql "SELECT pg_terminate_backend($id)")"
+wait_exit rc "$h" 10
+assert_eq "the holder exits 76 (lost)" 76 "$rc"
+assert_eq "its run is in the history" 1 "$(history_field "$k" runs.#)"
+assert_eq "as lost" lost "$(history_field "$k" runs.0.outcome)"
 
 # A pipeline with a Sync in the middle (the warm-ups' own) still leaves in one piece: libpq 15
 # flushes at every Sync, so a client slowed down after that flush (here: strace delays every

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/clock.hpp"
+#include "core/heartbeat.hpp"
 #include "core/run_job.hpp"
 #include "core/signals.hpp"
 #include "support/fake_locker.hpp"
@@ -73,6 +74,19 @@ TEST_CASE("run: exit status 0 is ok and released with the history row") {
   CHECK(r.history->key == "job");
   CHECK(r.history->owner == "host:1:abc");
   CHECK(r.history->strategy == "lease");
+}
+
+TEST_CASE("run: once the command has run a moment, the locker drops its spares, once, and still renews") {
+  Fixture f;
+  f.options.request.ttl = 3s;  // a renew every second
+  f.options.kill_after = 0ms;
+  f.shell("sleep 1.5");
+  CHECK(f.run() == 0);
+  CHECK(f.script->spare_drops == 1);
+  CHECK(f.script->spares_dropped_after_ms >= Heartbeat::spares_after.count());
+  CHECK(f.script->spares_dropped_after_ms < 1000);  // generous: due 20 ms in
+  CHECK(f.script->renews >= 1);
+  CHECK(f.only_release().finished_run);
 }
 
 TEST_CASE("run: the command's exit status passes through as failed") {

@@ -124,6 +124,14 @@ class SessionLocker final : public Locker {
 
   int session_fd() const override { return token_ ? holder_->socket() : -1; }
 
+  // The bookkeeping connection committed the token and holds nothing while the command runs:
+  // renew and release go to the holder session, and a release after that session died opens
+  // it again (bookkeeping()). Closed now, the holder keeps one connection for the rest of the
+  // job, and the server ends its process now rather than at the handoff.
+  void drop_spares() override {
+    if (token_ && book_ && book_->is_open()) book_->close();
+  }
+
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
     if (token_) return fail(ErrorKind::internal, "this locker already holds a lock");
     // Nothing is held yet, so a holder session that is gone (the server's idle limit passed
