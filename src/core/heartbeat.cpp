@@ -75,6 +75,7 @@ void Heartbeat::loop() {
     renewing_ = true;
     lock.unlock();
 
+    // The spares go on this thread, so never while a renew uses the locker.
     if (!spares_dropped && now >= spares_at_) {
       locker_.drop_spares();
       spares_dropped = true;
