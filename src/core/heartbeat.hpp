@@ -29,9 +29,9 @@ class Heartbeat {
   /// How long the command runs before the locker drops its spares (Locker::drop_spares).
   /// Not at once: closing a connection makes the server end a process, which on a machine
   /// that runs the server too competes with the command's own start for the CPU. Measured on
-  /// PostgreSQL for-update (2 cores): closing right after the start left the handoff at 6.2 ms,
-  /// closing 20 ms in took it from 5.8 to 4.3 ms, as the holder then ends one server process
-  /// at the handoff instead of two.
+  /// PostgreSQL for-update (2 cores, medians): closing right after the start left the handoff
+  /// at 6.2 ms; closing 20 ms in took it from 6.4 to 5.1 ms, as the holder then ends one
+  /// server process at the handoff instead of two.
   static constexpr Millis spares_after{20};
 
   struct State {
