@@ -20,7 +20,6 @@ Millis HeartbeatTiming::safety_margin() { return 1000ms; }
 
 Heartbeat::Heartbeat(Locker& locker, Millis ttl, Millis acquired_sent_at) : locker_(locker), timing_{ttl} {
   state_.deadline = acquired_sent_at + ttl;
-  spares_at_ = boottime_now() + spares_after;
   event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   thread_ = std::thread([this] { loop(); });
 }
@@ -60,6 +59,7 @@ void Heartbeat::notify_changed() {
 
 void Heartbeat::loop() {
   Millis next = state_.deadline - timing_.ttl + timing_.interval();
+  const Millis spares_at = boottime_now() + spares_after;  // the thread starts with the command
   bool spares_dropped = false;
   std::unique_lock lock(mutex_);
   for (;;) {
@@ -67,7 +67,7 @@ void Heartbeat::loop() {
     Millis now{0};
     while (!stopping_) {
       now = boottime_now();
-      const Millis due = spares_dropped ? next : std::min(next, spares_at_);
+      const Millis due = spares_dropped ? next : std::min(next, spares_at);
       if (now >= due) break;
       cv_.wait_for(lock, std::min(due - now, Millis(250)));
     }
@@ -76,7 +76,7 @@ void Heartbeat::loop() {
     lock.unlock();
 
     // The spares go on this thread, so never while a renew uses the locker.
-    if (!spares_dropped && now >= spares_at_) {
+    if (!spares_dropped && now >= spares_at) {
       locker_.drop_spares();
       spares_dropped = true;
       if (now < next) {

@@ -42,7 +42,7 @@ class Heartbeat {
   };
 
   /// acquired_sent_at: when the acquiring request was sent (CLOCK_BOOTTIME). Made once the
-  /// command has started: the locker's spares go spares_after from now.
+  /// command has started: the locker's spares go spares_after from then.
   Heartbeat(Locker& locker, Millis ttl, Millis acquired_sent_at);
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
@@ -69,7 +69,6 @@ class Heartbeat {
   std::condition_variable idle_cv_;  // renewing_ went false
   bool stopping_ = false;
   bool renewing_ = false;  // a renew or drop_spares is in flight (the locker is in use)
-  Millis spares_at_{0};     // CLOCK_BOOTTIME: when drop_spares is due
   State state_;
   std::thread thread_;
 };
