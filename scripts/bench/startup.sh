@@ -3,7 +3,8 @@
 
 # startup: `dblock --version` and `dblock --help` (start-up alone: parse, print, exit; neither
 # loads a module) and `dblock run k -- true` on SQLite against `flock FILE true`, and the
-# hand-written sqlite3 lease, interleaved; peak RSS of a run.
+# hand-written sqlite3 lease and sqlite_floor.c (the durable minimum: two committed writes and
+# the command's fork and exec, nothing else), interleaved; peak RSS of a run.
 section_startup() {
   say "startup"
   local db
@@ -13,17 +14,30 @@ section_startup() {
   cell "dblock --help" "$(printf %q "$bin") --help"
   cell "dblock --version" "$(printf %q "$bin") --version"
   cell "dblock run k -- true (SQLite)" "$(dbl sqlite run k -- true)"
+  if sqlite_floor; then
+    cell "sqlite_floor k -- true (2 durable commits)" "$(printf %q "$tmp/sqlite_floor") $(printf %q "$tmp/floor.db") true"
+  else
+    fail_row startup "sqlite_floor k -- true (2 durable commits)" "cc: $(head -n 1 "$tmp/err")"
+  fi
   cell "sqlite_lease.sh k 60 -- true" "LEASE_TABLE=${DBLOCK_TABLE_PREFIX}locks $(printf %q "$here/bench/sqlite_lease.sh") $(printf %q "$db") k-sh 60 -- true"
   interleave startup "$runs"
   ratio_row startup "dblock --help / flock" "dblock --help" "flock FILE true" 1.2
   ratio_row startup "dblock --version / flock" "dblock --version" "flock FILE true" 1.2
   ratio_row startup "dblock run (SQLite) / flock" "dblock run k -- true (SQLite)" "flock FILE true" 1.5
+  ratio_row startup "sqlite_floor / flock" "sqlite_floor k -- true (2 durable commits)" "flock FILE true"
+  ratio_row startup "dblock run (SQLite) / sqlite_floor" "dblock run k -- true (SQLite)" "sqlite_floor k -- true (2 durable commits)"
   ratio_row startup "sqlite_lease.sh / dblock run (SQLite)" "sqlite_lease.sh k 60 -- true" "dblock run k -- true (SQLite)"
   peak_rss startup "peak RSS, dblock run k -- true (SQLite)" "$rss_runs" "$(dbl sqlite run k -- true)"
   peak_rss startup "peak RSS, flock FILE true" "$rss_runs" "flock $(printf %q "$tmp/flock") true"
 }
 
 fsync_syscalls=fsync,fdatasync,sync_file_range,msync
+
+# sqlite_floor: builds $tmp/sqlite_floor from scripts/bench/sqlite_floor.c once per bench run;
+# on failure the compiler's first line is in $tmp/err.
+sqlite_floor() {
+  [ -x "$tmp/sqlite_floor" ] || cc -O2 -o "$tmp/sqlite_floor" "$here/bench/sqlite_floor.c" -lsqlite3 2>"$tmp/err"
+}
 
 # peer_sqlite_db: the file the hand-written sqlite3 lease runs on, made by `dblock init` (dblock's
 # tables) but not dblock's own: the sqlite3 shell, as the last connection to close, checkpoints
@@ -51,5 +65,12 @@ section_fsync() {
   eval "LEASE_TABLE=${DBLOCK_TABLE_PREFIX}locks $(printf %q "$here/bench/sqlite_lease.sh") $(printf %q "$db") fsync-sh 60 -- true" >/dev/null 2>&1 || true
   syscalls_per_run fsync "$fsync_syscalls" "fsync-class calls, sqlite_lease.sh k 60 -- true" \
     "LEASE_TABLE=${DBLOCK_TABLE_PREFIX}locks $(printf %q "$here/bench/sqlite_lease.sh") $(printf %q "$db") fsync-sh 60 -- true"
+  if sqlite_floor; then
+    "$tmp/sqlite_floor" "$tmp/floor-fsync.db" true >/dev/null 2>&1 || true
+    syscalls_per_run fsync "$fsync_syscalls" "fsync-class calls, sqlite_floor k -- true" \
+      "$(printf %q "$tmp/sqlite_floor") $(printf %q "$tmp/floor-fsync.db") true"
+  else
+    fail_row fsync "fsync-class calls, sqlite_floor k -- true" "cc: $(head -n 1 "$tmp/err")"
+  fi
   syscalls_per_run fsync "$fsync_syscalls" "fsync-class calls, flock FILE true" "flock $(printf %q "$tmp/flock") true"
 }
