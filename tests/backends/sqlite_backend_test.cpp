@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -304,12 +305,19 @@ TEST_CASE("sqlite: processes opening a fresh file at once all reach WAL and exac
       if (read(start[0], &go, 1) != 1) _exit(3);
       BackendOptions default_location;
       default_location.create_directories = true;
+      // A child that fails says why on stderr (the test's output), then exits 2.
+      auto die = [](std::string_view step, const Error& e) {
+        std::fprintf(stderr, "child %d: %.*s: %s (native code %d)\n", static_cast<int>(getpid()),
+                     static_cast<int>(step.size()), step.data(), e.message.c_str(), e.native_code);
+        _exit(2);
+      };
       auto backend = open_path(path, default_location);
-      if (!backend || !(*backend)->ensure_schema()) _exit(2);
+      if (!backend) die("open", backend.error());
+      if (auto ok = (*backend)->ensure_schema(); !ok) die("ensure_schema", ok.error());
       auto locker = (*backend)->make_locker(Strategy::lease);
-      if (!locker) _exit(2);
+      if (!locker) die("make_locker", locker.error());
       auto out = (*locker)->try_acquire(request("process-race"), 0ms);
-      if (!out) _exit(2);
+      if (!out) die("try_acquire", out.error());
       _exit(out->state == AcquireOutcome::State::acquired ? 0 : 1);
     }
     pids.push_back(pid);

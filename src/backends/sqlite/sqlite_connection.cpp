@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "backends/common/dsn.hpp"
+#include "backends/sqlite/sqlite_vfs.hpp"
 #include "core/clock.hpp"
 
 namespace dblock::sqlite {
@@ -124,40 +125,9 @@ void sql_boot_id(sqlite3_context* ctx, int, sqlite3_value**) {
   else sqlite3_result_null(ctx);
 }
 
-// SQLite's unix VFS fsyncs the directory on the first sync of every WAL it opens with the
-// create flag, and it always passes that flag, so every process paid a directory fsync on its
-// first commit. The directory entry needs that fsync only when the open creates the file; this
-// VFS opens an existing WAL without the flag (no directory fsync) and creates a missing one as
-// SQLite would. The other methods are the default VFS's own.
-sqlite3_vfs* real_vfs = nullptr;
-
-int open_keeping_wal(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, int* out_flags) {
-  if (name && (flags & SQLITE_OPEN_WAL) && (flags & SQLITE_OPEN_CREATE)) {
-    if (real_vfs->xOpen(real_vfs, name, file, flags & ~SQLITE_OPEN_CREATE, out_flags) == SQLITE_OK) return SQLITE_OK;
-  }
-  return real_vfs->xOpen(real_vfs, name, file, flags, out_flags);
-}
-
-constexpr const char* vfs_name = "dblock-unix";
-
 // About one checkpoint every 25 runs: its two fsyncs and the next commit's WAL header fsync
 // spread over them, and at most ~500 KB of WAL to read when a process opens the file.
 constexpr int wal_autocheckpoint_pages = 128;
-
-/// Registers the VFS once per process (sqlite3_vfs_register is thread-safe; the static's
-/// initialisation runs once).
-const char* dblock_vfs() {
-  static const bool registered = [] {
-    real_vfs = sqlite3_vfs_find(nullptr);
-    if (!real_vfs) return false;
-    static sqlite3_vfs vfs = *real_vfs;
-    vfs.zName = vfs_name;
-    vfs.pNext = nullptr;
-    vfs.xOpen = &open_keeping_wal;
-    return sqlite3_vfs_register(&vfs, 0) == SQLITE_OK;
-  }();
-  return registered ? vfs_name : nullptr;
-}
 
 }  // namespace
 
