@@ -53,8 +53,9 @@ bool is_file(const std::string& path) {
 // gnutls_global_init() itself before its TLS set-up (as does MariaDB Connector/C where it is
 // built with GnuTLS; Debian's uses OpenSSL), which is what GnuTLS asks of a program that turns
 // the implicit initialization off with GNUTLS_NO_IMPLICIT_INIT. The variable is set only
-// while the module loads (the process has no other thread yet) and only if the user did not
-// set it, so the command and the rest of dblock see the environment they were given.
+// while the module loads (when the DSN is parsed, before dblock starts any thread, so no
+// getenv can race the change) and only if the user did not set it, so the command and the
+// rest of dblock see the environment they were given.
 class GnutlsInitOnDemand {
  public:
   GnutlsInitOnDemand() : set_(::getenv(name) == nullptr && ::setenv(name, "1", 0) == 0) {}
