@@ -27,7 +27,7 @@ int open_keeping_wal(sqlite3_vfs* real, sqlite3_filename name, sqlite3_file* fil
   if (name && (flags & SQLITE_OPEN_WAL) && (flags & SQLITE_OPEN_CREATE)) {
     int opened = 0;
     if (real->xOpen(real, name, file, flags & ~SQLITE_OPEN_CREATE, &opened) == SQLITE_OK) {
-      if (!(opened & SQLITE_OPEN_READONLY) || !(flags & SQLITE_OPEN_READWRITE)) {
+      if (!(opened & SQLITE_OPEN_READONLY)) {  // SQLite asks for CREATE only with READWRITE
         if (out_flags) *out_flags = opened;
         return SQLITE_OK;
       }
