@@ -58,9 +58,10 @@ for backend in mysql postgres; do
 done
 
 # GnuTLS (which libpq reaches through libldap) does not initialize itself as the module loads:
-# libldap calls gnutls_global_init() before it uses it (src/backends/backend_code_modules.cpp). GnuTLS reads its system priority file only when it initializes,
-# so a trace of the file calls shows whether it did. The control: a user's own
-# GNUTLS_NO_IMPLICIT_INIT=0 is kept, and GnuTLS initializes at load as before.
+# libldap calls gnutls_global_init() before it uses it (src/backends/backend_code_modules.cpp).
+# GnuTLS reads its system priority file only when it initializes, so a trace of the file calls
+# shows whether it did. The control: a user's own GNUTLS_NO_IMPLICIT_INIT=0 is kept, and GnuTLS
+# initializes at load as before.
 command -v strace >/dev/null || skip_or_fail "strace is needed to see GnuTLS initialize (scripts/install-deps.sh)"
 gnutls_init_trace() {  # gnutls_init_trace [VAR=VALUE...]: how often GnuTLS read its priority file
   env "$@" strace -f -qq -e trace=%file "$DBLOCK_BIN" -d "postgres://u@127.0.0.1:1/db" status 2>&1 >/dev/null |
