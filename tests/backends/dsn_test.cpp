@@ -123,3 +123,38 @@ TEST_CASE("one function finds passwords: messages and argv hide the same bytes")
   CHECK(text.substr(ranges[0].first, ranges[0].second - ranges[0].first) == "p%40ss");
   CHECK(text.substr(ranges[1].first, ranges[1].second - ranges[1].first) == "two");
 }
+
+TEST_CASE("passwords are found where libpq finds them") {
+  // libpq ends the user info at the '@' before the first '/', so a '?' is part of the password.
+  const std::string question = "postgres://alice:se?cret@127.0.0.1:1/db";
+  CHECK(redact_dsn(question) == "postgres://alice:****@127.0.0.1:1/db");
+  CHECK(parse_dsn(question).value().has_password());
+  CHECK(redact_dsn("postgres://alice:p@ss@h/db?sslmode=require") == "postgres://alice:****@h/db?sslmode=require");
+  // libpq decodes a parameter's name before comparing it.
+  CHECK(redact_dsn("postgres://alice@h/db?pass%77ord=hunter2&sslmode=require") ==
+        "postgres://alice@h/db?pass%77ord=****&sslmode=require");
+  CHECK(redact_dsn("postgres://alice@h/db?x=1&%70assword=hunter2") == "postgres://alice@h/db?x=1&%70assword=****");
+  CHECK(redact_dsn("postgres://h/db?application_name=password") == "postgres://h/db?application_name=password");
+  char a0[] = "dblock";
+  char a1[] = "postgres://alice:se?cret@h/db";
+  char a2[] = "--dsn=postgres://alice@h/db?pass%77ord=hunter2";
+  char* argv[] = {a0, a1, a2, nullptr};
+  CHECK(cli::scrub_passwords_from_argv(3, argv));
+  CHECK(std::string(argv[1]) == "postgres://alice:*******@h/db");
+  CHECK(std::string(argv[2]) == "--dsn=postgres://alice@h/db?pass%77ord=*******");
+  // MySQL DSNs split their user info the same way.
+  auto m = mysql::parse_mysql_dsn(parse_dsn("mysql://u:se?cret@h/db?ssl-mode=required").value()).value();
+  CHECK(m.password.value() == "se?cret");
+  CHECK(m.host == "h");
+  CHECK(m.ssl_mode.value() == "REQUIRED");
+}
+
+TEST_CASE("a short password leaves messages whole") {
+  auto r = parse_dsn("mysql://u:p@h:99999/db");
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().message == "invalid DSN 'mysql://u:****@h:99999/db': port out of range");
+  const std::string dsn = "postgres://u:p@h/d";
+  CHECK(redact_message("password p refused for postgres://u:p@h/d (port 5432)", dsn) ==
+        "password **** refused for postgres://u:****@h/d (port 5432)");
+  CHECK(redact_message("\"p\" is wrong", dsn) == "\"****\" is wrong");
+}

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 
 namespace dblock {
@@ -10,14 +11,17 @@ namespace {
 
 constexpr std::string_view mask = "****";
 
-// password= as a query parameter (after ? or &) or a libpq keyword (at the start or after a space).
-void keyword_ranges(std::string_view text, std::vector<std::pair<std::size_t, std::size_t>>& out) {
-  constexpr std::string_view keyword = "password=";
-  for (std::size_t pos = 0; (pos = text.find(keyword, pos)) != std::string_view::npos;) {
-    const bool at_word_start = pos == 0 || text[pos - 1] == ' ' || text[pos - 1] == '?' || text[pos - 1] == '&';
-    pos += keyword.size();
-    if (!at_word_start) continue;
-    std::size_t end = pos;
+// password=VALUE: a URI query parameter (after ? or &) or a libpq keyword/value pair (at the
+// start or after a space). libpq percent-decodes a parameter's name before it compares it, so
+// "pass%77ord=" is a password too. Only the text from `from` on is searched: a URI's
+// parameters come after its user info.
+void keyword_ranges(std::string_view text, std::size_t from, std::vector<std::pair<std::size_t, std::size_t>>& out) {
+  for (std::size_t eq = from; (eq = text.find('=', eq)) != std::string_view::npos;) {
+    std::size_t name_start = text.find_last_of(" ?&", eq);
+    name_start = name_start == std::string_view::npos || name_start < from ? from : name_start + 1;
+    const std::string_view name = text.substr(name_start, eq - name_start);
+    std::size_t end = ++eq;
+    if (name != "password" && percent_decode(name) != "password") continue;
     if (end < text.size() && text[end] == '\'') {  // libpq's quoted value, with \-escapes
       ++end;
       while (end < text.size() && text[end] != '\'') end += text[end] == '\\' ? 2 : 1;
@@ -25,28 +29,53 @@ void keyword_ranges(std::string_view text, std::vector<std::pair<std::size_t, st
     } else {
       while (end < text.size() && text[end] != ' ' && text[end] != '&') ++end;
     }
-    out.emplace_back(pos, end);
-    pos = end;
+    out.emplace_back(eq, end);
+    eq = end;
+  }
+}
+
+// A byte that continues a word: a password found next to one is part of some other word.
+bool word_byte(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return std::isalnum(u) || c == '_' || u >= 0x80;
+}
+
+void replace_all(std::string& text, std::string_view what, std::string_view with, bool whole_token) {
+  if (what.empty()) return;
+  for (std::size_t pos = 0; (pos = text.find(what, pos)) != std::string::npos;) {
+    const std::size_t after = pos + what.size();
+    if (whole_token && ((pos > 0 && word_byte(text[pos - 1])) || (after < text.size() && word_byte(text[after])))) {
+      ++pos;
+      continue;
+    }
+    text.replace(pos, what.size(), with);
+    pos += with.size();
   }
 }
 
 }  // namespace
 
+std::optional<std::pair<std::size_t, std::size_t>> uri_user_info(std::string_view text) {
+  const std::size_t sep = text.find("://");
+  if (sep == std::string_view::npos) return std::nullopt;
+  const std::size_t start = sep + 3;
+  // libpq looks for the '@' up to the first '/' only, so a '?' before it belongs to the
+  // password ("alice:se?cret@host"); of several '@' the last is taken, so a raw '@' in a
+  // password counts as password too.
+  const std::size_t at = text.substr(0, text.find('/', start)).rfind('@');
+  if (at == std::string_view::npos || at < start) return std::nullopt;
+  return std::pair{start, at};
+}
+
 std::vector<std::pair<std::size_t, std::size_t>> password_ranges(std::string_view text) {
   std::vector<std::pair<std::size_t, std::size_t>> out;
-  // URI user info: scheme://user:PASSWORD@host; the password may hold '@' only percent-encoded,
-  // so the last '@' before the path ends it.
-  if (auto sep = text.find("://"); sep != std::string_view::npos) {
-    const std::size_t start = sep + 3;
-    std::size_t end = text.find_first_of("/?", start);
-    if (end == std::string_view::npos) end = text.size();
-    const std::size_t at = text.rfind('@', end);
-    if (at != std::string_view::npos && at >= start) {
-      const std::size_t colon = text.find(':', start);
-      if (colon != std::string_view::npos && colon < at) out.emplace_back(colon + 1, at);
-    }
+  std::size_t params_from = 0;
+  if (auto user_info = uri_user_info(text)) {
+    const auto [start, at] = *user_info;
+    if (const std::size_t colon = text.find(':', start); colon < at) out.emplace_back(colon + 1, at);
+    params_from = at + 1;
   }
-  keyword_ranges(text, out);
+  keyword_ranges(text, params_from, out);
   std::ranges::sort(out);
   return out;
 }
@@ -55,7 +84,10 @@ std::string redact_dsn(std::string_view text) {
   std::string out;
   std::size_t copied = 0;
   for (const auto& [begin, end] : password_ranges(text)) {
-    if (begin < copied) continue;
+    if (begin < copied) {  // inside the range just masked
+      copied = std::max(copied, end);
+      continue;
+    }
     out.append(text.substr(copied, begin - copied));
     out.append(mask);
     copied = end;
@@ -65,16 +97,14 @@ std::string redact_dsn(std::string_view text) {
 }
 
 std::string redact_message(std::string message, std::string_view dsn_text) {
+  replace_all(message, dsn_text, redact_dsn(dsn_text), false);
+  // A password alone only as a whole token: the password "p" must leave "port" alone (and
+  // so not show where in the text it would have been).
   for (const auto& [begin, end] : password_ranges(dsn_text)) {
     std::string_view written = dsn_text.substr(begin, end - begin);
     if (written.size() >= 2 && written.front() == '\'' && written.back() == '\'') written = written.substr(1, written.size() - 2);
-    std::vector<std::string> forms{std::string(written)};
-    if (auto decoded = percent_decode(written); decoded && *decoded != written) forms.push_back(*decoded);
-    for (const auto& secret : forms) {
-      if (secret.empty()) continue;
-      for (std::size_t pos = 0; (pos = message.find(secret, pos)) != std::string::npos; pos += mask.size())
-        message.replace(pos, secret.size(), mask);
-    }
+    replace_all(message, written, mask, true);
+    if (auto decoded = percent_decode(written)) replace_all(message, *decoded, mask, true);
   }
   return message;
 }

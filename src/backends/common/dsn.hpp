@@ -24,16 +24,21 @@ struct Dsn {
   bool has_password() const { return redacted != text; }
 };
 
+/// [begin, end) of a URI DSN's user info (scheme://USER[:PASSWORD]@host), found as libpq finds
+/// it: up to the last '@' before the first '/'. nullopt when there is none.
+std::optional<std::pair<std::size_t, std::size_t>> uri_user_info(std::string_view text);
+
 /// [begin, end) byte ranges of every password in a DSN: URI user info
-/// (scheme://user:PASSWORD@host) and password=... (query parameter or libpq keyword/value form,
-/// quoted or not). The one place that knows where passwords hide.
+/// (scheme://user:PASSWORD@host) and password=... (query parameter, its name percent-decoded, or
+/// libpq keyword/value form, quoted or not). The one place that knows where passwords hide.
 std::vector<std::pair<std::size_t, std::size_t>> password_ranges(std::string_view text);
 
 /// The DSN with every password replaced by ****, for every message and log line.
 std::string redact_dsn(std::string_view text);
 
-/// `message` (from a driver that may quote parts of the DSN) with every password of `dsn_text`,
-/// raw or percent-encoded as written, replaced by ****.
+/// `message` (from a driver that may quote parts of the DSN) with the DSN text redacted where it
+/// appears whole, and each password of `dsn_text` (as written or decoded) replaced by **** where
+/// it stands as a whole token.
 std::string redact_message(std::string message, std::string_view dsn_text);
 
 /// The error every backend's DSN check returns: "invalid DSN '<redacted>': why".

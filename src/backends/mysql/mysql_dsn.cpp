@@ -79,20 +79,10 @@ Result<MysqlDsn> parse_mysql_dsn(const Dsn& dsn) {
   std::string_view rest = text.substr(sep + 3);
   MysqlDsn out;
 
-  std::string_view query;
-  if (auto q = rest.find('?'); q != std::string_view::npos) {
-    query = rest.substr(q + 1);
-    rest = rest.substr(0, q);
-  }
-  std::string_view path;
-  if (auto slash = rest.find('/'); slash != std::string_view::npos) {
-    path = rest.substr(slash + 1);
-    rest = rest.substr(0, slash);
-  }
-  // The password may contain '@' only percent-encoded, so the last '@' ends the user info.
-  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
-    std::string_view userinfo = rest.substr(0, at);
-    rest = rest.substr(at + 1);
+  // The user info first, found where every redaction finds it (a password may hold '?').
+  if (auto found = uri_user_info(text)) {
+    const std::string_view userinfo = text.substr(found->first, found->second - found->first);
+    rest = text.substr(found->second + 1);
     std::string_view user = userinfo;
     if (auto colon = userinfo.find(':'); colon != std::string_view::npos) {
       user = userinfo.substr(0, colon);
@@ -103,6 +93,17 @@ Result<MysqlDsn> parse_mysql_dsn(const Dsn& dsn) {
     auto decoded = percent_decode(user);
     if (!decoded) return invalid_dsn(dsn, "bad percent-encoding in the user name");
     out.user = std::move(*decoded);
+  }
+
+  std::string_view query;
+  if (auto q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  std::string_view path;
+  if (auto slash = rest.find('/'); slash != std::string_view::npos) {
+    path = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
   }
   if (auto ok = parse_host_port(dsn, rest, out); !ok) return std::unexpected(ok.error());
   auto database = percent_decode(path);
