@@ -90,8 +90,9 @@ class EnvFirstConfig : public CLI::ConfigTOML {
       if (auto close = closest_match(item.name, known)) message += " (did you mean '" + *close + "'?)";
       throw FatalError{{ErrorKind::config, message}};
     }
+    // Set but empty is given too (and refused later): it must not let the file's DSN through.
     bool dsn_given = app_.get_option("--dsn")->count() > 0 || app_.get_option("--dsn-file")->count() > 0 ||
-                     env_set("DBLOCK_DSN") || env_set("DBLOCK_DSN_FILE");
+                     std::getenv("DBLOCK_DSN") || std::getenv("DBLOCK_DSN_FILE");
     std::erase_if(parsed, [&](const CLI::ConfigItem& item) {
       if (!item.parents.empty()) return false;
       if (item.name == "dsn" || item.name == "dsn-file") return dsn_given;
@@ -219,7 +220,7 @@ void warn_about_config_permissions(const std::string& path) {
     if (eq == std::string::npos) continue;
     std::string value = line.substr(eq + 1);
     if (redact_dsn(value) != value || line.find("password") != std::string::npos) {
-      warn_if_readable_by_others("config file", path);
+      check_private_file("config file " + path, path, false);
       return;
     }
   }
@@ -561,6 +562,14 @@ int main(int argc, char** argv) {
     log::error(missing_dashes(argc, argv, run_command_start(app, *run, parsed_argc, argv)));
     return exit_usage;
   }
+
+  // Where the DSN settings came from, for the message that refuses an empty one.
+  auto given_in = [&](const std::string& name) -> std::string {
+    if (auto where = config->source_of(name)) return *where + ": " + name;
+    return app.get_option("--" + name)->count() > 0 ? "--" + name : "";
+  };
+  context.options.dsn_from = given_in("dsn");
+  context.options.dsn_file_from = given_in("dsn-file");
 
   log::set_level(context.options.verbose ? log::Level::verbose
                  : context.options.quiet ? log::Level::quiet

@@ -1,12 +1,14 @@
 #include "cli/context.hpp"
 
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -21,9 +23,10 @@
 namespace dblock::cli {
 namespace {
 
-// source: where the file's name came from (--dsn-file, or DBLOCK_DSN_FILE), so the message
-// points at the setting to fix.
+// source: where the file's name came from (--dsn-file, DBLOCK_DSN_FILE or a config file's
+// line), so the message points at the setting to fix.
 std::string read_dsn_file(const std::string& path, const std::string& source) {
+  if (path.empty()) throw FatalError{{ErrorKind::config, source + ": the DSN file name is empty"}};
   std::ifstream in(path);
   if (!in) {
     int err = errno;
@@ -36,35 +39,49 @@ std::string read_dsn_file(const std::string& path, const std::string& source) {
     std::size_t start = line.find_first_not_of(" \t");
     if (start == std::string::npos || line[start] == '#') continue;
     std::string dsn = line.substr(start);
-    if (redact_dsn(dsn) != dsn) warn_if_readable_by_others("DSN file", path);
+    // The file's owner decides who may read it: one owned by another user and open to more
+    // than its owner is refused, as this user cannot make it private.
+    if (redact_dsn(dsn) != dsn) check_private_file("DSN file " + path, path, true);
     return dsn;
   }
   throw FatalError{{ErrorKind::config, source + " " + path + " holds no DSN"}};
 }
+
+// An empty DSN is refused wherever it comes from: `-d "$DSN"` with DSN unset must not fall back
+// to the local default, where every host of a farm would take its own lock.
+std::string non_empty_dsn(std::string text, const std::string& source) {
+  if (text.empty())
+    throw FatalError{{ErrorKind::config, source + ": the DSN is empty (an unset variable?); give one, or leave the "
+                                                  "setting out for the default " + default_dsn()}};
+  return text;
+}
+
+// Once a password is in memory, a core dump (or a ptrace attach by the same user) would show
+// it: dblock(1), DSN. Undone for the command of run by its exec.
+void disable_core_dumps() { ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 
 }  // namespace
 
 const Dsn& Context::dsn() {
   if (dsn_) return *dsn_;
   // Command line and config file arrive in options (the file only when neither the command
-  // line nor the environment named a DSN); the environment comes next; then the default.
-  std::string text = options.dsn;
-  std::string file = options.dsn_file;
-  std::string file_source = "--dsn-file";
-  if (text.empty() && file.empty()) {
-    if (const char* env = std::getenv("DBLOCK_DSN"); env && *env) {
-      text = env;
-    } else if (const char* env_file = std::getenv("DBLOCK_DSN_FILE"); env_file && *env_file) {
-      file = env_file;
-      file_source = "DBLOCK_DSN_FILE";
-    }
-  }
-  if (text.empty() && !file.empty()) text = read_dsn_file(file, file_source);
-  if (text.empty()) {
+  // line nor the environment named a DSN); the environment comes next; then the default. A
+  // setting that is present but empty counts as given.
+  std::string text;
+  if (!options.dsn_from.empty()) {
+    text = non_empty_dsn(options.dsn, options.dsn_from);
+  } else if (!options.dsn_file_from.empty()) {
+    text = read_dsn_file(options.dsn_file, options.dsn_file_from);
+  } else if (const char* env = std::getenv("DBLOCK_DSN")) {
+    text = non_empty_dsn(env, "DBLOCK_DSN");
+  } else if (const char* env_file = std::getenv("DBLOCK_DSN_FILE")) {
+    text = read_dsn_file(env_file, "DBLOCK_DSN_FILE");
+  } else {
     text = default_dsn();
     dsn_is_default_ = true;
   }
   dsn_ = value_or_throw(parse_dsn(text));
+  if (dsn_->has_password()) disable_core_dumps();
   return *dsn_;
 }
 
@@ -149,10 +166,17 @@ OpenLocker Context::locker_opener(Strategy strategy, std::optional<Millis> ttl, 
   };
 }
 
-void warn_if_readable_by_others(const std::string& what, const std::string& path) {
+void check_private_file(const std::string& what, const std::string& path, bool refuse_foreign) {
   struct stat st{};
-  if (stat(path.c_str(), &st) == 0 && (st.st_mode & S_IROTH))
-    log::warn(what + " " + path + " holds a password and is readable by other users (chmod 600 it)");
+  if (stat(path.c_str(), &st) != 0) return;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  if (refuse_foreign && (st.st_mode & 0177) != 0 && st.st_uid != geteuid())
+    throw FatalError{{ErrorKind::config, what + " holds a password, has mode " + mode + " and belongs to uid " +
+                                             std::to_string(st.st_uid) +
+                                             ", not to this user: refused (its owner should chmod 600 it)"}};
+  if (st.st_mode & (S_IRGRP | S_IROTH))
+    log::warn(what + " holds a password and is readable by other users (mode " + mode + "; chmod 600 it)");
 }
 
 Millis duration_option(const std::string& option, const std::string& text) {

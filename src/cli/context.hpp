@@ -16,6 +16,9 @@ namespace dblock::cli {
 struct GlobalOptions {
   std::string dsn;
   std::string dsn_file;
+  // Where dsn / dsn_file came from ("--dsn", "config file PATH line N"); empty when not given.
+  std::string dsn_from;
+  std::string dsn_file_from;
   std::string strategy = "lease";
   std::string table_prefix = "dblock_";
   std::string table_format = "dblock";  // or "shedlock" (common/shedlock.hpp)
@@ -37,7 +40,7 @@ class Context {
   bool has_dashes = false;
 
   /// The DSN to use: --dsn, else the file named by --dsn-file, else the default (SQLite).
-  /// Throws FatalError (usage/config) on a bad value.
+  /// Throws FatalError (usage/config) on a bad or empty value.
   const Dsn& dsn();
   /// The strategy named by --strategy; throws FatalError(usage) for an unknown name.
   Strategy strategy() const;
@@ -73,9 +76,10 @@ T value_or_throw(Result<T>&& result) {
 /// Throws FatalError(usage) for a bad duration string; the option name prefixes the message.
 Millis duration_option(const std::string& option, const std::string& text);
 
-/// A file holding a password (config file, DSN file) must not be readable by other users:
-/// warns, naming it, when it is.
-void warn_if_readable_by_others(const std::string& what, const std::string& path);
+/// A file holding a password (config file, DSN file; `what` names it in messages) must be
+/// private: warns, naming its mode, when its group or others may read it. With
+/// `refuse_foreign`, a mode wider than 0600 on a file another user owns is FatalError (config).
+void check_private_file(const std::string& what, const std::string& path, bool refuse_foreign);
 
 /// The default holder identity: host:pid:random.
 std::string default_owner();

@@ -109,6 +109,16 @@ assert_status() {
   assert_eq "$name (exit status)" "$expected" "$status"
 }
 
+# expect_line NAME STATUS LINE COMMAND...: the exit status, and LINE as a whole line of stderr
+# (the command's output stays in $E2E_TMP/out and $E2E_TMP/err).
+expect_line() {
+  local name=$1 expected=$2 line=$3 status=0
+  shift 3
+  "$@" >"$E2E_TMP/out" 2>"$E2E_TMP/err" || status=$?
+  assert_eq "$name: exit status" "$expected" "$status"
+  if grep -qFx -- "$line" "$E2E_TMP/err"; then pass "$name: message"; else fail "$name: stderr lacks the line '$line': $(cat "$E2E_TMP/err")"; fi
+}
+
 # assert_between NAME LOW HIGH VALUE: LOW <= VALUE <= HIGH (integers; generous windows only).
 assert_between() {
   if [ "$4" -ge "$2" ] && [ "$4" -le "$3" ]; then pass "$1"; else fail "$1: $4 not within [$2, $3]"; fi

@@ -6,15 +6,6 @@ source "$(dirname "$0")/lib.sh"
 out=$E2E_TMP/out
 err=$E2E_TMP/err
 
-# expect_line NAME STATUS LINE COMMAND...: the exit status, and LINE as a whole line of stderr.
-expect_line() {
-  local name=$1 expected=$2 line=$3 status=0
-  shift 3
-  "$@" >"$out" 2>"$err" || status=$?
-  assert_eq "$name: exit status" "$expected" "$status"
-  if grep -qFx -- "$line" "$err"; then pass "$name: message"; else fail "$name: stderr lacks the line '$line': $(cat "$err")"; fi
-}
-
 # Subcommands: a typo gets a suggestion; help and -V work.
 expect_line "unknown subcommand" 64 "dblock: unknown subcommand 'stauts' (did you mean 'status'?)" dblock stauts
 expect_line "unknown subcommand, nothing close" 64 "dblock: unknown subcommand 'frobnicate' ('dblock help' lists them)" dblock frobnicate
@@ -97,7 +88,7 @@ expect_line "unreadable DBLOCK_DSN_FILE" 78 \
 echo "mysql://u:Sup3rS3cret@127.0.0.1:1/db?connect-timeout=2" >"$E2E_TMP/secret.dsn"
 chmod 644 "$E2E_TMP/secret.dsn"
 expect_line "world-readable DSN file with a password" 69 \
-  "dblock: warning: DSN file $E2E_TMP/secret.dsn holds a password and is readable by other users (chmod 600 it)" \
+  "dblock: warning: DSN file $E2E_TMP/secret.dsn holds a password and is readable by other users (mode 0644; chmod 600 it)" \
   dblock --dsn-file "$E2E_TMP/secret.dsn" status
 chmod 600 "$E2E_TMP/secret.dsn"
 dblock --dsn-file "$E2E_TMP/secret.dsn" status >/dev/null 2>"$err"
