@@ -110,6 +110,8 @@ struct GuardPlan {
   char* late_values[Child::late_vars_max];  // inside envp: where each late variable's value goes, or nullptr
   int control;           // the guard's end of the control socket: EOF when dblock is gone
   int status;            // write end: GuardReports
+  bool same_session;     // stay in dblock's session: the command may be given its terminal
+  int dblock_ends[2];    // dblock's ends of both, open in the forked guard until it closes them
 };
 
 // What dblock sends once the lock is granted (one datagram), with the descriptor the guard
@@ -131,23 +133,15 @@ std::int64_t monotonic_ms() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
-// Closes every descriptor from 3 up except the (at most three) given ones.
-void close_all_but(int a, int b, int c) {
-  int keep[3] = {a, b, c};
-  for (int i = 0; i < 3; ++i)  // sort three values
-    for (int j = i + 1; j < 3; ++j)
-      if (keep[j] < keep[i]) {
-        int t = keep[i];
-        keep[i] = keep[j];
-        keep[j] = t;
-      }
-  unsigned next = 3;
-  for (int k : keep) {
-    if (k < static_cast<int>(next)) continue;
-    if (static_cast<unsigned>(k) > next) ::close_range(next, static_cast<unsigned>(k) - 1, 0);
-    next = static_cast<unsigned>(k) + 1;
-  }
-  ::close_range(next, ~0U, 0);
+// Overwrites, in this process's copy of the environment block it was started with, the value
+// of every variable in names: /proc/PID/environ shows that block, not `environ`, so unsetenv
+// alone would leave the DSN readable by the command through /proc/$PPID/environ.
+void scrub_environment(const char* const* names) {
+  for (char** e = environ; e && *e; ++e)
+    for (const char* const* n = names; *n; ++n) {
+      const std::size_t len = std::strlen(*n);
+      if (std::strncmp(*e, *n, len) == 0 && (*e)[len] == '=') std::memset(*e + len + 1, 0, std::strlen(*e + len + 1));
+    }
 }
 
 // SIGKILL to every child of the guard, and to the process group each child leads (a child
@@ -258,10 +252,23 @@ int command_main(void* arg) {
 }
 
 [[noreturn]] void guard_main(const GuardPlan& plan) {
+  // Out of dblock's process group, so `timeout`, `kill -9 -PGID` or a shell's job control,
+  // aimed at dblock's group, cannot take the guard along and leave the job running with the
+  // lock about to be freed. Out of its session too, unless the command must get dblock's
+  // terminal (a session cannot hand its terminal to another session's group).
+  if (plan.same_session) ::setpgid(0, 0);
+  else ::setsid();
   // Orphaned descendants of the command (double forks, setsid) are reparented to us, so
   // they can still be found and killed when dblock dies.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  close_all_but(plan.control, plan.status, -1);
+  // The caller's descriptors stay open for the command, as with flock(1); dblock's own are
+  // close-on-exec, and the guard is forked before any database connection exists.
+  // dblock's ends must go at once: a guard holding the control socket's other end would never
+  // read EOF when dblock dies.
+  ::close(plan.dblock_ends[0]);
+  ::close(plan.dblock_ends[1]);
+  const char* const secret[] = {"DBLOCK_DSN", nullptr};
+  scrub_environment(secret);
   // The watched signals stay blocked (inherited from dblock): a SIGINT or SIGTERM sent to
   // dblock's process group must not take the guard away. A dead dblock must not SIGPIPE it.
   struct sigaction ign{};
@@ -404,6 +411,10 @@ Result<Child> Child::prepare(const ChildSpec& spec) {
   plan.envp = envp.data();
   plan.control = control[0];
   plan.status = status[1];
+  plan.same_session = terminal_is_ours();
+  plan.dblock_ends[0] = control[1];
+  plan.dblock_ends[1] = status[0];
+  child.same_session_ = plan.same_session;
   const pid_t guard = ::fork();
   if (guard == 0) guard_main(plan);
   ::close(control[0]);
@@ -424,7 +435,7 @@ Result<void> Child::start(std::span<const std::string> late_values, int keep_ope
   for (const auto& value : late_values)
     if (value.size() > late_value_max) return fail(ErrorKind::internal, "start: value too long");
   StartMessage message{};
-  const bool interactive = terminal_is_ours();
+  const bool interactive = same_session_ && terminal_is_ours();
   message.interactive = interactive;
   for (std::size_t i = 0; i < late_values.size(); ++i)
     std::memcpy(message.late_values[i], late_values[i].data(), late_values[i].size());
@@ -473,6 +484,7 @@ Child& Child::operator=(Child&& o) noexcept {
   status_code_ = o.status_code_;
   term_signal_ = o.term_signal_;
   owns_terminal_ = std::exchange(o.owns_terminal_, false);
+  same_session_ = o.same_session_;
   return *this;
 }
 

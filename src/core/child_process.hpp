@@ -6,7 +6,9 @@
 //          ◀───status pipe────
 //
 // The guard exists for the one case dblock cannot handle itself: dblock killed by SIGKILL
-// (the OOM killer, an impatient operator). Only dblock holds the control socket's other end,
+// (the OOM killer, an impatient operator, `timeout -s KILL`, a kill of dblock's whole process
+// group). The guard therefore leaves dblock's process group (and session, unless the run is
+// interactive), so nothing aimed at dblock's group reaches it. Only dblock holds the control socket's other end,
 // so the guard reads EOF the moment dblock dies; it then kills the command's process group
 // and every descendant that left it (as a subreaper it inherits each orphan), waits until all
 // of them are gone, and only then exits. For session strategies the guard also holds a
@@ -115,6 +117,7 @@ class Child {
   int status_code_ = 0;
   int term_signal_ = 0;
   bool owns_terminal_ = false;
+  bool same_session_ = false;  // the guard stayed in dblock's session (an interactive run)
 };
 
 }  // namespace dblock

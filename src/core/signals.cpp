@@ -10,11 +10,27 @@ namespace dblock {
 namespace {
 
 constexpr int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+// The signals whose disposition the command gets from dblock's caller.
+constexpr int passed_on[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTTOU, SIGTTIN, SIGPIPE};
+
+// Read during static initialization: dblock changes SIGPIPE in the guard and may load a
+// client library that ignores it, so only a reading taken before main is the caller's.
+sigset_t read_caller_ignored() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : passed_on) {
+    struct sigaction old{};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) sigaddset(&set, sig);
+  }
+  return set;
+}
+const sigset_t caller_ignored_set = read_caller_ignored();
 
 sigset_t watched_set() {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : forwarded) sigaddset(&set, sig);
+  for (int sig : forwarded)
+    if (!caller_ignored(sig)) sigaddset(&set, sig);
   sigaddset(&set, SIGCHLD);
   return set;
 }
@@ -47,6 +63,8 @@ std::optional<int> SignalWatch::next() {
   }
 }
 
+bool caller_ignored(int sig) { return sigismember(&caller_ignored_set, sig) == 1; }
+
 bool is_forwarded_signal(int sig) {
   for (int s : forwarded)
     if (s == sig) return true;
@@ -54,11 +72,13 @@ bool is_forwarded_signal(int sig) {
 }
 
 void reset_signals_for_exec() {
-  struct sigaction dfl{};
+  struct sigaction dfl{}, ign{};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
-  for (int sig : forwarded) sigaction(sig, &dfl, nullptr);
-  for (int sig : {SIGCHLD, SIGTTOU, SIGTTIN, SIGPIPE}) sigaction(sig, &dfl, nullptr);
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  for (int sig : passed_on) sigaction(sig, caller_ignored(sig) ? &ign : &dfl, nullptr);
+  sigaction(SIGCHLD, &dfl, nullptr);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);

@@ -11,6 +11,8 @@ namespace dblock {
 
 /// Blocks SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGCHLD for its lifetime
 /// and exposes them as a pollable descriptor; the previous mask comes back on destruction.
+/// A signal the caller ignored (`nohup` ignores SIGHUP) is left out: it stays ignored, so it
+/// neither ends a wait nor is forwarded, as with flock(1).
 /// Create it on the main thread before any other thread starts, so every thread inherits
 /// the mask and no signal is delivered to a default handler behind our back.
 class SignalWatch {
@@ -34,8 +36,13 @@ class SignalWatch {
 /// True for the signals dblock forwards to the command and that abort a wait (not SIGCHLD).
 bool is_forwarded_signal(int sig);
 
-/// In a freshly forked child before exec: default dispositions for the watched signals and
-/// SIGTTOU/SIGTTIN/SIGPIPE, and an empty signal mask. Async-signal-safe.
+/// True if dblock's caller started it with sig ignored (read once, as the program loads,
+/// before dblock or a client library changes any disposition).
+bool caller_ignored(int sig);
+
+/// In a freshly forked child before exec: the caller's dispositions for the watched signals
+/// and SIGTTOU/SIGTTIN/SIGPIPE (ignored stays ignored, as exec(3) keeps it; the rest default;
+/// SIGCHLD always default), and an empty signal mask. Async-signal-safe.
 void reset_signals_for_exec();
 
 }  // namespace dblock

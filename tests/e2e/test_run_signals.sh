@@ -13,7 +13,9 @@ check "the command saw SIGTERM" grep -q got-term "$E2E_TMP/term"
 check "the lock is free afterwards" wait_for 5 is_free "$k"
 
 # SIGINT to dblock: the command dies of it, dblock exits 130.
-start_bg runner dblock run "$k" -- sh -c "echo \$\$ >\"$E2E_TMP/cmd2\"; exec sleep 30"
+# A script's background commands start with SIGINT ignored, and dblock keeps an ignored
+# signal ignored (as nohup needs): env gives this one its default back.
+start_bg runner env --default-signal=INT dblock run "$k" -- sh -c "echo \$\$ >\"$E2E_TMP/cmd2\"; exec sleep 30"
 check "second command started" wait_for 10 test -s "$E2E_TMP/cmd2"
 kill -INT $runner
 wait_exit rc $runner
