@@ -61,8 +61,9 @@ const Dsn& Context::dsn() {
   }
   if (text.empty() && !file.empty()) text = read_dsn_file(file, file_source);
   if (text.empty()) {
-    text = default_dsn();
-    dsn_is_default_ = true;
+    auto location = value_or_throw(default_location());
+    text = location.dsn;
+    default_state_dir_ = location.state_dir;
   }
   dsn_ = value_or_throw(parse_dsn(text));
   return *dsn_;
@@ -96,7 +97,8 @@ BackendOptions Context::backend_options(std::optional<Millis> ttl) const {
   }
   b.connect_timeout = duration_option("--connect-timeout", options.connect_timeout);
   // Every caller has read dsn() first. Only the default location gets its directories made.
-  b.create_directories = dsn_is_default_;
+  b.create_directories = !default_state_dir_.empty();
+  b.private_root = default_state_dir_;
   if (ttl) {
     // A statement may take at most a quarter of the lease, so a renewal that hangs still
     // leaves time for a retry and the kill grace before the lease can expire.
