@@ -79,6 +79,15 @@ DBLOCK_SYSLOG_SOCKET=$E2E_TMP/log.sock dblock --log syslog run "$k" -- true 2>/d
 check "a syslog line arrived" wait_for 10 grep -q "held by" "$E2E_TMP/syslog"
 clean "syslog" "$E2E_TMP/syslog"
 
+# Only SQLite stores bytes that are not UTF-8: JSON shows them as U+FFFD instead of failing.
+if [ "$DBLOCK_TEST_BACKEND" = sqlite ]; then
+  sqlite3 -cmd ".timeout 5000" "${DBLOCK_DSN#sqlite:}" \
+    "UPDATE ${DBLOCK_TABLE_PREFIX}locks SET owner = CAST(X'6576ff696c' AS TEXT) WHERE name = '$k';
+     UPDATE ${DBLOCK_TABLE_PREFIX}runs SET owner = CAST(X'6576ff696c' AS TEXT) WHERE name = '$k';"
+  assert_eq "status --json: a byte that is not UTF-8 becomes U+FFFD" "ev�il" "$(status_field "$k" owner)"
+  assert_eq "history --json: the same" "ev�il" "$(history_field "$k" runs.0.owner)"
+fi
+
 kill "$holder" 2>/dev/null
 wait_exit _ "$holder"
 finish
