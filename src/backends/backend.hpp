@@ -32,6 +32,11 @@ struct BackendOptions {
   // created (or, inspecting, taken as "nothing ran yet"); a DSN someone wrote that names a
   // missing directory is a typo until proven otherwise (ErrorKind::config naming it).
   bool create_directories = false;
+  // With create_directories: the state directory the default location lives under
+  // (DefaultLocation::state_dir). The file and every directory up to this one must be owned by
+  // this user or root and writable by no one else, as ssh(1) asks of ~/.ssh; a DSN someone
+  // wrote (empty here) is taken as they wrote it.
+  std::string private_root;
   // --table-format shedlock (common/shedlock.hpp): the lease lives in ShedLock's table, named
   // shedlock_table (already validated and not quoted); history and tokens stay in dblock's tables.
   bool shedlock = false;

@@ -379,6 +379,13 @@ CLI::Option* add_key(CLI::App& sub, std::string& key) {
       });
 }
 
+CLI::Option* add_owner(CLI::App& sub, std::string& owner, const std::string& help) {
+  return sub.add_option("--owner", owner, help)->check([](const std::string& value) {
+    auto ok = validate_owner(value);
+    return ok ? std::string() : ok.error().message;
+  });
+}
+
 CLI::Option* add_duration(CLI::App& sub, const std::string& names, std::string& value, const std::string& help) {
   return sub.add_option(names, value, help)->type_name("DURATION")->check([](const std::string& text) {
     auto d = parse_duration(text);

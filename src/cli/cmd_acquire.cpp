@@ -29,7 +29,7 @@ CommandAction define_acquire(CLI::App& sub) {
   auto args = std::make_shared<AcquireArgs>();
   add_key(sub, args->key);
   add_duration(sub, "--ttl", args->ttl, "Lease length (renew it with dblock renew)")->capture_default_str();
-  sub.add_option("--owner", args->owner, "Holder identity (default host:pid:random)");
+  add_owner(sub, args->owner, "Holder identity (default host:pid:random)");
   auto* wait = add_wait(sub, args->wait);
   add_slots(sub, args->slots);
   sub.add_option("-E,--conflict-exit-code", args->conflict_exit_code, "Exit status when the lock is not obtained")

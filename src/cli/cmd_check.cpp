@@ -9,6 +9,7 @@
 #include "cli/run_summary.hpp"
 #include "core/duration.hpp"
 #include "core/exit_code.hpp"
+#include "core/text.hpp"
 
 namespace dblock::cli {
 namespace {
@@ -23,11 +24,13 @@ struct CheckArgs {
   std::string warn_age;
 };
 
+// The text may quote a key, an owner or a driver's message: a '|' in it would start the
+// perfdata, and a newline the plugin's long output, so both are escaped with the controls.
 int report(PluginState state, const std::string& text, const std::string& perfdata = "") {
   std::string line = "DBLOCK ";
   line += state_names[state];
   line += " - ";
-  line += text;
+  line += escape_controls(text, "|");
   if (!perfdata.empty()) {
     line += " | ";
     line += perfdata;

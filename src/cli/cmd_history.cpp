@@ -76,7 +76,7 @@ CommandAction define_history(CLI::App& sub) {
     if (args->json) {
       nlohmann::json doc = {{"runs", nlohmann::json::array()}};
       for (const auto& run : runs) doc["runs"].push_back(to_json(run));
-      std::cout << doc.dump(2) << std::endl;
+      print_json(doc);
       return exit_ok;
     }
     std::vector<std::vector<std::string>> rows;

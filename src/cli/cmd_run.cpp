@@ -55,7 +55,7 @@ CommandAction define_run(CLI::App& sub) {
   sub.add_option("--on-lost", args->on_lost, "terminate or ignore: what to do when the lock is lost")
       ->check(CLI::IsMember({"terminate", "ignore"}))
       ->capture_default_str();
-  sub.add_option("--owner", args->owner, "Holder identity stored in the table (default host:pid:random)");
+  add_owner(sub, args->owner, "Holder identity stored in the table (default host:pid:random)");
   sub.add_flag("--no-history", args->no_history, "Do not record this run in the runs table");
   auto* shell = sub.add_option("-c,--command", args->shell_command, "Run this with /bin/sh -c");
   sub.add_option("command", args->command, "The command and its arguments, after --")->excludes(shell);

@@ -147,7 +147,7 @@ CommandAction define_status(CLI::App& sub) {
     if (args->json) {
       nlohmann::json doc = {{"locks", nlohmann::json::array()}};
       for (const auto& line : lines) doc["locks"].push_back(to_json(line));
-      std::cout << doc.dump(2) << std::endl;
+      print_json(doc);
       return exit_ok;
     }
     if (context.options.table_format == "shedlock")

@@ -42,6 +42,8 @@ int failure_exit_status(const CLI::App& app, int usual, const std::string& messa
 
 /// Adds the positional KEY, validated as dblock(1) OPTIONS says (exit 64 naming the problem).
 CLI::Option* add_key(CLI::App& sub, std::string& key);
+/// Adds --owner ID, validated as a key is (exit 64 naming the problem).
+CLI::Option* add_owner(CLI::App& sub, std::string& owner, const std::string& help);
 /// Adds a duration option validated at parse time (exit 64 naming the option).
 CLI::Option* add_duration(CLI::App& sub, const std::string& names, std::string& value, const std::string& help);
 

@@ -50,10 +50,11 @@ std::string read_dsn_file(const std::string& path, const std::string& source) {
 // An empty DSN is refused wherever it comes from: `-d "$DSN"` with DSN unset must not fall back
 // to the local default, where every host of a farm would take its own lock.
 std::string non_empty_dsn(std::string text, const std::string& source) {
-  if (text.empty())
-    throw FatalError{{ErrorKind::config, source + ": the DSN is empty (an unset variable?); give one, or leave the "
-                                                  "setting out for the default " + default_dsn()}};
-  return text;
+  if (!text.empty()) return text;
+  const auto location = default_location();
+  throw FatalError{{ErrorKind::config, source + ": the DSN is empty (an unset variable?); give one, or leave the "
+                                                "setting out for the default " +
+                                                (location ? location->dsn : std::string("SQLite database"))}};
 }
 
 // Once a password is in memory, a core dump (or a ptrace attach by the same user) would show
@@ -77,8 +78,9 @@ const Dsn& Context::dsn() {
   } else if (const char* env_file = std::getenv("DBLOCK_DSN_FILE")) {
     text = read_dsn_file(env_file, "DBLOCK_DSN_FILE");
   } else {
-    text = default_dsn();
-    dsn_is_default_ = true;
+    auto location = value_or_throw(default_location());
+    text = location.dsn;
+    default_state_dir_ = location.state_dir;
   }
   dsn_ = value_or_throw(parse_dsn(text));
   if (dsn_->has_password()) disable_core_dumps();
@@ -113,7 +115,8 @@ BackendOptions Context::backend_options(std::optional<Millis> ttl) const {
   }
   b.connect_timeout = duration_option("--connect-timeout", options.connect_timeout);
   // Every caller has read dsn() first. Only the default location gets its directories made.
-  b.create_directories = dsn_is_default_;
+  b.create_directories = !default_state_dir_.empty();
+  b.private_root = default_state_dir_;
   if (ttl) {
     // A statement may take at most a quarter of the lease, so a renewal that hangs still
     // leaves time for a retry and the kill grace before the lease can expire.

@@ -62,7 +62,9 @@ class Context {
 
  private:
   std::optional<Dsn> dsn_;
-  bool dsn_is_default_ = false;  // no DSN given: the default location, whose directories we may create
+  // No DSN given: the state directory of the default location, whose directories we may create
+  // and which must be private (BackendOptions::private_root); empty for a DSN someone gave.
+  std::string default_state_dir_;
   std::unique_ptr<Backend> locking_backend_;  // the database the last locker_opener call opened
 };
 

@@ -10,7 +10,7 @@
 namespace dblock::cli {
 
 void add_holder_options(CLI::App& sub, HolderArgs& args, bool allow_force) {
-  args.owner_option = sub.add_option("--owner", args.owner, "The holder identity given to acquire");
+  args.owner_option = add_owner(sub, args.owner, "The holder identity given to acquire");
   args.token_option = sub.add_option("--token", args.token, "The fencing token acquire printed")
                           ->check(whole_number(1, std::numeric_limits<std::int64_t>::max(), "fencing token"));
   args.allow_force = allow_force;

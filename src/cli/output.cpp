@@ -128,6 +128,10 @@ nlohmann::json json_timestamp(std::optional<std::int64_t> epoch_ms) {
   return format_timestamp(epoch_ms);
 }
 
+void print_json(const nlohmann::json& doc) {
+  std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+}
+
 void add_table_options(CLI::App& sub, TableOptions& options, std::span<const ColumnSpec> columns) {
   sub.add_option("-o,--output", options.columns, "Columns to show, comma separated: " + column_list(columns))
       ->type_name("COLUMNS")

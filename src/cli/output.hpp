@@ -17,6 +17,10 @@ std::string format_timestamp(std::optional<std::int64_t> epoch_ms);
 /// The same for JSON: a string, or null.
 nlohmann::json json_timestamp(std::optional<std::int64_t> epoch_ms);
 
+/// Prints a JSON document on stdout, indented. Strings from the lock table that are not UTF-8
+/// (anyone who can write the table can store them) come out with U+FFFD, not as an error.
+void print_json(const nlohmann::json& doc);
+
 /// One column a table command can show (-o NAME); the names are listed in dblock(1).
 struct ColumnSpec {
   std::string_view name;

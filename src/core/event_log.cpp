@@ -8,6 +8,7 @@
 
 #include "core/log.hpp"
 #include "core/log_sinks.hpp"
+#include "core/text.hpp"
 
 namespace dblock::event_log {
 namespace {
@@ -49,23 +50,26 @@ struct Event {
   std::string_view holder;
 };
 
+// The message and the holder may quote the lock table, which anyone who can write it chose:
+// control characters are escaped as on stderr, so a log viewer shows what a terminal would.
 Result<void> send(const Event& e) {
   const State& s = state();
+  const std::string message = escape_controls(e.message);
   if (s.sink == Sink::syslog) {
     std::string line = log_sinks::syslog_line(static_cast<int>(e.priority), "dblock", static_cast<long>(::getpid()),
-                                              e.message, epoch_seconds());
+                                              message, epoch_seconds());
     if (line.size() > max_syslog_line) line.resize(max_syslog_line);
     return log_sinks::send_datagram(socket_path("DBLOCK_SYSLOG_SOCKET", "/dev/log"), line, false);
   }
   std::vector<std::pair<std::string, std::string>> fields{
-      {"MESSAGE", std::string(e.message)},
+      {"MESSAGE", message},
       {"PRIORITY", std::to_string(static_cast<int>(e.priority))},
       {"SYSLOG_IDENTIFIER", "dblock"},
       {"DBLOCK_OUTCOME", std::string(e.outcome)},
   };
   if (!s.key.empty()) fields.emplace_back("DBLOCK_KEY", s.key);
   if (s.token) fields.emplace_back("DBLOCK_TOKEN", std::to_string(*s.token));
-  if (!e.holder.empty()) fields.emplace_back("DBLOCK_HOLDER", std::string(e.holder));
+  if (!e.holder.empty()) fields.emplace_back("DBLOCK_HOLDER", escape_controls(e.holder));
   if (e.exit_code) fields.emplace_back("DBLOCK_EXIT", std::to_string(*e.exit_code));
   return log_sinks::send_datagram(socket_path("DBLOCK_JOURNAL_SOCKET", "/run/systemd/journal/socket"),
                                   log_sinks::journal_entry(fields), true);

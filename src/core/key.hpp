@@ -1,5 +1,5 @@
 #pragma once
-// Lock keys (dblock(1), OPTIONS): 1 to 255 bytes of UTF-8, no control characters.
+// Lock keys and owners (dblock(1), OPTIONS): 1 to 255 bytes of UTF-8, no control characters.
 
 #include <string_view>
 
@@ -11,6 +11,9 @@ inline constexpr std::size_t max_key_bytes = 255;
 
 /// Ok, or ErrorKind::usage naming what is wrong with the key.
 Result<void> validate_key(std::string_view key);
+
+/// The same rule for a holder's owner (--owner): ok, or ErrorKind::usage naming what is wrong.
+Result<void> validate_owner(std::string_view owner);
 
 /// Ok, or ErrorKind::usage: a table prefix must be a plain SQL identifier ([A-Za-z_][A-Za-z0-9_]*, at most 40 bytes).
 Result<void> validate_table_prefix(std::string_view prefix);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/event_log.hpp"
+#include "core/text.hpp"
 
 namespace dblock::log {
 namespace {
@@ -13,10 +14,12 @@ Level current = Level::normal;
 bool interactive = false;
 
 // One write(2) per line, so lines from concurrent processes sharing stderr do not interleave.
+// Messages quote what the lock table holds (an owner, a host), which anyone who can write the
+// table chose: its control characters are escaped before they reach a terminal.
 void emit(std::string_view prefix, std::string_view message) {
   std::string line = "dblock: ";
   line += prefix;
-  line += message;
+  line += escape_controls(message);
   line += '\n';
   const char* p = line.data();
   std::size_t left = line.size();

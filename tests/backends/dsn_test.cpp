@@ -87,9 +87,11 @@ TEST_CASE("unknown schemes are config errors") {
   }
 }
 
-TEST_CASE("default DSN is SQLite") {
-  CHECK(default_dsn().rfind("sqlite:", 0) == 0);
-  CHECK(default_dsn().find("dblock.db") != std::string::npos);
+TEST_CASE("default DSN is SQLite under the state directory") {
+  auto location = default_location();
+  REQUIRE(location.has_value());
+  CHECK(location->dsn.rfind("sqlite:" + location->state_dir + "/", 0) == 0);
+  CHECK(location->dsn.find("dblock.db") != std::string::npos);
 }
 
 TEST_CASE("passwords are scrubbed from argv in place") {

@@ -64,6 +64,11 @@ plugin_line "--warn-age above --max-age: UNKNOWN" 3 "^DBLOCK UNKNOWN - " "$k" --
 plugin_line "no key: UNKNOWN" 3 "^DBLOCK UNKNOWN - " --max-age 1h
 plugin_line "unknown option: UNKNOWN" 3 "^DBLOCK UNKNOWN - " "$k" --max-age 1h --bogus
 plugin_line "database unusable: UNKNOWN" 3 "^DBLOCK UNKNOWN - " --dsn "nosuch://x" "$k" --max-age 1h
+# A '|' in the key (a valid key) must not start the performance data early: the key's text
+# would land there ("x=1: never ran" read as a label). It is shown as \x7c.
+pipe_key="$(key pipe)|x=1"
+plugin_line "a '|' in the key: escaped in the text" 2 "^DBLOCK CRITICAL - $(key pipe)\\\\x7cx=1: never ran \\| held=0 " \
+  "$pipe_key" --max-age 1h
 
 # --- metrics -----------------------------------------------------------------------------
 held=$(key held)

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "core/key.hpp"
+#include "core/text.hpp"
 
 using namespace dblock;
 
@@ -46,4 +47,27 @@ TEST_CASE("table prefixes are plain identifiers") {
     CHECK(r.error().kind == ErrorKind::usage);
   }
   CHECK_FALSE(validate_table_prefix(std::string(41, 'a')).has_value());
+}
+
+TEST_CASE("owners follow the key's rule") {
+  CHECK(validate_owner("web1:4242:9f3a1c").has_value());
+  CHECK(validate_owner(std::string(255, 'o')).has_value());
+  for (std::string bad : {std::string("a\rb"), std::string("\x1b[2K"), std::string(256, 'o'), std::string("\xff"),
+                          std::string("\xc2\x9b")}) {
+    CAPTURE(bad);
+    auto result = validate_owner(bad);
+    REQUIRE_FALSE(result.has_value());
+    CHECK(result.error().kind == ErrorKind::usage);
+    CHECK(result.error().message.find("invalid owner") != std::string::npos);
+  }
+}
+
+TEST_CASE("escape_controls: what a terminal would act on is shown as \\xhh") {
+  CHECK(escape_controls("plain Grüße 東京") == "plain Grüße 東京");
+  CHECK(escape_controls("evil\r\x1b[2K") == "evil\\x0d\\x1b[2K");
+  CHECK(escape_controls("a\nb\tc\x7f") == "a\\x0ab\\x09c\\x7f");
+  CHECK(escape_controls("c1 \xc2\x9b end") == "c1 \\xc2\\x9b end");     // CSI as a C1 control
+  CHECK(escape_controls("bad \xff\xc3(") == "bad \\xff\\xc3(");          // invalid UTF-8, byte by byte
+  CHECK(escape_controls("app|x=1", "|") == "app\\x7cx=1");
+  CHECK(escape_controls("back\\slash") == "back\\slash");
 }

@@ -1,5 +1,7 @@
 #include "backends/common/dsn.hpp"
 
+#include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -142,12 +144,43 @@ std::optional<std::string> percent_decode(std::string_view text) {
   return out;
 }
 
-std::string default_dsn() {
-  if (geteuid() == 0) return "sqlite:/var/lib/dblock/dblock.db";
-  if (const char* state = std::getenv("XDG_STATE_HOME"); state && *state == '/')
-    return std::string("sqlite:") + state + "/dblock/dblock.db";
-  const char* home = std::getenv("HOME");
-  return std::string("sqlite:") + (home && *home ? home : "/tmp") + "/.local/state/dblock/dblock.db";
+namespace {
+
+// HOME, else the passwd entry's home when it exists: a user without a home of their own gets
+// no default (never one under /tmp, where another user could have made the directories first).
+std::optional<std::string> home_directory() {
+  if (const char* home = std::getenv("HOME"); home && *home == '/') return home;
+  const long size = ::sysconf(_SC_GETPW_R_SIZE_MAX);
+  std::vector<char> buffer(size > 0 ? static_cast<std::size_t>(size) : 16384);
+  passwd entry{};
+  passwd* found = nullptr;
+  if (::getpwuid_r(::geteuid(), &entry, buffer.data(), buffer.size(), &found) != 0 || !found) return std::nullopt;
+  struct stat st{};
+  if (found->pw_dir[0] != '/' || ::stat(found->pw_dir, &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
+  return found->pw_dir;
+}
+
+std::string without_trailing_slashes(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir;
+}
+
+}  // namespace
+
+Result<DefaultLocation> default_location() {
+  if (::geteuid() == 0) return DefaultLocation{"sqlite:/var/lib/dblock/dblock.db", "/var/lib"};
+  std::string root, below;
+  if (const char* state = std::getenv("XDG_STATE_HOME"); state && *state == '/') {
+    root = without_trailing_slashes(state);
+  } else if (auto home = home_directory()) {
+    root = without_trailing_slashes(*home);
+    below = "/.local/state";
+  } else {
+    return fail(ErrorKind::config,
+                "no default database: HOME is not set and this user has no home directory; give a DSN "
+                "(--dsn or DBLOCK_DSN)");
+  }
+  return DefaultLocation{"sqlite:" + (root == "/" ? "" : root) + below + "/dblock/dblock.db", root};
 }
 
 }  // namespace dblock

@@ -51,7 +51,14 @@ std::unexpected<Error> no_lock_database(std::string_view where);
 /// Percent-decoding for URI parts; nullopt on a bad escape.
 std::optional<std::string> percent_decode(std::string_view text);
 
-/// sqlite:<default path> for this user (dblock(1), DSN); creates nothing.
-std::string default_dsn();
+/// The default database of this user (dblock(1), FILES) and the state directory it lives under.
+struct DefaultLocation {
+  std::string dsn;        // sqlite:<path>
+  std::string state_dir;  // /var/lib, $XDG_STATE_HOME or the home directory, without trailing '/'
+};
+
+/// Where the default database is for this user; creates nothing. ErrorKind::config when a user
+/// has neither HOME nor a home directory in the passwd database (never a place under /tmp).
+Result<DefaultLocation> default_location();
 
 }  // namespace dblock

@@ -244,7 +244,9 @@ Result<std::unique_ptr<Backend>> open_sqlite(const Dsn& dsn, const BackendOption
   auto path = sqlite::database_path(dsn);
   if (!path) return std::unexpected(path.error());
   auto conn = Connection::open(*path, options.io_timeout,
-                               {.read_only = options.inspect, .create_directories = options.create_directories});
+                               {.read_only = options.inspect,
+                                .create_directories = options.create_directories,
+                                .private_root = options.private_root});
   if (!conn) return std::unexpected(conn.error());
   return std::make_unique<SqliteBackend>(std::move(*conn), options);
 }

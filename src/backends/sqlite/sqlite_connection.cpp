@@ -71,6 +71,47 @@ Result<void> check_directory(const std::string& path, bool create) {
               "the directory " + dir + " of the SQLite database " + path + why + " (create it, or fix the DSN)");
 }
 
+std::string octal_mode(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
+/// Refuses (ErrorKind::config) a path on which another user could put a database of their own:
+/// a symlink someone else made in a sticky world-writable directory such as /tmp (the kernel's
+/// fs.protected_symlinks rule, whatever the sysctl says), and for the default location
+/// (`private_root` not empty) any part, from the file up to private_root, that is not owned by
+/// this user or root or that others may write: the rule ssh(1) applies to ~/.ssh. A part that
+/// does not exist yet is made by this user, in a directory only it may write.
+Result<void> check_path_owners(const std::string& path, const std::string& private_root) {
+  const uid_t me = ::geteuid();
+  auto refuse = [&](const std::string& part, const std::string& why) {
+    return fail(ErrorKind::config, "refusing the SQLite database " + path + ": " + part + " " + why);
+  };
+  bool in_private_part = !private_root.empty();
+  for (std::string part = path;; part = parent_dir(part)) {
+    struct stat entry{};
+    if (::lstat(part.c_str(), &entry) == 0 && S_ISLNK(entry.st_mode) && entry.st_uid != me && entry.st_uid != 0) {
+      const std::string dir = parent_dir(part);
+      struct stat parent{};
+      if (::stat(dir.c_str(), &parent) == 0 && (parent.st_mode & S_ISVTX) && (parent.st_mode & S_IWOTH) &&
+          entry.st_uid != parent.st_uid)
+        return refuse(part, "is a symlink that uid " + std::to_string(entry.st_uid) +
+                                " made in the world-writable directory " + dir + ": it is not followed");
+    }
+    struct stat target{};
+    if (in_private_part && ::stat(part.c_str(), &target) == 0) {
+      const std::string anyway = " (the default location must be yours; give a DSN naming it to use it anyway)";
+      if (target.st_uid != me && target.st_uid != 0)
+        return refuse(part, "is owned by uid " + std::to_string(target.st_uid) + anyway);
+      if (target.st_mode & (S_IWGRP | S_IWOTH))
+        return refuse(part, "may be written by others (mode " + octal_mode(target.st_mode) + ")" + anyway);
+    }
+    if (part == private_root) in_private_part = false;
+    if (part == "/" || part == ".") return {};
+  }
+}
+
 /// Fails early, with the OS's reason, where SQLite would only say "unable to open".
 Result<void> check_writable(const std::string& path, bool create_directories) {
   const std::string dir = parent_dir(path);
@@ -195,6 +236,7 @@ std::string Statement::text(int column) const {
 }
 
 Result<Connection> Connection::open(const std::string& path, Millis busy_timeout, OpenMode mode) {
+  if (auto ok = check_path_owners(path, mode.private_root); !ok) return std::unexpected(ok.error());
   if (mode.read_only) return open_read_only(path, busy_timeout, mode.create_directories);
   if (auto ok = check_writable(path, mode.create_directories); !ok) return std::unexpected(ok.error());
   auto db = open_handle(path, path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, dblock_vfs());

@@ -73,6 +73,7 @@ class Statement {
 struct OpenMode {
   bool read_only = false;           // SQLITE_OPEN_READONLY; creates nothing, writes no pragma
   bool create_directories = false;  // the default location: mkdir -p the parent (read-only: a missing one is no database)
+  std::string private_root;         // BackendOptions::private_root: check the path up to it is private
 };
 
 /// One open database file in WAL mode with a busy timeout.
