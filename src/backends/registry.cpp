@@ -1,20 +1,26 @@
 #include "backends/registry.hpp"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <mutex>
+
+#include "backends/common/identifiers.hpp"
+#include "backends/common/shedlock.hpp"
+#include "backends/mysql/mysql_descriptor.hpp"
+#include "backends/postgres/postgres_descriptor.hpp"
+#include "backends/sqlite/sqlite_descriptor.hpp"
 
 namespace dblock {
 
 std::span<const KnownBackend> known_backends() {
-  using enum Strategy;
-  static const std::vector<KnownBackend> backends{
-      {"sqlite", {"sqlite"}, "", "dblock", {lease}, ""},
-      {"mysql", {"mysql", "mariadb"}, "dblock-mysql.so", "dblock-mysql", {lease, advisory, for_update, txn_insert},
-       DBLOCK_MYSQL_CLIENT},
-      {"postgres", {"postgres", "postgresql"}, "dblock-postgres.so", "dblock-postgres",
-       {lease, advisory, for_update, txn_insert}, DBLOCK_POSTGRES_CLIENT},
-  };
+  // The backends' own descriptors (headers only: nothing of a module is loaded); the build adds
+  // the client library each module is compiled against (cmake/Dependencies.cmake).
+  static constexpr std::array<KnownBackend, 3> backends{{
+      {sqlite::descriptor, ""},
+      {mysql::descriptor, DBLOCK_MYSQL_CLIENT},
+      {postgres::descriptor, DBLOCK_POSTGRES_CLIENT},
+  }};
   return backends;
 }
 
@@ -62,6 +68,10 @@ Result<std::unique_ptr<Backend>> open_backend(const Dsn& dsn, const BackendOptio
   auto entry = load_backend(dsn.backend);
   if (!entry) return std::unexpected(entry.error());
   return (*entry)->open(dsn, options);
+}
+
+std::string shedlock_schema_sql(const BackendDescriptor& backend, std::string_view table) {
+  return shedlock::ddl(backend.name, quote_identifier(table, backend.identifier_quote));
 }
 
 std::string describe_strategies(std::span<const Strategy> strategies) {

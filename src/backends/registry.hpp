@@ -6,18 +6,17 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <vector>
 
 #include "backends/backend.hpp"
+#include "backends/backend_descriptor.hpp"
 #include "backends/common/dsn.hpp"
 
 namespace dblock {
 
-/// What a backend's code provides, linked in or exported by its module.
-struct BackendEntry {
-  std::string_view name;                     // "sqlite"
-  std::vector<std::string_view> schemes;     // DSN schemes it serves
-  std::vector<Strategy> strategies;          // what it can do
+/// What a backend's code provides, linked in or exported by its module: its descriptor (the
+/// one the registry's table has; the executable compares the names before using a module) and
+/// its functions.
+struct BackendEntry : BackendDescriptor {
   /// The DDL `dblock schema` prints and `init` runs, for this dialect and prefix.
   std::string (*schema_sql)(const std::string& prefix);
   /// Checks everything after the scheme (the backend's own parameters); ErrorKind::config
@@ -30,13 +29,8 @@ struct BackendEntry {
 };
 
 /// What the executable knows of a backend without loading any of its code (`--version`
-/// prints it); tests/backends/registry_test.cpp checks it against the backend's own entry.
-struct KnownBackend {
-  std::string_view name;                  // "mysql"
-  std::vector<std::string_view> schemes;  // DSN schemes it serves
-  std::string_view module;                // "dblock-mysql.so"; empty: linked into the executable
-  std::string_view package;               // the Debian package that ships it
-  std::vector<Strategy> strategies;       // what it can do
+/// prints it): the backend's own descriptor and what the build adds.
+struct KnownBackend : BackendDescriptor {
   /// A module's client library as built against ("libpq 15.20"); empty when linked in (its
   /// BackendEntry::client_version costs nothing to ask).
   std::string_view built_with;
@@ -63,6 +57,10 @@ Result<Dsn> parse_dsn(std::string_view text);
 
 /// Opens the backend that serves dsn.backend.
 Result<std::unique_ptr<Backend>> open_backend(const Dsn& dsn, const BackendOptions& options);
+
+/// ShedLock's own table (`--table-format shedlock`) as `dblock schema` prints it for the
+/// backend's dialect: its documented DDL, `table` quoted the dialect's way, no terminator.
+std::string shedlock_schema_sql(const BackendDescriptor& backend, std::string_view table);
 
 /// "lease, advisory, for-update and txn-insert" style list for messages.
 std::string describe_strategies(std::span<const Strategy> strategies);

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "backends/common/lock_rows.hpp"
+#include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/mysql/mysql_error.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 #include "backends/registry.hpp"
@@ -270,9 +271,7 @@ namespace dblock {
 
 BackendEntry mysql_backend_entry() {
   return BackendEntry{
-      "mysql",
-      {"mysql", "mariadb"},
-      {Strategy::lease, Strategy::advisory, Strategy::for_update, Strategy::txn_insert},
+      mysql::descriptor,
       &mysql::schema_sql,
       [](const Dsn& dsn) -> Result<void> {
         if (auto parsed = mysql::parse_mysql_dsn(dsn); !parsed) return std::unexpected(parsed.error());

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "backends/common/lock_rows.hpp"
+#include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/postgres/postgres_dsn.hpp"
 #include "backends/postgres/postgres_tables.hpp"
 #include "backends/registry.hpp"
@@ -294,9 +295,7 @@ namespace dblock {
 
 BackendEntry postgres_backend_entry() {
   return BackendEntry{
-      "postgres",
-      {"postgres", "postgresql"},
-      {Strategy::lease, Strategy::advisory, Strategy::for_update, Strategy::txn_insert},
+      postgres::descriptor,
       [](const std::string& prefix) { return postgres::schema_sql(prefix); },
       &postgres::check_postgres_dsn,
       &postgres::open,

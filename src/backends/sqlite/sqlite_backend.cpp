@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "backends/registry.hpp"
+#include "backends/sqlite/sqlite_descriptor.hpp"
 #include "backends/sqlite/sqlite_dsn.hpp"
 #include "backends/sqlite/sqlite_tables.hpp"
 
@@ -258,9 +259,7 @@ namespace dblock {
 
 BackendEntry sqlite_backend_entry() {
   return BackendEntry{
-      "sqlite",
-      {"sqlite"},
-      {Strategy::lease},
+      sqlite::descriptor,
       &sqlite::schema_sql,
       [](const Dsn& dsn) -> Result<void> {
         if (auto path = sqlite::database_path(dsn); !path) return std::unexpected(path.error());
