@@ -1,9 +1,9 @@
 // dblock init: create the tables.  dblock schema [--dialect D]: print their DDL for a DBA.
 
 #include <iostream>
+#include <string>
+#include <vector>
 
-#include "backends/common/identifiers.hpp"
-#include "backends/common/shedlock.hpp"
 #include "backends/registry.hpp"
 #include "cli/commands.hpp"
 #include "core/exit_code.hpp"
@@ -24,16 +24,22 @@ CommandAction define_init(CLI::App&) {
 
 CommandAction define_schema(CLI::App& sub) {
   auto dialect = std::make_shared<std::string>();
-  sub.add_option("--dialect", *dialect, "sqlite, mysql or postgres (default: the DSN's)")
-      ->check(CLI::IsMember({"sqlite", "mysql", "postgres"}));
+  // The dialects are the registry's backends, named in its order ("sqlite, mysql or postgres").
+  std::vector<std::string> names;
+  std::string listed;
+  for (const KnownBackend& known : known_backends()) {
+    if (!names.empty()) listed += names.size() + 1 == known_backends().size() ? " or " : ", ";
+    names.emplace_back(known.name);
+    listed += known.name;
+  }
+  sub.add_option("--dialect", *dialect, listed + " (default: the DSN's)")->check(CLI::IsMember(names));
   return [dialect](Context& context) -> int {
     std::string name = dialect->empty() ? context.dsn().backend : *dialect;
     value_or_throw(validate_table_prefix(context.options.table_prefix));
     const BackendEntry* entry = value_or_throw(load_backend(name));
     std::cout << entry->schema_sql(context.options.table_prefix);
     // --table-format shedlock: ShedLock's own table too, with its documented DDL.
-    if (context.backend_options().shedlock)
-      std::cout << shedlock::ddl(name, quote_identifier(context.options.table, name == "mysql" ? '`' : '"')) << ";\n";
+    if (context.backend_options().shedlock) std::cout << shedlock_schema_sql(*entry, context.options.table) << ";\n";
     std::cout.flush();
     return exit_ok;
   };
