@@ -29,7 +29,7 @@ struct LockRequest {
   std::int64_t pid = 0;
   Millis ttl{30000};        // lease length; session strategies store it for display only
   Millis min_interval{0};   // 0 = no check; else refuse (not_due) unless last_started_at <= now - min_interval
-  // A slot of a semaphore (core/semaphore.hpp, src/backends/README.md "Semaphores"): `key` is
+  // A slot of a semaphore (core/semaphore.hpp, docs/design.md "Semaphores"): `key` is
   // the slot's row, `semaphore` the key whose header row records `slots` and issues the token,
   // in the same transaction as the slot is taken. Empty `semaphore`: a plain lock.
   std::string semaphore;

@@ -2,7 +2,7 @@
 // Semaphores (`--slots N`): at most N holders of one key at a time, every strategy. Core builds
 // them from plain locks: slot i of key K is an ordinary lock row named slot_row_name(K, i),
 // taken with the strategy's own locker, so renewing, releasing, session watching and waking
-// are the single-slot code. What a backend adds (src/backends/README.md, "Semaphores"): the
+// are the single-slot code. What a backend adds (docs/design.md, "Semaphores"): the
 // row K becomes a header that records N and issues the fencing token of every slot, bumped in
 // the same transaction that takes a slot, so tokens strictly increase per key across slots.
 
