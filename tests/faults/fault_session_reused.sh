@@ -8,6 +8,10 @@ server_control_required
 
 s=$DBLOCK_STRATEGY
 k=$(key reused)
+# A fresh server first: the holder gets a low id, which the next restart soon hands out again.
+server_ctl restart 0.2 >/dev/null
+server_back() { server_sql "SELECT 1" >/dev/null 2>&1; }
+check "$s: the server is up" wait_for 30 server_back
 
 dblock run "$k" -- sleep 120 2>>"$E2E_TMP/holder.err" &
 holder=$!
@@ -19,7 +23,6 @@ id=${sid%%:*}
 children=$(pgrep -P "$holder" | tr '\n' ' ')
 kill -KILL "$holder" $children 2>/dev/null
 server_ctl restart 0.5 >/dev/null
-server_back() { server_sql "SELECT 1" >/dev/null 2>&1; }
 check "$s: the server is back" wait_for 30 server_back
 
 # A client reconnects (`\r`) until the server gives it the dead holder's id $id, and stays.
@@ -30,7 +33,14 @@ if [ "$hops" -lt 0 ]; then
   finish
 fi
 script=$(for ((i = 0; i < hops; i++)); do printf '\\r\n'; done; echo "SELECT CONNECTION_ID(), SLEEP(60);")
-server_sql "$script" >"$E2E_TMP/victim.out" 2>"$E2E_TMP/victim.err" &
+# As server_sql, without its 10 s limit: the client must outlive the checks.
+rest=${DBLOCK_DSN#*://}
+hostport=${rest#*@}
+hostport=${hostport%%/*}
+db=${rest#*/}
+userinfo=${rest%%@*}
+MYSQL_PWD=${userinfo#*:} mariadb --protocol=tcp -h "${hostport%%:*}" -P "${hostport#*:}" -u "${userinfo%%:*}" \
+  -D "${db%%\?*}" -N -B -e "$script" >"$E2E_TMP/victim.out" 2>"$E2E_TMP/victim.err" &
 victim=$!
 remember_pid $victim
 # No other connection until it has got there (each would take an id); reconnecting is quick.
