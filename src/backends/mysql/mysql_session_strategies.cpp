@@ -358,15 +358,10 @@ class SessionLocker final : public Locker {
     }
     if (auto r = set_lock_wait(wait_s); !r) return std::unexpected(r.error());
     if (auto r = holder_->query("START TRANSACTION"); !r) return std::unexpected(r.error());
-    // RETURNING (MariaDB 10.5+) takes the holder tag once the row is in, in the same statement;
-    // a server without it gets a statement of its own.
-    Sql insert("INSERT INTO " + t_.claims + " (name, kind) VALUES (?, ?)", key, kind_);
-    if (returning_) {
-      auto inserted = holder_->execute(Sql(insert).add(" RETURNING GET_LOCK(").add(holder_tag(t_, key, tag_)).add(", 0)"));
-      if (inserted || !is_unsupported_compound(inserted.error())) return settle(inserted, key);
-      returning_ = false;
-    }
-    auto inserted = holder_->execute(insert);
+    // The holder tag in a statement of its own, once the row is in: `INSERT ... RETURNING
+    // GET_LOCK(..)` (MariaDB 10.5+) would save the round trip, but a busy one left the
+    // connection waiting 8 s (a read timeout) at its next statement.
+    auto inserted = holder_->execute(Sql("INSERT INTO " + t_.claims + " (name, kind) VALUES (?, ?)", key, kind_));
     if (inserted)
       if (auto r = holder_->execute(Sql("DO GET_LOCK(").add(holder_tag(t_, key, tag_)).add(", 0)")); !r)
         return std::unexpected(r.error());
@@ -449,8 +444,7 @@ class SessionLocker final : public Locker {
   std::unique_ptr<Connection> holder_;  // holds the server lock
   std::optional<std::int64_t> lock_wait_s_;
   std::optional<Held> held_;
-  bool compound_ = true;   // the server prepares BEGIN NOT ATOMIC ... END (MariaDB)
-  bool returning_ = true;  // the server knows INSERT ... RETURNING (MariaDB 10.5+)
+  bool compound_ = true;  // the server prepares BEGIN NOT ATOMIC ... END (MariaDB)
   std::string tag_;                     // the lock session's random tag (holder_tag)
   std::optional<std::string> tagged_;   // the key whose holder tag the lock session holds
 };
