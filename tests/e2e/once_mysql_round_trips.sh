@@ -55,14 +55,12 @@ for strategy in lease advisory for-update txn-insert; do
     assert_between "$strategy: at most two connections" 1 2 "$connections"
     # Two init commands, the server lock and the bookkeeping upsert, the bookkeeping update,
     # the server lock given back, and the history row with the wake name's release in one
-    # statement; for-update and txn-insert also START TRANSACTION and give their holder tag
-    # back after the ROLLBACK (status and release --force find the holder by it), txn-insert
-    # sets its isolation level and takes the tag after its INSERT (for-update takes it in its
-    # FOR UPDATE).
+    # statement; for-update and txn-insert also START TRANSACTION, txn-insert sets its
+    # isolation level.
     case $strategy in
       advisory) most=7 ;;
-      for-update) most=9 ;;
-      txn-insert) most=11 ;;
+      for-update) most=8 ;;
+      txn-insert) most=9 ;;
     esac
     assert_between "$strategy: round trips" 1 "$most" "$round_trips"
   fi
