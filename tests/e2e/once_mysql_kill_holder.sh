@@ -64,6 +64,7 @@ for s in advisory for-update txn-insert; do
   k=$(key "kill-$s")
   start_holder "$s" "$k" || { fail "$s: the run never held $k"; continue; }
   sid=$(sql "SELECT session_id FROM \`${DBLOCK_TABLE_PREFIX}locks\` WHERE name = '$k'")
+  sid=${sid%%:*}  # for-update, txn-insert: "<connection id>:<holder tag>"
   alive=$(sql "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = '${sid:-0}'")
   assert_eq "$s: the holder's session $sid is in the processlist" 1 "$alive"
   check "$s: KILL CONNECTION $sid" sql "KILL CONNECTION ${sid:-0}"

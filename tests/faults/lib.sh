@@ -79,6 +79,7 @@ server_sql() {
 kill_holder_session() {
   local id
   id=$(server_sql "SELECT session_id FROM ${DBLOCK_TABLE_PREFIX}locks WHERE name = '$1'") || return 1
+  id=${id%%:*}  # MySQL for-update, txn-insert: "<connection id>:<holder tag>"
   [ -n "$id" ] || return 1
   case "$DBLOCK_TEST_BACKEND" in
     mysql) server_sql "KILL CONNECTION $id" ;;

@@ -203,7 +203,10 @@ std::string admin_sql(const std::string& sql) {
 }
 
 std::string holder_session(const std::string& table_prefix, std::int64_t token) {
-  return admin_sql("SELECT session_id FROM " + table_prefix + "locks WHERE token = " + std::to_string(token));
+  // MySQL's row-lock strategies record "<connection id>:<holder tag>": the id is the session.
+  const std::string recorded =
+      admin_sql("SELECT session_id FROM " + table_prefix + "locks WHERE token = " + std::to_string(token));
+  return recorded.substr(0, recorded.find(':'));
 }
 
 void kill_session(const std::string& session_id) {

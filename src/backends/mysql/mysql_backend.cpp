@@ -1,6 +1,8 @@
 // The MySQL/MariaDB backend: administrative operations and the registry entry. Lockers live
 // in mysql_lease.cpp and mysql_session_strategies.cpp.
 #include <charconv>
+#include <chrono>
+#include <thread>
 
 #include "backends/common/lock_rows.hpp"
 #include "backends/mysql/mysql_descriptor.hpp"
@@ -93,23 +95,17 @@ class MysqlBackend final : public Backend {
 
   Result<void> release(const std::string& key, const HolderSelector& who) override {
     // A session lock lives in its holder's connection: the only way to free it from outside
-    // is to end that connection (its run then sees the lock lost and exits 76).
+    // is to end that connection (its run then sees the lock lost and exits 76). The session
+    // ended is the one the server shows holding the key's lock (holder_of_row, as status
+    // reads it), never just the connection id in the row: the server reuses ids.
     auto c = db();
     if (!c) return std::unexpected(c.error());
     if (options_.shedlock) return shedlock_release(**c, options_, t_, key, who);
     Connection& conn = **c;
-    auto row = read_lock(conn, t_, key);
-    if (!row) return std::unexpected(row.error());
-    const bool session_held = *row && (*row)->state == LockStatus::State::held && (*row)->strategy != "lease";
-    std::string session;
-    if (session_held) {
-      Sql select("SELECT CAST(session_id AS UNSIGNED) FROM " + t_.locks + " WHERE ");
-      auto sid = conn.execute(select.add(holder_filter(key, who)));
-      if (!sid) return std::unexpected(sid.error());
-      if (sid->rows.empty() || !sid->rows[0][0])
-        return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
-      session = *sid->rows[0][0];
-    }
+    Sql select("SELECT ");
+    select.add(holder_lock_of_row(t_)).add(", ").add(holder_of_row(t_)).add(" FROM " + t_.locks + " WHERE ");
+    auto holder = conn.execute(select.add(holder_filter(key, who)));
+    if (!holder) return std::unexpected(holder.error());
     Sql update("UPDATE " + t_.locks +
                " SET released_at = NOW(6), expires_at = IF(strategy = 'lease', LEAST(expires_at, NOW(6)), NULL) WHERE ");
     auto done = conn.execute(update.add(holder_filter(key, who)));
@@ -117,13 +113,16 @@ class MysqlBackend final : public Backend {
     // --force wants the key free; a key nobody holds already is (as on every backend).
     if (done->affected_rows == 0 && !who.force)
       return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
-    if (!session.empty())
-      // No such session: the holder ended by itself meanwhile, which is what we wanted.
-      if (auto r = conn.execute(Sql("KILL CONNECTION ?", to_i64(session))); !r && !is_no_such_session(r.error()))
-        return fail(r.error().kind == ErrorKind::connection ? ErrorKind::connection : ErrorKind::other,
-                    "marked '" + key + "' released, but could not end its holder's session " + session + ": " +
-                        r.error().message);
-    return {};
+    if (holder->rows.empty() || !holder->rows[0][1]) return {};
+    const std::string lock = *holder->rows[0][0], session = *holder->rows[0][1];
+    // Asked again in the KILL itself: only a session that still holds the lock is ended.
+    // None (0, no such session): the holder ended by itself meanwhile, which is what we wanted.
+    auto killed = conn.execute(Sql("KILL CONNECTION IF(IS_USED_LOCK(?) = ?, ?, 0)", lock, to_i64(session), to_i64(session)));
+    if (!killed && !is_no_such_session(killed.error()))
+      return fail(killed.error().kind == ErrorKind::connection ? ErrorKind::connection : ErrorKind::other,
+                  "marked '" + key + "' released, but could not end its holder's session " + session + ": " +
+                      killed.error().message);
+    return wait_for_session_end(conn, key, lock, session);
   }
 
   Result<std::int64_t> now_ms() override {
@@ -156,6 +155,25 @@ class MysqlBackend final : public Backend {
       conn_ = std::move(*c);
     }
     return conn_.get();
+  }
+
+  // KILL returns before the killed session has rolled back and let its locks go: the caller of
+  // `release --force` may take the key at once, so wait (within the I/O timeout) until the
+  // session is gone from the server's list and its lock is free.
+  Result<void> wait_for_session_end(Connection& conn, const std::string& key, const std::string& lock,
+                                    const std::string& session) {
+    const auto deadline = std::chrono::steady_clock::now() + options_.io_timeout;
+    const Sql gone("SELECT IS_USED_LOCK(?) IS NULL AND NOT EXISTS (SELECT 1 FROM information_schema.PROCESSLIST WHERE ID = ?)",
+                   lock, to_i64(session));
+    for (;;) {
+      auto r = conn.execute(gone);
+      if (!r) return std::unexpected(r.error());
+      if (r->rows.at(0).at(0) == "1") return {};
+      if (std::chrono::steady_clock::now() >= deadline)
+        return fail(ErrorKind::connection, "marked '" + key + "' released, but its holder's session " + session +
+                                               " had not ended within the I/O timeout");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
 
   // Rows still held (not released) by the selected holder; --force matches any holder.
@@ -223,15 +241,17 @@ class MysqlBackend final : public Backend {
                 "cut off from the server loses the lock after that), its other sessions a year"};
   }
 
-  // status asks PROCESSLIST whether a transactional holder's session is alive; without the
-  // PROCESS privilege an account sees only its own sessions.
+  // status reads holders through IS_USED_LOCK, which every account sees; `release --force`
+  // waits for the ended session to leave PROCESSLIST, where without the PROCESS privilege an
+  // account sees only its own sessions (and KILL ends only those without more privileges).
   DoctorCheck check_processlist() {
     auto r = conn_->execute("SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE = 'PROCESS'");
     if (!r) return {"processlist", false, r.error().message};
     if (to_i64(r->rows.at(0).at(0)) > 0)
-      return {"processlist", true, "PROCESS privilege: status can see every holder's session"};
+      return {"processlist", true, "PROCESS privilege: release --force can see every holder's session end"};
     return {"processlist", true,
-            "no PROCESS privilege: status sees only this account's sessions, so use one account on every host"};
+            "no PROCESS privilege: release --force sees and ends only this account's sessions, so use one account "
+            "on every host"};
   }
 
   DoctorCheck check_galera(Strategy strategy) {

@@ -33,20 +33,11 @@ class MysqlRow final : public rows::ColumnReader {
   const Row& r_;
 };
 
-// Binds the prefix (for the advisory lock name).
 Sql status_columns(const Tables& t) {
   // What the server says about the holder, after the common columns: is a lease live, does
-  // the recorded session still hold the lock? GET_LOCK is visible to every session through
-  // IS_USED_LOCK; a transaction's lock only through its connection.
-  const std::string session = "CAST(session_id AS UNSIGNED)";
-  const std::string connected =
-      "EXISTS (SELECT 1 FROM information_schema.PROCESSLIST p WHERE p.ID = " + session + ")";
-  Sql columns(rows::status_select_list(&epoch_ms_of, "NOW(6)") +
-              ", COALESCE(expires_at > NOW(6), 0), CASE strategy WHEN 'advisory' THEN COALESCE(IS_USED_LOCK(");
-  columns.add(advisory_name_of_column(t, "name"));
-  columns.add(") = " + session + ", 0) WHEN 'for-update' THEN " + connected + " WHEN 'txn-insert' THEN " + connected +
-              " ELSE 0 END");
-  return columns;
+  // the recorded session still hold the key (holder_of_row: the server's own lock state).
+  Sql columns(rows::status_select_list(&epoch_ms_of, "NOW(6)") + ", COALESCE(expires_at > NOW(6), 0), ");
+  return columns.add(holder_of_row(t)).add(" IS NOT NULL");
 }
 
 LockStatus to_status(const Row& r) {
@@ -199,23 +190,52 @@ Sql due_condition(std::int64_t min_interval_us) {
              min_interval_us, min_interval_us);
 }
 
+namespace {
+
+// `label` + the first `digits` hex digits of SHA-256 over database, prefix and key (`key`: SQL
+// for the key, a column or a bound value), with `tail` appended: one key's lock names.
+// All parts as bytes: a key's UTF-8 must not meet the database name's collation.
+Sql hashed_name(const Tables& t, std::string_view label, int digits, const Sql& key, const Sql& tail = Sql()) {
+  Sql q("CONCAT('" + std::string(label) + "', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(? AS BINARY), 0x00, CAST(",
+        t.prefix);
+  q.add(key).add(" AS BINARY)), 256), " + std::to_string(digits) + ")");
+  if (!tail.text().empty()) q.add(", ").add(tail);
+  return q.add(")");
+}
+
+// The holder tag's name: "dblock-held:" + 20 hex digits of the key's hash + the 32 hex digits
+// of the holding session's random tag, 64 characters (the server's limit).
+Sql holder_tag_name(const Tables& t, const Sql& key, const Sql& tag) { return hashed_name(t, "dblock-held:", 20, key, tag); }
+
+}  // namespace
+
 Sql advisory_name_of_column(const Tables& t, const std::string& key_column) {
-  // All parts as bytes: a key's UTF-8 must not meet the database name's collation.
-  return Sql("CONCAT('dblock:', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(? AS BINARY), 0x00, CAST(" +
-                 key_column + " AS BINARY)), 256), 57))",
-             t.prefix);
+  return hashed_name(t, "dblock:", 57, Sql(key_column));
 }
 
-Sql wake_name(const Tables& t, std::string_view key) {
-  return Sql("CONCAT('dblock-wake:', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(? AS BINARY), 0x00, "
-             "CAST(? AS BINARY)), 256), 52))",
-             t.prefix, key);
+Sql wake_name(const Tables& t, std::string_view key) { return hashed_name(t, "dblock-wake:", 52, Sql("?", key)); }
+
+Sql queue_name(const Tables& t, std::string_view key) { return hashed_name(t, "dblock-queue:", 51, Sql("?", key)); }
+
+Sql holder_tag(const Tables& t, std::string_view key, std::string_view tag) {
+  return holder_tag_name(t, Sql("?", key), Sql("?", tag));
 }
 
-Sql queue_name(const Tables& t, std::string_view key) {
-  return Sql("CONCAT('dblock-queue:', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(? AS BINARY), 0x00, "
-             "CAST(? AS BINARY)), 256), 51))",
-             t.prefix, key);
+Sql holder_lock_of_row(const Tables& t) {
+  // session_id is "<connection id>" (advisory: the key's own GET_LOCK is the evidence) or
+  // "<connection id>:<tag>" (for-update, txn-insert: the holder also holds the tag's name,
+  // which names this key). A connection id alone proves nothing: the server hands it out again
+  // after a restart. A tag copied from another key's row names a lock nobody holds.
+  Sql q("CASE WHEN strategy = 'advisory' AND session_id REGEXP '^[0-9]{1,20}$' THEN ");
+  q.add(advisory_name_of_column(t, "name"));
+  q.add(" WHEN strategy IN ('for-update', 'txn-insert') AND session_id REGEXP '^[0-9]{1,20}:[0-9a-f]{32}$' THEN ");
+  q.add(holder_tag_name(t, Sql("name"), Sql("SUBSTRING_INDEX(session_id, ':', -1)")));
+  return q.add(" END");
+}
+
+Sql holder_of_row(const Tables& t) {
+  const std::string id = "CAST(SUBSTRING_INDEX(session_id, ':', 1) AS UNSIGNED)";
+  return Sql("IF(IS_USED_LOCK(").add(holder_lock_of_row(t)).add(") = " + id + ", " + id + ", NULL)");
 }
 
 Sql release_wake(const Tables& t, std::string_view key) {
@@ -264,11 +284,7 @@ Result<bool> wait_for_wake(Connection& conn, const Tables& t, std::string_view k
   return r->rows.at(0).at(0) == "1";
 }
 
-Sql advisory_name(const Tables& t, std::string_view key) {
-  return Sql("CONCAT('dblock:', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(? AS BINARY), 0x00, "
-             "CAST(? AS BINARY)), 256), 57))",
-             t.prefix, key);
-}
+Sql advisory_name(const Tables& t, std::string_view key) { return hashed_name(t, "dblock:", 57, Sql("?", key)); }
 
 Result<std::optional<LockStatus>> read_lock(Connection& conn, const Tables& t, const std::string& key) {
   auto result = conn.execute(Sql("SELECT ").add(status_columns(t)).add(" FROM " + t.locks + " WHERE name = ?", key));
@@ -278,18 +294,24 @@ Result<std::optional<LockStatus>> read_lock(Connection& conn, const Tables& t, c
 }
 
 Result<std::vector<LockStatus>> read_locks(Connection& conn, const Tables& t, std::span<const std::string> keys) {
-  Sql sql("SELECT ");
-  sql.add(status_columns(t)).add(" FROM " + t.locks);
-  if (!keys.empty()) {
-    sql.add(" WHERE name IN (");
-    for (std::size_t i = 0; i < keys.size(); ++i) sql.add(i ? ", ?" : "?", keys[i]);
-    sql.add(")");
-  }
-  sql.add(" ORDER BY name");
-  auto result = conn.execute(sql);
-  if (!result) return std::unexpected(result.error());
+  // A statement takes at most 65,535 placeholders (ER_PS_MANY_PARAM), a key list has no cap:
+  // the keys go in batches, one statement each (all of them when no key is given).
+  constexpr std::size_t batch = 1000;
   std::vector<LockStatus> found;
-  for (const auto& row : result->rows) found.push_back(to_status(row));
+  for (std::size_t first = 0; first == 0 || first < keys.size(); first += batch) {
+    Sql sql("SELECT ");
+    sql.add(status_columns(t)).add(" FROM " + t.locks);
+    if (!keys.empty()) {
+      const std::size_t end = std::min(keys.size(), first + batch);
+      sql.add(" WHERE name IN (");
+      for (std::size_t i = first; i < end; ++i) sql.add(i > first ? ", ?" : "?", keys[i]);
+      sql.add(")");
+    }
+    sql.add(" ORDER BY name");
+    auto result = conn.execute(sql);
+    if (!result) return std::unexpected(result.error());
+    for (const auto& row : result->rows) found.push_back(to_status(row));
+  }
   return rows::in_request_order(std::move(found), keys, [&conn]() -> Result<std::int64_t> {
     auto r = conn.execute("SELECT " + epoch_ms("NOW(6)"));
     if (!r) return std::unexpected(r.error());

@@ -13,6 +13,8 @@
 // minimum of 1 s). Measured on MariaDB 10.11 on loopback: a busy answer in a few ms.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <random>
 
 #include "backends/mysql/mysql_tables.hpp"
 #include "core/semaphore.hpp"
@@ -72,6 +74,8 @@ class SessionLocker final : public Locker {
                               row_lock ? ", SESSION innodb_lock_wait_timeout = 0" : "");
     if (!h) return std::unexpected(h.error());
     holder_ = std::move(*h);
+    tag_ = random_tag();
+    tagged_.reset();
     lock_wait_s_.reset();
     if (row_lock) lock_wait_s_ = 0;
     if (strategy_ == Strategy::txn_insert)
@@ -285,7 +289,24 @@ class SessionLocker final : public Locker {
     return history;
   }
 
-  std::string session_text() const { return std::to_string(holder_->session_id()); }
+  // What status and `release --force` find the holder by (holder_of_row): advisory's lock name
+  // holds the key, so the connection id goes with it; the row locks' go with the holder tag.
+  std::string session_text() const {
+    const std::string id = std::to_string(holder_->session_id());
+    return strategy_ == Strategy::advisory ? id : id + ":" + tag_;
+  }
+
+  // 128 random bits as 32 hex digits, new with every lock session.
+  static std::string random_tag() {
+    std::random_device rd;
+    std::string out;
+    for (int i = 0; i < 4; ++i) {
+      char part[9];
+      std::snprintf(part, sizeof part, "%08x", static_cast<unsigned>(rd()));
+      out += part;
+    }
+    return out;
+  }
 
   // The bookkeeping connection is autocommit and holds no lock, so reconnecting it is safe;
   // advisory has none of its own (its holder connection holds no transaction).
@@ -323,10 +344,12 @@ class SessionLocker final : public Locker {
       if (auto r = set_lock_wait(wait_s); !r) return std::unexpected(r.error());
       for (int pass = 0;; ++pass) {
         if (auto r = holder_->query("START TRANSACTION"); !r) return std::unexpected(r.error());
-        auto locked = holder_->execute(Sql("SELECT name FROM " + t_.claims + " WHERE name = ? AND kind = ? FOR UPDATE" +
-                                               (wait_s > 0 ? "" : " NOWAIT"),
-                                           key, kind_));
-        if (!locked || !locked->rows.empty() || pass > 0) return settle(locked);
+        // The holder tag is taken in the same statement, only once the row is locked (the
+        // select list is evaluated for a locked row; none when busy or missing).
+        Sql lock("SELECT name, GET_LOCK(");
+        lock.add(holder_tag(t_, key, tag_)).add(", 0) FROM " + t_.claims + " WHERE name = ? AND kind = ? FOR UPDATE", key, kind_);
+        auto locked = holder_->execute(lock.add(wait_s > 0 ? "" : " NOWAIT"));
+        if (!locked || !locked->rows.empty() || pass > 0) return settle(locked, key);
         if (auto r = holder_->query("ROLLBACK"); !r) return std::unexpected(r.error());
         auto r = holder_->execute(Sql("INSERT IGNORE INTO " + t_.claims + " (name, kind) VALUES (?, ?)", key, kind_));
         if (!r && r.error().kind == ErrorKind::busy) return false;
@@ -335,13 +358,29 @@ class SessionLocker final : public Locker {
     }
     if (auto r = set_lock_wait(wait_s); !r) return std::unexpected(r.error());
     if (auto r = holder_->query("START TRANSACTION"); !r) return std::unexpected(r.error());
-    auto inserted = holder_->execute(Sql("INSERT INTO " + t_.claims + " (name, kind) VALUES (?, ?)", key, kind_));
-    return settle(inserted);
+    // The holder tag once the row is in: on MariaDB in the same round trip, a compound
+    // statement that a busy INSERT ends before the GET_LOCK (`INSERT ... RETURNING GET_LOCK(..)`
+    // would too, but a busy one left the connection waiting 8 s at its next statement).
+    const Sql insert("INSERT INTO " + t_.claims + " (name, kind) VALUES (?, ?)", key, kind_);
+    const Sql tag = Sql("DO GET_LOCK(").add(holder_tag(t_, key, tag_)).add(", 0)");
+    if (compound_) {
+      auto inserted = holder_->execute(Sql("BEGIN NOT ATOMIC ").add(insert).add("; ").add(tag).add("; END"));
+      if (inserted || !is_unsupported_compound(inserted.error())) return settle(inserted, key);
+      compound_ = false;
+    }
+    auto inserted = holder_->execute(insert);
+    if (inserted)
+      if (auto r = holder_->execute(tag); !r) return std::unexpected(r.error());
+    return settle(inserted, key);
   }
 
-  // After the locking statement of a transactional strategy: busy rolls the transaction back.
-  Result<bool> settle(const Result<Outcome>& locked) {
-    if (locked) return true;
+  // After the locking statement of a transactional strategy: busy rolls the transaction back;
+  // taken, the holder tag was taken with it.
+  Result<bool> settle(const Result<Outcome>& locked, const std::string& key) {
+    if (locked) {
+      tagged_ = key;
+      return true;
+    }
     if (locked.error().kind == ErrorKind::connection) return std::unexpected(locked.error());
     (void)holder_->query("ROLLBACK");
     if (locked.error().kind == ErrorKind::busy) return false;
@@ -375,7 +414,21 @@ class SessionLocker final : public Locker {
 
   Result<void> give_back(const std::string& key) {
     if (!holder_) return fail(ErrorKind::lost, "the session is gone");
-    if (strategy_ != Strategy::advisory) return holder_->query("ROLLBACK");
+    if (strategy_ != Strategy::advisory) {
+      if (!tagged_) return holder_->query("ROLLBACK");
+      // The tag goes with the lock: a session that keeps it could be taken for the key's
+      // holder. On MariaDB both in one round trip.
+      const Sql untag = Sql("DO RELEASE_LOCK(").add(holder_tag(t_, *tagged_, tag_)).add(")");
+      tagged_.reset();
+      if (compound_) {
+        auto both = holder_->execute(Sql("BEGIN NOT ATOMIC ROLLBACK; ").add(untag).add("; END"));
+        if (both || !is_unsupported_compound(both.error())) return both ? Result<void>() : std::unexpected(both.error());
+        compound_ = false;
+      }
+      if (auto r = holder_->query("ROLLBACK"); !r) return r;
+      if (auto r = holder_->execute(untag); !r) return std::unexpected(r.error());
+      return {};
+    }
     auto r = holder_->execute(Sql("SELECT RELEASE_LOCK(").add(advisory_name(t_, key)).add(")"));
     if (!r) return std::unexpected(r.error());
     if (r->rows.at(0).at(0) != "1") return fail(ErrorKind::lost, "GET_LOCK was not held");
@@ -404,6 +457,8 @@ class SessionLocker final : public Locker {
   std::optional<std::int64_t> lock_wait_s_;
   std::optional<Held> held_;
   bool compound_ = true;  // the server prepares BEGIN NOT ATOMIC ... END (MariaDB)
+  std::string tag_;                     // the lock session's random tag (holder_tag)
+  std::optional<std::string> tagged_;   // the key whose holder tag the lock session holds
 };
 
 }  // namespace

@@ -40,6 +40,19 @@ std::string epoch_ms(const std::string& expr);
 /// (key_column) or a bound value (key).
 Sql advisory_name_of_column(const Tables& t, const std::string& key_column);
 Sql advisory_name(const Tables& t, std::string_view key);
+/// SQL for the name a for-update or txn-insert holder keeps with GET_LOCK on its lock session
+/// while it holds the key: "dblock-held:" + 20 hex digits of the key's hash + `tag`, the
+/// session's random 32 hex digits. The server shows who holds it (IS_USED_LOCK), so status and
+/// `release --force` find the holder from the server's lock state, not from a connection id
+/// (which the server reuses after a restart); and the name holds the key's hash, so a tag
+/// copied from another key's row names nothing anyone holds.
+Sql holder_tag(const Tables& t, std::string_view key, std::string_view tag);
+/// SQL, over a <prefix>locks row, for the lock that proves its session strategy's holder: the
+/// advisory name, or the holder tag's name from the tag in session_id; NULL for anything else.
+Sql holder_lock_of_row(const Tables& t);
+/// SQL, over a <prefix>locks row: the recorded session's connection id when the server shows
+/// that session holding holder_lock_of_row, else NULL. One check for status and release.
+Sql holder_of_row(const Tables& t);
 
 /// True when --min-interval lets the key start now (always when it is 0), on the row's
 /// last_started_at.

@@ -59,10 +59,10 @@ class PostgresBackend final : public Backend {
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
     Param filter;
     if (!keys.empty()) filter = nlohmann::json(std::vector<std::string>(keys.begin(), keys.end())).dump();
-    const std::string where = " ($2::jsonb IS NULL OR name IN (SELECT jsonb_array_elements_text($2::jsonb))) ORDER BY name";
+    const std::string where = " ($1::jsonb IS NULL OR name IN (SELECT jsonb_array_elements_text($1::jsonb))) ORDER BY name";
     auto r = conn_->exec(options_.shedlock ? shedlock_status_select(options_, t_) + where
                                            : postgres::status_select(t_) + " WHERE" + where,
-                         {t_.claims, filter});
+                         {filter});
     if (!r) return explained(r.error());
     std::vector<LockStatus> found;
     for (int i = 0; i < r->rows(); ++i)
@@ -102,25 +102,26 @@ class PostgresBackend final : public Backend {
     // A session lock lives in its holder's session: the only way to free it from outside is
     // to end that session (its run then finds the lock lost and exits 76), as on MySQL. The
     // session is ended only while the row is unreleased and the server shows that session
-    // holding the lock, so a reused backend pid is never hit. Truncated, not rounded into
+    // holding this key's lock (session_verdict, as status judges it), so neither a reused
+    // backend pid nor another key's holder is ever hit. Truncated, not rounded into
     // timestamptz(3): the lock must read free right after release.
     const auto id = static_cast<std::uint64_t>(postgres::advisory_key(t_.prefix, key));
     auto r = conn_->exec(
-        "WITH old AS (SELECT name, strategy, session_id, released_at IS NULL OR released_at < acquired_at AS held "
-        "  FROM " + t_.locks + " WHERE name = $1 FOR UPDATE), "
+        "WITH old AS (SELECT l.name, l.strategy, l.session_id, (l.released_at IS NULL OR l.released_at < l.acquired_at) "
+        "  AND l.strategy <> 'lease' AS held, " + postgres::session_verdict(t_, "l") + " AS verdict "
+        "  FROM " + t_.locks + " l WHERE l.name = $1 FOR UPDATE), "
         "u AS (UPDATE " + t_.locks + " l SET released_at = now(), "
         "  expires_at = CASE WHEN l.strategy = 'lease' THEN LEAST(l.expires_at, date_trunc('milliseconds', now())) "
         "  ELSE l.expires_at END FROM old WHERE l.name = old.name AND ($4::boolean OR (l.released_at IS NULL "
         "  AND ($2::text IS NULL OR l.owner = $2) AND ($3::bigint IS NULL OR l.token = $3::bigint))) "
-        "  RETURNING l.name, old.strategy, old.session_id, old.held), "
-        "s AS (SELECT u.name, (SELECT k.pid FROM pg_locks k WHERE u.held AND u.strategy <> 'lease' "
-        "  AND u.session_id ~ '^[0-9]{1,9}$' AND k.pid = u.session_id::int AND k.granted AND CASE WHEN u.strategy = 'advisory' "
-        "  THEN k.locktype = 'advisory' AND k.objsubid = 1 AND k.classid = $6::bigint::oid AND k.objid = $7::bigint::oid "
-        "  ELSE k.relation = to_regclass($8) END LIMIT 1) AS pid FROM u) "
+        "  RETURNING l.name, old.strategy, old.session_id, old.held, old.verdict), "
+        "s AS (SELECT u.name, CASE WHEN u.held AND " +
+            postgres::session_holds_sql("u.strategy", "u.verdict", "$6", "$7") +
+            " THEN u.session_id::int END AS pid FROM u) "
         "SELECT pg_notify($5, s.name)::text, s.pid, s.pid IS NOT NULL AND pg_terminate_backend(s.pid) FROM s",
         {key, selector_owner(who), selector_token(who), who.force ? "true" : "false",
-         postgres::release_channel(t_.prefix, key_of_row(key)),
-         std::to_string(id >> 32), std::to_string(id & 0xffffffffULL), t_.claims});
+         postgres::release_channel(t_.prefix, key_of_row(key)), std::to_string(id >> 32),
+         std::to_string(id & 0xffffffffULL)});
     if (!r) return std::unexpected(r.error());
     if (r->rows() == 0) {
       if (who.force) return {};

@@ -13,6 +13,7 @@
 #include <charconv>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <thread>
 
 #include "backends/postgres/postgres_error.hpp"
@@ -51,22 +52,33 @@ bool wait_socket(int fd, short events, Millis deadline, short* revents) {
 // same limit for a real partition (a userspace proxy's kernel would answer keepalives: the idle
 // limits cover that case). `modern`: also the settings PostgreSQL 14 (idle_session_timeout) and
 // 12 (tcp_user_timeout) added; an older server refuses unknown ones (42704) and gets the rest.
+//
+// The server takes at most INT_MAX ms (24.8 days) for the idle limits and the TCP user timeout,
+// and the kernel at most 32767 s for the keepalive times: a longer limit (--ttl 13d or more)
+// is clamped to those, or, when the clamped idle limit would not even cover a renew interval
+// (TTL/3, a sixth of the limit) and so would end a healthy holder, the idle limits are off and
+// the keepalives alone find a dark peer.
 std::string session_options(ConnectionRole role, Millis idle_limit, bool modern) {
+  constexpr std::int64_t max_limit_ms = std::numeric_limits<std::int32_t>::max() / 1000 * 1000;
+  constexpr std::int64_t max_keepalive_s = 32767;
   std::vector<std::pair<std::string_view, std::string>> set;
   std::string limit_ms = "0";
   const bool holder = role == ConnectionRole::lock_holder && idle_limit.count() > 0;
   std::int64_t limit_s = 0;
   if (holder) {
     limit_s = std::max<std::int64_t>((idle_limit.count() + 999) / 1000, 1);
-    limit_ms = std::to_string(limit_s * 1000);
+    if (limit_s * 1000 <= max_limit_ms)
+      limit_ms = std::to_string(limit_s * 1000);
+    else if (max_limit_ms * 6 >= limit_s * 1000)
+      limit_ms = std::to_string(max_limit_ms);
   }
   if (modern) set.emplace_back("idle_session_timeout", limit_ms);
   set.emplace_back("idle_in_transaction_session_timeout", limit_ms);
   if (holder) {
     // Three unanswered probes after a third of the limit, a ninth apart: dead by 2/3 of it.
-    if (modern) set.emplace_back("tcp_user_timeout", limit_ms);
-    set.emplace_back("tcp_keepalives_idle", std::to_string(std::max<std::int64_t>(limit_s / 3, 1)));
-    set.emplace_back("tcp_keepalives_interval", std::to_string(std::max<std::int64_t>(limit_s / 9, 1)));
+    if (modern) set.emplace_back("tcp_user_timeout", std::to_string(std::min(limit_s * 1000, max_limit_ms)));
+    set.emplace_back("tcp_keepalives_idle", std::to_string(std::clamp<std::int64_t>(limit_s / 3, 1, max_keepalive_s)));
+    set.emplace_back("tcp_keepalives_interval", std::to_string(std::clamp<std::int64_t>(limit_s / 9, 1, max_keepalive_s)));
     set.emplace_back("tcp_keepalives_count", "3");
   }
   std::string out;

@@ -167,36 +167,54 @@ Result<void> check_schema(Connection& conn, const Tables& t) {
 }
 
 std::string status_select(const Tables& t, std::string_view extra, bool ask_about_sessions) {
-  // After the common columns, what the server says about the holder: is a lease live; which
-  // advisory locks does the recorded session hold (classid:objid, compared in read_status), or
-  // does it hold a lock on the claims table ($1). A crashed session holder therefore shows free.
-  // Without ask_about_sessions the session verdict is NULL and $1 unused: planning the pg_locks
-  // subqueries costs more than the rest of a lease's acquire statement.
+  // After the common columns, what the server says about the holder: is a lease live; does the
+  // recorded session hold the key's own lock (session_verdict). A crashed session holder
+  // therefore shows free. Without ask_about_sessions the session verdict is NULL: planning the
+  // pg_locks subqueries costs more than the rest of a lease's acquire statement.
   std::string head = "SELECT " + rows::status_select_list(&ms_of, "now()") + ", COALESCE(expires_at > now(), false), ";
   if (!ask_about_sessions)
     return head + "NULL::text" + (extra.empty() ? std::string() : ", " + std::string(extra)) + " FROM " + t.locks + " l";
-  return head +
-         "CASE WHEN session_id IS NULL OR session_id !~ '^[0-9]{1,9}$' THEN NULL "
-         "WHEN strategy = 'advisory' THEN (SELECT string_agg(k.classid::text || ':' || k.objid::text, ',') "
-         "  FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 1 AND k.pid = l.session_id::int) "
-         "ELSE (SELECT 'alive' FROM pg_locks k WHERE k.pid = l.session_id::int AND k.granted "
-         "  AND k.relation = to_regclass($1) LIMIT 1) END" +
-         (extra.empty() ? std::string() : ", " + std::string(extra)) + " FROM " + t.locks + " l";
+  return head + session_verdict(t, "l") + (extra.empty() ? std::string() : ", " + std::string(extra)) + " FROM " +
+         t.locks + " l";
+}
+
+std::string session_verdict(const Tables& t, std::string_view row) {
+  // Never the pid alone: the server reuses it, and any session may hold some lock on the
+  // claims table. advisory and txn-insert: the advisory locks the session holds in the form
+  // the strategy takes its key's in (one bigint: objsubid 1; two ints: objsubid 2), as
+  // classid:objid, which session_holds compares with the key's. for-update: the session runs
+  // the transaction whose id is in the key's claims row's xmax (the row lock's locker) and
+  // which is still open.
+  const std::string r(row), pid = r + ".session_id::int";
+  const std::string advisory_locks =
+      "(SELECT string_agg(k.classid::text || ':' || k.objid::text, ',') FROM pg_locks k WHERE k.locktype = 'advisory' "
+      "AND k.granted AND k.pid = " + pid + " AND k.objsubid = ";
+  return "CASE WHEN " + r + ".session_id IS NULL OR " + r + ".session_id !~ '^[0-9]{1,9}$' THEN NULL "
+         "WHEN " + r + ".strategy = 'advisory' THEN " + advisory_locks + "1) "
+         "WHEN " + r + ".strategy = 'txn-insert' THEN " + advisory_locks + "2) "
+         "WHEN " + r + ".strategy = 'for-update' THEN (SELECT 'xact' FROM " + t.claims + " c JOIN pg_locks k "
+         "  ON k.locktype = 'transactionid' AND k.transactionid = c.xmax WHERE c.name = " + r + ".name "
+         "  AND c.kind = 'for-update' AND k.granted AND k.pid = " + pid + " LIMIT 1) END";
+}
+
+std::string session_holds_sql(std::string_view strategy, std::string_view verdict, std::string_view hi,
+                              std::string_view lo) {
+  const std::string v(verdict);
+  return "CASE WHEN " + std::string(strategy) + " = 'for-update' THEN " + v + " = 'xact' ELSE position(',' || " +
+         std::string(hi) + "::text || ':' || " + std::string(lo) + "::text || ',' IN ',' || " + v + " || ',') > 0 END";
+}
+
+bool session_holds(std::string_view strategy, std::string_view verdict, std::int64_t key_id) {
+  if (strategy == "for-update") return verdict == "xact";
+  const auto id = static_cast<std::uint64_t>(key_id);
+  const std::string seen = "," + std::string(verdict) + ",";
+  return seen.find("," + std::to_string(id >> 32) + ":" + std::to_string(id & 0xffffffffULL) + ",") != std::string::npos;
 }
 
 LockStatus read_status(const QueryResult& r, int row, const Tables& t) {
   constexpr int live = rows::status_column_count, session = rows::status_column_count + 1;
-  bool holds = false;
-  if (!r.is_null(row, session)) {
-    if (r.text(row, 5) == "advisory") {
-      auto id = static_cast<std::uint64_t>(advisory_key(t.prefix, r.text(row, 0)));
-      const std::string seen = "," + r.text(row, session) + ",";
-      holds = seen.find("," + std::to_string(id >> 32) + ":" + std::to_string(id & 0xffffffffULL) + ",") !=
-              std::string::npos;
-    } else {
-      holds = true;
-    }
-  }
+  const bool holds = !r.is_null(row, session) &&
+                     session_holds(r.text(row, 5), r.text(row, session), advisory_key(t.prefix, r.text(row, 0)));
   return rows::read_status(PostgresRow(r, row), {.lease_live = r.boolean(row, live), .session_holds = holds});
 }
 

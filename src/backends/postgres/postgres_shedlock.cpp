@@ -161,8 +161,7 @@ Result<void> ensure_shedlock_table(Connection& conn, const BackendOptions& optio
 }
 
 std::string shedlock_status_select(const BackendOptions& options, const Tables& t) {
-  // $1 is bound by the caller (status binds one value first); naming it keeps its type known.
-  return "SELECT * FROM (" + holder_select(options, t) + ") x WHERE $1::text IS NOT NULL AND";
+  return "SELECT * FROM (" + holder_select(options, t) + ") x WHERE";
 }
 
 LockStatus read_shedlock_status(const QueryResult& r, int row) {

@@ -31,8 +31,20 @@ std::int64_t advisory_key(std::string_view prefix, std::string_view key);
 
 /// SELECT ... FROM <prefix>locks l of status: the common status columns (common/lock_rows.hpp),
 /// then the server's verdict on the holder, then `extra` (from column status_columns); binds
-/// $1 = the claims table's name. The caller appends its WHERE.
+/// nothing. The caller appends its WHERE.
 std::string status_select(const Tables& t, std::string_view extra = {}, bool ask_about_sessions = true);
+/// SQL, over the <prefix>locks row aliased `row`: the server's evidence that its session_id
+/// (a backend pid, which the server reuses) holds that row's key, as text for session_holds:
+/// the session's advisory locks in the strategy's form (advisory, txn-insert), or that it runs
+/// the open transaction which locked the key's claims row (for-update); NULL for none.
+std::string session_verdict(const Tables& t, std::string_view row);
+/// True when session_verdict's text shows the lock of the key whose advisory_key is `key_id`.
+/// status and `release --force` both judge the holder by this.
+bool session_holds(std::string_view strategy, std::string_view verdict, std::int64_t key_id);
+/// session_holds in SQL, for a statement that knows its key: `strategy` and `verdict` are SQL
+/// expressions, `hi` and `lo` the key id's halves (as session_verdict shows them, text).
+std::string session_holds_sql(std::string_view strategy, std::string_view verdict, std::string_view hi,
+                              std::string_view lo);
 inline constexpr int status_columns = 16;
 /// Row `row` of a status_select() result, its state judged (common/lock_rows.hpp).
 LockStatus read_status(const QueryResult& r, int row, const Tables& t);
