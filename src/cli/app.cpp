@@ -690,9 +690,11 @@ int main(int argc, char** argv) {
   }
   for (auto& [sub, action] : actions) {
     if (!sub->parsed()) continue;
-    // An error about one key names it (several keys, or none: the line is about them all).
+    // An error while acting on a key (run, acquire...: KEY is required) names it; status
+    // and history only filter by their keys, and their errors are about the database.
     const CLI::Option* key_option = sub->get_option_no_throw("key");
-    const std::string key = key_option && key_option->results().size() == 1 ? key_option->results().front() : "";
+    const std::string key =
+        key_option && key_option->get_required() && key_option->count() == 1 ? key_option->results().front() : "";
     try {
       return action(context);
     } catch (const FatalError& e) {

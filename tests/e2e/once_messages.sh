@@ -160,8 +160,12 @@ expect_line "short subcommand typo" 64 "dblock: unknown subcommand 'rn' (did you
 expect_line "error names the key" 78 \
   "dblock: 'nightly-report': the directory $E2E_TMP/none of the SQLite database $E2E_TMP/none/x.db does not exist (create it, or fix the DSN)" \
   dblock -d "sqlite:$E2E_TMP/none/x.db" run nightly-report -- true
-expect_line "status error names the key" 78 \
+expect_line "acquire's error names the key" 78 \
   "dblock: 'nightly-report': the directory $E2E_TMP/none of the SQLite database $E2E_TMP/none/x.db does not exist (create it, or fix the DSN)" \
+  dblock -d "sqlite:$E2E_TMP/none/x.db" acquire nightly-report
+# status only filters by its keys: its error is about the database.
+expect_line "status error as it was" 78 \
+  "dblock: the directory $E2E_TMP/none of the SQLite database $E2E_TMP/none/x.db does not exist (create it, or fix the DSN)" \
   dblock -d "sqlite:$E2E_TMP/none/x.db" status nightly-report
 
 finish
