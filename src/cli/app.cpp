@@ -60,6 +60,12 @@ bool env_set(const char* name) {
   return value && *value;
 }
 
+std::vector<std::string> command_names() {
+  std::vector<std::string> names;
+  for (const auto& command : command_table) names.emplace_back(command.name);
+  return names;
+}
+
 /// The subcommand called `name`, or nullptr (CLI11 2.1's own lookup throws).
 template <class AppT>
 AppT* find_subcommand(AppT& app, const std::string& name) {
@@ -84,12 +90,7 @@ class EnvFirstConfig : public CLI::ConfigTOML {
     std::vector<std::string> known;
     for (const CLI::Option* option : app_.get_options())
       for (const auto& name : option->get_lnames()) known.push_back(name);
-    for (const auto& item : parsed) {
-      if (!item.parents.empty() || std::find(known.begin(), known.end(), item.name) != known.end()) continue;
-      std::string message = where(lines, item.name) + ": unknown key '" + item.name + "'";
-      if (auto close = closest_match(item.name, known)) message += " (did you mean '" + *close + "'?)";
-      throw FatalError{{ErrorKind::config, message}};
-    }
+    for (const auto& item : parsed) check_known(item, lines, known);
     // Set but empty is given too (and refused later): it must not let the file's DSN through.
     bool dsn_given = app_.get_option("--dsn")->count() > 0 || app_.get_option("--dsn-file")->count() > 0 ||
                      std::getenv("DBLOCK_DSN") || std::getenv("DBLOCK_DSN_FILE");
@@ -168,6 +169,7 @@ class EnvFirstConfig : public CLI::ConfigTOML {
       if (t.empty() || t[0] == '#' || t[0] == ';') continue;
       if (t.front() == '[' && t.back() == ']') {
         section = trim(t.substr(1, t.size() - 2));
+        lines.try_emplace("[" + section + "]", number);
         continue;
       }
       auto eq = t.find('=');
@@ -176,6 +178,43 @@ class EnvFirstConfig : public CLI::ConfigTOML {
       lines.try_emplace(section.empty() ? key : section + "." + key, number);
     }
     return lines;
+  }
+
+  // A key of the file that no option takes, or a section that is no subcommand, is refused with
+  // its line and the closest name: CLI11's own message names neither.
+  void check_known(const CLI::ConfigItem& item, const std::map<std::string, int>& lines,
+                   const std::vector<std::string>& global_names) const {
+    if (item.parents.empty()) {
+      if (std::find(global_names.begin(), global_names.end(), item.name) != global_names.end()) return;
+      throw_unknown(where(lines, item.name) + ": unknown key '" + item.name + "'", item.name, global_names);
+    }
+    std::string section_name = item.parents.front();
+    for (std::size_t i = 1; i < item.parents.size(); ++i) section_name += "." + item.parents[i];
+    const CLI::App* sub = item.parents.size() == 1 ? find_subcommand(app_, section_name) : nullptr;
+    if (!sub) {
+      std::string message = where(lines, "[" + section_name + "]") + ": unknown section [" + section_name + "]";
+      if (auto close = closest_match(section_name, command_names())) message += " (did you mean [" + *close + "]?)";
+      else message += " (sections are named after subcommands)";
+      throw FatalError{{ErrorKind::config, message}};
+    }
+    // CLI11 marks where a section opens and closes with the items "++" and "--".
+    if (item.name == "++" || item.name == "--") return;
+    std::vector<std::string> names;
+    for (const CLI::Option* option : sub->get_options())
+      for (const auto& name : option->get_lnames()) names.push_back(name);
+    if (std::find(names.begin(), names.end(), item.name) != names.end()) return;
+    const std::string key = section_name + "." + item.name;
+    std::string message = where(lines, key) + ": unknown key '" + item.name + "' in section [" + section_name + "]";
+    if (std::find(global_names.begin(), global_names.end(), item.name) != global_names.end())
+      throw FatalError{
+          {ErrorKind::config, message + " ('" + item.name + "' is a global option: put it above every section)"}};
+    throw_unknown(message, item.name, names);
+  }
+
+  [[noreturn]] static void throw_unknown(std::string message, const std::string& word,
+                                         const std::vector<std::string>& candidates) {
+    if (auto close = closest_match(word, candidates)) message += " (did you mean '" + *close + "'?)";
+    throw FatalError{{ErrorKind::config, message}};
   }
 
   std::string where(const std::map<std::string, int>& lines, const std::string& name) const {
@@ -300,12 +339,6 @@ void add_global_options(CLI::App& app, GlobalOptions& g) {
   app.add_flag("--log-runs", g.log_runs, "With --log syslog|journal: also the start and end of every run");
 }
 
-std::vector<std::string> command_names() {
-  std::vector<std::string> names;
-  for (const auto& command : command_table) names.emplace_back(command.name);
-  return names;
-}
-
 // "unknown subcommand 'stauts' (did you mean 'status'?)", or the list when nothing is close.
 std::string unknown_subcommand(const std::string& word) {
   std::string message = "unknown subcommand '" + word + "'";
@@ -364,6 +397,56 @@ std::string missing_dashes(int argc, char** argv, int command_start) {
   std::string message = "run: the command goes after '--' (options after it are the command's): ";
   if (command_start == 0) return message + "dblock run KEY [OPTIONS] -- COMMAND [ARG...]";
   return message + with_dashes(argc, argv, command_start);
+}
+
+// For an option CLI11 did not expect: the subcommand it belongs to when it stands before that
+// subcommand's name (or after another's), else the closest option name. nullopt when no word is
+// an option.
+std::optional<std::string> misplaced_option(const CLI::App& app, const std::vector<std::string>& extras) {
+  auto all = app.get_subcommands([](const CLI::App*) { return true; });
+  const CLI::App* chosen = nullptr;
+  for (const CLI::App* sub : all)
+    if (sub->parsed()) chosen = sub;
+  for (const auto& word : extras) {
+    if (word.size() < 2 || word[0] != '-') continue;
+    const std::string name = word.substr(0, word.find('='));
+    std::vector<std::string> owners;
+    for (const CLI::App* sub : all)
+      if (sub->get_option_no_throw(name)) owners.push_back(sub->get_name());
+    auto owned_by = [&](const std::string& sub) {
+      return std::find(owners.begin(), owners.end(), sub) != owners.end();
+    };
+    std::string list;
+    for (const auto& owner : owners) list += (list.empty() ? "'" : ", '") + owner + "'";
+    if (chosen && owned_by(chosen->get_name()))
+      return "'" + name + "' is an option of '" + chosen->get_name() + "': put it after 'dblock " + chosen->get_name() +
+             "'";
+    if (!owners.empty())
+      return "'" + name + "' is not an option of " + (chosen ? "'" + chosen->get_name() + "'" : "dblock itself") +
+             " (it is one of " + list + ")";
+    // Misspelt: the long names of dblock's options, then of the subcommand's (or of every one).
+    std::vector<std::string> candidates;
+    std::map<std::string, std::string> owner_of;
+    auto add = [&](const CLI::App& from, const std::string& sub) {
+      for (const CLI::Option* option : from.get_options())
+        for (const auto& long_name : option->get_lnames()) {
+          candidates.push_back("--" + long_name);
+          owner_of.try_emplace("--" + long_name, sub);
+        }
+    };
+    add(app, "");
+    for (const CLI::App* sub : all)
+      if (!chosen || sub == chosen) add(*sub, sub->get_name());
+    std::string message = "unknown option '" + name + "'";
+    if (auto close = closest_match(name, candidates)) {
+      message += " (did you mean '" + *close + "'";
+      const std::string& sub = owner_of[*close];
+      if (!sub.empty()) message += ", an option of '" + sub + "'";
+      message += "?)";
+    }
+    return message;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -557,6 +640,12 @@ int main(int argc, char** argv) {
         }
       }
     }
+    if (dynamic_cast<const CLI::ExtrasError*>(&e))
+      if (auto misplaced = misplaced_option(app, app.remaining(true))) {
+        log::error(*misplaced);
+        log::error("try 'dblock help' or 'dblock help SUBCOMMAND'");
+        return exit_usage;
+      }
     log::error(e.what());
     // A value in plain words needs no pointer to the help; a misplaced word does.
     if (!dynamic_cast<const CLI::ValidationError*>(&e)) log::error("try 'dblock help' or 'dblock help SUBCOMMAND'");
@@ -592,9 +681,6 @@ int main(int argc, char** argv) {
 
   try {
     check_global_values(context, *config);
-    for (auto& [sub, action] : actions)
-      if (sub->parsed()) return action(context);
-    return exit_usage;
   } catch (const FatalError& e) {
     log::error(e.error.message);
     return exit_code_for(e.error.kind);
@@ -602,6 +688,24 @@ int main(int argc, char** argv) {
     log::error(std::string("internal error: ") + e.what());
     return exit_internal;
   }
+  for (auto& [sub, action] : actions) {
+    if (!sub->parsed()) continue;
+    // An error while acting on a key (run, acquire...: KEY is required) names it; status
+    // and history only filter by their keys, and their errors are about the database.
+    const CLI::Option* key_option = sub->get_option_no_throw("key");
+    const std::string key =
+        key_option && key_option->get_required() && key_option->count() == 1 ? key_option->results().front() : "";
+    try {
+      return action(context);
+    } catch (const FatalError& e) {
+      log::error(error_line(key, e.error));
+      return exit_code_for(e.error.kind);
+    } catch (const std::exception& e) {
+      log::error(error_line(key, {ErrorKind::internal, std::string("internal error: ") + e.what()}));
+      return exit_internal;
+    }
+  }
+  return exit_usage;
 }
 
 }  // namespace dblock::cli

@@ -1,5 +1,6 @@
 // dblock history [KEY] [--limit N] [--json | -o COLUMNS [--raw] [-n]]
 
+#include <algorithm>
 #include <iostream>
 
 #include "cli/commands.hpp"
@@ -73,6 +74,11 @@ CommandAction define_history(CLI::App& sub) {
   return [args](Context& context) -> int {
     auto backend = context.open_for_inspection();
     auto runs = value_or_throw(backend->history(args->key, args->limit));
+    // The backends pick the newest rows by insertion (their index); a run inserted later may
+    // have started earlier on another host or a moment before, so the order is the start's.
+    std::stable_sort(runs.begin(), runs.end(), [](const RunRecord& a, const RunRecord& b) {
+      return a.started_at_ms != b.started_at_ms ? a.started_at_ms > b.started_at_ms : a.id > b.id;
+    });
     if (args->json) {
       nlohmann::json doc = {{"runs", nlohmann::json::array()}};
       for (const auto& run : runs) doc["runs"].push_back(to_json(run));

@@ -91,7 +91,7 @@ std::vector<std::string> to_row(const Line& line) {
       holder ? s.owner : "",
       holder ? s.host : "",
       holder && s.pid ? std::to_string(s.pid) : "",
-      s.token ? std::to_string(s.token) : "",
+      std::to_string(s.token),  // 0 until the first acquisition, as in --json
       holder ? when(s.acquired_at_ms) : "",
       held ? format_duration(Millis(std::max<std::int64_t>(0, s.db_now_ms - *s.acquired_at_ms))) : "",
       expires_in ? format_duration(Millis(*expires_in)) : "",

@@ -135,6 +135,8 @@ void print_json(const nlohmann::json& doc) {
 void add_table_options(CLI::App& sub, TableOptions& options, std::span<const ColumnSpec> columns) {
   sub.add_option("-o,--output", options.columns, "Columns to show, comma separated: " + column_list(columns))
       ->type_name("COLUMNS")
+      // One word per -o, as in util-linux: `-o KEY,STATE nightly` must leave the key alone.
+      ->allow_extra_args(false)
       ->check([columns](const std::string& value) {
         for (const auto& name : split_columns({value}))
           if (!column_index(columns, name)) return "unknown column '" + name + "' (columns: " + column_list(columns) + ")";

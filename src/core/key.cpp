@@ -46,4 +46,11 @@ Result<void> validate_table_prefix(std::string_view prefix) {
   return {};
 }
 
+std::string error_line(std::string_view key, const Error& error) {
+  const std::string quoted = "'" + std::string(key) + "'";
+  if (key.empty() || error.kind == ErrorKind::usage || error.message.find(quoted) != std::string::npos)
+    return error.message;
+  return quoted + ": " + error.message;
+}
+
 }  // namespace dblock

@@ -14,6 +14,7 @@
 #include "core/event_log.hpp"
 #include "core/exit_code.hpp"
 #include "core/heartbeat.hpp"
+#include "core/key.hpp"
 #include "core/log.hpp"
 #include "core/signals.hpp"
 
@@ -22,10 +23,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-int report(const Error& error) {
+int report(const Error& error, std::string_view key = {}) {
   const int status = exit_code_for(error.kind);
-  log::error_on_stderr(error.message);
-  event_log::emit("error", error.message, event_log::Priority::err, status);
+  const std::string line = error_line(key, error);
+  log::error_on_stderr(line);
+  event_log::emit("error", line, event_log::Priority::err, status);
   return status;
 }
 
@@ -292,12 +294,12 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
   // The guard is forked now, while dblock is small and single-threaded, so the handoff from
   // the previous holder costs only the command's own fork and exec (child_process.hpp).
   auto prepared = Child::prepare(spec);
-  if (!prepared) return report(prepared.error());
+  if (!prepared) return report(prepared.error(), o.request.key);
   Child child = std::move(*prepared);
 
   const OpenLocker open = make_open();
   auto opened = acquire_with_wait(open, o.request, o.wait, signals);
-  if (!opened) return report(opened.error());
+  if (!opened) return report(opened.error(), o.request.key);
   const WaitResult& waited = opened->result;
   if (waited.signal) return exit_signal_base + waited.signal;
   if (waited.outcome.state != AcquireOutcome::State::acquired) {
@@ -330,7 +332,7 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
   if (o.request.slots > 0) late_values.push_back(std::to_string(got.slot.value_or(0)));
   auto started = child.start(late_values, session_fd.get());
   if (!started) {
-    error_status = report(started.error());
+    error_status = report(started.error(), o.request.key);
     finished = {RunOutcome::failed, error_status, error_status};
   } else if (child.exec_errno()) {
     const int status = child.exec_failure_status();

@@ -31,7 +31,7 @@ std::optional<std::string> closest_match(std::string_view word, std::span<const 
   std::size_t best_distance = 3;  // more than 2 edits is not a typo
   for (const auto& candidate : candidates) {
     std::size_t distance = edit_distance(word, candidate);
-    if (distance < best_distance && 2 * distance < word.size()) {
+    if (distance < best_distance && 2 * distance <= word.size()) {
       best = candidate;
       best_distance = distance;
     }

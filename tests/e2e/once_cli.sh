@@ -110,4 +110,17 @@ assert_eq "status --json names the key, its state and token" "$k free $token2" \
   "$(json_field locks.0.key locks.0.state locks.0.token <"$out")"
 check "status --json holds the documented fields" has_status_fields "$k"
 
+
+# history lists by start, newest first: a run that started first but finished last (so was
+# recorded last) comes below the one that started after it. Own tables: only these two runs.
+start_bg long dblock --table-prefix order_ run "$(key early)" -- sleep 1.5
+wait_for 10 eval "dblock --table-prefix order_ status -q '$(key early)'"
+assert_status "a short run starts while the long one runs" 0 dblock --table-prefix order_ run "$(key late)" -- true
+wait_exit long_status "$long"
+assert_eq "the long run finished" 0 "$long_status"
+assert_eq "history is ordered by start, newest first" "$(key late) $(key early)" \
+  "$(dblock --table-prefix order_ history --json | json_field runs.0.key runs.1.key)"
+assert_eq "the table too" "$(key late) $(key early)" \
+  "$(dblock --table-prefix order_ history -n -o KEY | tr -s ' \n' ' ' | sed 's/ $//')"
+
 finish

@@ -122,4 +122,50 @@ expect_line "bad span names the forms" 64 \
   "dblock: --ttl: invalid duration '10mins': unknown unit 'mins' (use e.g. 250ms, 30s, 5m, 10min, 1h30m, \"1h 30min\", 2d or a number of seconds)" \
   dblock run k --ttl 10mins -- true
 
+
+# A typo inside a section, or a misspelt section, gets the file, the line and the closest name.
+printf '# run defaults\n[run]\ntll = "5s"\n' >"$conf"
+expect_line "unknown key in a section" 78 \
+  "dblock: config file $conf line 3: unknown key 'tll' in section [run] (did you mean 'ttl'?)" \
+  dblock --config "$conf" run "$(key section2)" -- true
+printf '\n[rnu]\nttl = "5s"\n' >"$conf"
+expect_line "misspelt section" 78 \
+  "dblock: config file $conf line 2: unknown section [rnu] (did you mean [run]?)" \
+  dblock --config "$conf" run "$(key section3)" -- true
+printf '[run]\nstrategy = "lease"\n' >"$conf"
+expect_line "global option in a section" 78 \
+  "dblock: config file $conf line 2: unknown key 'strategy' in section [run] ('strategy' is a global option: put it above every section)" \
+  dblock --config "$conf" run "$(key section4)" -- true
+
+# -o takes one word, as in util-linux: the key after it stays a key.
+assert_status "status -o KEY,STATE KEY" 0 dblock status -o KEY,STATE never-run-key >"$out" 2>"$err"
+check "status -o printed the key" grep -q "^never-run-key *free" "$out"
+assert_status "history -o KEY,OUTCOME KEY" 0 dblock history -o KEY,OUTCOME "$(key span1)" >"$out" 2>"$err"
+check "history -o read the key" grep -q "$(key span1) *ok" "$out"
+# A never-run key's TOKEN is 0 in the table, as in --json.
+assert_eq "status TOKEN of a never-run key" "0" "$(dblock status -o TOKEN -n never-run-key | tr -d ' ')"
+
+# Options in the wrong place, or misspelt: where they belong, or the closest name.
+expect_line "subcommand option before the subcommand" 64 \
+  "dblock: '-E' is an option of 'run': put it after 'dblock run'" dblock -q -E 0 run k -- true
+expect_line "option of another subcommand" 64 \
+  "dblock: '--ttl' is not an option of 'status' (it is one of 'run', 'acquire', 'renew')" dblock status --ttl 5s
+expect_line "misspelt option" 64 "dblock: unknown option '--tll' (did you mean '--ttl', an option of 'run'?)" \
+  dblock run k --tll 5s -- true
+expect_line "misspelt option before the subcommand" 64 \
+  "dblock: unknown option '--tll' (did you mean '--ttl', an option of 'run'?)" dblock --tll 5s run k -- true
+expect_line "short subcommand typo" 64 "dblock: unknown subcommand 'rn' (did you mean 'run'?)" dblock rn k -- true
+
+# An error about one key names it: a farm's log lines tell which job failed.
+expect_line "error names the key" 78 \
+  "dblock: 'nightly-report': the directory $E2E_TMP/none of the SQLite database $E2E_TMP/none/x.db does not exist (create it, or fix the DSN)" \
+  dblock -d "sqlite:$E2E_TMP/none/x.db" run nightly-report -- true
+expect_line "acquire's error names the key" 78 \
+  "dblock: 'nightly-report': the directory $E2E_TMP/none of the SQLite database $E2E_TMP/none/x.db does not exist (create it, or fix the DSN)" \
+  dblock -d "sqlite:$E2E_TMP/none/x.db" acquire nightly-report
+# status only filters by its keys: its error is about the database.
+expect_line "status error as it was" 78 \
+  "dblock: the directory $E2E_TMP/none of the SQLite database $E2E_TMP/none/x.db does not exist (create it, or fix the DSN)" \
+  dblock -d "sqlite:$E2E_TMP/none/x.db" status nightly-report
+
 finish

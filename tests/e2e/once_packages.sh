@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages (cmake/Packaging.cmake): cpack builds dblock, dblock-mysql and
-# dblock-postgres from the build tree; lintian finds no errors; only the module packages
+# dblock-postgres from the build tree; lintian finds no errors and nothing about the copyright
+# files, which give MIT (Expat) for dblock and the licence of each part built in; only the module packages
 # depend on a server client library; unpacked into a throwaway root, the installed binary
 # prints its version, runs a job on SQLite, loads a packaged module, and its man page renders.
 # Also `cmake --install --strip` into a user prefix.
@@ -26,6 +27,21 @@ for deb in "$main" "$mysql" "$postgres"; do echo "      $(basename "$deb"): $(st
 lint=$(lintian --tag-display-limit 0 "$main" "$mysql" "$postgres" 2>&1 | grep -v 'running with root privileges')
 [ -z "$lint" ] || sed 's/^/      lintian: /' <<<"$lint"
 assert_eq "lintian reports no errors" "" "$(grep '^E:' <<<"$lint")"
+# Copyright tags at every level, pedantic and informational included.
+copyright_tags=$(lintian -I -E --pedantic --tag-display-limit 0 "$main" "$mysql" "$postgres" 2>&1 | grep -i copyright)
+assert_eq "lintian has nothing to say about the copyright files" "" "$copyright_tags"
+# The licence: MIT (Expat) for dblock's own files, and a licence for each component built in.
+for deb in "$main" "$mysql" "$postgres"; do
+  copyright=$(dpkg-deb --fsys-tarfile "$deb" | tar -xOf - "./usr/share/doc/$(dpkg-deb -f "$deb" Package)/copyright")
+  check "$(basename "$deb"): dblock's files are under the MIT (Expat) licence" \
+    grep -Pzq 'Files: \*\nCopyright: [0-9-]+ the dblock authors\nLicense: Expat\n' <<<"$copyright"
+  for component in "CLI/\*" "nlohmann/\*"; do
+    check "$(basename "$deb"): the copyright file covers $component" grep -q "^Files: $component" <<<"$copyright"
+  done
+  check "$(basename "$deb"): no 'all rights reserved'" bash -c '! grep -qi "all.rights.reserved" <<<"$1"' _ "$copyright"
+done
+check "LICENSE is MIT, the dblock authors" \
+  eval 'head -3 "$DBLOCK_SOURCE_DIR/LICENSE" | grep -q "^MIT License" && grep -q "^Copyright (c) [0-9]* the dblock authors" "$DBLOCK_SOURCE_DIR/LICENSE"'
 
 depends_main=$(dpkg-deb -f "$main" Depends)
 check "dblock depends on SQLite ($depends_main)" grep -q libsqlite3 <<<"$depends_main"

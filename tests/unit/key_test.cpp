@@ -71,3 +71,11 @@ TEST_CASE("escape_controls: what a terminal would act on is shown as \\xhh") {
   CHECK(escape_controls("app|x=1", "|") == "app\\x7cx=1");
   CHECK(escape_controls("back\\slash") == "back\\slash");
 }
+
+TEST_CASE("error_line: an error about a key names it once, a usage error does not") {
+  const Error db{ErrorKind::config, "cannot open the database"};
+  CHECK(error_line("nightly", db) == "'nightly': cannot open the database");
+  CHECK(error_line("", db) == "cannot open the database");
+  CHECK(error_line("nightly", Error{ErrorKind::lost, "lost 'nightly'"}) == "lost 'nightly'");
+  CHECK(error_line("nightly", Error{ErrorKind::usage, "--ttl 2s is too short"}) == "--ttl 2s is too short");
+}

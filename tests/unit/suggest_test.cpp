@@ -13,6 +13,7 @@ TEST_CASE("did-you-mean suggests the closest subcommand or key for a typo") {
   CHECK(closest_match("relase", subcommands) == "release");  // a letter left out
   CHECK(closest_match("histroy", subcommands) == "history");
   CHECK(closest_match("runn", subcommands) == "run");
+  CHECK(closest_match("rn", subcommands) == "run");  // one edit in a two-letter word
   const std::vector<std::string> keys{"dsn", "dsn-file", "strategy", "table-prefix"};
   CHECK(closest_match("dns", keys) == "dsn");
   CHECK(closest_match("stratgey", keys) == "strategy");
