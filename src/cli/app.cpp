@@ -644,7 +644,8 @@ int main(int argc, char** argv) {
       if (auto misplaced = misplaced_option(app, app.remaining(true))) {
         log::error(*misplaced);
         log::error("try 'dblock help' or 'dblock help SUBCOMMAND'");
-        return exit_usage;
+        // `check` answers a monitoring system: UNKNOWN (3) and its one line, as for any bad usage.
+        return failure_exit_status(app, exit_usage, *misplaced);
       }
     log::error(e.what());
     // A value in plain words needs no pointer to the help; a misplaced word does.

@@ -11,12 +11,6 @@ s=$DBLOCK_STRATEGY
 # The job: a shell whose grandchild is the oracle job's own `sleep` (sh -> oracle_job.sh -> sleep).
 job_cmd='"$@"; echo unreachable'
 
-# The competitor's command first notes any job process still alive, then logs its run.
-competitor_cmd='
-  for p in $(cat "$1"); do
-    st=$(cut -d" " -f3 "/proc/$p/stat" 2>/dev/null) && [ "$st" != Z ] && echo "$p" >>"$2"
-  done
-  shift 2; exec "$@"'
 
 # case NAME: one holder killed the NAME way, one competitor waiting for it.
 kill_case() {
@@ -43,10 +37,7 @@ kill_case() {
     tr -d ' ' | grep . | sort -u >"$E2E_TMP/all.$how"
   echo "      $s/$how: job processes: $(tr '\n' ' ' <"$E2E_TMP/all.$how")"
 
-  dblock run "$k" -w 30 -- bash -c "$competitor_cmd" comp "$E2E_TMP/all.$how" "$E2E_TMP/alive.$how" \
-    "$ORACLE_JOB" "$log" 0.2 &
-  competitor=$!
-  remember_pid $competitor
+  start_competitor competitor "$k" "$E2E_TMP/all.$how" "$E2E_TMP/alive.$how" "$log"
   sleep 0.5
 
   # shellcheck disable=SC2046

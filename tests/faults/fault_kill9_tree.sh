@@ -29,16 +29,7 @@ pgid=$(head -n 1 "$pids")
 { tr ' ' '\n' <"$pids"; group_members "$pgid"; } | grep . | sort -u >"$E2E_TMP/all.pids"
 echo "      $s: job processes: $(tr '\n' ' ' <"$E2E_TMP/all.pids")"
 
-# The competitor's command first notes any job process still alive, then logs its run.
-competitor_cmd='
-  for p in $(cat "$1"); do
-    st=$(cut -d" " -f3 "/proc/$p/stat" 2>/dev/null) && [ "$st" != Z ] && echo "$p" >>"$2"
-  done
-  shift 2; exec "$@"'
-dblock run "$k" -w 30 -- bash -c "$competitor_cmd" comp "$E2E_TMP/all.pids" "$E2E_TMP/alive_at_start" \
-  "$ORACLE_JOB" "$log" 0.2 &
-competitor=$!
-remember_pid $competitor
+start_competitor competitor "$k" "$E2E_TMP/all.pids" "$E2E_TMP/alive_at_start" "$log"
 sleep 0.5
 
 # shellcheck disable=SC2046

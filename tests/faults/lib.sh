@@ -265,3 +265,17 @@ PY
   remember_pid $!
   wait_for 10 test -e "$out.ready" || fail "the death watcher did not start within 10 s"
 }
+
+# start_competitor VAR KEY PIDS_FILE ALIVE_FILE LOG: `dblock run KEY -w 30` in the background,
+# whose command first appends to ALIVE_FILE every pid of PIDS_FILE still alive (a job process
+# that outlived its holder), then runs the oracle job for 0.2 s; its pid goes in VAR.
+start_competitor() {
+  local var=$1 cmd='
+  for p in $(cat "$1"); do
+    st=$(cut -d" " -f3 "/proc/$p/stat" 2>/dev/null) && [ "$st" != Z ] && echo "$p" >>"$2"
+  done
+  shift 2; exec "$@"'
+  dblock run "$2" -w 30 -- bash -c "$cmd" comp "$3" "$4" "$ORACLE_JOB" "$5" 0.2 &
+  printf -v "$var" %s "$!"
+  remember_pid "$!"
+}
