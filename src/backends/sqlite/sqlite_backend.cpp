@@ -10,6 +10,7 @@
 #include <cstring>
 #include <utility>
 
+#include "backends/common/lease_locker.hpp"
 #include "backends/registry.hpp"
 #include "backends/sqlite/sqlite_descriptor.hpp"
 #include "backends/sqlite/sqlite_dsn.hpp"
@@ -72,7 +73,8 @@ class SqliteBackend final : public Backend {
     // make_locker): a second one would cost a `run` another open, WAL-index mapping and
     // schema read. Every transaction of either side begins and ends within one call.
     if (options_.shedlock) return make_shedlock_locker(conn_, options_);
-    return make_lease_locker(conn_, options_);
+    return sql::make_lease_locker(std::make_shared<Session>(conn_, options_.table_prefix),
+                                  lease_statements(options_.table_prefix), options_.table_prefix, options_.history_keep);
   }
 
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {

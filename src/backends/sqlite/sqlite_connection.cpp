@@ -2,10 +2,12 @@
 
 #include "backends/common/identifiers.hpp"
 
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include <utility>
 
 #include "backends/common/dsn.hpp"
+#include "backends/sqlite/sqlite_tables.hpp"
 #include "backends/sqlite/sqlite_vfs.hpp"
 #include "core/clock.hpp"
 
@@ -392,5 +395,63 @@ Transaction::~Transaction() {
   if (conn_ && !sqlite3_get_autocommit(conn_->get()))
     sqlite3_exec(conn_->get(), "ROLLBACK", nullptr, nullptr, nullptr);
 }
+
+WalWatch::~WalWatch() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int WalWatch::fd() const {
+  if (fd_ < 0 && !failed_) {
+    fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd_ >= 0 && ::inotify_add_watch(fd_, wal_path_.c_str(), IN_MODIFY) < 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+    failed_ = fd_ < 0;
+  }
+  return fd_;
+}
+
+void WalWatch::consume() {
+  std::array<char, 4096> events;
+  while (fd_ >= 0 && ::read(fd_, events.data(), events.size()) > 0) {
+  }
+}
+
+Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params) {
+  auto it = compiled_.find(st.id);
+  if (it == compiled_.end()) it = compiled_.emplace(st.id, sql::compile(st.text, sql::PlaceholderStyle::numbered)).first;
+  auto values = sql::bind_order(it->second, params, st.id);
+  if (!values) return std::unexpected(values.error());
+  auto stmt = conn_->prepare(it->second.text);
+  if (!stmt) return std::unexpected(stmt.error());
+  for (std::size_t i = 0; i < values->size(); ++i) {
+    const int index = static_cast<int>(i) + 1;
+    const sql::Value& v = *(*values)[i];
+    if (const auto* n = std::get_if<std::int64_t>(&v)) stmt->bind(index, *n);
+    else if (const auto* text = std::get_if<std::string>(&v)) stmt->bind(index, std::string_view(*text));
+    else stmt->bind_null(index);
+  }
+  sql::Rows rows;
+  for (;;) {
+    auto row = stmt->step(st.id);
+    if (!row) return std::unexpected(row.error());
+    if (!*row) break;
+    std::vector<sql::Rows::Cell> cells;
+    for (int c = 0; c < stmt->column_count(); ++c) {
+      if (stmt->is_null(c)) cells.emplace_back();
+      else cells.emplace_back(stmt->text(c));
+    }
+    rows.add(std::move(cells));
+  }
+  // sqlite3_changes() keeps the count of the last INSERT, UPDATE or DELETE: a SELECT counts its rows.
+  const bool writes = !sqlite3_stmt_readonly(stmt->handle());
+  rows.affected = writes ? sqlite3_changes64(conn_->get()) : static_cast<std::int64_t>(rows.size());
+  return rows;
+}
+
+Result<void> Session::exec(std::string_view sql) { return conn_->exec(std::string(sql), sql); }
+
+Result<bool> Session::repair_schema(const Error& failed) { return sqlite::repair_schema(*conn_, prefix_, failed); }
 
 }  // namespace dblock::sqlite

@@ -9,7 +9,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
+#include "backends/common/sql_session.hpp"
 #include "core/error.hpp"
 #include "core/lock_types.hpp"
 
@@ -63,6 +65,8 @@ class Statement {
   std::int64_t int64(int column) const;
   std::optional<std::int64_t> opt_int64(int column) const;
   std::string text(int column) const;
+  int column_count() const { return sqlite3_column_count(stmt_.get()); }
+  sqlite3_stmt* handle() const { return stmt_.get(); }
 
  private:
   const Connection* conn_;
@@ -123,6 +127,44 @@ class Transaction {
  private:
   explicit Transaction(const Connection& conn) : conn_(&conn) {}
   const Connection* conn_;
+};
+
+/// Wakes a waiter without polling: every commit appends to the database's write-ahead log
+/// (<db>-wal, kept between runs), so a change to that file means a release may have happened.
+/// Other keys' commits wake it too; each costs one attempt. Without the file (or inotify) the
+/// waiter falls back to core's backoff. Created on first use: only a run that waits pays for it.
+class WalWatch final : public sql::ReleaseSignal {
+ public:
+  explicit WalWatch(std::string wal_path) : wal_path_(std::move(wal_path)) {}
+  WalWatch(const WalWatch&) = delete;
+  WalWatch& operator=(const WalWatch&) = delete;
+  ~WalWatch() override;
+  int fd() const override;
+  void consume() override;
+
+ private:
+  std::string wal_path_;
+  mutable int fd_ = -1;
+  mutable bool failed_ = false;
+};
+
+/// The connection as the strategies of src/backends/common see it (sql_session.hpp).
+class Session final : public sql::Session {
+ public:
+  Session(std::shared_ptr<const Connection> conn, std::string prefix)
+      : conn_(std::move(conn)), prefix_(std::move(prefix)), wal_watch_(conn_->path() + "-wal") {}
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override;
+  Result<void> exec(std::string_view sql) override;
+  /// A file has no connection to lose.
+  Result<void> reconnect(const Error& why) override { return std::unexpected(why); }
+  Result<bool> repair_schema(const Error& failed) override;
+  sql::ReleaseSignal& release_signal() override { return wal_watch_; }
+
+ private:
+  std::shared_ptr<const Connection> conn_;
+  std::string prefix_;
+  std::unordered_map<std::string, sql::Compiled> compiled_;
+  WalWatch wal_watch_;
 };
 
 /// An identifier in double quotes with embedded quotes doubled.

@@ -14,6 +14,7 @@
 
 #include "backends/backend.hpp"
 #include "backends/common/lock_rows.hpp"
+#include "backends/common/statements.hpp"
 #include "backends/sqlite/sqlite_connection.hpp"
 
 namespace dblock::sqlite {
@@ -84,8 +85,8 @@ LockStatus read_status(const Statement& row);
 /// empty), newest first.
 Result<std::vector<RunRecord>> read_history(const Connection& conn, const Tables& t, const std::string& key, int limit);
 
-/// The lease locker (sqlite_lease.cpp), on the Backend's connection.
-std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<const Connection> conn, const BackendOptions& options);
+/// The statements of the common lease locker (sqlite_statements.cpp).
+sql::LeaseStatements lease_statements(const std::string& prefix);
 
 /// Inserts one history row (started_at as stored, "" for NULL) and prunes the key's rows beyond
 /// `keep`, inside the caller's transaction (sqlite_lease.cpp).

@@ -1,0 +1,262 @@
+#include "backends/common/lease_locker.hpp"
+
+#include <chrono>
+#include <utility>
+
+#include "backends/common/identifiers.hpp"
+#include "core/semaphore.hpp"
+
+namespace dblock::sql {
+namespace {
+
+// Columns of `refusal` and `header_refusal` after the status columns.
+constexpr int live_column = rows::status_column_count;
+constexpr int extra_column = rows::status_column_count + 1;
+
+LockStatus refusing_row(const Rows::Row& row) {
+  return rows::read_status(row, {.lease_live = row.opt_int64(live_column).value_or(0) != 0});
+}
+
+class LeaseLocker final : public Locker {
+ public:
+  LeaseLocker(std::shared_ptr<Session> session, const LeaseStatements& statements, std::string prefix, int keep)
+      : session_(std::move(session)), st_(statements), prefix_(std::move(prefix)), keep_(keep) {}
+
+  // One attempt, and more while the dialect hears of a release within `wait` (or at once).
+  Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
+    if (held_) return fail(ErrorKind::internal, "this locker already holds " + held_->key);
+    ReleaseSignal& signal = session_->release_signal();
+    const auto until = std::chrono::steady_clock::now() + wait;
+    bool waited = false;
+    Result<AcquireOutcome> out;
+    // A dialect that does not block (it only says a release may have happened) gets a few
+    // quick retries; one that blocks is bounded by `wait`.
+    for (int round = 0;; ++round) {
+      out = with_schema(*session_, [&] { return attempt(req); });
+      if (!out) {
+        // No retry here: had the lost reply carried our takeover, a retry would see our own
+        // row busy. Reconnect for the next attempt, which core schedules.
+        if (out.error().kind == ErrorKind::connection) (void)session_->reconnect(out.error());
+        break;
+      }
+      if (out->state != AcquireOutcome::State::busy) break;
+      const auto left = std::max(Millis(0), std::chrono::duration_cast<Millis>(until - std::chrono::steady_clock::now()));
+      if (round >= 3 && left == Millis(0)) break;
+      auto again = signal.busy(signal_key(req), left);
+      if (!again) {
+        out = std::unexpected(again.error());
+        break;
+      }
+      if (!*again) break;
+      waited = true;
+    }
+    if (waited && (!out || out->state != AcquireOutcome::State::acquired)) signal.stop_waiting(signal_key(req));
+    if (out && out->state == AcquireOutcome::State::acquired) signal.holding(signal_key(req));
+    return out;
+  }
+
+  Result<void> renew(Millis ttl) override {
+    if (!held_ || lost_) return fail(ErrorKind::lost, "no lease is held, so there is nothing to renew");
+    const Params p{{"key", held_->key}, {"owner", held_->owner}, {"token", held_->token}, {"ttl_ms", ms_value(ttl)}};
+    auto r = with_reconnect(*session_, [&] { return session_->run(st_.renew, p); });
+    if (!r) return std::unexpected(r.error());
+    if (r->affected == 0) {
+      // Kept (not reset): release() still writes this run's history row.
+      lost_ = true;
+      return lost("is no longer held by " + held_->owner + ": it expired and was taken, or was released");
+    }
+    return {};
+  }
+
+  Result<void> release(const ReleaseRequest& req) override {
+    if (!held_) return fail(ErrorKind::lost, "no lease is held, so there is nothing to release");
+    // Until the release has committed the lease is still ours: a release that failed leaves
+    // it held, to be retried or left to expire.
+    auto released = with_reconnect(*session_, [&] { return with_schema(*session_, [&] { return release_once(req); }); });
+    if (!released) return std::unexpected(released.error());
+    session_->release_signal().released(signal_key(held_->request));
+    const bool was_lost = lost_;
+    auto message = lost(was_lost ? "was lost before it was released"
+                                 : "was no longer held by " + held_->owner + " when it was released");
+    held_.reset();
+    lost_ = false;
+    if (!*released) return message;
+    return {};
+  }
+
+  int wakeup_fd() const override { return session_->release_signal().fd(); }
+  void consume_wakeup() override { session_->release_signal().consume(); }
+
+ private:
+  struct Held : HeldLock {
+    LockRequest request;
+    std::int64_t acquired_ms = 0;
+  };
+
+  // A semaphore's slots are waited for as one: any slot's release wakes its waiters.
+  static const std::string& signal_key(const LockRequest& req) { return req.semaphore.empty() ? req.key : req.semaphore; }
+
+  Params take_params(const LockRequest& req, const Value& token) const {
+    return {{"key", req.key},           {"owner", req.owner},     {"host", req.host},
+            {"pid", req.pid},           {"ttl_ms", ms_value(req.ttl)}, {"min_interval_ms", ms_value(req.min_interval)},
+            {"token", token}};
+  }
+
+  Result<AcquireOutcome> attempt(const LockRequest& req) {
+    if (!req.semaphore.empty()) return attempt_slot(req);
+    auto took = session_->run(st_.take, take_params(req, Value()));
+    if (!took) return std::unexpected(took.error());
+    if (took->affected == 0) return refused(req);
+    return taken(req, *took);
+  }
+
+  // A semaphore's slot: its header, then the slot row with the header's token, in one
+  // transaction (src/backends/README.md "Semaphores"); a slot not taken rolls the header back.
+  Result<AcquireOutcome> attempt_slot(const LockRequest& req) {
+    auto tx = Transaction::begin(*session_, st_.begin);
+    if (!tx) return std::unexpected(tx.error());
+    const Params hp{{"key", req.semaphore}, {"owner", req.owner}, {"host", req.host}, {"pid", req.pid},
+                    {"slots", std::int64_t{req.slots}},
+                    {"first", req.semaphore + slot_separator},
+                    {"past", req.semaphore + char(slot_separator + 1)}};
+    auto header = session_->run(st_.header_take, hp);
+    if (!header) return std::unexpected(header.error());
+    if (header->affected == 0) return header_refused(req);
+    auto header_row = row_of(*header, req.semaphore, req.owner);
+    if (!header_row) return std::unexpected(header_row.error());
+    auto took = session_->run(st_.take, take_params(req, header_row->token));
+    if (!took) return std::unexpected(took.error());
+    if (took->affected == 0) return refused(req);
+    auto out = taken(req, *took);
+    if (!out) return out;
+    if (auto ok = tx->commit(); !ok) {
+      held_.reset();
+      return std::unexpected(ok.error());
+    }
+    return out;
+  }
+
+  struct TakenRow {
+    std::int64_t token = 0;
+    std::optional<std::int64_t> acquired_ms, expires_ms;
+  };
+
+  // The taken row: from the statement's own rows, or read back.
+  Result<TakenRow> row_of(const Rows& took, const std::string& key, const std::string& owner) {
+    Rows read;
+    const Rows* rows = &took;
+    if (took.empty()) {
+      auto r = session_->run(st_.taken, {{"key", key}, {"owner", owner}});
+      if (!r) return std::unexpected(r.error());
+      if (r->empty()) return fail(ErrorKind::lost, "the lock " + key + " was taken over right after it was acquired");
+      read = std::move(*r);
+      rows = &read;
+    }
+    const auto row = (*rows)[0];
+    return TakenRow{row.int64(0), row.opt_int64(1), row.opt_int64(2)};
+  }
+
+  Result<AcquireOutcome> taken(const LockRequest& req, const Rows& took) {
+    auto row = row_of(took, req.key, req.owner);
+    if (!row) return std::unexpected(row.error());
+    AcquireOutcome out;
+    out.state = AcquireOutcome::State::acquired;
+    out.token = row->token;
+    out.acquired_at_ms = row->acquired_ms;
+    out.expires_at_ms = row->expires_ms;
+    held_ = Held{{req.key, req.owner, req.host, req.pid, out.token}, req, row->acquired_ms.value_or(0)};
+    return out;
+  }
+
+  // Cold path: who holds it, or when --min-interval will have elapsed.
+  Result<AcquireOutcome> refused(const LockRequest& req) {
+    auto r = session_->run(st_.refusal, {{"key", req.key}, {"min_interval_ms", ms_value(req.min_interval)}});
+    if (!r) return std::unexpected(r.error());
+    AcquireOutcome out;
+    out.state = AcquireOutcome::State::busy;
+    if (r->empty()) return out;  // gone in between: core simply retries
+    const auto row = (*r)[0];
+    LockStatus holder = refusing_row(row);
+    const auto due_in = row.opt_int64(extra_column);
+    if (holder.state != LockStatus::State::held && req.min_interval.count() > 0 && due_in && *due_in > 0) {
+      out.state = AcquireOutcome::State::not_due;
+      out.due_in = Millis(*due_in);
+    } else {
+      out.holder = std::move(holder);
+    }
+    return out;
+  }
+
+  // The header refused: another slot count recorded, or a plain holder of the key.
+  Result<AcquireOutcome> header_refused(const LockRequest& req) {
+    auto r = session_->run(st_.header_refusal, {{"key", req.semaphore}});
+    if (!r) return std::unexpected(r.error());
+    AcquireOutcome out;
+    out.state = AcquireOutcome::State::busy;
+    if (r->empty()) return out;
+    const auto row = (*r)[0];
+    const auto recorded = row.opt_int64(extra_column);
+    if (recorded && *recorded != req.slots) out.recorded_slots = static_cast<int>(*recorded);
+    else out.holder = refusing_row(row);
+    return out;
+  }
+
+  // The release and the run's history row, one transaction. true: the lease was still ours.
+  Result<bool> release_once(const ReleaseRequest& req) {
+    auto tx = Transaction::begin(*session_, st_.begin_release);
+    if (!tx) return std::unexpected(tx.error());
+    const Held& h = *held_;
+    if (!h.request.semaphore.empty())
+      if (auto r = session_->run(st_.lock_row, {{"key", h.request.semaphore}}); !r) return std::unexpected(r.error());
+    bool still_held = false;
+    if (!lost_) {
+      auto r = session_->run(st_.release, {{"key", h.key},
+                                            {"owner", h.owner},
+                                            {"token", h.token},
+                                            {"min_hold_ms", ms_value(req.min_hold)},
+                                            {"finished", std::int64_t{req.finished_run ? 1 : 0}},
+                                            {"exit_code", value_of(req.exit_code)},
+                                            {"channel", release_channel(prefix_, signal_key(h.request))}});
+      if (!r) return std::unexpected(r.error());
+      still_held = r->affected > 0;
+    }
+    // The run happened even when the lease was lost meanwhile: its history row is still written.
+    if (req.history) {
+      const RunRecord run = complete_run_record(*req.history, h, "lease", still_held);
+      auto added = session_->run(st_.history_add, {{"name", run.key},
+                                                   {"token", run.token},
+                                                   {"owner", run.owner},
+                                                   {"host", run.host},
+                                                   {"pid", run.pid},
+                                                   {"strategy", run.strategy},
+                                                   {"started_ms", h.acquired_ms},
+                                                   {"outcome", std::string(to_string(run.outcome))},
+                                                   {"exit_code", value_of(run.exit_code)}});
+      if (!added) return std::unexpected(added.error());
+      auto trimmed = session_->run(st_.history_trim, {{"name", run.key}, {"keep", std::int64_t{keep_ < 0 ? 0 : keep_}}});
+      if (!trimmed) return std::unexpected(trimmed.error());
+    }
+    if (auto ok = tx->commit(); !ok) return std::unexpected(ok.error());
+    return still_held;
+  }
+
+  std::unexpected<Error> lost(const std::string& what) const {
+    return fail(ErrorKind::lost, "the lease on '" + held_->key + "' (token " + std::to_string(held_->token) + ") " + what);
+  }
+
+  std::shared_ptr<Session> session_;
+  LeaseStatements st_;
+  std::string prefix_;
+  int keep_;
+  std::optional<Held> held_;
+  bool lost_ = false;  // renew() found the lease taken or released; held_ stays for the history row
+};
+
+}  // namespace
+
+std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<Session> session, const LeaseStatements& statements,
+                                          std::string prefix, int keep) {
+  return std::make_unique<LeaseLocker>(std::move(session), statements, std::move(prefix), keep);
+}
+
+}  // namespace dblock::sql

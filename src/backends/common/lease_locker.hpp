@@ -1,0 +1,44 @@
+#pragma once
+// The lease strategy, once for every backend: a row per key with an expiry, taken by one
+// conditional statement, renewed by the heartbeat, released by an owner- and token-checked
+// update with its history row. The dialect supplies the statements (statements.hpp) and the
+// session; this file owns every decision.
+
+#include <memory>
+#include <string>
+
+#include "backends/common/statements.hpp"
+#include "core/locker.hpp"
+
+namespace dblock::sql {
+
+/// The lease locker on `session`, which it shares with the Backend that made it (the Backend is
+/// not used while the locker lives). `prefix` is the table prefix (release_channel), `keep` the
+/// history rows kept per key.
+std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<Session> session, const LeaseStatements& statements,
+                                          std::string prefix, int keep);
+
+/// `attempt` once, and once more after session.repair_schema() made the missing schema: the run
+/// path assumes the tables (backend.hpp, make_locker). Each attempt cleans up after itself.
+template <class F>
+auto with_schema(Session& session, F&& attempt) -> decltype(attempt()) {
+  auto first = attempt();
+  if (first) return first;
+  auto repaired = session.repair_schema(first.error());
+  if (!repaired) return std::unexpected(repaired.error());
+  if (!*repaired) return first;
+  return attempt();
+}
+
+/// `statement` once, and once more after a reconnect when the connection failed: a lease
+/// survives a short outage, and every lease statement after the acquisition is compared on its
+/// holder, so running it twice is safe.
+template <class F>
+auto with_reconnect(Session& session, F&& statement) -> decltype(statement()) {
+  auto first = statement();
+  if (first || first.error().kind != ErrorKind::connection) return first;
+  if (auto ok = session.reconnect(first.error()); !ok) return std::unexpected(ok.error());
+  return statement();
+}
+
+}  // namespace dblock::sql

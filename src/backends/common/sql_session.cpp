@@ -1,0 +1,120 @@
+#include "backends/common/sql_session.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+namespace dblock::sql {
+
+Params::Params(std::initializer_list<std::pair<std::string_view, Value>> values) {
+  for (const auto& [name, value] : values) set(name, value);
+}
+
+Params& Params::set(std::string_view name, Value value) {
+  for (auto& [n, v] : values_)
+    if (n == name) {
+      v = std::move(value);
+      return *this;
+    }
+  values_.emplace_back(std::string(name), std::move(value));
+  return *this;
+}
+
+const Value* Params::find(std::string_view name) const {
+  for (const auto& [n, v] : values_)
+    if (n == name) return &v;
+  return nullptr;
+}
+
+bool Rows::Row::is_null(int column) const { return !(*cells_)[static_cast<std::size_t>(column)].has_value(); }
+
+std::string Rows::Row::text(int column) const {
+  return (*cells_)[static_cast<std::size_t>(column)].value_or(std::string());
+}
+
+std::int64_t Rows::Row::int64(int column) const {
+  const std::string& s = *(*cells_)[static_cast<std::size_t>(column)];
+  std::int64_t v = 0;
+  // A boolean column reads as 1 or 0 whatever the dialect spells it ('t', 'true').
+  if (s == "t" || s == "true") return 1;
+  if (s == "f" || s == "false") return 0;
+  std::from_chars(s.data(), s.data() + s.size(), v);
+  return v;
+}
+
+namespace {
+bool name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+bool name_char(char c) { return name_start(c) || (c >= '0' && c <= '9'); }
+}  // namespace
+
+Compiled compile(std::string_view text, PlaceholderStyle style) {
+  Compiled out;
+  out.text.reserve(text.size());
+  char quote = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quote) {
+      out.text += c;
+      if (c == quote) quote = 0;
+      continue;
+    }
+    if (c == '\'' || c == '"' || c == '`') {
+      quote = c;
+      out.text += c;
+      continue;
+    }
+    if (c == ':' && i + 1 < text.size() && text[i + 1] == ':') {  // a cast: ::bigint
+      out.text += "::";
+      ++i;
+      continue;
+    }
+    if (c != ':' || i + 1 >= text.size() || !name_start(text[i + 1])) {
+      out.text += c;
+      continue;
+    }
+    std::size_t end = i + 1;
+    while (end < text.size() && name_char(text[end])) ++end;
+    std::string name(text.substr(i + 1, end - i - 1));
+    i = end - 1;
+    if (style == PlaceholderStyle::question) {
+      out.names.push_back(std::move(name));
+      out.text += '?';
+      continue;
+    }
+    auto it = std::ranges::find(out.names, name);
+    const auto number = static_cast<std::size_t>(it - out.names.begin()) + 1;
+    if (it == out.names.end()) out.names.push_back(std::move(name));
+    out.text += style == PlaceholderStyle::dollar ? '$' : '?';
+    out.text += std::to_string(number);
+  }
+  return out;
+}
+
+Result<std::vector<const Value*>> bind_order(const Compiled& compiled, const Params& params, std::string_view id) {
+  std::vector<const Value*> out;
+  out.reserve(compiled.names.size());
+  for (const std::string& name : compiled.names) {
+    const Value* v = params.find(name);
+    if (!v) return fail(ErrorKind::internal, "statement " + std::string(id) + ": no value for :" + name);
+    out.push_back(v);
+  }
+  return out;
+}
+
+Result<Transaction> Transaction::begin(Session& session, std::string_view begin_sql) {
+  if (auto ok = session.exec(begin_sql); !ok) return std::unexpected(ok.error());
+  return Transaction(session);
+}
+
+Transaction::~Transaction() {
+  if (session_) (void)session_->exec("ROLLBACK");
+}
+
+Result<void> Transaction::commit() {
+  Session* s = std::exchange(session_, nullptr);
+  auto ok = s->exec("COMMIT");
+  // A COMMIT that failed may leave the transaction open (SQLite: SQLITE_BUSY): end it.
+  if (!ok) (void)s->exec("ROLLBACK");
+  return ok;
+}
+
+}  // namespace dblock::sql

@@ -1,0 +1,173 @@
+#pragma once
+// What a backend is to the strategies of src/backends/common: a session that runs one named
+// statement with named parameters and gives the rows back as text, its transactions, its
+// native error codes turned into "the schema is missing", a reconnect, and how a waiter hears
+// a release. Everything else (what to run, in which order, what the answer means) is the
+// strategies' (lease_locker.cpp, ...), written once for every dialect.
+//
+// Statements are SQL text written whole in each dialect's <name>_statements.cpp, with named
+// placeholders (`:key`, `:ttl_ms`) that each session turns into its own kind ($1, ?, ?1) once
+// per statement: a reader sees one statement whole, and adding a parameter shifts no other.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "backends/common/lock_rows.hpp"
+#include "core/error.hpp"
+#include "core/lock_types.hpp"
+
+namespace dblock::sql {
+
+/// A bound value: NULL, an integer or text (a key is bytes; SQLite compares an integer and a
+/// text differently, so the kind is kept).
+using Value = std::variant<std::monostate, std::int64_t, std::string>;
+
+/// Named values for a statement's placeholders; a placeholder without a value is
+/// ErrorKind::internal (never sent), a value without a placeholder is ignored.
+class Params {
+ public:
+  Params() = default;
+  Params(std::initializer_list<std::pair<std::string_view, Value>> values);
+  Params& set(std::string_view name, Value value);
+  /// nullptr when `name` has no value.
+  const Value* find(std::string_view name) const;
+
+ private:
+  std::vector<std::pair<std::string, Value>> values_;
+};
+
+/// An integer value or NULL.
+inline Value value_of(const std::optional<std::int64_t>& v) { return v ? Value(*v) : Value(); }
+inline Value value_of(const std::optional<int>& v) { return v ? Value(std::int64_t{*v}) : Value(); }
+inline Value ms_value(Millis m) { return Value(std::int64_t{m.count()}); }
+
+/// One statement of a dialect: `id` names it in messages and in a session's cache of prepared
+/// statements; `text` is the SQL with named placeholders. An empty text: the dialect has no
+/// such statement (the caller says what it does instead).
+struct Statement {
+  std::string id;
+  std::string text;
+  bool empty() const { return text.empty(); }
+};
+
+/// The rows of one statement, every value as text (NULL kept), and how many rows it changed.
+class Rows {
+ public:
+  using Cell = std::optional<std::string>;
+
+  /// One row, read by 0-based column.
+  class Row final : public rows::ColumnReader {
+   public:
+    explicit Row(const std::vector<Cell>& cells) : cells_(&cells) {}
+    bool is_null(int column) const override;
+    std::string text(int column) const override;
+    std::int64_t int64(int column) const override;
+
+   private:
+    const std::vector<Cell>* cells_;
+  };
+
+  std::size_t size() const { return rows_.size(); }
+  bool empty() const { return rows_.empty(); }
+  Row operator[](std::size_t i) const { return Row(rows_[i]); }
+  void add(std::vector<Cell> row) { rows_.push_back(std::move(row)); }
+
+  /// Rows inserted, updated or deleted (or returned, for a SELECT): what a conditional
+  /// statement's caller tests.
+  std::int64_t affected = 0;
+
+ private:
+  std::vector<std::vector<Cell>> rows_;
+};
+
+/// How a dialect writes a placeholder.
+enum class PlaceholderStyle {
+  dollar,    // PostgreSQL: $1, $2 ...; a name used twice keeps its number
+  numbered,  // SQLite: ?1, ?2 ...; the same
+  question,  // MySQL: ? each time; a name used twice is bound twice
+};
+
+/// A statement's text with the dialect's placeholders, and the name of each, in binding order.
+struct Compiled {
+  std::string text;
+  std::vector<std::string> names;
+};
+/// Replaces each `:name` outside quotes ('...', "...", `...`) by the style's placeholder. `::`
+/// (a PostgreSQL cast) and `:=` are left alone.
+Compiled compile(std::string_view text, PlaceholderStyle style);
+
+/// The values of `compiled.names` from `params`, in order; ErrorKind::internal naming the
+/// statement and the first placeholder without a value.
+Result<std::vector<const Value*>> bind_order(const Compiled& compiled, const Params& params, std::string_view id);
+
+/// How a waiter hears that a key may have been released, so it tries again at once instead of
+/// on core's backoff. Optional: a session without one answers "cannot tell" throughout.
+class ReleaseSignal {
+ public:
+  virtual ~ReleaseSignal() = default;
+  /// The lock on `key` was taken by this session's process.
+  virtual void holding(const std::string& key) { (void)key; }
+  /// The lock on `key` was let go (after the commit).
+  virtual void released(const std::string& key) { (void)key; }
+  /// An attempt found `key` busy. May block up to `left` until a release may have happened;
+  /// true: try again at once; false: no such news, the answer stands. An error is the session's.
+  virtual Result<bool> busy(const std::string& key, Millis left) {
+    (void)key;
+    (void)left;
+    return false;
+  }
+  /// The caller stops waiting for `key` without taking it.
+  virtual void stop_waiting(const std::string& key) { (void)key; }
+  /// Readable when a release may have happened (core polls it), or -1.
+  virtual int fd() const { return -1; }
+  virtual void consume() {}
+};
+
+/// One database session.
+class Session {
+ public:
+  virtual ~Session() = default;
+
+  /// Runs `st` with `params` bound by name; rows as text. ErrorKind::connection when the server
+  /// is gone or the statement timed out.
+  virtual Result<Rows> run(const Statement& st, const Params& params) = 0;
+  /// Runs SQL without parameters (BEGIN, COMMIT, ROLLBACK, DDL); rows are dropped.
+  virtual Result<void> exec(std::string_view sql) = 0;
+
+  /// Closes and opens again (a lease survives a short outage); ErrorKind::connection when the
+  /// server still cannot be reached. A session that cannot reconnect returns `why`.
+  virtual Result<void> reconnect(const Error& why) = 0;
+
+  /// After `failed`, which a statement of the run path returned: when the dialect's native
+  /// code says a table or column is missing, creates or completes the schema and returns true
+  /// (the caller runs its operation once more); false when `failed` stands. A table of the
+  /// wrong shape is ErrorKind::config naming the column.
+  virtual Result<bool> repair_schema(const Error& failed) = 0;
+
+  /// How this session's waiters hear releases (never null).
+  virtual ReleaseSignal& release_signal() = 0;
+};
+
+/// BEGIN ... COMMIT on a session, rolled back when destroyed uncommitted (RAII): the statements
+/// of one lock operation that must hold or fail together.
+class Transaction {
+ public:
+  static Result<Transaction> begin(Session& session, std::string_view begin_sql);
+  Transaction(Transaction&& other) noexcept : session_(std::exchange(other.session_, nullptr)) {}
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  Transaction& operator=(Transaction&&) = delete;
+  ~Transaction();
+  Result<void> commit();
+
+ private:
+  explicit Transaction(Session& session) : session_(&session) {}
+  Session* session_;
+};
+
+}  // namespace dblock::sql

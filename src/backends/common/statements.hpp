@@ -1,0 +1,62 @@
+#pragma once
+// The statements a dialect writes for the strategies of this folder, each whole, in its
+// <name>_statements.cpp. Each comment is the statement's contract: the named parameters it
+// may use (it may ignore some) and what it answers. Times are epoch milliseconds on the
+// database's clock (SQLite: see sqlite_statements.cpp); the 14 "status columns" are those of
+// rows::decode_status (lock_rows.hpp), in its order.
+
+#include <string>
+
+#include "backends/common/sql_session.hpp"
+
+namespace dblock::sql {
+
+struct LeaseStatements {
+  /// Opens a write transaction (SQLite: BEGIN IMMEDIATE, so it never upgrades a read lock).
+  std::string begin;
+  /// Opens a release's transaction. Only the acquisition must survive a crash (it carries the
+  /// token): a dialect may let this one commit without waiting for the disk.
+  std::string begin_release;
+
+  /// :key :owner :host :pid :ttl_ms :min_interval_ms :token (NULL, or a semaphore slot's token
+  /// from its header). Takes the row of :key when its lease is over (expired, released or never
+  /// taken) and, when :min_interval_ms > 0, its last start is at least that long ago: the holder
+  /// columns, token (:token, else 1 for a new row and token + 1 for an old one), strategy
+  /// 'lease', no session_id, acquired_at = renewed_at = last_started_at = now, expires_at = now +
+  /// :ttl_ms, released_at NULL. affected: 1 when taken, 0 when not. Rows: none, or (token,
+  /// acquired_ms, expires_ms) of the taken row.
+  Statement take;
+  /// :key :owner. (token, acquired_ms, expires_ms) of the row, for a dialect whose `take` returns
+  /// no rows.
+  Statement taken;
+  /// :key :min_interval_ms. Why `take` did not take it: the 14 status columns, then live (1 when
+  /// the lease is running), then due_in_ms (NULL or <= 0 when --min-interval allows a start).
+  Statement refusal;
+  /// :key :owner :token :ttl_ms. expires_at = now + :ttl_ms, renewed_at = now, when the row is
+  /// still that holder's and not released. affected: 1 renewed, 0 not ours any more.
+  Statement renew;
+  /// :key :owner :token :min_hold_ms :finished (1: set last_finished_at = now and last_exit_code
+  /// = :exit_code) :channel (the wake-up name, release_channel). released_at = now and
+  /// expires_at = the later of now and acquired_at + :min_hold_ms, when the row is still that
+  /// holder's and not released. affected: 1 released, 0 not ours any more.
+  Statement release;
+  /// :name :token :owner :host :pid :strategy :started_ms :outcome :exit_code. One history row
+  /// (finished_at = now).
+  Statement history_add;
+  /// :name :keep. Deletes the rows of :name beyond the newest :keep.
+  Statement history_trim;
+
+  /// Semaphores (src/backends/README.md, "Semaphores"), inside `begin`'s transaction.
+  /// :key (the semaphore) :owner :host :pid :slots :first :past (the bounds of its slot rows'
+  /// names). Takes the header row of :key, bumping its token (1 for a new row), when it records
+  /// :slots, or it is a plain row nobody holds, or no slot row of it is held. affected and rows
+  /// as `take`.
+  Statement header_take;
+  /// :key. Why `header_take` did not take it: the 14 status columns, live, then slots.
+  Statement header_refusal;
+  /// :key. Locks the row until the transaction ends (a slot's release locks its header first,
+  /// the order acquirers use, so two releases of one semaphore never deadlock).
+  Statement lock_row;
+};
+
+}  // namespace dblock::sql
