@@ -221,21 +221,11 @@ class LeaseLocker final : public Locker {
       still_held = r->affected > 0;
     }
     // The run happened even when the lease was lost meanwhile: its history row is still written.
-    if (req.history) {
-      const RunRecord run = complete_run_record(*req.history, h, "lease", still_held);
-      auto added = session_->run(st_.history_add, {{"name", run.key},
-                                                   {"token", run.token},
-                                                   {"owner", run.owner},
-                                                   {"host", run.host},
-                                                   {"pid", run.pid},
-                                                   {"strategy", run.strategy},
-                                                   {"started_ms", h.acquired_ms},
-                                                   {"outcome", std::string(to_string(run.outcome))},
-                                                   {"exit_code", value_of(run.exit_code)}});
-      if (!added) return std::unexpected(added.error());
-      auto trimmed = session_->run(st_.history_trim, {{"name", run.key}, {"keep", std::int64_t{keep_ < 0 ? 0 : keep_}}});
-      if (!trimmed) return std::unexpected(trimmed.error());
-    }
+    if (req.history)
+      if (auto ok = record_run(*session_, st_, complete_run_record(*req.history, h, "lease", still_held),
+                               h.acquired_ms, keep_);
+          !ok)
+        return std::unexpected(ok.error());
     if (auto ok = tx->commit(); !ok) return std::unexpected(ok.error());
     return still_held;
   }
@@ -253,6 +243,23 @@ class LeaseLocker final : public Locker {
 };
 
 }  // namespace
+
+Result<void> record_run(Session& session, const LeaseStatements& st, const RunRecord& run, std::int64_t started_ms,
+                        int keep) {
+  auto added = session.run(st.history_add, {{"name", run.key},
+                                            {"token", run.token},
+                                            {"owner", run.owner},
+                                            {"host", run.host},
+                                            {"pid", run.pid},
+                                            {"strategy", run.strategy},
+                                            {"started_ms", started_ms},
+                                            {"outcome", std::string(to_string(run.outcome))},
+                                            {"exit_code", value_of(run.exit_code)}});
+  if (!added) return std::unexpected(added.error());
+  auto trimmed = session.run(st.history_trim, {{"name", run.key}, {"keep", std::int64_t{keep < 0 ? 0 : keep}}});
+  if (!trimmed) return std::unexpected(trimmed.error());
+  return {};
+}
 
 std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<Session> session, const LeaseStatements& statements,
                                           std::string prefix, int keep) {

@@ -60,3 +60,38 @@ struct LeaseStatements {
 };
 
 }  // namespace dblock::sql
+
+namespace dblock::sql {
+
+/// --table-format shedlock (dblock(1), SHEDLOCK; shedlock.hpp): the lease is a row of ShedLock's
+/// table, taken, extended and unlocked as ShedLock's JDBC provider does, in database time;
+/// dblock's own <prefix>locks row of the same name carries the fencing token (bumped in the same
+/// transaction) and <prefix>runs the history (LeaseStatements::history_add, history_trim).
+struct ShedlockStatements {
+  /// Opens a write transaction.
+  std::string begin;
+  /// :key :owner :ttl_ms. ShedLock's acquire: inserts the row, or takes over one whose lock_until
+  /// has passed (lock_until = now + :ttl_ms, locked_at = now, locked_by = :owner). affected: 1
+  /// when taken. Rows: none or (lock_until_ms).
+  Statement take;
+  /// :key :owner :host :pid. dblock's row of the name: the holder, token + 1 (1 when new),
+  /// strategy 'shedlock', acquired_at = renewed_at = last_started_at = now, expires_at and
+  /// released_at NULL. Rows: none or (token, acquired_ms).
+  Statement number;
+  /// :key :owner. (token, acquired_ms) of dblock's row, for a dialect whose `number` returns none.
+  Statement numbered;
+  /// :key. The holder of ShedLock's row: name, locked_by, locked_at_ms, lock_until_ms, now_ms,
+  /// dblock's token of the name (0 when none), and its host and pid when its owner is locked_by.
+  Statement holder;
+  /// :key :owner :ttl_ms. ShedLock's extend: lock_until = now + :ttl_ms while it is ahead and
+  /// locked_by is :owner. affected: 1 extended.
+  Statement extend;
+  /// :key :owner :min_hold_ms. ShedLock's unlock: lock_until = the later of now and locked_at +
+  /// :min_hold_ms (lockAtLeastFor), on name and locked_by. affected: 1 unlocked.
+  Statement unlock;
+  /// :key :token :finished :exit_code. dblock's row of the token: released_at = now and, when
+  /// :finished, last_finished_at = now and last_exit_code = :exit_code.
+  Statement finish;
+};
+
+}  // namespace dblock::sql

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "backends/common/lease_locker.hpp"
+#include "backends/common/shedlock_locker.hpp"
 #include "backends/registry.hpp"
 #include "backends/sqlite/sqlite_descriptor.hpp"
 #include "backends/sqlite/sqlite_dsn.hpp"
@@ -72,9 +73,22 @@ class SqliteBackend final : public Backend {
     // The locker shares this connection (backend.hpp: the Backend is not used after
     // make_locker): a second one would cost a `run` another open, WAL-index mapping and
     // schema read. Every transaction of either side begins and ends within one call.
-    if (options_.shedlock) return make_shedlock_locker(conn_, options_);
-    return sql::make_lease_locker(std::make_shared<Session>(conn_, options_.table_prefix),
-                                  lease_statements(options_.table_prefix), options_.table_prefix, options_.history_keep);
+    const std::string& prefix = options_.table_prefix;
+    if (options_.shedlock) {
+      // SQLite reports a missing table as plain SQLITE_ERROR: on that code both schemas are
+      // made (ShedLock's only when missing) and the operation runs once more.
+      auto repair = [conn = conn_, options = options_](const Error& failed) -> Result<bool> {
+        if ((failed.native_code & 0xff) != SQLITE_ERROR) return false;
+        if (auto ok = sqlite::ensure_schema(*conn, options.table_prefix); !ok) return std::unexpected(ok.error());
+        if (auto ok = ensure_shedlock_table(*conn, options); !ok) return std::unexpected(ok.error());
+        return true;
+      };
+      return sql::make_shedlock_locker(std::make_shared<Session>(conn_, repair), shedlock_statements(options_),
+                                       lease_statements(prefix), options_.history_keep);
+    }
+    auto repair = [conn = conn_, prefix](const Error& failed) { return repair_schema(*conn, prefix, failed); };
+    return sql::make_lease_locker(std::make_shared<Session>(conn_, repair), lease_statements(prefix), prefix,
+                                  options_.history_keep);
   }
 
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {

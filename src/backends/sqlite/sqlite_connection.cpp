@@ -17,7 +17,6 @@
 #include <utility>
 
 #include "backends/common/dsn.hpp"
-#include "backends/sqlite/sqlite_tables.hpp"
 #include "backends/sqlite/sqlite_vfs.hpp"
 #include "core/clock.hpp"
 
@@ -451,7 +450,5 @@ Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& para
 }
 
 Result<void> Session::exec(std::string_view sql) { return conn_->exec(std::string(sql), sql); }
-
-Result<bool> Session::repair_schema(const Error& failed) { return sqlite::repair_schema(*conn_, prefix_, failed); }
 
 }  // namespace dblock::sqlite

@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -151,18 +152,21 @@ class WalWatch final : public sql::ReleaseSignal {
 /// The connection as the strategies of src/backends/common see it (sql_session.hpp).
 class Session final : public sql::Session {
  public:
-  Session(std::shared_ptr<const Connection> conn, std::string prefix)
-      : conn_(std::move(conn)), prefix_(std::move(prefix)), wal_watch_(conn_->path() + "-wal") {}
+  /// `repair`: makes the schema the locker needs (dblock's tables, and ShedLock's with
+  /// --table-format shedlock) when a statement's error says it is missing; true when it did.
+  using Repair = std::function<Result<bool>(const Error& failed)>;
+  Session(std::shared_ptr<const Connection> conn, Repair repair)
+      : conn_(std::move(conn)), repair_(std::move(repair)), wal_watch_(conn_->path() + "-wal") {}
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override;
   Result<void> exec(std::string_view sql) override;
   /// A file has no connection to lose.
   Result<void> reconnect(const Error& why) override { return std::unexpected(why); }
-  Result<bool> repair_schema(const Error& failed) override;
+  Result<bool> repair_schema(const Error& failed) override { return repair_(failed); }
   sql::ReleaseSignal& release_signal() override { return wal_watch_; }
 
  private:
   std::shared_ptr<const Connection> conn_;
-  std::string prefix_;
+  Repair repair_;
   std::unordered_map<std::string, sql::Compiled> compiled_;
   WalWatch wal_watch_;
 };

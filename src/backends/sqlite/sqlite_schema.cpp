@@ -34,18 +34,6 @@ constexpr AddedColumn slots_column{"slots", "INTEGER"};
 
 std::string epoch_ms_of(std::string_view expr) { return epoch_ms_sql(expr); }
 
-// A statement's current row as the common row layer reads it.
-class StatementRow final : public rows::ColumnReader {
- public:
-  explicit StatementRow(const Statement& stmt) : stmt_(stmt) {}
-  bool is_null(int column) const override { return stmt_.is_null(column); }
-  std::string text(int column) const override { return stmt_.text(column); }
-  std::int64_t int64(int column) const override { return stmt_.int64(column); }
-
- private:
-  const Statement& stmt_;
-};
-
 using TableShape = std::vector<std::pair<std::string, std::int64_t>>;  // column name, pk position
 
 Result<TableShape> read_shape(const Connection& conn, const std::string& table) {

@@ -89,4 +89,38 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   return s;
 }
 
+sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
+  const Tables t(options.table_prefix);
+  const std::string shed = quote_ident(options.shedlock_table);
+  const std::string now = now_sql();
+  const std::string at_least = "strftime('%Y-%m-%d %H:%M:%f', julianday(locked_at) + :min_hold_ms / 86400000.0)";
+  sql::ShedlockStatements s;
+  s.begin = "BEGIN IMMEDIATE";
+  // Times are UTC text 'YYYY-MM-DD HH:MM:SS.SSS', so they compare as text. SQLite has no server
+  // clock, so unlike dblock's own lease this one is judged on the wall clock, as the Java side would.
+  s.take = {"shedlock.take", "INSERT INTO " + shed + " AS s (name, lock_until, locked_at, locked_by) VALUES (:key, " +
+                                 now_plus_sql(":ttl_ms") + ", " + now +
+                                 ", :owner) ON CONFLICT(name) DO UPDATE SET lock_until = excluded.lock_until,"
+                                 " locked_at = excluded.locked_at, locked_by = excluded.locked_by WHERE s.lock_until <= " +
+                                 now + " RETURNING " + epoch_ms_sql("lock_until")};
+  s.number = {"shedlock.number",
+              "INSERT INTO " + t.locks +
+                  " AS l (name, owner, host, pid, token, strategy, acquired_at, renewed_at, released_at, last_started_at)"
+                  " VALUES (:key, :owner, :host, :pid, 1, 'shedlock', " + now + ", " + now + ", NULL, " + now +
+                  ") ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, host = excluded.host, pid = excluded.pid,"
+                  " token = l.token + 1, strategy = 'shedlock', session_id = NULL, acquired_at = excluded.acquired_at,"
+                  " renewed_at = excluded.renewed_at, expires_at = NULL, released_at = NULL,"
+                  " last_started_at = excluded.last_started_at RETURNING token, " + epoch_ms_sql("acquired_at")};
+  s.holder = {"shedlock.holder", shedlock_status_select(options) + " WHERE name = :key"};
+  s.extend = {"shedlock.extend", "UPDATE " + shed + " SET lock_until = " + now_plus_sql(":ttl_ms") +
+                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + now};
+  s.unlock = {"shedlock.unlock", "UPDATE " + shed + " SET lock_until = CASE WHEN " + at_least + " > " + now + " THEN " +
+                                     at_least + " ELSE " + now + " END WHERE name = :key AND locked_by = :owner"};
+  s.finish = {"shedlock.finish",
+              "UPDATE " + t.locks + " SET released_at = " + now + ", last_finished_at = CASE WHEN :finished THEN " + now +
+                  " ELSE last_finished_at END, last_exit_code = CASE WHEN :finished THEN :exit_code ELSE last_exit_code END"
+                  " WHERE name = :key AND token = :token AND released_at IS NULL"};
+  return s;
+}
+
 }  // namespace dblock::sqlite

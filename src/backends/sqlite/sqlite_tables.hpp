@@ -19,6 +19,18 @@
 
 namespace dblock::sqlite {
 
+/// A statement's current row as the common row layer reads it.
+class StatementRow final : public rows::ColumnReader {
+ public:
+  explicit StatementRow(const Statement& stmt) : stmt_(stmt) {}
+  bool is_null(int column) const override { return stmt_.is_null(column); }
+  std::string text(int column) const override { return stmt_.text(column); }
+  std::int64_t int64(int column) const override { return stmt_.int64(column); }
+
+ private:
+  const Statement& stmt_;
+};
+
 /// Quoted table names for one prefix.
 struct Tables {
   explicit Tables(const std::string& prefix)
@@ -88,14 +100,10 @@ Result<std::vector<RunRecord>> read_history(const Connection& conn, const Tables
 /// The statements of the common lease locker (sqlite_statements.cpp).
 sql::LeaseStatements lease_statements(const std::string& prefix);
 
-/// Inserts one history row (started_at as stored, "" for NULL) and prunes the key's rows beyond
-/// `keep`, inside the caller's transaction (sqlite_lease.cpp).
-Result<void> record_run(const Connection& conn, const Tables& tables, int keep, const RunRecord& run,
-                        const std::string& started_at);
-
-/// --table-format shedlock (sqlite_shedlock.cpp): the lease locker on ShedLock's table, the
-/// table itself (created only when missing, shape checked), and status of its rows.
-std::unique_ptr<Locker> make_shedlock_locker(std::shared_ptr<const Connection> conn, const BackendOptions& options);
+/// --table-format shedlock (sqlite_shedlock.cpp): the statements of the common ShedLock locker
+/// (sqlite_statements.cpp), the table itself (created only when missing, shape checked), and
+/// status of its rows.
+sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
 Result<void> ensure_shedlock_table(const Connection& conn, const BackendOptions& options);
 /// Status of ShedLock's rows: a SELECT to append `WHERE name = ?1` or `ORDER BY name` to, and its row.
 std::string shedlock_status_select(const BackendOptions& options);

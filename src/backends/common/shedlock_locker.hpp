@@ -1,0 +1,20 @@
+#pragma once
+// --table-format shedlock, once for every backend (statements.hpp, ShedlockStatements).
+
+#include <memory>
+
+#include "backends/common/statements.hpp"
+#include "core/locker.hpp"
+
+namespace dblock::sql {
+
+/// The lease locker on ShedLock's table, on `session` (shared with the Backend, as the lease
+/// locker's). `history` gives the history statements; `keep` the history rows kept per key.
+std::unique_ptr<Locker> make_shedlock_locker(std::shared_ptr<Session> session, const ShedlockStatements& statements,
+                                             const LeaseStatements& history, int keep);
+
+/// A row of ShedlockStatements::holder as status shows it: held while lock_until is ahead (also
+/// while lockAtLeastFor keeps a finished run's lock).
+LockStatus shedlock_holder(const rows::ColumnReader& row);
+
+}  // namespace dblock::sql
