@@ -80,7 +80,8 @@ CommandAction define_run(CLI::App& sub) {
     options.request.host = host_name();
     options.request.pid = getpid();
     options.request.ttl = duration_option("--ttl", args->ttl);
-    options.request.min_interval = duration_option("--min-interval", args->min_interval);
+    const Millis min_interval = duration_option("--min-interval", args->min_interval);
+    options.request.min_interval = min_interval - min_interval_tolerance(min_interval);
     value_or_throw(validate_ttl(options.request.ttl));
     apply_slots(options.request, args->slots);
     options.wait = resolve_wait(*wait, args->wait);

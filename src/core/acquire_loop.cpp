@@ -116,6 +116,17 @@ std::string format_utc_ms(std::int64_t ms) {
   return buf;
 }
 
+std::string describe_not_due(const AcquireOutcome& out) {
+  std::string s = "it ran less than --min-interval ago";
+  if (out.holder && out.holder->last_started_at_ms) {
+    s += " (last started " + format_utc_ms(*out.holder->last_started_at_ms);
+    if (!out.holder->host.empty()) s += " on " + out.holder->host;
+    s += ")";
+  }
+  if (out.due_in) s += "; due in " + format_duration(*out.due_in);
+  return s;
+}
+
 std::string describe_holder(const LockStatus& h) {
   std::string s = "held by " + (h.owner.empty() ? std::string("?") : h.owner);
   if (!h.host.empty()) s += " on " + h.host;
@@ -259,8 +270,7 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
 
     Millis wake_at;
     if (out.state == AcquireOutcome::State::not_due) {
-      std::string why = "'" + key + "' ran less than --min-interval ago";
-      if (out.due_in) why += "; due in " + format_duration(*out.due_in);
+      const std::string why = "'" + key + "': " + describe_not_due(out);
       if (!wait) {
         log::verbose(why + ": skipping");
         return result;
@@ -272,8 +282,7 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       }
       log::verbose(why + ": sleeping until due");
       if (!told_waiting) {
-        log::progress("waiting for '" + key + "': it ran less than --min-interval ago" +
-                      (out.due_in ? "; due in " + format_duration(*out.due_in) : std::string()));
+        log::progress("waiting for '" + key + "': " + describe_not_due(out));
         told_waiting = true;
       }
       // A little past due, so the server's clock has surely moved beyond it.

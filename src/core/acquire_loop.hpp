@@ -57,6 +57,10 @@ Result<WaitResult> acquire_with_wait(Locker& locker, const LockRequest& request,
 /// One line for -v about who holds a lock: owner, host, pid, token, since, expires.
 std::string describe_holder(const LockStatus& holder);
 
+/// Why a not_due answer refused: "it ran less than --min-interval ago (last started
+/// 2026-11-26T07:23:02.001Z on web1); due in 872ms", the parts the outcome knows.
+std::string describe_not_due(const AcquireOutcome& out);
+
 /// Short, for a person at a terminal: "web1:4711 since 02:00:03 (lease, expires in 21s)"
 /// (local time of day).
 std::string holder_summary(const LockStatus& holder);

@@ -2,6 +2,7 @@
 // Plain data passed between core and the backends. Times that come from the database are
 // milliseconds since the Unix epoch on the *database server's* clock (dblock(1), NOTES: Database time).
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -21,6 +22,12 @@ std::optional<Strategy> parse_strategy(std::string_view text);
 /// True for strategies whose lock lives in a database session (dies with the connection).
 constexpr bool is_session_strategy(Strategy s) { return s != Strategy::lease; }
 
+/// --min-interval's start tolerance (dblock(1), --min-interval): a start that comes this much
+/// early still counts, so cron's jitter of a second or two never costs a whole period. A tenth
+/// of the interval, at most 5 s: below any cron period an interval is a multiple of (a
+/// minute), above the jitter of a loaded host.
+constexpr Millis min_interval_tolerance(Millis interval) { return std::min(interval / 10, Millis(5000)); }
+
 /// Who is asking for which lock, and on what terms.
 struct LockRequest {
   std::string key;
@@ -28,7 +35,9 @@ struct LockRequest {
   std::string host;
   std::int64_t pid = 0;
   Millis ttl{30000};        // lease length; session strategies store it for display only
-  Millis min_interval{0};   // 0 = no check; else refuse (not_due) unless last_started_at <= now - min_interval
+  // 0 = no check; else refuse (not_due) unless last_started_at <= now - min_interval. What the
+  // user asked less min_interval_tolerance: the lockers compare with it as it is.
+  Millis min_interval{0};
   // A slot of a semaphore (core/semaphore.hpp, docs/design.md "Semaphores"): `key` is
   // the slot's row, `semaphore` the key whose header row records `slots` and issues the token,
   // in the same transaction as the slot is taken. Empty `semaphore`: a plain lock.

@@ -43,8 +43,7 @@ void skipped_event(const std::string& key, const WaitResult& waited, int exit_co
   std::string line = "skipped '" + key + "': ";
   std::string holder;
   if (out.state == AcquireOutcome::State::not_due) {
-    line += "it ran less than --min-interval ago";
-    if (out.due_in) line += "; due in " + format_duration(*out.due_in);
+    line += describe_not_due(out);
   } else if (out.holder) {
     line += describe_holder(*out.holder);
     holder = out.holder->owner;

@@ -181,9 +181,8 @@ class LeaseLocker final : public Locker {
     if (holder.state != LockStatus::State::held && req.min_interval.count() > 0 && due_in && *due_in > 0) {
       out.state = AcquireOutcome::State::not_due;
       out.due_in = Millis(*due_in);
-    } else {
-      out.holder = std::move(holder);
     }
+    out.holder = std::move(holder);  // not due: its last start and host
     return out;
   }
 
