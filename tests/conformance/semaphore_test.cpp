@@ -202,38 +202,6 @@ TEST_CASE("semaphore: a waiter's wakeup descriptor turns readable when any slot 
 
 }  // TEST_SUITE
 
-// MySQL/MariaDB specifics (src/backends/README.md, "Semaphores" and "MySQL/MariaDB").
-TEST_SUITE("mysql") {
-
-TEST_CASE("semaphore: a locks table from before semaphores gets its slots column on the first slot taken") {
-  Db db;
-  const std::string table = db.options.table_prefix + "locks";
-  const std::string has_slots = "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND "
-                                "TABLE_NAME = '" + table + "' AND COLUMN_NAME = 'slots'";
-  test::admin_sql("ALTER TABLE " + table + " DROP COLUMN slots");
-  const std::string key = test::unique_key("sem-old");
-
-  // Inspection reads without the column and creates nothing; plain locks never need it.
-  CHECK(slot_count(db, key) == 0);
-  auto checked = db.backend->check_schema();
-  CHECK_MESSAGE(checked.has_value(), (checked ? std::string() : checked.error().message));
-  CHECK(test::admin_sql(has_slots) == "0");
-  auto plain = db.locker();
-  const std::int64_t plain_token = acquire(*plain, request(key, "owner-p"));
-  release(*plain);
-  CHECK(test::admin_sql(has_slots) == "0");
-
-  auto a = semaphore(db, 2);
-  AcquireOutcome got = try_once(*a, slot_request(key, "owner-a", 2));
-  REQUIRE(got.state == AcquireOutcome::State::acquired);
-  CHECK(got.token > plain_token);
-  CHECK(test::admin_sql(has_slots) == "1");
-  CHECK(slot_count(db, key) == 2);
-  release(*a);
-}
-
-}  // TEST_SUITE
-
 // Every backend: what the MySQL work found (concurrent holders of one key, releases at once).
 TEST_SUITE("all") {
 
