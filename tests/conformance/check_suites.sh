@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ctest's conformance.suites: every case of dblock_conformance ($1) sits in a suite some cell
-# runs (tests/CMakeLists.txt runs a cell as -ts=all,<kind>,<backend>,<backend>.<kind>), and
-# prints how many cases each cell runs.
+# runs (tests/CMakeLists.txt runs a cell as -ts=all,<kind>,<backend>,<backend>.<kind>), the
+# common suites (all, lease, session) come from tests/conformance/ and the backends' own from
+# tests/backends/, and it prints how many cases each cell runs.
 set -euo pipefail
 bin=$1
 count() {  # count [doctest filters...]: cases passing the filters
@@ -20,3 +21,16 @@ if [ "$total" != "$in_known" ]; then
   exit 1
 fi
 echo "ok    all $total cases are in a cell's suites"
+# The XML listing names each case's file and suite.
+common='testsuite="(all|lease|session)"'
+cases=$("$bin" -ltc -r=xml | grep '<TestCase ')
+misplaced=$(
+  grep -E "filename=\"([^\"]*/)?tests/conformance/" <<<"$cases" | grep -Ev "$common" || true
+  grep -E "filename=\"([^\"]*/)?tests/backends/" <<<"$cases" | grep -E "$common" || true
+)
+if [ -n "$misplaced" ]; then
+  echo "FAIL  tests/conformance/ holds the common suites only, tests/backends/ the backends' own:"
+  sed 's/^ */      /' <<<"$misplaced"
+  exit 1
+fi
+echo "ok    tests/conformance/ holds the common suites, tests/backends/ the backends' own"

@@ -2,8 +2,6 @@
 // semaphore locker over each backend's plain locker. The same cases on every backend x strategy:
 // at most N holders, tokens strictly increasing per key across slots, one slot count per key.
 
-#include <poll.h>
-
 #include <algorithm>
 #include <atomic>
 #include <latch>
@@ -170,66 +168,6 @@ TEST_CASE("semaphore: a plain lock never takes the header, held slots or not") {
   CHECK(out.holder->strategy == semaphore_marker);
   CHECK(db.status(key).token == token);  // no token used
   CHECK(slot_count(db, key) == 2);
-}
-
-TEST_CASE("semaphore: a waiter's wakeup descriptor turns readable when any slot it tried is released") {
-  Db db;
-  const std::string key = test::unique_key("sem-wake");
-  auto a = semaphore(db, 2), b = semaphore(db, 2);
-  // The waiter is another process: its own backend (a lease locker shares its backend's
-  // connection, which would read the release's notification as part of the release).
-  auto other = test::open(db.options);
-  auto made = other->make_locker(test::strategy());
-  REQUIRE(made.has_value());
-  auto c = make_semaphore_locker(std::move(*made), 2);
-  acquire(*a, slot_request(key, "owner-a", 2));
-  acquire(*b, slot_request(key, "owner-b", 2));
-  REQUIRE(try_once(*c, slot_request(key, "owner-c", 2)).state == AcquireOutcome::State::busy);
-  const int fd = c->wakeup_fd();
-  if (fd < 0) return;  // this backend cannot tell: core polls with backoff
-  c->consume_wakeup();
-  // Slot 0 is the first one the waiter tried, not the last.
-  release(*a);
-  pollfd p{fd, POLLIN, 0};
-  CHECK(::poll(&p, 1, 5000) == 1);  // generous: a loaded machine
-  c->consume_wakeup();
-  AcquireOutcome got = try_once(*c, slot_request(key, "owner-c", 2));
-  CHECK(got.state == AcquireOutcome::State::acquired);
-  CHECK(got.slot == 0);
-  release(*b);
-  if (got.state == AcquireOutcome::State::acquired) release(*c);
-}
-
-}  // TEST_SUITE
-
-// MySQL/MariaDB specifics (src/backends/README.md, "Semaphores" and "MySQL/MariaDB").
-TEST_SUITE("mysql") {
-
-TEST_CASE("semaphore: a locks table from before semaphores gets its slots column on the first slot taken") {
-  Db db;
-  const std::string table = db.options.table_prefix + "locks";
-  const std::string has_slots = "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND "
-                                "TABLE_NAME = '" + table + "' AND COLUMN_NAME = 'slots'";
-  test::admin_sql("ALTER TABLE " + table + " DROP COLUMN slots");
-  const std::string key = test::unique_key("sem-old");
-
-  // Inspection reads without the column and creates nothing; plain locks never need it.
-  CHECK(slot_count(db, key) == 0);
-  auto checked = db.backend->check_schema();
-  CHECK_MESSAGE(checked.has_value(), (checked ? std::string() : checked.error().message));
-  CHECK(test::admin_sql(has_slots) == "0");
-  auto plain = db.locker();
-  const std::int64_t plain_token = acquire(*plain, request(key, "owner-p"));
-  release(*plain);
-  CHECK(test::admin_sql(has_slots) == "0");
-
-  auto a = semaphore(db, 2);
-  AcquireOutcome got = try_once(*a, slot_request(key, "owner-a", 2));
-  REQUIRE(got.state == AcquireOutcome::State::acquired);
-  CHECK(got.token > plain_token);
-  CHECK(test::admin_sql(has_slots) == "1");
-  CHECK(slot_count(db, key) == 2);
-  release(*a);
 }
 
 }  // TEST_SUITE

@@ -231,24 +231,35 @@ has_status_fields() {
   [ "$missing" = 0 ] || { echo "      status --json of $1 lacks $missing documented fields"; return 1; }
 }
 
-# server_sql SQL: runs SQL on the server under test with its own client (mariadb or psql),
-# prints the rows tab separated. The password goes through the environment, not the command line.
+# mysql_client_options: the MySQL DSN under test (mysql://user[:password]@host[:port]/database
+# [?options]) split once for the mariadb client: its connection options in the array
+# MYSQL_CLIENT_OPTIONS, its password in MYSQL_CLIENT_PWD, for `MYSQL_PWD=$MYSQL_CLIENT_PWD
+# mariadb "${MYSQL_CLIENT_OPTIONS[@]}" ...` (the password goes through the environment, never
+# on a command line).
+mysql_client_options() {
+  local rest=${DBLOCK_DSN#*://} userinfo hostport database host port=3306
+  userinfo=${rest%%@*}
+  hostport=${rest#*@}
+  database=${hostport#*/}
+  database=${database%%\?*}
+  hostport=${hostport%%/*}
+  host=${hostport%%:*}
+  [[ $hostport == *:* ]] && port=${hostport#*:}
+  MYSQL_CLIENT_PWD=
+  [[ $userinfo == *:* ]] && MYSQL_CLIENT_PWD=${userinfo#*:}
+  MYSQL_CLIENT_OPTIONS=(--protocol=tcp -h "$host" -P "$port" -u "${userinfo%%:*}" -D "$database" -N -B)
+}
+
+# server_sql SQL: runs SQL on the server under test as the test user with its own client
+# (mariadb or psql), for at most 10 s, and prints the rows tab separated, without headers.
 server_sql() {
   case "$DBLOCK_TEST_BACKEND" in
     mysql)
-      local rest=${DBLOCK_DSN#*://} userinfo hostport database host port=3306 user pw=
-      userinfo=${rest%%@*}
-      hostport=${rest#*@}
-      database=${hostport#*/}
-      database=${database%%\?*}
-      hostport=${hostport%%/*}
-      host=${hostport%%:*}
-      [[ $hostport == *:* ]] && port=${hostport#*:}
-      user=${userinfo%%:*}
-      [[ $userinfo == *:* ]] && pw=${userinfo#*:}
-      MYSQL_PWD="$pw" timeout 10 mariadb --protocol=tcp -h "$host" -P "$port" -u "$user" -D "$database" -N -B -e "$1"
+      local MYSQL_CLIENT_OPTIONS MYSQL_CLIENT_PWD
+      mysql_client_options
+      MYSQL_PWD=$MYSQL_CLIENT_PWD timeout 10 mariadb "${MYSQL_CLIENT_OPTIONS[@]}" -e "$1"
       ;;
-    postgres) timeout 10 psql "$DBLOCK_DSN" -XAtq -v ON_ERROR_STOP=1 -c "$1" ;;
+    postgres) timeout 10 psql "$DBLOCK_DSN" -X -q -A -t -F $'\t' -v ON_ERROR_STOP=1 -c "$1" ;;
     *) echo "server_sql: no server for $DBLOCK_TEST_BACKEND" >&2; return 1 ;;
   esac
 }

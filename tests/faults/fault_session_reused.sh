@@ -34,13 +34,9 @@ if [ "$hops" -lt 0 ]; then
 fi
 script=$(for ((i = 0; i < hops; i++)); do printf '\\r\n'; done; echo "SELECT CONNECTION_ID(), SLEEP(60);")
 # As server_sql, without its 10 s limit: the client must outlive the checks.
-rest=${DBLOCK_DSN#*://}
-hostport=${rest#*@}
-hostport=${hostport%%/*}
-db=${rest#*/}
-userinfo=${rest%%@*}
-MYSQL_PWD=${userinfo#*:} mariadb --protocol=tcp -h "${hostport%%:*}" -P "${hostport#*:}" -u "${userinfo%%:*}" \
-  -D "${db%%\?*}" -N -B -e "$script" >"$E2E_TMP/victim.out" 2>"$E2E_TMP/victim.err" &
+mysql_client_options
+MYSQL_PWD=$MYSQL_CLIENT_PWD mariadb "${MYSQL_CLIENT_OPTIONS[@]}" -e "$script" \
+  >"$E2E_TMP/victim.out" 2>"$E2E_TMP/victim.err" &
 victim=$!
 remember_pid $victim
 # No other connection until it has got there (each would take an id); reconnecting is quick.

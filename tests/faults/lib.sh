@@ -55,25 +55,6 @@ pids_alive() {
   return 1
 }
 
-# server_sql SQL: runs one statement on the cell's server as the test user, prints rows
-# tab-separated (the password travels in the environment, never on a command line).
-server_sql() {
-  case "$DBLOCK_TEST_BACKEND" in
-    mysql)
-      local rest=${DBLOCK_DSN#*://} userinfo hostport db
-      userinfo=${rest%%@*}
-      rest=${rest#*@}
-      hostport=${rest%%/*}
-      db=${rest#*/}
-      db=${db%%\?*}
-      MYSQL_PWD=${userinfo#*:} timeout 10 mariadb --protocol=tcp -h "${hostport%%:*}" -P "${hostport#*:}" \
-        -u "${userinfo%%:*}" -D "$db" -N -B -e "$1"
-      ;;
-    postgres) timeout 10 psql "$DBLOCK_DSN" -X -q -A -t -F $'\t' -v ON_ERROR_STOP=1 -c "$1" ;;
-    *) echo "server_sql: no server for $DBLOCK_TEST_BACKEND" >&2; return 1 ;;
-  esac
-}
-
 # kill_holder_session KEY: the server ends the session that holds KEY (KILL CONNECTION,
 # pg_terminate_backend), as an administrator or a server-side idle killer would.
 kill_holder_session() {
