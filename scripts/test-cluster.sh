@@ -19,6 +19,7 @@
 #   wait-leader [SECONDS]       waits for a leader that accepts writes; prints its name
 #   kill-member NAME            as kill-leader, for a named member
 #   start-member NAME           starts a killed member's Patroni again (it rejoins as a replica)
+#   wait-replica [SECONDS]      waits until the replica has replayed all the leader wrote
 #   freeze-replication / thaw-replication
 #                               freezes (thaws) the proxy in front of the current leader
 #   kill-node N / start-node N  Galera: SIGKILL of node N's mariadbd / starts it again (rejoins)
@@ -362,6 +363,19 @@ start_member() {
   sed -i "s/^DBLOCK_TEST_CLUSTER_${1^^}_PATRONI_PID=.*/DBLOCK_TEST_CLUSTER_${1^^}_PATRONI_PID=$(cat "$dir/$1/patroni.pid")/" "$dir/env"
 }
 
+# wait_replica SECONDS: until the replica has replayed every WAL record the leader had written.
+replayed_past() { [ "$(pg_sql "$1" "SELECT pg_last_wal_replay_lsn() >= '$2'::pg_lsn")" = t ]; }
+wait_replica() {
+  local dir name other target
+  dir=$(cluster_dir)
+  name=$(leader) || return 1
+  other=pg2
+  [ "$name" = pg2 ] && other=pg1
+  target=$(pg_sql "$(cat "$dir/$name/port")" 'SELECT pg_current_wal_lsn()') || return 1
+  wait_until "${1:-30}" replayed_past "$(cat "$dir/$other/port")" "$target" ||
+    { say "$other has not replayed $target within ${1:-30} s"; return 1; }
+}
+
 # replication_proxy freeze|thaw: the proxy in front of the leader stops (resumes) forwarding.
 replication_proxy() {
   local dir name sig=USR1 want=frozen
@@ -406,7 +420,7 @@ default_storage_engine=InnoDB
 innodb_autoinc_lock_mode=2
 wsrep_on=ON
 wsrep_provider=$galera_lib
-wsrep_cluster_name=dblock-test-$(basename "$top")
+wsrep_cluster_name=dblock-${top##*.}
 wsrep_cluster_address=gcomm://$addrs
 wsrep_node_name=node$n
 wsrep_node_address=127.0.0.1:$(cat "$dir/gcomm_port")
@@ -428,9 +442,9 @@ launch_galera_node() {
   shift 2
   touch "$dir/error.log"
   chown mysql: "$dir/error.log"
-  launch "$dir" mysqld root mariadbd --defaults-file="$dir/my.cnf" --user=mysql "$@"
+  launch "$dir" mariadbd root mariadbd --defaults-file="$dir/my.cnf" --user=mysql "$@"
   local pid deadline=$((SECONDS + 180))
-  pid=$(cat "$dir/mysqld.pid")
+  pid=$(cat "$dir/mariadbd.pid")
   until galera_ping "$dir" && galera_synced "$dir"; do
     if ! alive "$pid" || [ $SECONDS -ge $deadline ]; then
       show_log "Galera node $n did not start" "$dir/error.log"
@@ -465,7 +479,7 @@ SQL
     for n in 1 2 3; do
       echo "DBLOCK_TEST_CLUSTER_GALERA${n}_DSN=mysql://dblock:$password@127.0.0.1:$(cat "$top/node$n/port")/dblock_test"
       echo "DBLOCK_TEST_CLUSTER_GALERA${n}_PORT=$(cat "$top/node$n/port")"
-      echo "DBLOCK_TEST_CLUSTER_GALERA${n}_PID=$(cat "$top/node$n/mysqld.pid")"
+      echo "DBLOCK_TEST_CLUSTER_GALERA${n}_PID=$(cat "$top/node$n/mariadbd.pid")"
       echo "DBLOCK_TEST_CLUSTER_GALERA${n}_DATA=$top/node$n/data"
     done
   } >>"$top/env"
@@ -481,7 +495,7 @@ node_dir() {
 kill_node() {
   local dir pid
   dir=$(node_dir "$1") || return
-  pid=$(cat "$dir/mysqld.pid")
+  pid=$(cat "$dir/mariadbd.pid")
   kill -9 "$pid" 2>/dev/null || true
   wait_until 10 all_gone "$pid"
 }
@@ -490,12 +504,12 @@ start_node() {
   local dir top
   dir=$(node_dir "$1") || return
   top=$(dirname "$dir")
-  if alive "$(cat "$dir/mysqld.pid")" && galera_ping "$dir"; then return 0; fi
+  if alive "$(cat "$dir/mariadbd.pid")" && galera_ping "$dir"; then return 0; fi
   launch_galera_node "$top" "$1" || return 1
-  sed -i "s/^DBLOCK_TEST_CLUSTER_GALERA$1_PID=.*/DBLOCK_TEST_CLUSTER_GALERA$1_PID=$(cat "$dir/mysqld.pid")/" "$top/env"
+  sed -i "s/^DBLOCK_TEST_CLUSTER_GALERA$1_PID=.*/DBLOCK_TEST_CLUSTER_GALERA$1_PID=$(cat "$dir/mariadbd.pid")/" "$top/env"
 }
 
-stop_galera_node() { [ -f "$1/mysqld.pid" ] && stop_pid "$(cat "$1/mysqld.pid")" 60; return 0; }
+stop_galera_node() { [ -f "$1/mariadbd.pid" ] && stop_pid "$(cat "$1/mariadbd.pid")" 60; return 0; }
 
 # ---------------------------------------------------------------- the whole cluster
 
@@ -514,7 +528,7 @@ restart_cluster() {
       launch_galera_node "$dir" "$last" --wsrep-new-cluster || return 1
       for n in 1 2 3; do [ "$n" = "$last" ] || launch_galera_node "$dir" "$n" || return 1; done
       for n in 1 2 3; do
-        sed -i "s/^DBLOCK_TEST_CLUSTER_GALERA${n}_PID=.*/DBLOCK_TEST_CLUSTER_GALERA${n}_PID=$(cat "$dir/node$n/mysqld.pid")/" "$dir/env"
+        sed -i "s/^DBLOCK_TEST_CLUSTER_GALERA${n}_PID=.*/DBLOCK_TEST_CLUSTER_GALERA${n}_PID=$(cat "$dir/node$n/mariadbd.pid")/" "$dir/env"
       done
       ;;
     pg-*)
@@ -552,7 +566,7 @@ stop_all() {
 
 usage() {
   echo "usage: $0 start [pg-async|pg-sync|galera] | stop | env | leader | kill-leader | wait-leader [SECONDS] |" \
-    "kill-member NAME | start-member NAME | freeze-replication | thaw-replication | kill-node N | start-node N | restart" >&2
+    "kill-member NAME | start-member NAME | wait-replica [SECONDS] | freeze-replication | thaw-replication | kill-node N | start-node N | restart" >&2
   exit 64
 }
 
@@ -580,6 +594,7 @@ case "${1:-}" in
   wait-leader) wait_leader "${2:-60}" ;;
   kill-member) [ $# -eq 2 ] || usage; kill_member "$2" ;;
   start-member) [ $# -eq 2 ] || usage; start_member "$2" ;;
+  wait-replica) wait_replica "${2:-30}" ;;
   freeze-replication) replication_proxy freeze ;;
   thaw-replication) replication_proxy thaw ;;
   kill-node) [ $# -eq 2 ] || usage; kill_node "$2" ;;
