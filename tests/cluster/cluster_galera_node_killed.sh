@@ -33,6 +33,9 @@ scenario() {
   job_status competitor_status 90 "$competitor"
   [ "$competitor_status" = 0 ] || sed 's/^/    competitor: /' "$E2E_TMP/$name.competitor"
   report_gap "$log"
+  # Galera's certification failure on concurrent writes (1213, deadlock) must read as busy.
+  echo "# $name: the competitor's output names a deadlock/1213 $(grep -ciE 'deadlock|1213' "$E2E_TMP/$name.competitor") times," \
+    "the holder's $(grep -ciE 'deadlock|1213' "$E2E_TMP/$name.holder")"
 }
 
 scenario bystander 20s 12 3
