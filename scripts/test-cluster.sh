@@ -71,16 +71,22 @@ all_gone() {  # all_gone PID...: none of them is alive
 # cluster's temp dir): every process this script started, and what those started (postgres
 # backends, rsync SST daemons), never anything else.
 ours() {
-  local p cmd
-  for p in /proc/[0-9]*; do
-    cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
-    if [[ $cmd == *"$1"* ]] || [[ $(readlink "$p/cwd" 2>/dev/null) == "$1"* ]]; then
-      alive "${p#/proc/}" && echo "${p#/proc/}"
-    fi
-  done
-  return 0
+  python3 - "$1" <<'PY'
+import os, sys
+top, me = sys.argv[1], os.getpid()
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        continue
+    if int(pid) != me and state != "Z" and (top in cmd or cwd == top or cwd.startswith(top + "/")):
+        print(pid)
+PY
 }
-
 none_ours() { [ -z "$(ours "$1")" ]; }
 
 # children PID: the live child pids of PID.
@@ -238,11 +244,17 @@ start_patroni() {  # start_patroni DIR NAME
 }
 
 # wait_role NAME ROLE SECONDS: until the member's REST API says it is ROLE (primary, replica, sync).
+# A member whose Patroni exited will not become anything: stop waiting at once.
 wait_role() {
-  local dir
+  local dir deadline=$((SECONDS + $3))
   dir=$(cluster_dir)
-  wait_until "$3" rest_is "$(cat "$dir/$1/rest_port")" "/$2" ||
-    { show_log "$1 is not $2 after $3 s" "$dir/$1/patroni.log"; return 1; }
+  until rest_is "$(cat "$dir/$1/rest_port")" "/$2"; do
+    if ! alive "$(cat "$dir/$1/patroni.pid")" || [ $SECONDS -ge $deadline ]; then
+      show_log "$1 is not $2 (within $3 s)" "$dir/$1/patroni.log"
+      return 1
+    fi
+    sleep 0.2
+  done
 }
 
 start_pg_cluster() {  # start_pg_cluster DIR MODE
