@@ -14,6 +14,9 @@ packages=(
   python3 procps util-linux coreutils locales strace
   # PgBouncer in transaction pooling in front of the test PostgreSQL (README: lease works there)
   pgbouncer
+  # the cluster tests (scripts/test-cluster.sh): Patroni with etcd (etcd-server, above) over two
+  # PostgreSQL members, and a three-node MariaDB Galera cluster (galera-4; rsync and ss for its SST)
+  patroni galera-4 rsync iproute2
   # the --log syslog tests: rsyslogd on a private socket (tests/e2e/test_log_sinks.sh)
   rsyslog
   # benchmarks (scripts/bench.sh): peers etcd/etcdctl, the handoff chart, fsync counts (strace,
