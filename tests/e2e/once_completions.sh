@@ -69,9 +69,11 @@ check "bash: complete -p shows the function" \
 assert_eq "bash: dblock ru -> run" run "$(bash_complete dblock ru)"
 assert_eq "bash: --strategy values" "advisory for-update lease txn-insert" "$(bash_complete dblock --strategy '' | sort | xargs)"
 assert_eq "bash: --on-lost values" "ignore terminate" "$(bash_complete dblock run k --on-lost '' | sort | xargs)"
-check "bash: run --ttl is completed" eval "bash_complete dblock run --tt | grep -qx -- --ttl"
-check "bash: key names come from dblock status" eval "bash_complete dblock status '' | grep -qx -- '$k'"
-check "bash: subcommands after -d sqlite:/..." eval "bash_complete dblock -d 'sqlite:$other' '' | grep -qx status"
+# Output is captured before grep -q looks at it: under pipefail, a writer that outlives
+# grep -q would fail the check with SIGPIPE.
+check "bash: run --ttl is completed" grep -qx -- --ttl <<<"$(bash_complete dblock run --tt)"
+check "bash: key names come from dblock status" grep -qx -- "$k" <<<"$(bash_complete dblock status '')"
+check "bash: subcommands after -d sqlite:/..." grep -qx status <<<"$(bash_complete dblock -d "sqlite:$other" '')"
 assert_eq "bash: keys of -d's database" "$kb" "$(bash_complete dblock -d "sqlite:$other" run '')"
 assert_eq "bash: keys of --dsn-file's database" "$kb" "$(bash_complete dblock --dsn-file "$E2E_TMP/dsn" run '')"
 # DBLOCK_DSN beats a config file's dsn: these run without it.
@@ -113,11 +115,11 @@ check "zsh: -o completes after a comma" eval 'grep -q "KEY,EXPIRES-IN" <<<"$out"
 
 # fish: complete -C prints the candidates.
 fish_complete() { fish -N -c "source $dir/dblock.fish; complete -C '$1'" | cut -f1; }
-check "fish: dblock ru -> run" eval 'fish_complete "dblock ru" | grep -qx run'
+check "fish: dblock ru -> run" grep -qx run <<<"$(fish_complete "dblock ru")"
 assert_eq "fish: --strategy values" "advisory for-update lease txn-insert" "$(fish_complete 'dblock --strategy ' | sort | xargs)"
 assert_eq "fish: --on-lost values" "ignore terminate" "$(fish_complete 'dblock run k --on-lost ' | sort | xargs)"
-check "fish: key names come from dblock status" eval 'fish_complete "dblock status " | grep -qxF -- "$k"'
-check "fish: subcommands after -d sqlite:/..." eval 'fish_complete "dblock -d sqlite:$other " | grep -qx status'
+check "fish: key names come from dblock status" grep -qxF -- "$k" <<<"$(fish_complete "dblock status ")"
+check "fish: subcommands after -d sqlite:/..." grep -qx status <<<"$(fish_complete "dblock -d sqlite:$other ")"
 assert_eq "fish: keys of -d's database" "$kb" "$(fish_complete "dblock -d sqlite:$other run ")"
 assert_eq "fish: keys of --dsn-file's database" "$kb" "$(fish_complete "dblock --dsn-file $E2E_TMP/dsn run ")"
 assert_eq "fish: keys of --config's database" "$kb" "$(unset DBLOCK_DSN; fish_complete "dblock --config $E2E_TMP/dblock.conf run ")"
