@@ -2,10 +2,72 @@
 
 set -l subcommands run acquire renew release status history init schema doctor check metrics help
 
+# The options on the line that choose the database and its tables (before or after the
+# subcommand), for `dblock status`.
+function __dblock_db_opts
+    set -l words (commandline -opc)
+    set -l i 2
+    while test $i -le (count $words)
+        switch $words[$i]
+            case -d --dsn --dsn-file --config --table-prefix --table-format --table
+                set i (math $i + 1)
+                test $i -le (count $words); and printf '%s\n' $words[(math $i - 1)] $words[$i]
+            case '-d*' '--dsn=*' '--dsn-file=*' '--config=*' '--table-prefix=*' '--table-format=*' '--table=*'
+                printf '%s\n' $words[$i]
+        end
+        set i (math $i + 1)
+    end
+end
+
+# The keys of the database those options name.
 function __dblock_keys
-    set -l keys (timeout 1 dblock status --raw -n -o KEY 2>/dev/null)
-    or set keys (timeout 1 dblock status 2>/dev/null | awk 'NR > 1 { print $1 }')
+    set -l opts (__dblock_db_opts)
+    set -l keys (timeout 1 dblock $opts status --raw -n -o KEY 2>/dev/null)
+    or set keys (timeout 1 dblock $opts status 2>/dev/null | awk 'NR > 1 { print $1 }')
     printf '%s\n' $keys
+end
+
+# Whether the word being completed is a KEY: status and metrics take any number, run, acquire,
+# renew, release, history and check one; nothing after `--` is.
+function __dblock_wants_key
+    set -l words (commandline -opc)
+    set -l sub
+    set -l keys 0
+    set -l i 2
+    while test $i -le (count $words)
+        set -l w $words[$i]
+        switch $w
+            case '--'
+                test -n "$sub"; and return 1
+            case -d --dsn --dsn-file --config --table-prefix --table-format --table -s --strategy --history-keep \
+                    --connect-timeout --log -E --conflict-exit-code --ttl --min-hold --min-interval --max-hold \
+                    --kill-after --on-lost --owner -c --command --slots --token -o --output --limit --max-age \
+                    --warn-age --dialect
+                set i (math $i + 1)
+            case -w --wait
+                # Its duration is optional: it takes the next word only when that is one.
+                string match -qr '^[0-9]' -- "$words[(math $i + 1)]"; and set i (math $i + 1)
+            case '-*'
+            case '*'
+                if test -z "$sub"
+                    set sub $w
+                else
+                    set keys (math $keys + 1)
+                end
+        end
+        set i (math $i + 1)
+    end
+    contains -- "$sub" status metrics; and return 0
+    contains -- "$sub" run acquire renew release history check; and test $keys -eq 0
+end
+
+function __dblock_status_columns
+    printf '%s\n' KEY SLOT STATE OWNER HOST PID TOKEN SINCE AGE EXPIRES-IN STRATEGY RENEWED RELEASED \
+        LAST-START LAST-FINISH LAST-EXIT
+end
+
+function __dblock_history_columns
+    printf '%s\n' STARTED KEY HOST PID OWNER TOKEN DURATION OUTCOME EXIT FINISHED STRATEGY ID
 end
 
 # Global options and subcommands (before the subcommand).
@@ -58,14 +120,18 @@ complete -c dblock -n "__fish_seen_subcommand_from renew release" -l token -x -d
 complete -c dblock -n "__fish_seen_subcommand_from release" -l force -d 'Release whoever holds it'
 # status, history
 complete -c dblock -n "__fish_seen_subcommand_from status history" -s J -l json -d 'One JSON document'
-complete -c dblock -n "__fish_seen_subcommand_from status history" -s o -l output -x -d 'Columns'
+complete -c dblock -n "__fish_seen_subcommand_from status" -s o -l output -x \
+    -a '(__fish_complete_list , __dblock_status_columns)' -d 'Columns'
+complete -c dblock -n "__fish_seen_subcommand_from history" -s o -l output -x \
+    -a '(__fish_complete_list , __dblock_history_columns)' -d 'Columns'
 complete -c dblock -n "__fish_seen_subcommand_from status history" -l raw -d 'Raw output'
 complete -c dblock -n "__fish_seen_subcommand_from status history" -s n -l noheadings -d 'No header line'
 complete -c dblock -n "__fish_seen_subcommand_from history" -l limit -x -d 'Runs to show'
+complete -c dblock -n "__fish_seen_subcommand_from metrics" -l output -r -F -d 'Write to FILE, atomically'
 # check, schema, help
 complete -c dblock -n "__fish_seen_subcommand_from check" -l max-age -x -d 'Critical age'
 complete -c dblock -n "__fish_seen_subcommand_from check" -l warn-age -x -d 'Warning age'
 complete -c dblock -n "__fish_seen_subcommand_from schema" -l dialect -x -a 'sqlite mysql postgres' -d 'SQL dialect'
 complete -c dblock -n "__fish_seen_subcommand_from help" -x -a "$subcommands"
-# Key names for the subcommands that take one.
-complete -c dblock -n "__fish_seen_subcommand_from run acquire renew release status history check metrics" -x -a '(__dblock_keys)'
+# Key names, where a key goes.
+complete -c dblock -n __dblock_wants_key -x -a '(__dblock_keys)'

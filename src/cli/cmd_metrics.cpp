@@ -1,14 +1,21 @@
-// dblock metrics [KEY...]: the Prometheus text exposition format, for node_exporter's textfile
-// collector (dblock metrics >dir/dblock.prom.$$ && mv dir/dblock.prom.$$ dir/dblock.prom).
-// Samples of one metric stand together under their HELP and TYPE lines, as the format asks.
+// dblock metrics [KEY...] [--output FILE]: the Prometheus text exposition format, for
+// node_exporter's textfile collector (dblock metrics --output dir/dblock.prom). Samples of one
+// metric stand together under their HELP and TYPE lines, as the format asks.
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <iostream>
 
 #include "cli/commands.hpp"
 #include "cli/run_summary.hpp"
+#include "core/child_process.hpp"
 #include "core/exit_code.hpp"
 #include "core/key.hpp"
 
@@ -17,7 +24,41 @@ namespace {
 
 struct MetricsArgs {
   std::vector<std::string> keys;
+  std::string output;
 };
+
+// Writes `text` to `path` the way the textfile collector needs: into a temporary file in the
+// same directory (a name not ending in .prom, which the collector ignores), flushed to disk,
+// then renamed over `path`. A reader sees the old file or the new one, never a part of either.
+// Mode as a newly created file's (0666 less the umask): the collector runs as another user.
+void write_atomically(const std::string& path, const std::string& text) {
+  std::string temporary = path + ".XXXXXX";
+  auto fail = [&](const std::string& what) {
+    const int err = errno;
+    throw FatalError{{ErrorKind::config, "cannot write " + path + ": " + what + ": " + std::strerror(err)}};
+  };
+  UniqueFd fd(::mkstemp(temporary.data()));
+  if (fd.get() < 0) fail("creating a temporary file in its directory");
+  // Every way out but the rename removes the temporary file.
+  struct RemoveUnlessRenamed {
+    const std::string* name;
+    ~RemoveUnlessRenamed() {
+      if (name) ::unlink(name->c_str());
+    }
+  } remove_unless_renamed{&temporary};
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  if (::fchmod(fd.get(), 0666 & ~mask) != 0) fail("fchmod");
+  for (std::size_t done = 0; done < text.size();) {
+    ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("write");
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd.get()) != 0) fail("fsync");
+  if (::rename(temporary.c_str(), path.c_str()) != 0) fail("rename");
+  remove_unless_renamed.name = nullptr;
+}
 
 // A label value: backslash, double quote and line feed escaped, as the format asks.
 std::string label_value(const std::string& text) {
@@ -91,16 +132,20 @@ CommandAction define_metrics(CLI::App& sub) {
     auto ok = validate_key(key);
     return ok ? std::string() : ok.error().message;
   });
+  sub.add_option("--output", args->output,
+                 "Write to FILE, atomically (a temporary file renamed over it), instead of standard output")
+      ->type_name("FILE");
   return [args](Context& context) -> int {
     // A sample may appear once: a key named twice is reported once.
     std::vector<std::string> keys;
     for (const auto& key : args->keys)
       if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
     auto backend = context.open_for_inspection();
-    // Nothing reaches stdout unless every query succeeded: a half-written file would be read
-    // as the truth by the collector.
+    // Nothing is written unless every query succeeded: a half-written file would be read as
+    // the truth by the collector.
     std::string text = exposition(summarize(*backend, keys));
-    std::cout << text << std::flush;
+    if (!args->output.empty()) write_atomically(args->output, text);
+    else std::cout << text << std::flush;
     return exit_ok;
   };
 }

@@ -40,7 +40,7 @@ CommandAction define_run(CLI::App& sub) {
   auto* nonblock = sub.add_flag("-n,--nonblock", args->nonblock, "Do not wait if the lock is held (the default)");
   auto* wait = add_wait(sub, args->wait)->excludes(nonblock);
   sub.add_option("-E,--conflict-exit-code", args->conflict_exit_code,
-                 "Exit status when the lock is not obtained (0 = skip silently)")
+                 "Exit status when the lock is not obtained (0 = a skip is a success)")
       ->check(whole_number(0, 255))
       ->capture_default_str();
   add_duration(sub, "--ttl", args->ttl, "Lease length; renewed every TTL/3 while the command runs")->capture_default_str();

@@ -185,7 +185,6 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
   // -v "retrying" lines: at most one a second, and one at every change of the holder.
   std::string retry_state;
   Millis retry_logged_at{0};
-  bool told_waiting = false;    // the terminal was told the wait started
   WaitResult result;
 
   for (;;) {
@@ -194,7 +193,7 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       if (is_forwarded_signal(*s)) {
         log::verbose("signal " + std::to_string(*s) + " while waiting for '" + key + "': giving up");
         result.signal = *s;
-        if (told_waiting) progress_gave_up(key, result, "signal " + std::to_string(*s));
+        if (result.told_waiting) progress_gave_up(key, result, "signal " + std::to_string(*s));
         return result;
       }
     }
@@ -233,7 +232,7 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       if (sleep_until(wake_at, signals, slot, &sig) == Woken::signal) {
         log::verbose("signal " + std::to_string(sig) + " while waiting for '" + key + "': giving up");
         result.signal = sig;
-        if (told_waiting) progress_gave_up(key, result, "signal " + std::to_string(sig));
+        if (result.told_waiting) progress_gave_up(key, result, "signal " + std::to_string(sig));
         return result;
       }
       continue;
@@ -277,13 +276,13 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       }
       if (!out.due_in || (!forever && replied + *out.due_in > deadline)) {
         log::verbose(why + ", beyond the wait: giving up");
-        if (told_waiting) progress_gave_up(key, result, "not due before the wait ends");
+        if (result.told_waiting) progress_gave_up(key, result, "not due before the wait ends");
         return result;
       }
       log::verbose(why + ": sleeping until due");
-      if (!told_waiting) {
+      if (!result.told_waiting) {
         log::progress("waiting for '" + key + "': " + describe_not_due(out));
-        told_waiting = true;
+        result.told_waiting = true;
       }
       // A little past due, so the server's clock has surely moved beyond it.
       wake_at = replied + *out.due_in + 20ms;
@@ -295,14 +294,14 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       }
       if (!forever && replied >= deadline) {
         log::verbose(held_line(key, out) + "; the wait of " + format_duration(*wait) + " is over: giving up");
-        if (told_waiting)
+        if (result.told_waiting)
           progress_gave_up(key, result, out.holder ? "still held by " + out.holder->owner : "still held");
         return result;
       }
-      if (!told_waiting) {
+      if (!result.told_waiting) {
         log::progress("waiting for '" + key + "'" +
                       (out.holder ? ", held by " + holder_summary(*out.holder) : std::string()));
-        told_waiting = true;
+        result.told_waiting = true;
       }
       // When the server already blocked for the slice, retry at once; otherwise back off.
       const bool server_waited = slice > 0ms && replied - sent >= slice / 2;
@@ -325,7 +324,7 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       case Woken::signal:
         log::verbose("signal " + std::to_string(sig) + " while waiting for '" + key + "': giving up");
         result.signal = sig;
-        if (told_waiting) progress_gave_up(key, result, "signal " + std::to_string(sig));
+        if (result.told_waiting) progress_gave_up(key, result, "signal " + std::to_string(sig));
         return result;
       case Woken::wakeup:
         log::verbose("a release was announced: retrying '" + key + "' now");

@@ -24,6 +24,7 @@ struct WaitResult {
   int attempts = 0;      // attempts that got an answer; more than one: the lock was waited for
   Millis waited{0};      // from the first attempt to the last reply
   std::optional<LockStatus> last_holder;  // who held it at the last attempt that found it held
+  bool told_waiting = false;  // the terminal was told the wait started (log::progress), and how it ended
 };
 
 /// Opens everything an attempt needs (the database, its tables, a locker of the strategy).

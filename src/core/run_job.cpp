@@ -37,19 +37,25 @@ void error_event(const std::string& outcome, const std::string& line, std::optio
   event_log::emit(outcome, line, event_log::Priority::err, exit_code);
 }
 
-// Why a run did not start: the holder, or the --min-interval not yet passed.
+// Why a run did not start: the holder, or the --min-interval not yet passed. A person at the
+// terminal gets the reason too, unless the wait already told them; cron gets no mail.
 void skipped_event(const std::string& key, const WaitResult& waited, int exit_code) {
   const AcquireOutcome& out = waited.outcome;
-  std::string line = "skipped '" + key + "': ";
+  std::string why;
+  std::string why_for_a_person;
   std::string holder;
   if (out.state == AcquireOutcome::State::not_due) {
-    line += describe_not_due(out);
+    why = describe_not_due(out);
+    why_for_a_person = why;
   } else if (out.holder) {
-    line += describe_holder(*out.holder);
+    why = describe_holder(*out.holder);
+    why_for_a_person = "held by " + holder_summary(*out.holder);
     holder = out.holder->owner;
   } else {
-    line += "held by someone else";
+    why = why_for_a_person = "held by someone else";
   }
+  if (!waited.told_waiting) log::progress("skipped '" + key + "': " + why_for_a_person);
+  std::string line = "skipped '" + key + "': " + why;
   if (waited.attempts > 1) line += " (waited " + format_duration(waited.waited) + ")";
   event_log::emit("skipped", line, event_log::Priority::notice, exit_code, holder);
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run -w on a terminal: one line when the wait starts (who holds the lock, since when, the
-# strategy and when it expires) and one when it gives up; nothing of it without a terminal or
-# with -q. -v "retrying" lines come at most about once a second. The terminal is a pty from
-# util-linux script(1).
+# strategy and when it expires) and one when it gives up; run without -w: one line when it
+# skips (who holds it, or that --min-interval has not passed), whatever -E; nothing of it
+# without a terminal (cron mails nothing) or with -q. -v "retrying" lines come at most about
+# once a second. The terminal is a pty from util-linux script(1).
 source "$(dirname "$0")/lib.sh"
 
 command -v script >/dev/null 2>&1 || skip_or_fail "script is not installed (Debian package util-linux)"
@@ -29,8 +30,26 @@ assert_eq "on a terminal with -q: nothing" "" "$out"
 err=$(dblock run "$k" -w 1 -- true 2>&1)
 assert_eq "without a terminal: nothing" "" "$err"
 
+skip_line="^dblock: skipped '$k': held by web1:4711 since [0-9]{2}:[0-9]{2}:[0-9]{2} \(lease, expires in [0-9]+s\)$"
 out=$(on_tty "dblock run '$k' -- true" | tr -d '\r')
-assert_eq "on a terminal without -w: nothing (a skip is not a wait)" "" "$out"
+check "on a terminal, a skip: one line naming the holder" grep -Eq "$skip_line" <<<"$out"
+assert_eq "on a terminal, a skip: only that line" 1 "$(grep -c . <<<"$out")"
+assert_status "on a terminal, a skip is still 75" 75 on_tty "dblock run '$k' -- true" >/dev/null
+out=$(on_tty "dblock run -E 0 '$k' -- true" | tr -d '\r')
+check "on a terminal, a skip with -E 0: the line too" grep -Eq "$skip_line" <<<"$out"
+assert_status "on a terminal, a skip with -E 0 is 0" 0 on_tty "dblock run -E 0 '$k' -- true" >/dev/null
+out=$(on_tty "dblock -q run '$k' -- true" | tr -d '\r')
+assert_eq "on a terminal with -q, a skip: nothing" "" "$out"
+err=$(dblock run "$k" -- true 2>&1)
+assert_eq "without a terminal, a skip: nothing" "" "$err"
+err=$(dblock run -E 0 "$k" -- true 2>&1)
+assert_eq "without a terminal, a skip with -E 0: nothing" "" "$err"
+k3=$(key feedback-interval)
+assert_status "a run of a --min-interval key" 0 dblock run "$k3" -- true
+out=$(on_tty "dblock run '$k3' --min-interval 1h -- true" | tr -d '\r')
+check "on a terminal, a --min-interval skip: one line saying so" \
+  grep -Eq "^dblock: skipped '$k3': it ran less than --min-interval ago \(last started [^)]*\); due in " <<<"$out"
+assert_eq "on a terminal, a --min-interval skip: only that line" 1 "$(grep -c . <<<"$out")"
 
 # Acquired after waiting: the start line, and no give-up line.
 k2=$(key feedback-free)
