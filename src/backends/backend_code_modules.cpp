@@ -1,5 +1,5 @@
 // The executable's backends: SQLite is linked in; each server backend is a module loaded with
-// dlopen the first time its DSN scheme is used (the way SOCI loads its backends), so a SQLite
+// dlopen the first time its DSN scheme is used, so a SQLite
 // run never maps libpq or libmariadb and the TLS, Kerberos and LDAP libraries behind them.
 //
 // A module is found next to the executable's install location (DBLOCK_MODULE_RELDIR, relative

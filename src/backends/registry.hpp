@@ -1,5 +1,5 @@
 #pragma once
-// Backends registered by DSN scheme in one table (ccache's idea). The executable links SQLite
+// Backends registered by DSN scheme in one table. The executable links SQLite
 // in and loads the server backends from modules on first use of their scheme, so a SQLite run
 // maps no server client library (docs/design.md, "Backend modules").
 

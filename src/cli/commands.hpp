@@ -1,5 +1,5 @@
 #pragma once
-// The subcommand table is data (ninja's idea): app.cpp walks it to build the CLI11 app, so
+// The subcommand table is data: app.cpp walks it to build the CLI11 app, so
 // help text and dispatch cannot drift apart.
 
 #include <CLI/CLI.hpp>

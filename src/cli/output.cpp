@@ -17,8 +17,7 @@ namespace dblock::cli {
 namespace {
 
 // libsmartcols is loaded when a table is printed, not linked: every `dblock run` would pay for
-// loading and binding one more library (perf stat -r 50 dblock --version: 1.41 -> 1.68 ms
-// task-clock when linked). The header gives the signatures; the soname is util-linux's stable one.
+// loading and binding one more library (scripts/bench.sh, startup, measures it). The header gives the signatures; the soname is util-linux's stable one.
 struct Smartcols {
   decltype(&scols_new_table) new_table;
   decltype(&scols_unref_table) unref_table;

@@ -1,6 +1,6 @@
 #pragma once
 // Errors that happen in normal use (busy, timeouts, lost connections) travel as values;
-// exceptions are kept for setup mistakes and caught once in cli (ccache's style).
+// exceptions are kept for setup mistakes and caught once in cli.
 
 #include <expected>
 #include <string>
@@ -8,7 +8,7 @@
 
 namespace dblock {
 
-/// Portable categories every backend maps its native codes into (SOCI's idea), so core can
+/// Portable categories every backend maps its native codes into, so core can
 /// tell "held by someone" from "server down" without knowing the database.
 enum class ErrorKind {
   busy,        // lock held elsewhere, lock wait timed out, NOWAIT refused

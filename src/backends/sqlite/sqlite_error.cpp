@@ -1,4 +1,4 @@
-// The one place where SQLite result codes become dblock's portable ErrorKind (SOCI's idea).
+// The one place where SQLite result codes become dblock's portable ErrorKind.
 // Decided on the (extended) result code and the OS errno only, never on message text; the
 // code travels on as Error::native_code.
 // A busy timeout that expires is `connection`, not `busy`: `busy` means "the lock is held by
