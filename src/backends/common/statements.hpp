@@ -95,3 +95,29 @@ struct ShedlockStatements {
 };
 
 }  // namespace dblock::sql
+
+namespace dblock::sql {
+
+/// What status, history, `dblock renew` and doctor read (inspect.hpp), per table format.
+struct InspectStatements {
+  /// Every row: the 14 status columns, live (1: the lease is running), session_holds (1: the
+  /// server says the recorded session still holds the key; 0 where there are no sessions),
+  /// ordered by name. ShedLock: ShedlockStatements::holder's columns instead.
+  Statement status_all;
+  /// :keys (a JSON array of names). The same, for those keys' rows only.
+  Statement status_keys;
+  /// :limit. The history columns (rows::history_select_list), newest first.
+  Statement history_all;
+  /// :name :limit. The same, of one key.
+  Statement history_of;
+  /// The database clock: (now_ms).
+  Statement now_ms;
+  /// :key. (slots) of a semaphore's header row; no row, or NULL, for anything else.
+  Statement slot_count;
+  /// :key :owner :token (either may be NULL) :ttl_ms. A renewal from another process of the
+  /// named holder's unreleased lease: expires_at = now + :ttl_ms. Rows: (expires_ms), none when
+  /// no such holder.
+  Statement renew_named;
+};
+
+}  // namespace dblock::sql

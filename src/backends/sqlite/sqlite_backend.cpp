@@ -10,6 +10,7 @@
 #include <cstring>
 #include <utility>
 
+#include "backends/common/inspect.hpp"
 #include "backends/common/lease_locker.hpp"
 #include "backends/common/shedlock_locker.hpp"
 #include "backends/registry.hpp"
@@ -57,7 +58,11 @@ std::string directory_of(const std::string& path) {
 class SqliteBackend final : public Backend {
  public:
   SqliteBackend(Connection conn, const BackendOptions& options)
-      : conn_(std::make_shared<Connection>(std::move(conn))), options_(options), tables_(options.table_prefix) {}
+      : conn_(std::make_shared<Connection>(std::move(conn))),
+        options_(options),
+        tables_(options.table_prefix),
+        session_(std::make_shared<Session>(conn_, repair_for(conn_, options))),
+        inspect_(inspect_statements(options)) {}
 
   std::string_view name() const override { return "sqlite"; }
 
@@ -74,51 +79,21 @@ class SqliteBackend final : public Backend {
     // make_locker): a second one would cost a `run` another open, WAL-index mapping and
     // schema read. Every transaction of either side begins and ends within one call.
     const std::string& prefix = options_.table_prefix;
-    if (options_.shedlock) {
-      // SQLite reports a missing table as plain SQLITE_ERROR: on that code both schemas are
-      // made (ShedLock's only when missing) and the operation runs once more.
-      auto repair = [conn = conn_, options = options_](const Error& failed) -> Result<bool> {
-        if ((failed.native_code & 0xff) != SQLITE_ERROR) return false;
-        if (auto ok = sqlite::ensure_schema(*conn, options.table_prefix); !ok) return std::unexpected(ok.error());
-        if (auto ok = ensure_shedlock_table(*conn, options); !ok) return std::unexpected(ok.error());
-        return true;
-      };
-      return sql::make_shedlock_locker(std::make_shared<Session>(conn_, repair), shedlock_statements(options_),
-                                       lease_statements(prefix), options_.history_keep);
-    }
-    auto repair = [conn = conn_, prefix](const Error& failed) { return repair_schema(*conn, prefix, failed); };
-    return sql::make_lease_locker(std::make_shared<Session>(conn_, repair), lease_statements(prefix), prefix,
-                                  options_.history_keep);
+    if (options_.shedlock)
+      return sql::make_shedlock_locker(session_, shedlock_statements(options_), lease_statements(prefix),
+                                       options_.history_keep);
+    return sql::make_lease_locker(session_, lease_statements(prefix), prefix, options_.history_keep);
   }
 
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
-    // Given keys one at a time (SQLite caps a statement's parameters, a key list has no cap);
-    // every key in one pass without a parameter.
-    const std::string filter = keys.empty() ? " ORDER BY name" : " WHERE name = ?1";
-    auto stmt = conn_->prepare((options_.shedlock ? shedlock_status_select(options_) : status_select(tables_)) + filter);
-    if (!stmt && options_.inspect && !options_.shedlock) {
-      // A table from an older dblock lacks the boot_* columns, which a read-only inspection
-      // cannot add: its rows are read as that dblock wrote them (the wall-clock rule).
-      if (auto old = lacks_boot_columns(*conn_, options_.table_prefix); old && *old) {
-        Tables legacy = tables_;
-        legacy.locks = locks_without_boot_columns(options_.table_prefix);
-        stmt = conn_->prepare(status_select(legacy) + filter);
-      }
+    auto decode = options_.shedlock ? &sql::shedlock_holder : &sql::decode_status_row;
+    auto found = sql::read_status(*session_, inspect_, keys, decode);
+    if (!found && options_.inspect && !options_.shedlock) {
+      if (auto old = lacks_boot_columns(*conn_, options_.table_prefix); old && *old)
+        found = sql::read_status(*session_, inspect_statements(options_, /*without_boot_columns=*/true), keys, decode);
     }
-    if (!stmt) return explained(stmt.error());
-    std::vector<LockStatus> found;
-    const std::size_t passes = keys.empty() ? 1 : keys.size();
-    for (std::size_t i = 0; i < passes; ++i) {
-      stmt->reset();
-      if (!keys.empty()) stmt->bind(1, std::string_view(keys[i]));
-      for (;;) {
-        auto row = stmt->step("reading the locks");
-        if (!row) return std::unexpected(row.error());
-        if (!*row) break;
-        found.push_back(options_.shedlock ? read_shedlock_status(*stmt) : read_status(*stmt));
-      }
-    }
-    return rows::in_request_order(std::move(found), keys, [this] { return now_ms(); });
+    if (!found) return explained(found.error());
+    return found;
   }
 
   Result<int> slot_count(const std::string& key) override {
@@ -127,39 +102,19 @@ class SqliteBackend final : public Backend {
     auto has_slots = has_slots_column(*conn_, options_.table_prefix);
     if (!has_slots) return explained(has_slots.error());
     if (!*has_slots) return 0;
-    auto stmt = conn_->prepare("SELECT slots FROM " + tables_.locks + " WHERE name = ?1 AND slots IS NOT NULL");
-    if (!stmt) return explained(stmt.error());
-    stmt->bind(1, std::string_view(key));
-    auto row = stmt->step("reading the slot count of " + key);
-    if (!row) return explained(row.error());
-    return *row ? static_cast<int>(stmt->int64(0)) : 0;
+    auto slots = sql::read_slot_count(*session_, inspect_, key);
+    if (!slots) return explained(slots.error());
+    return slots;
   }
 
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
-    auto runs = read_history(*conn_, tables_, key, limit);
+    auto runs = sql::read_history(*session_, inspect_, key, limit);
     if (!runs) return explained(runs.error());
     return runs;
   }
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
-    if (!who.owner && !who.token) return fail(ErrorKind::usage, "renew needs the holder's owner or token");
-    auto stmt = conn_->prepare(options_.shedlock ? shedlock_renew_sql(options_)
-                                                 : "UPDATE " + tables_.locks + " SET expires_at = " + now_plus_sql("?4") +
-                                                       ", renewed_at = " + now_sql() + ", " + renew_boot_sql("?4") +
-                                                       " WHERE name = ?1 AND released_at IS NULL AND (?2 IS NULL OR owner = ?2)"
-                                                       " AND (?3 IS NULL OR token = ?3) RETURNING " +
-                                                       epoch_ms_sql("expires_at"));
-    if (!stmt) return std::unexpected(stmt.error());
-    stmt->bind(1, std::string_view(key));
-    stmt->bind(2, who.owner);
-    stmt->bind(3, who.token);
-    stmt->bind(4, static_cast<std::int64_t>(ttl.count()));
-    auto row = stmt->step("renewing " + key);
-    if (!row) return std::unexpected(row.error());
-    if (!*row) return fail(ErrorKind::lost, "the lock " + key + " is not held by " + describe(who));
-    std::int64_t expires = stmt->int64(0);
-    if (auto done = stmt->run("renewing " + key); !done) return std::unexpected(done.error());
-    return expires;
+    return sql::renew_named(*session_, inspect_, key, who, ttl);
   }
 
   Result<void> release(const std::string& key, const HolderSelector& who) override {
@@ -184,13 +139,7 @@ class SqliteBackend final : public Backend {
     return stmt->run("releasing " + key);
   }
 
-  Result<std::int64_t> now_ms() override {
-    auto stmt = conn_->prepare("SELECT " + now_ms_sql());
-    if (!stmt) return std::unexpected(stmt.error());
-    auto row = stmt->step("reading the database clock");
-    if (!row) return std::unexpected(row.error());
-    return stmt->int64(0);
-  }
+  Result<std::int64_t> now_ms() override { return sql::read_now_ms(*session_, inspect_); }
 
   std::vector<DoctorCheck> doctor_checks(Strategy strategy) override {
     std::vector<DoctorCheck> checks;
@@ -252,9 +201,25 @@ class SqliteBackend final : public Backend {
     return {"filesystem", true, conn_->path() + " is on a local file system"};
   }
 
+  // What a locker's statement does when it finds the schema missing (backend.hpp, make_locker).
+  static Session::Repair repair_for(std::shared_ptr<const Connection> conn, const BackendOptions& options) {
+    if (!options.shedlock)
+      return [conn, prefix = options.table_prefix](const Error& failed) { return repair_schema(*conn, prefix, failed); };
+    // SQLite reports a missing table as plain SQLITE_ERROR: on that code both schemas are made
+    // (ShedLock's only when missing) and the operation runs once more.
+    return [conn, options](const Error& failed) -> Result<bool> {
+      if ((failed.native_code & 0xff) != SQLITE_ERROR) return false;
+      if (auto ok = sqlite::ensure_schema(*conn, options.table_prefix); !ok) return std::unexpected(ok.error());
+      if (auto ok = ensure_shedlock_table(*conn, options); !ok) return std::unexpected(ok.error());
+      return true;
+    };
+  }
+
   std::shared_ptr<Connection> conn_;
   BackendOptions options_;
   Tables tables_;
+  std::shared_ptr<Session> session_;  // shared with the locker (make_locker)
+  sql::InspectStatements inspect_;
 };
 
 Result<std::unique_ptr<Backend>> open_sqlite(const Dsn& dsn, const BackendOptions& options) {

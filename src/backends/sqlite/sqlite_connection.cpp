@@ -418,8 +418,9 @@ void WalWatch::consume() {
 }
 
 Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params) {
-  auto it = compiled_.find(st.id);
-  if (it == compiled_.end()) it = compiled_.emplace(st.id, sql::compile(st.text, sql::PlaceholderStyle::numbered)).first;
+  // Keyed by the text: two statements may share an id (a table read with and without a column).
+  auto it = compiled_.find(st.text);
+  if (it == compiled_.end()) it = compiled_.emplace(st.text, sql::compile(st.text, sql::PlaceholderStyle::numbered)).first;
   auto values = sql::bind_order(it->second, params, st.id);
   if (!values) return std::unexpected(values.error());
   auto stmt = conn_->prepare(it->second.text);

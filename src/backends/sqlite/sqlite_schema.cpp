@@ -256,26 +256,4 @@ std::string status_select(const Tables& t, std::string_view extra) {
   return sql + " FROM " + t.locks;
 }
 
-LockStatus read_status(const Statement& row) {
-  // SQLite has no session strategies: only the lease can make a row held.
-  return rows::read_status(StatementRow(row), {.lease_live = row.int64(rows::status_column_count) != 0});
-}
-
-Result<std::vector<RunRecord>> read_history(const Connection& conn, const Tables& t, const std::string& key, int limit) {
-  // Two texts, not `?1 = '' OR name = ?1`: with the OR, SQLite walks the whole table backwards
-  // by id for one key; `name = ?1` seeks the (name, id) index and reads only the key's rows.
-  auto stmt = conn.prepare("SELECT " + rows::history_select_list(&epoch_ms_of) + " FROM " + t.runs +
-                           (key.empty() ? " ORDER BY id DESC LIMIT ?1" : " WHERE name = ?2 ORDER BY id DESC LIMIT ?1"));
-  if (!stmt) return std::unexpected(stmt.error());
-  stmt->bind(1, static_cast<std::int64_t>(limit > 0 ? limit : -1));
-  if (!key.empty()) stmt->bind(2, std::string_view(key));
-  std::vector<RunRecord> out;
-  for (;;) {
-    auto row = stmt->step("reading the history");
-    if (!row) return std::unexpected(row.error());
-    if (!*row) return out;
-    out.push_back(rows::decode_run(StatementRow(*stmt)));
-  }
-}
-
 }  // namespace dblock::sqlite

@@ -52,7 +52,6 @@ std::string shedlock_status_select(const BackendOptions& options) {
   return "SELECT * FROM (" + holder_select(ShedTables(options)) + ")";
 }
 
-LockStatus read_shedlock_status(const Statement& row) { return sql::shedlock_holder(StatementRow(row)); }
 
 }  // namespace dblock::sqlite
 
@@ -67,13 +66,6 @@ std::string named_holder(const ShedTables& t) {
 }
 
 }  // namespace
-
-std::string shedlock_renew_sql(const BackendOptions& options) {
-  const ShedTables t(options);
-  // ShedLock's extend, on the named holder.
-  return "UPDATE " + t.shed + " SET lock_until = " + now_plus_sql("?4") + " WHERE name = ?1 AND " + named_holder(t) +
-         " AND lock_until > " + now_sql() + " RETURNING " + epoch_ms_sql("lock_until");
-}
 
 Result<void> shedlock_release(const Connection& conn, const BackendOptions& options, const std::string& key,
                               const HolderSelector& who) {

@@ -16,6 +16,8 @@ std::string started_ago_sql(const std::string& a) {
          epoch_ms_sql(a + "last_started_at") + " END)";
 }
 
+std::string epoch_ms_sql_text(std::string_view expr) { return epoch_ms_sql(expr); }
+
 }  // namespace
 
 sql::LeaseStatements lease_statements(const std::string& prefix) {
@@ -120,6 +122,38 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
               "UPDATE " + t.locks + " SET released_at = " + now + ", last_finished_at = CASE WHEN :finished THEN " + now +
                   " ELSE last_finished_at END, last_exit_code = CASE WHEN :finished THEN :exit_code ELSE last_exit_code END"
                   " WHERE name = :key AND token = :token AND released_at IS NULL"};
+  return s;
+}
+
+sql::InspectStatements inspect_statements(const BackendOptions& options, bool without_boot_columns) {
+  Tables t(options.table_prefix);
+  // A table from an older dblock lacks the boot_* columns, which a read-only inspection cannot
+  // add: its rows are read as that dblock wrote them (the wall-clock rule).
+  if (without_boot_columns) t.locks = locks_without_boot_columns(options.table_prefix);
+  const std::string now = now_sql();
+  const std::string rows_of = options.shedlock ? shedlock_status_select(options) : status_select(t, "0");
+  const std::string history = "SELECT " + rows::history_select_list(&epoch_ms_sql_text) + " FROM " + t.runs;
+  sql::InspectStatements s;
+  s.status_all = {"inspect.status_all", rows_of + " ORDER BY name"};
+  s.status_keys = {"inspect.status_keys", rows_of + " WHERE name IN (SELECT value FROM json_each(:keys)) ORDER BY name"};
+  s.history_all = {"inspect.history_all", history + " ORDER BY id DESC LIMIT :limit"};
+  s.history_of = {"inspect.history_of", history + " WHERE name = :name ORDER BY id DESC LIMIT :limit"};
+  s.now_ms = {"inspect.now_ms", "SELECT " + now_ms_sql()};
+  s.slot_count = {"inspect.slot_count", "SELECT slots FROM " + t.locks + " WHERE name = :key"};
+  // ShedLock knows only locked_by, so a token names the owner of dblock's row with that token.
+  const std::string shed = quote_ident(options.shedlock_table);
+  s.renew_named = options.shedlock
+                      ? sql::Statement{"inspect.renew_named",
+                                       "UPDATE " + shed + " SET lock_until = " + now_plus_sql(":ttl_ms") +
+                                           " WHERE name = :key AND (:owner IS NULL OR locked_by = :owner) AND (:token IS NULL"
+                                           " OR locked_by = (SELECT owner FROM " + t.locks +
+                                           " WHERE name = :key AND token = :token AND strategy = 'shedlock'))"
+                                           " AND lock_until > " + now + " RETURNING " + epoch_ms_sql("lock_until")}
+                      : sql::Statement{"inspect.renew_named",
+                                       "UPDATE " + t.locks + " SET expires_at = " + now_plus_sql(":ttl_ms") +
+                                           ", renewed_at = " + now + ", " + renew_boot_sql(":ttl_ms") +
+                                           " WHERE name = :key AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
+                                           " AND (:token IS NULL OR token = :token) RETURNING " + epoch_ms_sql("expires_at")};
   return s;
 }
 

@@ -90,28 +90,22 @@ std::string renew_boot_sql(std::string_view ttl_param);
 /// whether the lease is live, then `extra` (from column status_columns). The caller appends its WHERE.
 std::string status_select(const Tables& t, std::string_view extra = {});
 inline constexpr int status_columns = rows::status_column_count + 1;
-/// The current row of a status_select() statement, its state judged (common/lock_rows.hpp).
-LockStatus read_status(const Statement& row);
-
-/// The newest `limit` rows of <prefix>runs (all when limit <= 0), of `key` (every key when
-/// empty), newest first.
-Result<std::vector<RunRecord>> read_history(const Connection& conn, const Tables& t, const std::string& key, int limit);
-
 /// The statements of the common lease locker (sqlite_statements.cpp).
 sql::LeaseStatements lease_statements(const std::string& prefix);
+
+/// What status, history and `dblock renew` read (sqlite_statements.cpp), for the table format of
+/// `options`; `without_boot_columns`: a table of an older dblock, read without its boot_* columns.
+sql::InspectStatements inspect_statements(const BackendOptions& options, bool without_boot_columns = false);
 
 /// --table-format shedlock (sqlite_shedlock.cpp): the statements of the common ShedLock locker
 /// (sqlite_statements.cpp), the table itself (created only when missing, shape checked), and
 /// status of its rows.
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
 Result<void> ensure_shedlock_table(const Connection& conn, const BackendOptions& options);
-/// Status of ShedLock's rows: a SELECT to append `WHERE name = ?1` or `ORDER BY name` to, and its row.
+/// Status of ShedLock's rows: a SELECT to append `WHERE name = ...` or `ORDER BY name` to.
 std::string shedlock_status_select(const BackendOptions& options);
-LockStatus read_shedlock_status(const Statement& row);
-/// Stateless renew/release (`dblock renew` / `release`) of a ShedLock row: ShedLock's extend and
-/// unlock on the named holder (a token names the owner of dblock's row with that token).
-/// (renew: the statement, bound as the backend's own renew binds it: ?1 key, ?2 owner, ?3 token, ?4 ttl ms.)
-std::string shedlock_renew_sql(const BackendOptions& options);
+/// Stateless release (`dblock release`) of a ShedLock row: ShedLock's unlock on the named holder
+/// (a token names the owner of dblock's row with that token).
 Result<void> shedlock_release(const Connection& conn, const BackendOptions& options, const std::string& key,
                               const HolderSelector& who);
 
