@@ -300,8 +300,13 @@ Result<void> Connection::query(std::string_view sql) {
 }
 
 // A holder without the wake lock only makes its waiters fall back to core's backoff, so a
-// failure to take or give back a name is not the lock's failure.
-void WakeQueue::holding(const std::string& key) { (void)take_wake(*conn_, make_tables(prefix_), key); }
+// failure to take or give back a name is not the lock's failure. The wake lock is asked for
+// without waiting: a semaphore's slots share one (the common locker signals on the semaphore),
+// and a second slot's holder must not wait for the first one's.
+void WakeQueue::holding(const std::string& key) {
+  const Tables t = make_tables(prefix_);
+  (void)conn_->execute(Sql("SELECT GET_LOCK(").add(wake_name(t, key)).add(", 0), RELEASE_LOCK(").add(queue_name(t, key)).add(")"));
+}
 
 void WakeQueue::released(const std::string& key) { (void)conn_->execute(release_wake(make_tables(prefix_), key)); }
 
