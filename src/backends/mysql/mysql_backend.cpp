@@ -1,9 +1,11 @@
-// The MySQL/MariaDB backend: administrative operations and the registry entry. Lockers live
-// in mysql_lease.cpp and mysql_session_strategies.cpp.
+// The MySQL/MariaDB backend: administrative operations and the registry entry. The lease
+// locker is the common one (mysql_statements.cpp); the session strategies' lives in
+// mysql_session_strategies.cpp.
 #include <charconv>
 #include <chrono>
 #include <thread>
 
+#include "backends/common/lease_locker.hpp"
 #include "backends/common/lock_rows.hpp"
 #include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/mysql/mysql_error.hpp"
@@ -45,7 +47,12 @@ class MysqlBackend final : public Backend {
   // connection, a session strategy one besides its lock's session.
   Result<std::unique_ptr<Locker>> make_locker(Strategy strategy) override {
     if (strategy == Strategy::lease && options_.shedlock) return make_shedlock_locker(dsn_, options_, t_, std::move(conn_));
-    if (strategy == Strategy::lease) return make_lease_locker(dsn_, options_, t_, std::move(conn_));
+    if (strategy == Strategy::lease) {
+      if (auto c = db(); !c) return std::unexpected(c.error());
+      const std::string& prefix = options_.table_prefix;
+      return sql::make_lease_locker(std::make_shared<Session>(std::move(conn_), prefix), lease_statements(prefix), prefix,
+                                    options_.history_keep);
+    }
     return make_session_locker(strategy, dsn_, options_, t_, std::move(conn_));
   }
 

@@ -9,6 +9,7 @@
 #include <variant>
 
 #include "backends/mysql/mysql_error.hpp"
+#include "backends/mysql/mysql_tables.hpp"
 
 namespace dblock::mysql {
 namespace {
@@ -242,6 +243,7 @@ Result<Outcome> Connection::execute(const Sql& statement) {
   out.insert_id = mysql_stmt_insert_id(stmt);
   ResultPtr meta(mysql_stmt_result_metadata(stmt));
   if (!meta) return out;
+  out.has_result = true;
   const unsigned ncols = mysql_num_fields(meta.get());
   std::vector<MYSQL_BIND> cols(ncols);
   std::vector<std::vector<char>> buffers(ncols, std::vector<char>(512));
@@ -295,6 +297,53 @@ Result<void> Connection::query(std::string_view sql) {
     if (!res && mysql_field_count(mysql_.get()) != 0) return std::unexpected(error_from_mysql());
   } while (mysql_next_result(mysql_.get()) == 0);
   return {};
+}
+
+// A holder without the wake lock only makes its waiters fall back to core's backoff, so a
+// failure to take or give back a name is not the lock's failure. The wake lock is asked for
+// without waiting: a semaphore's slots share one (the common locker signals on the semaphore),
+// and a second slot's holder must not wait for the first one's.
+void WakeQueue::holding(const std::string& key) {
+  const Tables t = make_tables(prefix_);
+  (void)conn_->execute(Sql("SELECT GET_LOCK(").add(wake_name(t, key)).add(", 0), RELEASE_LOCK(").add(queue_name(t, key)).add(")"));
+}
+
+void WakeQueue::released(const std::string& key) { (void)conn_->execute(release_wake(make_tables(prefix_), key)); }
+
+Result<bool> WakeQueue::busy(const std::string& key, Millis left) {
+  if (left <= Millis(0)) return false;
+  auto woken = wait_for_wake(*conn_, make_tables(prefix_), key, left);
+  if (!woken && woken.error().kind == ErrorKind::connection) (void)conn_->reconnect();
+  return woken;
+}
+
+void WakeQueue::stop_waiting(const std::string& key) { (void)leave_queue(*conn_, make_tables(prefix_), key); }
+
+Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params) {
+  auto it = compiled_.find(st.id);
+  if (it == compiled_.end()) it = compiled_.emplace(st.id, sql::compile(st.text, sql::PlaceholderStyle::question)).first;
+  auto values = sql::bind_order(it->second, params, st.id);
+  if (!values) return std::unexpected(values.error());
+  std::vector<Param> bound;
+  bound.reserve(values->size());
+  for (const sql::Value* v : *values) {
+    if (const auto* n = std::get_if<std::int64_t>(v)) bound.emplace_back(*n);
+    else if (const auto* text = std::get_if<std::string>(v)) bound.emplace_back(*text);
+    else bound.emplace_back(nullptr);
+  }
+  auto out = conn_->execute(Sql().add(it->second.text, std::span<const Param>(bound)));
+  if (!out) return std::unexpected(out.error());
+  sql::Rows rows;
+  for (auto& row : out->rows) rows.add(std::move(row));
+  // An upsert's affected rows: 1 inserted, 2 updated, 0 left alone.
+  rows.affected = out->has_result ? static_cast<std::int64_t>(rows.size()) : static_cast<std::int64_t>(out->affected_rows);
+  return rows;
+}
+
+Result<bool> Session::repair_schema(const Error& failed) {
+  if (!is_no_such_table(failed) && !is_bad_field(failed)) return false;
+  if (auto ok = mysql::repair_schema(*conn_, make_tables(prefix_), failed); !ok) return std::unexpected(ok.error());
+  return true;
 }
 
 }  // namespace dblock::mysql

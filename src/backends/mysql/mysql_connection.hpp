@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "backends/common/sql_session.hpp"
 #include "backends/mysql/mysql_dsn.hpp"
 #include "backends/mysql/mysql_statement.hpp"
 
@@ -28,6 +29,7 @@ struct Outcome {
   std::uint64_t affected_rows = 0;
   std::uint64_t insert_id = 0;  // also the value of LAST_INSERT_ID(expr)
   std::vector<Row> rows;
+  bool has_result = false;  // the statement returns rows (a SELECT), however many
 };
 
 struct MysqlCloser {
@@ -100,6 +102,42 @@ class Connection {
   std::unordered_map<std::string, StmtPtr> statements_;
   std::uint64_t session_id_ = 0;
   std::int64_t max_block_ms_ = 0;
+};
+
+/// Wakes a lease waiter from the server instead of core's backoff: the holder keeps a GET_LOCK
+/// on the key's wake name while it holds the lease and a waiter blocks on it until the release;
+/// only the waiter at the head of the key's queue name does, so a release wakes one waiter, not
+/// all of them (mysql_tables.hpp, wake_name and queue_name). A holder that died gave the names
+/// back with its session; a lease's own expiry still decides who may take the key.
+class WakeQueue final : public sql::ReleaseSignal {
+ public:
+  WakeQueue(Connection& conn, std::string prefix) : conn_(&conn), prefix_(std::move(prefix)) {}
+  void holding(const std::string& key) override;
+  void released(const std::string& key) override;
+  Result<bool> busy(const std::string& key, Millis left) override;
+  void stop_waiting(const std::string& key) override;
+
+ private:
+  Connection* conn_;
+  std::string prefix_;
+};
+
+/// The connection as the strategies of src/backends/common see it (sql_session.hpp).
+class Session final : public sql::Session {
+ public:
+  Session(std::unique_ptr<Connection> conn, std::string prefix)
+      : conn_(std::move(conn)), prefix_(std::move(prefix)), wake_queue_(*conn_, prefix_) {}
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override;
+  Result<void> exec(std::string_view sql) override { return conn_->query(sql); }
+  Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
+  Result<bool> repair_schema(const Error& failed) override;
+  sql::ReleaseSignal& release_signal() override { return wake_queue_; }
+
+ private:
+  std::unique_ptr<Connection> conn_;
+  std::string prefix_;
+  std::unordered_map<std::string, sql::Compiled> compiled_;
+  WakeQueue wake_queue_;
 };
 
 }  // namespace dblock::mysql

@@ -68,8 +68,6 @@ bool is_unsupported_compound(const Error& e) {
   return e.native_code == ER_PARSE_ERROR || e.native_code == ER_UNSUPPORTED_PS;
 }
 
-bool is_user_signal(const Error& e) { return e.native_code == ER_SIGNAL_EXCEPTION && e.sqlstate == "45000"; }
-
 Error make_error(unsigned errnum, std::string_view where, std::string_view text, std::string_view sqlstate) {
   std::string message = "mysql ";
   message += where;

@@ -32,9 +32,6 @@ bool is_duplicate_column(const Error& e);
 /// and MariaDB before compound statements could be prepared, answer a parse error.
 bool is_unsupported_compound(const Error& e);
 
-/// True for the SIGNAL SQLSTATE '45000' of dblock's own compound statements (ER_SIGNAL_EXCEPTION).
-bool is_user_signal(const Error& e);
-
 /// An Error with the classified kind, "mysql <where>: <text> (errno N)", the errno as
 /// native_code and the SQLSTATE; `where` must be redacted.
 Error make_error(unsigned errnum, std::string_view where, std::string_view text, std::string_view sqlstate = {});

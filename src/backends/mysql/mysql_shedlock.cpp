@@ -178,9 +178,12 @@ class ShedlockLocker final : public Locker {
 
 Result<std::unique_ptr<Locker>> make_shedlock_locker(const Dsn& dsn, const BackendOptions& options, Tables t,
                                                      std::unique_ptr<Connection> conn) {
-  auto c = connection_for_locker(dsn, options, std::move(conn));
-  if (!c) return std::unexpected(c.error());
-  return std::unique_ptr<Locker>(std::make_unique<ShedlockLocker>(std::move(*c), options, std::move(t)));
+  if (!conn) {
+    auto c = Connection::open(dsn, options);
+    if (!c) return std::unexpected(c.error());
+    conn = std::move(*c);
+  }
+  return std::unique_ptr<Locker>(std::make_unique<ShedlockLocker>(std::move(conn), options, std::move(t)));
 }
 
 Result<void> ensure_shedlock_table(Connection& conn, const BackendOptions& options) {

@@ -19,7 +19,7 @@ std::size_t placeholder_count(std::string_view sql) {
   return count;
 }
 
-Sql& Sql::append(std::string_view text, std::initializer_list<Param> values) {
+Sql& Sql::append(std::string_view text, std::span<const Param> values) {
   const std::size_t wanted = placeholder_count(text);
   if (wanted != values.size() && broken_.empty())
     broken_ = "\"" + std::string(text) + "\" has " + std::to_string(wanted) + " placeholders but " +

@@ -58,9 +58,12 @@ class Sql {
   /// statement broken (check() says where) rather than shifting later values.
   template <class... V>
   Sql& add(std::string_view text, const V&... values) {
-    return append(text, {Param(values)...});
+    return add(text, {Param(values)...});
   }
-  Sql& add(std::string_view text, std::initializer_list<Param> values) { return append(text, values); }
+  Sql& add(std::string_view text, std::initializer_list<Param> values) {
+    return append(text, std::span<const Param>(values.begin(), values.size()));
+  }
+  Sql& add(std::string_view text, std::span<const Param> values) { return append(text, values); }
   /// Appends a fragment built elsewhere, with its values.
   Sql& add(const Sql& fragment);
 
@@ -71,7 +74,7 @@ class Sql {
   std::span<const Param> params() const { return params_; }
 
  private:
-  Sql& append(std::string_view text, std::initializer_list<Param> values);
+  Sql& append(std::string_view text, std::span<const Param> values);
 
   std::string text_;
   std::vector<Param> params_;

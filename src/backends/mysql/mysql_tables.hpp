@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "backends/common/statements.hpp"
 #include "backends/mysql/mysql_connection.hpp"
 #include "backends/mysql/mysql_error.hpp"
 
@@ -79,29 +80,21 @@ Sql history_prune(const Tables& t, const std::string& key, int keep);
 /// The same trim as a block for inside a compound statement (BEGIN NOT ATOMIC ... END).
 Sql history_prune_block(const Tables& t, const std::string& key, int keep);
 
-/// Inside a compound statement (BEGIN NOT ATOMIC, after its variables): the statements up to
-/// the block's COMMIT are one transaction, so they reach the disk in one log flush instead of
-/// one each, and an error rolls them back and is passed on unchanged (errno and SQLSTATE).
-inline constexpr std::string_view one_transaction =
-    "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; START TRANSACTION; ";
-/// The declaration part of one_transaction alone, for a block with a statement that must run
-/// ahead of the transaction (declarations come first in a block), then "START TRANSACTION; ".
+/// Inside a compound statement (BEGIN NOT ATOMIC, after its variables): an error rolls back
+/// the block's transaction and is passed on unchanged (errno and SQLSTATE). The block then
+/// says "START TRANSACTION; ", so its statements up to COMMIT reach the disk in one log flush.
 inline constexpr std::string_view rollback_on_error = "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; ";
-static_assert(one_transaction.starts_with(rollback_on_error));
 
 /// Time until --min-interval has elapsed for the key (0 when due), in database time.
 Result<Millis> due_in(Connection& conn, const Tables& t, const std::string& key, Millis min_interval);
 
-/// Lockers (mysql_lease.cpp, mysql_session_strategies.cpp). `conn` is the Backend's connection,
-/// which the locker takes over (nullptr: it opens its own).
-Result<std::unique_ptr<Locker>> make_lease_locker(const Dsn& dsn, const BackendOptions& options, Tables t,
-                                                  std::unique_ptr<Connection> conn);
+/// The statements of the common lease locker (mysql_statements.cpp).
+sql::LeaseStatements lease_statements(const std::string& prefix);
+
+/// The session strategies' locker (mysql_session_strategies.cpp). `conn` is the Backend's
+/// connection, which the locker takes over (nullptr: it opens its own).
 Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, const Dsn& dsn, const BackendOptions& options, Tables t,
                                                     std::unique_ptr<Connection> conn);
-
-/// `conn` when the locker takes the Backend's connection over, else a new one (mysql_lease.cpp).
-Result<std::unique_ptr<Connection>> connection_for_locker(const Dsn& dsn, const BackendOptions& options,
-                                                          std::unique_ptr<Connection> conn);
 
 /// A lease survives a short outage: `statement` once, and once more after a reconnect when the
 /// connection failed; safe because every lease statement is compared on its holder.
@@ -206,7 +199,7 @@ Result<void> end_slot(Connection& conn, bool commit);
 /// The answer when begin_slot did not take the header: busy with recorded_slots (the header
 /// records another count) or with the plain holder of req.semaphore.
 Result<AcquireOutcome> header_busy(Connection& conn, const Tables& t, const LockRequest& req);
-/// Inside a release's compound statement, after one_transaction, before anything else: for a
+/// Inside a release's transaction (a compound statement), before anything else: for a
 /// semaphore's slot row, lock its header row (FOR UPDATE) until the COMMIT, so the releases of
 /// one semaphore's slots take turns. Each inserts into and prunes the key's history rows, and
 /// two such transactions at once deadlock on each other's new row; acquirers lock the header
