@@ -602,7 +602,7 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
   if (!named_) prepared_.clear();
   if ((name_unknown || name_taken) && may_run_again && !transaction_open()) {
     // Nothing of the refused statement's implicit transaction happened, and what ran before it
-    // in segments of their own are warm-ups and LISTENs (Statement::prepared): the pipeline
+    // in segments of their own are warm-ups (Statement::prepared): the pipeline
     // runs again, once (the name is now known to be there, or nothing is named any more).
     // name_unknown: prepared in this session, yet the server session that ran the statement
     // has no such name: a pooler in transaction mode gave this transaction another server

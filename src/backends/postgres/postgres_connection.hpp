@@ -54,7 +54,7 @@ struct Statement {
   /// log. The connection tells from the process id it was given (names_kept), checks it against
   /// the server's with its first names, and stops naming when a pooler shows anyway: a run by
   /// name refused with 26000 outside an explicit transaction runs again, unnamed. So in such a
-  /// pipeline only warm-ups and LISTEN/UNLISTEN may come before that statement.
+  /// pipeline only warm-ups may come before that statement.
   bool prepared = false;
 };
 
