@@ -1,11 +1,13 @@
 // PostgreSQL via libpq: every strategy. Status, history, stateless renew/release and doctor
-// live here; the lockers in postgres_lease.cpp and postgres_session_strategies.cpp.
+// live here; the lease locker is common/lease_locker.cpp over postgres_statements.cpp, the session
+// lockers are in postgres_session_strategies.cpp.
 #include <nlohmann/json.hpp>
 
 #include <map>
 #include <thread>
 #include <utility>
 
+#include "backends/common/lease_locker.hpp"
 #include "backends/common/lock_rows.hpp"
 #include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/postgres/postgres_dsn.hpp"
@@ -43,7 +45,10 @@ class PostgresBackend final : public Backend {
   // holder session of its own.
   Result<std::unique_ptr<Locker>> make_locker(Strategy s) override {
     if (s == Strategy::lease && options_.shedlock) return make_shedlock_locker(conn_, options_, t_);
-    if (s == Strategy::lease) return postgres::make_lease_locker(conn_, t_, options_.history_keep);
+    if (s == Strategy::lease)
+      return sql::make_lease_locker(std::make_shared<Session>(conn_, options_.table_prefix),
+                                    lease_statements(options_.table_prefix), options_.table_prefix,
+                                    options_.history_keep);
     std::shared_ptr<Connection> holder;
     if (!handed_over_) {
       holder = std::exchange(conn_, Connection::deferred(dsn_, options_));
@@ -105,7 +110,7 @@ class PostgresBackend final : public Backend {
     // holding this key's lock (session_verdict, as status judges it), so neither a reused
     // backend pid nor another key's holder is ever hit. Truncated, not rounded into
     // timestamptz(3): the lock must read free right after release.
-    const auto id = static_cast<std::uint64_t>(postgres::advisory_key(t_.prefix, key));
+    const auto id = static_cast<std::uint64_t>(key_hash(t_.prefix, key));
     auto r = conn_->exec(
         "WITH old AS (SELECT l.name, l.strategy, l.session_id, (l.released_at IS NULL OR l.released_at < l.acquired_at) "
         "  AND l.strategy <> 'lease' AS held, " + postgres::session_verdict(t_, "l") + " AS verdict "
@@ -120,7 +125,7 @@ class PostgresBackend final : public Backend {
             " THEN u.session_id::int END AS pid FROM u) "
         "SELECT pg_notify($5, s.name)::text, s.pid, s.pid IS NOT NULL AND pg_terminate_backend(s.pid) FROM s",
         {key, selector_owner(who), selector_token(who), who.force ? "true" : "false",
-         postgres::release_channel(t_.prefix, key_of_row(key)), std::to_string(id >> 32),
+         release_channel(t_.prefix, key_of_row(key)), std::to_string(id >> 32),
          std::to_string(id & 0xffffffffULL)});
     if (!r) return std::unexpected(r.error());
     if (r->rows() == 0) {

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "backends/postgres/postgres_error.hpp"
+#include "backends/postgres/postgres_tables.hpp"
 #include "core/clock.hpp"
 
 namespace dblock::postgres {
@@ -601,7 +602,7 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
   if (!named_) prepared_.clear();
   if ((name_unknown || name_taken) && may_run_again && !transaction_open()) {
     // Nothing of the refused statement's implicit transaction happened, and what ran before it
-    // in segments of their own are warm-ups and LISTENs (Statement::prepared): the pipeline
+    // in segments of their own are warm-ups (Statement::prepared): the pipeline
     // runs again, once (the name is now known to be there, or nothing is named any more).
     // name_unknown: prepared in this session, yet the server session that ran the statement
     // has no such name: a pooler in transaction mode gave this transaction another server
@@ -615,6 +616,62 @@ Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement>
   if (error) return std::unexpected(statement_error(error.get(), c, dsn_.redacted));
   drop_stale_notifications();
   return out;
+}
+
+void ListenSignal::holding(const std::string&) { (void)conn_->unlisten(); }
+
+Result<bool> ListenSignal::busy(const std::string& key, Millis) {
+  const std::string channel = release_channel(prefix_, key);
+  if (!conn_->listening(channel)) {
+    if (auto ok = conn_->listen(channel); !ok) return std::unexpected(ok.error());
+    return true;
+  }
+  // A release announced while a statement ran sits in libpq's queue, where polling the socket
+  // cannot see it.
+  return conn_->drain_notifications();
+}
+
+Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params) {
+  auto it = compiled_.find(st.id);
+  if (it == compiled_.end()) it = compiled_.emplace(st.id, sql::compile(st.text, sql::PlaceholderStyle::dollar)).first;
+  auto values = sql::bind_order(it->second, params, st.id);
+  if (!values) return std::unexpected(values.error());
+  Params text;
+  text.reserve(values->size());
+  for (const sql::Value* v : *values) {
+    if (const auto* n = std::get_if<std::int64_t>(v)) text.emplace_back(std::to_string(*n));
+    else if (const auto* s = std::get_if<std::string>(v)) text.emplace_back(*s);
+    else text.emplace_back();
+  }
+  auto r = conn_->exec(it->second.text, text);
+  if (!r) return std::unexpected(r.error());
+  sql::Rows rows;
+  const int columns = r->get() ? PQnfields(r->get()) : 0;
+  for (int i = 0; i < r->rows(); ++i) {
+    std::vector<sql::Rows::Cell> cells;
+    cells.reserve(columns);
+    for (int c = 0; c < columns; ++c) {
+      if (r->is_null(i, c)) cells.emplace_back();
+      else cells.emplace_back(r->text(i, c));
+    }
+    rows.add(std::move(cells));
+  }
+  // PQcmdTuples: rows changed, or for a SELECT (and RETURNING) the rows returned.
+  rows.affected = r->affected();
+  return rows;
+}
+
+Result<void> Session::exec(std::string_view sql) {
+  if (auto r = conn_->exec(sql); !r) return std::unexpected(r.error());
+  return {};
+}
+
+Result<void> Session::reconnect(const Error&) { return conn_->reconnect(); }
+
+Result<bool> Session::repair_schema(const Error& failed) {
+  if (failed.sqlstate != "42P01" && failed.sqlstate != "42703") return false;
+  if (auto made = ensure_schema(*conn_, tables_for(prefix_)); !made) return std::unexpected(made.error());
+  return true;
 }
 
 }  // namespace dblock::postgres

@@ -9,10 +9,12 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "backends/backend.hpp"
 #include "backends/common/dsn.hpp"
+#include "backends/common/sql_session.hpp"
 
 namespace dblock::postgres {
 
@@ -52,7 +54,7 @@ struct Statement {
   /// log. The connection tells from the process id it was given (names_kept), checks it against
   /// the server's with its first names, and stops naming when a pooler shows anyway: a run by
   /// name refused with 26000 outside an explicit transaction runs again, unnamed. So in such a
-  /// pipeline only warm-ups and LISTEN/UNLISTEN may come before that statement.
+  /// pipeline only warm-ups may come before that statement.
   bool prepared = false;
 };
 
@@ -114,11 +116,8 @@ class Connection {
 
   /// LISTENs on channel, and only on it, now and after every reconnect.
   Result<void> listen(const std::string& channel);
-  /// Whether this connection LISTENs on channel (on any channel).
+  /// Whether this connection LISTENs on channel.
   bool listening(const std::string& channel) const { return !channel_.empty() && channel_ == channel; }
-  bool listening_any() const { return !channel_.empty(); }
-  /// Records a LISTEN the caller ran itself (in a pipeline, with other statements).
-  void listened(const std::string& channel) { channel_ = channel; }
   /// Stops listening. From then on every statement drops the notifications it reads, so
   /// none pile up in libpq while nobody calls drain_notifications().
   Result<void> unlisten();
@@ -162,6 +161,43 @@ class Connection {
   bool server_checked_ = false;  // pg_backend_pid() was compared with the connection's process id
   /// Whether prepared statements are named on this connection: not behind a pooler.
   bool names_kept() const;
+};
+
+/// A lease waiter hears releases through LISTEN/NOTIFY: an attempt that finds its key busy
+/// LISTENs on the key's channel (release_channel) and tries again at once, so a release between
+/// the attempt and the LISTEN is not missed; later, a notification drained means try again.
+/// The holder stops listening (best effort: what still arrives is dropped by every statement).
+class ListenSignal final : public sql::ReleaseSignal {
+ public:
+  ListenSignal(std::shared_ptr<Connection> conn, std::string prefix) : conn_(std::move(conn)), prefix_(std::move(prefix)) {}
+  void holding(const std::string& key) override;
+  Result<bool> busy(const std::string& key, Millis left) override;
+  int fd() const override { return conn_->socket(); }
+  void consume() override { conn_->drain_notifications(); }
+
+ private:
+  std::shared_ptr<Connection> conn_;
+  std::string prefix_;
+};
+
+/// The connection as the strategies of src/backends/common see it (sql_session.hpp): each
+/// statement one round trip, its parameters sent as text (the statements cast them: `$n::bigint`).
+class Session final : public sql::Session {
+ public:
+  Session(std::shared_ptr<Connection> conn, std::string prefix)
+      : conn_(conn), prefix_(prefix), signal_(std::move(conn), std::move(prefix)) {}
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override;
+  Result<void> exec(std::string_view sql) override;
+  Result<void> reconnect(const Error& why) override;
+  /// 42P01 (no such table) or 42703 (no such column): ensure_schema.
+  Result<bool> repair_schema(const Error& failed) override;
+  sql::ReleaseSignal& release_signal() override { return signal_; }
+
+ private:
+  std::shared_ptr<Connection> conn_;
+  std::string prefix_;
+  std::unordered_map<std::string, sql::Compiled> compiled_;
+  ListenSignal signal_;
 };
 
 /// The server-side name of a prepared statement (Statement::prepared): "dblock_" and the hash

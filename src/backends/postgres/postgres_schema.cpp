@@ -31,24 +31,6 @@ Tables tables_for(const std::string& prefix) {
   return Tables{prefix, quote_ident(prefix + "locks"), quote_ident(prefix + "runs"), quote_ident(prefix + "claims")};
 }
 
-std::string release_channel(std::string_view prefix, std::string_view key) {
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(advisory_key(prefix, key)));
-  return "dblock_release_" + std::string(hex);
-}
-
-std::int64_t advisory_key(std::string_view prefix, std::string_view key) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  auto mix = [&h](unsigned char c) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  };
-  for (char c : prefix) mix(static_cast<unsigned char>(c));
-  mix(0);
-  for (char c : key) mix(static_cast<unsigned char>(c));
-  return static_cast<std::int64_t>(h);
-}
-
 std::string schema_sql(const std::string& prefix) {
   Tables t = tables_for(prefix);
   // name is COLLATE "C" so keys compare byte-wise; timestamps keep milliseconds, in UTC.
@@ -141,7 +123,7 @@ Result<void> ensure_schema(Connection& conn, const Tables& t) {
   // number we computed, not user text. A locks table from before semaphores gets their
   // column (src/backends/README.md, Semaphores), under the same lock.
   std::string ddl = "BEGIN;\nSELECT pg_advisory_xact_lock(" +
-                    std::to_string(advisory_key(t.prefix, "\x01schema")) + ");\n" + schema_sql(t.prefix) +
+                    std::to_string(key_hash(t.prefix, "\x01schema")) + ");\n" + schema_sql(t.prefix) +
                     "ALTER TABLE " + t.locks + " ADD COLUMN IF NOT EXISTS slots integer;\nCOMMIT;";
   if (auto r = conn.exec(ddl); !r) {
     conn.exec("ROLLBACK");
@@ -166,16 +148,12 @@ Result<void> check_schema(Connection& conn, const Tables& t) {
   return {};
 }
 
-std::string status_select(const Tables& t, std::string_view extra, bool ask_about_sessions) {
+std::string status_select(const Tables& t) {
   // After the common columns, what the server says about the holder: is a lease live; does the
   // recorded session hold the key's own lock (session_verdict). A crashed session holder
-  // therefore shows free. Without ask_about_sessions the session verdict is NULL: planning the
-  // pg_locks subqueries costs more than the rest of a lease's acquire statement.
-  std::string head = "SELECT " + rows::status_select_list(&ms_of, "now()") + ", COALESCE(expires_at > now(), false), ";
-  if (!ask_about_sessions)
-    return head + "NULL::text" + (extra.empty() ? std::string() : ", " + std::string(extra)) + " FROM " + t.locks + " l";
-  return head + session_verdict(t, "l") + (extra.empty() ? std::string() : ", " + std::string(extra)) + " FROM " +
-         t.locks + " l";
+  // therefore shows free.
+  return "SELECT " + rows::status_select_list(&ms_of, "now()") + ", COALESCE(expires_at > now(), false), " +
+         session_verdict(t, "l") + " FROM " + t.locks + " l";
 }
 
 std::string session_verdict(const Tables& t, std::string_view row) {
@@ -214,7 +192,7 @@ bool session_holds(std::string_view strategy, std::string_view verdict, std::int
 LockStatus read_status(const QueryResult& r, int row, const Tables& t) {
   constexpr int live = rows::status_column_count, session = rows::status_column_count + 1;
   const bool holds = !r.is_null(row, session) &&
-                     session_holds(r.text(row, 5), r.text(row, session), advisory_key(t.prefix, r.text(row, 0)));
+                     session_holds(r.text(row, 5), r.text(row, session), key_hash(t.prefix, r.text(row, 0)));
   return rows::read_status(PostgresRow(r, row), {.lease_live = r.boolean(row, live), .session_holds = holds});
 }
 

@@ -157,7 +157,7 @@ class SessionLocker final : public Locker {
     // Prove the session still holds the lock; a dropped session is never replaced.
     Result<QueryResult> r = fail(ErrorKind::lost, "");
     if (strategy_ == Strategy::advisory) {
-      auto id = static_cast<std::uint64_t>(advisory_key(t_.prefix, key_));
+      auto id = static_cast<std::uint64_t>(key_hash(t_.prefix, key_));
       r = holder_->exec(
           "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid() "
           "AND classid = $1::bigint::oid AND objid = $2::bigint::oid AND objsubid = 1",
@@ -227,7 +227,7 @@ class SessionLocker final : public Locker {
              ms_param(req.min_interval)};
     const bool slot = !req.semaphore.empty();
     if (strategy_ == Strategy::advisory) {
-      p.push_back(std::to_string(advisory_key(t_.prefix, req.key)));
+      p.push_back(std::to_string(key_hash(t_.prefix, req.key)));
       if (slot) append_semaphore_params(p, req);
       // The release is planned here first (a warm-up, once per session), ahead of the lock, in
       // the same round trip: at the handoff its catalog lookups are done. Its own Sync lets its
@@ -296,7 +296,7 @@ class SessionLocker final : public Locker {
 
   // txn-insert's claim: key, strategy, then the two halves of the key's queue lock.
   Params claim_queue_params(const std::string& key, const std::string& kind) const {
-    const auto id = static_cast<std::uint64_t>(advisory_key(t_.prefix, key));
+    const auto id = static_cast<std::uint64_t>(key_hash(t_.prefix, key));
     return {key, kind, std::to_string(static_cast<std::int32_t>(id >> 32)),
             std::to_string(static_cast<std::int32_t>(id & 0xffffffffULL))};
   }

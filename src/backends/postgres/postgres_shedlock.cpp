@@ -19,6 +19,17 @@ constexpr std::string_view now_utc = "timezone('utc', CURRENT_TIMESTAMP)";
 
 std::string shed_table(const BackendOptions& o) { return quote_ident(o.shedlock_table); }
 
+// A renewal: `sql` once, and once more after a reconnect when the connection failed (a lease
+// survives a short outage; the statement is compared on the holder).
+Result<QueryResult> exec_reconnecting(Connection& conn, const std::string& sql, const Params& p) {
+  auto r = conn.is_open() ? conn.exec(sql, p) : fail(ErrorKind::connection, "not connected");
+  if (!r && r.error().kind == ErrorKind::connection) {
+    if (auto ok = conn.reconnect(); !ok) return std::unexpected(ok.error());
+    r = conn.exec(sql, p);
+  }
+  return r;
+}
+
 /// name, locked_by, locked_at, lock_until, database now (ms), then dblock's token and, when
 /// dblock's row is this holder's, its host and pid. A TIMESTAMP without time zone reads as UTC
 /// in extract(epoch), which is what ShedLock stored.

@@ -6,6 +6,8 @@
 #include <string>
 
 #include "backends/backend.hpp"
+#include "backends/common/identifiers.hpp"
+#include "backends/common/statements.hpp"
 #include "backends/postgres/postgres_connection.hpp"
 
 namespace dblock::postgres {
@@ -25,38 +27,26 @@ Result<void> ensure_schema(Connection& conn, const Tables& t);
 /// Read only (doctor): missing tables are no_lock_database, a foreign shape ErrorKind::config.
 Result<void> check_schema(Connection& conn, const Tables& t);
 
-/// The advisory lock id of a key: FNV-1a 64 over prefix, a NUL, then the key, as a signed
-/// bigint. Stable across versions and hosts; a collision only makes two keys exclude each other.
-std::int64_t advisory_key(std::string_view prefix, std::string_view key);
-
 /// SELECT ... FROM <prefix>locks l of status: the common status columns (common/lock_rows.hpp),
-/// then the server's verdict on the holder, then `extra` (from column status_columns); binds
-/// nothing. The caller appends its WHERE.
-std::string status_select(const Tables& t, std::string_view extra = {}, bool ask_about_sessions = true);
+/// then the server's verdict on the holder; binds nothing. The caller appends its WHERE.
+std::string status_select(const Tables& t);
 /// SQL, over the <prefix>locks row aliased `row`: the server's evidence that its session_id
 /// (a backend pid, which the server reuses) holds that row's key, as text for session_holds:
 /// the session's advisory locks in the strategy's form (advisory, txn-insert), or that it runs
 /// the open transaction which locked the key's claims row (for-update); NULL for none.
 std::string session_verdict(const Tables& t, std::string_view row);
-/// True when session_verdict's text shows the lock of the key whose advisory_key is `key_id`.
+/// True when session_verdict's text shows the lock of the key whose key_hash is `key_id`.
 /// status and `release --force` both judge the holder by this.
 bool session_holds(std::string_view strategy, std::string_view verdict, std::int64_t key_id);
 /// session_holds in SQL, for a statement that knows its key: `strategy` and `verdict` are SQL
 /// expressions, `hi` and `lo` the key id's halves (as session_verdict shows them, text).
 std::string session_holds_sql(std::string_view strategy, std::string_view verdict, std::string_view hi,
                               std::string_view lo);
-inline constexpr int status_columns = 16;
 /// Row `row` of a status_select() result, its state judged (common/lock_rows.hpp).
 LockStatus read_status(const QueryResult& r, int row, const Tables& t);
 
 /// The newest `limit` rows of <prefix>runs, of `key` (every key when empty), newest first.
 Result<std::vector<RunRecord>> read_history(Connection& conn, const Tables& t, const std::string& key, int limit);
-
-/// The LISTEN/NOTIFY channel a release of this key announces on (raw: pg_notify() takes it as
-/// text): one per key, so a release wakes only that key's waiters. A channel name is at most
-/// 63 bytes and a key up to 255, so it carries advisory_key's hash; a collision only costs a
-/// spurious wake-up.
-std::string release_channel(std::string_view prefix, std::string_view key);
 
 /// Runs `attempt` (one statement's worth of work that cleans up after itself on failure) on
 /// the assumption that the tables exist. When a statement reports a table (SQLSTATE 42P01) or a
@@ -114,11 +104,9 @@ std::string semaphore_refuser(int first);
 inline constexpr std::string_view semaphore_guard = "1 / CASE WHEN h.token IS NOT NULL AND a.token IS NULL THEN 0 ELSE 1 END";
 inline bool slot_taken_meanwhile(const Error& e) { return e.sqlstate == "22012"; }
 
-/// A lease renewal: `sql` once, and once more after a reconnect when the connection failed.
-Result<QueryResult> exec_reconnecting(Connection& conn, const std::string& sql, const Params& p);
-
-/// Lease locker sharing the backend's connection (reconnects it once when renewing).
-std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<Connection> conn, Tables t, int history_keep);
+/// The statements of the lease strategy (src/backends/common/lease_locker.cpp), whole, for the
+/// tables of `prefix` (postgres_statements.cpp).
+sql::LeaseStatements lease_statements(const std::string& prefix);
 
 /// --table-format shedlock (postgres_shedlock.cpp): the lease locker on ShedLock's table
 /// (sharing the backend's connection), the table itself (created only when missing, shape

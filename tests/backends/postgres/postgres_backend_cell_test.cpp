@@ -139,7 +139,7 @@ TEST_SUITE("postgres.lease") {
     acquire(*waiter, request(key, "waiter"));  // was listening on the key's channel
 
     RawSession raw(test::dsn());
-    raw.notify(postgres::release_channel(db.options.table_prefix, key), 2000);
+    raw.notify(release_channel(db.options.table_prefix, key), 2000);
     CHECK_FALSE(readable(waiter->wakeup_fd(), 300ms));
     REQUIRE(waiter->renew(30s).has_value());
     release(*waiter);
@@ -201,7 +201,7 @@ TEST_SUITE("postgres") {
     auto conn = postgres::Connection::open(*dsn, options);
     REQUIRE_MESSAGE(conn.has_value(), (conn ? std::string() : conn.error().message));
     auto& c = **conn;
-    const std::string channel = postgres::release_channel(test::unique_prefix(), "k");
+    const std::string channel = release_channel(test::unique_prefix(), "k");
     REQUIRE(c.listen(channel).has_value());
 
     RawSession raw(test::dsn());
