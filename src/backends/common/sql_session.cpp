@@ -89,6 +89,12 @@ Compiled compile(std::string_view text, PlaceholderStyle style) {
   return out;
 }
 
+const Compiled& CompiledCache::get(const Statement& st) {
+  auto it = compiled_.find(st.text);
+  if (it == compiled_.end()) it = compiled_.emplace(st.text, compile(st.text, style_)).first;
+  return it->second;
+}
+
 Result<std::vector<const Value*>> bind_order(const Compiled& compiled, const Params& params, std::string_view id) {
   std::vector<const Value*> out;
   out.reserve(compiled.names.size());

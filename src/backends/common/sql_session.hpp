@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -100,6 +101,18 @@ struct Compiled {
 /// Replaces each `:name` outside quotes ('...', "...", `...`) by the style's placeholder. `::`
 /// (a PostgreSQL cast) and `:=` are left alone.
 Compiled compile(std::string_view text, PlaceholderStyle style);
+
+/// Each statement's text compiled once per session, keyed by the text (two statements may
+/// share an id: a table read with and without a column).
+class CompiledCache {
+ public:
+  explicit CompiledCache(PlaceholderStyle style) : style_(style) {}
+  const Compiled& get(const Statement& st);
+
+ private:
+  PlaceholderStyle style_;
+  std::unordered_map<std::string, Compiled> compiled_;
+};
 
 /// The values of `compiled.names` from `params`, in order; ErrorKind::internal naming the
 /// statement and the first placeholder without a value.

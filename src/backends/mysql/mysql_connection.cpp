@@ -320,9 +320,8 @@ Result<bool> WakeQueue::busy(const std::string& key, Millis left) {
 void WakeQueue::stop_waiting(const std::string& key) { (void)leave_queue(*conn_, make_tables(prefix_), key); }
 
 Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params) {
-  auto it = compiled_.find(st.id);
-  if (it == compiled_.end()) it = compiled_.emplace(st.id, sql::compile(st.text, sql::PlaceholderStyle::question)).first;
-  auto values = sql::bind_order(it->second, params, st.id);
+  const sql::Compiled& compiled = compiled_.get(st);
+  auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
   std::vector<Param> bound;
   bound.reserve(values->size());
@@ -331,7 +330,7 @@ Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& para
     else if (const auto* text = std::get_if<std::string>(v)) bound.emplace_back(*text);
     else bound.emplace_back(nullptr);
   }
-  auto out = conn_->execute(Sql().add(it->second.text, std::span<const Param>(bound)));
+  auto out = conn_->execute(Sql().add(compiled.text, std::span<const Param>(bound)));
   if (!out) return std::unexpected(out.error());
   sql::Rows rows;
   for (auto& row : out->rows) rows.add(std::move(row));

@@ -136,7 +136,7 @@ class Session final : public sql::Session {
  private:
   std::unique_ptr<Connection> conn_;
   std::string prefix_;
-  std::unordered_map<std::string, sql::Compiled> compiled_;
+  sql::CompiledCache compiled_{sql::PlaceholderStyle::question};
   WakeQueue wake_queue_;
 };
 

@@ -632,9 +632,8 @@ Result<bool> ListenSignal::busy(const std::string& key, Millis) {
 }
 
 Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params) {
-  auto it = compiled_.find(st.id);
-  if (it == compiled_.end()) it = compiled_.emplace(st.id, sql::compile(st.text, sql::PlaceholderStyle::dollar)).first;
-  auto values = sql::bind_order(it->second, params, st.id);
+  const sql::Compiled& compiled = compiled_.get(st);
+  auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
   Params text;
   text.reserve(values->size());
@@ -643,7 +642,7 @@ Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& para
     else if (const auto* s = std::get_if<std::string>(v)) text.emplace_back(*s);
     else text.emplace_back();
   }
-  auto r = conn_->exec(it->second.text, text);
+  auto r = conn_->exec(compiled.text, text);
   if (!r) return std::unexpected(r.error());
   sql::Rows rows;
   const int columns = r->get() ? PQnfields(r->get()) : 0;

@@ -196,7 +196,7 @@ class Session final : public sql::Session {
  private:
   std::shared_ptr<Connection> conn_;
   std::string prefix_;
-  std::unordered_map<std::string, sql::Compiled> compiled_;
+  sql::CompiledCache compiled_{sql::PlaceholderStyle::dollar};
   ListenSignal signal_;
 };
 

@@ -418,12 +418,10 @@ void WalWatch::consume() {
 }
 
 Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params) {
-  // Keyed by the text: two statements may share an id (a table read with and without a column).
-  auto it = compiled_.find(st.text);
-  if (it == compiled_.end()) it = compiled_.emplace(st.text, sql::compile(st.text, sql::PlaceholderStyle::numbered)).first;
-  auto values = sql::bind_order(it->second, params, st.id);
+  const sql::Compiled& compiled = compiled_.get(st);
+  auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
-  auto stmt = conn_->prepare(it->second.text);
+  auto stmt = conn_->prepare(compiled.text);
   if (!stmt) return std::unexpected(stmt.error());
   for (std::size_t i = 0; i < values->size(); ++i) {
     const int index = static_cast<int>(i) + 1;

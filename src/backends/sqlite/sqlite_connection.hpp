@@ -167,7 +167,7 @@ class Session final : public sql::Session {
  private:
   std::shared_ptr<const Connection> conn_;
   Repair repair_;
-  std::unordered_map<std::string, sql::Compiled> compiled_;
+  sql::CompiledCache compiled_{sql::PlaceholderStyle::numbered};
   WalWatch wal_watch_;
 };
 

@@ -226,7 +226,9 @@ Result<bool> repair_schema(const Connection& conn, const std::string& prefix, co
   if ((failed.native_code & 0xff) != SQLITE_ERROR) return false;
   auto complete = schema_complete(conn, prefix);
   if (!complete) return std::unexpected(complete.error());
-  if (*complete) return false;
+  // Complete now: another process may have made it since the statement failed, so the caller's
+  // one more attempt tells (a mistake of another kind fails it again, the same way).
+  if (*complete) return true;
   if (auto ok = ensure_schema(conn, prefix); !ok) return std::unexpected(ok.error());
   return true;
 }
