@@ -4,15 +4,17 @@
 # with the directory's group, and so are its -wal and -shm, whatever the umask of the user who
 # runs next; both users run, exclude each other, and inspect. Each way of being denied is exit
 # 78 with its own message naming the fix: a database made under umask 022 (file), a directory
-# the user may not write (creating), a directory the user may not enter. The default location
+# the user may not write (creating the database, or its -wal), a directory the user may not
+# enter, a database the user may not read (status). The default location
 # stays private (issue 26) even under umask 002.
-# Needs root: it adds a group of its own (groupadd; groupdel when it ends) and acts as the
-# existing users daemon and nobody (setpriv), giving them the group only for the processes it
-# starts (setpriv --groups), so /etc/group's member lists are never changed.
+# Needs root, and sqlite3 (Debian sqlite3) to checkpoint a WAL away: it adds a group of its own
+# (groupadd; groupdel when it ends) and acts as the existing users daemon and nobody (setpriv),
+# giving them the group only for the processes it starts (setpriv --groups), so /etc/group's
+# member lists are never changed.
 source "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" -eq 0 ] || skip_or_fail "needs root, to add a group and act as daemon and nobody"
-for tool in setpriv groupadd groupdel stat; do
+for tool in setpriv groupadd groupdel stat sqlite3; do
   command -v "$tool" >/dev/null || skip_or_fail "$tool is needed"
 done
 dblock_bin=$(readlink -f "$DBLOCK_BIN")
@@ -104,6 +106,14 @@ expect_error "nobody, in the group, creating a database in a 2755 directory" \
   "dblock: 'k': cannot create the SQLite database $closed/new.db: user nobody may not write the directory $closed (mode 2755, owner root, group $group): Permission denied; fix, as root: chmod g+ws $closed; or let a user who may write there create it (umask 002; dblock init)" \
   nobody in 002 -d "sqlite:$closed/new.db" run k -- true
 check "no database was made there" test ! -e "$closed/new.db"
+# A database there that the group may write, whose -wal and -shm sqlite3 removed: SQLite must
+# make them again, in a directory nobody may not write.
+bash -c 'umask 002; exec "$@"' _ "$dblock_bin" -d "sqlite:$closed/old.db" -q init
+sqlite3 "$closed/old.db" "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null
+check "sqlite3 removed the -wal and -shm" test ! -e "$closed/old.db-wal" -a ! -e "$closed/old.db-shm"
+expect_error "nobody, in the group, on a database whose -wal must be made in a 2755 directory" \
+  "dblock: 'k': cannot create $closed/old.db-wal, which the SQLite database $closed/old.db needs: user nobody may not write the directory $closed (mode 2755, owner root, group $group): Permission denied; fix, as root: chmod g+ws $closed" \
+  nobody in 002 -d "sqlite:$closed/old.db" run k -- true
 
 # --- a directory the user may not enter ----------------------------------------------------------
 private=$E2E_TMP/private
