@@ -2,6 +2,9 @@
 
 #include "backends/common/identifiers.hpp"
 
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +18,7 @@
 #include <cstring>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "backends/common/dsn.hpp"
 #include "backends/sqlite/sqlite_vfs.hpp"
@@ -114,20 +118,133 @@ Result<void> check_path_owners(const std::string& path, const std::string& priva
   }
 }
 
-/// Fails early, with the OS's reason, where SQLite would only say "unable to open".
+std::string user_name(uid_t uid) {
+  std::array<char, 1024> buf{};
+  struct passwd pw{};
+  struct passwd* found = nullptr;
+  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found) return found->pw_name;
+  return "uid " + std::to_string(uid);
+}
+
+std::string group_name(gid_t gid) {
+  std::array<char, 4096> buf{};
+  struct group gr{};
+  struct group* found = nullptr;
+  if (::getgrgid_r(gid, &gr, buf.data(), buf.size(), &found) == 0 && found) return found->gr_name;
+  return std::to_string(gid);
+}
+
+bool in_group(gid_t gid) {
+  if (::getegid() == gid) return true;
+  const int count = ::getgroups(0, nullptr);
+  if (count <= 0) return false;
+  std::vector<gid_t> groups(static_cast<std::size_t>(count));
+  const int got = ::getgroups(count, groups.data());
+  return got > 0 && std::find(groups.begin(), groups.begin() + got, gid) != groups.begin() + got;
+}
+
+/// Why this user may not do `what` ("enter", "write", "read") to `name`, and the command that
+/// lets it: the reason is the part's mode, owner and group, as ls -l would show them, and the
+/// fix is the chmod its owner or root runs on `files`, or the group this user must join.
+std::string denied(const std::string& name, const std::string& what, const char* bits, const std::string& files) {
+  const std::string me = user_name(::geteuid());
+  std::string text = "user " + me + " may not " + what + " " + name;
+  struct stat st{};
+  if (::stat(name.c_str(), &st) != 0) return text + ": " + std::strerror(EACCES);
+  const std::string owner = user_name(st.st_uid);
+  const std::string group = group_name(st.st_gid);
+  text += " (mode " + octal_mode(st.st_mode) + ", owner " + owner + ", group " + group + "): " + std::strerror(EACCES);
+  if (st.st_uid == ::geteuid()) return text + "; fix: chmod u+" + bits + " " + files;
+  const std::string as = st.st_uid == 0 ? "root" : owner + " or root";
+  if (in_group(st.st_gid)) return text + "; fix, as " + as + ": chmod g+" + bits + " " + files;
+  return text + "; fix, as root: add " + me + " to group " + group + " (usermod -aG " + group + " " + me +
+         "), or give " + files + " a group " + me + " is in and chmod g+" + bits +
+         " (dblock(1), SHARING A DATABASE FILE)";
+}
+
+/// The first directory on the way to `dir`, from the root down, that this user may not enter.
+/// A part that is missing or no directory ends the search: check_directory names it.
+std::optional<std::string> closed_directory(const std::string& dir) {
+  std::vector<std::string> parts;
+  for (std::string part = dir;; part = parent_dir(part)) {
+    parts.push_back(part);
+    if (part == "/" || part == ".") break;
+  }
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    struct stat st{};
+    if (::stat(it->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
+    if (::access(it->c_str(), X_OK) != 0 && errno == EACCES) return *it;
+  }
+  return std::nullopt;
+}
+
+/// A directory on the way that this user may not enter: ErrorKind::config naming it and the fix.
+Result<void> check_reachable(const std::string& path) {
+  auto closed = closed_directory(parent_dir(path));
+  if (!closed) return {};
+  return fail(ErrorKind::config,
+              "cannot reach the SQLite database " + path + ": " + denied(*closed, "enter the directory", "x", *closed));
+}
+
+/// The database and those of its -wal and -shm that exist, for a chmod that shares them all.
+std::string database_files(const std::string& path) {
+  std::string files = path;
+  for (const char* suffix : {"-wal", "-shm"})
+    if (::access((path + suffix).c_str(), F_OK) == 0) files += " " + path + suffix;
+  return files;
+}
+
+/// Permission denied is the setup's to fix: ErrorKind::config (exit 78) with `denial` (from
+/// denied(): who, what, and the fix). Any other reason (a read-only file system, an I/O error)
+/// leaves the database unusable: ErrorKind::connection with the OS's words.
+std::unexpected<Error> access_error(int err, const std::string& doing, const std::string& denial) {
+  if (err == EACCES || err == EPERM) return std::unexpected(Error{ErrorKind::config, doing + ": " + denial});
+  return std::unexpected(Error{ErrorKind::connection, doing + ": " + std::strerror(err)});
+}
+
+/// Fails early, with the OS's reason and the fix, where SQLite would only say "unable to open":
+/// a directory on the way this user may not enter, a database, -wal or -shm it may not write,
+/// or a directory it may not write when the database or its -wal or -shm must be created there.
 Result<void> check_writable(const std::string& path, bool create_directories) {
   const std::string dir = parent_dir(path);
+  if (auto ok = check_reachable(path); !ok) return ok;
   if (auto ok = check_directory(path, create_directories); !ok) return ok;
-  if (::access(path.c_str(), F_OK) == 0) {
-    if (::access(path.c_str(), R_OK | W_OK) != 0)
-      return fail(ErrorKind::connection,
-                  "cannot open the SQLite database " + path + " for writing: " + std::strerror(errno));
+  std::string missing;
+  for (const std::string& file : {path, path + "-wal", path + "-shm"}) {
+    if (::access(file.c_str(), F_OK) != 0) {
+      if (missing.empty()) missing = file;
+      continue;
+    }
+    if (::access(file.c_str(), R_OK | W_OK) == 0) continue;
+    const int err = errno;
+    return access_error(err, "cannot write the SQLite database " + path,
+                        denied(file, "write", "rw", database_files(path)));
+  }
+  if (missing.empty() || ::access(dir.c_str(), W_OK | X_OK) == 0) return {};
+  const int err = errno;
+  const bool database = missing == path;
+  const std::string doing = database ? "cannot create the SQLite database " + path
+                                     : "cannot create " + missing + ", which the SQLite database " + path + " needs";
+  // g+ws: setgid, so that what is created there takes the directory's group, not the creator's.
+  std::string denial = denied(dir, "write the directory", "ws", dir);
+  if (database) denial += "; or let a user who may write there create it (umask 002; dblock init)";
+  return access_error(err, doing, denial);
+}
+
+/// Creates a missing database file, so that it gets the mode open(2) gives: 0666 less the umask
+/// (SQLite would make it 0644 whatever the umask), which with umask 002 makes it writable by
+/// its group, and SQLite gives its -wal and -shm the file's mode. In a setgid directory the
+/// group is the directory's. The default location (`private_default`) stays 0644 less the umask.
+Result<void> create_database_file(const std::string& path, bool private_default) {
+  const mode_t mode = private_default ? 0644 : 0666;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd >= 0) {
+    ::close(fd);
     return {};
   }
-  if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    return fail(ErrorKind::connection, "cannot create the SQLite database " + path + ": the directory " + dir +
-                                           " is not writable: " + std::strerror(errno));
-  return {};
+  const int err = errno;
+  if (err == EEXIST) return {};  // another process made it first
+  return access_error(err, "cannot create the SQLite database " + path, std::strerror(err));
 }
 
 /// file: URI of an absolute path, for the immutable fallback: '?', '#' and '%' escaped.
@@ -241,6 +358,7 @@ Result<Connection> Connection::open(const std::string& path, Millis busy_timeout
   if (auto ok = check_path_owners(path, mode.private_root); !ok) return std::unexpected(ok.error());
   if (mode.read_only) return open_read_only(path, busy_timeout, mode.create_directories);
   if (auto ok = check_writable(path, mode.create_directories); !ok) return std::unexpected(ok.error());
+  if (auto ok = create_database_file(path, !mode.private_root.empty()); !ok) return std::unexpected(ok.error());
   auto db = open_handle(path, path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, dblock_vfs());
   if (!db) return std::unexpected(db.error());
   Connection conn(std::move(*db), path, busy_timeout);
@@ -249,6 +367,7 @@ Result<Connection> Connection::open(const std::string& path, Millis busy_timeout
 }
 
 Result<Connection> Connection::open_read_only(const std::string& path, Millis busy_timeout, bool default_location) {
+  if (auto ok = check_reachable(path); !ok) return std::unexpected(ok.error());
   if (::access(path.c_str(), F_OK) != 0) {
     const int err = errno;
     if (err != ENOENT)
@@ -259,8 +378,10 @@ Result<Connection> Connection::open_read_only(const std::string& path, Millis bu
       if (auto dir = check_directory(path, false); !dir) return std::unexpected(dir.error());
     return no_lock_database(path);
   }
-  if (::access(path.c_str(), R_OK) != 0)
-    return fail(ErrorKind::connection, "cannot open the SQLite database " + path + " for reading: " + std::strerror(errno));
+  if (::access(path.c_str(), R_OK) != 0) {
+    const int err = errno;
+    return access_error(err, "cannot read the SQLite database " + path, denied(path, "read", "r", path));
+  }
   auto db = open_handle(path, path, SQLITE_OPEN_READONLY, dblock_vfs());
   if (!db) return std::unexpected(db.error());
   Connection conn(std::move(*db), path, busy_timeout);

@@ -84,10 +84,14 @@ struct OpenMode {
 /// One open database file in WAL mode with a busy timeout.
 class Connection {
  public:
-  /// Read-write: creates the file if missing, and the parent directory (0755) only with
-  /// mode.create_directories (else a missing one is ErrorKind::config naming it);
-  /// ErrorKind::connection naming the path and the OS reason when it cannot be created or
-  /// written. Read-only: a missing file is no_lock_database (common/dsn.hpp).
+  /// Read-write: creates the file if missing (mode 0666 less the umask; 0644 less it at the
+  /// default location, mode.private_root), and the parent directory (0755) only with
+  /// mode.create_directories (else a missing one is ErrorKind::config naming it). Permission
+  /// denied on the way (a directory this user may not enter; the file, -wal or -shm it may not
+  /// write, or read when read-only; the directory it may not write to create one) is
+  /// ErrorKind::config naming the user, the part with its mode, owner and group, and the fix;
+  /// another OS reason is ErrorKind::connection. Read-only: a missing file is no_lock_database
+  /// (common/dsn.hpp).
   static Result<Connection> open(const std::string& path, Millis busy_timeout, OpenMode mode = {});
 
   Result<Statement> prepare(std::string_view sql) const;

@@ -148,8 +148,9 @@ TEST_CASE("sqlite: an uncreatable path is a connection error naming the path and
     REQUIRE(mkdir(locked.c_str(), 0500) == 0);
     auto denied = open_path(locked + "/x.db");
     REQUIRE_FALSE(denied.has_value());
-    CHECK(denied.error().kind == ErrorKind::connection);
+    CHECK(denied.error().kind == ErrorKind::config);  // permission denied: the setup's to fix (78)
     CHECK(denied.error().message.find(locked + "/x.db") != std::string::npos);
+    CHECK(denied.error().message.find("fix") != std::string::npos);
     CHECK(denied.error().message.find("Permission denied") != std::string::npos);
 
     const std::string readonly = dir.path + "/readonly.db";
@@ -157,8 +158,9 @@ TEST_CASE("sqlite: an uncreatable path is a connection error naming the path and
     REQUIRE(chmod(readonly.c_str(), 0444) == 0);
     auto ro = open_path(readonly);
     REQUIRE_FALSE(ro.has_value());
-    CHECK(ro.error().kind == ErrorKind::connection);
+    CHECK(ro.error().kind == ErrorKind::config);
     CHECK(ro.error().message.find(readonly) != std::string::npos);
+    CHECK(ro.error().message.find("chmod u+rw " + readonly) != std::string::npos);
   }
 }
 
@@ -190,6 +192,44 @@ TEST_CASE("sqlite: the parent directory is created and the database is in WAL mo
     CHECK_FALSE(check.detail.empty());
   }
   CHECK(saw_journal);
+}
+
+// A database that users share through a group is made under umask 002 (man page, SHARING A
+// DATABASE FILE): its mode is 0666 less the umask, and SQLite gives the -wal and -shm the same.
+// The default location never becomes group-writable, whatever the umask.
+TEST_CASE("sqlite: a new database file takes the umask; the default location stays 0644") {
+  TempDir dir;
+  struct UmaskGuard {
+    mode_t old = umask(002);
+    ~UmaskGuard() { umask(old); }
+  } guard;
+  auto mode_of = [](const std::string& path) {
+    struct stat st{};
+    REQUIRE(stat(path.c_str(), &st) == 0);
+    return st.st_mode & 07777;
+  };
+  const std::string shared = dir.path + "/shared.db";
+  {
+    auto backend = open_path(shared);
+    REQUIRE_MESSAGE(backend.has_value(), (backend ? std::string() : backend.error().message));
+    REQUIRE((*backend)->ensure_schema().has_value());
+    for (const std::string& file : {shared, shared + "-wal", shared + "-shm"}) {
+      CAPTURE(file);
+      CHECK(mode_of(file) == 0664);
+    }
+  }
+  const std::string state = dir.path + "/state";
+  const std::string own = state + "/dblock/dblock.db";
+  BackendOptions default_location;
+  default_location.create_directories = true;
+  default_location.private_root = state;
+  auto backend = open_path(own, default_location);
+  REQUIRE_MESSAGE(backend.has_value(), (backend ? std::string() : backend.error().message));
+  REQUIRE((*backend)->ensure_schema().has_value());
+  for (const std::string& file : {own, own + "-wal", own + "-shm"}) {
+    CAPTURE(file);
+    CHECK(mode_of(file) == 0644);
+  }
 }
 
 TEST_CASE("sqlite: only the lease strategy, refused with a sentence naming the alternatives") {
