@@ -14,13 +14,18 @@
 #   throughput  $DBLOCK_BENCH_WAITERS runs on one key: failures, handoffs/s once all wait, runs/s
 #               started together; $DBLOCK_BENCH_TP_ROUNDS rounds
 #   scale       run and history with 10^2 vs 10^6 rows in the tables; peak RSS
+#   storm       $DBLOCK_BENCH_STORM runs released at once on one key without -w, per server x
+#               lease/advisory: each exit status's count, the last exit; storm.png (exits over
+#               time). Use servers with max_connections=40 (DBLOCK_TEST_MAX_CONNECTIONS=40)
 # Timed commands run interleaved (A B C A B C ...), so load changes hit every cell alike.
 # The servers are measured when DBLOCK_TEST_MYSQL_DSN / DBLOCK_TEST_POSTGRES_DSN are set
 # (scripts/test-servers.sh prints them); their counters are server-wide: use private servers.
 # Knobs (defaults): DBLOCK_BENCH_RUNS (20) timed rounds, DBLOCK_BENCH_COUNT_RUNS (10) runs per
 # statement count, DBLOCK_BENCH_HANDOFFS (10), DBLOCK_BENCH_WAITERS (100),
-# DBLOCK_BENCH_TP_ROUNDS (3) throughput rounds, DBLOCK_BENCH_SCALE_ROWS (1000000), DBLOCK_BENCH_STRACE_RUNS (5), DBLOCK_BENCH_RSS_RUNS (5),
-# DBLOCK_BENCH_OUT (build/bench next to the binary): bench.txt, bench.csv, handoff.dat, handoff.png.
+# DBLOCK_BENCH_TP_ROUNDS (3) throughput rounds, DBLOCK_BENCH_STORM (1000) contenders,
+# DBLOCK_BENCH_STORM_JOB (15) the winner's command in s, DBLOCK_BENCH_SCALE_ROWS (1000000), DBLOCK_BENCH_STRACE_RUNS (5), DBLOCK_BENCH_RSS_RUNS (5),
+# DBLOCK_BENCH_OUT (build/bench next to the binary): bench.txt, bench.csv, handoff.dat, handoff.png,
+# storm.dat, storm.png.
 # Exits 1 if any measurement failed (its row says FAILED); the other rows are still printed.
 set -euo pipefail
 
@@ -44,8 +49,10 @@ tp_rounds=${DBLOCK_BENCH_TP_ROUNDS:-3}
 scale_rows=${DBLOCK_BENCH_SCALE_ROWS:-1000000}
 strace_runs=${DBLOCK_BENCH_STRACE_RUNS:-5}
 rss_runs=${DBLOCK_BENCH_RSS_RUNS:-5}
+storm_contenders=${DBLOCK_BENCH_STORM:-1000}
+storm_job_s=${DBLOCK_BENCH_STORM_JOB:-15}
 out=${DBLOCK_BENCH_OUT:-$(dirname "$bin")/bench}
-all_sections="startup fsync servers handoff throughput scale"
+all_sections="startup fsync servers handoff throughput scale storm"
 only=${DBLOCK_BENCH_ONLY:-$all_sections}
 only=${only//,/ }
 for s in $only; do
@@ -53,7 +60,7 @@ for s in $only; do
 done
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-rm -f "$out/handoff.dat" "$out/handoff.png"  # a chart from an earlier run must not pass for this one's
+rm -f "$out/handoff.dat" "$out/handoff.png" "$out/storm.dat" "$out/storm.png"  # a chart from an earlier run must not pass for this one's
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/dblock-bench.XXXXXX")
 results=$tmp/results.tsv
@@ -70,6 +77,8 @@ results=$tmp/results.tsv
 . "$here/bench/handoff.sh"
 # shellcheck source=scripts/bench/scale.sh
 . "$here/bench/scale.sh"
+# shellcheck source=scripts/bench/storm.sh
+. "$here/bench/storm.sh"
 
 cleanup() {
   stop_bg
@@ -145,7 +154,7 @@ done
   echo "dblock bench, finished $(date -u '+%Y-%m-%d %H:%M UTC'): $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), kernel $(uname -r)"
   echo "load average $load_start at start, $(cut -d' ' -f1-3 /proc/loadavg) at end; $((SECONDS - t_start)) s"
   echo "versions: $(versions)"
-  echo "N: $runs timed rounds (interleaved), $count_runs runs per count, $handoff_runs handoffs, $waiters waiters x $tp_rounds throughput rounds, $scale_rows rows"
+  echo "N: $runs timed rounds (interleaved), $count_runs runs per count, $handoff_runs handoffs, $waiters waiters x $tp_rounds throughput rounds, $scale_rows rows, $storm_contenders storm contenders"
   echo
   awk -F'\t' '
     BEGIN { printf "%-10s %-52s %10s %-19s %-5s %3s  %s\n", "section", "measurement", "median", "min-max", "unit", "n", "note" }
@@ -164,16 +173,19 @@ done
 } | awk -F'\t' 'BEGIN { OFS = ","; print "section,measurement,unit,median,min,max,n,note" }
   function q(s) { gsub(/"/, "\"\"", s); return "\"" s "\"" }
   { print q($1), q($2), q($3), $4, $5, $6, $7, q($8) }' >"$out/bench.csv"
-if [ -s "$out/handoff.dat" ]; then
+# chart NAME SUBTITLE: $out/NAME.png from $out/NAME.dat with scripts/bench/NAME.gp, when the data exists.
+chart() {
+  [ -s "$out/$1.dat" ] || return 0
   if ! command -v gnuplot >/dev/null; then
-    echo "(no gnuplot: no chart; apt-get install gnuplot-nox)" >>"$out/bench.txt"
+    echo "(no gnuplot: no $1 chart; apt-get install gnuplot-nox)" >>"$out/bench.txt"
     failures=$((failures + 1))
-  elif ! gnuplot -e "datafile='$out/handoff.dat'; outfile='$out/handoff.png'; subtitle='$(nproc) cores, median and min-max of $handoff_runs, $("$bin" --version 2>&1 | head -n 1)'" \
-    "$here/bench/handoff.gp" 2>"$tmp/err.gp"; then
-    echo "(chart FAILED: $(head -n 1 "$tmp/err.gp"))" >>"$out/bench.txt"
+  elif ! gnuplot -e "datafile='$out/$1.dat'; outfile='$out/$1.png'; subtitle='$2'" "$here/bench/$1.gp" 2>"$tmp/err.gp"; then
+    echo "($1 chart FAILED: $(head -n 1 "$tmp/err.gp"))" >>"$out/bench.txt"
     failures=$((failures + 1))
   fi
-fi
+}
+chart handoff "$(nproc) cores, median and min-max of $handoff_runs, $("$bin" --version 2>&1 | head -n 1)"
+chart storm "$(nproc) cores, $storm_contenders contenders, $("$bin" --version 2>&1 | head -n 1)"
 cat "$out/bench.txt"
-say "wrote $out/bench.txt, bench.csv$([ ! -s "$out/handoff.png" ] || echo ", handoff.png")"
+say "wrote $out/bench.txt, bench.csv$([ ! -s "$out/handoff.png" ] || echo ", handoff.png")$([ ! -s "$out/storm.png" ] || echo ", storm.png")"
 [ "$failures" -eq 0 ]

@@ -23,6 +23,9 @@ state_file=${DBLOCK_TEST_SERVERS_STATE:-/tmp/dblock-test-servers.state}
 # start looks like).
 mysql_port=${DBLOCK_TEST_MYSQL_PORT:-}
 postgres_port=${DBLOCK_TEST_POSTGRES_PORT:-}
+# max_connections of both servers (default 500 for MariaDB, 300 for PostgreSQL; restarts keep
+# it); the start-storm bench uses 40, where a storm of contenders runs out of connections.
+max_connections=${DBLOCK_TEST_MAX_CONNECTIONS:-}
 password=dblock-test-pw
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 
@@ -54,7 +57,7 @@ launch_mariadb() {
   chown mysql:mysql "$dir/error.log"
   setsid mariadbd --user=mysql --datadir="$dir/data" --socket="$dir/mysqld.sock" --port="$port" \
     --bind-address=127.0.0.1 --pid-file="$dir/mysqld.pid" --log-error="$dir/error.log" \
-    --skip-name-resolve --innodb-buffer-pool-size=64M --max-connections=500 >>"$dir/error.log" 2>&1 </dev/null &
+    --skip-name-resolve --innodb-buffer-pool-size=64M --max-connections="$(cat "$dir/max_connections" 2>/dev/null || echo 500)" >>"$dir/error.log" 2>&1 </dev/null &
   local pid=$! deadline=$((SECONDS + 60))
   # Until it answers; a server that exited will not, so stop waiting at once.
   until mariadb-admin --socket="$dir/mysqld.sock" -uroot ping >/dev/null 2>&1; do
@@ -81,7 +84,7 @@ launch_postgres() {
   # pg_stat_statements lets the benchmarks count statements per run. pg_ctl puts the
   # server in a session of its own.
   runuser -u postgres -- "$pg_bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300 -c shared_preload_libraries=pg_stat_statements" \
+    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=$(cat "$dir/max_connections" 2>/dev/null || echo 300) -c shared_preload_libraries=pg_stat_statements" \
     start >/dev/null </dev/null || { show_log PostgreSQL "$dir/server.log"; return 1; }
 }
 
@@ -93,6 +96,7 @@ start_mariadb() {
   mariadb-install-db --user=mysql --datadir="$dir/data" --auth-root-authentication-method=socket \
     --skip-test-db >"$dir/install.log" 2>&1 || { cat "$dir/install.log" >&2; return 1; }
   echo "$port" >"$dir/port"
+  echo "${max_connections:-500}" >"$dir/max_connections"  # a restart keeps it
   launch_mariadb "$dir" "$port" || return 1
   if ! mariadb --socket="$dir/mysqld.sock" -uroot <<SQL
 CREATE DATABASE dblock_test;
@@ -114,6 +118,7 @@ start_postgres() {
   runuser -u postgres -- "$pg_bin/initdb" -D "$dir/data" -U postgres --auth-local=trust --auth-host=scram-sha-256 >"$dir/initdb.log" 2>&1 ||
     { cat "$dir/initdb.log" >&2; return 1; }
   echo "$port" >"$dir/port"
+  echo "${max_connections:-300}" >"$dir/max_connections"
   launch_postgres "$dir" "$port" || return 1
   if ! runuser -u postgres -- "$pg_bin/psql" -h "$dir" -p "$port" -U postgres -v ON_ERROR_STOP=1 -q <<SQL
 CREATE ROLE dblock LOGIN SUPERUSER PASSWORD '$password';

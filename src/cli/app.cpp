@@ -18,6 +18,7 @@
 #include "cli/argv_scrub.hpp"
 #include "git_revision.hpp"
 #include "cli/commands.hpp"
+#include "core/acquire_loop.hpp"
 #include "core/duration.hpp"
 #include "core/exit_code.hpp"
 #include "core/event_log.hpp"
@@ -526,6 +527,14 @@ std::optional<Millis> resolve_wait(const CLI::Option& option, const std::vector<
   Millis d = duration_option("--wait", value.front());
   if (d == Millis(0)) return std::nullopt;
   return d;
+}
+
+CLI::Option* add_overload_retry(CLI::App& sub, std::string& value) {
+  value = format_duration(default_overload_retry);
+  return add_duration(sub, "--overload-retry", value,
+                      "Without -w, retry for up to D when the server turns connections away (too many "
+                      "connections); at most ttl/3, 0 = off")
+      ->capture_default_str();
 }
 
 int main(int argc, char** argv) {

@@ -19,6 +19,7 @@ struct AcquireArgs {
   std::string ttl = "30s";
   std::string owner;
   std::vector<std::string> wait;
+  std::string overload_retry;
   int conflict_exit_code = exit_conflict;
   int slots = 0;
 };
@@ -31,6 +32,7 @@ CommandAction define_acquire(CLI::App& sub) {
   add_duration(sub, "--ttl", args->ttl, "Lease length (renew it with dblock renew)")->capture_default_str();
   add_owner(sub, args->owner, "Holder identity (default host:pid:random)");
   auto* wait = add_wait(sub, args->wait);
+  add_overload_retry(sub, args->overload_retry);
   add_slots(sub, args->slots);
   sub.add_option("-E,--conflict-exit-code", args->conflict_exit_code, "Exit status when the lock is not obtained")
       ->check(whole_number(0, 255))
@@ -49,7 +51,9 @@ CommandAction define_acquire(CLI::App& sub) {
     SignalWatch signals;
     Waited waited =
         value_or_throw(acquire_with_wait(context.locker_opener(Strategy::lease, request.ttl, request.slots), request,
-                                         resolve_wait(*wait, args->wait), signals));
+                                         resolve_wait(*wait, args->wait), signals,
+                                         overload_retry_for(duration_option("--overload-retry", args->overload_retry),
+                                                            request.ttl)));
     const WaitResult& result = waited.result;
     if (result.signal) return exit_signal_base + result.signal;
     if (result.outcome.state != AcquireOutcome::State::acquired) return args->conflict_exit_code;

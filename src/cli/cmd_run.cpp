@@ -18,6 +18,7 @@ struct RunArgs {
   std::string key;
   bool nonblock = false;
   std::vector<std::string> wait;  // -w without a value: forever
+  std::string overload_retry;
   int conflict_exit_code = exit_conflict;
   std::string ttl = "30s";
   std::string min_hold = "0";
@@ -39,6 +40,7 @@ CommandAction define_run(CLI::App& sub) {
   add_key(sub, args->key);
   auto* nonblock = sub.add_flag("-n,--nonblock", args->nonblock, "Do not wait if the lock is held (the default)");
   auto* wait = add_wait(sub, args->wait)->excludes(nonblock);
+  add_overload_retry(sub, args->overload_retry);
   sub.add_option("-E,--conflict-exit-code", args->conflict_exit_code,
                  "Exit status when the lock is not obtained (0 = a skip is a success)")
       ->check(whole_number(0, 255))
@@ -85,6 +87,7 @@ CommandAction define_run(CLI::App& sub) {
     value_or_throw(validate_ttl(options.request.ttl));
     apply_slots(options.request, args->slots);
     options.wait = resolve_wait(*wait, args->wait);
+    options.overload_retry = duration_option("--overload-retry", args->overload_retry);
     options.conflict_exit_code = args->conflict_exit_code;
     options.min_hold = duration_option("--min-hold", args->min_hold);
     // --max-hold 0 is no limit, as timeout(1)'s 0.

@@ -60,5 +60,7 @@ void apply_slots(LockRequest& request, int slots);
 CLI::Option* add_wait(CLI::App& sub, std::vector<std::string>& value);
 /// What -w asked for: nullopt = do not wait (absent, or -w 0); Millis::max() = forever.
 std::optional<Millis> resolve_wait(const CLI::Option& option, const std::vector<std::string>& value);
+/// Adds --overload-retry D (default core's default_overload_retry; 0 = off).
+CLI::Option* add_overload_retry(CLI::App& sub, std::string& value);
 
 }  // namespace dblock::cli

@@ -24,11 +24,22 @@ constexpr Millis max_backoff = 1000ms;
 // deadline is noticed within half a second even while the server holds the call.
 constexpr Millis server_slice = 500ms;
 
+std::mt19937_64& rng() {
+  static std::mt19937_64 r{std::random_device{}()};
+  return r;
+}
+
 // Jitter spreads the retries of many hosts that started on the same cron minute.
 Millis jittered(Millis base) {
-  static std::mt19937_64 rng{std::random_device{}()};
   std::uniform_int_distribution<std::int64_t> dist(base.count() / 2, base.count());
-  return Millis(dist(rng));
+  return Millis(dist(rng()));
+}
+
+// Full jitter, anywhere in [0, base]: after a storm's first wave was turned away, its hosts
+// would come back together within half a backoff and be turned away again.
+Millis fully_jittered(Millis base) {
+  std::uniform_int_distribution<std::int64_t> dist(0, base.count());
+  return Millis(dist(rng()));
 }
 
 // After a connection error: the first retry comes soon (a dropped connection is often back at
@@ -172,11 +183,13 @@ void progress_gave_up(const std::string& key, const WaitResult& r, const std::st
 }
 
 Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::optional<Millis> wait,
-                             SignalWatch& signals) {
+                             SignalWatch& signals, Millis overload_retry) {
   const Millis start = boottime_now();
   const bool forever = wait && *wait == Millis::max();
   const Millis deadline = !wait ? start : forever ? Millis::max() : start + std::max(*wait, 0ms);
   auto remaining = [&](Millis now) { return forever ? Millis::max() : std::max(deadline - now, 0ms); };
+  // Overloaded connection errors are retried at least this long, with or without a wait.
+  const Millis overload_deadline = start + std::max(overload_retry, 0ms);
   const std::string& key = request.key;
   Millis backoff = first_backoff;
   Millis retry_backoff = first_retry_backoff;
@@ -214,18 +227,27 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       slot.drop();
       ++failures;
       const Error& error = attempt.error();
-      if (!wait || (!forever && replied >= deadline)) {
+      const bool storm = error.overloaded && replied < overload_deadline;
+      const bool waiting = wait && (forever || replied < deadline);
+      if (!storm && !waiting) {
         if (failures == 1) return std::unexpected(error);
+        if (!wait)
+          return fail(ErrorKind::connection, "the database turned '" + key + "' away for " +
+                                                 format_duration(replied - start) + " (" + std::to_string(failures) +
+                                                 " attempts, --overload-retry); the last error: " + error.message);
         return fail(ErrorKind::connection, "could not reach the database for '" + key + "' within the wait of " +
                                                format_duration(*wait) + " (" + std::to_string(failures) +
                                                " attempts); the last error: " + error.message);
       }
-      Millis wake_at = replied + jittered(retry_backoff);
+      Millis wake_at = replied + (error.overloaded ? fully_jittered(retry_backoff) : jittered(retry_backoff));
       retry_backoff = std::min(retry_backoff * 2, max_backoff);
-      if (!forever) wake_at = std::min(wake_at, deadline);
+      const Millis give_up_at = waiting ? (forever ? Millis::max() : std::max(deadline, overload_deadline))
+                                        : overload_deadline;
+      wake_at = std::min(wake_at, give_up_at);
       if (error.message != last_logged) {
-        log::verbose(error.message + "; retrying until the wait ends" +
-                     (forever ? std::string() : " (" + format_duration(remaining(replied)) + " left)"));
+        log::verbose(error.message + (waiting ? "; retrying until the wait ends" : "; the server is overloaded: retrying") +
+                     (give_up_at == Millis::max() ? std::string()
+                                                   : " (" + format_duration(give_up_at - replied) + " left)"));
         last_logged = error.message;
       }
       int sig = 0;
@@ -338,23 +360,25 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
 
 }  // namespace
 
+Millis overload_retry_for(Millis requested, Millis ttl) { return std::clamp(requested, 0ms, std::max(ttl / 3, 0ms)); }
+
 Result<Waited> acquire_with_wait(const OpenLocker& open, const LockRequest& request, std::optional<Millis> wait,
-                                 SignalWatch& signals) {
+                                 SignalWatch& signals, Millis overload_retry) {
   LockerSlot slot(open);
-  auto result = wait_loop(slot, request, wait, signals);
+  auto result = wait_loop(slot, request, wait, signals, overload_retry);
   if (!result) return std::unexpected(result.error());
   return Waited{*result, slot.take()};
 }
 
 Result<WaitResult> acquire_with_wait(Locker& locker, const LockRequest& request, std::optional<Millis> wait) {
   SignalWatch signals;
-  return acquire_with_wait(locker, request, wait, signals);
+  return acquire_with_wait(locker, request, wait, signals, 0ms);
 }
 
 Result<WaitResult> acquire_with_wait(Locker& locker, const LockRequest& request, std::optional<Millis> wait,
-                                     SignalWatch& signals) {
+                                     SignalWatch& signals, Millis overload_retry) {
   LockerSlot slot(locker);
-  return wait_loop(slot, request, wait, signals);
+  return wait_loop(slot, request, wait, signals, overload_retry);
 }
 
 }  // namespace dblock

@@ -3,6 +3,8 @@
 // deadline on CLOCK_BOOTTIME, wake-ups from the backend (PostgreSQL NOTIFY) and signals
 // that abort the wait. Shared by `run` and `acquire -w`. Within the wait, a database that
 // cannot be reached (restarting, out of connections) is one more reason to try again later.
+// Without a wait, a server that turns connections away (Error::overloaded: the start storm of
+// a crontab line on every host at once) is still retried for a short while, --overload-retry.
 
 #include <functional>
 #include <memory>
@@ -38,13 +40,23 @@ struct Waited {
   std::unique_ptr<Locker> locker;
 };
 
+/// --overload-retry when none is given: a few seconds, enough for a storm of a thousand
+/// contenders on a server with 40 connections to drain.
+inline constexpr Millis default_overload_retry{5000};
+
+/// How long overloaded connection errors are retried: the --overload-retry asked for, never
+/// past a third of the TTL (a run that starts later than that is late for its slot).
+Millis overload_retry_for(Millis requested, Millis ttl);
+
 /// Tries until acquired, the wait runs out (outcome busy/not_due), or SIGINT/SIGTERM/SIGHUP/
 /// SIGQUIT/SIGUSR1/SIGUSR2 arrives. wait: nullopt = one attempt only; Millis::max() = forever.
 /// ErrorKind::connection, from opening or from an attempt, is retried with backoff until the
-/// wait runs out and then returned, naming the last error; every other error ends the wait
-/// at once. -v explains each decision (log::verbose), a repeated error only once.
+/// wait runs out and then returned, naming the last error; an overloaded one (Error::overloaded)
+/// also until `overload_retry` after the first attempt, with or without a wait, with full
+/// jitter so a storm's retries spread out; every other error ends the wait at once. -v
+/// explains each decision (log::verbose), a repeated error only once.
 Result<Waited> acquire_with_wait(const OpenLocker& open, const LockRequest& request, std::optional<Millis> wait,
-                                 SignalWatch& signals);
+                                 SignalWatch& signals, Millis overload_retry = Millis{0});
 
 /// The same with a locker the caller already made; after a connection error the next
 /// attempt goes to the same locker, which reconnects by itself if its backend can.
@@ -53,7 +65,7 @@ Result<WaitResult> acquire_with_wait(Locker& locker, const LockRequest& request,
 /// The same, reading signals from a watch the caller already holds (run keeps the signals
 /// blocked from the wait through the end of the command, so none can slip in between).
 Result<WaitResult> acquire_with_wait(Locker& locker, const LockRequest& request, std::optional<Millis> wait,
-                                     SignalWatch& signals);
+                                     SignalWatch& signals, Millis overload_retry = Millis{0});
 
 /// One line for -v about who holds a lock: owner, host, pid, token, since, expires.
 std::string describe_holder(const LockStatus& holder);

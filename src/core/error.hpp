@@ -30,6 +30,11 @@ struct Error {
   // (which a server may translate: lc_messages). 0 / empty when there is none.
   int native_code = 0;   // MySQL errno, SQLite extended result code
   std::string sqlstate;  // PostgreSQL (and MySQL) SQLSTATE
+  // A connection error from a server that was reached and turned this connection away for
+  // now: too many connections, or it accepted and then dropped the connection before
+  // answering. The mark of a start storm rather than an outage: core retries it briefly even
+  // without -w (acquire_loop). Set by the backends' native-code mapping, never from message text.
+  bool overloaded = false;
 };
 
 template <class T = void>

@@ -303,7 +303,7 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
   Child child = std::move(*prepared);
 
   const OpenLocker open = make_open();
-  auto opened = acquire_with_wait(open, o.request, o.wait, signals);
+  auto opened = acquire_with_wait(open, o.request, o.wait, signals, overload_retry_for(o.overload_retry, o.request.ttl));
   if (!opened) return report(opened.error(), o.request.key);
   const WaitResult& waited = opened->result;
   if (waited.signal) return exit_signal_base + waited.signal;

@@ -19,6 +19,7 @@ struct RunOptions {
   LockRequest request;                 // key, owner, host, pid, ttl, min_interval
   Strategy strategy = Strategy::lease;
   std::optional<Millis> wait;          // nullopt: do not wait; Millis::max(): wait forever
+  Millis overload_retry{0};            // --overload-retry (core caps it: overload_retry_for)
   int conflict_exit_code = 75;         // -E
   Millis min_hold{0};
   std::optional<Millis> max_hold;

@@ -13,19 +13,12 @@ k=$(key maxconn)
 waiters=4
 account=dblock_fault_$$
 password=fault-pw-$$
-port=${DBLOCK_DSN##*:}
-port=${port%%/*}
 state_dir=$(cat "$SERVERS_STATE")
 
 if [ "$DBLOCK_TEST_BACKEND" = mysql ]; then
-  admin() { mariadb --socket="$state_dir/mysql/mysqld.sock" -uroot -e "$1"; }
-  admin "CREATE USER '$account'@'127.0.0.1' IDENTIFIED BY '$password' WITH MAX_USER_CONNECTIONS 1;
-         GRANT ALL PRIVILEGES ON dblock_test.* TO '$account'@'127.0.0.1';" || { fail "create the account"; finish; }
-  restore() {
-    admin "DROP USER IF EXISTS '$account'@'127.0.0.1'" >/dev/null 2>&1
-  }
+  limited_account "$account" "$password" 1 || { fail "create the account"; finish; }
   # The account's only connection slot, held by a session that sleeps until it is killed.
-  mariadb -h127.0.0.1 -P"$port" -u"$account" -p"$password" dblock_test -e "SELECT SLEEP(120)" >/dev/null 2>&1 &
+  mariadb -h127.0.0.1 -P"$(dsn_port "$DBLOCK_DSN")" -u"$account" -p"$password" dblock_test -e "SELECT SLEEP(120)" >/dev/null 2>&1 &
   occupant=$!
   remember_pid "$occupant"
   check "the account's only slot is taken" wait_for 10 bash -c \
@@ -35,18 +28,9 @@ if [ "$DBLOCK_TEST_BACKEND" = mysql ]; then
            FLUSH USER_RESOURCES;"
     kill "$occupant" 2>/dev/null
   }
-  DBLOCK_DSN="mysql://$account:$password@127.0.0.1:$port/dblock_test"
 else
-  admin_dsn=$DBLOCK_DSN
-  admin() { psql "$admin_dsn" -v ON_ERROR_STOP=1 -q -c "$1"; }
-  admin "CREATE ROLE $account LOGIN PASSWORD '$password' CONNECTION LIMIT 0;
-         GRANT ALL ON DATABASE dblock_test TO $account; GRANT ALL ON SCHEMA public TO $account;" ||
-    { fail "create the role"; finish; }
-  restore() {
-    admin "DROP OWNED BY $account; DROP ROLE IF EXISTS $account" >/dev/null 2>&1
-  }
+  limited_account "$account" "$password" 0 || { fail "create the role"; finish; }
   lift() { admin "ALTER ROLE $account CONNECTION LIMIT -1"; }
-  DBLOCK_DSN="postgres://$account:$password@127.0.0.1:$port/dblock_test"
 fi
 trap 'e2e_cleanup; restore' EXIT
 

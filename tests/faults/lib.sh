@@ -260,3 +260,29 @@ start_competitor() {
   printf -v "$var" %s "$!"
   remember_pid "$!"
 }
+
+# limited_account ACCOUNT PASSWORD LIMIT: a new account of the cell's server that may hold at
+# most LIMIT connections (MariaDB: MAX_USER_CONNECTIONS, errno 1226 beyond it; PostgreSQL:
+# CONNECTION LIMIT, SQLSTATE 53300), with every right on dblock_test. Defines `admin SQL` (as
+# the server's superuser) and `restore` (drops the account), and points DBLOCK_DSN at it. The
+# test's own account, not dblock's usual superuser: superusers are exempt from both limits.
+limited_account() {
+  local account=$1 password=$2 limit=$3 port state_dir
+  port=$(dsn_port "$DBLOCK_DSN") || return 1
+  state_dir=$(cat "$SERVERS_STATE")
+  if [ "$DBLOCK_TEST_BACKEND" = mysql ]; then
+    eval "admin() { mariadb --socket='$state_dir/mysql/mysqld.sock' -uroot -e \"\$1\"; }"
+    admin "CREATE USER '$account'@'127.0.0.1' IDENTIFIED BY '$password' WITH MAX_USER_CONNECTIONS $limit;
+           GRANT ALL PRIVILEGES ON dblock_test.* TO '$account'@'127.0.0.1';" || return 1
+    eval "restore() { admin \"DROP USER IF EXISTS '$account'@'127.0.0.1'\" >/dev/null 2>&1; }"
+    DBLOCK_DSN="mysql://$account:$password@127.0.0.1:$port/dblock_test"
+  else
+    admin_dsn=$DBLOCK_DSN
+    admin() { psql "$admin_dsn" -v ON_ERROR_STOP=1 -q -c "$1"; }
+    admin "CREATE ROLE $account LOGIN PASSWORD '$password' CONNECTION LIMIT $limit;
+           GRANT ALL ON DATABASE dblock_test TO $account; GRANT ALL ON SCHEMA public TO $account;" || return 1
+    eval "restore() { admin 'DROP OWNED BY $account; DROP ROLE IF EXISTS $account' >/dev/null 2>&1; }"
+    DBLOCK_DSN="postgres://$account:$password@127.0.0.1:$port/dblock_test"
+  fi
+  export DBLOCK_DSN
+}

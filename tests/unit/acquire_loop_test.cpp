@@ -166,13 +166,17 @@ struct FakeOpener {
   std::shared_ptr<test::FakeScript> script = std::make_shared<test::FakeScript>();
   int open_failures = 0;
   ErrorKind open_error = ErrorKind::connection;
+  bool overloaded = false;  // the failures are a server's "too many connections"
   int opens = 0;
 
   OpenLocker opener() {
     return [this]() -> Result<std::unique_ptr<Locker>> {
       ++opens;
-      if (opens <= open_failures)
-        return fail(open_error, "fake: cannot connect (open " + std::to_string(opens) + ")");
+      if (opens <= open_failures) {
+        Error e{open_error, "fake: cannot connect (open " + std::to_string(opens) + ")"};
+        e.overloaded = overloaded;
+        return std::unexpected(e);
+      }
       return test::make_fake_locker(script);
     };
   }
@@ -276,4 +280,72 @@ TEST_CASE("describe_holder names owner, host, pid, token and times") {
   CHECK(s.find("token 7") != std::string::npos);
   CHECK(s.find("1970-01-01T00:00:00.000Z") != std::string::npos);
   CHECK(s.find("in 20s") != std::string::npos);
+}
+
+TEST_CASE("acquire_with_wait: without a wait, an overloaded server is retried within --overload-retry") {
+  FakeOpener f;
+  f.open_failures = 3;
+  f.overloaded = true;
+  f.script->busy_attempts = 100;
+  SignalWatch signals;
+  auto r = acquire_with_wait(f.opener(), request(), std::nullopt, signals, 5s);
+  REQUIRE(r);
+  // The server answered at the fourth open: the lock is held, so no wait and no more tries.
+  CHECK(r->result.outcome.state == AcquireOutcome::State::busy);
+  CHECK(f.opens == 4);
+  CHECK(f.script->attempts == 1);
+}
+
+TEST_CASE("acquire_with_wait: an overload that outlasts --overload-retry ends with the last error") {
+  FakeOpener f;
+  f.open_failures = 1'000'000;
+  f.overloaded = true;
+  SignalWatch signals;
+  const Millis start = boottime_now();
+  auto r = acquire_with_wait(f.opener(), request(), std::nullopt, signals, 800ms);
+  const Millis took = boottime_now() - start;
+  REQUIRE_FALSE(r);
+  CHECK(r.error().kind == ErrorKind::connection);
+  CHECK(took >= 750ms);
+  CHECK(took < 2500ms);
+  CHECK(f.opens >= 3);
+  CHECK(f.opens < 40);  // backoff, not a busy loop
+  CAPTURE(r.error().message);
+  CHECK(r.error().message.find("--overload-retry") != std::string::npos);
+  CHECK(r.error().message.find("fake: cannot connect (open " + std::to_string(f.opens) + ")") != std::string::npos);
+}
+
+TEST_CASE("acquire_with_wait: --overload-retry 0, or an error that is no overload, answers at once") {
+  FakeOpener off;
+  off.open_failures = 1'000'000;
+  off.overloaded = true;
+  SignalWatch signals;
+  auto r = acquire_with_wait(off.opener(), request(), std::nullopt, signals, 0ms);
+  REQUIRE_FALSE(r);
+  CHECK(off.opens == 1);
+
+  FakeOpener down;  // refused: the server is not there at all
+  down.open_failures = 1'000'000;
+  auto d = acquire_with_wait(down.opener(), request(), std::nullopt, signals, 5s);
+  REQUIRE_FALSE(d);
+  CHECK(d.error().message == "fake: cannot connect (open 1)");
+  CHECK(down.opens == 1);
+}
+
+TEST_CASE("acquire_with_wait: a short -w still gets the whole --overload-retry") {
+  FakeOpener f;
+  f.open_failures = 1'000'000;
+  f.overloaded = true;
+  SignalWatch signals;
+  const Millis start = boottime_now();
+  auto r = acquire_with_wait(f.opener(), request(), 200ms, signals, 900ms);
+  REQUIRE_FALSE(r);
+  CHECK(boottime_now() - start >= 850ms);
+}
+
+TEST_CASE("overload_retry_for: never past a third of the TTL") {
+  CHECK(overload_retry_for(5s, 30s) == 5s);
+  CHECK(overload_retry_for(5s, 6s) == 2s);
+  CHECK(overload_retry_for(0ms, 30s) == 0ms);
+  CHECK(overload_retry_for(-1s, 30s) == 0ms);
 }

@@ -56,6 +56,18 @@ ErrorKind classify_errno(unsigned errnum) {
   }
 }
 
+bool is_overload_errno(unsigned errnum) {
+  switch (errnum) {
+    case ER_CON_COUNT_ERROR:            // 1040: max_connections
+    case ER_TOO_MANY_USER_CONNECTIONS:  // 1203: max_user_connections
+    case ER_USER_LIMIT_REACHED:         // 1226: the account's MAX_USER_CONNECTIONS
+    case CR_SERVER_LOST:                // 2013: reached, then dropped before it answered
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool is_no_such_session(const Error& e) { return e.native_code == ER_NO_SUCH_THREAD; }
 
 bool is_no_such_table(const Error& e) { return e.native_code == ER_NO_SUCH_TABLE; }
@@ -74,7 +86,9 @@ Error make_error(unsigned errnum, std::string_view where, std::string_view text,
   message += ": ";
   message += text;
   message += " (errno " + std::to_string(errnum) + ")";
-  return Error{classify_errno(errnum), std::move(message), static_cast<int>(errnum), std::string(sqlstate)};
+  Error e{classify_errno(errnum), std::move(message), static_cast<int>(errnum), std::string(sqlstate)};
+  e.overloaded = is_overload_errno(errnum);
+  return e;
 }
 
 }  // namespace dblock::mysql

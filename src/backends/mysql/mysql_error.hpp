@@ -14,6 +14,10 @@ ErrorKind classify_errno(unsigned errnum);
 /// True for errors after which the connection is unusable (server gone, connection killed).
 bool is_connection_errno(unsigned errnum);
 
+/// True for the errors of a server that was reached and turned the connection away for now
+/// (too many connections, dropped before it answered): Error::overloaded.
+bool is_overload_errno(unsigned errnum);
+
 /// True when a KILL named a session the server does not know (ER_NO_SUCH_THREAD).
 bool is_no_such_session(const Error& e);
 

@@ -98,7 +98,11 @@ Error connect_error(PGconn* conn, std::string_view where, const ConnectProgress&
   }
   std::string msg = "cannot connect to " + std::string(where) + ": " + one_line(text);
   if (!sqlstate.empty()) msg += " (SQLSTATE " + sqlstate + ")";
-  return Error{kind, msg, 0, sqlstate};
+  Error e{kind, msg, 0, sqlstate};
+  // Too many connections (53300), or a server that accepted the connection and dropped it
+  // without a word: reachable, only overloaded for now.
+  e.overloaded = sqlstate == "53300" || (sqlstate.empty() && kind == ErrorKind::connection && progress.reached_server);
+  return e;
 }
 
 }  // namespace dblock::postgres

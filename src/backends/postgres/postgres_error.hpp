@@ -25,7 +25,9 @@ struct ConnectProgress {
 /// (class 28, 3D000...: config; 53300, 57P03: connection), else what libpq tells
 /// structurally: a password was asked for and none given, or SSL was demanded and the server
 /// cannot do it (config); otherwise the server was not reached or dropped us (connection).
-/// Never the message text, which a server translates.
+/// Error::overloaded for 53300 (too many connections) and for a connection the server
+/// accepted and then dropped without an SQLSTATE. Never the message text, which a server
+/// translates.
 Error connect_error(PGconn* conn, std::string_view where, const ConnectProgress& progress);
 
 /// libpq messages end in newlines and may span lines; one line for our messages.
