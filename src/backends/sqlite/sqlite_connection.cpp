@@ -539,6 +539,8 @@ void WalWatch::consume() {
 }
 
 Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params) {
+  // An acquisition must never commit at NORMAL, even after a resync that failed.
+  if (auto ok = resync(); !ok) return std::unexpected(ok.error());
   const sql::Compiled& compiled = compiled_.get(st);
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
@@ -569,6 +571,19 @@ Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& para
   return rows;
 }
 
-Result<void> Session::exec(std::string_view sql) { return conn_->exec(std::string(sql), sql); }
+Result<void> Session::exec(std::string_view sql) {
+  if (sql == begin_unsynced) unsynced_ = true;  // before running it: a BEGIN that fails leaves NORMAL set
+  auto ok = conn_->exec(std::string(sql), sql);
+  auto synced = resync();
+  return ok ? synced : ok;
+}
+
+Result<void> Session::resync() {
+  // The pragma cannot change inside a transaction: it waits for COMMIT or ROLLBACK.
+  if (!unsynced_ || !sqlite3_get_autocommit(conn_->get())) return {};
+  if (auto ok = conn_->exec("PRAGMA synchronous=FULL", "setting synchronous=FULL after the release"); !ok) return ok;
+  unsynced_ = false;
+  return {};
+}
 
 }  // namespace dblock::sqlite

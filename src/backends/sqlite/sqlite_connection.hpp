@@ -153,6 +153,12 @@ class WalWatch final : public sql::ReleaseSignal {
   mutable bool failed_ = false;
 };
 
+/// Opens a write transaction whose commit does not wait for the disk: synchronous=NORMAL, under
+/// which a WAL commit appends its frames without an fsync. The next commit at FULL fsyncs the
+/// WAL, and with it these frames; a checkpoint syncs them first too. Session::exec sets FULL
+/// again once the transaction has ended, so nothing after it is weakened.
+inline constexpr std::string_view begin_unsynced = "PRAGMA synchronous=NORMAL; BEGIN IMMEDIATE";
+
 /// The connection as the strategies of src/backends/common see it (sql_session.hpp).
 class Session final : public sql::Session {
  public:
@@ -169,10 +175,14 @@ class Session final : public sql::Session {
   sql::ReleaseSignal& release_signal() override { return wal_watch_; }
 
  private:
+  /// After a begin_unsynced transaction has ended: synchronous=FULL again.
+  Result<void> resync();
+
   std::shared_ptr<const Connection> conn_;
   Repair repair_;
   sql::CompiledCache compiled_{sql::PlaceholderStyle::numbered};
   WalWatch wal_watch_;
+  bool unsynced_ = false;  // begin_unsynced ran and FULL is not back yet
 };
 
 /// An identifier in double quotes with embedded quotes doubled.

@@ -20,6 +20,7 @@
 #include "backends/registry.hpp"
 #include "core/clock.hpp"
 #include "backends/common/dsn.hpp"
+#include "backends/sqlite/sqlite_tables.hpp"
 
 using namespace dblock;
 using namespace std::chrono_literals;
@@ -694,4 +695,42 @@ TEST_CASE("sqlite: ensure_schema on a complete schema writes nothing, and closin
   RawDb raw(path);
   CHECK(raw.text("SELECT count(*) FROM sqlite_master WHERE name IN ('dblock_locks', 'dblock_runs', "
                  "'dblock_runs_name_id')") == "3");
+}
+
+// One fsync per run (sqlite_statements.cpp, begin_release): the release's transaction commits at
+// synchronous=NORMAL, and the session is at FULL again once it has ended, committed or not, so
+// an acquisition on the same connection afterwards is durable.
+TEST_CASE("sqlite: only the release's transaction is unsynced; FULL is back once it ends") {
+  TempDir dir;
+  auto conn = sqlite::Connection::open(dir.path + "/sync.db", 1000ms);
+  REQUIRE(conn.has_value());
+  auto shared = std::make_shared<const sqlite::Connection>(std::move(*conn));
+  sqlite::Session session(shared, [](const Error&) -> Result<bool> { return false; });
+  auto level = [&] {
+    auto st = shared->prepare("PRAGMA synchronous");
+    REQUIRE(st.has_value());
+    REQUIRE(st->step("reading synchronous").value_or(false));
+    return st->int64(0);
+  };
+  constexpr std::int64_t normal = 1, full = 2;
+  const sql::LeaseStatements statements = sqlite::lease_statements("dblock_");
+  CHECK(level() == full);
+  {
+    auto tx = sql::Transaction::begin(session, statements.begin_release);
+    REQUIRE(tx.has_value());
+    CHECK(level() == normal);
+    CHECK(tx->commit().has_value());
+  }
+  CHECK(level() == full);
+  {
+    auto tx = sql::Transaction::begin(session, statements.begin_release);
+    REQUIRE(tx.has_value());
+    CHECK(level() == normal);
+  }  // rolled back
+  CHECK(level() == full);
+  {
+    auto tx = sql::Transaction::begin(session, statements.begin);
+    REQUIRE(tx.has_value());
+    CHECK(level() == full);
+  }
 }
