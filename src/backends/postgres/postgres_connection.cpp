@@ -201,8 +201,56 @@ Result<void> Connection::connect() {
   return {};
 }
 
+namespace {
+
+std::vector<std::string> split_commas(std::string_view list) {
+  std::vector<std::string> out;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = list.find(',', start);
+    out.emplace_back(list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+    if (comma == std::string_view::npos) return out;
+    start = comma + 1;
+  }
+}
+
+std::string join_commas(const std::vector<std::string>& items, std::size_t from) {
+  std::string out;
+  for (std::size_t i = from; i < items.size(); ++i) out += (i > from ? "," : "") + items[i];
+  return out;
+}
+
+// The hosts after the one `c` is trying, as host and port lists ("" when it is the last): a
+// multi-host DSN (a failover pair) whose current host never answers goes on to the next, which
+// libpq itself does only in its blocking connect.
+std::optional<std::pair<std::string, std::string>> hosts_after_current(PGconn* c) {
+  std::unique_ptr<PQconninfoOption, ConninfoDeleter> used(PQconninfo(c));
+  std::string host_list, port_list;
+  for (auto* o = used.get(); o && o->keyword; ++o) {
+    if (std::string_view(o->keyword) == "host" && o->val) host_list = o->val;
+    if (std::string_view(o->keyword) == "port" && o->val) port_list = o->val;
+  }
+  const auto hosts = split_commas(host_list);
+  auto ports = split_commas(port_list);
+  if (hosts.size() < 2) return std::nullopt;
+  if (ports.size() == 1) ports.assign(hosts.size(), ports.front());
+  if (ports.size() != hosts.size() || !PQhost(c) || !PQport(c)) return std::nullopt;
+  for (std::size_t i = 0; i + 1 < hosts.size(); ++i)
+    if (hosts[i] == PQhost(c) && ports[i] == PQport(c)) return std::pair{join_commas(hosts, i + 1), join_commas(ports, i + 1)};
+  return std::nullopt;
+}
+
+std::size_t host_count(PGconn* c) {
+  std::unique_ptr<PQconninfoOption, ConninfoDeleter> used(PQconninfo(c));
+  for (auto* o = used.get(); o && o->keyword; ++o)
+    if (std::string_view(o->keyword) == "host" && o->val) return split_commas(o->val).size();
+  return 1;
+}
+
+}  // namespace
+
 // The nonblocking connect, so the server's refusal keeps its SQLSTATE (PQERRORS_VERBOSE
-// while connecting, see connect_error) and the whole attempt ends by connect_timeout.
+// while connecting, see connect_error) and the whole attempt ends by connect_timeout. With
+// several hosts, each gets its share of it (at least 2 s) before the next is tried.
 Result<void> Connection::start_connection(const std::vector<const char*>& keys, const std::vector<const char*>& values) {
   conn_.reset(PQconnectStartParams(keys.data(), values.data(), /*expand_dbname=*/1));
   ConnectProgress progress;
@@ -212,26 +260,49 @@ Result<void> Connection::start_connection(const std::vector<const char*>& keys, 
     return std::unexpected(e);
   };
   if (!conn_ || PQstatus(conn_.get()) == CONNECTION_BAD) return failed();
-  PGconn* c = conn_.get();
-  PQsetErrorVerbosity(c, PQERRORS_VERBOSE);
-  std::unique_ptr<PQconninfoOption, ConninfoDeleter> used(PQconninfo(c));
-  for (auto* o = used.get(); o && o->keyword; ++o)
-    if (std::string_view(o->keyword) == "sslmode" && o->val)
-      progress.ssl_required = std::string_view(o->val) == "require" || std::string_view(o->val).starts_with("verify");
   const Millis deadline = boottime_now() + options_.connect_timeout;
-  PostgresPollingStatusType state = PGRES_POLLING_WRITING;
-  while (state != PGRES_POLLING_OK) {
-    if (state == PGRES_POLLING_FAILED) return failed();
-    short revents = 0;
-    if (!wait_socket(PQsocket(c), state == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline, &revents)) {
-      conn_.reset();
-      return fail(ErrorKind::connection, "cannot connect to " + dsn_.redacted + ": no answer within the connect timeout");
+  const Millis per_host = std::max<Millis>(Millis(2000), options_.connect_timeout / host_count(conn_.get()));
+  std::pair<std::string, std::string> rest;  // the host and port lists of a restart
+  for (;;) {
+    PGconn* c = conn_.get();
+    PQsetErrorVerbosity(c, PQERRORS_VERBOSE);
+    std::unique_ptr<PQconninfoOption, ConninfoDeleter> used(PQconninfo(c));
+    for (auto* o = used.get(); o && o->keyword; ++o)
+      if (std::string_view(o->keyword) == "sslmode" && o->val)
+        progress.ssl_required = std::string_view(o->val) == "require" || std::string_view(o->val).starts_with("verify");
+    PostgresPollingStatusType state = PGRES_POLLING_WRITING;
+    Millis host_deadline = std::min(deadline, boottime_now() + per_host);
+    bool timed_out = false;
+    while (state != PGRES_POLLING_OK) {
+      if (state == PGRES_POLLING_FAILED) return failed();
+      short revents = 0;
+      if (!wait_socket(PQsocket(c), state == PGRES_POLLING_READING ? POLLIN : POLLOUT, host_deadline, &revents)) {
+        timed_out = true;
+        break;
+      }
+      state = PQconnectPoll(c);
+      const ConnStatusType st = PQstatus(c);
+      if (st != CONNECTION_STARTED && st != CONNECTION_NEEDED && st != CONNECTION_BAD) progress.reached_server = true;
+      // libpq moved on to another host by itself (refused, or not read-write): a fresh share.
+      if (st == CONNECTION_STARTED) host_deadline = std::min(deadline, boottime_now() + per_host);
     }
-    state = PQconnectPoll(c);
-    const ConnStatusType st = PQstatus(c);
-    if (st != CONNECTION_STARTED && st != CONNECTION_NEEDED && st != CONNECTION_BAD) progress.reached_server = true;
+    if (!timed_out) break;
+    auto next = boottime_now() < deadline ? hosts_after_current(c) : std::nullopt;
+    if (!next) {
+      conn_.reset();
+      Error e{ErrorKind::connection, "cannot connect to " + dsn_.redacted + ": no answer within the connect timeout"};
+      // Connected, then no answer: a server too busy to accept us (core's storm retry).
+      e.overloaded = progress.reached_server;
+      return std::unexpected(std::move(e));
+    }
+    rest = std::move(*next);
+    std::vector<const char*> k(keys.begin(), keys.end() - 1), v(values.begin(), values.end() - 1);
+    k.insert(k.end(), {"host", "port", nullptr});
+    v.insert(v.end(), {rest.first.c_str(), rest.second.c_str(), nullptr});
+    conn_.reset(PQconnectStartParams(k.data(), v.data(), /*expand_dbname=*/1));
+    if (!conn_ || PQstatus(conn_.get()) == CONNECTION_BAD) return failed();
   }
-  PQsetErrorVerbosity(c, PQERRORS_DEFAULT);
+  PQsetErrorVerbosity(conn_.get(), PQERRORS_DEFAULT);
   return {};
 }
 
