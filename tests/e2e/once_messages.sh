@@ -168,4 +168,17 @@ expect_line "status error as it was" 78 \
   "dblock: the directory $E2E_TMP/none of the SQLite database $E2E_TMP/none/x.db does not exist (create it, or fix the DSN)" \
   dblock -d "sqlite:$E2E_TMP/none/x.db" status nightly-report
 
+# A server that refuses the connection: both servers' lines read alike ("cannot connect to DSN:
+# the client library's reason", no password), and libpq's two lines keep their full stop.
+# Port 1 of 127.0.0.1: nothing listens there.
+expect_line "postgres: refused connection" 69 \
+  "dblock: 'k': cannot connect to postgres://u@127.0.0.1:1/db: connection to server at \"127.0.0.1\", port 1 failed: Connection refused. Is the server running on that host and accepting TCP/IP connections?" \
+  dblock -d "postgres://u@127.0.0.1:1/db" run --overload-retry 0 k -- true
+if grep -q "^dblock: 'k': cannot connect to mysql://u@127.0.0.1:1/db: Can't connect to server on '127.0.0.1' ([0-9]*) (errno 2002)$" \
+  <(dblock -d "mysql://u@127.0.0.1:1/db" run --overload-retry 0 k -- true 2>&1); then
+  pass "mysql: refused connection, worded as postgres"
+else
+  fail "mysql: refused connection, worded as postgres: $(dblock -d "mysql://u@127.0.0.1:1/db" run k -- true 2>&1)"
+fi
+
 finish

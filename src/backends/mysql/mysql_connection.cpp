@@ -157,6 +157,9 @@ Result<void> Connection::connect() {
                           t.socket ? t.socket->c_str() : nullptr, 0)) {
     Error e = make_error(mysql_errno(m.get()), dsn_.redacted, mysql_error(m.get()), mysql_sqlstate(m.get()));
     if (e.kind == ErrorKind::other) e.kind = ErrorKind::connection;
+    // Worded as PostgreSQL's: "cannot connect to DSN: the client library's reason".
+    e.message = "cannot connect to " + dsn_.redacted + ": " + mysql_error(m.get()) + " (errno " +
+                std::to_string(mysql_errno(m.get())) + ")";
     return std::unexpected(std::move(e));
   }
   // The command run under `run` must not inherit the database socket (dblock(1), run).

@@ -24,10 +24,17 @@ ErrorKind kind_for_sqlstate(std::string_view s) {
 
 std::string one_line(std::string_view message) {
   std::string out;
+  bool line_ended = false;
   for (char c : message) {
-    if (c == '\n' || c == '\r' || c == '\t') {
-      if (!out.empty() && out.back() != ' ') out += ' ';
+    if (c == '\n' || c == '\r') {
+      line_ended = !out.empty();
+    } else if (c == '\t' || (c == ' ' && (out.empty() || out.back() == ' '))) {
+      if (!out.empty() && out.back() != ' ' && !line_ended) out += ' ';
     } else {
+      // libpq ends a line without a full stop ("Connection refused\n\tIs the server running
+      // ...?"): joined, the sentence keeps its end.
+      if (line_ended) out += std::string_view(".:;!?,").find(out.back()) == std::string_view::npos ? ". " : " ";
+      line_ended = false;
       out += c;
     }
   }
