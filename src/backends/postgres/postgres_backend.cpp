@@ -1,14 +1,14 @@
-// PostgreSQL via libpq: every strategy. Status, history, stateless renew/release and doctor
-// live here; the lease locker is common/lease_locker.cpp over postgres_statements.cpp, the session
-// lockers are in postgres_session_strategies.cpp.
-#include <nlohmann/json.hpp>
-
+// PostgreSQL via libpq: every strategy. Stateless release and doctor live here; the lease and
+// ShedLock lockers and status, history, the clock and `dblock renew` are src/backends/common's
+// over postgres_statements.cpp, the session lockers are in postgres_session_strategies.cpp.
 #include <map>
 #include <thread>
 #include <utility>
 
+#include "backends/common/inspect.hpp"
 #include "backends/common/lease_locker.hpp"
 #include "backends/common/lock_rows.hpp"
+#include "backends/common/shedlock_locker.hpp"
 #include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/postgres/postgres_dsn.hpp"
 #include "backends/postgres/postgres_tables.hpp"
@@ -28,13 +28,18 @@ ConnectionRole holder_role(const BackendOptions& options) {
 class PostgresBackend final : public Backend {
  public:
   PostgresBackend(Dsn dsn, BackendOptions options, std::shared_ptr<Connection> conn)
-      : dsn_(std::move(dsn)), options_(std::move(options)), conn_(std::move(conn)), t_(postgres::tables_for(options_.table_prefix)) {}
+      : dsn_(std::move(dsn)),
+        options_(std::move(options)),
+        conn_(std::move(conn)),
+        t_(postgres::tables_for(options_.table_prefix)),
+        session_(make_session()),
+        inspect_(inspect_statements(options_)) {}
 
   std::string_view name() const override { return "postgres"; }
 
   Result<void> ensure_schema() override {
     if (auto ok = postgres::ensure_schema(*conn_, t_); !ok || !options_.shedlock) return ok;
-    return ensure_shedlock_table(*conn_, options_);
+    return ensure_shedlock_table(*conn_, options_.shedlock_table);
   }
 
   Result<void> check_schema() override { return postgres::check_schema(*conn_, t_); }
@@ -44,14 +49,16 @@ class PostgresBackend final : public Backend {
   // do, and may make more lockers), it connects again, and a second session locker gets a
   // holder session of its own.
   Result<std::unique_ptr<Locker>> make_locker(Strategy s) override {
-    if (s == Strategy::lease && options_.shedlock) return make_shedlock_locker(conn_, options_, t_);
+    const std::string& prefix = options_.table_prefix;
+    if (s == Strategy::lease && options_.shedlock)
+      return sql::make_shedlock_locker(session_, shedlock_statements(options_), lease_statements(prefix),
+                                       options_.history_keep);
     if (s == Strategy::lease)
-      return sql::make_lease_locker(std::make_shared<Session>(conn_, options_.table_prefix),
-                                    lease_statements(options_.table_prefix), options_.table_prefix,
-                                    options_.history_keep);
+      return sql::make_lease_locker(session_, lease_statements(prefix), prefix, options_.history_keep);
     std::shared_ptr<Connection> holder;
     if (!handed_over_) {
       holder = std::exchange(conn_, Connection::deferred(dsn_, options_));
+      session_ = make_session();  // status and the rest on the new connection, not the holder's
       handed_over_ = true;
     } else {
       auto opened = Connection::open(dsn_, options_, holder_role(options_));
@@ -62,44 +69,29 @@ class PostgresBackend final : public Backend {
   }
 
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
-    Param filter;
-    if (!keys.empty()) filter = nlohmann::json(std::vector<std::string>(keys.begin(), keys.end())).dump();
-    const std::string where = " ($1::jsonb IS NULL OR name IN (SELECT jsonb_array_elements_text($1::jsonb))) ORDER BY name";
-    auto r = conn_->exec(options_.shedlock ? shedlock_status_select(options_, t_) + where
-                                           : postgres::status_select(t_) + " WHERE" + where,
-                         {filter});
-    if (!r) return explained(r.error());
-    std::vector<LockStatus> found;
-    for (int i = 0; i < r->rows(); ++i)
-      found.push_back(options_.shedlock ? read_shedlock_status(*r, i) : postgres::read_status(*r, i, t_));
-    return rows::in_request_order(std::move(found), keys, [this] { return now_ms(); });
+    auto found = sql::read_status(*session_, inspect_, keys,
+                                  options_.shedlock ? &sql::shedlock_holder : &sql::decode_status_row);
+    if (!found) return explained(found.error());
+    return found;
   }
 
   Result<int> slot_count(const std::string& key) override {
     if (options_.shedlock) return 0;
-    auto r = conn_->exec("SELECT slots FROM " + t_.locks + " WHERE name = $1", {key});
+    auto slots = sql::read_slot_count(*session_, inspect_, key);
     // Inspection adds no column: a table from before semaphores has none, and so no semaphore.
-    if (!r && r.error().sqlstate == "42703") return 0;
-    if (!r) return explained(r.error());
-    return r->rows() == 1 && !r->is_null(0, 0) ? static_cast<int>(r->int64(0, 0)) : 0;
+    if (!slots && slots.error().sqlstate == "42703") return 0;
+    if (!slots) return explained(slots.error());
+    return slots;
   }
 
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
-    auto runs = postgres::read_history(*conn_, t_, key, limit);
+    auto runs = sql::read_history(*session_, inspect_, key, limit);
     if (!runs) return explained(runs.error());
     return runs;
   }
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
-    if (options_.shedlock) return shedlock_renew(*conn_, options_, t_, key, who, ttl);
-    auto r = conn_->exec("UPDATE " + t_.locks +
-                             " SET expires_at = now() + $4::bigint * interval '1 ms', renewed_at = now() "
-                             "WHERE name = $1 AND ($2::text IS NULL OR owner = $2) AND ($3::bigint IS NULL OR token = $3::bigint) "
-                             "AND released_at IS NULL AND strategy = 'lease' RETURNING " + ms("expires_at"),
-                         {key, selector_owner(who), selector_token(who), postgres::ms_param(ttl)});
-    if (!r) return std::unexpected(r.error());
-    if (r->rows() == 0) return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
-    return r->int64(0, 0);
+    return sql::renew_named(*session_, inspect_, key, who, ttl);
   }
 
   Result<void> release(const std::string& key, const HolderSelector& who) override {
@@ -136,11 +128,7 @@ class PostgresBackend final : public Backend {
     return wait_for_session_end(key, r->text(0, 1));
   }
 
-  Result<std::int64_t> now_ms() override {
-    auto r = conn_->exec("SELECT " + ms("clock_timestamp()"));
-    if (!r) return std::unexpected(r.error());
-    return r->int64(0, 0);
-  }
+  Result<std::int64_t> now_ms() override { return sql::read_now_ms(*session_, inspect_); }
 
   std::vector<DoctorCheck> doctor_checks(Strategy strategy) override {
     std::vector<DoctorCheck> out;
@@ -278,10 +266,17 @@ class PostgresBackend final : public Backend {
     return who.token ? Param(std::to_string(*who.token)) : Param();
   }
 
+  // The common code's view of conn_ (sql_session.hpp), shared by the lease and ShedLock lockers.
+  std::shared_ptr<Session> make_session() const {
+    return std::make_shared<Session>(conn_, options_.table_prefix, options_.shedlock ? options_.shedlock_table : "");
+  }
+
   Dsn dsn_;
   BackendOptions options_;
   std::shared_ptr<Connection> conn_;
   postgres::Tables t_;
+  std::shared_ptr<Session> session_;
+  sql::InspectStatements inspect_;
   bool handed_over_ = false;
 };
 

@@ -741,6 +741,8 @@ Result<void> Session::reconnect(const Error&) { return conn_->reconnect(); }
 Result<bool> Session::repair_schema(const Error& failed) {
   if (failed.sqlstate != "42P01" && failed.sqlstate != "42703") return false;
   if (auto made = ensure_schema(*conn_, tables_for(prefix_)); !made) return std::unexpected(made.error());
+  if (!shedlock_table_.empty())
+    if (auto made = ensure_shedlock_table(*conn_, shedlock_table_); !made) return std::unexpected(made.error());
   return true;
 }
 

@@ -8,24 +8,6 @@
 #include "core/semaphore.hpp"
 
 namespace dblock::postgres {
-namespace {
-
-std::string ms_of(std::string_view expr) { return ms(expr); }
-
-// A result row as the common row layer reads it.
-class PostgresRow final : public rows::ColumnReader {
- public:
-  PostgresRow(const QueryResult& r, int row) : r_(r), row_(row) {}
-  bool is_null(int column) const override { return r_.is_null(row_, column); }
-  std::string text(int column) const override { return r_.text(row_, column); }
-  std::int64_t int64(int column) const override { return r_.int64(row_, column); }
-
- private:
-  const QueryResult& r_;
-  int row_;
-};
-
-}  // namespace
 
 Tables tables_for(const std::string& prefix) {
   return Tables{prefix, quote_ident(prefix + "locks"), quote_ident(prefix + "runs"), quote_ident(prefix + "claims")};
@@ -148,19 +130,11 @@ Result<void> check_schema(Connection& conn, const Tables& t) {
   return {};
 }
 
-std::string status_select(const Tables& t) {
-  // After the common columns, what the server says about the holder: is a lease live; does the
-  // recorded session hold the key's own lock (session_verdict). A crashed session holder
-  // therefore shows free.
-  return "SELECT " + rows::status_select_list(&ms_of, "now()") + ", COALESCE(expires_at > now(), false), " +
-         session_verdict(t, "l") + " FROM " + t.locks + " l";
-}
-
 std::string session_verdict(const Tables& t, std::string_view row) {
   // Never the pid alone: the server reuses it, and any session may hold some lock on the
   // claims table. advisory and txn-insert: the advisory locks the session holds in the form
   // the strategy takes its key's in (one bigint: objsubid 1; two ints: objsubid 2), as
-  // classid:objid, which session_holds compares with the key's. for-update: the session runs
+  // classid:objid, which session_holds_sql compares with the key's. for-update: the session runs
   // the transaction whose id is in the key's claims row's xmax (the row lock's locker) and
   // which is still open.
   const std::string r(row), pid = r + ".session_id::int";
@@ -180,30 +154,6 @@ std::string session_holds_sql(std::string_view strategy, std::string_view verdic
   const std::string v(verdict);
   return "CASE WHEN " + std::string(strategy) + " = 'for-update' THEN " + v + " = 'xact' ELSE position(',' || " +
          std::string(hi) + "::text || ':' || " + std::string(lo) + "::text || ',' IN ',' || " + v + " || ',') > 0 END";
-}
-
-bool session_holds(std::string_view strategy, std::string_view verdict, std::int64_t key_id) {
-  if (strategy == "for-update") return verdict == "xact";
-  const auto id = static_cast<std::uint64_t>(key_id);
-  const std::string seen = "," + std::string(verdict) + ",";
-  return seen.find("," + std::to_string(id >> 32) + ":" + std::to_string(id & 0xffffffffULL) + ",") != std::string::npos;
-}
-
-LockStatus read_status(const QueryResult& r, int row, const Tables& t) {
-  constexpr int live = rows::status_column_count, session = rows::status_column_count + 1;
-  const bool holds = !r.is_null(row, session) &&
-                     session_holds(r.text(row, 5), r.text(row, session), key_hash(t.prefix, r.text(row, 0)));
-  return rows::read_status(PostgresRow(r, row), {.lease_live = r.boolean(row, live), .session_holds = holds});
-}
-
-Result<std::vector<RunRecord>> read_history(Connection& conn, const Tables& t, const std::string& key, int limit) {
-  auto r = conn.exec("SELECT " + rows::history_select_list(&ms_of) + " FROM " + t.runs +
-                         " WHERE $1 = '' OR name = $1 ORDER BY id DESC LIMIT $2::bigint",
-                     {key, std::to_string(std::max(0, limit))});
-  if (!r) return std::unexpected(r.error());
-  std::vector<RunRecord> out;
-  for (int i = 0; i < r->rows(); ++i) out.push_back(rows::decode_run(PostgresRow(*r, i)));
-  return out;
 }
 
 RunRecord complete_run(RunRecord run, const LockRequest& req, std::int64_t token, Strategy s, bool still_held) {

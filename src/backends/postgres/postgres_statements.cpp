@@ -6,6 +6,48 @@
 #include "backends/postgres/postgres_tables.hpp"
 
 namespace dblock::postgres {
+namespace {
+
+std::string ms_text(std::string_view expr) { return ms(expr); }
+
+// ShedLock's "now" (PostgresSqlServerTimeStatementsSource): UTC wall time of the transaction,
+// stored in a TIMESTAMP without time zone, which extract(epoch) reads as UTC.
+const std::string now_utc = "timezone('utc', CURRENT_TIMESTAMP)";
+
+/// key_hash(prefix, name) (identifiers.cpp: FNV-1a 64 over prefix, a NUL byte and the name) in
+/// SQL, as numeric 0 .. 2^64 - 1, the name given as the SQL expression `name`. The state after
+/// the prefix and its NUL is key_hash(prefix, ""); the name's UTF-8 bytes are folded in by a
+/// recursive query (xor touches the low byte only, so it is done on that byte).
+std::string key_hash_sql(const std::string& prefix, std::string_view name) {
+  const auto h = static_cast<std::uint64_t>(key_hash(prefix, ""));
+  return "(WITH RECURSIVE f(i, h) AS (SELECT 0, " + std::to_string(h) +
+         "::numeric UNION ALL SELECT f.i + 1, mod((f.h - mod(f.h, 256) + (mod(f.h, 256)::int # get_byte(b.v, f.i)))"
+         " * 1099511628211, 18446744073709551616) FROM f, (SELECT convert_to(" + std::string(name) +
+         ", 'UTF8') AS v) b WHERE f.i < length(b.v)) SELECT h FROM f ORDER BY i DESC LIMIT 1)";
+}
+
+/// The status rows (statements.hpp: the 14 status columns, live, session_holds) of the rows of
+/// <prefix>locks that `where` keeps. session_holds is the server's verdict (session_verdict) on
+/// the recorded session, compared with the key's own lock: a crashed session holder shows free.
+std::string status_rows(const Tables& t, const std::string& where) {
+  const std::string holds = session_holds_sql("l.strategy", "l.dblock_verdict", "floor(k.h / 4294967296)",
+                                              "mod(k.h, 4294967296)");
+  return "SELECT " + rows::status_select_list(&ms_text, "now()") +
+         ", COALESCE((expires_at > now())::int, 0), CASE WHEN l.dblock_verdict IS NULL THEN 0 ELSE (SELECT COALESCE((" +
+         holds + ")::int, 0) FROM (SELECT " + key_hash_sql(t.prefix, "l.name") +
+         " AS h) k) END FROM (SELECT l.*, " + session_verdict(t, "l") + " AS dblock_verdict FROM " + t.locks + " l" +
+         where + ") l";
+}
+
+/// ShedLock's row and dblock's of the same name: name, locked_by, locked_at_ms, lock_until_ms,
+/// now_ms, dblock's token (0 when none), and its host and pid when its owner is locked_by.
+std::string shedlock_holder_select(const BackendOptions& o, const Tables& t) {
+  return "SELECT s.name, s.locked_by, " + ms("s.locked_at") + ", " + ms("s.lock_until") + ", " + ms("now()") +
+         ", COALESCE(l.token, 0), CASE WHEN l.owner = s.locked_by THEN l.host END, CASE WHEN l.owner = s.locked_by "
+         "THEN l.pid END FROM " + quote_ident(o.shedlock_table) + " s LEFT JOIN " + t.locks + " l ON l.name = s.name";
+}
+
+}  // namespace
 
 sql::LeaseStatements lease_statements(const std::string& prefix) {
   const Tables t = tables_for(prefix);
@@ -86,6 +128,74 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                                                       ", COALESCE((expires_at > now())::int, 0), slots FROM " +
                                                       t.locks + " WHERE name = :key"};
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
+  return s;
+}
+
+sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
+  const Tables t = tables_for(options.table_prefix);
+  const std::string shed = quote_ident(options.shedlock_table);
+  const std::string until = now_utc + " + :ttl_ms::bigint * interval '1 ms'";
+  const std::string at_least = "locked_at + :min_hold_ms::bigint * interval '1 ms'";
+  sql::ShedlockStatements s;
+  s.begin = "BEGIN";
+  s.take = {"shedlock.take", "INSERT INTO " + shed + " AS s (name, lock_until, locked_at, locked_by) VALUES (:key, " +
+                                 until + ", " + now_utc + ", :owner) ON CONFLICT (name) DO UPDATE SET"
+                                 " lock_until = EXCLUDED.lock_until, locked_at = EXCLUDED.locked_at,"
+                                 " locked_by = EXCLUDED.locked_by WHERE s.lock_until <= " + now_utc +
+                                 " RETURNING " + ms("lock_until")};
+  s.number = {"shedlock.number",
+              "INSERT INTO " + t.locks +
+                  " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
+                  " released_at, last_started_at) VALUES (:key, :owner, :host, :pid::bigint, 1, 'shedlock', NULL, now(),"
+                  " now(), NULL, NULL, now()) ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner,"
+                  " host = EXCLUDED.host, pid = EXCLUDED.pid, token = l.token + 1, strategy = 'shedlock',"
+                  " session_id = NULL, acquired_at = now(), renewed_at = now(), expires_at = NULL, released_at = NULL,"
+                  " last_started_at = now() RETURNING token, " + ms("acquired_at")};
+  s.numbered = {"shedlock.numbered", "SELECT token, " + ms("acquired_at") + " FROM " + t.locks +
+                                         " WHERE name = :key AND owner = :owner"};
+  s.holder = {"shedlock.holder", shedlock_holder_select(options, t) + " WHERE s.name = :key"};
+  s.extend = {"shedlock.extend", "UPDATE " + shed + " SET lock_until = " + until +
+                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + now_utc};
+  s.unlock = {"shedlock.unlock", "UPDATE " + shed + " SET lock_until = CASE WHEN " + at_least + " > " + now_utc +
+                                     " THEN " + at_least + " ELSE " + now_utc + " END WHERE name = :key AND locked_by = :owner"};
+  s.finish = {"shedlock.finish",
+              "UPDATE " + t.locks + " SET released_at = now(), last_finished_at = CASE WHEN :finished::int = 1 THEN now()"
+                  " ELSE last_finished_at END, last_exit_code = CASE WHEN :finished::int = 1 THEN :exit_code::int"
+                  " ELSE last_exit_code END WHERE name = :key AND token = :token::bigint AND released_at IS NULL"};
+  return s;
+}
+
+sql::InspectStatements inspect_statements(const BackendOptions& options) {
+  const Tables t = tables_for(options.table_prefix);
+  const std::string keys = "name IN (SELECT jsonb_array_elements_text(:keys::jsonb))";
+  const std::string history = "SELECT " + rows::history_select_list(&ms_text) + " FROM " + t.runs;
+  sql::InspectStatements s;
+  if (options.shedlock) {
+    const std::string rows_of = shedlock_holder_select(options, t);
+    s.status_all = {"inspect.status_all", rows_of + " ORDER BY s.name"};
+    s.status_keys = {"inspect.status_keys", rows_of + " WHERE s." + keys + " ORDER BY s.name"};
+  } else {
+    s.status_all = {"inspect.status_all", status_rows(t, "") + " ORDER BY name"};
+    s.status_keys = {"inspect.status_keys", status_rows(t, " WHERE l." + keys) + " ORDER BY name"};
+  }
+  s.history_all = {"inspect.history_all", history + " ORDER BY id DESC LIMIT :limit::bigint"};
+  s.history_of = {"inspect.history_of", history + " WHERE name = :name ORDER BY id DESC LIMIT :limit::bigint"};
+  s.now_ms = {"inspect.now_ms", "SELECT " + ms("clock_timestamp()")};
+  s.slot_count = {"inspect.slot_count", "SELECT slots FROM " + t.locks + " WHERE name = :key"};
+  // ShedLock knows only locked_by, so a token names the owner of dblock's row with that token.
+  s.renew_named =
+      options.shedlock
+          ? sql::Statement{"inspect.renew_named",
+                           "UPDATE " + quote_ident(options.shedlock_table) + " SET lock_until = " + now_utc +
+                               " + :ttl_ms::bigint * interval '1 ms' WHERE name = :key AND (:owner::text IS NULL"
+                               " OR locked_by = :owner) AND (:token::bigint IS NULL OR locked_by = (SELECT owner FROM " +
+                               t.locks + " WHERE name = :key AND token = :token::bigint AND strategy = 'shedlock'))"
+                               " AND lock_until > " + now_utc + " RETURNING " + ms("lock_until")}
+          : sql::Statement{"inspect.renew_named",
+                           "UPDATE " + t.locks + " SET expires_at = now() + :ttl_ms::bigint * interval '1 ms',"
+                               " renewed_at = now() WHERE name = :key AND (:owner::text IS NULL OR owner = :owner)"
+                               " AND (:token::bigint IS NULL OR token = :token::bigint) AND released_at IS NULL"
+                               " AND strategy = 'lease' RETURNING " + ms("expires_at")};
   return s;
 }
 

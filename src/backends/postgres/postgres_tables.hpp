@@ -27,26 +27,16 @@ Result<void> ensure_schema(Connection& conn, const Tables& t);
 /// Read only (doctor): missing tables are no_lock_database, a foreign shape ErrorKind::config.
 Result<void> check_schema(Connection& conn, const Tables& t);
 
-/// SELECT ... FROM <prefix>locks l of status: the common status columns (common/lock_rows.hpp),
-/// then the server's verdict on the holder; binds nothing. The caller appends its WHERE.
-std::string status_select(const Tables& t);
 /// SQL, over the <prefix>locks row aliased `row`: the server's evidence that its session_id
-/// (a backend pid, which the server reuses) holds that row's key, as text for session_holds:
+/// (a backend pid, which the server reuses) holds that row's key, as text for session_holds_sql:
 /// the session's advisory locks in the strategy's form (advisory, txn-insert), or that it runs
 /// the open transaction which locked the key's claims row (for-update); NULL for none.
 std::string session_verdict(const Tables& t, std::string_view row);
-/// True when session_verdict's text shows the lock of the key whose key_hash is `key_id`.
-/// status and `release --force` both judge the holder by this.
-bool session_holds(std::string_view strategy, std::string_view verdict, std::int64_t key_id);
-/// session_holds in SQL, for a statement that knows its key: `strategy` and `verdict` are SQL
-/// expressions, `hi` and `lo` the key id's halves (as session_verdict shows them, text).
+/// Whether session_verdict's text shows the lock of the key, in SQL; status and `release --force`
+/// both judge the holder by this: `strategy`, `verdict`, and `hi` and `lo`, the halves of the key's
+/// key_hash (as session_verdict shows them), are SQL expressions.
 std::string session_holds_sql(std::string_view strategy, std::string_view verdict, std::string_view hi,
                               std::string_view lo);
-/// Row `row` of a status_select() result, its state judged (common/lock_rows.hpp).
-LockStatus read_status(const QueryResult& r, int row, const Tables& t);
-
-/// The newest `limit` rows of <prefix>runs, of `key` (every key when empty), newest first.
-Result<std::vector<RunRecord>> read_history(Connection& conn, const Tables& t, const std::string& key, int limit);
 
 /// Runs `attempt` (one statement's worth of work that cleans up after itself on failure) on
 /// the assumption that the tables exist. When a statement reports a table (SQLSTATE 42P01) or a
@@ -108,20 +98,18 @@ inline bool slot_taken_meanwhile(const Error& e) { return e.sqlstate == "22012";
 /// tables of `prefix` (postgres_statements.cpp).
 sql::LeaseStatements lease_statements(const std::string& prefix);
 
-/// --table-format shedlock (postgres_shedlock.cpp): the lease locker on ShedLock's table
-/// (sharing the backend's connection), the table itself (created only when missing, shape
-/// checked), and status of its rows: a SELECT that binds $1 (any text) and ends in WHERE ... AND,
-/// to which the caller appends its condition on name, and its rows.
-std::unique_ptr<Locker> make_shedlock_locker(std::shared_ptr<Connection> conn, const BackendOptions& options, Tables t);
-Result<void> ensure_shedlock_table(Connection& conn, const BackendOptions& options);
-std::string shedlock_status_select(const BackendOptions& options, const Tables& t);
-LockStatus read_shedlock_status(const QueryResult& r, int row);
-/// Stateless renew/release (`dblock renew` / `release`) of a ShedLock row: ShedLock's extend and
-/// unlock on the named holder (a token names the owner of dblock's row with that token).
-Result<std::int64_t> shedlock_renew(Connection& conn, const BackendOptions& options, const Tables& t,
-                                    const std::string& key, const HolderSelector& who, Millis ttl);
+/// --table-format shedlock: the statements of the common ShedLock locker (postgres_statements.cpp);
+/// ShedLock's table `table` (not quoted), created only when missing, its shape checked; and the
+/// stateless `release` of its rows: ShedLock's unlock on the named holder (a token names the owner
+/// of dblock's row with that token) (postgres_shedlock.cpp).
+sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
+Result<void> ensure_shedlock_table(Connection& conn, const std::string& table);
 Result<void> shedlock_release(Connection& conn, const BackendOptions& options, const Tables& t,
                               const std::string& key, const HolderSelector& who);
+
+/// status, history, the clock, slot counts and `dblock renew` (common/inspect.hpp), for the
+/// table format of `options` (postgres_statements.cpp).
+sql::InspectStatements inspect_statements(const BackendOptions& options);
 
 /// advisory / for-update / txn-insert on the holder session `holder`; for-update and
 /// txn-insert open a second, autocommit connection for the token bookkeeping (committed
