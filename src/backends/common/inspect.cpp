@@ -60,6 +60,9 @@ Result<std::int64_t> renew_named(Session& session, const InspectStatements& st, 
                                         {"token", value_of(who.token)},
                                         {"ttl_ms", ms_value(ttl)}});
   if (!r) return std::unexpected(r.error());
+  if (r->empty() && r->affected > 0 && !st.renewed.empty())
+    r = session.run(st.renewed, {{"key", key}, {"owner", who.owner ? Value(*who.owner) : Value()}, {"token", value_of(who.token)}});
+  if (!r) return std::unexpected(r.error());
   if (r->empty()) return fail(ErrorKind::lost, "the lock " + key + " is not held by " + rows::describe(who));
   return (*r)[0].int64(0);
 }

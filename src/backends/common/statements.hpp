@@ -116,8 +116,11 @@ struct InspectStatements {
   Statement slot_count;
   /// :key :owner :token (either may be NULL) :ttl_ms. A renewal from another process of the
   /// named holder's unreleased lease: expires_at = now + :ttl_ms. Rows: (expires_ms), none when
-  /// no such holder.
+  /// no such holder (or, for a dialect with `renewed`, none; affected: 1 renewed, 0 no such holder).
   Statement renew_named;
+  /// :key :owner :token. (expires_ms) of the row renew_named renewed, for a dialect whose
+  /// renew_named returns no rows; empty otherwise.
+  Statement renewed;
 };
 
 }  // namespace dblock::sql

@@ -5,7 +5,9 @@
 #include <chrono>
 #include <thread>
 
+#include "backends/common/inspect.hpp"
 #include "backends/common/lease_locker.hpp"
+#include "backends/common/shedlock_locker.hpp"
 #include "backends/common/lock_rows.hpp"
 #include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/mysql/mysql_error.hpp"
@@ -26,7 +28,12 @@ std::int64_t to_i64(const Value& v) {
 class MysqlBackend final : public Backend {
  public:
   MysqlBackend(Dsn dsn, BackendOptions options, std::unique_ptr<Connection> conn)
-      : dsn_(std::move(dsn)), options_(std::move(options)), conn_(std::move(conn)), t_(make_tables(options_.table_prefix)) {}
+      : dsn_(std::move(dsn)),
+        options_(std::move(options)),
+        session_(new_session(std::move(conn))),
+        conn_(session_->connection()),
+        t_(make_tables(options_.table_prefix)),
+        inspect_(inspect_statements(options_)) {}
 
   std::string_view name() const override { return "mysql"; }
 
@@ -46,58 +53,47 @@ class MysqlBackend final : public Backend {
   // The locker takes this connection over (backend.hpp): a lease run then costs the server one
   // connection, a session strategy one besides its lock's session.
   Result<std::unique_ptr<Locker>> make_locker(Strategy strategy) override {
-    if (strategy == Strategy::lease && options_.shedlock) return make_shedlock_locker(dsn_, options_, t_, std::move(conn_));
-    if (strategy == Strategy::lease) {
-      if (auto c = db(); !c) return std::unexpected(c.error());
-      const std::string& prefix = options_.table_prefix;
-      return sql::make_lease_locker(std::make_shared<Session>(std::move(conn_), prefix), lease_statements(prefix), prefix,
-                                    options_.history_keep);
-    }
-    return make_session_locker(strategy, dsn_, options_, t_, std::move(conn_));
+    if (auto s = session(); !s) return std::unexpected(s.error());
+    const std::string& prefix = options_.table_prefix;
+    if (strategy == Strategy::lease && options_.shedlock)
+      return sql::make_shedlock_locker(session_, shedlock_statements(options_), lease_statements(prefix),
+                                       options_.history_keep);
+    if (strategy == Strategy::lease)
+      return sql::make_lease_locker(session_, lease_statements(prefix), prefix, options_.history_keep);
+    conn_ = nullptr;
+    return make_session_locker(strategy, dsn_, options_, t_, session_->take_connection());
   }
 
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
-    auto c = db();
-    if (!c) return std::unexpected(c.error());
     // Inspection creates nothing: tables that are not there mean nothing ever ran here.
-    auto locks = options_.shedlock ? shedlock_status(**c, options_, t_, keys) : read_locks(**c, t_, keys);
+    auto s = session();
+    if (!s) return std::unexpected(s.error());
+    auto locks = sql::read_status(**s, inspect_, keys, options_.shedlock ? &sql::shedlock_holder : &sql::decode_status_row);
     if (!locks && is_no_such_table(locks.error())) return no_lock_database(dsn_.redacted);
     return locks;
   }
 
   // Read only, as status: no table or no `slots` column means no semaphore, never DDL.
   Result<int> slot_count(const std::string& key) override {
-    auto c = db();
-    if (!c) return std::unexpected(c.error());
-    return read_slot_count(**c, t_, key);
+    auto s = session();
+    if (!s) return std::unexpected(s.error());
+    auto slots = sql::read_slot_count(**s, inspect_, key);
+    if (!slots && (is_bad_field(slots.error()) || is_no_such_table(slots.error()))) return 0;
+    return slots;
   }
 
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
-    auto c = db();
-    if (!c) return std::unexpected(c.error());
-    auto runs = read_history(**c, t_, key, limit);
+    auto s = session();
+    if (!s) return std::unexpected(s.error());
+    auto runs = sql::read_history(**s, inspect_, key, limit);
     if (!runs && is_no_such_table(runs.error())) return no_lock_database(dsn_.redacted);
     return runs;
   }
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
-    if (options_.shedlock) {
-      auto c = db();
-      if (!c) return std::unexpected(c.error());
-      return shedlock_renew(**c, options_, t_, key, who, ttl);
-    }
-    Sql update("UPDATE " + t_.locks + " SET renewed_at = NOW(6), expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE ",
-               micros(ttl));
-    update.add(holder_filter(key, who)).add(" AND strategy = 'lease'");
-    auto c = db();
-    if (!c) return std::unexpected(c.error());
-    Connection& conn = **c;
-    auto done = conn.execute(update);
-    if (!done) return std::unexpected(done.error());
-    if (done->affected_rows == 0) return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
-    auto rows = conn.execute(Sql("SELECT " + epoch_ms("expires_at") + " FROM " + t_.locks + " WHERE name = ?", key));
-    if (!rows) return std::unexpected(rows.error());
-    return to_i64(rows->rows.at(0).at(0));
+    auto s = session();
+    if (!s) return std::unexpected(s.error());
+    return sql::renew_named(**s, inspect_, key, who, ttl);
   }
 
   Result<void> release(const std::string& key, const HolderSelector& who) override {
@@ -133,11 +129,9 @@ class MysqlBackend final : public Backend {
   }
 
   Result<std::int64_t> now_ms() override {
-    auto c = db();
-    if (!c) return std::unexpected(c.error());
-    auto rows = (*c)->execute("SELECT " + epoch_ms("NOW(6)"));
-    if (!rows) return std::unexpected(rows.error());
-    return to_i64(rows->rows.at(0).at(0));
+    auto s = session();
+    if (!s) return std::unexpected(s.error());
+    return sql::read_now_ms(**s, inspect_);
   }
 
   std::vector<DoctorCheck> doctor_checks(Strategy strategy) override {
@@ -155,13 +149,24 @@ class MysqlBackend final : public Backend {
  private:
   // After make_locker handed the connection over, anything still asked of this Backend (tests
   // do) gets a new one.
-  Result<Connection*> db() {
-    if (!conn_) {
+  Result<Session*> session() {
+    if (!session_->connection()) {
       auto c = Connection::open(dsn_, options_);
       if (!c) return std::unexpected(c.error());
-      conn_ = std::move(*c);
+      session_ = new_session(std::move(*c));
+      conn_ = session_->connection();
     }
-    return conn_.get();
+    return session_.get();
+  }
+  Result<Connection*> db() {
+    auto s = session();
+    if (!s) return std::unexpected(s.error());
+    return (*s)->connection();
+  }
+
+  std::shared_ptr<Session> new_session(std::unique_ptr<Connection> conn) const {
+    return std::make_shared<Session>(std::move(conn), options_.table_prefix,
+                                     options_.shedlock ? options_.shedlock_table : std::string());
   }
 
   // KILL returns before the killed session has rolled back and let its locks go: the caller of
@@ -275,8 +280,10 @@ class MysqlBackend final : public Backend {
 
   Dsn dsn_;
   BackendOptions options_;
-  std::unique_ptr<Connection> conn_;
+  std::shared_ptr<Session> session_;  // shared with the lease and ShedLock lockers (make_locker)
+  Connection* conn_;                  // session_'s, for the doctor's checks
   Tables t_;
+  sql::InspectStatements inspect_;
 };
 
 std::string schema_sql(const std::string& prefix) {

@@ -125,8 +125,18 @@ class WakeQueue final : public sql::ReleaseSignal {
 /// The connection as the strategies of src/backends/common see it (sql_session.hpp).
 class Session final : public sql::Session {
  public:
-  Session(std::unique_ptr<Connection> conn, std::string prefix)
-      : conn_(std::move(conn)), prefix_(std::move(prefix)), wake_queue_(*conn_, prefix_) {}
+  /// `shedlock_table` (--table-format shedlock, unquoted, as options give it): a missing table
+  /// is repaired by making dblock's tables and that one (when missing; its shape checked).
+  Session(std::unique_ptr<Connection> conn, std::string prefix, std::string shedlock_table = {})
+      : conn_(std::move(conn)),
+        prefix_(std::move(prefix)),
+        shedlock_table_(std::move(shedlock_table)),
+        wake_queue_(*conn_, prefix_) {}
+  /// The connection, for the Backend's own statements (release, doctor); nullptr once taken.
+  Connection* connection() { return conn_.get(); }
+  /// The connection for a locker that owns one (the session strategies'); the session is
+  /// not used after.
+  std::unique_ptr<Connection> take_connection() { return std::move(conn_); }
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override;
   Result<void> exec(std::string_view sql) override { return conn_->query(sql); }
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
@@ -136,6 +146,7 @@ class Session final : public sql::Session {
  private:
   std::unique_ptr<Connection> conn_;
   std::string prefix_;
+  std::string shedlock_table_;
   sql::CompiledCache compiled_{sql::PlaceholderStyle::question};
   WakeQueue wake_queue_;
 };

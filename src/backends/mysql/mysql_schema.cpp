@@ -293,43 +293,6 @@ Result<std::optional<LockStatus>> read_lock(Connection& conn, const Tables& t, c
   return std::optional<LockStatus>(to_status(result->rows.front()));
 }
 
-Result<std::vector<LockStatus>> read_locks(Connection& conn, const Tables& t, std::span<const std::string> keys) {
-  // A statement takes at most 65,535 placeholders (ER_PS_MANY_PARAM), a key list has no cap:
-  // the keys go in batches, one statement each (all of them when no key is given).
-  constexpr std::size_t batch = 1000;
-  std::vector<LockStatus> found;
-  for (std::size_t first = 0; first == 0 || first < keys.size(); first += batch) {
-    Sql sql("SELECT ");
-    sql.add(status_columns(t)).add(" FROM " + t.locks);
-    if (!keys.empty()) {
-      const std::size_t end = std::min(keys.size(), first + batch);
-      sql.add(" WHERE name IN (");
-      for (std::size_t i = first; i < end; ++i) sql.add(i > first ? ", ?" : "?", keys[i]);
-      sql.add(")");
-    }
-    sql.add(" ORDER BY name");
-    auto result = conn.execute(sql);
-    if (!result) return std::unexpected(result.error());
-    for (const auto& row : result->rows) found.push_back(to_status(row));
-  }
-  return rows::in_request_order(std::move(found), keys, [&conn]() -> Result<std::int64_t> {
-    auto r = conn.execute("SELECT " + epoch_ms("NOW(6)"));
-    if (!r) return std::unexpected(r.error());
-    return to_i64(r->rows.at(0).at(0));
-  });
-}
-
-Result<std::vector<RunRecord>> read_history(Connection& conn, const Tables& t, const std::string& key, int limit) {
-  Sql sql("SELECT " + rows::history_select_list(&epoch_ms_of) + " FROM " + t.runs);
-  if (!key.empty()) sql.add(" WHERE name = ?", key);
-  sql.add(" ORDER BY id DESC LIMIT ?", std::int64_t{std::max(limit, 0)});
-  auto result = conn.execute(sql);
-  if (!result) return std::unexpected(result.error());
-  std::vector<RunRecord> out;
-  for (const auto& r : result->rows) out.push_back(rows::decode_run(MysqlRow(r)));
-  return out;
-}
-
 Sql history_insert(const Tables& t, const RunRecord& run, const Sql& outcome, std::string_view lock_row) {
   Sql insert("INSERT INTO " + t.runs +
              " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) ");

@@ -8,6 +8,7 @@
 // it reads the same in every assignment. Affected rows tell what happened (1 inserted, 2 taken,
 // 0 left alone); MariaDB has no RETURNING here, so the common locker reads the row (`taken`).
 
+#include "backends/common/identifiers.hpp"
 #include "backends/common/lock_rows.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 
@@ -23,6 +24,44 @@ std::string assign_each_if(const std::string& cond, std::initializer_list<std::p
     out += std::string(out.empty() ? "" : ", ") + column + " = IF(" + cond + ", " + value + ", " + column + ")";
   return out;
 }
+
+// A fragment built with bound values (holder_of_row) as text: each `?` outside quotes becomes
+// its value as a literal. Its values are the table prefix, an identifier.
+std::string inlined(const Sql& fragment) {
+  std::string out;
+  std::size_t next = 0;
+  char quote = 0;
+  for (char c : fragment.text()) {
+    if (quote) {
+      if (c == quote) quote = 0;
+    } else if (c == '\'' || c == '"' || c == '`') {
+      quote = c;
+    } else if (c == '?') {
+      const auto& v = fragment.params()[next++].value();
+      if (const auto* n = std::get_if<std::int64_t>(&v)) out += std::to_string(*n);
+      else if (const auto* text = std::get_if<std::string>(&v)) out += quote_identifier(*text, '\'');
+      else out += "NULL";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// ShedLock's now, as its MySqlServerTimeStatementsSource writes it, and now + :ttl_ms.
+constexpr std::string_view shed_now = "UTC_TIMESTAMP(3)";
+const std::string shed_until = "TIMESTAMPADD(MICROSECOND, :ttl_ms * 1000, UTC_TIMESTAMP(3))";
+
+// ShedlockStatements::holder's columns, over ShedLock's table `s` and dblock's `l`.
+std::string shedlock_holder_select(const BackendOptions& o, const Tables& t) {
+  return "SELECT s.name, s.locked_by, " + epoch_ms("s.locked_at") + ", " + epoch_ms("s.lock_until") + ", " +
+         epoch_ms("UTC_TIMESTAMP(3)") + ", COALESCE(l.token, 0), IF(l.owner = s.locked_by, l.host, NULL),"
+         " IF(l.owner = s.locked_by, l.pid, NULL) FROM " + quote_identifier(o.shedlock_table, '`') + " s LEFT JOIN " +
+         t.locks + " l ON l.name = s.name";
+}
+
+// The keys of InspectStatements::status_keys, one JSON array (any number in one statement).
+const std::string json_keys = "(SELECT k FROM JSON_TABLE(:keys, '$[*]' COLUMNS(k VARCHAR(255) PATH '$')) AS j)";
 
 }  // namespace
 
@@ -115,6 +154,88 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                                                {"expires_at", "VALUES(expires_at)"}})};
   s.header_refusal = {"semaphore.header_refusal", "SELECT " + status + ", slots FROM " + t.locks + " WHERE name = :key"};
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
+  return s;
+}
+
+sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
+  const Tables t = make_tables(options.table_prefix);
+  const std::string shed = quote_identifier(options.shedlock_table, '`');
+  const std::string now(shed_now);
+  sql::ShedlockStatements s;
+  s.begin = "START TRANSACTION";
+  // ShedLock's insert, or its update where lock_until has passed, as one upsert: the row is
+  // locked for writing at once (INSERT IGNORE's shared lock on an existing row, then an
+  // UPDATE, would deadlock two takers in one transaction). lock_until, which the condition
+  // reads, is assigned last. Affected: 1 inserted, 2 taken over, 0 busy.
+  const std::string expired = "lock_until <= " + now;
+  s.take = {"shedlock.take", "INSERT INTO " + shed + " (name, lock_until, locked_at, locked_by) VALUES (:key, " +
+                                 shed_until + ", " + now + ", :owner) ON DUPLICATE KEY UPDATE " +
+                                 assign_each_if(expired, {{"locked_at", "VALUES(locked_at)"},
+                                                          {"locked_by", "VALUES(locked_by)"},
+                                                          {"lock_until", "VALUES(lock_until)"}})};
+  s.number = {"shedlock.number",
+              "INSERT INTO " + t.locks +
+                  " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at,"
+                  " last_started_at) VALUES (:key, :owner, :host, :pid, 1, 'shedlock', NULL, NOW(6), NOW(6), NULL, NULL,"
+                  " NOW(6)) ON DUPLICATE KEY UPDATE owner = VALUES(owner), host = VALUES(host), pid = VALUES(pid),"
+                  " token = token + 1, strategy = 'shedlock', session_id = NULL, acquired_at = NOW(6), renewed_at = NOW(6),"
+                  " expires_at = NULL, released_at = NULL, last_started_at = NOW(6)"};
+  s.numbered = {"shedlock.numbered", "SELECT token, " + epoch_ms("acquired_at") + " FROM " + t.locks +
+                                         " WHERE name = :key AND owner = :owner"};
+  s.holder = {"shedlock.holder", shedlock_holder_select(options, t) + " WHERE s.name = :key"};
+  s.extend = {"shedlock.extend", "UPDATE " + shed + " SET lock_until = " + shed_until +
+                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + now};
+  const std::string at_least = "TIMESTAMPADD(MICROSECOND, :min_hold_ms * 1000, locked_at)";
+  s.unlock = {"shedlock.unlock", "UPDATE " + shed + " SET lock_until = IF(" + at_least + " > " + now + ", " + at_least +
+                                     ", " + now + ") WHERE name = :key AND locked_by = :owner"};
+  s.finish = {"shedlock.finish", "UPDATE " + t.locks +
+                                     " SET released_at = NOW(6), last_finished_at = IF(:finished, NOW(6), last_finished_at),"
+                                     " last_exit_code = IF(:finished, :exit_code, last_exit_code)"
+                                     " WHERE name = :key AND token = :token AND released_at IS NULL"};
+  return s;
+}
+
+sql::InspectStatements inspect_statements(const BackendOptions& options) {
+  const Tables t = make_tables(options.table_prefix);
+  const std::string shed = quote_identifier(options.shedlock_table, '`');
+  sql::InspectStatements s;
+  if (options.shedlock) {
+    const std::string rows_of = shedlock_holder_select(options, t);
+    s.status_all = {"inspect.status_all", rows_of + " ORDER BY s.name"};
+    s.status_keys = {"inspect.status_keys", rows_of + " WHERE s.name IN " + json_keys + " ORDER BY s.name"};
+  } else {
+    // The server's verdict on a session strategy's holder (holder_of_row) is the last column.
+    const std::string rows_of = "SELECT " + rows::status_select_list(&epoch_ms_of, "NOW(6)") +
+                                ", COALESCE(expires_at > NOW(6), 0), " + inlined(holder_of_row(t)) + " IS NOT NULL FROM " +
+                                t.locks;
+    s.status_all = {"inspect.status_all", rows_of + " ORDER BY name"};
+    s.status_keys = {"inspect.status_keys", rows_of + " WHERE name IN " + json_keys + " ORDER BY name"};
+  }
+  const std::string history = "SELECT " + rows::history_select_list(&epoch_ms_of) + " FROM " + t.runs;
+  s.history_all = {"inspect.history_all", history + " ORDER BY id DESC LIMIT :limit"};
+  s.history_of = {"inspect.history_of", history + " WHERE name = :name ORDER BY id DESC LIMIT :limit"};
+  s.now_ms = {"inspect.now_ms", "SELECT " + epoch_ms("NOW(6)")};
+  s.slot_count = {"inspect.slot_count", "SELECT slots FROM " + t.locks + " WHERE name = :key AND strategy = 'semaphore'"};
+  // No RETURNING on an UPDATE: `renewed` reads the new expiry. ShedLock knows only locked_by,
+  // so a token names the owner of dblock's row with that token.
+  if (options.shedlock) {
+    s.renew_named = {"inspect.renew_named",
+                     "UPDATE " + shed + " SET lock_until = " + shed_until +
+                         " WHERE name = :key AND (:owner IS NULL OR locked_by = :owner) AND (:token IS NULL OR"
+                         " locked_by = (SELECT owner FROM " + t.locks +
+                         " WHERE name = :key AND token = :token AND strategy = 'shedlock')) AND lock_until > " +
+                         std::string(shed_now)};
+    s.renewed = {"inspect.renewed", "SELECT " + epoch_ms("lock_until") + " FROM " + shed + " WHERE name = :key"};
+  } else {
+    s.renew_named = {"inspect.renew_named",
+                     "UPDATE " + t.locks +
+                         " SET renewed_at = NOW(6), expires_at = NOW(6) + INTERVAL :ttl_ms * 1000 MICROSECOND"
+                         " WHERE name = :key AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
+                         " AND (:token IS NULL OR token = :token) AND strategy = 'lease'"};
+    s.renewed = {"inspect.renewed", "SELECT " + epoch_ms("expires_at") + " FROM " + t.locks +
+                                        " WHERE name = :key AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
+                                        " AND (:token IS NULL OR token = :token)"};
+  }
   return s;
 }
 

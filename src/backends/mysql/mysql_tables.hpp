@@ -61,11 +61,6 @@ Sql due_condition(std::int64_t min_interval_us);
 
 /// The row of one key with the server's verdict on its holder, or nullopt when no row.
 Result<std::optional<LockStatus>> read_lock(Connection& conn, const Tables& t, const std::string& key);
-/// Every row (keys empty) or the given keys; a key without a row is reported free.
-Result<std::vector<LockStatus>> read_locks(Connection& conn, const Tables& t, std::span<const std::string> keys);
-
-/// The newest `limit` rows of <prefix>runs, of `key` (every key when empty), newest first.
-Result<std::vector<RunRecord>> read_history(Connection& conn, const Tables& t, const std::string& key, int limit);
 
 /// Inserts the history row (started_at = the lock's acquired_at for that token) and prunes
 /// the key's rows beyond the newest `keep`. `lock_row`: the row the lock was held on when it
@@ -88,8 +83,10 @@ inline constexpr std::string_view rollback_on_error = "DECLARE EXIT HANDLER FOR 
 /// Time until --min-interval has elapsed for the key (0 when due), in database time.
 Result<Millis> due_in(Connection& conn, const Tables& t, const std::string& key, Millis min_interval);
 
-/// The statements of the common lease locker (mysql_statements.cpp).
+/// The statements of the common lease locker, ShedLock locker and inspection (mysql_statements.cpp).
 sql::LeaseStatements lease_statements(const std::string& prefix);
+sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
+sql::InspectStatements inspect_statements(const BackendOptions& options);
 
 /// The session strategies' locker (mysql_session_strategies.cpp). `conn` is the Backend's
 /// connection, which the locker takes over (nullptr: it opens its own).
@@ -106,17 +103,11 @@ auto with_reconnect(Connection& conn, F&& statement) -> decltype(statement()) {
   return statement();
 }
 
-/// --table-format shedlock (mysql_shedlock.cpp): the lease locker on ShedLock's table, the
-/// table itself (created only when missing, shape checked), and status of its rows.
-Result<std::unique_ptr<Locker>> make_shedlock_locker(const Dsn& dsn, const BackendOptions& options, Tables t,
-                                                     std::unique_ptr<Connection> conn);
+/// --table-format shedlock (mysql_shedlock.cpp; its locker and status are the common ones):
+/// the table itself (created only when missing, shape checked).
 Result<void> ensure_shedlock_table(Connection& conn, const BackendOptions& options);
-Result<std::vector<LockStatus>> shedlock_status(Connection& conn, const BackendOptions& options, const Tables& t,
-                                                std::span<const std::string> keys);
-/// Stateless renew/release (`dblock renew` / `release`) of a ShedLock row: ShedLock's extend and
-/// unlock on the named holder (a token names the owner of dblock's row with that token).
-Result<std::int64_t> shedlock_renew(Connection& conn, const BackendOptions& options, const Tables& t,
-                                    const std::string& key, const HolderSelector& who, Millis ttl);
+/// Stateless release (`dblock release`) of a ShedLock row: ShedLock's unlock on the named
+/// holder (a token names the owner of dblock's row with that token).
 Result<void> shedlock_release(Connection& conn, const BackendOptions& options, const Tables& t,
                               const std::string& key, const HolderSelector& who);
 
