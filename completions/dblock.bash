@@ -43,7 +43,7 @@ _dblock() {
         db_opts+=("$w") ;;
       -s | --strategy | --history-keep | --connect-timeout | --log | -E | --conflict-exit-code | --ttl | \
         --min-hold | --min-interval | --max-hold | --kill-after | --on-lost | --owner | -c | --command | \
-        --slots | --token | -o | --output | --limit | --max-age | --warn-age | --dialect)
+        --overload-retry | --slots | --token | -o | --output | --limit | --max-age | --warn-age | --dialect)
         ((i++)) ;;
       # -w's duration is optional: it takes the next word only when that is one.
       -w | --wait) [[ ${words[i + 1]} == [0-9]* ]] && ((i++)) ;;
@@ -83,7 +83,7 @@ _dblock() {
       COMPREPLY=($(compgen -P "$prefix" -W "$columns" -- "${cur##*,}"))
       compopt -o nospace 2>/dev/null
       return ;;
-    --ttl | --min-hold | --min-interval | --max-hold | --kill-after | --connect-timeout | -w | --wait | \
+    --ttl | --min-hold | --min-interval | --max-hold | --kill-after | --connect-timeout | -w | --wait | --overload-retry | \
       --max-age | --warn-age | --owner | --token | --limit | --history-keep | --table-prefix | --table | \
       -E | --conflict-exit-code | --slots | -c | --command)
       return ;;
@@ -99,8 +99,8 @@ _dblock() {
       fi
       return ;;
     run) opts="-h --help -n --nonblock -w --wait -E --conflict-exit-code --ttl --min-hold --min-interval
-      --max-hold --kill-after --on-lost --owner --no-history -c --command --slots" ;;
-    acquire) opts="-h --help --ttl --owner -w --wait -E --conflict-exit-code --slots" ;;
+      --max-hold --kill-after --on-lost --owner --no-history -c --command --slots --overload-retry" ;;
+    acquire) opts="-h --help --ttl --owner -w --wait -E --conflict-exit-code --slots --overload-retry" ;;
     renew) opts="-h --help --ttl --owner --token" ;;
     release) opts="-h --help --owner --token --force" ;;
     status) opts="-h --help -J --json -o --output --raw -n --noheadings" ;;

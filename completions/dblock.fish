@@ -41,7 +41,7 @@ function __dblock_wants_key
                 test -n "$sub"; and return 1
             case -d --dsn --dsn-file --config --table-prefix --table-format --table -s --strategy --history-keep \
                     --connect-timeout --log -E --conflict-exit-code --ttl --min-hold --min-interval --max-hold \
-                    --kill-after --on-lost --owner -c --command --slots --token -o --output --limit --max-age \
+                    --kill-after --on-lost --owner -c --command --slots --overload-retry --token -o --output --limit --max-age \
                     --warn-age --dialect
                 set i (math $i + 1)
             case -w --wait
@@ -116,6 +116,7 @@ complete -c dblock -n "__fish_seen_subcommand_from acquire renew release" -l own
 complete -c dblock -n "__fish_seen_subcommand_from acquire" -s w -l wait -x -d 'Wait up to D'
 complete -c dblock -n "__fish_seen_subcommand_from acquire" -s E -l conflict-exit-code -x -d 'Exit status when busy'
 complete -c dblock -n "__fish_seen_subcommand_from run acquire" -l slots -x -d 'A semaphore of N holders'
+complete -c dblock -n "__fish_seen_subcommand_from run acquire" -l overload-retry -x -d 'Retry a server that turns connections away for D'
 complete -c dblock -n "__fish_seen_subcommand_from renew release" -l token -x -d 'Fencing token'
 complete -c dblock -n "__fish_seen_subcommand_from release" -l force -d 'Release whoever holds it'
 # status, history
