@@ -3,19 +3,10 @@
 #include <chrono>
 #include <utility>
 
-#include "backends/common/identifiers.hpp"
-#include "core/semaphore.hpp"
+#include "backends/common/lock_steps.hpp"
 
 namespace dblock::sql {
 namespace {
-
-// Columns of `refusal` and `header_refusal` after the status columns.
-constexpr int live_column = rows::status_column_count;
-constexpr int extra_column = rows::status_column_count + 1;
-
-LockStatus refusing_row(const Rows::Row& row) {
-  return rows::read_status(row, {.lease_live = row.opt_int64(live_column).value_or(0) != 0});
-}
 
 class LeaseLocker final : public Locker {
  public:
@@ -106,7 +97,7 @@ class LeaseLocker final : public Locker {
     if (!req.semaphore.empty()) return attempt_slot(req);
     auto took = session_->run(st_.take, take_params(req, Value()));
     if (!took) return std::unexpected(took.error());
-    if (took->affected == 0) return refused(req);
+    if (took->affected == 0) return refused(*session_, st_, req);
     return taken(req, *took);
   }
 
@@ -115,18 +106,12 @@ class LeaseLocker final : public Locker {
   Result<AcquireOutcome> attempt_slot(const LockRequest& req) {
     auto tx = Transaction::begin(*session_, st_.begin);
     if (!tx) return std::unexpected(tx.error());
-    const Params hp{{"key", req.semaphore}, {"owner", req.owner}, {"host", req.host}, {"pid", req.pid},
-                    {"slots", std::int64_t{req.slots}},
-                    {"first", req.semaphore + slot_separator},
-                    {"past", req.semaphore + char(slot_separator + 1)}};
-    auto header = session_->run(st_.header_take, hp);
+    auto header = take_header(*session_, st_, req);
     if (!header) return std::unexpected(header.error());
-    if (header->affected == 0) return header_refused(req);
-    auto header_row = row_of(*header, req.semaphore, req.owner);
-    if (!header_row) return std::unexpected(header_row.error());
-    auto took = session_->run(st_.take, take_params(req, header_row->token));
+    if (!header->token) return header->refusal;
+    auto took = session_->run(st_.take, take_params(req, *header->token));
     if (!took) return std::unexpected(took.error());
-    if (took->affected == 0) return refused(req);
+    if (took->affected == 0) return refused(*session_, st_, req);
     auto out = taken(req, *took);
     if (!out) return out;
     if (auto ok = tx->commit(); !ok) {
@@ -136,28 +121,8 @@ class LeaseLocker final : public Locker {
     return out;
   }
 
-  struct TakenRow {
-    std::int64_t token = 0;
-    std::optional<std::int64_t> acquired_ms, expires_ms;
-  };
-
-  // The taken row: from the statement's own rows, or read back.
-  Result<TakenRow> row_of(const Rows& took, const std::string& key, const std::string& owner) {
-    Rows read;
-    const Rows* rows = &took;
-    if (took.empty()) {
-      auto r = session_->run(st_.taken, {{"key", key}, {"owner", owner}});
-      if (!r) return std::unexpected(r.error());
-      if (r->empty()) return fail(ErrorKind::lost, "the lock " + key + " was taken over right after it was acquired");
-      read = std::move(*r);
-      rows = &read;
-    }
-    const auto row = (*rows)[0];
-    return TakenRow{row.int64(0), row.opt_int64(1), row.opt_int64(2)};
-  }
-
   Result<AcquireOutcome> taken(const LockRequest& req, const Rows& took) {
-    auto row = row_of(took, req.key, req.owner);
+    auto row = taken_row(*session_, st_, took, req.key, req.owner);
     if (!row) return std::unexpected(row.error());
     AcquireOutcome out;
     out.state = AcquireOutcome::State::acquired;
@@ -168,65 +133,11 @@ class LeaseLocker final : public Locker {
     return out;
   }
 
-  // Cold path: who holds it, or when --min-interval will have elapsed.
-  Result<AcquireOutcome> refused(const LockRequest& req) {
-    auto r = session_->run(st_.refusal, {{"key", req.key}, {"min_interval_ms", ms_value(req.min_interval)}});
-    if (!r) return std::unexpected(r.error());
-    AcquireOutcome out;
-    out.state = AcquireOutcome::State::busy;
-    if (r->empty()) return out;  // gone in between: core simply retries
-    const auto row = (*r)[0];
-    LockStatus holder = refusing_row(row);
-    const auto due_in = row.opt_int64(extra_column);
-    if (holder.state != LockStatus::State::held && req.min_interval.count() > 0 && due_in && *due_in > 0) {
-      out.state = AcquireOutcome::State::not_due;
-      out.due_in = Millis(*due_in);
-    }
-    out.holder = std::move(holder);  // not due: its last start and host
-    return out;
-  }
-
-  // The header refused: another slot count recorded, or a plain holder of the key.
-  Result<AcquireOutcome> header_refused(const LockRequest& req) {
-    auto r = session_->run(st_.header_refusal, {{"key", req.semaphore}});
-    if (!r) return std::unexpected(r.error());
-    AcquireOutcome out;
-    out.state = AcquireOutcome::State::busy;
-    if (r->empty()) return out;
-    const auto row = (*r)[0];
-    const auto recorded = row.opt_int64(extra_column);
-    if (recorded && *recorded != req.slots) out.recorded_slots = static_cast<int>(*recorded);
-    else out.holder = refusing_row(row);
-    return out;
-  }
-
   // The release and the run's history row, one transaction. true: the lease was still ours.
   Result<bool> release_once(const ReleaseRequest& req) {
-    auto tx = Transaction::begin(*session_, st_.begin_release);
-    if (!tx) return std::unexpected(tx.error());
-    const Held& h = *held_;
-    if (!h.request.semaphore.empty())
-      if (auto r = session_->run(st_.lock_row, {{"key", h.request.semaphore}}); !r) return std::unexpected(r.error());
-    bool still_held = false;
-    if (!lost_) {
-      auto r = session_->run(st_.release, {{"key", h.key},
-                                            {"owner", h.owner},
-                                            {"token", h.token},
-                                            {"min_hold_ms", ms_value(req.min_hold)},
-                                            {"finished", std::int64_t{req.finished_run ? 1 : 0}},
-                                            {"exit_code", value_of(req.exit_code)},
-                                            {"channel", release_channel(prefix_, signal_key(h.request))}});
-      if (!r) return std::unexpected(r.error());
-      still_held = r->affected > 0;
-    }
-    // The run happened even when the lease was lost meanwhile: its history row is still written.
-    if (req.history)
-      if (auto ok = record_run(*session_, st_, complete_run_record(*req.history, h, "lease", still_held),
-                               h.acquired_ms, keep_);
-          !ok)
-        return std::unexpected(ok.error());
-    if (auto ok = tx->commit(); !ok) return std::unexpected(ok.error());
-    return still_held;
+    const ReleaseRow what{.held = *held_, .request = held_->request, .acquired_ms = held_->acquired_ms,
+                          .strategy = "lease", .write_row = !lost_};
+    return release_row(*session_, st_, what, req, prefix_, keep_);
   }
 
   std::unexpected<Error> lost(const std::string& what) const {
@@ -242,23 +153,6 @@ class LeaseLocker final : public Locker {
 };
 
 }  // namespace
-
-Result<void> record_run(Session& session, const LeaseStatements& st, const RunRecord& run, std::int64_t started_ms,
-                        int keep) {
-  auto added = session.run(st.history_add, {{"name", run.key},
-                                            {"token", run.token},
-                                            {"owner", run.owner},
-                                            {"host", run.host},
-                                            {"pid", run.pid},
-                                            {"strategy", run.strategy},
-                                            {"started_ms", started_ms},
-                                            {"outcome", std::string(to_string(run.outcome))},
-                                            {"exit_code", value_of(run.exit_code)}});
-  if (!added) return std::unexpected(added.error());
-  auto trimmed = session.run(st.history_trim, {{"name", run.key}, {"keep", std::int64_t{keep < 0 ? 0 : keep}}});
-  if (!trimmed) return std::unexpected(trimmed.error());
-  return {};
-}
 
 std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<Session> session, const LeaseStatements& statements,
                                           std::string prefix, int keep) {

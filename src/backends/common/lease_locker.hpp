@@ -18,11 +18,6 @@ namespace dblock::sql {
 std::unique_ptr<Locker> make_lease_locker(std::shared_ptr<Session> session, const LeaseStatements& statements,
                                           std::string prefix, int keep);
 
-/// The run's history row (`started_ms`: when its lock was acquired) and the trim of its key's
-/// rows beyond the newest `keep`, inside the caller's transaction.
-Result<void> record_run(Session& session, const LeaseStatements& st, const RunRecord& run, std::int64_t started_ms,
-                        int keep);
-
 /// `attempt` once, and once more after session.repair_schema() made the missing schema: the run
 /// path assumes the tables (backend.hpp, make_locker). Each attempt cleans up after itself.
 template <class F>

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "backends/common/lease_locker.hpp"
+#include "backends/common/lock_steps.hpp"
 #include "backends/common/shedlock.hpp"
 
 namespace dblock::sql {

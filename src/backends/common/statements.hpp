@@ -29,6 +29,15 @@ struct LeaseStatements {
   /// :key :owner. (token, acquired_ms, expires_ms) of the row, for a dialect whose `take` returns
   /// no rows.
   Statement taken;
+  /// Session strategies (session_locker.hpp), whose server lock on :key this process holds, so
+  /// the row is taken whoever it names. :key :owner :host :pid :strategy :session_id
+  /// :min_interval_ms :token (NULL, or a semaphore slot's token from its header). Numbers the row
+  /// of :key: the holder columns, token (:token, else 1 for a new row and token + 1 for an old
+  /// one), strategy :strategy, session_id :session_id, acquired_at = renewed_at = last_started_at
+  /// = now, expires_at and released_at NULL; unless :min_interval_ms > 0 and its last start is
+  /// less than that long ago, or the row is a semaphore's header (strategy 'semaphore'). affected
+  /// and rows as `take`.
+  Statement session_take;
   /// :key :min_interval_ms. Why `take` did not take it: the 14 status columns, then live (1 when
   /// the lease is running), then due_in_ms (NULL or <= 0 when --min-interval allows a start).
   Statement refusal;

@@ -1,0 +1,127 @@
+#include "backends/common/lock_steps.hpp"
+
+#include "backends/common/identifiers.hpp"
+#include "core/semaphore.hpp"
+
+namespace dblock::sql {
+namespace {
+
+// Columns of `refusal` and `header_refusal` after the status columns.
+constexpr int live_column = rows::status_column_count;
+constexpr int extra_column = rows::status_column_count + 1;
+
+LockStatus refusing_row(const Rows::Row& row) {
+  return rows::read_status(row, {.lease_live = row.opt_int64(live_column).value_or(0) != 0});
+}
+
+}  // namespace
+
+Result<TakenRow> taken_row(Session& session, const LeaseStatements& st, const Rows& took, const std::string& key,
+                           const std::string& owner) {
+  Rows read;
+  const Rows* rows = &took;
+  if (took.empty()) {
+    auto r = session.run(st.taken, {{"key", key}, {"owner", owner}});
+    if (!r) return std::unexpected(r.error());
+    if (r->empty()) return fail(ErrorKind::lost, "the lock " + key + " was taken over right after it was acquired");
+    read = std::move(*r);
+    rows = &read;
+  }
+  const auto row = (*rows)[0];
+  return TakenRow{row.int64(0), row.opt_int64(1), row.opt_int64(2)};
+}
+
+// Cold path: who holds it, or when --min-interval will have elapsed.
+Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, const LockRequest& req) {
+  auto r = session.run(st.refusal, {{"key", req.key}, {"min_interval_ms", ms_value(req.min_interval)}});
+  if (!r) return std::unexpected(r.error());
+  AcquireOutcome out;
+  out.state = AcquireOutcome::State::busy;
+  if (r->empty()) return out;  // gone in between: core simply retries
+  const auto row = (*r)[0];
+  LockStatus holder = refusing_row(row);
+  const auto due_in = row.opt_int64(extra_column);
+  if (holder.state != LockStatus::State::held && req.min_interval.count() > 0 && due_in && *due_in > 0) {
+    out.state = AcquireOutcome::State::not_due;
+    out.due_in = Millis(*due_in);
+  }
+  out.holder = std::move(holder);  // not due: its last start and host
+  return out;
+}
+
+Result<HeaderTake> take_header(Session& session, const LeaseStatements& st, const LockRequest& req) {
+  const Params hp{{"key", req.semaphore}, {"owner", req.owner}, {"host", req.host}, {"pid", req.pid},
+                  {"slots", std::int64_t{req.slots}},
+                  {"first", req.semaphore + slot_separator},
+                  {"past", req.semaphore + char(slot_separator + 1)}};
+  auto header = session.run(st.header_take, hp);
+  if (!header) return std::unexpected(header.error());
+  HeaderTake out;
+  if (header->affected > 0) {
+    auto row = taken_row(session, st, *header, req.semaphore, req.owner);
+    if (!row) return std::unexpected(row.error());
+    out.token = row->token;
+    return out;
+  }
+  // Refused: another slot count recorded, or a plain holder of the key.
+  auto r = session.run(st.header_refusal, {{"key", req.semaphore}});
+  if (!r) return std::unexpected(r.error());
+  out.refusal.state = AcquireOutcome::State::busy;
+  if (r->empty()) return out;
+  const auto row = (*r)[0];
+  const auto recorded = row.opt_int64(extra_column);
+  if (recorded && *recorded != req.slots) out.refusal.recorded_slots = static_cast<int>(*recorded);
+  else out.refusal.holder = refusing_row(row);
+  return out;
+}
+
+Result<bool> release_row(Session& session, const LeaseStatements& st, const ReleaseRow& what,
+                         const ReleaseRequest& req, const std::string& prefix, int keep) {
+  auto tx = Transaction::begin(session, st.begin_release);
+  if (!tx) return std::unexpected(tx.error());
+  const HeldLock& h = what.held;
+  const std::string& signal_key = what.request.semaphore.empty() ? h.key : what.request.semaphore;
+  // A slot's release locks its header first, the order acquirers use: two releases of one
+  // semaphore never deadlock.
+  if (!what.request.semaphore.empty())
+    if (auto r = session.run(st.lock_row, {{"key", what.request.semaphore}}); !r) return std::unexpected(r.error());
+  bool still_held = false;
+  if (what.write_row) {
+    auto r = session.run(st.release, {{"key", h.key},
+                                      {"owner", h.owner},
+                                      {"token", h.token},
+                                      {"min_hold_ms", ms_value(req.min_hold)},
+                                      {"finished", std::int64_t{req.finished_run ? 1 : 0}},
+                                      {"exit_code", value_of(req.exit_code)},
+                                      {"channel", release_channel(prefix, signal_key)}});
+    if (!r) return std::unexpected(r.error());
+    still_held = r->affected > 0;
+  }
+  // The run happened even when the lock was lost meanwhile: its history row is still written.
+  if (req.history)
+    if (auto ok = record_run(session, st, complete_run_record(*req.history, h, what.strategy, still_held),
+                             what.acquired_ms, keep);
+        !ok)
+      return std::unexpected(ok.error());
+  if (auto ok = tx->commit(); !ok) return std::unexpected(ok.error());
+  return still_held;
+}
+
+Result<void> record_run(Session& session, const LeaseStatements& st, const RunRecord& run, std::int64_t started_ms,
+                        int keep) {
+  auto added = session.run(st.history_add, {{"name", run.key},
+                                            {"token", run.token},
+                                            {"owner", run.owner},
+                                            {"host", run.host},
+                                            {"pid", run.pid},
+                                            {"strategy", run.strategy},
+                                            {"started_ms", started_ms},
+                                            {"outcome", std::string(to_string(run.outcome))},
+                                            {"exit_code", value_of(run.exit_code)}});
+  if (!added) return std::unexpected(added.error());
+  auto trimmed = session.run(st.history_trim, {{"name", run.key}, {"keep", std::int64_t{keep < 0 ? 0 : keep}}});
+  if (!trimmed) return std::unexpected(trimmed.error());
+  return {};
+}
+
+}  // namespace dblock::sql

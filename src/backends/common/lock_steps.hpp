@@ -1,0 +1,60 @@
+#pragma once
+// The steps the lockers of this folder share (lease_locker.cpp, session_locker.cpp): reading a
+// taken row back, why a row refused, a semaphore's header, and the release with its history
+// row. Each is one statement's or one transaction's worth of work on a Session, decided here
+// once for every dialect.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "backends/common/statements.hpp"
+#include "core/lock_types.hpp"
+
+namespace dblock::sql {
+
+/// What a take answered about the row it took.
+struct TakenRow {
+  std::int64_t token = 0;
+  std::optional<std::int64_t> acquired_ms, expires_ms;
+};
+
+/// The row `take` (or `session_take`, `header_take`) took: from its own rows, or read back
+/// with `taken` for a dialect whose statement returns none. ErrorKind::lost when the row is no
+/// longer `owner`'s.
+Result<TakenRow> taken_row(Session& session, const LeaseStatements& st, const Rows& took, const std::string& key,
+                           const std::string& owner);
+
+/// The row of `req.key` that refused a take, read with `refusal`: busy with its holder, or
+/// not_due while --min-interval has not passed and nobody holds it.
+Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, const LockRequest& req);
+
+/// A semaphore's header row for `req` (a slot), inside the caller's transaction: taken (its
+/// token, which the slot row gets), or the outcome that says why not (another slot count
+/// recorded, or a plain holder of the key).
+struct HeaderTake {
+  std::optional<std::int64_t> token;
+  AcquireOutcome refusal;
+};
+Result<HeaderTake> take_header(Session& session, const LeaseStatements& st, const LockRequest& req);
+
+/// What a release writes: the holder's row and, when asked, its run's history row.
+struct ReleaseRow {
+  const HeldLock& held;
+  const LockRequest& request;    // what was acquired (its semaphore's header is locked first)
+  std::int64_t acquired_ms = 0;  // the history row's start
+  std::string_view strategy;
+  bool write_row = true;         // false: the lock is known lost, only the history row is written
+};
+
+/// The release and the run's history row, in one `begin_release` transaction (the dialect may
+/// let it commit without waiting for the disk). true: the row was still the holder's.
+Result<bool> release_row(Session& session, const LeaseStatements& st, const ReleaseRow& what,
+                         const ReleaseRequest& req, const std::string& prefix, int keep);
+
+/// The run's history row (`started_ms`: when its lock was acquired) and the trim of its key's
+/// rows beyond the newest `keep`, inside the caller's transaction.
+Result<void> record_run(Session& session, const LeaseStatements& st, const RunRecord& run, std::int64_t started_ms,
+                        int keep);
+
+}  // namespace dblock::sql

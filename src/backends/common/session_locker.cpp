@@ -1,0 +1,190 @@
+#include "backends/common/session_locker.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "backends/common/lease_locker.hpp"
+#include "backends/common/lock_steps.hpp"
+
+namespace dblock::sql {
+namespace {
+
+class SessionLocker final : public Locker {
+ public:
+  SessionLocker(Strategy strategy, std::unique_ptr<SessionLock> lock, std::shared_ptr<Session> book,
+                const LeaseStatements& statements, std::string prefix, int keep)
+      : strategy_(to_string(strategy)), lock_(std::move(lock)), book_(std::move(book)), st_(statements),
+        prefix_(std::move(prefix)), keep_(keep) {}
+
+  // The server frees a dropped session's locks only once it has processed the disconnect, and
+  // status must not lag: the lock goes back before the connection closes.
+  ~SessionLocker() override {
+    if (held_) (void)lock_->give_back(held_->key);
+  }
+
+  // One attempt, and more while the dialect hears of a release within `wait`.
+  Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
+    if (held_) return fail(ErrorKind::internal, "this locker already holds " + held_->key);
+    ReleaseSignal& signal = lock_->release_signal();
+    const auto until = std::chrono::steady_clock::now() + wait;
+    bool waited = false;
+    Result<AcquireOutcome> out;
+    for (int round = 0;; ++round) {
+      const auto left = [&] {
+        return std::max(Millis(0), std::chrono::duration_cast<Millis>(until - std::chrono::steady_clock::now()));
+      };
+      out = with_schema(*book_, [&] { return attempt(req, left()); });
+      if (!out) {
+        // The bookkeeping session holds nothing: reconnect it for the next attempt, which core
+        // schedules. (A lost reply may have numbered a row; the next token is greater anyway.)
+        if (out.error().kind == ErrorKind::connection) (void)book_->reconnect(out.error());
+        break;
+      }
+      if (out->state != AcquireOutcome::State::busy) break;
+      if (round >= 3 && left() == Millis(0)) break;
+      auto again = signal.busy(signal_key(req), left());
+      if (!again) {
+        out = std::unexpected(again.error());
+        break;
+      }
+      if (!*again) break;
+      waited = true;
+    }
+    if (waited && (!out || out->state != AcquireOutcome::State::acquired)) signal.stop_waiting(signal_key(req));
+    if (out && out->state == AcquireOutcome::State::acquired) signal.holding(signal_key(req));
+    return out;
+  }
+
+  // Proves the session still holds the lock; a dropped session is never replaced.
+  Result<void> renew(Millis) override {
+    if (!held_) return fail(ErrorKind::lost, "no session lock is held, so there is nothing to renew");
+    auto holds = lock_->holds(held_->key);
+    if (holds && *holds) return {};
+    return lost(holds ? "is no longer held by this session" : "was lost with its session: " + holds.error().message);
+  }
+
+  // The row first, then the server lock: a waiter the lock lets in finds the row released.
+  Result<void> release(const ReleaseRequest& req) override {
+    if (!held_) return fail(ErrorKind::lost, "no session lock is held, so there is nothing to release");
+    const ReleaseRow what{.held = *held_, .request = held_->request, .acquired_ms = held_->acquired_ms,
+                          .strategy = strategy_};
+    ReleaseRequest r = req;
+    r.min_hold = Millis(0);  // core keeps a session lock for --min-hold itself
+    // The bookkeeping session holds no lock, so a statement lost with its connection runs again.
+    auto released = with_reconnect(*book_, [&] { return with_schema(*book_, [&] { return release_row(*book_, st_, what, r, prefix_, keep_); }); });
+    auto gave_back = lock_->give_back(held_->key);
+    lock_->release_signal().released(signal_key(held_->request));
+    auto message = lost("was already gone at release" +
+                        (gave_back ? std::string() : ": " + gave_back.error().message));
+    held_.reset();
+    if (!released) return std::unexpected(released.error());
+    if (!*released || !gave_back) return message;
+    return {};
+  }
+
+  int session_fd() const override { return held_ ? lock_->socket() : -1; }
+  int wakeup_fd() const override { return lock_->release_signal().fd(); }
+  void consume_wakeup() override { lock_->release_signal().consume(); }
+
+ private:
+  struct Held : HeldLock {
+    LockRequest request;
+    std::int64_t acquired_ms = 0;
+  };
+
+  // A semaphore's slots are waited for as one: any slot's release wakes its waiters.
+  static const std::string& signal_key(const LockRequest& req) { return req.semaphore.empty() ? req.key : req.semaphore; }
+
+  // The server lock, then the row numbered on the bookkeeping session. Whatever stops the
+  // attempt gives the server lock back: no lock is left behind, no transaction open.
+  Result<AcquireOutcome> attempt(const LockRequest& req, Millis wait) {
+    auto got = lock_->take(req.key, wait);
+    if (!got && got.error().kind == ErrorKind::connection) {
+      // Nothing is held yet, so a holder session that is gone (the server's idle limit passed
+      // while a waiter slept until --min-interval was due) is simply replaced, once.
+      if (auto ok = lock_->reopen(); !ok) return std::unexpected(ok.error());
+      got = lock_->take(req.key, wait);
+    }
+    if (!got) return std::unexpected(got.error());
+    if (!*got) return busy(req);
+    auto out = number(req);
+    if (!out || out->state != AcquireOutcome::State::acquired) (void)lock_->give_back(req.key);
+    return out;
+  }
+
+  // The row of a key whose server lock is ours: a plain lock's in one statement; a semaphore's
+  // slot with its header, in one transaction (src/backends/README.md "Semaphores").
+  Result<AcquireOutcome> number(const LockRequest& req) {
+    std::optional<Transaction> tx;
+    Value token;
+    if (!req.semaphore.empty()) {
+      auto begun = Transaction::begin(*book_, st_.begin);
+      if (!begun) return std::unexpected(begun.error());
+      tx.emplace(std::move(*begun));
+      auto header = take_header(*book_, st_, req);
+      if (!header) return std::unexpected(header.error());
+      if (!header->token) return header->refusal;
+      token = *header->token;
+    }
+    auto took = book_->run(st_.session_take, {{"key", req.key},
+                                              {"owner", req.owner},
+                                              {"host", req.host},
+                                              {"pid", req.pid},
+                                              {"strategy", strategy_},
+                                              {"session_id", lock_->session_id()},
+                                              {"min_interval_ms", ms_value(req.min_interval)},
+                                              {"token", token}});
+    if (!took) return std::unexpected(took.error());
+    // Not taken with the server lock ours: a semaphore's header, or --min-interval's not yet.
+    if (took->affected == 0) return refused(*book_, st_, req);
+    auto row = taken_row(*book_, st_, *took, req.key, req.owner);
+    if (!row) return std::unexpected(row.error());
+    if (tx)
+      if (auto ok = tx->commit(); !ok) return std::unexpected(ok.error());
+    AcquireOutcome out;
+    out.state = AcquireOutcome::State::acquired;
+    out.token = row->token;
+    out.acquired_at_ms = row->acquired_ms;
+    held_ = Held{{req.key, req.owner, req.host, req.pid, out.token}, req, row->acquired_ms.value_or(0)};
+    return out;
+  }
+
+  // Someone else has the server lock: busy, with the row's holder for -v (best effort).
+  Result<AcquireOutcome> busy(const LockRequest& req) {
+    AcquireOutcome out;
+    out.state = AcquireOutcome::State::busy;
+    LockRequest plain = req;
+    plain.min_interval = Millis(0);  // the lock is busy, whatever --min-interval says
+    auto row = refused(*book_, st_, plain);
+    if (row && row->holder) {
+      out.holder = std::move(row->holder);
+      out.holder->state = LockStatus::State::held;
+    }
+    return out;
+  }
+
+  std::unexpected<Error> lost(const std::string& what) const {
+    return fail(ErrorKind::lost, "the " + strategy_ + " lock on '" + held_->key + "' (token " +
+                                     std::to_string(held_->token) + ") " + what);
+  }
+
+  std::string strategy_;
+  std::unique_ptr<SessionLock> lock_;
+  std::shared_ptr<Session> book_;
+  LeaseStatements st_;
+  std::string prefix_;
+  int keep_;
+  std::optional<Held> held_;
+};
+
+}  // namespace
+
+std::unique_ptr<Locker> make_session_locker(Strategy strategy, std::unique_ptr<SessionLock> lock,
+                                            std::shared_ptr<Session> book, const LeaseStatements& statements,
+                                            std::string prefix, int keep) {
+  return std::make_unique<SessionLocker>(strategy, std::move(lock), std::move(book), statements, std::move(prefix),
+                                         keep);
+}
+
+}  // namespace dblock::sql
