@@ -3,8 +3,6 @@
 #include "backends/common/identifiers.hpp"
 
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -145,9 +143,6 @@ Connection::~Connection() = default;
 
 Result<void> Connection::connect() {
   conn_.reset();
-  warmed_.clear();
-  prepared_.clear();
-  server_checked_ = false;
   // libpq's own parser validates the URI (so sslmode, host=/socket dir, passfile... all work).
   char* err = nullptr;
   std::unique_ptr<PQconninfoOption, ConninfoDeleter> parsed(PQconninfoParse(dsn_.text.c_str(), &err));
@@ -324,18 +319,6 @@ Result<void> Connection::reconnect() { return connect(); }
 
 void Connection::close() {
   conn_.reset();
-  warmed_.clear();
-  prepared_.clear();
-  server_checked_ = false;
-}
-
-bool Connection::names_kept() const {
-  // A server tells the client its own process id when the connection starts; PgBouncer (and
-  // other poolers) a random number of their own, which only by chance (1 in 1,000) is one a
-  // process could have: above PID_MAX_LIMIT (2^22, Linux on 64 bits) it is not a server's.
-  constexpr int max_server_pid = 1 << 22;
-  const int pid = is_open() ? PQbackendPID(conn_.get()) : 0;
-  return named_ && pid > 0 && pid <= max_server_pid;
 }
 
 int Connection::socket() const {
@@ -470,223 +453,6 @@ Result<QueryResult> Connection::exec(std::string_view sql, const Params& params,
   if (PQstatus(c) == CONNECTION_BAD) return std::unexpected(broken("connection lost"));
   drop_stale_notifications();
   return last;
-}
-
-namespace {
-// Holds a TCP socket's output back (TCP_CORK) while a pipeline is written: libpq 15 flushes at
-// every Sync, and a pipeline with a Sync in the middle would otherwise leave in two pieces, the
-// server answering the first while the second is still on its way. Released, everything goes
-// out at once. A Unix socket has no cork: nothing to do.
-class Cork {
- public:
-  explicit Cork(int fd) : fd_(fd) {
-    int on = 1;
-    if (::setsockopt(fd_, IPPROTO_TCP, TCP_CORK, &on, sizeof on) != 0) fd_ = -1;
-  }
-  ~Cork() { release(); }
-  Cork(const Cork&) = delete;
-  Cork& operator=(const Cork&) = delete;
-  void release() {
-    if (fd_ < 0) return;
-    int off = 0;
-    (void)::setsockopt(fd_, IPPROTO_TCP, TCP_CORK, &off, sizeof off);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
-
-}  // namespace
-
-std::string prepared_name(const std::string& sql) {
-  // The text's hash: another client's statement of that name in the same server session (a
-  // pooler that does not reset sessions) is then the same statement.
-  char name[32];
-  std::snprintf(name, sizeof name, "dblock_%016zx", std::hash<std::string>{}(sql));
-  return name;
-}
-
-bool Connection::warmed(const std::string& sql) const { return std::ranges::find(warmed_, sql) != warmed_.end(); }
-bool Connection::is_prepared(const std::string& sql) const { return std::ranges::find(prepared_, sql) != prepared_.end(); }
-
-Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement> statements, Millis extra) {
-  return pipeline(statements, extra, /*may_run_again=*/true);
-}
-
-Result<std::vector<QueryResult>> Connection::pipeline(std::span<const Statement> statements, Millis extra,
-                                                      bool may_run_again) {
-  if (statements.size() == 1 && !statements[0].warm_up && !statements[0].prepared) {
-    auto r = exec(statements[0].sql, statements[0].params, extra);
-    if (!r) return std::unexpected(r.error());
-    return std::vector<QueryResult>{std::move(*r)};
-  }
-  if (auto ok = connect_if_deferred(); !ok) return std::unexpected(ok.error());
-  if (!is_open()) return std::unexpected(broken("not connected"));
-  // A prepared statement is named only while this connection's server sessions keep names.
-  auto named = [this](const Statement& st) { return st.prepared && names_kept(); };
-  // Nothing to send (only warm-ups, all done before): no round trip.
-  if (std::ranges::all_of(statements, [&](const Statement& st) {
-        return st.warm_up && (named(st) ? is_prepared(st.sql) : warmed(st.sql));
-      }))
-    return std::vector<QueryResult>(statements.size());
-  const Millis deadline = boottime_now() + options_.io_timeout + extra;
-  PGconn* c = conn_.get();
-  if (!PQenterPipelineMode(c)) return std::unexpected(broken("entering pipeline mode"));
-  Cork cork(PQsocket(c));
-  // One entry per message sent that has results of its own: a statement's run, unnamed or by
-  // name (its result goes to out[statement]), a warm-up's plan (EXPLAIN, or a prepared
-  // statement's EXPLAIN EXECUTE) or a prepared statement's Parse (remembered once it
-  // succeeded), a helper whose result nobody needs, or a Sync.
-  enum class Kind { run, by_name, warm_up, prepare, plan, helper, server_pid, sync };
-  std::vector<std::pair<std::size_t, Kind>> sent;
-  // Warm-ups that end their implicit transaction: their failure costs nothing else, and is no
-  // failure of the pipeline (what they planned is simply planned again when it runs).
-  std::vector<bool> alone(statements.size(), false);
-  // A generic plan is kept and reused only under force_generic_plan; set for the transaction
-  // the statement runs in (auto mode would plan afresh for the first five runs).
-  static constexpr const char* generic_plans = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)";
-  if (!server_checked_ && std::ranges::any_of(statements, named)) {
-    // The first names of this session go with a check that the process id the connection was
-    // given is the server's (names_kept): a pooler that gave its own, one a server could
-    // have, is then found before anything runs by name.
-    if (!PQsendQueryParams(c, "SELECT pg_backend_pid()", 0, nullptr, nullptr, nullptr, nullptr, 0))
-      return std::unexpected(broken_and_closed("sending a statement"));
-    sent.emplace_back(0, Kind::server_pid);
-  }
-  for (std::size_t i = 0; i < statements.size(); ++i) {
-    const Statement& st = statements[i];
-    const std::size_t sent_before = sent.size();
-    bool ok = true;
-    bool own_sync = st.sync_after;
-    if (named(st) && !(st.warm_up && is_prepared(st.sql))) {
-      // Parsed once per session (a first run is prepared and run in one go); then, under
-      // force_generic_plan, run by name or, for a warm-up, planned without being run: EXPLAIN
-      // EXECUTE with NULL for every parameter (a generic plan does not look at the values),
-      // behind a Sync of its own that ends the transaction force_generic_plan was set for.
-      const std::string name = prepared_name(st.sql);
-      const bool parse = !is_prepared(st.sql);
-      if (parse) {
-        ok = PQsendPrepare(c, name.c_str(), st.sql.c_str(), 0, nullptr);
-        sent.emplace_back(i, Kind::prepare);
-      }
-      ok = ok && PQsendQueryParams(c, generic_plans, 0, nullptr, nullptr, nullptr, nullptr, 0);
-      sent.emplace_back(i, Kind::helper);
-      if (st.warm_up) {
-        std::string explain = "EXPLAIN EXECUTE " + name;
-        for (std::size_t k = 0; k < st.params.size(); ++k) explain += k == 0 ? "(NULL" : ", NULL";
-        if (!st.params.empty()) explain += ")";
-        ok = ok && PQsendQueryParams(c, explain.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0);
-        sent.emplace_back(i, Kind::plan);
-        own_sync = true;
-      } else {
-        const auto values = param_values(st.params);
-        ok = ok && PQsendQueryPrepared(c, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
-                                       nullptr, 0);
-        sent.emplace_back(i, parse ? Kind::run : Kind::by_name);
-      }
-    } else if (!st.warm_up || (!named(st) && !warmed(st.sql))) {
-      const auto values = param_values(st.params);
-      // A warm-up is planned with its sample values, as the run will be with its own (an
-      // unnamed statement gets a custom plan), and never executed: EXPLAIN without ANALYZE.
-      const std::string explain = st.warm_up ? "EXPLAIN " + st.sql : std::string();
-      ok = PQsendQueryParams(c, st.warm_up ? explain.c_str() : st.sql.c_str(), static_cast<int>(values.size()),
-                             nullptr, values.data(), nullptr, nullptr, 0);
-      sent.emplace_back(i, st.warm_up ? Kind::warm_up : Kind::run);
-    }
-    alone[i] = st.warm_up && (own_sync || i + 1 == statements.size());
-    if (ok && own_sync && sent.size() > sent_before && i + 1 < statements.size()) {
-      ok = PQpipelineSync(c);
-      sent.emplace_back(i, Kind::sync);
-    }
-    if (!ok) return std::unexpected(broken_and_closed("sending a statement"));
-  }
-  if (!PQpipelineSync(c)) return std::unexpected(broken_and_closed("sending a statement"));
-  cork.release();
-  if (auto ok = flush(deadline); !ok) return std::unexpected(ok.error());
-  // Every message's results end in a nullptr; a failed one's successors come back
-  // PGRES_PIPELINE_ABORTED; the Sync's own result closes the batch.
-  std::vector<QueryResult> out(statements.size());
-  QueryResult error;
-  bool name_unknown = false;  // a statement run by name: the server session does not have it
-  bool name_taken = false;    // a statement to prepare and run: its name was there already
-  for (std::size_t i = 0; i <= sent.size(); ++i) {
-    for (int nulls = 0;;) {
-      auto r = next_result(deadline);
-      if (!r) return std::unexpected(r.error());
-      if (PQstatus(c) == CONNECTION_BAD) {
-        if (*r) PQclear(*r);
-        return std::unexpected(broken_and_closed("connection lost"));
-      }
-      const bool a_sync = i == sent.size() || sent[i].second == Kind::sync;
-      if (!*r) {
-        // A Sync's result comes after the last message's end; never wait on more than
-        // one stray end for it.
-        if (a_sync && ++nulls < 2) continue;
-        break;
-      }
-      auto status = PQresultStatus(*r);
-      QueryResult owned(*r);
-      if (status == PGRES_PIPELINE_SYNC) break;
-      const Kind kind = i < sent.size() ? sent[i].second : Kind::sync;
-      const bool failed = status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE || status == PGRES_NONFATAL_ERROR;
-      const char* code = failed ? PQresultErrorField(owned.get(), PG_DIAG_SQLSTATE) : nullptr;
-      const bool no_such_name = code && std::string_view(code) == "26000";  // invalid_sql_statement_name
-      if (kind == Kind::prepare && code && std::string_view(code) == "42P05") {
-        // The name is taken in this server session: by the same text, as the name is the
-        // text's hash (a pooler in session mode that does not reset sessions). It is ours to
-        // use; a run that was to follow the Parse did not (the Parse's failure ended its
-        // implicit transaction), so the pipeline runs again (below).
-        const Statement& st = statements[sent[i].first];
-        prepared_.push_back(st.sql);
-        if (!st.warm_up) {
-          name_taken = true;
-          if (!error) error = owned;
-        }
-      } else if (kind == Kind::plan && no_such_name) {
-        // Prepared, yet unknown to EXECUTE: a pooler that renames prepared statements on their
-        // way to the server (PgBouncer's max_prepared_statements). The warm-up had a Sync of its
-        // own, so nothing else is lost; from now on nothing is named (see below).
-        named_ = false;
-      } else if (failed && kind == Kind::by_name && no_such_name) {
-        name_unknown = true;
-        if (!error) error = owned;
-      } else if (failed && alone[sent[i].first]) {
-        // A warm-up's own failure (one that matters fails the statement it was for, too).
-      } else if (failed) {
-        if (!error) error = owned;
-      } else if (kind == Kind::server_pid) {
-        if (status == PGRES_TUPLES_OK) {
-          server_checked_ = true;
-          if (owned.int64(0, 0) != PQbackendPID(c)) named_ = false;  // names already sent: dropped below
-        }
-      } else if (kind == Kind::warm_up) {
-        if (status == PGRES_TUPLES_OK) warmed_.push_back(statements[sent[i].first].sql);
-      } else if (kind == Kind::prepare) {
-        if (status == PGRES_COMMAND_OK) prepared_.push_back(statements[sent[i].first].sql);
-      } else if (kind == Kind::run || kind == Kind::by_name) {
-        out[sent[i].first] = owned;
-      }
-    }
-  }
-  if (!PQexitPipelineMode(c)) return std::unexpected(broken_and_closed("leaving pipeline mode"));
-  if (!named_) prepared_.clear();
-  if ((name_unknown || name_taken) && may_run_again && !transaction_open()) {
-    // Nothing of the refused statement's implicit transaction happened, and what ran before it
-    // in segments of their own are warm-ups (Statement::prepared): the pipeline
-    // runs again, once (the name is now known to be there, or nothing is named any more).
-    // name_unknown: prepared in this session, yet the server session that ran the statement
-    // has no such name: a pooler in transaction mode gave this transaction another server
-    // session. Nothing is named on this connection from now on.
-    if (name_unknown) {
-      named_ = false;
-      prepared_.clear();
-    }
-    return pipeline(statements, extra, /*may_run_again=*/false);
-  }
-  if (error) return std::unexpected(statement_error(error.get(), c, dsn_.redacted));
-  drop_stale_notifications();
-  return out;
 }
 
 void ListenSignal::holding(const std::string&) { (void)conn_->unlisten(); }

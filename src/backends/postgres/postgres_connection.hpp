@@ -30,34 +30,6 @@ using ConnPtr = std::unique_ptr<PGconn, ConnDeleter>;
 using Param = std::optional<std::string>;
 using Params = std::vector<Param>;
 
-/// One statement of a pipeline.
-struct Statement {
-  std::string sql;
-  Params params;
-  /// Only planned, not run (EXPLAIN, with `params` as sample values), and once per session:
-  /// the text is remembered. A fresh session's first parse and plan of a statement cost about
-  /// a millisecond or two of catalog and statistics lookups; done ahead of a statement that may
-  /// wait for a lock, that cost is off the handoff, and the real run later plans against warm
-  /// caches. Nothing named stays on the server. A prepared statement's warm-up prepares and
-  /// plans it instead (below).
-  bool warm_up = false;
-  /// Ends the implicit transaction after this statement (a Sync of its own): what it locked
-  /// is let go, and a failure does not stop the statements after it.
-  bool sync_after = false;
-  /// Kept as a named prepared statement of this session, with a generic plan, and from then on
-  /// run by name, neither parsed nor planned again. Its warm-up prepares and plans it; without
-  /// one, its first run prepares it (same round trip).
-  /// Only on a connection to the server itself; behind a pooler it runs unnamed, as if not
-  /// prepared. A pooler in transaction mode could run a later transaction in a server session
-  /// without the name (26000), or rename it (PgBouncer 1.21+), and a pooler that keeps server
-  /// sessions for the next client leaves names behind (42P05); each is an error in the server's
-  /// log. The connection tells from the process id it was given (names_kept), checks it against
-  /// the server's with its first names, and stops naming when a pooler shows anyway: a run by
-  /// name refused with 26000 outside an explicit transaction runs again, unnamed. So in such a
-  /// pipeline only warm-ups may come before that statement.
-  bool prepared = false;
-};
-
 /// Owns a PGresult; typed accessors for the text-format values.
 class QueryResult {
  public:
@@ -98,11 +70,6 @@ class Connection {
   /// On timeout the query is cancelled and the connection closed (ErrorKind::connection).
   Result<QueryResult> exec(std::string_view sql, const Params& params = {}, Millis extra = Millis{0});
 
-  /// Sends every statement at once and reads every answer: one round trip (libpq pipeline
-  /// mode). They share one implicit transaction unless one of them opens an explicit one. The
-  /// first failure is the error, and the statements after it did not run.
-  Result<std::vector<QueryResult>> pipeline(std::span<const Statement> statements, Millis extra = Millis{0});
-
   /// True while a transaction is open and healthy on this connection.
   bool in_transaction() const;
   /// True while a transaction is open, healthy or failed (a ROLLBACK is due).
@@ -135,7 +102,6 @@ class Connection {
       : dsn_(std::move(dsn)), options_(std::move(options)), role_(role) {}
   Result<void> connect();
   Result<void> connect_if_deferred();
-  Result<std::vector<QueryResult>> pipeline(std::span<const Statement> statements, Millis extra, bool may_run_again);
   Result<void> start_connection(const std::vector<const char*>& keys, const std::vector<const char*>& values);
   Error broken(std::string_view doing);
   Error broken_and_closed(std::string_view doing);
@@ -143,24 +109,12 @@ class Connection {
   Result<PGresult*> next_result(Millis deadline);
   void drop_stale_notifications();
   Error timed_out();
-  /// Whether this session has planned sql as a warm-up; prepared it, for a prepared one.
-  bool warmed(const std::string& sql) const;
-  bool is_prepared(const std::string& sql) const;
-
   Dsn dsn_;
   BackendOptions options_;
   ConnectionRole role_;
   ConnPtr conn_;
   std::string channel_;  // empty: not listening
   bool deferred_ = false;
-  std::vector<std::string> warmed_;    // warm-up statements planned in this session
-  std::vector<std::string> prepared_;  // statements prepared in this session (name: prepared_name)
-  // Whether prepared statements are named: false for good (reconnects included) once a pooler
-  // showed that a later transaction may not find them (Statement::prepared).
-  bool named_ = true;
-  bool server_checked_ = false;  // pg_backend_pid() was compared with the connection's process id
-  /// Whether prepared statements are named on this connection: not behind a pooler.
-  bool names_kept() const;
 };
 
 /// A lease waiter hears releases through LISTEN/NOTIFY: an attempt that finds its key busy
@@ -203,9 +157,6 @@ class Session final : public sql::Session {
   ListenSignal signal_;
 };
 
-/// The server-side name of a prepared statement (Statement::prepared): "dblock_" and the hash
-/// of its text.
-std::string prepared_name(const std::string& sql);
 /// Quotes an identifier that core already validated ([A-Za-z_][A-Za-z0-9_]*).
 std::string quote_ident(std::string_view name);
 /// SQL for "this timestamptz column as epoch milliseconds (bigint)".

@@ -76,6 +76,21 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                 " RETURNING token, " + ms("acquired_at") + ", " + ms("expires_at")};
   s.taken = {"lease.taken", "SELECT token, " + ms("acquired_at") + ", " + ms("expires_at") + " FROM " + t.locks +
                                 " WHERE name = :key AND owner = :owner"};
+  // The server lock on :key is ours, so the row is taken whoever it names; a plain lock never
+  // takes a semaphore's header (its server lock excludes only other plain holders).
+  s.session_take = {"session.take",
+                    "INSERT INTO " + t.locks +
+                        " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
+                        " released_at, last_started_at)"
+                        " VALUES (:key, :owner, :host, :pid::bigint, COALESCE(:token::bigint, 1), :strategy, :session_id,"
+                        " now(), now(), NULL, NULL, now())"
+                        " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid,"
+                        " token = COALESCE(:token::bigint, l.token + 1), strategy = EXCLUDED.strategy,"
+                        " session_id = EXCLUDED.session_id, acquired_at = now(), renewed_at = now(), expires_at = NULL,"
+                        " released_at = NULL, last_started_at = now()"
+                        " WHERE l.strategy IS DISTINCT FROM 'semaphore' AND (:min_interval_ms::bigint <= 0"
+                        " OR l.last_started_at IS NULL OR l.last_started_at <= now() - :min_interval_ms::bigint * interval '1 ms')"
+                        " RETURNING token, " + ms("acquired_at") + ", NULL::bigint"};
   s.refusal = {"lease.refusal",
                "SELECT " + status_columns + ", COALESCE((expires_at > now())::int, 0),"
                " CASE WHEN :min_interval_ms::bigint > 0 THEN " +
