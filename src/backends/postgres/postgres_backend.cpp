@@ -1,6 +1,6 @@
 // PostgreSQL via libpq: every strategy. Stateless release and doctor live here; the lease and
 // ShedLock lockers and status, history, the clock and `dblock renew` are src/backends/common's
-// over postgres_statements.cpp, the session lockers are in postgres_session_strategies.cpp.
+// over postgres_statements.cpp; the session strategies' server lock is postgres_session_lock.cpp.
 #include <map>
 #include <thread>
 #include <utility>
