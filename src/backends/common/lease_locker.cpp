@@ -1,6 +1,5 @@
 #include "backends/common/lease_locker.hpp"
 
-#include <chrono>
 #include <utility>
 
 #include "backends/common/lock_steps.hpp"
@@ -16,34 +15,11 @@ class LeaseLocker final : public Locker {
   // One attempt, and more while the dialect hears of a release within `wait` (or at once).
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
     if (held_) return fail(ErrorKind::internal, "this locker already holds " + held_->key);
-    ReleaseSignal& signal = session_->release_signal();
-    const auto until = std::chrono::steady_clock::now() + wait;
-    bool waited = false;
-    Result<AcquireOutcome> out;
-    // A dialect that does not block (it only says a release may have happened) gets a few
-    // quick retries; one that blocks is bounded by `wait`.
-    for (int round = 0;; ++round) {
-      out = with_schema(*session_, [&] { return attempt(req); });
-      if (!out) {
-        // No retry here: had the lost reply carried our takeover, a retry would see our own
-        // row busy. Reconnect for the next attempt, which core schedules.
-        if (out.error().kind == ErrorKind::connection) (void)session_->reconnect(out.error());
-        break;
-      }
-      if (out->state != AcquireOutcome::State::busy) break;
-      const auto left = std::max(Millis(0), std::chrono::duration_cast<Millis>(until - std::chrono::steady_clock::now()));
-      if (round >= 3 && left == Millis(0)) break;
-      auto again = signal.busy(signal_key(req), left);
-      if (!again) {
-        out = std::unexpected(again.error());
-        break;
-      }
-      if (!*again) break;
-      waited = true;
-    }
-    if (waited && (!out || out->state != AcquireOutcome::State::acquired)) signal.stop_waiting(signal_key(req));
-    if (out && out->state == AcquireOutcome::State::acquired) signal.holding(signal_key(req));
-    return out;
+    return until_not_busy(session_->release_signal(), req, wait, [&](Millis) {
+      auto out = with_schema(*session_, [&] { return attempt(req); });
+      if (!out && out.error().kind == ErrorKind::connection) (void)session_->reconnect(out.error());
+      return out;
+    });
   }
 
   Result<void> renew(Millis ttl) override {
@@ -79,14 +55,6 @@ class LeaseLocker final : public Locker {
   void consume_wakeup() override { session_->release_signal().consume(); }
 
  private:
-  struct Held : HeldLock {
-    LockRequest request;
-    std::int64_t acquired_ms = 0;
-  };
-
-  // A semaphore's slots are waited for as one: any slot's release wakes its waiters.
-  static const std::string& signal_key(const LockRequest& req) { return req.semaphore.empty() ? req.key : req.semaphore; }
-
   Params take_params(const LockRequest& req, const Value& token) const {
     return {{"key", req.key},           {"owner", req.owner},     {"host", req.host},
             {"pid", req.pid},           {"ttl_ms", ms_value(req.ttl)}, {"min_interval_ms", ms_value(req.min_interval)},
@@ -129,14 +97,13 @@ class LeaseLocker final : public Locker {
     out.token = row->token;
     out.acquired_at_ms = row->acquired_ms;
     out.expires_at_ms = row->expires_ms;
-    held_ = Held{{req.key, req.owner, req.host, req.pid, out.token}, req, row->acquired_ms.value_or(0)};
+    held_ = HeldRun{{req.key, req.owner, req.host, req.pid, out.token}, req, row->acquired_ms.value_or(0)};
     return out;
   }
 
   // The release and the run's history row, one transaction. true: the lease was still ours.
   Result<bool> release_once(const ReleaseRequest& req) {
-    const ReleaseRow what{.held = *held_, .request = held_->request, .acquired_ms = held_->acquired_ms,
-                          .strategy = "lease", .write_row = !lost_};
+    const ReleaseRow what{.held = *held_, .strategy = "lease", .write_row = !lost_};
     return release_row(*session_, st_, what, req, prefix_, keep_);
   }
 
@@ -148,7 +115,7 @@ class LeaseLocker final : public Locker {
   LeaseStatements st_;
   std::string prefix_;
   int keep_;
-  std::optional<Held> held_;
+  std::optional<HeldRun> held_;
   bool lost_ = false;  // renew() found the lease taken or released; held_ stays for the history row
 };
 

@@ -79,12 +79,11 @@ Result<bool> release_row(Session& session, const LeaseStatements& st, const Rele
                          const ReleaseRequest& req, const std::string& prefix, int keep) {
   auto tx = Transaction::begin(session, st.begin_release);
   if (!tx) return std::unexpected(tx.error());
-  const HeldLock& h = what.held;
-  const std::string& signal_key = what.request.semaphore.empty() ? h.key : what.request.semaphore;
+  const HeldRun& h = what.held;
   // A slot's release locks its header first, the order acquirers use: two releases of one
   // semaphore never deadlock.
-  if (!what.request.semaphore.empty())
-    if (auto r = session.run(st.lock_row, {{"key", what.request.semaphore}}); !r) return std::unexpected(r.error());
+  if (!h.request.semaphore.empty())
+    if (auto r = session.run(st.lock_row, {{"key", h.request.semaphore}}); !r) return std::unexpected(r.error());
   bool still_held = false;
   if (what.write_row) {
     auto r = session.run(st.release, {{"key", h.key},
@@ -93,14 +92,14 @@ Result<bool> release_row(Session& session, const LeaseStatements& st, const Rele
                                       {"min_hold_ms", ms_value(req.min_hold)},
                                       {"finished", std::int64_t{req.finished_run ? 1 : 0}},
                                       {"exit_code", value_of(req.exit_code)},
-                                      {"channel", release_channel(prefix, signal_key)}});
+                                      {"channel", release_channel(prefix, signal_key(h.request))}});
     if (!r) return std::unexpected(r.error());
     still_held = r->affected > 0;
   }
   // The run happened even when the lock was lost meanwhile: its history row is still written.
   if (req.history)
     if (auto ok = record_run(session, st, complete_run_record(*req.history, h, what.strategy, still_held),
-                             what.acquired_ms, keep);
+                             h.acquired_ms, keep);
         !ok)
       return std::unexpected(ok.error());
   if (auto ok = tx->commit(); !ok) return std::unexpected(ok.error());

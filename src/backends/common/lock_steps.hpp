@@ -4,6 +4,8 @@
 // row. Each is one statement's or one transaction's worth of work on a Session, decided here
 // once for every dialect.
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -12,6 +14,50 @@
 #include "core/lock_types.hpp"
 
 namespace dblock::sql {
+
+/// A lock this process holds, with what it asked for (its semaphore, for the release) and when
+/// it was acquired (its history row's start).
+struct HeldRun : HeldLock {
+  LockRequest request;
+  std::int64_t acquired_ms = 0;
+};
+
+/// The key a waiter hears releases of: a semaphore's slots are waited for as one, so any
+/// slot's release wakes its waiters.
+inline const std::string& signal_key(const LockRequest& req) {
+  return req.semaphore.empty() ? req.key : req.semaphore;
+}
+
+/// `attempt(left)` (left: what remains of `wait`), made again while it answers busy and
+/// `signal` hears that a release may have happened within `wait`; a signal that does not block
+/// (it only says a release may have happened) gets a few quick retries. A connection error ends
+/// it: the caller reconnects for the next attempt, which core schedules (had the lost reply
+/// carried our takeover, a retry would see our own row busy). Tells the signal when the key was
+/// taken, or when a waiter stops waiting without it.
+template <class Attempt>
+Result<AcquireOutcome> until_not_busy(ReleaseSignal& signal, const LockRequest& req, Millis wait, Attempt&& attempt) {
+  const auto until = std::chrono::steady_clock::now() + wait;
+  auto left = [&] {
+    return std::max(Millis(0), std::chrono::duration_cast<Millis>(until - std::chrono::steady_clock::now()));
+  };
+  bool waited = false;
+  Result<AcquireOutcome> out;
+  for (int round = 0;; ++round) {
+    out = attempt(left());
+    if (!out || out->state != AcquireOutcome::State::busy) break;
+    if (round >= 3 && left() == Millis(0)) break;
+    auto again = signal.busy(signal_key(req), left());
+    if (!again) {
+      out = std::unexpected(again.error());
+      break;
+    }
+    if (!*again) break;
+    waited = true;
+  }
+  if (waited && (!out || out->state != AcquireOutcome::State::acquired)) signal.stop_waiting(signal_key(req));
+  if (out && out->state == AcquireOutcome::State::acquired) signal.holding(signal_key(req));
+  return out;
+}
 
 /// What a take answered about the row it took.
 struct TakenRow {
@@ -40,9 +86,7 @@ Result<HeaderTake> take_header(Session& session, const LeaseStatements& st, cons
 
 /// What a release writes: the holder's row and, when asked, its run's history row.
 struct ReleaseRow {
-  const HeldLock& held;
-  const LockRequest& request;    // what was acquired (its semaphore's header is locked first)
-  std::int64_t acquired_ms = 0;  // the history row's start
+  const HeldRun& held;
   std::string_view strategy;
   bool write_row = true;         // false: the lock is known lost, only the history row is written
 };

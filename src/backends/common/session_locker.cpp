@@ -1,7 +1,5 @@
 #include "backends/common/session_locker.hpp"
 
-#include <algorithm>
-#include <chrono>
 #include <utility>
 
 #include "backends/common/lease_locker.hpp"
@@ -26,34 +24,13 @@ class SessionLocker final : public Locker {
   // One attempt, and more while the dialect hears of a release within `wait`.
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
     if (held_) return fail(ErrorKind::internal, "this locker already holds " + held_->key);
-    ReleaseSignal& signal = lock_->release_signal();
-    const auto until = std::chrono::steady_clock::now() + wait;
-    bool waited = false;
-    Result<AcquireOutcome> out;
-    for (int round = 0;; ++round) {
-      const auto left = [&] {
-        return std::max(Millis(0), std::chrono::duration_cast<Millis>(until - std::chrono::steady_clock::now()));
-      };
-      out = with_schema(*book_, [&] { return attempt(req, left()); });
-      if (!out) {
-        // The bookkeeping session holds nothing: reconnect it for the next attempt, which core
-        // schedules. (A lost reply may have numbered a row; the next token is greater anyway.)
-        if (out.error().kind == ErrorKind::connection) (void)book_->reconnect(out.error());
-        break;
-      }
-      if (out->state != AcquireOutcome::State::busy) break;
-      if (round >= 3 && left() == Millis(0)) break;
-      auto again = signal.busy(signal_key(req), left());
-      if (!again) {
-        out = std::unexpected(again.error());
-        break;
-      }
-      if (!*again) break;
-      waited = true;
-    }
-    if (waited && (!out || out->state != AcquireOutcome::State::acquired)) signal.stop_waiting(signal_key(req));
-    if (out && out->state == AcquireOutcome::State::acquired) signal.holding(signal_key(req));
-    return out;
+    return until_not_busy(lock_->release_signal(), req, wait, [&](Millis left) {
+      auto out = with_schema(*book_, [&] { return attempt(req, left); });
+      // The bookkeeping session holds nothing: reconnected for the next attempt. (A lost reply
+      // may have numbered a row; the next token is greater anyway.)
+      if (!out && out.error().kind == ErrorKind::connection) (void)book_->reconnect(out.error());
+      return out;
+    });
   }
 
   // Proves the session still holds the lock; a dropped session is never replaced.
@@ -67,8 +44,7 @@ class SessionLocker final : public Locker {
   // The row first, then the server lock: a waiter the lock lets in finds the row released.
   Result<void> release(const ReleaseRequest& req) override {
     if (!held_) return fail(ErrorKind::lost, "no session lock is held, so there is nothing to release");
-    const ReleaseRow what{.held = *held_, .request = held_->request, .acquired_ms = held_->acquired_ms,
-                          .strategy = strategy_};
+    const ReleaseRow what{.held = *held_, .strategy = strategy_};
     ReleaseRequest r = req;
     r.min_hold = Millis(0);  // core keeps a session lock for --min-hold itself
     // The bookkeeping session holds no lock, so a statement lost with its connection runs again.
@@ -88,14 +64,6 @@ class SessionLocker final : public Locker {
   void consume_wakeup() override { lock_->release_signal().consume(); }
 
  private:
-  struct Held : HeldLock {
-    LockRequest request;
-    std::int64_t acquired_ms = 0;
-  };
-
-  // A semaphore's slots are waited for as one: any slot's release wakes its waiters.
-  static const std::string& signal_key(const LockRequest& req) { return req.semaphore.empty() ? req.key : req.semaphore; }
-
   // The server lock, then the row numbered on the bookkeeping session. Whatever stops the
   // attempt gives the server lock back: no lock is left behind, no transaction open.
   Result<AcquireOutcome> attempt(const LockRequest& req, Millis wait) {
@@ -146,7 +114,7 @@ class SessionLocker final : public Locker {
     out.state = AcquireOutcome::State::acquired;
     out.token = row->token;
     out.acquired_at_ms = row->acquired_ms;
-    held_ = Held{{req.key, req.owner, req.host, req.pid, out.token}, req, row->acquired_ms.value_or(0)};
+    held_ = HeldRun{{req.key, req.owner, req.host, req.pid, out.token}, req, row->acquired_ms.value_or(0)};
     return out;
   }
 
@@ -175,7 +143,7 @@ class SessionLocker final : public Locker {
   LeaseStatements st_;
   std::string prefix_;
   int keep_;
-  std::optional<Held> held_;
+  std::optional<HeldRun> held_;
 };
 
 }  // namespace
