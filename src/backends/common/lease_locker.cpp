@@ -96,35 +96,66 @@ class LeaseLocker final : public Locker {
   // A semaphore's slots are waited for as one: any slot's release wakes its waiters.
   static const std::string& signal_key(const LockRequest& req) { return req.semaphore.empty() ? req.key : req.semaphore; }
 
-  Params take_params(const LockRequest& req, const Value& token) const {
+  Params take_params(const LockRequest& req, const Value& token, std::int64_t fence) const {
     return {{"key", req.key},           {"owner", req.owner},     {"host", req.host},
             {"pid", req.pid},           {"ttl_ms", ms_value(req.ttl)}, {"min_interval_ms", ms_value(req.min_interval)},
-            {"token", token}};
+            {"token", token},           {"record", std::string(failover::record_name)}, {"fence", fence}};
+  }
+
+  // Busy for everyone: the database failed over and its lock-delay is in force.
+  static AcquireOutcome delayed(const failover::Gate& gate) {
+    AcquireOutcome out;
+    out.state = AcquireOutcome::State::busy;
+    out.lock_delay = gate.delay;
+    return out;
   }
 
   Result<AcquireOutcome> attempt(const LockRequest& req) {
     if (!req.semaphore.empty()) return attempt_slot(req);
-    auto took = session_->run(st_.take, take_params(req, Value()));
+    const FailoverStatements& fo = st_.failover;
+    std::int64_t fence = 0;
+    if (!fo.folded) {
+      auto gate = failover::admit(*session_, fo, req.ttl);
+      if (!gate) return std::unexpected(gate.error());
+      if (!gate->open) return delayed(*gate);
+      fence = gate->fence;
+    }
+    const Params p = take_params(req, Value(), fence);
+    auto took = session_->run(st_.take, p);
     if (!took) return std::unexpected(took.error());
+    if (took->affected == 0 && fo.folded) {
+      // The take's own gate may have refused rather than a holder: no record yet, a record of
+      // another primary (a failover), or a TTL longer than any recorded.
+      auto gate = failover::admit(*session_, fo, req.ttl);
+      if (!gate) return std::unexpected(gate.error());
+      if (!gate->open) return delayed(*gate);
+      if (gate->changed) took = session_->run(st_.take, p);
+      if (!took) return std::unexpected(took.error());
+    }
     if (took->affected == 0) return refused(req);
     return taken(req, *took);
   }
 
   // A semaphore's slot: its header, then the slot row with the header's token, in one
   // transaction (src/backends/README.md "Semaphores"); a slot not taken rolls the header back.
+  // The failover gate goes first, outside the transaction: what it records must stay.
   Result<AcquireOutcome> attempt_slot(const LockRequest& req) {
+    auto gate = failover::admit(*session_, st_.failover, req.ttl);
+    if (!gate) return std::unexpected(gate.error());
+    if (!gate->open) return delayed(*gate);
     auto tx = Transaction::begin(*session_, st_.begin);
     if (!tx) return std::unexpected(tx.error());
     const Params hp{{"key", req.semaphore}, {"owner", req.owner}, {"host", req.host}, {"pid", req.pid},
                     {"slots", std::int64_t{req.slots}},
                     {"first", req.semaphore + slot_separator},
-                    {"past", req.semaphore + char(slot_separator + 1)}};
+                    {"past", req.semaphore + char(slot_separator + 1)},
+                    {"fence", gate->fence}};
     auto header = session_->run(st_.header_take, hp);
     if (!header) return std::unexpected(header.error());
     if (header->affected == 0) return header_refused(req);
     auto header_row = row_of(*header, req.semaphore, req.owner);
     if (!header_row) return std::unexpected(header_row.error());
-    auto took = session_->run(st_.take, take_params(req, header_row->token));
+    auto took = session_->run(st_.take, take_params(req, header_row->token, gate->fence));
     if (!took) return std::unexpected(took.error());
     if (took->affected == 0) return refused(req);
     auto out = taken(req, *took);
