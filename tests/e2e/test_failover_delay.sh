@@ -26,7 +26,7 @@ dblock doctor >"$E2E_TMP/doctor" 2>&1
 check "doctor: another incarnation than the one recorded" grep -q "failover.*another incarnation" "$E2E_TMP/doctor"
 
 start=$(now_ms)
-dblock run "$other" -- true 2>"$E2E_TMP/err"
+dblock -v run "$other" -- true 2>"$E2E_TMP/err"
 rc=$?
 assert_eq "during the lock-delay a run without -w skips (75)" 75 "$rc"
 check "it names the failover and until when: $(cat "$E2E_TMP/err")" \
