@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cells: postgres:lease
+# cells: (mysql|postgres):lease
 # The failover lock-delay (dblock(1) FAILOVER) on one server, its failover simulated: the
 # record of the server's incarnation in <prefix>locks is made to name another server, as a
 # promoted replica's record names the old primary. Then:
@@ -15,13 +15,19 @@ k=$(key failover)
 other=$(key failover-other)
 assert_status "a first run records the incarnation and its TTL" 0 dblock run --ttl 3s "$k" -- true
 dblock doctor >"$E2E_TMP/doctor" 2>&1
-check "doctor reports the replication mode" grep -q "replication.*synchronous_commit=" "$E2E_TMP/doctor"
+case "$DBLOCK_TEST_BACKEND" in
+  postgres) check "doctor reports the replication mode" grep -q "replication: synchronous_commit=" "$E2E_TMP/doctor" ;;
+  mysql) check "doctor reports whether it is Galera" grep -q "galera: not a Galera cluster" "$E2E_TMP/doctor" ;;
+esac
 check "doctor reports the incarnation recorded and no lock-delay" \
   grep -q "failover.*incarnation .* recorded; no lock-delay in force" "$E2E_TMP/doctor"
 before=$(status_field "$k" token)
-record=$(printf '%s' "$DBLOCK_TABLE_PREFIX")locks
-check "the record now names another server (a simulated failover)" \
-  server_sql "UPDATE \"$record\" SET owner = 'the-old-primary' WHERE name = E'\\x01failover'"
+record=${DBLOCK_TABLE_PREFIX}locks
+case "$DBLOCK_TEST_BACKEND" in
+  postgres) simulate="UPDATE \"$record\" SET owner = 'the-old-primary' WHERE name = E'\\x01failover'" ;;
+  mysql) simulate="UPDATE \`$record\` SET owner = 'the-old-primary' WHERE name = CONCAT(CHAR(1), 'failover')" ;;
+esac
+check "the record now names another server (a simulated failover)" server_sql "$simulate"
 dblock doctor >"$E2E_TMP/doctor" 2>&1
 check "doctor: another incarnation than the one recorded" grep -q "failover.*another incarnation" "$E2E_TMP/doctor"
 
