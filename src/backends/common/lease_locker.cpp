@@ -36,7 +36,10 @@ class LeaseLocker final : public Locker {
       if (!out) {
         // No retry here: had the lost reply carried our takeover, a retry would see our own
         // row busy. Reconnect for the next attempt, which core schedules.
-        if (out.error().kind == ErrorKind::connection) (void)session_->reconnect(out.error());
+        if (out.error().kind == ErrorKind::connection) {
+          admitted_.reset();
+          (void)session_->reconnect(out.error());
+        }
         break;
       }
       if (out->state != AcquireOutcome::State::busy) break;
@@ -57,6 +60,7 @@ class LeaseLocker final : public Locker {
 
   Result<void> renew(Millis ttl) override {
     if (!held_ || lost_) return fail(ErrorKind::lost, "no lease is held, so there is nothing to renew");
+    admitted_.reset();
     const Params p{{"key", held_->key}, {"owner", held_->owner}, {"token", held_->token}, {"ttl_ms", ms_value(ttl)}};
     auto r = with_reconnect(*session_, [&] { return session_->run(st_.renew, p); });
     if (!r) return std::unexpected(r.error());
@@ -70,6 +74,7 @@ class LeaseLocker final : public Locker {
 
   Result<void> release(const ReleaseRequest& req) override {
     if (!held_) return fail(ErrorKind::lost, "no lease is held, so there is nothing to release");
+    admitted_.reset();
     // Until the release has committed the lease is still ours: a release that failed leaves
     // it held, to be retried or left to expire.
     auto released = with_reconnect(*session_, [&] { return with_schema(*session_, [&] { return release_once(req); }); });
@@ -115,7 +120,7 @@ class LeaseLocker final : public Locker {
     const FailoverStatements& fo = st_.failover;
     std::int64_t fence = 0;
     if (!fo.folded) {
-      auto gate = failover::admit(*session_, fo, req.ttl);
+      auto gate = admit_once(req);
       if (!gate) return std::unexpected(gate.error());
       if (!gate->open) return delayed(*gate);
       fence = gate->fence;
@@ -136,11 +141,22 @@ class LeaseLocker final : public Locker {
     return taken(req, *took);
   }
 
+  // The gate before a take, asked once per connection while it stays open: the server a
+  // connection reaches cannot become another incarnation, and once this server's incarnation is
+  // recorded with a TTL as long as this one, only a write from another server (a split brain)
+  // could close it again. A reconnect asks again.
+  Result<failover::Gate> admit_once(const LockRequest& req) {
+    if (admitted_ && admitted_->ttl >= req.ttl) return admitted_->gate;
+    auto gate = failover::admit(*session_, st_.failover, req.ttl);
+    if (gate && gate->open) admitted_ = Admitted{*gate, req.ttl};
+    return gate;
+  }
+
   // A semaphore's slot: its header, then the slot row with the header's token, in one
   // transaction (src/backends/README.md "Semaphores"); a slot not taken rolls the header back.
   // The failover gate goes first, outside the transaction: what it records must stay.
   Result<AcquireOutcome> attempt_slot(const LockRequest& req) {
-    auto gate = failover::admit(*session_, st_.failover, req.ttl);
+    auto gate = admit_once(req);
     if (!gate) return std::unexpected(gate.error());
     if (!gate->open) return delayed(*gate);
     auto tx = Transaction::begin(*session_, st_.begin);
@@ -269,6 +285,13 @@ class LeaseLocker final : public Locker {
   std::string prefix_;
   int keep_;
   std::optional<Held> held_;
+  // The failover gate found open on this connection (admit_once); renew and release may
+  // reconnect, so they forget it.
+  struct Admitted {
+    failover::Gate gate;
+    Millis ttl;
+  };
+  std::optional<Admitted> admitted_;
   bool lost_ = false;  // renew() found the lease taken or released; held_ stays for the history row
 };
 
