@@ -1,5 +1,7 @@
 #include "backends/common/failover.hpp"
 
+#include <algorithm>
+
 #include "core/acquire_loop.hpp"
 #include "core/duration.hpp"
 
@@ -7,6 +9,12 @@ namespace dblock::sql::failover {
 namespace {
 
 Params record_params() { return {{"record", std::string(record_name)}}; }
+
+// A row of FailoverStatements::read.
+Record record_of(const Rows::Row& row) {
+  return Record{row.text(0),           row.text(1),   row.text(2), row.opt_int64(3).value_or(0), row.opt_int64(4),
+                row.opt_int64(5).value_or(0), row.opt_int64(6).value_or(0)};
+}
 
 }  // namespace
 
@@ -25,9 +33,7 @@ Result<std::optional<Record>> read(Session& session, const FailoverStatements& s
   auto r = session.run(st.read, record_params());
   if (!r) return std::unexpected(r.error());
   if (r->empty()) return fail(ErrorKind::internal, "the failover record read no row");
-  const auto row = (*r)[0];
-  return Record{row.text(0),           row.text(1),   row.text(2), row.opt_int64(3).value_or(0), row.opt_int64(4),
-                row.opt_int64(5).value_or(0), row.opt_int64(6).value_or(0)};
+  return record_of((*r)[0]);
 }
 
 Result<Gate> admit(Session& session, const FailoverStatements& st, Millis ttl) {
@@ -45,8 +51,7 @@ Result<Gate> admit(Session& session, const FailoverStatements& st, Millis ttl) {
     gate.changed = true;
     return gate;
   }
-  Record rec{row.text(0),           row.text(1),   row.text(2), row.opt_int64(3).value_or(0), row.opt_int64(4),
-             row.opt_int64(5).value_or(0), row.opt_int64(6).value_or(0)};
+  Record rec = record_of(row);
   if (rec.recorded != rec.current) {
     // A new primary: tokens jump past every token it knows (the old primary may have issued a
     // few more that never reached it), and the lock-delay starts. Of two acquirers that both see

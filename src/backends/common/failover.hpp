@@ -39,7 +39,7 @@ struct FailoverStatements {
   /// true: the dialect's take (LeaseStatements::take) grants only when the record names the
   /// current incarnation, no delay is in force and :ttl_ms is within the longest TTL, and
   /// issues tokens above the fence itself; admit() then runs only when a take refused.
-  /// false: admit() runs before each take, whose :fence it gives.
+  /// false: admit() runs before a take (once per connection while open), whose :fence it gives.
   bool folded = false;
 
   bool empty() const { return read.empty(); }
