@@ -146,7 +146,7 @@ CommandAction define_status(CLI::App& sub) {
         if (!yes) return exit_free;
       return held.empty() ? exit_free : exit_ok;
     }
-    // The database's failover lock-delay blocks every key alike (dblock(1) FAILOVER).
+    // The database's failover lock-delay blocks every key alike (dblock(1) GUARANTEES, "Failover lock-delay").
     std::optional<LockDelay> delay;
     for (const auto& line : lines)
       if (line.lock.lock_delay) delay = line.lock.lock_delay;

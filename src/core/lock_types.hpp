@@ -45,16 +45,16 @@ struct LockRequest {
   int slots = 0;
 };
 
-/// What a holder looks like, as stored in <prefix>locks and judged by the server.
-/// A failover lock-delay in force (dblock(1) FAILOVER): the database's primary changed, and
-/// nothing is granted on it until until_ms (database time), when no holder of a grant the old
-/// primary may have lost can still be inside its lease.
+/// A failover lock-delay in force (dblock(1) GUARANTEES, "Failover lock-delay"): the database's
+/// primary changed, and nothing is granted on it until until_ms (database time), when no holder
+/// of a grant the old primary may have lost can still be inside its lease.
 struct LockDelay {
   std::string failover;  // what changed: "failover from <incarnation> to <incarnation>"
   std::int64_t until_ms = 0;
   std::int64_t db_now_ms = 0;
 };
 
+/// What a holder looks like, as stored in <prefix>locks and judged by the server.
 struct LockStatus {
   enum class State { held, free, expired };
   std::string key;

@@ -7,11 +7,11 @@
 #    promotes the replica, which never saw the grant.
 # 5. A competitor (-w 60) asks for the key on the new leader.
 # Correct: the competitor starts only after the holder's command has ended, and no token is
-# given twice. The failover lock-delay (dblock(1) FAILOVER) makes it so: the competitor meets a
-# new incarnation (timeline) of the database, and nothing is granted for the longest TTL
-# recorded (30 s); its token jumps past every token the new leader knew. Without the delay the
-# competitor took the key at once, with the holder's own token (issue 29). While the delay is in
-# force, status and doctor show it.
+# given twice. The failover lock-delay (dblock(1) GUARANTEES, "Failover lock-delay") makes it
+# so: the competitor meets a new incarnation (timeline) of the database, and nothing is granted
+# for the longest TTL recorded (30 s); its token jumps past every token the new leader knew.
+# Without the delay the competitor took the key at once, with the holder's own token (issue 29).
+# While the delay is in force, status and doctor show it.
 CLUSTER_KIND=pg-async
 source "$(dirname "$0")/lib.sh"
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # cells: (mysql|postgres):lease
-# The failover lock-delay (dblock(1) FAILOVER) on one server, its failover simulated: the
-# record of the server's incarnation in <prefix>locks is made to name another server, as a
-# promoted replica's record names the old primary. Then:
+# The failover lock-delay (dblock(1) GUARANTEES, "Failover lock-delay") on one server, its
+# failover simulated: the record of the server's incarnation in <prefix>locks is made to name
+# another server, as a promoted replica's record names the old primary. Then:
 #  - the next acquisition starts the lock-delay: nothing is granted for the longest TTL
 #    recorded (3 s here), without -w exit 75 naming the failover and until when, with -w it
 #    waits it out;

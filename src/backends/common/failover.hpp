@@ -1,7 +1,7 @@
 #pragma once
-// The failover lock-delay (dblock(1) FAILOVER, src/backends/README.md "Failover"), once for every
-// strategy: a database records its incarnation (PostgreSQL: system identifier and timeline) in a
-// row of its own in <prefix>locks. An acquirer that meets another incarnation than the one
+// The failover lock-delay (dblock(1) GUARANTEES, "Failover lock-delay"; src/backends/README.md,
+// "Failover lock-delay"), once for every strategy: a database records its incarnation
+// (PostgreSQL: system identifier and timeline) in a row of its own in <prefix>locks. An acquirer that meets another incarnation than the one
 // recorded (a replica was promoted, perhaps without the last grants) records the new one, moves
 // the token fence past every token the new primary knows by token_jump, and nothing is granted
 // until the longest TTL recorded has passed: a holder whose grant was lost cannot still be
