@@ -4,8 +4,7 @@
 # MariaDB and PostgreSQL, stops the servers. Exits non-zero on any failure.
 #   scripts/test.sh              everything
 #   scripts/test.sh -R sqlite    extra arguments go to ctest
-# The failover tests (label cluster) start clusters of their own (scripts/test-cluster.sh); those
-# labelled cluster-pending check behaviour not built yet and run only with DBLOCK_TEST_PENDING=1.
+# The failover tests (label cluster) start clusters of their own (scripts/test-cluster.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,9 +26,7 @@ eval "$servers"
 
 # Tests that need a server fail instead of skipping when it is missing.
 export CI=${CI:-true}
-pending=(-LE '^cluster-pending$')
-[ "${DBLOCK_TEST_PENDING:-0}" = 1 ] && pending=()
-ctest --test-dir "$build" --output-on-failure --no-tests=error -j "${DBLOCK_TEST_JOBS:-2}" "${pending[@]}" "$@"
+ctest --test-dir "$build" --output-on-failure --no-tests=error -j "${DBLOCK_TEST_JOBS:-2}" "$@"
 
 # The same code under AddressSanitizer and UBSan: unit tests and every backend's conformance
 # suite (the end-to-end scripts time processes, which sanitizers slow down too much to be fair).

@@ -6,6 +6,7 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "cli/semaphore_view.hpp"
+#include "core/acquire_loop.hpp"
 #include "core/duration.hpp"
 #include "core/exit_code.hpp"
 #include "core/key.hpp"
@@ -73,6 +74,7 @@ nlohmann::json to_json(const Line& line) {
       {"last_started_at", json_timestamp(s.last_started_at_ms)},
       {"last_finished_at", json_timestamp(s.last_finished_at_ms)},
       {"last_exit_code", s.last_exit_code ? nlohmann::json(*s.last_exit_code) : nlohmann::json(nullptr)},
+      {"lock_delay_until", json_timestamp(s.lock_delay ? std::optional(s.lock_delay->until_ms) : std::nullopt)},
   };
 }
 
@@ -144,12 +146,21 @@ CommandAction define_status(CLI::App& sub) {
         if (!yes) return exit_free;
       return held.empty() ? exit_free : exit_ok;
     }
+    // The database's failover lock-delay blocks every key alike (dblock(1) GUARANTEES, "Failover lock-delay").
+    std::optional<LockDelay> delay;
+    for (const auto& line : lines)
+      if (line.lock.lock_delay) delay = line.lock.lock_delay;
     if (args->json) {
-      nlohmann::json doc = {{"locks", nlohmann::json::array()}};
+      nlohmann::json doc = {{"locks", nlohmann::json::array()}, {"lock_delay", nullptr}};
       for (const auto& line : lines) doc["locks"].push_back(to_json(line));
+      if (delay)
+        doc["lock_delay"] = {{"failover", delay->failover},
+                             {"until", json_timestamp(delay->until_ms)},
+                             {"until_in_ms", delay->until_ms - delay->db_now_ms}};
       print_json(doc);
       return exit_ok;
     }
+    if (delay) std::cerr << "note: every key is " << describe_lock_delay(*delay) << "\n";
     if (context.options.table_format == "shedlock")
       std::cerr << "note: ShedLock has no fencing token: TOKEN counts dblock's own acquisitions (its " +
                        context.options.table_prefix + "locks row of the name); a Java holder's writes cannot be fenced\n";

@@ -111,6 +111,7 @@ Woken sleep_until(Millis until, SignalWatch& signals, LockerSlot& slot, int* sig
 }
 
 std::string held_line(const std::string& key, const AcquireOutcome& out) {
+  if (out.lock_delay) return "'" + key + "' is " + describe_lock_delay(*out.lock_delay);
   if (out.holder) return "'" + key + "' is " + describe_holder(*out.holder);
   return "'" + key + "' is held by someone else";
 }
@@ -136,6 +137,11 @@ std::string describe_not_due(const AcquireOutcome& out) {
   }
   if (out.due_in) s += "; due in " + format_duration(*out.due_in);
   return s;
+}
+
+std::string describe_lock_delay(const LockDelay& delay) {
+  return "blocked by the failover lock-delay (" + delay.failover + ") until " + format_utc_ms(delay.until_ms) +
+         " (in " + format_duration(Millis(std::max<std::int64_t>(delay.until_ms - delay.db_now_ms, 0))) + ")";
 }
 
 std::string describe_holder(const LockStatus& h) {
@@ -322,7 +328,9 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       }
       if (!result.told_waiting) {
         log::progress("waiting for '" + key + "'" +
-                      (out.holder ? ", held by " + holder_summary(*out.holder) : std::string()));
+                      (out.lock_delay ? ", " + describe_lock_delay(*out.lock_delay)
+                       : out.holder   ? ", held by " + holder_summary(*out.holder)
+                                      : std::string()));
         result.told_waiting = true;
       }
       // When the server already blocked for the slice, retry at once; otherwise back off.
@@ -332,7 +340,9 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       wake_at = replied + pause;
       if (!forever) wake_at = std::min(wake_at, deadline);
       // A server that blocks each attempt for the slice would otherwise log two lines a second.
-      std::string state = out.holder ? out.holder->owner + "/" + std::to_string(out.holder->token) : "?";
+      std::string state = out.lock_delay ? "lock-delay"
+                          : out.holder   ? out.holder->owner + "/" + std::to_string(out.holder->token)
+                                         : "?";
       if (state != retry_state || replied - retry_logged_at >= 1000ms) {
         log::verbose(held_line(key, out) + "; retrying in " + format_duration(wake_at - replied) +
                      (forever ? std::string() : " (" + format_duration(remaining(replied)) + " left)"));

@@ -74,6 +74,9 @@ std::string describe_holder(const LockStatus& holder);
 /// 2026-11-26T07:23:02.001Z on web1); due in 872ms", the parts the outcome knows.
 std::string describe_not_due(const AcquireOutcome& out);
 
+/// "blocked by the failover lock-delay (failover from A to B) until <UTC> (in <duration>)".
+std::string describe_lock_delay(const LockDelay& delay);
+
 /// Short, for a person at a terminal: "web1:4711 since 02:00:03 (lease, expires in 21s)"
 /// (local time of day).
 std::string holder_summary(const LockStatus& holder);

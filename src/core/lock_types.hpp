@@ -45,6 +45,15 @@ struct LockRequest {
   int slots = 0;
 };
 
+/// A failover lock-delay in force (dblock(1) GUARANTEES, "Failover lock-delay"): the database's
+/// primary changed, and nothing is granted on it until until_ms (database time), when no holder
+/// of a grant the old primary may have lost can still be inside its lease.
+struct LockDelay {
+  std::string failover;  // what changed: "failover from <incarnation> to <incarnation>"
+  std::int64_t until_ms = 0;
+  std::int64_t db_now_ms = 0;
+};
+
 /// What a holder looks like, as stored in <prefix>locks and judged by the server.
 struct LockStatus {
   enum class State { held, free, expired };
@@ -63,6 +72,7 @@ struct LockStatus {
   std::optional<std::int64_t> last_finished_at_ms;
   std::optional<int> last_exit_code;
   std::int64_t db_now_ms = 0;                // the server's clock when this row was read
+  std::optional<LockDelay> lock_delay;       // the database's failover lock-delay in force, if any
 };
 
 std::string_view to_string(LockStatus::State s);
@@ -76,6 +86,7 @@ struct AcquireOutcome {
   std::optional<std::int64_t> expires_at_ms;  // acquired with lease: database time of expiry
   std::optional<LockStatus> holder;    // busy: the current holder, when the backend knows it cheaply
   std::optional<Millis> due_in;        // not_due: time until --min-interval has elapsed
+  std::optional<LockDelay> lock_delay; // busy: a failover lock-delay grants nothing until it ends
   // Semaphore slot asked, nothing taken: the header records this other slot count.
   std::optional<int> recorded_slots;
   // Semaphore: the slot taken (0..slots-1), set by core's semaphore locker.

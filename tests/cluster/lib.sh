@@ -68,7 +68,8 @@ cluster_ctl() { "$CLUSTER_CTL" "$@"; }
 galera_dsn() { local v=DBLOCK_TEST_CLUSTER_GALERA$1_DSN; echo "${!v}"; }
 
 # smoke NAME RUNS [DSN...]: RUNS sequential `dblock run` of NAME's key, the DSNs taken in turn
-# (default: DBLOCK_DSN), each command logging to NAME's oracle log. Calls with the same NAME go on
+# (default: DBLOCK_DSN), each command logging to NAME's oracle log; with smoke_wait set, each
+# run waits that long for the key (-w). Calls with the same NAME go on
 # with the same key and log: the oracle checks every run of NAME so far happened one at a
 # time, tokens strictly increasing.
 declare -A smoke_runs=()
@@ -80,7 +81,8 @@ smoke() {
   log=$E2E_TMP/smoke.${name//[^a-z0-9]/_}.log
   for i in $(seq "$runs"); do
     status=0
-    DBLOCK_DSN=${dsns[$(((i - 1) % ${#dsns[@]}))]} dblock run "$(key "smoke-${name//[^a-z0-9]/_}")" -- \
+    DBLOCK_DSN=${dsns[$(((i - 1) % ${#dsns[@]}))]} dblock run ${smoke_wait:+-w "$smoke_wait"} \
+      "$(key "smoke-${name//[^a-z0-9]/_}")" -- \
       "$ORACLE_JOB" "$log" 0 2>"$E2E_TMP/smoke.err" || status=$?
     [ "$status" = 0 ] || { fail "$name: run $i exits $status: $(cat "$E2E_TMP/smoke.err")"; return; }
   done

@@ -13,15 +13,29 @@ LockStatus decode_status_row(const rows::ColumnReader& row) {
 
 Result<std::vector<LockStatus>> read_status(Session& session, const InspectStatements& st, std::span<const std::string> keys,
                                             StatusDecoder decode) {
-  // Every key in one statement, whatever their number: a JSON array is one parameter.
+  // Every key in one statement, whatever their number: a JSON array is one parameter. The
+  // failover record (failover.hpp) is read along: a lock-delay in force blocks every key.
+  std::vector<std::string> asked(keys.begin(), keys.end());
+  asked.emplace_back(failover::record_name);
   auto r = keys.empty() ? session.run(st.status_all, {})
-                        : session.run(st.status_keys,
-                                      {{"keys", nlohmann::json(std::vector<std::string>(keys.begin(), keys.end())).dump()}});
+                        : session.run(st.status_keys, {{"keys", nlohmann::json(asked).dump()}});
   if (!r) return std::unexpected(r.error());
   std::vector<LockStatus> found;
   found.reserve(r->size());
-  for (std::size_t i = 0; i < r->size(); ++i) found.push_back(decode((*r)[i]));
-  return rows::in_request_order(std::move(found), keys, [&] { return read_now_ms(session, st); });
+  std::optional<LockDelay> delay;
+  for (std::size_t i = 0; i < r->size(); ++i) {
+    LockStatus row = decode((*r)[i]);
+    if (row.key != failover::record_name) {
+      found.push_back(std::move(row));
+      continue;
+    }
+    if (row.expires_at_ms && *row.expires_at_ms > row.db_now_ms)
+      delay = LockDelay{failover::describe(row.host, row.owner), *row.expires_at_ms, row.db_now_ms};
+  }
+  auto out = rows::in_request_order(std::move(found), keys, [&] { return read_now_ms(session, st); });
+  if (out && delay)
+    for (LockStatus& s : *out) s.lock_delay = delay;
+  return out;
 }
 
 Result<std::vector<RunRecord>> read_history(Session& session, const InspectStatements& st, const std::string& key,

@@ -17,13 +17,17 @@ class LeaseLocker final : public Locker {
     if (held_) return fail(ErrorKind::internal, "this locker already holds " + held_->key);
     return until_not_busy(session_->release_signal(), req, wait, [&](Millis) {
       auto out = with_schema(*session_, [&] { return attempt(req); });
-      if (!out && out.error().kind == ErrorKind::connection) (void)session_->reconnect(out.error());
+      if (!out && out.error().kind == ErrorKind::connection) {
+        admitted_.reset();
+        (void)session_->reconnect(out.error());
+      }
       return out;
     });
   }
 
   Result<void> renew(Millis ttl) override {
     if (!held_ || lost_) return fail(ErrorKind::lost, "no lease is held, so there is nothing to renew");
+    admitted_.reset();
     const Params p{{"key", held_->key}, {"owner", held_->owner}, {"token", held_->token}, {"ttl_ms", ms_value(ttl)}};
     auto r = with_reconnect(*session_, [&] { return session_->run(st_.renew, p); });
     if (!r) return std::unexpected(r.error());
@@ -37,6 +41,7 @@ class LeaseLocker final : public Locker {
 
   Result<void> release(const ReleaseRequest& req) override {
     if (!held_) return fail(ErrorKind::lost, "no lease is held, so there is nothing to release");
+    admitted_.reset();
     // Until the release has committed the lease is still ours: a release that failed leaves
     // it held, to be retried or left to expire.
     auto released = with_reconnect(*session_, [&] { return with_schema(*session_, [&] { return release_once(req); }); });
@@ -55,29 +60,51 @@ class LeaseLocker final : public Locker {
   void consume_wakeup() override { session_->release_signal().consume(); }
 
  private:
-  Params take_params(const LockRequest& req, const Value& token) const {
+  Params take_params(const LockRequest& req, const Value& token, std::int64_t fence) const {
     return {{"key", req.key},           {"owner", req.owner},     {"host", req.host},
             {"pid", req.pid},           {"ttl_ms", ms_value(req.ttl)}, {"min_interval_ms", ms_value(req.min_interval)},
-            {"token", token}};
+            {"token", token},           {"record", std::string(failover::record_name)}, {"fence", fence}};
   }
 
   Result<AcquireOutcome> attempt(const LockRequest& req) {
     if (!req.semaphore.empty()) return attempt_slot(req);
-    auto took = session_->run(st_.take, take_params(req, Value()));
+    const FailoverStatements& fo = st_.failover;
+    std::int64_t fence = 0;
+    if (!fo.folded) {
+      auto gate = failover::admit_once(*session_, st_.failover, admitted_, req.ttl);
+      if (!gate) return std::unexpected(gate.error());
+      if (!gate->open) return failover::delayed(*gate);
+      fence = gate->fence;
+    }
+    const Params p = take_params(req, Value(), fence);
+    auto took = session_->run(st_.take, p);
     if (!took) return std::unexpected(took.error());
+    if (took->affected == 0 && fo.folded) {
+      // The take's own gate may have refused rather than a holder: no record yet, a record of
+      // another primary (a failover), or a TTL longer than any recorded.
+      auto gate = failover::admit(*session_, fo, req.ttl);
+      if (!gate) return std::unexpected(gate.error());
+      if (!gate->open) return failover::delayed(*gate);
+      if (gate->changed) took = session_->run(st_.take, p);
+      if (!took) return std::unexpected(took.error());
+    }
     if (took->affected == 0) return refused(*session_, st_, req);
     return taken(req, *took);
   }
 
   // A semaphore's slot: its header, then the slot row with the header's token, in one
   // transaction (src/backends/README.md "Semaphores"); a slot not taken rolls the header back.
+  // The failover gate goes first, outside the transaction: what it records must stay.
   Result<AcquireOutcome> attempt_slot(const LockRequest& req) {
+    auto gate = failover::admit_once(*session_, st_.failover, admitted_, req.ttl);
+    if (!gate) return std::unexpected(gate.error());
+    if (!gate->open) return failover::delayed(*gate);
     auto tx = Transaction::begin(*session_, st_.begin);
     if (!tx) return std::unexpected(tx.error());
-    auto header = take_header(*session_, st_, req);
+    auto header = take_header(*session_, st_, req, gate->fence);
     if (!header) return std::unexpected(header.error());
     if (!header->token) return header->refusal;
-    auto took = session_->run(st_.take, take_params(req, *header->token));
+    auto took = session_->run(st_.take, take_params(req, *header->token, gate->fence));
     if (!took) return std::unexpected(took.error());
     if (took->affected == 0) return refused(*session_, st_, req);
     auto out = taken(req, *took);
@@ -116,7 +143,10 @@ class LeaseLocker final : public Locker {
   std::string prefix_;
   int keep_;
   std::optional<HeldRun> held_;
-  bool lost_ = false;  // renew() found the lease taken or released; held_ stays for the history row
+  bool lost_ = false;
+  // The failover gate found open on this connection (admit_once); renew and release may
+  // reconnect, so they forget it.
+  std::optional<failover::Admitted> admitted_;  // renew() found the lease taken or released; held_ stays for the history row
 };
 
 }  // namespace

@@ -49,11 +49,13 @@ Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, cons
   return out;
 }
 
-Result<HeaderTake> take_header(Session& session, const LeaseStatements& st, const LockRequest& req) {
+Result<HeaderTake> take_header(Session& session, const LeaseStatements& st, const LockRequest& req,
+                               std::int64_t fence) {
   const Params hp{{"key", req.semaphore}, {"owner", req.owner}, {"host", req.host}, {"pid", req.pid},
                   {"slots", std::int64_t{req.slots}},
                   {"first", req.semaphore + slot_separator},
-                  {"past", req.semaphore + char(slot_separator + 1)}};
+                  {"past", req.semaphore + char(slot_separator + 1)},
+                  {"fence", fence}};
   auto header = session.run(st.header_take, hp);
   if (!header) return std::unexpected(header.error());
   HeaderTake out;

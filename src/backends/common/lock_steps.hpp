@@ -75,14 +75,15 @@ Result<TakenRow> taken_row(Session& session, const LeaseStatements& st, const Ro
 /// not_due while --min-interval has not passed and nobody holds it.
 Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, const LockRequest& req);
 
-/// A semaphore's header row for `req` (a slot), inside the caller's transaction: taken (its
-/// token, which the slot row gets), or the outcome that says why not (another slot count
-/// recorded, or a plain holder of the key).
+/// A semaphore's header row for `req` (a slot), inside the caller's transaction, its token
+/// above the failover `fence` (failover.hpp): taken (its token, which the slot row gets), or
+/// the outcome that says why not (another slot count recorded, or a plain holder of the key).
 struct HeaderTake {
   std::optional<std::int64_t> token;
   AcquireOutcome refusal;
 };
-Result<HeaderTake> take_header(Session& session, const LeaseStatements& st, const LockRequest& req);
+Result<HeaderTake> take_header(Session& session, const LeaseStatements& st, const LockRequest& req,
+                               std::int64_t fence);
 
 /// What a release writes: the holder's row and, when asked, its run's history row.
 struct ReleaseRow {

@@ -28,7 +28,10 @@ class SessionLocker final : public Locker {
       auto out = with_schema(*book_, [&] { return attempt(req, left); });
       // The bookkeeping session holds nothing: reconnected for the next attempt. (A lost reply
       // may have numbered a row; the next token is greater anyway.)
-      if (!out && out.error().kind == ErrorKind::connection) (void)book_->reconnect(out.error());
+      if (!out && out.error().kind == ErrorKind::connection) {
+        admitted_.reset();
+        (void)book_->reconnect(out.error());
+      }
       return out;
     });
   }
@@ -45,6 +48,7 @@ class SessionLocker final : public Locker {
   Result<void> release(const ReleaseRequest& req) override {
     if (!held_) return fail(ErrorKind::lost, "no session lock is held, so there is nothing to release");
     const ReleaseRow what{.held = *held_, .strategy = strategy_};
+    admitted_.reset();  // the release may reconnect
     ReleaseRequest r = req;
     r.min_hold = Millis(0);  // core keeps a session lock for --min-hold itself
     // The bookkeeping session holds no lock, so a statement lost with its connection runs again.
@@ -67,6 +71,11 @@ class SessionLocker final : public Locker {
   // The server lock, then the row numbered on the bookkeeping session. Whatever stops the
   // attempt gives the server lock back: no lock is left behind, no transaction open.
   Result<AcquireOutcome> attempt(const LockRequest& req, Millis wait) {
+    // The failover gate (failover.hpp) first: a holder whose session was on the old primary
+    // notices within its TTL that the session is gone, as a lease holder that cannot renew.
+    auto gate = failover::admit_once(*book_, st_.failover, admitted_, req.ttl);
+    if (!gate) return std::unexpected(gate.error());
+    if (!gate->open) return failover::delayed(*gate);
     auto got = lock_->take(req.key, wait);
     if (!got && got.error().kind == ErrorKind::connection) {
       // Nothing is held yet, so a holder session that is gone (the server's idle limit passed
@@ -76,21 +85,21 @@ class SessionLocker final : public Locker {
     }
     if (!got) return std::unexpected(got.error());
     if (!*got) return busy(req);
-    auto out = number(req);
+    auto out = number(req, gate->fence);
     if (!out || out->state != AcquireOutcome::State::acquired) (void)lock_->give_back(req.key);
     return out;
   }
 
   // The row of a key whose server lock is ours: a plain lock's in one statement; a semaphore's
   // slot with its header, in one transaction (src/backends/README.md "Semaphores").
-  Result<AcquireOutcome> number(const LockRequest& req) {
+  Result<AcquireOutcome> number(const LockRequest& req, std::int64_t fence) {
     std::optional<Transaction> tx;
     Value token;
     if (!req.semaphore.empty()) {
       auto begun = Transaction::begin(*book_, st_.begin);
       if (!begun) return std::unexpected(begun.error());
       tx.emplace(std::move(*begun));
-      auto header = take_header(*book_, st_, req);
+      auto header = take_header(*book_, st_, req, fence);
       if (!header) return std::unexpected(header.error());
       if (!header->token) return header->refusal;
       token = *header->token;
@@ -102,7 +111,8 @@ class SessionLocker final : public Locker {
                                               {"strategy", strategy_},
                                               {"session_id", lock_->session_id()},
                                               {"min_interval_ms", ms_value(req.min_interval)},
-                                              {"token", token}});
+                                              {"token", token},
+                                              {"fence", fence}});
     if (!took) return std::unexpected(took.error());
     // Not taken with the server lock ours: a semaphore's header, or --min-interval's not yet.
     if (took->affected == 0) return refused(*book_, st_, req);
@@ -144,6 +154,7 @@ class SessionLocker final : public Locker {
   std::string prefix_;
   int keep_;
   std::optional<HeldRun> held_;
+  std::optional<failover::Admitted> admitted_;  // the failover gate found open on book_
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "backends/common/failover.hpp"
 #include "backends/common/sql_session.hpp"
 
 namespace dblock::sql {
@@ -19,9 +20,10 @@ struct LeaseStatements {
   std::string begin_release;
 
   /// :key :owner :host :pid :ttl_ms :min_interval_ms :token (NULL, or a semaphore slot's token
-  /// from its header). Takes the row of :key when its lease is over (expired, released or never
+  /// from its header) :record :fence (failover.hpp; with `failover.folded` the statement reads
+  /// the fence itself, and grants nothing while the record's gate is closed). Takes the row of :key when its lease is over (expired, released or never
   /// taken) and, when :min_interval_ms > 0, its last start is at least that long ago: the holder
-  /// columns, token (:token, else 1 for a new row and token + 1 for an old one), strategy
+  /// columns, token (:token, else the greater of the old token (0 for a new row) and the fence, + 1), strategy
   /// 'lease', no session_id, acquired_at = renewed_at = last_started_at = now, expires_at = now +
   /// :ttl_ms, released_at NULL. affected: 1 when taken, 0 when not. Rows: none, or (token,
   /// acquired_ms, expires_ms) of the taken row.
@@ -31,9 +33,9 @@ struct LeaseStatements {
   Statement taken;
   /// Session strategies (session_locker.hpp), whose server lock on :key this process holds, so
   /// the row is taken whoever it names. :key :owner :host :pid :strategy :session_id
-  /// :min_interval_ms :token (NULL, or a semaphore slot's token from its header). Numbers the row
-  /// of :key: the holder columns, token (:token, else 1 for a new row and token + 1 for an old
-  /// one), strategy :strategy, session_id :session_id, acquired_at = renewed_at = last_started_at
+  /// :min_interval_ms :token (NULL, or a semaphore slot's token from its header) :fence (the
+  /// failover fence, failover.hpp). Numbers the row of :key: the holder columns, token (:token,
+  /// else :fence + 1 for a new row and the greater of token and :fence, + 1, for an old one), strategy :strategy, session_id :session_id, acquired_at = renewed_at = last_started_at
   /// = now, expires_at and released_at NULL; unless :min_interval_ms > 0 and its last start is
   /// less than that long ago, or the row is a semaphore's header (strategy 'semaphore'). affected
   /// and rows as `take`.
@@ -59,13 +61,16 @@ struct LeaseStatements {
   /// :key (the semaphore) :owner :host :pid :slots :first :past (the bounds of its slot rows'
   /// names). Takes the header row of :key, bumping its token (1 for a new row), when it records
   /// :slots, or it is a plain row nobody holds, or no slot row of it is held. affected and rows
-  /// as `take`.
+  /// as `take`; the token as `take`'s, above :fence.
   Statement header_take;
   /// :key. Why `header_take` did not take it: the 14 status columns, live, then slots.
   Statement header_refusal;
   /// :key. Locks the row until the transaction ends (a slot's release locks its header first,
   /// the order acquirers use, so two releases of one semaphore never deadlock).
   Statement lock_row;
+
+  /// The failover lock-delay (failover.hpp); all empty where the dialect has none.
+  FailoverStatements failover;
 };
 
 }  // namespace dblock::sql

@@ -56,10 +56,10 @@ class MysqlBackend final : public Backend {
     if (auto s = session(); !s) return std::unexpected(s.error());
     const std::string& prefix = options_.table_prefix;
     if (strategy == Strategy::lease && options_.shedlock)
-      return sql::make_shedlock_locker(session_, shedlock_statements(options_), lease_statements(prefix),
+      return sql::make_shedlock_locker(session_, shedlock_statements(options_), lease_statements(prefix, mariadb()),
                                        options_.history_keep);
     if (strategy == Strategy::lease)
-      return sql::make_lease_locker(session_, lease_statements(prefix), prefix, options_.history_keep);
+      return sql::make_lease_locker(session_, lease_statements(prefix, mariadb()), prefix, options_.history_keep);
     conn_ = nullptr;
     return make_session_locker(strategy, dsn_, options_, t_, session_->take_connection());
   }
@@ -143,10 +143,16 @@ class MysqlBackend final : public Backend {
     checks.push_back(check_wait_timeout());
     checks.push_back(check_galera(strategy));
     if (is_session_strategy(strategy)) checks.push_back(check_processlist());
+    if (auto s = session(); s)
+      checks.push_back(sql::failover::doctor_check(**s, lease_statements(options_.table_prefix, mariadb()).failover));
     return checks;
   }
 
  private:
+  // Which incarnation expression the server knows (mysql_statements.cpp): the handshake's
+  // version string says, without a round trip. Only asked once connected.
+  bool mariadb() const { return conn_->server_info().find("MariaDB") != std::string::npos; }
+
   // After make_locker handed the connection over, anything still asked of this Backend (tests
   // do) gets a new one.
   Result<Session*> session() {
@@ -267,14 +273,18 @@ class MysqlBackend final : public Backend {
   }
 
   DoctorCheck check_galera(Strategy strategy) {
-    auto r = conn_->execute("SELECT @@GLOBAL.wsrep_on");
+    auto r = conn_->execute("SELECT @@GLOBAL.wsrep_on, @@GLOBAL.wsrep_sync_wait");
     // MySQL without Galera has no such variable: not a cluster.
     const bool galera = r && !r->rows.empty() && (r->rows[0][0] == "1" || r->rows[0][0] == "ON");
     if (!galera) return {"galera", true, "not a Galera cluster (wsrep_on is off or absent)"};
-    if (strategy == Strategy::lease)
-      return {"galera", true, "Galera cluster (wsrep_on=ON): the lease strategy is safe here"};
+    // Replication is synchronous (certification): a node killed loses no grant. wsrep_sync_wait
+    // makes a node's reads wait for what the cluster committed; dblock's conditional writes
+    // are certified whatever it says.
+    const std::string mode = "Galera cluster (wsrep_on=ON, synchronous replication, wsrep_sync_wait=" +
+                             r->rows[0][1].value_or("?") + ")";
+    if (strategy == Strategy::lease) return {"galera", true, mode + ": the lease strategy is safe here"};
     return {"galera", false,
-            "Galera cluster (wsrep_on=ON): GET_LOCK and FOR UPDATE are not cluster-wide, so " +
+            mode + ": GET_LOCK and FOR UPDATE are not cluster-wide, so " +
                 std::string(to_string(strategy)) + " is unsafe; use --strategy lease"};
   }
 

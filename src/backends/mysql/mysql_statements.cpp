@@ -63,9 +63,43 @@ std::string shedlock_holder_select(const BackendOptions& o, const Tables& t) {
 // The keys of InspectStatements::status_keys, one JSON array (any number in one statement).
 const std::string json_keys = "(SELECT k FROM JSON_TABLE(:keys, '$[*]' COLUMNS(k VARCHAR(255) PATH '$')) AS j)";
 
+// The server's incarnation (failover.hpp). MariaDB has no server_uuid, but replication requires
+// every server of a topology to have its own server_id; a Galera cluster's nodes are one
+// database, replicated synchronously, so the incarnation is the cluster's (a node killed loses
+// no grant). MySQL: server_uuid. Read from global variables: no table, no round trip of its own.
+std::string incarnation(bool mariadb) {
+  return mariadb ? "IF(@@GLOBAL.wsrep_on, CONCAT('galera ', @@GLOBAL.wsrep_cluster_name),"
+                   " CONCAT('server_id ', @@GLOBAL.server_id))"
+                 : "CONCAT('server_uuid ', @@GLOBAL.server_uuid)";
+}
+
+// The record is a row of <prefix>locks (src/backends/README.md, "Failover lock-delay"). MySQL
+// reads no table in an INSERT ... ON DUPLICATE KEY UPDATE's assignments, so the gate is not
+// folded into the take: admit() runs before it, one SELECT.
+sql::FailoverStatements failover_statements(const Tables& t, bool mariadb) {
+  const std::string now_incarnation = incarnation(mariadb);
+  sql::FailoverStatements f;
+  f.read = {"failover.read", "SELECT r.owner, " + now_incarnation + ", r.host, r.token, " + epoch_ms("r.expires_at") +
+                                 ", " + epoch_ms("NOW(6)") + ", r.pid FROM (SELECT 1) one LEFT JOIN " + t.locks +
+                                 " r ON r.name = :record"};
+  f.create = {"failover.create", "INSERT INTO " + t.locks +
+                                     " (name, owner, host, pid, token, strategy, acquired_at) VALUES (:record, " +
+                                     now_incarnation + ", NULL, :ttl_ms, 0, 'failover', NOW(6))"
+                                     " ON DUPLICATE KEY UPDATE name = name"};
+  f.max_token = {"failover.max_token", "SELECT MAX(token) FROM " + t.locks + " WHERE name <> :record"};
+  // Assigned left to right: host takes the old owner before owner changes.
+  f.move = {"failover.move", "UPDATE " + t.locks + " SET host = owner, owner = " + now_incarnation +
+                                 ", token = :fence, acquired_at = NOW(6),"
+                                 " expires_at = NOW(6) + INTERVAL pid * 1000 MICROSECOND WHERE name = :record AND"
+                                 " owner <> " + now_incarnation};
+  f.raise_ttl = {"failover.raise_ttl",
+                 "UPDATE " + t.locks + " SET pid = :ttl_ms WHERE name = :record AND pid < :ttl_ms"};
+  return f;
+}
+
 }  // namespace
 
-sql::LeaseStatements lease_statements(const std::string& prefix) {
+sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   const Tables t = make_tables(prefix);
   const std::string status = rows::status_select_list(&epoch_ms_of, "NOW(6)") + ", COALESCE(expires_at > NOW(6), 0)";
   sql::LeaseStatements s;
@@ -83,7 +117,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   s.take = {"lease.take",
             "INSERT INTO " + t.locks +
                 " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at,"
-                " last_started_at) VALUES (:key, :owner, :host, :pid, COALESCE(:token, 1), 'lease', NULL, NOW(6), NOW(6),"
+                " last_started_at) VALUES (:key, :owner, :host, :pid, COALESCE(:token, :fence + 1), 'lease', NULL, NOW(6), NOW(6),"
                 " NOW(6) + INTERVAL :ttl_ms * 1000 MICROSECOND, NULL, NOW(6)) ON DUPLICATE KEY UPDATE " +
                 assign_each_if(free, {{"owner", "VALUES(owner)"},
                                  {"host", "VALUES(host)"},
@@ -93,7 +127,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                                  {"acquired_at", "NOW(6)"},
                                  {"renewed_at", "NOW(6)"},
                                  {"released_at", "NULL"},
-                                 {"token", "COALESCE(:token, token + 1)"},
+                                 {"token", "COALESCE(:token, GREATEST(token, :fence) + 1)"},
                                  {"expires_at", "VALUES(expires_at)"}}) +
                 ", last_started_at = IF(" + due +
                 " AND ((expires_at IS NULL OR expires_at <= NOW(6)) OR"
@@ -138,7 +172,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   s.header_take = {"semaphore.header_take",
                    "INSERT INTO " + t.locks +
                        " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                       " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid, 1, 'semaphore', NULL,"
+                       " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid, :fence + 1, 'semaphore', NULL,"
                        " NOW(6), NOW(6), '9999-12-31 23:59:59', NULL, NOW(6), :slots) ON DUPLICATE KEY UPDATE " +
                        assign_each_if(header_free, {{"owner", "VALUES(owner)"},
                                                {"host", "VALUES(host)"},
@@ -146,7 +180,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                                                {"session_id", "NULL"},
                                                {"renewed_at", "NOW(6)"},
                                                {"last_started_at", "NOW(6)"},
-                                               {"token", "token + 1"},
+                                               {"token", "GREATEST(token, :fence) + 1"},
                                                {"slots", "VALUES(slots)"},
                                                {"strategy", "'semaphore'"},
                                                {"acquired_at", "NOW(6)"},
@@ -154,6 +188,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                                                {"expires_at", "VALUES(expires_at)"}})};
   s.header_refusal = {"semaphore.header_refusal", "SELECT " + status + ", slots FROM " + t.locks + " WHERE name = :key"};
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
+  s.failover = failover_statements(t, mariadb);
   return s;
 }
 

@@ -84,7 +84,7 @@ inline constexpr std::string_view rollback_on_error = "DECLARE EXIT HANDLER FOR 
 Result<Millis> due_in(Connection& conn, const Tables& t, const std::string& key, Millis min_interval);
 
 /// The statements of the common lease locker, ShedLock locker and inspection (mysql_statements.cpp).
-sql::LeaseStatements lease_statements(const std::string& prefix);
+sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb);
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
 sql::InspectStatements inspect_statements(const BackendOptions& options);
 

@@ -186,6 +186,8 @@ class PostgresBackend final : public Backend {
     } else {
       add("pgbouncer", true, "direct connection to the server (no pooler): session strategies are safe");
     }
+    add_replication_check(out);
+    out.push_back(sql::failover::doctor_check(*session_, lease_statements(options_.table_prefix).failover));
     auto p = conn_->exec(
         "SELECT t, to_regclass(t) IS NOT NULL, "
         "CASE WHEN to_regclass(t) IS NULL THEN has_schema_privilege(current_schema(), 'CREATE') "
@@ -208,6 +210,31 @@ class PostgresBackend final : public Backend {
   }
 
  private:
+  // What a failover can lose: with asynchronous standbys, the last grants (the failover
+  // lock-delay covers them). A standby that streams without being synchronous is asynchronous;
+  // Patroni's synchronous_mode shows as synchronous_standby_names.
+  void add_replication_check(std::vector<DoctorCheck>& out) {
+    auto r = conn_->exec(
+        "SELECT current_setting('synchronous_commit'), current_setting('synchronous_standby_names'), "
+        "(SELECT count(*) FROM pg_stat_replication), "
+        "(SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum')), pg_is_in_recovery()");
+    if (!r) {
+      out.push_back({"replication", false, r.error().message});
+      return;
+    }
+    const std::string names = r->text(0, 1);
+    const std::int64_t standbys = r->int64(0, 2), synchronous = r->int64(0, 3);
+    std::string detail = "synchronous_commit=" + r->text(0, 0) + ", synchronous_standby_names='" + names + "'; " +
+                         std::to_string(standbys) + " standby(s) streaming, " + std::to_string(synchronous) +
+                         " synchronous";
+    if (names.empty() && standbys > 0)
+      detail += ": asynchronous replication, so a failover can lose the last grants; after one, the failover "
+                "lock-delay grants nothing for the longest TTL recorded";
+    else if (!names.empty())
+      detail += ": synchronous replication (Patroni synchronous_mode sets these names); a failover keeps every grant";
+    out.push_back({"replication", true, detail});
+  }
+
   enum class Pooling { none, session, transaction };
 
   // Who serves this connection's statements. `first` is the server process of a statement just

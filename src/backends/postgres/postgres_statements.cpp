@@ -47,6 +47,35 @@ std::string shedlock_holder_select(const BackendOptions& o, const Tables& t) {
          "THEN l.pid END FROM " + quote_ident(o.shedlock_table) + " s LEFT JOIN " + t.locks + " l ON l.name = s.name";
 }
 
+// The server's incarnation (failover.hpp): its system identifier, which a restore into another
+// cluster changes, and its timeline, which each promotion advances. The timeline is that of the
+// WAL being written: pg_control_checkpoint() lags until the first checkpoint after a promotion.
+const std::string incarnation =
+    "((SELECT system_identifier FROM pg_control_system())::text || '/timeline ' ||"
+    " substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))";
+
+sql::FailoverStatements failover_statements(const Tables& t) {
+  sql::FailoverStatements f;
+  // The record is a row of <prefix>locks: owner the incarnation, host the previous one, token
+  // the fence, expires_at the end of the lock-delay, pid the longest TTL in ms.
+  f.read = {"failover.read", "SELECT r.owner, " + incarnation + ", r.host, r.token, " + ms("r.expires_at") + ", " +
+                                 ms("now()") + ", r.pid FROM (SELECT 1) one LEFT JOIN " + t.locks +
+                                 " r ON r.name = :record"};
+  f.create = {"failover.create", "INSERT INTO " + t.locks +
+                                     " (name, owner, host, pid, token, strategy, acquired_at) VALUES (:record, " +
+                                     incarnation + ", NULL, :ttl_ms::bigint, 0, 'failover', now())"
+                                     " ON CONFLICT (name) DO NOTHING"};
+  f.max_token = {"failover.max_token", "SELECT max(token) FROM " + t.locks + " WHERE name <> :record"};
+  f.move = {"failover.move", "UPDATE " + t.locks + " SET host = owner, owner = " + incarnation +
+                                 ", token = :fence::bigint, acquired_at = now(),"
+                                 " expires_at = now() + pid * interval '1 ms' WHERE name = :record AND owner <> " +
+                                 incarnation};
+  f.raise_ttl = {"failover.raise_ttl",
+                 "UPDATE " + t.locks + " SET pid = :ttl_ms::bigint WHERE name = :record AND pid < :ttl_ms::bigint"};
+  f.folded = true;
+  return f;
+}
+
 }  // namespace
 
 sql::LeaseStatements lease_statements(const std::string& prefix) {
@@ -60,17 +89,22 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
 
   // A live lease, as the statement's snapshot sees it, is refused without locking the row: the
   // many waiters a release wakes do not queue on the row lock behind the one that wins.
+  // The failover gate (failover.hpp) is folded in: `g` has the fence when the record names this
+  // server and no lock-delay is in force, and no row otherwise, when nothing is taken. Only
+  // read, the record costs a take one index lookup and no lock.
   s.take = {"lease.take",
-            "INSERT INTO " + t.locks +
+            "WITH g AS (SELECT token AS fence FROM " + t.locks + " WHERE name = :record AND owner = " + incarnation +
+                " AND (expires_at IS NULL OR expires_at <= now()) AND pid >= :ttl_ms::bigint)"
+                " INSERT INTO " + t.locks +
                 " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
                 " released_at, last_started_at)"
-                " SELECT :key, :owner, :host, :pid::bigint, COALESCE(:token::bigint, 1), 'lease', NULL, now(), now(),"
-                " now() + :ttl_ms::bigint * interval '1 ms', NULL, now()"
+                " SELECT :key, :owner, :host, :pid::bigint, COALESCE(:token::bigint, g.fence + 1), 'lease', NULL, now(),"
+                " now(), now() + :ttl_ms::bigint * interval '1 ms', NULL, now() FROM g"
                 " WHERE NOT EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key AND expires_at > now())"
                 " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid,"
-                " token = COALESCE(:token::bigint, l.token + 1), strategy = 'lease', session_id = NULL,"
-                " acquired_at = now(), renewed_at = now(), expires_at = EXCLUDED.expires_at, released_at = NULL,"
-                " last_started_at = now()"
+                " token = COALESCE(:token::bigint, GREATEST(l.token, (SELECT fence FROM g)) + 1), strategy = 'lease',"
+                " session_id = NULL, acquired_at = now(), renewed_at = now(), expires_at = EXCLUDED.expires_at,"
+                " released_at = NULL, last_started_at = now()"
                 " WHERE (l.expires_at IS NULL OR l.expires_at <= now()) AND (:min_interval_ms::bigint <= 0"
                 " OR l.last_started_at IS NULL OR l.last_started_at <= now() - :min_interval_ms::bigint * interval '1 ms')"
                 " RETURNING token, " + ms("acquired_at") + ", " + ms("expires_at")};
@@ -82,10 +116,11 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                     "INSERT INTO " + t.locks +
                         " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
                         " released_at, last_started_at)"
-                        " VALUES (:key, :owner, :host, :pid::bigint, COALESCE(:token::bigint, 1), :strategy, :session_id,"
+                        " VALUES (:key, :owner, :host, :pid::bigint, COALESCE(:token::bigint, :fence::bigint + 1), :strategy,"
+                        " :session_id,"
                         " now(), now(), NULL, NULL, now())"
                         " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid,"
-                        " token = COALESCE(:token::bigint, l.token + 1), strategy = EXCLUDED.strategy,"
+                        " token = COALESCE(:token::bigint, GREATEST(l.token, :fence::bigint) + 1), strategy = EXCLUDED.strategy,"
                         " session_id = EXCLUDED.session_id, acquired_at = now(), renewed_at = now(), expires_at = NULL,"
                         " released_at = NULL, last_started_at = now()"
                         " WHERE l.strategy IS DISTINCT FROM 'semaphore' AND (:min_interval_ms::bigint <= 0"
@@ -128,11 +163,12 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
       "semaphore.header_take",
       "INSERT INTO " + t.locks +
           " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-          " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid::bigint, 1, 'semaphore', NULL,"
+          " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid::bigint, :fence::bigint + 1,"
+          " 'semaphore', NULL,"
           " now(), now(), timestamptz '9999-12-31 00:00:00+00', NULL, now(), :slots::int)"
           " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid,"
-          " token = l.token + 1, strategy = 'semaphore', session_id = NULL, acquired_at = now(), renewed_at = now(),"
-          " expires_at = EXCLUDED.expires_at, released_at = NULL, last_started_at = now(), slots = EXCLUDED.slots"
+          " token = GREATEST(l.token, :fence::bigint) + 1, strategy = 'semaphore', session_id = NULL,"
+          " acquired_at = now(), renewed_at = now(), expires_at = EXCLUDED.expires_at, released_at = NULL, last_started_at = now(), slots = EXCLUDED.slots"
           " WHERE CASE WHEN l.slots IS NULL THEN l.released_at IS NOT NULL OR l.acquired_at IS NULL"
           " OR (l.strategy = 'lease' AND l.expires_at <= now())"
           " ELSE l.slots = EXCLUDED.slots OR NOT EXISTS (SELECT 1 FROM " + t.locks +
@@ -143,6 +179,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                                                       ", COALESCE((expires_at > now())::int, 0), slots FROM " +
                                                       t.locks + " WHERE name = :key"};
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
+  s.failover = failover_statements(t);
   return s;
 }
 

@@ -1,0 +1,105 @@
+#pragma once
+// The failover lock-delay (dblock(1) GUARANTEES, "Failover lock-delay"; src/backends/README.md,
+// "Failover lock-delay"), once for every strategy: a database records its incarnation
+// (PostgreSQL: system identifier and timeline) in a row of its own in <prefix>locks. An acquirer that meets another incarnation than the one
+// recorded (a replica was promoted, perhaps without the last grants) records the new one, moves
+// the token fence past every token the new primary knows by token_jump, and nothing is granted
+// until the longest TTL recorded has passed: a holder whose grant was lost cannot still be
+// inside its lease by then, as it ends its command when it cannot renew.
+//
+// A locker calls admit() before it grants, or folds the same test into its take statement
+// (FailoverStatements::folded) and calls admit() when the take refused.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "backends/common/sql_session.hpp"
+
+namespace dblock::sql {
+
+/// What a dialect runs for the lock-delay; every statement empty: the dialect has no
+/// incarnation (SQLite) and admit() costs nothing. Parameters as in statements.hpp.
+struct FailoverStatements {
+  /// :record. One row: recorded incarnation (NULL: no record yet), current incarnation, the
+  /// previous one, fence, delay_until_ms (NULL: none), now_ms, longest_ttl_ms.
+  Statement read;
+  /// :record :ttl_ms. Inserts the record for the current incarnation (fence 0, no delay,
+  /// longest TTL :ttl_ms) unless there is one.
+  Statement create;
+  /// :record. The highest token of any row: (max_token).
+  Statement max_token;
+  /// :record :fence. When the recorded incarnation is not the current one: previous = recorded,
+  /// recorded = current, fence = :fence, delay until now + longest TTL. affected: 1 when this
+  /// call moved it.
+  Statement move;
+  /// :record :ttl_ms. longest TTL = :ttl_ms when it is longer.
+  Statement raise_ttl;
+  /// true: the dialect's take (LeaseStatements::take) grants only when the record names the
+  /// current incarnation, no delay is in force and :ttl_ms is within the longest TTL, and
+  /// issues tokens above the fence itself; admit() then runs only when a take refused.
+  /// false: admit() runs before a take (once per connection while open), whose :fence it gives.
+  bool folded = false;
+
+  bool empty() const { return read.empty(); }
+};
+
+namespace failover {
+
+/// The record's name in <prefix>locks: a control character, which no key may hold.
+inline constexpr std::string_view record_name = "\x01"
+                                                "failover";
+/// How far tokens jump past the highest token the new primary knows: more grants than this of
+/// one key inside the replication lag would be needed for a token to repeat.
+inline constexpr std::int64_t token_jump = std::int64_t{1} << 20;
+
+/// What admit() found.
+struct Gate {
+  bool open = true;           // grants may go on
+  bool changed = false;       // admit() wrote the record (created it, or raised the longest TTL)
+  std::int64_t fence = 0;     // tokens granted now must exceed it
+  std::optional<LockDelay> delay;  // !open: the lock-delay in force
+};
+
+/// The record as read, for doctor; nullopt when the dialect has none, `recorded` empty when
+/// the database has no record yet.
+struct Record {
+  std::string recorded, current, previous;
+  std::int64_t fence = 0;
+  std::optional<std::int64_t> delay_until_ms;
+  std::int64_t now_ms = 0;
+  std::int64_t longest_ttl_ms = 0;
+  /// The lock-delay in force at now_ms, if any.
+  std::optional<LockDelay> delay() const;
+};
+Result<std::optional<Record>> read(Session& session, const FailoverStatements& st);
+
+/// Before a grant of a lease of `ttl`: records the incarnation the first time, starts the
+/// lock-delay when it changed, raises the longest TTL; closed while a lock-delay is in force.
+/// Always open, at no cost, for a dialect without statements.
+Result<Gate> admit(Session& session, const FailoverStatements& st, Millis ttl);
+
+/// Busy for everyone: the database failed over and its lock-delay is in force.
+AcquireOutcome delayed(const Gate& gate);
+
+/// The gate found open on one connection, for leases up to `ttl`.
+struct Admitted {
+  Gate gate;
+  Millis ttl;
+};
+/// admit(), asked once per connection while it stays open: the server a connection reaches
+/// cannot become another incarnation, and once this server's incarnation is recorded with a
+/// TTL as long as this one, only a write from another server (a split brain) could close it
+/// again. `admitted` keeps the answer; the caller resets it when it reconnects.
+Result<Gate> admit_once(Session& session, const FailoverStatements& st, std::optional<Admitted>& admitted, Millis ttl);
+
+/// doctor's "failover" check: the incarnation recorded and the server's, the lock-delay in
+/// force or to come, and how long it would be.
+DoctorCheck doctor_check(Session& session, const FailoverStatements& st);
+
+/// "failover from X to Y" for messages.
+std::string describe(std::string_view previous, std::string_view current);
+
+}  // namespace failover
+}  // namespace dblock::sql
