@@ -6,6 +6,7 @@
 // rows::decode_status (lock_rows.hpp), in its order.
 
 #include <string>
+#include <vector>
 
 #include "backends/common/sql_session.hpp"
 
@@ -121,6 +122,40 @@ struct InspectStatements {
   /// :key :owner :token. (expires_ms) of the row renew_named renewed, for a dialect whose
   /// renew_named returns no rows; empty otherwise.
   Statement renewed;
+};
+
+}  // namespace dblock::sql
+
+namespace dblock::sql {
+
+/// The tables (schema.hpp): made on first use, read by doctor.
+struct SchemaStatements {
+  /// Unquoted table names: `prefix` + locks, runs (and claims when `claims`); ShedLock's table,
+  /// empty without --table-format shedlock.
+  std::string prefix;
+  bool claims = false;
+  std::string shedlock_table;
+  /// The dialect's name, for `dblock schema --dialect` in messages.
+  std::string dialect;
+
+  /// Each CREATE ... IF NOT EXISTS, whole, in order: `dblock schema` prints them, ensure_schema
+  /// runs them.
+  std::vector<std::string> create;
+  /// Opens the transaction the DDL runs in; empty: each DDL statement commits on its own.
+  std::string begin;
+  /// Columns of <prefix>locks that came after its first release: the ALTER TABLE that adds one
+  /// to an older table; `required`: check_schema asks for it too (otherwise only what uses it
+  /// does: a semaphore's `slots`).
+  struct Added {
+    std::string column;
+    std::string add;
+    bool required = false;
+  };
+  std::vector<Added> added;
+  /// :locks :runs :claims :shedlock (table names, unquoted; '' for none). One row per column of
+  /// those tables that exist: (table, column, key); key 1 when the column is its table's primary
+  /// key (the first column of it), 0 when not, NULL when the dialect does not say.
+  Statement columns;
 };
 
 }  // namespace dblock::sql

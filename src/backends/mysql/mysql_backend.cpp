@@ -9,6 +9,7 @@
 #include "backends/common/lease_locker.hpp"
 #include "backends/common/shedlock_locker.hpp"
 #include "backends/common/lock_rows.hpp"
+#include "backends/common/schema.hpp"
 #include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/mysql/mysql_error.hpp"
 #include "backends/mysql/mysql_tables.hpp"
@@ -38,16 +39,15 @@ class MysqlBackend final : public Backend {
   std::string_view name() const override { return "mysql"; }
 
   Result<void> ensure_schema() override {
-    auto c = db();
-    if (!c) return std::unexpected(c.error());
-    if (auto ok = mysql::ensure_schema(**c, t_); !ok || !options_.shedlock) return ok;
-    return ensure_shedlock_table(**c, options_);
+    auto s = session();
+    if (!s) return std::unexpected(s.error());
+    return sql::ensure_schema(**s);
   }
 
   Result<void> check_schema() override {
-    auto c = db();
-    if (!c) return std::unexpected(c.error());
-    return mysql::check_schema(**c, t_);
+    auto s = session();
+    if (!s) return std::unexpected(s.error());
+    return sql::check_schema(**s);
   }
 
   // The locker takes this connection over (backend.hpp): a lease run then costs the server one
@@ -165,8 +165,9 @@ class MysqlBackend final : public Backend {
   }
 
   std::shared_ptr<Session> new_session(std::unique_ptr<Connection> conn) const {
-    return std::make_shared<Session>(std::move(conn), options_.table_prefix,
-                                     options_.shedlock ? options_.shedlock_table : std::string());
+    auto session = std::make_shared<Session>(std::move(conn), options_.table_prefix);
+    session->set_schema(std::make_shared<const sql::SchemaStatements>(schema_statements(options_)));
+    return session;
   }
 
   // KILL returns before the killed session has rolled back and let its locks go: the caller of
@@ -286,12 +287,6 @@ class MysqlBackend final : public Backend {
   sql::InspectStatements inspect_;
 };
 
-std::string schema_sql(const std::string& prefix) {
-  std::string out;
-  for (const auto& statement : schema_statements(prefix)) out += statement + ";\n";
-  return out;
-}
-
 Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& options) {
   auto conn = Connection::open(dsn, options);
   if (!conn) return std::unexpected(conn.error());
@@ -306,7 +301,7 @@ namespace dblock {
 BackendEntry mysql_backend_entry() {
   return BackendEntry{
       mysql::descriptor,
-      &mysql::schema_sql,
+      [](const BackendOptions& options) { return sql::schema_sql(mysql::schema_statements(options)); },
       [](const Dsn& dsn) -> Result<void> {
         if (auto parsed = mysql::parse_mysql_dsn(dsn); !parsed) return std::unexpected(parsed.error());
         return {};

@@ -1,16 +1,14 @@
-// --table-format shedlock on MariaDB/MySQL (common/shedlock.hpp): ShedLock's table itself and
-// the stateless release of its rows. The locker and status are the common ones, on the
+// --table-format shedlock on MariaDB/MySQL (common/shedlock.hpp): the stateless release of its
+// rows. The locker and status are the common ones, on the
 // statements of mysql_statements.cpp (ShedLock's MySqlServerTimeStatementsSource: database time
 // as UTC_TIMESTAMP(3); this session is in UTC, so the TIMESTAMP(3) columns hold UTC as
 // ShedLock's own sessions in UTC write it). ShedLock never reads dblock's tables.
 
 #include <charconv>
-#include <set>
 #include <utility>
 
 #include "backends/common/identifiers.hpp"
 #include "backends/common/lock_rows.hpp"
-#include "backends/common/shedlock.hpp"
 #include "backends/mysql/mysql_error.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 
@@ -19,30 +17,6 @@ namespace {
 
 // ShedLock's now (its MySqlServerTimeStatementsSource).
 constexpr std::string_view now_utc = "UTC_TIMESTAMP(3)";
-
-std::string shed_table(const BackendOptions& o) { return quote_identifier(o.shedlock_table, '`'); }
-
-}  // namespace
-
-Result<void> ensure_shedlock_table(Connection& conn, const BackendOptions& options) {
-  if (auto ok = conn.query(shedlock::ddl("mysql", shed_table(options))); !ok) return ok;
-  auto cols = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = DATABASE() "
-                           "AND table_name = ?",
-                           {options.shedlock_table});
-  if (!cols) return std::unexpected(cols.error());
-  std::set<std::string> have;
-  for (const auto& row : cols->rows) have.insert(row.at(0).value_or(""));
-  for (std::string_view column : shedlock::columns)
-    if (!have.contains(std::string(column)))
-      return fail(ErrorKind::config, "table " + options.shedlock_table + " is not a ShedLock table: column " +
-                                         std::string(column) + " is missing");
-  return {};
-}
-
-}  // namespace dblock::mysql
-
-namespace dblock::mysql {
-namespace {
 
 // The holder a stateless renew/release names: ShedLock knows only locked_by, so a token is
 // dblock's row's owner of that token.
@@ -58,7 +32,7 @@ Result<void> shedlock_release(Connection& conn, const BackendOptions& options, c
                               const std::string& key, const HolderSelector& who) {
   if (!who.force && !who.owner && !who.token)
     return fail(ErrorKind::usage, "release needs the holder's owner or token, or --force");
-  const std::string shed = shed_table(options);
+  const std::string shed = quote_identifier(options.shedlock_table, '`');
   Sql find("SELECT locked_by FROM " + shed + " WHERE name = ? AND (? OR ", key, who.force);
   find.add(named_holder(t, key, who)).add(" AND lock_until > " + std::string(now_utc) + ")");
   auto found = conn.execute(find);

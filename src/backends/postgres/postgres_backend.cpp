@@ -8,6 +8,7 @@
 #include "backends/common/inspect.hpp"
 #include "backends/common/lease_locker.hpp"
 #include "backends/common/lock_rows.hpp"
+#include "backends/common/schema.hpp"
 #include "backends/common/shedlock_locker.hpp"
 #include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/postgres/postgres_dsn.hpp"
@@ -37,12 +38,9 @@ class PostgresBackend final : public Backend {
 
   std::string_view name() const override { return "postgres"; }
 
-  Result<void> ensure_schema() override {
-    if (auto ok = postgres::ensure_schema(*conn_, t_); !ok || !options_.shedlock) return ok;
-    return ensure_shedlock_table(*conn_, options_.shedlock_table);
-  }
+  Result<void> ensure_schema() override { return sql::ensure_schema(*session_); }
 
-  Result<void> check_schema() override { return postgres::check_schema(*conn_, t_); }
+  Result<void> check_schema() override { return sql::check_schema(*session_); }
 
   // A run's locker takes over this backend's connection: a lease run then needs one
   // connection, a session run two at most. Should anything use the backend afterwards (tests
@@ -268,7 +266,9 @@ class PostgresBackend final : public Backend {
 
   // The common code's view of conn_ (sql_session.hpp), shared by the lease and ShedLock lockers.
   std::shared_ptr<Session> make_session() const {
-    return std::make_shared<Session>(conn_, options_.table_prefix, options_.shedlock ? options_.shedlock_table : "");
+    auto session = std::make_shared<Session>(conn_, options_.table_prefix);
+    session->set_schema(std::make_shared<const sql::SchemaStatements>(schema_statements(options_)));
+    return session;
   }
 
   Dsn dsn_;
@@ -297,7 +297,7 @@ namespace dblock {
 BackendEntry postgres_backend_entry() {
   return BackendEntry{
       postgres::descriptor,
-      [](const std::string& prefix) { return postgres::schema_sql(prefix); },
+      [](const BackendOptions& options) { return sql::schema_sql(postgres::schema_statements(options)); },
       &postgres::check_postgres_dsn,
       &postgres::open,
       [] {

@@ -1,14 +1,12 @@
-// --table-format shedlock on PostgreSQL (common/shedlock.hpp): the table itself and the stateless
-// `release` of its rows. The locker is common/shedlock_locker.cpp over shedlock_statements
+// --table-format shedlock on PostgreSQL (common/shedlock.hpp): the stateless `release` of its
+// rows. The locker is common/shedlock_locker.cpp over shedlock_statements
 // (postgres_statements.cpp), which take, extend and unlock the row as ShedLock's
 // PostgresSqlServerTimeStatementsSource does: database time as timezone('utc', CURRENT_TIMESTAMP)
 // in a TIMESTAMP without time zone.
 
-#include <set>
 #include <utility>
 
 #include "backends/common/lock_rows.hpp"
-#include "backends/common/shedlock.hpp"
 #include "backends/postgres/postgres_tables.hpp"
 
 namespace dblock::postgres {
@@ -28,21 +26,6 @@ Param selector_param(const std::optional<std::string>& v) { return v ? Param(*v)
 Param selector_param(const std::optional<std::int64_t>& v) { return v ? Param(std::to_string(*v)) : Param(); }
 
 }  // namespace
-
-Result<void> ensure_shedlock_table(Connection& conn, const std::string& table) {
-  if (auto r = conn.exec(shedlock::ddl("postgres", quote_ident(table))); !r) return std::unexpected(r.error());
-  auto cols = conn.exec("SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
-                        "AND table_name = $1",
-                        {table});
-  if (!cols) return std::unexpected(cols.error());
-  std::set<std::string> have;
-  for (int i = 0; i < cols->rows(); ++i) have.insert(cols->text(i, 0));
-  for (std::string_view column : shedlock::columns)
-    if (!have.contains(std::string(column)))
-      return fail(ErrorKind::config,
-                  "table " + table + " is not a ShedLock table: column " + std::string(column) + " is missing");
-  return {};
-}
 
 Result<void> shedlock_release(Connection& conn, const BackendOptions& options, const Tables& t,
                               const std::string& key, const HolderSelector& who) {

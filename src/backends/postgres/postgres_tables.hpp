@@ -19,13 +19,11 @@ struct Tables {
 };
 Tables tables_for(const std::string& prefix);
 
-/// The DDL `dblock schema --dialect postgres` prints and ensure_schema runs.
-std::string schema_sql(const std::string& prefix);
-/// Creates missing tables (serialized by an advisory transaction lock, so concurrent first
-/// use cannot fail) and checks every expected column is there (ErrorKind::config otherwise).
+/// The tables, made on first use and checked by doctor (common/schema.hpp): dblock's, and
+/// ShedLock's with --table-format shedlock (postgres_statements.cpp).
+sql::SchemaStatements schema_statements(const BackendOptions& options);
+/// common/schema.hpp's ensure_schema on `conn`, for the session strategies' bookkeeping.
 Result<void> ensure_schema(Connection& conn, const Tables& t);
-/// Read only (doctor): missing tables are no_lock_database, a foreign shape ErrorKind::config.
-Result<void> check_schema(Connection& conn, const Tables& t);
 
 /// SQL, over the <prefix>locks row aliased `row`: the server's evidence that its session_id
 /// (a backend pid, which the server reuses) holds that row's key, as text for session_holds_sql:
@@ -98,12 +96,10 @@ inline bool slot_taken_meanwhile(const Error& e) { return e.sqlstate == "22012";
 /// tables of `prefix` (postgres_statements.cpp).
 sql::LeaseStatements lease_statements(const std::string& prefix);
 
-/// --table-format shedlock: the statements of the common ShedLock locker (postgres_statements.cpp);
-/// ShedLock's table `table` (not quoted), created only when missing, its shape checked; and the
-/// stateless `release` of its rows: ShedLock's unlock on the named holder (a token names the owner
-/// of dblock's row with that token) (postgres_shedlock.cpp).
+/// --table-format shedlock: the statements of the common ShedLock locker (postgres_statements.cpp),
+/// and the stateless `release` of its rows: ShedLock's unlock on the named holder (a token names
+/// the owner of dblock's row with that token) (postgres_shedlock.cpp).
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
-Result<void> ensure_shedlock_table(Connection& conn, const std::string& table);
 Result<void> shedlock_release(Connection& conn, const BackendOptions& options, const Tables& t,
                               const std::string& key, const HolderSelector& who);
 

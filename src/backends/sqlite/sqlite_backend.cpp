@@ -1,6 +1,6 @@
 // The SQLite backend: one host's coordinator (local cron, containers sharing a volume, CI).
 // Only the lease strategy: SQLite has no sessions another process could see die. Its clock
-// rules are in sqlite_tables.hpp; the locker in sqlite_lease.cpp.
+// rules are in sqlite_tables.hpp; its statements, for the common lockers, in sqlite_statements.cpp.
 
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -8,10 +8,12 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <utility>
 
 #include "backends/common/inspect.hpp"
 #include "backends/common/lease_locker.hpp"
+#include "backends/common/schema.hpp"
 #include "backends/common/shedlock_locker.hpp"
 #include "backends/registry.hpp"
 #include "backends/sqlite/sqlite_descriptor.hpp"
@@ -61,17 +63,16 @@ class SqliteBackend final : public Backend {
       : conn_(std::make_shared<Connection>(std::move(conn))),
         options_(options),
         tables_(options.table_prefix),
-        session_(std::make_shared<Session>(conn_, repair_for(conn_, options))),
-        inspect_(inspect_statements(options)) {}
+        session_(std::make_shared<Session>(conn_)),
+        inspect_(inspect_statements(options)) {
+    session_->set_schema(std::make_shared<const sql::SchemaStatements>(schema_statements(options)));
+  }
 
   std::string_view name() const override { return "sqlite"; }
 
-  Result<void> ensure_schema() override {
-    if (auto ok = sqlite::ensure_schema(*conn_, options_.table_prefix); !ok || !options_.shedlock) return ok;
-    return ensure_shedlock_table(*conn_, options_);
-  }
+  Result<void> ensure_schema() override { return sql::ensure_schema(*session_); }
 
-  Result<void> check_schema() override { return sqlite::check_schema(*conn_, options_.table_prefix); }
+  Result<void> check_schema() override { return sql::check_schema(*session_); }
 
   Result<std::unique_ptr<Locker>> make_locker(Strategy strategy) override {
     if (strategy != Strategy::lease) return fail(ErrorKind::config, only_lease);
@@ -89,7 +90,7 @@ class SqliteBackend final : public Backend {
     auto decode = options_.shedlock ? &sql::shedlock_holder : &sql::decode_status_row;
     auto found = sql::read_status(*session_, inspect_, keys, decode);
     if (!found && options_.inspect && !options_.shedlock) {
-      if (auto old = lacks_boot_columns(*conn_, options_.table_prefix); old && *old)
+      if (auto locks = locks_columns(); locks && !locks->empty() && !locks->contains("boot_id"))
         found = sql::read_status(*session_, inspect_statements(options_, /*without_boot_columns=*/true), keys, decode);
     }
     if (!found) return explained(found.error());
@@ -99,9 +100,9 @@ class SqliteBackend final : public Backend {
   Result<int> slot_count(const std::string& key) override {
     if (options_.shedlock) return 0;
     // Inspection adds no column: a table from before semaphores has none.
-    auto has_slots = has_slots_column(*conn_, options_.table_prefix);
-    if (!has_slots) return explained(has_slots.error());
-    if (!*has_slots) return 0;
+    auto locks = locks_columns();
+    if (!locks) return explained(locks.error());
+    if (!locks->contains("slots")) return 0;
     auto slots = sql::read_slot_count(*session_, inspect_, key);
     if (!slots) return explained(slots.error());
     return slots;
@@ -155,8 +156,16 @@ class SqliteBackend final : public Backend {
   // schema, read only on this error path, says whether the tables are there at all.
   std::unexpected<Error> explained(const Error& failed) const {
     if ((failed.native_code & 0xff) != SQLITE_ERROR) return std::unexpected(failed);
-    if (auto shape = sqlite::check_schema(*conn_, options_.table_prefix); !shape) return std::unexpected(shape.error());
+    if (auto shape = sql::check_schema(*session_); !shape) return std::unexpected(shape.error());
     return std::unexpected(failed);
+  }
+
+  // The columns of <prefix>locks, none when it does not exist: inspection reads a table of an
+  // older dblock as it is, and adds nothing.
+  Result<std::map<std::string, bool>> locks_columns() {
+    auto found = sql::read_columns(*session_);
+    if (!found) return std::unexpected(found.error());
+    return (*found)[options_.table_prefix + "locks"];
   }
 
   DoctorCheck check_writable() {
@@ -201,20 +210,6 @@ class SqliteBackend final : public Backend {
     return {"filesystem", true, conn_->path() + " is on a local file system"};
   }
 
-  // What a locker's statement does when it finds the schema missing (backend.hpp, make_locker).
-  static Session::Repair repair_for(std::shared_ptr<const Connection> conn, const BackendOptions& options) {
-    if (!options.shedlock)
-      return [conn, prefix = options.table_prefix](const Error& failed) { return repair_schema(*conn, prefix, failed); };
-    // SQLite reports a missing table as plain SQLITE_ERROR: on that code both schemas are made
-    // (ShedLock's only when missing) and the operation runs once more.
-    return [conn, options](const Error& failed) -> Result<bool> {
-      if ((failed.native_code & 0xff) != SQLITE_ERROR) return false;
-      if (auto ok = sqlite::ensure_schema(*conn, options.table_prefix); !ok) return std::unexpected(ok.error());
-      if (auto ok = ensure_shedlock_table(*conn, options); !ok) return std::unexpected(ok.error());
-      return true;
-    };
-  }
-
   std::shared_ptr<Connection> conn_;
   BackendOptions options_;
   Tables tables_;
@@ -241,7 +236,7 @@ namespace dblock {
 BackendEntry sqlite_backend_entry() {
   return BackendEntry{
       sqlite::descriptor,
-      &sqlite::schema_sql,
+      [](const BackendOptions& options) { return sql::schema_sql(sqlite::schema_statements(options)); },
       [](const Dsn& dsn) -> Result<void> {
         if (auto path = sqlite::database_path(dsn); !path) return std::unexpected(path.error());
         return {};

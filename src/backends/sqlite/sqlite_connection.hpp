@@ -5,7 +5,6 @@
 #include <sqlite3.h>
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -162,16 +161,14 @@ inline constexpr std::string_view begin_unsynced = "PRAGMA synchronous=NORMAL; B
 /// The connection as the strategies of src/backends/common see it (sql_session.hpp).
 class Session final : public sql::Session {
  public:
-  /// `repair`: makes the schema the locker needs (dblock's tables, and ShedLock's with
-  /// --table-format shedlock) when a statement's error says it is missing; true when it did.
-  using Repair = std::function<Result<bool>(const Error& failed)>;
-  Session(std::shared_ptr<const Connection> conn, Repair repair)
-      : conn_(std::move(conn)), repair_(std::move(repair)), wal_watch_(conn_->path() + "-wal") {}
+  explicit Session(std::shared_ptr<const Connection> conn) : conn_(std::move(conn)), wal_watch_(conn_->path() + "-wal") {}
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override;
   Result<void> exec(std::string_view sql) override;
   /// A file has no connection to lose.
   Result<void> reconnect(const Error& why) override { return std::unexpected(why); }
-  Result<bool> repair_schema(const Error& failed) override { return repair_(failed); }
+  /// SQLite reports a missing table or column as plain SQLITE_ERROR, the code of many mistakes.
+  bool schema_missing(const Error& failed) const override { return (failed.native_code & 0xff) == SQLITE_ERROR; }
+  std::string where() const override { return conn_->path(); }
   sql::ReleaseSignal& release_signal() override { return wal_watch_; }
 
  private:
@@ -179,7 +176,6 @@ class Session final : public sql::Session {
   Result<void> resync();
 
   std::shared_ptr<const Connection> conn_;
-  Repair repair_;
   sql::CompiledCache compiled_{sql::PlaceholderStyle::numbered};
   WalWatch wal_watch_;
   bool unsynced_ = false;  // begin_unsynced ran and FULL is not back yet

@@ -7,8 +7,7 @@
 
 #include <utility>
 
-#include "backends/common/shedlock.hpp"
-#include "backends/common/shedlock_locker.hpp"
+#include "backends/common/lock_rows.hpp"
 #include "backends/sqlite/sqlite_tables.hpp"
 
 namespace dblock::sqlite {
@@ -30,32 +29,10 @@ std::string holder_select(const ShedTables& t) {
 
 }  // namespace
 
-Result<void> ensure_shedlock_table(const Connection& conn, const BackendOptions& options) {
-  const ShedTables t(options);
-  if (auto ok = conn.exec(shedlock::ddl("sqlite", t.shed), "creating table " + options.shedlock_table); !ok) return ok;
-  auto stmt = conn.prepare("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2");
-  if (!stmt) return std::unexpected(stmt.error());
-  for (std::string_view column : shedlock::columns) {
-    stmt->reset();
-    stmt->bind(1, std::string_view(options.shedlock_table));
-    stmt->bind(2, column);
-    auto row = stmt->step("reading the shape of table " + options.shedlock_table);
-    if (!row) return std::unexpected(row.error());
-    if (!*row)
-      return fail(ErrorKind::config, "table " + options.shedlock_table + " in " + conn.path() +
-                                         " is not a ShedLock table: column " + std::string(column) + " is missing");
-  }
-  return {};
-}
-
 std::string shedlock_status_select(const BackendOptions& options) {
   return "SELECT * FROM (" + holder_select(ShedTables(options)) + ")";
 }
 
-
-}  // namespace dblock::sqlite
-
-namespace dblock::sqlite {
 namespace {
 
 // The holder a stateless renew/release names (?2 owner, ?3 token): ShedLock knows only
