@@ -93,6 +93,12 @@ struct ShedlockStatements {
   /// :key :token :finished :exit_code. dblock's row of the token: released_at = now and, when
   /// :finished, last_finished_at = now and last_exit_code = :exit_code.
   Statement finish;
+  /// :key :owner :token (either may be NULL) :force. `dblock release` from another process: the
+  /// row's (locked_by) when the named holder's lock is ahead (a token names the owner of
+  /// dblock's row with that token), or with :force whoever locked it; none otherwise.
+  Statement named_holder;
+  /// :key :owner. dblock's unreleased 'shedlock' row of that owner: released_at = now.
+  Statement released;
 };
 
 }  // namespace dblock::sql

@@ -192,6 +192,12 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
                                      " SET released_at = NOW(6), last_finished_at = IF(:finished, NOW(6), last_finished_at),"
                                      " last_exit_code = IF(:finished, :exit_code, last_exit_code)"
                                      " WHERE name = :key AND token = :token AND released_at IS NULL"};
+  s.named_holder = {"shedlock.named_holder",
+                    "SELECT locked_by FROM " + shed + " WHERE name = :key AND (:force OR (:owner IS NULL OR locked_by = :owner)"
+                    " AND (:token IS NULL OR locked_by = (SELECT owner FROM " + t.locks +
+                        " WHERE name = :key AND token = :token AND strategy = 'shedlock')) AND lock_until > " + now + ")"};
+  s.released = {"shedlock.released", "UPDATE " + t.locks + " SET released_at = NOW(6)"
+                                     " WHERE name = :key AND owner = :owner AND released_at IS NULL AND strategy = 'shedlock'"};
   return s;
 }
 

@@ -89,12 +89,6 @@ sql::InspectStatements inspect_statements(const BackendOptions& options);
 Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, const Dsn& dsn, const BackendOptions& options, Tables t,
                                                     std::unique_ptr<Connection> conn);
 
-/// --table-format shedlock (mysql_shedlock.cpp; its locker and status are the common ones):
-/// stateless release (`dblock release`) of a ShedLock row: ShedLock's unlock on the named
-/// holder (a token names the owner of dblock's row with that token).
-Result<void> shedlock_release(Connection& conn, const BackendOptions& options, const Tables& t,
-                              const std::string& key, const HolderSelector& who);
-
 /// The run path assumes the schema (backend.hpp, make_locker). After `failed`: when a table or
 /// column is missing (Session::schema_missing) completes the schema (common/schema.hpp) and
 /// returns success, so the caller retries once; any other error comes back as it was.

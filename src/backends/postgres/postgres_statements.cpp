@@ -162,6 +162,13 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
               "UPDATE " + t.locks + " SET released_at = now(), last_finished_at = CASE WHEN :finished::int = 1 THEN now()"
                   " ELSE last_finished_at END, last_exit_code = CASE WHEN :finished::int = 1 THEN :exit_code::int"
                   " ELSE last_exit_code END WHERE name = :key AND token = :token::bigint AND released_at IS NULL"};
+  s.named_holder = {"shedlock.named_holder",
+                    "SELECT locked_by FROM " + shed + " WHERE name = :key AND (:force::int = 1 OR (:owner::text IS NULL OR"
+                    " locked_by = :owner) AND (:token::bigint IS NULL OR locked_by = (SELECT owner FROM " + t.locks +
+                        " WHERE name = :key AND token = :token::bigint AND strategy = 'shedlock')) AND lock_until > " +
+                        now_utc + ")"};
+  s.released = {"shedlock.released", "UPDATE " + t.locks + " SET released_at = now()"
+                                     " WHERE name = :key AND owner = :owner AND released_at IS NULL AND strategy = 'shedlock'"};
   return s;
 }
 

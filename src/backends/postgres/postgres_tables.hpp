@@ -96,12 +96,8 @@ inline bool slot_taken_meanwhile(const Error& e) { return e.sqlstate == "22012";
 /// tables of `prefix` (postgres_statements.cpp).
 sql::LeaseStatements lease_statements(const std::string& prefix);
 
-/// --table-format shedlock: the statements of the common ShedLock locker (postgres_statements.cpp),
-/// and the stateless `release` of its rows: ShedLock's unlock on the named holder (a token names
-/// the owner of dblock's row with that token) (postgres_shedlock.cpp).
+/// --table-format shedlock: the statements of the common ShedLock locker (postgres_statements.cpp).
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
-Result<void> shedlock_release(Connection& conn, const BackendOptions& options, const Tables& t,
-                              const std::string& key, const HolderSelector& who);
 
 /// status, history, the clock, slot counts and `dblock renew` (common/inspect.hpp), for the
 /// table format of `options` (postgres_statements.cpp).

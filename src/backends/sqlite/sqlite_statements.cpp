@@ -43,6 +43,18 @@ std::string status_select(const Tables& t, std::string_view extra) {
          std::string(extra) + " FROM " + t.locks;
 }
 
+// ShedlockStatements::holder's columns, over ShedLock's table `s` and dblock's `l`, as a table
+// that a WHERE or ORDER BY on `name` can follow. Times are UTC text 'YYYY-MM-DD HH:MM:SS.SSS',
+// so they compare as text; SQLite has no server clock, so unlike dblock's own lease this one is
+// judged on the wall clock, as the Java side would.
+std::string shedlock_status_select(const BackendOptions& options) {
+  return "SELECT * FROM (SELECT s.name, s.locked_by, " + epoch_ms_sql("s.locked_at") + ", " +
+         epoch_ms_sql("s.lock_until") + ", " + now_ms_sql() +
+         ", COALESCE(l.token, 0), CASE WHEN l.owner = s.locked_by THEN l.host END, CASE WHEN l.owner = s.locked_by"
+         " THEN l.pid END FROM " + quote_ident(options.shedlock_table) + " s LEFT JOIN " +
+         Tables(options.table_prefix).locks + " l ON l.name = s.name)";
+}
+
 // Added to <prefix>locks after its first release. The boot_* columns hold the lease on
 // CLOCK_BOOTTIME, which a wall-clock step cannot move; they apply only while boot_token equals
 // token (an older dblock that takes the row leaves them stale).
@@ -230,6 +242,12 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
               "UPDATE " + t.locks + " SET released_at = " + now + ", last_finished_at = CASE WHEN :finished THEN " + now +
                   " ELSE last_finished_at END, last_exit_code = CASE WHEN :finished THEN :exit_code ELSE last_exit_code END"
                   " WHERE name = :key AND token = :token AND released_at IS NULL"};
+  s.named_holder = {"shedlock.named_holder",
+                    "SELECT locked_by FROM " + shed + " WHERE name = :key AND (:force OR (:owner IS NULL OR locked_by = :owner)"
+                    " AND (:token IS NULL OR locked_by = (SELECT owner FROM " + t.locks +
+                        " WHERE name = :key AND token = :token AND strategy = 'shedlock')) AND lock_until > " + now + ")"};
+  s.released = {"shedlock.released", "UPDATE " + t.locks + " SET released_at = " + now +
+                                         " WHERE name = :key AND owner = :owner AND released_at IS NULL AND strategy = 'shedlock'"};
   return s;
 }
 

@@ -1,10 +1,8 @@
 #pragma once
-// What the SQLite backend's files share: table names, the statements, and the SQL that judges
-// a lease. There is no server clock: SQLite's 'now' is each process's own wall
-// clock, which NTP, a VM resume or `date -s` can step by hours. So leases and --min-interval
-// are judged on CLOCK_BOOTTIME (with the boot id, as that clock restarts at every boot), read
-// in SQL through dblock_boot_ms() / dblock_boot_id(); the wall-clock columns stay for display
-// and history. Every comparison is in integer milliseconds computed in SQL.
+// What the SQLite backend's files share: table names and the statements (sqlite_statements.cpp).
+// There is no server clock: each process's wall clock can be stepped by hours (NTP, a VM
+// resume, `date -s`), so leases and --min-interval are judged on CLOCK_BOOTTIME and the boot id,
+// read in SQL through dblock_boot_ms() / dblock_boot_id(), in integer milliseconds.
 
 #include <string>
 #include <string_view>
@@ -43,14 +41,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix);
 /// `options`; `without_boot_columns`: a table of an older dblock, read without its boot_* columns.
 sql::InspectStatements inspect_statements(const BackendOptions& options, bool without_boot_columns = false);
 
-/// --table-format shedlock (sqlite_shedlock.cpp): the statements of the common ShedLock locker
-/// (sqlite_statements.cpp), and status of its rows.
+/// --table-format shedlock: the statements of the common ShedLock locker (sqlite_statements.cpp).
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
-/// Status of ShedLock's rows: a SELECT to append `WHERE name = ...` or `ORDER BY name` to.
-std::string shedlock_status_select(const BackendOptions& options);
-/// Stateless release (`dblock release`) of a ShedLock row: ShedLock's unlock on the named holder
-/// (a token names the owner of dblock's row with that token).
-Result<void> shedlock_release(const Connection& conn, const BackendOptions& options, const std::string& key,
-                              const HolderSelector& who);
 
 }  // namespace dblock::sqlite

@@ -709,10 +709,10 @@ TEST_CASE("sqlite: only the release's transaction is unsynced; FULL is back once
   auto shared = std::make_shared<const sqlite::Connection>(std::move(*conn));
   sqlite::Session session(shared);
   auto level = [&] {
-    auto st = shared->prepare("PRAGMA synchronous");
-    REQUIRE(st.has_value());
-    REQUIRE(st->step("reading synchronous").value_or(false));
-    return st->int64(0);
+    auto got = shared->read_one("PRAGMA synchronous", "reading synchronous");
+    REQUIRE(got.has_value());
+    REQUIRE(got->has_value());
+    return std::stoll(**got);
   };
   constexpr std::int64_t normal = 1, full = 2;
   const sql::LeaseStatements statements = sqlite::lease_statements("dblock_");
