@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.hpp"
 #include "backends/common/sql_session.hpp"
 
 namespace dblock::sql {
@@ -136,6 +137,13 @@ namespace dblock::sql {
 
 /// The tables (schema.hpp): made on first use, read by doctor.
 struct SchemaStatements {
+  /// The names from `options` (ShedLock's table only with --table-format shedlock).
+  SchemaStatements(const BackendOptions& options, std::string_view dialect_name, bool has_claims)
+      : prefix(options.table_prefix),
+        claims(has_claims),
+        shedlock_table(options.shedlock ? options.shedlock_table : std::string()),
+        dialect(dialect_name) {}
+
   /// Unquoted table names: `prefix` + locks, runs (and claims when `claims`); ShedLock's table,
   /// empty without --table-format shedlock.
   std::string prefix;

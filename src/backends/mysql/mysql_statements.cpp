@@ -10,6 +10,7 @@
 
 #include "backends/common/identifiers.hpp"
 #include "backends/common/lock_rows.hpp"
+#include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 
 namespace dblock::mysql {
@@ -247,10 +248,7 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
   const Tables t = make_tables(options.table_prefix);
-  sql::SchemaStatements s;
-  s.prefix = options.table_prefix;
-  s.claims = true;
-  s.dialect = "mysql";
+  sql::SchemaStatements s(options, descriptor.name, true);
   // name is VARBINARY: compared byte-wise, and 255 bytes of any UTF-8 fit. DATETIME(6) holds UTC
   // (every dblock session runs with time_zone '+00:00'). DDL commits on its own (no `begin`):
   // CREATE TABLE IF NOT EXISTS is safe to race.
@@ -302,7 +300,6 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
                " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (:locks, :runs, :claims, :shedlock)"};
   if (options.shedlock) {
     // ShedLock's documented DDL; made only when missing (the Java services usually make it).
-    s.shedlock_table = options.shedlock_table;
     s.create.push_back("CREATE TABLE IF NOT EXISTS " + quote_identifier(options.shedlock_table, '`') +
                        " (name VARCHAR(64) NOT NULL, lock_until TIMESTAMP(3) NOT NULL,"
                        " locked_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3), locked_by VARCHAR(255) NOT NULL,"

@@ -3,6 +3,7 @@
 // arrive as text, so every number is cast where it is used.
 
 #include "backends/common/lock_rows.hpp"
+#include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/postgres/postgres_tables.hpp"
 
 namespace dblock::postgres {
@@ -208,10 +209,7 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
   const Tables t = tables_for(options.table_prefix);
-  sql::SchemaStatements s;
-  s.prefix = options.table_prefix;
-  s.claims = true;
-  s.dialect = "postgres";
+  sql::SchemaStatements s(options, descriptor.name, true);
   // CREATE TABLE IF NOT EXISTS races on the catalog (unique violation on pg_type) when several
   // processes create at once: an advisory transaction lock makes them take turns. Its id is a
   // number computed here, not user text.
@@ -264,7 +262,6 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
                " WHERE table_schema = current_schema() AND table_name IN (:locks, :runs, :claims, :shedlock)"};
   if (options.shedlock) {
     // ShedLock's documented DDL; made only when missing (the Java services usually make it).
-    s.shedlock_table = options.shedlock_table;
     s.create.push_back("CREATE TABLE IF NOT EXISTS " + quote_ident(options.shedlock_table) +
                        " (name VARCHAR(64) NOT NULL, lock_until TIMESTAMP NOT NULL, locked_at TIMESTAMP NOT NULL,"
                        " locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))");

@@ -7,6 +7,7 @@
 
 #include "backends/common/lock_rows.hpp"
 #include "backends/common/shedlock.hpp"
+#include "backends/sqlite/sqlite_descriptor.hpp"
 #include "backends/sqlite/sqlite_tables.hpp"
 
 namespace dblock::sqlite {
@@ -72,9 +73,7 @@ std::string lease_live_sql(const std::string& a) {
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
   const Tables t(options.table_prefix);
-  sql::SchemaStatements s;
-  s.prefix = options.table_prefix;
-  s.dialect = "sqlite";
+  sql::SchemaStatements s(options, descriptor.name, false);
   // One write transaction: one commit (one fsync) on a new file, and processes upgrading the
   // same file at once add each column once.
   s.begin = "BEGIN IMMEDIATE";
@@ -129,7 +128,6 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   if (options.shedlock) {
     // ShedLock has no SQLite DDL of its own: its generic one, timestamps as UTC text
     // 'YYYY-MM-DD HH:MM:SS.SSS' (what strftime('%Y-%m-%d %H:%M:%f', 'now') writes).
-    s.shedlock_table = options.shedlock_table;
     s.create.push_back("CREATE TABLE IF NOT EXISTS " + quote_ident(options.shedlock_table) +
                        " (name VARCHAR(64) PRIMARY KEY, lock_until TIMESTAMP(3), locked_at TIMESTAMP(3), locked_by "
                        "VARCHAR(255))");
