@@ -104,7 +104,7 @@ std::optional<std::string> closed_directory(const std::string& dir) {
   return std::nullopt;
 }
 
-/// The database and those of its -wal and -shm that exist, for a chmod that shares them all.
+/// The database and those of its companions that exist, for a chmod that shares them all.
 std::string database_files(const DatabaseFile& db) {
   std::string files = db.path;
   for (const std::string& suffix : db.companions)
