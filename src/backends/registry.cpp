@@ -5,8 +5,6 @@
 #include <map>
 #include <mutex>
 
-#include "backends/common/identifiers.hpp"
-#include "backends/common/shedlock.hpp"
 #include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/sqlite/sqlite_descriptor.hpp"
@@ -68,10 +66,6 @@ Result<std::unique_ptr<Backend>> open_backend(const Dsn& dsn, const BackendOptio
   auto entry = load_backend(dsn.backend);
   if (!entry) return std::unexpected(entry.error());
   return (*entry)->open(dsn, options);
-}
-
-std::string shedlock_schema_sql(const BackendDescriptor& backend, std::string_view table) {
-  return shedlock::ddl(backend.name, quote_identifier(table, backend.identifier_quote));
 }
 
 std::string describe_strategies(std::span<const Strategy> strategies) {

@@ -17,8 +17,9 @@ namespace dblock {
 /// one the registry's table has; the executable compares the names before using a module) and
 /// its functions.
 struct BackendEntry : BackendDescriptor {
-  /// The DDL `dblock schema` prints and `init` runs, for this dialect and prefix.
-  std::string (*schema_sql)(const std::string& prefix);
+  /// The DDL `dblock schema` prints and `init` runs, for this dialect, the table prefix and,
+  /// with --table-format shedlock, ShedLock's table (its documented DDL).
+  std::string (*schema_sql)(const BackendOptions& options);
   /// Checks everything after the scheme (the backend's own parameters); ErrorKind::config
   /// without the password. Called when the DSN is read, before anything connects.
   Result<void> (*check_dsn)(const Dsn& dsn);
@@ -57,10 +58,6 @@ Result<Dsn> parse_dsn(std::string_view text);
 
 /// Opens the backend that serves dsn.backend.
 Result<std::unique_ptr<Backend>> open_backend(const Dsn& dsn, const BackendOptions& options);
-
-/// ShedLock's own table (`--table-format shedlock`) as `dblock schema` prints it for the
-/// backend's dialect: its documented DDL, `table` quoted the dialect's way, no terminator.
-std::string shedlock_schema_sql(const BackendDescriptor& backend, std::string_view table);
 
 /// "lease, advisory, for-update and txn-insert" style list for messages.
 std::string describe_strategies(std::span<const Strategy> strategies);

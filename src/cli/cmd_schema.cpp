@@ -37,10 +37,8 @@ CommandAction define_schema(CLI::App& sub) {
     std::string name = dialect->empty() ? context.dsn().backend : *dialect;
     value_or_throw(validate_table_prefix(context.options.table_prefix));
     const BackendEntry* entry = value_or_throw(load_backend(name));
-    std::cout << entry->schema_sql(context.options.table_prefix);
     // --table-format shedlock: ShedLock's own table too, with its documented DDL.
-    if (context.backend_options().shedlock) std::cout << shedlock_schema_sql(*entry, context.options.table) << ";\n";
-    std::cout.flush();
+    std::cout << entry->schema_sql(context.backend_options()) << std::flush;
     return exit_ok;
   };
 }

@@ -44,9 +44,13 @@ TEST_CASE("the descriptor's identifier quote is the one the backend's own statem
   for (const KnownBackend& known : known_backends()) {
     CAPTURE(known.name);
     const BackendEntry* entry = load_backend(known.name).value();
-    CHECK(entry->schema_sql("p_").find(quote_identifier("p_locks", known.identifier_quote)) != std::string::npos);
-    CHECK(shedlock_schema_sql(known, "shed").find(quote_identifier("shed", known.identifier_quote)) !=
-          std::string::npos);
+    BackendOptions options;
+    options.table_prefix = "p_";
+    options.shedlock = true;
+    options.shedlock_table = "shed";
+    const std::string ddl = entry->schema_sql(options);
+    CHECK(ddl.find(quote_identifier("p_locks", known.identifier_quote)) != std::string::npos);
+    CHECK(ddl.find(quote_identifier("shed", known.identifier_quote)) != std::string::npos);
   }
 }
 

@@ -1,8 +1,8 @@
 #pragma once
 // --table-format shedlock (dblock(1), SHEDLOCK): the lease lives in a table of ShedLock, the
 // Java scheduler lock, so a cron job and a @SchedulerLock job exclude each other. What the
-// three backends share about that table: its limits, its DDL and its documented columns. Header
-// only: the server backends are modules that must not need anything new from the executable.
+// three backends share about that table: its limits and its documented columns (each dialect
+// writes its documented DDL in its <name>_statements.cpp). Header only.
 //
 // ShedLock's JDBC provider (JdbcTemplateLockProvider with usingDbTime(), SqlStatementsSource and
 // its MySQL / PostgreSQL subclasses in ShedLock 5.x) stores every time as UTC in a TIMESTAMP
@@ -27,25 +27,6 @@ inline Result<void> check_name(std::string_view key) {
   if (key.size() <= name_max) return {};
   return fail(ErrorKind::usage, "the key '" + std::string(key) + "' is " + std::to_string(key.size()) +
                                     " bytes long; a ShedLock name is at most 64 (--table-format shedlock)");
-}
-
-/// ShedLock's documented DDL for the dialect, as CREATE TABLE IF NOT EXISTS (the table is made
-/// only when missing: the Java services usually create it with their own migrations).
-/// `table` is already quoted.
-inline std::string ddl(std::string_view dialect, const std::string& table) {
-  if (dialect == "mysql")
-    return "CREATE TABLE IF NOT EXISTS " + table +
-           " (name VARCHAR(64) NOT NULL, lock_until TIMESTAMP(3) NOT NULL,"
-           " locked_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3), locked_by VARCHAR(255) NOT NULL,"
-           " PRIMARY KEY (name))";
-  if (dialect == "postgres")
-    return "CREATE TABLE IF NOT EXISTS " + table +
-           " (name VARCHAR(64) NOT NULL, lock_until TIMESTAMP NOT NULL, locked_at TIMESTAMP NOT NULL,"
-           " locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))";
-  // ShedLock has no SQLite DDL of its own: its generic one, timestamps as UTC text
-  // 'YYYY-MM-DD HH:MM:SS.SSS' (what strftime('%Y-%m-%d %H:%M:%f', 'now') writes).
-  return "CREATE TABLE IF NOT EXISTS " + table +
-         " (name VARCHAR(64) PRIMARY KEY, lock_until TIMESTAMP(3), locked_at TIMESTAMP(3), locked_by VARCHAR(255))";
 }
 
 /// The message of a refused table format / strategy pair (exit 78).

@@ -138,4 +138,26 @@ std::unique_ptr<Locker> make_shedlock_locker(std::shared_ptr<Session> session, c
   return std::make_unique<ShedlockLocker>(std::move(session), statements, history, keep);
 }
 
+Result<void> release_shedlock(Session& session, const ShedlockStatements& st, const std::string& key,
+                              const HolderSelector& who) {
+  auto tx = Transaction::begin(session, st.begin);
+  if (!tx) return std::unexpected(tx.error());
+  auto found = session.run(st.named_holder, {{"key", key},
+                                             {"owner", who.owner ? Value(*who.owner) : Value()},
+                                             {"token", value_of(who.token)},
+                                             {"force", std::int64_t{who.force ? 1 : 0}}});
+  if (!found) return std::unexpected(found.error());
+  if (found->empty()) {
+    if (who.force) return {};
+    return fail(ErrorKind::lost, "the lock " + key + " is not held by " + rows::describe(who));
+  }
+  // ShedLock's unlock with lockAtLeastFor 0 (--force also cuts a lockAtLeastFor short), then
+  // dblock's row of that holder is marked released.
+  const std::string holder = (*found)[0].text(0);
+  if (auto r = session.run(st.unlock, {{"key", key}, {"owner", holder}, {"min_hold_ms", std::int64_t{0}}}); !r)
+    return std::unexpected(r.error());
+  if (auto r = session.run(st.released, {{"key", key}, {"owner", holder}}); !r) return std::unexpected(r.error());
+  return tx->commit();
+}
+
 }  // namespace dblock::sql

@@ -10,6 +10,7 @@
 // per statement: a reader sees one statement whole, and adding a parameter shifts no other.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -118,6 +119,8 @@ class CompiledCache {
 /// statement and the first placeholder without a value.
 Result<std::vector<const Value*>> bind_order(const Compiled& compiled, const Params& params, std::string_view id);
 
+struct SchemaStatements;  // statements.hpp
+
 /// How a waiter hears that a key may have been released, so it tries again at once instead of
 /// on core's backoff. Optional: a session without one answers "cannot tell" throughout.
 class ReleaseSignal {
@@ -156,14 +159,27 @@ class Session {
   /// server still cannot be reached. A session that cannot reconnect returns `why`.
   virtual Result<void> reconnect(const Error& why) = 0;
 
-  /// After `failed`, which a statement of the run path returned: when the dialect's native
-  /// code says a table or column is missing, creates or completes the schema and returns true
-  /// (the caller runs its operation once more); false when `failed` stands. A table of the
-  /// wrong shape is ErrorKind::config naming the column.
-  virtual Result<bool> repair_schema(const Error& failed) = 0;
+  /// Whether `failed`'s native code may mean a missing table or column (the dialect's error
+  /// mapping). SQLite says so for every SQLITE_ERROR, the code of many mistakes: the one more
+  /// attempt after repair_schema tells them apart.
+  virtual bool schema_missing(const Error& failed) const = 0;
+  /// Where the session's database is, for messages: the file, or the redacted DSN.
+  virtual std::string where() const = 0;
 
   /// How this session's waiters hear releases (never null).
   virtual ReleaseSignal& release_signal() = 0;
+
+  /// After `failed`, which a statement of the run path returned: when schema_missing, creates or
+  /// completes the schema (common/schema.hpp) and returns true (the caller runs its operation
+  /// once more); false when `failed` stands. A table of the wrong shape is ErrorKind::config
+  /// naming the column.
+  Result<bool> repair_schema(const Error& failed);
+  /// The tables this session's statements use, which repair_schema makes (set by its Backend).
+  void set_schema(std::shared_ptr<const SchemaStatements> schema) { schema_ = std::move(schema); }
+  const SchemaStatements* schema() const { return schema_.get(); }
+
+ private:
+  std::shared_ptr<const SchemaStatements> schema_;
 };
 
 /// BEGIN ... COMMIT on a session, rolled back when destroyed uncommitted (RAII): the statements

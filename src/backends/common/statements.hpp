@@ -6,7 +6,9 @@
 // rows::decode_status (lock_rows.hpp), in its order.
 
 #include <string>
+#include <vector>
 
+#include "backends/backend.hpp"
 #include "backends/common/failover.hpp"
 #include "backends/common/sql_session.hpp"
 
@@ -106,6 +108,12 @@ struct ShedlockStatements {
   /// :key :token :finished :exit_code. dblock's row of the token: released_at = now and, when
   /// :finished, last_finished_at = now and last_exit_code = :exit_code.
   Statement finish;
+  /// :key :owner :token (either may be NULL) :force. `dblock release` from another process: the
+  /// row's (locked_by) when the named holder's lock is ahead (a token names the owner of
+  /// dblock's row with that token), or with :force whoever locked it; none otherwise.
+  Statement named_holder;
+  /// :key :owner. dblock's unreleased 'shedlock' row of that owner: released_at = now.
+  Statement released;
 };
 
 }  // namespace dblock::sql
@@ -135,6 +143,47 @@ struct InspectStatements {
   /// :key :owner :token. (expires_ms) of the row renew_named renewed, for a dialect whose
   /// renew_named returns no rows; empty otherwise.
   Statement renewed;
+};
+
+}  // namespace dblock::sql
+
+namespace dblock::sql {
+
+/// The tables (schema.hpp): made on first use, read by doctor.
+struct SchemaStatements {
+  /// The names from `options` (ShedLock's table only with --table-format shedlock).
+  SchemaStatements(const BackendOptions& options, std::string_view dialect_name, bool has_claims)
+      : prefix(options.table_prefix),
+        claims(has_claims),
+        shedlock_table(options.shedlock ? options.shedlock_table : std::string()),
+        dialect(dialect_name) {}
+
+  /// Unquoted table names: `prefix` + locks, runs (and claims when `claims`); ShedLock's table,
+  /// empty without --table-format shedlock.
+  std::string prefix;
+  bool claims = false;
+  std::string shedlock_table;
+  /// The dialect's name, for `dblock schema --dialect` in messages.
+  std::string dialect;
+
+  /// Each CREATE ... IF NOT EXISTS, whole, in order: `dblock schema` prints them, ensure_schema
+  /// runs them.
+  std::vector<std::string> create;
+  /// Opens the transaction the DDL runs in; empty: each DDL statement commits on its own.
+  std::string begin;
+  /// Columns of <prefix>locks that came after its first release: the ALTER TABLE that adds one
+  /// to an older table; `required`: check_schema asks for it too (otherwise only what uses it
+  /// does: a semaphore's `slots`).
+  struct Added {
+    std::string column;
+    std::string add;
+    bool required = false;
+  };
+  std::vector<Added> added;
+  /// :locks :runs :claims :shedlock (table names, unquoted; '' for none). One row per column of
+  /// those tables that exist: (table, column, key); key 1 when the column is its table's primary
+  /// key (the first column of it), 0 when not, NULL when the dialect does not say.
+  Statement columns;
 };
 
 }  // namespace dblock::sql

@@ -1,14 +1,13 @@
-// The MySQL/MariaDB backend: administrative operations and the registry entry. The lease
-// locker is the common one (mysql_statements.cpp); the session strategies' lives in
-// mysql_session_strategies.cpp.
+// The MySQL/MariaDB backend: its session, `release` (which ends a session holder's session),
+// doctor and the registry entry; the rest is common/sql_backend.cpp on mysql_statements.cpp.
+// The session strategies' locker lives in mysql_session_strategies.cpp.
 #include <charconv>
 #include <chrono>
 #include <thread>
 
-#include "backends/common/inspect.hpp"
-#include "backends/common/lease_locker.hpp"
-#include "backends/common/shedlock_locker.hpp"
 #include "backends/common/lock_rows.hpp"
+#include "backends/common/schema.hpp"
+#include "backends/common/sql_backend.hpp"
 #include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/mysql/mysql_error.hpp"
 #include "backends/mysql/mysql_tables.hpp"
@@ -25,85 +24,28 @@ std::int64_t to_i64(const Value& v) {
   return out;
 }
 
-class MysqlBackend final : public Backend {
+// Which incarnation expression the server knows (mysql_statements.cpp): the handshake's
+// version string says, without a round trip.
+bool is_mariadb(const Connection& conn) { return conn.server_info().find("MariaDB") != std::string::npos; }
+
+class MysqlBackend final : public sql::SqlBackend {
  public:
-  MysqlBackend(Dsn dsn, BackendOptions options, std::unique_ptr<Connection> conn)
-      : dsn_(std::move(dsn)),
-        options_(std::move(options)),
+  MysqlBackend(Dsn dsn, const BackendOptions& options, std::unique_ptr<Connection> conn)
+      : SqlBackend(descriptor.name, options, lease_statements(options.table_prefix, is_mariadb(*conn)),
+                   shedlock_statements(options),
+                   inspect_statements(options), schema_statements(options)),
+        dsn_(std::move(dsn)),
         session_(new_session(std::move(conn))),
         conn_(session_->connection()),
-        t_(make_tables(options_.table_prefix)),
-        inspect_(inspect_statements(options_)) {}
+        t_(make_tables(options_.table_prefix)) {}
 
-  std::string_view name() const override { return "mysql"; }
-
-  Result<void> ensure_schema() override {
-    auto c = db();
-    if (!c) return std::unexpected(c.error());
-    if (auto ok = mysql::ensure_schema(**c, t_); !ok || !options_.shedlock) return ok;
-    return ensure_shedlock_table(**c, options_);
-  }
-
-  Result<void> check_schema() override {
-    auto c = db();
-    if (!c) return std::unexpected(c.error());
-    return mysql::check_schema(**c, t_);
-  }
-
-  // The locker takes this connection over (backend.hpp): a lease run then costs the server one
-  // connection, a session strategy one besides its lock's session.
-  Result<std::unique_ptr<Locker>> make_locker(Strategy strategy) override {
-    if (auto s = session(); !s) return std::unexpected(s.error());
-    const std::string& prefix = options_.table_prefix;
-    if (strategy == Strategy::lease && options_.shedlock)
-      return sql::make_shedlock_locker(session_, shedlock_statements(options_), lease_statements(prefix, mariadb()),
-                                       options_.history_keep);
-    if (strategy == Strategy::lease)
-      return sql::make_lease_locker(session_, lease_statements(prefix, mariadb()), prefix, options_.history_keep);
-    conn_ = nullptr;
-    return make_session_locker(strategy, dsn_, options_, t_, session_->take_connection());
-  }
-
-  Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
-    // Inspection creates nothing: tables that are not there mean nothing ever ran here.
-    auto s = session();
-    if (!s) return std::unexpected(s.error());
-    auto locks = sql::read_status(**s, inspect_, keys, options_.shedlock ? &sql::shedlock_holder : &sql::decode_status_row);
-    if (!locks && is_no_such_table(locks.error())) return no_lock_database(dsn_.redacted);
-    return locks;
-  }
-
-  // Read only, as status: no table or no `slots` column means no semaphore, never DDL.
-  Result<int> slot_count(const std::string& key) override {
-    auto s = session();
-    if (!s) return std::unexpected(s.error());
-    auto slots = sql::read_slot_count(**s, inspect_, key);
-    if (!slots && (is_bad_field(slots.error()) || is_no_such_table(slots.error()))) return 0;
-    return slots;
-  }
-
-  Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
-    auto s = session();
-    if (!s) return std::unexpected(s.error());
-    auto runs = sql::read_history(**s, inspect_, key, limit);
-    if (!runs && is_no_such_table(runs.error())) return no_lock_database(dsn_.redacted);
-    return runs;
-  }
-
-  Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
-    auto s = session();
-    if (!s) return std::unexpected(s.error());
-    return sql::renew_named(**s, inspect_, key, who, ttl);
-  }
-
-  Result<void> release(const std::string& key, const HolderSelector& who) override {
+  Result<void> release_held(const std::string& key, const HolderSelector& who) override {
     // A session lock lives in its holder's connection: the only way to free it from outside
     // is to end that connection (its run then sees the lock lost and exits 76). The session
     // ended is the one the server shows holding the key's lock (holder_of_row, as status
     // reads it), never just the connection id in the row: the server reuses ids.
     auto c = db();
     if (!c) return std::unexpected(c.error());
-    if (options_.shedlock) return shedlock_release(**c, options_, t_, key, who);
     Connection& conn = **c;
     Sql select("SELECT ");
     select.add(holder_lock_of_row(t_)).add(", ").add(holder_of_row(t_)).add(" FROM " + t_.locks + " WHERE ");
@@ -128,12 +70,6 @@ class MysqlBackend final : public Backend {
     return wait_for_session_end(conn, key, lock, session);
   }
 
-  Result<std::int64_t> now_ms() override {
-    auto s = session();
-    if (!s) return std::unexpected(s.error());
-    return sql::read_now_ms(**s, inspect_);
-  }
-
   std::vector<DoctorCheck> doctor_checks(Strategy strategy) override {
     std::vector<DoctorCheck> checks;
     auto c = db();
@@ -149,30 +85,37 @@ class MysqlBackend final : public Backend {
   }
 
  private:
-  // Which incarnation expression the server knows (mysql_statements.cpp): the handshake's
-  // version string says, without a round trip. Only asked once connected.
-  bool mariadb() const { return conn_->server_info().find("MariaDB") != std::string::npos; }
+  bool mariadb() const { return is_mariadb(*conn_); }
 
   // After make_locker handed the connection over, anything still asked of this Backend (tests
   // do) gets a new one.
-  Result<Session*> session() {
+  Result<std::shared_ptr<sql::Session>> session() override {
     if (!session_->connection()) {
       auto c = Connection::open(dsn_, options_);
       if (!c) return std::unexpected(c.error());
       session_ = new_session(std::move(*c));
       conn_ = session_->connection();
     }
-    return session_.get();
+    return session_;
   }
   Result<Connection*> db() {
     auto s = session();
     if (!s) return std::unexpected(s.error());
-    return (*s)->connection();
+    return conn_;
+  }
+
+  // The locker takes this connection over (backend.hpp): a session strategy then costs the
+  // server one connection besides its lock's session.
+  Result<std::unique_ptr<Locker>> make_session_locker(Strategy strategy) override {
+    if (auto s = session(); !s) return std::unexpected(s.error());
+    conn_ = nullptr;
+    return mysql::make_session_locker(strategy, dsn_, options_, t_, session_->take_connection());
   }
 
   std::shared_ptr<Session> new_session(std::unique_ptr<Connection> conn) const {
-    return std::make_shared<Session>(std::move(conn), options_.table_prefix,
-                                     options_.shedlock ? options_.shedlock_table : std::string());
+    auto session = std::make_shared<Session>(std::move(conn), options_.table_prefix);
+    session->set_schema(schema());
+    return session;
   }
 
   // KILL returns before the killed session has rolled back and let its locks go: the caller of
@@ -289,18 +232,10 @@ class MysqlBackend final : public Backend {
   }
 
   Dsn dsn_;
-  BackendOptions options_;
   std::shared_ptr<Session> session_;  // shared with the lease and ShedLock lockers (make_locker)
   Connection* conn_;                  // session_'s, for the doctor's checks
   Tables t_;
-  sql::InspectStatements inspect_;
 };
-
-std::string schema_sql(const std::string& prefix) {
-  std::string out;
-  for (const auto& statement : schema_statements(prefix)) out += statement + ";\n";
-  return out;
-}
 
 Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& options) {
   auto conn = Connection::open(dsn, options);
@@ -316,7 +251,7 @@ namespace dblock {
 BackendEntry mysql_backend_entry() {
   return BackendEntry{
       mysql::descriptor,
-      &mysql::schema_sql,
+      [](const BackendOptions& options) { return sql::schema_sql(mysql::schema_statements(options)); },
       [](const Dsn& dsn) -> Result<void> {
         if (auto parsed = mysql::parse_mysql_dsn(dsn); !parsed) return std::unexpected(parsed.error());
         return {};

@@ -342,20 +342,6 @@ Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& para
   return rows;
 }
 
-Result<bool> Session::repair_schema(const Error& failed) {
-  if (!is_no_such_table(failed) && !is_bad_field(failed)) return false;
-  if (!shedlock_table_.empty()) {
-    // Either table may be the one missing: dblock's are made, ShedLock's only when missing,
-    // and a missing column is named by the same checks (ErrorKind::config).
-    if (auto ok = ensure_schema(*conn_, make_tables(prefix_)); !ok) return std::unexpected(ok.error());
-    BackendOptions shed;
-    shed.shedlock = true;
-    shed.shedlock_table = shedlock_table_;
-    if (auto ok = ensure_shedlock_table(*conn_, shed); !ok) return std::unexpected(ok.error());
-    return true;
-  }
-  if (auto ok = mysql::repair_schema(*conn_, make_tables(prefix_), failed); !ok) return std::unexpected(ok.error());
-  return true;
-}
+bool Session::schema_missing(const Error& failed) const { return is_no_such_table(failed) || is_bad_field(failed); }
 
 }  // namespace dblock::mysql

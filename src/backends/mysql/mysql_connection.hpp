@@ -125,28 +125,30 @@ class WakeQueue final : public sql::ReleaseSignal {
 /// The connection as the strategies of src/backends/common see it (sql_session.hpp).
 class Session final : public sql::Session {
  public:
-  /// `shedlock_table` (--table-format shedlock, unquoted, as options give it): a missing table
-  /// is repaired by making dblock's tables and that one (when missing; its shape checked).
-  Session(std::unique_ptr<Connection> conn, std::string prefix, std::string shedlock_table = {})
-      : conn_(std::move(conn)),
-        prefix_(std::move(prefix)),
-        shedlock_table_(std::move(shedlock_table)),
-        wake_queue_(*conn_, prefix_) {}
+  Session(std::unique_ptr<Connection> conn, std::string prefix)
+      : owned_(std::move(conn)), conn_(owned_.get()), prefix_(std::move(prefix)), wake_queue_(*conn_, prefix_) {}
+  /// On a connection someone else owns, which must outlive the session.
+  Session(Connection& conn, std::string prefix) : conn_(&conn), prefix_(std::move(prefix)), wake_queue_(conn, prefix_) {}
   /// The connection, for the Backend's own statements (release, doctor); nullptr once taken.
-  Connection* connection() { return conn_.get(); }
+  Connection* connection() { return conn_; }
   /// The connection for a locker that owns one (the session strategies'); the session is
   /// not used after.
-  std::unique_ptr<Connection> take_connection() { return std::move(conn_); }
+  std::unique_ptr<Connection> take_connection() {
+    conn_ = nullptr;
+    return std::move(owned_);
+  }
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override;
   Result<void> exec(std::string_view sql) override { return conn_->query(sql); }
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
-  Result<bool> repair_schema(const Error& failed) override;
+  /// ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR.
+  bool schema_missing(const Error& failed) const override;
+  std::string where() const override { return conn_->where(); }
   sql::ReleaseSignal& release_signal() override { return wake_queue_; }
 
  private:
-  std::unique_ptr<Connection> conn_;
+  std::unique_ptr<Connection> owned_;
+  Connection* conn_;
   std::string prefix_;
-  std::string shedlock_table_;
   sql::CompiledCache compiled_{sql::PlaceholderStyle::question};
   WakeQueue wake_queue_;
 };

@@ -74,8 +74,6 @@ bool is_no_such_table(const Error& e) { return e.native_code == ER_NO_SUCH_TABLE
 
 bool is_bad_field(const Error& e) { return e.native_code == ER_BAD_FIELD_ERROR; }
 
-bool is_duplicate_column(const Error& e) { return e.native_code == ER_DUP_FIELDNAME; }
-
 bool is_unsupported_compound(const Error& e) {
   return e.native_code == ER_PARSE_ERROR || e.native_code == ER_UNSUPPORTED_PS;
 }

@@ -29,8 +29,6 @@ bool is_no_such_table(const Error& e);
 /// of the wrong shape.
 bool is_bad_field(const Error& e);
 
-/// True when ALTER TABLE ... ADD COLUMN found the column already there (ER_DUP_FIELDNAME).
-bool is_duplicate_column(const Error& e);
 
 /// True when the server cannot prepare a compound statement (BEGIN NOT ATOMIC ... END): MySQL,
 /// and MariaDB before compound statements could be prepared, answer a parse error.

@@ -1,4 +1,4 @@
-// Tables, DDL and the shared statements on <prefix>locks / <prefix>runs.
+// Table names and the statements on <prefix>locks / <prefix>runs the session strategies share.
 #include <algorithm>
 #include <charconv>
 #include <map>
@@ -53,132 +53,15 @@ Tables make_tables(const std::string& prefix) {
                 quote_identifier(prefix + "claims", '`')};
 }
 
-std::vector<std::string> schema_statements(const std::string& prefix) {
-  const Tables t = make_tables(prefix);
-  // name is VARBINARY: compared byte-wise, and 255 bytes of any UTF-8 fit.
-  // DATETIME(6) holds UTC (every dblock session runs with time_zone '+00:00').
-  const std::string options = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
-  return {
-      "CREATE TABLE IF NOT EXISTS " + t.locks +
-          " (\n"
-          "  name VARBINARY(255) NOT NULL PRIMARY KEY,\n"
-          "  owner VARCHAR(255) NULL,\n"
-          "  host VARCHAR(255) NULL,\n"
-          "  pid BIGINT NULL,\n"
-          "  token BIGINT NOT NULL DEFAULT 0,\n"
-          "  strategy VARCHAR(16) NULL,\n"
-          "  session_id VARCHAR(64) NULL,\n"
-          "  acquired_at DATETIME(6) NULL,\n"
-          "  renewed_at DATETIME(6) NULL,\n"
-          "  expires_at DATETIME(6) NULL,\n"
-          "  released_at DATETIME(6) NULL,\n"
-          "  last_started_at DATETIME(6) NULL,\n"
-          "  last_finished_at DATETIME(6) NULL,\n"
-          "  last_exit_code INT NULL,\n"
-          "  slots INT NULL\n"
-          ")" + options,
-      "CREATE TABLE IF NOT EXISTS " + t.runs +
-          " (\n"
-          "  id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,\n"
-          "  name VARBINARY(255) NOT NULL,\n"
-          "  token BIGINT NOT NULL,\n"
-          "  owner VARCHAR(255) NULL,\n"
-          "  host VARCHAR(255) NULL,\n"
-          "  pid BIGINT NULL,\n"
-          "  strategy VARCHAR(16) NULL,\n"
-          "  started_at DATETIME(6) NULL,\n"
-          "  finished_at DATETIME(6) NULL,\n"
-          "  outcome VARCHAR(16) NOT NULL,\n"
-          "  exit_code INT NULL,\n"
-          "  KEY " + quote_identifier(prefix + "runs_name_id", '`') + " (name, id)\n"
-          ")" + options,
-      "CREATE TABLE IF NOT EXISTS " + t.claims +
-          " (\n"
-          "  name VARBINARY(255) NOT NULL,\n"
-          "  kind VARCHAR(16) NOT NULL,\n"
-          "  PRIMARY KEY (name, kind)\n"
-          ")" + options,
-  };
-}
-
-namespace {
-
-// Every table's columns in one round trip: table name -> lower-case column names.
-Result<std::map<std::string, std::vector<std::string>>> read_columns(Connection& conn, const Tables& t) {
-  const std::string locks = t.prefix + "locks", runs = t.prefix + "runs", claims = t.prefix + "claims";
-  auto rows = conn.execute(Sql("SELECT TABLE_NAME, LOWER(COLUMN_NAME) FROM information_schema.COLUMNS "
-                               "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?)",
-                               locks, runs, claims));
-  if (!rows) return std::unexpected(rows.error());
-  std::map<std::string, std::vector<std::string>> columns;
-  for (const auto& row : rows->rows) columns[row[0].value_or("")].push_back(row[1].value_or(""));
-  return columns;
-}
-
-Result<void> check_columns(const Connection& conn, const Tables& t, std::map<std::string, std::vector<std::string>>& columns) {
-  for (const auto& [suffix, required] : rows::required_tables) {
-    const std::string table = t.prefix + std::string(suffix);
-    const auto& present = columns[table];
-    for (std::string_view column : required) {
-      if (std::find(present.begin(), present.end(), column) == present.end())
-        return fail(ErrorKind::config, "table " + table + " in " + conn.where() + " has no column '" + std::string(column) +
-                                           "' (an unexpected shape; see `dblock schema --dialect mysql`)");
-    }
-  }
-  return {};
-}
-
-// Creates what is missing; true when it changed anything. The common case, tables already
-// there, costs one query; DDL runs only when something is missing (CREATE TABLE IF NOT EXISTS
-// on every run was three statements per `dblock run`).
-Result<bool> complete_schema(Connection& conn, const Tables& t) {
-  auto columns = read_columns(conn, t);
-  if (!columns) return std::unexpected(columns.error());
-  bool changed = false;
-  if (columns->size() < rows::required_tables.size()) {
-    for (const auto& ddl : schema_statements(t.prefix))
-      if (auto r = conn.query(ddl); !r) return std::unexpected(r.error());
-    columns = read_columns(conn, t);
-    if (!columns) return std::unexpected(columns.error());
-    changed = true;
-  }
-  if (auto r = check_columns(conn, t, *columns); !r) return std::unexpected(r.error());
-  // A table from before semaphores lacks `slots`; plain locks never read it, so only this adds
-  // it. MySQL has no ADD COLUMN IF NOT EXISTS: a racer that added it first is ER_DUP_FIELDNAME.
-  const auto& locks = (*columns)[t.prefix + "locks"];
-  if (std::find(locks.begin(), locks.end(), "slots") == locks.end()) {
-    if (auto r = conn.query("ALTER TABLE " + t.locks + " ADD COLUMN slots INT NULL"); !r && !is_duplicate_column(r.error()))
-      return std::unexpected(r.error());
-    changed = true;
-  }
-  return changed;
-}
-
-}  // namespace
-
-Result<void> ensure_schema(Connection& conn, const Tables& t) {
-  auto done = complete_schema(conn, t);
-  if (!done) return std::unexpected(done.error());
-  return {};
-}
-
-Result<void> check_schema(Connection& conn, const Tables& t) {
-  auto columns = read_columns(conn, t);
-  if (!columns) return std::unexpected(columns.error());
-  if (columns->size() < rows::required_tables.size()) return no_lock_database(conn.where());
-  return check_columns(conn, t, *columns);
-}
-
 Result<void> repair_schema(Connection& conn, const Tables& t, const Error& failed) {
-  if (is_no_such_table(failed)) return ensure_schema(conn, t);
-  // A missing column: `slots` (a semaphore statement on an older table) is added and the
-  // statement retried; any other is named by the check (ErrorKind::config).
-  if (is_bad_field(failed)) {
-    auto changed = complete_schema(conn, t);
-    if (!changed) return std::unexpected(changed.error());
-    if (*changed) return {};
-  }
-  return std::unexpected(failed);
+  Session session(conn, t.prefix);
+  BackendOptions options;
+  options.table_prefix = t.prefix;
+  session.set_schema(std::make_shared<const sql::SchemaStatements>(schema_statements(options)));
+  auto repaired = session.repair_schema(failed);
+  if (!repaired) return std::unexpected(repaired.error());
+  if (!*repaired) return std::unexpected(failed);
+  return {};
 }
 
 std::string epoch_ms(const std::string& expr) {

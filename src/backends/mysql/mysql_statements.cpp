@@ -10,6 +10,7 @@
 
 #include "backends/common/identifiers.hpp"
 #include "backends/common/lock_rows.hpp"
+#include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 
 namespace dblock::mysql {
@@ -227,6 +228,12 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
                                      " SET released_at = NOW(6), last_finished_at = IF(:finished, NOW(6), last_finished_at),"
                                      " last_exit_code = IF(:finished, :exit_code, last_exit_code)"
                                      " WHERE name = :key AND token = :token AND released_at IS NULL"};
+  s.named_holder = {"shedlock.named_holder",
+                    "SELECT locked_by FROM " + shed + " WHERE name = :key AND (:force OR (:owner IS NULL OR locked_by = :owner)"
+                    " AND (:token IS NULL OR locked_by = (SELECT owner FROM " + t.locks +
+                        " WHERE name = :key AND token = :token AND strategy = 'shedlock')) AND lock_until > " + now + ")"};
+  s.released = {"shedlock.released", "UPDATE " + t.locks + " SET released_at = NOW(6)"
+                                     " WHERE name = :key AND owner = :owner AND released_at IS NULL AND strategy = 'shedlock'"};
   return s;
 }
 
@@ -270,6 +277,68 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
     s.renewed = {"inspect.renewed", "SELECT " + epoch_ms("expires_at") + " FROM " + t.locks +
                                         " WHERE name = :key AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
                                         " AND (:token IS NULL OR token = :token)"};
+  }
+  return s;
+}
+
+sql::SchemaStatements schema_statements(const BackendOptions& options) {
+  const Tables t = make_tables(options.table_prefix);
+  sql::SchemaStatements s(options, descriptor.name, true);
+  // name is VARBINARY: compared byte-wise, and 255 bytes of any UTF-8 fit. DATETIME(6) holds UTC
+  // (every dblock session runs with time_zone '+00:00'). DDL commits on its own (no `begin`):
+  // CREATE TABLE IF NOT EXISTS is safe to race.
+  const std::string engine = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
+  s.create = {
+      "CREATE TABLE IF NOT EXISTS " + t.locks +
+          " (\n"
+          "  name VARBINARY(255) NOT NULL PRIMARY KEY,\n"
+          "  owner VARCHAR(255) NULL,\n"
+          "  host VARCHAR(255) NULL,\n"
+          "  pid BIGINT NULL,\n"
+          "  token BIGINT NOT NULL DEFAULT 0,\n"
+          "  strategy VARCHAR(16) NULL,\n"
+          "  session_id VARCHAR(64) NULL,\n"
+          "  acquired_at DATETIME(6) NULL,\n"
+          "  renewed_at DATETIME(6) NULL,\n"
+          "  expires_at DATETIME(6) NULL,\n"
+          "  released_at DATETIME(6) NULL,\n"
+          "  last_started_at DATETIME(6) NULL,\n"
+          "  last_finished_at DATETIME(6) NULL,\n"
+          "  last_exit_code INT NULL,\n"
+          "  slots INT NULL\n"
+          ")" + engine,
+      "CREATE TABLE IF NOT EXISTS " + t.runs +
+          " (\n"
+          "  id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,\n"
+          "  name VARBINARY(255) NOT NULL,\n"
+          "  token BIGINT NOT NULL,\n"
+          "  owner VARCHAR(255) NULL,\n"
+          "  host VARCHAR(255) NULL,\n"
+          "  pid BIGINT NULL,\n"
+          "  strategy VARCHAR(16) NULL,\n"
+          "  started_at DATETIME(6) NULL,\n"
+          "  finished_at DATETIME(6) NULL,\n"
+          "  outcome VARCHAR(16) NOT NULL,\n"
+          "  exit_code INT NULL,\n"
+          "  KEY " + quote_identifier(options.table_prefix + "runs_name_id", '`') + " (name, id)\n"
+          ")" + engine,
+      "CREATE TABLE IF NOT EXISTS " + t.claims +
+          " (\n"
+          "  name VARBINARY(255) NOT NULL,\n"
+          "  kind VARCHAR(16) NOT NULL,\n"
+          "  PRIMARY KEY (name, kind)\n"
+          ")" + engine,
+  };
+  s.added = {{"slots", "ALTER TABLE " + t.locks + " ADD COLUMN slots INT NULL", false}};
+  s.columns = {"schema.columns",
+               "SELECT TABLE_NAME, LOWER(COLUMN_NAME), COLUMN_KEY = 'PRI' FROM information_schema.COLUMNS"
+               " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (:locks, :runs, :claims, :shedlock)"};
+  if (options.shedlock) {
+    // ShedLock's documented DDL; made only when missing (the Java services usually make it).
+    s.create.push_back("CREATE TABLE IF NOT EXISTS " + quote_identifier(options.shedlock_table, '`') +
+                       " (name VARCHAR(64) NOT NULL, lock_until TIMESTAMP(3) NOT NULL,"
+                       " locked_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3), locked_by VARCHAR(255) NOT NULL,"
+                       " PRIMARY KEY (name))");
   }
   return s;
 }

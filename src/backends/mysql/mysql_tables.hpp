@@ -24,13 +24,9 @@ struct Tables {
 };
 Tables make_tables(const std::string& prefix);
 
-/// The DDL for `dblock schema --dialect mysql`: one statement per element.
-std::vector<std::string> schema_statements(const std::string& prefix);
-
-/// Creates missing tables; a table of the wrong shape is ErrorKind::config naming the column.
-Result<void> ensure_schema(Connection& conn, const Tables& t);
-/// Read only (doctor): missing tables are no_lock_database, a foreign shape ErrorKind::config.
-Result<void> check_schema(Connection& conn, const Tables& t);
+/// The tables, made on first use and checked by doctor (common/schema.hpp): dblock's, and
+/// ShedLock's with --table-format shedlock (mysql_statements.cpp).
+sql::SchemaStatements schema_statements(const BackendOptions& options);
 
 /// SQL for a DATETIME column (or expression) as ms since the epoch; the session is in UTC.
 std::string epoch_ms(const std::string& expr);
@@ -93,28 +89,9 @@ sql::InspectStatements inspect_statements(const BackendOptions& options);
 Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, const Dsn& dsn, const BackendOptions& options, Tables t,
                                                     std::unique_ptr<Connection> conn);
 
-/// A lease survives a short outage: `statement` once, and once more after a reconnect when the
-/// connection failed; safe because every lease statement is compared on its holder.
-template <class F>
-auto with_reconnect(Connection& conn, F&& statement) -> decltype(statement()) {
-  auto first = statement();
-  if (first || first.error().kind != ErrorKind::connection) return first;
-  if (auto r = conn.reconnect(); !r) return std::unexpected(r.error());
-  return statement();
-}
-
-/// --table-format shedlock (mysql_shedlock.cpp; its locker and status are the common ones):
-/// the table itself (created only when missing, shape checked).
-Result<void> ensure_shedlock_table(Connection& conn, const BackendOptions& options);
-/// Stateless release (`dblock release`) of a ShedLock row: ShedLock's unlock on the named
-/// holder (a token names the owner of dblock's row with that token).
-Result<void> shedlock_release(Connection& conn, const BackendOptions& options, const Tables& t,
-                              const std::string& key, const HolderSelector& who);
-
-/// The run path assumes the schema (backend.hpp, make_locker). After `failed`: when a table is
-/// missing (ER_NO_SUCH_TABLE) creates the schema and returns success, so the caller retries
-/// once; when a column is missing (ER_BAD_FIELD_ERROR) returns ErrorKind::config naming it,
-/// found by the schema check; any other error comes back as it was.
+/// The run path assumes the schema (backend.hpp, make_locker). After `failed`: when a table or
+/// column is missing (Session::schema_missing) completes the schema (common/schema.hpp) and
+/// returns success, so the caller retries once; any other error comes back as it was.
 Result<void> repair_schema(Connection& conn, const Tables& t, const Error& failed);
 
 /// Runs `attempt` (one lock operation's statements), and once more after repair_schema created

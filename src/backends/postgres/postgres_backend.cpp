@@ -1,14 +1,13 @@
-// PostgreSQL via libpq: every strategy. Stateless release and doctor live here; the lease and
-// ShedLock lockers and status, history, the clock and `dblock renew` are src/backends/common's
-// over postgres_statements.cpp; the session strategies' server lock is postgres_session_lock.cpp.
+// PostgreSQL via libpq: every strategy. Its session, `release` (which ends a session holder's
+// session) and doctor live here; the rest is common/sql_backend.cpp on postgres_statements.cpp,
+// and the session strategies' server lock is postgres_session_lock.cpp.
 #include <map>
 #include <thread>
 #include <utility>
 
-#include "backends/common/inspect.hpp"
-#include "backends/common/lease_locker.hpp"
 #include "backends/common/lock_rows.hpp"
-#include "backends/common/shedlock_locker.hpp"
+#include "backends/common/schema.hpp"
+#include "backends/common/sql_backend.hpp"
 #include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/postgres/postgres_dsn.hpp"
 #include "backends/postgres/postgres_tables.hpp"
@@ -25,77 +24,17 @@ ConnectionRole holder_role(const BackendOptions& options) {
   return options.session_idle_limit.count() > 0 ? ConnectionRole::lock_holder : ConnectionRole::bookkeeping;
 }
 
-class PostgresBackend final : public Backend {
+class PostgresBackend final : public sql::SqlBackend {
  public:
-  PostgresBackend(Dsn dsn, BackendOptions options, std::shared_ptr<Connection> conn)
-      : dsn_(std::move(dsn)),
-        options_(std::move(options)),
+  PostgresBackend(Dsn dsn, const BackendOptions& options, std::shared_ptr<Connection> conn)
+      : SqlBackend(descriptor.name, options, lease_statements(options.table_prefix), shedlock_statements(options),
+                   inspect_statements(options), schema_statements(options)),
+        dsn_(std::move(dsn)),
         conn_(std::move(conn)),
         t_(postgres::tables_for(options_.table_prefix)),
-        session_(make_session()),
-        inspect_(inspect_statements(options_)) {}
+        session_(make_session()) {}
 
-  std::string_view name() const override { return "postgres"; }
-
-  Result<void> ensure_schema() override {
-    if (auto ok = postgres::ensure_schema(*conn_, t_); !ok || !options_.shedlock) return ok;
-    return ensure_shedlock_table(*conn_, options_.shedlock_table);
-  }
-
-  Result<void> check_schema() override { return postgres::check_schema(*conn_, t_); }
-
-  // A run's locker takes over this backend's connection: a lease run then needs one
-  // connection, a session run two at most. Should anything use the backend afterwards (tests
-  // do, and may make more lockers), it connects again, and a second session locker gets a
-  // holder session of its own.
-  Result<std::unique_ptr<Locker>> make_locker(Strategy s) override {
-    const std::string& prefix = options_.table_prefix;
-    if (s == Strategy::lease && options_.shedlock)
-      return sql::make_shedlock_locker(session_, shedlock_statements(options_), lease_statements(prefix),
-                                       options_.history_keep);
-    if (s == Strategy::lease)
-      return sql::make_lease_locker(session_, lease_statements(prefix), prefix, options_.history_keep);
-    std::shared_ptr<Connection> holder;
-    if (!handed_over_) {
-      holder = std::exchange(conn_, Connection::deferred(dsn_, options_));
-      session_ = make_session();  // status and the rest on the new connection, not the holder's
-      handed_over_ = true;
-    } else {
-      auto opened = Connection::open(dsn_, options_, holder_role(options_));
-      if (!opened) return std::unexpected(opened.error());
-      holder = std::move(*opened);
-    }
-    return postgres::make_session_locker(s, std::move(holder), dsn_, options_, t_);
-  }
-
-  Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
-    auto found = sql::read_status(*session_, inspect_, keys,
-                                  options_.shedlock ? &sql::shedlock_holder : &sql::decode_status_row);
-    if (!found) return explained(found.error());
-    return found;
-  }
-
-  Result<int> slot_count(const std::string& key) override {
-    if (options_.shedlock) return 0;
-    auto slots = sql::read_slot_count(*session_, inspect_, key);
-    // Inspection adds no column: a table from before semaphores has none, and so no semaphore.
-    if (!slots && slots.error().sqlstate == "42703") return 0;
-    if (!slots) return explained(slots.error());
-    return slots;
-  }
-
-  Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
-    auto runs = sql::read_history(*session_, inspect_, key, limit);
-    if (!runs) return explained(runs.error());
-    return runs;
-  }
-
-  Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
-    return sql::renew_named(*session_, inspect_, key, who, ttl);
-  }
-
-  Result<void> release(const std::string& key, const HolderSelector& who) override {
-    if (options_.shedlock) return shedlock_release(*conn_, options_, t_, key, who);
+  Result<void> release_held(const std::string& key, const HolderSelector& who) override {
     // A session lock lives in its holder's session: the only way to free it from outside is
     // to end that session (its run then finds the lock lost and exits 76), as on MySQL. The
     // session is ended only while the row is unreleased and the server shows that session
@@ -127,8 +66,6 @@ class PostgresBackend final : public Backend {
     if (r->is_null(0, 1)) return {};
     return wait_for_session_end(key, r->text(0, 1));
   }
-
-  Result<std::int64_t> now_ms() override { return sql::read_now_ms(*session_, inspect_); }
 
   std::vector<DoctorCheck> doctor_checks(Strategy strategy) override {
     std::vector<DoctorCheck> out;
@@ -210,6 +147,25 @@ class PostgresBackend final : public Backend {
   }
 
  private:
+  Result<std::shared_ptr<sql::Session>> session() override { return session_; }
+
+  // A session run's locker takes over this backend's connection: it then needs two at most.
+  // Should anything use the backend afterwards (tests do, and may make more lockers), it
+  // connects again, and a second session locker gets a holder session of its own.
+  Result<std::unique_ptr<Locker>> make_session_locker(Strategy s) override {
+    std::shared_ptr<Connection> holder;
+    if (!handed_over_) {
+      holder = std::exchange(conn_, Connection::deferred(dsn_, options_));
+      session_ = make_session();  // status and the rest on the new connection, not the holder's
+      handed_over_ = true;
+    } else {
+      auto opened = Connection::open(dsn_, options_, holder_role(options_));
+      if (!opened) return std::unexpected(opened.error());
+      holder = std::move(*opened);
+    }
+    return postgres::make_session_locker(s, std::move(holder), dsn_, options_, t_, schema());
+  }
+
   // What a failover can lose: with asynchronous standbys, the last grants (the failover
   // lock-delay covers them). A standby that streams without being synchronous is asynchronous;
   // Patroni's synchronous_mode shows as synchronous_standby_names.
@@ -265,12 +221,6 @@ class PostgresBackend final : public Backend {
     return *ours != first ? Pooling::transaction : Pooling::session;  // `other` closes, its transaction ends
   }
 
-  // Inspection creates nothing: a table that is not there (42P01) means nothing ever ran here.
-  std::unexpected<Error> explained(const Error& failed) const {
-    if (failed.sqlstate == "42P01") return no_lock_database(dsn_.redacted);
-    return std::unexpected(failed);
-  }
-
   // pg_terminate_backend only signals (waiting needs 14+): the lock is free once the
   // session's locks are gone, and the caller of `release --force` may take the key at once.
   Result<void> wait_for_session_end(const std::string& key, const std::string& pid) {
@@ -295,15 +245,15 @@ class PostgresBackend final : public Backend {
 
   // The common code's view of conn_ (sql_session.hpp), shared by the lease and ShedLock lockers.
   std::shared_ptr<Session> make_session() const {
-    return std::make_shared<Session>(conn_, options_.table_prefix, options_.shedlock ? options_.shedlock_table : "");
+    auto session = std::make_shared<Session>(conn_, options_.table_prefix);
+    session->set_schema(schema());
+    return session;
   }
 
   Dsn dsn_;
-  BackendOptions options_;
   std::shared_ptr<Connection> conn_;
   postgres::Tables t_;
   std::shared_ptr<Session> session_;
-  sql::InspectStatements inspect_;
   bool handed_over_ = false;
 };
 
@@ -324,7 +274,7 @@ namespace dblock {
 BackendEntry postgres_backend_entry() {
   return BackendEntry{
       postgres::descriptor,
-      [](const std::string& prefix) { return postgres::schema_sql(prefix); },
+      [](const BackendOptions& options) { return sql::schema_sql(postgres::schema_statements(options)); },
       &postgres::check_postgres_dsn,
       &postgres::open,
       [] {

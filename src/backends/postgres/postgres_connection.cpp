@@ -504,12 +504,4 @@ Result<void> Session::exec(std::string_view sql) {
 
 Result<void> Session::reconnect(const Error&) { return conn_->reconnect(); }
 
-Result<bool> Session::repair_schema(const Error& failed) {
-  if (failed.sqlstate != "42P01" && failed.sqlstate != "42703") return false;
-  if (auto made = ensure_schema(*conn_, tables_for(prefix_)); !made) return std::unexpected(made.error());
-  if (!shedlock_table_.empty())
-    if (auto made = ensure_shedlock_table(*conn_, shedlock_table_); !made) return std::unexpected(made.error());
-  return true;
-}
-
 }  // namespace dblock::postgres

@@ -138,21 +138,17 @@ class ListenSignal final : public sql::ReleaseSignal {
 /// statement one round trip, its parameters sent as text (the statements cast them: `$n::bigint`).
 class Session final : public sql::Session {
  public:
-  /// `shedlock_table` (not quoted): --table-format shedlock's table, which repair_schema also
-  /// makes when missing; empty for none.
-  Session(std::shared_ptr<Connection> conn, std::string prefix, std::string shedlock_table = {})
-      : conn_(conn), prefix_(prefix), shedlock_table_(std::move(shedlock_table)), signal_(std::move(conn), std::move(prefix)) {}
+  Session(std::shared_ptr<Connection> conn, std::string prefix) : conn_(conn), signal_(std::move(conn), std::move(prefix)) {}
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override;
   Result<void> exec(std::string_view sql) override;
   Result<void> reconnect(const Error& why) override;
-  /// 42P01 (no such table) or 42703 (no such column): ensure_schema (and ShedLock's table).
-  Result<bool> repair_schema(const Error& failed) override;
+  /// 42P01 (no such table), 42703 (no such column).
+  bool schema_missing(const Error& failed) const override { return failed.sqlstate == "42P01" || failed.sqlstate == "42703"; }
+  std::string where() const override { return conn_->where(); }
   sql::ReleaseSignal& release_signal() override { return signal_; }
 
  private:
   std::shared_ptr<Connection> conn_;
-  std::string prefix_;
-  std::string shedlock_table_;
   sql::CompiledCache compiled_{sql::PlaceholderStyle::dollar};
   ListenSignal signal_;
 };

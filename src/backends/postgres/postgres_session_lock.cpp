@@ -141,7 +141,8 @@ class PostgresSessionLock final : public sql::SessionLock {
 }  // namespace
 
 Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<Connection> holder, const Dsn& dsn,
-                                                   const BackendOptions& options, Tables t) {
+                                                   const BackendOptions& options, Tables t,
+                                                   std::shared_ptr<const sql::SchemaStatements> schema) {
   // advisory's lock is held outside any transaction, so its token and history go through the
   // holder session itself; the others hold a transaction open and number the token on a second,
   // autocommit connection, which a holder killed mid-transaction cannot roll back.
@@ -152,8 +153,10 @@ Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<
     book = std::move(*opened);
   }
   auto lock = std::make_unique<PostgresSessionLock>(s, std::move(holder), t);
-  return sql::make_session_locker(s, std::move(lock), std::make_shared<Session>(std::move(book), t.prefix),
-                                  lease_statements(t.prefix), t.prefix, options.history_keep);
+  auto session = std::make_shared<Session>(std::move(book), t.prefix);
+  session->set_schema(std::move(schema));  // the tables a statement finds missing are made
+  return sql::make_session_locker(s, std::move(lock), std::move(session), lease_statements(t.prefix), t.prefix,
+                                  options.history_keep);
 }
 
 }  // namespace dblock::postgres

@@ -19,13 +19,11 @@ struct Tables {
 };
 Tables tables_for(const std::string& prefix);
 
-/// The DDL `dblock schema --dialect postgres` prints and ensure_schema runs.
-std::string schema_sql(const std::string& prefix);
-/// Creates missing tables (serialized by an advisory transaction lock, so concurrent first
-/// use cannot fail) and checks every expected column is there (ErrorKind::config otherwise).
+/// The tables, made on first use and checked by doctor (common/schema.hpp): dblock's, and
+/// ShedLock's with --table-format shedlock (postgres_statements.cpp).
+sql::SchemaStatements schema_statements(const BackendOptions& options);
+/// common/schema.hpp's ensure_schema on `conn`, for the session strategies' bookkeeping.
 Result<void> ensure_schema(Connection& conn, const Tables& t);
-/// Read only (doctor): missing tables are no_lock_database, a foreign shape ErrorKind::config.
-Result<void> check_schema(Connection& conn, const Tables& t);
 
 /// SQL, over the <prefix>locks row aliased `row`: the server's evidence that its session_id
 /// (a backend pid, which the server reuses) holds that row's key, as text for session_holds_sql:
@@ -42,14 +40,8 @@ std::string session_holds_sql(std::string_view strategy, std::string_view verdic
 /// tables of `prefix` (postgres_statements.cpp).
 sql::LeaseStatements lease_statements(const std::string& prefix);
 
-/// --table-format shedlock: the statements of the common ShedLock locker (postgres_statements.cpp);
-/// ShedLock's table `table` (not quoted), created only when missing, its shape checked; and the
-/// stateless `release` of its rows: ShedLock's unlock on the named holder (a token names the owner
-/// of dblock's row with that token) (postgres_shedlock.cpp).
+/// --table-format shedlock: the statements of the common ShedLock locker (postgres_statements.cpp).
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
-Result<void> ensure_shedlock_table(Connection& conn, const std::string& table);
-Result<void> shedlock_release(Connection& conn, const BackendOptions& options, const Tables& t,
-                              const std::string& key, const HolderSelector& who);
 
 /// status, history, the clock, slot counts and `dblock renew` (common/inspect.hpp), for the
 /// table format of `options` (postgres_statements.cpp).
@@ -58,6 +50,7 @@ sql::InspectStatements inspect_statements(const BackendOptions& options);
 /// advisory / for-update / txn-insert (common/session_locker.hpp) with the server lock in the
 /// holder session `holder` (postgres_session_lock.cpp).
 Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<Connection> holder, const Dsn& dsn,
-                                                   const BackendOptions& options, Tables t);
+                                                   const BackendOptions& options, Tables t,
+                                                   std::shared_ptr<const sql::SchemaStatements> schema);
 
 }  // namespace dblock::postgres

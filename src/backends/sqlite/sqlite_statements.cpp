@@ -1,12 +1,24 @@
 // The SQLite dialect's statements for the strategies of src/backends/common (statements.hpp
 // has each one's contract). There is no server clock: leases and --min-interval are judged on
 // CLOCK_BOOTTIME with the boot id, through dblock_boot_ms() / dblock_boot_id()
-// (sqlite_tables.hpp); the wall-clock columns are for display and history.
+// (sqlite_tables.hpp); the wall-clock columns are for display and history. Timestamps are TEXT
+// 'YYYY-MM-DD HH:MM:SS.SSS' in UTC, written by SQLite's own clock, so a DBA can read them and
+// they sort as they compare.
 
+#include "backends/common/lock_rows.hpp"
+#include "backends/common/shedlock.hpp"
+#include "backends/sqlite/sqlite_descriptor.hpp"
 #include "backends/sqlite/sqlite_tables.hpp"
 
 namespace dblock::sqlite {
 namespace {
+
+/// SQL: true when the boot_* columns of the row (`a` is "" or an alias with its dot) judge its
+/// lease: they belong to its current token (an older dblock that took the row left them stale)
+/// and both the row and this process know their boot.
+std::string boot_judged_sql(const std::string& a) {
+  return "(" + a + "boot_token IS " + a + "token AND " + a + "boot_id IS NOT NULL AND dblock_boot_id() IS NOT NULL)";
+}
 
 /// Milliseconds since the row's last start, for --min-interval: CLOCK_BOOTTIME within one
 /// boot; across a reboot only the wall clock spans the gap. `a` is "" or an alias and its dot.
@@ -16,9 +28,112 @@ std::string started_ago_sql(const std::string& a) {
          epoch_ms_sql(a + "last_started_at") + " END)";
 }
 
-std::string epoch_ms_sql_text(std::string_view expr) { return epoch_ms_sql(expr); }
+/// SET list for a renewal by the holder: the boot columns now belong to this boot and token.
+/// The start keeps its boot reading only when it was taken on this boot.
+std::string renew_boot_sql(std::string_view ttl_param) {
+  return "boot_started_ms = CASE WHEN " + boot_judged_sql("") +
+         " AND boot_id = dblock_boot_id() THEN boot_started_ms END, boot_id = dblock_boot_id(),"
+         " boot_token = token, boot_expires_ms = dblock_boot_ms() + " +
+         std::string(ttl_param);
+}
+
+/// SELECT ... FROM <prefix>locks of status: the common status columns (common/lock_rows.hpp),
+/// whether the lease is live, then `extra`. The caller appends its WHERE.
+std::string status_select(const Tables& t, std::string_view extra) {
+  return "SELECT " + rows::status_select_list(&epoch_ms_sql, now_sql()) + ", " + lease_live_sql("") + ", " +
+         std::string(extra) + " FROM " + t.locks;
+}
+
+// ShedlockStatements::holder's columns, over ShedLock's table `s` and dblock's `l`, as a table
+// that a WHERE or ORDER BY on `name` can follow. Times are UTC text 'YYYY-MM-DD HH:MM:SS.SSS',
+// so they compare as text; SQLite has no server clock, so unlike dblock's own lease this one is
+// judged on the wall clock, as the Java side would.
+std::string shedlock_status_select(const BackendOptions& options) {
+  return "SELECT * FROM (SELECT s.name, s.locked_by, " + epoch_ms_sql("s.locked_at") + ", " +
+         epoch_ms_sql("s.lock_until") + ", " + now_ms_sql() +
+         ", COALESCE(l.token, 0), CASE WHEN l.owner = s.locked_by THEN l.host END, CASE WHEN l.owner = s.locked_by"
+         " THEN l.pid END FROM " + quote_ident(options.shedlock_table) + " s LEFT JOIN " +
+         Tables(options.table_prefix).locks + " l ON l.name = s.name)";
+}
+
+// Added to <prefix>locks after its first release. The boot_* columns hold the lease on
+// CLOCK_BOOTTIME, which a wall-clock step cannot move; they apply only while boot_token equals
+// token (an older dblock that takes the row leaves them stale).
+constexpr std::string_view boot_columns[] = {"boot_id", "boot_token", "boot_started_ms", "boot_expires_ms"};
 
 }  // namespace
+
+std::string now_ms_sql() { return epoch_ms_sql(now_sql()); }
+
+std::string lease_live_sql(const std::string& a) {
+  return "COALESCE(CASE WHEN " + boot_judged_sql(a) + " THEN " + a + "boot_id = dblock_boot_id() AND " + a +
+         "boot_expires_ms > dblock_boot_ms() ELSE " + epoch_ms_sql(a + "expires_at") + " > " + now_ms_sql() +
+         " END, 0)";
+}
+
+sql::SchemaStatements schema_statements(const BackendOptions& options) {
+  const Tables t(options.table_prefix);
+  sql::SchemaStatements s(options, descriptor.name, false);
+  // One write transaction: one commit (one fsync) on a new file, and processes upgrading the
+  // same file at once add each column once.
+  s.begin = "BEGIN IMMEDIATE";
+  s.create = {
+      "CREATE TABLE IF NOT EXISTS " + t.locks +
+          " (\n"
+          "  name             TEXT    NOT NULL PRIMARY KEY,  -- BINARY collation: byte-wise\n"
+          "  owner            TEXT,\n"
+          "  host             TEXT,\n"
+          "  pid              INTEGER,\n"
+          "  token            INTEGER NOT NULL DEFAULT 0,    -- fencing token, +1 per acquisition\n"
+          "  strategy         TEXT,\n"
+          "  session_id       TEXT,\n"
+          "  acquired_at      TEXT,                          -- UTC 'YYYY-MM-DD HH:MM:SS.SSS'\n"
+          "  renewed_at       TEXT,\n"
+          "  expires_at       TEXT,\n"
+          "  released_at      TEXT,\n"
+          "  last_started_at  TEXT,\n"
+          "  last_finished_at TEXT,\n"
+          "  last_exit_code   INTEGER,\n"
+          "  boot_id          TEXT,     -- /proc/sys/kernel/random/boot_id of the lease's host\n"
+          "  boot_token       INTEGER,  -- the token the boot_* columns belong to\n"
+          "  boot_started_ms  INTEGER,  -- CLOCK_BOOTTIME ms of the acquisition\n"
+          "  boot_expires_ms  INTEGER,  -- CLOCK_BOOTTIME ms of the end of the lease\n"
+          "  slots            INTEGER   -- a semaphore's header row: its slot count (--slots)\n"
+          ")",
+      "CREATE TABLE IF NOT EXISTS " + t.runs +
+          " (\n"
+          "  id          INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+          "  name        TEXT    NOT NULL,\n"
+          "  token       INTEGER NOT NULL,\n"
+          "  owner       TEXT,\n"
+          "  host        TEXT,\n"
+          "  pid         INTEGER,\n"
+          "  strategy    TEXT,\n"
+          "  started_at  TEXT,\n"
+          "  finished_at TEXT,\n"
+          "  outcome     TEXT    NOT NULL,\n"
+          "  exit_code   INTEGER\n"
+          ")",
+      "CREATE INDEX IF NOT EXISTS " + quote_ident(options.table_prefix + "runs_name_id") + " ON " + t.runs + " (name, id)",
+  };
+  for (std::string_view column : boot_columns)
+    s.added.push_back({std::string(column),
+                       "ALTER TABLE " + t.locks + " ADD COLUMN " + std::string(column) +
+                           (column == "boot_id" ? " TEXT" : " INTEGER"),
+                       true});
+  s.added.push_back({"slots", "ALTER TABLE " + t.locks + " ADD COLUMN slots INTEGER", false});
+  s.columns = {"schema.columns",
+               "SELECT :locks, name, pk = 1 FROM pragma_table_info(:locks) UNION ALL SELECT :runs, name, pk = 1 FROM "
+               "pragma_table_info(:runs) UNION ALL SELECT :shedlock, name, pk = 1 FROM pragma_table_info(:shedlock)"};
+  if (options.shedlock) {
+    // ShedLock has no SQLite DDL of its own: its generic one, timestamps as UTC text
+    // 'YYYY-MM-DD HH:MM:SS.SSS' (what strftime('%Y-%m-%d %H:%M:%f', 'now') writes).
+    s.create.push_back("CREATE TABLE IF NOT EXISTS " + quote_ident(options.shedlock_table) +
+                       " (name VARCHAR(64) PRIMARY KEY, lock_until TIMESTAMP(3), locked_at TIMESTAMP(3), locked_by "
+                       "VARCHAR(255))");
+  }
+  return s;
+}
 
 sql::LeaseStatements lease_statements(const std::string& prefix) {
   const Tables t(prefix);
@@ -125,6 +240,12 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
               "UPDATE " + t.locks + " SET released_at = " + now + ", last_finished_at = CASE WHEN :finished THEN " + now +
                   " ELSE last_finished_at END, last_exit_code = CASE WHEN :finished THEN :exit_code ELSE last_exit_code END"
                   " WHERE name = :key AND token = :token AND released_at IS NULL"};
+  s.named_holder = {"shedlock.named_holder",
+                    "SELECT locked_by FROM " + shed + " WHERE name = :key AND (:force OR (:owner IS NULL OR locked_by = :owner)"
+                    " AND (:token IS NULL OR locked_by = (SELECT owner FROM " + t.locks +
+                        " WHERE name = :key AND token = :token AND strategy = 'shedlock')) AND lock_until > " + now + ")"};
+  s.released = {"shedlock.released", "UPDATE " + t.locks + " SET released_at = " + now +
+                                         " WHERE name = :key AND owner = :owner AND released_at IS NULL AND strategy = 'shedlock'"};
   return s;
 }
 
@@ -132,10 +253,14 @@ sql::InspectStatements inspect_statements(const BackendOptions& options, bool wi
   Tables t(options.table_prefix);
   // A table from an older dblock lacks the boot_* columns, which a read-only inspection cannot
   // add: its rows are read as that dblock wrote them (the wall-clock rule).
-  if (without_boot_columns) t.locks = locks_without_boot_columns(options.table_prefix);
+  if (without_boot_columns) {
+    t.locks = "(SELECT *";
+    for (std::string_view column : boot_columns) t.locks += ", NULL AS " + std::string(column);
+    t.locks += " FROM " + quote_ident(options.table_prefix + "locks") + ")";
+  }
   const std::string now = now_sql();
   const std::string rows_of = options.shedlock ? shedlock_status_select(options) : status_select(t, "0");
-  const std::string history = "SELECT " + rows::history_select_list(&epoch_ms_sql_text) + " FROM " + t.runs;
+  const std::string history = "SELECT " + rows::history_select_list(&epoch_ms_sql) + " FROM " + t.runs;
   sql::InspectStatements s;
   s.status_all = {"inspect.status_all", rows_of + " ORDER BY name"};
   s.status_keys = {"inspect.status_keys", rows_of + " WHERE name IN (SELECT value FROM json_each(:keys)) ORDER BY name"};

@@ -254,7 +254,9 @@ TEST_CASE("sqlite: only the lease strategy, refused with a sentence naming the a
 TEST_CASE("sqlite: schema_sql is the DDL ensure_schema runs, quoted, repeatable, without a claims table") {
   const BackendEntry* entry = load_backend("sqlite").value();
   REQUIRE(entry != nullptr);
-  const std::string ddl = entry->schema_sql("pre_");
+  BackendOptions prefixed;
+  prefixed.table_prefix = "pre_";
+  const std::string ddl = entry->schema_sql(prefixed);
   CHECK(ddl.find("CREATE TABLE IF NOT EXISTS \"pre_locks\"") != std::string::npos);
   CHECK(ddl.find("CREATE TABLE IF NOT EXISTS \"pre_runs\"") != std::string::npos);
   CHECK(ddl.find("claims") == std::string::npos);
@@ -705,12 +707,12 @@ TEST_CASE("sqlite: only the release's transaction is unsynced; FULL is back once
   auto conn = sqlite::Connection::open(dir.path + "/sync.db", 1000ms);
   REQUIRE(conn.has_value());
   auto shared = std::make_shared<const sqlite::Connection>(std::move(*conn));
-  sqlite::Session session(shared, [](const Error&) -> Result<bool> { return false; });
+  sqlite::Session session(shared);
   auto level = [&] {
-    auto st = shared->prepare("PRAGMA synchronous");
-    REQUIRE(st.has_value());
-    REQUIRE(st->step("reading synchronous").value_or(false));
-    return st->int64(0);
+    auto got = shared->read_one("PRAGMA synchronous", "reading synchronous");
+    REQUIRE(got.has_value());
+    REQUIRE(got->has_value());
+    return std::stoll(**got);
   };
   constexpr std::int64_t normal = 1, full = 2;
   const sql::LeaseStatements statements = sqlite::lease_statements("dblock_");

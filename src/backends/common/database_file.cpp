@@ -1,0 +1,287 @@
+#include "backends/common/database_file.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+namespace dblock::files {
+namespace {
+
+/// mkdir -p with mode 0755; an existing directory is fine.
+Result<void> make_dirs(const std::string& path, const DatabaseFile& db) {
+  std::string partial;
+  std::size_t pos = 0;
+  while (pos <= path.size()) {
+    std::size_t next = path.find('/', pos);
+    if (next == std::string::npos) next = path.size();
+    partial = path.substr(0, next);
+    pos = next + 1;
+    if (partial.empty()) continue;
+    if (::mkdir(partial.c_str(), 0755) == 0) continue;
+    int err = errno;
+    struct stat st{};
+    if (err == EEXIST && ::stat(partial.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;
+    if (err == EEXIST) err = ENOTDIR;
+    return fail(ErrorKind::connection, "cannot create the directory " + partial + " for " + db.named() + ": " + std::strerror(err));
+  }
+  return {};
+}
+
+std::string octal_mode(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
+std::string user_name(uid_t uid) {
+  std::array<char, 1024> buf{};
+  struct passwd pw{};
+  struct passwd* found = nullptr;
+  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found) return found->pw_name;
+  return "uid " + std::to_string(uid);
+}
+
+std::string group_name(gid_t gid) {
+  std::array<char, 4096> buf{};
+  struct group gr{};
+  struct group* found = nullptr;
+  if (::getgrgid_r(gid, &gr, buf.data(), buf.size(), &found) == 0 && found) return found->gr_name;
+  return std::to_string(gid);
+}
+
+bool in_group(gid_t gid) {
+  if (::getegid() == gid) return true;
+  const int count = ::getgroups(0, nullptr);
+  if (count <= 0) return false;
+  std::vector<gid_t> groups(static_cast<std::size_t>(count));
+  const int got = ::getgroups(count, groups.data());
+  return got > 0 && std::find(groups.begin(), groups.begin() + got, gid) != groups.begin() + got;
+}
+
+/// Why this user may not do `what` ("enter", "write", "read") to `name`, and the command that
+/// lets it: the reason is the part's mode, owner and group, as ls -l would show them, and the
+/// fix is the chmod its owner or root runs on `files`, or the group this user must join.
+std::string denied(const std::string& name, const std::string& what, const char* bits, const std::string& files) {
+  const std::string me = user_name(::geteuid());
+  std::string text = "user " + me + " may not " + what + " " + name;
+  struct stat st{};
+  if (::stat(name.c_str(), &st) != 0) return text + ": " + std::strerror(EACCES);
+  const std::string owner = user_name(st.st_uid);
+  const std::string group = group_name(st.st_gid);
+  text += " (mode " + octal_mode(st.st_mode) + ", owner " + owner + ", group " + group + "): " + std::strerror(EACCES);
+  if (st.st_uid == ::geteuid()) return text + "; fix: chmod u+" + bits + " " + files;
+  const std::string as = st.st_uid == 0 ? "root" : owner + " or root";
+  if (in_group(st.st_gid)) return text + "; fix, as " + as + ": chmod g+" + bits + " " + files;
+  return text + "; fix, as root: add " + me + " to group " + group + " (usermod -aG " + group + " " + me +
+         "), or give " + files + " a group " + me + " is in and chmod g+" + bits +
+         " (dblock(1), SHARING A DATABASE FILE)";
+}
+
+/// The first directory on the way to `dir`, from the root down, that this user may not enter.
+/// A part that is missing or no directory ends the search: check_directory names it.
+std::optional<std::string> closed_directory(const std::string& dir) {
+  std::vector<std::string> parts;
+  for (std::string part = dir;; part = parent_dir(part)) {
+    parts.push_back(part);
+    if (part == "/" || part == ".") break;
+  }
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    struct stat st{};
+    if (::stat(it->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
+    if (::access(it->c_str(), X_OK) != 0 && errno == EACCES) return *it;
+  }
+  return std::nullopt;
+}
+
+/// The database and those of its companions that exist, for a chmod that shares them all.
+std::string database_files(const DatabaseFile& db) {
+  std::string files = db.path;
+  for (const std::string& suffix : db.companions)
+    if (::access((db.path + suffix).c_str(), F_OK) == 0) files += " " + db.path + suffix;
+  return files;
+}
+
+/// Permission denied is the setup's to fix: ErrorKind::config (exit 78) with `denial` (from
+/// denied(): who, what, and the fix). Any other reason (a read-only file system, an I/O error)
+/// leaves the database unusable: ErrorKind::connection with the OS's words.
+std::unexpected<Error> access_error(int err, const std::string& doing, const std::string& denial) {
+  if (err == EACCES || err == EPERM) return std::unexpected(Error{ErrorKind::config, doing + ": " + denial});
+  return std::unexpected(Error{ErrorKind::connection, doing + ": " + std::strerror(err)});
+}
+
+}  // namespace
+
+std::string parent_dir(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+Result<void> check_directory(const DatabaseFile& db, bool create) {
+  const std::string dir = parent_dir(db.path);
+  if (create) return make_dirs(dir, db);
+  struct stat st{};
+  const bool exists = ::stat(dir.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode)) return {};
+  const std::string why = exists            ? " is not a directory"
+                          : errno == ENOENT ? " does not exist"
+                                            : std::string(" is unusable: ") + std::strerror(errno);
+  return fail(ErrorKind::config,
+              "the directory " + dir + " of " + db.named() + why + " (create it, or fix the DSN)");
+}
+
+Result<void> check_path_owners(const DatabaseFile& db, const std::string& private_root) {
+  const std::string& path = db.path;
+  const uid_t me = ::geteuid();
+  auto refuse = [&](const std::string& part, const std::string& why) {
+    return fail(ErrorKind::config, "refusing " + db.named() + ": " + part + " " + why);
+  };
+  bool in_private_part = !private_root.empty();
+  for (std::string part = path;; part = parent_dir(part)) {
+    struct stat entry{};
+    if (::lstat(part.c_str(), &entry) == 0 && S_ISLNK(entry.st_mode) && entry.st_uid != me && entry.st_uid != 0) {
+      const std::string dir = parent_dir(part);
+      struct stat parent{};
+      if (::stat(dir.c_str(), &parent) == 0 && (parent.st_mode & S_ISVTX) && (parent.st_mode & S_IWOTH) &&
+          entry.st_uid != parent.st_uid)
+        return refuse(part, "is a symlink that uid " + std::to_string(entry.st_uid) +
+                                " made in the world-writable directory " + dir + ": it is not followed");
+    }
+    struct stat target{};
+    if (in_private_part && ::stat(part.c_str(), &target) == 0) {
+      const std::string anyway = " (the default location must be yours; give a DSN naming it to use it anyway)";
+      if (target.st_uid != me && target.st_uid != 0)
+        return refuse(part, "is owned by uid " + std::to_string(target.st_uid) + anyway);
+      if (target.st_mode & (S_IWGRP | S_IWOTH))
+        return refuse(part, "may be written by others (mode " + octal_mode(target.st_mode) + ")" + anyway);
+    }
+    if (part == private_root) in_private_part = false;
+    if (part == "/" || part == ".") return {};
+  }
+}
+
+Result<void> check_reachable(const DatabaseFile& db) {
+  auto closed = closed_directory(parent_dir(db.path));
+  if (!closed) return {};
+  return fail(ErrorKind::config,
+              "cannot reach " + db.named() + ": " + denied(*closed, "enter the directory", "x", *closed));
+}
+
+Result<void> check_writable(const DatabaseFile& db, bool create_directories) {
+  const std::string& path = db.path;
+  const std::string dir = parent_dir(path);
+  if (auto ok = check_reachable(db); !ok) return ok;
+  if (auto ok = check_directory(db, create_directories); !ok) return ok;
+  std::string missing;
+  std::vector<std::string> files{path};
+  for (const std::string& suffix : db.companions) files.push_back(path + suffix);
+  for (const std::string& file : files) {
+    if (::access(file.c_str(), F_OK) != 0) {
+      if (missing.empty()) missing = file;
+      continue;
+    }
+    if (::access(file.c_str(), R_OK | W_OK) == 0) continue;
+    const int err = errno;
+    return access_error(err, "cannot write " + db.named(),
+                        denied(file, "write", "rw", database_files(db)));
+  }
+  if (missing.empty() || ::access(dir.c_str(), W_OK | X_OK) == 0) return {};
+  const int err = errno;
+  const bool database = missing == path;
+  const std::string doing = database ? "cannot create " + db.named()
+                                     : "cannot create " + missing + ", which " + db.named() + " needs";
+  // g+ws: setgid, so that what is created there takes the directory's group, not the creator's.
+  std::string denial = denied(dir, "write the directory", "ws", dir);
+  if (database) denial += "; or let a user who may write there create it (umask 002; dblock init)";
+  return access_error(err, doing, denial);
+}
+
+Result<void> create_database_file(const DatabaseFile& db, bool private_default) {
+  const std::string& path = db.path;
+  const mode_t mode = private_default ? 0644 : 0666;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd >= 0) {
+    ::close(fd);
+    return {};
+  }
+  const int err = errno;
+  if (err == EEXIST) return {};  // another process made it first
+  return access_error(err, "cannot create " + db.named(), std::strerror(err));
+}
+
+Result<void> check_readable(const DatabaseFile& db) {
+  if (::access(db.path.c_str(), R_OK) == 0) return {};
+  const int err = errno;
+  return access_error(err, "cannot read " + db.named(), denied(db.path, "read", "r", db.path));
+}
+
+std::string file_uri(const std::string& path, std::string_view query) {
+  std::string uri = "file:";
+  for (char c : path) {
+    if (c == '?' || c == '#' || c == '%') {
+      constexpr const char* hex = "0123456789ABCDEF";
+      uri += '%';
+      uri += hex[(static_cast<unsigned char>(c) >> 4) & 0xF];
+      uri += hex[static_cast<unsigned char>(c) & 0xF];
+    } else {
+      uri += c;
+    }
+  }
+  return uri + "?" + std::string(query);
+}
+
+Result<std::optional<std::string_view>> network_filesystem(const std::string& dir) {
+  struct NetworkFs {
+    unsigned long magic;
+    std::string_view name;
+  };
+  // statfs(2) f_type values.
+  static constexpr std::array<NetworkFs, 13> network{{
+      {0x6969, "NFS"},      {0x517B, "SMB"},      {0xFF534D42, "CIFS"}, {0xFE534D42, "SMB2"}, {0x65735546, "FUSE"},
+      {0x00C36400, "Ceph"}, {0x01021997, "9p"},   {0x5346414F, "AFS"},  {0x73757245, "Coda"}, {0x01161970, "GFS2"},
+      {0x7461636F, "OCFS2"}, {0x0BD00BD0, "Lustre"}, {0x47504653, "GPFS"},
+  }};
+  struct statfs fs{};
+  if (::statfs(dir.c_str(), &fs) != 0)
+    return fail(ErrorKind::other, "cannot inspect the file system of " + dir + ": " + std::strerror(errno));
+  const auto magic = static_cast<unsigned long>(fs.f_type) & 0xFFFFFFFFUL;
+  for (const auto& nfs : network)
+    if (nfs.magic == magic) return nfs.name;
+  return std::nullopt;
+}
+
+FileWatch::~FileWatch() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int FileWatch::fd() const {
+  if (fd_ < 0 && !failed_) {
+    fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd_ >= 0 && ::inotify_add_watch(fd_, path_.c_str(), IN_MODIFY) < 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+    failed_ = fd_ < 0;
+  }
+  return fd_;
+}
+
+void FileWatch::consume() {
+  std::array<char, 4096> events;
+  while (fd_ >= 0 && ::read(fd_, events.data(), events.size()) > 0) {
+  }
+}
+
+}  // namespace dblock::files

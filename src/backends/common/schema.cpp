@@ -1,0 +1,162 @@
+#include "backends/common/schema.hpp"
+
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "backends/common/dsn.hpp"
+#include "backends/common/lock_rows.hpp"
+#include "backends/common/shedlock.hpp"
+
+namespace dblock::sql {
+namespace {
+
+/// A table the session's statements use and the columns it must have.
+struct Wanted {
+  std::string table;
+  std::span<const std::string_view> columns;
+  bool dblocks = true;  // one of dblock's own tables (not ShedLock's)
+};
+
+std::vector<Wanted> wanted_tables(const SchemaStatements& st) {
+  std::vector<Wanted> out;
+  for (const auto& [suffix, columns] : rows::required_tables)
+    if (suffix != "claims" || st.claims) out.push_back({st.prefix + std::string(suffix), columns});
+  if (!st.shedlock_table.empty()) out.push_back({st.shedlock_table, shedlock::columns, false});
+  return out;
+}
+
+bool has(const Columns& found, const std::string& table, std::string_view column) {
+  auto t = found.find(table);
+  return t != found.end() && t->second.contains(std::string(column));
+}
+
+/// The first table that exists with another shape (ErrorKind::config naming it and the column);
+/// with `all`, a table that does not exist is one too.
+Result<void> check_shape(const Session& session, const SchemaStatements& st, const Columns& found, bool all) {
+  const std::string where = " in " + session.where();
+  for (const Wanted& w : wanted_tables(st)) {
+    auto t = found.find(w.table);
+    if (t == found.end()) {
+      if (all) return fail(ErrorKind::config, "table " + w.table + where + " is missing after it was created");
+      continue;
+    }
+    for (std::string_view column : w.columns) {
+      if (t->second.contains(std::string(column))) continue;
+      if (!w.dblocks)
+        return fail(ErrorKind::config,
+                    "table " + w.table + where + " is not a ShedLock table: column " + std::string(column) + " is missing");
+      return fail(ErrorKind::config, "table " + w.table + where + " has no column " + std::string(column) +
+                                         " (an unexpected shape: it was not made by dblock; see `dblock schema --dialect " +
+                                         st.dialect + "`)");
+    }
+    // An upsert on a table whose name is no key would add a second row for the key.
+    if (w.table == st.prefix + "locks" && !t->second.at("name"))
+      return fail(ErrorKind::config, "table " + w.table + where + " has an unexpected shape: column name is not its primary key");
+  }
+  return {};
+}
+
+bool complete(const SchemaStatements& st, const Columns& found) {
+  for (const Wanted& w : wanted_tables(st))
+    for (std::string_view column : w.columns)
+      if (!has(found, w.table, column)) return false;
+  for (const auto& added : st.added)
+    if (!has(found, st.prefix + "locks", added.column)) return false;
+  return true;
+}
+
+/// Adds the columns an older <prefix>locks lacks. A racer may have added one first (a dialect
+/// whose DDL takes no transaction): what counts is that the column is there afterwards.
+Result<void> add_columns(Session& session, const SchemaStatements& st, const Columns& found) {
+  for (const auto& added : st.added) {
+    if (has(found, st.prefix + "locks", added.column)) continue;
+    auto ok = session.exec(added.add);
+    if (ok) continue;
+    auto now = read_columns(session);
+    if (!now || !has(*now, st.prefix + "locks", added.column)) return ok;
+  }
+  return {};
+}
+
+Result<void> create(Session& session, const SchemaStatements& st) {
+  for (const std::string& ddl : st.create) {
+    auto ok = session.exec(ddl);
+    if (ok) continue;
+    // Creating tables fails for want of a privilege or on a foreign object: the setup's to fix.
+    Error e = ok.error();
+    if (e.kind == ErrorKind::other) e.kind = ErrorKind::config;
+    e.message = "cannot create the dblock tables: " + e.message;
+    return std::unexpected(e);
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<Columns> read_columns(Session& session) {
+  const SchemaStatements& st = *session.schema();
+  auto r = session.run(st.columns, {{"locks", st.prefix + "locks"},
+                                    {"runs", st.prefix + "runs"},
+                                    {"claims", st.claims ? st.prefix + "claims" : std::string()},
+                                    {"shedlock", st.shedlock_table}});
+  if (!r) return std::unexpected(r.error());
+  Columns found;
+  for (std::size_t i = 0; i < r->size(); ++i) {
+    const auto row = (*r)[i];
+    found[row.text(0)][row.text(1)] = row.opt_int64(2).value_or(1) != 0;
+  }
+  return found;
+}
+
+Result<void> ensure_schema(Session& session) {
+  const SchemaStatements& st = *session.schema();
+  auto found = read_columns(session);
+  if (!found) return std::unexpected(found.error());
+  // The common case, every table there: one read, nothing written (no commit, no fsync).
+  if (complete(st, *found)) return {};
+  if (auto ok = check_shape(session, st, *found, false); !ok) return ok;
+  // One transaction where the dialect has one for DDL: processes creating at once take turns,
+  // and a table of the wrong shape leaves nothing behind.
+  std::optional<Transaction> tx;
+  if (!st.begin.empty()) {
+    auto begun = Transaction::begin(session, st.begin);
+    if (!begun) return std::unexpected(begun.error());
+    tx.emplace(std::move(*begun));
+  }
+  if (auto ok = create(session, st); !ok) return ok;
+  found = read_columns(session);
+  if (!found) return std::unexpected(found.error());
+  if (auto ok = check_shape(session, st, *found, true); !ok) return ok;
+  if (auto ok = add_columns(session, st, *found); !ok) return ok;
+  return tx ? tx->commit() : Result<void>();
+}
+
+Result<void> check_schema(Session& session) {
+  const SchemaStatements& st = *session.schema();
+  auto found = read_columns(session);
+  if (!found) return std::unexpected(found.error());
+  for (const Wanted& w : wanted_tables(st))
+    if (w.dblocks && !found->contains(w.table)) return no_lock_database(session.where());
+  if (auto ok = check_shape(session, st, *found, false); !ok) return ok;
+  for (const auto& added : st.added)
+    if (added.required && !has(*found, st.prefix + "locks", added.column))
+      return fail(ErrorKind::config, "table " + st.prefix + "locks in " + session.where() +
+                                         " was made by an older dblock and lacks the column " + added.column +
+                                         "; the next `dblock run` or `dblock init` adds it");
+  return {};
+}
+
+std::string schema_sql(const SchemaStatements& st) {
+  std::string out;
+  for (const std::string& ddl : st.create) out += ddl + ";\n";
+  return out;
+}
+
+Result<bool> Session::repair_schema(const Error& failed) {
+  if (!schema_ || !schema_missing(failed)) return false;
+  if (auto ok = ensure_schema(*this); !ok) return std::unexpected(ok.error());
+  return true;
+}
+
+}  // namespace dblock::sql

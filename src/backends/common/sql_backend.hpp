@@ -1,0 +1,64 @@
+#pragma once
+// The Backend (backend.hpp) once for every dialect: the schema, the lease and ShedLock lockers,
+// status, history, slot counts, `dblock renew` and the clock, all on the dialect's Session and
+// statements. A dialect's Backend adds only what is its own: its session (and when it opens
+// one again), its session strategies' locker, `release` (servers end a session holder's
+// session) and its doctor's checks.
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "backends/common/statements.hpp"
+
+namespace dblock::sql {
+
+class SqlBackend : public Backend {
+ public:
+  /// `name`: the descriptor's; the statements are the dialect's for `options`.
+  SqlBackend(std::string_view name, BackendOptions options, LeaseStatements lease, ShedlockStatements shedlock,
+             InspectStatements inspect, SchemaStatements schema);
+
+  std::string_view name() const override { return name_; }
+  Result<void> ensure_schema() override;
+  Result<void> check_schema() override;
+  /// lease (dblock's table or ShedLock's) here, on session() and shared with it; the session
+  /// strategies from make_session_locker.
+  Result<std::unique_ptr<Locker>> make_locker(Strategy strategy) override;
+  Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override;
+  Result<int> slot_count(const std::string& key) override;
+  Result<std::vector<RunRecord>> history(const std::string& key, int limit) override;
+  Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override;
+  Result<std::int64_t> now_ms() override;
+  /// ShedLock's rows here; dblock's from release_held. Naming no holder without --force is
+  /// ErrorKind::usage.
+  Result<void> release(const std::string& key, const HolderSelector& who) final;
+
+ protected:
+  /// The Backend's session (its schema set: schema()), shared with the lease lockers.
+  virtual Result<std::shared_ptr<Session>> session() = 0;
+  /// advisory, for-update, txn-insert; ErrorKind::config naming what the dialect can do.
+  virtual Result<std::unique_ptr<Locker>> make_session_locker(Strategy strategy) = 0;
+  /// `dblock release` of dblock's row from another process (Backend::release); a server ends a
+  /// session holder's session.
+  virtual Result<void> release_held(const std::string& key, const HolderSelector& who) = 0;
+
+  /// What a new session is given to repair and check (Session::set_schema).
+  const std::shared_ptr<const SchemaStatements>& schema() const { return schema_; }
+  /// Inspection creates nothing: a failure that may come from a missing table or column is
+  /// explained by check_schema (no_lock_database, or the foreign shape); any other stands.
+  std::unexpected<Error> explained(Session& session, const Error& failed);
+
+  BackendOptions options_;
+  InspectStatements inspect_;
+
+ private:
+  std::string_view name_;
+  LeaseStatements lease_;
+  ShedlockStatements shedlock_;
+  std::shared_ptr<const SchemaStatements> schema_;
+};
+
+}  // namespace dblock::sql
