@@ -8,7 +8,8 @@
 #   fsync       fsync-class system calls per SQLite run (strace -f -c), steady state
 #   servers     per strategy on MariaDB/PostgreSQL: statements, connections, transactions per
 #               run (server counters), client sends (~round trips, strace), wall time; the
-#               hand-written lease scripts alongside
+#               hand-written lease scripts alongside; a PostgreSQL lease run vs pg_floor (libpq
+#               connect + one durable upsert + exec) vs etcdctl lock
 #   handoff     holder's command ends -> waiter's command starts, every backend x strategy,
 #               flock(1), etcdctl lock (a local etcd the bench starts on 127.0.0.1)
 #   throughput  $DBLOCK_BENCH_WAITERS runs on one key: failures, handoffs/s once all wait, runs/s
@@ -140,7 +141,7 @@ versions() {
   echo
 }
 
-case " $only " in *" handoff "* | *" throughput "*) etcd_start ;; esac
+case " $only " in *" servers "* | *" handoff "* | *" throughput "*) etcd_start ;; esac
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 t_start=$SECONDS
 say "sections: $only; output in $out"

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # Section "servers": per strategy on MariaDB and PostgreSQL, statements, connections,
 # transactions and client sends (~round trips) per `dblock run k -- true`, and its wall time,
-# next to the hand-written lease scripts (scripts/bench/mysql_lease.sh, psql_lease.sh). Sourced.
+# next to the hand-written lease scripts (scripts/bench/mysql_lease.sh, psql_lease.sh); on
+# PostgreSQL also a lease run against pg_floor.c and `etcdctl lock`. Sourced.
 #
 # Counting: the server's cumulative counters are read before and after $count_runs runs; the
 # probe's own share is measured by two probes with nothing in between and subtracted. This
@@ -100,5 +101,36 @@ section_servers() {
     cell "$(peer_name "$b") k 60 -- true" "$(peer_script "$b") wall-sh 60 -- true"
     interleave "$b" "$runs"
     ratio_row "$b" "$(peer_name "$b") / dblock lease" "$(peer_name "$b") k 60 -- true" "dblock -s lease run k -- true"
+    [ "$b" != postgres ] || postgres_floor
   done
+}
+
+# pg_floor: builds $tmp/pg_floor from scripts/bench/pg_floor.c once per bench run; on failure
+# the compiler's first line is in $tmp/err.
+pg_floor() {
+  [ -x "$tmp/pg_floor" ] ||
+    cc -O2 -I"$(pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)" -o "$tmp/pg_floor" \
+      "$here/bench/pg_floor.c" -lpq 2>"$tmp/err"
+}
+
+# postgres_floor: a PostgreSQL lease run against pg_floor (libpq's connect, SCRAM and one
+# durable upsert, then exec: the floor of any libpq-based lease tool) and `etcdctl lock`,
+# interleaved on their own so the three rows are paired; goals: <= 1.0x etcdctl lock, and where
+# the server's own connection cost (pg_floor / etcdctl lock) makes that impossible, <= 1.2x
+# pg_floor.
+postgres_floor() {
+  local run="dblock -s lease run k -- true (vs floor)" floor="pg_floor k -- true (1 durable upsert)"
+  say "servers: postgres floor"
+  cell "$run" "$(dbl postgres -s lease run floor-lease -- true)"
+  if pg_floor; then
+    cell "$floor" "PG_FLOOR_DSN=$(printf %q "$postgres_dsn") $(printf %q "$tmp/pg_floor") true"
+  else
+    fail_row postgres "$floor" "cc: $(head -n 1 "$tmp/err")"
+  fi
+  [ -z "${etcd_endpoint:-}" ] || cell "etcdctl lock k true" "etcdctl --endpoints=$etcd_endpoint lock floor-etcd true"
+  interleave postgres "$runs"
+  ratio_row postgres "dblock lease / pg_floor" "$run" "$floor" 1.2
+  [ -n "${etcd_endpoint:-}" ] || return 0  # etcd_start's row already says why
+  ratio_row postgres "dblock lease / etcdctl lock" "$run" "etcdctl lock k true" 1.0
+  ratio_row postgres "pg_floor / etcdctl lock" "$floor" "etcdctl lock k true"
 }

@@ -13,7 +13,6 @@
 
 #include <array>
 #include <climits>
-#include <cstdlib>
 #include <filesystem>
 
 #include "backends/registry.hpp"
@@ -48,28 +47,6 @@ bool is_file(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-// GnuTLS initializes itself as it is loaded (libpq reaches it through libldap): about 0.8 MiB
-// of a PostgreSQL run's peak RSS, for TLS that such a run never does. libldap calls
-// gnutls_global_init() itself before its TLS set-up (as does MariaDB Connector/C where it is
-// built with GnuTLS; Debian's uses OpenSSL), which is what GnuTLS asks of a program that turns
-// the implicit initialization off with GNUTLS_NO_IMPLICIT_INIT. The variable is set only
-// while the module loads (when the DSN is parsed, before dblock starts any thread, so no
-// getenv can race the change) and only if the user did not set it, so the command and the
-// rest of dblock see the environment they were given.
-class GnutlsInitOnDemand {
- public:
-  GnutlsInitOnDemand() : set_(::getenv(name) == nullptr && ::setenv(name, "1", 0) == 0) {}
-  ~GnutlsInitOnDemand() {
-    if (set_) ::unsetenv(name);
-  }
-  GnutlsInitOnDemand(const GnutlsInitOnDemand&) = delete;
-  GnutlsInitOnDemand& operator=(const GnutlsInitOnDemand&) = delete;
-
- private:
-  static constexpr const char* name = "GNUTLS_NO_IMPLICIT_INIT";
-  bool set_;
-};
-
 }  // namespace
 
 std::string find_module(const KnownBackend& backend) {
@@ -96,10 +73,7 @@ Result<const BackendEntry*> backend_code(const KnownBackend& backend) {
                                       " (install the Debian package " + package + ")");
   }
   // Never closed: the client libraries register exit handlers of their own.
-  void* handle = [&] {
-    GnutlsInitOnDemand gnutls;
-    return ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  }();
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = ::dlerror();
     return fail(ErrorKind::other, "cannot load the " + name + " backend: " + (why ? why : path) +

@@ -57,32 +57,6 @@ for backend in mysql postgres; do
     bash -c '! grep -Eq "$1" <<<"$2"' _ "$client_libs" "$(guard_maps "$out")"
 done
 
-# GnuTLS (which libpq reaches through libldap) does not initialize itself as the module loads:
-# libldap calls gnutls_global_init() before it uses it (src/backends/backend_code_modules.cpp).
-# GnuTLS reads its system priority file only when it initializes, so a trace of the file calls
-# shows whether it did. The control: a user's own GNUTLS_NO_IMPLICIT_INIT=0 is kept, and GnuTLS
-# initializes at load as before.
-command -v strace >/dev/null || skip_or_fail "strace is needed to see GnuTLS initialize (scripts/install-deps.sh)"
-gnutls_init_trace() {  # gnutls_init_trace [VAR=VALUE...]: how often GnuTLS read its priority file
-  env "$@" strace -f -qq -e trace=%file "$DBLOCK_BIN" -d "postgres://u@127.0.0.1:1/db" status 2>&1 >/dev/null |
-    grep -c '"/etc/gnutls/config"'
-}
-assert_eq "loading the postgres module: GnuTLS does not initialize" 0 "$(gnutls_init_trace)"
-check "control: with the user's GNUTLS_NO_IMPLICIT_INIT=0 it does" \
-  test "$(gnutls_init_trace GNUTLS_NO_IMPLICIT_INIT=0)" -ge 1
-# The variable is set only while the module loads: the command sees the environment it was given.
-for backend in mysql postgres; do
-  var=DBLOCK_TEST_${backend^^}_DSN
-  out=$(DBLOCK_DSN=${!var} dblock run "$(key env-$backend)" -- env); rc=$?
-  assert_eq "$backend run -- env exits 0" 0 "$rc"
-  check "$backend: the command's environment has no GNUTLS_NO_IMPLICIT_INIT" \
-    bash -c '! grep -q "^GNUTLS_NO_IMPLICIT_INIT=" <<<"$1"' _ "$out"
-  out=$(GNUTLS_NO_IMPLICIT_INIT=0 DBLOCK_DSN=${!var} dblock run "$(key env-$backend)" -- env); rc=$?
-  assert_eq "$backend run -- env with the user's GNUTLS_NO_IMPLICIT_INIT=0 exits 0" 0 "$rc"
-  check "$backend: the command gets the user's GNUTLS_NO_IMPLICIT_INIT=0" \
-    grep -qx "GNUTLS_NO_IMPLICIT_INIT=0" <<<"$out"
-done
-
 # The executable alone, as on a host with only the SQLite package: server DSNs are exit 69
 # with the package to install; SQLite runs as before.
 alone=$E2E_TMP/alone
