@@ -104,8 +104,9 @@ class Connection {
   std::int64_t max_block_ms_ = 0;
 };
 
-/// Wakes a lease waiter from the server instead of core's backoff: the holder keeps a GET_LOCK
-/// on the key's wake name while it holds the lease and a waiter blocks on it until the release;
+/// Wakes a waiter from the server instead of core's backoff (lease, for-update, txn-insert): the
+/// holder keeps a GET_LOCK on the key's wake name while it holds the key, on this session, and a
+/// waiter blocks on it until the release;
 /// only the waiter at the head of the key's queue name does, so a release wakes one waiter, not
 /// all of them (mysql_tables.hpp, wake_name and queue_name). A holder that died gave the names
 /// back with its session; a lease's own expiry still decides who may take the key.
@@ -132,11 +133,8 @@ class Session final : public sql::Session {
         prefix_(std::move(prefix)),
         shedlock_table_(std::move(shedlock_table)),
         wake_queue_(*conn_, prefix_) {}
-  /// The connection, for the Backend's own statements (release, doctor); nullptr once taken.
+  /// The connection, for the Backend's own statements (release, doctor).
   Connection* connection() { return conn_.get(); }
-  /// The connection for a locker that owns one (the session strategies'); the session is
-  /// not used after.
-  std::unique_ptr<Connection> take_connection() { return std::move(conn_); }
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override;
   Result<void> exec(std::string_view sql) override { return conn_->query(sql); }
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
