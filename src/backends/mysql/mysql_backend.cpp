@@ -4,6 +4,7 @@
 #include <charconv>
 #include <chrono>
 #include <thread>
+#include <utility>
 
 #include "backends/common/inspect.hpp"
 #include "backends/common/lease_locker.hpp"
@@ -39,51 +40,68 @@ class MysqlBackend final : public Backend {
   std::string_view name() const override { return "mysql"; }
 
   Result<void> ensure_schema() override {
-    if (auto ok = mysql::ensure_schema(*conn_, t_); !ok || !options_.shedlock) return ok;
-    return ensure_shedlock_table(*conn_, options_);
+    auto c = db();
+    if (!c) return std::unexpected(c.error());
+    if (auto ok = mysql::ensure_schema(**c, t_); !ok || !options_.shedlock) return ok;
+    return ensure_shedlock_table(**c, options_);
   }
 
   Result<void> check_schema() override {
-    return mysql::check_schema(*conn_, t_);
+    auto c = db();
+    if (!c) return std::unexpected(c.error());
+    return mysql::check_schema(**c, t_);
   }
 
-  // The locker shares this connection (backend.hpp): a lease run then costs the server one
+  // The locker uses this connection (backend.hpp): a lease run then costs the server one
   // connection, a session strategy one besides its lock's session.
   Result<std::unique_ptr<Locker>> make_locker(Strategy strategy) override {
+    if (auto s = session(); !s) return std::unexpected(s.error());
     const std::string& prefix = options_.table_prefix;
     if (strategy == Strategy::lease && options_.shedlock)
       return sql::make_shedlock_locker(session_, shedlock_statements(options_), lease_statements(prefix),
                                        options_.history_keep);
     if (strategy == Strategy::lease)
       return sql::make_lease_locker(session_, lease_statements(prefix), prefix, options_.history_keep);
-    auto lock = make_session_lock(strategy, dsn_, options_, session_);
+    // A session locker takes the session over: it keeps the key's wake name there while it
+    // holds and blocks there while it waits, which no other locker's statements may share.
+    std::shared_ptr<Session> book = std::exchange(session_, nullptr);
+    conn_ = nullptr;
+    auto lock = make_session_lock(strategy, dsn_, options_, book);
     if (!lock) return std::unexpected(lock.error());
-    return sql::make_session_locker(strategy, std::move(*lock), session_, lease_statements(prefix), prefix,
+    return sql::make_session_locker(strategy, std::move(*lock), std::move(book), lease_statements(prefix), prefix,
                                     options_.history_keep);
   }
 
   Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
     // Inspection creates nothing: tables that are not there mean nothing ever ran here.
-    auto locks = sql::read_status(*session_, inspect_, keys, options_.shedlock ? &sql::shedlock_holder : &sql::decode_status_row);
+    auto s = session();
+    if (!s) return std::unexpected(s.error());
+    auto locks = sql::read_status(**s, inspect_, keys, options_.shedlock ? &sql::shedlock_holder : &sql::decode_status_row);
     if (!locks && is_no_such_table(locks.error())) return no_lock_database(dsn_.redacted);
     return locks;
   }
 
   // Read only, as status: no table or no `slots` column means no semaphore, never DDL.
   Result<int> slot_count(const std::string& key) override {
-    auto slots = sql::read_slot_count(*session_, inspect_, key);
+    auto s = session();
+    if (!s) return std::unexpected(s.error());
+    auto slots = sql::read_slot_count(**s, inspect_, key);
     if (!slots && (is_bad_field(slots.error()) || is_no_such_table(slots.error()))) return 0;
     return slots;
   }
 
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override {
-    auto runs = sql::read_history(*session_, inspect_, key, limit);
+    auto s = session();
+    if (!s) return std::unexpected(s.error());
+    auto runs = sql::read_history(**s, inspect_, key, limit);
     if (!runs && is_no_such_table(runs.error())) return no_lock_database(dsn_.redacted);
     return runs;
   }
 
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override {
-    return sql::renew_named(*session_, inspect_, key, who, ttl);
+    auto s = session();
+    if (!s) return std::unexpected(s.error());
+    return sql::renew_named(**s, inspect_, key, who, ttl);
   }
 
   Result<void> release(const std::string& key, const HolderSelector& who) override {
@@ -91,8 +109,10 @@ class MysqlBackend final : public Backend {
     // is to end that connection (its run then sees the lock lost and exits 76). The session
     // ended is the one the server shows holding the key's lock (holder_of_row, as status
     // reads it), never just the connection id in the row: the server reuses ids.
-    if (options_.shedlock) return shedlock_release(*conn_, options_, t_, key, who);
-    Connection& conn = *conn_;
+    auto c = db();
+    if (!c) return std::unexpected(c.error());
+    if (options_.shedlock) return shedlock_release(**c, options_, t_, key, who);
+    Connection& conn = **c;
     Sql select("SELECT ");
     select.add(holder_lock_of_row(t_)).add(", ").add(holder_of_row(t_)).add(" FROM " + t_.locks + " WHERE ");
     auto holder = conn.execute(select.add(holder_filter(key, who)));
@@ -117,11 +137,15 @@ class MysqlBackend final : public Backend {
   }
 
   Result<std::int64_t> now_ms() override {
-    return sql::read_now_ms(*session_, inspect_);
+    auto s = session();
+    if (!s) return std::unexpected(s.error());
+    return sql::read_now_ms(**s, inspect_);
   }
 
   std::vector<DoctorCheck> doctor_checks(Strategy strategy) override {
     std::vector<DoctorCheck> checks;
+    auto c = db();
+    if (!c) return {{"server", false, c.error().message}};
     checks.push_back({"server", true, conn_->server_info() + " at " + dsn_.redacted});
     checks.push_back(check_privileges());
     checks.push_back(check_wait_timeout());
@@ -131,6 +155,23 @@ class MysqlBackend final : public Backend {
   }
 
  private:
+  // After make_locker handed the session over, anything still asked of this Backend (tests do)
+  // gets a new one.
+  Result<Session*> session() {
+    if (!session_) {
+      auto c = Connection::open(dsn_, options_);
+      if (!c) return std::unexpected(c.error());
+      session_ = new_session(std::move(*c));
+      conn_ = session_->connection();
+    }
+    return session_.get();
+  }
+  Result<Connection*> db() {
+    auto s = session();
+    if (!s) return std::unexpected(s.error());
+    return (*s)->connection();
+  }
+
   std::shared_ptr<Session> new_session(std::unique_ptr<Connection> conn) const {
     return std::make_shared<Session>(std::move(conn), options_.table_prefix,
                                      options_.shedlock ? options_.shedlock_table : std::string());
@@ -247,7 +288,7 @@ class MysqlBackend final : public Backend {
 
   Dsn dsn_;
   BackendOptions options_;
-  std::shared_ptr<Session> session_;  // shared with the lockers (make_locker)
+  std::shared_ptr<Session> session_;  // shared with the lease and ShedLock lockers (make_locker)
   Connection* conn_;                  // session_'s, for the Backend's own statements
   Tables t_;
   sql::InspectStatements inspect_;
