@@ -105,11 +105,11 @@ class Connection {
 };
 
 /// Wakes a waiter from the server instead of core's backoff (lease, for-update, txn-insert): the
-/// holder keeps a GET_LOCK on the key's wake name while it holds the key, on this session, and a
-/// waiter blocks on it until the release;
-/// only the waiter at the head of the key's queue name does, so a release wakes one waiter, not
-/// all of them (mysql_tables.hpp, wake_name and queue_name). A holder that died gave the names
-/// back with its session; a lease's own expiry still decides who may take the key.
+/// holder keeps a GET_LOCK on the key's wake name on this session while it holds the key, and a
+/// waiter blocks on it until the release; only the waiter at the head of the key's queue name
+/// does, so a release wakes one waiter, not all of them (mysql_tables.hpp, wake_name and
+/// queue_name). A holder that died gave the names back with its session; a lease's own expiry
+/// still decides who may take the key.
 class WakeQueue final : public sql::ReleaseSignal {
  public:
   WakeQueue(Connection& conn, std::string prefix) : conn_(&conn), prefix_(std::move(prefix)) {}
