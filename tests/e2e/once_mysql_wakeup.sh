@@ -2,7 +2,7 @@
 # A MySQL waiter (`run -w`) is woken by the server when the holder releases, not by its polling
 # backoff, in every strategy: a lease or row-lock holder keeps a GET_LOCK on the key's wake name
 # while it holds the key and the waiter blocks on it (src/backends/mysql/mysql_connection.cpp,
-# WakeQueue; mysql_session_strategies.cpp); an advisory waiter blocks in GET_LOCK itself.
+# WakeQueue, the release signal of mysql_session_lock.cpp); an advisory waiter blocks in GET_LOCK itself.
 # Polling, a waiter that has waited 2 s sleeps 0.5 to 1 s between attempts, so it starts within
 # 300 ms of the release only about 4 times in 10; woken, every time. Generous window, many tries.
 # And a holder that dies without releasing still frees the key when its lease runs out.

@@ -90,7 +90,7 @@ class MysqlBackend final : public sql::SqlBackend {
   // After make_locker handed the connection over, anything still asked of this Backend (tests
   // do) gets a new one.
   Result<std::shared_ptr<sql::Session>> session() override {
-    if (!session_->connection()) {
+    if (!session_ || !session_->connection()) {
       auto c = Connection::open(dsn_, options_);
       if (!c) return std::unexpected(c.error());
       session_ = new_session(std::move(*c));
@@ -108,8 +108,16 @@ class MysqlBackend final : public sql::SqlBackend {
   // server one connection besides its lock's session.
   Result<std::unique_ptr<Locker>> make_session_locker(Strategy strategy) override {
     if (auto s = session(); !s) return std::unexpected(s.error());
+    const bool maria = mariadb();
+    // A session locker takes the session over: it keeps the key's wake name there while it
+    // holds and blocks there while it waits, which no other locker's statements may share.
+    std::shared_ptr<Session> book = std::exchange(session_, nullptr);
     conn_ = nullptr;
-    return mysql::make_session_locker(strategy, dsn_, options_, t_, session_->take_connection());
+    auto lock = make_session_lock(strategy, dsn_, options_, book);
+    if (!lock) return std::unexpected(lock.error());
+    const std::string& prefix = options_.table_prefix;
+    return sql::make_session_locker(strategy, std::move(*lock), std::move(book), lease_statements(prefix, maria), prefix,
+                                    options_.history_keep);
   }
 
   std::shared_ptr<Session> new_session(std::unique_ptr<Connection> conn) const {

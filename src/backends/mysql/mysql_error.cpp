@@ -74,10 +74,6 @@ bool is_no_such_table(const Error& e) { return e.native_code == ER_NO_SUCH_TABLE
 
 bool is_bad_field(const Error& e) { return e.native_code == ER_BAD_FIELD_ERROR; }
 
-bool is_unsupported_compound(const Error& e) {
-  return e.native_code == ER_PARSE_ERROR || e.native_code == ER_UNSUPPORTED_PS;
-}
-
 Error make_error(unsigned errnum, std::string_view where, std::string_view text, std::string_view sqlstate) {
   std::string message = "mysql ";
   message += where;

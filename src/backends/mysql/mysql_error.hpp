@@ -30,10 +30,6 @@ bool is_no_such_table(const Error& e);
 bool is_bad_field(const Error& e);
 
 
-/// True when the server cannot prepare a compound statement (BEGIN NOT ATOMIC ... END): MySQL,
-/// and MariaDB before compound statements could be prepared, answer a parse error.
-bool is_unsupported_compound(const Error& e);
-
 /// An Error with the classified kind, "mysql <where>: <text> (errno N)", the errno as
 /// native_code and the SQLSTATE; `where` must be redacted.
 Error make_error(unsigned errnum, std::string_view where, std::string_view text, std::string_view sqlstate = {});

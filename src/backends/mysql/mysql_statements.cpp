@@ -133,6 +133,26 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                 ", last_started_at = IF(" + due +
                 " AND ((expires_at IS NULL OR expires_at <= NOW(6)) OR"
                 " (acquired_at <=> NOW(6) AND expires_at <=> VALUES(expires_at))), NOW(6), last_started_at)"};
+  // The server lock is ours, so whoever the row names is gone: only --min-interval, or a
+  // semaphore's header (a plain lock never takes one), leave it alone. What the condition reads
+  // (strategy, last_started_at) is assigned last; strategy is then no longer 'semaphore'.
+  const std::string numbered = "(NOT strategy <=> 'semaphore' AND " + due + ")";
+  s.session_take = {"session.take",
+                    "INSERT INTO " + t.locks +
+                        " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
+                        " released_at, last_started_at) VALUES (:key, :owner, :host, :pid, COALESCE(:token, :fence + 1),"
+                        " :strategy, :session_id, NOW(6), NOW(6), NULL, NULL, NOW(6)) ON DUPLICATE KEY UPDATE " +
+                        assign_each_if(numbered, {{"owner", "VALUES(owner)"},
+                                                  {"host", "VALUES(host)"},
+                                                  {"pid", "VALUES(pid)"},
+                                                  {"session_id", "VALUES(session_id)"},
+                                                  {"acquired_at", "NOW(6)"},
+                                                  {"renewed_at", "NOW(6)"},
+                                                  {"expires_at", "NULL"},
+                                                  {"released_at", "NULL"},
+                                                  {"token", "COALESCE(:token, GREATEST(token, :fence) + 1)"},
+                                                  {"strategy", "VALUES(strategy)"},
+                                                  {"last_started_at", "NOW(6)"}})};
   s.taken = {"lease.taken", "SELECT token, " + epoch_ms("acquired_at") + ", " + epoch_ms("expires_at") + " FROM " +
                                 t.locks + " WHERE name = :key AND owner = :owner"};
   s.refusal = {"lease.refusal", "SELECT " + status +
