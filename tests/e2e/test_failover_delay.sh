@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cells: (mysql|postgres):lease
+# cells: (mysql|postgres):.*
 # The failover lock-delay (dblock(1) GUARANTEES, "Failover lock-delay") on one server, its
 # failover simulated: the record of the server's incarnation in <prefix>locks is made to name
 # another server, as a promoted replica's record names the old primary. Then:
