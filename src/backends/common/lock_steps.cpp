@@ -83,8 +83,8 @@ Result<bool> release_row(Session& session, const LeaseStatements& st, const Rele
   if (!tx) return std::unexpected(tx.error());
   const HeldRun& h = what.held;
   // A slot's release locks its header first, the order acquirers use: two releases of one
-  // semaphore never deadlock.
-  if (!h.request.semaphore.empty())
+  // semaphore, each inserting and trimming the key's history rows, never deadlock.
+  if (!h.request.semaphore.empty() && what.write_history)
     if (auto r = session.run(st.lock_row, {{"key", h.request.semaphore}}); !r) return std::unexpected(r.error());
   bool still_held = false;
   if (what.write_row) {
@@ -99,13 +99,27 @@ Result<bool> release_row(Session& session, const LeaseStatements& st, const Rele
     still_held = r->affected > 0;
   }
   // The run happened even when the lock was lost meanwhile: its history row is still written.
-  if (req.history)
+  if (req.history && what.write_history)
     if (auto ok = record_run(session, st, complete_run_record(*req.history, h, what.strategy, still_held),
                              h.acquired_ms, keep);
         !ok)
       return std::unexpected(ok.error());
   if (auto ok = tx->commit(); !ok) return std::unexpected(ok.error());
   return still_held;
+}
+
+Result<void> record_held_run(Session& session, const LeaseStatements& st, const HeldRun& held, std::string_view strategy,
+                             bool still_held, const ReleaseRequest& req, int keep) {
+  if (!req.history) return {};
+  auto tx = Transaction::begin(session, st.begin_release);
+  if (!tx) return std::unexpected(tx.error());
+  if (!held.request.semaphore.empty())
+    if (auto r = session.run(st.lock_row, {{"key", held.request.semaphore}}); !r) return std::unexpected(r.error());
+  if (auto ok = record_run(session, st, complete_run_record(*req.history, held, strategy, still_held), held.acquired_ms,
+                           keep);
+      !ok)
+    return ok;
+  return tx->commit();
 }
 
 Result<void> record_run(Session& session, const LeaseStatements& st, const RunRecord& run, std::int64_t started_ms,

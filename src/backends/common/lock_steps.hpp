@@ -90,12 +90,18 @@ struct ReleaseRow {
   const HeldRun& held;
   std::string_view strategy;
   bool write_row = true;         // false: the lock is known lost, only the history row is written
+  bool write_history = true;     // false: the caller writes it later (record_held_run)
 };
 
 /// The release and the run's history row, in one `begin_release` transaction (the dialect may
 /// let it commit without waiting for the disk). true: the row was still the holder's.
 Result<bool> release_row(Session& session, const LeaseStatements& st, const ReleaseRow& what,
                          const ReleaseRequest& req, const std::string& prefix, int keep);
+
+/// The run's history row alone, in a `begin_release` transaction of its own that first locks a
+/// slot's header (lock_row, as release_row does); `still_held`: what the release found.
+Result<void> record_held_run(Session& session, const LeaseStatements& st, const HeldRun& held, std::string_view strategy,
+                             bool still_held, const ReleaseRequest& req, int keep);
 
 /// The run's history row (`started_ms`: when its lock was acquired) and the trim of its key's
 /// rows beyond the newest `keep`, inside the caller's transaction.

@@ -44,10 +44,11 @@ class SessionLocker final : public Locker {
     return lost(holds ? "is no longer held by this session" : "was lost with its session: " + holds.error().message);
   }
 
-  // The row first, then the server lock: a waiter the lock lets in finds the row released.
+  // The row first, then the server lock: a waiter the lock lets in finds the row released. The
+  // history row last, so the waiter does not wait for it.
   Result<void> release(const ReleaseRequest& req) override {
     if (!held_) return fail(ErrorKind::lost, "no session lock is held, so there is nothing to release");
-    const ReleaseRow what{.held = *held_, .strategy = strategy_};
+    const ReleaseRow what{.held = *held_, .strategy = strategy_, .write_history = false};
     admitted_.reset();  // the release may reconnect
     ReleaseRequest r = req;
     r.min_hold = Millis(0);  // core keeps a session lock for --min-hold itself
@@ -55,10 +56,16 @@ class SessionLocker final : public Locker {
     auto released = with_reconnect(*book_, [&] { return with_schema(*book_, [&] { return release_row(*book_, st_, what, r, prefix_, keep_); }); });
     auto gave_back = lock_->give_back(held_->key);
     lock_->release_signal().released(signal_key(held_->request));
+    Result<void> history{};
+    if (released)
+      history = with_reconnect(*book_, [&] {
+        return with_schema(*book_, [&] { return record_held_run(*book_, st_, *held_, strategy_, *released, r, keep_); });
+      });
     auto message = lost("was already gone at release" +
                         (gave_back ? std::string() : ": " + gave_back.error().message));
     held_.reset();
     if (!released) return std::unexpected(released.error());
+    if (!history) return history;
     if (!*released || !gave_back) return message;
     return {};
   }
