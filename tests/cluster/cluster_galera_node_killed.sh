@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
-# A three-node MariaDB Galera cluster, lease strategy, each dblock on one node's DSN.
+# A three-node MariaDB Galera cluster, each dblock on one node's DSN; every strategy of
+# DBLOCK_TEST_STRATEGIES (lib.sh) side by side, a key and an oracle log each.
 # smoke: sequential runs on nodes 1, 2, 3 in turn, tokens increase across nodes.
+# concurrent takes: nine runs of a key at once, three per node. Galera certifies each write
+#   against the cluster's at commit, so takes on two nodes at once fail certification (1213,
+#   ER_LOCK_DEADLOCK), which must read as busy: exit 75 without -w, go on waiting with -w.
+# doctor: its galera line passes for lease and fails for the session strategies (GET_LOCK and
+#   row locks are node-local); dblock runs them all the same.
+# lease only:
 # (a) a bystander killed: the holder (node 1, --ttl 20s, a 12 s job) holds while node 3 dies by
 #     SIGKILL; a competitor on node 2 (-w 60) runs after the holder's command, never alongside.
 # (b) the holder's node killed: the holder (node 1, --ttl 10s, a 30 s job) cannot renew, so it
@@ -8,52 +15,171 @@
 #     once the lease has expired, never alongside.
 # whole-cluster restart: every node stops and the cluster is bootstrapped again; runs go on
 # with greater tokens.
+# advisory, for-update, txn-insert: (b) shows what "unsafe" means: the competitor on node 2 is
+#   not held back by the holder's server lock on node 1 and runs alongside it (no token twice:
+#   the rows are certified); node 1 killed, the holder's session dies and its command is stopped
+#   (exit 76).
 CLUSTER_KIND=galera
 source "$(dirname "$0")/lib.sh"
 
-smoke "galera smoke" 3 "$(galera_dsn 1)" "$(galera_dsn 2)" "$(galera_dsn 3)"
+has_lease=no
+for s in "${strategies[@]}"; do [ "$s" = lease ] && has_lease=yes; done
+galera_dsns=("$(galera_dsn 1)" "$(galera_dsn 2)" "$(galera_dsn 3)")
 
-# scenario NAME TTL JOB_SECONDS NODE_TO_KILL: the holder on node 1, the competitor on node 2;
-# leaves their statuses in $holder_status and $competitor_status.
-scenario() {
-  local name=$1 ttl=$2 job=$3 victim=$4 k holder competitor
-  log=$E2E_TMP/$name.log
-  k=$(key "$name")
-  DBLOCK_DSN=$(galera_dsn 1) dblock -v run --ttl "$ttl" "$k" -- "$ORACLE_JOB" "$log" "$job" >"$E2E_TMP/$name.holder" 2>&1 &
-  holder=$!
-  remember_pid "$holder"
-  check "$name: the holder's command started" wait_for 15 grep -qs '^start' "$log"
-  DBLOCK_DSN=$(galera_dsn 2) dblock -v run -w 60 "$k" -- "$ORACLE_JOB" "$log" 0.2 >"$E2E_TMP/$name.competitor" 2>&1 &
-  competitor=$!
-  remember_pid "$competitor"
-  check "$name: the competitor on node 2 is waiting" wait_for 15 grep -qs 'retrying in' "$E2E_TMP/$name.competitor"
-  mark "$name.killed"
-  check "$name: node $victim killed" cluster_ctl kill-node "$victim"
-  job_status holder_status 90 "$holder"
-  job_status competitor_status 90 "$competitor"
-  [ "$competitor_status" = 0 ] || sed 's/^/    competitor: /' "$E2E_TMP/$name.competitor"
-  report_gap "$log"
-  # Galera's certification failure on concurrent writes (1213, deadlock) must read as busy.
-  echo "# $name: the competitor's output names a deadlock/1213 $(grep -ciE 'deadlock|1213' "$E2E_TMP/$name.competitor") times," \
-    "the holder's $(grep -ciE 'deadlock|1213' "$E2E_TMP/$name.holder")"
+for s in "${strategies[@]}"; do DBLOCK_STRATEGY=$s smoke "galera smoke $s" 3 "${galera_dsns[@]}"; done
+
+# on_nodes SQL: SQL on every node.
+on_nodes() { local n; for n in 1 2 3; do DBLOCK_DSN=$(galera_dsn "$n") server_sql "$1" || return; done; }
+# conflicts: certification failures and transactions aborted for a replicated one, all nodes.
+conflicts() {
+  local n sum=0 v
+  for n in 1 2 3; do
+    for v in $(DBLOCK_DSN=$(galera_dsn "$n") server_sql "SHOW GLOBAL STATUS WHERE Variable_name IN
+        ('wsrep_local_cert_failures', 'wsrep_local_bf_aborts')" | cut -f2); do
+      sum=$((sum + v))
+    done
+  done
+  echo "$sum"
 }
 
-scenario bystander 20s 12 3
-assert_eq "bystander killed: the holder completes (exit 0)" 0 "$holder_status"
-[ "$holder_status" = 0 ] || sed 's/^/    holder: /' "$E2E_TMP/bystander.holder"
-assert_eq "bystander killed: the competitor runs after it (exit 0)" 0 "$competitor_status"
-oracle_check "bystander killed: holder and competitor one at a time, tokens increasing" "$log" 2
-check "node 3 rejoins" cluster_ctl start-node 3
+# take_at_once S LOG WAIT: nine `dblock run` of S's key at once, three per node, each running the
+# oracle job for 0.2 s (with WAIT: `-w WAIT`), their output appended to LOG's .out; their exit
+# statuses, sorted, in $statuses.
+take_at_once() {
+  local s=$1 log=$2 wait=$3 n i pids=() pid status
+  for n in 1 2 3; do
+    for i in 1 2 3; do
+      DBLOCK_DSN=$(galera_dsn "$n") dblock -s "$s" -v run ${wait:+-w "$wait"} "$(key "at-once-$s")" -- \
+        "$ORACLE_JOB" "$log" 0.2 >>"${log%.log}.out" 2>&1 &
+      pids+=($!)
+      remember_pid "$!"
+    done
+  done
+  statuses=
+  for pid in "${pids[@]}"; do
+    status=0
+    wait "$pid" || status=$?
+    statuses="$statuses $status"
+  done
+  statuses=$(echo $statuses | tr ' ' '\n' | sort -n | tr '\n' ' ')
+}
+# counted STATUS...: "N x STATUS" per status.
+counted() { printf '%s\n' "$@" | sort -n | uniq -c | awk '{ printf " %s x %s", $1, $2 }'; }
+
+# The server retries an autocommit statement that failed certification once by itself: not at
+# all for now, so the failures reach dblock.
+check "certification failures reach the client (wsrep_retry_autocommit = 0)" on_nodes "SET GLOBAL wsrep_retry_autocommit = 0"
+for s in "${strategies[@]}"; do
+  before=$(conflicts)
+  rounds=0 all=
+  # Until the cluster has seen a conflict, at most 20 rounds.
+  while [ $rounds -lt 20 ] && { [ $rounds -lt 2 ] || [ "$(conflicts)" = "$before" ]; }; do
+    take_at_once "$s" "$E2E_TMP/at-once.$s.log" ""
+    all="$all$statuses"
+    rounds=$((rounds + 1))
+  done
+  seen=$(($(conflicts) - before))
+  check "$s: nine takes at once on three nodes, $rounds rounds, met $seen certification conflicts" test "$seen" -gt 0
+  # 76: a session strategy's take overwrote a row another node's take had just written.
+  allowed='^(0|75)$'
+  [ "$s" = lease ] || allowed='^(0|75|76)$'
+  odd=$(echo $all | tr ' ' '\n' | grep -Ev "$allowed" | tr '\n' ' ')
+  check "$s: without -w every take exits 0 or 75$([ "$s" = lease ] || echo ' (or 76)') (exits:$(counted $all))" \
+    test -z "$odd"
+  if [ "$s" = lease ]; then
+    oracle_check "lease: the takes without -w that ran, one at a time, tokens increasing" "$E2E_TMP/at-once.$s.log" \
+      "$(echo $all | tr ' ' '\n' | grep -c '^0$')"
+  fi
+  take_at_once "$s" "$E2E_TMP/at-once-w.$s.log" 60
+  if [ "$s" = lease ]; then
+    assert_eq "lease: with -w all nine run (exits: $statuses)" "0 0 0 0 0 0 0 0 0 " "$statuses"
+    oracle_check "lease: nine takes at once with -w, one at a time, tokens increasing" "$E2E_TMP/at-once-w.$s.log" 9
+  else
+    check "$s: with -w every take exits 0 or 76 (exits:$(counted $statuses))" test -z "$(echo $statuses | tr ' ' '\n' | grep -Ev '^(0|76)$')"
+  fi
+  check "$s: no take ends in an error naming 1213" test -z "$(grep -E '1213|[Dd]eadlock' "$E2E_TMP/at-once.$s.out" "$E2E_TMP/at-once-w.$s.out" | grep -v 'could not release')"
+done
+check "wsrep_retry_autocommit back to 1" on_nodes "SET GLOBAL wsrep_retry_autocommit = 1"
+
+for s in "${strategies[@]}"; do
+  dblock -s "$s" doctor >"$E2E_TMP/doctor.$s" 2>&1
+  if [ "$s" = lease ]; then
+    check "lease: doctor's galera line passes" grep -q '^ok *galera: .*lease strategy is safe' "$E2E_TMP/doctor.$s"
+  else
+    check "$s: doctor's galera line fails: $s is unsafe on Galera" grep -q "^FAIL *galera: .* $s is unsafe" "$E2E_TMP/doctor.$s"
+  fi
+done
+
+# scenario NAME TTL JOB_SECONDS NODE_TO_KILL: per strategy, the holder on node 1, the competitor
+# on node 2; leaves their statuses in ${holder_status[S]} and ${competitor_status[S]}, the
+# oracle logs in $E2E_TMP/NAME.S.log.
+declare -A holder_status competitor_status
+scenario() {
+  local name=$1 ttl=$2 job=$3 victim=$4 k s log holder competitor
+  declare -A holder competitor
+  for s in "${strategies[@]}"; do
+    DBLOCK_DSN=$(galera_dsn 1) run_bg "holder[$s]" "$E2E_TMP/$name.$s.holder" -s "$s" --ttl "$ttl" \
+      "$(key "$name-$s")" -- "$ORACLE_JOB" "$E2E_TMP/$name.$s.log" "$job"
+  done
+  for s in "${strategies[@]}"; do
+    check "$name, $s: the holder's command started" wait_for 15 grep -qs '^start' "$E2E_TMP/$name.$s.log"
+    DBLOCK_DSN=$(galera_dsn 2) run_bg "competitor[$s]" "$E2E_TMP/$name.$s.competitor" -s "$s" -w 60 \
+      "$(key "$name-$s")" -- "$ORACLE_JOB" "$E2E_TMP/$name.$s.log" 0.2
+  done
+  for s in "${strategies[@]}"; do
+    if [ "$s" = lease ]; then
+      check "$name, lease: the competitor on node 2 is waiting" wait_for 15 grep -qs 'retrying in' "$E2E_TMP/$name.$s.competitor"
+    else
+      check "$name, $s: the competitor on node 2 is not held back: it runs while the holder on node 1 does" \
+        wait_for 15 starts_at_least "$E2E_TMP/$name.$s.log" 2
+    fi
+  done
+  mark "$name.killed"
+  check "$name: node $victim killed" cluster_ctl kill-node "$victim"
+  for s in "${strategies[@]}"; do
+    job_status "holder_status[$s]" 90 "${holder[$s]}"
+    job_status "competitor_status[$s]" 90 "${competitor[$s]}"
+    [ "${competitor_status[$s]}" = 0 ] || sed 's/^/    competitor: /' "$E2E_TMP/$name.$s.competitor"
+    report_gap "$E2E_TMP/$name.$s.log" "$name, $s"
+    echo "# $name, $s: the holder's command ended $(first_end_after "$E2E_TMP/$name.$s.log" "$name.killed") after the kill"
+  done
+}
+
+if [ "$has_lease" = yes ]; then
+  strategies_all=("${strategies[@]}")
+  strategies=(lease)
+  scenario bystander 20s 12 3
+  assert_eq "bystander killed: the holder completes (exit 0)" 0 "${holder_status[lease]}"
+  [ "${holder_status[lease]}" = 0 ] || sed 's/^/    holder: /' "$E2E_TMP/bystander.lease.holder"
+  assert_eq "bystander killed: the competitor runs after it (exit 0)" 0 "${competitor_status[lease]}"
+  oracle_check "bystander killed: holder and competitor one at a time, tokens increasing" "$E2E_TMP/bystander.lease.log" 2
+  check "node 3 rejoins" cluster_ctl start-node 3
+  strategies=("${strategies_all[@]}")
+fi
 
 scenario holders_node 10s 30 1
-assert_eq "the holder's node killed: the holder gives up its command in time (exit 76)" 76 "$holder_status"
-[ "$holder_status" = 76 ] || sed 's/^/    holder: /' "$E2E_TMP/holders_node.holder"
-assert_eq "the holder's node killed: the competitor runs once the lease expired (exit 0)" 0 "$competitor_status"
-oracle_check "the holder's node killed: holder and competitor one at a time, tokens increasing" "$log" 2
-check "node 1 rejoins" cluster_ctl start-node 1
+for s in "${strategies[@]}"; do
+  log=$E2E_TMP/holders_node.$s.log
+  assert_eq "the holder's node killed, $s: the holder gives up its command in time (exit 76)" 76 "${holder_status[$s]}"
+  [ "${holder_status[$s]}" = 76 ] || sed 's/^/    holder: /' "$E2E_TMP/holders_node.$s.holder"
+  if [ "$s" = lease ]; then
+    assert_eq "the holder's node killed, lease: the competitor runs once the lease expired (exit 0)" 0 "${competitor_status[$s]}"
+    oracle_check "the holder's node killed, lease: holder and competitor one at a time, tokens increasing" "$log" 2
+  else
+    # Not refused: doctor's failed galera line is the warning. The oracle finds the overlap.
+    assert_eq "the holder's node killed, $s: the competitor on node 2 ran, not refused (exit 0)" 0 "${competitor_status[$s]}"
+    verdict=$(python3 "$ORACLE" check "$log" 2 2>&1)
+    check "the holder's node killed, $s: the oracle finds them alongside ($verdict)" grep -q 'overlaps' <<<"$verdict"
+    check "the holder's node killed, $s: the tokens still increase ($(tokens_of "$log"))" \
+      test "$(tokens_of "$log" | cut -d' ' -f2)" -gt "$(tokens_of "$log" | cut -d' ' -f1)"
+  fi
+done
 
-mark restart
-check "the whole cluster restarts" cluster_ctl restart
-echo "# the cluster restarted in $(($(now_ms) - $(figure restart))) ms"
-smoke "galera smoke" 3 "$(galera_dsn 3)" "$(galera_dsn 1)" "$(galera_dsn 2)"
+if [ "$has_lease" = yes ]; then
+  check "node 1 rejoins" cluster_ctl start-node 1
+  mark restart
+  check "the whole cluster restarts" cluster_ctl restart
+  echo "# the cluster restarted in $(($(now_ms) - $(figure restart))) ms"
+  DBLOCK_STRATEGY=lease smoke "galera smoke lease" 3 "$(galera_dsn 3)" "$(galera_dsn 1)" "$(galera_dsn 2)"
+fi
 finish

@@ -58,6 +58,10 @@ case "$CLUSTER_KIND" in
 esac
 DBLOCK_TEST_STRATEGY=${DBLOCK_TEST_STRATEGY:-lease}
 export DBLOCK_TEST_BACKEND DBLOCK_TEST_POSTGRES_DSN DBLOCK_TEST_MYSQL_DSN DBLOCK_TEST_STRATEGY
+# The strategies a script runs side by side on one cluster, a key and an oracle log each:
+# DBLOCK_TEST_STRATEGIES (space separated; tests/CMakeLists.txt registers `<name>.session` with
+# the three session strategies), else the cell's one strategy.
+read -r -a strategies <<<"${DBLOCK_TEST_STRATEGIES:-$DBLOCK_TEST_STRATEGY}"
 source "$CLUSTER_SOURCE_DIR/tests/faults/lib.sh"
 # faults/lib.sh (through e2e/lib.sh) set its own EXIT trap: both run.
 trap 'e2e_cleanup; cluster_stop' EXIT
@@ -120,14 +124,23 @@ starts_at_least() { [ "$(grep -c '^start' "$1" 2>/dev/null)" -ge "$2" ]; }
 # tokens_of LOG: the log's tokens in start order, space separated.
 tokens_of() { awk '$1 == "start" { print $2 }' "$1" | tr '\n' ' ' | sed 's/ $//'; }
 
-# report_gap LOG: the gap between the first run's end and the second's start, and the tokens.
+# report_gap LOG [NAME]: the gap between the first run's end and the second's start (negative:
+# they overlapped), and the tokens.
 report_gap() {
   local first second
   first=$(awk '$1 == "start" { print $2; exit }' "$1")
   second=$(awk -v f="$first" '$1 == "start" && $2 != f { print $2; exit }' "$1")
   if [ -n "$second" ] && [ -n "$(oracle_time "$1" "$first" end)" ]; then
-    echo "# tokens $(tokens_of "$1"); the second run started $(($(oracle_time "$1" "$second" start) - $(oracle_time "$1" "$first" end))) ms after the first ended"
+    echo "# ${2:+$2: }tokens $(tokens_of "$1"); the second run started $(($(oracle_time "$1" "$second" start) - $(oracle_time "$1" "$first" end))) ms after the first ended"
   else
-    echo "# tokens $(tokens_of "$1")"
+    echo "# ${2:+$2: }tokens $(tokens_of "$1")"
   fi
+}
+
+# first_end_after LOG MARK: ms from the figure MARK to the end of the log's first run, or never.
+first_end_after() {
+  local first end
+  first=$(awk '$1 == "start" { print $2; exit }' "$1")
+  end=$(oracle_time "$1" "$first" end)
+  if [ -n "$end" ]; then echo "$((end - $(figure "$2"))) ms"; else echo never; fi
 }
