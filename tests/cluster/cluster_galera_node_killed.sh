@@ -25,6 +25,10 @@ source "$(dirname "$0")/lib.sh"
 has_lease=no
 for s in "${strategies[@]}"; do [ "$s" = lease ] && has_lease=yes; done
 galera_dsns=("$(galera_dsn 1)" "$(galera_dsn 2)" "$(galera_dsn 3)")
+# A run right after another node's may fail certification against that run's writes, not yet
+# applied on its node (seen once in 45 first runs of a new table prefix): busy, so the smoke
+# runs wait a little (-w).
+smoke_wait=10
 
 for s in "${strategies[@]}"; do DBLOCK_STRATEGY=$s smoke "galera smoke $s" 3 "${galera_dsns[@]}"; done
 
@@ -72,8 +76,8 @@ check "certification failures reach the client (wsrep_retry_autocommit = 0)" on_
 for s in "${strategies[@]}"; do
   before=$(conflicts)
   rounds=0 all=
-  # Until the cluster has seen a conflict, at most 20 rounds.
-  while [ $rounds -lt 20 ] && { [ $rounds -lt 2 ] || [ "$(conflicts)" = "$before" ]; }; do
+  # Until the cluster has seen a conflict: most often 2 to 9 rounds, once 20; at most 40.
+  while [ $rounds -lt 40 ] && { [ $rounds -lt 2 ] || [ "$(conflicts)" = "$before" ]; }; do
     take_at_once "$s" "$E2E_TMP/at-once.$s.log" ""
     all="$all$statuses"
     rounds=$((rounds + 1))
@@ -97,7 +101,9 @@ for s in "${strategies[@]}"; do
   else
     check "$s: with -w every take exits 0 or 76 (exits:$(counted $statuses))" test -z "$(echo $statuses | tr ' ' '\n' | grep -Ev '^(0|76)$')"
   fi
-  check "$s: no take ends in an error naming 1213" test -z "$(grep -E '1213|[Dd]eadlock' "$E2E_TMP/at-once.$s.out" "$E2E_TMP/at-once-w.$s.out" | grep -v 'could not release')"
+  # (A release that fails certification leaves the exit status the command's: not a take.)
+  odd=$(grep -hE '1213|[Dd]eadlock' "$E2E_TMP/at-once.$s.out" "$E2E_TMP/at-once-w.$s.out" | grep -v 'could not release' | head -n 1)
+  check "$s: no take ends in an error naming 1213${odd:+: $odd}" test -z "$odd"
 done
 check "wsrep_retry_autocommit back to 1" on_nodes "SET GLOBAL wsrep_retry_autocommit = 1"
 
