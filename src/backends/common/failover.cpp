@@ -75,8 +75,7 @@ Result<Gate> admit(Session& session, const FailoverStatements& st, Millis ttl) {
   }
   if (ttl.count() > rec.longest_ttl_ms) {
     // Committed before the grant it covers, so a replica that has the grant has this too.
-    auto raised = session.run(st.raise_ttl, Params(record_params()).set("ttl_ms", ms_value(ttl)));
-    if (!raised) return std::unexpected(raised.error());
+    if (auto raised = cover_ttl(session, st, ttl); !raised) return std::unexpected(raised.error());
     gate.changed = true;
   }
   return gate;
@@ -109,6 +108,13 @@ DoctorCheck doctor_check(Session& session, const FailoverStatements& st) {
           "server incarnation " + r.current + " recorded; no lock-delay in force; after a failover nothing is granted "
           "for " + ttl + " (the longest TTL recorded) and tokens jump past " + std::to_string(token_jump) +
               " (tokens now above " + std::to_string(r.fence) + ")"};
+}
+
+Result<void> cover_ttl(Session& session, const FailoverStatements& st, Millis ttl) {
+  if (st.empty()) return {};
+  auto raised = session.run(st.raise_ttl, Params(record_params()).set("ttl_ms", ms_value(ttl)));
+  if (!raised) return std::unexpected(raised.error());
+  return {};
 }
 
 AcquireOutcome delayed(const Gate& gate) {

@@ -80,6 +80,10 @@ Result<std::optional<Record>> read(Session& session, const FailoverStatements& s
 /// Always open, at no cost, for a dialect without statements.
 Result<Gate> admit(Session& session, const FailoverStatements& st, Millis ttl);
 
+/// `dblock renew --ttl`: a lease made longer than the longest TTL recorded raises it first, so
+/// a lock-delay after a failover still outlasts it. Nothing for a dialect without statements.
+Result<void> cover_ttl(Session& session, const FailoverStatements& st, Millis ttl);
+
 /// Busy for everyone: the database failed over and its lock-delay is in force.
 AcquireOutcome delayed(const Gate& gate);
 

@@ -68,6 +68,8 @@ Result<std::vector<RunRecord>> SqlBackend::history(const std::string& key, int l
 Result<std::int64_t> SqlBackend::renew(const std::string& key, const HolderSelector& who, Millis ttl) {
   auto s = session();
   if (!s) return std::unexpected(s.error());
+  // Before the lease is longer than any recorded: a replica that has the renewal has this too.
+  if (auto covered = failover::cover_ttl(**s, lease_.failover, ttl); !covered) return std::unexpected(covered.error());
   return renew_named(**s, inspect_, key, who, ttl);
 }
 

@@ -138,7 +138,8 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   // timestamptz(3) rounds to the nearest ms: a plain now() could be stored up to 0.5 ms in the
   // future and a status read right after the release would still say held; so could
   // acquired_at, which is therefore used only with --min-hold. The NOTIFY wakes the key's
-  // waiters once the release commits.
+  // waiters once the release commits. A session holder's release runs alone, outside
+  // begin_release: its set_config makes its own commit skip the disk wait as well.
   s.release = {"lease.release",
                "UPDATE " + t.locks +
                    " SET released_at = now(), expires_at = CASE WHEN :min_hold_ms::bigint > 0"
@@ -146,6 +147,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                    " ELSE date_trunc('milliseconds', now()) END,"
                    " last_finished_at = CASE WHEN :finished::int = 1 THEN now() ELSE last_finished_at END,"
                    " last_exit_code = CASE WHEN :finished::int = 1 THEN :exit_code::int ELSE last_exit_code END"
+                   " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async"
                    " WHERE name = :key AND owner = :owner AND token = :token::bigint AND released_at IS NULL"
                    " RETURNING pg_notify(:channel, name)"};
   s.history_add = {"history.add",
