@@ -30,7 +30,4 @@ struct ConnectProgress {
 /// translates.
 Error connect_error(PGconn* conn, std::string_view where, const ConnectProgress& progress);
 
-/// libpq messages end in newlines and may span lines; one line for our messages.
-std::string one_line(std::string_view message);
-
 }  // namespace dblock::postgres
