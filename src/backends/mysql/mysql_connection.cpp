@@ -57,33 +57,30 @@ bool apply_ssl_mode(MYSQL* m, const std::string& mode) {
 #endif
 }
 
-// MYSQL_BIND points into the statement's own values (which outlive mysql_stmt_execute; the
-// client library only reads them) and into the lengths kept here.
-struct ParamBinds {
-  std::vector<MYSQL_BIND> binds;
-  std::vector<unsigned long> lengths;
-
-  explicit ParamBinds(std::span<const Param> params) : binds(params.size()), lengths(params.size()) {
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      MYSQL_BIND& b = binds[i];
-      const Param::Value& v = params[i].value();
-      if (const auto* n = std::get_if<std::int64_t>(&v)) {
-        b.buffer_type = MYSQL_TYPE_LONGLONG;
-        b.buffer = const_cast<std::int64_t*>(n);
-      } else if (const auto* d = std::get_if<double>(&v)) {
-        b.buffer_type = MYSQL_TYPE_DOUBLE;
-        b.buffer = const_cast<double*>(d);
-      } else if (const auto* s = std::get_if<std::string>(&v)) {
-        b.buffer_type = MYSQL_TYPE_STRING;
-        b.buffer = const_cast<char*>(s->data());
-        b.buffer_length = lengths[i] = static_cast<unsigned long>(s->size());
-        b.length = &lengths[i];
-      } else {
-        b.buffer_type = MYSQL_TYPE_NULL;
-      }
+// MYSQL_BIND points into the statement's own values, which outlive mysql_stmt_execute (the
+// client library only reads them); a string's length is its bind's own buffer_length.
+std::vector<MYSQL_BIND> bind_params(std::span<const Param> params) {
+  std::vector<MYSQL_BIND> binds(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    MYSQL_BIND& b = binds[i];
+    const Param::Value& v = params[i].value();
+    if (const auto* n = std::get_if<std::int64_t>(&v)) {
+      b.buffer_type = MYSQL_TYPE_LONGLONG;
+      b.buffer = const_cast<std::int64_t*>(n);
+    } else if (const auto* d = std::get_if<double>(&v)) {
+      b.buffer_type = MYSQL_TYPE_DOUBLE;
+      b.buffer = const_cast<double*>(d);
+    } else if (const auto* s = std::get_if<std::string>(&v)) {
+      b.buffer_type = MYSQL_TYPE_STRING;
+      b.buffer = const_cast<char*>(s->data());
+      b.buffer_length = static_cast<unsigned long>(s->size());
+      b.length = &b.buffer_length;
+    } else {
+      b.buffer_type = MYSQL_TYPE_NULL;
     }
   }
-};
+  return binds;
+}
 
 }  // namespace
 
@@ -195,9 +192,9 @@ Result<MYSQL_STMT*> Connection::prepared(const std::string& text, std::size_t pa
 Result<Outcome> Connection::execute(const Sql& statement) {
   if (auto ok = statement.check(); !ok) return std::unexpected(ok.error());
   if (!mysql_) return std::unexpected(error_from_mysql());
-  ParamBinds params(statement.params());
+  std::vector<MYSQL_BIND> binds = bind_params(statement.params());
   bool executed = false;
-  auto stmt_or = prepared(statement.text(), params.binds.size(), params.binds.data(), executed);
+  auto stmt_or = prepared(statement.text(), binds.size(), binds.data(), executed);
   if (!stmt_or) return failed(stmt_or.error());
   MYSQL_STMT* stmt = *stmt_or;
   auto stmt_failed = [&] {
@@ -205,7 +202,7 @@ Result<Outcome> Connection::execute(const Sql& statement) {
     if (e.kind != ErrorKind::connection) mysql_stmt_free_result(stmt);
     return failed(std::move(e));
   };
-  if (!executed && ((!params.binds.empty() && mysql_stmt_bind_param(stmt, params.binds.data()) != 0) ||
+  if (!executed && ((!binds.empty() && mysql_stmt_bind_param(stmt, binds.data()) != 0) ||
                     mysql_stmt_execute(stmt) != 0))
     return stmt_failed();
   Outcome out;

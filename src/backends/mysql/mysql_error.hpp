@@ -1,5 +1,5 @@
 #pragma once
-// MySQL/MariaDB error numbers mapped into dblock's portable ErrorKind, in one place (SOCI's idea).
+// MySQL/MariaDB error numbers mapped into dblock's portable ErrorKind, in one place.
 
 #include <string>
 #include <string_view>

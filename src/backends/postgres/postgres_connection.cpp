@@ -11,7 +11,6 @@
 
 #include "backends/common/identifiers.hpp"
 #include "backends/postgres/postgres_dsn.hpp"
-#include "backends/postgres/postgres_error.hpp"
 #include "core/clock.hpp"
 
 namespace dblock::postgres {
@@ -168,7 +167,7 @@ Result<void> Connection::reconnect() {
 Result<void> Connection::start_connection(std::vector<const char*> keys, std::vector<const char*> values) {
   keys.push_back(nullptr);
   values.push_back(nullptr);
-  ConnectProgress progress;
+  bool reached_server = false, ssl_required = false;
   const Millis deadline = boottime_now() + options_.connect_timeout;
   std::optional<Millis> per_host;
   std::pair<std::string, std::string> rest;  // the host and port lists of a restart
@@ -181,7 +180,7 @@ Result<void> Connection::start_connection(std::vector<const char*> keys, std::ve
     if (!per_host) per_host = std::max<Millis>(Millis(2000), options_.connect_timeout / hosts);
     PQsetErrorVerbosity(c, PQERRORS_VERBOSE);
     const char* sslmode = conninfo_value(used.get(), "sslmode");
-    progress.ssl_required = sslmode && (std::string_view(sslmode) == "require" || std::string_view(sslmode).starts_with("verify"));
+    ssl_required = sslmode && (std::string_view(sslmode) == "require" || std::string_view(sslmode).starts_with("verify"));
     PostgresPollingStatusType state = PGRES_POLLING_WRITING;
     Millis host_deadline = std::min(deadline, boottime_now() + *per_host);
     short revents = 0;
@@ -189,7 +188,7 @@ Result<void> Connection::start_connection(std::vector<const char*> keys, std::ve
            wait_socket(PQsocket(c), state == PGRES_POLLING_READING ? POLLIN : POLLOUT, host_deadline, &revents)) {
       state = PQconnectPoll(c);
       const ConnStatusType st = PQstatus(c);
-      if (st != CONNECTION_STARTED && st != CONNECTION_NEEDED && st != CONNECTION_BAD) progress.reached_server = true;
+      if (st != CONNECTION_STARTED && st != CONNECTION_NEEDED && st != CONNECTION_BAD) reached_server = true;
       // libpq moved on to another host by itself (refused, or not read-write): a fresh share.
       if (st == CONNECTION_STARTED) host_deadline = std::min(deadline, boottime_now() + *per_host);
     }
@@ -203,7 +202,7 @@ Result<void> Connection::start_connection(std::vector<const char*> keys, std::ve
       conn_.reset();
       Error e{ErrorKind::connection, "cannot connect to " + dsn_.redacted + ": no answer within the connect timeout"};
       // Connected, then no answer: a server too busy to accept us (core's storm retry).
-      e.overloaded = progress.reached_server;
+      e.overloaded = reached_server;
       return std::unexpected(std::move(e));
     }
     if (rest.first.empty()) {  // the first restart: host and port replace what the DSN says
@@ -214,7 +213,7 @@ Result<void> Connection::start_connection(std::vector<const char*> keys, std::ve
     values[values.size() - 3] = rest.first.c_str();
     values[values.size() - 2] = rest.second.c_str();
   }
-  Error e = connect_error(conn_.get(), dsn_.redacted, progress);
+  Error e = connect_error(conn_.get(), dsn_.redacted, reached_server, ssl_required);
   conn_.reset();
   return std::unexpected(e);
 }

@@ -111,6 +111,18 @@ class Session final : public sql::Session {
   std::unique_ptr<sql::ReleaseSignal> signal_;
 };
 
+/// The native-error mapping (postgres_error.cpp): the error a failed statement result carries,
+/// by its SQLSTATE; `where` is the redacted DSN.
+Error statement_error(const PGresult* result, PGconn* conn, std::string_view where);
+/// The error of a connection attempt that failed: the server's SQLSTATE when it sent one
+/// (class 28, 3D000...: config; 53300, 57P03: connection), else what libpq tells
+/// structurally: a password was asked for and none given, or SSL was demanded (`ssl_required`:
+/// sslmode require or verify-*) and the server cannot do it (config); otherwise the server was
+/// not reached or dropped us (connection). Error::overloaded for 53300 (too many connections)
+/// and for a connection the server accepted (`reached_server`) and then dropped without an
+/// SQLSTATE. Never the message text, which a server translates.
+Error connect_error(PGconn* conn, std::string_view where, bool reached_server, bool ssl_required);
+
 /// Quotes an identifier that core already validated ([A-Za-z_][A-Za-z0-9_]*).
 std::string quote_ident(std::string_view name);
 /// SQL for "this timestamptz column as epoch milliseconds (bigint)".

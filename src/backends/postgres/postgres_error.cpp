@@ -1,5 +1,5 @@
-// SQLSTATE -> ErrorKind (SOCI's idea: a few portable categories, mapped in one file).
-#include "backends/postgres/postgres_error.hpp"
+// SQLSTATE -> ErrorKind: a few portable categories, mapped in one file.
+#include "backends/postgres/postgres_connection.hpp"
 
 #include <algorithm>
 #include <string>
@@ -7,6 +7,7 @@
 #include "backends/postgres/postgres_dsn.hpp"
 
 namespace dblock::postgres {
+namespace {
 
 ErrorKind kind_for_sqlstate(std::string_view s) {
   if (s.size() != 5) return ErrorKind::other;
@@ -24,6 +25,8 @@ ErrorKind kind_for_sqlstate(std::string_view s) {
   return ErrorKind::other;
 }
 
+}  // namespace
+
 Error statement_error(const PGresult* result, PGconn* conn, std::string_view where) {
   const char* state = result ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
   std::string text = result ? PQresultErrorMessage(result) : "";
@@ -35,7 +38,7 @@ Error statement_error(const PGresult* result, PGconn* conn, std::string_view whe
   return Error{kind, msg, 0, state ? state : ""};
 }
 
-Error connect_error(PGconn* conn, std::string_view where, const ConnectProgress& progress) {
+Error connect_error(PGconn* conn, std::string_view where, bool reached_server, bool ssl_required) {
   if (!conn) return Error{ErrorKind::connection, "cannot connect to " + std::string(where) + ": out of memory"};
   // libpq keeps no result for a refused connection, but with PQERRORS_VERBOSE (set by
   // Connection while connecting) it writes the server's SQLSTATE into its message as
@@ -68,7 +71,7 @@ Error connect_error(PGconn* conn, std::string_view where, const ConnectProgress&
     if (kind == ErrorKind::busy) kind = ErrorKind::connection;
   } else if (PQconnectionNeedsPassword(conn)) {
     kind = ErrorKind::config;  // the server asked for a password and the DSN has none
-  } else if (progress.reached_server && progress.ssl_required && !PQsslInUse(conn)) {
+  } else if (reached_server && ssl_required && !PQsslInUse(conn)) {
     kind = ErrorKind::config;  // the server answered but cannot do the SSL the DSN demands
   }
   std::string msg = "cannot connect to " + std::string(where) + ": " + one_line(text);
@@ -76,7 +79,7 @@ Error connect_error(PGconn* conn, std::string_view where, const ConnectProgress&
   Error e{kind, msg, 0, sqlstate};
   // Too many connections (53300), or a server that accepted the connection and dropped it
   // without a word: reachable, only overloaded for now.
-  e.overloaded = sqlstate == "53300" || (sqlstate.empty() && kind == ErrorKind::connection && progress.reached_server);
+  e.overloaded = sqlstate == "53300" || (sqlstate.empty() && kind == ErrorKind::connection && reached_server);
   return e;
 }
 
