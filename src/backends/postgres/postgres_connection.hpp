@@ -52,6 +52,7 @@ class Connection {
   bool in_transaction() const { return is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INTRANS; }
   /// True while a transaction is open, healthy or failed (a ROLLBACK is due).
   bool transaction_open() const { return in_transaction() || (is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INERROR); }
+  /// True while the connection is usable.
   bool is_open() const { return conn_ && PQstatus(conn_.get()) == CONNECTION_OK; }
   /// Closes and opens again (lease only; session strategies never reconnect), re-LISTENing.
   Result<void> reconnect();
@@ -60,6 +61,7 @@ class Connection {
 
   /// LISTENs on channel, and only on it, now and after every reconnect.
   Result<void> listen(const std::string& channel);
+  /// Whether this connection LISTENs on channel.
   bool listening(const std::string& channel) const { return !channel_.empty() && channel_ == channel; }
   /// Stops listening. From then on every statement drops the notifications it reads, so
   /// none pile up in libpq while nobody calls drain_notifications().
