@@ -20,14 +20,9 @@ namespace {
 
 /// mkdir -p with mode 0755; an existing directory is fine.
 Result<void> make_dirs(const std::string& path, const DatabaseFile& db) {
-  std::string partial;
-  std::size_t pos = 0;
-  while (pos <= path.size()) {
-    std::size_t next = path.find('/', pos);
-    if (next == std::string::npos) next = path.size();
-    partial = path.substr(0, next);
-    pos = next + 1;
-    if (partial.empty()) continue;
+  for (std::size_t next = 0; next != std::string::npos;) {
+    next = path.find('/', next + 1);
+    const std::string partial = path.substr(0, next);
     if (::mkdir(partial.c_str(), 0755) == 0) continue;
     int err = errno;
     struct stat st{};
@@ -230,35 +225,26 @@ Result<void> check_readable(const DatabaseFile& db) {
 std::string file_uri(const std::string& path, std::string_view query) {
   std::string uri = "file:";
   for (char c : path) {
-    if (c == '?' || c == '#' || c == '%') {
-      constexpr const char* hex = "0123456789ABCDEF";
-      uri += '%';
-      uri += hex[(static_cast<unsigned char>(c) >> 4) & 0xF];
-      uri += hex[static_cast<unsigned char>(c) & 0xF];
-    } else {
-      uri += c;
-    }
+    char escaped[4];
+    std::snprintf(escaped, sizeof escaped, "%%%02X", static_cast<unsigned char>(c));
+    uri += c == '?' || c == '#' || c == '%' ? std::string(escaped) : std::string(1, c);
   }
   return uri + "?" + std::string(query);
 }
 
 Result<std::optional<std::string_view>> network_filesystem(const std::string& dir) {
-  struct NetworkFs {
-    unsigned long magic;
-    std::string_view name;
-  };
   // statfs(2) f_type values.
-  static constexpr std::array<NetworkFs, 13> network{{
+  static constexpr std::pair<unsigned long, std::string_view> network[] = {
       {0x6969, "NFS"},      {0x517B, "SMB"},      {0xFF534D42, "CIFS"}, {0xFE534D42, "SMB2"}, {0x65735546, "FUSE"},
       {0x00C36400, "Ceph"}, {0x01021997, "9p"},   {0x5346414F, "AFS"},  {0x73757245, "Coda"}, {0x01161970, "GFS2"},
       {0x7461636F, "OCFS2"}, {0x0BD00BD0, "Lustre"}, {0x47504653, "GPFS"},
-  }};
+  };
   struct statfs fs{};
   if (::statfs(dir.c_str(), &fs) != 0)
     return fail(ErrorKind::other, "cannot inspect the file system of " + dir + ": " + std::strerror(errno));
   const auto magic = static_cast<unsigned long>(fs.f_type) & 0xFFFFFFFFUL;
-  for (const auto& nfs : network)
-    if (nfs.magic == magic) return nfs.name;
+  for (const auto& [known, name] : network)
+    if (known == magic) return name;
   return std::nullopt;
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdlib>
 
 namespace dblock {
@@ -116,30 +117,20 @@ std::unexpected<Error> invalid_dsn(const Dsn& dsn, std::string_view why) {
 }
 
 std::unexpected<Error> no_lock_database(std::string_view where) {
-  std::string message = "no lock database at ";
-  message += where;
-  message += " (nothing has run here yet, or the DSN is wrong; `dblock init` creates it)";
-  return fail(ErrorKind::other, std::move(message));
+  return fail(ErrorKind::other, "no lock database at " + std::string(where) +
+                                    " (nothing has run here yet, or the DSN is wrong; `dblock init` creates it)");
 }
 
 std::optional<std::string> percent_decode(std::string_view text) {
-  auto hex = [](char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
   std::string out;
   for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out += text[i];
-      continue;
+    unsigned char byte = static_cast<unsigned char>(text[i]);
+    if (byte == '%') {
+      const char* hex = text.data() + i + 1;
+      if (i + 2 >= text.size() || std::from_chars(hex, hex + 2, byte, 16).ptr != hex + 2) return std::nullopt;
+      i += 2;
     }
-    if (i + 2 >= text.size()) return std::nullopt;
-    const int hi = hex(text[i + 1]), lo = hex(text[i + 2]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
+    out += static_cast<char>(byte);
   }
   return out;
 }

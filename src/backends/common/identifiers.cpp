@@ -6,27 +6,14 @@ namespace dblock {
 
 std::string quote_identifier(std::string_view name, char quote) {
   std::string out(1, quote);
-  for (char c : name) {
-    out += c;
-    if (c == quote) out += quote;
-  }
-  out += quote;
-  return out;
+  for (char c : name) out += c == quote ? std::string(2, c) : std::string(1, c);
+  return out + quote;
 }
-
-}  // namespace dblock
-
-namespace dblock {
 
 std::int64_t key_hash(std::string_view prefix, std::string_view key) {
   std::uint64_t h = 0xcbf29ce484222325ULL;
-  auto mix = [&h](unsigned char c) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  };
-  for (char c : prefix) mix(static_cast<unsigned char>(c));
-  mix(0);
-  for (char c : key) mix(static_cast<unsigned char>(c));
+  for (std::string_view part : {prefix, std::string_view("\0", 1), key})
+    for (char c : part) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
   return static_cast<std::int64_t>(h);
 }
 

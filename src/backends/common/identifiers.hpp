@@ -13,10 +13,6 @@ namespace dblock {
 /// MySQL's for `...`).
 std::string quote_identifier(std::string_view name, char quote);
 
-}  // namespace dblock
-
-namespace dblock {
-
 /// A key's 64-bit id: FNV-1a over the table prefix, a NUL, then the key. Stable across versions
 /// and hosts (PostgreSQL's advisory lock ids are these); a collision only makes two keys share
 /// an advisory lock or a wake-up.

@@ -10,12 +10,9 @@ Params::Params(std::initializer_list<std::pair<std::string_view, Value>> values)
 }
 
 Params& Params::set(std::string_view name, Value value) {
-  for (auto& [n, v] : values_)
-    if (n == name) {
-      v = std::move(value);
-      return *this;
-    }
-  values_.emplace_back(std::string(name), std::move(value));
+  auto it = std::ranges::find(values_, name, &std::pair<std::string, Value>::first);
+  if (it != values_.end()) it->second = std::move(value);
+  else values_.emplace_back(std::string(name), std::move(value));
   return *this;
 }
 
@@ -25,18 +22,11 @@ const Value* Params::find(std::string_view name) const {
   return nullptr;
 }
 
-bool Rows::Row::is_null(int column) const { return !(*cells_)[static_cast<std::size_t>(column)].has_value(); }
-
-std::string Rows::Row::text(int column) const {
-  return (*cells_)[static_cast<std::size_t>(column)].value_or(std::string());
-}
-
 std::int64_t Rows::Row::int64(int column) const {
-  const std::string& s = *(*cells_)[static_cast<std::size_t>(column)];
-  std::int64_t v = 0;
-  // A boolean column reads as 1 or 0 whatever the dialect spells it ('t', 'true').
+  const std::string& s = *cell(column);
   if (s == "t" || s == "true") return 1;
   if (s == "f" || s == "false") return 0;
+  std::int64_t v = 0;
   std::from_chars(s.data(), s.data() + s.size(), v);
   return v;
 }
@@ -52,23 +42,15 @@ Compiled compile(std::string_view text, PlaceholderStyle style) {
   char quote = 0;
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
-    if (quote) {
-      out.text += c;
-      if (c == quote) quote = 0;
-      continue;
-    }
-    if (c == '\'' || c == '"' || c == '`') {
-      quote = c;
+    if (quote || c == '\'' || c == '"' || c == '`') {
+      quote = !quote ? c : (c == quote ? 0 : quote);
       out.text += c;
       continue;
     }
-    if (c == ':' && i + 1 < text.size() && text[i + 1] == ':') {  // a cast: ::bigint
-      out.text += "::";
-      ++i;
-      continue;
-    }
-    if (c != ':' || i + 1 >= text.size() || !name_start(text[i + 1])) {
-      out.text += c;
+    const bool cast = c == ':' && i + 1 < text.size() && text[i + 1] == ':';  // ::bigint
+    if (c != ':' || cast || i + 1 >= text.size() || !name_start(text[i + 1])) {
+      out.text += cast ? std::string_view("::") : text.substr(i, 1);
+      i += cast ? 1 : 0;
       continue;
     }
     std::size_t end = i + 1;

@@ -66,11 +66,13 @@ class Rows {
   class Row final : public rows::ColumnReader {
    public:
     explicit Row(const std::vector<Cell>& cells) : cells_(&cells) {}
-    bool is_null(int column) const override;
-    std::string text(int column) const override;
+    bool is_null(int column) const override { return !cell(column).has_value(); }
+    std::string text(int column) const override { return cell(column).value_or(std::string()); }
+    /// A boolean column reads as 1 or 0 whatever the dialect spells it ('t', 'true').
     std::int64_t int64(int column) const override;
 
    private:
+    const Cell& cell(int column) const { return (*cells_)[static_cast<std::size_t>(column)]; }
     const std::vector<Cell>* cells_;
   };
 
@@ -126,19 +128,15 @@ struct SchemaStatements;  // statements.hpp
 class ReleaseSignal {
  public:
   virtual ~ReleaseSignal() = default;
-  /// The lock on `key` was taken by this session's process.
-  virtual void holding(const std::string& key) { (void)key; }
-  /// The lock on `key` was let go (after the commit).
-  virtual void released(const std::string& key) { (void)key; }
-  /// An attempt found `key` busy. May block up to `left` until a release may have happened;
+  /// The lock on a key was taken by this session's process.
+  virtual void holding(const std::string& /*key*/) {}
+  /// The lock on a key was let go (after the commit).
+  virtual void released(const std::string& /*key*/) {}
+  /// An attempt found a key busy. May block up to `left` until a release may have happened;
   /// true: try again at once; false: no such news, the answer stands. An error is the session's.
-  virtual Result<bool> busy(const std::string& key, Millis left) {
-    (void)key;
-    (void)left;
-    return false;
-  }
-  /// The caller stops waiting for `key` without taking it.
-  virtual void stop_waiting(const std::string& key) { (void)key; }
+  virtual Result<bool> busy(const std::string& /*key*/, Millis /*left*/) { return false; }
+  /// The caller stops waiting for a key without taking it.
+  virtual void stop_waiting(const std::string& /*key*/) {}
   /// Readable when a release may have happened (core polls it), or -1.
   virtual int fd() const { return -1; }
   virtual void consume() {}

@@ -3,9 +3,9 @@
 #include <fcntl.h>
 
 #include <algorithm>
-#include <charconv>
 #include <mutex>
 #include <span>
+#include <tuple>
 #include <variant>
 
 #include "backends/mysql/mysql_error.hpp"
@@ -37,69 +37,50 @@ unsigned whole_seconds(Millis ms) {
   return static_cast<unsigned>(std::min<std::int64_t>((count + 999) / 1000, 86400));
 }
 
-Error config_error(const Dsn& dsn, const std::string& text) {
-  return Error{ErrorKind::config, "mysql " + dsn.redacted + ": " + text};
-}
-
-Result<void> set_option(MYSQL* m, mysql_option option, const void* value, const Dsn& dsn, const char* what) {
-  if (mysql_options(m, option, value) != 0) return std::unexpected(config_error(dsn, std::string("cannot set ") + what));
-  return {};
-}
-
 // ssl-mode names follow MySQL's --ssl-mode (checked by parse_mysql_dsn). MariaDB Connector/C has
 // no opportunistic mode: PREFERRED uses TLS when ssl-ca/ssl-cert/ssl-key are given, as the
-// connector does by itself.
-Result<void> apply_ssl_mode(MYSQL* m, const Dsn& dsn, const std::string& mode) {
+// connector does by itself. True when an option is refused.
+bool apply_ssl_mode(MYSQL* m, const std::string& mode) {
 #ifdef MARIADB_BASE_VERSION
-  if (mode == "DISABLED" || mode == "PREFERRED") return {};
   my_bool on = 1;
-  if (auto r = set_option(m, MYSQL_OPT_SSL_ENFORCE, &on, dsn, "ssl-mode"); !r) return r;
-  if (mode == "VERIFY_CA" || mode == "VERIFY_IDENTITY")
-    return set_option(m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &on, dsn, "ssl-mode");
-  return {};
+  if (mode == "DISABLED" || mode == "PREFERRED") return false;
+  const bool verify = mode == "VERIFY_CA" || mode == "VERIFY_IDENTITY";
+  return mysql_options(m, MYSQL_OPT_SSL_ENFORCE, &on) != 0 ||
+         (verify && mysql_options(m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &on) != 0);
 #else
   unsigned value = mode == "DISABLED"    ? SSL_MODE_DISABLED
                    : mode == "PREFERRED" ? SSL_MODE_PREFERRED
                    : mode == "REQUIRED"  ? SSL_MODE_REQUIRED
                    : mode == "VERIFY_CA" ? SSL_MODE_VERIFY_CA
                                          : SSL_MODE_VERIFY_IDENTITY;
-  return set_option(m, MYSQL_OPT_SSL_MODE, &value, dsn, "ssl-mode");
+  return mysql_options(m, MYSQL_OPT_SSL_MODE, &value) != 0;
 #endif
 }
 
-// MYSQL_BIND points into the statement's own values (which outlive mysql_stmt_execute) and
-// into the integers and lengths kept here.
-struct ParamStorage {
-  std::vector<MYSQL_BIND> binds;
-  std::vector<long long> ints;
-  std::vector<double> doubles;
-  std::vector<unsigned long> lengths;
-
-  explicit ParamStorage(std::span<const Param> params)
-      : binds(params.size()), ints(params.size()), doubles(params.size()), lengths(params.size()) {
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      MYSQL_BIND& b = binds[i];
-      const Param::Value& v = params[i].value();
-      if (const auto* n = std::get_if<std::int64_t>(&v)) {
-        ints[i] = *n;
-        b.buffer_type = MYSQL_TYPE_LONGLONG;
-        b.buffer = &ints[i];
-      } else if (const auto* d = std::get_if<double>(&v)) {
-        doubles[i] = *d;
-        b.buffer_type = MYSQL_TYPE_DOUBLE;
-        b.buffer = &doubles[i];
-      } else if (const auto* s = std::get_if<std::string>(&v)) {
-        lengths[i] = static_cast<unsigned long>(s->size());
-        b.buffer_type = MYSQL_TYPE_STRING;
-        b.buffer = const_cast<char*>(s->data());  // the client library only reads it
-        b.buffer_length = lengths[i];
-        b.length = &lengths[i];
-      } else {
-        b.buffer_type = MYSQL_TYPE_NULL;
-      }
+// MYSQL_BIND points into the statement's own values, which outlive mysql_stmt_execute (the
+// client library only reads them); a string's length is its bind's own buffer_length.
+std::vector<MYSQL_BIND> bind_params(std::span<const Param> params) {
+  std::vector<MYSQL_BIND> binds(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    MYSQL_BIND& b = binds[i];
+    const Param::Value& v = params[i].value();
+    if (const auto* n = std::get_if<std::int64_t>(&v)) {
+      b.buffer_type = MYSQL_TYPE_LONGLONG;
+      b.buffer = const_cast<std::int64_t*>(n);
+    } else if (const auto* d = std::get_if<double>(&v)) {
+      b.buffer_type = MYSQL_TYPE_DOUBLE;
+      b.buffer = const_cast<double*>(d);
+    } else if (const auto* s = std::get_if<std::string>(&v)) {
+      b.buffer_type = MYSQL_TYPE_STRING;
+      b.buffer = const_cast<char*>(s->data());
+      b.buffer_length = static_cast<unsigned long>(s->size());
+      b.length = &b.buffer_length;
+    } else {
+      b.buffer_type = MYSQL_TYPE_NULL;
     }
   }
-};
+  return binds;
+}
 
 }  // namespace
 
@@ -107,46 +88,46 @@ Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const Backe
                                                     ConnectionRole role, std::string_view settings) {
   auto target = parse_mysql_dsn(dsn);
   if (!target) return std::unexpected(target.error());
-  std::string init = init_command(role, options.session_idle_limit);
-  init += settings;
+  std::string init = init_command(role, options.session_idle_limit) + std::string(settings);
   std::unique_ptr<Connection> conn(new Connection(dsn, std::move(*target), options, std::move(init)));
-  if (auto r = conn->connect(); !r) return std::unexpected(r.error());
+  if (auto r = conn->reconnect(); !r) return std::unexpected(r.error());
   return conn;
 }
 
-Result<void> Connection::connect() {
+Result<void> Connection::reconnect() {
   // mysql_library_init is not thread-safe; mysql_init would call it implicitly.
   static std::once_flag library_once;
   std::call_once(library_once, [] { mysql_library_init(0, nullptr, nullptr); });
 
   statements_.clear();
   mysql_.reset();
-  MysqlPtr m(mysql_init(nullptr));
+  std::unique_ptr<MYSQL, Close> m(mysql_init(nullptr));
   if (!m) return fail(ErrorKind::internal, "mysql_init failed (out of memory)");
 
-  const unsigned connect_s = target_.connect_timeout_s.value_or(whole_seconds(options_.connect_timeout));
+  const MysqlDsn& t = target_;
+  const unsigned connect_s = t.connect_timeout_s.value_or(whole_seconds(options_.connect_timeout));
   const unsigned io_s = whole_seconds(options_.io_timeout);
   max_block_ms_ = static_cast<std::int64_t>(io_s) * 1000 - 1000;
   my_bool no = 0;
-  if (auto r = set_option(m.get(), MYSQL_OPT_CONNECT_TIMEOUT, &connect_s, dsn_, "connect timeout"); !r) return r;
-  if (auto r = set_option(m.get(), MYSQL_OPT_READ_TIMEOUT, &io_s, dsn_, "read timeout"); !r) return r;
-  if (auto r = set_option(m.get(), MYSQL_OPT_WRITE_TIMEOUT, &io_s, dsn_, "write timeout"); !r) return r;
   // A silent reconnect would lose a session lock without anyone noticing (dblock(1), STRATEGIES).
-  if (auto r = set_option(m.get(), MYSQL_OPT_RECONNECT, &no, dsn_, "reconnect"); !r) return r;
-  if (auto r = set_option(m.get(), MYSQL_SET_CHARSET_NAME, "utf8mb4", dsn_, "charset"); !r) return r;
-  if (auto r = set_option(m.get(), MYSQL_INIT_COMMAND, init_command_.c_str(), dsn_, "init command"); !r) return r;
-  const MysqlDsn& t = target_;
-  if (t.option_file)
-    if (auto r = set_option(m.get(), MYSQL_READ_DEFAULT_FILE, t.option_file->c_str(), dsn_, "option-file"); !r) return r;
-  if (auto r = set_option(m.get(), MYSQL_READ_DEFAULT_GROUP, t.option_group.c_str(), dsn_, "option-group"); !r) return r;
-  if (t.ssl_mode)
-    if (auto r = apply_ssl_mode(m.get(), dsn_, *t.ssl_mode); !r) return r;
-  if (t.ssl_ca)
-    if (auto r = set_option(m.get(), MYSQL_OPT_SSL_CA, t.ssl_ca->c_str(), dsn_, "ssl-ca"); !r) return r;
-  if (t.ssl_cert)
-    if (auto r = set_option(m.get(), MYSQL_OPT_SSL_CERT, t.ssl_cert->c_str(), dsn_, "ssl-cert"); !r) return r;
-  if (t.ssl_key)
-    if (auto r = set_option(m.get(), MYSQL_OPT_SSL_KEY, t.ssl_key->c_str(), dsn_, "ssl-key"); !r) return r;
+  const std::vector<std::tuple<mysql_option, const void*, const char*>> settings{
+      {MYSQL_OPT_CONNECT_TIMEOUT, &connect_s, "connect timeout"},
+      {MYSQL_OPT_READ_TIMEOUT, &io_s, "read timeout"},
+      {MYSQL_OPT_WRITE_TIMEOUT, &io_s, "write timeout"},
+      {MYSQL_OPT_RECONNECT, &no, "reconnect"},
+      {MYSQL_SET_CHARSET_NAME, "utf8mb4", "charset"},
+      {MYSQL_INIT_COMMAND, init_command_.c_str(), "init command"},
+      {MYSQL_READ_DEFAULT_FILE, t.option_file ? t.option_file->c_str() : nullptr, "option-file"},
+      {MYSQL_READ_DEFAULT_GROUP, t.option_group.c_str(), "option-group"},
+      {MYSQL_OPT_SSL_CA, t.ssl_ca ? t.ssl_ca->c_str() : nullptr, "ssl-ca"},
+      {MYSQL_OPT_SSL_CERT, t.ssl_cert ? t.ssl_cert->c_str() : nullptr, "ssl-cert"},
+      {MYSQL_OPT_SSL_KEY, t.ssl_key ? t.ssl_key->c_str() : nullptr, "ssl-key"},
+  };
+  for (const auto& [option, value, what] : settings)
+    if (value && mysql_options(m.get(), option, value) != 0)
+      return fail(ErrorKind::config, "mysql " + dsn_.redacted + ": cannot set " + what);
+  if (t.ssl_mode && apply_ssl_mode(m.get(), *t.ssl_mode))
+    return fail(ErrorKind::config, "mysql " + dsn_.redacted + ": cannot set ssl-mode");
 
   const char* host = !t.host.empty() ? t.host.c_str() : (t.socket ? "localhost" : nullptr);
   // Empty user / no password: let the option file ([dblock] in ~/.my.cnf) supply them.
@@ -163,21 +144,9 @@ Result<void> Connection::connect() {
     return std::unexpected(std::move(e));
   }
   // The command run under `run` must not inherit the database socket (dblock(1), run).
-  const int fd = static_cast<int>(mysql_get_socket(m.get()));
-  if (fd >= 0) {
-    const int flags = fcntl(fd, F_GETFD);
-    if (flags >= 0 && !(flags & FD_CLOEXEC)) fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
-  }
-  session_id_ = mysql_thread_id(m.get());
+  if (const int fd = static_cast<int>(mysql_get_socket(m.get())); fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
   mysql_ = std::move(m);
   return {};
-}
-
-Result<void> Connection::reconnect() { return connect(); }
-
-std::string Connection::server_info() const {
-  const char* info = mysql_ ? mysql_get_server_info(mysql_.get()) : nullptr;
-  return info ? info : "";
 }
 
 Error Connection::error_from_mysql() const {
@@ -189,19 +158,23 @@ Error Connection::error_from_stmt(MYSQL_STMT* stmt) const {
   return make_error(mysql_stmt_errno(stmt), dsn_.redacted, mysql_stmt_error(stmt), mysql_stmt_sqlstate(stmt));
 }
 
+std::unexpected<Error> Connection::failed(Error e) {
+  if (e.kind == ErrorKind::connection) statements_.clear();
+  return std::unexpected(std::move(e));
+}
+
 Result<MYSQL_STMT*> Connection::prepared(const std::string& text, std::size_t param_count, MYSQL_BIND* binds,
                                          bool& executed) {
   executed = false;
   if (auto it = statements_.find(text); it != statements_.end()) return it->second.get();
-  StmtPtr stmt(mysql_stmt_init(mysql_.get()));
+  std::unique_ptr<MYSQL_STMT, Close> stmt(mysql_stmt_init(mysql_.get()));
   if (!stmt) return std::unexpected(error_from_mysql());
 #ifdef MARIADB_BASE_VERSION
   // Prepare and execute in one round trip (MariaDB 10.2+); later executions reuse the statement.
   unsigned int count = static_cast<unsigned int>(param_count);
-  if (mysql_stmt_attr_set(stmt.get(), STMT_ATTR_PREBIND_PARAMS, &count) != 0)
-    return std::unexpected(error_from_stmt(stmt.get()));
-  if (count > 0 && mysql_stmt_bind_param(stmt.get(), binds) != 0) return std::unexpected(error_from_stmt(stmt.get()));
-  if (mariadb_stmt_execute_direct(stmt.get(), text.data(), text.size()) != 0)
+  if (mysql_stmt_attr_set(stmt.get(), STMT_ATTR_PREBIND_PARAMS, &count) != 0 ||
+      (count > 0 && mysql_stmt_bind_param(stmt.get(), binds) != 0) ||
+      mariadb_stmt_execute_direct(stmt.get(), text.data(), text.size()) != 0)
     return std::unexpected(error_from_stmt(stmt.get()));
   executed = true;
 #else
@@ -213,40 +186,31 @@ Result<MYSQL_STMT*> Connection::prepared(const std::string& text, std::size_t pa
                                          " parameters but " + std::to_string(param_count) + " values: " + text);
   (void)binds;
 #endif
-  MYSQL_STMT* raw = stmt.get();
-  statements_.emplace(text, std::move(stmt));
-  return raw;
+  return statements_.emplace(text, std::move(stmt)).first->second.get();
 }
 
 Result<Outcome> Connection::execute(const Sql& statement) {
   if (auto ok = statement.check(); !ok) return std::unexpected(ok.error());
   if (!mysql_) return std::unexpected(error_from_mysql());
-  const std::span<const Param> params = statement.params();
-  ParamStorage storage(params);
+  std::vector<MYSQL_BIND> binds = bind_params(statement.params());
   bool executed = false;
-  auto stmt_or = prepared(statement.text(), params.size(), storage.binds.data(), executed);
-  if (!stmt_or) {
-    if (stmt_or.error().kind == ErrorKind::connection) statements_.clear();
-    return std::unexpected(stmt_or.error());
-  }
+  auto stmt_or = prepared(statement.text(), binds.size(), binds.data(), executed);
+  if (!stmt_or) return failed(stmt_or.error());
   MYSQL_STMT* stmt = *stmt_or;
-  auto failed = [&](Error e) -> Result<Outcome> {
-    if (e.kind == ErrorKind::connection)
-      statements_.clear();
-    else
-      mysql_stmt_free_result(stmt);
-    return std::unexpected(std::move(e));
+  auto stmt_failed = [&] {
+    Error e = error_from_stmt(stmt);
+    if (e.kind != ErrorKind::connection) mysql_stmt_free_result(stmt);
+    return failed(std::move(e));
   };
-  if (!executed) {
-    if (!params.empty() && mysql_stmt_bind_param(stmt, storage.binds.data()) != 0) return failed(error_from_stmt(stmt));
-    if (mysql_stmt_execute(stmt) != 0) return failed(error_from_stmt(stmt));
-  }
+  if (!executed && ((!binds.empty() && mysql_stmt_bind_param(stmt, binds.data()) != 0) ||
+                    mysql_stmt_execute(stmt) != 0))
+    return stmt_failed();
   Outcome out;
   out.affected_rows = mysql_stmt_affected_rows(stmt);
-  out.insert_id = mysql_stmt_insert_id(stmt);
-  ResultPtr meta(mysql_stmt_result_metadata(stmt));
+  std::unique_ptr<MYSQL_RES, Close> meta(mysql_stmt_result_metadata(stmt));
   if (!meta) return out;
   out.has_result = true;
+  // Values that do not fit the buffers are fetched again whole (mysql_stmt_fetch_column).
   const unsigned ncols = mysql_num_fields(meta.get());
   std::vector<MYSQL_BIND> cols(ncols);
   std::vector<std::vector<char>> buffers(ncols, std::vector<char>(512));
@@ -259,30 +223,23 @@ Result<Outcome> Connection::execute(const Sql& statement) {
     cols[i].length = &lengths[i];
     cols[i].is_null = &nulls[i];
   }
-  if (mysql_stmt_bind_result(stmt, cols.data()) != 0) return failed(error_from_stmt(stmt));
-  if (mysql_stmt_store_result(stmt) != 0) return failed(error_from_stmt(stmt));
-  for (;;) {
-    const int rc = mysql_stmt_fetch(stmt);
-    if (rc == MYSQL_NO_DATA) break;
-    if (rc != 0 && rc != MYSQL_DATA_TRUNCATED) return failed(error_from_stmt(stmt));
-    Row row(ncols);
+  if (mysql_stmt_bind_result(stmt, cols.data()) != 0 || mysql_stmt_store_result(stmt) != 0) return stmt_failed();
+  for (int rc; (rc = mysql_stmt_fetch(stmt)) != MYSQL_NO_DATA;) {
+    if (rc != 0 && rc != MYSQL_DATA_TRUNCATED) return stmt_failed();
+    Row& row = out.rows.emplace_back(ncols);
     for (unsigned i = 0; i < ncols; ++i) {
       if (nulls[i]) continue;
-      std::string value(lengths[i], '\0');
-      if (lengths[i] <= buffers[i].size()) {
-        std::copy_n(buffers[i].data(), lengths[i], value.data());
-      } else {
+      std::string value(buffers[i].data(), std::min<std::size_t>(lengths[i], buffers[i].size()));
+      if (lengths[i] > buffers[i].size()) {
+        value.resize(lengths[i]);
         MYSQL_BIND whole{};
-        unsigned long got = 0;
         whole.buffer_type = MYSQL_TYPE_STRING;
         whole.buffer = value.data();
         whole.buffer_length = lengths[i];
-        whole.length = &got;
-        if (mysql_stmt_fetch_column(stmt, &whole, i, 0) != 0) return failed(error_from_stmt(stmt));
+        if (mysql_stmt_fetch_column(stmt, &whole, i, 0) != 0) return stmt_failed();
       }
       row[i] = std::move(value);
     }
-    out.rows.push_back(std::move(row));
   }
   mysql_stmt_free_result(stmt);
   return out;
@@ -290,44 +247,57 @@ Result<Outcome> Connection::execute(const Sql& statement) {
 
 Result<void> Connection::query(std::string_view sql) {
   if (!mysql_) return std::unexpected(error_from_mysql());
-  if (mysql_real_query(mysql_.get(), sql.data(), static_cast<unsigned long>(sql.size())) != 0) {
-    Error e = error_from_mysql();
-    if (e.kind == ErrorKind::connection) statements_.clear();
-    return std::unexpected(std::move(e));
-  }
+  if (mysql_real_query(mysql_.get(), sql.data(), static_cast<unsigned long>(sql.size())) != 0)
+    return failed(error_from_mysql());
   do {
-    ResultPtr res(mysql_store_result(mysql_.get()));
+    std::unique_ptr<MYSQL_RES, Close> res(mysql_store_result(mysql_.get()));
     if (!res && mysql_field_count(mysql_.get()) != 0) return std::unexpected(error_from_mysql());
   } while (mysql_next_result(mysql_.get()) == 0);
   return {};
 }
 
+namespace {
+
+// Wakes a lease waiter from the server instead of core's backoff: the holder keeps a GET_LOCK
+// on the key's wake name while it holds the lease and a waiter blocks on it until the release;
+// only the waiter at the head of the key's queue name does, so a release wakes one waiter, not
+// all of them (mysql_tables.hpp, wake_name and queue_name). A holder that died gave the names
+// back with its session; a lease's own expiry still decides who may take the key.
+//
 // A holder without the wake lock only makes its waiters fall back to core's backoff, so a
 // failure to take or give back a name is not the lock's failure. The wake lock is asked for
 // without waiting: a semaphore's slots share one (the common locker signals on the semaphore),
 // and a second slot's holder must not wait for the first one's.
-void WakeQueue::holding(const std::string& key) {
-  const Tables t = make_tables(prefix_);
-  (void)conn_->execute(Sql("SELECT GET_LOCK(").add(wake_name(t, key)).add(", 0), RELEASE_LOCK(").add(queue_name(t, key)).add(")"));
-}
+class WakeQueue final : public sql::ReleaseSignal {
+ public:
+  WakeQueue(Connection& conn, std::string prefix) : conn_(&conn), t_(make_tables(prefix)) {}
+  void holding(const std::string& key) override {
+    (void)conn_->execute(Sql("SELECT GET_LOCK(").add(wake_name(t_, key)).add(", 0), RELEASE_LOCK(").add(queue_name(t_, key)).add(")"));
+  }
+  void released(const std::string& key) override { (void)conn_->execute(release_wake(t_, key)); }
+  Result<bool> busy(const std::string& key, Millis left) override {
+    if (left <= Millis(0)) return false;
+    auto woken = wait_for_wake(*conn_, t_, key, left);
+    if (!woken && woken.error().kind == ErrorKind::connection) (void)conn_->reconnect();
+    return woken;
+  }
+  void stop_waiting(const std::string& key) override { (void)leave_queue(*conn_, t_, key); }
 
-void WakeQueue::released(const std::string& key) { (void)conn_->execute(release_wake(make_tables(prefix_), key)); }
+ private:
+  Connection* conn_;
+  Tables t_;
+};
 
-Result<bool> WakeQueue::busy(const std::string& key, Millis left) {
-  if (left <= Millis(0)) return false;
-  auto woken = wait_for_wake(*conn_, make_tables(prefix_), key, left);
-  if (!woken && woken.error().kind == ErrorKind::connection) (void)conn_->reconnect();
-  return woken;
-}
+}  // namespace
 
-void WakeQueue::stop_waiting(const std::string& key) { (void)leave_queue(*conn_, make_tables(prefix_), key); }
+Session::Session(std::unique_ptr<Connection> conn, std::string prefix)
+    : conn_(std::move(conn)), wake_queue_(std::make_unique<WakeQueue>(*conn_, std::move(prefix))) {}
 
 Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params) {
   const sql::Compiled& compiled = compiled_.get(st);
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
   std::vector<Param> bound;
-  bound.reserve(values->size());
   for (const sql::Value* v : *values) {
     if (const auto* n = std::get_if<std::int64_t>(v)) bound.emplace_back(*n);
     else if (const auto* text = std::get_if<std::string>(v)) bound.emplace_back(*text);

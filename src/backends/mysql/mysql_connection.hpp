@@ -27,23 +27,9 @@ using Row = std::vector<Value>;
 
 struct Outcome {
   std::uint64_t affected_rows = 0;
-  std::uint64_t insert_id = 0;  // also the value of LAST_INSERT_ID(expr)
   std::vector<Row> rows;
   bool has_result = false;  // the statement returns rows (a SELECT), however many
 };
-
-struct MysqlCloser {
-  void operator()(MYSQL* m) const { mysql_close(m); }
-};
-struct StmtCloser {
-  void operator()(MYSQL_STMT* s) const { mysql_stmt_close(s); }
-};
-struct ResultFreer {
-  void operator()(MYSQL_RES* r) const { mysql_free_result(r); }
-};
-using MysqlPtr = std::unique_ptr<MYSQL, MysqlCloser>;
-using StmtPtr = std::unique_ptr<MYSQL_STMT, StmtCloser>;
-using ResultPtr = std::unique_ptr<MYSQL_RES, ResultFreer>;
 
 class Connection {
  public:
@@ -62,9 +48,7 @@ class Connection {
   Result<Outcome> execute(const Sql& statement);
   /// Fixed SQL text with all its values in one call.
   Result<Outcome> execute(std::string_view sql, std::initializer_list<Param> params = {}) {
-    Sql statement;
-    statement.add(sql, params);
-    return execute(statement);
+    return execute(Sql().add(sql, params));
   }
   /// Runs a statement without parameters through the text protocol (SET, START TRANSACTION,
   /// DDL, ROLLBACK); any rows are read and discarded.
@@ -76,9 +60,9 @@ class Connection {
   /// The connection's socket, or -1 when closed.
   int socket() const { return mysql_ ? static_cast<int>(mysql_get_socket(mysql_.get())) : -1; }
   /// The server's id for this session (CONNECTION_ID()).
-  std::uint64_t session_id() const { return session_id_; }
+  std::uint64_t session_id() const { return mysql_ ? mysql_thread_id(mysql_.get()) : 0; }
   /// "10.11.19-MariaDB..." as the server reports it.
-  std::string server_info() const;
+  std::string server_info() const { return mysql_ ? mysql_get_server_info(mysql_.get()) : ""; }
   /// The longest a single statement may block before the read timeout fires, in ms; blocking
   /// waits (GET_LOCK, lock waits) are capped below it so a wait is never mistaken for a dead server.
   std::int64_t max_block_ms() const { return max_block_ms_; }
@@ -86,71 +70,48 @@ class Connection {
   const std::string& where() const { return dsn_.redacted; }
 
  private:
+  struct Close {
+    void operator()(MYSQL* m) const { mysql_close(m); }
+    void operator()(MYSQL_STMT* s) const { mysql_stmt_close(s); }
+    void operator()(MYSQL_RES* r) const { mysql_free_result(r); }
+  };
   Connection(Dsn dsn, MysqlDsn target, BackendOptions options, std::string init_command)
       : dsn_(std::move(dsn)), target_(std::move(target)), options_(std::move(options)),
         init_command_(std::move(init_command)) {}
-  Result<void> connect();
   Error error_from_mysql() const;  // the connection's errno and SQLSTATE
   Error error_from_stmt(MYSQL_STMT* stmt) const;
   Result<MYSQL_STMT*> prepared(const std::string& sql, std::size_t param_count, MYSQL_BIND* binds, bool& executed);
+  /// `e`; a lost connection's prepared statements are gone with it.
+  std::unexpected<Error> failed(Error e);
 
   Dsn dsn_;
   MysqlDsn target_;
   BackendOptions options_;
   std::string init_command_;
-  MysqlPtr mysql_;
-  std::unordered_map<std::string, StmtPtr> statements_;
-  std::uint64_t session_id_ = 0;
+  std::unique_ptr<MYSQL, Close> mysql_;
+  std::unordered_map<std::string, std::unique_ptr<MYSQL_STMT, Close>> statements_;
   std::int64_t max_block_ms_ = 0;
 };
 
-/// Wakes a lease waiter from the server instead of core's backoff: the holder keeps a GET_LOCK
-/// on the key's wake name while it holds the lease and a waiter blocks on it until the release;
-/// only the waiter at the head of the key's queue name does, so a release wakes one waiter, not
-/// all of them (mysql_tables.hpp, wake_name and queue_name). A holder that died gave the names
-/// back with its session; a lease's own expiry still decides who may take the key.
-class WakeQueue final : public sql::ReleaseSignal {
- public:
-  WakeQueue(Connection& conn, std::string prefix) : conn_(&conn), prefix_(std::move(prefix)) {}
-  void holding(const std::string& key) override;
-  void released(const std::string& key) override;
-  Result<bool> busy(const std::string& key, Millis left) override;
-  void stop_waiting(const std::string& key) override;
-
- private:
-  Connection* conn_;
-  std::string prefix_;
-};
-
-/// The connection as the strategies of src/backends/common see it (sql_session.hpp).
+/// The connection as the strategies of src/backends/common see it (sql_session.hpp). A lease
+/// waiter hears releases through the wake queue (mysql_connection.cpp, WakeQueue).
 class Session final : public sql::Session {
  public:
-  Session(std::unique_ptr<Connection> conn, std::string prefix)
-      : owned_(std::move(conn)), conn_(owned_.get()), prefix_(std::move(prefix)), wake_queue_(*conn_, prefix_) {}
-  /// On a connection someone else owns, which must outlive the session.
-  Session(Connection& conn, std::string prefix) : conn_(&conn), prefix_(std::move(prefix)), wake_queue_(conn, prefix_) {}
-  /// The connection, for the Backend's own statements (release, doctor); nullptr once taken.
-  Connection* connection() { return conn_; }
-  /// The connection for a locker that owns one (the session strategies'); the session is
-  /// not used after.
-  std::unique_ptr<Connection> take_connection() {
-    conn_ = nullptr;
-    return std::move(owned_);
-  }
+  Session(std::unique_ptr<Connection> conn, std::string prefix);
+  /// The connection, for the Backend's own statements (release, doctor).
+  Connection* connection() { return conn_.get(); }
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override;
   Result<void> exec(std::string_view sql) override { return conn_->query(sql); }
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
   /// ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR.
   bool schema_missing(const Error& failed) const override;
   std::string where() const override { return conn_->where(); }
-  sql::ReleaseSignal& release_signal() override { return wake_queue_; }
+  sql::ReleaseSignal& release_signal() override { return *wake_queue_; }
 
  private:
-  std::unique_ptr<Connection> owned_;
-  Connection* conn_;
-  std::string prefix_;
+  std::unique_ptr<Connection> conn_;
   sql::CompiledCache compiled_{sql::PlaceholderStyle::question};
-  WakeQueue wake_queue_;
+  std::unique_ptr<sql::ReleaseSignal> wake_queue_;
 };
 
 }  // namespace dblock::mysql

@@ -8,43 +8,33 @@
 namespace dblock::mysql {
 namespace {
 
-constexpr std::string_view known_params =
-    "socket, ssl-mode, ssl-ca, ssl-cert, ssl-key, connect-timeout, option-file, option-group";
-
 // host, [v6], host:port, [v6]:port: fills host and port.
 Result<void> parse_host_port(const Dsn& dsn, std::string_view hostport, MysqlDsn& out) {
+  std::size_t colon = hostport.rfind(':');
   if (hostport.starts_with("[")) {
-    auto close = hostport.find(']');
+    const auto close = hostport.find(']');
     if (close == std::string_view::npos) return invalid_dsn(dsn, "unterminated [IPv6 address]");
+    if (close + 1 < hostport.size() && hostport[close + 1] != ':') return invalid_dsn(dsn, "junk after [IPv6 address]");
     out.host = std::string(hostport.substr(1, close - 1));
-    hostport = hostport.substr(close + 1);
-    if (hostport.empty()) return {};
-    if (hostport.front() != ':') return invalid_dsn(dsn, "junk after [IPv6 address]");
-    hostport.remove_prefix(1);
-  } else if (auto colon = hostport.rfind(':'); colon != std::string_view::npos) {
-    out.host = std::string(hostport.substr(0, colon));
-    hostport = hostport.substr(colon + 1);
+    colon = close + 1 < hostport.size() ? close + 1 : std::string_view::npos;
   } else {
-    out.host = std::string(hostport);
-    return {};
+    out.host = std::string(hostport.substr(0, colon));
   }
-  if (hostport.empty()) return invalid_dsn(dsn, "empty port");
-  unsigned port = 0;
-  for (char c : hostport) {
-    if (c < '0' || c > '9') return invalid_dsn(dsn, "port is not a number");
-    port = port * 10 + static_cast<unsigned>(c - '0');
-    if (port > 65535) return invalid_dsn(dsn, "port out of range");
-  }
-  if (port == 0) return invalid_dsn(dsn, "port out of range");
-  out.port = port;
+  if (colon == std::string_view::npos) return {};
+  const std::string_view port = hostport.substr(colon + 1);
+  if (port.empty()) return invalid_dsn(dsn, "empty port");
+  if (!std::ranges::all_of(port, [](char c) { return c >= '0' && c <= '9'; })) return invalid_dsn(dsn, "port is not a number");
+  unsigned value = 0;
+  if (std::from_chars(port.data(), port.data() + port.size(), value).ec != std::errc() || value == 0 || value > 65535)
+    return invalid_dsn(dsn, "port out of range");
+  out.port = value;
   return {};
 }
 
 // Parameters whose value is taken as written.
 const std::map<std::string, std::optional<std::string> MysqlDsn::*, std::less<>> text_params{
-    {"socket", &MysqlDsn::socket},           {"ssl-ca", &MysqlDsn::ssl_ca},
-    {"ssl-cert", &MysqlDsn::ssl_cert},       {"ssl-key", &MysqlDsn::ssl_key},
-    {"option-file", &MysqlDsn::option_file},
+    {"socket", &MysqlDsn::socket}, {"ssl-ca", &MysqlDsn::ssl_ca},           {"ssl-cert", &MysqlDsn::ssl_cert},
+    {"ssl-key", &MysqlDsn::ssl_key}, {"option-file", &MysqlDsn::option_file},
 };
 
 Result<void> set_param(const Dsn& dsn, const std::string& name, std::string value, MysqlDsn& out) {
@@ -65,7 +55,9 @@ Result<void> set_param(const Dsn& dsn, const std::string& name, std::string valu
   } else if (name == "option-group") {
     out.option_group = std::move(value);
   } else {
-    return invalid_dsn(dsn, "unknown parameter '" + name + "' (known: " + std::string(known_params) + ")");
+    return invalid_dsn(dsn, "unknown parameter '" + name +
+                                "' (known: socket, ssl-mode, ssl-ca, ssl-cert, ssl-key, connect-timeout, option-file, "
+                                "option-group)");
   }
   return {};
 }
@@ -73,52 +65,42 @@ Result<void> set_param(const Dsn& dsn, const std::string& name, std::string valu
 }  // namespace
 
 Result<MysqlDsn> parse_mysql_dsn(const Dsn& dsn) {
-  std::string_view text = dsn.text;
-  auto sep = text.find("://");
+  const std::string_view text = dsn.text;
+  const auto sep = text.find("://");
   if (sep == std::string_view::npos) return invalid_dsn(dsn, "expected mysql://[user[:password]@]host[:port]/database");
   std::string_view rest = text.substr(sep + 3);
   MysqlDsn out;
-
   // The user info first, found where every redaction finds it (a password may hold '?').
   if (auto found = uri_user_info(text)) {
     const std::string_view userinfo = text.substr(found->first, found->second - found->first);
     rest = text.substr(found->second + 1);
-    std::string_view user = userinfo;
-    if (auto colon = userinfo.find(':'); colon != std::string_view::npos) {
-      user = userinfo.substr(0, colon);
+    const auto colon = userinfo.find(':');
+    if (colon != std::string_view::npos) {
       auto password = percent_decode(userinfo.substr(colon + 1));
       if (!password) return invalid_dsn(dsn, "bad percent-encoding in the password");
       out.password = std::move(*password);
     }
-    auto decoded = percent_decode(user);
-    if (!decoded) return invalid_dsn(dsn, "bad percent-encoding in the user name");
-    out.user = std::move(*decoded);
+    auto user = percent_decode(userinfo.substr(0, colon));
+    if (!user) return invalid_dsn(dsn, "bad percent-encoding in the user name");
+    out.user = std::move(*user);
   }
-
-  std::string_view query;
-  if (auto q = rest.find('?'); q != std::string_view::npos) {
-    query = rest.substr(q + 1);
-    rest = rest.substr(0, q);
-  }
-  std::string_view path;
-  if (auto slash = rest.find('/'); slash != std::string_view::npos) {
-    path = rest.substr(slash + 1);
-    rest = rest.substr(0, slash);
-  }
-  if (auto ok = parse_host_port(dsn, rest, out); !ok) return std::unexpected(ok.error());
-  auto database = percent_decode(path);
+  const auto q = rest.find('?');
+  std::string_view query = q == std::string_view::npos ? "" : rest.substr(q + 1);
+  rest = rest.substr(0, q);
+  const auto slash = rest.find('/');
+  auto database = percent_decode(slash == std::string_view::npos ? "" : rest.substr(slash + 1));
+  if (auto ok = parse_host_port(dsn, rest.substr(0, slash), out); !ok) return std::unexpected(ok.error());
   if (!database) return invalid_dsn(dsn, "bad percent-encoding in the database name");
   out.database = std::move(*database);
   if (out.database.empty()) return invalid_dsn(dsn, "no database name (mysql://host/DATABASE)");
-
   while (!query.empty()) {
-    auto amp = query.find('&');
-    std::string_view item = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    const auto amp = query.find('&');
+    const std::string_view item = query.substr(0, amp);
+    query = amp == std::string_view::npos ? "" : query.substr(amp + 1);
     if (item.empty()) continue;
-    auto eq = item.find('=');
+    const auto eq = item.find('=');
     std::string name(item.substr(0, eq));
-    auto value = percent_decode(eq == std::string_view::npos ? std::string_view{} : item.substr(eq + 1));
+    auto value = percent_decode(eq == std::string_view::npos ? "" : item.substr(eq + 1));
     if (!value) return invalid_dsn(dsn, "bad percent-encoding in parameter " + name);
     if (auto ok = set_param(dsn, name, std::move(*value), out); !ok) return std::unexpected(ok.error());
   }

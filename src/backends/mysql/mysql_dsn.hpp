@@ -4,9 +4,6 @@
 
 #include <optional>
 #include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 
 #include "backends/common/dsn.hpp"
 

@@ -1,5 +1,5 @@
 #pragma once
-// MySQL/MariaDB error numbers mapped into dblock's portable ErrorKind, in one place (SOCI's idea).
+// MySQL/MariaDB error numbers mapped into dblock's portable ErrorKind, in one place.
 
 #include <string>
 #include <string_view>
@@ -10,13 +10,6 @@ namespace dblock::mysql {
 
 /// The portable category of a server (ER_*) or client (CR_*) error number.
 ErrorKind classify_errno(unsigned errnum);
-
-/// True for errors after which the connection is unusable (server gone, connection killed).
-bool is_connection_errno(unsigned errnum);
-
-/// True for the errors of a server that was reached and turned the connection away for now
-/// (too many connections, dropped before it answered): Error::overloaded.
-bool is_overload_errno(unsigned errnum);
 
 /// True when a KILL named a session the server does not know (ER_NO_SUCH_THREAD).
 bool is_no_such_session(const Error& e);
@@ -29,9 +22,10 @@ bool is_no_such_table(const Error& e);
 /// of the wrong shape.
 bool is_bad_field(const Error& e);
 
-
 /// An Error with the classified kind, "mysql <where>: <text> (errno N)", the errno as
-/// native_code and the SQLSTATE; `where` must be redacted.
+/// native_code and the SQLSTATE; `where` must be redacted. Error::overloaded for a server that
+/// was reached and turned the connection away for now (too many connections, dropped before
+/// it answered).
 Error make_error(unsigned errnum, std::string_view where, std::string_view text, std::string_view sqlstate = {});
 
 }  // namespace dblock::mysql

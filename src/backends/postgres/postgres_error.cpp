@@ -1,10 +1,13 @@
-// SQLSTATE -> ErrorKind (SOCI's idea: a few portable categories, mapped in one file).
-#include "backends/postgres/postgres_error.hpp"
+// SQLSTATE -> ErrorKind: a few portable categories, mapped in one file.
+#include "backends/postgres/postgres_connection.hpp"
 
 #include <algorithm>
 #include <string>
 
+#include "backends/postgres/postgres_dsn.hpp"
+
 namespace dblock::postgres {
+namespace {
 
 ErrorKind kind_for_sqlstate(std::string_view s) {
   if (s.size() != 5) return ErrorKind::other;
@@ -22,25 +25,7 @@ ErrorKind kind_for_sqlstate(std::string_view s) {
   return ErrorKind::other;
 }
 
-std::string one_line(std::string_view message) {
-  std::string out;
-  bool line_ended = false;
-  for (char c : message) {
-    if (c == '\n' || c == '\r') {
-      line_ended = !out.empty();
-    } else if (c == '\t' || (c == ' ' && (out.empty() || out.back() == ' '))) {
-      if (!out.empty() && out.back() != ' ' && !line_ended) out += ' ';
-    } else {
-      // libpq ends a line without a full stop ("Connection refused\n\tIs the server running
-      // ...?"): joined, the sentence keeps its end.
-      if (line_ended) out += std::string_view(".:;!?,").find(out.back()) == std::string_view::npos ? ". " : " ";
-      line_ended = false;
-      out += c;
-    }
-  }
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out;
-}
+}  // namespace
 
 Error statement_error(const PGresult* result, PGconn* conn, std::string_view where) {
   const char* state = result ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
@@ -53,45 +38,31 @@ Error statement_error(const PGresult* result, PGconn* conn, std::string_view whe
   return Error{kind, msg, 0, state ? state : ""};
 }
 
-namespace {
-
-bool is_sqlstate(std::string_view s) {
-  return s.size() == 5 && std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z'); });
-}
-
-// "WORD:  " at the start of a line: libpq's layout for DETAIL, HINT, LOCATION... (the word
-// itself may be translated, the layout is not).
-bool is_labelled(std::string_view line) {
-  std::size_t colon = line.find(":  ");
-  return colon != std::string_view::npos && colon > 0 && line.substr(0, colon).find(' ') == std::string_view::npos;
-}
-
-}  // namespace
-
-Error connect_error(PGconn* conn, std::string_view where, const ConnectProgress& progress) {
+Error connect_error(PGconn* conn, std::string_view where, bool reached_server, bool ssl_required) {
   if (!conn) return Error{ErrorKind::connection, "cannot connect to " + std::string(where) + ": out of memory"};
   // libpq keeps no result for a refused connection, but with PQERRORS_VERBOSE (set by
   // Connection while connecting) it writes the server's SQLSTATE into its message as
   // "SEVERITY:  CODE: text": the code is taken from that layout, never from the words, which
   // the server translates (lc_messages). The code leaves the human text, and so do the
-  // verbose lines that follow it (LOCATION: the server's source file).
+  // verbose lines that follow it ("WORD:  ..." such as LOCATION: the server's source file).
   std::string text, sqlstate;
   bool skipping = false;
   std::string_view all = PQerrorMessage(conn);
   for (std::size_t start = 0; start < all.size();) {
-    std::size_t nl = all.find('\n', start);
-    std::string_view line = all.substr(start, nl == std::string_view::npos ? std::string_view::npos : nl - start);
-    start = nl == std::string_view::npos ? all.size() : nl + 1;
-    std::size_t sep = line.find(":  ");
-    if (sep != std::string_view::npos && is_sqlstate(line.substr(sep + 3, 5)) && line.substr(sep + 8, 2) == ": ") {
-      sqlstate = line.substr(sep + 3, 5);
+    const std::size_t nl = std::min(all.find('\n', start), all.size());
+    const std::string_view line = all.substr(start, nl - start);
+    start = nl + 1;
+    const std::size_t sep = line.find(":  ");
+    const std::string_view code = sep == std::string_view::npos ? "" : line.substr(sep + 3, 5);
+    if (code.size() == 5 && line.substr(sep + 8, 2) == ": " &&
+        std::ranges::all_of(code, [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z'); })) {
+      sqlstate = code;
       text += std::string(line.substr(0, sep + 3)) + std::string(line.substr(sep + 10)) + "\n";
       skipping = true;
-      continue;
+    } else if (!skipping || sep == std::string_view::npos || sep == 0 || line.substr(0, sep).find(' ') != std::string_view::npos) {
+      skipping = false;
+      text += std::string(line) + "\n";
     }
-    if (skipping && is_labelled(line)) continue;
-    skipping = false;
-    text += std::string(line) + "\n";
   }
   ErrorKind kind = ErrorKind::connection;
   if (!sqlstate.empty()) {
@@ -100,7 +71,7 @@ Error connect_error(PGconn* conn, std::string_view where, const ConnectProgress&
     if (kind == ErrorKind::busy) kind = ErrorKind::connection;
   } else if (PQconnectionNeedsPassword(conn)) {
     kind = ErrorKind::config;  // the server asked for a password and the DSN has none
-  } else if (progress.reached_server && progress.ssl_required && !PQsslInUse(conn)) {
+  } else if (reached_server && ssl_required && !PQsslInUse(conn)) {
     kind = ErrorKind::config;  // the server answered but cannot do the SSL the DSN demands
   }
   std::string msg = "cannot connect to " + std::string(where) + ": " + one_line(text);
@@ -108,7 +79,7 @@ Error connect_error(PGconn* conn, std::string_view where, const ConnectProgress&
   Error e{kind, msg, 0, sqlstate};
   // Too many connections (53300), or a server that accepted the connection and dropped it
   // without a word: reachable, only overloaded for now.
-  e.overloaded = sqlstate == "53300" || (sqlstate.empty() && kind == ErrorKind::connection && progress.reached_server);
+  e.overloaded = sqlstate == "53300" || (sqlstate.empty() && kind == ErrorKind::connection && reached_server);
   return e;
 }
 

@@ -144,7 +144,7 @@ TEST_CASE("postgres: an uncontended acquire and release with history, timed" * d
   MESSAGE("acquire + release with history, ", to_string(test::strategy()), ": median ", us[15], " us, min ", us.front(),
           " us, max ", us.back(), " us");
   auto runs = b->history(key, 100);
-  REQUIRE(runs);
+  REQUIRE_MESSAGE(runs, (runs ? "" : runs.error().message));
   CHECK(runs->size() == 31);
 }
 
