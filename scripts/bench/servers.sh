@@ -101,6 +101,7 @@ section_servers() {
     cell "$(peer_name "$b") k 60 -- true" "$(peer_script "$b") wall-sh 60 -- true"
     interleave "$b" "$runs"
     ratio_row "$b" "$(peer_name "$b") / dblock lease" "$(peer_name "$b") k 60 -- true" "dblock -s lease run k -- true"
+    rss_anon "$b" "RssAnon, dblock -s lease run k" "$rss_runs" "$(dbl "$b" -s lease run rss-lease)"
     [ "$b" != postgres ] || postgres_floor
   done
 }
