@@ -129,6 +129,7 @@ peak_rss() {
 rss_anon_goal_kib=2048
 rss_anon() {
   local i rc job v
+  # shellcheck disable=SC2016  # expanded by the job's shell, not here
   job='d=$(awk '"'"'$1 == "PPid:" { print $2 }'"'"' /proc/$PPID/status) && awk '"'"'$1 == "RssAnon:" { print $2 }'"'"' /proc/$d/status'
   : >"$tmp/rss_anon"
   for ((i = 0; i < $3; i++)); do

@@ -2,7 +2,8 @@
 # Section "servers": per strategy on MariaDB and PostgreSQL, statements, connections,
 # transactions and client sends (~round trips) per `dblock run k -- true`, and its wall time,
 # next to the hand-written lease scripts (scripts/bench/mysql_lease.sh, psql_lease.sh); on
-# PostgreSQL also a lease run against pg_floor.c and `etcdctl lock`. Sourced.
+# PostgreSQL also a lease run against pg_floor.c and `etcdctl lock`; a lease run's RssAnon at
+# the command's start. Sourced.
 #
 # Counting: the server's cumulative counters are read before and after $count_runs runs; the
 # probe's own share is measured by two probes with nothing in between and subtracted. This
