@@ -4,12 +4,14 @@
 # (flock(1), hand-written sqlite3/mariadb/psql lease scripts, `etcdctl lock`) in one run.
 #   scripts/bench.sh [path-to-dblock]          default: build/dblock
 # Sections (DBLOCK_BENCH_ONLY=startup,handoff,... picks some; default all, in this order):
-#   startup     dblock --version and dblock run k -- true (SQLite) vs flock FILE true; peak RSS
+#   startup     dblock --version and dblock run k -- true (SQLite) vs flock FILE true; peak RSS;
+#               dblock's RssAnon at the command's start (goal <= 2 MiB)
 #   fsync       fsync-class system calls per SQLite run (strace -f -c), steady state
 #   servers     per strategy on MariaDB/PostgreSQL: statements, connections, transactions per
 #               run (server counters), client sends (~round trips, strace), wall time; the
 #               hand-written lease scripts alongside; a PostgreSQL lease run vs pg_floor (libpq
-#               connect + one durable upsert + exec) vs etcdctl lock
+#               connect + one durable upsert + exec) vs etcdctl lock; a lease run's RssAnon at
+#               the command's start (goal <= 2 MiB)
 #   handoff     holder's command ends -> waiter's command starts, every backend x strategy,
 #               flock(1), etcdctl lock (a local etcd the bench starts on 127.0.0.1)
 #   throughput  $DBLOCK_BENCH_WAITERS runs on one key: failures, handoffs/s once all wait, runs/s

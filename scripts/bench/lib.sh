@@ -122,6 +122,32 @@ peak_rss() {
   stat_row "$1" "$2" KiB "$tmp/rss" "GNU time %M"
 }
 
+# rss_anon SECTION MEASUREMENT RUNS DBLOCK-RUN-PREFIX: the anonymous resident memory (RssAnon,
+# KiB) of the dblock process at its command's start, median of RUNS runs; goal <= 2 MiB. The
+# prefix is a `dbl ... run KEY` string; the job, a shell under dblock's guard, reads the status
+# of its parent's parent (the guard's PPid): dblock itself.
+rss_anon_goal_kib=2048
+rss_anon() {
+  local i rc job v
+  # shellcheck disable=SC2016  # expanded by the job's shell, not here
+  job='d=$(awk '"'"'$1 == "PPid:" { print $2 }'"'"' /proc/$PPID/status) && awk '"'"'$1 == "RssAnon:" { print $2 }'"'"' /proc/$d/status'
+  : >"$tmp/rss_anon"
+  for ((i = 0; i < $3; i++)); do
+    rc=0
+    v=$(eval "$4 -c $(printf %q "$job")" 2>"$tmp/err.rss") || rc=$?
+    if [ "$rc" -ne 0 ] || [ -z "$v" ]; then
+      fail_row "$1" "$2" "exit $rc: $(head -n 1 "$tmp/err.rss")"
+      return 0
+    fi
+    echo "$v" >>"$tmp/rss_anon"
+  done
+  local s
+  s=$(stats "$tmp/rss_anon") || { fail_row "$1" "$2" "no samples"; return 0; }
+  read -r med lo hi n <<<"$s"
+  result "$1" "$2" KiB "$med" "$lo" "$hi" "$n" \
+    "RssAnon at the command's start; goal <= $rss_anon_goal_kib KiB: $(awk -v m="$med" -v g="$rss_anon_goal_kib" 'BEGIN { print (m <= g ? "met" : "NOT met") }')"
+}
+
 # syscalls_per_run SECTION SYSCALLS MEASUREMENT COMMAND-STRING: how many of the comma-separated
 # SYSCALLS one run of the command and its children makes (strace -f -c), median of
 # $strace_runs runs; the note breaks the last run down per system call.

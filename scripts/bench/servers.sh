@@ -2,7 +2,8 @@
 # Section "servers": per strategy on MariaDB and PostgreSQL, statements, connections,
 # transactions and client sends (~round trips) per `dblock run k -- true`, and its wall time,
 # next to the hand-written lease scripts (scripts/bench/mysql_lease.sh, psql_lease.sh); on
-# PostgreSQL also a lease run against pg_floor.c and `etcdctl lock`. Sourced.
+# PostgreSQL also a lease run against pg_floor.c and `etcdctl lock`; a lease run's RssAnon at
+# the command's start. Sourced.
 #
 # Counting: the server's cumulative counters are read before and after $count_runs runs; the
 # probe's own share is measured by two probes with nothing in between and subtracted. This
@@ -101,6 +102,7 @@ section_servers() {
     cell "$(peer_name "$b") k 60 -- true" "$(peer_script "$b") wall-sh 60 -- true"
     interleave "$b" "$runs"
     ratio_row "$b" "$(peer_name "$b") / dblock lease" "$(peer_name "$b") k 60 -- true" "dblock -s lease run k -- true"
+    rss_anon "$b" "RssAnon, dblock -s lease run k" "$rss_runs" "$(dbl "$b" -s lease run rss-lease)"
     [ "$b" != postgres ] || postgres_floor
   done
 }

@@ -200,6 +200,7 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
   Millis backoff = first_backoff;
   Millis retry_backoff = first_retry_backoff;
   int failures = 0;             // connection errors since the database last answered
+  bool turned_away = false;     // one of them was an overload (Error::overloaded)
   std::string last_logged;      // the connection error -v last told about
   // -v "retrying" lines: at most one a second, and one at every change of the holder.
   std::string retry_state;
@@ -233,19 +234,26 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       slot.drop();
       ++failures;
       const Error& error = attempt.error();
-      const bool storm = error.overloaded && replied < overload_deadline;
+      // Once the server has turned this run away as overloaded, it is up: a connect that then
+      // times out (its listen queue full, SYNs dropped) is the same storm.
+      turned_away = turned_away || error.overloaded;
+      const bool storm = turned_away && replied < overload_deadline;
       const bool waiting = wait && (forever || replied < deadline);
       if (!storm && !waiting) {
+        // A storm that outlasted --overload-retry: the server is up and full of other
+        // contenders for the same minute, so without a wait this is a skip, as a held lock is.
+        if (!wait && turned_away && overload_retry > 0ms) {
+          result.turned_away = "the database turned it away for " + format_duration(replied - start) + " (" +
+                               std::to_string(failures) + " attempts, --overload-retry): " + error.message;
+          log::verbose("'" + key + "': " + result.turned_away);
+          return result;
+        }
         if (failures == 1) return std::unexpected(error);
-        if (!wait)
-          return fail(ErrorKind::connection, "the database turned '" + key + "' away for " +
-                                                 format_duration(replied - start) + " (" + std::to_string(failures) +
-                                                 " attempts, --overload-retry); the last error: " + error.message);
         return fail(ErrorKind::connection, "could not reach the database for '" + key + "' within the wait of " +
                                                format_duration(*wait) + " (" + std::to_string(failures) +
                                                " attempts); the last error: " + error.message);
       }
-      Millis wake_at = replied + (error.overloaded ? fully_jittered(retry_backoff) : jittered(retry_backoff));
+      Millis wake_at = replied + (turned_away ? fully_jittered(retry_backoff) : jittered(retry_backoff));
       retry_backoff = std::min(retry_backoff * 2, max_backoff);
       const Millis give_up_at = waiting ? (forever ? Millis::max() : std::max(deadline, overload_deadline))
                                         : overload_deadline;

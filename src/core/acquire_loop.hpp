@@ -27,6 +27,7 @@ struct WaitResult {
   Millis waited{0};      // from the first attempt to the last reply
   std::optional<LockStatus> last_holder;  // who held it at the last attempt that found it held
   bool told_waiting = false;  // the terminal was told the wait started (log::progress), and how it ended
+  std::string turned_away;    // not empty: no attempt got an answer, the server was overloaded throughout
 };
 
 /// Opens everything an attempt needs (the database, its tables, a locker of the strategy).
@@ -53,7 +54,8 @@ Millis overload_retry_for(Millis requested, Millis ttl);
 /// ErrorKind::connection, from opening or from an attempt, is retried with backoff until the
 /// wait runs out and then returned, naming the last error; an overloaded one (Error::overloaded)
 /// also until `overload_retry` after the first attempt, with or without a wait, with full
-/// jitter so a storm's retries spread out; every other error ends the wait at once. -v
+/// jitter so a storm's retries spread out, and without a wait an overload that outlasts it is
+/// a busy outcome (WaitResult::turned_away says why); every other error ends the wait at once. -v
 /// explains each decision (log::verbose), a repeated error only once.
 Result<Waited> acquire_with_wait(const OpenLocker& open, const LockRequest& request, std::optional<Millis> wait,
                                  SignalWatch& signals, Millis overload_retry = Millis{0});

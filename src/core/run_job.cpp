@@ -47,6 +47,8 @@ void skipped_event(const std::string& key, const WaitResult& waited, int exit_co
   if (out.state == AcquireOutcome::State::not_due) {
     why = describe_not_due(out);
     why_for_a_person = why;
+  } else if (!waited.turned_away.empty()) {
+    why = why_for_a_person = waited.turned_away;
   } else if (out.lock_delay) {
     why = why_for_a_person = describe_lock_delay(*out.lock_delay);
   } else if (out.holder) {
