@@ -1,19 +1,25 @@
 #include "backends/common/sql_backend.hpp"
 
+#include <thread>
+
+#include "backends/common/identifiers.hpp"
 #include "backends/common/inspect.hpp"
 #include "backends/common/lease_locker.hpp"
 #include "backends/common/schema.hpp"
 #include "backends/common/shedlock_locker.hpp"
+#include "core/clock.hpp"
+#include "core/semaphore.hpp"
 
 namespace dblock::sql {
 
 SqlBackend::SqlBackend(std::string_view name, BackendOptions options, LeaseStatements lease, ShedlockStatements shedlock,
-                       InspectStatements inspect, SchemaStatements schema)
+                       InspectStatements inspect, SchemaStatements schema, ReleaseStatements release)
     : options_(std::move(options)),
       inspect_(std::move(inspect)),
       name_(name),
       lease_(std::move(lease)),
       shedlock_(std::move(shedlock)),
+      release_(std::move(release)),
       schema_(std::make_shared<const SchemaStatements>(std::move(schema))) {}
 
 Result<void> SqlBackend::ensure_schema() {
@@ -84,6 +90,53 @@ Result<void> SqlBackend::release(const std::string& key, const HolderSelector& w
   auto s = session();
   if (!s) return std::unexpected(s.error());
   return release_shedlock(**s, shedlock_, key, who);
+}
+
+Result<void> SqlBackend::release_held(const std::string& key, const HolderSelector& who) {
+  auto s = session();
+  if (!s) return std::unexpected(s.error());
+  Session& session = **s;
+  const Params named{{"key", key},
+                     {"owner", who.owner ? Value(*who.owner) : Value()},
+                     {"token", value_of(who.token)},
+                     {"force", std::int64_t{who.force ? 1 : 0}},
+                     {"channel", release_channel(options_.table_prefix, key_of_row(key))}};
+  Result<Rows> holder = Rows();
+  if (!release_.holder.empty()) holder = session.run(release_.holder, named);
+  if (!holder) return std::unexpected(holder.error());
+  auto marked = session.run(release_.release, named);
+  if (!marked) return std::unexpected(marked.error());
+  // --force wants the key free; a key nobody holds already is.
+  if (marked->affected == 0 && !who.force)
+    return fail(ErrorKind::lost, "'" + key + "' is not held by " + rows::describe(who));
+  const Rows& found = release_.holder.empty() ? *marked : *holder;
+  if (found.empty() || found[0].is_null(0)) return {};
+
+  // A session lock lives in its holder's session: the only way to free it from outside is to
+  // end that session (its run then finds the lock lost and exits 76). Only a session the
+  // server shows holding the key's lock is ended, asked again as it is ended: servers hand
+  // session ids out again.
+  const std::int64_t id = found[0].int64(0);
+  const Params holding{{"session", id}, {"lock", found[0].is_null(1) ? Value() : Value(found[0].text(1))}};
+  const std::string marked_released = "marked '" + key + "' released, but ";
+  if (!release_.end_session.empty())
+    if (auto ended = session.run(release_.end_session, holding);
+        !ended && !(release_.ended_already && release_.ended_already(ended.error())))
+      return fail(ended.error().kind == ErrorKind::connection ? ErrorKind::connection : ErrorKind::other,
+                  marked_released + "could not end its holder's session " + std::to_string(id) + ": " +
+                      ended.error().message);
+  // Ending a session returns before it has rolled back and let its locks go (MariaDB's KILL,
+  // PostgreSQL's signal): the caller may take the key at once, so wait until they are gone.
+  const Millis deadline = boottime_now() + options_.io_timeout;
+  for (;;) {
+    auto gone = session.run(release_.session_gone, holding);
+    if (!gone) return std::unexpected(gone.error());
+    if (!gone->empty() && (*gone)[0].int64(0) == 1) return {};
+    if (boottime_now() >= deadline)
+      return fail(ErrorKind::connection, marked_released + "its holder's session " + std::to_string(id) +
+                                             " had not ended within the I/O timeout");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 std::unexpected<Error> SqlBackend::explained(Session& session, const Error& failed) {

@@ -1,9 +1,8 @@
 #pragma once
 // The Backend (backend.hpp) once for every dialect: the schema, the lease and ShedLock lockers,
-// status, history, slot counts, `dblock renew` and the clock, all on the dialect's Session and
-// statements. A dialect's Backend adds only what is its own: its session (and when it opens
-// one again), its session strategies' locker, `release` (servers end a session holder's
-// session) and its doctor's checks.
+// status, history, slot counts, `dblock renew`, `dblock release` and the clock, all on the
+// dialect's Session and statements. A dialect's Backend adds only what is its own: its session
+// (and when it opens one again), its session strategies' locker and its doctor's checks.
 
 #include <memory>
 #include <span>
@@ -19,7 +18,7 @@ class SqlBackend : public Backend {
  public:
   /// `name`: the descriptor's; the statements are the dialect's for `options`.
   SqlBackend(std::string_view name, BackendOptions options, LeaseStatements lease, ShedlockStatements shedlock,
-             InspectStatements inspect, SchemaStatements schema);
+             InspectStatements inspect, SchemaStatements schema, ReleaseStatements release = {});
 
   std::string_view name() const override { return name_; }
   Result<void> ensure_schema() override;
@@ -41,9 +40,11 @@ class SqlBackend : public Backend {
   virtual Result<std::shared_ptr<Session>> session() = 0;
   /// advisory, for-update, txn-insert; ErrorKind::config naming what the dialect can do.
   virtual Result<std::unique_ptr<Locker>> make_session_locker(Strategy strategy) = 0;
-  /// `dblock release` of dblock's row from another process (Backend::release); a server ends a
-  /// session holder's session.
-  virtual Result<void> release_held(const std::string& key, const HolderSelector& who) = 0;
+  /// `dblock release` of dblock's row from another process (Backend::release), on the
+  /// ReleaseStatements: marks the row released and, when a session strategy holds it, ends the
+  /// holder's session and returns once that session is gone and the lock free (within the I/O
+  /// timeout); a key the named holder does not hold is ErrorKind::lost, unless --force.
+  virtual Result<void> release_held(const std::string& key, const HolderSelector& who);
 
   /// What a new session is given to repair and check (Session::set_schema).
   const std::shared_ptr<const SchemaStatements>& schema() const { return schema_; }
@@ -58,6 +59,7 @@ class SqlBackend : public Backend {
   std::string_view name_;
   LeaseStatements lease_;
   ShedlockStatements shedlock_;
+  ReleaseStatements release_;
   std::shared_ptr<const SchemaStatements> schema_;
 };
 

@@ -1,9 +1,6 @@
-// The MySQL/MariaDB backend: its session, `release` (which ends a session holder's session),
-// doctor and the registry entry; the rest is common/sql_backend.cpp on mysql_statements.cpp.
+// The MySQL/MariaDB backend: its session, doctor and the registry entry; the rest is common/sql_backend.cpp on mysql_statements.cpp.
 // The session strategies' locker lives in mysql_session_strategies.cpp.
 #include <charconv>
-#include <chrono>
-#include <thread>
 
 #include "backends/common/lock_rows.hpp"
 #include "backends/common/schema.hpp"
@@ -15,8 +12,6 @@
 
 namespace dblock::mysql {
 namespace {
-
-using rows::describe;
 
 std::int64_t to_i64(const Value& v) {
   std::int64_t out = 0;
@@ -33,42 +28,11 @@ class MysqlBackend final : public sql::SqlBackend {
   MysqlBackend(Dsn dsn, const BackendOptions& options, std::unique_ptr<Connection> conn)
       : SqlBackend(descriptor.name, options, lease_statements(options.table_prefix, is_mariadb(*conn)),
                    shedlock_statements(options),
-                   inspect_statements(options), schema_statements(options)),
+                   inspect_statements(options), schema_statements(options), release_statements(options.table_prefix)),
         dsn_(std::move(dsn)),
         session_(new_session(std::move(conn))),
         conn_(session_->connection()),
         t_(make_tables(options_.table_prefix)) {}
-
-  Result<void> release_held(const std::string& key, const HolderSelector& who) override {
-    // A session lock lives in its holder's connection: the only way to free it from outside
-    // is to end that connection (its run then sees the lock lost and exits 76). The session
-    // ended is the one the server shows holding the key's lock (holder_of_row, as status
-    // reads it), never just the connection id in the row: the server reuses ids.
-    auto c = db();
-    if (!c) return std::unexpected(c.error());
-    Connection& conn = **c;
-    Sql select("SELECT ");
-    select.add(holder_lock_of_row(t_)).add(", ").add(holder_of_row(t_)).add(" FROM " + t_.locks + " WHERE ");
-    auto holder = conn.execute(select.add(holder_filter(key, who)));
-    if (!holder) return std::unexpected(holder.error());
-    Sql update("UPDATE " + t_.locks +
-               " SET released_at = NOW(6), expires_at = IF(strategy = 'lease', LEAST(expires_at, NOW(6)), NULL) WHERE ");
-    auto done = conn.execute(update.add(holder_filter(key, who)));
-    if (!done) return std::unexpected(done.error());
-    // --force wants the key free; a key nobody holds already is (as on every backend).
-    if (done->affected_rows == 0 && !who.force)
-      return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
-    if (holder->rows.empty() || !holder->rows[0][1]) return {};
-    const std::string lock = *holder->rows[0][0], session = *holder->rows[0][1];
-    // Asked again in the KILL itself: only a session that still holds the lock is ended.
-    // None (0, no such session): the holder ended by itself meanwhile, which is what we wanted.
-    auto killed = conn.execute(Sql("KILL CONNECTION IF(IS_USED_LOCK(?) = ?, ?, 0)", lock, to_i64(session), to_i64(session)));
-    if (!killed && !is_no_such_session(killed.error()))
-      return fail(killed.error().kind == ErrorKind::connection ? ErrorKind::connection : ErrorKind::other,
-                  "marked '" + key + "' released, but could not end its holder's session " + session + ": " +
-                      killed.error().message);
-    return wait_for_session_end(conn, key, lock, session);
-  }
 
   std::vector<DoctorCheck> doctor_checks(Strategy strategy) override {
     std::vector<DoctorCheck> checks;
@@ -124,36 +88,6 @@ class MysqlBackend final : public sql::SqlBackend {
     auto session = std::make_shared<Session>(std::move(conn), options_.table_prefix);
     session->set_schema(schema());
     return session;
-  }
-
-  // KILL returns before the killed session has rolled back and let its locks go: the caller of
-  // `release --force` may take the key at once, so wait (within the I/O timeout) until the
-  // session is gone from the server's list and its lock is free.
-  Result<void> wait_for_session_end(Connection& conn, const std::string& key, const std::string& lock,
-                                    const std::string& session) {
-    const auto deadline = std::chrono::steady_clock::now() + options_.io_timeout;
-    const Sql gone("SELECT IS_USED_LOCK(?) IS NULL AND NOT EXISTS (SELECT 1 FROM information_schema.PROCESSLIST WHERE ID = ?)",
-                   lock, to_i64(session));
-    for (;;) {
-      auto r = conn.execute(gone);
-      if (!r) return std::unexpected(r.error());
-      if (r->rows.at(0).at(0) == "1") return {};
-      if (std::chrono::steady_clock::now() >= deadline)
-        return fail(ErrorKind::connection, "marked '" + key + "' released, but its holder's session " + session +
-                                               " had not ended within the I/O timeout");
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }
-
-  // Rows still held (not released) by the selected holder; --force matches any holder.
-  static Sql holder_filter(const std::string& key, const HolderSelector& who) {
-    Sql where("name = ? AND released_at IS NULL", key);
-    if (!who.force) {
-      if (who.owner) where.add(" AND owner = ?", *who.owner);
-      if (who.token) where.add(" AND token = ?", *who.token);
-      if (!who.owner && !who.token) where.add(" AND FALSE");
-    }
-    return where;
   }
 
   // Proves insert/update/delete on every table with a probe rolled back at once; the probe key

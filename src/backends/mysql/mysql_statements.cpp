@@ -301,6 +301,26 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
   return s;
 }
 
+sql::ReleaseStatements release_statements(const std::string& prefix) {
+  const Tables t = make_tables(prefix);
+  const std::string named = " WHERE name = :key AND released_at IS NULL AND (:force OR"
+                            " ((:owner IS NULL OR owner = :owner) AND (:token IS NULL OR token = :token)))";
+  sql::ReleaseStatements s;
+  // No RETURNING on an UPDATE: the holder is read first, judged as status judges it.
+  s.holder = {"release.holder",
+              "SELECT " + inlined(holder_of_row(t)) + ", " + inlined(holder_lock_of_row(t)) + " FROM " + t.locks + named};
+  s.release = {"release.release", "UPDATE " + t.locks +
+                                      " SET released_at = NOW(6), expires_at = IF(strategy = 'lease', LEAST(expires_at, NOW(6)), NULL)" +
+                                      named};
+  // Asked again in the KILL itself; 0, no such session: the holder ended by itself meanwhile.
+  s.end_session = {"release.end_session", "KILL CONNECTION IF(IS_USED_LOCK(:lock) = :session, :session, 0)"};
+  s.session_gone = {"release.session_gone",
+                    "SELECT IS_USED_LOCK(:lock) IS NULL AND NOT EXISTS (SELECT 1 FROM information_schema.PROCESSLIST"
+                    " WHERE ID = :session)"};
+  s.ended_already = &is_no_such_session;
+  return s;
+}
+
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
   const Tables t = make_tables(options.table_prefix);
   sql::SchemaStatements s(options, descriptor.name, true);

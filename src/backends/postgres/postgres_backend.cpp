@@ -1,6 +1,6 @@
-// PostgreSQL via libpq: every strategy. Its session, `release` (which ends a session holder's
-// session) and doctor live here; the rest is common/sql_backend.cpp on postgres_statements.cpp,
-// and the session strategies' server lock is postgres_session_lock.cpp.
+// PostgreSQL via libpq: every strategy. Its session and doctor live here; the rest is
+// common/sql_backend.cpp on postgres_statements.cpp, and the session strategies' server lock is
+// postgres_session_lock.cpp.
 #include <map>
 #include <thread>
 #include <utility>
@@ -18,8 +18,6 @@
 namespace dblock::postgres {
 namespace {
 
-using rows::describe;
-
 ConnectionRole holder_role(const BackendOptions& options) {
   return options.session_idle_limit.count() > 0 ? ConnectionRole::lock_holder : ConnectionRole::bookkeeping;
 }
@@ -28,44 +26,11 @@ class PostgresBackend final : public sql::SqlBackend {
  public:
   PostgresBackend(Dsn dsn, const BackendOptions& options, std::shared_ptr<Connection> conn)
       : SqlBackend(descriptor.name, options, lease_statements(options.table_prefix), shedlock_statements(options),
-                   inspect_statements(options), schema_statements(options)),
+                   inspect_statements(options), schema_statements(options), release_statements(options.table_prefix)),
         dsn_(std::move(dsn)),
         conn_(std::move(conn)),
         t_(postgres::tables_for(options_.table_prefix)),
         session_(make_session()) {}
-
-  Result<void> release_held(const std::string& key, const HolderSelector& who) override {
-    // A session lock lives in its holder's session: the only way to free it from outside is
-    // to end that session (its run then finds the lock lost and exits 76), as on MySQL. The
-    // session is ended only while the row is unreleased and the server shows that session
-    // holding this key's lock (session_verdict, as status judges it), so neither a reused
-    // backend pid nor another key's holder is ever hit. Truncated, not rounded into
-    // timestamptz(3): the lock must read free right after release.
-    const auto id = static_cast<std::uint64_t>(key_hash(t_.prefix, key));
-    auto r = conn_->exec(
-        "WITH old AS (SELECT l.name, l.strategy, l.session_id, (l.released_at IS NULL OR l.released_at < l.acquired_at) "
-        "  AND l.strategy <> 'lease' AS held, " + postgres::session_verdict(t_, "l") + " AS verdict "
-        "  FROM " + t_.locks + " l WHERE l.name = $1 FOR UPDATE), "
-        "u AS (UPDATE " + t_.locks + " l SET released_at = now(), "
-        "  expires_at = CASE WHEN l.strategy = 'lease' THEN LEAST(l.expires_at, date_trunc('milliseconds', now())) "
-        "  ELSE l.expires_at END FROM old WHERE l.name = old.name AND ($4::boolean OR (l.released_at IS NULL "
-        "  AND ($2::text IS NULL OR l.owner = $2) AND ($3::bigint IS NULL OR l.token = $3::bigint))) "
-        "  RETURNING l.name, old.strategy, old.session_id, old.held, old.verdict), "
-        "s AS (SELECT u.name, CASE WHEN u.held AND " +
-            postgres::session_holds_sql("u.strategy", "u.verdict", "$6", "$7") +
-            " THEN u.session_id::int END AS pid FROM u) "
-        "SELECT pg_notify($5, s.name)::text, s.pid, s.pid IS NOT NULL AND pg_terminate_backend(s.pid) FROM s",
-        {key, selector_owner(who), selector_token(who), who.force ? "true" : "false",
-         release_channel(t_.prefix, key_of_row(key)), std::to_string(id >> 32),
-         std::to_string(id & 0xffffffffULL)});
-    if (!r) return std::unexpected(r.error());
-    if (r->rows() == 0) {
-      if (who.force) return {};
-      return fail(ErrorKind::lost, "'" + key + "' is not held by " + describe(who));
-    }
-    if (r->is_null(0, 1)) return {};
-    return wait_for_session_end(key, r->text(0, 1));
-  }
 
   std::vector<DoctorCheck> doctor_checks(Strategy strategy) override {
     std::vector<DoctorCheck> out;
@@ -219,28 +184,6 @@ class PostgresBackend final : public sql::SqlBackend {
     auto ours = pid(*conn_);
     if (!ours) return std::unexpected(ours.error());
     return *ours != first ? Pooling::transaction : Pooling::session;  // `other` closes, its transaction ends
-  }
-
-  // pg_terminate_backend only signals (waiting needs 14+): the lock is free once the
-  // session's locks are gone, and the caller of `release --force` may take the key at once.
-  Result<void> wait_for_session_end(const std::string& key, const std::string& pid) {
-    const Millis deadline = boottime_now() + options_.io_timeout;
-    for (;;) {
-      auto r = conn_->exec("SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1::int) "
-                           "OR EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1::int)",
-                           {pid});
-      if (!r) return std::unexpected(r.error());
-      if (!r->boolean(0, 0)) return {};
-      if (boottime_now() >= deadline)
-        return fail(ErrorKind::connection, "marked '" + key + "' released, but its holder's session " + pid +
-                                               " had not ended within the I/O timeout");
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }
-
-  static Param selector_owner(const HolderSelector& who) { return who.owner ? Param(*who.owner) : Param(); }
-  static Param selector_token(const HolderSelector& who) {
-    return who.token ? Param(std::to_string(*who.token)) : Param();
   }
 
   // The common code's view of conn_ (sql_session.hpp), shared by the lease and ShedLock lockers.

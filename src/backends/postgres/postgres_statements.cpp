@@ -259,6 +259,34 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
   return s;
 }
 
+sql::ReleaseStatements release_statements(const std::string& prefix) {
+  const Tables t = tables_for(prefix);
+  sql::ReleaseStatements s;
+  // One statement: the row locked, judged as status judges it (session_verdict), marked, the
+  // key's waiters notified, and the holder's session ended while the server shows it holding
+  // this key's lock, so neither a reused backend pid nor another key's holder is ever hit.
+  // Truncated, not rounded into timestamptz(3): the lock must read free right after release.
+  s.release = {
+      "release.release",
+      "WITH old AS (SELECT l.name, l.strategy, l.session_id, (l.released_at IS NULL OR l.released_at < l.acquired_at)"
+      " AND l.strategy <> 'lease' AS held, " + session_verdict(t, "l") + " AS verdict FROM " + t.locks +
+          " l WHERE l.name = :key FOR UPDATE),"
+      " u AS (UPDATE " + t.locks + " l SET released_at = now(), expires_at = CASE WHEN l.strategy = 'lease'"
+          " THEN LEAST(l.expires_at, date_trunc('milliseconds', now())) ELSE l.expires_at END FROM old"
+          " WHERE l.name = old.name AND (:force::int = 1 OR (l.released_at IS NULL AND (:owner::text IS NULL"
+          " OR l.owner = :owner) AND (:token::bigint IS NULL OR l.token = :token::bigint)))"
+          " RETURNING l.name, old.strategy, old.session_id, old.held, old.verdict),"
+      " s AS (SELECT u.name, CASE WHEN u.held AND " +
+          session_holds_sql("u.strategy", "u.verdict", "floor(k.h / 4294967296)", "mod(k.h, 4294967296)") +
+          " THEN u.session_id::int END AS pid FROM u, (SELECT " + key_hash_sql(t.prefix, ":key") + " AS h) k)"
+      " SELECT s.pid, NULL, pg_notify(:channel, s.name)::text, s.pid IS NOT NULL AND pg_terminate_backend(s.pid) FROM s"};
+  // pg_terminate_backend only signals (waiting needs 14+).
+  s.session_gone = {"release.session_gone",
+                    "SELECT NOT (EXISTS (SELECT 1 FROM pg_locks WHERE pid = :session::int)"
+                    " OR EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = :session::int))"};
+  return s;
+}
+
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
   const Tables t = tables_for(options.table_prefix);
   sql::SchemaStatements s(options, descriptor.name, true);

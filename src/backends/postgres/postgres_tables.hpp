@@ -46,6 +46,8 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
 /// status, history, the clock, slot counts and `dblock renew` (common/inspect.hpp), for the
 /// table format of `options` (postgres_statements.cpp).
 sql::InspectStatements inspect_statements(const BackendOptions& options);
+/// `dblock release` of another process's holder (common/sql_backend.hpp).
+sql::ReleaseStatements release_statements(const std::string& prefix);
 
 /// advisory / for-update / txn-insert (common/session_locker.hpp) with the server lock in the
 /// holder session `holder` (postgres_session_lock.cpp).
