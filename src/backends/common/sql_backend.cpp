@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "backends/common/identifiers.hpp"
+#include "backends/common/failover.hpp"
 #include "backends/common/inspect.hpp"
 #include "backends/common/lease_locker.hpp"
 #include "backends/common/schema.hpp"
@@ -13,13 +14,15 @@
 namespace dblock::sql {
 
 SqlBackend::SqlBackend(std::string_view name, BackendOptions options, LeaseStatements lease, ShedlockStatements shedlock,
-                       InspectStatements inspect, SchemaStatements schema, ReleaseStatements release)
+                       InspectStatements inspect, SchemaStatements schema, ReleaseStatements release,
+                       DoctorStatements doctor)
     : options_(std::move(options)),
       inspect_(std::move(inspect)),
       name_(name),
       lease_(std::move(lease)),
       shedlock_(std::move(shedlock)),
       release_(std::move(release)),
+      doctor_(std::move(doctor)),
       schema_(std::make_shared<const SchemaStatements>(std::move(schema))) {}
 
 Result<void> SqlBackend::ensure_schema() {
@@ -137,6 +140,64 @@ Result<void> SqlBackend::release_held(const std::string& key, const HolderSelect
                                              " had not ended within the I/O timeout");
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+std::vector<DoctorCheck> SqlBackend::doctor_checks(Strategy strategy) {
+  auto s = session();
+  if (!s) return {{"server", false, s.error().message}};
+  Session& session = **s;
+  std::vector<DoctorCheck> out;
+  auto server = session.run(doctor_.server, {});
+  if (!server || server->empty()) return {{"server", false, server ? "the server said nothing" : server.error().message}};
+  out.push_back({"server", true, (*server)[0].text(0) + " at " + session.where()});
+  out.push_back(check_privileges(session));
+  const Params asked{{"session", std::int64_t{is_session_strategy(strategy) ? 1 : 0}},
+                     {"strategy", std::string(to_string(strategy))}};
+  for (const Statement& st : doctor_.checks) {
+    auto r = session.run(st, asked);
+    if (!r) out.push_back({st.id, false, r.error().message});
+    else
+      for (std::size_t i = 0; i < r->size(); ++i) out.push_back({(*r)[i].text(0), (*r)[i].int64(1) == 1, (*r)[i].text(2)});
+  }
+  more_doctor_checks(session, strategy, out);
+  out.push_back(failover::doctor_check(session, lease_.failover));
+  return out;
+}
+
+std::vector<Statement> write_probe(const std::string& locks, const std::string& runs, const std::string& claims) {
+  return {{"doctor.probe", "INSERT INTO " + locks + " (name) VALUES (:probe)"},
+          {"doctor.probe", "UPDATE " + locks + " SET owner = 'doctor' WHERE name = :probe"},
+          {"doctor.probe", "DELETE FROM " + locks + " WHERE name = :probe"},
+          {"doctor.probe", "INSERT INTO " + runs + " (name, token, outcome) VALUES (:probe, 0, 'ok')"},
+          {"doctor.probe", "DELETE FROM " + runs + " WHERE name = :probe"},
+          {"doctor.probe", "INSERT INTO " + claims + " (name, kind) VALUES (:probe, 'doctor')"},
+          {"doctor.probe", "DELETE FROM " + claims + " WHERE name = :probe"}};
+}
+
+DoctorCheck SqlBackend::check_privileges(Session& session) {
+  std::optional<Error> failed;
+  {
+    auto tx = Transaction::begin(session, lease_.begin);
+    if (!tx) return {"privileges", false, tx.error().message};
+    // A key holds no control character, so the probe never meets a real row.
+    for (const Statement& st : doctor_.probe)
+      if (auto r = session.run(st, {{"probe", std::string("\x01" "dblock-doctor")}}); !r) {
+        failed = r.error();
+        break;
+      }
+  }
+  auto create = session.run(doctor_.can_create, {});
+  const bool can_create = create && !create->empty() && (*create)[0].int64(0) > 0;
+  // Doctor only looks: tables that are not there yet are the tables check's finding; here what
+  // matters is whether the first run (or `dblock init`) may create them.
+  if (failed && session.schema_missing(*failed))
+    return {"privileges", can_create,
+            can_create ? "the dblock tables do not exist yet; the CREATE privilege lets the first run or `dblock init` make them"
+                       : "the dblock tables do not exist and no CREATE privilege is seen, so `dblock init` needs a DBA"};
+  if (failed) return {"privileges", false, "insert/update/delete on the dblock tables failed: " + failed->message};
+  return {"privileges", true,
+          can_create ? "create, insert, update and delete on the dblock tables"
+                     : "insert, update and delete work; no CREATE privilege seen, so `dblock init` needs a DBA"};
 }
 
 std::unexpected<Error> SqlBackend::explained(Session& session, const Error& failed) {

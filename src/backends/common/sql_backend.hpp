@@ -1,8 +1,9 @@
 #pragma once
 // The Backend (backend.hpp) once for every dialect: the schema, the lease and ShedLock lockers,
 // status, history, slot counts, `dblock renew`, `dblock release` and the clock, all on the
-// dialect's Session and statements. A dialect's Backend adds only what is its own: its session
-// (and when it opens one again), its session strategies' locker and its doctor's checks.
+// dialect's Session and statements, and doctor's checks of a server. A dialect's Backend adds
+// only what is its own: its session (and when it opens one again), its session strategies'
+// locker and the doctor's checks that need more than a statement.
 
 #include <memory>
 #include <span>
@@ -18,7 +19,8 @@ class SqlBackend : public Backend {
  public:
   /// `name`: the descriptor's; the statements are the dialect's for `options`.
   SqlBackend(std::string_view name, BackendOptions options, LeaseStatements lease, ShedlockStatements shedlock,
-             InspectStatements inspect, SchemaStatements schema, ReleaseStatements release = {});
+             InspectStatements inspect, SchemaStatements schema, ReleaseStatements release = {},
+             DoctorStatements doctor = {});
 
   std::string_view name() const override { return name_; }
   Result<void> ensure_schema() override;
@@ -31,6 +33,9 @@ class SqlBackend : public Backend {
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override;
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override;
   Result<std::int64_t> now_ms() override;
+  /// The server, the privileges (a probe rolled back), the dialect's own checks
+  /// (DoctorStatements::checks, more_doctor_checks) and the failover record.
+  std::vector<DoctorCheck> doctor_checks(Strategy strategy) override;
   /// ShedLock's rows here; dblock's from release_held. Naming no holder without --force is
   /// ErrorKind::usage.
   Result<void> release(const std::string& key, const HolderSelector& who) final;
@@ -46,6 +51,9 @@ class SqlBackend : public Backend {
   /// timeout); a key the named holder does not hold is ErrorKind::lost, unless --force.
   virtual Result<void> release_held(const std::string& key, const HolderSelector& who);
 
+  /// doctor's checks that need more than a statement (a second connection, ...).
+  virtual void more_doctor_checks(Session&, Strategy, std::vector<DoctorCheck>&) {}
+
   /// What a new session is given to repair and check (Session::set_schema).
   const std::shared_ptr<const SchemaStatements>& schema() const { return schema_; }
   /// Inspection creates nothing: a failure that may come from a missing table or column is
@@ -56,10 +64,13 @@ class SqlBackend : public Backend {
   InspectStatements inspect_;
 
  private:
+  DoctorCheck check_privileges(Session& session);
+
   std::string_view name_;
   LeaseStatements lease_;
   ShedlockStatements shedlock_;
   ReleaseStatements release_;
+  DoctorStatements doctor_;
   std::shared_ptr<const SchemaStatements> schema_;
 };
 

@@ -174,6 +174,29 @@ struct ReleaseStatements {
 
 namespace dblock::sql {
 
+/// doctor's checks of a server (sql_backend.hpp, doctor_checks).
+struct DoctorStatements {
+  /// (the server's name and version), for the "server" line.
+  Statement server;
+  /// :probe (a name no key can have). Each inserts, updates or deletes a row of one table as runs
+  /// do, inside LeaseStatements::begin's transaction, which is rolled back.
+  std::vector<Statement> probe;
+  /// (1 when this account may create tables there, else 0): may the first run or `dblock init`
+  /// make missing tables.
+  Statement can_create;
+  /// :session (1: the strategy asked about is a session strategy) :strategy. Rows of (name, ok
+  /// (1 or 0), detail): the server's settings, read and judged. One that fails is a failed
+  /// check named by the statement's id.
+  std::vector<Statement> checks;
+};
+
+/// DoctorStatements::probe in standard SQL, on the tables' quoted names.
+std::vector<Statement> write_probe(const std::string& locks, const std::string& runs, const std::string& claims);
+
+}  // namespace dblock::sql
+
+namespace dblock::sql {
+
 /// The tables (schema.hpp): made on first use, read by doctor.
 struct SchemaStatements {
   /// The names from `options` (ShedLock's table only with --table-format shedlock).

@@ -321,6 +321,46 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
   return s;
 }
 
+sql::DoctorStatements doctor_statements(const std::string& prefix, bool mariadb) {
+  const Tables t = make_tables(prefix);
+  sql::DoctorStatements s;
+  s.server = {"doctor.server", "SELECT VERSION()"};
+  s.probe = sql::write_probe(t.locks, t.runs, t.claims);
+  s.can_create = {"doctor.can_create",
+                  "SELECT (SELECT COUNT(*) FROM information_schema.SCHEMA_PRIVILEGES WHERE TABLE_SCHEMA = DATABASE()"
+                  " AND PRIVILEGE_TYPE = 'CREATE') + (SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES"
+                  " WHERE PRIVILEGE_TYPE = 'CREATE')"};
+  s.checks = {
+      {"wait_timeout",
+       "SELECT 'wait_timeout', @@SESSION.wait_timeout >= 31536000, IF(@@SESSION.wait_timeout >= 31536000,"
+       " CONCAT('server wait_timeout is ', @@GLOBAL.wait_timeout, ' s; dblock sets its own: a lock holder''s session"
+       " 2 x TTL + 5 s (its renewals keep it busy; a holder cut off from the server loses the lock after that), its"
+       " other sessions a year'), CONCAT('the server kept wait_timeout at ', @@SESSION.wait_timeout, ' s for"
+       " dblock''s session: an idle holder may be dropped'))"},
+      // Replication is synchronous (certification): a node killed loses no grant. wsrep_sync_wait
+      // makes a node's reads wait for what the cluster committed; dblock's conditional writes are
+      // certified whatever it says. MySQL without Galera has no wsrep_on: not a cluster.
+      {"galera",
+       "SELECT 'galera', NOT (g.wsrep AND :session), IF(g.wsrep, CONCAT('Galera cluster (wsrep_on=ON, synchronous"
+       " replication, wsrep_sync_wait=', COALESCE(g.sync_wait, '?'), ')', IF(:session, CONCAT(': GET_LOCK and FOR"
+       " UPDATE are not cluster-wide, so ', :strategy, ' is unsafe; use --strategy lease'), ': the lease strategy is"
+       " safe here')), 'not a Galera cluster (wsrep_on is off or absent)') FROM (SELECT COALESCE(MAX(VARIABLE_NAME ="
+       " 'wsrep_on' AND VARIABLE_VALUE IN ('ON', '1')), 0) AS wsrep, MAX(IF(VARIABLE_NAME = 'wsrep_sync_wait',"
+       " VARIABLE_VALUE, NULL)) AS sync_wait FROM " +
+           std::string(mariadb ? "information_schema.GLOBAL_VARIABLES" : "performance_schema.global_variables") +
+           " WHERE VARIABLE_NAME IN ('wsrep_on', 'wsrep_sync_wait')) g"},
+      // status reads holders through IS_USED_LOCK, which every account sees; `release --force`
+      // waits for the ended session to leave PROCESSLIST, where without the PROCESS privilege an
+      // account sees only its own sessions (and KILL ends only those without more privileges).
+      {"processlist",
+       "SELECT 'processlist', 1, IF(p.n > 0, 'PROCESS privilege: release --force can see every holder''s session end',"
+       " 'no PROCESS privilege: release --force sees and ends only this account''s sessions, so use one account on"
+       " every host') FROM (SELECT COUNT(*) AS n FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE ="
+       " 'PROCESS') p WHERE :session"},
+  };
+  return s;
+}
+
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
   const Tables t = make_tables(options.table_prefix);
   sql::SchemaStatements s(options, descriptor.name, true);

@@ -58,6 +58,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb);
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
 sql::InspectStatements inspect_statements(const BackendOptions& options);
 sql::ReleaseStatements release_statements(const std::string& prefix);
+sql::DoctorStatements doctor_statements(const std::string& prefix, bool mariadb);
 
 /// The server lock of session strategy `s` (mysql_session_lock.cpp), on a lock session of its
 /// own, opened here. The row-lock strategies' waiters hear releases through `book`'s wake queue

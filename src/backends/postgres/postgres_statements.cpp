@@ -287,6 +287,47 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
   return s;
 }
 
+sql::DoctorStatements doctor_statements(const std::string& prefix) {
+  const Tables t = tables_for(prefix);
+  sql::DoctorStatements s;
+  s.server = {"doctor.server", "SELECT 'PostgreSQL ' || current_setting('server_version')"};
+  s.probe = sql::write_probe(t.locks, t.runs, t.claims);
+  s.can_create = {"doctor.can_create", "SELECT has_schema_privilege(current_schema(), 'CREATE')"};
+  // The idle limits in force: 'client' means the value came in this connection's startup packet,
+  // so dblock's own did. A pooler that drops `options` (PgBouncer with it in
+  // ignore_startup_parameters) leaves the server's limits on dblock's sessions.
+  const std::string setting = "(SELECT setting || COALESCE(unit, '') FROM pg_settings WHERE name = ";
+  s.checks = {
+      {"idle_timeouts",
+       "SELECT 'idle_timeouts', 1, CASE WHEN v.client THEN 'dblock''s own idle limits arrive with every connection"
+       " (startup options; this session''s: ' || v.in_effect || '): a run''s own session (the lock holder''s) 2 x TTL +"
+       " 5 s (its renewals keep it busy; a holder cut off from the server loses the lock after that), its other"
+       " sessions 0 (none)' ELSE 'dblock''s own idle limits did not arrive: something between dblock and the server"
+       " dropped the startup options (PgBouncer does when ignore_startup_parameters lists options), so the server''s"
+       " apply to dblock''s sessions: ' || v.in_effect || CASE WHEN v.limited THEN '; a holder session idle longer"
+       " than that between two renewals (every TTL/3) is ended and its lock lost: keep TTL/3 below it' ELSE '; none,"
+       " so a holder cut off from the pooler keeps its lock until the pooler ends its server session' END END"
+       " FROM (SELECT 'idle_session_timeout=' || COALESCE(" + setting + "'idle_session_timeout'), 'n/a') ||"
+       " ', idle_in_transaction_session_timeout=' || " + setting + "'idle_in_transaction_session_timeout') AS in_effect,"
+       " (SELECT source FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout') = 'client' AS client,"
+       " (SELECT sum(setting::bigint) FROM pg_settings WHERE name IN ('idle_session_timeout',"
+       " 'idle_in_transaction_session_timeout')) > 0 AS limited) v"},
+      // What a failover can lose: with asynchronous standbys, the last grants (the failover
+      // lock-delay covers them). A standby that streams without being synchronous is
+      // asynchronous; Patroni's synchronous_mode shows as synchronous_standby_names.
+      {"replication",
+       "SELECT 'replication', 1, 'synchronous_commit=' || current_setting('synchronous_commit') ||"
+       " ', synchronous_standby_names=''' || r.names || '''; ' || r.standbys || ' standby(s) streaming, ' ||"
+       " r.synchronous || ' synchronous' || CASE WHEN r.names = '' AND r.standbys > 0 THEN ': asynchronous"
+       " replication, so a failover can lose the last grants; after one, the failover lock-delay grants nothing for"
+       " the longest TTL recorded' WHEN r.names <> '' THEN ': synchronous replication (Patroni synchronous_mode sets"
+       " these names); a failover keeps every grant' ELSE '' END FROM (SELECT"
+       " current_setting('synchronous_standby_names') AS names, (SELECT count(*) FROM pg_stat_replication) AS standbys,"
+       " (SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum')) AS synchronous) r"},
+  };
+  return s;
+}
+
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
   const Tables t = tables_for(options.table_prefix);
   sql::SchemaStatements s(options, descriptor.name, true);

@@ -48,6 +48,8 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
 sql::InspectStatements inspect_statements(const BackendOptions& options);
 /// `dblock release` of another process's holder (common/sql_backend.hpp).
 sql::ReleaseStatements release_statements(const std::string& prefix);
+/// doctor's checks (common/sql_backend.hpp); the pooler's is postgres_backend.cpp's.
+sql::DoctorStatements doctor_statements(const std::string& prefix);
 
 /// advisory / for-update / txn-insert (common/session_locker.hpp) with the server lock in the
 /// holder session `holder` (postgres_session_lock.cpp).
