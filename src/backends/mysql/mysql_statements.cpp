@@ -26,28 +26,20 @@ std::string assign_each_if(const std::string& cond, std::initializer_list<std::p
   return out;
 }
 
-// A fragment built with bound values (holder_of_row) as text: each `?` outside quotes becomes
-// its value as a literal. Its values are the table prefix, an identifier.
-std::string inlined(const Sql& fragment) {
-  std::string out;
-  std::size_t next = 0;
-  char quote = 0;
-  for (char c : fragment.text()) {
-    if (quote) {
-      if (c == quote) quote = 0;
-    } else if (c == '\'' || c == '"' || c == '`') {
-      quote = c;
-    } else if (c == '?') {
-      const auto& v = fragment.params()[next++].value();
-      if (const auto* n = std::get_if<std::int64_t>(&v)) out += std::to_string(*n);
-      else if (const auto* text = std::get_if<std::string>(&v)) out += quote_identifier(*text, '\'');
-      else out += "NULL";
-      continue;
-    }
-    out += c;
-  }
-  return out;
+// The lock that proves a <prefix>locks row's session holder, as status and `release --force`
+// judge it, and the recorded connection id (holder_id). session_id is "<connection id>"
+// (advisory: the key's own GET_LOCK name) or "<connection id>:<tag>" (for-update, txn-insert:
+// the holder tag's name, which holds the key's hash, so a tag copied from another key's row
+// names a lock nobody holds). A connection id alone proves nothing: the server hands ids out
+// again after a restart. The names are mysql_session_lock.cpp's (advisory_name, holder_tag).
+std::string holder_lock(const Tables& t) {
+  const std::string hash = "SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(" + quote_identifier(t.prefix, '\'') +
+                           " AS BINARY), 0x00, CAST(name AS BINARY)), 256)";
+  return "CASE WHEN strategy = 'advisory' AND session_id REGEXP '^[0-9]{1,20}$' THEN CONCAT('dblock:', LEFT(" + hash +
+         ", 57)) WHEN strategy IN ('for-update', 'txn-insert') AND session_id REGEXP '^[0-9]{1,20}:[0-9a-f]{32}$' THEN"
+         " CONCAT('dblock-held:', LEFT(" + hash + ", 20), SUBSTRING_INDEX(session_id, ':', -1)) END";
 }
+const std::string holder_id = "CAST(SUBSTRING_INDEX(session_id, ':', 1) AS UNSIGNED)";
 
 // ShedLock's now, as its MySqlServerTimeStatementsSource writes it, and now + :ttl_ms.
 constexpr std::string_view shed_now = "UTC_TIMESTAMP(3)";
@@ -99,6 +91,15 @@ sql::FailoverStatements failover_statements(const Tables& t, bool mariadb) {
 }
 
 }  // namespace
+
+Tables make_tables(const std::string& prefix) {
+  return Tables{prefix, quote_identifier(prefix + "locks", '`'), quote_identifier(prefix + "runs", '`'),
+                quote_identifier(prefix + "claims", '`')};
+}
+
+std::string epoch_ms(const std::string& expr) {
+  return "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " + expr + ") DIV 1000)";
+}
 
 sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   const Tables t = make_tables(prefix);
@@ -266,10 +267,10 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
     s.status_all = {"inspect.status_all", rows_of + " ORDER BY s.name"};
     s.status_keys = {"inspect.status_keys", rows_of + " WHERE s.name IN " + json_keys + " ORDER BY s.name"};
   } else {
-    // The server's verdict on a session strategy's holder (holder_of_row) is the last column.
+    // The server's verdict on a session strategy's holder is the last column.
     const std::string rows_of = "SELECT " + rows::status_select_list(&epoch_ms_of, "NOW(6)") +
-                                ", COALESCE(expires_at > NOW(6), 0), " + inlined(holder_of_row(t)) + " IS NOT NULL FROM " +
-                                t.locks;
+                                ", COALESCE(expires_at > NOW(6), 0), COALESCE(IS_USED_LOCK(" + holder_lock(t) + ") = " +
+                                holder_id + ", 0) FROM " + t.locks;
     s.status_all = {"inspect.status_all", rows_of + " ORDER BY name"};
     s.status_keys = {"inspect.status_keys", rows_of + " WHERE name IN " + json_keys + " ORDER BY name"};
   }
@@ -307,8 +308,8 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
                             " ((:owner IS NULL OR owner = :owner) AND (:token IS NULL OR token = :token)))";
   sql::ReleaseStatements s;
   // No RETURNING on an UPDATE: the holder is read first, judged as status judges it.
-  s.holder = {"release.holder",
-              "SELECT " + inlined(holder_of_row(t)) + ", " + inlined(holder_lock_of_row(t)) + " FROM " + t.locks + named};
+  s.holder = {"release.holder", "SELECT IF(IS_USED_LOCK(" + holder_lock(t) + ") = " + holder_id + ", " + holder_id +
+                                    ", NULL), " + holder_lock(t) + " FROM " + t.locks + named};
   s.release = {"release.release", "UPDATE " + t.locks +
                                       " SET released_at = NOW(6), expires_at = IF(strategy = 'lease', LEAST(expires_at, NOW(6)), NULL)" +
                                       named};

@@ -34,9 +34,7 @@ std::string epoch_ms(const std::string& expr);
 
 /// SQL for the GET_LOCK name of a key: "dblock:" + 57 hex digits of SHA-256 over database,
 /// prefix and key, so any valid key fits the server's 64-character limit and two databases
-/// on one server never share a lock. The prefix is bound; the key is a column of the row
-/// (key_column) or a bound value (key).
-Sql advisory_name_of_column(const Tables& t, const std::string& key_column);
+/// on one server never share a lock.
 Sql advisory_name(const Tables& t, std::string_view key);
 /// SQL for the name a for-update or txn-insert holder keeps with GET_LOCK on its lock session
 /// while it holds the key: "dblock-held:" + 20 hex digits of the key's hash + `tag`, the
@@ -45,12 +43,6 @@ Sql advisory_name(const Tables& t, std::string_view key);
 /// (which the server reuses after a restart); and the name holds the key's hash, so a tag
 /// copied from another key's row names nothing anyone holds.
 Sql holder_tag(const Tables& t, std::string_view key, std::string_view tag);
-/// SQL, over a <prefix>locks row, for the lock that proves its session strategy's holder: the
-/// advisory name, or the holder tag's name from the tag in session_id; NULL for anything else.
-Sql holder_lock_of_row(const Tables& t);
-/// SQL, over a <prefix>locks row: the recorded session's connection id when the server shows
-/// that session holding holder_lock_of_row, else NULL. One check for status and release.
-Sql holder_of_row(const Tables& t);
 
 /// The statements of the common lease, session and ShedLock lockers and of inspection
 /// (mysql_statements.cpp).
