@@ -35,13 +35,20 @@ Sql hashed_name(const Tables& t, std::string_view label, int digits, std::string
   return q.add(")");
 }
 
-}  // namespace
-
+// "dblock:" + 57 hex digits: any valid key fits, and two databases on one server never share a
+// lock.
 Sql advisory_name(const Tables& t, std::string_view key) { return hashed_name(t, "dblock:", 57, key); }
 
+// The name a for-update or txn-insert holder keeps while it holds the key: "dblock-held:" + 20
+// hex digits of the key's hash + `tag`, the lock session's 32 random hex digits. The server
+// shows who holds it (IS_USED_LOCK), so status and `release --force` find the holder from the
+// server's lock state, not from a connection id; and the name holds the key's hash, so a tag
+// copied from another key's row names nothing anyone holds.
 Sql holder_tag(const Tables& t, std::string_view key, std::string_view tag) {
   return hashed_name(t, "dblock-held:", 20, key, tag);
 }
+
+}  // namespace
 
 // The wake queue's names and its waits (WakeQueue, mysql_connection.cpp).
 Sql wake_name(const Tables& t, std::string_view key) { return hashed_name(t, "dblock-wake:", 52, key); }

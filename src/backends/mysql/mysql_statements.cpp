@@ -16,7 +16,10 @@
 namespace dblock::mysql {
 namespace {
 
-std::string epoch_ms_of(std::string_view expr) { return epoch_ms(std::string(expr)); }
+// A DATETIME as ms since the epoch; the session is in UTC.
+std::string epoch_ms(std::string_view expr) {
+  return "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " + std::string(expr) + ") DIV 1000)";
+}
 
 // "column = IF(cond, value, column)" for each pair, comma-separated.
 std::string assign_each_if(const std::string& cond, std::initializer_list<std::pair<const char*, const char*>> columns) {
@@ -97,13 +100,9 @@ Tables make_tables(const std::string& prefix) {
                 quote_identifier(prefix + "claims", '`')};
 }
 
-std::string epoch_ms(const std::string& expr) {
-  return "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " + expr + ") DIV 1000)";
-}
-
 sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   const Tables t = make_tables(prefix);
-  const std::string status = rows::status_select_list(&epoch_ms_of, "NOW(6)") + ", COALESCE(expires_at > NOW(6), 0)";
+  const std::string status = rows::status_select_list(&epoch_ms, "NOW(6)") + ", COALESCE(expires_at > NOW(6), 0)";
   sql::LeaseStatements s;
   s.begin = "START TRANSACTION";
   s.begin_release = "START TRANSACTION";
@@ -268,13 +267,13 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
     s.status_keys = {"inspect.status_keys", rows_of + " WHERE s.name IN " + json_keys + " ORDER BY s.name"};
   } else {
     // The server's verdict on a session strategy's holder is the last column.
-    const std::string rows_of = "SELECT " + rows::status_select_list(&epoch_ms_of, "NOW(6)") +
+    const std::string rows_of = "SELECT " + rows::status_select_list(&epoch_ms, "NOW(6)") +
                                 ", COALESCE(expires_at > NOW(6), 0), COALESCE(IS_USED_LOCK(" + holder_lock(t) + ") = " +
                                 holder_id + ", 0) FROM " + t.locks;
     s.status_all = {"inspect.status_all", rows_of + " ORDER BY name"};
     s.status_keys = {"inspect.status_keys", rows_of + " WHERE name IN " + json_keys + " ORDER BY name"};
   }
-  const std::string history = "SELECT " + rows::history_select_list(&epoch_ms_of) + " FROM " + t.runs;
+  const std::string history = "SELECT " + rows::history_select_list(&epoch_ms) + " FROM " + t.runs;
   s.history_all = {"inspect.history_all", history + " ORDER BY id DESC LIMIT :limit"};
   s.history_of = {"inspect.history_of", history + " WHERE name = :name ORDER BY id DESC LIMIT :limit"};
   s.now_ms = {"inspect.now_ms", "SELECT " + epoch_ms("NOW(6)")};
