@@ -149,9 +149,9 @@ struct InspectStatements {
 
 namespace dblock::sql {
 
-/// `dblock release` of another process's holder (sql_backend.hpp, release_held). Parameters of
-/// every one: :key :owner :token (either may be NULL) :force (1: whoever holds it) :channel (the
-/// wake-up name, release_channel).
+/// `dblock release` of another process's holder (sql_backend.hpp, release_held). `holder` and
+/// `release` take :key :owner :token (either may be NULL) :force (1: whoever holds it) :channel
+/// (the wake-up name, release_channel).
 struct ReleaseStatements {
   /// Before `release`, for a dialect whose `release` returns no rows: the row's (session, lock)
   /// as `release` would return them.

@@ -1,5 +1,6 @@
 #pragma once
-// Shared pieces of the postgres backend: table names, schema, history, the lockers' factories.
+// What the PostgreSQL backend's files share: table names, the statements (postgres_statements.cpp)
+// and the session strategies' locker (postgres_session_lock.cpp).
 
 #include <cstdint>
 #include <memory>
