@@ -1,19 +1,28 @@
 #include "backends/common/sql_backend.hpp"
 
+#include <thread>
+
+#include "backends/common/identifiers.hpp"
+#include "backends/common/failover.hpp"
 #include "backends/common/inspect.hpp"
 #include "backends/common/lease_locker.hpp"
 #include "backends/common/schema.hpp"
 #include "backends/common/shedlock_locker.hpp"
+#include "core/clock.hpp"
+#include "core/semaphore.hpp"
 
 namespace dblock::sql {
 
 SqlBackend::SqlBackend(std::string_view name, BackendOptions options, LeaseStatements lease, ShedlockStatements shedlock,
-                       InspectStatements inspect, SchemaStatements schema)
+                       InspectStatements inspect, SchemaStatements schema, ReleaseStatements release,
+                       DoctorStatements doctor)
     : options_(std::move(options)),
       inspect_(std::move(inspect)),
       name_(name),
       lease_(std::move(lease)),
       shedlock_(std::move(shedlock)),
+      release_(std::move(release)),
+      doctor_(std::move(doctor)),
       schema_(std::make_shared<const SchemaStatements>(std::move(schema))) {}
 
 Result<void> SqlBackend::ensure_schema() {
@@ -86,6 +95,111 @@ Result<void> SqlBackend::release(const std::string& key, const HolderSelector& w
   auto s = session();
   if (!s) return std::unexpected(s.error());
   return release_shedlock(**s, shedlock_, key, who);
+}
+
+Result<void> SqlBackend::release_held(const std::string& key, const HolderSelector& who) {
+  auto s = session();
+  if (!s) return std::unexpected(s.error());
+  Session& session = **s;
+  const Params named{{"key", key},
+                     {"owner", who.owner ? Value(*who.owner) : Value()},
+                     {"token", value_of(who.token)},
+                     {"force", std::int64_t{who.force ? 1 : 0}},
+                     {"channel", release_channel(options_.table_prefix, key_of_row(key))}};
+  Result<Rows> holder = Rows();
+  if (!release_.holder.empty()) holder = session.run(release_.holder, named);
+  if (!holder) return std::unexpected(holder.error());
+  auto marked = session.run(release_.release, named);
+  if (!marked) return std::unexpected(marked.error());
+  // --force wants the key free; a key nobody holds already is.
+  if (marked->affected == 0 && !who.force)
+    return fail(ErrorKind::lost, "'" + key + "' is not held by " + rows::describe(who));
+  const Rows& found = release_.holder.empty() ? *marked : *holder;
+  if (found.empty() || found[0].is_null(0)) return {};
+
+  // A session lock lives in its holder's session: the only way to free it from outside is to
+  // end that session (its run then finds the lock lost and exits 76). Only a session the
+  // server shows holding the key's lock is ended, asked again as it is ended: servers hand
+  // session ids out again.
+  const std::int64_t id = found[0].int64(0);
+  const Params holding{{"session", id}, {"lock", found[0].is_null(1) ? Value() : Value(found[0].text(1))}};
+  const std::string marked_released = "marked '" + key + "' released, but ";
+  if (!release_.end_session.empty())
+    if (auto ended = session.run(release_.end_session, holding);
+        !ended && !(release_.ended_already && release_.ended_already(ended.error())))
+      return fail(ended.error().kind == ErrorKind::connection ? ErrorKind::connection : ErrorKind::other,
+                  marked_released + "could not end its holder's session " + std::to_string(id) + ": " +
+                      ended.error().message);
+  // Ending a session returns before it has rolled back and let its locks go (MariaDB's KILL,
+  // PostgreSQL's signal): the caller may take the key at once, so wait until they are gone.
+  const Millis deadline = boottime_now() + options_.io_timeout;
+  for (;;) {
+    auto gone = session.run(release_.session_gone, holding);
+    if (!gone) return std::unexpected(gone.error());
+    if (!gone->empty() && (*gone)[0].int64(0) == 1) return {};
+    if (boottime_now() >= deadline)
+      return fail(ErrorKind::connection, marked_released + "its holder's session " + std::to_string(id) +
+                                             " had not ended within the I/O timeout");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+std::vector<DoctorCheck> SqlBackend::doctor_checks(Strategy strategy) {
+  auto s = session();
+  if (!s) return {{"server", false, s.error().message}};
+  Session& session = **s;
+  std::vector<DoctorCheck> out;
+  auto server = session.run(doctor_.server, {});
+  if (!server || server->empty()) return {{"server", false, server ? "the server said nothing" : server.error().message}};
+  out.push_back({"server", true, (*server)[0].text(0) + " at " + session.where()});
+  out.push_back(check_privileges(session));
+  const Params asked{{"session", std::int64_t{is_session_strategy(strategy) ? 1 : 0}},
+                     {"strategy", std::string(to_string(strategy))}};
+  for (const Statement& st : doctor_.checks) {
+    auto r = session.run(st, asked);
+    if (!r) out.push_back({st.id, false, r.error().message});
+    else
+      for (std::size_t i = 0; i < r->size(); ++i) out.push_back({(*r)[i].text(0), (*r)[i].int64(1) == 1, (*r)[i].text(2)});
+  }
+  more_doctor_checks(session, strategy, out);
+  out.push_back(failover::doctor_check(session, lease_.failover));
+  return out;
+}
+
+std::vector<Statement> write_probe(const std::string& locks, const std::string& runs, const std::string& claims) {
+  return {{"doctor.probe", "INSERT INTO " + locks + " (name) VALUES (:probe)"},
+          {"doctor.probe", "UPDATE " + locks + " SET owner = 'doctor' WHERE name = :probe"},
+          {"doctor.probe", "DELETE FROM " + locks + " WHERE name = :probe"},
+          {"doctor.probe", "INSERT INTO " + runs + " (name, token, outcome) VALUES (:probe, 0, 'ok')"},
+          {"doctor.probe", "DELETE FROM " + runs + " WHERE name = :probe"},
+          {"doctor.probe", "INSERT INTO " + claims + " (name, kind) VALUES (:probe, 'doctor')"},
+          {"doctor.probe", "DELETE FROM " + claims + " WHERE name = :probe"}};
+}
+
+DoctorCheck SqlBackend::check_privileges(Session& session) {
+  std::optional<Error> failed;
+  {
+    auto tx = Transaction::begin(session, lease_.begin);
+    if (!tx) return {"privileges", false, tx.error().message};
+    // A key holds no control character, so the probe never meets a real row.
+    for (const Statement& st : doctor_.probe)
+      if (auto r = session.run(st, {{"probe", std::string("\x01" "dblock-doctor")}}); !r) {
+        failed = r.error();
+        break;
+      }
+  }
+  auto create = session.run(doctor_.can_create, {});
+  const bool can_create = create && !create->empty() && (*create)[0].int64(0) > 0;
+  // Doctor only looks: tables that are not there yet are the tables check's finding; here what
+  // matters is whether the first run (or `dblock init`) may create them.
+  if (failed && session.schema_missing(*failed))
+    return {"privileges", can_create,
+            can_create ? "the dblock tables do not exist yet; the CREATE privilege lets the first run or `dblock init` make them"
+                       : "the dblock tables do not exist and no CREATE privilege is seen, so `dblock init` needs a DBA"};
+  if (failed) return {"privileges", false, "insert/update/delete on the dblock tables failed: " + failed->message};
+  return {"privileges", true,
+          can_create ? "create, insert, update and delete on the dblock tables"
+                     : "insert, update and delete work; no CREATE privilege seen, so `dblock init` needs a DBA"};
 }
 
 std::unexpected<Error> SqlBackend::explained(Session& session, const Error& failed) {

@@ -1,9 +1,9 @@
 #pragma once
 // The Backend (backend.hpp) once for every dialect: the schema, the lease and ShedLock lockers,
-// status, history, slot counts, `dblock renew` and the clock, all on the dialect's Session and
-// statements. A dialect's Backend adds only what is its own: its session (and when it opens
-// one again), its session strategies' locker, `release` (servers end a session holder's
-// session) and its doctor's checks.
+// status, history, slot counts, `dblock renew`, `dblock release` and the clock, all on the
+// dialect's Session and statements, and doctor's checks of a server. A dialect's Backend adds
+// only what is its own: its session (and when it opens one again), its session strategies'
+// locker and the doctor's checks that need more than a statement.
 
 #include <memory>
 #include <span>
@@ -19,7 +19,8 @@ class SqlBackend : public Backend {
  public:
   /// `name`: the descriptor's; the statements are the dialect's for `options`.
   SqlBackend(std::string_view name, BackendOptions options, LeaseStatements lease, ShedlockStatements shedlock,
-             InspectStatements inspect, SchemaStatements schema);
+             InspectStatements inspect, SchemaStatements schema, ReleaseStatements release = {},
+             DoctorStatements doctor = {});
 
   std::string_view name() const override { return name_; }
   Result<void> ensure_schema() override;
@@ -32,6 +33,9 @@ class SqlBackend : public Backend {
   Result<std::vector<RunRecord>> history(const std::string& key, int limit) override;
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override;
   Result<std::int64_t> now_ms() override;
+  /// The server, the privileges (a probe rolled back), the dialect's own checks
+  /// (DoctorStatements::checks, more_doctor_checks) and the failover record.
+  std::vector<DoctorCheck> doctor_checks(Strategy strategy) override;
   /// ShedLock's rows here; dblock's from release_held. Naming no holder without --force is
   /// ErrorKind::usage.
   Result<void> release(const std::string& key, const HolderSelector& who) final;
@@ -41,9 +45,14 @@ class SqlBackend : public Backend {
   virtual Result<std::shared_ptr<Session>> session() = 0;
   /// advisory, for-update, txn-insert; ErrorKind::config naming what the dialect can do.
   virtual Result<std::unique_ptr<Locker>> make_session_locker(Strategy strategy) = 0;
-  /// `dblock release` of dblock's row from another process (Backend::release); a server ends a
-  /// session holder's session.
-  virtual Result<void> release_held(const std::string& key, const HolderSelector& who) = 0;
+  /// `dblock release` of dblock's row from another process (Backend::release), on the
+  /// ReleaseStatements: marks the row released and, when a session strategy holds it, ends the
+  /// holder's session and returns once that session is gone and the lock free (within the I/O
+  /// timeout); a key the named holder does not hold is ErrorKind::lost, unless --force.
+  virtual Result<void> release_held(const std::string& key, const HolderSelector& who);
+
+  /// doctor's checks that need more than a statement (a second connection, ...).
+  virtual void more_doctor_checks(Session&, Strategy, std::vector<DoctorCheck>&) {}
 
   /// What a new session is given to repair and check (Session::set_schema).
   const std::shared_ptr<const SchemaStatements>& schema() const { return schema_; }
@@ -55,9 +64,13 @@ class SqlBackend : public Backend {
   InspectStatements inspect_;
 
  private:
+  DoctorCheck check_privileges(Session& session);
+
   std::string_view name_;
   LeaseStatements lease_;
   ShedlockStatements shedlock_;
+  ReleaseStatements release_;
+  DoctorStatements doctor_;
   std::shared_ptr<const SchemaStatements> schema_;
 };
 

@@ -149,6 +149,54 @@ struct InspectStatements {
 
 namespace dblock::sql {
 
+/// `dblock release` of another process's holder (sql_backend.hpp, release_held). `holder` and
+/// `release` take :key :owner :token (either may be NULL) :force (1: whoever holds it) :channel
+/// (the wake-up name, release_channel).
+struct ReleaseStatements {
+  /// Before `release`, for a dialect whose `release` returns no rows: the row's (session, lock)
+  /// as `release` would return them.
+  Statement holder;
+  /// Marks the named holder's unreleased row (:force: any holder's) released, a lease's
+  /// expires_at no later than now. affected: the rows marked. Rows: none, or (session, lock):
+  /// the server session that holds the row's key, when the server shows it holding that key's
+  /// lock (as status judges it; NULL otherwise), and the dialect's name of that lock.
+  Statement release;
+  /// :session :lock. Ends the session, only while it still holds :lock; empty where `release`
+  /// ended it already.
+  Statement end_session;
+  /// :session :lock. (1) once the session is gone and the lock free, else (0).
+  Statement session_gone;
+  /// Whether end_session failed only because the session had ended by itself meanwhile.
+  bool (*ended_already)(const Error& failed) = nullptr;
+};
+
+}  // namespace dblock::sql
+
+namespace dblock::sql {
+
+/// doctor's checks of a server (sql_backend.hpp, doctor_checks).
+struct DoctorStatements {
+  /// (the server's name and version), for the "server" line.
+  Statement server;
+  /// :probe (a name no key can have). Each inserts, updates or deletes a row of one table as runs
+  /// do, inside LeaseStatements::begin's transaction, which is rolled back.
+  std::vector<Statement> probe;
+  /// (1 when this account may create tables there, else 0): may the first run or `dblock init`
+  /// make missing tables.
+  Statement can_create;
+  /// :session (1: the strategy asked about is a session strategy) :strategy. Rows of (name, ok
+  /// (1 or 0), detail): the server's settings, read and judged. One that fails is a failed
+  /// check named by the statement's id.
+  std::vector<Statement> checks;
+};
+
+/// DoctorStatements::probe in standard SQL, on the tables' quoted names.
+std::vector<Statement> write_probe(const std::string& locks, const std::string& runs, const std::string& claims);
+
+}  // namespace dblock::sql
+
+namespace dblock::sql {
+
 /// The tables (schema.hpp): made on first use, read by doctor.
 struct SchemaStatements {
   /// The names from `options` (ShedLock's table only with --table-format shedlock).

@@ -23,6 +23,68 @@
 namespace dblock::mysql {
 namespace {
 
+// `label` + the first `digits` hex digits of SHA-256 over database, prefix and key, then `tag`:
+// one key's GET_LOCK names, 64 characters at most (the server's limit). All parts as bytes: a
+// key's UTF-8 must not meet the database name's collation. Status and `release --force` read
+// the same names from a row (mysql_statements.cpp, holder_lock).
+Sql hashed_name(const Tables& t, std::string_view label, int digits, std::string_view key, std::string_view tag = {}) {
+  Sql q("CONCAT('" + std::string(label) + "', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(? AS BINARY), 0x00,"
+        " CAST(? AS BINARY)), 256), " + std::to_string(digits) + ")",
+        t.prefix, key);
+  if (!tag.empty()) q.add(", ?", tag);
+  return q.add(")");
+}
+
+// "dblock:" + 57 hex digits: any valid key fits, and two databases on one server never share a
+// lock.
+Sql advisory_name(const Tables& t, std::string_view key) { return hashed_name(t, "dblock:", 57, key); }
+
+// The name a for-update or txn-insert holder keeps while it holds the key: "dblock-held:" + 20
+// hex digits of the key's hash + `tag`, the lock session's 32 random hex digits. The server
+// shows who holds it (IS_USED_LOCK), so status and `release --force` find the holder from the
+// server's lock state, not from a connection id; and the name holds the key's hash, so a tag
+// copied from another key's row names nothing anyone holds.
+Sql holder_tag(const Tables& t, std::string_view key, std::string_view tag) {
+  return hashed_name(t, "dblock-held:", 20, key, tag);
+}
+
+}  // namespace
+
+// The wake queue's names and its waits (WakeQueue, mysql_connection.cpp).
+Sql wake_name(const Tables& t, std::string_view key) { return hashed_name(t, "dblock-wake:", 52, key); }
+
+Sql queue_name(const Tables& t, std::string_view key) { return hashed_name(t, "dblock-queue:", 51, key); }
+
+Sql release_wake(const Tables& t, std::string_view key) {
+  return Sql("DO RELEASE_LOCK(").add(wake_name(t, key)).add("), RELEASE_LOCK(").add(queue_name(t, key)).add(")");
+}
+
+Result<void> leave_queue(Connection& conn, const Tables& t, std::string_view key) {
+  auto r = conn.execute(Sql("DO RELEASE_LOCK(").add(queue_name(t, key)).add(")"));
+  if (!r) return std::unexpected(r.error());
+  return {};
+}
+
+Result<bool> wait_for_wake(Connection& conn, const Tables& t, std::string_view key, Millis left) {
+  const double seconds = static_cast<double>(std::min<std::int64_t>(left.count(), conn.max_block_ms())) / 1000.0;
+  // GET_LOCK is re-entrant (a second hold needs a second release), so the queue name is asked
+  // for only when this session does not hold it already. CASE evaluates one branch. The head
+  // that was not woken gives the queue name back: its wait is over (core calls again, and it
+  // queues again), and a semaphore waiter, which waits on another slot each time, must not
+  // keep the queue of one it then does not take.
+  Sql q("SELECT CASE WHEN IS_USED_LOCK(n.q) <=> CONNECTION_ID() "
+        "THEN CASE WHEN IS_USED_LOCK(n.w) IS NOT NULL AND COALESCE(GET_LOCK(n.w, ?), 0) = 1 THEN 1 "
+        "ELSE 0 * COALESCE(RELEASE_LOCK(n.q), 0) END "
+        "ELSE COALESCE(GET_LOCK(n.q, ?), 0) = 1 END, RELEASE_LOCK(n.w) FROM (SELECT ",
+        seconds, seconds);
+  q.add(queue_name(t, key)).add(" AS q, ").add(wake_name(t, key)).add(" AS w) n");
+  auto r = conn.execute(q);
+  if (!r) return std::unexpected(r.error());
+  return r->rows.at(0).at(0) == "1";
+}
+
+namespace {
+
 // 128 random bits as 32 hex digits, new with every lock session.
 std::string random_tag() {
   std::random_device rd;

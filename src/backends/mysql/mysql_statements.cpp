@@ -16,7 +16,10 @@
 namespace dblock::mysql {
 namespace {
 
-std::string epoch_ms_of(std::string_view expr) { return epoch_ms(std::string(expr)); }
+// A DATETIME as ms since the epoch; the session is in UTC.
+std::string epoch_ms(std::string_view expr) {
+  return "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " + std::string(expr) + ") DIV 1000)";
+}
 
 // "column = IF(cond, value, column)" for each pair, comma-separated.
 std::string assign_each_if(const std::string& cond, std::initializer_list<std::pair<const char*, const char*>> columns) {
@@ -26,28 +29,20 @@ std::string assign_each_if(const std::string& cond, std::initializer_list<std::p
   return out;
 }
 
-// A fragment built with bound values (holder_of_row) as text: each `?` outside quotes becomes
-// its value as a literal. Its values are the table prefix, an identifier.
-std::string inlined(const Sql& fragment) {
-  std::string out;
-  std::size_t next = 0;
-  char quote = 0;
-  for (char c : fragment.text()) {
-    if (quote) {
-      if (c == quote) quote = 0;
-    } else if (c == '\'' || c == '"' || c == '`') {
-      quote = c;
-    } else if (c == '?') {
-      const auto& v = fragment.params()[next++].value();
-      if (const auto* n = std::get_if<std::int64_t>(&v)) out += std::to_string(*n);
-      else if (const auto* text = std::get_if<std::string>(&v)) out += quote_identifier(*text, '\'');
-      else out += "NULL";
-      continue;
-    }
-    out += c;
-  }
-  return out;
+// The lock that proves a <prefix>locks row's session holder, as status and `release --force`
+// judge it, and the recorded connection id (holder_id). session_id is "<connection id>"
+// (advisory: the key's own GET_LOCK name) or "<connection id>:<tag>" (for-update, txn-insert:
+// the holder tag's name, which holds the key's hash, so a tag copied from another key's row
+// names a lock nobody holds). A connection id alone proves nothing: the server hands ids out
+// again after a restart. The names are mysql_session_lock.cpp's (advisory_name, holder_tag).
+std::string holder_lock(const Tables& t) {
+  const std::string hash = "SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(" + quote_identifier(t.prefix, '\'') +
+                           " AS BINARY), 0x00, CAST(name AS BINARY)), 256)";
+  return "CASE WHEN strategy = 'advisory' AND session_id REGEXP '^[0-9]{1,20}$' THEN CONCAT('dblock:', LEFT(" + hash +
+         ", 57)) WHEN strategy IN ('for-update', 'txn-insert') AND session_id REGEXP '^[0-9]{1,20}:[0-9a-f]{32}$' THEN"
+         " CONCAT('dblock-held:', LEFT(" + hash + ", 20), SUBSTRING_INDEX(session_id, ':', -1)) END";
 }
+const std::string holder_id = "CAST(SUBSTRING_INDEX(session_id, ':', 1) AS UNSIGNED)";
 
 // ShedLock's now, as its MySqlServerTimeStatementsSource writes it, and now + :ttl_ms.
 constexpr std::string_view shed_now = "UTC_TIMESTAMP(3)";
@@ -100,9 +95,14 @@ sql::FailoverStatements failover_statements(const Tables& t, bool mariadb) {
 
 }  // namespace
 
+Tables make_tables(const std::string& prefix) {
+  return Tables{prefix, quote_identifier(prefix + "locks", '`'), quote_identifier(prefix + "runs", '`'),
+                quote_identifier(prefix + "claims", '`')};
+}
+
 sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   const Tables t = make_tables(prefix);
-  const std::string status = rows::status_select_list(&epoch_ms_of, "NOW(6)") + ", COALESCE(expires_at > NOW(6), 0)";
+  const std::string status = rows::status_select_list(&epoch_ms, "NOW(6)") + ", COALESCE(expires_at > NOW(6), 0)";
   sql::LeaseStatements s;
   s.begin = "START TRANSACTION";
   s.begin_release = "START TRANSACTION";
@@ -266,14 +266,14 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
     s.status_all = {"inspect.status_all", rows_of + " ORDER BY s.name"};
     s.status_keys = {"inspect.status_keys", rows_of + " WHERE s.name IN " + json_keys + " ORDER BY s.name"};
   } else {
-    // The server's verdict on a session strategy's holder (holder_of_row) is the last column.
-    const std::string rows_of = "SELECT " + rows::status_select_list(&epoch_ms_of, "NOW(6)") +
-                                ", COALESCE(expires_at > NOW(6), 0), " + inlined(holder_of_row(t)) + " IS NOT NULL FROM " +
-                                t.locks;
+    // The server's verdict on a session strategy's holder is the last column.
+    const std::string rows_of = "SELECT " + rows::status_select_list(&epoch_ms, "NOW(6)") +
+                                ", COALESCE(expires_at > NOW(6), 0), COALESCE(IS_USED_LOCK(" + holder_lock(t) + ") = " +
+                                holder_id + ", 0) FROM " + t.locks;
     s.status_all = {"inspect.status_all", rows_of + " ORDER BY name"};
     s.status_keys = {"inspect.status_keys", rows_of + " WHERE name IN " + json_keys + " ORDER BY name"};
   }
-  const std::string history = "SELECT " + rows::history_select_list(&epoch_ms_of) + " FROM " + t.runs;
+  const std::string history = "SELECT " + rows::history_select_list(&epoch_ms) + " FROM " + t.runs;
   s.history_all = {"inspect.history_all", history + " ORDER BY id DESC LIMIT :limit"};
   s.history_of = {"inspect.history_of", history + " WHERE name = :name ORDER BY id DESC LIMIT :limit"};
   s.now_ms = {"inspect.now_ms", "SELECT " + epoch_ms("NOW(6)")};
@@ -298,6 +298,66 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
                                         " WHERE name = :key AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
                                         " AND (:token IS NULL OR token = :token)"};
   }
+  return s;
+}
+
+sql::ReleaseStatements release_statements(const std::string& prefix) {
+  const Tables t = make_tables(prefix);
+  const std::string named = " WHERE name = :key AND released_at IS NULL AND (:force OR"
+                            " ((:owner IS NULL OR owner = :owner) AND (:token IS NULL OR token = :token)))";
+  sql::ReleaseStatements s;
+  // No RETURNING on an UPDATE: the holder is read first, judged as status judges it.
+  s.holder = {"release.holder", "SELECT IF(IS_USED_LOCK(" + holder_lock(t) + ") = " + holder_id + ", " + holder_id +
+                                    ", NULL), " + holder_lock(t) + " FROM " + t.locks + named};
+  s.release = {"release.release", "UPDATE " + t.locks +
+                                      " SET released_at = NOW(6), expires_at = IF(strategy = 'lease', LEAST(expires_at, NOW(6)), NULL)" +
+                                      named};
+  // Asked again in the KILL itself; 0, no such session: the holder ended by itself meanwhile.
+  s.end_session = {"release.end_session", "KILL CONNECTION IF(IS_USED_LOCK(:lock) = :session, :session, 0)"};
+  s.session_gone = {"release.session_gone",
+                    "SELECT IS_USED_LOCK(:lock) IS NULL AND NOT EXISTS (SELECT 1 FROM information_schema.PROCESSLIST"
+                    " WHERE ID = :session)"};
+  s.ended_already = &is_no_such_session;
+  return s;
+}
+
+sql::DoctorStatements doctor_statements(const std::string& prefix, bool mariadb) {
+  const Tables t = make_tables(prefix);
+  sql::DoctorStatements s;
+  s.server = {"doctor.server", "SELECT VERSION()"};
+  s.probe = sql::write_probe(t.locks, t.runs, t.claims);
+  s.can_create = {"doctor.can_create",
+                  "SELECT (SELECT COUNT(*) FROM information_schema.SCHEMA_PRIVILEGES WHERE TABLE_SCHEMA = DATABASE()"
+                  " AND PRIVILEGE_TYPE = 'CREATE') + (SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES"
+                  " WHERE PRIVILEGE_TYPE = 'CREATE')"};
+  s.checks = {
+      {"wait_timeout",
+       "SELECT 'wait_timeout', @@SESSION.wait_timeout >= 31536000, IF(@@SESSION.wait_timeout >= 31536000,"
+       " CONCAT('server wait_timeout is ', @@GLOBAL.wait_timeout, ' s; dblock sets its own: a lock holder''s session"
+       " 2 x TTL + 5 s (its renewals keep it busy; a holder cut off from the server loses the lock after that), its"
+       " other sessions a year'), CONCAT('the server kept wait_timeout at ', @@SESSION.wait_timeout, ' s for"
+       " dblock''s session: an idle holder may be dropped'))"},
+      // Replication is synchronous (certification): a node killed loses no grant. wsrep_sync_wait
+      // makes a node's reads wait for what the cluster committed; dblock's conditional writes are
+      // certified whatever it says. MySQL without Galera has no wsrep_on: not a cluster.
+      {"galera",
+       "SELECT 'galera', NOT (g.wsrep AND :session), IF(g.wsrep, CONCAT('Galera cluster (wsrep_on=ON, synchronous"
+       " replication, wsrep_sync_wait=', COALESCE(g.sync_wait, '?'), ')', IF(:session, CONCAT(': GET_LOCK and FOR"
+       " UPDATE are not cluster-wide, so ', :strategy, ' is unsafe; use --strategy lease'), ': the lease strategy is"
+       " safe here')), 'not a Galera cluster (wsrep_on is off or absent)') FROM (SELECT COALESCE(MAX(VARIABLE_NAME ="
+       " 'wsrep_on' AND VARIABLE_VALUE IN ('ON', '1')), 0) AS wsrep, MAX(IF(VARIABLE_NAME = 'wsrep_sync_wait',"
+       " VARIABLE_VALUE, NULL)) AS sync_wait FROM " +
+           std::string(mariadb ? "information_schema.GLOBAL_VARIABLES" : "performance_schema.global_variables") +
+           " WHERE VARIABLE_NAME IN ('wsrep_on', 'wsrep_sync_wait')) g"},
+      // status reads holders through IS_USED_LOCK, which every account sees; `release --force`
+      // waits for the ended session to leave PROCESSLIST, where without the PROCESS privilege an
+      // account sees only its own sessions (and KILL ends only those without more privileges).
+      {"processlist",
+       "SELECT 'processlist', 1, IF(p.n > 0, 'PROCESS privilege: release --force can see every holder''s session end',"
+       " 'no PROCESS privilege: release --force sees and ends only this account''s sessions, so use one account on"
+       " every host') FROM (SELECT COUNT(*) AS n FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE ="
+       " 'PROCESS') p WHERE :session"},
+  };
   return s;
 }
 

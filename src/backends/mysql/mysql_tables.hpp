@@ -1,12 +1,9 @@
 #pragma once
-// What the MySQL backend's pieces share: table names, DDL, and the statements on
-// <prefix>locks and <prefix>runs that every strategy uses.
+// What the MySQL backend's files share: table names, the statements (mysql_statements.cpp), the
+// session strategies' server lock and the wake queue's lock names (mysql_session_lock.cpp).
 
 #include <memory>
-#include <optional>
-#include <span>
 #include <string>
-#include <vector>
 
 #include "backends/backend.hpp"
 #include "backends/common/session_locker.hpp"
@@ -29,34 +26,13 @@ Tables make_tables(const std::string& prefix);
 /// ShedLock's with --table-format shedlock (mysql_statements.cpp).
 sql::SchemaStatements schema_statements(const BackendOptions& options);
 
-/// SQL for a DATETIME column (or expression) as ms since the epoch; the session is in UTC.
-std::string epoch_ms(const std::string& expr);
-
-/// SQL for the GET_LOCK name of a key: "dblock:" + 57 hex digits of SHA-256 over database,
-/// prefix and key, so any valid key fits the server's 64-character limit and two databases
-/// on one server never share a lock. The prefix is bound; the key is a column of the row
-/// (key_column) or a bound value (key).
-Sql advisory_name_of_column(const Tables& t, const std::string& key_column);
-Sql advisory_name(const Tables& t, std::string_view key);
-/// SQL for the name a for-update or txn-insert holder keeps with GET_LOCK on its lock session
-/// while it holds the key: "dblock-held:" + 20 hex digits of the key's hash + `tag`, the
-/// session's random 32 hex digits. The server shows who holds it (IS_USED_LOCK), so status and
-/// `release --force` find the holder from the server's lock state, not from a connection id
-/// (which the server reuses after a restart); and the name holds the key's hash, so a tag
-/// copied from another key's row names nothing anyone holds.
-Sql holder_tag(const Tables& t, std::string_view key, std::string_view tag);
-/// SQL, over a <prefix>locks row, for the lock that proves its session strategy's holder: the
-/// advisory name, or the holder tag's name from the tag in session_id; NULL for anything else.
-Sql holder_lock_of_row(const Tables& t);
-/// SQL, over a <prefix>locks row: the recorded session's connection id when the server shows
-/// that session holding holder_lock_of_row, else NULL. One check for status and release.
-Sql holder_of_row(const Tables& t);
-
 /// The statements of the common lease, session and ShedLock lockers and of inspection
 /// (mysql_statements.cpp).
 sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb);
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
 sql::InspectStatements inspect_statements(const BackendOptions& options);
+sql::ReleaseStatements release_statements(const std::string& prefix);
+sql::DoctorStatements doctor_statements(const std::string& prefix, bool mariadb);
 
 /// The server lock of session strategy `s` (mysql_session_lock.cpp), on a lock session of its
 /// own, opened here. The row-lock strategies' waiters hear releases through `book`'s wake queue
@@ -66,7 +42,7 @@ Result<std::unique_ptr<sql::SessionLock>> make_session_lock(Strategy s, const Ds
 
 /// SQL for the name of the GET_LOCK a lease holder keeps while it holds the key, so waiters can
 /// block on it until the release instead of polling: "dblock-wake:" + 52 hex digits of the
-/// same hash as advisory_name (64 characters, the server's limit).
+/// same hash as the advisory name (64 characters, the server's limit).
 Sql wake_name(const Tables& t, std::string_view key);
 
 /// SQL for the name of the GET_LOCK the waiters for a key queue on: "dblock-queue:" + 51 hex
@@ -80,8 +56,6 @@ Sql queue_name(const Tables& t, std::string_view key);
 /// (the queue name is normally given back already; RELEASE_LOCK of a name this session does
 /// not hold changes nothing).
 Sql release_wake(const Tables& t, std::string_view key);
-
-
 
 /// A waiter's block, within `left`: a waiter that does not hold the key's queue name waits for
 /// it, and true once it has it (it is then the one to try next); the one that holds it waits

@@ -27,17 +27,32 @@ std::string key_hash_sql(const std::string& prefix, std::string_view name) {
          ", 'UTF8') AS v) b WHERE f.i < length(b.v)) SELECT h FROM f ORDER BY i DESC LIMIT 1)";
 }
 
+/// SQL, over the <prefix>locks row aliased `row`: whether the server shows the row's session_id
+/// (a backend pid) holding the row's key, as status and `release --force` judge it. Never the pid
+/// alone: the server reuses it, and any session may hold some lock on the claims table.
+/// advisory and txn-insert: the session holds the key's advisory lock in the form the strategy
+/// takes it (one bigint: objsubid 1; two ints: objsubid 2; either way classid and objid are the
+/// halves of key_hash). for-update: the session runs the still open transaction whose id is in
+/// the key's claims row's xmax (the row lock's locker).
+std::string session_holds(const Tables& t, std::string_view row) {
+  const std::string r(row), pid = r + ".session_id::int";
+  const std::string advisory = "EXISTS (SELECT 1 FROM pg_locks k, (SELECT " + key_hash_sql(t.prefix, r + ".name") +
+                               " AS h) id WHERE k.locktype = 'advisory' AND k.granted AND k.pid = " + pid +
+                               " AND k.classid::bigint = floor(id.h / 4294967296) AND k.objid::bigint ="
+                               " mod(id.h, 4294967296) AND k.objsubid = ";
+  return "CASE WHEN " + r + ".session_id IS NULL OR " + r + ".session_id !~ '^[0-9]{1,9}$' THEN false"
+         " WHEN " + r + ".strategy = 'advisory' THEN " + advisory + "1)"
+         " WHEN " + r + ".strategy = 'txn-insert' THEN " + advisory + "2)"
+         " WHEN " + r + ".strategy = 'for-update' THEN EXISTS (SELECT 1 FROM " + t.claims + " c JOIN pg_locks k"
+         " ON k.locktype = 'transactionid' AND k.transactionid = c.xmax WHERE c.name = " + r + ".name"
+         " AND c.kind = 'for-update' AND k.granted AND k.pid = " + pid + ") ELSE false END";
+}
+
 /// The status rows (statements.hpp: the 14 status columns, live, session_holds) of the rows of
-/// <prefix>locks that `where` keeps. session_holds is the server's verdict (session_verdict) on
-/// the recorded session, compared with the key's own lock: a crashed session holder shows free.
+/// <prefix>locks that `where` keeps: a crashed session holder shows free.
 std::string status_rows(const Tables& t, const std::string& where) {
-  const std::string holds = session_holds_sql("l.strategy", "l.dblock_verdict", "floor(k.h / 4294967296)",
-                                              "mod(k.h, 4294967296)");
-  return "SELECT " + rows::status_select_list(&ms_text, "now()") +
-         ", COALESCE((expires_at > now())::int, 0), CASE WHEN l.dblock_verdict IS NULL THEN 0 ELSE (SELECT COALESCE((" +
-         holds + ")::int, 0) FROM (SELECT " + key_hash_sql(t.prefix, "l.name") +
-         " AS h) k) END FROM (SELECT l.*, " + session_verdict(t, "l") + " AS dblock_verdict FROM " + t.locks + " l" +
-         where + ") l";
+  return "SELECT " + rows::status_select_list(&ms_text, "now()") + ", COALESCE((expires_at > now())::int, 0), (" +
+         session_holds(t, "l") + ")::int FROM " + t.locks + " l" + where;
 }
 
 /// ShedLock's row and dblock's of the same name: name, locked_by, locked_at_ms, lock_until_ms,
@@ -78,6 +93,10 @@ sql::FailoverStatements failover_statements(const Tables& t) {
 }
 
 }  // namespace
+
+Tables tables_for(const std::string& prefix) {
+  return Tables{prefix, quote_ident(prefix + "locks"), quote_ident(prefix + "runs"), quote_ident(prefix + "claims")};
+}
 
 sql::LeaseStatements lease_statements(const std::string& prefix) {
   const Tables t = tables_for(prefix);
@@ -258,6 +277,72 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
                                " renewed_at = now() WHERE name = :key AND (:owner::text IS NULL OR owner = :owner)"
                                " AND (:token::bigint IS NULL OR token = :token::bigint) AND released_at IS NULL"
                                " AND strategy = 'lease' RETURNING " + ms("expires_at")};
+  return s;
+}
+
+sql::ReleaseStatements release_statements(const std::string& prefix) {
+  const Tables t = tables_for(prefix);
+  sql::ReleaseStatements s;
+  // One statement: the row locked, judged as status judges it (session_verdict), marked, the
+  // key's waiters notified, and the holder's session ended while the server shows it holding
+  // this key's lock, so neither a reused backend pid nor another key's holder is ever hit.
+  // Truncated, not rounded into timestamptz(3): the lock must read free right after release.
+  s.release = {
+      "release.release",
+      "WITH old AS (SELECT l.name, l.session_id, (l.released_at IS NULL OR l.released_at < l.acquired_at)"
+      " AND l.strategy <> 'lease' AND " + session_holds(t, "l") + " AS holds FROM " + t.locks +
+          " l WHERE l.name = :key FOR UPDATE),"
+      " u AS (UPDATE " + t.locks + " l SET released_at = now(), expires_at = CASE WHEN l.strategy = 'lease'"
+          " THEN LEAST(l.expires_at, date_trunc('milliseconds', now())) ELSE l.expires_at END FROM old"
+          " WHERE l.name = old.name AND (:force::int = 1 OR (l.released_at IS NULL AND (:owner::text IS NULL"
+          " OR l.owner = :owner) AND (:token::bigint IS NULL OR l.token = :token::bigint)))"
+          " RETURNING l.name, CASE WHEN old.holds THEN old.session_id::int END AS pid)"
+      " SELECT pid, NULL, pg_notify(:channel, name)::text, pid IS NOT NULL AND pg_terminate_backend(pid) FROM u"};
+  // pg_terminate_backend only signals (waiting needs 14+).
+  s.session_gone = {"release.session_gone",
+                    "SELECT NOT (EXISTS (SELECT 1 FROM pg_locks WHERE pid = :session::int)"
+                    " OR EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = :session::int))"};
+  return s;
+}
+
+sql::DoctorStatements doctor_statements(const std::string& prefix) {
+  const Tables t = tables_for(prefix);
+  sql::DoctorStatements s;
+  s.server = {"doctor.server", "SELECT 'PostgreSQL ' || current_setting('server_version')"};
+  s.probe = sql::write_probe(t.locks, t.runs, t.claims);
+  s.can_create = {"doctor.can_create", "SELECT has_schema_privilege(current_schema(), 'CREATE')"};
+  // The idle limits in force: 'client' means the value came in this connection's startup packet,
+  // so dblock's own did. A pooler that drops `options` (PgBouncer with it in
+  // ignore_startup_parameters) leaves the server's limits on dblock's sessions.
+  const std::string setting = "(SELECT setting || COALESCE(unit, '') FROM pg_settings WHERE name = ";
+  s.checks = {
+      {"idle_timeouts",
+       "SELECT 'idle_timeouts', 1, CASE WHEN v.client THEN 'dblock''s own idle limits arrive with every connection"
+       " (startup options; this session''s: ' || v.in_effect || '): a run''s own session (the lock holder''s) 2 x TTL +"
+       " 5 s (its renewals keep it busy; a holder cut off from the server loses the lock after that), its other"
+       " sessions 0 (none)' ELSE 'dblock''s own idle limits did not arrive: something between dblock and the server"
+       " dropped the startup options (PgBouncer does when ignore_startup_parameters lists options), so the server''s"
+       " apply to dblock''s sessions: ' || v.in_effect || CASE WHEN v.limited THEN '; a holder session idle longer"
+       " than that between two renewals (every TTL/3) is ended and its lock lost: keep TTL/3 below it' ELSE '; none,"
+       " so a holder cut off from the pooler keeps its lock until the pooler ends its server session' END END"
+       " FROM (SELECT 'idle_session_timeout=' || COALESCE(" + setting + "'idle_session_timeout'), 'n/a') ||"
+       " ', idle_in_transaction_session_timeout=' || " + setting + "'idle_in_transaction_session_timeout') AS in_effect,"
+       " (SELECT source FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout') = 'client' AS client,"
+       " (SELECT sum(setting::bigint) FROM pg_settings WHERE name IN ('idle_session_timeout',"
+       " 'idle_in_transaction_session_timeout')) > 0 AS limited) v"},
+      // What a failover can lose: with asynchronous standbys, the last grants (the failover
+      // lock-delay covers them). A standby that streams without being synchronous is
+      // asynchronous; Patroni's synchronous_mode shows as synchronous_standby_names.
+      {"replication",
+       "SELECT 'replication', 1, 'synchronous_commit=' || current_setting('synchronous_commit') ||"
+       " ', synchronous_standby_names=''' || r.names || '''; ' || r.standbys || ' standby(s) streaming, ' ||"
+       " r.synchronous || ' synchronous' || CASE WHEN r.names = '' AND r.standbys > 0 THEN ': asynchronous"
+       " replication, so a failover can lose the last grants; after one, the failover lock-delay grants nothing for"
+       " the longest TTL recorded' WHEN r.names <> '' THEN ': synchronous replication (Patroni synchronous_mode sets"
+       " these names); a failover keeps every grant' ELSE '' END FROM (SELECT"
+       " current_setting('synchronous_standby_names') AS names, (SELECT count(*) FROM pg_stat_replication) AS standbys,"
+       " (SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum')) AS synchronous) r"},
+  };
   return s;
 }
 
