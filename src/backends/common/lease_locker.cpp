@@ -29,7 +29,7 @@ class LeaseLocker final : public Locker {
     if (!held_ || lost_) return fail(ErrorKind::lost, "no lease is held, so there is nothing to renew");
     admitted_.reset();
     const Params p{{"key", held_->key}, {"owner", held_->owner}, {"token", held_->token}, {"ttl_ms", ms_value(ttl)}};
-    auto r = with_reconnect(*session_, [&] { return session_->run(st_.renew, p); });
+    auto r = with_retry(*session_, [&] { return session_->run(st_.renew, p); });
     if (!r) return std::unexpected(r.error());
     if (r->affected == 0) {
       // Kept (not reset): release() still writes this run's history row.
@@ -44,7 +44,7 @@ class LeaseLocker final : public Locker {
     admitted_.reset();
     // Until the release has committed the lease is still ours: a release that failed leaves
     // it held, to be retried or left to expire.
-    auto released = with_reconnect(*session_, [&] { return with_schema(*session_, [&] { return release_once(req); }); });
+    auto released = with_retry(*session_, [&] { return with_schema(*session_, [&] { return release_once(req); }); });
     if (!released) return std::unexpected(released.error());
     session_->release_signal().released(signal_key(held_->request));
     const bool was_lost = lost_;

@@ -30,14 +30,21 @@ auto with_schema(Session& session, F&& attempt) -> decltype(attempt()) {
   return attempt();
 }
 
-/// `statement` once, and once more after a reconnect when the connection failed: a lease
-/// survives a short outage, and every lease statement after the acquisition is compared on its
-/// holder, so running it twice is safe.
+/// How often with_retry runs a statement that the server rolled back as a conflict.
+inline constexpr int conflict_attempts = 4;
+
+/// `statement` once, once more after a reconnect when the connection failed (a lease survives
+/// a short outage), and again, up to conflict_attempts in all, when the server rolled it back
+/// as a conflict (busy: a deadlock, or a Galera certification failure against another node's
+/// write of the same rows). Every statement after the acquisition is compared on its holder,
+/// so running it again is safe.
 template <class F>
-auto with_reconnect(Session& session, F&& statement) -> decltype(statement()) {
-  auto first = statement();
-  if (first || first.error().kind != ErrorKind::connection) return first;
-  if (auto ok = session.reconnect(first.error()); !ok) return std::unexpected(ok.error());
+auto with_retry(Session& session, F&& statement) -> decltype(statement()) {
+  auto result = statement();
+  for (int conflicts = 1; !result && result.error().kind == ErrorKind::busy && conflicts < conflict_attempts; ++conflicts)
+    result = statement();
+  if (result || result.error().kind != ErrorKind::connection) return result;
+  if (auto ok = session.reconnect(result.error()); !ok) return std::unexpected(ok.error());
   return statement();
 }
 

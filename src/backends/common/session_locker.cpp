@@ -53,19 +53,22 @@ class SessionLocker final : public Locker {
     ReleaseRequest r = req;
     r.min_hold = Millis(0);  // core keeps a session lock for --min-hold itself
     // The bookkeeping session holds no lock, so a statement lost with its connection runs again.
-    auto released = with_reconnect(*book_, [&] { return with_schema(*book_, [&] { return release_row(*book_, st_, what, r, prefix_, keep_); }); });
+    auto released = with_retry(*book_, [&] { return with_schema(*book_, [&] { return release_row(*book_, st_, what, r, prefix_, keep_); }); });
     auto gave_back = lock_->give_back(held_->key);
     lock_->release_signal().released(signal_key(held_->request));
     Result<void> history{};
     if (released)
-      history = with_reconnect(*book_, [&] {
+      history = with_retry(*book_, [&] {
         return with_schema(*book_, [&] { return record_held_run(*book_, st_, *held_, strategy_, *released, r, keep_); });
       });
     auto message = lost("was already gone at release" +
                         (gave_back ? std::string() : ": " + gave_back.error().message));
+    const std::string key = held_->key;
     held_.reset();
     if (!released) return std::unexpected(released.error());
-    if (!history) return history;
+    if (!history)
+      return fail(history.error().kind,
+                  "released '" + key + "', but its run's history row was not written: " + history.error().message);
     if (!*released || !gave_back) return message;
     return {};
   }

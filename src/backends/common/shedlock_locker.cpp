@@ -43,7 +43,7 @@ class ShedlockLocker final : public Locker {
   Result<void> renew(Millis ttl) override {
     if (!held_ || lost_) return fail(ErrorKind::lost, "no lock is held, so there is nothing to renew");
     const Params p{{"key", held_->key}, {"owner", held_->owner}, {"ttl_ms", ms_value(ttl)}};
-    auto r = with_reconnect(*session_, [&] { return session_->run(st_.extend, p); });
+    auto r = with_retry(*session_, [&] { return session_->run(st_.extend, p); });
     if (!r) return std::unexpected(r.error());
     if (r->affected == 0) {
       lost_ = true;  // held_ stays: release() still writes the history row
@@ -55,7 +55,7 @@ class ShedlockLocker final : public Locker {
 
   Result<void> release(const ReleaseRequest& req) override {
     if (!held_) return fail(ErrorKind::lost, "no lock is held, so there is nothing to release");
-    auto released = with_reconnect(*session_, [&] { return release_once(req); });
+    auto released = with_retry(*session_, [&] { return release_once(req); });
     if (!released) return std::unexpected(released.error());
     const Held held = std::move(*held_);
     held_.reset();

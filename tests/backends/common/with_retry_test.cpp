@@ -1,0 +1,83 @@
+// with_retry (src/backends/common/lease_locker.hpp) without a database: a statement the server
+// rolled back as a conflict (busy: a deadlock, a Galera certification failure) runs again, a
+// bounded number of times; a lost connection is reopened once; any other failure stands.
+
+#include <doctest/doctest.h>
+
+#include <deque>
+
+#include "backends/common/lease_locker.hpp"
+
+using namespace dblock;
+
+namespace {
+
+class FakeSession final : public sql::Session {
+ public:
+  Result<sql::Rows> run(const sql::Statement&, const sql::Params&) override { return sql::Rows{}; }
+  Result<void> exec(std::string_view) override { return {}; }
+  Result<void> reconnect(const Error&) override {
+    ++reconnects;
+    return {};
+  }
+  bool schema_missing(const Error&) const override { return false; }
+  std::string where() const override { return "fake"; }
+  sql::ReleaseSignal& release_signal() override { return signal_; }
+
+  int reconnects = 0;
+
+ private:
+  sql::ReleaseSignal signal_;
+};
+
+// A statement that fails with each of `kinds` in turn, then succeeds.
+struct Script {
+  std::deque<ErrorKind> kinds;
+  int runs = 0;
+  Result<int> operator()() {
+    ++runs;
+    if (kinds.empty()) return 7;
+    const ErrorKind k = kinds.front();
+    kinds.pop_front();
+    return std::unexpected(Error{k, "scripted"});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("with_retry runs a statement rolled back as a conflict again") {
+  FakeSession session;
+  Script s{{ErrorKind::busy, ErrorKind::busy}};
+  auto r = sql::with_retry(session, [&] { return s(); });
+  REQUIRE(r);
+  CHECK(*r == 7);
+  CHECK(s.runs == 3);
+  CHECK(session.reconnects == 0);
+}
+
+TEST_CASE("with_retry gives up on conflicts after conflict_attempts runs") {
+  FakeSession session;
+  Script s{std::deque<ErrorKind>(10, ErrorKind::busy)};
+  auto r = sql::with_retry(session, [&] { return s(); });
+  REQUIRE_FALSE(r);
+  CHECK(r.error().kind == ErrorKind::busy);
+  CHECK(s.runs == sql::conflict_attempts);
+}
+
+TEST_CASE("with_retry reconnects once after a lost connection") {
+  FakeSession session;
+  Script s{{ErrorKind::connection}};
+  auto r = sql::with_retry(session, [&] { return s(); });
+  REQUIRE(r);
+  CHECK(s.runs == 2);
+  CHECK(session.reconnects == 1);
+}
+
+TEST_CASE("with_retry leaves any other failure alone") {
+  FakeSession session;
+  Script s{{ErrorKind::lost}};
+  auto r = sql::with_retry(session, [&] { return s(); });
+  REQUIRE_FALSE(r);
+  CHECK(r.error().kind == ErrorKind::lost);
+  CHECK(s.runs == 1);
+}
