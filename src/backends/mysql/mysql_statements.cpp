@@ -342,8 +342,8 @@ sql::DoctorStatements doctor_statements(const std::string& prefix, bool mariadb)
       // certified whatever it says. MySQL without Galera has no wsrep_on: not a cluster.
       {"galera",
        "SELECT 'galera', NOT (g.wsrep AND :session), IF(g.wsrep, CONCAT('Galera cluster (wsrep_on=ON, synchronous"
-       " replication, wsrep_sync_wait=', COALESCE(g.sync_wait, '?'), ')', IF(:session, CONCAT(': GET_LOCK and FOR"
-       " UPDATE are not cluster-wide, so ', :strategy, ' is unsafe; use --strategy lease'), ': the lease strategy is"
+       " replication, wsrep_sync_wait=', COALESCE(g.sync_wait, '?'), ')', IF(:session, CONCAT(': GET_LOCK, FOR UPDATE"
+       " and an uncommitted INSERT lock one node only, so ', :strategy, ' is unsafe; use --strategy lease'), ': the lease strategy is"
        " safe here')), 'not a Galera cluster (wsrep_on is off or absent)') FROM (SELECT COALESCE(MAX(VARIABLE_NAME ="
        " 'wsrep_on' AND VARIABLE_VALUE IN ('ON', '1')), 0) AS wsrep, MAX(IF(VARIABLE_NAME = 'wsrep_sync_wait',"
        " VARIABLE_VALUE, NULL)) AS sync_wait FROM " +
