@@ -59,33 +59,18 @@ void Heartbeat::notify_changed() {
 
 void Heartbeat::loop() {
   Millis next = state_.deadline - timing_.ttl + timing_.interval();
-  const Millis spares_at = boottime_now() + spares_after;  // the thread starts with the command
-  bool spares_dropped = false;
   std::unique_lock lock(mutex_);
   for (;;) {
     // CLOCK_BOOTTIME has no condition-variable clock; wait in short steps instead.
     Millis now{0};
     while (!stopping_) {
       now = boottime_now();
-      const Millis due = spares_dropped ? next : std::min(next, spares_at);
-      if (now >= due) break;
-      cv_.wait_for(lock, std::min(due - now, Millis(250)));
+      if (now >= next) break;
+      cv_.wait_for(lock, std::min(next - now, Millis(250)));
     }
     if (stopping_) return;
     renewing_ = true;
     lock.unlock();
-
-    // The spares go on this thread, so never while a renew uses the locker.
-    if (!spares_dropped && now >= spares_at) {
-      locker_.drop_spares();
-      spares_dropped = true;
-      if (now < next) {
-        lock.lock();
-        renewing_ = false;
-        idle_cv_.notify_all();
-        continue;
-      }
-    }
 
     const Millis sent = boottime_now();
     auto renewed = locker_.renew(timing_.ttl);

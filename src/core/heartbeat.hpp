@@ -26,14 +26,6 @@ struct HeartbeatTiming {
 
 class Heartbeat {
  public:
-  /// How long the command runs before the locker drops its spares (Locker::drop_spares).
-  /// Not at once: closing a connection makes the server end a process, which on a machine
-  /// that runs the server too competes with the command's own start for the CPU. Measured on
-  /// PostgreSQL for-update (2 cores, medians): closing right after the start left the handoff
-  /// at 6.2 ms; closing 20 ms in took it from 6.4 to 5.1 ms, as the holder then ends one
-  /// server process at the handoff instead of two.
-  static constexpr Millis spares_after{20};
-
   struct State {
     Millis deadline{0};     // CLOCK_BOOTTIME: last successful renew (or the acquire) sent + ttl
     bool lost = false;      // ErrorKind::lost: final, no more renewing
@@ -42,7 +34,7 @@ class Heartbeat {
   };
 
   /// acquired_sent_at: when the acquiring request was sent (CLOCK_BOOTTIME). Made once the
-  /// command has started: the locker's spares go spares_after from then.
+  /// command has started.
   Heartbeat(Locker& locker, Millis ttl, Millis acquired_sent_at);
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
@@ -68,7 +60,7 @@ class Heartbeat {
   std::condition_variable cv_;
   std::condition_variable idle_cv_;  // renewing_ went false
   bool stopping_ = false;
-  bool renewing_ = false;  // a renew or drop_spares is in flight (the locker is in use)
+  bool renewing_ = false;  // a renew is in flight (the locker is in use)
   State state_;
   std::thread thread_;
 };

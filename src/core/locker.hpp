@@ -49,13 +49,6 @@ class Locker {
   /// duplicate open until the command's whole process tree is dead; it never reads or writes it.
   virtual int session_fd() const { return -1; }
 
-  /// Called once by `run` when its command has been running for a moment
-  /// (Heartbeat::spares_after), on the heartbeat's thread, so never at the same time as
-  /// renew: gives back what keeping the lock does not need, such as a connection that only
-  /// committed the token. Whatever needs it later (a release after the lock session died)
-  /// opens it again.
-  virtual void drop_spares() {}
-
   /// A descriptor that becomes readable when a release of the key may have happened
   /// (PostgreSQL LISTEN/NOTIFY), or -1 when the backend cannot tell; core polls it while waiting.
   virtual int wakeup_fd() const { return -1; }

@@ -96,7 +96,6 @@ class SemaphoreLocker final : public Locker {
   Result<void> renew(Millis ttl) override { return inner_->renew(ttl); }
   Result<void> release(const ReleaseRequest& req) override { return inner_->release(req); }
   int session_fd() const override { return inner_->session_fd(); }
-  void drop_spares() override { inner_->drop_spares(); }
   int wakeup_fd() const override { return inner_->wakeup_fd(); }
   void consume_wakeup() override { inner_->consume_wakeup(); }
 

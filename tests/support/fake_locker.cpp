@@ -67,11 +67,6 @@ class FakeLocker final : public Locker {
     return {};
   }
 
-  void drop_spares() override {
-    ++s_->spare_drops;
-    if (s_->acquired_at) s_->spares_dropped_after_ms = (boottime_now() - *s_->acquired_at).count();
-  }
-
   int wakeup_fd() const override { return s_->wakeup_fd; }
 
   void consume_wakeup() override {

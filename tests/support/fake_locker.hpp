@@ -41,8 +41,6 @@ struct FakeScript {
   std::atomic<int> renews{0};
   std::atomic<int> failed_renews{0};
   std::atomic<int> wakeups_consumed{0};
-  std::atomic<int> spare_drops{0};
-  std::atomic<std::int64_t> spares_dropped_after_ms{-1};  // since the acquire
   std::vector<Millis> attempt_waits;         // the `wait` of every try_acquire
   std::vector<Millis> attempt_times;         // CLOCK_BOOTTIME of every try_acquire
   std::vector<ReleaseRequest> releases;
