@@ -102,7 +102,7 @@ for s in "${strategies[@]}"; do
     check "$s: with -w every take exits 0 or 76 (exits:$(counted $statuses))" test -z "$(echo $statuses | tr ' ' '\n' | grep -Ev '^(0|76)$')"
   fi
   # (A release that fails certification leaves the exit status the command's: not a take.)
-  odd=$(grep -hE '1213|[Dd]eadlock' "$E2E_TMP/at-once.$s.out" "$E2E_TMP/at-once-w.$s.out" | grep -v 'could not release' | head -n 1)
+  odd=$(grep -hE 'errno 1213|[Dd]eadlock' "$E2E_TMP/at-once.$s.out" "$E2E_TMP/at-once-w.$s.out" | grep -v 'could not release' | head -n 1)
   check "$s: no take ends in an error naming 1213${odd:+: $odd}" test -z "$odd"
 done
 check "wsrep_retry_autocommit back to 1" on_nodes "SET GLOBAL wsrep_retry_autocommit = 1"
