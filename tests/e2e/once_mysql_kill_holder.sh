@@ -67,6 +67,12 @@ for s in advisory for-update txn-insert; do
   sid=${sid%%:*}  # for-update, txn-insert: "<connection id>:<holder tag>"
   alive=$(sql "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = '${sid:-0}'")
   assert_eq "$s: the holder's session $sid is in the processlist" 1 "$alive"
+  # Its transaction takes no gap locks, which would make the INSERT of a neighbouring key (a
+  # txn-insert take, a for-update key's first claims row) read busy.
+  if [ "$s" != advisory ]; then
+    assert_eq "$s: the holder's transaction runs under READ COMMITTED" "READ COMMITTED" \
+      "$(sql "SELECT trx_isolation_level FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = '${sid:-0}'")"
+  fi
   check "$s: KILL CONNECTION $sid" sql "KILL CONNECTION ${sid:-0}"
   expect_lost "$s, KILL CONNECTION" "$k" 7000
   check "$s: the key is free afterwards" wait_for 5 is_free "$k"

@@ -3,6 +3,7 @@
 // own (the lock session):
 //  advisory    GET_LOCK on the key's hashed name (advisory_name)
 //  for-update  SELECT ... FOR UPDATE of the key's <prefix>claims row, in a transaction held open
+//              under READ COMMITTED (no gap locks)
 //  txn-insert  an uncommitted INSERT of that row under READ COMMITTED; others wait on the primary
 //              key until the holder rolls back
 // The row-lock strategies also keep a holder tag (holder_tag) while they hold the key, which is
@@ -111,8 +112,11 @@ class MysqlSessionLock final : public sql::SessionLock {
     auto c = Connection::open(dsn_, options_, ConnectionRole::lock_holder,
                               row_lock() ? ", SESSION innodb_lock_wait_timeout = 0" : "");
     if (!c) return std::unexpected(c.error());
-    // No gap locks, and a second inserter of the key waits on the first one's row.
-    if (strategy_ == Strategy::txn_insert)
+    // No gap locks: under REPEATABLE READ a for-update take of a key whose claims row is not
+    // there yet locks the gap around it, and the INSERT of a neighbouring key (txn-insert's
+    // lock, for-update's claims row) reads busy meanwhile. A second inserter of the same key
+    // waits on the first one's row.
+    if (row_lock())
       if (auto r = (*c)->query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"); !r) return r;
     conn_ = std::move(*c);
     lock_wait_s_ = 0;
