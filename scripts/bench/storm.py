@@ -13,9 +13,9 @@ brings its own CPU and the server has its own, so the contenders' start-up must 
 server's share of the cores. Without the group, a thousand processes at nice 19 would still
 weigh as much as the server's group, as a sibling group. Writes OUT: one line per contender,
 "EXIT_CODE MS" (ms from the start to its exit, in exit order; a contender killed by signal N
-shows 128+N). Their stderr goes to ERR. Prints "exits CODE=COUNT ..., last MS, last_loser MS":
-the last exit of all and the last exit of a contender that did not exit 0 (the winner's own
-command decides when it ends).
+shows 128+N). Their stderr goes to ERR. Prints "exits CODE=COUNT ..., last MS, last_loser MS,
+cpu S": the last exit of all, the last exit of a contender that did not exit 0 (the winner's
+own command decides when it ends), and the CPU time (user + system) all of them used.
 """
 import os
 import sys
@@ -81,7 +81,8 @@ def main() -> int:
         counts[code] = counts.get(code, 0) + 1
     losers = [ms for code, ms in exits if code != 0]
     print("exits " + " ".join(f"{c}={counts[c]}" for c in sorted(counts)) +
-          f", last {max(ms for _, ms in exits):.0f}, last_loser {max(losers) if losers else 0:.0f}")
+          f", last {max(ms for _, ms in exits):.0f}, last_loser {max(losers) if losers else 0:.0f}" +
+          f", cpu {os.times().children_user + os.times().children_system:.1f}")
     return 0
 
 

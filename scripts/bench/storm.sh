@@ -44,7 +44,7 @@ storm_cell() {
   load="$load at start, $(cut -d' ' -f1 /proc/loadavg) at end"
   say "storm: $label: $summary; listen drops $drops; load $load"
   result storm "$label: contenders" count "$storm_contenders" "" "" 1 \
-    "max_connections $maxconn; contenders at nice $storm_nice; listen drops $drops; load $load"
+    "max_connections $maxconn; contenders at nice $storm_nice, their CPU ${summary##*cpu } s on $(nproc) cores; listen drops $drops; load $load"
   for code in $(cut -d' ' -f1 "$tmp/storm.exits" | sort -n | uniq); do
     n=$(awk -v c="$code" '$1 == c { n++ } END { print n }' "$tmp/storm.exits")
     result storm "$label: exit $code" count "$n" "" "" 1 \
