@@ -29,7 +29,7 @@ storm_max_connections() {
 
 # storm_cell BACKEND STRATEGY: one storm; its rows, and its block of storm.dat.
 storm_cell() {
-  local b=$1 s=$2 label="$1 $2" maxconn summary code n last others drops load
+  local b=$1 s=$2 label="$1 $2" maxconn summary code n last others drops load model
   maxconn=$(storm_max_connections "$b" 2>/dev/null || echo "?")
   say "storm: $label, $storm_contenders contenders at nice $storm_nice, max_connections $maxconn"
   : >"$tmp/storm.err"
@@ -41,10 +41,12 @@ storm_cell() {
     return 0
   fi
   drops=$(($(listen_drops) - drops))
+  model="contenders at nice $storm_nice in a group of their own (a farm: the server's CPU is its own)"
+  [ "$storm_nice" != 0 ] || model="contenders at the server's priority (one machine: the server shares its CPU)"
   load="$load at start, $(cut -d' ' -f1 /proc/loadavg) at end"
   say "storm: $label: $summary; listen drops $drops; load $load"
   result storm "$label: contenders" count "$storm_contenders" "" "" 1 \
-    "max_connections $maxconn; contenders at nice $storm_nice, their CPU ${summary##*cpu } s on $(nproc) cores; listen drops $drops; load $load"
+    "max_connections $maxconn; $model, their CPU ${summary##*cpu } s on $(nproc) cores; listen drops $drops; load $load"
   for code in $(cut -d' ' -f1 "$tmp/storm.exits" | sort -n | uniq); do
     n=$(awk -v c="$code" '$1 == c { n++ } END { print n }' "$tmp/storm.exits")
     result storm "$label: exit $code" count "$n" "" "" 1 \
