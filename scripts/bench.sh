@@ -26,7 +26,8 @@
 # Knobs (defaults): DBLOCK_BENCH_RUNS (20) timed rounds, DBLOCK_BENCH_COUNT_RUNS (10) runs per
 # statement count, DBLOCK_BENCH_HANDOFFS (10), DBLOCK_BENCH_WAITERS (100),
 # DBLOCK_BENCH_TP_ROUNDS (3) throughput rounds, DBLOCK_BENCH_STORM (1000) contenders,
-# DBLOCK_BENCH_STORM_JOB (15) the winner's command in s, DBLOCK_BENCH_SCALE_ROWS (1000000), DBLOCK_BENCH_STRACE_RUNS (5), DBLOCK_BENCH_RSS_RUNS (5),
+# DBLOCK_BENCH_STORM_JOB (15) the winner's command in s, DBLOCK_BENCH_STORM_NICE (19) the storm's
+# contenders' niceness (the server keeps the CPU it would have on its own machine), DBLOCK_BENCH_SCALE_ROWS (1000000), DBLOCK_BENCH_STRACE_RUNS (5), DBLOCK_BENCH_RSS_RUNS (5),
 # DBLOCK_BENCH_OUT (build/bench next to the binary): bench.txt, bench.csv, handoff.dat, handoff.png,
 # storm.dat, storm.png.
 # Exits 1 if any measurement failed (its row says FAILED); the other rows are still printed.
@@ -54,6 +55,7 @@ strace_runs=${DBLOCK_BENCH_STRACE_RUNS:-5}
 rss_runs=${DBLOCK_BENCH_RSS_RUNS:-5}
 storm_contenders=${DBLOCK_BENCH_STORM:-1000}
 storm_job_s=${DBLOCK_BENCH_STORM_JOB:-15}
+storm_nice=${DBLOCK_BENCH_STORM_NICE:-19}
 out=${DBLOCK_BENCH_OUT:-$(dirname "$bin")/bench}
 all_sections="startup fsync servers handoff throughput scale storm"
 only=${DBLOCK_BENCH_ONLY:-$all_sections}

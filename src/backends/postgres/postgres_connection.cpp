@@ -16,17 +16,20 @@
 namespace dblock::postgres {
 namespace {
 
-// Waits until the socket is ready for `events` or the deadline passes; false on timeout.
+// Waits until the socket is ready for `events` or the deadline passes; false on timeout. It
+// looks at the socket even when the deadline has already passed: a process kept off the CPU
+// until then (a host starting every cron job of the minute) must not call a server silent whose
+// answer is waiting.
 bool wait_socket(int fd, short events, Millis deadline, short* revents) {
   for (;;) {
-    Millis left = deadline - boottime_now();
-    if (left.count() <= 0) return false;
+    const Millis left = std::max(deadline - boottime_now(), Millis(0));
     pollfd p{fd, events, 0};
     int n = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 60'000)));
     if (n > 0 || (n < 0 && errno != EINTR)) {
       *revents = n > 0 ? p.revents : POLLERR;  // an error: let libpq report the broken socket
       return true;
     }
+    if (left.count() == 0) return false;
   }
 }
 
