@@ -16,22 +16,6 @@ LockStatus refusing_row(const Rows::Row& row) {
   return rows::read_status(row, {.lease_live = row.opt_int64(live_column).value_or(0) != 0});
 }
 
-// Adds history_add's and history_trim's parameters to `p`, their names prefixed with `prefix`.
-Params history_params(Params p, const RunRecord& run, std::int64_t started_ms, int keep, std::string_view prefix = {}) {
-  auto set = [&](std::string_view name, Value value) { p.set(std::string(prefix) + std::string(name), std::move(value)); };
-  set("name", run.key);
-  set("token", run.token);
-  set("owner", run.owner);
-  set("host", run.host);
-  set("pid", run.pid);
-  set("strategy", run.strategy);
-  set("started_ms", started_ms);
-  set("outcome", std::string(to_string(run.outcome)));
-  set("exit_code", value_of(run.exit_code));
-  set("keep", std::int64_t{keep < 0 ? 0 : keep});
-  return p;
-}
-
 }  // namespace
 
 Result<TakenRow> taken_row(Session& session, const LeaseStatements& st, const Rows& took, const std::string& key,
@@ -99,23 +83,6 @@ Result<bool> release_row(Session& session, const LeaseStatements& st, const Rele
                          const ReleaseRequest& req, const std::string& prefix, int keep) {
   const HeldRun& h = what.held;
   const bool history = req.history && what.write_history;
-  const Params release{{"key", h.key},
-                 {"owner", h.owner},
-                 {"token", h.token},
-                 {"min_hold_ms", ms_value(req.min_hold)},
-                 {"finished", std::int64_t{req.finished_run ? 1 : 0}},
-                 {"exit_code", value_of(req.exit_code)},
-                 {"channel", release_channel(prefix, signal_key(h.request))}};
-  // The dialect's one statement for the whole release, where it has one: a slot's release
-  // still takes the transaction, which locks the header first.
-  if (!st.release_run.empty() && history && what.write_row && h.request.semaphore.empty()) {
-    const RunRecord run = complete_run_record(*req.history, h, what.strategy, true);
-    Params p = history_params(release, run, h.acquired_ms, keep, "run_");
-    p.set("run_lost_outcome", std::string(to_string(complete_run_record(run, h, what.strategy, false).outcome)));
-    auto r = session.run(st.release_run, p);
-    if (!r) return std::unexpected(r.error());
-    return r->affected > 0;
-  }
   // A session holder's row alone (its history comes later) is one statement, so it needs no
   // transaction: two round trips fewer between its end and the waiter it lets in. The
   // dialect's `release` then does without the disk wait by itself where it can.
@@ -131,7 +98,13 @@ Result<bool> release_row(Session& session, const LeaseStatements& st, const Rele
     if (auto r = session.run(st.lock_row, {{"key", h.request.semaphore}}); !r) return std::unexpected(r.error());
   bool still_held = false;
   if (what.write_row) {
-    auto r = session.run(st.release, release);
+    auto r = session.run(st.release, {{"key", h.key},
+                                      {"owner", h.owner},
+                                      {"token", h.token},
+                                      {"min_hold_ms", ms_value(req.min_hold)},
+                                      {"finished", std::int64_t{req.finished_run ? 1 : 0}},
+                                      {"exit_code", value_of(req.exit_code)},
+                                      {"channel", release_channel(prefix, signal_key(h.request))}});
     if (!r) return std::unexpected(r.error());
     still_held = r->affected > 0;
   }
@@ -162,10 +135,17 @@ Result<void> record_held_run(Session& session, const LeaseStatements& st, const 
 
 Result<void> record_run(Session& session, const LeaseStatements& st, const RunRecord& run, std::int64_t started_ms,
                         int keep) {
-  const Params p = history_params({}, run, started_ms, keep);
-  auto added = session.run(st.history_add, p);
+  auto added = session.run(st.history_add, {{"name", run.key},
+                                            {"token", run.token},
+                                            {"owner", run.owner},
+                                            {"host", run.host},
+                                            {"pid", run.pid},
+                                            {"strategy", run.strategy},
+                                            {"started_ms", started_ms},
+                                            {"outcome", std::string(to_string(run.outcome))},
+                                            {"exit_code", value_of(run.exit_code)}});
   if (!added) return std::unexpected(added.error());
-  auto trimmed = session.run(st.history_trim, p);
+  auto trimmed = session.run(st.history_trim, {{"name", run.key}, {"keep", std::int64_t{keep < 0 ? 0 : keep}}});
   if (!trimmed) return std::unexpected(trimmed.error());
   return {};
 }

@@ -58,13 +58,6 @@ struct LeaseStatements {
   Statement history_add;
   /// :name :keep. Deletes the rows of :name beyond the newest :keep.
   Statement history_trim;
-  /// `release`, `history_add` and `history_trim` as one statement, for a dialect that can write
-  /// them so (empty otherwise: the three run in `begin_release`'s transaction). `release`'s
-  /// parameters, and history_add's and history_trim's prefixed with run_ (:run_name ...
-  /// :run_keep), where :run_outcome is the run's outcome if the release finds the row still
-  /// the holder's and :run_lost_outcome if not. Commits without waiting for the disk, as
-  /// `begin_release` may. affected: 1 released, 0 not ours any more.
-  Statement release_run;
 
   /// Semaphores (src/backends/README.md, "Semaphores"), inside `begin`'s transaction.
   /// :key (the semaphore) :owner :host :pid :slots :first :past (the bounds of its slot rows'

@@ -169,34 +169,15 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                    " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async"
                    " WHERE name = :key AND owner = :owner AND token = :token::bigint AND released_at IS NULL"
                    " RETURNING pg_notify(:channel, name)"};
-  // `p` prefixes the parameters' names (release_run's are run_...).
-  auto history_insert = [&](std::string_view p, std::string_view outcome) {
-    const std::string q = ":" + std::string(p);
-    return "INSERT INTO " + t.runs +
-           " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
-           " SELECT " + q + "name, " + q + "token::bigint, " + q + "owner, " + q + "host, " + q + "pid::bigint, " + q +
-           "strategy, timestamptz 'epoch' + " + q + "started_ms::bigint * interval '1 ms', now(), " +
-           std::string(outcome) + ", " + q + "exit_code::int";
-  };
-  // The row at offset `offset` (newest first) is the newest one to go; everything older goes
-  // too: a seek of the (name, id) index from the newest end, as far as that row.
-  auto history_delete = [&](std::string_view p, std::string_view offset) {
-    const std::string q = ":" + std::string(p);
-    return "DELETE FROM " + t.runs + " WHERE name = " + q + "name AND id <= (SELECT id FROM " + t.runs +
-           " WHERE name = " + q + "name ORDER BY id DESC OFFSET " + std::string(offset) + " LIMIT 1)";
-  };
-  s.history_add = {"history.add", history_insert("", ":outcome")};
-  s.history_trim = {"history.trim", history_delete("", ":keep::bigint")};
-  // One round trip instead of the transaction's five. Its parts run on one snapshot, so the
-  // trim does not see the new row and keeps one old row fewer (with :run_keep 0 nothing is
-  // added); the history row is the run's outcome only if the release took.
-  s.release_run = {"lease.release_run",
-                   "WITH r AS (" + s.release.text + "),"
-                   " h AS (" + history_insert("run_", "CASE WHEN EXISTS (SELECT 1 FROM r) THEN :run_outcome"
-                                                      " ELSE :run_lost_outcome END") +
-                       " WHERE :run_keep::bigint > 0),"
-                   " d AS (" + history_delete("run_", "GREATEST(:run_keep::bigint - 1, 0)") + ")"
-                   " SELECT 1 FROM r"};
+  s.history_add = {"history.add",
+                   "INSERT INTO " + t.runs +
+                       " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
+                       " VALUES (:name, :token::bigint, :owner, :host, :pid::bigint, :strategy,"
+                       " timestamptz 'epoch' + :started_ms::bigint * interval '1 ms', now(), :outcome, :exit_code::int)"};
+  // The row at offset :keep (newest first) is the newest one to go; everything older goes too:
+  // a seek of the (name, id) index from the newest end, as far as that row.
+  s.history_trim = {"history.trim", "DELETE FROM " + t.runs + " WHERE name = :name AND id <= (SELECT id FROM " + t.runs +
+                                        " WHERE name = :name ORDER BY id DESC OFFSET :keep::bigint LIMIT 1)"};
 
   // Far in the future, not 'infinity': a plain lease finds the header held, and its time still
   // converts to epoch milliseconds.
