@@ -242,6 +242,49 @@ TEST_CASE("min_interval refuses with not_due and a plausible due_in, then lets t
 
 TEST_SUITE("lease") {
 
+TEST_CASE("lease: a release that finds its row released meanwhile records the run as lost; history keeps its count") {
+  Db db(2);
+  const std::string key = test::unique_key("lost-run");
+  auto a = db.locker();
+  auto run_end = [](int exit_code) {
+    ReleaseRequest rel;
+    rel.finished_run = true;
+    rel.exit_code = exit_code;
+    rel.history = RunRecord{};
+    rel.history->exit_code = exit_code;
+    return rel;
+  };
+  for (int i = 0; i < 3; ++i) {
+    acquire(*a, request(key, "owner-a"));
+    auto ok = a->release(run_end(0));
+    REQUIRE_MESSAGE(ok.has_value(), (ok ? std::string() : ok.error().message));
+  }
+  const std::int64_t token = acquire(*a, request(key, "owner-a"));
+  REQUIRE(db.backend->release(key, by_token(token)).has_value());
+
+  // No renew came between: the release itself finds the row no longer ours.
+  auto late = a->release(run_end(3));
+  REQUIRE_FALSE(late.has_value());
+  CHECK(late.error().kind == ErrorKind::lost);
+  auto runs = db.backend->history(key, 100);
+  REQUIRE(runs.has_value());
+  REQUIRE(runs->size() == 2);
+  CHECK(runs->front().token == token);
+  CHECK(runs->front().outcome == RunOutcome::lost);
+  CHECK(runs->front().exit_code == std::optional<int>(3));
+  CHECK((*runs)[1].outcome == RunOutcome::ok);
+  CHECK((*runs)[1].token == token - 1);
+
+  // Keeping none: a run leaves no row.
+  Db none(0);
+  auto b = none.locker();
+  acquire(*b, request(key, "owner-b"));
+  REQUIRE(b->release(run_end(0)).has_value());
+  auto kept = none.backend->history(key, 100);
+  REQUIRE(kept.has_value());
+  CHECK(kept->empty());
+}
+
 TEST_CASE("lease: stateless renew and release by the right holder; the locker then finds it lost") {
   Db db;
   const std::string key = test::unique_key("stateless");
