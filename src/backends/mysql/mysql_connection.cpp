@@ -253,13 +253,11 @@ Result<void> Connection::query(std::string_view sql) {
 
 namespace {
 
-// Wakes a lease waiter from the server instead of core's backoff, through the key's wake and
-// queue names (mysql_statements.cpp, lock_statements): a release wakes one waiter. A holder that
-// died gave the names back with its session; a lease's own expiry still decides who may take the
-// key. A holder without the wake name only makes its waiters fall back to core's backoff, so a
-// failure to take or give back a name is not the lock's failure. The wake name is asked for
-// without waiting: a semaphore's slots share one (the common locker signals on the semaphore),
-// and a second slot's holder must not wait for the first one's.
+// Wakes a waiter from the server instead of core's backoff, through the key's wake and queue
+// names (lock_statements). A holder without the wake name only makes its waiters fall back to
+// core's backoff, so a failure to take or give back a name is not the lock's failure; one that
+// died gave the names back with its session. The wake name is taken without waiting: a
+// semaphore's slots share one, and a second slot's holder must not wait for the first one's.
 class WakeQueue final : public sql::ReleaseSignal {
  public:
   WakeQueue(Connection& conn, const std::string& prefix) : conn_(&conn), s_(lock_statements(prefix)) {}

@@ -1,19 +1,16 @@
-// The session strategies' server lock on MariaDB/MySQL (sql::SessionLock; the token, history,
-// semaphores and --min-interval are common/session_locker.cpp's), held by a connection of its
-// own (the lock session):
+// The session strategies' server lock on MariaDB/MySQL (sql::SessionLock), held by a connection
+// of its own (the lock session), with the statements of lock_statements (mysql_statements.cpp):
 //  advisory    GET_LOCK on the key's hashed name
 //  for-update  SELECT ... FOR UPDATE of the key's <prefix>claims row, in a transaction held open
-//              under READ COMMITTED (no gap locks)
-//  txn-insert  an uncommitted INSERT of that row under READ COMMITTED; others wait on the primary
-//              key until the holder rolls back
-// The row-lock strategies also keep a holder tag while they hold the key, which is
-// what status and `release --force` ask the server about: their row records "<id>:<tag>", and a
-// connection id alone proves nothing (the server hands ids out again after a restart).
+//  txn-insert  an uncommitted INSERT of that row; others wait on the primary key until the
+//              holder rolls back
+// The row locks run under READ COMMITTED and keep a holder tag while they hold the key, which is
+// what status and `release --force` ask the server about (holder_lock).
 //
-// The row-lock strategies wait in whole seconds only (innodb_lock_wait_timeout; 0 is "no wait"
-// on MariaDB, and for-update says NOWAIT), so a slice under a second is answered at once and the
-// rest of it is spent on the bookkeeping session's wake queue (WakeQueue), as a lease waiter's.
-// GET_LOCK waits for any fraction of a second itself: advisory needs no wake-ups.
+// The row locks wait in whole seconds only (innodb_lock_wait_timeout; 0 is "no wait" on MariaDB,
+// and for-update says NOWAIT), so a slice under a second is answered at once and the rest of it
+// is spent on the bookkeeping session's wake queue, as a lease waiter's. GET_LOCK waits for any
+// fraction of a second itself: advisory needs no wake-ups.
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -27,13 +24,9 @@ namespace {
 // 128 random bits as 32 hex digits, new with every lock session.
 std::string random_tag() {
   std::random_device rd;
-  std::string out;
-  for (int i = 0; i < 4; ++i) {
-    char part[9];
-    std::snprintf(part, sizeof part, "%08x", static_cast<unsigned>(rd()));
-    out += part;
-  }
-  return out;
+  char tag[33];
+  std::snprintf(tag, sizeof tag, "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  return tag;
 }
 
 class MysqlSessionLock final : public sql::SessionLock {
@@ -42,7 +35,7 @@ class MysqlSessionLock final : public sql::SessionLock {
       : strategy_(s), kind_(to_string(s)), dsn_(std::move(dsn)), options_(std::move(options)),
         s_(lock_statements(options_.table_prefix)), book_(std::move(book)) {}
 
-  Result<void> open() {
+  Result<void> reopen() override {
     conn_.reset();
     tagged_.reset();
     // The row-lock strategies start with no lock wait (core's slices are under a second), set
@@ -119,8 +112,6 @@ class MysqlSessionLock final : public sql::SessionLock {
 
   int socket() const override { return conn_ ? conn_->socket() : -1; }
 
-  Result<void> reopen() override { return open(); }
-
   sql::ReleaseSignal& release_signal() override { return row_lock() ? book_->release_signal() : no_signal_; }
 
  private:
@@ -187,7 +178,7 @@ class MysqlSessionLock final : public sql::SessionLock {
 Result<std::unique_ptr<sql::SessionLock>> make_session_lock(Strategy s, const Dsn& dsn, const BackendOptions& options,
                                                             std::shared_ptr<Session> book) {
   auto lock = std::make_unique<MysqlSessionLock>(s, dsn, options, std::move(book));
-  if (auto r = lock->open(); !r) return std::unexpected(r.error());
+  if (auto r = lock->reopen(); !r) return std::unexpected(r.error());
   return std::unique_ptr<sql::SessionLock>(std::move(lock));
 }
 
