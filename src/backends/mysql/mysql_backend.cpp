@@ -10,18 +10,14 @@
 namespace dblock::mysql {
 namespace {
 
-// Which statements the server knows (mysql_statements.cpp: the incarnation, the variables
-// table): the handshake's version string says, without a round trip.
-bool is_mariadb(const Connection& conn) { return conn.server_info().find("MariaDB") != std::string::npos; }
-
 class MysqlBackend final : public sql::SqlBackend {
  public:
-  MysqlBackend(Dsn dsn, const BackendOptions& options, std::unique_ptr<Connection> conn, bool mariadb)
-      : SqlBackend(descriptor.name, options, lease_statements(options.table_prefix, mariadb), shedlock_statements(options),
-                   inspect_statements(options), schema_statements(options), release_statements(options.table_prefix),
-                   doctor_statements(options.table_prefix, mariadb)),
+  MysqlBackend(Dsn dsn, const BackendOptions& options, std::unique_ptr<Connection> conn)
+      : SqlBackend(descriptor.name, options, lease_statements(options.table_prefix, conn->mariadb()),
+                   shedlock_statements(options), inspect_statements(options), schema_statements(options),
+                   release_statements(options.table_prefix), doctor_statements(options.table_prefix, conn->mariadb())),
         dsn_(std::move(dsn)),
-        mariadb_(mariadb),
+        mariadb_(conn->mariadb()),
         session_(new_session(std::move(conn))) {}
 
  private:
@@ -63,8 +59,7 @@ class MysqlBackend final : public sql::SqlBackend {
 Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& options) {
   auto conn = Connection::open(dsn, options);
   if (!conn) return std::unexpected(conn.error());
-  const bool mariadb = is_mariadb(**conn);
-  return std::unique_ptr<Backend>(std::make_unique<MysqlBackend>(dsn, options, std::move(*conn), mariadb));
+  return std::unique_ptr<Backend>(std::make_unique<MysqlBackend>(dsn, options, std::move(*conn)));
 }
 
 }  // namespace

@@ -4,11 +4,9 @@
 
 #include <algorithm>
 #include <mutex>
-#include <span>
 #include <tuple>
 #include <variant>
 
-#include "backends/mysql/mysql_error.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 
 namespace dblock::mysql {
@@ -57,20 +55,16 @@ bool apply_ssl_mode(MYSQL* m, const std::string& mode) {
 #endif
 }
 
-// MYSQL_BIND points into the statement's own values, which outlive mysql_stmt_execute (the
-// client library only reads them); a string's length is its bind's own buffer_length.
-std::vector<MYSQL_BIND> bind_params(std::span<const Param> params) {
-  std::vector<MYSQL_BIND> binds(params.size());
-  for (std::size_t i = 0; i < params.size(); ++i) {
+// MYSQL_BIND points into the caller's values, which outlive mysql_stmt_execute (the client
+// library only reads them); a string's length is its bind's own buffer_length.
+std::vector<MYSQL_BIND> bind_params(const std::vector<const sql::Value*>& values) {
+  std::vector<MYSQL_BIND> binds(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
     MYSQL_BIND& b = binds[i];
-    const Param::Value& v = params[i].value();
-    if (const auto* n = std::get_if<std::int64_t>(&v)) {
+    if (const auto* n = std::get_if<std::int64_t>(values[i])) {
       b.buffer_type = MYSQL_TYPE_LONGLONG;
       b.buffer = const_cast<std::int64_t*>(n);
-    } else if (const auto* d = std::get_if<double>(&v)) {
-      b.buffer_type = MYSQL_TYPE_DOUBLE;
-      b.buffer = const_cast<double*>(d);
-    } else if (const auto* s = std::get_if<std::string>(&v)) {
+    } else if (const auto* s = std::get_if<std::string>(values[i])) {
       b.buffer_type = MYSQL_TYPE_STRING;
       b.buffer = const_cast<char*>(s->data());
       b.buffer_length = static_cast<unsigned long>(s->size());
@@ -163,17 +157,16 @@ std::unexpected<Error> Connection::failed(Error e) {
   return std::unexpected(std::move(e));
 }
 
-Result<MYSQL_STMT*> Connection::prepared(const std::string& text, std::size_t param_count, MYSQL_BIND* binds,
-                                         bool& executed) {
+Result<MYSQL_STMT*> Connection::prepared(const std::string& text, std::vector<MYSQL_BIND>& binds, bool& executed) {
   executed = false;
   if (auto it = statements_.find(text); it != statements_.end()) return it->second.get();
   std::unique_ptr<MYSQL_STMT, Close> stmt(mysql_stmt_init(mysql_.get()));
   if (!stmt) return std::unexpected(error_from_mysql());
 #ifdef MARIADB_BASE_VERSION
   // Prepare and execute in one round trip (MariaDB 10.2+); later executions reuse the statement.
-  unsigned int count = static_cast<unsigned int>(param_count);
+  unsigned int count = static_cast<unsigned int>(binds.size());
   if (mysql_stmt_attr_set(stmt.get(), STMT_ATTR_PREBIND_PARAMS, &count) != 0 ||
-      (count > 0 && mysql_stmt_bind_param(stmt.get(), binds) != 0) ||
+      (count > 0 && mysql_stmt_bind_param(stmt.get(), binds.data()) != 0) ||
       mariadb_stmt_execute_direct(stmt.get(), text.data(), text.size()) != 0)
     return std::unexpected(error_from_stmt(stmt.get()));
   executed = true;
@@ -181,20 +174,21 @@ Result<MYSQL_STMT*> Connection::prepared(const std::string& text, std::size_t pa
   if (mysql_stmt_prepare(stmt.get(), text.data(), static_cast<unsigned long>(text.size())) != 0)
     return std::unexpected(error_from_stmt(stmt.get()));
   // The server's own count: binding fewer values than it expects would read past `binds`.
-  if (mysql_stmt_param_count(stmt.get()) != param_count)
+  if (mysql_stmt_param_count(stmt.get()) != binds.size())
     return fail(ErrorKind::internal, "mysql statement has " + std::to_string(mysql_stmt_param_count(stmt.get())) +
-                                         " parameters but " + std::to_string(param_count) + " values: " + text);
-  (void)binds;
+                                         " parameters but " + std::to_string(binds.size()) + " values: " + text);
 #endif
   return statements_.emplace(text, std::move(stmt)).first->second.get();
 }
 
-Result<Outcome> Connection::execute(const Sql& statement) {
-  if (auto ok = statement.check(); !ok) return std::unexpected(ok.error());
+Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& params) {
+  const sql::Compiled& compiled = compiled_.get(st);
+  auto values = sql::bind_order(compiled, params, st.id);
+  if (!values) return std::unexpected(values.error());
   if (!mysql_) return std::unexpected(error_from_mysql());
-  std::vector<MYSQL_BIND> binds = bind_params(statement.params());
+  std::vector<MYSQL_BIND> binds = bind_params(*values);
   bool executed = false;
-  auto stmt_or = prepared(statement.text(), binds.size(), binds.data(), executed);
+  auto stmt_or = prepared(compiled.text, binds, executed);
   if (!stmt_or) return failed(stmt_or.error());
   MYSQL_STMT* stmt = *stmt_or;
   auto stmt_failed = [&] {
@@ -205,11 +199,10 @@ Result<Outcome> Connection::execute(const Sql& statement) {
   if (!executed && ((!binds.empty() && mysql_stmt_bind_param(stmt, binds.data()) != 0) ||
                     mysql_stmt_execute(stmt) != 0))
     return stmt_failed();
-  Outcome out;
-  out.affected_rows = mysql_stmt_affected_rows(stmt);
+  sql::Rows out;
+  out.affected = static_cast<std::int64_t>(mysql_stmt_affected_rows(stmt));
   std::unique_ptr<MYSQL_RES, Close> meta(mysql_stmt_result_metadata(stmt));
   if (!meta) return out;
-  out.has_result = true;
   // Values that do not fit the buffers are fetched again whole (mysql_stmt_fetch_column).
   const unsigned ncols = mysql_num_fields(meta.get());
   std::vector<MYSQL_BIND> cols(ncols);
@@ -226,7 +219,7 @@ Result<Outcome> Connection::execute(const Sql& statement) {
   if (mysql_stmt_bind_result(stmt, cols.data()) != 0 || mysql_stmt_store_result(stmt) != 0) return stmt_failed();
   for (int rc; (rc = mysql_stmt_fetch(stmt)) != MYSQL_NO_DATA;) {
     if (rc != 0 && rc != MYSQL_DATA_TRUNCATED) return stmt_failed();
-    Row& row = out.rows.emplace_back(ncols);
+    std::vector<sql::Rows::Cell> row(ncols);
     for (unsigned i = 0; i < ncols; ++i) {
       if (nulls[i]) continue;
       std::string value(buffers[i].data(), std::min<std::size_t>(lengths[i], buffers[i].size()));
@@ -240,8 +233,10 @@ Result<Outcome> Connection::execute(const Sql& statement) {
       }
       row[i] = std::move(value);
     }
+    out.add(std::move(row));
   }
   mysql_stmt_free_result(stmt);
+  out.affected = static_cast<std::int64_t>(out.size());
   return out;
 }
 
@@ -258,60 +253,33 @@ Result<void> Connection::query(std::string_view sql) {
 
 namespace {
 
-// Wakes a lease waiter from the server instead of core's backoff: the holder keeps a GET_LOCK
-// on the key's wake name while it holds the lease and a waiter blocks on it until the release;
-// only the waiter at the head of the key's queue name does, so a release wakes one waiter, not
-// all of them (mysql_tables.hpp, wake_name and queue_name). A holder that died gave the names
-// back with its session; a lease's own expiry still decides who may take the key.
-//
-// A holder without the wake lock only makes its waiters fall back to core's backoff, so a
-// failure to take or give back a name is not the lock's failure. The wake lock is asked for
-// without waiting: a semaphore's slots share one (the common locker signals on the semaphore),
-// and a second slot's holder must not wait for the first one's.
+// Wakes a waiter from the server instead of core's backoff, through the key's wake and queue
+// names (lock_statements). A holder without the wake name only makes its waiters fall back to
+// core's backoff, so a failure to take or give back a name is not the lock's failure; one that
+// died gave the names back with its session. The wake name is taken without waiting: a
+// semaphore's slots share one, and a second slot's holder must not wait for the first one's.
 class WakeQueue final : public sql::ReleaseSignal {
  public:
-  WakeQueue(Connection& conn, std::string prefix) : conn_(&conn), t_(make_tables(prefix)) {}
-  void holding(const std::string& key) override {
-    (void)conn_->execute(Sql("SELECT GET_LOCK(").add(wake_name(t_, key)).add(", 0), RELEASE_LOCK(").add(queue_name(t_, key)).add(")"));
-  }
-  void released(const std::string& key) override { (void)conn_->execute(release_wake(t_, key)); }
+  WakeQueue(Connection& conn, const std::string& prefix) : conn_(&conn), s_(lock_statements(prefix)) {}
+  void holding(const std::string& key) override { (void)conn_->run(s_.wake_hold, {{"key", key}}); }
+  void released(const std::string& key) override { (void)conn_->run(s_.wake_release, {{"key", key}}); }
   Result<bool> busy(const std::string& key, Millis left) override {
     if (left <= Millis(0)) return false;
-    auto woken = wait_for_wake(*conn_, t_, key, left);
+    auto woken = conn_->run(s_.wake_wait, {{"key", key}, {"wait_ms", std::min(left.count(), conn_->max_block_ms())}});
     if (!woken && woken.error().kind == ErrorKind::connection) (void)conn_->reconnect();
-    return woken;
+    if (!woken) return std::unexpected(woken.error());
+    return (*woken)[0].text(0) == "1";
   }
-  void stop_waiting(const std::string& key) override { (void)leave_queue(*conn_, t_, key); }
+  void stop_waiting(const std::string& key) override { (void)conn_->run(s_.queue_leave, {{"key", key}}); }
 
  private:
   Connection* conn_;
-  Tables t_;
+  LockStatements s_;
 };
 
 }  // namespace
 
 Session::Session(std::unique_ptr<Connection> conn, std::string prefix)
-    : conn_(std::move(conn)), wake_queue_(std::make_unique<WakeQueue>(*conn_, std::move(prefix))) {}
-
-Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params) {
-  const sql::Compiled& compiled = compiled_.get(st);
-  auto values = sql::bind_order(compiled, params, st.id);
-  if (!values) return std::unexpected(values.error());
-  std::vector<Param> bound;
-  for (const sql::Value* v : *values) {
-    if (const auto* n = std::get_if<std::int64_t>(v)) bound.emplace_back(*n);
-    else if (const auto* text = std::get_if<std::string>(v)) bound.emplace_back(*text);
-    else bound.emplace_back(nullptr);
-  }
-  auto out = conn_->execute(Sql().add(compiled.text, std::span<const Param>(bound)));
-  if (!out) return std::unexpected(out.error());
-  sql::Rows rows;
-  for (auto& row : out->rows) rows.add(std::move(row));
-  // An upsert's affected rows: 1 inserted, 2 updated, 0 left alone.
-  rows.affected = out->has_result ? static_cast<std::int64_t>(rows.size()) : static_cast<std::int64_t>(out->affected_rows);
-  return rows;
-}
-
-bool Session::schema_missing(const Error& failed) const { return is_no_such_table(failed) || is_bad_field(failed); }
+    : conn_(std::move(conn)), wake_queue_(std::make_unique<WakeQueue>(*conn_, prefix)) {}
 
 }  // namespace dblock::mysql

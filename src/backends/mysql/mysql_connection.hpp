@@ -1,35 +1,22 @@
 #pragma once
-// One MySQL/MariaDB connection: RAII handles, options from the DSN, time bounds, and
-// prepared statements with bound parameters (cached per connection, so a repeated statement
-// costs one round trip).
+// One MySQL/MariaDB connection: RAII handles, options from the DSN, time bounds, and the named
+// statements of sql_session.hpp as prepared statements (cached per connection, so a repeated
+// statement costs one round trip).
 
 #include <mysql.h>
 
 #include <cstdint>
-#include <initializer_list>
 #include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <vector>
 
 #include "backends/backend.hpp"
 #include "backends/common/sql_session.hpp"
 #include "backends/mysql/mysql_dsn.hpp"
-#include "backends/mysql/mysql_statement.hpp"
+#include "backends/mysql/mysql_error.hpp"
 
 namespace dblock::mysql {
-
-/// One column value as the server sent it (text form), or nullopt for SQL NULL.
-using Value = std::optional<std::string>;
-using Row = std::vector<Value>;
-
-struct Outcome {
-  std::uint64_t affected_rows = 0;
-  std::vector<Row> rows;
-  bool has_result = false;  // the statement returns rows (a SELECT), however many
-};
 
 class Connection {
  public:
@@ -42,14 +29,10 @@ class Connection {
                                                   ConnectionRole role = ConnectionRole::bookkeeping,
                                                   std::string_view settings = {});
 
-  /// Runs one statement with its bound values; rows come back as text. A statement whose
-  /// placeholders and values disagree is ErrorKind::internal and never reaches the server.
-  /// Prepared statements are cached per connection, keyed by the SQL text.
-  Result<Outcome> execute(const Sql& statement);
-  /// Fixed SQL text with all its values in one call.
-  Result<Outcome> execute(std::string_view sql, std::initializer_list<Param> params = {}) {
-    return execute(Sql().add(sql, params));
-  }
+  /// Runs `st` with `params` bound by name (sql::Session::run); a placeholder without a value
+  /// is ErrorKind::internal and never reaches the server. `affected`: a SELECT's rows, else the
+  /// server's count (an upsert: 1 inserted, 2 updated, 0 left alone).
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params = {});
   /// Runs a statement without parameters through the text protocol (SET, START TRANSACTION,
   /// DDL, ROLLBACK); any rows are read and discarded.
   Result<void> query(std::string_view sql);
@@ -61,8 +44,10 @@ class Connection {
   int socket() const { return mysql_ ? static_cast<int>(mysql_get_socket(mysql_.get())) : -1; }
   /// The server's id for this session (CONNECTION_ID()).
   std::uint64_t session_id() const { return mysql_ ? mysql_thread_id(mysql_.get()) : 0; }
-  /// "10.11.19-MariaDB..." as the server reports it.
-  std::string server_info() const { return mysql_ ? mysql_get_server_info(mysql_.get()) : ""; }
+  /// The server's handshake says MariaDB (which statements it knows: mysql_statements.cpp).
+  bool mariadb() const {
+    return mysql_ && std::string_view(mysql_get_server_info(mysql_.get())).find("MariaDB") != std::string_view::npos;
+  }
   /// The longest a single statement may block before the read timeout fires, in ms; blocking
   /// waits (GET_LOCK, lock waits) are capped below it so a wait is never mistaken for a dead server.
   std::int64_t max_block_ms() const { return max_block_ms_; }
@@ -80,7 +65,7 @@ class Connection {
         init_command_(std::move(init_command)) {}
   Error error_from_mysql() const;  // the connection's errno and SQLSTATE
   Error error_from_stmt(MYSQL_STMT* stmt) const;
-  Result<MYSQL_STMT*> prepared(const std::string& sql, std::size_t param_count, MYSQL_BIND* binds, bool& executed);
+  Result<MYSQL_STMT*> prepared(const std::string& sql, std::vector<MYSQL_BIND>& binds, bool& executed);
   /// `e`; a lost connection's prepared statements are gone with it.
   std::unexpected<Error> failed(Error e);
 
@@ -91,6 +76,7 @@ class Connection {
   std::unique_ptr<MYSQL, Close> mysql_;
   std::unordered_map<std::string, std::unique_ptr<MYSQL_STMT, Close>> statements_;
   std::int64_t max_block_ms_ = 0;
+  sql::CompiledCache compiled_{sql::PlaceholderStyle::question};
 };
 
 /// The connection as the strategies of src/backends/common see it (sql_session.hpp). A lease
@@ -98,19 +84,15 @@ class Connection {
 class Session final : public sql::Session {
  public:
   Session(std::unique_ptr<Connection> conn, std::string prefix);
-  /// The connection, for the Backend's own statements (release, doctor).
-  Connection* connection() { return conn_.get(); }
-  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override;
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override { return conn_->run(st, params); }
   Result<void> exec(std::string_view sql) override { return conn_->query(sql); }
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
-  /// ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR.
-  bool schema_missing(const Error& failed) const override;
+  bool schema_missing(const Error& failed) const override { return is_schema_missing(failed); }
   std::string where() const override { return conn_->where(); }
   sql::ReleaseSignal& release_signal() override { return *wake_queue_; }
 
  private:
   std::unique_ptr<Connection> conn_;
-  sql::CompiledCache compiled_{sql::PlaceholderStyle::question};
   std::unique_ptr<sql::ReleaseSignal> wake_queue_;
 };
 

@@ -50,9 +50,7 @@ ErrorKind classify_errno(unsigned errnum) {
 
 bool is_no_such_session(const Error& e) { return e.native_code == ER_NO_SUCH_THREAD; }
 
-bool is_no_such_table(const Error& e) { return e.native_code == ER_NO_SUCH_TABLE; }
-
-bool is_bad_field(const Error& e) { return e.native_code == ER_BAD_FIELD_ERROR; }
+bool is_schema_missing(const Error& e) { return e.native_code == ER_NO_SUCH_TABLE || e.native_code == ER_BAD_FIELD_ERROR; }
 
 Error make_error(unsigned errnum, std::string_view where, std::string_view text, std::string_view sqlstate) {
   std::string message = "mysql " + std::string(where) + ": " + std::string(text) + " (errno " + std::to_string(errnum) + ")";

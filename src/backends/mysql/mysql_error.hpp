@@ -14,13 +14,9 @@ ErrorKind classify_errno(unsigned errnum);
 /// True when a KILL named a session the server does not know (ER_NO_SUCH_THREAD).
 bool is_no_such_session(const Error& e);
 
-/// True when a statement named a table the database does not have (ER_NO_SUCH_TABLE): the
-/// schema is missing and may be created.
-bool is_no_such_table(const Error& e);
-
-/// True when a statement named a column its table does not have (ER_BAD_FIELD_ERROR): a table
-/// of the wrong shape.
-bool is_bad_field(const Error& e);
+/// True when a statement named a table or a column the database does not have
+/// (ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR): the schema is missing or incomplete.
+bool is_schema_missing(const Error& e);
 
 /// An Error with the classified kind, "mysql <where>: <text> (errno N)", the errno as
 /// native_code and the SQLSTATE; `where` must be redacted. Error::overloaded for a server that

@@ -29,18 +29,27 @@ std::string assign_each_if(const std::string& cond, std::initializer_list<std::p
   return out;
 }
 
+// `label` + the first `digits` hex digits of SHA-256 over database, prefix and `key` (SQL), then
+// `tag` (SQL): one key's GET_LOCK names, at most 64 characters (the server's limit). All parts
+// as bytes: a key's UTF-8 must not meet the database name's collation.
+std::string lock_name(const Tables& t, std::string_view label, int digits, std::string_view key,
+                      std::string_view tag = {}) {
+  return "CONCAT('" + std::string(label) + "', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(" +
+         quote_identifier(t.prefix, '\'') + " AS BINARY), 0x00, CAST(" + std::string(key) + " AS BINARY)), 256), " +
+         std::to_string(digits) + ")" + (tag.empty() ? "" : ", " + std::string(tag)) + ")";
+}
+
 // The lock that proves a <prefix>locks row's session holder, as status and `release --force`
 // judge it, and the recorded connection id (holder_id). session_id is "<connection id>"
-// (advisory: the key's own GET_LOCK name) or "<connection id>:<tag>" (for-update, txn-insert:
-// the holder tag's name, which holds the key's hash, so a tag copied from another key's row
-// names a lock nobody holds). A connection id alone proves nothing: the server hands ids out
-// again after a restart. The names are mysql_session_lock.cpp's (advisory_name, holder_tag).
+// (advisory: the key's own lock name) or "<connection id>:<tag>" (for-update, txn-insert: the
+// holder tag's name, which holds the key's hash, so a tag copied from another key's row names a
+// lock nobody holds). A connection id alone proves nothing: the server hands ids out again after
+// a restart. The names are lock_statements' (the session lock takes them).
 std::string holder_lock(const Tables& t) {
-  const std::string hash = "SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(" + quote_identifier(t.prefix, '\'') +
-                           " AS BINARY), 0x00, CAST(name AS BINARY)), 256)";
-  return "CASE WHEN strategy = 'advisory' AND session_id REGEXP '^[0-9]{1,20}$' THEN CONCAT('dblock:', LEFT(" + hash +
-         ", 57)) WHEN strategy IN ('for-update', 'txn-insert') AND session_id REGEXP '^[0-9]{1,20}:[0-9a-f]{32}$' THEN"
-         " CONCAT('dblock-held:', LEFT(" + hash + ", 20), SUBSTRING_INDEX(session_id, ':', -1)) END";
+  return "CASE WHEN strategy = 'advisory' AND session_id REGEXP '^[0-9]{1,20}$' THEN " +
+         lock_name(t, "dblock:", 57, "name") +
+         " WHEN strategy IN ('for-update', 'txn-insert') AND session_id REGEXP '^[0-9]{1,20}:[0-9a-f]{32}$' THEN " +
+         lock_name(t, "dblock-held:", 20, "name", "SUBSTRING_INDEX(session_id, ':', -1)") + " END";
 }
 const std::string holder_id = "CAST(SUBSTRING_INDEX(session_id, ':', 1) AS UNSIGNED)";
 
@@ -358,6 +367,56 @@ sql::DoctorStatements doctor_statements(const std::string& prefix, bool mariadb)
        " every host') FROM (SELECT COUNT(*) AS n FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE ="
        " 'PROCESS') p WHERE :session"},
   };
+  return s;
+}
+
+LockStatements lock_statements(const std::string& prefix) {
+  const Tables t = make_tables(prefix);
+  // advisory's lock: "dblock:" + 57 hex digits, so two databases on one server never share one.
+  const std::string advisory = lock_name(t, "dblock:", 57, ":key");
+  // The name a for-update or txn-insert holder keeps while it holds the key, with :tag, its lock
+  // session's 32 random hex digits: the server shows who holds it (holder_lock).
+  const std::string held = lock_name(t, "dblock-held:", 20, ":key", ":tag");
+  const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
+  LockStatements s;
+  // GET_LOCK is re-entrant on one connection: NULL rather than a second hold.
+  s.advisory_take = {"lock.advisory_take", "SELECT IF(IS_USED_LOCK(" + advisory + ") <=> CONNECTION_ID(), NULL, GET_LOCK(" +
+                                               advisory + ", :wait_ms / 1000))"};
+  s.advisory_holds = {"lock.advisory_holds", "SELECT IS_USED_LOCK(" + advisory + ") <=> CONNECTION_ID()"};
+  s.advisory_give_back = {"lock.advisory_give_back", "SELECT RELEASE_LOCK(" + advisory + ")"};
+  // The holder tag in the same statement, once the row is locked (the select list is evaluated
+  // for a locked row only; none when busy or missing).
+  s.lock_claim = {"lock.claim", "SELECT name, GET_LOCK(" + held + ", 0)" + claim + " FOR UPDATE"};
+  s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text + " NOWAIT"};
+  s.make_claim = {"lock.make_claim", "INSERT IGNORE INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
+  s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
+  s.tag = {"lock.tag", "DO GET_LOCK(" + held + ", 0)"};
+  s.untag = {"lock.untag", "DO RELEASE_LOCK(" + held + ")"};
+  // The uncommitted row is visible to its own transaction only, while it is open.
+  s.holds_claim = {"lock.holds_claim", "SELECT COUNT(*)" + claim};
+  // A row lock lasts as long as its transaction, which lasts as long as the session.
+  s.alive = {"lock.alive", "SELECT 1"};
+  s.lock_wait = {"lock.wait", "SET SESSION innodb_lock_wait_timeout = :seconds"};
+
+  // The wake queue: a lease holder keeps the key's wake name while it holds the key, and the
+  // one waiter that holds the key's queue name blocks on it; the other waiters wait for the
+  // queue name. So a release wakes one waiter, not all of them.
+  const std::string wake = lock_name(t, "dblock-wake:", 52, ":key");
+  const std::string queue = lock_name(t, "dblock-queue:", 51, ":key");
+  s.wake_hold = {"wake.hold", "SELECT GET_LOCK(" + wake + ", 0), RELEASE_LOCK(" + queue + ")"};
+  // RELEASE_LOCK of a name this session does not hold changes nothing.
+  s.wake_release = {"wake.release", "DO RELEASE_LOCK(" + wake + "), RELEASE_LOCK(" + queue + ")"};
+  // GET_LOCK is re-entrant, so the queue name is asked for only when this session does not hold
+  // it already; CASE evaluates one branch. The head that was not woken gives the queue name back:
+  // its wait is over (core calls again, and it queues again), and a semaphore waiter, which waits
+  // on another slot each time, must not keep the queue of one it then does not take.
+  s.wake_wait = {"wake.wait",
+                 "SELECT CASE WHEN IS_USED_LOCK(n.q) <=> CONNECTION_ID()"
+                 " THEN CASE WHEN IS_USED_LOCK(n.w) IS NOT NULL AND COALESCE(GET_LOCK(n.w, :wait_ms / 1000), 0) = 1 THEN 1"
+                 " ELSE 0 * COALESCE(RELEASE_LOCK(n.q), 0) END"
+                 " ELSE COALESCE(GET_LOCK(n.q, :wait_ms / 1000), 0) = 1 END, RELEASE_LOCK(n.w) FROM (SELECT " +
+                     queue + " AS q, " + wake + " AS w) n"};
+  s.queue_leave = {"wake.leave", "DO RELEASE_LOCK(" + queue + ")"};
   return s;
 }
 

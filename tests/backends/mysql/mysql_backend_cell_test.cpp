@@ -1,6 +1,6 @@
 // MySQL/MariaDB backend checks that need a server: errors carry the server's error number
 // and SQLSTATE (decisions are made on those, never on message text, which lc_messages may
-// translate), statements whose placeholders and values disagree never reach the server, and a
+// translate), a statement missing a value never reaches the server, and a
 // lease release that fails on a dead connection leaves the lease held, so that a retry (or
 // the lease's expiry) ends it, as on PostgreSQL and SQLite.
 #include <doctest/doctest.h>
@@ -35,10 +35,10 @@ std::unique_ptr<mysql::Connection> admin_connection(const BackendOptions& option
 // reconnect of a locker that uses it fail, which nothing else on the server notices.
 struct OwnAccount {
   OwnAccount(mysql::Connection& admin, const std::string& name) : admin_(admin) {
-    auto host = admin.execute("SELECT SUBSTRING_INDEX(CURRENT_USER(), '@', -1), DATABASE()");
+    auto host = admin.run({"test.account", "SELECT SUBSTRING_INDEX(CURRENT_USER(), '@', -1), DATABASE()"});
     REQUIRE(host);
-    account = "'" + name + "'@'" + host->rows.at(0).at(0).value_or("%") + "'";
-    const std::string database = host->rows.at(0).at(1).value_or("");
+    account = "'" + name + "'@'" + (*host)[0].text(0) + "'";
+    const std::string database = (*host)[0].text(1);
     REQUIRE(admin.query("CREATE USER " + account + " IDENTIFIED BY 'own-pw'"));
     REQUIRE(admin.query("GRANT SELECT, INSERT, UPDATE, DELETE, CREATE ON `" + database + "`.* TO " + account));
     user = name;
@@ -54,10 +54,11 @@ struct OwnAccount {
 
   // Ends every session of the account.
   void kill_sessions() {
-    auto ids = admin_.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ?", {user});
+    auto ids = admin_.run({"test.sessions", "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = :user"},
+                          {{"user", user}});
     REQUIRE(ids);
-    REQUIRE_FALSE(ids->rows.empty());
-    for (const auto& row : ids->rows) REQUIRE(admin_.query("KILL CONNECTION " + row.at(0).value_or("0")));
+    REQUIRE_FALSE(ids->empty());
+    for (std::size_t i = 0; i < ids->size(); ++i) REQUIRE(admin_.query("KILL CONNECTION " + (*ids)[i].text(0)));
   }
 
   mysql::Connection& admin_;
@@ -78,34 +79,31 @@ TEST_SUITE("mysql") {
     CHECK(r.error().sqlstate == "HY000");
     CHECK(r.error().kind == ErrorKind::other);
     CHECK(mysql::is_no_such_session(r.error()));
-    CHECK(admin->execute("SELECT 1"));
+    CHECK(admin->run({"test.one", "SELECT 1"}));
   }
 
   TEST_CASE("mysql: a statement error carries its number and SQLSTATE and is classified by them") {
     BackendOptions options;
     auto admin = admin_connection(options);
-    auto r = admin->execute("SELECT 1 FROM dblock_no_such_table_here WHERE name = ?", {std::string("k")});
+    auto r = admin->run({"test.missing", "SELECT 1 FROM dblock_no_such_table_here WHERE name = :key"}, {{"key", "k"}});
     REQUIRE_FALSE(r);
     CHECK(r.error().native_code == ER_NO_SUCH_TABLE);
     CHECK(r.error().sqlstate == "42S02");
     CHECK(r.error().kind == ErrorKind::config);
   }
 
-  TEST_CASE("mysql: placeholders and values that disagree are internal and never reach the server") {
+  TEST_CASE("mysql: a placeholder without a value is internal and never reaches the server") {
     BackendOptions options;
     auto admin = admin_connection(options);
-    mysql::Sql fewer("SELECT ?, ?", 1);
-    auto r = admin->execute(fewer);
+    const sql::Statement st{"test.two", "SELECT :one, :two"};
+    auto r = admin->run(st, {{"one", std::int64_t{1}}});
     REQUIRE_FALSE(r);
     CHECK(r.error().kind == ErrorKind::internal);
     CHECK(r.error().native_code == 0);
-    auto more = admin->execute("SELECT ?", {1, 2});
-    REQUIRE_FALSE(more);
-    CHECK(more.error().kind == ErrorKind::internal);
-    // The same text with the right values runs, on the same connection.
-    auto ok = admin->execute(mysql::Sql("SELECT ?, ?", 1, std::string("two")));
+    // The same statement with every value runs, on the same connection.
+    auto ok = admin->run(st, {{"one", std::int64_t{1}}, {"two", "two"}});
     REQUIRE(ok);
-    CHECK(ok->rows.at(0).at(1) == "two");
+    CHECK((*ok)[0].text(1) == "two");
   }
 }
 

@@ -88,12 +88,12 @@ std::set<std::string> own_sessions(mysql::Connection& admin) {
     }
   }
   std::set<std::string> ids;
-  auto rows = admin.execute("SELECT ID, HOST FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()");
+  auto rows = admin.run({"test.processes", "SELECT ID, HOST FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()"});
   REQUIRE(rows);
-  for (const auto& row : rows->rows) {
-    const std::string host = row[1].value_or("");
+  for (std::size_t i = 0; i < rows->size(); ++i) {
+    const std::string host = (*rows)[i].text(1);
     const auto colon = host.rfind(':');
-    if (colon != std::string::npos && ports.count(host.substr(colon + 1))) ids.insert(*row[0]);
+    if (colon != std::string::npos && ports.count(host.substr(colon + 1))) ids.insert((*rows)[i].text(0));
   }
   return ids;
 }
@@ -107,12 +107,12 @@ using conformance::request;  // the one LockRequest of the conformance tests
 TEST_CASE("mysql: statements per lease acquire, renew and release" * doctest::test_suite("mysql.lease")) {
   Fixture f;
   auto counters = [&] {
-    auto r = f.admin->execute(
-        "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN "
-        "('QUESTIONS', 'COM_STMT_PREPARE', 'COM_STMT_EXECUTE')");
+    auto r = f.admin->run({"test.counters",
+                           "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN "
+                           "('QUESTIONS', 'COM_STMT_PREPARE', 'COM_STMT_EXECUTE')"});
     REQUIRE(r);
     std::map<std::string, long long> out;
-    for (const auto& row : r->rows) out[*row[0]] = std::stoll(*row[1]);
+    for (std::size_t i = 0; i < r->size(); ++i) out[(*r)[i].text(0)] = std::stoll((*r)[i].text(1));
     return out;
   };
   auto report = [&](const char* what, const std::map<std::string, long long>& before) {
