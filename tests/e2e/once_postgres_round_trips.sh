@@ -7,10 +7,10 @@
 #  - after the handshake, lease (a statement each): one to acquire, and a transaction of five
 #    to release (BEGIN, the release, the history row, its trim, COMMIT), the failover gate
 #    folded into the take; advisory: the failover record (read once per connection), then the
-#    lock and the token in one statement; to release, the row and the unlock in one statement,
-#    then the history row (BEGIN, the row, its trim, COMMIT), so a waiter does not wait for it;
-#    for-update and txn-insert: the record, BEGIN, the lock timeout and the lock, the token, the
-#    row alone (autocommit), ROLLBACK for the unlock, the same history row; and nothing else: no
+#    lock and the token in one statement; to release, the row (the release alone, autocommit),
+#    the unlock, then the history row (BEGIN, the row, its trim, COMMIT), so a waiter does not
+#    wait for it; for-update and txn-insert: the record, BEGIN, the lock timeout and the lock,
+#    the token, the same release with ROLLBACK for the unlock; and nothing else: no
 #    schema check; the session settings travel in the startup packet;
 #  - on tables that do not exist yet the run creates them and succeeds, and the next run is
 #    back to the counts above;
@@ -71,7 +71,7 @@ for s in lease advisory for-update txn-insert; do
   assert_eq "$s: run exits 0" 0 "$?"
   case $s in
     lease) conns=1 trips=6 ;;
-    advisory) conns=1 trips=7 ;;
+    advisory) conns=1 trips=8 ;;
     *) conns=2 trips=11 ;;
   esac
   assert_eq "$s: connections per run" "$conns" "$(wire connections)"
@@ -84,22 +84,16 @@ for s in lease advisory for-update txn-insert; do
     assert_eq "$s: the release and its history row are one transaction" \
       "BEGIN;|UPDATE|INSERT|DELETE|COMMIT" \
       "$(wire queries | grep -A4 '^BEGIN; SET LOCAL synchronous_commit = off' | cut -d' ' -f1 | paste -sd'|')"
-  elif [ "$s" = advisory ]; then
-    # The lock and the token in one statement, the row and the unlock in one, then the history
-    # row's transaction.
-    check "$s: the lock and the token in one statement" \
-      grep -Eq '^WITH k AS \(SELECT .*pg_(try_)?advisory_lock.*INSERT INTO' <<<"$(wire queries)"
-    assert_eq "$s: the release's row with the unlock, then its history row in a transaction of its own" \
-      "WITH|BEGIN;|INSERT|DELETE|COMMIT" \
-      "$(wire queries | grep -A4 '^WITH r AS (UPDATE .* SET released_at.* pg_advisory_unlock_all()' |
-        cut -d' ' -f1 | paste -sd'|')"
   else
+    # advisory: the lock and the token in one statement.
+    [ "$s" = advisory ] && check "$s: the lock and the token in one statement" \
+      grep -Eq '^WITH k AS \(SELECT .*pg_(try_)?advisory_lock.*INSERT INTO' <<<"$(wire queries)"
     # The row alone is one statement (no transaction around it), then the server lock goes,
     # then the history row's transaction.
     assert_eq "$s: the release's row alone, then its history row in a transaction of its own" \
       "UPDATE|BEGIN;|INSERT|DELETE|COMMIT" \
       "$(wire queries | grep -A5 '^UPDATE .* SET released_at' | grep -v '^--' |
-        grep -vE '^ROLLBACK' | head -5 | cut -d' ' -f1 | paste -sd'|')"
+        grep -vE '^(SELECT pg_advisory_unlock_all|ROLLBACK)' | head -5 | cut -d' ' -f1 | paste -sd'|')"
   fi
 done
 
@@ -127,7 +121,7 @@ for s in lease advisory for-update txn-insert; do
   counted env DBLOCK_TABLE_PREFIX="$fresh_prefix" dblock -s "$s" run "$k" -- true
   case $s in
     lease) trips=6 ;;
-    advisory) trips=7 ;;
+    advisory) trips=8 ;;
     *) trips=11 ;;
   esac
   assert_eq "$s: the next run is back to $trips round trips" "$trips" "$(wire round_trips)"

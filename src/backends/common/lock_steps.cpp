@@ -79,16 +79,6 @@ Result<HeaderTake> take_header(Session& session, const LeaseStatements& st, cons
   return out;
 }
 
-Params release_params(const HeldRun& held, const ReleaseRequest& req, const std::string& prefix) {
-  return {{"key", held.key},
-          {"owner", held.owner},
-          {"token", held.token},
-          {"min_hold_ms", ms_value(req.min_hold)},
-          {"finished", std::int64_t{req.finished_run ? 1 : 0}},
-          {"exit_code", value_of(req.exit_code)},
-          {"channel", release_channel(prefix, signal_key(held.request))}};
-}
-
 Result<bool> release_row(Session& session, const LeaseStatements& st, const ReleaseRow& what,
                          const ReleaseRequest& req, const std::string& prefix, int keep) {
   const HeldRun& h = what.held;
@@ -108,7 +98,13 @@ Result<bool> release_row(Session& session, const LeaseStatements& st, const Rele
     if (auto r = session.run(st.lock_row, {{"key", h.request.semaphore}}); !r) return std::unexpected(r.error());
   bool still_held = false;
   if (what.write_row) {
-    auto r = session.run(st.release, release_params(h, req, prefix));
+    auto r = session.run(st.release, {{"key", h.key},
+                                      {"owner", h.owner},
+                                      {"token", h.token},
+                                      {"min_hold_ms", ms_value(req.min_hold)},
+                                      {"finished", std::int64_t{req.finished_run ? 1 : 0}},
+                                      {"exit_code", value_of(req.exit_code)},
+                                      {"channel", release_channel(prefix, signal_key(h.request))}});
     if (!r) return std::unexpected(r.error());
     still_held = r->affected > 0;
   }

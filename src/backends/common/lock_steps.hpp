@@ -93,9 +93,6 @@ struct ReleaseRow {
   bool write_history = true;     // false: the caller writes it later (record_held_run)
 };
 
-/// `release`'s parameters for the holder `held` (statements.hpp).
-Params release_params(const HeldRun& held, const ReleaseRequest& req, const std::string& prefix);
-
 /// The release and the run's history row, in one `begin_release` transaction (the dialect may
 /// let it commit without waiting for the disk). true: the row was still the holder's.
 Result<bool> release_row(Session& session, const LeaseStatements& st, const ReleaseRow& what,

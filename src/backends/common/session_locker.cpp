@@ -52,15 +52,9 @@ class SessionLocker final : public Locker {
     admitted_.reset();  // the release may reconnect
     ReleaseRequest r = req;
     r.min_hold = Millis(0);  // core keeps a session lock for --min-hold itself
-    Result<bool> released = fail(ErrorKind::internal, "not released");
-    Result<void> gave_back{};
-    if (lock_->folds_row()) released = lock_->release_and_give_back(release_params(*held_, r, prefix_));
-    if (!released) {
-      // The bookkeeping session holds no lock, so a statement lost with its connection runs
-      // again; so does a folded one that failed, which may have done neither.
-      released = with_retry(*book_, [&] { return with_schema(*book_, [&] { return release_row(*book_, st_, what, r, prefix_, keep_); }); });
-      gave_back = lock_->give_back(held_->key);
-    }
+    // The bookkeeping session holds no lock, so a statement lost with its connection runs again.
+    auto released = with_retry(*book_, [&] { return with_schema(*book_, [&] { return release_row(*book_, st_, what, r, prefix_, keep_); }); });
+    auto gave_back = lock_->give_back(held_->key);
     lock_->release_signal().released(signal_key(held_->request));
     Result<void> history{};
     if (released)
@@ -201,10 +195,6 @@ class SessionLocker final : public Locker {
 
 Result<SessionLock::NumberedTake> SessionLock::take_numbered(const std::string&, Millis, const Params&) {
   return fail(ErrorKind::internal, "this session lock does not number the row itself");
-}
-
-Result<bool> SessionLock::release_and_give_back(const Params&) {
-  return fail(ErrorKind::internal, "this session lock does not release the row itself");
 }
 
 std::unique_ptr<Locker> make_session_locker(Strategy strategy, std::unique_ptr<SessionLock> lock,

@@ -8,7 +8,6 @@
 // statements (statements.hpp).
 
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "backends/common/statements.hpp"
@@ -44,10 +43,9 @@ class SessionLock {
   virtual ReleaseSignal& release_signal() = 0;
 
   /// Whether the holder session is also the bookkeeping session and the lock outlives the
-  /// commit of the statement that took it (PostgreSQL advisory), so that the lock and the row go
-  /// together, one statement each way (take_numbered, release_and_give_back): the waiter a
-  /// release lets in is numbered, and the holder's release reaches the next waiter, without a
-  /// round trip of its own. false: take() then session_take, `release` then give_back().
+  /// commit of the statement that took it (PostgreSQL advisory): then take_numbered takes the
+  /// lock and numbers the row in one statement, so the waiter a release lets in has its token
+  /// without another round trip. false: take(), then session_take.
   virtual bool folds_row() const { return false; }
   /// What take_numbered() answered: `taken` (false: someone else holds the lock) and, taken,
   /// session_take's rows (affected 0: not numbered, the lock held all the same).
@@ -57,9 +55,6 @@ class SessionLock {
   };
   /// take(), then, once taken, session_take with `number` in the same statement (folds_row only).
   virtual Result<NumberedTake> take_numbered(const std::string& key, Millis wait, const Params& number);
-  /// `release` with `release`, then give_back(), in one statement (folds_row only): true when
-  /// the row was still the holder's. An error: the lock may still be held.
-  virtual Result<bool> release_and_give_back(const Params& release);
 };
 
 /// The locker of `strategy` (a session strategy): the server lock `lock`, the token and history

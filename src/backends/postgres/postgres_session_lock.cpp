@@ -1,7 +1,8 @@
 // The server lock of the session strategies (common/session_locker.hpp), in the holder
 // session; every other step of them is the common session locker's.
 //  advisory    pg_advisory_lock on the key's 64-bit hash (one bigint: objsubid 1), a session
-//              lock held outside any transaction
+//              lock held outside any transaction, so a plain key's row is numbered in the
+//              statement that takes it (take_numbered)
 //  for-update  SELECT ... FOR UPDATE on the key's <prefix>claims row, its transaction held open
 //  txn-insert  an uncommitted INSERT of the key's claims row, its transaction held open; waiters
 //              queue on a transaction-scoped advisory lock of the key (two ints: objsubid 2)
@@ -19,10 +20,9 @@ std::string lock_timeout(Millis wait) { return std::to_string(std::max<std::int6
 class PostgresSessionLock final : public sql::SessionLock {
  public:
   // `book`: the bookkeeping session, on `holder` itself for advisory.
-  PostgresSessionLock(Strategy s, std::shared_ptr<Connection> holder, std::shared_ptr<Session> book, const Tables& t,
-                      const sql::LeaseStatements& lease)
+  PostgresSessionLock(Strategy s, std::shared_ptr<Connection> holder, std::shared_ptr<Session> book, const Tables& t)
       : strategy_(s), kind_(to_string(s)), holder_(std::move(holder)), book_(std::move(book)), prefix_(t.prefix),
-        advisory_(advisory_statements(t.prefix, lease)) {
+        advisory_(advisory_statements(t.prefix)) {
     const std::string claims = t.claims;
     // A waiter for txn-insert queues on the key's transaction-scoped advisory lock ahead of the
     // INSERT, and the holder keeps it until its transaction ends, which wakes the one waiter at
@@ -124,12 +124,6 @@ class PostgresSessionLock final : public sql::SessionLock {
     return out;
   }
 
-  Result<bool> release_and_give_back(const sql::Params& release) override {
-    auto r = book_->run(advisory_.release, release);
-    if (!r) return std::unexpected(r.error());
-    return r->size() == 1 && (*r)[0].int64(0) > 0;
-  }
-
  private:
   // for-update and txn-insert: the lock in a fresh transaction, bounded by lock_timeout.
   Result<bool> take_in_transaction(const std::string& key, std::uint64_t id, Millis wait) {
@@ -191,9 +185,9 @@ Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<
   }
   auto session = std::make_shared<Session>(std::move(book), t.prefix);
   session->set_schema(std::move(schema));  // the tables a statement finds missing are made
-  const sql::LeaseStatements lease = lease_statements(t.prefix);
-  auto lock = std::make_unique<PostgresSessionLock>(s, std::move(holder), session, t, lease);
-  return sql::make_session_locker(s, std::move(lock), std::move(session), lease, t.prefix, options.history_keep);
+  auto lock = std::make_unique<PostgresSessionLock>(s, std::move(holder), session, t);
+  return sql::make_session_locker(s, std::move(lock), std::move(session), lease_statements(t.prefix), t.prefix,
+                                  options.history_keep);
 }
 
 }  // namespace dblock::postgres

@@ -211,7 +211,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   return s;
 }
 
-AdvisoryStatements advisory_statements(const std::string& prefix, const sql::LeaseStatements& lease) {
+AdvisoryStatements advisory_statements(const std::string& prefix) {
   const Tables t = tables_for(prefix);
   // `k` takes the lock on :lock (the key's hash) first, as PostgresSessionLock::take does, then
   // reads the clock (now() is when the statement began to wait), and the row is numbered only
@@ -227,10 +227,6 @@ AdvisoryStatements advisory_statements(const std::string& prefix, const sql::Lea
   s.take_wait = take("advisory.take_wait",
                      "SELECT (SELECT true FROM (SELECT pg_advisory_lock(:lock::bigint)) w) AS got, clock_timestamp() AS at"
                      " FROM (SELECT set_config('lock_timeout', :lock_timeout, true)) c");
-  // The aggregate has read the whole release (the row updated and locked) before the unlock: a
-  // waiter the unlock lets in waits for this commit, and finds the row released.
-  s.release = {"advisory.release",
-               "WITH r AS (" + lease.release.text + ") SELECT count(*), pg_advisory_unlock_all() FROM r"};
   return s;
 }
 
