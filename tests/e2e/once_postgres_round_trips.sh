@@ -6,11 +6,11 @@
 #    the autocommit one that numbers the token and records the run);
 #  - after the handshake, lease (a statement each): one to acquire, and a transaction of five
 #    to release (BEGIN, the release, the history row, its trim, COMMIT), the failover gate
-#    folded into the take; advisory: the failover record (read once per connection), the lock
-#    and the token to acquire; to release, the row (the release alone, autocommit), the unlock, then
-#    the history row (BEGIN, the row, its trim, COMMIT), so a waiter does not wait for it;
-#    for-update and txn-insert: the record, BEGIN, the lock timeout and the lock, the token, the
-#    same release with ROLLBACK for the unlock; and nothing else: no
+#    folded into the take; advisory: the failover record (read once per connection), then the
+#    lock and the token in one statement; to release, the row (the release alone, autocommit),
+#    the unlock, then the history row (BEGIN, the row, its trim, COMMIT), so a waiter does not
+#    wait for it; for-update and txn-insert: the record, BEGIN, the lock timeout and the lock,
+#    the token, the same release with ROLLBACK for the unlock; and nothing else: no
 #    schema check; the session settings travel in the startup packet;
 #  - on tables that do not exist yet the run creates them and succeeds, and the next run is
 #    back to the counts above;
@@ -71,7 +71,7 @@ for s in lease advisory for-update txn-insert; do
   assert_eq "$s: run exits 0" 0 "$?"
   case $s in
     lease) conns=1 trips=6 ;;
-    advisory) conns=1 trips=9 ;;
+    advisory) conns=1 trips=8 ;;
     *) conns=2 trips=11 ;;
   esac
   assert_eq "$s: connections per run" "$conns" "$(wire connections)"
@@ -85,6 +85,9 @@ for s in lease advisory for-update txn-insert; do
       "BEGIN;|UPDATE|INSERT|DELETE|COMMIT" \
       "$(wire queries | grep -A4 '^BEGIN; SET LOCAL synchronous_commit = off' | cut -d' ' -f1 | paste -sd'|')"
   else
+    # advisory: the lock and the token in one statement.
+    [ "$s" = advisory ] && check "$s: the lock and the token in one statement" \
+      grep -Eq '^WITH k AS \(SELECT .*pg_(try_)?advisory_lock.*INSERT INTO' <<<"$(wire queries)"
     # The row alone is one statement (no transaction around it), then the server lock goes,
     # then the history row's transaction.
     assert_eq "$s: the release's row alone, then its history row in a transaction of its own" \
@@ -118,7 +121,7 @@ for s in lease advisory for-update txn-insert; do
   counted env DBLOCK_TABLE_PREFIX="$fresh_prefix" dblock -s "$s" run "$k" -- true
   case $s in
     lease) trips=6 ;;
-    advisory) trips=9 ;;
+    advisory) trips=8 ;;
     *) trips=11 ;;
   esac
   assert_eq "$s: the next run is back to $trips round trips" "$trips" "$(wire round_trips)"

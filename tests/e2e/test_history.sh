@@ -33,6 +33,18 @@ wait_exit rc $runner
 assert_eq "SIGTERM to dblock: 143" 143 "$rc"
 assert_eq "killed: outcome and exit code" "killed 143" "$(outcome_of "$k")"
 
+# A waiter's run starts when it is granted the lock, not when its attempt began to wait (the
+# server's clock is this host's): not before the holder's command ended.
+k=$(key waited)
+start_bg holder dblock run "$k" -- sh -c "sleep 1.5; date +%s%3N >\"$E2E_TMP/holder_end\""
+wait_for 10 is_held "$k" || fail "the holder never held $k"
+sleep 0.3
+assert_status "the waiter's run" 0 dblock run -w 20 "$k" -- true
+wait_exit rc "$holder"
+waiter_start=$(date -d "$(history_field "$k" runs.0.started_at)" +%s%3N)
+assert_between "the waiter's run started once the holder's command ended (ms after it)" -2 60000 \
+  "$((waiter_start - $(cat "$E2E_TMP/holder_end")))"
+
 if ! is_session_strategy; then
   k=$(key lost)
   lose_a_run "$k"

@@ -86,18 +86,45 @@ class SessionLocker final : public Locker {
     auto gate = failover::admit_once(*book_, st_.failover, admitted_, req.ttl);
     if (!gate) return std::unexpected(gate.error());
     if (!gate->open) return failover::delayed(*gate);
-    auto got = lock_->take(req.key, wait);
+    // A plain lock is numbered in the statement that takes it where the dialect folds the two;
+    // a semaphore's slot never is (its header comes first, in a transaction).
+    const bool fold = lock_->folds_row() && req.semaphore.empty();
+    auto take = [&]() -> Result<std::optional<Rows>> {
+      if (!fold) {
+        auto got = lock_->take(req.key, wait);
+        if (!got) return std::unexpected(got.error());
+        return *got ? std::optional<Rows>(Rows()) : std::nullopt;
+      }
+      auto got = lock_->take_numbered(req.key, wait, take_params(req, gate->fence, Value()));
+      if (!got) return std::unexpected(got.error());
+      return got->taken ? std::optional<Rows>(std::move(got->numbered)) : std::nullopt;
+    };
+    auto got = take();
     if (!got && got.error().kind == ErrorKind::connection) {
       // Nothing is held yet, so a holder session that is gone (the server's idle limit passed
       // while a waiter slept until --min-interval was due) is simply replaced, once.
       if (auto ok = lock_->reopen(); !ok) return std::unexpected(ok.error());
-      got = lock_->take(req.key, wait);
+      got = take();
     }
     if (!got) return std::unexpected(got.error());
     if (!*got) return busy(req);
-    auto out = number(req, gate->fence);
+    auto out = fold ? numbered(req, **got) : number(req, gate->fence);
     if (!out || out->state != AcquireOutcome::State::acquired) (void)lock_->give_back(req.key);
+    else held_ = HeldRun{{req.key, req.owner, req.host, req.pid, out->token}, req, out->acquired_at_ms.value_or(0)};
     return out;
+  }
+
+  // session_take's parameters (statements.hpp).
+  Params take_params(const LockRequest& req, std::int64_t fence, const Value& token) const {
+    return {{"key", req.key},
+            {"owner", req.owner},
+            {"host", req.host},
+            {"pid", req.pid},
+            {"strategy", strategy_},
+            {"session_id", lock_->session_id()},
+            {"min_interval_ms", ms_value(req.min_interval)},
+            {"token", token},
+            {"fence", fence}};
   }
 
   // The row of a key whose server lock is ours: a plain lock's in one statement; a semaphore's
@@ -114,27 +141,24 @@ class SessionLocker final : public Locker {
       if (!header->token) return header->refusal;
       token = *header->token;
     }
-    auto took = book_->run(st_.session_take, {{"key", req.key},
-                                              {"owner", req.owner},
-                                              {"host", req.host},
-                                              {"pid", req.pid},
-                                              {"strategy", strategy_},
-                                              {"session_id", lock_->session_id()},
-                                              {"min_interval_ms", ms_value(req.min_interval)},
-                                              {"token", token},
-                                              {"fence", fence}});
+    auto took = book_->run(st_.session_take, take_params(req, fence, token));
     if (!took) return std::unexpected(took.error());
-    // Not taken with the server lock ours: a semaphore's header, or --min-interval's not yet.
-    if (took->affected == 0) return refused(*book_, st_, req);
-    auto row = taken_row(*book_, st_, *took, req.key, req.owner);
-    if (!row) return std::unexpected(row.error());
-    if (tx)
+    auto out = numbered(req, *took);
+    if (out && out->state == AcquireOutcome::State::acquired && tx)
       if (auto ok = tx->commit(); !ok) return std::unexpected(ok.error());
+    return out;
+  }
+
+  // What session_take answered (`took`), the server lock ours: held from now on, or refused.
+  Result<AcquireOutcome> numbered(const LockRequest& req, const Rows& took) {
+    // Not taken with the server lock ours: a semaphore's header, or --min-interval's not yet.
+    if (took.affected == 0) return refused(*book_, st_, req);
+    auto row = taken_row(*book_, st_, took, req.key, req.owner);
+    if (!row) return std::unexpected(row.error());
     AcquireOutcome out;
     out.state = AcquireOutcome::State::acquired;
     out.token = row->token;
     out.acquired_at_ms = row->acquired_ms;
-    held_ = HeldRun{{req.key, req.owner, req.host, req.pid, out.token}, req, row->acquired_ms.value_or(0)};
     return out;
   }
 
@@ -168,6 +192,10 @@ class SessionLocker final : public Locker {
 };
 
 }  // namespace
+
+Result<SessionLock::NumberedTake> SessionLock::take_numbered(const std::string&, Millis, const Params&) {
+  return fail(ErrorKind::internal, "this session lock does not number the row itself");
+}
 
 std::unique_ptr<Locker> make_session_locker(Strategy strategy, std::unique_ptr<SessionLock> lock,
                                             std::shared_ptr<Session> book, const LeaseStatements& statements,

@@ -41,6 +41,20 @@ class SessionLock {
   /// How a waiter hears a release when take() waited less than asked (a row lock that waits in
   /// whole seconds only), or a signal that never tells.
   virtual ReleaseSignal& release_signal() = 0;
+
+  /// Whether the holder session is also the bookkeeping session and the lock outlives the
+  /// commit of the statement that took it (PostgreSQL advisory): then take_numbered takes the
+  /// lock and numbers the row in one statement, so the waiter a release lets in has its token
+  /// without another round trip. false: take(), then session_take.
+  virtual bool folds_row() const { return false; }
+  /// What take_numbered() answered: `taken` (false: someone else holds the lock) and, taken,
+  /// session_take's rows (affected 0: not numbered, the lock held all the same).
+  struct NumberedTake {
+    bool taken = false;
+    Rows numbered;
+  };
+  /// take(), then, once taken, session_take with `number` in the same statement (folds_row only).
+  virtual Result<NumberedTake> take_numbered(const std::string& key, Millis wait, const Params& number);
 };
 
 /// The locker of `strategy` (a session strategy): the server lock `lock`, the token and history

@@ -348,7 +348,7 @@ class ListenSignal final : public sql::ReleaseSignal {
 Session::Session(std::shared_ptr<Connection> conn, std::string prefix)
     : conn_(conn), signal_(std::make_unique<ListenSignal>(std::move(conn), std::move(prefix))) {}
 
-Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params) {
+Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params, Millis extra) {
   const sql::Compiled& compiled = compiled_.get(st);
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
@@ -358,7 +358,7 @@ Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& para
     else if (const auto* s = std::get_if<std::string>(v)) text.emplace_back(*s);
     else text.emplace_back();
   }
-  auto r = conn_->exec(compiled.text, text);
+  auto r = conn_->exec(compiled.text, text, extra);
   if (!r) return std::unexpected(r.error());
   return sql::Rows(std::move(*r));
 }

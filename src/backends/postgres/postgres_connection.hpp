@@ -99,7 +99,9 @@ class Connection {
 class Session final : public sql::Session {
  public:
   Session(std::shared_ptr<Connection> conn, std::string prefix);
-  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override;
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override { return run(st, params, Millis{0}); }
+  /// run() of a statement that may wait `extra` longer than the I/O timeout (for a lock).
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params, Millis extra);
   Result<void> exec(std::string_view sql) override;
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
   /// 42P01 (no such table), 42703 (no such column).

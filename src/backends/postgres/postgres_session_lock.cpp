@@ -1,7 +1,8 @@
 // The server lock of the session strategies (common/session_locker.hpp), in the holder
 // session; every other step of them is the common session locker's.
 //  advisory    pg_advisory_lock on the key's 64-bit hash (one bigint: objsubid 1), a session
-//              lock held outside any transaction
+//              lock held outside any transaction, so a plain key's row is numbered in the
+//              statement that takes it (take_numbered)
 //  for-update  SELECT ... FOR UPDATE on the key's <prefix>claims row, its transaction held open
 //  txn-insert  an uncommitted INSERT of the key's claims row, its transaction held open; waiters
 //              queue on a transaction-scoped advisory lock of the key (two ints: objsubid 2)
@@ -18,8 +19,10 @@ std::string lock_timeout(Millis wait) { return std::to_string(std::max<std::int6
 
 class PostgresSessionLock final : public sql::SessionLock {
  public:
-  PostgresSessionLock(Strategy s, std::shared_ptr<Connection> holder, const Tables& t)
-      : strategy_(s), kind_(to_string(s)), holder_(std::move(holder)), prefix_(t.prefix) {
+  // `book`: the bookkeeping session, on `holder` itself for advisory.
+  PostgresSessionLock(Strategy s, std::shared_ptr<Connection> holder, std::shared_ptr<Session> book, const Tables& t)
+      : strategy_(s), kind_(to_string(s)), holder_(std::move(holder)), book_(std::move(book)), prefix_(t.prefix),
+        advisory_(advisory_statements(t.prefix)) {
     const std::string claims = t.claims;
     // A waiter for txn-insert queues on the key's transaction-scoped advisory lock ahead of the
     // INSERT, and the holder keeps it until its transaction ends, which wakes the one waiter at
@@ -95,6 +98,32 @@ class PostgresSessionLock final : public sql::SessionLock {
   // The server queues waiters itself: nothing to hear.
   sql::ReleaseSignal& release_signal() override { return no_signal_; }
 
+  // A session-level advisory lock is held outside any transaction, by the bookkeeping session.
+  bool folds_row() const override { return strategy_ == Strategy::advisory; }
+
+  Result<NumberedTake> take_numbered(const std::string& key, Millis wait, const sql::Params& number) override {
+    if (!holder_->is_open()) return fail(ErrorKind::connection, "the lock session is closed");
+    sql::Params p = number;
+    p.set("lock", std::to_string(key_hash(prefix_, key))).set("lock_timeout", lock_timeout(wait));
+    auto r = book_->run(wait.count() <= 0 ? advisory_.take_try : advisory_.take_wait, p, wait);
+    if (!r) {
+      // A session lock outlives the failed statement that took it, unless the wait for it is
+      // what ended (55P03).
+      if (r.error().sqlstate != "55P03" && r.error().kind != ErrorKind::connection) (void)give_back(key);
+      if (r.error().kind == ErrorKind::busy) return NumberedTake{};
+      return std::unexpected(r.error());
+    }
+    const auto row = (*r)[0];
+    NumberedTake out;
+    out.taken = row.int64(0) != 0;
+    // session.take's own answer follows: its row when it numbered one.
+    if (out.taken && !row.is_null(1)) {
+      out.numbered.add({row.text(1), row.is_null(2) ? sql::Rows::Cell() : row.text(2), sql::Rows::Cell()});
+      out.numbered.affected = 1;
+    }
+    return out;
+  }
+
  private:
   // for-update and txn-insert: the lock in a fresh transaction, bounded by lock_timeout.
   Result<bool> take_in_transaction(const std::string& key, std::uint64_t id, Millis wait) {
@@ -133,7 +162,9 @@ class PostgresSessionLock final : public sql::SessionLock {
   Strategy strategy_;
   std::string kind_;
   std::shared_ptr<Connection> holder_;
+  std::shared_ptr<Session> book_;
   std::string prefix_;
+  AdvisoryStatements advisory_;
   std::string insert_wait_, insert_try_, lock_row_, make_row_, holds_claim_;
   sql::ReleaseSignal no_signal_;
 };
@@ -152,9 +183,9 @@ Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<
     if (!opened) return std::unexpected(opened.error());
     book = std::move(*opened);
   }
-  auto lock = std::make_unique<PostgresSessionLock>(s, std::move(holder), t);
   auto session = std::make_shared<Session>(std::move(book), t.prefix);
   session->set_schema(std::move(schema));  // the tables a statement finds missing are made
+  auto lock = std::make_unique<PostgresSessionLock>(s, std::move(holder), session, t);
   return sql::make_session_locker(s, std::move(lock), std::move(session), lease_statements(t.prefix), t.prefix,
                                   options.history_keep);
 }

@@ -92,6 +92,27 @@ sql::FailoverStatements failover_statements(const Tables& t) {
   return f;
 }
 
+// session.take (statements.hpp), its one row selected `from` what decides whether it is taken
+// (nothing: it is), its time `at` (now(), or, after a lock the statement waited for, the time
+// it was granted). The server lock on :key is ours, so the row is taken whoever it names; a
+// plain lock never takes a semaphore's header (its server lock excludes only other plain holders).
+std::string session_upsert(const Tables& t, std::string_view from, std::string_view at) {
+  const std::string now(at);
+  return "INSERT INTO " + t.locks +
+         " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
+         " released_at, last_started_at)"
+         " SELECT :key, :owner, :host, :pid::bigint, COALESCE(:token::bigint, :fence::bigint + 1), :strategy,"
+         " :session_id, " + now + ", " + now + ", NULL, NULL, " + now + std::string(from) +
+         " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid,"
+         " token = COALESCE(:token::bigint, GREATEST(l.token, :fence::bigint) + 1), strategy = EXCLUDED.strategy,"
+         " session_id = EXCLUDED.session_id, acquired_at = EXCLUDED.acquired_at, renewed_at = EXCLUDED.renewed_at,"
+         " expires_at = NULL, released_at = NULL, last_started_at = EXCLUDED.last_started_at"
+         " WHERE l.strategy IS DISTINCT FROM 'semaphore' AND (:min_interval_ms::bigint <= 0"
+         " OR l.last_started_at IS NULL"
+         " OR l.last_started_at <= EXCLUDED.last_started_at - :min_interval_ms::bigint * interval '1 ms')"
+         " RETURNING token, " + ms("acquired_at") + ", NULL::bigint";
+}
+
 }  // namespace
 
 Tables tables_for(const std::string& prefix) {
@@ -130,22 +151,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                 " RETURNING token, " + ms("acquired_at") + ", " + ms("expires_at")};
   s.taken = {"lease.taken", "SELECT token, " + ms("acquired_at") + ", " + ms("expires_at") + " FROM " + t.locks +
                                 " WHERE name = :key AND owner = :owner"};
-  // The server lock on :key is ours, so the row is taken whoever it names; a plain lock never
-  // takes a semaphore's header (its server lock excludes only other plain holders).
-  s.session_take = {"session.take",
-                    "INSERT INTO " + t.locks +
-                        " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                        " released_at, last_started_at)"
-                        " VALUES (:key, :owner, :host, :pid::bigint, COALESCE(:token::bigint, :fence::bigint + 1), :strategy,"
-                        " :session_id,"
-                        " now(), now(), NULL, NULL, now())"
-                        " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid,"
-                        " token = COALESCE(:token::bigint, GREATEST(l.token, :fence::bigint) + 1), strategy = EXCLUDED.strategy,"
-                        " session_id = EXCLUDED.session_id, acquired_at = now(), renewed_at = now(), expires_at = NULL,"
-                        " released_at = NULL, last_started_at = now()"
-                        " WHERE l.strategy IS DISTINCT FROM 'semaphore' AND (:min_interval_ms::bigint <= 0"
-                        " OR l.last_started_at IS NULL OR l.last_started_at <= now() - :min_interval_ms::bigint * interval '1 ms')"
-                        " RETURNING token, " + ms("acquired_at") + ", NULL::bigint"};
+  s.session_take = {"session.take", session_upsert(t, "", "now()")};
   s.refusal = {"lease.refusal",
                "SELECT " + status_columns + ", COALESCE((expires_at > now())::int, 0),"
                " CASE WHEN :min_interval_ms::bigint > 0 THEN " +
@@ -202,6 +208,25 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                                                       t.locks + " WHERE name = :key"};
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
   s.failover = failover_statements(t);
+  return s;
+}
+
+AdvisoryStatements advisory_statements(const std::string& prefix) {
+  const Tables t = tables_for(prefix);
+  // `k` takes the lock on :lock (the key's hash) first, as PostgresSessionLock::take does, then
+  // reads the clock (now() is when the statement began to wait), and the row is numbered only
+  // when the lock was taken: one row of (taken, session.take's columns).
+  auto take = [&](std::string_view id, const std::string& lock) {
+    return sql::Statement{std::string(id), "WITH k AS (" + lock + "), a AS (" +
+                                               session_upsert(t, " FROM k WHERE k.got", "k.at") +
+                                               ") SELECT k.got, a.* FROM k LEFT JOIN a ON true"};
+  };
+  AdvisoryStatements s;
+  s.take_try = take("advisory.take_try", "SELECT pg_try_advisory_lock(:lock::bigint) AS got, clock_timestamp() AS at");
+  // The wait bound as a setting of this statement's own transaction, set ahead of the lock.
+  s.take_wait = take("advisory.take_wait",
+                     "SELECT (SELECT true FROM (SELECT pg_advisory_lock(:lock::bigint)) w) AS got, clock_timestamp() AS at"
+                     " FROM (SELECT set_config('lock_timeout', :lock_timeout, true)) c");
   return s;
 }
 

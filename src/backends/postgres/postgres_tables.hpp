@@ -27,6 +27,15 @@ sql::SchemaStatements schema_statements(const BackendOptions& options);
 /// tables of `prefix` (postgres_statements.cpp).
 sql::LeaseStatements lease_statements(const std::string& prefix);
 
+/// The advisory strategy's lock and its row's numbering in one statement
+/// (postgres_session_lock.cpp): `take_try` and `take_wait` (:lock, the key's hash; take_wait also
+/// :lock_timeout) take the lock, then, taken, run session.take (with its parameters): one row
+/// of (taken, token, acquired_ms, NULL).
+struct AdvisoryStatements {
+  sql::Statement take_try, take_wait;
+};
+AdvisoryStatements advisory_statements(const std::string& prefix);
+
 /// --table-format shedlock: the statements of the common ShedLock locker (postgres_statements.cpp).
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
 
