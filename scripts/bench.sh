@@ -19,7 +19,8 @@
 #   scale       run and history with 10^2 vs 10^6 rows in the tables; peak RSS
 #   storm       $DBLOCK_BENCH_STORM runs released at once on one key without -w, per server x
 #               lease/advisory: each exit status's count, the last exit; storm.png (exits over
-#               time). Use servers with max_connections=40 (DBLOCK_TEST_MAX_CONNECTIONS=40)
+#               time); on servers of its own with max_connections=40
+#               (DBLOCK_BENCH_STORM_MAX_CONNECTIONS)
 # Timed commands run interleaved (A B C A B C ...), so load changes hit every cell alike.
 # The servers are measured when DBLOCK_TEST_MYSQL_DSN / DBLOCK_TEST_POSTGRES_DSN are set
 # (scripts/test-servers.sh prints them); their counters are server-wide: use private servers.
@@ -56,6 +57,7 @@ rss_runs=${DBLOCK_BENCH_RSS_RUNS:-5}
 storm_contenders=${DBLOCK_BENCH_STORM:-1000}
 storm_job_s=${DBLOCK_BENCH_STORM_JOB:-15}
 storm_nice=${DBLOCK_BENCH_STORM_NICE:-19}
+storm_max_connections=${DBLOCK_BENCH_STORM_MAX_CONNECTIONS:-40}
 out=${DBLOCK_BENCH_OUT:-$(dirname "$bin")/bench}
 all_sections="startup fsync servers handoff throughput scale storm"
 only=${DBLOCK_BENCH_ONLY:-$all_sections}

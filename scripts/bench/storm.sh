@@ -4,8 +4,10 @@
 # (lease, advisory); the winner's command lasts $storm_job_s s, longer than the storm. Rows: the
 # contenders, the server's max_connections, each exit status's count, the time from the start
 # to the last exit of a contender that did not run; storm.dat (exits over time) for the chart.
-# Goal: 1 run, the rest exit 75, nothing else, all of them out within 10 s. Start the servers
-# with DBLOCK_TEST_MAX_CONNECTIONS=40 (scripts/test-servers.sh) to measure what the issue asks.
+# Goal: 1 run, the rest exit 75, nothing else, all of them out within 10 s, against servers with
+# max_connections=40. The section starts its own pair (scripts/test-servers.sh, max_connections
+# $storm_max_connections: DBLOCK_BENCH_STORM_MAX_CONNECTIONS) when the bench measures servers, so
+# the other sections' servers can keep room for their 100 waiters.
 # The model is a farm: every host has its own CPU and the server its own machine. On one
 # machine the contenders run at niceness $storm_nice (DBLOCK_BENCH_STORM_NICE; 0: no such model)
 # in a scheduling group of their own (storm.py --nice), so their start-up (exec, the module's
@@ -69,8 +71,38 @@ storm_cell() {
 }
 
 section_storm() {
-  local b s
   : >"$out/storm.dat"
+  if [ -n "$mysql_dsn$postgres_dsn" ]; then
+    # A subshell: the servers' DSNs and client files are the storm's own until it ends.
+    local state=$tmp/storm-servers.state env rc=0
+    # Without the measured servers' PG* settings, which would point its own psql elsewhere.
+    if ! env=$(env -u PGHOST -u PGPORT -u PGUSER -u PGPASSWORD -u PGDATABASE DBLOCK_TEST_SERVERS_STATE="$state" \
+      DBLOCK_TEST_MAX_CONNECTIONS="$storm_max_connections" "$here/test-servers.sh" start 2>"$tmp/err"); then
+      fail_row storm "servers with max_connections $storm_max_connections" "$(tail -n 1 "$tmp/err")"
+    else
+      (
+        eval "$env"
+        mysql_dsn=${mysql_dsn:+$DBLOCK_TEST_MYSQL_DSN} postgres_dsn=${postgres_dsn:+$DBLOCK_TEST_POSTGRES_DSN}
+        unset DBLOCK_TEST_MYSQL_DSN DBLOCK_TEST_POSTGRES_DSN DBLOCK_TEST_PGBOUNCER_DSN DBLOCK_TEST_PGBOUNCER_SESSION_DSN
+        tmp=$tmp/storm failures=0
+        mkdir -p "$tmp"
+        [ -z "$mysql_dsn" ] || split_dsn mysql "$mysql_dsn" "$tmp/my.cnf"
+        # shellcheck disable=SC1091
+        [ -z "$postgres_dsn" ] || { split_dsn postgres "$postgres_dsn" "$tmp/pg.env" && . "$tmp/pg.env"; }
+        storm_cells
+        exit "$failures"
+      ) || rc=$?
+      failures=$((failures + rc))
+      DBLOCK_TEST_SERVERS_STATE=$state "$here/test-servers.sh" stop >/dev/null 2>&1 || true
+    fi
+  else
+    storm_cells
+  fi
+  [ -s "$out/storm.dat" ] || rm -f "$out/storm.dat"
+}
+
+storm_cells() {
+  local b s
   for b in $(backends_on); do
     [ "$b" != sqlite ] || continue
     eval "$(dbl "$b" init)" >/dev/null 2>"$tmp/err" || { fail_row storm "$b: dblock init" "$(head -n 1 "$tmp/err")"; continue; }
@@ -79,5 +111,4 @@ section_storm() {
       sleep 2  # the server's sessions of this storm are gone before the next
     done
   done
-  [ -s "$out/storm.dat" ] || rm -f "$out/storm.dat"
 }
