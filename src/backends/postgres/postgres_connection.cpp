@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <thread>
 
@@ -277,16 +279,61 @@ Result<QueryResult> Connection::exec(std::string_view sql, const Params& params,
   const std::string text(sql);
   std::vector<const char*> values;  // NULL is nullptr
   for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  const int n = static_cast<int>(values.size());
+  // A statement this server session runs again (a waiter's next attempt, a renewal) is parsed
+  // once: 100 lease waiters each try again at every release, and parsing the take is most of
+  // an attempt's server time. Named by its text's hash, so that a name a transaction pooler's
+  // shared server session already has is the same statement. A pooler that moves us to another
+  // server session between statements (26000) turns naming off for this connection. Only
+  // outside a transaction, where running it again unnamed is clean.
+  if (c != named_for_) seen_.clear(), named_.clear(), pid_checked_ = false, named_for_ = c;
+  const bool may_name = naming_ && !params.empty() && PQtransactionStatus(c) == PQTRANS_IDLE;
+  const std::string name = may_name ? prepared_name(text) : std::string();
+  if (!name.empty() && !named_.contains(name) && !seen_.insert(name).second) {
+    // A pooler gives the client a process id of its own at the start (doctor's pooler check):
+    // there a name would only go missing and fill the server's log, so nothing is named.
+    if (!pid_checked_) {
+      pid_checked_ = true;
+      auto pid = exec("SELECT pg_backend_pid()");
+      if (!pid) return std::unexpected(pid.error());
+      naming_ = pid->int64(0, 0) == PQbackendPID(c);
+    }
+    if (naming_) {
+      if (!PQsendPrepare(c, name.c_str(), text.c_str(), n, nullptr)) return std::unexpected(broken("sending a statement"));
+      auto prepared = collect(deadline);
+      if (!prepared) return std::unexpected(prepared.error());
+      if (!prepared->error || prepared->sqlstate == "42P05") named_.insert(name);  // 42P05: it has it already
+      else naming_ = false;
+    }
+  }
+  const bool by_name = !name.empty() && naming_ && named_.contains(name);
   const int sent = params.empty() ? PQsendQuery(c, text.c_str())
-                                  : PQsendQueryParams(c, text.c_str(), static_cast<int>(values.size()), nullptr,
-                                                      values.data(), nullptr, nullptr, 0);
+                   : by_name      ? PQsendQueryPrepared(c, name.c_str(), n, values.data(), nullptr, nullptr, 0)
+                                  : PQsendQueryParams(c, text.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0);
   if (!sent) return std::unexpected(broken("sending a statement"));
+  auto done = collect(deadline);
+  if (!done) return std::unexpected(done.error());
+  if (by_name && done->sqlstate == "26000") {
+    naming_ = false;
+    return exec(sql, params, extra);
+  }
+  if (done->error) return std::unexpected(statement_error(done->error.get(), c, dsn_.redacted));
+  return rows_of(done->last.get());
+}
+
+std::string Connection::prepared_name(const std::string& text) {
+  char name[32];
+  std::snprintf(name, sizeof name, "dblock_%016zx", std::hash<std::string>{}(text));
+  return name;
+}
+
+Result<Connection::Collected> Connection::collect(Millis deadline) {
+  PGconn* c = conn_.get();
   // Writes what libpq buffered, reading meanwhile so a server answering early cannot deadlock us.
   for (int f; (f = PQflush(c)) != 0;) {
     if (f < 0) return std::unexpected(broken("sending a statement"));
     if (auto ok = await(POLLOUT | POLLIN, deadline); !ok) return std::unexpected(ok.error());
   }
-  using Owned = std::unique_ptr<PGresult, decltype(&PQclear)>;
   Owned last(nullptr, &PQclear), error(nullptr, &PQclear);
   for (;;) {
     while (PQisBusy(c))
@@ -299,19 +346,23 @@ Result<QueryResult> Connection::exec(std::string_view sql, const Params& params,
     else if (!error) error = std::move(r);
     if (PQstatus(c) == CONNECTION_BAD) break;
   }
-  if (error) return std::unexpected(statement_error(error.get(), c, dsn_.redacted));
-  if (PQstatus(c) == CONNECTION_BAD) return std::unexpected(broken("connection lost"));
+  if (PQstatus(c) == CONNECTION_BAD && !error) return std::unexpected(broken("connection lost"));
   if (channel_.empty())  // left over from before an UNLISTEN: nobody will read them
     while (PGnotify* n = PQnotifies(c)) PQfreemem(n);
+  const char* state = error ? PQresultErrorField(error.get(), PG_DIAG_SQLSTATE) : nullptr;
+  return Collected{std::move(error), std::move(last), state ? state : ""};
+}
+
+QueryResult Connection::rows_of(const PGresult* last) {
   QueryResult out;
-  for (int i = 0; last && i < PQntuples(last.get()); ++i) {
+  for (int i = 0; last && i < PQntuples(last); ++i) {
     std::vector<sql::Rows::Cell> cells;
-    for (int col = 0; col < PQnfields(last.get()); ++col)
-      cells.push_back(PQgetisnull(last.get(), i, col) ? sql::Rows::Cell() : PQgetvalue(last.get(), i, col));
+    for (int col = 0; col < PQnfields(last); ++col)
+      cells.push_back(PQgetisnull(last, i, col) ? sql::Rows::Cell() : PQgetvalue(last, i, col));
     out.add(std::move(cells));
   }
   // PQcmdTuples: rows changed, or for a SELECT (and RETURNING) the rows returned.
-  if (last) out.affected = std::strtol(PQcmdTuples(last.get()), nullptr, 10);
+  if (last) out.affected = std::strtol(PQcmdTuples(const_cast<PGresult*>(last)), nullptr, 10);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "backends/backend.hpp"
@@ -84,6 +85,17 @@ class Connection {
   Result<void> start_connection(std::vector<const char*> keys, std::vector<const char*> values);
   Error broken(std::string_view doing) const;
   Result<void> await(short events, Millis deadline);
+  using Owned = std::unique_ptr<PGresult, decltype(&PQclear)>;
+  /// What a sent statement answered: the first error result (null: none), the last result,
+  /// and the error's SQLSTATE.
+  struct Collected {
+    Owned error;
+    Owned last;
+    std::string sqlstate;
+  };
+  Result<Collected> collect(Millis deadline);
+  static QueryResult rows_of(const PGresult* last);
+  static std::string prepared_name(const std::string& text);
 
   Dsn dsn_;
   BackendOptions options_;
@@ -91,6 +103,12 @@ class Connection {
   std::unique_ptr<PGconn, Finish> conn_;
   std::string channel_;  // empty: not listening
   bool deferred_ = false;
+  // Statements run once (by name) and prepared on this server session (named_, for the PGconn
+  // named_for_: a reconnect starts afresh); naming_ false behind a pooler, or once a name was
+  // lost (exec).
+  std::unordered_set<std::string> seen_, named_;
+  const PGconn* named_for_ = nullptr;
+  bool naming_ = true, pid_checked_ = false;
 };
 
 /// The connection as the strategies of src/backends/common see it (sql_session.hpp): each

@@ -194,6 +194,41 @@ TEST_SUITE("postgres.lease") {
 }
 
 TEST_SUITE("postgres") {
+  TEST_CASE("postgres: a statement a session runs again is parsed once; one a pooler lost runs again unnamed") {
+    auto dsn = parse_dsn(test::dsn());
+    REQUIRE(dsn);
+    auto conn = postgres::Connection::open(*dsn, BackendOptions{});
+    REQUIRE_MESSAGE(conn.has_value(), (conn ? std::string() : conn.error().message));
+    auto& c = **conn;
+    auto named = [&c] {
+      auto r = c.exec("SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'dblock\\_%'");
+      REQUIRE(r.has_value());
+      return r->int64(0, 0);
+    };
+    auto plus_one = [&c](const char* n) {
+      auto r = c.exec("SELECT $1::int + 1", {std::string(n)});
+      REQUIRE_MESSAGE(r.has_value(), (r ? std::string() : r.error().message));
+      return r->int64(0, 0);
+    };
+    CHECK(plus_one("1") == 2);
+    CHECK(named() == 0);  // once: not worth a name
+    CHECK(plus_one("2") == 3);
+    CHECK(named() == 1);  // again (a waiter's next attempt): prepared by name, then run by it
+    CHECK(plus_one("3") == 4);
+    CHECK(named() == 1);
+    // What transaction pooling does to a session: the name is gone. The statement runs again,
+    // unnamed, and nothing is named on this connection from then on.
+    REQUIRE(c.exec("DEALLOCATE ALL").has_value());
+    CHECK(plus_one("4") == 5);
+    CHECK(plus_one("5") == 6);
+    auto other = c.exec("SELECT $1::int * 2", {std::string("4")});
+    REQUIRE(other.has_value());
+    other = c.exec("SELECT $1::int * 2", {std::string("4")});
+    REQUIRE(other.has_value());
+    CHECK(other->int64(0, 0) == 8);
+    CHECK(named() == 0);
+  }
+
   TEST_CASE("postgres: notifications read by statements after unlisten are dropped, not queued") {
     auto dsn = parse_dsn(test::dsn());
     REQUIRE(dsn);
