@@ -48,7 +48,9 @@ TEST_SUITE("sql.statement") {
 
   TEST_CASE("a NULL is a value") {
     const auto c = sql::compile("SELECT :a", sql::PlaceholderStyle::question);
-    auto values = sql::bind_order(c, sql::Params{{"a", sql::value_of(std::optional<int>())}}, "test.null");
+    // bind_order points into the Params: they must outlive `values`.
+    const sql::Params params{{"a", sql::value_of(std::optional<int>())}};
+    auto values = sql::bind_order(c, params, "test.null");
     REQUIRE(values);
     CHECK(std::holds_alternative<std::monostate>(*values->at(0)));
   }
