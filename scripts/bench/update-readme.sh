@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Puts a bench run's figures into README.md: the table from OUTDIR/bench.txt between the
-# bench-table markers, and OUTDIR/handoff.png as docs/bench/handoff.png (which README shows).
+# bench-table markers, and OUTDIR/handoff.png and storm.png into docs/bench/ (which README shows).
 #   scripts/bench/update-readme.sh [OUTDIR]        default: build/bench
 set -euo pipefail
 
@@ -19,8 +19,10 @@ head, rest = text.split("<!-- bench-table:start -->\n", 1)
 _, tail = rest.split("<!-- bench-table:end -->\n", 1)
 open(readme, "w").write(head + "<!-- bench-table:start -->\n```text\n" + table + "\n```\n<!-- bench-table:end -->\n" + tail)
 PY
-if [ -s "$dir/handoff.png" ]; then
-  mkdir -p "$root/docs/bench"
-  cp "$dir/handoff.png" "$root/docs/bench/handoff.png"
-fi
-echo "README.md and docs/bench/handoff.png updated from $dir" >&2
+for chart in handoff storm; do
+  if [ -s "$dir/$chart.png" ]; then
+    mkdir -p "$root/docs/bench"
+    cp "$dir/$chart.png" "$root/docs/bench/$chart.png"
+  fi
+done
+echo "README.md and docs/bench/{handoff,storm}.png updated from $dir" >&2
