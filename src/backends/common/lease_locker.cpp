@@ -117,14 +117,8 @@ class LeaseLocker final : public Locker {
   }
 
   Result<AcquireOutcome> taken(const LockRequest& req, const Rows& took) {
-    auto row = taken_row(*session_, st_, took, req.key, req.owner);
-    if (!row) return std::unexpected(row.error());
-    AcquireOutcome out;
-    out.state = AcquireOutcome::State::acquired;
-    out.token = row->token;
-    out.acquired_at_ms = row->acquired_ms;
-    out.expires_at_ms = row->expires_ms;
-    held_ = HeldRun{{req.key, req.owner, req.host, req.pid, out.token}, req, row->acquired_ms.value_or(0)};
+    auto out = acquired(*session_, st_, took, req);
+    if (out) held_ = HeldRun{{req.key, req.owner, req.host, req.pid, out->token}, req, out->acquired_at_ms.value_or(0)};
     return out;
   }
 

@@ -34,6 +34,18 @@ Result<TakenRow> taken_row(Session& session, const LeaseStatements& st, const Ro
 }
 
 // Cold path: who holds it, or when --min-interval will have elapsed.
+
+Result<AcquireOutcome> acquired(Session& session, const LeaseStatements& st, const Rows& took, const LockRequest& req) {
+  auto row = taken_row(session, st, took, req.key, req.owner);
+  if (!row) return std::unexpected(row.error());
+  AcquireOutcome out;
+  out.state = AcquireOutcome::State::acquired;
+  out.token = row->token;
+  out.acquired_at_ms = row->acquired_ms;
+  out.expires_at_ms = row->expires_ms;
+  return out;
+}
+
 Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, const LockRequest& req) {
   auto r = session.run(st.refusal, {{"key", req.key}, {"min_interval_ms", ms_value(req.min_interval)}});
   if (!r) return std::unexpected(r.error());

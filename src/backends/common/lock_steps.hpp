@@ -71,6 +71,9 @@ struct TakenRow {
 Result<TakenRow> taken_row(Session& session, const LeaseStatements& st, const Rows& took, const std::string& key,
                            const std::string& owner);
 
+/// A take that took the row (`took`, affected > 0): the outcome, acquired, from taken_row.
+Result<AcquireOutcome> acquired(Session& session, const LeaseStatements& st, const Rows& took, const LockRequest& req);
+
 /// The row of `req.key` that refused a take, read with `refusal`: busy with its holder, or
 /// not_due while --min-interval has not passed and nobody holds it.
 Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, const LockRequest& req);

@@ -153,13 +153,7 @@ class SessionLocker final : public Locker {
   Result<AcquireOutcome> numbered(const LockRequest& req, const Rows& took) {
     // Not taken with the server lock ours: a semaphore's header, or --min-interval's not yet.
     if (took.affected == 0) return refused(*book_, st_, req);
-    auto row = taken_row(*book_, st_, took, req.key, req.owner);
-    if (!row) return std::unexpected(row.error());
-    AcquireOutcome out;
-    out.state = AcquireOutcome::State::acquired;
-    out.token = row->token;
-    out.acquired_at_ms = row->acquired_ms;
-    return out;
+    return acquired(*book_, st_, took, req);
   }
 
   // Someone else has the server lock: busy, with the row's holder for -v (best effort).
