@@ -5,9 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <limits>
 #include <thread>
 
@@ -282,31 +280,34 @@ Result<QueryResult> Connection::exec(std::string_view sql, const Params& params,
   const int n = static_cast<int>(values.size());
   // A statement this server session runs again (a waiter's next attempt, a renewal) is parsed
   // once: 100 lease waiters each try again at every release, and parsing the take is most of
-  // an attempt's server time. Named by its text's hash, so that a name a transaction pooler's
-  // shared server session already has is the same statement. A pooler that moves us to another
-  // server session between statements (26000) turns naming off for this connection. Only
-  // outside a transaction, where running it again unnamed is clean.
-  if (c != named_for_) seen_.clear(), named_.clear(), pid_checked_ = false, named_for_ = c;
-  const bool may_name = naming_ && !params.empty() && PQtransactionStatus(c) == PQTRANS_IDLE;
-  const std::string name = may_name ? prepared_name(text) : std::string();
-  if (!name.empty() && !named_.contains(name) && !seen_.insert(name).second) {
-    // A pooler gives the client a process id of its own at the start (doctor's pooler check):
-    // there a name would only go missing and fill the server's log, so nothing is named.
-    if (!pid_checked_) {
-      pid_checked_ = true;
-      auto pid = exec("SELECT pg_backend_pid()");
-      if (!pid) return std::unexpected(pid.error());
-      naming_ = pid->int64(0, 0) == PQbackendPID(c);
+  // an attempt's server time. Its name is this connection's own number for it. Only outside a
+  // transaction: should the name be gone (26000, what transaction pooling does), naming turns
+  // off for this connection and the statement runs again unnamed, which is clean there.
+  if (c != named_for_) names_.clear(), prepared_ = 0, pid_checked_ = false, named_for_ = c;
+  std::string name;
+  if (naming_ && !params.empty() && PQtransactionStatus(c) == PQTRANS_IDLE) {
+    auto [it, first_run] = names_.try_emplace(text, 0);
+    if (!first_run && it->second == 0) {
+      // A pooler gives the client a process id of its own at the start (doctor's pooler
+      // check): there a name would only go missing and fill the server's log.
+      if (!pid_checked_) {
+        pid_checked_ = true;
+        auto pid = exec("SELECT pg_backend_pid()");
+        if (!pid) return std::unexpected(pid.error());
+        naming_ = pid->int64(0, 0) == PQbackendPID(c);
+      }
+      if (naming_) {
+        const std::string next = "dblock_" + std::to_string(prepared_ + 1);
+        if (!PQsendPrepare(c, next.c_str(), text.c_str(), n, nullptr)) return std::unexpected(broken("sending a statement"));
+        auto prepared = collect(deadline);
+        if (!prepared) return std::unexpected(prepared.error());
+        if (prepared->error) naming_ = false;
+        else it->second = ++prepared_;
+      }
     }
-    if (naming_) {
-      if (!PQsendPrepare(c, name.c_str(), text.c_str(), n, nullptr)) return std::unexpected(broken("sending a statement"));
-      auto prepared = collect(deadline);
-      if (!prepared) return std::unexpected(prepared.error());
-      if (!prepared->error || prepared->sqlstate == "42P05") named_.insert(name);  // 42P05: it has it already
-      else naming_ = false;
-    }
+    if (naming_ && it->second > 0) name = "dblock_" + std::to_string(it->second);
   }
-  const bool by_name = !name.empty() && naming_ && named_.contains(name);
+  const bool by_name = !name.empty();
   const int sent = params.empty() ? PQsendQuery(c, text.c_str())
                    : by_name      ? PQsendQueryPrepared(c, name.c_str(), n, values.data(), nullptr, nullptr, 0)
                                   : PQsendQueryParams(c, text.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0);
@@ -319,12 +320,6 @@ Result<QueryResult> Connection::exec(std::string_view sql, const Params& params,
   }
   if (done->error) return std::unexpected(statement_error(done->error.get(), c, dsn_.redacted));
   return rows_of(done->last.get());
-}
-
-std::string Connection::prepared_name(const std::string& text) {
-  char name[32];
-  std::snprintf(name, sizeof name, "dblock_%016zx", std::hash<std::string>{}(text));
-  return name;
 }
 
 Result<Connection::Collected> Connection::collect(Millis deadline) {

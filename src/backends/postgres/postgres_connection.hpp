@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "backends/backend.hpp"
@@ -95,7 +95,6 @@ class Connection {
   };
   Result<Collected> collect(Millis deadline);
   static QueryResult rows_of(const PGresult* last);
-  static std::string prepared_name(const std::string& text);
 
   Dsn dsn_;
   BackendOptions options_;
@@ -103,10 +102,11 @@ class Connection {
   std::unique_ptr<PGconn, Finish> conn_;
   std::string channel_;  // empty: not listening
   bool deferred_ = false;
-  // Statements run once (by name) and prepared on this server session (named_, for the PGconn
-  // named_for_: a reconnect starts afresh); naming_ false behind a pooler, or once a name was
-  // lost (exec).
-  std::unordered_set<std::string> seen_, named_;
+  // Each statement text run on this server session (for the PGconn named_for_: a reconnect
+  // starts afresh) and its prepared name's number, 0 while it has run once only; naming_ false
+  // behind a pooler, or once a name was lost (exec).
+  std::unordered_map<std::string, int> names_;
+  int prepared_ = 0;  // the names given on this server session
   const PGconn* named_for_ = nullptr;
   bool naming_ = true, pid_checked_ = false;
 };
