@@ -7,9 +7,9 @@
 #include <span>
 #include <string>
 
-#include "backends/backend.hpp"
 #include "backends/backend_descriptor.hpp"
 #include "backends/common/dsn.hpp"
+#include "core/backend.hpp"
 
 namespace dblock {
 

@@ -13,12 +13,12 @@
 #include <random>
 #include <sstream>
 
-#include "backends/common/shedlock.hpp"
 #include "backends/registry.hpp"
 #include "core/duration.hpp"
 #include "core/key.hpp"
 #include "core/log.hpp"
 #include "core/semaphore.hpp"
+#include "core/sql/shedlock.hpp"
 
 namespace dblock::cli {
 namespace {
@@ -160,7 +160,7 @@ OpenLocker Context::locker_opener(Strategy strategy, std::optional<Millis> ttl, 
     auto backend = open_backend(d, b);
     if (!backend) return std::unexpected(backend.error());
     // No schema check on the hot path: the locker assumes the tables and creates them when a
-    // statement reports them missing (src/backends/backend.hpp, make_locker).
+    // statement reports them missing (src/core/backend.hpp, make_locker).
     auto locker = (*backend)->make_locker(strategy);
     if (!locker) return std::unexpected(locker.error());
     locking_backend_ = std::move(*backend);

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.hpp"
-#include "core/acquire_loop.hpp"
 #include "backends/common/dsn.hpp"
+#include "core/acquire_loop.hpp"
+#include "core/backend.hpp"
 #include "core/lock_types.hpp"
 
 namespace dblock::cli {
@@ -21,7 +21,7 @@ struct GlobalOptions {
   std::string dsn_file_from;
   std::string strategy = "lease";
   std::string table_prefix = "dblock_";
-  std::string table_format = "dblock";  // or "shedlock" (common/shedlock.hpp)
+  std::string table_format = "dblock";  // or "shedlock" (core/sql/shedlock.hpp)
   std::string table = "shedlock";       // the ShedLock table
   int history_keep = 1000;
   std::string connect_timeout = "5s";

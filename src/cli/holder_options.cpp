@@ -2,10 +2,10 @@
 
 #include <limits>
 
-#include "backends/common/lock_rows.hpp"
 #include "cli/commands.hpp"
 #include "cli/semaphore_view.hpp"
 #include "core/semaphore.hpp"
+#include "core/sql/lock_rows.hpp"
 
 namespace dblock::cli {
 

@@ -4,7 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/context.hpp"
-#include "backends/backend.hpp"
+#include "core/backend.hpp"
 #include "core/lock_types.hpp"
 
 namespace dblock::cli {

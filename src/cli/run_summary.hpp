@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.hpp"
+#include "core/backend.hpp"
 
 namespace dblock::cli {
 

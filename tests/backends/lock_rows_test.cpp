@@ -1,5 +1,5 @@
-// The row layer every backend shares (src/backends/common/lock_rows.hpp), without a database:
-// the state rule of src/backends/README.md, never-taken keys, row decoding, selector wording.
+// The row layer every backend shares (src/core/sql/lock_rows.hpp), without a database:
+// the state rule of docs/backend-contract.md, never-taken keys, row decoding, selector wording.
 
 #include <doctest/doctest.h>
 
@@ -8,7 +8,7 @@
 #include <variant>
 #include <vector>
 
-#include "backends/common/lock_rows.hpp"
+#include "core/sql/lock_rows.hpp"
 
 using namespace dblock;
 using State = LockStatus::State;

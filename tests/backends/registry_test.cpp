@@ -7,8 +7,8 @@
 #include <set>
 #include <string>
 
-#include "backends/common/identifiers.hpp"
 #include "backends/registry.hpp"
+#include "core/sql/identifiers.hpp"
 
 using namespace dblock;
 

@@ -1,5 +1,5 @@
 // `dblock release --force` from another process means the same on every backend
-// (man/dblock.1, src/backends/README.md): the lock is really free afterwards and its old
+// (man/dblock.1, docs/backend-contract.md): the lock is really free afterwards and its old
 // holder finds it lost at its next renew (so `run` exits 76) and at its release.
 
 #include "conformance/conformance_helpers.hpp"

@@ -1,5 +1,5 @@
-// How a row of <prefix>locks reads back: the state rule of src/backends/README.md (States),
-// which every backend applies through src/backends/common/lock_rows.hpp.
+// How a row of <prefix>locks reads back: the state rule of docs/backend-contract.md (States),
+// which every backend applies through src/core/sql/lock_rows.hpp.
 
 #include "conformance/conformance_helpers.hpp"
 

@@ -1,4 +1,4 @@
-// The run path assumes the schema (src/backends/backend.hpp, make_locker): a locker on a
+// The run path assumes the schema (src/core/backend.hpp, make_locker): a locker on a
 // database without dblock's tables creates them on its first attempt, and a table of the wrong
 // shape is still a config error naming the column, all without ensure_schema first.
 

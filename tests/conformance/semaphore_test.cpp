@@ -1,4 +1,4 @@
-// Semaphores (--slots N, core/semaphore.hpp, src/backends/README.md "Semaphores"): core's
+// Semaphores (--slots N, core/semaphore.hpp, docs/backend-contract.md "Semaphores"): core's
 // semaphore locker over each backend's plain locker. The same cases on every backend x strategy:
 // at most N holders, tokens strictly increasing per key across slots, one slot count per key.
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Dependencies point one way: cli -> backends -> core. src/core names nothing of src/backends,
-# not even in a comment (a pointer there is how an include starts), and the code of src/cli
+# not even in a comment (a pointer there is how an include starts); every strategy is written
+# once in src/core/sql, so no Locker class lives in src/backends; and the code of src/cli
 # names no backend and no identifier quote: what it needs of a backend comes from the
 # registry, so a new backend changes no file of cli.
 #
@@ -13,6 +14,12 @@ status=0
 
 if hits=$(grep -rn 'backends/' "$src/core"); then
   echo "src/core names src/backends:"
+  echo "$hits"
+  status=1
+fi
+
+if hits=$(grep -rnE 'class [A-Za-z_]*Locker\b' "$src/backends"); then
+  echo "a Locker in src/backends (strategies are written once, in src/core/sql):"
   echo "$hits"
   status=1
 fi

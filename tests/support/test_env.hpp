@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/backend.hpp"
 #include "backends/common/dsn.hpp"
+#include "core/backend.hpp"
 
 namespace dblock::test {
 

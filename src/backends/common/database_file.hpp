@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/common/sql_session.hpp"
 #include "core/error.hpp"
+#include "core/sql/sql_session.hpp"
 
 namespace dblock::files {
 

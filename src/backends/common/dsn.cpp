@@ -116,11 +116,6 @@ std::unexpected<Error> invalid_dsn(const Dsn& dsn, std::string_view why) {
   return fail(ErrorKind::config, "invalid DSN '" + dsn.redacted + "': " + redact_message(std::string(why), dsn.text));
 }
 
-std::unexpected<Error> no_lock_database(std::string_view where) {
-  return fail(ErrorKind::other, "no lock database at " + std::string(where) +
-                                    " (nothing has run here yet, or the DSN is wrong; `dblock init` creates it)");
-}
-
 std::optional<std::string> percent_decode(std::string_view text) {
   std::string out;
   for (std::size_t i = 0; i < text.size(); ++i) {

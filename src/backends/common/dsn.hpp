@@ -44,10 +44,6 @@ std::string redact_message(std::string message, std::string_view dsn_text);
 /// The error every backend's DSN check returns: "invalid DSN '<redacted>': why".
 std::unexpected<Error> invalid_dsn(const Dsn& dsn, std::string_view why);
 
-/// The error of inspecting a database that has no dblock tables (or, SQLite, no file):
-/// "no lock database at WHERE (nothing has run here yet, ...)", ErrorKind::other (exit 69).
-std::unexpected<Error> no_lock_database(std::string_view where);
-
 /// Percent-decoding for URI parts; nullopt on a bad escape.
 std::optional<std::string> percent_decode(std::string_view text);
 

@@ -1,11 +1,11 @@
 // The MySQL/MariaDB backend: its session and the registry entry; the rest is
-// common/sql_backend.cpp on mysql_statements.cpp, and the session strategies' server lock is
+// core/sql/sql_backend.cpp on mysql_statements.cpp, and the session strategies' server lock is
 // mysql_session_lock.cpp.
-#include "backends/common/schema.hpp"
-#include "backends/common/sql_backend.hpp"
 #include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 #include "backends/registry.hpp"
+#include "core/sql/schema.hpp"
+#include "core/sql/sql_backend.hpp"
 
 namespace dblock::mysql {
 namespace {

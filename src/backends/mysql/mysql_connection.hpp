@@ -11,10 +11,10 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "backends/backend.hpp"
-#include "backends/common/sql_session.hpp"
 #include "backends/mysql/mysql_dsn.hpp"
 #include "backends/mysql/mysql_error.hpp"
+#include "core/backend.hpp"
+#include "core/sql/sql_session.hpp"
 
 namespace dblock::mysql {
 

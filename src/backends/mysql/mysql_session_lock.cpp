@@ -15,8 +15,8 @@
 #include <cstdio>
 #include <random>
 
-#include "backends/common/session_locker.hpp"
 #include "backends/mysql/mysql_tables.hpp"
+#include "core/sql/session_locker.hpp"
 
 namespace dblock::mysql {
 namespace {

@@ -8,10 +8,10 @@
 // it reads the same in every assignment. Affected rows tell what happened (1 inserted, 2 taken,
 // 0 left alone); MariaDB has no RETURNING here, so the common locker reads the row (`taken`).
 
-#include "backends/common/identifiers.hpp"
-#include "backends/common/lock_rows.hpp"
 #include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/mysql/mysql_tables.hpp"
+#include "core/sql/identifiers.hpp"
+#include "core/sql/lock_rows.hpp"
 
 namespace dblock::mysql {
 namespace {
@@ -78,7 +78,7 @@ std::string incarnation(bool mariadb) {
                  : "CONCAT('server_uuid ', @@GLOBAL.server_uuid)";
 }
 
-// The record is a row of <prefix>locks (src/backends/README.md, "Failover lock-delay"). MySQL
+// The record is a row of <prefix>locks (docs/backend-contract.md, "Failover lock-delay"). MySQL
 // reads no table in an INSERT ... ON DUPLICATE KEY UPDATE's assignments, so the gate is not
 // folded into the take: admit() runs before it, one SELECT.
 sql::FailoverStatements failover_statements(const Tables& t, bool mariadb) {

@@ -5,11 +5,11 @@
 #include <memory>
 #include <string>
 
-#include "backends/backend.hpp"
-#include "backends/common/session_locker.hpp"
-#include "backends/common/statements.hpp"
 #include "backends/mysql/mysql_connection.hpp"
 #include "backends/mysql/mysql_error.hpp"
+#include "core/backend.hpp"
+#include "core/sql/session_locker.hpp"
+#include "core/sql/statements.hpp"
 
 namespace dblock::mysql {
 
@@ -20,7 +20,7 @@ struct Tables {
 };
 Tables make_tables(const std::string& prefix);
 
-/// The tables, made on first use and checked by doctor (common/schema.hpp): dblock's, and
+/// The tables, made on first use and checked by doctor (core/sql/schema.hpp): dblock's, and
 /// ShedLock's with --table-format shedlock (mysql_statements.cpp).
 sql::SchemaStatements schema_statements(const BackendOptions& options);
 

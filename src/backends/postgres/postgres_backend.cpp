@@ -1,14 +1,14 @@
 // PostgreSQL via libpq: every strategy. Its session and doctor's pooler check live here; the
-// rest is common/sql_backend.cpp on postgres_statements.cpp, and the session strategies' server
+// rest is core/sql/sql_backend.cpp on postgres_statements.cpp, and the session strategies' server
 // lock is postgres_session_lock.cpp.
 #include <utility>
 
-#include "backends/common/schema.hpp"
-#include "backends/common/sql_backend.hpp"
 #include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/postgres/postgres_dsn.hpp"
 #include "backends/postgres/postgres_tables.hpp"
 #include "backends/registry.hpp"
+#include "core/sql/schema.hpp"
+#include "core/sql/sql_backend.hpp"
 
 namespace dblock::postgres {
 namespace {

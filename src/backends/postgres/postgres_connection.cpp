@@ -9,9 +9,9 @@
 #include <limits>
 #include <thread>
 
-#include "backends/common/identifiers.hpp"
 #include "backends/postgres/postgres_dsn.hpp"
 #include "core/clock.hpp"
+#include "core/sql/identifiers.hpp"
 
 namespace dblock::postgres {
 namespace {

@@ -11,9 +11,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/backend.hpp"
 #include "backends/common/dsn.hpp"
-#include "backends/common/sql_session.hpp"
+#include "core/backend.hpp"
+#include "core/sql/sql_session.hpp"
 
 namespace dblock::postgres {
 

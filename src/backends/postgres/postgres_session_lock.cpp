@@ -1,4 +1,4 @@
-// The server lock of the session strategies (common/session_locker.hpp), in the holder
+// The server lock of the session strategies (core/sql/session_locker.hpp), in the holder
 // session; every other step of them is the common session locker's.
 //  advisory    pg_advisory_lock on the key's 64-bit hash (one bigint: objsubid 1), a session
 //              lock held outside any transaction, so a plain key's row is numbered in the
@@ -7,8 +7,8 @@
 //  txn-insert  an uncommitted INSERT of the key's claims row, its transaction held open; waiters
 //              queue on a transaction-scoped advisory lock of the key (two ints: objsubid 2)
 // status and `release --force` judge a recorded holder by these same locks (session_verdict).
-#include "backends/common/session_locker.hpp"
 #include "backends/postgres/postgres_tables.hpp"
+#include "core/sql/session_locker.hpp"
 
 namespace dblock::postgres {
 namespace {

@@ -2,9 +2,9 @@
 // has each one's contract). "Now" is the server's now(), the transaction's start; parameters
 // arrive as text, so every number is cast where it is used.
 
-#include "backends/common/lock_rows.hpp"
 #include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/postgres/postgres_tables.hpp"
+#include "core/sql/lock_rows.hpp"
 
 namespace dblock::postgres {
 namespace {

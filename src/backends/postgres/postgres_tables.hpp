@@ -6,10 +6,10 @@
 #include <memory>
 #include <string>
 
-#include "backends/backend.hpp"
-#include "backends/common/identifiers.hpp"
-#include "backends/common/statements.hpp"
 #include "backends/postgres/postgres_connection.hpp"
+#include "core/backend.hpp"
+#include "core/sql/identifiers.hpp"
+#include "core/sql/statements.hpp"
 
 namespace dblock::postgres {
 
@@ -20,10 +20,10 @@ struct Tables {
 };
 Tables tables_for(const std::string& prefix);
 
-/// The tables, made on first use and checked by doctor (common/schema.hpp): dblock's, and
+/// The tables, made on first use and checked by doctor (core/sql/schema.hpp): dblock's, and
 /// ShedLock's with --table-format shedlock (postgres_statements.cpp).
 sql::SchemaStatements schema_statements(const BackendOptions& options);
-/// The statements of the lease strategy (src/backends/common/lease_locker.cpp), whole, for the
+/// The statements of the lease strategy (src/core/sql/lease_locker.cpp), whole, for the
 /// tables of `prefix` (postgres_statements.cpp).
 sql::LeaseStatements lease_statements(const std::string& prefix);
 
@@ -39,15 +39,15 @@ AdvisoryStatements advisory_statements(const std::string& prefix);
 /// --table-format shedlock: the statements of the common ShedLock locker (postgres_statements.cpp).
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
 
-/// status, history, the clock, slot counts and `dblock renew` (common/inspect.hpp), for the
+/// status, history, the clock, slot counts and `dblock renew` (core/sql/inspect.hpp), for the
 /// table format of `options` (postgres_statements.cpp).
 sql::InspectStatements inspect_statements(const BackendOptions& options);
-/// `dblock release` of another process's holder (common/sql_backend.hpp).
+/// `dblock release` of another process's holder (core/sql/sql_backend.hpp).
 sql::ReleaseStatements release_statements(const std::string& prefix);
-/// doctor's checks (common/sql_backend.hpp); the pooler's is postgres_backend.cpp's.
+/// doctor's checks (core/sql/sql_backend.hpp); the pooler's is postgres_backend.cpp's.
 sql::DoctorStatements doctor_statements(const std::string& prefix);
 
-/// advisory / for-update / txn-insert (common/session_locker.hpp) with the server lock in the
+/// advisory / for-update / txn-insert (core/sql/session_locker.hpp) with the server lock in the
 /// holder session `holder` (postgres_session_lock.cpp).
 Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<Connection> holder, const Dsn& dsn,
                                                    const BackendOptions& options, Tables t,

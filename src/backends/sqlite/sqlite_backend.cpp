@@ -10,13 +10,13 @@
 #include <utility>
 
 #include "backends/common/database_file.hpp"
-#include "backends/common/inspect.hpp"
-#include "backends/common/schema.hpp"
-#include "backends/common/sql_backend.hpp"
 #include "backends/registry.hpp"
 #include "backends/sqlite/sqlite_descriptor.hpp"
 #include "backends/sqlite/sqlite_dsn.hpp"
 #include "backends/sqlite/sqlite_tables.hpp"
+#include "core/sql/inspect.hpp"
+#include "core/sql/schema.hpp"
+#include "core/sql/sql_backend.hpp"
 
 namespace dblock::sqlite {
 namespace {

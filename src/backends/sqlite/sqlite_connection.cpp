@@ -13,10 +13,11 @@
 #include <utility>
 
 #include "backends/common/database_file.hpp"
-#include "backends/common/identifiers.hpp"
 #include "backends/common/dsn.hpp"
 #include "backends/sqlite/sqlite_vfs.hpp"
 #include "core/clock.hpp"
+#include "core/sql/identifiers.hpp"
+#include "core/sql/schema.hpp"
 
 namespace dblock::sqlite {
 namespace {

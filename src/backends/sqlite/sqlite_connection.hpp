@@ -10,9 +10,9 @@
 #include <string_view>
 
 #include "backends/common/database_file.hpp"
-#include "backends/common/sql_session.hpp"
 #include "core/error.hpp"
 #include "core/lock_types.hpp"
+#include "core/sql/sql_session.hpp"
 
 namespace dblock::sqlite {
 

@@ -5,10 +5,10 @@
 // 'YYYY-MM-DD HH:MM:SS.SSS' in UTC, written by SQLite's own clock, so a DBA can read them and
 // they sort as they compare.
 
-#include "backends/common/lock_rows.hpp"
-#include "backends/common/shedlock.hpp"
 #include "backends/sqlite/sqlite_descriptor.hpp"
 #include "backends/sqlite/sqlite_tables.hpp"
+#include "core/sql/lock_rows.hpp"
+#include "core/sql/shedlock.hpp"
 
 namespace dblock::sqlite {
 namespace {
@@ -37,7 +37,7 @@ std::string renew_boot_sql(std::string_view ttl_param) {
          std::string(ttl_param);
 }
 
-/// SELECT ... FROM <prefix>locks of status: the common status columns (common/lock_rows.hpp),
+/// SELECT ... FROM <prefix>locks of status: the common status columns (core/sql/lock_rows.hpp),
 /// whether the lease is live, then `extra`. The caller appends its WHERE.
 std::string status_select(const Tables& t, std::string_view extra) {
   return "SELECT " + rows::status_select_list(&epoch_ms_sql, now_sql()) + ", " + lease_live_sql("") + ", " +

@@ -7,9 +7,9 @@
 #include <string>
 #include <string_view>
 
-#include "backends/backend.hpp"
-#include "backends/common/statements.hpp"
 #include "backends/sqlite/sqlite_connection.hpp"
+#include "core/backend.hpp"
+#include "core/sql/statements.hpp"
 
 namespace dblock::sqlite {
 
@@ -21,7 +21,7 @@ struct Tables {
   std::string runs;
 };
 
-/// The tables, made on first use and checked by doctor (common/schema.hpp): dblock's, and
+/// The tables, made on first use and checked by doctor (core/sql/schema.hpp): dblock's, and
 /// ShedLock's with --table-format shedlock.
 sql::SchemaStatements schema_statements(const BackendOptions& options);
 

@@ -1,10 +1,10 @@
-// Named placeholders (src/backends/common/sql_session.hpp) without a database: each dialect's
+// Named placeholders (src/core/sql/sql_session.hpp) without a database: each dialect's
 // placeholders replace `:name` outside quotes only, values are bound by name in placeholder
 // order, and a placeholder without a value is internal before anything reaches a server.
 
 #include <doctest/doctest.h>
 
-#include "backends/common/sql_session.hpp"
+#include "core/sql/sql_session.hpp"
 
 using namespace dblock;
 

@@ -1,4 +1,4 @@
-// with_retry (src/backends/common/lease_locker.hpp) without a database: a statement the server
+// with_retry (src/core/sql/lease_locker.hpp) without a database: a statement the server
 // rolled back as a conflict (busy: a deadlock, a Galera certification failure) runs again, a
 // bounded number of times; a lost connection is reopened once; any other failure stands.
 
@@ -6,7 +6,7 @@
 
 #include <deque>
 
-#include "backends/common/lease_locker.hpp"
+#include "core/sql/lease_locker.hpp"
 
 using namespace dblock;
 

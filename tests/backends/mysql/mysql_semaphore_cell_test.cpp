@@ -1,4 +1,4 @@
-// MySQL/MariaDB and semaphores (src/backends/README.md, "Semaphores" and "MySQL/MariaDB"): a
+// MySQL/MariaDB and semaphores (docs/backend-contract.md, "Semaphores" and "MySQL/MariaDB"): a
 // locks table from before semaphores is read without the slots column and gains it only when a
 // slot is first taken, never on inspection or for a plain lock.
 

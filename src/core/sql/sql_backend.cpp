@@ -1,15 +1,15 @@
-#include "backends/common/sql_backend.hpp"
+#include "core/sql/sql_backend.hpp"
 
 #include <thread>
 
-#include "backends/common/identifiers.hpp"
-#include "backends/common/failover.hpp"
-#include "backends/common/inspect.hpp"
-#include "backends/common/lease_locker.hpp"
-#include "backends/common/schema.hpp"
-#include "backends/common/shedlock_locker.hpp"
 #include "core/clock.hpp"
 #include "core/semaphore.hpp"
+#include "core/sql/failover.hpp"
+#include "core/sql/identifiers.hpp"
+#include "core/sql/inspect.hpp"
+#include "core/sql/lease_locker.hpp"
+#include "core/sql/schema.hpp"
+#include "core/sql/shedlock_locker.hpp"
 
 namespace dblock::sql {
 

@@ -1,9 +1,9 @@
-#include "backends/common/session_locker.hpp"
+#include "core/sql/session_locker.hpp"
 
 #include <utility>
 
-#include "backends/common/lease_locker.hpp"
-#include "backends/common/lock_steps.hpp"
+#include "core/sql/lease_locker.hpp"
+#include "core/sql/lock_steps.hpp"
 
 namespace dblock::sql {
 namespace {
@@ -128,7 +128,7 @@ class SessionLocker final : public Locker {
   }
 
   // The row of a key whose server lock is ours: a plain lock's in one statement; a semaphore's
-  // slot with its header, in one transaction (src/backends/README.md "Semaphores").
+  // slot with its header, in one transaction (docs/backend-contract.md "Semaphores").
   Result<AcquireOutcome> number(const LockRequest& req, std::int64_t fence) {
     std::optional<Transaction> tx;
     Value token;

@@ -1,12 +1,20 @@
-#include "backends/common/schema.hpp"
+#include "core/sql/schema.hpp"
 
 #include <optional>
 #include <span>
 #include <vector>
 
-#include "backends/common/dsn.hpp"
-#include "backends/common/lock_rows.hpp"
-#include "backends/common/shedlock.hpp"
+#include "core/sql/lock_rows.hpp"
+#include "core/sql/shedlock.hpp"
+
+namespace dblock {
+
+std::unexpected<Error> no_lock_database(std::string_view where) {
+  return fail(ErrorKind::other, "no lock database at " + std::string(where) +
+                                    " (nothing has run here yet, or the DSN is wrong; `dblock init` creates it)");
+}
+
+}  // namespace dblock
 
 namespace dblock::sql {
 namespace {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.hpp"
-#include "backends/common/statements.hpp"
+#include "core/backend.hpp"
+#include "core/sql/statements.hpp"
 
 namespace dblock::sql {
 

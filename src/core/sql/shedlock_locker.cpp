@@ -1,10 +1,10 @@
-#include "backends/common/shedlock_locker.hpp"
+#include "core/sql/shedlock_locker.hpp"
 
 #include <utility>
 
-#include "backends/common/lease_locker.hpp"
-#include "backends/common/lock_steps.hpp"
-#include "backends/common/shedlock.hpp"
+#include "core/sql/lease_locker.hpp"
+#include "core/sql/lock_steps.hpp"
+#include "core/sql/shedlock.hpp"
 
 namespace dblock::sql {
 

@@ -1,4 +1,4 @@
-#include "backends/common/sql_session.hpp"
+#include "core/sql/sql_session.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "backends/common/statements.hpp"
 #include "core/locker.hpp"
+#include "core/sql/statements.hpp"
 
 namespace dblock::sql {
 

@@ -1,5 +1,5 @@
 #pragma once
-// What a backend is to the strategies of src/backends/common: a session that runs one named
+// What a backend is to the strategies of core/sql: a session that runs one named
 // statement with named parameters and gives the rows back as text, its transactions, its
 // native error codes turned into "the schema is missing", a reconnect, and how a waiter hears
 // a release. Everything else (what to run, in which order, what the answer means) is the
@@ -19,9 +19,9 @@
 #include <variant>
 #include <vector>
 
-#include "backends/common/lock_rows.hpp"
 #include "core/error.hpp"
 #include "core/lock_types.hpp"
+#include "core/sql/lock_rows.hpp"
 
 namespace dblock::sql {
 
@@ -168,7 +168,7 @@ class Session {
   virtual ReleaseSignal& release_signal() = 0;
 
   /// After `failed`, which a statement of the run path returned: when schema_missing, creates or
-  /// completes the schema (common/schema.hpp) and returns true (the caller runs its operation
+  /// completes the schema (core/sql/schema.hpp) and returns true (the caller runs its operation
   /// once more); false when `failed` stands. A table of the wrong shape is ErrorKind::config
   /// naming the column.
   Result<bool> repair_schema(const Error& failed);

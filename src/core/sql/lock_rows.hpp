@@ -1,7 +1,7 @@
 #pragma once
 // The row layer every backend shares: which columns of <prefix>locks and <prefix>runs status
 // and history read, in which order, how a row becomes LockStatus / RunRecord, and the state
-// rule of src/backends/README.md (States). A backend supplies only its dialect (how a
+// rule of docs/backend-contract.md (States). A backend supplies only its dialect (how a
 // timestamp becomes epoch ms, what the server says about a holder) and a few lines that read
 // one column of its own result rows.
 
@@ -22,7 +22,7 @@ namespace dblock::rows {
 /// A dialect's SQL for a timestamp column (or expression) as milliseconds since the epoch; NULL stays NULL.
 using EpochMs = std::string (*)(std::string_view expr);
 
-/// The columns every table must have (dblock(1) TABLES, src/backends/README.md); each
+/// The columns every table must have (dblock(1) TABLES, docs/backend-contract.md); each
 /// backend's ensure_schema checks them. Columns a dialect adds on its own (SQLite's boot_*)
 /// are not required: ensure_schema adds them.
 inline constexpr std::array<std::string_view, 14> locks_columns{

@@ -1,4 +1,4 @@
-#include "backends/common/lock_rows.hpp"
+#include "core/sql/lock_rows.hpp"
 
 #include <algorithm>
 #include <utility>

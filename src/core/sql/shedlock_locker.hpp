@@ -3,8 +3,8 @@
 
 #include <memory>
 
-#include "backends/common/statements.hpp"
 #include "core/locker.hpp"
+#include "core/sql/statements.hpp"
 
 namespace dblock::sql {
 

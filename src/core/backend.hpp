@@ -25,7 +25,7 @@ struct BackendOptions {
   Millis session_idle_limit{0};
   // Inspection (status, history, doctor, check, metrics): open read-only and create nothing,
   // neither a file, a directory nor a table; a database without the tables is ErrorKind::other
-  // saying so (no_lock_database in common/dsn.hpp). SQLite: SQLITE_OPEN_READONLY, no pragma
+  // saying so (no_lock_database in core/sql/schema.hpp). SQLite: SQLITE_OPEN_READONLY, no pragma
   // that writes; servers: no DDL.
   bool inspect = false;
   // The DSN is the default SQLite location (default_dsn): only there are missing directories
@@ -37,7 +37,7 @@ struct BackendOptions {
   // this user or root and writable by no one else, as ssh(1) asks of ~/.ssh; a DSN someone
   // wrote (empty here) is taken as they wrote it.
   std::string private_root;
-  // --table-format shedlock (common/shedlock.hpp): the lease lives in ShedLock's table, named
+  // --table-format shedlock (core/sql/shedlock.hpp): the lease lives in ShedLock's table, named
   // shedlock_table (already validated and not quoted); history and tokens stay in dblock's tables.
   bool shedlock = false;
   std::string shedlock_table = "shedlock";
@@ -76,7 +76,7 @@ class Backend {
   /// Session-strategy holders are checked with the server: a dead holder shows free.
   virtual Result<std::vector<LockStatus>> status(std::span<const std::string> keys) = 0;
 
-  /// The slot count a semaphore's header row records (--slots, src/backends/README.md
+  /// The slot count a semaphore's header row records (--slots, docs/backend-contract.md
   /// "Semaphores"); 0 when `key` is no semaphore.
   virtual Result<int> slot_count(const std::string& key) = 0;
 

@@ -7,8 +7,17 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
-#include "backends/common/statements.hpp"
+#include "core/sql/statements.hpp"
+
+namespace dblock {
+
+/// The error of inspecting a database that has no dblock tables (or, SQLite, no file):
+/// "no lock database at WHERE (nothing has run here yet, ...)", ErrorKind::other (exit 69).
+std::unexpected<Error> no_lock_database(std::string_view where);
+
+}  // namespace dblock
 
 namespace dblock::sql {
 

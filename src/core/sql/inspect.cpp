@@ -1,4 +1,4 @@
-#include "backends/common/inspect.hpp"
+#include "core/sql/inspect.hpp"
 
 #include <limits>
 #include <nlohmann/json.hpp>

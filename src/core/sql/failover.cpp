@@ -1,4 +1,4 @@
-#include "backends/common/failover.hpp"
+#include "core/sql/failover.hpp"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 #pragma once
-// The failover lock-delay (dblock(1) GUARANTEES, "Failover lock-delay"; src/backends/README.md,
+// The failover lock-delay (dblock(1) GUARANTEES, "Failover lock-delay"; docs/backend-contract.md,
 // "Failover lock-delay"), once for every strategy: a database records its incarnation
 // (PostgreSQL: system identifier and timeline) in a row of its own in <prefix>locks. An acquirer that meets another incarnation than the one
 // recorded (a replica was promoted, perhaps without the last grants) records the new one, moves
@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "backends/common/sql_session.hpp"
+#include "core/sql/sql_session.hpp"
 
 namespace dblock::sql {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.hpp"
-#include "backends/common/failover.hpp"
-#include "backends/common/sql_session.hpp"
+#include "core/backend.hpp"
+#include "core/sql/failover.hpp"
+#include "core/sql/sql_session.hpp"
 
 namespace dblock::sql {
 
@@ -59,7 +59,7 @@ struct LeaseStatements {
   /// :name :keep. Deletes the rows of :name beyond the newest :keep.
   Statement history_trim;
 
-  /// Semaphores (src/backends/README.md, "Semaphores"), inside `begin`'s transaction.
+  /// Semaphores (docs/backend-contract.md, "Semaphores"), inside `begin`'s transaction.
   /// :key (the semaphore) :owner :host :pid :slots :first :past (the bounds of its slot rows'
   /// names). Takes the header row of :key, bumping its token (1 for a new row), when it records
   /// :slots, or it is a plain row nobody holds, or no slot row of it is held. affected and rows

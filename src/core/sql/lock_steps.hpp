@@ -10,8 +10,8 @@
 #include <optional>
 #include <string>
 
-#include "backends/common/statements.hpp"
 #include "core/lock_types.hpp"
+#include "core/sql/statements.hpp"
 
 namespace dblock::sql {
 

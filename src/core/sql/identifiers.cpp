@@ -1,4 +1,4 @@
-#include "backends/common/identifiers.hpp"
+#include "core/sql/identifiers.hpp"
 
 #include <cstdio>
 

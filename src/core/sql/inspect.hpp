@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/common/statements.hpp"
+#include "core/sql/statements.hpp"
 
 namespace dblock::sql {
 

@@ -1,9 +1,9 @@
-#include "backends/common/lock_steps.hpp"
+#include "core/sql/lock_steps.hpp"
 
 #include <optional>
 
-#include "backends/common/identifiers.hpp"
 #include "core/semaphore.hpp"
+#include "core/sql/identifiers.hpp"
 
 namespace dblock::sql {
 namespace {

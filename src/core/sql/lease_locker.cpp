@@ -1,8 +1,8 @@
-#include "backends/common/lease_locker.hpp"
+#include "core/sql/lease_locker.hpp"
 
 #include <utility>
 
-#include "backends/common/lock_steps.hpp"
+#include "core/sql/lock_steps.hpp"
 
 namespace dblock::sql {
 namespace {
@@ -93,7 +93,7 @@ class LeaseLocker final : public Locker {
   }
 
   // A semaphore's slot: its header, then the slot row with the header's token, in one
-  // transaction (src/backends/README.md "Semaphores"); a slot not taken rolls the header back.
+  // transaction (docs/backend-contract.md "Semaphores"); a slot not taken rolls the header back.
   // The failover gate goes first, outside the transaction: what it records must stay.
   Result<AcquireOutcome> attempt_slot(const LockRequest& req) {
     auto gate = failover::admit_once(*session_, st_.failover, admitted_, req.ttl);
