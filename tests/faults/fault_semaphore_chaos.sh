@@ -2,7 +2,8 @@
 # Semaphore chaos (--slots 2, dblock(1) SEMAPHORES): six workers loop over
 # `dblock run --slots 2 -w`, while the test kills random holders' dblock with SIGKILL. Never
 # three commands at once (semaphore_job.sh's flock oracle, exact even for killed jobs), every
-# token given once and greater than every token of a run that had ended (oracle.py tokens),
+# token given once and greater than every token of a run that had ended before it was acquired
+# (oracle.py tokens, on the job log and the history),
 # DBLOCK_SLOT always 0 or 1, and no worker's run fails other than by its kill.
 source "$(dirname "$0")/lib.sh"
 
@@ -62,7 +63,8 @@ if [ -s "$dir/over" ]; then
 else
   pass "$s: never more than 2 commands at once ($(grep -c '^start' "$dir/log") runs, $kills killed)"
 fi
-if out=$(python3 "$ORACLE" tokens "$dir/log" 10 2>&1); then pass "$s: tokens: $out"; else fail "$s: tokens: $out"; fi
+dblock history --json --limit 100000 "$k" >"$dir/history.json" || fail "$s: dblock history failed"
+if out=$(python3 "$ORACLE" tokens "$dir/log" 10 "$dir/history.json" 2>&1); then pass "$s: tokens: $out"; else fail "$s: tokens: $out"; fi
 assert_eq "$s: DBLOCK_SLOT was 0 or 1" "" "$(awk '$1 == "start" && $5 != 0 && $5 != 1' "$dir/log")"
 others=$(cat "$E2E_TMP"/w*.rc | grep -vxE '0|137' | sort | uniq -c | xargs)
 assert_eq "$s: every run exited 0, or 137 when killed" "" "$others"
