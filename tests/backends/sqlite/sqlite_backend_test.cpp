@@ -635,6 +635,27 @@ TEST_CASE("sqlite: each run trims its key's history to exactly the newest histor
   CHECK(raw.text("SELECT count(*) FROM dblock_runs WHERE name = 'b'") == "2");
 }
 
+TEST_CASE("sqlite: a key whose history has greater tokens than its lock (its locks row was deleted) is trimmed") {
+  // The rows cannot be counted by tokens then, so the run trims rather than let them grow.
+  TempDir dir;
+  const std::string path = dir.path + "/reset.db";
+  BackendOptions options;
+  options.history_keep = 20;
+  auto backend = open_path(path, options);
+  REQUIRE(backend.has_value());
+  auto locker = (*backend)->make_locker(Strategy::lease);
+  REQUIRE(locker.has_value());
+  finished_run(**locker, "c");
+  RawDb raw(path);
+  raw.exec("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 21)"
+           " INSERT INTO dblock_runs (name, token, strategy, started_at, finished_at, outcome)"
+           " SELECT 'c', 1000 + i, 'lease', '2020-01-01 00:00:00.000', '2020-01-01 00:00:01.000', 'ok' FROM n;"
+           " DELETE FROM dblock_runs WHERE token = 1; DELETE FROM dblock_locks WHERE name = 'c'");
+  finished_run(**locker, "c");
+  CHECK(raw.text("SELECT count(*) FROM dblock_runs WHERE name = 'c'") == "20");
+  CHECK(raw.text("SELECT max(id) = (SELECT id FROM dblock_runs WHERE token = 1) FROM dblock_runs") == "1");
+}
+
 TEST_CASE("sqlite: the run path upgrades a table of the previous version without ensure_schema") {
   TempDir dir;
   const std::string path = dir.path + "/old-run.db";
