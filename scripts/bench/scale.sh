@@ -5,7 +5,8 @@
 # INSERT ... SELECT each (recursive CTE, MariaDB's seq_1_to_N, generate_series). Sourced.
 
 # fill BACKEND PREFIX ROWS: fresh tables under PREFIX with ROWS released leases ('key-1'...) and
-# ROWS history rows spread over 1000 keys (so 'key-7' has ROWS/1000 of them).
+# ROWS history rows spread over 1000 keys (so 'key-7' has ROWS/1000 of them), their tokens as
+# runs would have left them: a key's k-th row has token k, and each lock's token is past them.
 fill() {
   local b=$1 p=$2 n=$3 old=2020-01-01 sql
   case $b in
@@ -13,10 +14,10 @@ fill() {
       rm -f "$tmp/scale-$p.db"
       sql="WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $n)
              INSERT INTO ${p}locks (name, token, strategy, acquired_at, expires_at, released_at)
-             SELECT 'key-' || i, 1, 'lease', '$old 00:00:00.000', '$old 00:00:01.000', '$old 00:00:01.000' FROM n;
+             SELECT 'key-' || i, $n / 1000 + 1, 'lease', '$old 00:00:00.000', '$old 00:00:01.000', '$old 00:00:01.000' FROM n;
            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $n)
              INSERT INTO ${p}runs (name, token, strategy, started_at, finished_at, outcome, exit_code)
-             SELECT 'key-' || (i % 1000), i, 'lease', '$old 00:00:00.000', '$old 00:00:01.000', 'ok', 0 FROM n;"
+             SELECT 'key-' || (i % 1000), i / 1000 + 1, 'lease', '$old 00:00:00.000', '$old 00:00:01.000', 'ok', 0 FROM n;"
       DBLOCK_TABLE_PREFIX=$p DBLOCK_DSN="sqlite:$tmp/scale-$p.db" "$bin" init >/dev/null &&
         sqlite3 -batch "$tmp/scale-$p.db" "$sql"
       ;;
@@ -24,18 +25,18 @@ fill() {
       drop_tables mysql "$p" &&
         DBLOCK_TABLE_PREFIX=$p DBLOCK_DSN=$mysql_dsn "$bin" init >/dev/null &&
         my "INSERT INTO ${p}locks (name, token, strategy, acquired_at, expires_at, released_at)
-              SELECT CONCAT('key-', seq), 1, 'lease', '$old 00:00:00', '$old 00:00:01', '$old 00:00:01' FROM seq_1_to_$n;
+              SELECT CONCAT('key-', seq), $n DIV 1000 + 1, 'lease', '$old 00:00:00', '$old 00:00:01', '$old 00:00:01' FROM seq_1_to_$n;
             INSERT INTO ${p}runs (name, token, strategy, started_at, finished_at, outcome, exit_code)
-              SELECT CONCAT('key-', seq % 1000), seq, 'lease', '$old 00:00:00', '$old 00:00:01', 'ok', 0 FROM seq_1_to_$n;
+              SELECT CONCAT('key-', seq % 1000), seq DIV 1000 + 1, 'lease', '$old 00:00:00', '$old 00:00:01', 'ok', 0 FROM seq_1_to_$n;
             ANALYZE TABLE ${p}locks, ${p}runs" >/dev/null
       ;;
     postgres)
       drop_tables postgres "$p" &&
         DBLOCK_TABLE_PREFIX=$p DBLOCK_DSN=$postgres_dsn "$bin" init >/dev/null &&
         pg "INSERT INTO ${p}locks (name, token, strategy, acquired_at, expires_at, released_at)
-              SELECT 'key-' || i, 1, 'lease', '$old 00:00:00+00', '$old 00:00:01+00', '$old 00:00:01+00' FROM generate_series(1, $n) i" &&
+              SELECT 'key-' || i, $n / 1000 + 1, 'lease', '$old 00:00:00+00', '$old 00:00:01+00', '$old 00:00:01+00' FROM generate_series(1, $n) i" &&
         pg "INSERT INTO ${p}runs (name, token, strategy, started_at, finished_at, outcome, exit_code)
-              SELECT 'key-' || (i % 1000), i, 'lease', '$old 00:00:00+00', '$old 00:00:01+00', 'ok', 0 FROM generate_series(1, $n) i" &&
+              SELECT 'key-' || (i % 1000), i / 1000 + 1, 'lease', '$old 00:00:00+00', '$old 00:00:01+00', 'ok', 0 FROM generate_series(1, $n) i" &&
         # VACUUM as autovacuum would have long since done on a database that grew this big: right
         # after a bulk load there is no visibility map, so every index-only scan (the history
         # trim's cutoff) fetches its heap pages and the 10^6 cell measures the load, not dblock.

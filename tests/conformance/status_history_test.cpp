@@ -173,6 +173,35 @@ TEST_CASE("history records runs newest first and prunes each key to history_keep
   CHECK(after->front().token == tokens[4]);
 }
 
+TEST_CASE("a key's history grows to history_keep + history_keep/10 rows, then a run trims it to the newest history_keep") {
+  // 20 + 2: a run that leaves 22 rows or fewer deletes none, so most runs of a key with a long
+  // history never walk it (dblock(1), --history-keep).
+  Db db(20);
+  const std::string key = test::unique_key("trim");
+  auto a = db.locker();
+  std::vector<std::int64_t> tokens;
+  auto kept = [&] {
+    auto runs = db.backend->history(key, 100);
+    REQUIRE(runs.has_value());
+    std::vector<std::int64_t> out;
+    for (const RunRecord& r : *runs) out.push_back(r.token);
+    std::reverse(out.begin(), out.end());
+    return out;
+  };
+  auto newest = [&](std::size_t n) { return std::vector<std::int64_t>(tokens.end() - n, tokens.end()); };
+  auto run_once = [&] {
+    tokens.push_back(acquire(*a, request(key, "owner-a")));
+    release(*a, run_end(0, RunOutcome::ok, "owner-a"));
+  };
+  // Twice: from an empty history, then from a trimmed one (20 rows, 2 more runs before a trim).
+  for (std::size_t upto : {22u, 25u}) {
+    while (tokens.size() < upto) run_once();
+    CHECK(kept() == newest(22));
+    run_once();
+    CHECK(kept() == newest(20));
+  }
+}
+
 TEST_CASE("inspection creates nothing: without the tables, status, history and check_schema say there is no lock database") {
   Db existing;  // the database itself exists (SQLite: the file); this prefix has no tables
   BackendOptions inspect;

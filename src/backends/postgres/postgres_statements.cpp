@@ -180,6 +180,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                        " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
                        " VALUES (:name, :token::bigint, :owner, :host, :pid::bigint, :strategy,"
                        " timestamptz 'epoch' + :started_ms::bigint * interval '1 ms', now(), :outcome, :exit_code::int)"};
+  s.history_oldest = {"history.oldest", "SELECT token FROM " + t.runs + " WHERE name = :name ORDER BY id LIMIT 1"};
   // The row at offset :keep (newest first) is the newest one to go; everything older goes too:
   // a seek of the (name, id) index from the newest end, as far as that row.
   s.history_trim = {"history.trim", "DELETE FROM " + t.runs + " WHERE name = :name AND id <= (SELECT id FROM " + t.runs +

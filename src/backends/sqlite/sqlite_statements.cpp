@@ -183,6 +183,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                        " VALUES (:name, :token, :owner, :host, :pid, :strategy,"
                        " strftime('%Y-%m-%d %H:%M:%f', :started_ms / 1000.0, 'unixepoch'), " + now +
                        ", :outcome, :exit_code)"};
+  s.history_oldest = {"history.oldest", "SELECT token FROM " + t.runs + " WHERE name = :name ORDER BY id LIMIT 1"};
   // The row at offset :keep (newest first) is the newest one to go; everything older goes too.
   s.history_trim = {"history.trim", "DELETE FROM " + t.runs + " WHERE name = :name AND id <= (SELECT id FROM " + t.runs +
                                         " WHERE name = :name ORDER BY id DESC LIMIT 1 OFFSET :keep)"};

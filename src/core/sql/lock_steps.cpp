@@ -157,7 +157,18 @@ Result<void> record_run(Session& session, const LeaseStatements& st, const RunRe
                                             {"outcome", std::string(to_string(run.outcome))},
                                             {"exit_code", value_of(run.exit_code)}});
   if (!added) return std::unexpected(added.error());
-  auto trimmed = session.run(st.history_trim, {{"name", run.key}, {"keep", std::int64_t{keep < 0 ? 0 : keep}}});
+  const std::int64_t kept = keep < 0 ? 0 : keep;
+  const std::int64_t slack = history_slack(keep);
+  if (slack > 0) {
+    auto oldest = session.run(st.history_oldest, {{"name", run.key}});
+    if (!oldest) return std::unexpected(oldest.error());
+    // Each of the key's rows has a token of its own, from the oldest row's to this run's: when
+    // that span fits, so do the rows. A span that does not count them (tokens that went back)
+    // trims.
+    const std::int64_t span = oldest->empty() ? 0 : run.token - (*oldest)[0].int64(0) + 1;
+    if (span > 0 && span <= kept + slack) return {};
+  }
+  auto trimmed = session.run(st.history_trim, {{"name", run.key}, {"keep", kept}});
   if (!trimmed) return std::unexpected(trimmed.error());
   return {};
 }

@@ -106,8 +106,14 @@ Result<bool> release_row(Session& session, const LeaseStatements& st, const Rele
 Result<void> record_held_run(Session& session, const LeaseStatements& st, const HeldRun& held, std::string_view strategy,
                              bool still_held, const ReleaseRequest& req, int keep);
 
-/// The run's history row (`started_ms`: when its lock was acquired) and the trim of its key's
-/// rows beyond the newest `keep`, inside the caller's transaction.
+/// How many rows beyond the newest `keep` a key's history may hold before a run trims it
+/// (dblock(1), --history-keep): a trim walks `keep` index entries, so trimming once in
+/// keep/10 + 1 runs keeps a run's share of that walk near ten entries whatever `keep` is.
+constexpr int history_slack(int keep) { return keep < 0 ? 0 : keep / 10; }
+
+/// The run's history row (`started_ms`: when its lock was acquired) and, once the key may hold
+/// more than keep + history_slack(keep) rows, the trim of its rows beyond the newest `keep`,
+/// inside the caller's transaction.
 Result<void> record_run(Session& session, const LeaseStatements& st, const RunRecord& run, std::int64_t started_ms,
                         int keep);
 

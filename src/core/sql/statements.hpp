@@ -56,6 +56,8 @@ struct LeaseStatements {
   /// :name :token :owner :host :pid :strategy :started_ms :outcome :exit_code. One history row
   /// (finished_at = now).
   Statement history_add;
+  /// :name. Rows: none or (token) of the oldest history row of :name (the least id).
+  Statement history_oldest;
   /// :name :keep. Deletes the rows of :name beyond the newest :keep.
   Statement history_trim;
 

@@ -598,22 +598,32 @@ void finished_run(Locker& locker, const std::string& key) {
   REQUIRE_MESSAGE(released.has_value(), (released ? std::string() : released.error().message));
 }
 
+// A lease locker on the database at `path` that keeps `keep` runs per key, and its backend.
+struct KeepingLocker {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Locker> locker;
+};
+KeepingLocker keeping_locker(const std::string& path, int keep) {
+  BackendOptions options;
+  options.history_keep = keep;
+  auto backend = open_path(path, options);
+  REQUIRE(backend.has_value());
+  auto locker = (*backend)->make_locker(Strategy::lease);
+  REQUIRE(locker.has_value());
+  return {std::move(*backend), std::move(*locker)};
+}
+
 }  // namespace
 
 TEST_CASE("sqlite: each run trims its key's history to exactly the newest history_keep rows") {
   TempDir dir;
   const std::string path = dir.path + "/trim.db";
-  BackendOptions options;
-  options.history_keep = 3;
   {
-    auto backend = open_path(path, options);
-    REQUIRE(backend.has_value());
-    auto locker = (*backend)->make_locker(Strategy::lease);
-    REQUIRE(locker.has_value());
+    auto keeping = keeping_locker(path, 3);
     // Interleaved keys: one key's trim never touches the other's rows.
     for (int i = 0; i < 7; ++i) {
-      finished_run(**locker, "a");
-      if (i < 2) finished_run(**locker, "b");
+      finished_run(*keeping.locker, "a");
+      if (i < 2) finished_run(*keeping.locker, "b");
       RawDb raw(path);
       CHECK(raw.text("SELECT count(*) FROM dblock_runs WHERE name = 'a'") == std::to_string(std::min(i + 1, 3)));
     }
@@ -625,14 +635,26 @@ TEST_CASE("sqlite: each run trims its key's history to exactly the newest histor
         "1,2");
 
   // A smaller --history-keep trims the excess at the key's next run.
-  options.history_keep = 1;
-  auto backend = open_path(path, options);
-  REQUIRE(backend.has_value());
-  auto locker = (*backend)->make_locker(Strategy::lease);
-  REQUIRE(locker.has_value());
-  finished_run(**locker, "a");
+  auto keeping = keeping_locker(path, 1);
+  finished_run(*keeping.locker, "a");
   CHECK(raw.text("SELECT group_concat(token) FROM dblock_runs WHERE name = 'a'") == "8");
   CHECK(raw.text("SELECT count(*) FROM dblock_runs WHERE name = 'b'") == "2");
+}
+
+TEST_CASE("sqlite: a key whose history has greater tokens than its lock (its locks row was deleted) is trimmed") {
+  // The rows cannot be counted by tokens then, so the run trims rather than let them grow.
+  TempDir dir;
+  const std::string path = dir.path + "/reset.db";
+  auto keeping = keeping_locker(path, 20);
+  finished_run(*keeping.locker, "c");
+  RawDb raw(path);
+  raw.exec("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 21)"
+           " INSERT INTO dblock_runs (name, token, strategy, started_at, finished_at, outcome)"
+           " SELECT 'c', 1000 + i, 'lease', '2020-01-01 00:00:00.000', '2020-01-01 00:00:01.000', 'ok' FROM n;"
+           " DELETE FROM dblock_runs WHERE token = 1; DELETE FROM dblock_locks WHERE name = 'c'");
+  finished_run(*keeping.locker, "c");
+  CHECK(raw.text("SELECT count(*) FROM dblock_runs WHERE name = 'c'") == "20");
+  CHECK(raw.text("SELECT max(id) = (SELECT id FROM dblock_runs WHERE token = 1) FROM dblock_runs") == "1");
 }
 
 TEST_CASE("sqlite: the run path upgrades a table of the previous version without ensure_schema") {
