@@ -5,7 +5,6 @@
 #include <libpq-fe.h>
 
 #include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -16,20 +15,6 @@
 #include "backends/common/sql_session.hpp"
 
 namespace dblock::postgres {
-
-/// A bound parameter in text format; nullopt is SQL NULL.
-using Param = std::optional<std::string>;
-using Params = std::vector<Param>;
-
-/// A statement's rows as text, read by (row, column); `affected` is PQcmdTuples.
-class QueryResult : public sql::Rows {
- public:
-  int rows() const { return static_cast<int>(size()); }
-  bool is_null(int row, int col) const { return (*this)[static_cast<std::size_t>(row)].is_null(col); }
-  std::string text(int row, int col) const { return (*this)[static_cast<std::size_t>(row)].text(col); }
-  std::int64_t int64(int row, int col) const { return (*this)[static_cast<std::size_t>(row)].int64(col); }
-  bool boolean(int row, int col) const { return text(row, col) == "t"; }
-};
 
 /// Not thread-safe, and needs not be: the lease locker shares the backend's connection, but
 /// core renews only between try_acquire and release and never alongside them, and nothing
@@ -45,9 +30,11 @@ class Connection {
   /// locker took over); it connects again on use after a failure.
   static std::unique_ptr<Connection> deferred(const Dsn& dsn, const BackendOptions& options);
 
-  /// Runs sql (several statements allowed when params is empty) within io_timeout + extra.
-  /// On timeout the query is cancelled and the connection closed (ErrorKind::connection).
-  Result<QueryResult> exec(std::string_view sql, const Params& params = {}, Millis extra = Millis{0});
+  /// Runs sql with `values` for $1, $2... (several statements allowed without values) within
+  /// io_timeout + extra. On timeout the query is cancelled and the connection closed
+  /// (ErrorKind::connection).
+  Result<sql::Rows> exec(std::string_view sql, const std::vector<const sql::Value*>& values = {},
+                         Millis extra = Millis{0});
 
   /// True while a transaction is open and healthy on this connection.
   bool in_transaction() const { return is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INTRANS; }
@@ -94,7 +81,7 @@ class Connection {
     std::string sqlstate;
   };
   Result<Collected> collect(Millis deadline);
-  static QueryResult rows_of(const PGresult* last);
+  static sql::Rows rows_of(const PGresult* last);
 
   Dsn dsn_;
   BackendOptions options_;
@@ -144,10 +131,5 @@ Error statement_error(const PGresult* result, PGconn* conn, std::string_view whe
 /// and for a connection the server accepted (`reached_server`) and then dropped without an
 /// SQLSTATE. Never the message text, which a server translates.
 Error connect_error(PGconn* conn, std::string_view where, bool reached_server, bool ssl_required);
-
-/// Quotes an identifier that core already validated ([A-Za-z_][A-Za-z0-9_]*).
-std::string quote_ident(std::string_view name);
-/// SQL for "this timestamptz column as epoch milliseconds (bigint)".
-std::string ms(std::string_view expr);
 
 }  // namespace dblock::postgres
