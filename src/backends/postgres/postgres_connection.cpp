@@ -33,20 +33,15 @@ bool wait_socket(int fd, short events, Millis deadline, short* revents) {
   }
 }
 
-// Each connection's idle limits travel in the startup packet (libpq's `options`), so setting
-// them costs no round trip. A server's own idle killers must not drop a session while a long job
-// runs, so a bookkeeping connection sets them to 0; a lock holder gets the short limit from its
-// TTL, which its renewals never reach but which ends the session (and frees the lock) of a
-// holder whose network went dark, plus server-side keepalives and a TCP user timeout within the
-// same limit for a real partition (a userspace proxy's kernel would answer keepalives: the idle
-// limits cover that case). `modern`: also the settings PostgreSQL 14 (idle_session_timeout) and
-// 12 (tcp_user_timeout) added; an older server refuses unknown ones (42704) and gets the rest.
-//
-// The server takes at most INT_MAX ms (24.8 days) for the idle limits and the TCP user timeout,
-// and the kernel at most 32767 s for the keepalive times: a longer limit (--ttl 13d or more)
-// is clamped to those, or, when the clamped idle limit would not even cover a renew interval
-// (TTL/3, a sixth of the limit) and so would end a healthy holder, the idle limits are off and
-// the keepalives alone find a dark peer.
+// The idle limits travel in the startup packet (libpq's `options`): no round trip. A
+// bookkeeping connection sets them to 0, so the server's own idle killers cannot drop it while a
+// long job runs; a lock holder gets the limit from its TTL, which its renewals never reach but
+// which frees the lock of a holder whose network went dark, plus server-side keepalives and a
+// TCP user timeout within it for a real partition (a userspace proxy's kernel would answer
+// keepalives). `modern`: also the settings of PostgreSQL 14 and 12; an older server refuses
+// them (42704) and gets the rest. The server takes at most INT_MAX ms and the kernel 32767 s: a
+// longer limit is clamped, or, when the clamped limit would not cover a renew interval (a sixth
+// of the limit), the idle limits are off and the keepalives alone find a dark peer.
 std::string session_options(ConnectionRole role, Millis idle_limit, bool modern) {
   constexpr std::int64_t max_limit_ms = std::numeric_limits<std::int32_t>::max() / 1000 * 1000;
   constexpr std::int64_t max_keepalive_s = 32767;

@@ -42,7 +42,7 @@ class Connection {
   bool transaction_open() const { return in_transaction() || (is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INERROR); }
   /// True while the connection is usable.
   bool is_open() const { return conn_ && PQstatus(conn_.get()) == CONNECTION_OK; }
-  /// Closes and opens again (lease only; session strategies never reconnect), re-LISTENing.
+  /// Closes and opens again, LISTENing again.
   Result<void> reconnect();
   /// Closes the connection: any session lock it held is gone.
   void close() { conn_.reset(); }
@@ -59,7 +59,7 @@ class Connection {
   /// Reads what arrived and drops the notifications; true if there was at least one.
   bool drain_notifications();
 
-  /// The server process serving this connection (pg_backend_pid()).
+  /// The server process that started this connection (a pooler's own, behind one).
   int backend_pid() const { return is_open() ? PQbackendPID(conn_.get()) : 0; }
   const std::string& where() const { return dsn_.redacted; }
 
@@ -98,9 +98,9 @@ class Connection {
   bool naming_ = true, pid_checked_ = false;
 };
 
-/// The connection as the strategies of src/backends/common see it (sql_session.hpp): each
-/// statement one round trip, its parameters sent as text (the statements cast them: `$n::bigint`).
-/// A lease waiter hears releases through LISTEN/NOTIFY (postgres_connection.cpp, ListenSignal).
+/// The connection as the strategies of src/backends/common see it (sql_session.hpp), its
+/// parameters sent as text (the statements cast them). A lease waiter hears releases through
+/// LISTEN/NOTIFY (ListenSignal).
 class Session final : public sql::Session {
  public:
   Session(std::shared_ptr<Connection> conn, std::string prefix);
@@ -123,13 +123,9 @@ class Session final : public sql::Session {
 /// The native-error mapping (postgres_error.cpp): the error a failed statement result carries,
 /// by its SQLSTATE; `where` is the redacted DSN.
 Error statement_error(const PGresult* result, PGconn* conn, std::string_view where);
-/// The error of a connection attempt that failed: the server's SQLSTATE when it sent one
-/// (class 28, 3D000...: config; 53300, 57P03: connection), else what libpq tells
-/// structurally: a password was asked for and none given, or SSL was demanded (`ssl_required`:
-/// sslmode require or verify-*) and the server cannot do it (config); otherwise the server was
-/// not reached or dropped us (connection). Error::overloaded for 53300 (too many connections)
-/// and for a connection the server accepted (`reached_server`) and then dropped without an
-/// SQLSTATE. Never the message text, which a server translates.
+/// The error of a failed connection attempt: by the server's SQLSTATE when it sent one, else by
+/// what libpq tells structurally (`ssl_required`: sslmode require or verify-*), never by the
+/// message text, which a server translates.
 Error connect_error(PGconn* conn, std::string_view where, bool reached_server, bool ssl_required);
 
 }  // namespace dblock::postgres

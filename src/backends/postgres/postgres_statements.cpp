@@ -29,12 +29,10 @@ std::string key_hash_sql(const std::string& prefix, std::string_view name) {
 }
 
 /// SQL, over the <prefix>locks row aliased `row`: whether the server shows the row's session_id
-/// (a backend pid) holding the row's key, as status and `release --force` judge it. Never the pid
-/// alone: the server reuses it, and any session may hold some lock on the claims table.
-/// advisory and txn-insert: the session holds the key's advisory lock in the form the strategy
-/// takes it (one bigint: objsubid 1; two ints: objsubid 2; either way classid and objid are the
-/// halves of key_hash). for-update: the session runs the still open transaction whose id is in
-/// the key's claims row's xmax (the row lock's locker).
+/// (a backend pid) holding the row's key's lock, as status and `release --force` judge it; never
+/// the pid alone, which the server hands out again. advisory and txn-insert: the key's advisory
+/// lock in the strategy's form (one bigint: objsubid 1; two ints: objsubid 2); for-update: the
+/// transaction whose id is the key's claims row's xmax.
 std::string session_holds(const Tables& t, std::string_view row) {
   const std::string r(row), pid = r + ".session_id::int";
   const std::string advisory = "EXISTS (SELECT 1 FROM pg_locks k, (SELECT " + key_hash_sql(t.prefix, r + ".name") +
@@ -332,7 +330,7 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
 sql::ReleaseStatements release_statements(const std::string& prefix) {
   const Tables t = make_tables(prefix);
   sql::ReleaseStatements s;
-  // One statement: the row locked, judged as status judges it (session_verdict), marked, the
+  // One statement: the row locked, judged as status judges it (session_holds), marked, the
   // key's waiters notified, and the holder's session ended while the server shows it holding
   // this key's lock, so neither a reused backend pid nor another key's holder is ever hit.
   // Truncated, not rounded into timestamptz(3): the lock must read free right after release.
