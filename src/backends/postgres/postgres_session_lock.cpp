@@ -76,15 +76,10 @@ class PostgresSessionLock final : public sql::SessionLock {
       if (r.error().kind == ErrorKind::busy) return NumberedTake{};
       return std::unexpected(r.error());
     }
-    const auto row = (*r)[0];
-    NumberedTake out;
-    out.taken = row.int64(0) != 0;
-    // session.take's own answer follows: its row when it numbered one.
-    if (out.taken && !row.is_null(1)) {
-      out.numbered.add({row.text(1), row.is_null(2) ? sql::Rows::Cell() : row.text(2), sql::Rows::Cell()});
-      out.numbered.affected = 1;
-    }
-    return out;
+    // One row: session.take's columns (NULL when it numbered nothing), then whether the lock was taken.
+    const bool taken = (*r)[0].int64(3) != 0;
+    r->affected = taken && !(*r)[0].is_null(0);
+    return NumberedTake{taken, std::move(*r)};
   }
 
  private:

@@ -221,11 +221,11 @@ LockStatements lock_statements(const std::string& prefix) {
                                     " clock_timestamp() AS at FROM (SELECT set_config('lock_timeout', :lock_timeout, true)) c";
   const std::string advisory_try = "SELECT pg_try_advisory_lock(:lock::bigint) AS got, clock_timestamp() AS at";
   // The lock first, then the clock (now() is when the statement began to wait), and the row
-  // numbered only when the lock was taken: one row of (taken, session.take's columns).
+  // numbered only when the lock was taken: one row of (session.take's columns, taken).
   auto numbered = [&](std::string_view id, const std::string& lock) {
     return sql::Statement{std::string(id), "WITH k AS (" + lock + "), a AS (" +
                                                session_upsert(t, " FROM k WHERE k.got", "k.at") +
-                                               ") SELECT k.got, a.* FROM k LEFT JOIN a ON true"};
+                                               ") SELECT a.*, k.got FROM k LEFT JOIN a ON true"};
   };
   LockStatements s;
   s.advisory_try = {"lock.advisory_try", advisory_try};

@@ -34,8 +34,8 @@ sql::DoctorStatements doctor_statements(const std::string& prefix);
 
 /// The session strategies' server lock (postgres_session_lock.cpp). Parameters: :key, :kind
 /// (the claims row's), :lock (the key's hash), :hi and :lo (its halves as two ints),
-/// :lock_timeout; the advisory_numbered ones also session.take's, answering one row of (taken,
-/// session.take's columns).
+/// :lock_timeout; the advisory_numbered ones also session.take's, answering one row of
+/// (session.take's columns, taken).
 struct LockStatements {
   sql::Statement advisory_try, advisory_wait, advisory_numbered_try, advisory_numbered_wait, advisory_holds;
   sql::Statement lock_timeout, lock_claim, lock_claim_nowait, make_claim, insert_claim, insert_claim_try, holds_claim,
