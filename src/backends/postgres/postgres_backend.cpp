@@ -25,7 +25,6 @@ class PostgresBackend final : public sql::SqlBackend {
                    doctor_statements(options.table_prefix)),
         dsn_(std::move(dsn)),
         conn_(std::move(conn)),
-        t_(postgres::tables_for(options_.table_prefix)),
         session_(make_session()) {}
 
   // Who serves this connection: the server itself, or a pooler, in session or transaction mode.
@@ -65,7 +64,7 @@ class PostgresBackend final : public sql::SqlBackend {
       if (!opened) return std::unexpected(opened.error());
       holder = std::move(*opened);
     }
-    return postgres::make_session_locker(s, std::move(holder), dsn_, options_, t_, schema());
+    return postgres::make_session_locker(s, std::move(holder), dsn_, options_, schema());
   }
 
   enum class Pooling { none, session, transaction };
@@ -80,7 +79,7 @@ class PostgresBackend final : public sql::SqlBackend {
     auto pid = [](Connection& c) -> Result<std::int64_t> {
       auto r = c.exec("SELECT pg_backend_pid()");
       if (!r) return std::unexpected(r.error());
-      return r->int64(0, 0);
+      return (*r)[0].int64(0);
     };
     auto started = pid(*conn_);
     if (!started) return std::unexpected(started.error());
@@ -94,7 +93,7 @@ class PostgresBackend final : public sql::SqlBackend {
     auto theirs = (*other)->exec("BEGIN; SELECT pg_backend_pid()");
     if (!theirs) return std::unexpected(theirs.error());
     // With a pool of one, this connection would wait for that transaction: ask no more.
-    if (theirs->int64(0, 0) == first) return Pooling::transaction;
+    if ((*theirs)[0].int64(0) == first) return Pooling::transaction;
     auto ours = pid(*conn_);
     if (!ours) return std::unexpected(ours.error());
     return *ours != first ? Pooling::transaction : Pooling::session;  // `other` closes, its transaction ends
@@ -109,7 +108,6 @@ class PostgresBackend final : public sql::SqlBackend {
 
   Dsn dsn_;
   std::shared_ptr<Connection> conn_;
-  postgres::Tables t_;
   std::shared_ptr<Session> session_;
   bool handed_over_ = false;
 };

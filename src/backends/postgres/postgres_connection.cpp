@@ -33,20 +33,15 @@ bool wait_socket(int fd, short events, Millis deadline, short* revents) {
   }
 }
 
-// Each connection's idle limits travel in the startup packet (libpq's `options`), so setting
-// them costs no round trip. A server's own idle killers must not drop a session while a long job
-// runs, so a bookkeeping connection sets them to 0; a lock holder gets the short limit from its
-// TTL, which its renewals never reach but which ends the session (and frees the lock) of a
-// holder whose network went dark, plus server-side keepalives and a TCP user timeout within the
-// same limit for a real partition (a userspace proxy's kernel would answer keepalives: the idle
-// limits cover that case). `modern`: also the settings PostgreSQL 14 (idle_session_timeout) and
-// 12 (tcp_user_timeout) added; an older server refuses unknown ones (42704) and gets the rest.
-//
-// The server takes at most INT_MAX ms (24.8 days) for the idle limits and the TCP user timeout,
-// and the kernel at most 32767 s for the keepalive times: a longer limit (--ttl 13d or more)
-// is clamped to those, or, when the clamped idle limit would not even cover a renew interval
-// (TTL/3, a sixth of the limit) and so would end a healthy holder, the idle limits are off and
-// the keepalives alone find a dark peer.
+// The idle limits travel in the startup packet (libpq's `options`): no round trip. A
+// bookkeeping connection sets them to 0, so the server's own idle killers cannot drop it while a
+// long job runs; a lock holder gets the limit from its TTL, which its renewals never reach but
+// which frees the lock of a holder whose network went dark, plus server-side keepalives and a
+// TCP user timeout within it for a real partition (a userspace proxy's kernel would answer
+// keepalives). `modern`: also the settings of PostgreSQL 14 and 12; an older server refuses
+// them (42704) and gets the rest. The server takes at most INT_MAX ms and the kernel 32767 s: a
+// longer limit is clamped, or, when the clamped limit would not cover a renew interval (a sixth
+// of the limit), the idle limits are off and the keepalives alone find a dark peer.
 std::string session_options(ConnectionRole role, Millis idle_limit, bool modern) {
   constexpr std::int64_t max_limit_ms = std::numeric_limits<std::int32_t>::max() / 1000 * 1000;
   constexpr std::int64_t max_keepalive_s = 32767;
@@ -105,12 +100,6 @@ void ignore_notice(void*, const char*) {}
 
 }  // namespace
 
-std::string quote_ident(std::string_view name) { return quote_identifier(name, '"'); }
-
-std::string ms(std::string_view expr) {
-  return "floor(extract(epoch FROM " + std::string(expr) + ") * 1000)::bigint";
-}
-
 Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const BackendOptions& options, ConnectionRole role) {
   std::unique_ptr<Connection> conn(new Connection(dsn, options, role));
   if (auto ok = conn->reconnect(); !ok) return std::unexpected(ok.error());
@@ -160,7 +149,7 @@ Result<void> Connection::reconnect() {
   ::fcntl(PQsocket(conn_.get()), F_SETFD, FD_CLOEXEC);        // the command under `run` must not inherit it
   PQsetnonblocking(conn_.get(), 1);
   if (!channel_.empty())
-    if (auto r = exec("LISTEN " + quote_ident(channel_)); !r) return std::unexpected(r.error());
+    if (auto r = exec("LISTEN " + quote_identifier(channel_, '"')); !r) return std::unexpected(r.error());
   return {};
 }
 
@@ -223,7 +212,7 @@ Result<void> Connection::start_connection(std::vector<const char*> keys, std::ve
 
 Result<void> Connection::listen(const std::string& channel) {
   if (channel == channel_) return {};
-  if (auto r = exec("UNLISTEN *; LISTEN " + quote_ident(channel)); !r) return std::unexpected(r.error());
+  if (auto r = exec("UNLISTEN *; LISTEN " + quote_identifier(channel, '"')); !r) return std::unexpected(r.error());
   channel_ = channel;
   return {};
 }
@@ -268,15 +257,20 @@ Result<void> Connection::await(short events, Millis deadline) {
   return {};
 }
 
-Result<QueryResult> Connection::exec(std::string_view sql, const Params& params, Millis extra) {
+Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const sql::Value*>& values, Millis extra) {
   if (!conn_ && deferred_)
     if (auto ok = reconnect(); !ok) return std::unexpected(ok.error());
   if (!is_open()) return std::unexpected(broken("not connected"));
   const Millis deadline = boottime_now() + options_.io_timeout + extra;
   PGconn* c = conn_.get();
   const std::string text(sql);
-  std::vector<const char*> values;  // NULL is nullptr
-  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  std::vector<std::string> numbers(values.size());
+  std::vector<const char*> args;  // every value as text, NULL as nullptr
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (const auto* n = std::get_if<std::int64_t>(values[i])) numbers[i] = std::to_string(*n);
+    const auto* s = std::get_if<std::string>(values[i]);
+    args.push_back(s ? s->c_str() : std::holds_alternative<std::int64_t>(*values[i]) ? numbers[i].c_str() : nullptr);
+  }
   const int n = static_cast<int>(values.size());
   // A statement this server session runs again (a waiter's next attempt, a renewal) is parsed
   // once: 100 lease waiters each try again at every release, and parsing the take is most of
@@ -285,7 +279,7 @@ Result<QueryResult> Connection::exec(std::string_view sql, const Params& params,
   // off for this connection and the statement runs again unnamed, which is clean there.
   if (c != named_for_) names_.clear(), prepared_ = 0, pid_checked_ = false, named_for_ = c;
   std::string name;
-  if (naming_ && !params.empty() && PQtransactionStatus(c) == PQTRANS_IDLE) {
+  if (naming_ && !values.empty() && PQtransactionStatus(c) == PQTRANS_IDLE) {
     auto [it, first_run] = names_.try_emplace(text, 0);
     if (!first_run && it->second == 0) {
       // A pooler gives the client a process id of its own at the start (doctor's pooler
@@ -294,7 +288,7 @@ Result<QueryResult> Connection::exec(std::string_view sql, const Params& params,
         pid_checked_ = true;
         auto pid = exec("SELECT pg_backend_pid()");
         if (!pid) return std::unexpected(pid.error());
-        naming_ = pid->int64(0, 0) == PQbackendPID(c);
+        naming_ = (*pid)[0].int64(0) == PQbackendPID(c);
       }
       if (naming_) {
         const std::string next = "dblock_" + std::to_string(prepared_ + 1);
@@ -308,15 +302,15 @@ Result<QueryResult> Connection::exec(std::string_view sql, const Params& params,
     if (naming_ && it->second > 0) name = "dblock_" + std::to_string(it->second);
   }
   const bool by_name = !name.empty();
-  const int sent = params.empty() ? PQsendQuery(c, text.c_str())
-                   : by_name      ? PQsendQueryPrepared(c, name.c_str(), n, values.data(), nullptr, nullptr, 0)
-                                  : PQsendQueryParams(c, text.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0);
+  const int sent = values.empty() ? PQsendQuery(c, text.c_str())
+                   : by_name      ? PQsendQueryPrepared(c, name.c_str(), n, args.data(), nullptr, nullptr, 0)
+                                  : PQsendQueryParams(c, text.c_str(), n, nullptr, args.data(), nullptr, nullptr, 0);
   if (!sent) return std::unexpected(broken("sending a statement"));
   auto done = collect(deadline);
   if (!done) return std::unexpected(done.error());
   if (by_name && done->sqlstate == "26000") {
     naming_ = false;
-    return exec(sql, params, extra);
+    return exec(sql, values, extra);
   }
   if (done->error) return std::unexpected(statement_error(done->error.get(), c, dsn_.redacted));
   return rows_of(done->last.get());
@@ -348,8 +342,8 @@ Result<Connection::Collected> Connection::collect(Millis deadline) {
   return Collected{std::move(error), std::move(last), state ? state : ""};
 }
 
-QueryResult Connection::rows_of(const PGresult* last) {
-  QueryResult out;
+sql::Rows Connection::rows_of(const PGresult* last) {
+  sql::Rows out;
   for (int i = 0; last && i < PQntuples(last); ++i) {
     std::vector<sql::Rows::Cell> cells;
     for (int col = 0; col < PQnfields(last); ++col)
@@ -398,15 +392,7 @@ Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& para
   const sql::Compiled& compiled = compiled_.get(st);
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
-  Params text;
-  for (const sql::Value* v : *values) {
-    if (const auto* n = std::get_if<std::int64_t>(v)) text.emplace_back(std::to_string(*n));
-    else if (const auto* s = std::get_if<std::string>(v)) text.emplace_back(*s);
-    else text.emplace_back();
-  }
-  auto r = conn_->exec(compiled.text, text, extra);
-  if (!r) return std::unexpected(r.error());
-  return sql::Rows(std::move(*r));
+  return conn_->exec(compiled.text, *values, extra);
 }
 
 Result<void> Session::exec(std::string_view sql) {

@@ -5,7 +5,6 @@
 #include <libpq-fe.h>
 
 #include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -16,20 +15,6 @@
 #include "core/sql/sql_session.hpp"
 
 namespace dblock::postgres {
-
-/// A bound parameter in text format; nullopt is SQL NULL.
-using Param = std::optional<std::string>;
-using Params = std::vector<Param>;
-
-/// A statement's rows as text, read by (row, column); `affected` is PQcmdTuples.
-class QueryResult : public sql::Rows {
- public:
-  int rows() const { return static_cast<int>(size()); }
-  bool is_null(int row, int col) const { return (*this)[static_cast<std::size_t>(row)].is_null(col); }
-  std::string text(int row, int col) const { return (*this)[static_cast<std::size_t>(row)].text(col); }
-  std::int64_t int64(int row, int col) const { return (*this)[static_cast<std::size_t>(row)].int64(col); }
-  bool boolean(int row, int col) const { return text(row, col) == "t"; }
-};
 
 /// Not thread-safe, and needs not be: the lease locker shares the backend's connection, but
 /// core renews only between try_acquire and release and never alongside them, and nothing
@@ -45,9 +30,11 @@ class Connection {
   /// locker took over); it connects again on use after a failure.
   static std::unique_ptr<Connection> deferred(const Dsn& dsn, const BackendOptions& options);
 
-  /// Runs sql (several statements allowed when params is empty) within io_timeout + extra.
-  /// On timeout the query is cancelled and the connection closed (ErrorKind::connection).
-  Result<QueryResult> exec(std::string_view sql, const Params& params = {}, Millis extra = Millis{0});
+  /// Runs sql with `values` for $1, $2... (several statements allowed without values) within
+  /// io_timeout + extra. On timeout the query is cancelled and the connection closed
+  /// (ErrorKind::connection).
+  Result<sql::Rows> exec(std::string_view sql, const std::vector<const sql::Value*>& values = {},
+                         Millis extra = Millis{0});
 
   /// True while a transaction is open and healthy on this connection.
   bool in_transaction() const { return is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INTRANS; }
@@ -55,7 +42,7 @@ class Connection {
   bool transaction_open() const { return in_transaction() || (is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INERROR); }
   /// True while the connection is usable.
   bool is_open() const { return conn_ && PQstatus(conn_.get()) == CONNECTION_OK; }
-  /// Closes and opens again (lease only; session strategies never reconnect), re-LISTENing.
+  /// Closes and opens again, LISTENing again.
   Result<void> reconnect();
   /// Closes the connection: any session lock it held is gone.
   void close() { conn_.reset(); }
@@ -72,7 +59,7 @@ class Connection {
   /// Reads what arrived and drops the notifications; true if there was at least one.
   bool drain_notifications();
 
-  /// The server process serving this connection (pg_backend_pid()).
+  /// The server process that started this connection (a pooler's own, behind one).
   int backend_pid() const { return is_open() ? PQbackendPID(conn_.get()) : 0; }
   const std::string& where() const { return dsn_.redacted; }
 
@@ -94,7 +81,7 @@ class Connection {
     std::string sqlstate;
   };
   Result<Collected> collect(Millis deadline);
-  static QueryResult rows_of(const PGresult* last);
+  static sql::Rows rows_of(const PGresult* last);
 
   Dsn dsn_;
   BackendOptions options_;
@@ -111,9 +98,9 @@ class Connection {
   bool naming_ = true, pid_checked_ = false;
 };
 
-/// The connection as the strategies of src/backends/common see it (sql_session.hpp): each
-/// statement one round trip, its parameters sent as text (the statements cast them: `$n::bigint`).
-/// A lease waiter hears releases through LISTEN/NOTIFY (postgres_connection.cpp, ListenSignal).
+/// The connection as the strategies of src/backends/common see it (sql_session.hpp), its
+/// parameters sent as text (the statements cast them). A lease waiter hears releases through
+/// LISTEN/NOTIFY (ListenSignal).
 class Session final : public sql::Session {
  public:
   Session(std::shared_ptr<Connection> conn, std::string prefix);
@@ -136,18 +123,9 @@ class Session final : public sql::Session {
 /// The native-error mapping (postgres_error.cpp): the error a failed statement result carries,
 /// by its SQLSTATE; `where` is the redacted DSN.
 Error statement_error(const PGresult* result, PGconn* conn, std::string_view where);
-/// The error of a connection attempt that failed: the server's SQLSTATE when it sent one
-/// (class 28, 3D000...: config; 53300, 57P03: connection), else what libpq tells
-/// structurally: a password was asked for and none given, or SSL was demanded (`ssl_required`:
-/// sslmode require or verify-*) and the server cannot do it (config); otherwise the server was
-/// not reached or dropped us (connection). Error::overloaded for 53300 (too many connections)
-/// and for a connection the server accepted (`reached_server`) and then dropped without an
-/// SQLSTATE. Never the message text, which a server translates.
+/// The error of a failed connection attempt: by the server's SQLSTATE when it sent one, else by
+/// what libpq tells structurally (`ssl_required`: sslmode require or verify-*), never by the
+/// message text, which a server translates.
 Error connect_error(PGconn* conn, std::string_view where, bool reached_server, bool ssl_required);
-
-/// Quotes an identifier that core already validated ([A-Za-z_][A-Za-z0-9_]*).
-std::string quote_ident(std::string_view name);
-/// SQL for "this timestamptz column as epoch milliseconds (bigint)".
-std::string ms(std::string_view expr);
 
 }  // namespace dblock::postgres

@@ -9,7 +9,8 @@
 namespace dblock::postgres {
 namespace {
 
-std::string ms_text(std::string_view expr) { return ms(expr); }
+// A timestamptz expression as epoch milliseconds (bigint).
+std::string ms(std::string_view expr) { return "floor(extract(epoch FROM " + std::string(expr) + ") * 1000)::bigint"; }
 
 // ShedLock's "now" (PostgresSqlServerTimeStatementsSource): UTC wall time of the transaction,
 // stored in a TIMESTAMP without time zone, which extract(epoch) reads as UTC.
@@ -28,12 +29,10 @@ std::string key_hash_sql(const std::string& prefix, std::string_view name) {
 }
 
 /// SQL, over the <prefix>locks row aliased `row`: whether the server shows the row's session_id
-/// (a backend pid) holding the row's key, as status and `release --force` judge it. Never the pid
-/// alone: the server reuses it, and any session may hold some lock on the claims table.
-/// advisory and txn-insert: the session holds the key's advisory lock in the form the strategy
-/// takes it (one bigint: objsubid 1; two ints: objsubid 2; either way classid and objid are the
-/// halves of key_hash). for-update: the session runs the still open transaction whose id is in
-/// the key's claims row's xmax (the row lock's locker).
+/// (a backend pid) holding the row's key's lock, as status and `release --force` judge it; never
+/// the pid alone, which the server hands out again. advisory and txn-insert: the key's advisory
+/// lock in the strategy's form (one bigint: objsubid 1; two ints: objsubid 2); for-update: the
+/// transaction whose id is the key's claims row's xmax.
 std::string session_holds(const Tables& t, std::string_view row) {
   const std::string r(row), pid = r + ".session_id::int";
   const std::string advisory = "EXISTS (SELECT 1 FROM pg_locks k, (SELECT " + key_hash_sql(t.prefix, r + ".name") +
@@ -51,7 +50,7 @@ std::string session_holds(const Tables& t, std::string_view row) {
 /// The status rows (statements.hpp: the 14 status columns, live, session_holds) of the rows of
 /// <prefix>locks that `where` keeps: a crashed session holder shows free.
 std::string status_rows(const Tables& t, const std::string& where) {
-  return "SELECT " + rows::status_select_list(&ms_text, "now()") + ", COALESCE((expires_at > now())::int, 0), (" +
+  return "SELECT " + rows::status_select_list(&ms, "now()") + ", COALESCE((expires_at > now())::int, 0), (" +
          session_holds(t, "l") + ")::int FROM " + t.locks + " l" + where;
 }
 
@@ -60,7 +59,8 @@ std::string status_rows(const Tables& t, const std::string& where) {
 std::string shedlock_holder_select(const BackendOptions& o, const Tables& t) {
   return "SELECT s.name, s.locked_by, " + ms("s.locked_at") + ", " + ms("s.lock_until") + ", " + ms("now()") +
          ", COALESCE(l.token, 0), CASE WHEN l.owner = s.locked_by THEN l.host END, CASE WHEN l.owner = s.locked_by "
-         "THEN l.pid END FROM " + quote_ident(o.shedlock_table) + " s LEFT JOIN " + t.locks + " l ON l.name = s.name";
+         "THEN l.pid END FROM " + quote_identifier(o.shedlock_table, '"') + " s LEFT JOIN " + t.locks +
+         " l ON l.name = s.name";
 }
 
 // The server's incarnation (failover.hpp): its system identifier, which a restore into another
@@ -115,12 +115,13 @@ std::string session_upsert(const Tables& t, std::string_view from, std::string_v
 
 }  // namespace
 
-Tables tables_for(const std::string& prefix) {
-  return Tables{prefix, quote_ident(prefix + "locks"), quote_ident(prefix + "runs"), quote_ident(prefix + "claims")};
+Tables make_tables(const std::string& prefix) {
+  return Tables{prefix, quote_identifier(prefix + "locks", '"'), quote_identifier(prefix + "runs", '"'),
+                quote_identifier(prefix + "claims", '"')};
 }
 
 sql::LeaseStatements lease_statements(const std::string& prefix) {
-  const Tables t = tables_for(prefix);
+  const Tables t = make_tables(prefix);
   const std::string status_columns = rows::status_select_list(&ms, "now()");
   sql::LeaseStatements s;
   s.begin = "BEGIN";
@@ -212,28 +213,49 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   return s;
 }
 
-AdvisoryStatements advisory_statements(const std::string& prefix) {
-  const Tables t = tables_for(prefix);
-  // `k` takes the lock on :lock (the key's hash) first, as PostgresSessionLock::take does, then
-  // reads the clock (now() is when the statement began to wait), and the row is numbered only
-  // when the lock was taken: one row of (taken, session.take's columns).
-  auto take = [&](std::string_view id, const std::string& lock) {
+LockStatements lock_statements(const std::string& prefix) {
+  const Tables t = make_tables(prefix);
+  const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
+  // The wait bound as a setting of this statement's own transaction, set ahead of the lock (a
+  // subquery with a volatile function is evaluated first, not folded into the query).
+  const std::string advisory_wait = "SELECT (SELECT true FROM (SELECT pg_advisory_lock(:lock::bigint)) w) AS got,"
+                                    " clock_timestamp() AS at FROM (SELECT set_config('lock_timeout', :lock_timeout, true)) c";
+  const std::string advisory_try = "SELECT pg_try_advisory_lock(:lock::bigint) AS got, clock_timestamp() AS at";
+  // The lock first, then the clock (now() is when the statement began to wait), and the row
+  // numbered only when the lock was taken: one row of (session.take's columns, taken).
+  auto numbered = [&](std::string_view id, const std::string& lock) {
     return sql::Statement{std::string(id), "WITH k AS (" + lock + "), a AS (" +
                                                session_upsert(t, " FROM k WHERE k.got", "k.at") +
-                                               ") SELECT k.got, a.* FROM k LEFT JOIN a ON true"};
+                                               ") SELECT a.*, k.got FROM k LEFT JOIN a ON true"};
   };
-  AdvisoryStatements s;
-  s.take_try = take("advisory.take_try", "SELECT pg_try_advisory_lock(:lock::bigint) AS got, clock_timestamp() AS at");
-  // The wait bound as a setting of this statement's own transaction, set ahead of the lock.
-  s.take_wait = take("advisory.take_wait",
-                     "SELECT (SELECT true FROM (SELECT pg_advisory_lock(:lock::bigint)) w) AS got, clock_timestamp() AS at"
-                     " FROM (SELECT set_config('lock_timeout', :lock_timeout, true)) c");
+  LockStatements s;
+  s.advisory_try = {"lock.advisory_try", advisory_try};
+  s.advisory_wait = {"lock.advisory_wait", advisory_wait};
+  s.advisory_numbered_try = numbered("lock.advisory_numbered_try", advisory_try);
+  s.advisory_numbered_wait = numbered("lock.advisory_numbered_wait", advisory_wait);
+  s.advisory_holds = {"lock.advisory_holds",
+                      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()"
+                      " AND classid::bigint = (:lock::bigint >> 32) & 4294967295"
+                      " AND objid::bigint = :lock::bigint & 4294967295 AND objsubid = 1"};
+  s.lock_timeout = {"lock.lock_timeout", "SELECT set_config('lock_timeout', :lock_timeout, true)"};
+  s.lock_claim = {"lock.claim", "SELECT 1" + claim + " FOR UPDATE"};
+  s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text + " NOWAIT"};
+  s.make_claim = {"lock.make_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind) ON CONFLICT DO NOTHING"};
+  // txn-insert's waiters queue on the key's transaction-scoped advisory lock (two ints) ahead of
+  // the INSERT, which the holder keeps until its transaction ends: a release wakes the one
+  // waiter at the head of that queue, where on the unique index it would wake them all.
+  s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind"
+                                         " FROM (SELECT pg_advisory_xact_lock(:hi::int, :lo::int)) q RETURNING 1"};
+  s.insert_claim_try = {"lock.insert_claim_try", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind"
+                                                 " WHERE pg_try_advisory_xact_lock(:hi::int, :lo::int) RETURNING 1"};
+  s.holds_claim = {"lock.holds_claim", "SELECT count(*)" + claim};
+  s.alive = {"lock.alive", "SELECT 1"};
   return s;
 }
 
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
-  const Tables t = tables_for(options.table_prefix);
-  const std::string shed = quote_ident(options.shedlock_table);
+  const Tables t = make_tables(options.table_prefix);
+  const std::string shed = quote_identifier(options.shedlock_table, '"');
   const std::string until = now_utc + " + :ttl_ms::bigint * interval '1 ms'";
   const std::string at_least = "locked_at + :min_hold_ms::bigint * interval '1 ms'";
   sql::ShedlockStatements s;
@@ -273,9 +295,9 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
 }
 
 sql::InspectStatements inspect_statements(const BackendOptions& options) {
-  const Tables t = tables_for(options.table_prefix);
+  const Tables t = make_tables(options.table_prefix);
   const std::string keys = "name IN (SELECT jsonb_array_elements_text(:keys::jsonb))";
-  const std::string history = "SELECT " + rows::history_select_list(&ms_text) + " FROM " + t.runs;
+  const std::string history = "SELECT " + rows::history_select_list(&ms) + " FROM " + t.runs;
   sql::InspectStatements s;
   if (options.shedlock) {
     const std::string rows_of = shedlock_holder_select(options, t);
@@ -293,7 +315,7 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
   s.renew_named =
       options.shedlock
           ? sql::Statement{"inspect.renew_named",
-                           "UPDATE " + quote_ident(options.shedlock_table) + " SET lock_until = " + now_utc +
+                           "UPDATE " + quote_identifier(options.shedlock_table, '"') + " SET lock_until = " + now_utc +
                                " + :ttl_ms::bigint * interval '1 ms' WHERE name = :key AND (:owner::text IS NULL"
                                " OR locked_by = :owner) AND (:token::bigint IS NULL OR locked_by = (SELECT owner FROM " +
                                t.locks + " WHERE name = :key AND token = :token::bigint AND strategy = 'shedlock'))"
@@ -307,9 +329,9 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
 }
 
 sql::ReleaseStatements release_statements(const std::string& prefix) {
-  const Tables t = tables_for(prefix);
+  const Tables t = make_tables(prefix);
   sql::ReleaseStatements s;
-  // One statement: the row locked, judged as status judges it (session_verdict), marked, the
+  // One statement: the row locked, judged as status judges it (session_holds), marked, the
   // key's waiters notified, and the holder's session ended while the server shows it holding
   // this key's lock, so neither a reused backend pid nor another key's holder is ever hit.
   // Truncated, not rounded into timestamptz(3): the lock must read free right after release.
@@ -332,7 +354,7 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
 }
 
 sql::DoctorStatements doctor_statements(const std::string& prefix) {
-  const Tables t = tables_for(prefix);
+  const Tables t = make_tables(prefix);
   sql::DoctorStatements s;
   s.server = {"doctor.server", "SELECT 'PostgreSQL ' || current_setting('server_version')"};
   s.probe = sql::write_probe(t.locks, t.runs, t.claims);
@@ -373,7 +395,7 @@ sql::DoctorStatements doctor_statements(const std::string& prefix) {
 }
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
-  const Tables t = tables_for(options.table_prefix);
+  const Tables t = make_tables(options.table_prefix);
   sql::SchemaStatements s(options, descriptor.name, true);
   // CREATE TABLE IF NOT EXISTS races on the catalog (unique violation on pg_type) when several
   // processes create at once: an advisory transaction lock makes them take turns. Its id is a
@@ -413,7 +435,8 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
           "  outcome varchar(16) NOT NULL,\n"
           "  exit_code integer\n"
           ")",
-      "CREATE INDEX IF NOT EXISTS " + quote_ident(options.table_prefix + "runs_name_id") + " ON " + t.runs + " (name, id)",
+      "CREATE INDEX IF NOT EXISTS " + quote_identifier(options.table_prefix + "runs_name_id", '"') + " ON " + t.runs +
+          " (name, id)",
       "CREATE TABLE IF NOT EXISTS " + t.claims +
           " (\n"
           "  name text COLLATE \"C\" NOT NULL,\n"
@@ -427,7 +450,7 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
                " WHERE table_schema = current_schema() AND table_name IN (:locks, :runs, :claims, :shedlock)"};
   if (options.shedlock) {
     // ShedLock's documented DDL; made only when missing (the Java services usually make it).
-    s.create.push_back("CREATE TABLE IF NOT EXISTS " + quote_ident(options.shedlock_table) +
+    s.create.push_back("CREATE TABLE IF NOT EXISTS " + quote_identifier(options.shedlock_table, '"') +
                        " (name VARCHAR(64) NOT NULL, lock_until TIMESTAMP NOT NULL, locked_at TIMESTAMP NOT NULL,"
                        " locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))");
   }

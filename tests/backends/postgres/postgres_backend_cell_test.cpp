@@ -203,29 +203,31 @@ TEST_SUITE("postgres") {
     auto named = [&c] {
       auto r = c.exec("SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'dblock\\_%'");
       REQUIRE(r.has_value());
-      return r->int64(0, 0);
+      return (*r)[0].int64(0);
     };
-    auto plus_one = [&c](const char* n) {
-      auto r = c.exec("SELECT $1::int + 1", {std::string(n)});
+    auto plus_one = [&c](std::int64_t n) {
+      const sql::Value v = n;
+      auto r = c.exec("SELECT $1::int + 1", {&v});
       REQUIRE_MESSAGE(r.has_value(), (r ? std::string() : r.error().message));
-      return r->int64(0, 0);
+      return (*r)[0].int64(0);
     };
-    CHECK(plus_one("1") == 2);
+    CHECK(plus_one(1) == 2);
     CHECK(named() == 0);  // once: not worth a name
-    CHECK(plus_one("2") == 3);
+    CHECK(plus_one(2) == 3);
     CHECK(named() == 1);  // again (a waiter's next attempt): prepared by name, then run by it
-    CHECK(plus_one("3") == 4);
+    CHECK(plus_one(3) == 4);
     CHECK(named() == 1);
     // What transaction pooling does to a session: the name is gone. The statement runs again,
     // unnamed, and nothing is named on this connection from then on.
     REQUIRE(c.exec("DEALLOCATE ALL").has_value());
-    CHECK(plus_one("4") == 5);
-    CHECK(plus_one("5") == 6);
-    auto other = c.exec("SELECT $1::int * 2", {std::string("4")});
+    CHECK(plus_one(4) == 5);
+    CHECK(plus_one(5) == 6);
+    const sql::Value four = std::string("4");
+    auto other = c.exec("SELECT $1::int * 2", {&four});
     REQUIRE(other.has_value());
-    other = c.exec("SELECT $1::int * 2", {std::string("4")});
+    other = c.exec("SELECT $1::int * 2", {&four});
     REQUIRE(other.has_value());
-    CHECK(other->int64(0, 0) == 8);
+    CHECK((*other)[0].int64(0) == 8);
     CHECK(named() == 0);
   }
 
