@@ -79,7 +79,7 @@ class LeaseLocker final : public Locker {
     const Params p = take_params(req, Value(), fence);
     auto took = session_->run(st_.take, p);
     if (!took) return std::unexpected(took.error());
-    if (took->affected == 0 && fo.folded) {
+    if (!took_row(st_, *took) && fo.folded) {
       // The take's own gate may have refused rather than a holder: no record yet, a record of
       // another primary (a failover), or a TTL longer than any recorded. Asked once per
       // connection (admit_once): a waiter every release wakes is refused by the holder again
@@ -90,7 +90,7 @@ class LeaseLocker final : public Locker {
       if (gate->changed) took = session_->run(st_.take, p);
       if (!took) return std::unexpected(took.error());
     }
-    if (took->affected == 0) return refused(*session_, st_, req);
+    if (!took_row(st_, *took)) return refused(*session_, st_, req, &*took);
     return taken(req, *took);
   }
 
@@ -108,7 +108,7 @@ class LeaseLocker final : public Locker {
     if (!header->token) return header->refusal;
     auto took = session_->run(st_.take, take_params(req, *header->token, gate->fence));
     if (!took) return std::unexpected(took.error());
-    if (took->affected == 0) return refused(*session_, st_, req);
+    if (!took_row(st_, *took)) return refused(*session_, st_, req, &*took);
     auto out = taken(req, *took);
     if (!out) return out;
     if (auto ok = tx->commit(); !ok) {

@@ -1,6 +1,7 @@
 // The lease locker (src/backends/common/lease_locker.cpp) on a scripted session: which
 // statements a waiter runs while a holder keeps refusing it, with the failover gate folded
-// into the take (FailoverStatements::folded, PostgreSQL's shape).
+// into the take (FailoverStatements::folded, PostgreSQL's shape), and with a take that says
+// why it refused (LeaseStatements::take_explains).
 
 #include <doctest/doctest.h>
 
@@ -20,6 +21,12 @@ class RefusingSession final : public sql::Session {
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params&) override {
     ++runs[st.id];
     sql::Rows rows;
+    if (st.id == "lease.take" && explain) {
+      // Not taken: three NULLs, then the refusal's columns: web2's live lease, token 7.
+      rows.add({std::nullopt, std::nullopt, std::nullopt, "k", "web2:9", "web2", "9", "7", "lease", "1000", "1000",
+                "31000", std::nullopt, "1000", std::nullopt, std::nullopt, "2000", "1", std::nullopt});
+      rows.affected = 1;
+    }
     if (st.id == "failover.read") rows.add({"server-1", "server-1", std::nullopt, "0", std::nullopt, "0", "3600000"});
     return rows;
   }
@@ -30,6 +37,7 @@ class RefusingSession final : public sql::Session {
   sql::ReleaseSignal& release_signal() override { return signal_; }
 
   std::map<std::string, int> runs;
+  bool explain = false;  // the take answers with the refusal's row
 
  private:
   sql::ReleaseSignal signal_;
@@ -84,4 +92,24 @@ TEST_CASE("a lease waiter asks the failover record again for a TTL longer than i
   REQUIRE(locker->try_acquire(req, Millis(0)));
   REQUIRE(locker->try_acquire(req, Millis(0)));
   CHECK(session->runs["failover.read"] == 2);
+}
+
+TEST_CASE("a lease take that explains its refusal runs no refusal statement") {
+  auto session = std::make_shared<RefusingSession>();
+  session->explain = true;
+  sql::LeaseStatements st = folded_statements();
+  st.take_explains = true;
+  auto locker = sql::make_lease_locker(session, st, "dblock_", 10);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto out = locker->try_acquire(request(), Millis(0));
+    REQUIRE(out);
+    CHECK(out->state == AcquireOutcome::State::busy);
+    REQUIRE(out->holder);
+    CHECK(out->holder->owner == "web2:9");
+    CHECK(out->holder->token == 7);
+    CHECK(out->holder->state == LockStatus::State::held);
+  }
+  CHECK(session->runs["lease.take"] == 3);
+  CHECK(session->runs["lease.refusal"] == 0);
+  CHECK(session->runs["failover.read"] == 1);
 }
