@@ -128,12 +128,18 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   // and the next acquirer's synchronous commit flushes the WAL up to its own token first.
   s.begin_release = "BEGIN; SET LOCAL synchronous_commit = off";
 
+  s.refusal = {"lease.refusal",
+               "SELECT " + status_columns + ", COALESCE((expires_at > now())::int, 0),"
+               " CASE WHEN :min_interval_ms::bigint > 0 THEN " +
+                   ms("last_started_at + :min_interval_ms::bigint * interval '1 ms'") + " - " + ms("now()") +
+                   " END FROM " + t.locks + " WHERE name = :key"};
   // The row is taken by an UPDATE of the row it locks with SKIP LOCKED, and made by an INSERT
   // only when there is none. The waiters a release wakes find the row locked by the one that
   // got there first and are refused at once: none waits for its commit, none locks the row
   // after it (INSERT ... ON CONFLICT DO UPDATE locks it whether its WHERE holds or not, so the
   // losers took the lock one after another, each with a commit, and the holder's release
-  // waited behind them all). A live lease, as the snapshot sees it, is refused unlocked.
+  // waited behind them all). A live lease, as the snapshot sees it, is refused unlocked. Not
+  // taken, the take says why (`refusal`, in its snapshot): a waiter pays one statement.
   // The failover gate (failover.hpp) is folded in: `g` has the fence when the record names this
   // server and no lock-delay is in force, and no row otherwise, when nothing is taken. Only
   // read, the record costs a take one index lookup and no lock.
@@ -157,15 +163,12 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                 " WHERE NOT EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key)"
                 " ON CONFLICT (name) DO NOTHING"
                 " RETURNING token, " + ms("acquired_at") + ", " + ms("expires_at") + ")"
-                " SELECT * FROM u UNION ALL SELECT * FROM i"};
+                " SELECT t.*, r.* FROM (SELECT 1) one LEFT JOIN (SELECT * FROM u UNION ALL SELECT * FROM i) t ON true"
+                " LEFT JOIN (" + s.refusal.text + ") r ON t.token IS NULL"};
+  s.take_explains = true;
   s.taken = {"lease.taken", "SELECT token, " + ms("acquired_at") + ", " + ms("expires_at") + " FROM " + t.locks +
                                 " WHERE name = :key AND owner = :owner"};
   s.session_take = {"session.take", session_upsert(t, "", "now()")};
-  s.refusal = {"lease.refusal",
-               "SELECT " + status_columns + ", COALESCE((expires_at > now())::int, 0),"
-               " CASE WHEN :min_interval_ms::bigint > 0 THEN " +
-                   ms("last_started_at + :min_interval_ms::bigint * interval '1 ms'") + " - " + ms("now()") +
-                   " END FROM " + t.locks + " WHERE name = :key"};
   s.renew = {"lease.renew", "UPDATE " + t.locks +
                                 " SET expires_at = now() + :ttl_ms::bigint * interval '1 ms', renewed_at = now()"
                                 " WHERE name = :key AND owner = :owner AND token = :token::bigint AND released_at IS NULL"};
