@@ -137,5 +137,5 @@ counted dblock run "$k" -w 20s -- true
 assert_eq "lease waiter exits 0" 0 "$?"
 wait "$h"
 assert_eq "the lease waiter LISTENs once" 1 "$(wire queries | grep -c 'LISTEN "dblock_release_')"
-check "after its first attempt" grep -Eq '^WITH g AS .* INSERT INTO' <<<"$(wire queries | sed -n 1p)"
+check "after its first attempt" grep -Eq '^WITH g AS .*INSERT INTO' <<<"$(wire queries | sed -n 1p)"
 finish

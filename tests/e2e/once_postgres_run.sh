@@ -6,6 +6,8 @@
 #    (lease: LISTEN/NOTIFY; session strategies: the server wakes it); median of 5 per strategy;
 #  - txn-insert waiters queue: with a holder and 4 waiters, none waits for the holder's
 #    transaction itself (a commit would wake every one of them), and all 4 then run in turn;
+#  - lease: a take that finds the key's free row locked by another transaction is refused at
+#    once and leaves no lock of its own on the row;
 # (kill -9 of a holder with a waiter: tests/e2e/test_run_kill_waiter.sh; the server's idle
 # killers: tests/e2e/test_idle_timeouts.sh; both in every cell they apply to.)
 source "$(dirname "$0")/lib.sh"
@@ -96,6 +98,28 @@ if wait_for 10 is_held "$k"; then
   assert_eq "4 queued waiters ran with 4 different tokens" 4 "$tokens"
 else
   fail "txn-insert queue: the holder never held"
+fi
+
+# 4. lease: a take that finds the key's free row locked by another transaction (the first of
+# the waiters a release woke, taking it) is refused at once and leaves the row unlocked: the
+# others neither wait for that commit nor take the row's lock one after another behind it.
+k=$(key "skip")
+dblock run "$k" -- true || fail "lease skip: the first run"
+start_bg t sql "UPDATE \"${DBLOCK_TABLE_PREFIX}locks\" SET pid = pid WHERE name = '$k'; SELECT pg_sleep(4)"
+locked() { [ "$(sql "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE l.locktype = 'transactionid' AND a.query LIKE '%pg_sleep(4)%'")" -ge 1 ]; }
+if wait_for 10 locked; then
+  t0=$(now_ms)
+  rc=0
+  dblock run "$k" -- true 2>/dev/null || rc=$?
+  took=$(($(now_ms) - t0))
+  assert_eq "lease skip: the take is refused (busy)" 75 "$rc"
+  check "lease skip: at once, not after the other transaction ($took ms)" test "$took" -lt 2000
+  wait_exit rc "$t" 10
+  assert_eq "lease skip: the row is left unlocked (xmax)" 0 "$(sql "SELECT xmax FROM \"${DBLOCK_TABLE_PREFIX}locks\" WHERE name = '$k'")"
+  dblock run "$k" -- true
+  assert_eq "lease skip: once that transaction ended the key is taken" 0 "$?"
+else
+  fail "lease skip: the row was never locked"
 fi
 
 finish

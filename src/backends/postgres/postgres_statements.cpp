@@ -129,35 +129,47 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   // and the next acquirer's synchronous commit flushes the WAL up to its own token first.
   s.begin_release = "BEGIN; SET LOCAL synchronous_commit = off";
 
-  // A live lease, as the statement's snapshot sees it, is refused without locking the row: the
-  // many waiters a release wakes do not queue on the row lock behind the one that wins.
-  // The failover gate (failover.hpp) is folded in: `g` has the fence when the record names this
-  // server and no lock-delay is in force, and no row otherwise, when nothing is taken. Only
-  // read, the record costs a take one index lookup and no lock.
-  s.take = {"lease.take",
-            "WITH g AS (SELECT token AS fence FROM " + t.locks + " WHERE name = :record AND owner = " + incarnation +
-                " AND (expires_at IS NULL OR expires_at <= now()) AND pid >= :ttl_ms::bigint)"
-                " INSERT INTO " + t.locks +
-                " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                " released_at, last_started_at)"
-                " SELECT :key, :owner, :host, :pid::bigint, COALESCE(:token::bigint, g.fence + 1), 'lease', NULL, now(),"
-                " now(), now() + :ttl_ms::bigint * interval '1 ms', NULL, now() FROM g"
-                " WHERE NOT EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key AND expires_at > now())"
-                " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid,"
-                " token = COALESCE(:token::bigint, GREATEST(l.token, (SELECT fence FROM g)) + 1), strategy = 'lease',"
-                " session_id = NULL, acquired_at = now(), renewed_at = now(), expires_at = EXCLUDED.expires_at,"
-                " released_at = NULL, last_started_at = now()"
-                " WHERE (l.expires_at IS NULL OR l.expires_at <= now()) AND (:min_interval_ms::bigint <= 0"
-                " OR l.last_started_at IS NULL OR l.last_started_at <= now() - :min_interval_ms::bigint * interval '1 ms')"
-                " RETURNING token, " + ms("acquired_at") + ", " + ms("expires_at")};
-  s.taken = {"lease.taken", "SELECT token, " + ms("acquired_at") + ", " + ms("expires_at") + " FROM " + t.locks +
-                                " WHERE name = :key AND owner = :owner"};
-  s.session_take = {"session.take", session_upsert(t, "", "now()")};
   s.refusal = {"lease.refusal",
                "SELECT " + status_columns + ", COALESCE((expires_at > now())::int, 0),"
                " CASE WHEN :min_interval_ms::bigint > 0 THEN " +
                    ms("last_started_at + :min_interval_ms::bigint * interval '1 ms'") + " - " + ms("now()") +
                    " END FROM " + t.locks + " WHERE name = :key"};
+  // The row is taken by an UPDATE of the row it locks with SKIP LOCKED, and made by an INSERT
+  // only when there is none. The waiters a release wakes find the row locked by the one that
+  // got there first and are refused at once: none waits for its commit, none locks the row
+  // after it (INSERT ... ON CONFLICT DO UPDATE locks it whether its WHERE holds or not, so the
+  // losers took the lock one after another, each with a commit, and the holder's release
+  // waited behind them all). A live lease, as the snapshot sees it, is refused unlocked. Not
+  // taken, the take says why (`refusal`, in its snapshot): a waiter pays one statement.
+  // The failover gate (failover.hpp) is folded in: `g` has the fence when the record names this
+  // server and no lock-delay is in force, and no row otherwise, when nothing is taken. Only
+  // read, the record costs a take one index lookup and no lock.
+  s.take = {"lease.take",
+            "WITH g AS (SELECT token AS fence FROM " + t.locks + " WHERE name = :record AND owner = " + incarnation +
+                " AND (expires_at IS NULL OR expires_at <= now()) AND pid >= :ttl_ms::bigint),"
+                " u AS (UPDATE " + t.locks + " AS l SET owner = :owner, host = :host, pid = :pid::bigint,"
+                " token = COALESCE(:token::bigint, GREATEST(l.token, g.fence) + 1), strategy = 'lease',"
+                " session_id = NULL, acquired_at = now(), renewed_at = now(),"
+                " expires_at = now() + :ttl_ms::bigint * interval '1 ms', released_at = NULL, last_started_at = now()"
+                " FROM g WHERE l.name = (SELECT name FROM " + t.locks + " WHERE name = :key"
+                " AND (expires_at IS NULL OR expires_at <= now()) AND (:min_interval_ms::bigint <= 0"
+                " OR last_started_at IS NULL OR last_started_at <= now() - :min_interval_ms::bigint * interval '1 ms')"
+                " FOR UPDATE SKIP LOCKED)"
+                " RETURNING l.token, " + ms("l.acquired_at") + " AS acq, " + ms("l.expires_at") + " AS exp),"
+                " i AS (INSERT INTO " + t.locks +
+                " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
+                " released_at, last_started_at)"
+                " SELECT :key, :owner, :host, :pid::bigint, COALESCE(:token::bigint, g.fence + 1), 'lease', NULL, now(),"
+                " now(), now() + :ttl_ms::bigint * interval '1 ms', NULL, now() FROM g"
+                " WHERE NOT EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key)"
+                " ON CONFLICT (name) DO NOTHING"
+                " RETURNING token, " + ms("acquired_at") + ", " + ms("expires_at") + ")"
+                " SELECT t.*, r.* FROM (SELECT 1) one LEFT JOIN (SELECT * FROM u UNION ALL SELECT * FROM i) t ON true"
+                " LEFT JOIN (" + s.refusal.text + ") r ON t.token IS NULL"};
+  s.take_explains = true;
+  s.taken = {"lease.taken", "SELECT token, " + ms("acquired_at") + ", " + ms("expires_at") + " FROM " + t.locks +
+                                " WHERE name = :key AND owner = :owner"};
+  s.session_take = {"session.take", session_upsert(t, "", "now()")};
   s.renew = {"lease.renew", "UPDATE " + t.locks +
                                 " SET expires_at = now() + :ttl_ms::bigint * interval '1 ms', renewed_at = now()"
                                 " WHERE name = :key AND owner = :owner AND token = :token::bigint AND released_at IS NULL"};

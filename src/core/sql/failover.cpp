@@ -125,7 +125,11 @@ AcquireOutcome delayed(const Gate& gate) {
 }
 
 Result<Gate> admit_once(Session& session, const FailoverStatements& st, std::optional<Admitted>& admitted, Millis ttl) {
-  if (admitted && admitted->ttl >= ttl) return admitted->gate;
+  if (admitted && admitted->ttl >= ttl) {
+    Gate kept = admitted->gate;
+    kept.changed = false;  // nothing was written this time
+    return kept;
+  }
   auto gate = admit(session, st, ttl);
   if (gate && gate->open) admitted = Admitted{*gate, ttl};
   return gate;

@@ -95,7 +95,8 @@ struct Admitted {
 /// admit(), asked once per connection while it stays open: the server a connection reaches
 /// cannot become another incarnation, and once this server's incarnation is recorded with a
 /// TTL as long as this one, only a write from another server (a split brain) could close it
-/// again. `admitted` keeps the answer; the caller resets it when it reconnects.
+/// again. `admitted` keeps the answer (`changed` only in the call that wrote); the caller resets
+/// it when it reconnects.
 Result<Gate> admit_once(Session& session, const FailoverStatements& st, std::optional<Admitted>& admitted, Millis ttl);
 
 /// doctor's "failover" check: the incarnation recorded and the server's, the lock-delay in

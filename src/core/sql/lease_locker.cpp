@@ -79,16 +79,18 @@ class LeaseLocker final : public Locker {
     const Params p = take_params(req, Value(), fence);
     auto took = session_->run(st_.take, p);
     if (!took) return std::unexpected(took.error());
-    if (took->affected == 0 && fo.folded) {
+    if (!took_row(st_, *took) && fo.folded) {
       // The take's own gate may have refused rather than a holder: no record yet, a record of
-      // another primary (a failover), or a TTL longer than any recorded.
-      auto gate = failover::admit(*session_, fo, req.ttl);
+      // another primary (a failover), or a TTL longer than any recorded. Asked once per
+      // connection (admit_once): a waiter every release wakes is refused by the holder again
+      // and again, and on the server of one connection the record stays open.
+      auto gate = failover::admit_once(*session_, fo, admitted_, req.ttl);
       if (!gate) return std::unexpected(gate.error());
       if (!gate->open) return failover::delayed(*gate);
       if (gate->changed) took = session_->run(st_.take, p);
       if (!took) return std::unexpected(took.error());
     }
-    if (took->affected == 0) return refused(*session_, st_, req);
+    if (!took_row(st_, *took)) return refused(*session_, st_, req, &*took);
     return taken(req, *took);
   }
 
@@ -106,7 +108,7 @@ class LeaseLocker final : public Locker {
     if (!header->token) return header->refusal;
     auto took = session_->run(st_.take, take_params(req, *header->token, gate->fence));
     if (!took) return std::unexpected(took.error());
-    if (took->affected == 0) return refused(*session_, st_, req);
+    if (!took_row(st_, *took)) return refused(*session_, st_, req, &*took);
     auto out = taken(req, *took);
     if (!out) return out;
     if (auto ok = tx->commit(); !ok) {
@@ -137,10 +139,10 @@ class LeaseLocker final : public Locker {
   std::string prefix_;
   int keep_;
   std::optional<HeldRun> held_;
-  bool lost_ = false;
+  bool lost_ = false;  // renew() found the lease taken or released; held_ stays for the history row
   // The failover gate found open on this connection (admit_once); renew and release may
   // reconnect, so they forget it.
-  std::optional<failover::Admitted> admitted_;  // renew() found the lease taken or released; held_ stays for the history row
+  std::optional<failover::Admitted> admitted_;
 };
 
 }  // namespace

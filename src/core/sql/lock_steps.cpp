@@ -46,8 +46,27 @@ Result<AcquireOutcome> acquired(Session& session, const LeaseStatements& st, con
   return out;
 }
 
-Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, const LockRequest& req) {
-  auto r = session.run(st.refusal, {{"key", req.key}, {"min_interval_ms", ms_value(req.min_interval)}});
+bool took_row(const LeaseStatements& st, const Rows& took) {
+  if (!st.take_explains) return took.affected > 0;
+  return !took.empty() && !took[0].is_null(0);
+}
+
+Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, const LockRequest& req, const Rows* took) {
+  Result<Rows> r;
+  if (took && st.take_explains) {
+    // The refusal's columns follow the taken row's three; a name of NULL: no row.
+    r.emplace();
+    constexpr int skipped = 3;
+    const auto row = (*took)[0];
+    if (!row.is_null(skipped)) {
+      std::vector<Rows::Cell> cells;
+      for (int c = skipped; c < skipped + extra_column + 1; ++c)
+        cells.push_back(row.is_null(c) ? Rows::Cell() : Rows::Cell(row.text(c)));
+      r->add(std::move(cells));
+    }
+  } else {
+    r = session.run(st.refusal, {{"key", req.key}, {"min_interval_ms", ms_value(req.min_interval)}});
+  }
   if (!r) return std::unexpected(r.error());
   AcquireOutcome out;
   out.state = AcquireOutcome::State::busy;

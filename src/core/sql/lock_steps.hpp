@@ -74,9 +74,14 @@ Result<TakenRow> taken_row(Session& session, const LeaseStatements& st, const Ro
 /// A take that took the row (`took`, affected > 0): the outcome, acquired, from taken_row.
 Result<AcquireOutcome> acquired(Session& session, const LeaseStatements& st, const Rows& took, const LockRequest& req);
 
-/// The row of `req.key` that refused a take, read with `refusal`: busy with its holder, or
-/// not_due while --min-interval has not passed and nobody holds it.
-Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, const LockRequest& req);
+/// Whether `take` took the row: its answer `took` (LeaseStatements::take_explains).
+bool took_row(const LeaseStatements& st, const Rows& took);
+
+/// The row of `req.key` that refused a take, from the take's answer `took` when the dialect's
+/// take explains itself (LeaseStatements::take_explains), else read with `refusal`: busy with
+/// its holder, or not_due while --min-interval has not passed and nobody holds it.
+Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, const LockRequest& req,
+                               const Rows* took = nullptr);
 
 /// A semaphore's header row for `req` (a slot), inside the caller's transaction, its token
 /// above the failover `fence` (failover.hpp): taken (its token, which the slot row gets), or

@@ -28,8 +28,13 @@ struct LeaseStatements {
   /// columns, token (:token, else the greater of the old token (0 for a new row) and the fence, + 1), strategy
   /// 'lease', no session_id, acquired_at = renewed_at = last_started_at = now, expires_at = now +
   /// :ttl_ms, released_at NULL. affected: 1 when taken, 0 when not. Rows: none, or (token,
-  /// acquired_ms, expires_ms) of the taken row.
+  /// acquired_ms, expires_ms) of the taken row. With `take_explains`, always one row: (token,
+  /// acquired_ms, expires_ms) taken, or three NULLs and then `refusal`'s columns (all NULL: no
+  /// row), read in the take's own snapshot.
   Statement take;
+  /// true: `take` says why it did not take the row, so a waiter a release woke and the holder
+  /// refused again pays one statement, not two (the lease locker then never runs `refusal`).
+  bool take_explains = false;
   /// :key :owner. (token, acquired_ms, expires_ms) of the row, for a dialect whose `take` returns
   /// no rows.
   Statement taken;

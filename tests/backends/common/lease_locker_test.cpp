@@ -1,0 +1,115 @@
+// The lease locker (src/core/sql/lease_locker.cpp) on a scripted session: which
+// statements a waiter runs while a holder keeps refusing it, with the failover gate folded
+// into the take (FailoverStatements::folded, PostgreSQL's shape), and with a take that says
+// why it refused (LeaseStatements::take_explains).
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <string>
+
+#include "core/sql/lease_locker.hpp"
+
+using namespace dblock;
+
+namespace {
+
+// Every take refused (a holder); the failover record names the server's own incarnation with
+// a TTL of an hour; the refusal finds no row (busy, nobody named). Counts each statement run.
+class RefusingSession final : public sql::Session {
+ public:
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params&) override {
+    ++runs[st.id];
+    sql::Rows rows;
+    if (st.id == "lease.take" && explain) {
+      // Not taken: three NULLs, then the refusal's columns: web2's live lease, token 7.
+      rows.add({std::nullopt, std::nullopt, std::nullopt, "k", "web2:9", "web2", "9", "7", "lease", "1000", "1000",
+                "31000", std::nullopt, "1000", std::nullopt, std::nullopt, "2000", "1", std::nullopt});
+      rows.affected = 1;
+    }
+    if (st.id == "failover.read") rows.add({"server-1", "server-1", std::nullopt, "0", std::nullopt, "0", "3600000"});
+    return rows;
+  }
+  Result<void> exec(std::string_view) override { return {}; }
+  Result<void> reconnect(const Error&) override { return {}; }
+  bool schema_missing(const Error&) const override { return false; }
+  std::string where() const override { return "scripted"; }
+  sql::ReleaseSignal& release_signal() override { return signal_; }
+
+  std::map<std::string, int> runs;
+  bool explain = false;  // the take answers with the refusal's row
+
+ private:
+  sql::ReleaseSignal signal_;
+};
+
+sql::LeaseStatements folded_statements() {
+  sql::LeaseStatements st;
+  st.take = {"lease.take", "take"};
+  st.refusal = {"lease.refusal", "refusal"};
+  st.failover.read = {"failover.read", "read"};
+  st.failover.create = {"failover.create", "create"};
+  st.failover.max_token = {"failover.max_token", "max_token"};
+  st.failover.move = {"failover.move", "move"};
+  st.failover.raise_ttl = {"failover.raise_ttl", "raise_ttl"};
+  st.failover.folded = true;
+  return st;
+}
+
+LockRequest request() {
+  LockRequest req;
+  req.key = "k";
+  req.owner = "me";
+  req.host = "h";
+  req.pid = 1;
+  req.ttl = Millis(30000);
+  return req;
+}
+
+}  // namespace
+
+TEST_CASE("a lease waiter refused again and again reads the failover record once") {
+  auto session = std::make_shared<RefusingSession>();
+  auto locker = sql::make_lease_locker(session, folded_statements(), "dblock_", 10);
+  const LockRequest req = request();
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto out = locker->try_acquire(req, Millis(0));
+    REQUIRE(out);
+    CHECK(out->state == AcquireOutcome::State::busy);
+  }
+  CHECK(session->runs["lease.take"] == 5);
+  CHECK(session->runs["lease.refusal"] == 5);
+  CHECK(session->runs["failover.read"] == 1);
+  CHECK(session->runs["failover.raise_ttl"] == 0);
+}
+
+TEST_CASE("a lease waiter asks the failover record again for a TTL longer than it was asked for") {
+  auto session = std::make_shared<RefusingSession>();
+  auto locker = sql::make_lease_locker(session, folded_statements(), "dblock_", 10);
+  LockRequest req = request();
+  REQUIRE(locker->try_acquire(req, Millis(0)));
+  req.ttl = Millis(60000);
+  REQUIRE(locker->try_acquire(req, Millis(0)));
+  REQUIRE(locker->try_acquire(req, Millis(0)));
+  CHECK(session->runs["failover.read"] == 2);
+}
+
+TEST_CASE("a lease take that explains its refusal runs no refusal statement") {
+  auto session = std::make_shared<RefusingSession>();
+  session->explain = true;
+  sql::LeaseStatements st = folded_statements();
+  st.take_explains = true;
+  auto locker = sql::make_lease_locker(session, st, "dblock_", 10);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto out = locker->try_acquire(request(), Millis(0));
+    REQUIRE(out);
+    CHECK(out->state == AcquireOutcome::State::busy);
+    REQUIRE(out->holder);
+    CHECK(out->holder->owner == "web2:9");
+    CHECK(out->holder->token == 7);
+    CHECK(out->holder->state == LockStatus::State::held);
+  }
+  CHECK(session->runs["lease.take"] == 3);
+  CHECK(session->runs["lease.refusal"] == 0);
+  CHECK(session->runs["failover.read"] == 1);
+}
