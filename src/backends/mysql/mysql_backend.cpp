@@ -1,6 +1,5 @@
 // The MySQL/MariaDB backend: its session and the registry entry; the rest is
-// core/sql/sql_backend.cpp on mysql_statements.cpp, and the session strategies' server lock is
-// mysql_session_lock.cpp.
+// core/sql/sql_backend.cpp on mysql_statements.cpp.
 #include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 #include "backends/registry.hpp"
@@ -32,9 +31,8 @@ class MysqlBackend final : public sql::SqlBackend {
     return session_;
   }
 
-  // The locker takes this connection over (backend.hpp): a session strategy then costs the
-  // server one connection besides its lock's session. It keeps the key's wake name there while
-  // it holds and blocks there while it waits, which no other locker's statements may share.
+  // The locker takes this connection over (backend.hpp): it keeps the key's wake name there
+  // while it holds and blocks there while it waits, which no other locker's statements may share.
   Result<std::unique_ptr<Locker>> make_session_locker(Strategy strategy) override {
     if (auto s = session(); !s) return std::unexpected(s.error());
     std::shared_ptr<Session> book = std::exchange(session_, nullptr);

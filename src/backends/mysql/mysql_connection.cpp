@@ -15,13 +15,11 @@ namespace {
 // The longest wait_timeout MySQL accepts (a year): the server's idle killers are off.
 constexpr std::int64_t max_wait_timeout_s = 31536000;
 
-// The session settings every dblock connection needs, sent as the connection's init command
-// so they cost no extra round trip: UTC, so NOW(6) and stored DATETIMEs are UTC; and an idle
-// limit. A server's own wait_timeout (it may be 2 s) must not drop a session while a long job
-// runs, so every connection sets its own: a lock holder the short one from its TTL, which its
-// renewals never reach but which ends the session (and frees the lock) of a holder whose
-// network went dark; the others a year. interactive_timeout too, in case an option file sets
-// CLIENT_INTERACTIVE (the server then copies it into wait_timeout at connect).
+// Sent as the init command, so they cost no round trip: UTC (NOW(6) and stored DATETIMEs), and
+// an idle limit of its own, as a server's wait_timeout (it may be 2 s) must not drop a session
+// while a long job runs: a lock holder's ends the session (and frees the lock) of a holder whose
+// network went dark; the others get a year. interactive_timeout too, in case an option file sets
+// CLIENT_INTERACTIVE (the server then copies it into wait_timeout).
 std::string init_command(ConnectionRole role, Millis idle_limit) {
   std::int64_t seconds = max_wait_timeout_s;
   if (role == ConnectionRole::lock_holder && idle_limit.count() > 0)
@@ -254,10 +252,8 @@ Result<void> Connection::query(std::string_view sql) {
 namespace {
 
 // Wakes a waiter from the server instead of core's backoff, through the key's wake and queue
-// names (lock_statements). A holder without the wake name only makes its waiters fall back to
-// core's backoff, so a failure to take or give back a name is not the lock's failure; one that
-// died gave the names back with its session. The wake name is taken without waiting: a
-// semaphore's slots share one, and a second slot's holder must not wait for the first one's.
+// names (lock_statements). A failure to take or give back a name only sends waiters back to
+// core's backoff: not the lock's failure.
 class WakeQueue final : public sql::ReleaseSignal {
  public:
   WakeQueue(Connection& conn, const std::string& prefix) : conn_(&conn), s_(lock_statements(prefix)) {}

@@ -1,7 +1,6 @@
 #pragma once
-// One MySQL/MariaDB connection: RAII handles, options from the DSN, time bounds, and the named
-// statements of sql_session.hpp as prepared statements (cached per connection, so a repeated
-// statement costs one round trip).
+// One MySQL/MariaDB connection: the named statements of sql_session.hpp as prepared statements,
+// cached per connection, so a repeated statement costs one round trip.
 
 #include <mysql.h>
 
@@ -20,21 +19,17 @@ namespace dblock::mysql {
 
 class Connection {
  public:
-  /// Connects with every time bound set, utf8mb4, UTC session time zone, no automatic
-  /// reconnect, close-on-exec socket, and the session's idle limit: options.session_idle_limit
-  /// for a lock holder, none (a year) for the others.
-  /// `settings`: more session assignments for the init command (", SESSION x = 1"), so they
-  /// travel with the connection instead of costing a SET of their own.
+  /// Connects with every time bound set, utf8mb4, UTC, no automatic reconnect, a close-on-exec
+  /// socket, and options.session_idle_limit for a lock holder (a year for the others).
+  /// `settings`: more session assignments for the init command (", SESSION x = 1").
   static Result<std::unique_ptr<Connection>> open(const Dsn& dsn, const BackendOptions& options,
                                                   ConnectionRole role = ConnectionRole::bookkeeping,
                                                   std::string_view settings = {});
 
-  /// Runs `st` with `params` bound by name (sql::Session::run); a placeholder without a value
-  /// is ErrorKind::internal and never reaches the server. `affected`: a SELECT's rows, else the
-  /// server's count (an upsert: 1 inserted, 2 updated, 0 left alone).
+  /// Runs `st` with `params` bound by name (sql::Session::run). `affected`: a SELECT's rows, else
+  /// the server's count.
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params = {});
-  /// Runs a statement without parameters through the text protocol (SET, START TRANSACTION,
-  /// DDL, ROLLBACK); any rows are read and discarded.
+  /// Runs a statement without parameters through the text protocol; any rows are discarded.
   Result<void> query(std::string_view sql);
 
   /// Drops the connection and opens a new one with the same settings.
@@ -44,12 +39,12 @@ class Connection {
   int socket() const { return mysql_ ? static_cast<int>(mysql_get_socket(mysql_.get())) : -1; }
   /// The server's id for this session (CONNECTION_ID()).
   std::uint64_t session_id() const { return mysql_ ? mysql_thread_id(mysql_.get()) : 0; }
-  /// The server's handshake says MariaDB (which statements it knows: mysql_statements.cpp).
+  /// The server's handshake says MariaDB.
   bool mariadb() const {
     return mysql_ && std::string_view(mysql_get_server_info(mysql_.get())).find("MariaDB") != std::string_view::npos;
   }
-  /// The longest a single statement may block before the read timeout fires, in ms; blocking
-  /// waits (GET_LOCK, lock waits) are capped below it so a wait is never mistaken for a dead server.
+  /// The longest a statement may block (GET_LOCK, lock waits), in ms: below the read timeout,
+  /// so a wait is never mistaken for a dead server.
   std::int64_t max_block_ms() const { return max_block_ms_; }
   /// The redacted DSN, for messages.
   const std::string& where() const { return dsn_.redacted; }
@@ -79,8 +74,8 @@ class Connection {
   sql::CompiledCache compiled_{sql::PlaceholderStyle::question};
 };
 
-/// The connection as the strategies of src/backends/common see it (sql_session.hpp). A lease
-/// waiter hears releases through the wake queue (mysql_connection.cpp, WakeQueue).
+/// The connection as the strategies of core/sql see it (sql_session.hpp), with the
+/// wake queue (WakeQueue) as its release signal.
 class Session final : public sql::Session {
  public:
   Session(std::unique_ptr<Connection> conn, std::string prefix);

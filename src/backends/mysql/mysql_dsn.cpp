@@ -3,10 +3,19 @@
 #include <algorithm>
 #include <charconv>
 #include <cctype>
+#include <limits>
 #include <map>
 
 namespace dblock::mysql {
 namespace {
+
+// A whole number from 1 to `max`, written in decimal digits only.
+std::optional<unsigned> number_in(std::string_view text, unsigned max) {
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value == 0 || value > max) return std::nullopt;
+  return value;
+}
 
 // host, [v6], host:port, [v6]:port: fills host and port.
 Result<void> parse_host_port(const Dsn& dsn, std::string_view hostport, MysqlDsn& out) {
@@ -24,10 +33,8 @@ Result<void> parse_host_port(const Dsn& dsn, std::string_view hostport, MysqlDsn
   const std::string_view port = hostport.substr(colon + 1);
   if (port.empty()) return invalid_dsn(dsn, "empty port");
   if (!std::ranges::all_of(port, [](char c) { return c >= '0' && c <= '9'; })) return invalid_dsn(dsn, "port is not a number");
-  unsigned value = 0;
-  if (std::from_chars(port.data(), port.data() + port.size(), value).ec != std::errc() || value == 0 || value > 65535)
-    return invalid_dsn(dsn, "port out of range");
-  out.port = value;
+  out.port = number_in(port, 65535);
+  if (!out.port) return invalid_dsn(dsn, "port out of range");
   return {};
 }
 
@@ -45,11 +52,8 @@ Result<void> set_param(const Dsn& dsn, const std::string& name, std::string valu
       return invalid_dsn(dsn, "ssl-mode must be DISABLED, PREFERRED, REQUIRED, VERIFY_CA or VERIFY_IDENTITY");
     out.ssl_mode = std::move(value);
   } else if (name == "connect-timeout") {
-    unsigned seconds = 0;
-    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
-    if (ec != std::errc() || end != value.data() + value.size() || seconds == 0)
-      return invalid_dsn(dsn, "connect-timeout must be a whole number of seconds >= 1");
-    out.connect_timeout_s = seconds;
+    out.connect_timeout_s = number_in(value, std::numeric_limits<unsigned>::max());
+    if (!out.connect_timeout_s) return invalid_dsn(dsn, "connect-timeout must be a whole number of seconds >= 1");
   } else if (auto field = text_params.find(name); field != text_params.end()) {
     out.*(field->second) = std::move(value);
   } else if (name == "option-group") {

@@ -1,16 +1,11 @@
 // The session strategies' server lock on MariaDB/MySQL (sql::SessionLock), held by a connection
-// of its own (the lock session), with the statements of lock_statements (mysql_statements.cpp):
-//  advisory    GET_LOCK on the key's hashed name
-//  for-update  SELECT ... FOR UPDATE of the key's <prefix>claims row, in a transaction held open
-//  txn-insert  an uncommitted INSERT of that row; others wait on the primary key until the
-//              holder rolls back
-// The row locks run under READ COMMITTED and keep a holder tag while they hold the key, which is
-// what status and `release --force` ask the server about (holder_lock).
+// of its own (the lock session): advisory GET_LOCK on the key's hashed name; for-update SELECT ...
+// FOR UPDATE of the key's <prefix>claims row in a transaction held open; txn-insert an
+// uncommitted INSERT of that row. The row locks keep a holder tag while they hold the key.
 //
-// The row locks wait in whole seconds only (innodb_lock_wait_timeout; 0 is "no wait" on MariaDB,
-// and for-update says NOWAIT), so a slice under a second is answered at once and the rest of it
-// is spent on the bookkeeping session's wake queue, as a lease waiter's. GET_LOCK waits for any
-// fraction of a second itself: advisory needs no wake-ups.
+// The row locks wait in whole seconds only (innodb_lock_wait_timeout), so a slice under a second
+// is answered at once and the rest of it is spent on the bookkeeping session's wake queue.
+// GET_LOCK waits for any fraction of a second itself: advisory needs no wake-ups.
 #include <algorithm>
 #include <cstdio>
 #include <random>

@@ -1,12 +1,10 @@
-// The MySQL/MariaDB dialect's statements for the strategies of src/backends/common
-// (statements.hpp has each one's contract). Every DATETIME is UTC (each session runs with
-// time_zone '+00:00'); durations arrive in ms and become INTERVAL ... * 1000 MICROSECOND.
+// The MySQL/MariaDB dialect's statements (core/sql/statements.hpp has each one's contract). Every
+// DATETIME is UTC (each session runs with time_zone '+00:00').
 //
 // An upsert's ON DUPLICATE KEY UPDATE takes a row only when its condition holds, each column
 // IF(cond, new, old). MySQL assigns left to right, each assignment seeing the ones before
 // (MariaDB may assign from the old row): the columns a condition reads are assigned last, so
-// it reads the same in every assignment. Affected rows tell what happened (1 inserted, 2 taken,
-// 0 left alone); MariaDB has no RETURNING here, so the common locker reads the row (`taken`).
+// it reads the same in every assignment. Affected rows: 1 inserted, 2 taken, 0 left alone.
 
 #include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/mysql/mysql_tables.hpp"
@@ -15,6 +13,15 @@
 
 namespace dblock::mysql {
 namespace {
+
+struct Tables {
+  std::string prefix;
+  std::string locks, runs, claims;  // quoted
+};
+Tables make_tables(const std::string& prefix) {
+  return Tables{prefix, quote_identifier(prefix + "locks", '`'), quote_identifier(prefix + "runs", '`'),
+                quote_identifier(prefix + "claims", '`')};
+}
 
 // A DATETIME as ms since the epoch; the session is in UTC.
 std::string epoch_ms(std::string_view expr) {
@@ -39,12 +46,10 @@ std::string lock_name(const Tables& t, std::string_view label, int digits, std::
          std::to_string(digits) + ")" + (tag.empty() ? "" : ", " + std::string(tag)) + ")";
 }
 
-// The lock that proves a <prefix>locks row's session holder, as status and `release --force`
-// judge it, and the recorded connection id (holder_id). session_id is "<connection id>"
-// (advisory: the key's own lock name) or "<connection id>:<tag>" (for-update, txn-insert: the
-// holder tag's name, which holds the key's hash, so a tag copied from another key's row names a
-// lock nobody holds). A connection id alone proves nothing: the server hands ids out again after
-// a restart. The names are lock_statements' (the session lock takes them).
+// The lock that proves a row's session holder (status, `release --force`), one of
+// lock_statements' names, and the recorded connection id (holder_id): an id alone proves
+// nothing, as the server hands ids out again after a restart. The holder tag's name carries the
+// key's hash, so a tag copied from another key's row names a lock nobody holds.
 std::string holder_lock(const Tables& t) {
   return "CASE WHEN strategy = 'advisory' AND session_id REGEXP '^[0-9]{1,20}$' THEN " +
          lock_name(t, "dblock:", 57, "name") +
@@ -54,13 +59,13 @@ std::string holder_lock(const Tables& t) {
 const std::string holder_id = "CAST(SUBSTRING_INDEX(session_id, ':', 1) AS UNSIGNED)";
 
 // ShedLock's now, as its MySqlServerTimeStatementsSource writes it, and now + :ttl_ms.
-constexpr std::string_view shed_now = "UTC_TIMESTAMP(3)";
+const std::string shed_now = "UTC_TIMESTAMP(3)";
 const std::string shed_until = "TIMESTAMPADD(MICROSECOND, :ttl_ms * 1000, UTC_TIMESTAMP(3))";
 
 // ShedlockStatements::holder's columns, over ShedLock's table `s` and dblock's `l`.
 std::string shedlock_holder_select(const BackendOptions& o, const Tables& t) {
   return "SELECT s.name, s.locked_by, " + epoch_ms("s.locked_at") + ", " + epoch_ms("s.lock_until") + ", " +
-         epoch_ms("UTC_TIMESTAMP(3)") + ", COALESCE(l.token, 0), IF(l.owner = s.locked_by, l.host, NULL),"
+         epoch_ms(shed_now) + ", COALESCE(l.token, 0), IF(l.owner = s.locked_by, l.host, NULL),"
          " IF(l.owner = s.locked_by, l.pid, NULL) FROM " + quote_identifier(o.shedlock_table, '`') + " s LEFT JOIN " +
          t.locks + " l ON l.name = s.name";
 }
@@ -68,19 +73,17 @@ std::string shedlock_holder_select(const BackendOptions& o, const Tables& t) {
 // The keys of InspectStatements::status_keys, one JSON array (any number in one statement).
 const std::string json_keys = "(SELECT k FROM JSON_TABLE(:keys, '$[*]' COLUMNS(k VARCHAR(255) PATH '$')) AS j)";
 
-// The server's incarnation (failover.hpp). MariaDB has no server_uuid, but replication requires
-// every server of a topology to have its own server_id; a Galera cluster's nodes are one
-// database, replicated synchronously, so the incarnation is the cluster's (a node killed loses
-// no grant). MySQL: server_uuid. Read from global variables: no table, no round trip of its own.
+// The server's incarnation (failover.hpp): MySQL's server_uuid; MariaDB has none, but
+// replication requires every server of a topology to have its own server_id, and a Galera
+// cluster's nodes are one database, replicated synchronously (a node killed loses no grant).
 std::string incarnation(bool mariadb) {
   return mariadb ? "IF(@@GLOBAL.wsrep_on, CONCAT('galera ', @@GLOBAL.wsrep_cluster_name),"
                    " CONCAT('server_id ', @@GLOBAL.server_id))"
                  : "CONCAT('server_uuid ', @@GLOBAL.server_uuid)";
 }
 
-// The record is a row of <prefix>locks (docs/backend-contract.md, "Failover lock-delay"). MySQL
-// reads no table in an INSERT ... ON DUPLICATE KEY UPDATE's assignments, so the gate is not
-// folded into the take: admit() runs before it, one SELECT.
+// MySQL reads no table in an ON DUPLICATE KEY UPDATE's assignments, so the gate is not folded
+// into the take: admit() runs before it.
 sql::FailoverStatements failover_statements(const Tables& t, bool mariadb) {
   const std::string now_incarnation = incarnation(mariadb);
   sql::FailoverStatements f;
@@ -104,11 +107,6 @@ sql::FailoverStatements failover_statements(const Tables& t, bool mariadb) {
 
 }  // namespace
 
-Tables make_tables(const std::string& prefix) {
-  return Tables{prefix, quote_identifier(prefix + "locks", '`'), quote_identifier(prefix + "runs", '`'),
-                quote_identifier(prefix + "claims", '`')};
-}
-
 sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   const Tables t = make_tables(prefix);
   const std::string status = rows::status_select_list(&epoch_ms, "NOW(6)") + ", COALESCE(expires_at > NOW(6), 0)";
@@ -116,11 +114,10 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   s.begin = "START TRANSACTION";
   s.begin_release = "START TRANSACTION";
 
-  // Free: the lease ended (or a session strategy left expires_at NULL) and, with
-  // --min-interval, the last start is old enough. last_started_at cannot re-test that on the
-  // new expires_at; it recognises this statement's own takeover (acquired_at and expires_at
-  // just set) instead. (A row someone else took in the same microsecond with the same TTL
-  // already has last_started_at = NOW(6).)
+  // Free: the lease ended (a session strategy leaves expires_at NULL) and --min-interval allows a
+  // start. last_started_at, assigned after expires_at, recognises this statement's own takeover
+  // (acquired_at and expires_at just set) instead. (A row someone else took in the same
+  // microsecond with the same TTL already has last_started_at = NOW(6).)
   const std::string due =
       "(:min_interval_ms <= 0 OR last_started_at IS NULL OR last_started_at <= NOW(6) - INTERVAL :min_interval_ms * 1000 MICROSECOND)";
   const std::string free = "((expires_at IS NULL OR expires_at <= NOW(6)) AND " + due + ")";
@@ -143,8 +140,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                 " AND ((expires_at IS NULL OR expires_at <= NOW(6)) OR"
                 " (acquired_at <=> NOW(6) AND expires_at <=> VALUES(expires_at))), NOW(6), last_started_at)"};
   // The server lock is ours, so whoever the row names is gone: only --min-interval, or a
-  // semaphore's header (a plain lock never takes one), leave it alone. What the condition reads
-  // (strategy, last_started_at) is assigned last; strategy is then no longer 'semaphore'.
+  // semaphore's header, leave it alone.
   const std::string numbered = "(NOT strategy <=> 'semaphore' AND " + due + ")";
   s.session_take = {"session.take",
                     "INSERT INTO " + t.locks +
@@ -182,18 +178,15 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                        " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
                        " VALUES (:name, :token, :owner, :host, :pid, :strategy,"
                        " TIMESTAMPADD(MICROSECOND, :started_ms * 1000, '1970-01-01'), NOW(6), :outcome, :exit_code)"};
-  s.history_oldest = {"history.oldest", "SELECT token FROM " + t.runs + " WHERE name = :name ORDER BY id LIMIT 1"};
   // The derived table lets MySQL read the table it deletes from; the cutoff is found on the
   // (name, id) index, newest first.
   s.history_trim = {"history.trim", "DELETE FROM " + t.runs + " WHERE name = :name AND id <= (SELECT id FROM (SELECT id FROM " +
                                         t.runs + " WHERE name = :name ORDER BY id DESC LIMIT 1 OFFSET :keep) AS cutoff)"};
 
-  // The header is taken for its own count, when idle (no slot row held: the names between
-  // :first and :past are exactly its slot rows), or from a plain row nobody holds. The slot
-  // rows are read through a derived table with LIMIT, which the server materializes: MySQL
-  // refuses a subquery on the table an INSERT writes (ER_UPDATE_TABLE_USED). What the
-  // condition reads (slots, strategy, then the plain row's times) is assigned last, and once
-  // slots = :slots and strategy = 'semaphore' its first branch holds.
+  // The slot rows (the names between :first and :past) are read through a derived table with
+  // LIMIT, which the server materializes: MySQL refuses a subquery on the table an INSERT writes
+  // (ER_UPDATE_TABLE_USED). Once slots = :slots and strategy = 'semaphore' are assigned, the
+  // condition's first branch holds.
   const std::string header_free =
       "((strategy <=> 'semaphore' AND (slots <=> :slots OR NOT EXISTS (SELECT 1 FROM (SELECT 1 FROM " + t.locks +
       " s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL AND"
@@ -226,16 +219,14 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   const Tables t = make_tables(options.table_prefix);
   const std::string shed = quote_identifier(options.shedlock_table, '`');
-  const std::string now(shed_now);
   sql::ShedlockStatements s;
   s.begin = "START TRANSACTION";
   // ShedLock's insert, or its update where lock_until has passed, as one upsert: the row is
   // locked for writing at once (INSERT IGNORE's shared lock on an existing row, then an
-  // UPDATE, would deadlock two takers in one transaction). lock_until, which the condition
-  // reads, is assigned last. Affected: 1 inserted, 2 taken over, 0 busy.
-  const std::string expired = "lock_until <= " + now;
+  // UPDATE, would deadlock two takers in one transaction).
+  const std::string expired = "lock_until <= " + shed_now;
   s.take = {"shedlock.take", "INSERT INTO " + shed + " (name, lock_until, locked_at, locked_by) VALUES (:key, " +
-                                 shed_until + ", " + now + ", :owner) ON DUPLICATE KEY UPDATE " +
+                                 shed_until + ", " + shed_now + ", :owner) ON DUPLICATE KEY UPDATE " +
                                  assign_each_if(expired, {{"locked_at", "VALUES(locked_at)"},
                                                           {"locked_by", "VALUES(locked_by)"},
                                                           {"lock_until", "VALUES(lock_until)"}})};
@@ -250,10 +241,10 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
                                          " WHERE name = :key AND owner = :owner"};
   s.holder = {"shedlock.holder", shedlock_holder_select(options, t) + " WHERE s.name = :key"};
   s.extend = {"shedlock.extend", "UPDATE " + shed + " SET lock_until = " + shed_until +
-                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + now};
+                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + shed_now};
   const std::string at_least = "TIMESTAMPADD(MICROSECOND, :min_hold_ms * 1000, locked_at)";
-  s.unlock = {"shedlock.unlock", "UPDATE " + shed + " SET lock_until = IF(" + at_least + " > " + now + ", " + at_least +
-                                     ", " + now + ") WHERE name = :key AND locked_by = :owner"};
+  s.unlock = {"shedlock.unlock", "UPDATE " + shed + " SET lock_until = IF(" + at_least + " > " + shed_now + ", " + at_least +
+                                     ", " + shed_now + ") WHERE name = :key AND locked_by = :owner"};
   s.finish = {"shedlock.finish", "UPDATE " + t.locks +
                                      " SET released_at = NOW(6), last_finished_at = IF(:finished, NOW(6), last_finished_at),"
                                      " last_exit_code = IF(:finished, :exit_code, last_exit_code)"
@@ -261,7 +252,7 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   s.named_holder = {"shedlock.named_holder",
                     "SELECT locked_by FROM " + shed + " WHERE name = :key AND (:force OR (:owner IS NULL OR locked_by = :owner)"
                     " AND (:token IS NULL OR locked_by = (SELECT owner FROM " + t.locks +
-                        " WHERE name = :key AND token = :token AND strategy = 'shedlock')) AND lock_until > " + now + ")"};
+                        " WHERE name = :key AND token = :token AND strategy = 'shedlock')) AND lock_until > " + shed_now + ")"};
   s.released = {"shedlock.released", "UPDATE " + t.locks + " SET released_at = NOW(6)"
                                      " WHERE name = :key AND owner = :owner AND released_at IS NULL AND strategy = 'shedlock'"};
   return s;
@@ -271,18 +262,13 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
   const Tables t = make_tables(options.table_prefix);
   const std::string shed = quote_identifier(options.shedlock_table, '`');
   sql::InspectStatements s;
-  if (options.shedlock) {
-    const std::string rows_of = shedlock_holder_select(options, t);
-    s.status_all = {"inspect.status_all", rows_of + " ORDER BY s.name"};
-    s.status_keys = {"inspect.status_keys", rows_of + " WHERE s.name IN " + json_keys + " ORDER BY s.name"};
-  } else {
-    // The server's verdict on a session strategy's holder is the last column.
-    const std::string rows_of = "SELECT " + rows::status_select_list(&epoch_ms, "NOW(6)") +
-                                ", COALESCE(expires_at > NOW(6), 0), COALESCE(IS_USED_LOCK(" + holder_lock(t) + ") = " +
-                                holder_id + ", 0) FROM " + t.locks;
-    s.status_all = {"inspect.status_all", rows_of + " ORDER BY name"};
-    s.status_keys = {"inspect.status_keys", rows_of + " WHERE name IN " + json_keys + " ORDER BY name"};
-  }
+  // dblock's rows: the server's verdict on a session strategy's holder is the last column.
+  const std::string rows_of = options.shedlock ? shedlock_holder_select(options, t)
+                                               : "SELECT " + rows::status_select_list(&epoch_ms, "NOW(6)") +
+                                                     ", COALESCE(expires_at > NOW(6), 0), COALESCE(IS_USED_LOCK(" +
+                                                     holder_lock(t) + ") = " + holder_id + ", 0) FROM " + t.locks + " s";
+  s.status_all = {"inspect.status_all", rows_of + " ORDER BY s.name"};
+  s.status_keys = {"inspect.status_keys", rows_of + " WHERE s.name IN " + json_keys + " ORDER BY s.name"};
   const std::string history = "SELECT " + rows::history_select_list(&epoch_ms) + " FROM " + t.runs;
   s.history_all = {"inspect.history_all", history + " ORDER BY id DESC LIMIT :limit"};
   s.history_of = {"inspect.history_of", history + " WHERE name = :name ORDER BY id DESC LIMIT :limit"};
@@ -295,8 +281,7 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
                      "UPDATE " + shed + " SET lock_until = " + shed_until +
                          " WHERE name = :key AND (:owner IS NULL OR locked_by = :owner) AND (:token IS NULL OR"
                          " locked_by = (SELECT owner FROM " + t.locks +
-                         " WHERE name = :key AND token = :token AND strategy = 'shedlock')) AND lock_until > " +
-                         std::string(shed_now)};
+                         " WHERE name = :key AND token = :token AND strategy = 'shedlock')) AND lock_until > " + shed_now};
     s.renewed = {"inspect.renewed", "SELECT " + epoch_ms("lock_until") + " FROM " + shed + " WHERE name = :key"};
   } else {
     s.renew_named = {"inspect.renew_named",
@@ -347,9 +332,8 @@ sql::DoctorStatements doctor_statements(const std::string& prefix, bool mariadb)
        " 2 x TTL + 5 s (its renewals keep it busy; a holder cut off from the server loses the lock after that), its"
        " other sessions a year'), CONCAT('the server kept wait_timeout at ', @@SESSION.wait_timeout, ' s for"
        " dblock''s session: an idle holder may be dropped'))"},
-      // Replication is synchronous (certification): a node killed loses no grant. wsrep_sync_wait
-      // makes a node's reads wait for what the cluster committed; dblock's conditional writes are
-      // certified whatever it says. MySQL without Galera has no wsrep_on: not a cluster.
+      // MySQL without Galera has no wsrep_on. dblock's conditional writes are certified whatever
+      // wsrep_sync_wait says.
       {"galera",
        "SELECT 'galera', NOT (g.wsrep AND :session), IF(g.wsrep, CONCAT('Galera cluster (wsrep_on=ON, synchronous"
        " replication, wsrep_sync_wait=', COALESCE(g.sync_wait, '?'), ')', IF(:session, CONCAT(': GET_LOCK, FOR UPDATE"
@@ -359,9 +343,8 @@ sql::DoctorStatements doctor_statements(const std::string& prefix, bool mariadb)
        " VARIABLE_VALUE, NULL)) AS sync_wait FROM " +
            std::string(mariadb ? "information_schema.GLOBAL_VARIABLES" : "performance_schema.global_variables") +
            " WHERE VARIABLE_NAME IN ('wsrep_on', 'wsrep_sync_wait')) g"},
-      // status reads holders through IS_USED_LOCK, which every account sees; `release --force`
-      // waits for the ended session to leave PROCESSLIST, where without the PROCESS privilege an
-      // account sees only its own sessions (and KILL ends only those without more privileges).
+      // Without the PROCESS privilege an account sees only its own sessions in PROCESSLIST (and
+      // KILL ends only those); status reads IS_USED_LOCK, which every account sees.
       {"processlist",
        "SELECT 'processlist', 1, IF(p.n > 0, 'PROCESS privilege: release --force can see every holder''s session end',"
        " 'no PROCESS privilege: release --force sees and ends only this account''s sessions, so use one account on"
@@ -399,9 +382,10 @@ LockStatements lock_statements(const std::string& prefix) {
   s.alive = {"lock.alive", "SELECT 1"};
   s.lock_wait = {"lock.wait", "SET SESSION innodb_lock_wait_timeout = :seconds"};
 
-  // The wake queue: a lease holder keeps the key's wake name while it holds the key, and the
-  // one waiter that holds the key's queue name blocks on it; the other waiters wait for the
-  // queue name. So a release wakes one waiter, not all of them.
+  // The wake queue: a holder keeps the key's wake name while it holds the key, and the one
+  // waiter that holds the key's queue name blocks on it; the other waiters wait for the queue
+  // name. So a release wakes one waiter, not all of them. The wake name is taken without
+  // waiting: a semaphore's slots share one.
   const std::string wake = lock_name(t, "dblock-wake:", 52, ":key");
   const std::string queue = lock_name(t, "dblock-queue:", 51, ":key");
   s.wake_hold = {"wake.hold", "SELECT GET_LOCK(" + wake + ", 0), RELEASE_LOCK(" + queue + ")"};

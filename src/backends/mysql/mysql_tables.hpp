@@ -1,6 +1,6 @@
 #pragma once
-// What the MySQL backend's files share: table names, the statements (mysql_statements.cpp) and
-// the session strategies' server lock (mysql_session_lock.cpp).
+// What the MySQL backend's files share: the statements (mysql_statements.cpp) and the session
+// strategies' server lock (mysql_session_lock.cpp).
 
 #include <memory>
 #include <string>
@@ -13,19 +13,9 @@
 
 namespace dblock::mysql {
 
-/// Quoted table names for one prefix.
-struct Tables {
-  std::string prefix;
-  std::string locks, runs, claims;  // quoted
-};
-Tables make_tables(const std::string& prefix);
-
-/// The tables, made on first use and checked by doctor (core/sql/schema.hpp): dblock's, and
-/// ShedLock's with --table-format shedlock (mysql_statements.cpp).
+/// The statements of the common lockers, of inspection, `release` and doctor, and the tables
+/// made on first use (core/sql/schema.hpp), ShedLock's with --table-format shedlock.
 sql::SchemaStatements schema_statements(const BackendOptions& options);
-
-/// The statements of the common lease, session and ShedLock lockers and of inspection
-/// (mysql_statements.cpp).
 sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb);
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
 sql::InspectStatements inspect_statements(const BackendOptions& options);
@@ -33,8 +23,8 @@ sql::ReleaseStatements release_statements(const std::string& prefix);
 sql::DoctorStatements doctor_statements(const std::string& prefix, bool mariadb);
 
 /// The GET_LOCK and claims-row statements of the session strategies' server lock and of the
-/// lease's wake queue (mysql_statements.cpp), on a key's hashed lock names. Parameters: :key,
-/// :kind (the claims row's), :tag (the lock session's), :wait_ms, :seconds.
+/// lease's wake queue, on a key's hashed lock names. Parameters: :key, :kind (the claims row's),
+/// :tag (the lock session's), :wait_ms, :seconds.
 struct LockStatements {
   sql::Statement advisory_take, advisory_holds, advisory_give_back;
   sql::Statement lock_claim, lock_claim_nowait, make_claim, insert_claim, tag, untag, holds_claim, alive, lock_wait;
@@ -45,9 +35,8 @@ struct LockStatements {
 };
 LockStatements lock_statements(const std::string& prefix);
 
-/// The server lock of session strategy `s` (mysql_session_lock.cpp), on a lock session of its
-/// own, opened here. The row-lock strategies' waiters hear releases through `book`'s wake queue
-/// (the bookkeeping session, where the holder keeps the key's wake name).
+/// The server lock of session strategy `s`, on a lock session of its own, opened here. The
+/// row-lock strategies' waiters hear releases through `book`'s wake queue.
 Result<std::unique_ptr<sql::SessionLock>> make_session_lock(Strategy s, const Dsn& dsn, const BackendOptions& options,
                                                             std::shared_ptr<Session> book);
 

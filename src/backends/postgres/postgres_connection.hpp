@@ -98,7 +98,7 @@ class Connection {
   bool naming_ = true, pid_checked_ = false;
 };
 
-/// The connection as the strategies of src/backends/common see it (sql_session.hpp), its
+/// The connection as the strategies of core/sql see it (sql_session.hpp), its
 /// parameters sent as text (the statements cast them). A lease waiter hears releases through
 /// LISTEN/NOTIFY (ListenSignal).
 class Session final : public sql::Session {

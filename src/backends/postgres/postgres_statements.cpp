@@ -1,4 +1,4 @@
-// The PostgreSQL dialect's statements for the strategies of src/backends/common (statements.hpp
+// The PostgreSQL dialect's statements for the strategies of core/sql (statements.hpp
 // has each one's contract). "Now" is the server's now(), the transaction's start; parameters
 // arrive as text, so every number is cast where it is used.
 
@@ -8,6 +8,15 @@
 
 namespace dblock::postgres {
 namespace {
+
+struct Tables {
+  std::string prefix;
+  std::string locks, runs, claims;  // quoted
+};
+Tables make_tables(const std::string& prefix) {
+  return Tables{prefix, quote_identifier(prefix + "locks", '"'), quote_identifier(prefix + "runs", '"'),
+                quote_identifier(prefix + "claims", '"')};
+}
 
 // A timestamptz expression as epoch milliseconds (bigint).
 std::string ms(std::string_view expr) { return "floor(extract(epoch FROM " + std::string(expr) + ") * 1000)::bigint"; }
@@ -114,11 +123,6 @@ std::string session_upsert(const Tables& t, std::string_view from, std::string_v
 }
 
 }  // namespace
-
-Tables make_tables(const std::string& prefix) {
-  return Tables{prefix, quote_identifier(prefix + "locks", '"'), quote_identifier(prefix + "runs", '"'),
-                quote_identifier(prefix + "claims", '"')};
-}
 
 sql::LeaseStatements lease_statements(const std::string& prefix) {
   const Tables t = make_tables(prefix);

@@ -1,5 +1,5 @@
 #pragma once
-// What the PostgreSQL backend's files share: table names, the statements (postgres_statements.cpp)
+// What the PostgreSQL backend's files share: the statements (postgres_statements.cpp)
 // and the session strategies' locker (postgres_session_lock.cpp).
 
 #include <cstdint>
@@ -12,13 +12,6 @@
 #include "core/sql/statements.hpp"
 
 namespace dblock::postgres {
-
-/// Quoted table names for one prefix.
-struct Tables {
-  std::string prefix;
-  std::string locks, runs, claims;  // quoted
-};
-Tables make_tables(const std::string& prefix);
 
 /// The tables, made on first use and checked by doctor (core/sql/schema.hpp): dblock's, and
 /// ShedLock's with --table-format shedlock (postgres_statements.cpp).

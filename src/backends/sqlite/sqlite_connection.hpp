@@ -89,7 +89,7 @@ class Connection {
 /// again once the transaction has ended, so nothing after it is weakened.
 inline constexpr std::string_view begin_unsynced = "PRAGMA synchronous=NORMAL; BEGIN IMMEDIATE";
 
-/// The connection as the strategies of src/backends/common see it (sql_session.hpp).
+/// The connection as the strategies of core/sql see it (sql_session.hpp).
 class Session final : public sql::Session {
  public:
   explicit Session(std::shared_ptr<const Connection> conn) : conn_(std::move(conn)), wal_watch_(conn_->path() + "-wal") {}

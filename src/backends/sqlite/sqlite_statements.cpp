@@ -1,4 +1,4 @@
-// The SQLite dialect's statements for the strategies of src/backends/common (statements.hpp
+// The SQLite dialect's statements for the strategies of core/sql (statements.hpp
 // has each one's contract). There is no server clock: leases and --min-interval are judged on
 // CLOCK_BOOTTIME with the boot id, through dblock_boot_ms() / dblock_boot_id()
 // (sqlite_tables.hpp); the wall-clock columns are for display and history. Timestamps are TEXT
