@@ -262,7 +262,6 @@ class WakeQueue final : public sql::ReleaseSignal {
   Result<bool> busy(const std::string& key, Millis left) override {
     if (left <= Millis(0)) return false;
     auto woken = conn_->run(s_.wake_wait, {{"key", key}, {"wait_ms", std::min(left.count(), conn_->max_block_ms())}});
-    if (!woken && woken.error().kind == ErrorKind::connection) (void)conn_->reconnect();
     if (!woken) return std::unexpected(woken.error());
     return (*woken)[0].text(0) == "1";
   }

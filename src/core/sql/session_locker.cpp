@@ -24,16 +24,16 @@ class SessionLocker final : public Locker {
   // One attempt, and more while the dialect hears of a release within `wait`.
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
     if (held_) return fail(ErrorKind::internal, "this locker already holds " + held_->key);
-    return until_not_busy(lock_->release_signal(), req, wait, [&](Millis left) {
-      auto out = with_schema(*book_, [&] { return attempt(req, left); });
-      // The bookkeeping session holds nothing: reconnected for the next attempt. (A lost reply
-      // may have numbered a row; the next token is greater anyway.)
-      if (!out && out.error().kind == ErrorKind::connection) {
-        admitted_.reset();
-        (void)book_->reconnect(out.error());
-      }
-      return out;
-    });
+    auto out = until_not_busy(lock_->release_signal(), req, wait,
+                              [&](Millis left) { return with_schema(*book_, [&] { return attempt(req, left); }); });
+    // The bookkeeping session holds nothing (a dialect's release signal, if any, is on it):
+    // lost in a take or a wait, it is made again for the next attempt, whose failover gate is
+    // read again on it. (A lost reply may have numbered a row; the next token is greater anyway.)
+    if (!out && out.error().kind == ErrorKind::connection) {
+      admitted_.reset();
+      (void)book_->reconnect(out.error());
+    }
+    return out;
   }
 
   // Proves the session still holds the lock; a dropped session is never replaced.

@@ -39,7 +39,8 @@ class SessionLock {
   /// Opens the holder session anew; only called while nothing is held.
   virtual Result<void> reopen() = 0;
   /// How a waiter hears a release when take() waited less than asked (a row lock that waits in
-  /// whole seconds only), or a signal that never tells.
+  /// whole seconds only), or a signal that never tells. A signal that uses a connection uses the
+  /// bookkeeping session's, which the locker makes again when it is lost.
   virtual ReleaseSignal& release_signal() = 0;
 
   /// Whether the holder session is also the bookkeeping session and the lock outlives the

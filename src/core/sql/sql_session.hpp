@@ -133,7 +133,8 @@ class ReleaseSignal {
   /// The lock on a key was let go (after the commit).
   virtual void released(const std::string& /*key*/) {}
   /// An attempt found a key busy. May block up to `left` until a release may have happened;
-  /// true: try again at once; false: no such news, the answer stands. An error is the session's.
+  /// true: try again at once; false: no such news, the answer stands. An error is the session's,
+  /// which the locker reconnects (the signal never does: the locker must know, see failover).
   virtual Result<bool> busy(const std::string& /*key*/, Millis /*left*/) { return false; }
   /// The caller stops waiting for a key without taking it.
   virtual void stop_waiting(const std::string& /*key*/) {}

@@ -14,6 +14,12 @@ using namespace dblock;
 
 namespace {
 
+// A wait for a release whose connection drops (MySQL's wake queue, PostgreSQL's LISTEN).
+class DroppingSignal final : public sql::ReleaseSignal {
+ public:
+  Result<bool> busy(const std::string&, Millis) override { return fail(ErrorKind::connection, "gone"); }
+};
+
 // Every take refused (a holder); the failover record names the server's own incarnation with
 // a TTL of an hour; the refusal finds no row (busy, nobody named). Counts each statement run.
 class RefusingSession final : public sql::Session {
@@ -31,16 +37,22 @@ class RefusingSession final : public sql::Session {
     return rows;
   }
   Result<void> exec(std::string_view) override { return {}; }
-  Result<void> reconnect(const Error&) override { return {}; }
+  Result<void> reconnect(const Error&) override {
+    ++reconnects;
+    return {};
+  }
   bool schema_missing(const Error&) const override { return false; }
   std::string where() const override { return "scripted"; }
-  sql::ReleaseSignal& release_signal() override { return signal_; }
+  sql::ReleaseSignal& release_signal() override { return drop_waits ? dropping_ : signal_; }
 
   std::map<std::string, int> runs;
-  bool explain = false;  // the take answers with the refusal's row
+  int reconnects = 0;
+  bool explain = false;     // the take answers with the refusal's row
+  bool drop_waits = false;  // a wait for a release loses the connection
 
  private:
   sql::ReleaseSignal signal_;
+  DroppingSignal dropping_;
 };
 
 sql::LeaseStatements folded_statements() {
@@ -112,4 +124,21 @@ TEST_CASE("a lease take that explains its refusal runs no refusal statement") {
   CHECK(session->runs["lease.take"] == 3);
   CHECK(session->runs["lease.refusal"] == 0);
   CHECK(session->runs["failover.read"] == 1);
+}
+
+TEST_CASE("a lease waiter whose wait for a release lost the connection reconnects and reads the failover record again") {
+  auto session = std::make_shared<RefusingSession>();
+  auto locker = sql::make_lease_locker(session, folded_statements(), "dblock_", 10);
+  REQUIRE(locker->try_acquire(request(), Millis(0)));
+  CHECK(session->runs["failover.read"] == 1);
+  session->drop_waits = true;
+  auto out = locker->try_acquire(request(), Millis(1000));
+  REQUIRE_FALSE(out);
+  CHECK(out.error().kind == ErrorKind::connection);
+  // The locker reconnects (not the signal behind its back), and the new connection may reach
+  // another server: its gate is read again there.
+  CHECK(session->reconnects == 1);
+  session->drop_waits = false;
+  REQUIRE(locker->try_acquire(request(), Millis(0)));
+  CHECK(session->runs["failover.read"] == 2);
 }
