@@ -178,6 +178,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                        " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
                        " VALUES (:name, :token, :owner, :host, :pid, :strategy,"
                        " TIMESTAMPADD(MICROSECOND, :started_ms * 1000, '1970-01-01'), NOW(6), :outcome, :exit_code)"};
+  s.history_oldest = {"history.oldest", "SELECT token FROM " + t.runs + " WHERE name = :name ORDER BY id LIMIT 1"};
   // The derived table lets MySQL read the table it deletes from; the cutoff is found on the
   // (name, id) index, newest first.
   s.history_trim = {"history.trim", "DELETE FROM " + t.runs + " WHERE name = :name AND id <= (SELECT id FROM (SELECT id FROM " +
