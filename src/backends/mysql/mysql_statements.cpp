@@ -14,15 +14,6 @@
 namespace dblock::mysql {
 namespace {
 
-struct Tables {
-  std::string prefix;
-  std::string locks, runs, claims;  // quoted
-};
-Tables make_tables(const std::string& prefix) {
-  return Tables{prefix, quote_identifier(prefix + "locks", '`'), quote_identifier(prefix + "runs", '`'),
-                quote_identifier(prefix + "claims", '`')};
-}
-
 // A DATETIME as ms since the epoch; the session is in UTC.
 std::string epoch_ms(std::string_view expr) {
   return "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " + std::string(expr) + ") DIV 1000)";
@@ -108,7 +99,7 @@ sql::FailoverStatements failover_statements(const Tables& t, bool mariadb) {
 }  // namespace
 
 sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
-  const Tables t = make_tables(prefix);
+  const Tables t(prefix, '`');
   const std::string status = rows::status_select_list(&epoch_ms, "NOW(6)") + ", COALESCE(expires_at > NOW(6), 0)";
   sql::LeaseStatements s;
   s.begin = "START TRANSACTION";
@@ -218,7 +209,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
 }
 
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
-  const Tables t = make_tables(options.table_prefix);
+  const Tables t(options.table_prefix, '`');
   const std::string shed = quote_identifier(options.shedlock_table, '`');
   sql::ShedlockStatements s;
   s.begin = "START TRANSACTION";
@@ -260,7 +251,7 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
 }
 
 sql::InspectStatements inspect_statements(const BackendOptions& options) {
-  const Tables t = make_tables(options.table_prefix);
+  const Tables t(options.table_prefix, '`');
   const std::string shed = quote_identifier(options.shedlock_table, '`');
   sql::InspectStatements s;
   // dblock's rows: the server's verdict on a session strategy's holder is the last column.
@@ -298,7 +289,7 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
 }
 
 sql::ReleaseStatements release_statements(const std::string& prefix) {
-  const Tables t = make_tables(prefix);
+  const Tables t(prefix, '`');
   const std::string named = " WHERE name = :key AND released_at IS NULL AND (:force OR"
                             " ((:owner IS NULL OR owner = :owner) AND (:token IS NULL OR token = :token)))";
   sql::ReleaseStatements s;
@@ -318,7 +309,7 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
 }
 
 sql::DoctorStatements doctor_statements(const std::string& prefix, bool mariadb) {
-  const Tables t = make_tables(prefix);
+  const Tables t(prefix, '`');
   sql::DoctorStatements s;
   s.server = {"doctor.server", "SELECT VERSION()"};
   s.probe = sql::write_probe(t.locks, t.runs, t.claims);
@@ -356,7 +347,7 @@ sql::DoctorStatements doctor_statements(const std::string& prefix, bool mariadb)
 }
 
 LockStatements lock_statements(const std::string& prefix) {
-  const Tables t = make_tables(prefix);
+  const Tables t(prefix, '`');
   // advisory's lock: "dblock:" + 57 hex digits, so two databases on one server never share one.
   const std::string advisory = lock_name(t, "dblock:", 57, ":key");
   // The name a for-update or txn-insert holder keeps while it holds the key, with :tag, its lock
@@ -407,7 +398,7 @@ LockStatements lock_statements(const std::string& prefix) {
 }
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
-  const Tables t = make_tables(options.table_prefix);
+  const Tables t(options.table_prefix, '`');
   sql::SchemaStatements s(options, descriptor.name, true);
   // name is VARBINARY: compared byte-wise, and 255 bytes of any UTF-8 fit. DATETIME(6) holds UTC
   // (every dblock session runs with time_zone '+00:00'). DDL commits on its own (no `begin`):

@@ -9,15 +9,6 @@
 namespace dblock::postgres {
 namespace {
 
-struct Tables {
-  std::string prefix;
-  std::string locks, runs, claims;  // quoted
-};
-Tables make_tables(const std::string& prefix) {
-  return Tables{prefix, quote_identifier(prefix + "locks", '"'), quote_identifier(prefix + "runs", '"'),
-                quote_identifier(prefix + "claims", '"')};
-}
-
 // A timestamptz expression as epoch milliseconds (bigint).
 std::string ms(std::string_view expr) { return "floor(extract(epoch FROM " + std::string(expr) + ") * 1000)::bigint"; }
 
@@ -125,7 +116,7 @@ std::string session_upsert(const Tables& t, std::string_view from, std::string_v
 }  // namespace
 
 sql::LeaseStatements lease_statements(const std::string& prefix) {
-  const Tables t = make_tables(prefix);
+  const Tables t(prefix, '"');
   const std::string status_columns = rows::status_select_list(&ms, "now()");
   sql::LeaseStatements s;
   s.begin = "BEGIN";
@@ -230,7 +221,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
 }
 
 LockStatements lock_statements(const std::string& prefix) {
-  const Tables t = make_tables(prefix);
+  const Tables t(prefix, '"');
   const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
   // The wait bound as a setting of this statement's own transaction, set ahead of the lock (a
   // subquery with a volatile function is evaluated first, not folded into the query).
@@ -270,7 +261,7 @@ LockStatements lock_statements(const std::string& prefix) {
 }
 
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
-  const Tables t = make_tables(options.table_prefix);
+  const Tables t(options.table_prefix, '"');
   const std::string shed = quote_identifier(options.shedlock_table, '"');
   const std::string until = now_utc + " + :ttl_ms::bigint * interval '1 ms'";
   const std::string at_least = "locked_at + :min_hold_ms::bigint * interval '1 ms'";
@@ -311,7 +302,7 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
 }
 
 sql::InspectStatements inspect_statements(const BackendOptions& options) {
-  const Tables t = make_tables(options.table_prefix);
+  const Tables t(options.table_prefix, '"');
   const std::string keys = "name IN (SELECT jsonb_array_elements_text(:keys::jsonb))";
   const std::string history = "SELECT " + rows::history_select_list(&ms) + " FROM " + t.runs;
   sql::InspectStatements s;
@@ -345,7 +336,7 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
 }
 
 sql::ReleaseStatements release_statements(const std::string& prefix) {
-  const Tables t = make_tables(prefix);
+  const Tables t(prefix, '"');
   sql::ReleaseStatements s;
   // One statement: the row locked, judged as status judges it (session_holds), marked, the
   // key's waiters notified, and the holder's session ended while the server shows it holding
@@ -370,7 +361,7 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
 }
 
 sql::DoctorStatements doctor_statements(const std::string& prefix) {
-  const Tables t = make_tables(prefix);
+  const Tables t(prefix, '"');
   sql::DoctorStatements s;
   s.server = {"doctor.server", "SELECT 'PostgreSQL ' || current_setting('server_version')"};
   s.probe = sql::write_probe(t.locks, t.runs, t.claims);
@@ -411,7 +402,7 @@ sql::DoctorStatements doctor_statements(const std::string& prefix) {
 }
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
-  const Tables t = make_tables(options.table_prefix);
+  const Tables t(options.table_prefix, '"');
   sql::SchemaStatements s(options, descriptor.name, true);
   // CREATE TABLE IF NOT EXISTS races on the catalog (unique violation on pg_type) when several
   // processes create at once: an advisory transaction lock makes them take turns. Its id is a

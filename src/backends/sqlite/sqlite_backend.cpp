@@ -55,7 +55,7 @@ class SqliteBackend final : public sql::SqlBackend {
     const std::string now = now_sql();
     // --force also cuts short a --min-hold that a finished holder left behind.
     const sql::Statement release{
-        "release.named", "UPDATE " + Tables(options_.table_prefix).locks + " SET released_at = " + now +
+        "release.named", "UPDATE " + Tables(options_.table_prefix, '"').locks + " SET released_at = " + now +
                              ", expires_at = " + now + ", boot_expires_ms = dblock_boot_ms() WHERE name = :key AND"
                              " (:force AND (released_at IS NULL OR " + lease_live_sql("") +
                              ") OR NOT :force AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"

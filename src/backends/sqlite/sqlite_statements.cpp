@@ -53,7 +53,7 @@ std::string shedlock_status_select(const BackendOptions& options) {
          epoch_ms_sql("s.lock_until") + ", " + now_ms_sql() +
          ", COALESCE(l.token, 0), CASE WHEN l.owner = s.locked_by THEN l.host END, CASE WHEN l.owner = s.locked_by"
          " THEN l.pid END FROM " + quote_ident(options.shedlock_table) + " s LEFT JOIN " +
-         Tables(options.table_prefix).locks + " l ON l.name = s.name)";
+         Tables(options.table_prefix, '"').locks + " l ON l.name = s.name)";
 }
 
 // Added to <prefix>locks after its first release. The boot_* columns hold the lease on
@@ -72,7 +72,7 @@ std::string lease_live_sql(const std::string& a) {
 }
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix);
+  const Tables t(options.table_prefix, '"');
   sql::SchemaStatements s(options, descriptor.name, false);
   // One write transaction: one commit (one fsync) on a new file, and processes upgrading the
   // same file at once add each column once.
@@ -136,7 +136,7 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
 }
 
 sql::LeaseStatements lease_statements(const std::string& prefix) {
-  const Tables t(prefix);
+  const Tables t(prefix, '"');
   const std::string now = now_sql();
   sql::LeaseStatements s;
   s.begin = "BEGIN IMMEDIATE";
@@ -211,7 +211,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
 }
 
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix);
+  const Tables t(options.table_prefix, '"');
   const std::string shed = quote_ident(options.shedlock_table);
   const std::string now = now_sql();
   const std::string at_least = "strftime('%Y-%m-%d %H:%M:%f', julianday(locked_at) + :min_hold_ms / 86400000.0)";
@@ -251,7 +251,7 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
 }
 
 sql::InspectStatements inspect_statements(const BackendOptions& options, bool without_boot_columns) {
-  Tables t(options.table_prefix);
+  Tables t(options.table_prefix, '"');
   // A table from an older dblock lacks the boot_* columns, which a read-only inspection cannot
   // add: its rows are read as that dblock wrote them (the wall-clock rule).
   if (without_boot_columns) {

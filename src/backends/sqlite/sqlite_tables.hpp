@@ -9,17 +9,10 @@
 
 #include "backends/sqlite/sqlite_connection.hpp"
 #include "core/backend.hpp"
+#include "core/sql/identifiers.hpp"
 #include "core/sql/statements.hpp"
 
 namespace dblock::sqlite {
-
-/// Quoted table names for one prefix.
-struct Tables {
-  explicit Tables(const std::string& prefix)
-      : locks(quote_ident(prefix + "locks")), runs(quote_ident(prefix + "runs")) {}
-  std::string locks;
-  std::string runs;
-};
 
 /// The tables, made on first use and checked by doctor (core/sql/schema.hpp): dblock's, and
 /// ShedLock's with --table-format shedlock.

@@ -4,6 +4,12 @@
 
 namespace dblock {
 
+Tables::Tables(const std::string& p, char quote)
+    : prefix(p),
+      locks(quote_identifier(p + "locks", quote)),
+      runs(quote_identifier(p + "runs", quote)),
+      claims(quote_identifier(p + "claims", quote)) {}
+
 std::string quote_identifier(std::string_view name, char quote) {
   std::string out(1, quote);
   for (char c : name) out += c == quote ? std::string(2, c) : std::string(1, c);

@@ -9,6 +9,14 @@
 
 namespace dblock {
 
+/// A table prefix's dblock tables, each name quoted with `quote` (how the dialect's statements
+/// name them).
+struct Tables {
+  Tables(const std::string& prefix, char quote);
+  std::string prefix;
+  std::string locks, runs, claims;
+};
+
 /// `name` between `quote` characters, each `quote` inside doubled (SQL's rule for "..." and
 /// MySQL's for `...`).
 std::string quote_identifier(std::string_view name, char quote);
