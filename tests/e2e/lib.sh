@@ -257,11 +257,15 @@ server_sql() {
     mysql)
       local MYSQL_CLIENT_OPTIONS MYSQL_CLIENT_PWD
       mysql_client_options
-      MYSQL_PWD=$MYSQL_CLIENT_PWD timeout 10 mariadb "${MYSQL_CLIENT_OPTIONS[@]}" -e "$1"
+      MYSQL_PWD=$MYSQL_CLIENT_PWD timeout 30 mariadb "${MYSQL_CLIENT_OPTIONS[@]}" -e "$1"
       ;;
-    postgres) timeout 10 psql "$DBLOCK_DSN" -X -q -A -t -F $'\t' -v ON_ERROR_STOP=1 -c "$1" ;;
+    postgres) timeout 30 psql "$DBLOCK_DSN" -X -q -A -t -F $'\t' -v ON_ERROR_STOP=1 -c "$1" ;;
     *) echo "server_sql: no server for $DBLOCK_TEST_BACKEND" >&2; return 1 ;;
   esac
+  # A client that timed out prints nothing: say so, or the caller's check reads an empty answer.
+  local s=$?
+  [ "$s" -eq 124 ] && echo "server_sql: the $DBLOCK_TEST_BACKEND client gave no answer in 30 s: $1" >&2
+  return "$s"
 }
 
 is_held() { dblock status -q "$1" >/dev/null 2>&1; }
