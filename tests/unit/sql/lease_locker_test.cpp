@@ -5,27 +5,21 @@
 
 #include <doctest/doctest.h>
 
-#include <map>
-#include <string>
+#include <memory>
 
 #include "core/sql/lease_locker.hpp"
+#include "support/scripted_session.hpp"
 
 using namespace dblock;
 
 namespace {
 
-// A wait for a release whose connection drops (MySQL's wake queue, PostgreSQL's LISTEN).
-class DroppingSignal final : public sql::ReleaseSignal {
- public:
-  Result<bool> busy(const std::string&, Millis) override { return fail(ErrorKind::connection, "gone"); }
-};
-
 // Every take refused (a holder); the failover record names the server's own incarnation with
-// a TTL of an hour; the refusal finds no row (busy, nobody named). Counts each statement run.
-class RefusingSession final : public sql::Session {
- public:
-  Result<sql::Rows> run(const sql::Statement& st, const sql::Params&) override {
-    ++runs[st.id];
+// a TTL of an hour; the refusal finds no row (busy, nobody named). With `explain`, the take
+// answers with the refusal's row.
+std::shared_ptr<testing::ScriptedSession> refusing_session(bool explain = false) {
+  auto session = std::make_shared<testing::ScriptedSession>();
+  session->answer = [explain](const sql::Statement& st) {
     sql::Rows rows;
     if (st.id == "lease.take" && explain) {
       // Not taken: three NULLs, then the refusal's columns: web2's live lease, token 7.
@@ -35,25 +29,9 @@ class RefusingSession final : public sql::Session {
     }
     if (st.id == "failover.read") rows.add({"server-1", "server-1", std::nullopt, "0", std::nullopt, "0", "3600000"});
     return rows;
-  }
-  Result<void> exec(std::string_view) override { return {}; }
-  Result<void> reconnect(const Error&) override {
-    ++reconnects;
-    return {};
-  }
-  bool schema_missing(const Error&) const override { return false; }
-  std::string where() const override { return "scripted"; }
-  sql::ReleaseSignal& release_signal() override { return drop_waits ? dropping_ : signal_; }
-
-  std::map<std::string, int> runs;
-  int reconnects = 0;
-  bool explain = false;     // the take answers with the refusal's row
-  bool drop_waits = false;  // a wait for a release loses the connection
-
- private:
-  sql::ReleaseSignal signal_;
-  DroppingSignal dropping_;
-};
+  };
+  return session;
+}
 
 sql::LeaseStatements folded_statements() {
   sql::LeaseStatements st;
@@ -81,7 +59,7 @@ LockRequest request() {
 }  // namespace
 
 TEST_CASE("a lease waiter refused again and again reads the failover record once") {
-  auto session = std::make_shared<RefusingSession>();
+  auto session = refusing_session();
   auto locker = sql::make_lease_locker(session, folded_statements(), "dblock_", 10);
   const LockRequest req = request();
   for (int attempt = 0; attempt < 5; ++attempt) {
@@ -96,7 +74,7 @@ TEST_CASE("a lease waiter refused again and again reads the failover record once
 }
 
 TEST_CASE("a lease waiter asks the failover record again for a TTL longer than it was asked for") {
-  auto session = std::make_shared<RefusingSession>();
+  auto session = refusing_session();
   auto locker = sql::make_lease_locker(session, folded_statements(), "dblock_", 10);
   LockRequest req = request();
   REQUIRE(locker->try_acquire(req, Millis(0)));
@@ -107,8 +85,7 @@ TEST_CASE("a lease waiter asks the failover record again for a TTL longer than i
 }
 
 TEST_CASE("a lease take that explains its refusal runs no refusal statement") {
-  auto session = std::make_shared<RefusingSession>();
-  session->explain = true;
+  auto session = refusing_session(true);
   sql::LeaseStatements st = folded_statements();
   st.take_explains = true;
   auto locker = sql::make_lease_locker(session, st, "dblock_", 10);
@@ -127,7 +104,7 @@ TEST_CASE("a lease take that explains its refusal runs no refusal statement") {
 }
 
 TEST_CASE("a lease waiter whose wait for a release lost the connection reconnects and reads the failover record again") {
-  auto session = std::make_shared<RefusingSession>();
+  auto session = refusing_session();
   auto locker = sql::make_lease_locker(session, folded_statements(), "dblock_", 10);
   REQUIRE(locker->try_acquire(request(), Millis(0)));
   CHECK(session->runs["failover.read"] == 1);

@@ -7,28 +7,11 @@
 #include <deque>
 
 #include "core/sql/lease_locker.hpp"
+#include "support/scripted_session.hpp"
 
 using namespace dblock;
 
 namespace {
-
-class FakeSession final : public sql::Session {
- public:
-  Result<sql::Rows> run(const sql::Statement&, const sql::Params&) override { return sql::Rows{}; }
-  Result<void> exec(std::string_view) override { return {}; }
-  Result<void> reconnect(const Error&) override {
-    ++reconnects;
-    return {};
-  }
-  bool schema_missing(const Error&) const override { return false; }
-  std::string where() const override { return "fake"; }
-  sql::ReleaseSignal& release_signal() override { return signal_; }
-
-  int reconnects = 0;
-
- private:
-  sql::ReleaseSignal signal_;
-};
 
 // A statement that fails with each of `kinds` in turn, then succeeds.
 struct Script {
@@ -46,7 +29,7 @@ struct Script {
 }  // namespace
 
 TEST_CASE("with_retry runs a statement rolled back as a conflict again") {
-  FakeSession session;
+  testing::ScriptedSession session;
   Script s{{ErrorKind::busy, ErrorKind::busy}};
   auto r = sql::with_retry(session, [&] { return s(); });
   REQUIRE(r);
@@ -56,7 +39,7 @@ TEST_CASE("with_retry runs a statement rolled back as a conflict again") {
 }
 
 TEST_CASE("with_retry gives up on conflicts after conflict_attempts runs") {
-  FakeSession session;
+  testing::ScriptedSession session;
   Script s{std::deque<ErrorKind>(10, ErrorKind::busy)};
   auto r = sql::with_retry(session, [&] { return s(); });
   REQUIRE_FALSE(r);
@@ -65,7 +48,7 @@ TEST_CASE("with_retry gives up on conflicts after conflict_attempts runs") {
 }
 
 TEST_CASE("with_retry reconnects once after a lost connection") {
-  FakeSession session;
+  testing::ScriptedSession session;
   Script s{{ErrorKind::connection}};
   auto r = sql::with_retry(session, [&] { return s(); });
   REQUIRE(r);
@@ -74,7 +57,7 @@ TEST_CASE("with_retry reconnects once after a lost connection") {
 }
 
 TEST_CASE("with_retry leaves any other failure alone") {
-  FakeSession session;
+  testing::ScriptedSession session;
   Script s{{ErrorKind::lost}};
   auto r = sql::with_retry(session, [&] { return s(); });
   REQUIRE_FALSE(r);

@@ -1,0 +1,43 @@
+#pragma once
+// An sql::Session without a database, for the tests of core/sql: each statement is answered
+// by `answer` (no rows by default) and counted by its id; reconnects are counted; a wait for
+// a release can be made to lose its connection (MySQL's wake queue, PostgreSQL's LISTEN).
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "core/sql/sql_session.hpp"
+
+namespace dblock::testing {
+
+class ScriptedSession final : public sql::Session {
+ public:
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params&) override {
+    ++runs[st.id];
+    return answer ? answer(st) : sql::Rows{};
+  }
+  Result<void> exec(std::string_view) override { return {}; }
+  Result<void> reconnect(const Error&) override {
+    ++reconnects;
+    return {};
+  }
+  bool schema_missing(const Error&) const override { return false; }
+  std::string where() const override { return "scripted"; }
+  sql::ReleaseSignal& release_signal() override { return drop_waits ? dropping_ : signal_; }
+
+  std::function<sql::Rows(const sql::Statement&)> answer;
+  std::map<std::string, int> runs;  // by statement id
+  int reconnects = 0;
+  bool drop_waits = false;  // a wait for a release loses the connection
+
+ private:
+  class DroppingSignal final : public sql::ReleaseSignal {
+   public:
+    Result<bool> busy(const std::string&, Millis) override { return fail(ErrorKind::connection, "gone"); }
+  };
+  sql::ReleaseSignal signal_;
+  DroppingSignal dropping_;
+};
+
+}  // namespace dblock::testing
