@@ -1,6 +1,6 @@
 #pragma once
 // An sql::Session without a database, for the tests of core/sql: each statement is answered
-// by `answer` (no rows by default) and counted by its id; reconnects are counted; a wait for
+// by `answer` (no rows by default; an error for a statement that failed) and counted by its id; reconnects are counted; a wait for
 // a release can be made to lose its connection (MySQL's wake queue, PostgreSQL's LISTEN).
 
 #include <functional>
@@ -15,7 +15,7 @@ class ScriptedSession final : public sql::Session {
  public:
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params&) override {
     ++runs[st.id];
-    return answer ? answer(st) : sql::Rows{};
+    return answer ? answer(st) : Result<sql::Rows>(sql::Rows{});
   }
   Result<void> exec(std::string_view) override { return {}; }
   Result<void> reconnect(const Error&) override {
@@ -26,7 +26,7 @@ class ScriptedSession final : public sql::Session {
   std::string where() const override { return "scripted"; }
   sql::ReleaseSignal& release_signal() override { return drop_waits ? dropping_ : signal_; }
 
-  std::function<sql::Rows(const sql::Statement&)> answer;
+  std::function<Result<sql::Rows>(const sql::Statement&)> answer;
   std::map<std::string, int> runs;  // by statement id
   int reconnects = 0;
   bool drop_waits = false;  // a wait for a release loses the connection

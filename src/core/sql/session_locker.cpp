@@ -54,12 +54,15 @@ class SessionLocker final : public Locker {
     r.min_hold = Millis(0);  // core keeps a session lock for --min-hold itself
     // The bookkeeping session holds no lock, so a statement lost with its connection runs again.
     auto released = with_retry(*book_, [&] { return with_schema(*book_, [&] { return release_row(*book_, st_, what, r, prefix_, keep_); }); });
+    // The server lock is what excludes: given back, it was held to the end. The row alone may
+    // say otherwise when a first try of its release ran but the reply was lost (a read timeout on
+    // a loaded server): with_retry ran it again and found it released already, by that try.
     auto gave_back = lock_->give_back(held_->key);
     lock_->release_signal().released(signal_key(held_->request));
     Result<void> history{};
     if (released)
       history = with_retry(*book_, [&] {
-        return with_schema(*book_, [&] { return record_held_run(*book_, st_, *held_, strategy_, *released, r, keep_); });
+        return with_schema(*book_, [&] { return record_held_run(*book_, st_, *held_, strategy_, gave_back.has_value(), r, keep_); });
       });
     auto message = lost("was already gone at release" +
                         (gave_back ? std::string() : ": " + gave_back.error().message));
@@ -69,7 +72,7 @@ class SessionLocker final : public Locker {
     if (!history)
       return fail(history.error().kind,
                   "released '" + key + "', but its run's history row was not written: " + history.error().message);
-    if (!*released || !gave_back) return message;
+    if (!gave_back) return message;
     return {};
   }
 

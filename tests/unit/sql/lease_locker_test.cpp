@@ -19,7 +19,7 @@ namespace {
 // answers with the refusal's row.
 std::shared_ptr<testing::ScriptedSession> refusing_session(bool explain = false) {
   auto session = std::make_shared<testing::ScriptedSession>();
-  session->answer = [explain](const sql::Statement& st) {
+  session->answer = [explain](const sql::Statement& st) -> Result<sql::Rows> {
     sql::Rows rows;
     if (st.id == "lease.take" && explain) {
       // Not taken: three NULLs, then the refusal's columns: web2's live lease, token 7.
