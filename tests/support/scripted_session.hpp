@@ -2,11 +2,13 @@
 // An sql::Session without a database, for the tests of core/sql: each statement is answered
 // by `answer` (no rows by default; an error for a statement that failed) and counted by its id; reconnects are counted; a wait for
 // a release can be made to lose its connection (MySQL's wake queue, PostgreSQL's LISTEN).
+// And a lock request to make of it.
 
 #include <functional>
 #include <map>
 #include <string>
 
+#include "core/lock_types.hpp"
 #include "core/sql/sql_session.hpp"
 
 namespace dblock::testing {
@@ -39,5 +41,16 @@ class ScriptedSession final : public sql::Session {
   sql::ReleaseSignal signal_;
   DroppingSignal dropping_;
 };
+
+/// A request for key "k" by owner "me" on host "h", pid 1, with `ttl`.
+inline LockRequest lock_request(Millis ttl) {
+  LockRequest req;
+  req.key = "k";
+  req.owner = "me";
+  req.host = "h";
+  req.pid = 1;
+  req.ttl = ttl;
+  return req;
+}
 
 }  // namespace dblock::testing

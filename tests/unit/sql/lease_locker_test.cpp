@@ -46,22 +46,13 @@ sql::LeaseStatements folded_statements() {
   return st;
 }
 
-LockRequest request() {
-  LockRequest req;
-  req.key = "k";
-  req.owner = "me";
-  req.host = "h";
-  req.pid = 1;
-  req.ttl = Millis(30000);
-  return req;
-}
 
 }  // namespace
 
 TEST_CASE("a lease waiter refused again and again reads the failover record once") {
   auto session = refusing_session();
   auto locker = sql::make_lease_locker(session, folded_statements(), "dblock_", 10);
-  const LockRequest req = request();
+  const LockRequest req = testing::lock_request(Millis(30000));
   for (int attempt = 0; attempt < 5; ++attempt) {
     auto out = locker->try_acquire(req, Millis(0));
     REQUIRE(out);
@@ -76,7 +67,7 @@ TEST_CASE("a lease waiter refused again and again reads the failover record once
 TEST_CASE("a lease waiter asks the failover record again for a TTL longer than it was asked for") {
   auto session = refusing_session();
   auto locker = sql::make_lease_locker(session, folded_statements(), "dblock_", 10);
-  LockRequest req = request();
+  LockRequest req = testing::lock_request(Millis(30000));
   REQUIRE(locker->try_acquire(req, Millis(0)));
   req.ttl = Millis(60000);
   REQUIRE(locker->try_acquire(req, Millis(0)));
@@ -90,7 +81,7 @@ TEST_CASE("a lease take that explains its refusal runs no refusal statement") {
   st.take_explains = true;
   auto locker = sql::make_lease_locker(session, st, "dblock_", 10);
   for (int attempt = 0; attempt < 3; ++attempt) {
-    auto out = locker->try_acquire(request(), Millis(0));
+    auto out = locker->try_acquire(testing::lock_request(Millis(30000)), Millis(0));
     REQUIRE(out);
     CHECK(out->state == AcquireOutcome::State::busy);
     REQUIRE(out->holder);
@@ -106,16 +97,16 @@ TEST_CASE("a lease take that explains its refusal runs no refusal statement") {
 TEST_CASE("a lease waiter whose wait for a release lost the connection reconnects and reads the failover record again") {
   auto session = refusing_session();
   auto locker = sql::make_lease_locker(session, folded_statements(), "dblock_", 10);
-  REQUIRE(locker->try_acquire(request(), Millis(0)));
+  REQUIRE(locker->try_acquire(testing::lock_request(Millis(30000)), Millis(0)));
   CHECK(session->runs["failover.read"] == 1);
   session->drop_waits = true;
-  auto out = locker->try_acquire(request(), Millis(1000));
+  auto out = locker->try_acquire(testing::lock_request(Millis(30000)), Millis(1000));
   REQUIRE_FALSE(out);
   CHECK(out.error().kind == ErrorKind::connection);
   // The locker reconnects (not the signal behind its back), and the new connection may reach
   // another server: its gate is read again there.
   CHECK(session->reconnects == 1);
   session->drop_waits = false;
-  REQUIRE(locker->try_acquire(request(), Millis(0)));
+  REQUIRE(locker->try_acquire(testing::lock_request(Millis(30000)), Millis(0)));
   CHECK(session->runs["failover.read"] == 2);
 }

@@ -39,15 +39,6 @@ sql::LeaseStatements statements() {
   return st;
 }
 
-LockRequest request() {
-  LockRequest req;
-  req.key = "k";
-  req.owner = "me";
-  req.host = "h";
-  req.pid = 1;
-  req.ttl = Millis(3000);
-  return req;
-}
 
 // The row numbered with token 5; the release's first try runs but its reply is lost (the
 // connection broke: an I/O timeout on a loaded server), so with_retry runs it again on a new
@@ -72,7 +63,7 @@ TEST_CASE("a session release whose reply was lost, with the server lock held to 
   auto book = book_losing_the_release_reply();
   auto lock = std::make_unique<FakeLock>();
   auto locker = sql::make_session_locker(Strategy::advisory, std::move(lock), book, statements(), "dblock_", 10);
-  auto got = locker->try_acquire(request(), Millis(0));
+  auto got = locker->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
   REQUIRE(got);
   REQUIRE(got->state == AcquireOutcome::State::acquired);
   CHECK(got->token == 5);
@@ -87,7 +78,7 @@ TEST_CASE("a session release whose server lock was gone is a loss, whatever the 
   auto lock = std::make_unique<FakeLock>();
   lock->lost = true;
   auto locker = sql::make_session_locker(Strategy::advisory, std::move(lock), book, statements(), "dblock_", 10);
-  REQUIRE(locker->try_acquire(request(), Millis(0)));
+  REQUIRE(locker->try_acquire(testing::lock_request(Millis(3000)), Millis(0)));
   auto released = locker->release(ReleaseRequest{});
   REQUIRE_FALSE(released);
   CHECK(released.error().kind == ErrorKind::lost);
