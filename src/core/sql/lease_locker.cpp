@@ -46,7 +46,15 @@ class LeaseLocker final : public Locker {
     admitted_.reset();
     // Until the release has committed the lease is still ours: a release that failed leaves
     // it held, to be retried or left to expire.
-    auto released = with_retry(*session_, [&] { return with_schema(*session_, [&] { return release_once(req); }); });
+    int tries = 0;
+    auto released = with_retry(*session_, [&]() -> Result<bool> {
+      if (tries++ > 0 && !lost_) {
+        auto done = released_by_us();
+        if (!done) return std::unexpected(done.error());
+        if (*done) return true;
+      }
+      return with_schema(*session_, [&] { return release_once(req); });
+    });
     if (!released) return std::unexpected(released.error());
     session_->release_signal().released(signal_key(held_->request));
     const bool was_lost = lost_;
@@ -130,6 +138,21 @@ class LeaseLocker final : public Locker {
   Result<bool> release_once(const ReleaseRequest& req) {
     const ReleaseRow what{.held = *held_, .strategy = "lease", .write_row = !lost_};
     return release_row(*session_, st_, what, req, prefix_, keep_);
+  }
+
+  // Before a release runs again (its connection was lost, or the server rolled it back as a
+  // conflict): whether a first try committed before its reply was lost (a read timeout on a
+  // loaded server). The row still ours, released, is that try's doing, its history row with
+  // it (one transaction), and no loss; running it again would find it released and say lost.
+  // Only a `release --force` in the same moment would look alike.
+  Result<bool> released_by_us() {
+    LockRequest row = held_->request;
+    row.key = held_->key;
+    row.min_interval = Millis(0);
+    auto seen = refused(*session_, st_, row);
+    if (!seen) return std::unexpected(seen.error());
+    const auto& h = seen->holder;
+    return h && h->owner == held_->owner && h->token == held_->token && h->released_at_ms.has_value();
   }
 
   std::unexpected<Error> lost(const std::string& what) const {

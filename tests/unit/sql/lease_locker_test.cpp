@@ -110,3 +110,47 @@ TEST_CASE("a lease waiter whose wait for a release lost the connection reconnect
   REQUIRE(locker->try_acquire(testing::lock_request(Millis(30000)), Millis(0)));
   CHECK(session->runs["failover.read"] == 2);
 }
+
+namespace {
+
+// A holder's lease (token 5) whose release commits but loses its reply (the connection broke:
+// a read timeout on a loaded server); on the new connection the row is ours and released.
+std::shared_ptr<testing::ScriptedSession> session_losing_the_release_reply() {
+  auto session = std::make_shared<testing::ScriptedSession>();
+  session->answer = [runs = &session->runs](const sql::Statement& st) -> Result<sql::Rows> {
+    sql::Rows rows;
+    if (st.id == "lease.take") {
+      rows.add({"5", "1000", "4000"});
+      rows.affected = 1;
+    }
+    if (st.id == "lease.release" && (*runs)[st.id] == 1) return fail(ErrorKind::connection, "read timeout");
+    if (st.id == "lease.refusal")
+      rows.add({"k", "me", "h", "1", "5", "lease", "1000", "1000", "2000", "2000", "1000", std::nullopt, std::nullopt,
+                "2000", "0", std::nullopt});
+    return rows;
+  };
+  return session;
+}
+
+sql::LeaseStatements plain_statements() {
+  sql::LeaseStatements st;
+  st.take = {"lease.take", "take"};
+  st.refusal = {"lease.refusal", "refusal"};
+  st.release = {"lease.release", "release"};
+  return st;
+}
+
+}  // namespace
+
+TEST_CASE("a lease release whose reply was lost after it committed is not run again, and is no loss") {
+  auto session = session_losing_the_release_reply();
+  auto locker = sql::make_lease_locker(session, plain_statements(), "dblock_", 10);
+  auto got = locker->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  REQUIRE(got);
+  REQUIRE(got->state == AcquireOutcome::State::acquired);
+  auto released = locker->release(ReleaseRequest{});
+  CHECK(released);
+  CHECK(session->reconnects == 1);
+  CHECK(session->runs["lease.release"] == 1);  // not again: it had committed
+  CHECK(session->runs["lease.refusal"] == 1);
+}
