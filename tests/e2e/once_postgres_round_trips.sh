@@ -94,7 +94,7 @@ for s in lease advisory for-update txn-insert; do
     assert_eq "$s: the release's row alone, then its history row in a transaction of its own" \
       "UPDATE|BEGIN;|INSERT|SELECT|COMMIT" \
       "$(wire queries | grep -A5 '^UPDATE .* SET released_at' | grep -v '^--' |
-        grep -vE '^(SELECT pg_advisory_unlock_all|ROLLBACK)' | head -5 | cut -d' ' -f1 | paste -sd'|')"
+        grep -vE '^(SELECT (ours, )?pg_advisory_unlock_all|ROLLBACK)' | head -5 | cut -d' ' -f1 | paste -sd'|')"
   fi
 done
 

@@ -45,13 +45,19 @@ class PostgresSessionLock final : public sql::SessionLock {
     return r->size() == 1 && (*r)[0].int64(0) > 0;
   }
 
-  Result<void> give_back(const std::string&) override {
+  Result<void> give_back(const std::string& key) override {
     if (!holder_->is_open()) return gone();
     Result<void> r{};
-    // This session holds at most one advisory lock (ours), so unlocking all of them never
-    // leaves a stacked second hold behind.
-    if (strategy_ == Strategy::advisory) r = lock_.exec("SELECT pg_advisory_unlock_all()");
-    else if (holder_->transaction_open()) r = lock_.exec("ROLLBACK");
+    if (strategy_ == Strategy::advisory) {
+      // Not ours: this session is not the one that took it (the bookkeeping statements share
+      // it, and a reconnect there replaced it), so the lock was not held to the end.
+      auto unlocked = lock_.run(s_.advisory_give_back, params(key, Millis(0)));
+      if (unlocked && !(unlocked->size() == 1 && (*unlocked)[0].int64(0) != 0))
+        return fail(ErrorKind::lost, "the advisory lock was not held by this session");
+      if (!unlocked) r = std::unexpected(unlocked.error());
+    } else if (holder_->transaction_open()) {
+      r = lock_.exec("ROLLBACK");
+    }
     if (!r) holder_->close();  // closing frees whatever the session held
     return r;
   }

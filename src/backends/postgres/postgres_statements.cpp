@@ -244,6 +244,10 @@ LockStatements lock_statements(const std::string& prefix) {
                       "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()"
                       " AND classid::bigint = (:lock::bigint >> 32) & 4294967295"
                       " AND objid::bigint = :lock::bigint & 4294967295 AND objsubid = 1"};
+  // Whether the key's lock was this session's (first: the subquery is evaluated before the
+  // outer row), then every advisory lock of the session, so a stacked second hold never stays.
+  s.advisory_give_back = {"lock.advisory_give_back", "SELECT ours, pg_advisory_unlock_all() FROM"
+                                                     " (SELECT pg_advisory_unlock(:lock::bigint) AS ours OFFSET 0) u"};
   s.lock_timeout = {"lock.lock_timeout", "SELECT set_config('lock_timeout', :lock_timeout, true)"};
   s.lock_claim = {"lock.claim", "SELECT 1" + claim + " FOR UPDATE"};
   s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text + " NOWAIT"};

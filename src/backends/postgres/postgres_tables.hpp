@@ -30,7 +30,8 @@ sql::DoctorStatements doctor_statements(const std::string& prefix);
 /// :lock_timeout; the advisory_numbered ones also session.take's, answering one row of
 /// (session.take's columns, taken).
 struct LockStatements {
-  sql::Statement advisory_try, advisory_wait, advisory_numbered_try, advisory_numbered_wait, advisory_holds;
+  sql::Statement advisory_try, advisory_wait, advisory_numbered_try, advisory_numbered_wait, advisory_holds,
+      advisory_give_back;
   sql::Statement lock_timeout, lock_claim, lock_claim_nowait, make_claim, insert_claim, insert_claim_try, holds_claim,
       alive;
 };
