@@ -24,9 +24,30 @@ if ! servers=$(scripts/test-servers.sh start); then
 fi
 eval "$servers"
 
+# The output of the tests that failed, again: a CI log is often read from its tail, and with
+# two tests at a time a failure's lines sit far up among the others' progress.
+print_failed() {
+  local dir="$build/Testing/Temporary" name out
+  [ -s "$dir/LastTestsFailed.log" ] || return 0
+  echo "=== the failed tests' output: their failures, then their last lines (all of it is above) ==="
+  while IFS=: read -r _ name; do
+    out=$(awk -v t="$name" '$2 == "Test:" && $3 == t { on = 1; next }
+      on && /^Output:/ { out = 1; next } out && /^<end of output>/ { exit }
+      out && !/^-+$/ && !/^ok / { print }' "$dir/LastTest.log")
+    echo "--- $name"
+    grep -E 'FAIL|ERROR' <<<"$out" | head -n 20
+    echo "..."
+    tail -n 40 <<<"$out"
+  done <"$dir/LastTestsFailed.log"
+}
+
 # Tests that need a server fail instead of skipping when it is missing.
 export CI=${CI:-true}
-ctest --test-dir "$build" --output-on-failure --no-tests=error -j "${DBLOCK_TEST_JOBS:-2}" "$@"
+ctest --test-dir "$build" --output-on-failure --no-tests=error -j "${DBLOCK_TEST_JOBS:-2}" "$@" || {
+  status=$?
+  print_failed
+  exit "$status"
+}
 
 # The same code under AddressSanitizer and UBSan: unit tests and every backend's conformance
 # suite (the end-to-end scripts time processes, which sanitizers slow down too much to be fair).
