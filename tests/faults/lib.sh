@@ -88,9 +88,10 @@ export DBLOCK_TEST_SERVERS_STATE=$SERVERS_STATE
 server_control_required() {
   local var=DBLOCK_TEST_MYSQL_DSN
   [ "$DBLOCK_TEST_BACKEND" = postgres ] && var=DBLOCK_TEST_POSTGRES_DSN
-  [ -f "$SERVERS_STATE" ] || skip_or_fail "no test-servers state file $SERVERS_STATE: the server cannot be restarted"
+  [ -f "$SERVERS_STATE" ] ||
+    skip_or_fail "no test-servers state file $SERVERS_STATE: the server cannot be restarted (export DBLOCK_TEST_SERVERS_STATE, the state file of the servers that scripts/test-servers.sh started)"
   grep -qxF "$var=$DBLOCK_DSN" "$(cat "$SERVERS_STATE")/env" 2>/dev/null ||
-    skip_or_fail "$var is not the server of $SERVERS_STATE: it cannot be restarted"
+    skip_or_fail "$var is not the server of $SERVERS_STATE: it cannot be restarted (export DBLOCK_TEST_SERVERS_STATE, the state file of the servers that scripts/test-servers.sh started for this DSN)"
   # Whatever happens to the script, the server is up again afterwards for the next test.
   trap 'e2e_cleanup; "$SERVERS_CTL" start-server "$DBLOCK_TEST_BACKEND" >/dev/null' EXIT
 }
