@@ -1,12 +1,16 @@
 #pragma once
 // An sql::Session without a database, for the tests of core/sql: each statement is answered
-// by `answer` (no rows by default; an error for a statement that failed) and counted by its id; reconnects are counted; a wait for
-// a release can be made to lose its connection (MySQL's wake queue, PostgreSQL's LISTEN).
-// And a lock request to make of it.
+// from `answers` by its id (no rows when it has none) and counted; the first run of an id in
+// `lose_first_reply` runs but loses its connection before the reply (a read timeout on a
+// loaded server); reconnects are counted; a wait for a release can be made to lose its
+// connection (MySQL's wake queue, PostgreSQL's LISTEN). And a lock request to make of it.
 
-#include <functional>
+#include <cstdint>
 #include <map>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/lock_types.hpp"
 #include "core/sql/sql_session.hpp"
@@ -16,8 +20,9 @@ namespace dblock::testing {
 class ScriptedSession final : public sql::Session {
  public:
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params&) override {
-    ++runs[st.id];
-    return answer ? answer(st) : Result<sql::Rows>(sql::Rows{});
+    if (++runs[st.id] == 1 && lose_first_reply.count(st.id)) return fail(ErrorKind::connection, "the reply was lost");
+    auto it = answers.find(st.id);
+    return it == answers.end() ? sql::Rows{} : it->second;
   }
   Result<void> exec(std::string_view) override { return {}; }
   Result<void> reconnect(const Error&) override {
@@ -28,8 +33,9 @@ class ScriptedSession final : public sql::Session {
   std::string where() const override { return "scripted"; }
   sql::ReleaseSignal& release_signal() override { return drop_waits ? dropping_ : signal_; }
 
-  std::function<Result<sql::Rows>(const sql::Statement&)> answer;
-  std::map<std::string, int> runs;  // by statement id
+  std::map<std::string, sql::Rows> answers;  // by statement id
+  std::set<std::string> lose_first_reply;    // statement ids
+  std::map<std::string, int> runs;           // by statement id
   int reconnects = 0;
   bool drop_waits = false;  // a wait for a release loses the connection
 
@@ -41,6 +47,14 @@ class ScriptedSession final : public sql::Session {
   sql::ReleaseSignal signal_;
   DroppingSignal dropping_;
 };
+
+/// One row of `cells`, with `affected` rows changed.
+inline sql::Rows row_of(std::vector<sql::Rows::Cell> cells, std::int64_t affected = 0) {
+  sql::Rows rows;
+  rows.add(std::move(cells));
+  rows.affected = affected;
+  return rows;
+}
 
 /// A request for key "k" by owner "me" on host "h", pid 1, with `ttl`.
 inline LockRequest lock_request(Millis ttl) {

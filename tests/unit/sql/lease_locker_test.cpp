@@ -19,17 +19,14 @@ namespace {
 // answers with the refusal's row.
 std::shared_ptr<testing::ScriptedSession> refusing_session(bool explain = false) {
   auto session = std::make_shared<testing::ScriptedSession>();
-  session->answer = [explain](const sql::Statement& st) -> Result<sql::Rows> {
-    sql::Rows rows;
-    if (st.id == "lease.take" && explain) {
-      // Not taken: three NULLs, then the refusal's columns: web2's live lease, token 7.
-      rows.add({std::nullopt, std::nullopt, std::nullopt, "k", "web2:9", "web2", "9", "7", "lease", "1000", "1000",
-                "31000", std::nullopt, "1000", std::nullopt, std::nullopt, "2000", "1", std::nullopt});
-      rows.affected = 1;
-    }
-    if (st.id == "failover.read") rows.add({"server-1", "server-1", std::nullopt, "0", std::nullopt, "0", "3600000"});
-    return rows;
-  };
+  if (explain)
+    // Not taken: three NULLs, then the refusal's columns: web2's live lease, token 7.
+    session->answers["lease.take"] =
+        testing::row_of({std::nullopt, std::nullopt, std::nullopt, "k", "web2:9", "web2", "9", "7", "lease", "1000",
+                         "1000", "31000", std::nullopt, "1000", std::nullopt, std::nullopt, "2000", "1", std::nullopt},
+                        1);
+  session->answers["failover.read"] =
+      testing::row_of({"server-1", "server-1", std::nullopt, "0", std::nullopt, "0", "3600000"});
   return session;
 }
 
@@ -117,18 +114,10 @@ namespace {
 // a read timeout on a loaded server); on the new connection the row is ours and released.
 std::shared_ptr<testing::ScriptedSession> session_losing_the_release_reply() {
   auto session = std::make_shared<testing::ScriptedSession>();
-  session->answer = [runs = &session->runs](const sql::Statement& st) -> Result<sql::Rows> {
-    sql::Rows rows;
-    if (st.id == "lease.take") {
-      rows.add({"5", "1000", "4000"});
-      rows.affected = 1;
-    }
-    if (st.id == "lease.release" && (*runs)[st.id] == 1) return fail(ErrorKind::connection, "read timeout");
-    if (st.id == "lease.refusal")
-      rows.add({"k", "me", "h", "1", "5", "lease", "1000", "1000", "2000", "2000", "1000", std::nullopt, std::nullopt,
-                "2000", "0", std::nullopt});
-    return rows;
-  };
+  session->answers["lease.take"] = testing::row_of({"5", "1000", "4000"}, 1);
+  session->answers["lease.refusal"] = testing::row_of({"k", "me", "h", "1", "5", "lease", "1000", "1000", "2000", "2000",
+                                                       "1000", std::nullopt, std::nullopt, "2000", "0", std::nullopt});
+  session->lose_first_reply = {"lease.release"};
   return session;
 }
 

@@ -45,15 +45,8 @@ sql::LeaseStatements statements() {
 // connection, where the row is already released: affected 0.
 std::shared_ptr<testing::ScriptedSession> book_losing_the_release_reply() {
   auto book = std::make_shared<testing::ScriptedSession>();
-  book->answer = [runs = &book->runs](const sql::Statement& st) -> Result<sql::Rows> {
-    sql::Rows rows;
-    if (st.id == "session.take") {
-      rows.add({"5", "1000", std::nullopt});
-      rows.affected = 1;
-    }
-    if (st.id == "lease.release" && (*runs)[st.id] == 1) return fail(ErrorKind::connection, "read timeout");
-    return rows;
-  };
+  book->answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
+  book->lose_first_reply = {"lease.release"};
   return book;
 }
 
