@@ -31,11 +31,13 @@ mkdir_as() {
 }
 
 # --- a user without HOME --------------------------------------------------------------------
-# In a private /tmp (a mount namespace), so nothing the old default made there can linger.
+# In a private /tmp (a mount namespace), so nothing the old default made there can linger. The
+# binary's directory is bound at /mnt first: a checkout under /tmp would vanish with it.
 if out=$(unshare --mount --propagation private bash -c '
+    mount --bind "$(dirname "$1")" /mnt || exit 99
     mount -t tmpfs tmpfs /tmp || exit 99
     setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
-      env -i PATH=/usr/bin:/bin "$1" run no-home -- true 2>&1
+      env -i PATH=/usr/bin:/bin "/mnt/$(basename "$1")" run no-home -- true 2>&1
     echo "exit $?"
     find /tmp -mindepth 1 | sed "s/^/made /"' _ "$dblock_bin"); then
   echo "$out" | sed 's/^/    | /'
