@@ -43,16 +43,16 @@ class MysqlBackend final : public sql::SqlBackend {
                                     prefix, options_.history_keep);
   }
 
-  Result<std::unique_ptr<sql::Session>> another_session() override {
-    auto other = Connection::open(dsn_, options_);
-    if (!other) return std::unexpected(other.error());
-    return std::make_unique<Session>(std::move(*other), options_.table_prefix);
-  }
-
   std::shared_ptr<Session> new_session(std::unique_ptr<Connection> conn) const {
     auto session = std::make_shared<Session>(std::move(conn), options_.table_prefix);
     session->set_schema(schema());
     return session;
+  }
+
+  Result<std::unique_ptr<sql::Session>> another_session() override {
+    auto other = Connection::open(dsn_, options_);
+    if (!other) return std::unexpected(other.error());
+    return std::make_unique<Session>(std::move(*other), options_.table_prefix);
   }
 
   Dsn dsn_;

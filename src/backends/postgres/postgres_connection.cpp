@@ -279,14 +279,14 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
   // an attempt's server time. Its name is this connection's own number for it. Only outside a
   // transaction: should the name be gone (26000, what transaction pooling does), naming turns
   // off for this connection and the statement runs again unnamed, which is clean there.
-  if (c != named_for_) names_.clear(), prepared_ = 0, pid_checked_ = false, named_for_ = c;
+  if (c != named_for_) names_.clear(), prepared_ = 0, named_for_ = c;
   std::string name;
   if (naming_ && named_by && !values.empty() && PQtransactionStatus(c) == PQTRANS_IDLE) {
     auto [it, first_run] = names_.try_emplace(text, 0);
     if (!first_run && it->second == 0) {
-      // Behind a pooler a name would only go missing and fill the server's log.
-      if (!pid_checked_) {
-        pid_checked_ = true;
+      // Behind a pooler a name would only go missing and fill the server's log: asked before
+      // this server session's first name.
+      if (prepared_ == 0) {
         auto direct = sql::served_directly(*named_by, session_id_statement());
         if (!direct) return std::unexpected(direct.error());
         naming_ = *direct;

@@ -96,7 +96,7 @@ class Connection {
   std::unordered_map<std::string, int> names_;
   int prepared_ = 0;  // the names given on this server session
   const PGconn* named_for_ = nullptr;
-  bool naming_ = true, pid_checked_ = false;
+  bool naming_ = true;
 };
 
 /// The connection as the strategies of core/sql see it (sql_session.hpp), its
