@@ -48,9 +48,7 @@ class PostgresBackend final : public sql::SqlBackend {
   }
 
   Result<std::unique_ptr<sql::Session>> another_session() override {
-    auto other = Connection::open(dsn_, options_);
-    if (!other) return std::unexpected(other.error());
-    return std::make_unique<Session>(std::move(*other), options_.table_prefix);
+    return std::make_unique<Session>(Connection::deferred(dsn_, options_), options_.table_prefix);
   }
 
   // The common code's view of conn_ (sql_session.hpp), shared by the lease and ShedLock lockers.

@@ -284,8 +284,7 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
   if (naming_ && named_by && !values.empty() && PQtransactionStatus(c) == PQTRANS_IDLE) {
     auto [it, first_run] = names_.try_emplace(text, 0);
     if (!first_run && it->second == 0) {
-      // Behind a pooler a name would only go missing and fill the server's log: asked before
-      // this server session's first name.
+      // Behind a pooler a name would only go missing and fill the server's log: ask first.
       if (prepared_ == 0) {
         auto direct = sql::served_directly(*named_by, session_id_statement());
         if (!direct) return std::unexpected(direct.error());
