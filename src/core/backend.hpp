@@ -94,7 +94,7 @@ class Backend {
   /// The server's clock, in ms since the epoch (doctor's clock check, latency).
   virtual Result<std::int64_t> now_ms() = 0;
 
-  /// Backend-specific checks: privileges, idle timeouts, Galera, PgBouncer, network fs...
+  /// Backend-specific checks: privileges, idle timeouts, Galera, poolers, network fs...
   virtual std::vector<DoctorCheck> doctor_checks(Strategy strategy) = 0;
 };
 

@@ -53,7 +53,7 @@ check "unknown database is named" grep -q no_such_db_dblock "$E2E_TMP/out"
 
 db doctor >"$E2E_TMP/doctor" 2>&1
 assert_eq "doctor exits 0" 0 "$?"
-for name in server idle_timeouts pgbouncer privileges; do
+for name in server idle_timeouts pooler privileges; do
   check "doctor checks $name" grep -q "$name" "$E2E_TMP/doctor"
 done
 check "doctor names the libpq its module loaded, and where the module is" \

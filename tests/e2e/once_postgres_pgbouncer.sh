@@ -59,22 +59,22 @@ assert_eq "the server logged no error about dblock's prepared statements" "$erro
 # doctor says which set-up this is.
 out=$(db doctor -s advisory); rc=$?
 assert_eq "doctor: a session strategy through transaction pooling fails (78)" 78 "$rc"
-check "doctor: the FAIL line names transaction pooling" grep -q "^FAIL  pgbouncer: transaction pooling" <<<"$out"
+check "doctor: the FAIL line names transaction pooling" grep -q "^FAIL  pooler: transaction pooling" <<<"$out"
 out=$(db doctor); rc=$?
 assert_eq "doctor: lease through transaction pooling passes" 0 "$rc"
-check "doctor: and still says it is transaction pooling" grep -q "^ok    pgbouncer: transaction pooling" <<<"$out"
+check "doctor: and still says it is transaction pooling" grep -q "^ok    pooler: transaction pooling" <<<"$out"
 check "doctor: and that lease waiters poll there (NOTIFY does not pass)" \
-  grep -q "^ok    pgbouncer: transaction pooling.*lease waiters (-w) are not woken by the server" <<<"$out"
+  grep -q "^ok    pooler: transaction pooling.*lease waiters (-w) are not woken by the server" <<<"$out"
 out=$(DBLOCK_DSN=$DBLOCK_TEST_PGBOUNCER_SESSION_DSN timeout 60 dblock doctor -s advisory); rc=$?
 assert_eq "doctor: a session strategy through session pooling passes" 0 "$rc"
-check "doctor: it names the pooler's session mode" grep -q "^ok    pgbouncer: a connection pooler in session mode" <<<"$out"
+check "doctor: it names the pooler's session mode" grep -q "^ok    pooler: a connection pooler in session mode" <<<"$out"
 # PgBouncer drops the startup options (ignore_startup_parameters = options), so dblock's idle
 # limits never reach the server: doctor must say so, not that dblock set them.
 check "doctor: through the pooler, dblock's idle limits did not arrive" \
   grep -q "^ok    idle_timeouts: dblock's own idle limits did not arrive" <<<"$out"
 out=$(DBLOCK_DSN=$direct timeout 60 dblock doctor -s advisory); rc=$?
 assert_eq "doctor: a direct connection passes" 0 "$rc"
-check "doctor: it says direct" grep -q "^ok    pgbouncer: direct connection" <<<"$out"
+check "doctor: it says direct" grep -q "^ok    pooler: direct connection" <<<"$out"
 check "doctor: directly, dblock's idle limits arrive" \
   grep -q "^ok    idle_timeouts: dblock's own idle limits arrive with every connection" <<<"$out"
 finish

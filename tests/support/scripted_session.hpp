@@ -1,11 +1,13 @@
 #pragma once
 // An sql::Session without a database, for the tests of core/sql: each statement is answered
-// from `answers` by its id (no rows when it has none) and counted; the first run of an id in
-// `lose_first_reply` runs but loses its connection before the reply (a read timeout on a
-// loaded server); reconnects are counted; a wait for a release is counted, and can be made to
-// hear one each time or to lose its connection (MySQL's wake queue, PostgreSQL's LISTEN). And a lock request to make of it.
+// from `in_turn`, then `answers`, by its id (no rows when it has none) and counted; the first
+// run of an id in `lose_first_reply` runs but loses its connection before the reply (a read
+// timeout on a loaded server); reconnects are counted; a wait for a release is counted, and can
+// be made to hear one each time or to lose its connection (MySQL's wake queue, PostgreSQL's
+// LISTEN). And a lock request to make of it.
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <set>
 #include <string>
@@ -21,6 +23,11 @@ class ScriptedSession final : public sql::Session {
  public:
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params&) override {
     if (++runs[st.id] == 1 && lose_first_reply.count(st.id)) return fail(ErrorKind::connection, "the reply was lost");
+    if (auto turn = in_turn.find(st.id); turn != in_turn.end() && !turn->second.empty()) {
+      sql::Rows next = std::move(turn->second.front());
+      turn->second.pop_front();
+      return next;
+    }
     auto it = answers.find(st.id);
     return it == answers.end() ? sql::Rows{} : it->second;
   }
@@ -35,8 +42,11 @@ class ScriptedSession final : public sql::Session {
     if (drop_waits) return dropping_;
     return hearing_;
   }
+  std::int64_t started_id() const override { return started; }
 
   std::map<std::string, sql::Rows> answers;  // by statement id
+  std::map<std::string, std::deque<sql::Rows>> in_turn;  // by statement id: one a run, before `answers`
+  std::int64_t started = 0;                  // started_id
   std::set<std::string> lose_first_reply;    // statement ids
   std::map<std::string, int> runs;           // by statement id
   int reconnects = 0;

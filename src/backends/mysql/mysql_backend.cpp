@@ -49,6 +49,12 @@ class MysqlBackend final : public sql::SqlBackend {
     return session;
   }
 
+  Result<std::unique_ptr<sql::Session>> another_session() override {
+    auto other = Connection::open(dsn_, options_);
+    if (!other) return std::unexpected(other.error());
+    return std::make_unique<Session>(std::move(*other), options_.table_prefix);
+  }
+
   Dsn dsn_;
   bool mariadb_;
   std::shared_ptr<Session> session_;  // shared with the lease and ShedLock lockers (make_locker)

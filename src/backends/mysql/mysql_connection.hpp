@@ -85,6 +85,7 @@ class Session final : public sql::Session {
   bool schema_missing(const Error& failed) const override { return is_schema_missing(failed); }
   std::string where() const override { return conn_->where(); }
   sql::ReleaseSignal& release_signal() override { return *wake_queue_; }
+  std::int64_t started_id() const override { return static_cast<std::int64_t>(conn_->session_id()); }
 
  private:
   std::unique_ptr<Connection> conn_;

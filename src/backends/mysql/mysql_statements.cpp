@@ -317,6 +317,7 @@ sql::DoctorStatements doctor_statements(const std::string& prefix, bool mariadb)
                   "SELECT (SELECT COUNT(*) FROM information_schema.SCHEMA_PRIVILEGES WHERE TABLE_SCHEMA = DATABASE()"
                   " AND PRIVILEGE_TYPE = 'CREATE') + (SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES"
                   " WHERE PRIVILEGE_TYPE = 'CREATE')"};
+  s.session_id = {"doctor.session_id", "SELECT CONNECTION_ID()"};
   s.checks = {
       {"wait_timeout",
        "SELECT 'wait_timeout', @@SESSION.wait_timeout >= 31536000, IF(@@SESSION.wait_timeout >= 31536000,"

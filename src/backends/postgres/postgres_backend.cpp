@@ -1,5 +1,5 @@
-// PostgreSQL via libpq: every strategy. Its session and doctor's pooler check live here; the
-// rest is core/sql/sql_backend.cpp on postgres_statements.cpp, and the session strategies' server
+// PostgreSQL via libpq: every strategy. Its session lives here; the rest is
+// core/sql/sql_backend.cpp on postgres_statements.cpp, and the session strategies' server
 // lock is postgres_session_lock.cpp.
 #include <utility>
 
@@ -27,26 +27,6 @@ class PostgresBackend final : public sql::SqlBackend {
         conn_(std::move(conn)),
         session_(make_session()) {}
 
-  // Who serves this connection: the server itself, or a pooler, in session or transaction mode.
-  void more_doctor_checks(sql::Session&, Strategy strategy, std::vector<DoctorCheck>& out) override {
-    auto pooling = pooling_check();
-    if (!pooling) {
-      out.push_back({"pgbouncer", false, pooling.error().message});
-    } else if (*pooling == Pooling::transaction) {
-      out.push_back({"pgbouncer", !is_session_strategy(strategy),
-                     "transaction pooling (e.g. PgBouncer pool_mode=transaction): one server session serves several "
-                     "clients, one transaction each; advisory, for-update and txn-insert are unsafe here; use lease or a "
-                     "session-pooled/direct DSN. lease waiters (-w) are not woken by the server here (LISTEN/NOTIFY does "
-                     "not pass transaction pooling): they poll, with a backoff of up to a second"});
-    } else if (*pooling == Pooling::session) {
-      out.push_back({"pgbouncer", true,
-                     "a connection pooler in session mode (the server process is not the one the connection was given, "
-                     "and it kept this client's session): session strategies are safe while it stays in session mode"});
-    } else {
-      out.push_back({"pgbouncer", true, "direct connection to the server (no pooler): session strategies are safe"});
-    }
-  }
-
  private:
   Result<std::shared_ptr<sql::Session>> session() override { return session_; }
 
@@ -67,36 +47,8 @@ class PostgresBackend final : public sql::SqlBackend {
     return postgres::make_session_locker(s, std::move(holder), dsn_, options_, schema());
   }
 
-  enum class Pooling { none, session, transaction };
-
-  // Who serves this connection's statements. A server reports its own process id when the
-  // connection starts; a pooler reports one of its own, so a different pg_backend_pid() means a
-  // pooler. Transaction pooling shows when the server session changes between statements, which
-  // a lone client rarely sees (PgBouncer hands it the session it just gave back), so a second
-  // client opens a transaction in between: under transaction pooling it gets the session this
-  // connection just had (or keeps this connection off it).
-  Result<Pooling> pooling_check() {
-    auto pid = [](Connection& c) -> Result<std::int64_t> {
-      auto r = c.exec("SELECT pg_backend_pid()");
-      if (!r) return std::unexpected(r.error());
-      return (*r)[0].int64(0);
-    };
-    auto started = pid(*conn_);
-    if (!started) return std::unexpected(started.error());
-    const std::int64_t first = *started;
-    auto again = pid(*conn_);
-    if (!again) return std::unexpected(again.error());
-    if (*again != first) return Pooling::transaction;
-    if (conn_->backend_pid() == first) return Pooling::none;
-    auto other = Connection::open(dsn_, options_);
-    if (!other) return std::unexpected(other.error());
-    auto theirs = (*other)->exec("BEGIN; SELECT pg_backend_pid()");
-    if (!theirs) return std::unexpected(theirs.error());
-    // With a pool of one, this connection would wait for that transaction: ask no more.
-    if ((*theirs)[0].int64(0) == first) return Pooling::transaction;
-    auto ours = pid(*conn_);
-    if (!ours) return std::unexpected(ours.error());
-    return *ours != first ? Pooling::transaction : Pooling::session;  // `other` closes, its transaction ends
+  Result<std::unique_ptr<sql::Session>> another_session() override {
+    return std::make_unique<Session>(Connection::deferred(dsn_, options_), options_.table_prefix);
   }
 
   // The common code's view of conn_ (sql_session.hpp), shared by the lease and ShedLock lockers.

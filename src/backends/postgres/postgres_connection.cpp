@@ -12,6 +12,7 @@
 #include "backends/postgres/postgres_dsn.hpp"
 #include "core/clock.hpp"
 #include "core/sql/identifiers.hpp"
+#include "core/sql/pooler.hpp"
 
 namespace dblock::postgres {
 namespace {
@@ -257,7 +258,8 @@ Result<void> Connection::await(short events, Millis deadline) {
   return {};
 }
 
-Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const sql::Value*>& values, Millis extra) {
+Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const sql::Value*>& values, Millis extra,
+                                   sql::Session* named_by) {
   if (!conn_ && deferred_)
     if (auto ok = reconnect(); !ok) return std::unexpected(ok.error());
   if (!is_open()) return std::unexpected(broken("not connected"));
@@ -277,18 +279,16 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
   // an attempt's server time. Its name is this connection's own number for it. Only outside a
   // transaction: should the name be gone (26000, what transaction pooling does), naming turns
   // off for this connection and the statement runs again unnamed, which is clean there.
-  if (c != named_for_) names_.clear(), prepared_ = 0, pid_checked_ = false, named_for_ = c;
+  if (c != named_for_) names_.clear(), prepared_ = 0, named_for_ = c;
   std::string name;
-  if (naming_ && !values.empty() && PQtransactionStatus(c) == PQTRANS_IDLE) {
+  if (naming_ && named_by && !values.empty() && PQtransactionStatus(c) == PQTRANS_IDLE) {
     auto [it, first_run] = names_.try_emplace(text, 0);
     if (!first_run && it->second == 0) {
-      // A pooler gives the client a process id of its own at the start (doctor's pooler
-      // check): there a name would only go missing and fill the server's log.
-      if (!pid_checked_) {
-        pid_checked_ = true;
-        auto pid = exec("SELECT pg_backend_pid()");
-        if (!pid) return std::unexpected(pid.error());
-        naming_ = (*pid)[0].int64(0) == PQbackendPID(c);
+      // Behind a pooler a name would only go missing and fill the server's log: ask first.
+      if (prepared_ == 0) {
+        auto direct = sql::served_directly(*named_by, session_id_statement());
+        if (!direct) return std::unexpected(direct.error());
+        naming_ = *direct;
       }
       if (naming_) {
         const std::string next = "dblock_" + std::to_string(prepared_ + 1);
@@ -310,7 +310,7 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
   if (!done) return std::unexpected(done.error());
   if (by_name && done->sqlstate == "26000") {
     naming_ = false;
-    return exec(sql, values, extra);
+    return exec(sql, values, extra, named_by);
   }
   if (done->error) return std::unexpected(statement_error(done->error.get(), c, dsn_.redacted));
   return rows_of(done->last.get());
@@ -392,7 +392,7 @@ Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& para
   const sql::Compiled& compiled = compiled_.get(st);
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
-  return conn_->exec(compiled.text, *values, extra);
+  return conn_->exec(compiled.text, *values, extra, this);
 }
 
 Result<void> Session::exec(std::string_view sql) {

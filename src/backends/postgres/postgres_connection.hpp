@@ -32,9 +32,10 @@ class Connection {
 
   /// Runs sql with `values` for $1, $2... (several statements allowed without values) within
   /// io_timeout + extra. On timeout the query is cancelled and the connection closed
-  /// (ErrorKind::connection).
+  /// (ErrorKind::connection). A statement `named_by` runs again is prepared under a name, once
+  /// that session is seen served directly (sql::served_directly); null: nothing is named.
   Result<sql::Rows> exec(std::string_view sql, const std::vector<const sql::Value*>& values = {},
-                         Millis extra = Millis{0});
+                         Millis extra = Millis{0}, sql::Session* named_by = nullptr);
 
   /// True while a transaction is open and healthy on this connection.
   bool in_transaction() const { return is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INTRANS; }
@@ -95,7 +96,7 @@ class Connection {
   std::unordered_map<std::string, int> names_;
   int prepared_ = 0;  // the names given on this server session
   const PGconn* named_for_ = nullptr;
-  bool naming_ = true, pid_checked_ = false;
+  bool naming_ = true;
 };
 
 /// The connection as the strategies of core/sql see it (sql_session.hpp), its
@@ -113,12 +114,16 @@ class Session final : public sql::Session {
   bool schema_missing(const Error& failed) const override { return failed.sqlstate == "42P01" || failed.sqlstate == "42703"; }
   std::string where() const override { return conn_->where(); }
   sql::ReleaseSignal& release_signal() override { return *signal_; }
+  std::int64_t started_id() const override { return conn_->backend_pid(); }
 
  private:
   std::shared_ptr<Connection> conn_;
   sql::CompiledCache compiled_{sql::PlaceholderStyle::dollar};
   std::unique_ptr<sql::ReleaseSignal> signal_;
 };
+
+/// The server process that runs a statement (postgres_statements.cpp, doctor.session_id).
+sql::Statement session_id_statement();
 
 /// The native-error mapping (postgres_error.cpp): the error a failed statement result carries,
 /// by its SQLSTATE; `where` is the redacted DSN.

@@ -364,12 +364,15 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
   return s;
 }
 
+sql::Statement session_id_statement() { return {"doctor.session_id", "SELECT pg_backend_pid()"}; }
+
 sql::DoctorStatements doctor_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
   sql::DoctorStatements s;
   s.server = {"doctor.server", "SELECT 'PostgreSQL ' || current_setting('server_version')"};
   s.probe = sql::write_probe(t.locks, t.runs, t.claims);
   s.can_create = {"doctor.can_create", "SELECT has_schema_privilege(current_schema(), 'CREATE')"};
+  s.session_id = session_id_statement();
   // The idle limits in force: 'client' means the value came in this connection's startup packet,
   // so dblock's own did. A pooler that drops `options` (PgBouncer with it in
   // ignore_startup_parameters) leaves the server's limits on dblock's sessions.

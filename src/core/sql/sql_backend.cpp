@@ -8,6 +8,7 @@
 #include "core/sql/identifiers.hpp"
 #include "core/sql/inspect.hpp"
 #include "core/sql/lease_locker.hpp"
+#include "core/sql/pooler.hpp"
 #include "core/sql/schema.hpp"
 #include "core/sql/shedlock_locker.hpp"
 
@@ -161,7 +162,8 @@ std::vector<DoctorCheck> SqlBackend::doctor_checks(Strategy strategy) {
     else
       for (std::size_t i = 0; i < r->size(); ++i) out.push_back({(*r)[i].text(0), (*r)[i].int64(1) == 1, (*r)[i].text(2)});
   }
-  more_doctor_checks(session, strategy, out);
+  if (!doctor_.session_id.empty())
+    out.push_back(pooler_check(session, doctor_.session_id, strategy, [this] { return another_session(); }));
   out.push_back(failover::doctor_check(session, lease_.failover));
   return out;
 }

@@ -2,8 +2,8 @@
 // The Backend (backend.hpp) once for every dialect: the schema, the lease and ShedLock lockers,
 // status, history, slot counts, `dblock renew`, `dblock release` and the clock, all on the
 // dialect's Session and statements, and doctor's checks of a server. A dialect's Backend adds
-// only what is its own: its session (and when it opens one again), its session strategies'
-// locker and the doctor's checks that need more than a statement.
+// only what is its own: its session (and when it opens one again, or a second one), and its
+// session strategies' locker.
 
 #include <memory>
 #include <span>
@@ -34,7 +34,7 @@ class SqlBackend : public Backend {
   Result<std::int64_t> renew(const std::string& key, const HolderSelector& who, Millis ttl) override;
   Result<std::int64_t> now_ms() override;
   /// The server, the privileges (a probe rolled back), the dialect's own checks
-  /// (DoctorStatements::checks, more_doctor_checks) and the failover record.
+  /// (DoctorStatements::checks), the pooler (pooler.hpp) and the failover record.
   std::vector<DoctorCheck> doctor_checks(Strategy strategy) override;
   /// ShedLock's rows here; dblock's from release_held. Naming no holder without --force is
   /// ErrorKind::usage.
@@ -51,8 +51,10 @@ class SqlBackend : public Backend {
   /// timeout); a key the named holder does not hold is ErrorKind::lost, unless --force.
   virtual Result<void> release_held(const std::string& key, const HolderSelector& who);
 
-  /// doctor's checks that need more than a statement (a second connection, ...).
-  virtual void more_doctor_checks(Session&, Strategy, std::vector<DoctorCheck>&) {}
+  /// A session of its own on the same database, for doctor's pooler check (pooler.hpp).
+  virtual Result<std::unique_ptr<Session>> another_session() {
+    return fail(ErrorKind::internal, "no second session here");
+  }
 
   /// What a new session is given to repair and check (Session::set_schema).
   const std::shared_ptr<const SchemaStatements>& schema() const { return schema_; }

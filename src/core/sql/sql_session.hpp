@@ -167,6 +167,9 @@ class Session {
 
   /// How this session's waiters hear releases (never null).
   virtual ReleaseSignal& release_signal() = 0;
+  /// The server's id of this session, as the connection was handed it at start-up (a pooler
+  /// hands out its own: pooler.hpp); 0 where the dialect has none.
+  virtual std::int64_t started_id() const { return 0; }
 
   /// After `failed`, which a statement of the run path returned: when schema_missing, creates or
   /// completes the schema (core/sql/schema.hpp) and returns true (the caller runs its operation

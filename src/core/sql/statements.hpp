@@ -195,6 +195,9 @@ struct DoctorStatements {
   /// (1 or 0), detail): the server's settings, read and judged. One that fails is a failed
   /// check named by the statement's id.
   std::vector<Statement> checks;
+  /// (the server's id of the session that runs it), as Session::started_id gives it: doctor's
+  /// pooler check (pooler.hpp). Empty: the dialect has no server session (no check).
+  Statement session_id;
 };
 
 /// DoctorStatements::probe in standard SQL, on the tables' quoted names.

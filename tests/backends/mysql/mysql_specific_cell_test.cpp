@@ -6,6 +6,7 @@
 #include <chrono>
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -216,4 +217,15 @@ TEST_CASE("mysql: database sockets are close-on-exec" * doctest::test_suite("mys
     CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
   }
   CHECK(sockets >= 2);
+}
+
+// A proxy that multiplexes (ProxySQL, MaxScale) would answer CONNECTION_ID() with a server
+// session other than the handshake's; the test server is reached directly.
+TEST_CASE("mysql: doctor's pooler line says direct, and passes whatever the strategy" * doctest::test_suite("mysql")) {
+  Fixture f;
+  auto checks = f.backend->doctor_checks(test::strategy());
+  auto pooler = std::ranges::find(checks, std::string("pooler"), &DoctorCheck::name);
+  REQUIRE(pooler != checks.end());
+  CHECK(pooler->ok);
+  CHECK(pooler->detail.starts_with("direct connection to the server"));
 }

@@ -200,14 +200,15 @@ TEST_SUITE("postgres") {
     auto conn = postgres::Connection::open(*dsn, BackendOptions{});
     REQUIRE_MESSAGE(conn.has_value(), (conn ? std::string() : conn.error().message));
     auto& c = **conn;
+    // Statements are named only for a session that sees the server directly (sql::served_directly).
+    postgres::Session session(std::move(*conn), "");
     auto named = [&c] {
       auto r = c.exec("SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'dblock\\_%'");
       REQUIRE(r.has_value());
       return (*r)[0].int64(0);
     };
-    auto plus_one = [&c](std::int64_t n) {
-      const sql::Value v = n;
-      auto r = c.exec("SELECT $1::int + 1", {&v});
+    auto plus_one = [&session](std::int64_t n) {
+      auto r = session.run({"test.plus_one", "SELECT :n::int + 1"}, {{"n", n}});
       REQUIRE_MESSAGE(r.has_value(), (r ? std::string() : r.error().message));
       return (*r)[0].int64(0);
     };
@@ -222,10 +223,10 @@ TEST_SUITE("postgres") {
     REQUIRE(c.exec("DEALLOCATE ALL").has_value());
     CHECK(plus_one(4) == 5);
     CHECK(plus_one(5) == 6);
-    const sql::Value four = std::string("4");
-    auto other = c.exec("SELECT $1::int * 2", {&four});
+    const sql::Statement twice{"test.twice", "SELECT :n::int * 2"};
+    auto other = session.run(twice, {{"n", std::string("4")}});
     REQUIRE(other.has_value());
-    other = c.exec("SELECT $1::int * 2", {&four});
+    other = session.run(twice, {{"n", std::string("4")}});
     REQUIRE(other.has_value());
     CHECK((*other)[0].int64(0) == 8);
     CHECK(named() == 0);

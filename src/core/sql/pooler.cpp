@@ -1,0 +1,72 @@
+#include "core/sql/pooler.hpp"
+
+namespace dblock::sql {
+namespace {
+
+enum class Pooling { none, session, transaction };
+
+// The server session that answers this statement.
+Result<std::int64_t> serving(Session& session, const Statement& session_id) {
+  auto r = session.run(session_id, {});
+  if (!r) return std::unexpected(r.error());
+  if (r->empty() || (*r)[0].is_null(0)) return fail(ErrorKind::other, session_id.id + " answered no session id");
+  return (*r)[0].int64(0);
+}
+
+// A server names its own session when the connection starts; a pooler names one of its own, so
+// a different answer means a pooler. Transaction pooling shows when the server session changes
+// between statements, which a lone client rarely sees (a pooler hands it the session it just
+// gave back), so a second client opens a transaction in between: under transaction pooling it
+// gets the session this one just had (or keeps this one off it).
+Result<Pooling> pooling(Session& ours, const Statement& session_id,
+                        const std::function<Result<std::unique_ptr<Session>>()>& open_other) {
+  auto first = serving(ours, session_id);
+  if (!first) return std::unexpected(first.error());
+  auto again = serving(ours, session_id);
+  if (!again) return std::unexpected(again.error());
+  if (*again != *first) return Pooling::transaction;
+  if (ours.started_id() == *first) return Pooling::none;
+  auto other = open_other();
+  if (!other) return std::unexpected(other.error());
+  auto tx = Transaction::begin(**other, "BEGIN");
+  if (!tx) return std::unexpected(tx.error());
+  auto theirs = serving(**other, session_id);
+  if (!theirs) return std::unexpected(theirs.error());
+  // With a pool of one, this session would wait for that transaction: ask no more.
+  if (*theirs == *first) return Pooling::transaction;
+  auto now = serving(ours, session_id);
+  if (!now) return std::unexpected(now.error());
+  return *now != *first ? Pooling::transaction : Pooling::session;  // the other's transaction ends with it
+}
+
+}  // namespace
+
+Result<bool> served_directly(Session& session, const Statement& session_id) {
+  auto id = serving(session, session_id);
+  if (!id) return std::unexpected(id.error());
+  return *id == session.started_id();
+}
+
+DoctorCheck pooler_check(Session& session, const Statement& session_id, Strategy strategy,
+                         const std::function<Result<std::unique_ptr<Session>>()>& open_other) {
+  auto found = pooling(session, session_id, open_other);
+  if (!found) return {"pooler", false, found.error().message};
+  switch (*found) {
+    case Pooling::transaction:
+      return {"pooler", !is_session_strategy(strategy),
+              "transaction pooling (e.g. PgBouncer pool_mode=transaction, or a proxy that multiplexes, as ProxySQL "
+              "does): one server session serves several clients, one transaction each; advisory, for-update and "
+              "txn-insert are unsafe here; use lease or a session-pooled/direct DSN. lease waiters (-w) are not woken "
+              "by the server here (PostgreSQL's LISTEN/NOTIFY does not pass transaction pooling): they poll, with a "
+              "backoff of up to a second"};
+    case Pooling::session:
+      return {"pooler", true,
+              "a connection pooler in session mode (the server session is not the one the connection was given, and "
+              "it kept this client's session): session strategies are safe while it stays in session mode"};
+    case Pooling::none:
+      break;
+  }
+  return {"pooler", true, "direct connection to the server (no pooler): session strategies are safe"};
+}
+
+}  // namespace dblock::sql
