@@ -1,9 +1,10 @@
 #pragma once
 // An sql::Session without a database, for the tests of core/sql: each statement is answered
-// from `answers` by its id (no rows when it has none) and counted; the first run of an id in
-// `lose_first_reply` runs but loses its connection before the reply (a read timeout on a
-// loaded server); reconnects are counted; a wait for a release can be made to lose its
-// connection (MySQL's wake queue, PostgreSQL's LISTEN). And a lock request to make of it.
+// from `answers` by its id (no rows when it has none; `first_answers` for its first run) and
+// counted; the first run of an id in `lose_first_reply` runs but loses its connection before
+// the reply (a read timeout on a loaded server); reconnects are counted; a wait for a release
+// can be made to lose its connection (MySQL's wake queue, PostgreSQL's LISTEN). And a lock
+// request to make of it.
 
 #include <cstdint>
 #include <map>
@@ -21,6 +22,7 @@ class ScriptedSession final : public sql::Session {
  public:
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params&) override {
     if (++runs[st.id] == 1 && lose_first_reply.count(st.id)) return fail(ErrorKind::connection, "the reply was lost");
+    if (auto first = first_answers.find(st.id); first != first_answers.end() && runs[st.id] == 1) return first->second;
     auto it = answers.find(st.id);
     return it == answers.end() ? sql::Rows{} : it->second;
   }
@@ -33,7 +35,8 @@ class ScriptedSession final : public sql::Session {
   std::string where() const override { return "scripted"; }
   sql::ReleaseSignal& release_signal() override { return drop_waits ? dropping_ : signal_; }
 
-  std::map<std::string, sql::Rows> answers;  // by statement id
+  std::map<std::string, sql::Rows> answers;        // by statement id
+  std::map<std::string, sql::Rows> first_answers;  // by statement id: its first run's
   std::set<std::string> lose_first_reply;    // statement ids
   std::map<std::string, int> runs;           // by statement id
   int reconnects = 0;
