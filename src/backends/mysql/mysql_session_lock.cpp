@@ -18,7 +18,8 @@ namespace {
 class MysqlHolder final : public sql::HolderSession {
  public:
   MysqlHolder(Strategy s, Dsn dsn, BackendOptions options, std::shared_ptr<Session> book)
-      : row_lock_(s != Strategy::advisory), dsn_(std::move(dsn)), options_(std::move(options)), book_(std::move(book)) {}
+      : row_lock_(s != Strategy::advisory), dsn_(std::move(dsn)), options_(std::move(options)),
+        book_(std::move(book)) {}
 
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis) override { return conn_->run(st, p); }
   Result<void> exec(std::string_view sql) override { return conn_->query(sql); }

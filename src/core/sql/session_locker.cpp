@@ -32,7 +32,8 @@ class ServerLock {
     if (row_lock()) return take_row(key, p, w);
     auto r = h_->run(w.count() <= 0 && !st_.advisory_try.empty() ? st_.advisory_try : st_.advisory_wait, p, w);
     if (!r) return failed(r.error(), key);
-    if (r->size() == 1 && (*r)[0].is_null(0)) return fail(ErrorKind::internal, "the lock on '" + key + "' is already held by this session");
+    if (r->size() == 1 && (*r)[0].is_null(0))
+      return fail(ErrorKind::internal, "the lock on '" + key + "' is already held by this session");
     return yes(*r);
   }
 
