@@ -49,3 +49,21 @@ TEST_CASE("every dialect writes every statement of the lease and session strateg
   check_lease_statements("mariadb", mysql::lease_statements("dblock_", true), true);
   check_lease_statements("postgres", postgres::lease_statements("dblock_"), true);
 }
+
+TEST_CASE("every server dialect writes every statement its session strategies' server lock must have") {
+  for (const auto& [dialect, s] : {std::pair{"mysql", mysql::lock_statements("dblock_")},
+                                   std::pair{"postgres", postgres::lock_statements("dblock_")}}) {
+    INFO(dialect);
+    CHECK_FALSE(s.begin.empty());
+    for (const sql::Statement* st : {&s.advisory_wait, &s.advisory_holds, &s.advisory_give_back, &s.lock_wait,
+                                     &s.lock_claim, &s.lock_claim_nowait, &s.make_claim, &s.insert_claim,
+                                     &s.holds_claim, &s.alive}) {
+      INFO(st->id);
+      CHECK_FALSE(st->text.empty());
+    }
+    // A dialect that folds the numbered take in writes both statements and says when a wait ended.
+    CHECK(s.advisory_numbered_try.empty() == s.advisory_numbered_wait.empty());
+    CHECK((s.advisory_numbered_try.empty() || s.wait_ended));
+    CHECK(s.tag.empty() == s.untag.empty());
+  }
+}

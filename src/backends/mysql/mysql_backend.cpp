@@ -36,11 +36,11 @@ class MysqlBackend final : public sql::SqlBackend {
   Result<std::unique_ptr<Locker>> make_session_locker(Strategy strategy) override {
     if (auto s = session(); !s) return std::unexpected(s.error());
     std::shared_ptr<Session> book = std::exchange(session_, nullptr);
-    auto lock = make_session_lock(strategy, dsn_, options_, book);
-    if (!lock) return std::unexpected(lock.error());
+    auto holder = open_holder(strategy, dsn_, options_, book);
+    if (!holder) return std::unexpected(holder.error());
     const std::string& prefix = options_.table_prefix;
-    return sql::make_session_locker(strategy, std::move(*lock), std::move(book), lease_statements(prefix, mariadb_),
-                                    prefix, options_.history_keep);
+    return sql::make_session_locker(strategy, std::move(*holder), lock_statements(prefix), std::move(book),
+                                    lease_statements(prefix, mariadb_), prefix, options_.history_keep);
   }
 
   std::shared_ptr<Session> new_session(std::unique_ptr<Connection> conn) const {

@@ -252,11 +252,11 @@ Result<void> Connection::query(std::string_view sql) {
 namespace {
 
 // Wakes a waiter from the server instead of core's backoff, through the key's wake and queue
-// names (lock_statements). A failure to take or give back a name only sends waiters back to
+// names (wake_statements). A failure to take or give back a name only sends waiters back to
 // core's backoff: not the lock's failure.
 class WakeQueue final : public sql::ReleaseSignal {
  public:
-  WakeQueue(Connection& conn, const std::string& prefix) : conn_(&conn), s_(lock_statements(prefix)) {}
+  WakeQueue(Connection& conn, const std::string& prefix) : conn_(&conn), s_(wake_statements(prefix)) {}
   void holding(const std::string& key) override { (void)conn_->run(s_.wake_hold, {{"key", key}}); }
   void released(const std::string& key) override { (void)conn_->run(s_.wake_release, {{"key", key}}); }
   Result<bool> busy(const std::string& key, Millis left) override {
@@ -269,7 +269,7 @@ class WakeQueue final : public sql::ReleaseSignal {
 
  private:
   Connection* conn_;
-  LockStatements s_;
+  WakeStatements s_;
 };
 
 }  // namespace

@@ -37,6 +37,8 @@ class Connection {
 
   /// The connection's socket, or -1 when closed.
   int socket() const { return mysql_ ? static_cast<int>(mysql_get_socket(mysql_.get())) : -1; }
+  /// Whether a transaction is open, as the server's last reply said.
+  bool in_transaction() const { return mysql_ && (mysql_->server_status & SERVER_STATUS_IN_TRANS) != 0; }
   /// The server's id for this session (CONNECTION_ID()).
   std::uint64_t session_id() const { return mysql_ ? mysql_thread_id(mysql_.get()) : 0; }
   /// The server's handshake says MariaDB.

@@ -347,7 +347,7 @@ sql::DoctorStatements doctor_statements(const std::string& prefix, bool mariadb)
   return s;
 }
 
-LockStatements lock_statements(const std::string& prefix) {
+sql::LockStatements lock_statements(const std::string& prefix) {
   const Tables t(prefix, '`');
   // advisory's lock: "dblock:" + 57 hex digits, so two databases on one server never share one.
   const std::string advisory = lock_name(t, "dblock:", 57, ":key");
@@ -355,12 +355,15 @@ LockStatements lock_statements(const std::string& prefix) {
   // session's 32 random hex digits: the server shows who holds it (holder_lock).
   const std::string held = lock_name(t, "dblock-held:", 20, ":key", ":tag");
   const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
-  LockStatements s;
+  sql::LockStatements s;
   // GET_LOCK is re-entrant on one connection: NULL rather than a second hold.
-  s.advisory_take = {"lock.advisory_take", "SELECT IF(IS_USED_LOCK(" + advisory + ") <=> CONNECTION_ID(), NULL, GET_LOCK(" +
+  s.advisory_wait = {"lock.advisory_take", "SELECT IF(IS_USED_LOCK(" + advisory + ") <=> CONNECTION_ID(), NULL, GET_LOCK(" +
                                                advisory + ", :wait_ms / 1000))"};
   s.advisory_holds = {"lock.advisory_holds", "SELECT IS_USED_LOCK(" + advisory + ") <=> CONNECTION_ID()"};
   s.advisory_give_back = {"lock.advisory_give_back", "SELECT RELEASE_LOCK(" + advisory + ")"};
+  s.begin = "START TRANSACTION";
+  s.lock_wait = {"lock.wait", "SET SESSION innodb_lock_wait_timeout = :seconds"};
+  s.lock_wait_in_session = true;
   // The holder tag in the same statement, once the row is locked (the select list is evaluated
   // for a locked row only; none when busy or missing).
   s.lock_claim = {"lock.claim", "SELECT name, GET_LOCK(" + held + ", 0)" + claim + " FOR UPDATE"};
@@ -373,14 +376,18 @@ LockStatements lock_statements(const std::string& prefix) {
   s.holds_claim = {"lock.holds_claim", "SELECT COUNT(*)" + claim};
   // A row lock lasts as long as its transaction, which lasts as long as the session.
   s.alive = {"lock.alive", "SELECT 1"};
-  s.lock_wait = {"lock.wait", "SET SESSION innodb_lock_wait_timeout = :seconds"};
+  return s;
+}
 
-  // The wake queue: a holder keeps the key's wake name while it holds the key, and the one
-  // waiter that holds the key's queue name blocks on it; the other waiters wait for the queue
-  // name. So a release wakes one waiter, not all of them. The wake name is taken without
-  // waiting: a semaphore's slots share one.
+WakeStatements wake_statements(const std::string& prefix) {
+  const Tables t(prefix, '`');
+  // A holder keeps the key's wake name while it holds the key, and the one waiter that holds the
+  // key's queue name blocks on it; the other waiters wait for the queue name. So a release wakes
+  // one waiter, not all of them. The wake name is taken without waiting: a semaphore's slots
+  // share one.
   const std::string wake = lock_name(t, "dblock-wake:", 52, ":key");
   const std::string queue = lock_name(t, "dblock-queue:", 51, ":key");
+  WakeStatements s;
   s.wake_hold = {"wake.hold", "SELECT GET_LOCK(" + wake + ", 0), RELEASE_LOCK(" + queue + ")"};
   // RELEASE_LOCK of a name this session does not hold changes nothing.
   s.wake_release = {"wake.release", "DO RELEASE_LOCK(" + wake + "), RELEASE_LOCK(" + queue + ")"};

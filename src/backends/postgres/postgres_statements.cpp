@@ -220,7 +220,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   return s;
 }
 
-LockStatements lock_statements(const std::string& prefix) {
+sql::LockStatements lock_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
   const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
   // The wait bound as a setting of this statement's own transaction, set ahead of the lock (a
@@ -235,11 +235,13 @@ LockStatements lock_statements(const std::string& prefix) {
                                                session_upsert(t, " FROM k WHERE k.got", "k.at") +
                                                ") SELECT a.*, k.got FROM k LEFT JOIN a ON true"};
   };
-  LockStatements s;
+  sql::LockStatements s;
   s.advisory_try = {"lock.advisory_try", advisory_try};
   s.advisory_wait = {"lock.advisory_wait", advisory_wait};
   s.advisory_numbered_try = numbered("lock.advisory_numbered_try", advisory_try);
   s.advisory_numbered_wait = numbered("lock.advisory_numbered_wait", advisory_wait);
+  // lock_not_available: the wait for the lock ended; after any other error the lock may be held.
+  s.wait_ended = [](const Error& failed) { return failed.sqlstate == "55P03"; };
   s.advisory_holds = {"lock.advisory_holds",
                       "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()"
                       " AND classid::bigint = (:lock::bigint >> 32) & 4294967295"
@@ -248,7 +250,8 @@ LockStatements lock_statements(const std::string& prefix) {
   // outer row), then every advisory lock of the session, so a stacked second hold never stays.
   s.advisory_give_back = {"lock.advisory_give_back", "SELECT ours, pg_advisory_unlock_all() FROM"
                                                      " (SELECT pg_advisory_unlock(:lock::bigint) AS ours OFFSET 0) u"};
-  s.lock_timeout = {"lock.lock_timeout", "SELECT set_config('lock_timeout', :lock_timeout, true)"};
+  s.begin = "BEGIN ISOLATION LEVEL READ COMMITTED";
+  s.lock_wait = {"lock.lock_timeout", "SELECT set_config('lock_timeout', :lock_timeout, true)"};
   s.lock_claim = {"lock.claim", "SELECT 1" + claim + " FOR UPDATE"};
   s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text + " NOWAIT"};
   s.make_claim = {"lock.make_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind) ON CONFLICT DO NOTHING"};

@@ -25,17 +25,9 @@ sql::InspectStatements inspect_statements(const BackendOptions& options);
 sql::ReleaseStatements release_statements(const std::string& prefix);
 sql::DoctorStatements doctor_statements(const std::string& prefix);
 
-/// The session strategies' server lock (postgres_session_lock.cpp). Parameters: :key, :kind
-/// (the claims row's), :lock (the key's hash), :hi and :lo (its halves as two ints),
-/// :lock_timeout; the advisory_numbered ones also session.take's, answering one row of
-/// (session.take's columns, taken).
-struct LockStatements {
-  sql::Statement advisory_try, advisory_wait, advisory_numbered_try, advisory_numbered_wait, advisory_holds,
-      advisory_give_back;
-  sql::Statement lock_timeout, lock_claim, lock_claim_nowait, make_claim, insert_claim, insert_claim_try, holds_claim,
-      alive;
-};
-LockStatements lock_statements(const std::string& prefix);
+/// The session strategies' server lock (core/sql/statements.hpp). Parameters also :lock (the
+/// key's hash), :hi and :lo (its halves as two ints), :lock_timeout (postgres_session_lock.cpp).
+sql::LockStatements lock_statements(const std::string& prefix);
 
 /// advisory / for-update / txn-insert (core/sql/session_locker.hpp) with the server lock in the
 /// holder session `holder` (postgres_session_lock.cpp).

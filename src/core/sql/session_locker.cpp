@@ -1,5 +1,7 @@
 #include "core/sql/session_locker.hpp"
 
+#include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "core/sql/lease_locker.hpp"
@@ -8,12 +10,171 @@
 namespace dblock::sql {
 namespace {
 
+std::unexpected<Error> gone() { return fail(ErrorKind::connection, "the lock session is closed"); }
+
+// The one answer of a lock statement: (1) yes, (0) or NULL no.
+bool yes(const Rows& r) { return r.size() == 1 && !r[0].is_null(0) && r[0].int64(0) != 0; }
+
+// The server lock in the holder session, on the dialect's LockStatements. A busy or failed take
+// leaves nothing held and no transaction open.
+class ServerLock {
+ public:
+  ServerLock(Strategy strategy, std::unique_ptr<HolderSession> holder, const LockStatements& statements)
+      : strategy_(strategy), kind_(to_string(strategy)), h_(std::move(holder)), st_(statements) {}
+
+  // Takes the lock on `key`, the server waiting up to `wait` (it may wait less: core calls again).
+  // true: taken; false: someone else holds it. ErrorKind::connection: the holder is gone, and
+  // with it anything it held.
+  Result<bool> take(const std::string& key, Millis wait) {
+    if (h_->socket() < 0) return gone();
+    const Millis w = h_->server_wait(std::max(wait, Millis(0)), row_lock());
+    const Params p = params(key, w);
+    if (row_lock()) return take_row(key, p, w);
+    auto r = h_->run(w.count() <= 0 && !st_.advisory_try.empty() ? st_.advisory_try : st_.advisory_wait, p, w);
+    if (!r) return failed(r.error(), key);
+    if (r->size() == 1 && (*r)[0].is_null(0))
+      return fail(ErrorKind::internal, "the lock on '" + key + "' is already held by this session");
+    return yes(*r);
+  }
+
+  // Whether the holder still holds `key` (the heartbeat's proof; never reopens).
+  Result<bool> holds(const std::string& key) {
+    if (h_->socket() < 0) return gone();
+    // A row lock lives as long as its transaction.
+    if (row_lock() && !h_->transaction_open()) return false;
+    const Statement& proof = strategy_ == Strategy::advisory     ? st_.advisory_holds
+                             : strategy_ == Strategy::txn_insert ? st_.holds_claim
+                                                                 : st_.alive;
+    auto r = h_->run(proof, params(key, Millis(0)), Millis(0));
+    if (!r) {
+      h_->close();  // whatever it held is gone with it
+      return std::unexpected(r.error());
+    }
+    return yes(*r);
+  }
+
+  // Lets the lock on `key` go: the unlock, whose answer says whether it was this session's (a
+  // reconnect of a bookkeeping session it shares replaced it, say), or the end of the
+  // transaction, then the holder tag, which goes with it, never before. An error means the lock
+  // was not held to the end.
+  Result<void> give_back(const std::string& key) {
+    if (h_->socket() < 0) return gone();
+    Result<void> r{};
+    if (!row_lock()) {
+      auto unlocked = h_->run(st_.advisory_give_back, params(key, Millis(0)), Millis(0));
+      if (unlocked && !yes(*unlocked)) return fail(ErrorKind::lost, "the advisory lock was not held by this session");
+      if (!unlocked) r = std::unexpected(unlocked.error());
+    } else if (h_->transaction_open()) {
+      r = h_->exec("ROLLBACK");
+    }
+    if (!r) h_->close();  // closing frees whatever the session held
+    auto tag = std::exchange(tagged_, std::nullopt);
+    if (r && tag)
+      if (auto u = h_->run(st_.untag, params(*tag, Millis(0)), Millis(0)); !u) return std::unexpected(u.error());
+    return r;
+  }
+
+  // Whether the lock and the row are taken in one statement of the holder, which is also the
+  // bookkeeping session (a lock that outlives the commit: advisory).
+  bool folds_row() const { return !row_lock() && !st_.advisory_numbered_try.empty(); }
+
+  // take(), then, once taken, session_take with `number` in the same statement: its rows
+  // (affected 0: not numbered, the lock held all the same); nullopt: someone else holds it.
+  Result<std::optional<Rows>> take_numbered(const std::string& key, Millis wait, Params number) {
+    if (h_->socket() < 0) return gone();
+    const Millis w = h_->server_wait(std::max(wait, Millis(0)), false);
+    h_->bind(number, key, w);
+    auto r = h_->run(w.count() <= 0 ? st_.advisory_numbered_try : st_.advisory_numbered_wait, number, w);
+    if (!r) {
+      // The lock outlives the failed statement that took it, unless its wait is what ended.
+      if (r.error().kind != ErrorKind::connection && !(st_.wait_ended && st_.wait_ended(r.error())))
+        (void)give_back(key);
+      if (r.error().kind == ErrorKind::busy) return std::nullopt;
+      return std::unexpected(r.error());
+    }
+    if ((*r)[0].int64(3) == 0) return std::nullopt;
+    r->affected = !(*r)[0].is_null(0);
+    return std::move(*r);
+  }
+
+  HolderSession& holder() { return *h_; }
+  // Only called while nothing is held.
+  Result<void> reopen() {
+    tagged_.reset();
+    session_wait_ = Millis(0);
+    return h_->reopen();
+  }
+
+ private:
+  bool row_lock() const { return strategy_ != Strategy::advisory; }
+
+  Params params(const std::string& key, Millis w) const {
+    Params p{{"key", key}, {"kind", kind_}, {"wait_ms", ms_value(w)}};
+    h_->bind(p, key, w);
+    return p;
+  }
+
+  // for-update locks the key's claims row, txn-insert inserts it, in a transaction held open.
+  Result<bool> take_row(const std::string& key, const Params& p, Millis w) {
+    const bool wait = w.count() > 0;
+    for (int pass = 0; pass < 2; ++pass) {
+      if (auto ok = begin(p, w); !ok) return failed(ok.error(), key);
+      auto locked = strategy_ == Strategy::for_update
+                        ? h_->run(wait ? st_.lock_claim : st_.lock_claim_nowait, p, w)
+                        : h_->run(wait || st_.insert_claim_try.empty() ? st_.insert_claim : st_.insert_claim_try, p, w);
+      if (locked && locked->affected > 0 && strategy_ == Strategy::txn_insert && !st_.tag.empty())
+        if (auto r = h_->run(st_.tag, p, Millis(0)); !r) locked = std::unexpected(r.error());
+      if (!locked) return failed(locked.error(), key);
+      if (locked->affected > 0) {
+        if (!st_.untag.empty()) tagged_ = key;
+        return true;
+      }
+      if (strategy_ == Strategy::txn_insert) return failed(Error{ErrorKind::busy, "taken"}, key);  // the try's answer
+      // The key's claims row must exist, committed, before anyone can lock it. Its insert waits
+      // for a racer's, within the same lock wait, and then means busy.
+      if (auto r = h_->exec("ROLLBACK"); !r) return std::unexpected(r.error());
+      auto made = h_->run(st_.make_claim, p, Millis(0));
+      if (!made && made.error().kind == ErrorKind::busy) return false;
+      if (!made) return std::unexpected(made.error());
+    }
+    return false;  // the row vanished again: core tries again
+  }
+
+  // The holder's transaction, with its lock wait `w`.
+  Result<void> begin(const Params& p, Millis w) {
+    if (st_.lock_wait_in_session && w != session_wait_) {
+      if (auto r = h_->run(st_.lock_wait, p, Millis(0)); !r) return std::unexpected(r.error());
+      session_wait_ = w;
+    }
+    if (auto r = h_->exec(st_.begin); !r) return r;
+    if (!st_.lock_wait_in_session)
+      if (auto r = h_->run(st_.lock_wait, p, Millis(0)); !r) return std::unexpected(r.error());
+    return {};
+  }
+
+  // After a take that failed with `e`: busy is "someone else holds it"; anything that may have
+  // taken the lock or left a transaction open gives it back; a lost holder holds nothing.
+  Result<bool> failed(const Error& e, const std::string& key) {
+    if (e.kind == ErrorKind::connection) return std::unexpected(e);
+    if (e.kind != ErrorKind::busy || row_lock()) (void)give_back(key);
+    if (e.kind == ErrorKind::busy) return false;
+    return std::unexpected(e);
+  }
+
+  Strategy strategy_;
+  std::string kind_;  // the claims row's
+  std::unique_ptr<HolderSession> h_;
+  LockStatements st_;
+  Millis session_wait_{0};             // the holder session's lock wait (lock_wait_in_session)
+  std::optional<std::string> tagged_;  // the key whose holder tag the session holds
+};
+
 class SessionLocker final : public Locker {
  public:
-  SessionLocker(Strategy strategy, std::unique_ptr<SessionLock> lock, std::shared_ptr<Session> book,
-                const LeaseStatements& statements, std::string prefix, int keep)
-      : strategy_(to_string(strategy)), lock_(std::move(lock)), book_(std::move(book)), st_(statements),
-        prefix_(std::move(prefix)), keep_(keep) {}
+  SessionLocker(Strategy strategy, std::unique_ptr<HolderSession> holder, const LockStatements& lock,
+                std::shared_ptr<Session> book, const LeaseStatements& statements, std::string prefix, int keep)
+      : strategy_(to_string(strategy)), lock_(std::make_unique<ServerLock>(strategy, std::move(holder), lock)),
+        book_(std::move(book)), st_(statements), prefix_(std::move(prefix)), keep_(keep) {}
 
   // The server frees a dropped session's locks only once it has processed the disconnect, and
   // status must not lag: the lock goes back before the connection closes.
@@ -24,7 +185,7 @@ class SessionLocker final : public Locker {
   // One attempt, and more while the dialect hears of a release within `wait`.
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
     if (held_) return fail(ErrorKind::internal, "this locker already holds " + held_->key);
-    auto out = until_not_busy(lock_->release_signal(), req, wait,
+    auto out = until_not_busy(lock_->holder().release_signal(), req, wait,
                               [&](Millis left) { return with_schema(*book_, [&] { return attempt(req, left); }); });
     // The bookkeeping session holds nothing (a dialect's release signal, if any, is on it):
     // lost in a take or a wait, it is made again for the next attempt, whose failover gate is
@@ -58,7 +219,7 @@ class SessionLocker final : public Locker {
     // say otherwise when a first try of its release ran but the reply was lost (a read timeout on
     // a loaded server): with_retry ran it again and found it released already, by that try.
     auto gave_back = lock_->give_back(held_->key);
-    lock_->release_signal().released(signal_key(held_->request));
+    lock_->holder().release_signal().released(signal_key(held_->request));
     Result<void> history{};
     if (released)
       history = with_retry(*book_, [&] {
@@ -76,9 +237,9 @@ class SessionLocker final : public Locker {
     return {};
   }
 
-  int session_fd() const override { return held_ ? lock_->socket() : -1; }
-  int wakeup_fd() const override { return lock_->release_signal().fd(); }
-  void consume_wakeup() override { lock_->release_signal().consume(); }
+  int session_fd() const override { return held_ ? lock_->holder().socket() : -1; }
+  int wakeup_fd() const override { return lock_->holder().release_signal().fd(); }
+  void consume_wakeup() override { lock_->holder().release_signal().consume(); }
 
  private:
   // The server lock, then the row numbered on the bookkeeping session. Whatever stops the
@@ -93,14 +254,10 @@ class SessionLocker final : public Locker {
     // a semaphore's slot never is (its header comes first, in a transaction).
     const bool fold = lock_->folds_row() && req.semaphore.empty();
     auto take = [&]() -> Result<std::optional<Rows>> {
-      if (!fold) {
-        auto got = lock_->take(req.key, wait);
-        if (!got) return std::unexpected(got.error());
-        return *got ? std::optional<Rows>(Rows()) : std::nullopt;
-      }
-      auto got = lock_->take_numbered(req.key, wait, take_params(req, gate->fence, Value()));
+      if (fold) return lock_->take_numbered(req.key, wait, take_params(req, gate->fence, Value()));
+      auto got = lock_->take(req.key, wait);
       if (!got) return std::unexpected(got.error());
-      return got->taken ? std::optional<Rows>(std::move(got->numbered)) : std::nullopt;
+      return *got ? std::optional<Rows>(Rows()) : std::nullopt;
     };
     auto got = take();
     if (!got && got.error().kind == ErrorKind::connection) {
@@ -124,7 +281,7 @@ class SessionLocker final : public Locker {
             {"host", req.host},
             {"pid", req.pid},
             {"strategy", strategy_},
-            {"session_id", lock_->session_id()},
+            {"session_id", lock_->holder().session_id()},
             {"min_interval_ms", ms_value(req.min_interval)},
             {"token", token},
             {"fence", fence}};
@@ -179,7 +336,7 @@ class SessionLocker final : public Locker {
   }
 
   std::string strategy_;
-  std::unique_ptr<SessionLock> lock_;
+  std::unique_ptr<ServerLock> lock_;
   std::shared_ptr<Session> book_;
   LeaseStatements st_;
   std::string prefix_;
@@ -190,15 +347,11 @@ class SessionLocker final : public Locker {
 
 }  // namespace
 
-Result<SessionLock::NumberedTake> SessionLock::take_numbered(const std::string&, Millis, const Params&) {
-  return fail(ErrorKind::internal, "this session lock does not number the row itself");
-}
-
-std::unique_ptr<Locker> make_session_locker(Strategy strategy, std::unique_ptr<SessionLock> lock,
-                                            std::shared_ptr<Session> book, const LeaseStatements& statements,
-                                            std::string prefix, int keep) {
-  return std::make_unique<SessionLocker>(strategy, std::move(lock), std::move(book), statements, std::move(prefix),
-                                         keep);
+std::unique_ptr<Locker> make_session_locker(Strategy strategy, std::unique_ptr<HolderSession> holder,
+                                            const LockStatements& lock, std::shared_ptr<Session> book,
+                                            const LeaseStatements& statements, std::string prefix, int keep) {
+  return std::make_unique<SessionLocker>(strategy, std::move(holder), lock, std::move(book), statements,
+                                         std::move(prefix), keep);
 }
 
 }  // namespace dblock::sql

@@ -245,3 +245,38 @@ struct SchemaStatements {
 };
 
 }  // namespace dblock::sql
+
+namespace dblock::sql {
+
+/// The server lock of the session strategies (session_locker.hpp), run in the holder session.
+/// Parameters: :key, :kind (the strategy: the claims row's), :wait_ms (HolderSession::server_wait)
+/// and the dialect's own (HolderSession::bind). A statement a dialect needs not stays empty.
+struct LockStatements {
+  /// advisory: `advisory_wait` takes the key's lock within :wait_ms: (1) taken, (0) not, (NULL)
+  /// held by this session already; `advisory_try` without waiting (empty: `advisory_wait`).
+  /// `advisory_holds`: (1) while this session holds it. `advisory_give_back`: lets it go, (1)
+  /// when it was this session's. `advisory_numbered_*` (empty: none): in the bookkeeping session
+  /// itself, `advisory_try` / `advisory_wait` and then session_take (its parameters too) when
+  /// taken, in one statement: one row of session_take's three columns (NULL: not numbered) and
+  /// taken (1 or 0). `wait_ended`: a failed one took no lock (else it is given back).
+  Statement advisory_try, advisory_wait, advisory_holds, advisory_give_back;
+  Statement advisory_numbered_try, advisory_numbered_wait;
+  bool (*wait_ended)(const Error& failed) = nullptr;
+
+  /// for-update, txn-insert: `begin` opens the transaction that holds the lock; `lock_wait` sets
+  /// its lock wait to :wait_ms (or the dialect's form of it) for the transaction just begun, or
+  /// (`lock_wait_in_session`) for the session, when it changed (a session opens with none).
+  /// for-update: `lock_claim` / `lock_claim_nowait` lock the key's claims row, affected 1 (0: no
+  /// row, which `make_claim` inserts, committed; busy while another's insert is open).
+  /// txn-insert: `insert_claim` inserts it uncommitted, affected 1 (`insert_claim_try` without
+  /// waiting; empty: `insert_claim`). `tag` / `untag` (empty: none): a name the holder keeps
+  /// while it holds, so the server shows it: taken after txn-insert's insert (for-update's
+  /// `lock_claim` takes it), given back after the transaction. The renewals' proof, (1) while
+  /// held: `holds_claim` (txn-insert's own row), `alive` (for-update's transaction).
+  std::string begin;
+  Statement lock_wait;
+  bool lock_wait_in_session = false;
+  Statement lock_claim, lock_claim_nowait, make_claim, insert_claim, insert_claim_try, tag, untag, holds_claim, alive;
+};
+
+}  // namespace dblock::sql

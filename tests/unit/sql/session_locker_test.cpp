@@ -1,9 +1,12 @@
 // The session locker (src/core/sql/session_locker.cpp) on a scripted bookkeeping session and a
-// server lock of its own: what a release reports when its row statement's reply was lost.
+// scripted holder session: what a release reports when its row statement's reply was lost, and
+// what the server lock's take leaves behind.
 
 #include <doctest/doctest.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "core/sql/session_locker.hpp"
 #include "support/scripted_session.hpp"
@@ -12,25 +15,45 @@ using namespace dblock;
 
 namespace {
 
-// A server lock that is always taken and, unless told otherwise, given back held.
-class FakeLock final : public sql::SessionLock {
+// A holder session answering from a scripted session, its transaction opened by BEGIN and
+// ended by ROLLBACK.
+class ScriptedHolder final : public sql::HolderSession {
  public:
-  Result<bool> take(const std::string&, Millis) override { return true; }
-  Result<bool> holds(const std::string&) override { return true; }
-  Result<void> give_back(const std::string&) override {
-    if (lost) return fail(ErrorKind::lost, "GET_LOCK was not held");
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis) override { return session.run(st, p); }
+  Result<void> exec(std::string_view sql) override {
+    execs.emplace_back(sql);
+    open = sql == "BEGIN";
     return {};
   }
-  std::string session_id() const override { return "1"; }
-  int socket() const override { return -1; }
+  void close() override {}
   Result<void> reopen() override { return {}; }
+  bool transaction_open() const override { return open; }
+  std::string session_id() const override { return "1"; }
+  int socket() const override { return 0; }  // open
+  Millis server_wait(Millis wait, bool) const override { return wait; }
+  void bind(sql::Params&, const std::string&, Millis) const override {}
   sql::ReleaseSignal& release_signal() override { return signal_; }
 
-  bool lost = false;
+  testing::ScriptedSession session;
+  std::vector<std::string> execs;
+  bool open = false;
 
  private:
   sql::ReleaseSignal signal_;
 };
+
+sql::LockStatements lock_statements() {
+  sql::LockStatements st;
+  st.advisory_wait = {"lock.advisory_wait", "take"};
+  st.advisory_give_back = {"lock.advisory_give_back", "give back"};
+  st.begin = "BEGIN";
+  st.lock_wait = {"lock.wait", "wait"};
+  st.lock_claim_nowait = {"lock.claim_nowait", "lock"};
+  st.make_claim = {"lock.make_claim", "make"};
+  st.insert_claim = {"lock.insert_claim", "insert"};
+  st.insert_claim_try = {"lock.insert_claim_try", "insert or not"};
+  return st;
+}
 
 sql::LeaseStatements statements() {
   sql::LeaseStatements st;
@@ -39,6 +62,13 @@ sql::LeaseStatements statements() {
   return st;
 }
 
+// A holder whose advisory lock is taken and given back as this session's (`ours`).
+std::unique_ptr<ScriptedHolder> advisory_holder(bool ours) {
+  auto holder = std::make_unique<ScriptedHolder>();
+  holder->session.answers["lock.advisory_wait"] = testing::row_of({"1"});
+  holder->session.answers["lock.advisory_give_back"] = testing::row_of({ours ? "1" : "0"});
+  return holder;
+}
 
 // The row numbered with token 5; the release's first try runs but its reply is lost (the
 // connection broke: an I/O timeout on a loaded server), so with_retry runs it again on a new
@@ -50,17 +80,22 @@ std::shared_ptr<testing::ScriptedSession> book_losing_the_release_reply() {
   return book;
 }
 
+std::unique_ptr<Locker> locker(Strategy strategy, std::unique_ptr<ScriptedHolder> holder,
+                               std::shared_ptr<testing::ScriptedSession> book) {
+  return sql::make_session_locker(strategy, std::move(holder), lock_statements(), std::move(book), statements(),
+                                  "dblock_", 10);
+}
+
 }  // namespace
 
 TEST_CASE("a session release whose reply was lost, with the server lock held to the end, is no loss") {
   auto book = book_losing_the_release_reply();
-  auto lock = std::make_unique<FakeLock>();
-  auto locker = sql::make_session_locker(Strategy::advisory, std::move(lock), book, statements(), "dblock_", 10);
-  auto got = locker->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  auto l = locker(Strategy::advisory, advisory_holder(true), book);
+  auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
   REQUIRE(got);
   REQUIRE(got->state == AcquireOutcome::State::acquired);
   CHECK(got->token == 5);
-  auto released = locker->release(ReleaseRequest{});
+  auto released = l->release(ReleaseRequest{});
   CHECK(book->runs["lease.release"] == 2);
   CHECK(book->reconnects == 1);
   CHECK(released);
@@ -68,11 +103,39 @@ TEST_CASE("a session release whose reply was lost, with the server lock held to 
 
 TEST_CASE("a session release whose server lock was gone is a loss, whatever the row said") {
   auto book = book_losing_the_release_reply();
-  auto lock = std::make_unique<FakeLock>();
-  lock->lost = true;
-  auto locker = sql::make_session_locker(Strategy::advisory, std::move(lock), book, statements(), "dblock_", 10);
-  REQUIRE(locker->try_acquire(testing::lock_request(Millis(3000)), Millis(0)));
-  auto released = locker->release(ReleaseRequest{});
+  auto l = locker(Strategy::advisory, advisory_holder(false), book);
+  REQUIRE(l->try_acquire(testing::lock_request(Millis(3000)), Millis(0)));
+  auto released = l->release(ReleaseRequest{});
   REQUIRE_FALSE(released);
   CHECK(released.error().kind == ErrorKind::lost);
+}
+
+TEST_CASE("a for-update take that finds no claims row inserts it, committed, and locks it again") {
+  auto holder = std::make_unique<ScriptedHolder>();
+  holder->session.in_turn["lock.claim_nowait"] = {sql::Rows{}};
+  holder->session.answers["lock.claim_nowait"] = testing::row_of({"1"}, 1);
+  ScriptedHolder& h = *holder;
+  auto l = locker(Strategy::for_update, std::move(holder), book_losing_the_release_reply());
+  auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  REQUIRE(got);
+  CHECK(got->state == AcquireOutcome::State::acquired);
+  CHECK(h.session.runs["lock.claim_nowait"] == 2);
+  CHECK(h.session.runs["lock.make_claim"] == 1);
+  CHECK(h.execs == std::vector<std::string>{"BEGIN", "ROLLBACK", "BEGIN"});
+  CHECK(h.open);  // the lock's transaction, held
+}
+
+TEST_CASE("a txn-insert take that finds the key taken holds nothing and leaves no transaction open") {
+  auto holder = std::make_unique<ScriptedHolder>();  // insert_claim_try inserts nothing
+  ScriptedHolder& h = *holder;
+  auto book = book_losing_the_release_reply();
+  auto l = locker(Strategy::txn_insert, std::move(holder), book);
+  auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  REQUIRE(got);
+  CHECK(got->state == AcquireOutcome::State::busy);
+  CHECK(h.session.runs["lock.insert_claim_try"] == 1);
+  CHECK(h.session.runs["lock.insert_claim"] == 0);
+  CHECK(h.execs == std::vector<std::string>{"BEGIN", "ROLLBACK"});
+  CHECK_FALSE(h.open);
+  CHECK(book->runs["session.take"] == 0);
 }
