@@ -188,10 +188,8 @@ void progress_gave_up(const std::string& key, const WaitResult& r, const std::st
   log::progress(line + ": " + why);
 }
 
-Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& asked, std::optional<Millis> wait,
+Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::optional<Millis> wait,
                              SignalWatch& signals, Millis overload_retry) {
-  LockRequest request = asked;
-  request.waits = wait && *wait > 0ms;
   const Millis start = boottime_now();
   const bool forever = wait && *wait == Millis::max();
   const Millis deadline = !wait ? start : forever ? Millis::max() : start + std::max(*wait, 0ms);

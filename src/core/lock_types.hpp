@@ -43,10 +43,6 @@ struct LockRequest {
   // in the same transaction as the slot is taken. Empty `semaphore`: a plain lock.
   std::string semaphore;
   int slots = 0;
-  // The run waits for the lock (-w): a busy answer is not final, so a locker may set up how it
-  // hears releases even when asked not to block. false, and asked not to block: one look, busy
-  // is the answer (a cron skip costs no more statements).
-  bool waits = false;
 };
 
 /// A failover lock-delay in force (dblock(1) GUARANTEES, "Failover lock-delay"): the database's

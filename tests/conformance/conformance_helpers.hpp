@@ -69,13 +69,6 @@ inline LockRequest request(const std::string& key, const std::string& owner, Mil
   return req;
 }
 
-/// `req` as a run that waits (-w) asks it: the locker sets up how it hears releases even on
-/// an attempt that may not block (LockRequest::waits).
-inline LockRequest waiting(LockRequest req) {
-  req.waits = true;
-  return req;
-}
-
 /// One attempt that must not fail with an error (busy and not_due are answers, not errors).
 inline AcquireOutcome attempt(Locker& locker, const LockRequest& req) {
   auto out = locker.try_acquire(req, 0ms);

@@ -14,7 +14,6 @@
 #    schema check; the session settings travel in the startup packet;
 #  - on tables that do not exist yet the run creates them and succeeds, and the next run is
 #    back to the counts above;
-#  - a run without -w on a held key takes once and asks the failover record, nothing more;
 #  - a lease waiter LISTENs on the key once, between its first attempt and its second.
 source "$(dirname "$0")/lib.sh"
 
@@ -129,19 +128,6 @@ for s in lease advisory for-update txn-insert; do
   assert_eq "$s: the next run is back to $trips round trips" "$trips" "$(wire round_trips)"
   assert_eq "$s: both runs are in the new history" 2 "$(DBLOCK_TABLE_PREFIX=$fresh_prefix history_field "$k" runs.#)"
 done
-
-# A run without -w that finds the key busy (a cron skip, the start storm's losers): exit 75 after
-# one take and the failover record; no LISTEN and no second take for a wait it will not make.
-k=$(key wire-skip)
-start_bg h dblock run "$k" -- sleep 3
-wait_for 10 is_held "$k" || fail "lease holder never held"
-counted dblock run "$k" -- true
-assert_eq "a run without -w on a held key exits 75" 75 "$?"
-assert_eq "it LISTENs nowhere" 0 "$(wire queries | grep -c 'LISTEN')"
-assert_eq "it takes once" 1 "$(wire queries | grep -Ec '^WITH g AS .*INSERT INTO')"
-assert_eq "round trips after the handshake: the take and the failover record ($(wire queries | cut -c1-40 | tr '\n' '|'))" \
-  2 "$(wire round_trips)"
-wait "$h"
 
 # A lease waiter: one LISTEN, after its first attempt found the key busy; woken by the release.
 k=$(key wire-wait)

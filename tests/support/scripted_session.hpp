@@ -2,9 +2,8 @@
 // An sql::Session without a database, for the tests of core/sql: each statement is answered
 // from `in_turn`, then `answers`, by its id (no rows when it has none) and counted; the first
 // run of an id in `lose_first_reply` runs but loses its connection before the reply (a read
-// timeout on a loaded server); reconnects are counted; a wait for a release is counted, and can
-// be made to hear one each time or to lose its connection (MySQL's wake queue, PostgreSQL's
-// LISTEN). And a lock request to make of it.
+// timeout on a loaded server); reconnects are counted; a wait for a release can be made to lose
+// its connection (MySQL's wake queue, PostgreSQL's LISTEN). And a lock request to make of it.
 
 #include <cstdint>
 #include <deque>
@@ -38,10 +37,7 @@ class ScriptedSession final : public sql::Session {
   }
   bool schema_missing(const Error&) const override { return false; }
   std::string where() const override { return "scripted"; }
-  sql::ReleaseSignal& release_signal() override {
-    if (drop_waits) return dropping_;
-    return hearing_;
-  }
+  sql::ReleaseSignal& release_signal() override { return drop_waits ? dropping_ : signal_; }
   std::int64_t started_id() const override { return started; }
 
   std::map<std::string, sql::Rows> answers;  // by statement id
@@ -51,26 +47,13 @@ class ScriptedSession final : public sql::Session {
   std::map<std::string, int> runs;           // by statement id
   int reconnects = 0;
   bool drop_waits = false;  // a wait for a release loses the connection
-  bool hears_releases = false;  // every wait for a release says one may have happened (LISTEN's first answer)
-  int waits_for_release = 0;    // calls of the release signal's busy()
 
  private:
   class DroppingSignal final : public sql::ReleaseSignal {
    public:
     Result<bool> busy(const std::string&, Millis) override { return fail(ErrorKind::connection, "gone"); }
   };
-  class HearingSignal final : public sql::ReleaseSignal {
-   public:
-    explicit HearingSignal(ScriptedSession& s) : s_(s) {}
-    Result<bool> busy(const std::string&, Millis) override {
-      ++s_.waits_for_release;
-      return s_.hears_releases;
-    }
-
-   private:
-    ScriptedSession& s_;
-  };
-  HearingSignal hearing_{*this};
+  sql::ReleaseSignal signal_;
   DroppingSignal dropping_;
 };
 
@@ -82,15 +65,14 @@ inline sql::Rows row_of(std::vector<sql::Rows::Cell> cells, std::int64_t affecte
   return rows;
 }
 
-/// A request for key "k" by owner "me" on host "h", pid 1, with `ttl`; `waits`: the run waits (-w).
-inline LockRequest lock_request(Millis ttl, bool waits = false) {
+/// A request for key "k" by owner "me" on host "h", pid 1, with `ttl`.
+inline LockRequest lock_request(Millis ttl) {
   LockRequest req;
   req.key = "k";
   req.owner = "me";
   req.host = "h";
   req.pid = 1;
   req.ttl = ttl;
-  req.waits = waits;
   return req;
 }
 

@@ -30,12 +30,10 @@ inline const std::string& signal_key(const LockRequest& req) {
 
 /// `attempt(left)` (left: what remains of `wait`), made again while it answers busy and
 /// `signal` hears that a release may have happened within `wait`; a signal that does not block
-/// (it only says a release may have happened) gets a few quick retries. A call that may not
-/// block in a run that does not wait (req.waits false) asks the signal nothing: its first busy
-/// answer stands (a run that waits tries a semaphore's slots without blocking, too). A
-/// connection error ends it: the caller reconnects for the next attempt, which core schedules
-/// (had the lost reply carried our takeover, a retry would see our own row busy). Tells the
-/// signal when the key was taken, or when a waiter stops waiting without it.
+/// (it only says a release may have happened) gets a few quick retries. A connection error ends
+/// it: the caller reconnects for the next attempt, which core schedules (had the lost reply
+/// carried our takeover, a retry would see our own row busy). Tells the signal when the key was
+/// taken, or when a waiter stops waiting without it.
 template <class Attempt>
 Result<AcquireOutcome> until_not_busy(ReleaseSignal& signal, const LockRequest& req, Millis wait, Attempt&& attempt) {
   const auto until = std::chrono::steady_clock::now() + wait;
@@ -46,7 +44,7 @@ Result<AcquireOutcome> until_not_busy(ReleaseSignal& signal, const LockRequest& 
   Result<AcquireOutcome> out;
   for (int round = 0;; ++round) {
     out = attempt(left());
-    if (!out || out->state != AcquireOutcome::State::busy || (!req.waits && wait == Millis(0))) break;
+    if (!out || out->state != AcquireOutcome::State::busy) break;
     if (round >= 3 && left() == Millis(0)) break;
     auto again = signal.busy(signal_key(req), left());
     if (!again) {

@@ -32,7 +32,7 @@ void a_waiters_wakeup_descriptor_turns_readable() {
   auto c = make_semaphore_locker(std::move(*made), 2);
   acquire(*a, slot_request(key, "owner-a"));
   acquire(*b, slot_request(key, "owner-b"));
-  REQUIRE(attempt(*c, waiting(slot_request(key, "owner-c"))).state == AcquireOutcome::State::busy);
+  REQUIRE(attempt(*c, slot_request(key, "owner-c")).state == AcquireOutcome::State::busy);
   const int fd = c->wakeup_fd();
   REQUIRE(fd >= 0);
   c->consume_wakeup();
@@ -41,7 +41,7 @@ void a_waiters_wakeup_descriptor_turns_readable() {
   pollfd p{fd, POLLIN, 0};
   CHECK(::poll(&p, 1, 5000) == 1);  // generous: a loaded machine
   c->consume_wakeup();
-  AcquireOutcome got = attempt(*c, waiting(slot_request(key, "owner-c")));
+  AcquireOutcome got = attempt(*c, slot_request(key, "owner-c"));
   CHECK(got.state == AcquireOutcome::State::acquired);
   CHECK(got.slot == 0);
   release(*b);

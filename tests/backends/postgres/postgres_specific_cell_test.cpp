@@ -37,7 +37,6 @@ std::unique_ptr<Backend> open_with(const std::string& dsn_text, const BackendOpt
 }
 
 using conformance::request;  // the one LockRequest of the conformance tests
-using conformance::waiting;
 
 // A raw libpq session for the test's own SQL (pg_terminate_backend, table setup).
 struct Raw {
@@ -174,7 +173,7 @@ TEST_CASE("postgres: a waiter is handed the key by the server at the holder's re
     std::string problem;
     std::thread waiter([&] {
       for (int tries = 0; tries < 10; ++tries) {
-        auto out = (*w)->try_acquire(conformance::waiting(request(key, "W")), lease ? Millis(0) : Millis(2000));
+        auto out = (*w)->try_acquire(request(key, "W"), lease ? Millis(0) : Millis(2000));
         if (!out) {
           problem = out.error().message;
           return;
@@ -217,7 +216,7 @@ TEST_CASE("postgres: a lease waiter's wakeup descriptor turns readable at the ho
   auto other = open_with(test::dsn(), opts(prefix));
   auto c = other->make_locker(test::strategy());
   REQUIRE((*a)->try_acquire(request(key, "A"), Millis(0))->state == AcquireOutcome::State::acquired);
-  REQUIRE((*c)->try_acquire(waiting(request(key, "C")), Millis(0))->state == AcquireOutcome::State::busy);
+  REQUIRE((*c)->try_acquire(request(key, "C"), Millis(0))->state == AcquireOutcome::State::busy);
   int fd = (*c)->wakeup_fd();
   REQUIRE(fd >= 0);
   (*c)->consume_wakeup();

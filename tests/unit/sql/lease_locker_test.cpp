@@ -91,33 +91,13 @@ TEST_CASE("a lease take that explains its refusal runs no refusal statement") {
   CHECK(session->runs["failover.read"] == 1);
 }
 
-TEST_CASE("a run that does not wait takes once and asks nothing of the release signal") {
-  // A signal that always says a release may have happened (PostgreSQL's first LISTEN does):
-  // a cron skip must not try again, nor set up a wait it will never use.
-  auto session = refusing_session(true);
-  session->hears_releases = true;
-  sql::LeaseStatements st = folded_statements();
-  st.take_explains = true;
-  auto locker = sql::make_lease_locker(session, st, "dblock_", 10);
-  auto out = locker->try_acquire(testing::lock_request(Millis(30000)), Millis(0));
-  REQUIRE(out);
-  CHECK(out->state == AcquireOutcome::State::busy);
-  CHECK(session->runs["lease.take"] == 1);
-  CHECK(session->waits_for_release == 0);
-  // A run that waits hears the signal, and tries again at once on its word.
-  out = locker->try_acquire(testing::lock_request(Millis(30000), /*waits=*/true), Millis(0));
-  REQUIRE(out);
-  CHECK(session->waits_for_release > 0);
-  CHECK(session->runs["lease.take"] > 2);
-}
-
 TEST_CASE("a lease waiter whose wait for a release lost the connection reconnects and reads the failover record again") {
   auto session = refusing_session();
   auto locker = sql::make_lease_locker(session, folded_statements(), "dblock_", 10);
   REQUIRE(locker->try_acquire(testing::lock_request(Millis(30000)), Millis(0)));
   CHECK(session->runs["failover.read"] == 1);
   session->drop_waits = true;
-  auto out = locker->try_acquire(testing::lock_request(Millis(30000), /*waits=*/true), Millis(1000));
+  auto out = locker->try_acquire(testing::lock_request(Millis(30000)), Millis(1000));
   REQUIRE_FALSE(out);
   CHECK(out.error().kind == ErrorKind::connection);
   // The locker reconnects (not the signal behind its back), and the new connection may reach
