@@ -21,6 +21,7 @@ Millis HeartbeatTiming::safety_margin() { return 1000ms; }
 Heartbeat::Heartbeat(Locker& locker, Millis ttl, Millis acquired_sent_at) : locker_(locker), timing_{ttl} {
   state_.deadline = acquired_sent_at + ttl;
   event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  renewing_ = true;  // the thread's first act (loop)
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -59,7 +60,13 @@ void Heartbeat::notify_changed() {
 
 void Heartbeat::loop() {
   Millis next = state_.deadline - timing_.ttl + timing_.interval();
+  // First, while the command runs and before anything is due, the release made ready
+  // (locker.hpp); always, even when stop() came first, so every run does the same work. The
+  // constructor set renewing_, so stop() waits for it: the release never runs alongside.
+  locker_.prepare_release();
   std::unique_lock lock(mutex_);
+  renewing_ = false;
+  idle_cv_.notify_all();
   for (;;) {
     // CLOCK_BOOTTIME has no condition-variable clock; wait in short steps instead.
     Millis now{0};

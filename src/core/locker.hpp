@@ -44,6 +44,11 @@ class Locker {
   /// writes the history row and last_* columns when asked.
   virtual Result<void> release(const ReleaseRequest& req) = 0;
 
+  /// Called once while the command runs, on the heartbeat's thread (it uses the locker as a
+  /// renew does, never alongside try_acquire or release): the locker may make ready what its
+  /// release will run, which the next waiter waits for. Best effort; the default does nothing.
+  virtual void prepare_release() {}
+
   /// Session strategies: the socket of the connection whose session holds the lock, or -1
   /// (lease, or nothing held). Core watches it for the server closing the session and keeps a
   /// duplicate open until the command's whole process tree is dead; it never reads or writes it.

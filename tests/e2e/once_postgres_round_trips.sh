@@ -12,6 +12,10 @@
 #    wait for it; for-update and txn-insert: the record, BEGIN, the lock timeout and the lock,
 #    the token, the same release with ROLLBACK for the unlock; and nothing else: no
 #    schema check; the session settings travel in the startup packet;
+#  - the session strategies make their release's row statement ready while the command runs
+#    (whether the session is served directly, then a named Parse: two round trips), and the
+#    release runs it by name, so the waiter it lets in does not wait for its parse; a waiter's
+#    numbering is made ready before it waits, and run by name once its lock is granted;
 #  - on tables that do not exist yet the run creates them and succeeds, and the next run is
 #    back to the counts above;
 #  - a lease waiter LISTENs on the key once, between its first attempt and its second.
@@ -60,6 +64,8 @@ if what == "connections": print(len(rows))
 elif what == "round_trips": print(sum(r["round_trips"] for r in rows))
 elif what == "statements": print(sum(len(r["queries"]) for r in rows))
 elif what == "queries": print("\n".join(q for r in rows for q in r["queries"]))
+elif what == "named": print("\n".join(q for r in rows for q in r["named"]))
+elif what == "bound": print("\n".join(q for r in rows for q in r["bound"]))
 elif what == "options": print("\n".join(r["startup"].get("options", "") for r in rows))' "$E2E_TMP/run.log" "$1"
 }
 
@@ -71,8 +77,8 @@ for s in lease advisory for-update txn-insert; do
   assert_eq "$s: run exits 0" 0 "$?"
   case $s in
     lease) conns=1 trips=6 ;;
-    advisory) conns=1 trips=8 ;;
-    *) conns=2 trips=11 ;;
+    advisory) conns=1 trips=10 ;;
+    *) conns=2 trips=13 ;;
   esac
   assert_eq "$s: connections per run" "$conns" "$(wire connections)"
   assert_eq "$s: round trips after the handshake ($(wire queries | cut -c1-60 | tr '\n' '|'))" "$trips" "$(wire round_trips)"
@@ -95,6 +101,10 @@ for s in lease advisory for-update txn-insert; do
       "UPDATE|BEGIN;|INSERT|SELECT|COMMIT" \
       "$(wire queries | grep -A5 '^UPDATE .* SET released_at' | grep -v '^--' |
         grep -vE '^(SELECT (ours, )?pg_advisory_unlock_all|ROLLBACK)' | head -5 | cut -d' ' -f1 | paste -sd'|')"
+    # Made ready while the command ran (a named Parse), run by that name.
+    name=$(wire named | grep -P '^dblock_\d+\tUPDATE .* SET released_at' | cut -f1)
+    check "$s: the release's row statement is prepared by name" test -n "$name"
+    check "$s: and the release runs it by that name" grep -qx "${name:-none}" <<<"$(wire bound)"
   fi
 done
 
@@ -122,12 +132,23 @@ for s in lease advisory for-update txn-insert; do
   counted env DBLOCK_TABLE_PREFIX="$fresh_prefix" dblock -s "$s" run "$k" -- true
   case $s in
     lease) trips=6 ;;
-    advisory) trips=8 ;;
-    *) trips=11 ;;
+    advisory) trips=10 ;;
+    *) trips=13 ;;
   esac
   assert_eq "$s: the next run is back to $trips round trips" "$trips" "$(wire round_trips)"
   assert_eq "$s: both runs are in the new history" 2 "$(DBLOCK_TABLE_PREFIX=$fresh_prefix history_field "$k" runs.#)"
 done
+
+# A for-update waiter: its numbering is prepared before it waits and runs by that name.
+k=$(key wire-wait-rows)
+start_bg h dblock -s for-update run "$k" -- sleep 1.5
+wait_for 10 is_held "$k" || fail "for-update holder never held"
+counted dblock -s for-update run "$k" -w 20s -- true
+assert_eq "for-update waiter exits 0" 0 "$?"
+wait "$h"
+name=$(wire named | grep -P '^dblock_\d+\tINSERT INTO \S+locks" AS l ' | cut -f1)
+check "the for-update waiter prepares its numbering by name" test -n "$name"
+check "and numbers its row by that name" grep -qx "${name:-none}" <<<"$(wire bound)"
 
 # A lease waiter: one LISTEN, after its first attempt found the key busy; woken by the release.
 k=$(key wire-wait)

@@ -6,13 +6,15 @@
 Listens on a free port of 127.0.0.1, forwards every connection to 127.0.0.1:PORT and, when a
 connection ends, appends one JSON line about it to --log:
 
-  {"startup": {...startup parameters...}, "round_trips": N, "queries": [...], "messages": "..."}
+  {"startup": {...}, "round_trips": N, "queries": [...], "named": [...], "bound": [...], "messages": "..."}
 
   startup     the parameters of the StartupMessage (user, database, options, application_name)
   round_trips the client's turns after the server first said ReadyForQuery: each time the
               client sends after the server has sent, one more, except a turn that only says
               Terminate (nothing is waited for). Pipelined statements sent together are one.
   queries     the SQL text of every simple Query ('Q') and Parse ('P') message, in order
+  named       "NAME<tab>SQL" of every Parse that names its statement (a prepared statement)
+  bound       the statement name of every Bind that runs a named statement, in order
   messages    the type bytes the client sent after the handshake, in order ("P B D E S ...")
   cancel      true for a CancelRequest connection
 
@@ -49,6 +51,8 @@ class Conn:
         self.bursts = []
         self.startup = {}
         self.queries = []
+        self.named = []
+        self.bound = []
         self.messages = []
         self.cancel = False
         self.closed = 0
@@ -95,7 +99,15 @@ class Conn:
                 elif kind == "P":
                     name_end = body.index(b"\0")
                     text_end = body.index(b"\0", name_end + 1)
-                    self.queries.append(body[name_end + 1:text_end].decode(errors="replace"))
+                    text = body[name_end + 1:text_end].decode(errors="replace")
+                    self.queries.append(text)
+                    if name_end > 0:
+                        self.named.append(body[:name_end].decode(errors="replace") + "\t" + text)
+                elif kind == "B":
+                    portal_end = body.index(b"\0")
+                    name = body[portal_end + 1:body.index(b"\0", portal_end + 1)]
+                    if name:
+                        self.bound.append(name.decode(errors="replace"))
 
     def from_server(self, data):
         with self.lock:
@@ -124,6 +136,7 @@ class Conn:
                 return
             turns = [b for b in self.bursts if any(k != "X" for k in b)]
             line = json.dumps({"startup": self.startup, "round_trips": len(turns), "queries": self.queries,
+                               "named": self.named, "bound": self.bound,
                                "messages": " ".join(self.messages), "cancel": self.cancel})
         with self.log_lock:
             with open(self.log, "a") as f:

@@ -60,8 +60,11 @@ class FakeLocker final : public Locker {
     return {};
   }
 
+  void prepare_release() override { ++s_->releases_prepared; }
+
   Result<void> release(const ReleaseRequest& req) override {
     std::lock_guard lock(s_->mutex);
+    s_->prepared_before_release.push_back(s_->releases_prepared);
     s_->releases.push_back(req);
     if (s_->release_error) return std::unexpected(*s_->release_error);
     return {};

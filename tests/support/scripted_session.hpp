@@ -31,6 +31,7 @@ class ScriptedSession final : public sql::Session {
     return it == answers.end() ? sql::Rows{} : it->second;
   }
   Result<void> exec(std::string_view) override { return {}; }
+  void prepare(const sql::Statement& st) override { prepared.push_back(st.id + (runs[st.id] ? " (after a run)" : "")); }
   Result<void> reconnect(const Error&) override {
     ++reconnects;
     return {};
@@ -45,6 +46,7 @@ class ScriptedSession final : public sql::Session {
   std::int64_t started = 0;                  // started_id
   std::set<std::string> lose_first_reply;    // statement ids
   std::map<std::string, int> runs;           // by statement id
+  std::vector<std::string> prepared;         // statement ids, in order of prepare()
   int reconnects = 0;
   bool drop_waits = false;  // a wait for a release loses the connection
 

@@ -86,6 +86,14 @@ TEST_CASE("run: the heartbeat renews while the command runs") {
   CHECK(f.only_release().finished_run);
 }
 
+TEST_CASE("run: the release is made ready once while the command runs, before it runs") {
+  Fixture f;
+  f.shell("exit 0");  // even a command that ends at once
+  CHECK(f.run() == 0);
+  CHECK(f.script->releases_prepared == 1);
+  CHECK(f.script->prepared_before_release == std::vector<int>{1});
+}
+
 TEST_CASE("run: the command's exit status passes through as failed") {
   Fixture f;
   f.shell("exit 3");

@@ -274,33 +274,9 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
     args.push_back(s ? s->c_str() : std::holds_alternative<std::int64_t>(*values[i]) ? numbers[i].c_str() : nullptr);
   }
   const int n = static_cast<int>(values.size());
-  // A statement this server session runs again (a waiter's next attempt, a renewal) is parsed
-  // once: 100 lease waiters each try again at every release, and parsing the take is most of
-  // an attempt's server time. Its name is this connection's own number for it. Only outside a
-  // transaction: should the name be gone (26000, what transaction pooling does), naming turns
-  // off for this connection and the statement runs again unnamed, which is clean there.
-  if (c != named_for_) names_.clear(), prepared_ = 0, named_for_ = c;
-  std::string name;
-  if (naming_ && named_by && !values.empty() && PQtransactionStatus(c) == PQTRANS_IDLE) {
-    auto [it, first_run] = names_.try_emplace(text, 0);
-    if (!first_run && it->second == 0) {
-      // Behind a pooler a name would only go missing and fill the server's log: ask first.
-      if (prepared_ == 0) {
-        auto direct = sql::served_directly(*named_by, session_id_statement());
-        if (!direct) return std::unexpected(direct.error());
-        naming_ = *direct;
-      }
-      if (naming_) {
-        const std::string next = "dblock_" + std::to_string(prepared_ + 1);
-        if (!PQsendPrepare(c, next.c_str(), text.c_str(), n, nullptr)) return std::unexpected(broken("sending a statement"));
-        auto prepared = collect(deadline);
-        if (!prepared) return std::unexpected(prepared.error());
-        if (prepared->error) naming_ = false;
-        else it->second = ++prepared_;
-      }
-    }
-    if (naming_ && it->second > 0) name = "dblock_" + std::to_string(it->second);
-  }
+  auto named = name_for(text, n, named_by, deadline, false);
+  if (!named) return std::unexpected(named.error());
+  const std::string& name = *named;
   const bool by_name = !name.empty();
   const int sent = values.empty() ? PQsendQuery(c, text.c_str())
                    : by_name      ? PQsendQueryPrepared(c, name.c_str(), n, args.data(), nullptr, nullptr, 0)
@@ -314,6 +290,42 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
   }
   if (done->error) return std::unexpected(statement_error(done->error.get(), c, dsn_.redacted));
   return rows_of(done->last.get());
+}
+
+// A statement this server session runs again (a waiter's next attempt, a renewal), or one made
+// ready ahead (prepare), is parsed once: 100 lease waiters each try again at every release, and
+// parsing the take is most of an attempt's server time. Its name is this connection's own number
+// for it. Only outside a transaction: should the name be gone (26000, what transaction pooling
+// does), naming turns off for this connection and the statement runs again unnamed, which is
+// clean there. "" : run it unnamed.
+Result<std::string> Connection::name_for(const std::string& text, int n, sql::Session* named_by, Millis deadline,
+                                         bool now) {
+  PGconn* c = conn_.get();
+  if (c != named_for_) names_.clear(), prepared_ = 0, named_for_ = c;
+  if (!naming_ || !named_by || n == 0 || PQtransactionStatus(c) != PQTRANS_IDLE) return std::string();
+  auto [it, first_run] = names_.try_emplace(text, 0);
+  if (it->second == 0 && (now || !first_run)) {
+    // Behind a pooler a name would only go missing and fill the server's log: ask first.
+    if (prepared_ == 0) {
+      auto direct = sql::served_directly(*named_by, session_id_statement());
+      if (!direct) return std::unexpected(direct.error());
+      naming_ = *direct;
+    }
+    if (naming_) {
+      const std::string next = "dblock_" + std::to_string(prepared_ + 1);
+      if (!PQsendPrepare(c, next.c_str(), text.c_str(), n, nullptr)) return std::unexpected(broken("sending a statement"));
+      auto prepared = collect(deadline);
+      if (!prepared) return std::unexpected(prepared.error());
+      if (prepared->error) naming_ = false;
+      else it->second = ++prepared_;
+    }
+  }
+  return naming_ && it->second > 0 ? "dblock_" + std::to_string(it->second) : std::string();
+}
+
+void Connection::prepare(std::string_view sql, int n, sql::Session* named_by) {
+  if (!is_open()) return;
+  (void)name_for(std::string(sql), n, named_by, boottime_now() + options_.io_timeout, true);
 }
 
 Result<Connection::Collected> Connection::collect(Millis deadline) {
@@ -393,6 +405,11 @@ Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& para
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
   return conn_->exec(compiled.text, *values, extra, this);
+}
+
+void Session::prepare(const sql::Statement& st) {
+  const sql::Compiled& compiled = compiled_.get(st);
+  conn_->prepare(compiled.text, static_cast<int>(compiled.names.size()), this);
 }
 
 Result<void> Session::exec(std::string_view sql) {

@@ -37,6 +37,10 @@ class Connection {
   Result<sql::Rows> exec(std::string_view sql, const std::vector<const sql::Value*>& values = {},
                          Millis extra = Millis{0}, sql::Session* named_by = nullptr);
 
+  /// Names `sql` (n parameters) now, where exec would on its second run, so its first run is
+  /// not parsed (sql::Session::prepare). Best effort: a failure is the next statement's to say.
+  void prepare(std::string_view sql, int n, sql::Session* named_by);
+
   /// True while a transaction is open and healthy on this connection.
   bool in_transaction() const { return is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INTRANS; }
   /// True while a transaction is open, healthy or failed (a ROLLBACK is due).
@@ -82,6 +86,7 @@ class Connection {
     std::string sqlstate;
   };
   Result<Collected> collect(Millis deadline);
+  Result<std::string> name_for(const std::string& text, int n, sql::Session* named_by, Millis deadline, bool now);
   static sql::Rows rows_of(const PGresult* last);
 
   Dsn dsn_;
@@ -109,6 +114,7 @@ class Session final : public sql::Session {
   /// run() of a statement that may wait `extra` longer than the I/O timeout (for a lock).
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params, Millis extra);
   Result<void> exec(std::string_view sql) override;
+  void prepare(const sql::Statement& st) override;
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
   /// 42P01 (no such table), 42703 (no such column).
   bool schema_missing(const Error& failed) const override { return failed.sqlstate == "42P01" || failed.sqlstate == "42703"; }

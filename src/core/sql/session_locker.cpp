@@ -237,6 +237,12 @@ class SessionLocker final : public Locker {
     return {};
   }
 
+  // The row's release is what the next waiter waits for (release()): parsed now, while the
+  // command runs.
+  void prepare_release() override {
+    if (held_) book_->prepare(st_.release);
+  }
+
   int session_fd() const override { return held_ ? lock_->holder().socket() : -1; }
   int wakeup_fd() const override { return lock_->holder().release_signal().fd(); }
   void consume_wakeup() override { lock_->holder().release_signal().consume(); }
@@ -259,6 +265,12 @@ class SessionLocker final : public Locker {
       if (!got) return std::unexpected(got.error());
       return *got ? std::optional<Rows>(Rows()) : std::nullopt;
     };
+    // A waiter numbers its row the moment its lock is granted, which is part of the handoff:
+    // its statement is parsed before the wait, while nothing depends on it.
+    if (wait.count() > 0 && !fold && !take_prepared_) {
+      book_->prepare(st_.session_take);
+      take_prepared_ = true;
+    }
     auto got = take();
     if (!got && got.error().kind == ErrorKind::connection) {
       // Nothing is held yet, so a holder session that is gone (the server's idle limit passed
@@ -343,6 +355,7 @@ class SessionLocker final : public Locker {
   int keep_;
   std::optional<HeldRun> held_;
   std::optional<failover::Admitted> admitted_;  // the failover gate found open on book_
+  bool take_prepared_ = false;                  // session_take made ready for a waiter (attempt)
 };
 
 }  // namespace

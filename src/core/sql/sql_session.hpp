@@ -153,6 +153,11 @@ class Session {
   virtual Result<Rows> run(const Statement& st, const Params& params) = 0;
   /// Runs SQL without parameters (BEGIN, COMMIT, ROLLBACK, DDL); rows are dropped.
   virtual Result<void> exec(std::string_view sql) = 0;
+  /// A hint: `st` runs on this session later, at a moment someone waits for it (a release, a
+  /// waiter numbering its row once its lock is granted). A dialect may parse it now, while no one
+  /// waits, so that run skips the work; one that cannot does nothing. A failure here is the
+  /// later run's to report.
+  virtual void prepare(const Statement& /*st*/) {}
 
   /// Closes and opens again (a lease survives a short outage); ErrorKind::connection when the
   /// server still cannot be reached. A session that cannot reconnect returns `why`.

@@ -48,6 +48,7 @@ sql::LockStatements lock_statements() {
   st.advisory_give_back = {"lock.advisory_give_back", "give back"};
   st.begin = "BEGIN";
   st.lock_wait = {"lock.wait", "wait"};
+  st.lock_claim = {"lock.claim", "lock or wait"};
   st.lock_claim_nowait = {"lock.claim_nowait", "lock"};
   st.make_claim = {"lock.make_claim", "make"};
   st.insert_claim = {"lock.insert_claim", "insert"};
@@ -138,4 +139,33 @@ TEST_CASE("a txn-insert take that finds the key taken holds nothing and leaves n
   CHECK(h.execs == std::vector<std::string>{"BEGIN", "ROLLBACK"});
   CHECK_FALSE(h.open);
   CHECK(book->runs["session.take"] == 0);
+}
+
+TEST_CASE("a waiter's numbering is made ready before it waits, and a holder's release while it holds") {
+  auto holder = std::make_unique<ScriptedHolder>();
+  holder->session.answers["lock.claim"] = testing::row_of({"1"}, 1);
+  auto book = std::make_shared<testing::ScriptedSession>();
+  book->answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
+  book->answers["lease.release"] = testing::row_of({}, 1);
+  auto l = locker(Strategy::for_update, std::move(holder), book);
+  auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(2000));  // may wait 2 s
+  REQUIRE(got);
+  REQUIRE(got->state == AcquireOutcome::State::acquired);
+  CHECK(book->prepared == std::vector<std::string>{"session.take"});  // before its run
+  l->prepare_release();
+  CHECK(book->prepared == std::vector<std::string>{"session.take", "lease.release"});
+  CHECK(l->release(ReleaseRequest{}));
+  CHECK(book->runs["lease.release"] == 1);
+}
+
+TEST_CASE("a take that does not wait makes nothing ready, and nothing is released unheld") {
+  auto holder = std::make_unique<ScriptedHolder>();
+  holder->session.answers["lock.claim_nowait"] = testing::row_of({"1"}, 1);
+  auto book = std::make_shared<testing::ScriptedSession>();
+  book->answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
+  auto l = locker(Strategy::for_update, std::move(holder), book);
+  l->prepare_release();  // nothing held yet
+  CHECK(book->prepared.empty());
+  REQUIRE(l->try_acquire(testing::lock_request(Millis(3000)), Millis(0)));
+  CHECK(book->prepared.empty());
 }
