@@ -141,13 +141,24 @@ TEST_CASE("a txn-insert take that finds the key taken holds nothing and leaves n
   CHECK(book->runs["session.take"] == 0);
 }
 
-TEST_CASE("a waiter's numbering is made ready before it waits, and a holder's release while it holds") {
+namespace {
+
+// A for-update holder whose claims row is locked at once, with or without a wait, and a book
+// that numbers it with token 5 and releases it.
+std::unique_ptr<Locker> for_update_locker(std::shared_ptr<testing::ScriptedSession> book) {
   auto holder = std::make_unique<ScriptedHolder>();
   holder->session.answers["lock.claim"] = testing::row_of({"1"}, 1);
-  auto book = std::make_shared<testing::ScriptedSession>();
+  holder->session.answers["lock.claim_nowait"] = testing::row_of({"1"}, 1);
   book->answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
   book->answers["lease.release"] = testing::row_of({}, 1);
-  auto l = locker(Strategy::for_update, std::move(holder), book);
+  return locker(Strategy::for_update, std::move(holder), std::move(book));
+}
+
+}  // namespace
+
+TEST_CASE("a waiter's numbering is made ready before it waits, and a holder's release while it holds") {
+  auto book = std::make_shared<testing::ScriptedSession>();
+  auto l = for_update_locker(book);
   auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(2000));  // may wait 2 s
   REQUIRE(got);
   REQUIRE(got->state == AcquireOutcome::State::acquired);
@@ -159,11 +170,8 @@ TEST_CASE("a waiter's numbering is made ready before it waits, and a holder's re
 }
 
 TEST_CASE("a take that does not wait makes nothing ready, and nothing is released unheld") {
-  auto holder = std::make_unique<ScriptedHolder>();
-  holder->session.answers["lock.claim_nowait"] = testing::row_of({"1"}, 1);
   auto book = std::make_shared<testing::ScriptedSession>();
-  book->answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
-  auto l = locker(Strategy::for_update, std::move(holder), book);
+  auto l = for_update_locker(book);
   l->prepare_release();  // nothing held yet
   CHECK(book->prepared.empty());
   REQUIRE(l->try_acquire(testing::lock_request(Millis(3000)), Millis(0)));
