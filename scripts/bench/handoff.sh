@@ -149,7 +149,11 @@ section_handoff() {
     if [ -n "${dead[c]:-}" ]; then
       fail_row handoff "$(cell_label "${cells[$c]}")" "${dead[c]}"
     else
-      stat_row handoff "$(cell_label "${cells[$c]}")" ms "$tmp/handoff.$c"
+      # Issue 30's goal for dblock's own cells (the peers are references).
+      case ${cells[$c]} in
+        flock | etcd) stat_row handoff "$(cell_label "${cells[$c]}")" ms "$tmp/handoff.$c" ;;
+        *) stat_row handoff "$(cell_label "${cells[$c]}")" ms "$tmp/handoff.$c" "" "<=" 5 ;;
+      esac
       case ${cells[$c]} in sqlite:*) group=1 ;; mysql:*) group=2 ;; postgres:*) group=3 ;; *) group=4 ;; esac
       printf '"%s" %s %s\n' "$(cell_label "${cells[$c]}")" "$(stats "$tmp/handoff.$c" | cut -d' ' -f1-3)" "$group" >>"$out/handoff.dat"
     fi
@@ -290,7 +294,12 @@ throughput_rows() {
   label=$(cell_label "$cell")
   if [ "$2" -eq 0 ]; then
     result throughput "errors, $label" runs 0 "" "" "$((waiters * tp_rounds))" ""
-    stat_row throughput "handoffs/s, $label" "1/s" "$tmp/tp.$id.rate" "$waiters handoffs a round, all waiting first"
+    # The goal is for 100 waiters and dblock's own cells.
+    if [ "$waiters" -eq 100 ] && [ "$cell" != flock ] && [ "$cell" != etcd ]; then
+      stat_row throughput "handoffs/s, $label" "1/s" "$tmp/tp.$id.rate" "$waiters handoffs a round, all waiting first" ">=" 200
+    else
+      stat_row throughput "handoffs/s, $label" "1/s" "$tmp/tp.$id.rate" "$waiters handoffs a round, all waiting first"
+    fi
   else
     result throughput "errors, $label" runs "$2" "" "" "$((waiters * tp_rounds))" \
       "FAILED (must be 0): $(cat "$tmp/tp.$id.why")"

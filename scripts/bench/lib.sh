@@ -25,12 +25,20 @@ stats() {
     printf "%.2f %.2f %.2f %d\n", m, t[1], t[NR], NR }'
 }
 
-# stat_row SECTION MEASUREMENT UNIT FILE [NOTE]: one row from the samples in FILE.
+# goal_note VALUE OP GOAL UNIT: "goal OP GOAL UNIT: met" or "... NOT met" (OP is <= or >=).
+goal_note() {
+  echo "goal $2 $3$4: $(awk -v v="$1" -v op="$2" -v g="$3" 'BEGIN { print ((op == "<=" ? v <= g : v >= g) ? "met" : "NOT met") }')"
+}
+
+# stat_row SECTION MEASUREMENT UNIT FILE [NOTE] [OP GOAL]: one row from the samples in FILE;
+# with OP and GOAL, the note also says whether the median meets the goal (goal_note).
 stat_row() {
   local s
   if s=$(stats "$4"); then
     read -r med lo hi n <<<"$s"
-    result "$1" "$2" "$3" "$med" "$lo" "$hi" "$n" "${5:-}"
+    local note=${5:-}
+    [ -z "${7:-}" ] || note="${note:+$note; }$(goal_note "$med" "$6" "$7" " $3")"
+    result "$1" "$2" "$3" "$med" "$lo" "$hi" "$n" "$note"
   else
     fail_row "$1" "$2" "no samples"
   fi

@@ -76,8 +76,8 @@ section_scale() {
     cell "$b: history key-7, 10^2 runs" "$(scaled "$b" "$small" history key-7)"
     cell "$b: history key-7, $nb runs" "$(scaled "$b" "$big" history key-7)"
     interleave scale "$runs"
-    ratio_row scale "$b: run, $nb / 10^2 keys" "$b: run key-7 -- true, $nb keys" "$b: run key-7 -- true, 10^2 keys"
-    ratio_row scale "$b: history, $nb / 10^2 runs" "$b: history key-7, $nb runs" "$b: history key-7, 10^2 runs"
+    ratio_row scale "$b: run, $nb / 10^2 keys" "$b: run key-7 -- true, $nb keys" "$b: run key-7 -- true, 10^2 keys" 1.2
+    ratio_row scale "$b: history, $nb / 10^2 runs" "$b: history key-7, $nb runs" "$b: history key-7, 10^2 runs" 1.2
     peak_rss scale "$b: peak RSS, run key-7 -- true, $nb keys" "$rss_runs" "$(scaled "$b" "$big" run key-7 -- true)"
     peak_rss scale "$b: peak RSS, history key-7, $nb runs" "$rss_runs" "$(scaled "$b" "$big" history key-7)"
     # The big tables are dropped so a server keeps no 10^6-row leftovers between benches.
