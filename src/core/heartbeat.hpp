@@ -60,7 +60,7 @@ class Heartbeat {
   std::condition_variable cv_;
   std::condition_variable idle_cv_;  // renewing_ went false
   bool stopping_ = false;
-  bool renewing_ = false;  // a renew is in flight (the locker is in use)
+  bool renewing_ = false;  // the thread uses the locker (its first prepare_release, or a renew)
   State state_;
   std::thread thread_;
 };

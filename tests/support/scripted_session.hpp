@@ -31,7 +31,9 @@ class ScriptedSession final : public sql::Session {
     return it == answers.end() ? sql::Rows{} : it->second;
   }
   Result<void> exec(std::string_view) override { return {}; }
-  void prepare(const sql::Statement& st) override { prepared.push_back(st.id + (runs[st.id] ? " (after a run)" : "")); }
+  void prepare(const sql::Statement& st) override {
+    prepared.push_back(st.id + (runs.count(st.id) && runs.at(st.id) ? " (after a run)" : ""));
+  }
   Result<void> reconnect(const Error&) override {
     ++reconnects;
     return {};
