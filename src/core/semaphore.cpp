@@ -66,19 +66,20 @@ class SemaphoreLocker final : public Locker {
 
   // Every slot once, lowest first, none blocking: a waiter takes whichever frees first. A
   // header that another slot count or a plain holder owns answers the same for every slot, so
-  // the first answer settles it. Then, when core allows a server-side wait and the backend has
-  // no wake-up descriptor (MariaDB's wake names and lock waits, PostgreSQL's session lock
-  // waits), one slot is waited on for that slice, a different one each attempt: the release of
-  // that slot wakes this waiter at once, any other is seen by the next attempt, at most one
-  // slice later. Backends that wake core through wakeup_fd() (SQLite, PostgreSQL lease) are
-  // never asked to block.
+  // the first answer settles it. Then, when core allows a wait, one slot is tried with it, a
+  // different one each attempt. A backend without a wake-up descriptor (MariaDB's wake names
+  // and lock waits, PostgreSQL's session lock waits) blocks on that slot for the slice: its
+  // release wakes this waiter at once, any other is seen by the next attempt, at most one slice
+  // later. One with a descriptor (SQLite, PostgreSQL lease) hears the release of any slot
+  // through it: the wait only lets it start listening, which a PostgreSQL lease waiter does
+  // once it is at the head of the semaphore's queue (it waits for that place meanwhile).
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
     std::optional<LockStatus> first_holder;
     for (int slot = 0; slot < slots_; ++slot) {
       auto out = attempt(req, slot, Millis(0), first_holder);
       if (!out || out->state != AcquireOutcome::State::busy || settled_) return out;
     }
-    if (wait > Millis(0) && inner_->wakeup_fd() < 0) {
+    if (wait > Millis(0)) {
       const int slot = next_wait_slot_;
       next_wait_slot_ = (next_wait_slot_ + 1) % slots_;
       auto out = attempt(req, slot, wait, first_holder);

@@ -76,6 +76,15 @@ inline AcquireOutcome attempt(Locker& locker, const LockRequest& req) {
   return *out;
 }
 
+/// One attempt with a short wait, as core makes a waiter's: it may block up to that wait (a
+/// wake queue's slice), and where the backend can it leaves the locker listening for the key's
+/// release (wakeup_fd); an attempt without a wait does neither.
+inline AcquireOutcome waiting_attempt(Locker& locker, const LockRequest& req) {
+  auto out = locker.try_acquire(req, 100ms);
+  REQUIRE_MESSAGE(out.has_value(), (out ? std::string() : out.error().message));
+  return *out;
+}
+
 inline std::int64_t acquire(Locker& locker, const LockRequest& req) {
   AcquireOutcome out = attempt(locker, req);
   REQUIRE(out.state == AcquireOutcome::State::acquired);

@@ -21,6 +21,7 @@ namespace dblock::testing {
 class ScriptedSession final : public sql::Session {
  public:
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params&) override {
+    sent.push_back(st.id);
     if (++runs[st.id] == 1 && lose_first_reply.count(st.id)) return fail(ErrorKind::connection, "the reply was lost");
     if (auto turn = in_turn.find(st.id); turn != in_turn.end() && !turn->second.empty()) {
       sql::Rows next = std::move(turn->second.front());
@@ -30,7 +31,10 @@ class ScriptedSession final : public sql::Session {
     auto it = answers.find(st.id);
     return it == answers.end() ? sql::Rows{} : it->second;
   }
-  Result<void> exec(std::string_view) override { return {}; }
+  Result<void> exec(std::string_view sql) override {
+    sent.emplace_back(sql);
+    return {};
+  }
   void prepare(const sql::Statement& st) override {
     prepared.push_back(st.id + (runs.count(st.id) && runs.at(st.id) ? " (after a run)" : ""));
   }
@@ -49,6 +53,7 @@ class ScriptedSession final : public sql::Session {
   std::set<std::string> lose_first_reply;    // statement ids
   std::map<std::string, int> runs;           // by statement id
   std::vector<std::string> prepared;         // statement ids, in order of prepare()
+  std::vector<std::string> sent;             // statement ids run and SQL text exec'd, in order
   int reconnects = 0;
   bool drop_waits = false;  // a wait for a release loses the connection
 

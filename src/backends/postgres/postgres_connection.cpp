@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "backends/postgres/postgres_dsn.hpp"
+#include "backends/postgres/postgres_tables.hpp"
 #include "core/clock.hpp"
 #include "core/sql/identifiers.hpp"
 #include "core/sql/pooler.hpp"
@@ -369,15 +370,37 @@ sql::Rows Connection::rows_of(const PGresult* last) {
 
 namespace {
 
-// A lease waiter hears releases through LISTEN/NOTIFY: an attempt that finds its key busy
-// LISTENs on the key's channel (release_channel) and tries again at once, so a release between
-// the attempt and the LISTEN is not missed; later, a notification drained means try again.
-// The holder stops listening (best effort: what still arrives is dropped by every statement).
+// A lease waiter hears releases through LISTEN/NOTIFY, one waiter of a key at a time: the head
+// of the key's queue, which holds the key's queue lock (a session advisory lock on a hash of its
+// own, never the advisory strategy's). The other waiters wait in the server for that lock, a
+// slice at a time, and run no take meanwhile: a release wakes one waiter, whose take is the one
+// statement it costs, not one per waiter. The head gives the lock on once it holds the key.
+// The head LISTENs on the key's channel (release_channel) and tries again at once, so a release
+// between its attempt and the LISTEN is not missed; later, a notification drained means try
+// again. The holder stops listening (best effort: what still arrives is dropped by every
+// statement). A reconnect loses the queue lock with the session; this waiter then listens
+// without it until it holds the key (one more waiter woken, nothing missed).
 class ListenSignal final : public sql::ReleaseSignal {
  public:
-  ListenSignal(std::shared_ptr<Connection> conn, std::string prefix) : conn_(std::move(conn)), prefix_(std::move(prefix)) {}
-  void holding(const std::string&) override { (void)conn_->unlisten(); }
-  Result<bool> busy(const std::string& key, Millis) override {
+  ListenSignal(Session& session, std::shared_ptr<Connection> conn, std::string prefix)
+      : session_(&session), conn_(std::move(conn)), prefix_(std::move(prefix)), q_(queue_statements()) {}
+  void holding(const std::string&) override {
+    (void)conn_->unlisten();
+    leave();
+  }
+  Result<bool> busy(const std::string& key, Millis left) override {
+    if (head_ != key) {
+      // Without a wait (no -w), the answer stands: nothing to queue for.
+      if (left <= Millis(0)) return false;
+      leave();
+      const std::string timeout = std::to_string(left.count()) + "ms";
+      auto queued = session_->run(q_.wait, {{"lock", queue_lock(key)}, {"lock_timeout", timeout}}, left);
+      if (!queued) {
+        if (queued.error().sqlstate == "55P03") return false;  // not at the head within `left`
+        return std::unexpected(queued.error());
+      }
+      head_ = key;
+    }
     const std::string channel = release_channel(prefix_, key);
     if (!conn_->listening(channel)) {
       if (auto ok = conn_->listen(channel); !ok) return std::unexpected(ok.error());
@@ -391,14 +414,24 @@ class ListenSignal final : public sql::ReleaseSignal {
   void consume() override { conn_->drain_notifications(); }
 
  private:
+  std::int64_t queue_lock(const std::string& key) const { return key_hash(prefix_, "\x02queue " + key); }
+  void leave() {
+    if (head_.empty()) return;
+    (void)session_->run(q_.leave, {{"lock", queue_lock(head_)}});
+    head_.clear();
+  }
+
+  Session* session_;
   std::shared_ptr<Connection> conn_;
   std::string prefix_;
+  QueueStatements q_;
+  std::string head_;  // the key whose queue lock this session holds, or ""
 };
 
 }  // namespace
 
 Session::Session(std::shared_ptr<Connection> conn, std::string prefix)
-    : conn_(conn), signal_(std::make_unique<ListenSignal>(std::move(conn), std::move(prefix))) {}
+    : conn_(conn), signal_(std::make_unique<ListenSignal>(*this, std::move(conn), std::move(prefix))) {}
 
 Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params, Millis extra) {
   const sql::Compiled& compiled = compiled_.get(st);

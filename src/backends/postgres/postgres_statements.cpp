@@ -113,6 +113,12 @@ std::string session_upsert(const Tables& t, std::string_view from, std::string_v
          " RETURNING token, " + ms("acquired_at") + ", NULL::bigint";
 }
 
+// A session advisory lock of :lock, waited for within :lock_timeout: the bound a setting of the
+// statement's own transaction, set ahead of the lock (a subquery with a volatile function is
+// evaluated first, not folded into the query).
+const std::string advisory_wait = "SELECT (SELECT true FROM (SELECT pg_advisory_lock(:lock::bigint)) w) AS got,"
+                                  " clock_timestamp() AS at FROM (SELECT set_config('lock_timeout', :lock_timeout, true)) c";
+
 }  // namespace
 
 sql::LeaseStatements lease_statements(const std::string& prefix) {
@@ -171,8 +177,9 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   // timestamptz(3) rounds to the nearest ms: a plain now() could be stored up to 0.5 ms in the
   // future and a status read right after the release would still say held; so could
   // acquired_at, which is therefore used only with --min-hold. The NOTIFY wakes the key's
-  // waiters once the release commits. A session holder's release runs alone, outside
-  // begin_release: its set_config makes its own commit skip the disk wait as well.
+  // waiters once the release commits. The release runs alone, outside begin_release (a
+  // session holder's, and a lease's ahead of its history row): its set_config makes its own
+  // commit skip the disk wait as well.
   s.release = {"lease.release",
                "UPDATE " + t.locks +
                    " SET released_at = now(), expires_at = CASE WHEN :min_hold_ms::bigint > 0"
@@ -183,6 +190,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                    " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async"
                    " WHERE name = :key AND owner = :owner AND token = :token::bigint AND released_at IS NULL"
                    " RETURNING pg_notify(:channel, name)"};
+  s.release_unsynced = true;
   s.history_add = {"history.add",
                    "INSERT INTO " + t.runs +
                        " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
@@ -223,10 +231,6 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
 sql::LockStatements lock_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
   const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
-  // The wait bound as a setting of this statement's own transaction, set ahead of the lock (a
-  // subquery with a volatile function is evaluated first, not folded into the query).
-  const std::string advisory_wait = "SELECT (SELECT true FROM (SELECT pg_advisory_lock(:lock::bigint)) w) AS got,"
-                                    " clock_timestamp() AS at FROM (SELECT set_config('lock_timeout', :lock_timeout, true)) c";
   const std::string advisory_try = "SELECT pg_try_advisory_lock(:lock::bigint) AS got, clock_timestamp() AS at";
   // The lock first, then the clock (now() is when the statement began to wait), and the row
   // numbered only when the lock was taken: one row of (session.take's columns, taken).
@@ -265,6 +269,10 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   s.holds_claim = {"lock.holds_claim", "SELECT count(*)" + claim};
   s.alive = {"lock.alive", "SELECT 1"};
   return s;
+}
+
+QueueStatements queue_statements() {
+  return {{"queue.wait", advisory_wait}, {"queue.leave", "SELECT pg_advisory_unlock(:lock::bigint)"}};
 }
 
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {

@@ -29,6 +29,14 @@ sql::DoctorStatements doctor_statements(const std::string& prefix);
 /// key's hash), :hi and :lo (its halves as two ints), :lock_timeout (postgres_session_lock.cpp).
 sql::LockStatements lock_statements(const std::string& prefix);
 
+/// A lease waiter's queue (postgres_connection.cpp, ListenSignal), on :lock, a key's queue lock.
+/// wait: takes it within :lock_timeout (lock_not_available, 55P03, when the wait ended); leave:
+/// gives it back.
+struct QueueStatements {
+  sql::Statement wait, leave;
+};
+QueueStatements queue_statements();
+
 /// advisory / for-update / txn-insert (core/sql/session_locker.hpp) with the server lock in the
 /// holder session `holder` (postgres_session_lock.cpp).
 Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<Connection> holder, const Dsn& dsn,

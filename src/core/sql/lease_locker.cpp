@@ -57,11 +57,21 @@ class LeaseLocker final : public Locker {
     });
     if (!released) return std::unexpected(released.error());
     session_->release_signal().released(signal_key(held_->request));
+    // Written after the release has woken the waiters (release_unsynced), or with it.
+    Result<void> history{};
+    if (st_.release_unsynced)
+      history = with_retry(*session_, [&] {
+        return with_schema(*session_, [&] { return record_held_run(*session_, st_, *held_, "lease", *released, req, keep_); });
+      });
     const bool was_lost = lost_;
     auto message = lost(was_lost ? "was lost before it was released"
                                  : "was no longer held by " + held_->owner + " when it was released");
+    const std::string key = held_->key;
     held_.reset();
     lost_ = false;
+    if (!history)
+      return fail(history.error().kind,
+                  "released '" + key + "', but its run's history row was not written: " + history.error().message);
     if (!*released) return message;
     return {};
   }
@@ -90,10 +100,19 @@ class LeaseLocker final : public Locker {
     auto took = session_->run(st_.take, p);
     if (!took) return std::unexpected(took.error());
     if (!took_row(st_, *took) && fo.folded) {
-      // The take's own gate may have refused rather than a holder: no record yet, a record of
-      // another primary (a failover), or a TTL longer than any recorded. Asked once per
-      // connection (admit_once): a waiter every release wakes is refused by the holder again
-      // and again, and on the server of one connection the record stays open.
+      // A refusal the take explains by a live holder or by --min-interval stands: the gate
+      // could only refuse as well. So a contender of a start storm costs the server one
+      // statement.
+      if (st_.take_explains) {
+        auto why = refused(*session_, st_, req, &*took);
+        if (!why || why->state == AcquireOutcome::State::not_due ||
+            (why->holder && why->holder->state == LockStatus::State::held))
+          return why;
+      }
+      // Otherwise the take's own gate may have refused rather than a holder: no record yet, a
+      // record of another primary (a failover), or a TTL longer than any recorded. Asked once
+      // per connection (admit_once): a waiter every release wakes is refused by the holder
+      // again and again, and on the server of one connection the record stays open.
       auto gate = failover::admit_once(*session_, fo, admitted_, req.ttl);
       if (!gate) return std::unexpected(gate.error());
       if (!gate->open) return failover::delayed(*gate);
@@ -134,16 +153,19 @@ class LeaseLocker final : public Locker {
     return out;
   }
 
-  // The release and the run's history row, one transaction. true: the lease was still ours.
+  // The release, and the run's history row in the same transaction unless the release commits
+  // alone without a disk wait (release()). true: the lease was still ours.
   Result<bool> release_once(const ReleaseRequest& req) {
-    const ReleaseRow what{.held = *held_, .strategy = "lease", .write_row = !lost_};
+    const ReleaseRow what{
+        .held = *held_, .strategy = "lease", .write_row = !lost_, .write_history = !st_.release_unsynced};
     return release_row(*session_, st_, what, req, prefix_, keep_);
   }
 
   // Before a release runs again (its connection was lost, or the server rolled it back as a
   // conflict): whether a first try committed before its reply was lost (a read timeout on a
-  // loaded server). The row still ours, released, is that try's doing, its history row with
-  // it (one transaction), and no loss; running it again would find it released and say lost.
+  // loaded server). The row still ours, released, is that try's doing (its history row with
+  // it when they share a transaction), and no loss; running it again would find it released and
+  // say lost.
   // Only a `release --force` in the same moment would look alike.
   Result<bool> released_by_us() {
     LockRequest row = held_->request;

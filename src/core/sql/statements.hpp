@@ -58,6 +58,11 @@ struct LeaseStatements {
   /// expires_at = the later of now and acquired_at + :min_hold_ms, when the row is still that
   /// holder's and not released. affected: 1 released, 0 not ours any more.
   Statement release;
+  /// true: `release` run alone (autocommit) commits without waiting for the disk by itself.
+  /// A lease's release then commits, and wakes the key's waiters, before the run's history row
+  /// is written in a begin_release transaction of its own; otherwise (SQLite: a commit of its
+  /// own would cost a second fsync; MySQL: every commit waits for the disk) the two share one.
+  bool release_unsynced = false;
   /// :name :token :owner :host :pid :strategy :started_ms :outcome :exit_code. One history row
   /// (finished_at = now).
   Statement history_add;

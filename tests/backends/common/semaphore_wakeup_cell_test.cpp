@@ -32,7 +32,7 @@ void a_waiters_wakeup_descriptor_turns_readable() {
   auto c = make_semaphore_locker(std::move(*made), 2);
   acquire(*a, slot_request(key, "owner-a"));
   acquire(*b, slot_request(key, "owner-b"));
-  REQUIRE(attempt(*c, slot_request(key, "owner-c")).state == AcquireOutcome::State::busy);
+  REQUIRE(waiting_attempt(*c, slot_request(key, "owner-c")).state == AcquireOutcome::State::busy);
   const int fd = c->wakeup_fd();
   REQUIRE(fd >= 0);
   c->consume_wakeup();

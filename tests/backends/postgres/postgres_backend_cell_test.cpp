@@ -114,7 +114,7 @@ TEST_SUITE("postgres.lease") {
     // own NOTIFYs within the statement that sent them, which would hide the socket's readiness.
     auto waiter_backend = test::open(db.options);
     auto waiter = lease_locker(*waiter_backend);
-    CHECK(attempt(*waiter, request(a, "waiter")).state == AcquireOutcome::State::busy);
+    CHECK(waiting_attempt(*waiter, request(a, "waiter")).state == AcquireOutcome::State::busy);
     const int fd = waiter->wakeup_fd();
 
     release(*holder_b);
@@ -134,7 +134,7 @@ TEST_SUITE("postgres.lease") {
     acquire(*holder, request(key, "owner-a"));
     auto waiter_backend = test::open(db.options);
     auto waiter = lease_locker(*waiter_backend);
-    CHECK(attempt(*waiter, request(key, "waiter")).state == AcquireOutcome::State::busy);
+    CHECK(waiting_attempt(*waiter, request(key, "waiter")).state == AcquireOutcome::State::busy);
     release(*holder);
     acquire(*waiter, request(key, "waiter"));  // was listening on the key's channel
 

@@ -173,7 +173,7 @@ TEST_CASE("postgres: a waiter is handed the key by the server at the holder's re
     std::string problem;
     std::thread waiter([&] {
       for (int tries = 0; tries < 10; ++tries) {
-        auto out = (*w)->try_acquire(request(key, "W"), lease ? Millis(0) : Millis(2000));
+        auto out = (*w)->try_acquire(request(key, "W"), lease ? Millis(100) : Millis(2000));
         if (!out) {
           problem = out.error().message;
           return;
@@ -216,7 +216,8 @@ TEST_CASE("postgres: a lease waiter's wakeup descriptor turns readable at the ho
   auto other = open_with(test::dsn(), opts(prefix));
   auto c = other->make_locker(test::strategy());
   REQUIRE((*a)->try_acquire(request(key, "A"), Millis(0))->state == AcquireOutcome::State::acquired);
-  REQUIRE((*c)->try_acquire(request(key, "C"), Millis(0))->state == AcquireOutcome::State::busy);
+  // A waiter's attempt (with a wait) leaves it listening.
+  REQUIRE((*c)->try_acquire(request(key, "C"), Millis(100))->state == AcquireOutcome::State::busy);
   int fd = (*c)->wakeup_fd();
   REQUIRE(fd >= 0);
   (*c)->consume_wakeup();

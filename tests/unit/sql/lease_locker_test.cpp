@@ -72,22 +72,46 @@ TEST_CASE("a lease waiter asks the failover record again for a TTL longer than i
   CHECK(session->runs["failover.read"] == 2);
 }
 
-TEST_CASE("a lease take that explains its refusal runs no refusal statement") {
-  auto session = refusing_session(true);
+namespace {
+
+// Three attempts without a wait on a take that explains its refusal (take_explains), each
+// refused.
+std::vector<AcquireOutcome> three_refusals(const std::shared_ptr<testing::ScriptedSession>& session) {
   sql::LeaseStatements st = folded_statements();
   st.take_explains = true;
   auto locker = sql::make_lease_locker(session, st, "dblock_", 10);
+  std::vector<AcquireOutcome> outs;
   for (int attempt = 0; attempt < 3; ++attempt) {
     auto out = locker->try_acquire(testing::lock_request(Millis(30000)), Millis(0));
     REQUIRE(out);
     CHECK(out->state == AcquireOutcome::State::busy);
-    REQUIRE(out->holder);
-    CHECK(out->holder->owner == "web2:9");
-    CHECK(out->holder->token == 7);
-    CHECK(out->holder->state == LockStatus::State::held);
+    outs.push_back(*out);
+  }
+  return outs;
+}
+
+}  // namespace
+
+TEST_CASE("a lease take that explains its refusal runs no refusal statement") {
+  auto session = refusing_session(true);
+  for (const AcquireOutcome& out : three_refusals(session)) {
+    REQUIRE(out.holder);
+    CHECK(out.holder->owner == "web2:9");
+    CHECK(out.holder->token == 7);
+    CHECK(out.holder->state == LockStatus::State::held);
   }
   CHECK(session->runs["lease.take"] == 3);
   CHECK(session->runs["lease.refusal"] == 0);
+  // Refused by a live holder, which the gate could only confirm: a contender without -w pays
+  // one statement.
+  CHECK(session->runs["failover.read"] == 0);
+}
+
+TEST_CASE("a lease take refused with nothing in its way asks the failover gate why, once") {
+  auto session = refusing_session();
+  // Not taken, and no row to explain it (the gate refused, or the row went in between).
+  session->answers["lease.take"] = testing::row_of(std::vector<sql::Rows::Cell>(19), 1);
+  three_refusals(session);
   CHECK(session->runs["failover.read"] == 1);
 }
 
@@ -142,4 +166,39 @@ TEST_CASE("a lease release whose reply was lost after it committed is not run ag
   CHECK(session->reconnects == 1);
   CHECK(session->runs["lease.release"] == 1);  // not again: it had committed
   CHECK(session->runs["lease.refusal"] == 1);
+}
+
+namespace {
+
+// What a lease's release sends (' | ' between two) once the take has held the key, with the history row asked for.
+std::string release_sent(bool release_unsynced) {
+  auto session = std::make_shared<testing::ScriptedSession>();
+  session->answers["lease.take"] = testing::row_of({"5", "1000", "4000"}, 1);
+  session->answers["lease.release"] = testing::row_of({}, 1);
+  sql::LeaseStatements st = plain_statements();
+  st.begin_release = "BEGIN RELEASE";
+  st.history_add = {"history.add", "add"};
+  st.history_oldest = {"history.oldest", "oldest"};
+  session->answers["history.oldest"] = testing::row_of({"5"});  // the key's only row: no trim due
+  st.release_unsynced = release_unsynced;
+  auto locker = sql::make_lease_locker(session, st, "dblock_", 100);
+  REQUIRE(locker->try_acquire(testing::lock_request(Millis(3000)), Millis(0)));
+  session->sent.clear();
+  ReleaseRequest req;
+  req.finished_run = true;
+  req.exit_code = 0;
+  req.history = RunRecord{};
+  CHECK(locker->release(req));
+  std::string sent;
+  for (const auto& s : session->sent) sent += (sent.empty() ? "" : " | ") + s;
+  return sent;
+}
+
+}  // namespace
+
+TEST_CASE("a lease release that commits alone wakes its waiters before the run's history row is written") {
+  // PostgreSQL's shape: the release alone (its NOTIFY goes out at its own commit), then the row.
+  CHECK(release_sent(true) == "lease.release | BEGIN RELEASE | history.add | history.oldest | COMMIT");
+  // SQLite's and MySQL's: one transaction (a commit of the release's own would wait for the disk).
+  CHECK(release_sent(false) == "BEGIN RELEASE | lease.release | history.add | history.oldest | COMMIT");
 }
