@@ -6,7 +6,8 @@
 #    run their command, never two at once, with a history row per run; and the server logs
 #    no error for them (dblock names no prepared statement behind a pooler: another client's
 #    transaction on the same server session would find the name taken, or a later one of its
-#    own would not find it);
+#    own would not find it), and no waiter leaves a session lock behind (the waiters' queue is
+#    for direct connections);
 #  - doctor: transaction pooling fails the check for a session strategy (78) and passes it for
 #    lease; session pooling and a direct connection pass it, each named as what it is; its
 #    idle_timeouts line says whether dblock's idle limits reached the server (through
@@ -55,6 +56,17 @@ for i in $(seq 6); do assert_eq "run $i of 6 on one key exits 0 (none overlapped
 assert_eq "six history rows" 6 "$(DBLOCK_DSN=$direct history_field "$k" runs.#)"
 assert_eq "six different tokens" 6 "$(DBLOCK_DSN=$direct history_field "$k" 'runs.*.token' | tr ' ' '\n' | sort -u | wc -l)"
 assert_eq "the server logged no error about dblock's prepared statements" "$errors_before" "$(name_errors)"
+# Waiters queue on a session advisory lock only when served directly: behind transaction pooling
+# it would stay with a server session that other clients are handed, held by nobody's waiter.
+queue_lock=$(python3 -c '
+import sys
+h = 0xcbf29ce484222325
+for b in sys.argv[1].encode() + b"\0" + b"\x02queue " + sys.argv[2].encode():
+    h = ((h ^ b) * 0x100000001b3) % 2**64
+print(h >> 32, h & 0xffffffff)' "$DBLOCK_TABLE_PREFIX" "$k")
+assert_eq "no server session holds the key's queue lock after the waiters" 0 \
+  "$(DBLOCK_DSN=$direct server_sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+     AND classid::bigint = ${queue_lock% *} AND objid::bigint = ${queue_lock#* } AND objsubid = 1")"
 
 # doctor says which set-up this is.
 out=$(db doctor -s advisory); rc=$?

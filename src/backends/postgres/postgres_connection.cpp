@@ -308,7 +308,7 @@ Result<std::string> Connection::name_for(const std::string& text, int n, sql::Se
   if (it->second == 0 && (now || !first_run)) {
     // Behind a pooler a name would only go missing and fill the server's log: ask first.
     if (prepared_ == 0) {
-      auto direct = sql::served_directly(*named_by, session_id_statement());
+      auto direct = served_directly(*named_by);
       if (!direct) return std::unexpected(direct.error());
       naming_ = *direct;
     }
@@ -322,6 +322,16 @@ Result<std::string> Connection::name_for(const std::string& text, int n, sql::Se
     }
   }
   return naming_ && it->second > 0 ? "dblock_" + std::to_string(it->second) : std::string();
+}
+
+Result<bool> Connection::served_directly(sql::Session& asking) {
+  if (conn_.get() != direct_for_) {
+    auto direct = sql::served_directly(asking, session_id_statement());
+    if (!direct) return direct;
+    direct_ = *direct;
+    direct_for_ = conn_.get();
+  }
+  return direct_;
 }
 
 void Connection::prepare(std::string_view sql, int n, sql::Session* named_by) {
@@ -379,7 +389,9 @@ namespace {
 // between its attempt and the LISTEN is not missed; later, a notification drained means try
 // again. The holder stops listening (best effort: what still arrives is dropped by every
 // statement). A reconnect loses the queue lock with the session; this waiter then listens
-// without it until it holds the key (one more waiter woken, nothing missed).
+// without it until it holds the key (one more waiter woken, nothing missed). Behind a pooler
+// there is no queue (a session lock would stay with a server session that others are handed):
+// every waiter listens, where NOTIFY passes at all.
 class ListenSignal final : public sql::ReleaseSignal {
  public:
   ListenSignal(Session& session, std::shared_ptr<Connection> conn, std::string prefix)
@@ -393,6 +405,11 @@ class ListenSignal final : public sql::ReleaseSignal {
       // Without a wait (no -w), the answer stands: nothing to queue for.
       if (left <= Millis(0)) return false;
       leave();
+      // Behind a pooler a session lock would stay with a server session other clients get
+      // (transaction pooling): every waiter listens, as a head does.
+      auto direct = conn_->served_directly(*session_);
+      if (!direct) return std::unexpected(direct.error());
+      if (!*direct) return listen_for(key);
       const std::string timeout = std::to_string(left.count()) + "ms";
       auto queued = session_->run(q_.wait, {{"lock", queue_lock(key)}, {"lock_timeout", timeout}}, left);
       if (!queued) {
@@ -401,6 +418,13 @@ class ListenSignal final : public sql::ReleaseSignal {
       }
       head_ = key;
     }
+    return listen_for(key);
+  }
+  int fd() const override { return conn_->socket(); }
+  void consume() override { conn_->drain_notifications(); }
+
+ private:
+  Result<bool> listen_for(const std::string& key) {
     const std::string channel = release_channel(prefix_, key);
     if (!conn_->listening(channel)) {
       if (auto ok = conn_->listen(channel); !ok) return std::unexpected(ok.error());
@@ -410,10 +434,6 @@ class ListenSignal final : public sql::ReleaseSignal {
     // cannot see it.
     return conn_->drain_notifications();
   }
-  int fd() const override { return conn_->socket(); }
-  void consume() override { conn_->drain_notifications(); }
-
- private:
   std::int64_t queue_lock(const std::string& key) const { return key_hash(prefix_, "\x02queue " + key); }
   void leave() {
     if (head_.empty()) return;

@@ -41,6 +41,9 @@ class Connection {
   /// not parsed (sql::Session::prepare). Best effort: a failure is the next statement's to say.
   void prepare(std::string_view sql, int n, sql::Session* named_by);
 
+  /// Whether this server session serves the statements itself, no pooler between
+  /// (sql::served_directly, asked on `asking` once per server session).
+  Result<bool> served_directly(sql::Session& asking);
   /// True while a transaction is open and healthy on this connection.
   bool in_transaction() const { return is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INTRANS; }
   /// True while a transaction is open, healthy or failed (a ROLLBACK is due).
@@ -102,6 +105,8 @@ class Connection {
   int prepared_ = 0;  // the names given on this server session
   const PGconn* named_for_ = nullptr;
   bool naming_ = true;
+  const PGconn* direct_for_ = nullptr;  // the server session `direct_` was asked on
+  bool direct_ = false;
 };
 
 /// The connection as the strategies of core/sql see it (sql_session.hpp), its
