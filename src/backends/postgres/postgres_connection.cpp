@@ -388,8 +388,8 @@ namespace {
 // The head LISTENs on the key's channel (release_channel) and tries again at once, so a release
 // between its attempt and the LISTEN is not missed; later, a notification drained means try
 // again. The holder stops listening (best effort: what still arrives is dropped by every
-// statement). A reconnect loses the queue lock with the session; this waiter then listens
-// without it until it holds the key (one more waiter woken, nothing missed). Behind a pooler
+// statement). A reconnect loses the queue lock with the session: the waiter queues again on
+// the new one. Behind a pooler
 // there is no queue (a session lock would stay with a server session that others are handed):
 // every waiter listens, where NOTIFY passes at all.
 class ListenSignal final : public sql::ReleaseSignal {
@@ -401,6 +401,7 @@ class ListenSignal final : public sql::ReleaseSignal {
     leave();
   }
   Result<bool> busy(const std::string& key, Millis left) override {
+    forget_lost_place();
     if (head_ != key) {
       // Without a wait (no -w), the answer stands: nothing to queue for.
       if (left <= Millis(0)) return false;
@@ -417,6 +418,7 @@ class ListenSignal final : public sql::ReleaseSignal {
         return std::unexpected(queued.error());
       }
       head_ = key;
+      head_session_ = conn_->backend_pid();
     }
     return listen_for(key);
   }
@@ -435,7 +437,12 @@ class ListenSignal final : public sql::ReleaseSignal {
     return conn_->drain_notifications();
   }
   std::int64_t queue_lock(const std::string& key) const { return key_hash(prefix_, "\x02queue " + key); }
+  // The place went with the server session it was taken on (a reconnect).
+  void forget_lost_place() {
+    if (!head_.empty() && conn_->backend_pid() != head_session_) head_.clear();
+  }
   void leave() {
+    forget_lost_place();
     if (head_.empty()) return;
     (void)session_->run(q_.leave, {{"lock", queue_lock(head_)}});
     head_.clear();
@@ -445,7 +452,8 @@ class ListenSignal final : public sql::ReleaseSignal {
   std::shared_ptr<Connection> conn_;
   std::string prefix_;
   QueueStatements q_;
-  std::string head_;  // the key whose queue lock this session holds, or ""
+  std::string head_;      // the key whose queue lock this session holds, or ""
+  int head_session_ = 0;  // the server process that holds it
 };
 
 }  // namespace
