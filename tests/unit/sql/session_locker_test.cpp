@@ -177,3 +177,57 @@ TEST_CASE("a take that does not wait makes nothing ready, and nothing is release
   REQUIRE(l->try_acquire(testing::lock_request(Millis(3000)), Millis(0)));
   CHECK(book->prepared.empty());
 }
+
+namespace {
+
+// An advisory locker whose numbering statement takes the lock, tests the failover gate and
+// numbers the row in one (LockStatements::numbered_gate, PostgreSQL's shape); the failover
+// record, when read, names this server with a TTL of an hour (open).
+std::unique_ptr<Locker> gate_folding_locker(std::unique_ptr<ScriptedHolder> holder,
+                                            std::shared_ptr<testing::ScriptedSession> book) {
+  sql::LockStatements lock = lock_statements();
+  lock.advisory_numbered_try = {"lock.advisory_numbered_try", "take, gate and number"};
+  lock.advisory_numbered_wait = {"lock.advisory_numbered_wait", "wait, gate and number"};
+  lock.numbered_gate = true;
+  holder->session.answers["lock.advisory_give_back"] = testing::row_of({"1"});
+  sql::LeaseStatements st = statements();
+  st.failover.read = {"failover.read", "read"};
+  book->answers["failover.read"] = testing::row_of({"server-1", "server-1", std::nullopt, "0", std::nullopt, "0", "3600000"});
+  return sql::make_session_locker(Strategy::advisory, std::move(holder), lock, std::move(book), st, "dblock_", 10);
+}
+
+}  // namespace
+
+TEST_CASE("an advisory take that tests the failover gate itself reads no record while the gate is open") {
+  auto holder = std::make_unique<ScriptedHolder>();
+  auto& h = *holder;
+  // Taken, numbered with token 5, the gate open.
+  h.session.answers["lock.advisory_numbered_try"] = testing::row_of({"5", "1000", std::nullopt, "1", "1"});
+  auto book = std::make_shared<testing::ScriptedSession>();
+  auto l = gate_folding_locker(std::move(holder), book);
+  auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  REQUIRE(got);
+  CHECK(got->state == AcquireOutcome::State::acquired);
+  CHECK(got->token == 5);
+  CHECK(book->runs["failover.read"] == 0);
+  CHECK(h.session.runs["lock.advisory_numbered_try"] == 1);
+}
+
+TEST_CASE("an advisory take that found the failover gate closed gives the lock back, asks the record, and takes again") {
+  auto holder = std::make_unique<ScriptedHolder>();
+  auto& h = *holder;
+  // The lock taken but not numbered, the gate closed (no record yet, say); then, the record
+  // asked (and open), taken and numbered with token 6.
+  h.session.in_turn["lock.advisory_numbered_try"] = {
+      testing::row_of({std::nullopt, std::nullopt, std::nullopt, "1", "0"}),
+      testing::row_of({"6", "1000", std::nullopt, "1", "1"})};
+  auto book = std::make_shared<testing::ScriptedSession>();
+  auto l = gate_folding_locker(std::move(holder), book);
+  auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  REQUIRE(got);
+  CHECK(got->state == AcquireOutcome::State::acquired);
+  CHECK(got->token == 6);
+  CHECK(h.session.runs["lock.advisory_give_back"] == 1);
+  CHECK(book->runs["failover.read"] == 1);
+  CHECK(h.session.runs["lock.advisory_numbered_try"] == 2);
+}
