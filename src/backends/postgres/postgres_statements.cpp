@@ -92,29 +92,19 @@ sql::FailoverStatements failover_statements(const Tables& t) {
   return f;
 }
 
-// The failover gate folded into a statement (failover.hpp): the fence when the record names
-// this server, no lock-delay is in force and :ttl_ms is within the longest TTL recorded; no row
-// otherwise, when nothing is granted. Only read: an index lookup, no lock.
-std::string gate(const Tables& t) {
-  return "SELECT token AS fence FROM " + t.locks + " WHERE name = :record AND owner = " + incarnation +
-         " AND (expires_at IS NULL OR expires_at <= now()) AND pid >= :ttl_ms::bigint";
-}
-
 // session.take (statements.hpp), its one row selected `from` what decides whether it is taken
 // (nothing: it is), its time `at` (now(), or, after a lock the statement waited for, the time
-// it was granted), the failover fence `fence`. The server lock on :key is ours, so the row is
-// taken whoever it names; a plain lock never takes a semaphore's header (its server lock
-// excludes only other plain holders).
-std::string session_upsert(const Tables& t, std::string_view from, std::string_view at,
-                           std::string_view fence = ":fence::bigint") {
-  const std::string now(at), f(fence);
+// it was granted). The server lock on :key is ours, so the row is taken whoever it names; a
+// plain lock never takes a semaphore's header (its server lock excludes only other plain holders).
+std::string session_upsert(const Tables& t, std::string_view from, std::string_view at) {
+  const std::string now(at);
   return "INSERT INTO " + t.locks +
          " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
          " released_at, last_started_at)"
-         " SELECT :key, :owner, :host, :pid::bigint, COALESCE(:token::bigint, " + f + " + 1), :strategy,"
+         " SELECT :key, :owner, :host, :pid::bigint, COALESCE(:token::bigint, :fence::bigint + 1), :strategy,"
          " :session_id, " + now + ", " + now + ", NULL, NULL, " + now + std::string(from) +
          " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid,"
-         " token = COALESCE(:token::bigint, GREATEST(l.token, " + f + ") + 1), strategy = EXCLUDED.strategy,"
+         " token = COALESCE(:token::bigint, GREATEST(l.token, :fence::bigint) + 1), strategy = EXCLUDED.strategy,"
          " session_id = EXCLUDED.session_id, acquired_at = EXCLUDED.acquired_at, renewed_at = EXCLUDED.renewed_at,"
          " expires_at = NULL, released_at = NULL, last_started_at = EXCLUDED.last_started_at"
          " WHERE l.strategy IS DISTINCT FROM 'semaphore' AND (:min_interval_ms::bigint <= 0"
@@ -156,7 +146,8 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   // server and no lock-delay is in force, and no row otherwise, when nothing is taken. Only
   // read, the record costs a take one index lookup and no lock.
   s.take = {"lease.take",
-            "WITH g AS (" + gate(t) + "),"
+            "WITH g AS (SELECT token AS fence FROM " + t.locks + " WHERE name = :record AND owner = " + incarnation +
+                " AND (expires_at IS NULL OR expires_at <= now()) AND pid >= :ttl_ms::bigint),"
                 " u AS (UPDATE " + t.locks + " AS l SET owner = :owner, host = :host, pid = :pid::bigint,"
                 " token = COALESCE(:token::bigint, GREATEST(l.token, g.fence) + 1), strategy = 'lease',"
                 " session_id = NULL, acquired_at = now(), renewed_at = now(),"
@@ -242,21 +233,17 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
   const std::string advisory_try = "SELECT pg_try_advisory_lock(:lock::bigint) AS got, clock_timestamp() AS at";
   // The lock first, then the clock (now() is when the statement began to wait), and the row
-  // numbered only when the lock was taken and the failover gate is open: one row of
-  // (session.take's columns, taken, the gate open). The gate is read in the statement's
-  // snapshot, from before a wait: one that ended meanwhile is asked again (session_locker.cpp).
+  // numbered only when the lock was taken: one row of (session.take's columns, taken).
   auto numbered = [&](std::string_view id, const std::string& lock) {
-    return sql::Statement{std::string(id), "WITH k AS (" + lock + "), g AS (" + gate(t) + "), a AS (" +
-                                               session_upsert(t, " FROM k, g WHERE k.got", "k.at", "(SELECT fence FROM g)") +
-                                               ") SELECT a.*, k.got, EXISTS (SELECT 1 FROM g)::int FROM k"
-                                               " LEFT JOIN a ON true"};
+    return sql::Statement{std::string(id), "WITH k AS (" + lock + "), a AS (" +
+                                               session_upsert(t, " FROM k WHERE k.got", "k.at") +
+                                               ") SELECT a.*, k.got FROM k LEFT JOIN a ON true"};
   };
   sql::LockStatements s;
   s.advisory_try = {"lock.advisory_try", advisory_try};
   s.advisory_wait = {"lock.advisory_wait", advisory_wait};
   s.advisory_numbered_try = numbered("lock.advisory_numbered_try", advisory_try);
   s.advisory_numbered_wait = numbered("lock.advisory_numbered_wait", advisory_wait);
-  s.numbered_gate = true;
   // lock_not_available: the wait for the lock ended; after any other error the lock may be held.
   s.wait_ended = [](const Error& failed) { return failed.sqlstate == "55P03"; };
   s.advisory_holds = {"lock.advisory_holds",

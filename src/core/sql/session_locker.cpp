@@ -77,10 +77,6 @@ class ServerLock {
   // Whether the lock and the row are taken in one statement of the holder, which is also the
   // bookkeeping session (a lock that outlives the commit: advisory).
   bool folds_row() const { return !row_lock() && !st_.advisory_numbered_try.empty(); }
-  // Whether that statement tests the failover gate too (LockStatements::numbered_gate).
-  bool folds_gate() const { return folds_row() && st_.numbered_gate; }
-  // What take_numbered answered: the gate was found closed, so nothing was numbered.
-  bool gate_closed(const Rows& numbered) const { return st_.numbered_gate && numbered[0].int64(4) == 0; }
 
   // take(), then, once taken, session_take with `number` in the same statement: its rows
   // (affected 0: not numbered, the lock held all the same); nullopt: someone else holds it.
@@ -255,22 +251,16 @@ class SessionLocker final : public Locker {
   // The server lock, then the row numbered on the bookkeeping session. Whatever stops the
   // attempt gives the server lock back: no lock is left behind, no transaction open.
   Result<AcquireOutcome> attempt(const LockRequest& req, Millis wait) {
+    // The failover gate (failover.hpp) first: a holder whose session was on the old primary
+    // notices within its TTL that the session is gone, as a lease holder that cannot renew.
+    auto gate = failover::admit_once(*book_, st_.failover, admitted_, req.ttl);
+    if (!gate) return std::unexpected(gate.error());
+    if (!gate->open) return failover::delayed(*gate);
     // A plain lock is numbered in the statement that takes it where the dialect folds the two;
     // a semaphore's slot never is (its header comes first, in a transaction).
     const bool fold = lock_->folds_row() && req.semaphore.empty();
-    // The failover gate (failover.hpp) first: a holder whose session was on the old primary
-    // notices within its TTL that the session is gone, as a lease holder that cannot renew.
-    // Where the numbering statement tests it as well, it is asked only when that found it
-    // closed, so a contender refused by a holder costs the server one statement.
-    std::optional<failover::Gate> gate;
-    if (!(fold && lock_->folds_gate())) {
-      auto admitted = failover::admit_once(*book_, st_.failover, admitted_, req.ttl);
-      if (!admitted) return std::unexpected(admitted.error());
-      if (!admitted->open) return failover::delayed(*admitted);
-      gate = *admitted;
-    }
     auto take = [&]() -> Result<std::optional<Rows>> {
-      if (fold) return lock_->take_numbered(req.key, wait, take_params(req, gate ? gate->fence : 0, Value()));
+      if (fold) return lock_->take_numbered(req.key, wait, take_params(req, gate->fence, Value()));
       auto got = lock_->take(req.key, wait);
       if (!got) return std::unexpected(got.error());
       return *got ? std::optional<Rows>(Rows()) : std::nullopt;
@@ -290,23 +280,7 @@ class SessionLocker final : public Locker {
     }
     if (!got) return std::unexpected(got.error());
     if (!*got) return busy(req);
-    if (fold && lock_->gate_closed(**got)) {
-      // Not numbered: no record yet, a record of another primary, a TTL longer than any
-      // recorded, a lock-delay in force (or one that ended while this statement waited). The
-      // lock goes back; admit() says which, and writes what it must; open now, once more.
-      (void)lock_->give_back(req.key);
-      auto admitted = failover::admit_once(*book_, st_.failover, admitted_, req.ttl);
-      if (!admitted) return std::unexpected(admitted.error());
-      if (!admitted->open) return failover::delayed(*admitted);
-      got = lock_->take_numbered(req.key, Millis(0), take_params(req, 0, Value()));
-      if (!got) return std::unexpected(got.error());
-      if (!*got) return busy(req);
-      if (lock_->gate_closed(**got)) {
-        (void)lock_->give_back(req.key);
-        return busy(req);
-      }
-    }
-    auto out = fold ? numbered(req, **got) : number(req, gate ? gate->fence : 0);
+    auto out = fold ? numbered(req, **got) : number(req, gate->fence);
     if (!out || out->state != AcquireOutcome::State::acquired) (void)lock_->give_back(req.key);
     else held_ = HeldRun{{req.key, req.owner, req.host, req.pid, out->token}, req, out->acquired_at_ms.value_or(0)};
     return out;
@@ -322,9 +296,7 @@ class SessionLocker final : public Locker {
             {"session_id", lock_->holder().session_id()},
             {"min_interval_ms", ms_value(req.min_interval)},
             {"token", token},
-            {"fence", fence},
-            {"record", std::string(failover::record_name)},
-            {"ttl_ms", ms_value(req.ttl)}};
+            {"fence", fence}};
   }
 
   // The row of a key whose server lock is ours: a plain lock's in one statement; a semaphore's

@@ -264,12 +264,8 @@ struct LockStatements {
   /// itself, `advisory_try` / `advisory_wait` and then session_take (its parameters too) when
   /// taken, in one statement: one row of session_take's three columns (NULL: not numbered) and
   /// taken (1 or 0). `wait_ended`: a failed one took no lock (else it is given back).
-  /// `numbered_gate`: they also test the failover gate, as a folded lease take does
-  /// (FailoverStatements::folded: :record :ttl_ms, the fence read from the record), and number
-  /// only while it is open; a fifth column says whether it was (1 or 0).
   Statement advisory_try, advisory_wait, advisory_holds, advisory_give_back;
   Statement advisory_numbered_try, advisory_numbered_wait;
-  bool numbered_gate = false;
   bool (*wait_ended)(const Error& failed) = nullptr;
 
   /// for-update, txn-insert: `begin` opens the transaction that holds the lock; `lock_wait` sets
