@@ -389,9 +389,8 @@ namespace {
 // between its attempt and the LISTEN is not missed; later, a notification drained means try
 // again. The holder stops listening (best effort: what still arrives is dropped by every
 // statement). A reconnect loses the queue lock with the session: the waiter queues again on
-// the new one. Behind a pooler
-// there is no queue (a session lock would stay with a server session that others are handed):
-// every waiter listens, where NOTIFY passes at all.
+// the new one. Behind a pooler there is no queue (a session lock would stay with a server
+// session that others are handed): every waiter listens, where NOTIFY passes at all.
 class ListenSignal final : public sql::ReleaseSignal {
  public:
   ListenSignal(Session& session, std::shared_ptr<Connection> conn, std::string prefix)

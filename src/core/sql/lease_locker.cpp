@@ -58,20 +58,14 @@ class LeaseLocker final : public Locker {
     if (!released) return std::unexpected(released.error());
     session_->release_signal().released(signal_key(held_->request));
     // Written after the release has woken the waiters (release_unsynced), or with it.
-    Result<void> history{};
-    if (st_.release_unsynced)
-      history = with_retry(*session_, [&] {
-        return with_schema(*session_, [&] { return record_held_run(*session_, st_, *held_, "lease", *released, req, keep_); });
-      });
+    auto history = st_.release_unsynced ? record_held_run(*session_, st_, *held_, "lease", *released, req, keep_)
+                                        : Result<void>{};
     const bool was_lost = lost_;
     auto message = lost(was_lost ? "was lost before it was released"
                                  : "was no longer held by " + held_->owner + " when it was released");
-    const std::string key = held_->key;
     held_.reset();
     lost_ = false;
-    if (!history)
-      return fail(history.error().kind,
-                  "released '" + key + "', but its run's history row was not written: " + history.error().message);
+    if (!history) return history;
     if (!*released) return message;
     return {};
   }

@@ -4,6 +4,7 @@
 
 #include "core/semaphore.hpp"
 #include "core/sql/identifiers.hpp"
+#include "core/sql/lease_locker.hpp"
 
 namespace dblock::sql {
 namespace {
@@ -153,15 +154,22 @@ Result<bool> release_row(Session& session, const LeaseStatements& st, const Rele
 Result<void> record_held_run(Session& session, const LeaseStatements& st, const HeldRun& held, std::string_view strategy,
                              bool still_held, const ReleaseRequest& req, int keep) {
   if (!req.history) return {};
-  auto tx = Transaction::begin(session, st.begin_release);
-  if (!tx) return std::unexpected(tx.error());
-  if (!held.request.semaphore.empty())
-    if (auto r = session.run(st.lock_row, {{"key", held.request.semaphore}}); !r) return std::unexpected(r.error());
-  if (auto ok = record_run(session, st, complete_run_record(*req.history, held, strategy, still_held), held.acquired_ms,
-                           keep);
-      !ok)
-    return ok;
-  return tx->commit();
+  auto once = [&]() -> Result<void> {
+    auto tx = Transaction::begin(session, st.begin_release);
+    if (!tx) return std::unexpected(tx.error());
+    if (!held.request.semaphore.empty())
+      if (auto r = session.run(st.lock_row, {{"key", held.request.semaphore}}); !r) return std::unexpected(r.error());
+    if (auto ok = record_run(session, st, complete_run_record(*req.history, held, strategy, still_held),
+                             held.acquired_ms, keep);
+        !ok)
+      return ok;
+    return tx->commit();
+  };
+  auto done = with_retry(session, [&] { return with_schema(session, once); });
+  if (!done)
+    return fail(done.error().kind,
+                "released '" + held.key + "', but its run's history row was not written: " + done.error().message);
+  return {};
 }
 
 Result<void> record_run(Session& session, const LeaseStatements& st, const RunRecord& run, std::int64_t started_ms,

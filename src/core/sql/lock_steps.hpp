@@ -106,8 +106,10 @@ struct ReleaseRow {
 Result<bool> release_row(Session& session, const LeaseStatements& st, const ReleaseRow& what,
                          const ReleaseRequest& req, const std::string& prefix, int keep);
 
-/// The run's history row alone, in a `begin_release` transaction of its own that first locks a
-/// slot's header (lock_row, as release_row does); `still_held`: what the release found.
+/// The run's history row alone, after its release, in a `begin_release` transaction of its own
+/// that first locks a slot's header (lock_row, as release_row does), run again as with_retry and
+/// with_schema do (lease_locker.hpp); `still_held`: what the release found. Its error says that
+/// the release itself went through.
 Result<void> record_held_run(Session& session, const LeaseStatements& st, const HeldRun& held, std::string_view strategy,
                              bool still_held, const ReleaseRequest& req, int keep);
 

@@ -220,19 +220,13 @@ class SessionLocker final : public Locker {
     // a loaded server): with_retry ran it again and found it released already, by that try.
     auto gave_back = lock_->give_back(held_->key);
     lock_->holder().release_signal().released(signal_key(held_->request));
-    Result<void> history{};
-    if (released)
-      history = with_retry(*book_, [&] {
-        return with_schema(*book_, [&] { return record_held_run(*book_, st_, *held_, strategy_, gave_back.has_value(), r, keep_); });
-      });
+    auto history =
+        released ? record_held_run(*book_, st_, *held_, strategy_, gave_back.has_value(), r, keep_) : Result<void>{};
     auto message = lost("was already gone at release" +
                         (gave_back ? std::string() : ": " + gave_back.error().message));
-    const std::string key = held_->key;
     held_.reset();
     if (!released) return std::unexpected(released.error());
-    if (!history)
-      return fail(history.error().kind,
-                  "released '" + key + "', but its run's history row was not written: " + history.error().message);
+    if (!history) return history;
     if (!gave_back) return message;
     return {};
   }
