@@ -43,9 +43,7 @@ patroni_ttl=${DBLOCK_TEST_PATRONI_TTL:-10}
 
 say() { echo "test-cluster.sh: $*" >&2; }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
+. "$here/lib/ports.sh"
 
 wait_until() {  # wait_until SECONDS COMMAND...: polls until COMMAND succeeds
   local deadline=$((SECONDS + $1)); shift

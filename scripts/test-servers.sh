@@ -29,9 +29,7 @@ max_connections=${DBLOCK_TEST_MAX_CONNECTIONS:-}
 password=dblock-test-pw
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib/ports.sh"
 
 # show_log NAME FILE: the end of a server's log on stderr, for a start that failed.
 show_log() {

@@ -2,9 +2,7 @@
 # The `etcdctl lock` peer: a one-member etcd this bench starts on 127.0.0.1 (two free ports, a
 # data directory in $tmp), stopped at exit by its PID. Sourced.
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+. "$here/lib/ports.sh"
 
 # etcd_start: sets etcd_endpoint (empty, with a row saying why, when etcd cannot run).
 etcd_start() {
