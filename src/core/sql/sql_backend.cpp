@@ -112,6 +112,9 @@ Result<void> SqlBackend::release_held(const std::string& key, const HolderSelect
   if (!holder) return std::unexpected(holder.error());
   auto marked = session.run(release_.release, named);
   if (!marked) return std::unexpected(marked.error());
+  // The key's waiters hear it as they hear a holder's own release (a dialect whose release
+  // statement tells them, :channel, does nothing more here).
+  if (marked->affected > 0) session.release_signal().released(std::string(key_of_row(key)));
   // --force wants the key free; a key nobody holds already is.
   if (marked->affected == 0 && !who.force)
     return fail(ErrorKind::lost, "'" + key + "' is not held by " + rows::describe(who));

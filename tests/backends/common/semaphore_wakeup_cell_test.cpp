@@ -1,6 +1,6 @@
 // A semaphore waiter's wakeup descriptor (docs/backend-contract.md, "Semaphores": wake-ups) fires
 // on the release of any slot it tried. Only the backends whose lease waiter has a descriptor
-// (SQLite's WAL watch, PostgreSQL's LISTEN) can be checked; on the others core polls with
+// (SQLite's wake words, PostgreSQL's LISTEN) can be checked; on the others core polls with
 // backoff. So the one body is registered in the suites of the cells that have one, and there a
 // missing descriptor fails the case instead of ending it early.
 
