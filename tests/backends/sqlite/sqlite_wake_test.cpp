@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -132,4 +133,25 @@ TEST_CASE("sqlite: `release --force` from another process wakes a waiter") {
   all.force = true;
   REQUIRE(admin.backend->release("forced", all).has_value());
   CHECK(readable({fd}, 5000ms) == 1);
+}
+
+TEST_CASE("sqlite: a -wake that is not the waiters' (another size, a symlink) is left alone, and waiters poll") {
+  TempDir dir;
+  for (const bool link : {false, true}) {
+    CAPTURE(link);
+    const std::string db = dir.path + (link ? "/linked.db" : "/sized.db");
+    const std::string target = dir.path + (link ? "/target" : "/unused");
+    {
+      std::ofstream out(link ? target : db + "-wake");
+      out << "not dblock's";
+    }
+    if (link) std::filesystem::create_symlink(target, db + "-wake");
+    Party holder = party(db), waiter = party(db);
+    REQUIRE(attempt(*holder.locker, request("k", "holder"), 0ms) == AcquireOutcome::State::acquired);
+    CHECK(attempt(*waiter.locker, request("k", "waiter"), 100ms) == AcquireOutcome::State::busy);
+    CHECK(waiter.locker->wakeup_fd() < 0);  // core's backoff
+    release(*holder.locker);
+    CHECK(attempt(*waiter.locker, request("k", "waiter"), 0ms) == AcquireOutcome::State::acquired);
+    CHECK(std::filesystem::file_size(link ? target : db + "-wake") == std::string("not dblock's").size());
+  }
 }
