@@ -21,26 +21,14 @@
 #include "core/clock.hpp"
 #include "backends/common/dsn.hpp"
 #include "backends/sqlite/sqlite_tables.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace dblock;
 using namespace std::chrono_literals;
 
 namespace {
 
-struct TempDir {
-  TempDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/dblock-sqlite-unit-XXXXXX";
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::permissions(path, std::filesystem::perms::owner_all, ignored);
-    std::filesystem::remove_all(path, ignored);
-  }
-  std::string path;
-};
+using test::TempDir;
 
 Result<std::unique_ptr<Backend>> open_path(const std::string& path, const BackendOptions& options = {}) {
   auto dsn = parse_dsn("sqlite:" + path);

@@ -16,6 +16,7 @@
 #include "backends/common/database_file.hpp"
 #include "backends/common/dsn.hpp"
 #include "backends/registry.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace dblock;
 using namespace std::chrono_literals;
@@ -69,18 +70,7 @@ int readable(const std::vector<int>& fds, std::chrono::milliseconds within) {
   return n;
 }
 
-struct TempDir {
-  TempDir() {
-    std::string pattern = std::filesystem::temp_directory_path().string() + "/dblock-wake-XXXXXX";
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  std::string path;
-};
+using test::TempDir;
 
 }  // namespace
 
