@@ -14,7 +14,6 @@
 #include "backends/sqlite/sqlite_descriptor.hpp"
 #include "backends/sqlite/sqlite_dsn.hpp"
 #include "backends/sqlite/sqlite_tables.hpp"
-#include "core/semaphore.hpp"
 #include "core/sql/inspect.hpp"
 #include "core/sql/schema.hpp"
 #include "core/sql/sql_backend.hpp"
@@ -67,7 +66,6 @@ class SqliteBackend final : public sql::SqlBackend {
                                      {"force", std::int64_t{who.force ? 1 : 0}}});
     if (!r) return std::unexpected(r.error());
     if (r->affected == 0 && !who.force) return fail(ErrorKind::lost, "the lock " + key + " is not held by " + describe(who));
-    if (r->affected > 0) session_->release_signal().released(std::string(key_of_row(key)));
     return {};
   }
 

@@ -92,7 +92,15 @@ Result<std::int64_t> SqlBackend::now_ms() {
 Result<void> SqlBackend::release(const std::string& key, const HolderSelector& who) {
   if (!who.force && !who.owner && !who.token)
     return fail(ErrorKind::usage, "release needs the holder's owner or token, or --force");
-  if (!options_.shedlock) return release_held(key, who);
+  if (!options_.shedlock) {
+    auto released = release_held(key, who);
+    // The key's waiters hear it as they hear a holder's own release (a dialect whose release
+    // statement tells them, :channel, does nothing more here); with --force on a free key, one
+    // waiter at most tries once more for nothing.
+    if (released)
+      if (auto s = session()) (*s)->release_signal().released(std::string(key_of_row(key)));
+    return released;
+  }
   auto s = session();
   if (!s) return std::unexpected(s.error());
   return release_shedlock(**s, shedlock_, key, who);
@@ -112,9 +120,6 @@ Result<void> SqlBackend::release_held(const std::string& key, const HolderSelect
   if (!holder) return std::unexpected(holder.error());
   auto marked = session.run(release_.release, named);
   if (!marked) return std::unexpected(marked.error());
-  // The key's waiters hear it as they hear a holder's own release (a dialect whose release
-  // statement tells them, :channel, does nothing more here).
-  if (marked->affected > 0) session.release_signal().released(std::string(key_of_row(key)));
   // --force wants the key free; a key nobody holds already is.
   if (marked->affected == 0 && !who.force)
     return fail(ErrorKind::lost, "'" + key + "' is not held by " + rows::describe(who));
