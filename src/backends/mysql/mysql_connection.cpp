@@ -91,8 +91,8 @@ Result<void> Connection::reconnect() {
   static std::once_flag library_once;
   std::call_once(library_once, [] { mysql_library_init(0, nullptr, nullptr); });
 
+  mysql_.reset();  // before its statements (statements_)
   statements_.clear();
-  mysql_.reset();
   std::unique_ptr<MYSQL, Close> m(mysql_init(nullptr));
   if (!m) return fail(ErrorKind::internal, "mysql_init failed (out of memory)");
 
