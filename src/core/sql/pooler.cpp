@@ -57,8 +57,8 @@ DoctorCheck pooler_check(Session& session, const Statement& session_id, Strategy
               "transaction pooling (e.g. PgBouncer pool_mode=transaction, or a proxy that multiplexes, as ProxySQL "
               "does): one server session serves several clients, one transaction each; advisory, for-update and "
               "txn-insert are unsafe here; use lease or a session-pooled/direct DSN. lease waiters (-w) may not be "
-              "woken by the server here (a wake-up that lives in a server session, as PostgreSQL's LISTEN does, "
-              "does not pass transaction pooling): they poll, with a backoff of up to a second"};
+              "woken by the server here (the server's wake-ups live in a server session, which transaction pooling "
+              "does not keep): they poll, with a backoff of up to a second"};
     case Pooling::session:
       return {"pooler", true,
               "a connection pooler in session mode (the server session is not the one the connection was given, and "
