@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Dependencies point one way: cli -> backends -> core. src/core names nothing of src/backends,
-# not even in a comment (a pointer there is how an include starts); every strategy is written
+# not even in a comment (a pointer there is how an include starts), and no database product in
+# a string it writes; every strategy is written
 # once in src/core/sql, so no Locker class lives in src/backends; and the code of src/cli
 # names no backend and no identifier quote: what it needs of a backend comes from the
 # registry, so a new backend changes no file of cli.
@@ -17,6 +18,16 @@ if hits=$(grep -rn 'backends/' "$src/core"); then
   echo "$hits"
   status=1
 fi
+
+# Nor does a message core writes name a database product: a user of one backend must not read
+# about another's mechanism (doctor once explained MySQL users' polling by PostgreSQL's LISTEN).
+for file in "$src"/core/*.cpp "$src"/core/*.hpp "$src"/core/*/*.cpp "$src"/core/*/*.hpp; do
+  if hits=$(sed 's|//.*||' "$file" | grep -nE '"[^"]*(PostgreSQL|MySQL|MariaDB|SQLite)[^"]*"'); then
+    echo "${file#"$src"/} names a database product in a string:"
+    echo "$hits"
+    status=1
+  fi
+done
 
 if hits=$(grep -rnE 'class [A-Za-z_]*Locker\b' "$src/backends"); then
   echo "a Locker in src/backends (strategies are written once, in src/core/sql):"
