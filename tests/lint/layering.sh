@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Dependencies point one way: cli -> backends -> core. src/core names nothing of src/backends,
 # not even in a comment (a pointer there is how an include starts), and no database product in
-# a string it writes; every strategy is written
-# once in src/core/sql, so no Locker class lives in src/backends; and the code of src/cli
-# names no backend and no identifier quote: what it needs of a backend comes from the
-# registry, so a new backend changes no file of cli.
+# a string it writes; every strategy is written once in src/core/sql, so no Locker class lives
+# in src/backends; and the code of src/cli names no backend and no identifier quote: what it
+# needs of a backend comes from the registry, so a new backend changes no file of cli.
 #
 # A backend's name is a folder of src/backends (but common/) or a DSN scheme its descriptor
 # lists; cli "names" one when a string literal is exactly that word. Text a user reads may
