@@ -676,6 +676,7 @@ int main(int argc, char** argv) {
   };
   context.options.dsn_from = given_in("dsn");
   context.options.dsn_file_from = given_in("dsn-file");
+  context.options.dsn_in_config = config->source_of("dsn") || config->source_of("dsn-file");
 
   log::set_level(context.options.verbose ? log::Level::verbose
                  : context.options.quiet ? log::Level::quiet

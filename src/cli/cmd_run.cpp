@@ -100,7 +100,9 @@ CommandAction define_run(CLI::App& sub) {
     options.record_history = !args->no_history;
     value_or_throw(validate_run_timing(options.request.ttl, options.kill_after));
 
-    // The DSN is parsed, and a server backend's module loaded, only after the guard is forked.
+    // The DSN is read now, as the command's environment is fixed when the guard is forked; it
+    // is parsed, and a server backend's module loaded, only after.
+    options.database_env = context.database_env_for_command();
     return run_job([&] { return context.locker_opener(options.strategy, options.request.ttl, options.request.slots); },
                    options);
   };

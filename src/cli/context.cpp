@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -61,30 +62,65 @@ std::string non_empty_dsn(std::string text, const std::string& source) {
 // it: dblock(1), DSN. Undone for the command of run by its exec.
 void disable_core_dumps() { ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 
+
+// Inside `dblock run`, which keeps its DSN text out of the command's environment, a dblock
+// given no DSN of its own would otherwise lock in another database without a word: a host's
+// local default file, where every host of a farm gets token 1. A config file's or the
+// default DSN passes only when it is the run's own database (compared with passwords hidden).
+void check_enclosing_run(const std::string& text, const std::string& where) {
+  const char* run_database = std::getenv(run_database_env);
+  if (!run_database || !*run_database || redact_dsn(text) == run_database) return;
+  throw FatalError{{ErrorKind::config,
+                    "this dblock runs inside 'dblock run' on " + std::string(run_database) + " (" + run_database_env +
+                        ") and would use " + where + " (" + redact_dsn(text) +
+                        "), another database: refused. run keeps its DSN text out of its command's environment; "
+                        "give the outer run its DSN in a file (--dsn-file or DBLOCK_DSN_FILE), whose name its "
+                        "command inherits, or give this dblock --dsn-file FILE or -d DSN (-d sqlite:/PATH for a "
+                        "lock of its own)"}};
+}
+
 }  // namespace
 
-const Dsn& Context::dsn() {
-  if (dsn_) return *dsn_;
+const DsnSetting& Context::dsn_setting() {
+  if (dsn_setting_) return *dsn_setting_;
   // Command line and config file arrive in options (the file only when neither the command
   // line nor the environment named a DSN); the environment comes next; then the default. A
   // setting that is present but empty counts as given.
-  std::string text;
+  DsnSetting s;
   if (!options.dsn_from.empty()) {
-    text = non_empty_dsn(options.dsn, options.dsn_from);
+    s.text = non_empty_dsn(options.dsn, options.dsn_from);
+    if (options.dsn_in_config) check_enclosing_run(s.text, options.dsn_from);
   } else if (!options.dsn_file_from.empty()) {
-    text = read_dsn_file(options.dsn_file, options.dsn_file_from);
+    s.text = read_dsn_file(options.dsn_file, options.dsn_file_from);
+    s.file = std::filesystem::absolute(options.dsn_file).string();
+    if (options.dsn_in_config) check_enclosing_run(s.text, options.dsn_file_from + " " + options.dsn_file);
   } else if (const char* env = std::getenv("DBLOCK_DSN")) {
-    text = non_empty_dsn(env, "DBLOCK_DSN");
+    s.text = non_empty_dsn(env, "DBLOCK_DSN");
   } else if (const char* env_file = std::getenv("DBLOCK_DSN_FILE")) {
-    text = read_dsn_file(env_file, "DBLOCK_DSN_FILE");
+    s.text = read_dsn_file(env_file, "DBLOCK_DSN_FILE");
+    s.file = std::filesystem::absolute(env_file).string();
   } else {
     auto location = value_or_throw(default_location());
-    text = location.dsn;
+    check_enclosing_run(location.dsn, "the default database");
+    s.text = location.dsn;
     default_state_dir_ = location.state_dir;
   }
-  dsn_ = value_or_throw(parse_dsn(text));
+  return *(dsn_setting_ = std::move(s));
+}
+
+const Dsn& Context::dsn() {
+  if (dsn_) return *dsn_;
+  dsn_ = value_or_throw(parse_dsn(dsn_setting().text));
   if (dsn_->has_password()) disable_core_dumps();
   return *dsn_;
+}
+
+std::vector<std::pair<std::string, std::string>> Context::database_env_for_command() {
+  const DsnSetting& s = dsn_setting();
+  std::vector<std::pair<std::string, std::string>> env{{run_database_env, redact_dsn(s.text)}};
+  // A file's name is no secret: a dblock inside the command reads the same file.
+  if (!s.file.empty()) env.emplace_back("DBLOCK_DSN_FILE", s.file);
+  return env;
 }
 
 Strategy Context::strategy() const {

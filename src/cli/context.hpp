@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/common/dsn.hpp"
@@ -19,6 +20,7 @@ struct GlobalOptions {
   // Where dsn / dsn_file came from ("--dsn", "config file PATH line N"); empty when not given.
   std::string dsn_from;
   std::string dsn_file_from;
+  bool dsn_in_config = false;  // the DSN setting given came from the config file
   std::string strategy = "lease";
   std::string table_prefix = "dblock_";
   std::string table_format = "dblock";  // or "shedlock" (core/sql/shedlock.hpp)
@@ -29,6 +31,17 @@ struct GlobalOptions {
   bool quiet = false;
   std::string log = "stderr";  // --log: where the events of core/event_log.hpp go
   bool log_runs = false;
+};
+
+/// Set by `dblock run` for its command: the run's database, its passwords hidden (redact_dsn).
+/// Not a setting: a dblock inside the command that would fall back on a config file's DSN or
+/// the default refuses (78) unless that is this database (dblock(1), ENVIRONMENT).
+inline constexpr const char* run_database_env = "DBLOCK_RUN_DATABASE";
+
+/// The DSN as given, not yet parsed (no backend module loaded).
+struct DsnSetting {
+  std::string text;  // may hold a password: never print it
+  std::string file;  // the DSN file it was read from, absolute; empty for a DSN given as text
 };
 
 /// Resolved settings shared by the subcommands.
@@ -42,6 +55,12 @@ class Context {
   /// The DSN to use: --dsn, else the file named by --dsn-file, else the default (SQLite).
   /// Throws FatalError (usage/config) on a bad or empty value.
   const Dsn& dsn();
+  /// The same before parsing, with the file it came from. Inside `dblock run`, a DSN from the
+  /// config file or the default that is not the run's own database is FatalError (config).
+  const DsnSetting& dsn_setting();
+  /// For `run`: what its command is told of the database (DBLOCK_RUN_DATABASE, and
+  /// DBLOCK_DSN_FILE when the DSN came from a file), so a dblock in it reaches the same one.
+  std::vector<std::pair<std::string, std::string>> database_env_for_command();
   /// The strategy named by --strategy; throws FatalError(usage) for an unknown name.
   Strategy strategy() const;
   /// Backend settings; io_timeout derived from the lease length when one applies.
@@ -61,6 +80,7 @@ class Context {
   OpenLocker locker_opener(Strategy strategy, std::optional<Millis> ttl, int slots = 0);
 
  private:
+  std::optional<DsnSetting> dsn_setting_;
   std::optional<Dsn> dsn_;
   // No DSN given: the state directory of the default location, whose directories we may create
   // and which must be private (BackendOptions::private_root); empty for a DSN someone gave.

@@ -291,9 +291,12 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
 
   ChildSpec spec;
   spec.argv = o.command;
+  // Only names dblock never reads as a setting describe the run: a dblock inside the command
+  // must not take this run's strategy for its own --strategy (DBLOCK_STRATEGY).
   spec.set_env = {{"DBLOCK_KEY", o.request.key},
                   {"DBLOCK_OWNER", o.request.owner},
-                  {"DBLOCK_STRATEGY", std::string(to_string(o.strategy))}};
+                  {"DBLOCK_RUN_STRATEGY", std::string(to_string(o.strategy))}};
+  spec.set_env.insert(spec.set_env.end(), o.database_env.begin(), o.database_env.end());
   spec.late_env = {"DBLOCK_TOKEN"};
   spec.unset_env = {"DBLOCK_DSN", "DBLOCK_DSN_FILE"};
   // A semaphore's slot is known only once taken; a plain run's command never sees the slot

@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/locker.hpp"
@@ -27,6 +28,9 @@ struct RunOptions {
   bool terminate_on_lost = true;       // --on-lost terminate|ignore
   bool record_history = true;          // !--no-history
   std::vector<std::string> command;    // argv; for -c: {"/bin/sh", "-c", text}
+  // What the command learns of the database, set by the caller: never the DSN text, which
+  // is removed from the command's environment (DBLOCK_RUN_DATABASE, DBLOCK_DSN_FILE).
+  std::vector<std::pair<std::string, std::string>> database_env;
 };
 
 /// Ok, or ErrorKind::usage naming values that would work: the heartbeat (every ttl/3) must

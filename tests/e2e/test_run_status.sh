@@ -27,7 +27,7 @@ DBLOCK_DSN_FILE=/nonexistent-but-must-not-leak dblock --dsn "$DBLOCK_DSN" run "$
   dblock run "$k" --owner e2e-owner -- env >"$E2E_TMP/env"
 check "DBLOCK_KEY set" grep -qx "DBLOCK_KEY=$k" "$E2E_TMP/env"
 check "DBLOCK_OWNER set" grep -qx "DBLOCK_OWNER=e2e-owner" "$E2E_TMP/env"
-check "DBLOCK_STRATEGY set" grep -qx "DBLOCK_STRATEGY=$DBLOCK_STRATEGY" "$E2E_TMP/env"
+check "DBLOCK_RUN_STRATEGY set" grep -qx "DBLOCK_RUN_STRATEGY=$DBLOCK_STRATEGY" "$E2E_TMP/env"
 check "DBLOCK_TOKEN is a positive number" grep -qE '^DBLOCK_TOKEN=[1-9][0-9]*$' "$E2E_TMP/env"
 check "no DBLOCK_DSN in the command's environment" bash -c "! grep -q '^DBLOCK_DSN' '$E2E_TMP/env'"
 

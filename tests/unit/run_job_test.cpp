@@ -138,6 +138,7 @@ TEST_CASE("run: DBLOCK_* variables reach the command, the DSN does not") {
   Fixture f;
   ::setenv("DBLOCK_DSN", "postgres://u:secret@127.0.0.1/db", 1);
   ::setenv("DBLOCK_DSN_FILE", "/etc/secret", 1);
+  ::unsetenv("DBLOCK_STRATEGY");
   f.options.strategy = Strategy::advisory;
   f.shell("env > '" + (f.dir / "env").string() + "'");
   CHECK(f.run() == 0);
@@ -147,7 +148,9 @@ TEST_CASE("run: DBLOCK_* variables reach the command, the DSN does not") {
   CHECK(env.find("DBLOCK_KEY=job\n") != std::string::npos);
   CHECK(env.find("DBLOCK_TOKEN=42\n") != std::string::npos);
   CHECK(env.find("DBLOCK_OWNER=host:1:abc\n") != std::string::npos);
-  CHECK(env.find("DBLOCK_STRATEGY=advisory\n") != std::string::npos);
+  CHECK(env.find("DBLOCK_RUN_STRATEGY=advisory\n") != std::string::npos);
+  // The run's strategy is not handed on as a setting: an inner dblock would take it as its own.
+  CHECK(env.find("DBLOCK_STRATEGY=") == std::string::npos);
   CHECK(env.find("DBLOCK_DSN") == std::string::npos);
   CHECK(env.find("secret") == std::string::npos);
 }
