@@ -2,7 +2,9 @@
 # What the command inherits from dblock's caller, as with flock(1) and exec: the signals the
 # caller ignored stay ignored (`nohup dblock run ...` protects the job from SIGHUP), the
 # caller's descriptors stay open (dblock's own are close-on-exec), and the DSN is in neither
-# the command's environment nor its parent's (the guard's /proc/PID/environ).
+# the command's environment nor its parent's (the guard's /proc/PID/environ). What run adds
+# describes the run under names no dblock reads as a setting (once_run_nested.sh and
+# once_postgres_run_nested.sh: a dblock inside the command).
 source "$(dirname "$0")/lib.sh"
 
 k=$(key inherit)
@@ -50,4 +52,7 @@ guard_env=$(DBLOCK_DSN=$DBLOCK_DSN dblock run "$k" -- sh -c 'tr "\0" "\n" </proc
 assert_eq "the guard's /proc/PID/environ has no DSN value" "DBLOCK_DSN=" "$guard_env"
 cmd_env=$(dblock run "$k" -- env | grep -c '^DBLOCK_DSN=')
 assert_eq "the command's environment has no DBLOCK_DSN" 0 "$cmd_env"
+run_env=$(env -u DBLOCK_STRATEGY dblock run "$k" -- env | grep -E '^DBLOCK_(RUN_)?STRATEGY=')
+assert_eq "the run's strategy is DBLOCK_RUN_STRATEGY, never the setting DBLOCK_STRATEGY" \
+  "DBLOCK_RUN_STRATEGY=$DBLOCK_STRATEGY" "$run_env"
 finish
