@@ -4,7 +4,8 @@
 # another database, such as each host's local default where every host's inner run gets token 1:
 # it refuses (78) and says how to pass the DSN. A DSN read from a file reaches the same
 # database (run passes the file's name on as DBLOCK_DSN_FILE), and so does a config file's DSN
-# that is the run's own; a config file that names another database is refused too.
+# that is the run's own; a config file that names another database is refused too, and so is
+# a default database that is not the run's.
 # Two "hosts" share one SQLite file (a farm's server in real life) and each has a default
 # database of its own (its XDG_STATE_HOME). As root the hosts run as nobody, so that no
 # default database is made under /var/lib/dblock.
@@ -88,4 +89,13 @@ on h1 DBLOCK_DSN="sqlite:$shared" -- dblock run deploy-h1 -- \
   sh -c "dblock -d sqlite:$farm/h1/own.db run migrate -- sh -c 'echo token \$DBLOCK_TOKEN'" >"$farm/out.h1" 2>&1
 assert_eq "-d inside the run: its own database, token 1" "token 1" "$(cat "$farm/out.h1")"
 assert_eq "the shared key is still at token 5" 5 "$(shared_token)"
+
+# 7. No DSN at all: the run's own database is the default, and so is the inner dblock's.
+#    One whose default is elsewhere (another XDG_STATE_HOME, as for another user) is refused.
+on h2 -- dblock run deploy-h2 -- sh -c "$job" >"$farm/out.h2" 2>&1
+assert_eq "default database: the inner run took token 1 of the same default" "token 1 inner 0" \
+  "$(tr '\n' ' ' <"$farm/out.h2" | sed 's/ $//')"
+on h2 -- dblock run deploy-h2 -- sh -c "XDG_STATE_HOME=$farm/h1/state; export XDG_STATE_HOME; $job" \
+  >"$farm/out.h2" 2>&1
+assert_eq "another default database: the inner run is refused (78)" "inner 78" "$(grep -v '^dblock:' "$farm/out.h2")"
 finish
