@@ -62,6 +62,13 @@ std::string non_empty_dsn(std::string text, const std::string& source) {
 // it: dblock(1), DSN. Undone for the command of run by its exec.
 void disable_core_dumps() { ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 
+// A DSN file's name as the command of run gets it: absolute, as the command may change
+// directory (as given when the working directory is gone).
+std::string absolute_name(const std::string& path) {
+  std::error_code ec;
+  auto absolute = std::filesystem::absolute(path, ec);
+  return ec ? path : absolute.string();
+}
 
 // Inside `dblock run`, which keeps its DSN text out of the command's environment, a dblock
 // given no DSN of its own would otherwise lock in another database without a word: a host's
@@ -92,13 +99,13 @@ const DsnSetting& Context::dsn_setting() {
     if (options.dsn_in_config) check_enclosing_run(s.text, options.dsn_from);
   } else if (!options.dsn_file_from.empty()) {
     s.text = read_dsn_file(options.dsn_file, options.dsn_file_from);
-    s.file = std::filesystem::absolute(options.dsn_file).string();
+    s.file = absolute_name(options.dsn_file);
     if (options.dsn_in_config) check_enclosing_run(s.text, options.dsn_file_from + " " + options.dsn_file);
   } else if (const char* env = std::getenv("DBLOCK_DSN")) {
     s.text = non_empty_dsn(env, "DBLOCK_DSN");
   } else if (const char* env_file = std::getenv("DBLOCK_DSN_FILE")) {
     s.text = read_dsn_file(env_file, "DBLOCK_DSN_FILE");
-    s.file = std::filesystem::absolute(env_file).string();
+    s.file = absolute_name(env_file);
   } else {
     auto location = value_or_throw(default_location());
     check_enclosing_run(location.dsn, "the default database");
