@@ -88,7 +88,7 @@ for pair in "1 3" "3 2" "0 2" "2 0"; do
 done
 
 # Rounds of the two released together.
-ROUNDS=${ROUNDS:-12}
+ROUNDS=${ROUNDS:-10}
 pairs=("1 3" "0 2" "3 2" "2 0")
 setups=(new other plain)
 ran_both=0
