@@ -180,7 +180,8 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   // (ER_UPDATE_TABLE_USED). Once slots = :slots and strategy = 'semaphore' are assigned, the
   // condition's first branch holds.
   const std::string header_free =
-      "((strategy <=> 'semaphore' AND (slots <=> :slots OR NOT EXISTS (SELECT 1 FROM (SELECT 1 FROM " + t.locks +
+      "((strategy <=> 'semaphore' AND (slots <=> :slots OR :recount = 1 AND"
+      " NOT EXISTS (SELECT 1 FROM (SELECT 1 FROM " + t.locks +
       " s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL AND"
       " (s.strategy <> 'lease' OR s.expires_at > NOW(6)) LIMIT 1) AS held))) OR"
       " (NOT strategy <=> 'semaphore' AND (acquired_at IS NULL OR expires_at <= NOW(6) OR"

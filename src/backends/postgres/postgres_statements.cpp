@@ -203,7 +203,9 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                                         " WHERE name = :name ORDER BY id DESC OFFSET :keep::bigint LIMIT 1)"};
 
   // Far in the future, not 'infinity': a plain lease finds the header held, and its time still
-  // converts to epoch milliseconds.
+  // converts to epoch milliseconds. The WHERE reads the slot rows only with :recount: under READ
+  // COMMITTED a statement that waited for the row re-checks that row alone, against its new
+  // version, while its subqueries keep the snapshot taken before the wait.
   s.header_take = {
       "semaphore.header_take",
       "INSERT INTO " + t.locks +
@@ -216,7 +218,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
           " acquired_at = now(), renewed_at = now(), expires_at = EXCLUDED.expires_at, released_at = NULL, last_started_at = now(), slots = EXCLUDED.slots"
           " WHERE CASE WHEN l.slots IS NULL THEN l.released_at IS NOT NULL OR l.acquired_at IS NULL"
           " OR (l.strategy = 'lease' AND l.expires_at <= now())"
-          " ELSE l.slots = EXCLUDED.slots OR NOT EXISTS (SELECT 1 FROM " + t.locks +
+          " ELSE l.slots = EXCLUDED.slots OR :recount::int = 1 AND NOT EXISTS (SELECT 1 FROM " + t.locks +
           " s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL"
           " AND (s.strategy IS DISTINCT FROM 'lease' OR s.expires_at > now())) END"
           " RETURNING token, " + ms("acquired_at") + ", " + ms("expires_at")};

@@ -203,8 +203,8 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
           " released_at = NULL, last_started_at = excluded.last_started_at, slots = excluded.slots, boot_id = NULL,"
           " boot_token = NULL, boot_started_ms = NULL, boot_expires_ms = NULL"
           " WHERE CASE WHEN l.slots IS NULL THEN l.released_at IS NOT NULL OR l.acquired_at IS NULL OR"
-          " (l.strategy IS 'lease' AND NOT " + lease_live_sql("l.") + ") ELSE l.slots = :slots OR NOT " + slot_held +
-          " END RETURNING token, NULL, NULL"};
+          " (l.strategy IS 'lease' AND NOT " + lease_live_sql("l.") + ") ELSE l.slots = :slots OR :recount = 1"
+          " AND NOT " + slot_held + " END RETURNING token, NULL, NULL"};
   s.header_refusal = {"semaphore.header_refusal", status_select(t, "slots") + " WHERE name = :key"};
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key"};
   return s;

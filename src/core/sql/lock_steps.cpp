@@ -85,29 +85,44 @@ Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, cons
 
 Result<HeaderTake> take_header(Session& session, const LeaseStatements& st, const LockRequest& req,
                                std::int64_t fence) {
-  const Params hp{{"key", req.semaphore}, {"owner", req.owner}, {"host", req.host}, {"pid", req.pid},
-                  {"slots", std::int64_t{req.slots}},
-                  {"first", req.semaphore + slot_separator},
-                  {"past", req.semaphore + char(slot_separator + 1)},
-                  {"fence", fence}};
-  auto header = session.run(st.header_take, hp);
-  if (!header) return std::unexpected(header.error());
+  Params hp{{"key", req.semaphore}, {"owner", req.owner}, {"host", req.host}, {"pid", req.pid},
+            {"slots", std::int64_t{req.slots}},
+            {"first", req.semaphore + slot_separator},
+            {"past", req.semaphore + char(slot_separator + 1)},
+            {"fence", fence},
+            {"recount", std::int64_t{0}}};
   HeaderTake out;
-  if (header->affected > 0) {
-    auto row = taken_row(session, st, *header, req.semaphore, req.owner);
+  auto took = [&](const Rows& header) -> Result<HeaderTake> {
+    auto row = taken_row(session, st, header, req.semaphore, req.owner);
     if (!row) return std::unexpected(row.error());
     out.token = row->token;
     return out;
-  }
-  // Refused: another slot count recorded, or a plain holder of the key.
+  };
+  auto header = session.run(st.header_take, hp);
+  if (!header) return std::unexpected(header.error());
+  if (header->affected > 0) return took(*header);
+  // Refused, and the header row is now locked by this transaction: a plain holder of the key,
+  // or another slot count recorded.
   auto r = session.run(st.header_refusal, {{"key", req.semaphore}});
   if (!r) return std::unexpected(r.error());
   out.refusal.state = AcquireOutcome::State::busy;
   if (r->empty()) return out;
   const auto row = (*r)[0];
   const auto recorded = row.opt_int64(extra_column);
-  if (recorded && *recorded != req.slots) out.refusal.recorded_slots = static_cast<int>(*recorded);
-  else out.refusal.holder = refusing_row(row);
+  if (!recorded || *recorded == req.slots) {
+    out.refusal.holder = refusing_row(row);
+    return out;
+  }
+  // The count may change once no slot is held. The slot rows are read by a statement that
+  // starts now, with the header locked: every slot taken under the recorded count committed
+  // before the lock was granted, and none can be taken until this transaction ends. (Read in
+  // the first take, they would come from a PostgreSQL snapshot older than its wait for the
+  // lock, which misses a slot committed meanwhile: two counts would hold at once.)
+  hp.set("recount", std::int64_t{1});
+  header = session.run(st.header_take, hp);
+  if (!header) return std::unexpected(header.error());
+  if (header->affected > 0) return took(*header);
+  out.refusal.recorded_slots = static_cast<int>(*recorded);
   return out;
 }
 

@@ -85,7 +85,9 @@ Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, cons
 
 /// A semaphore's header row for `req` (a slot), inside the caller's transaction, its token
 /// above the failover `fence` (failover.hpp): taken (its token, which the slot row gets), or
-/// the outcome that says why not (another slot count recorded, or a plain holder of the key).
+/// the outcome that says why not (another slot count recorded while a slot is held, or a plain
+/// holder of the key). One statement when the header records req.slots; a count change reads
+/// the slot rows in a statement of its own, once the first has locked the header.
 struct HeaderTake {
   std::optional<std::int64_t> token;
   AcquireOutcome refusal;

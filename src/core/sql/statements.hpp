@@ -73,9 +73,11 @@ struct LeaseStatements {
 
   /// Semaphores (docs/backend-contract.md, "Semaphores"), inside `begin`'s transaction.
   /// :key (the semaphore) :owner :host :pid :slots :first :past (the bounds of its slot rows'
-  /// names). Takes the header row of :key, bumping its token (1 for a new row), when it records
-  /// :slots, or it is a plain row nobody holds, or no slot row of it is held. affected and rows
-  /// as `take`; the token as `take`'s, above :fence.
+  /// names) :recount. Takes the header row of :key, bumping its token (1 for a new row), when it
+  /// records :slots, or it is a plain row nobody holds, or, with :recount = 1, no slot row of it
+  /// is held. affected and rows as `take`; the token as `take`'s, above :fence. Taken or not,
+  /// the row stays locked until the transaction ends: core asks with :recount = 1 only in a
+  /// later statement (take_header, lock_steps.hpp), so the slot rows are read after the lock.
   Statement header_take;
   /// :key. Why `header_take` did not take it: the 14 status columns, live, then slots.
   Statement header_refusal;
