@@ -75,7 +75,10 @@ Result<void> session_strategy_allowed(Session& session, const Statement& serving
                     "would take the key too; refused. Use --strategy lease (its rows are certified across the "
                     "cluster); `dblock doctor -s " + s + "` fails its galera line for the same reason");
   const std::int64_t first = (*r)[0].int64(0);
-  if (first == session.started_id()) return {};
+  if (first == session.started_id()) {
+    session.served_directly_seen();
+    return {};
+  }
   auto found = pooling(session, session_id, open_other, first);
   if (!found) return std::unexpected(found.error());
   if (*found != Pooling::transaction) return {};
