@@ -85,9 +85,9 @@ Result<void> session_strategy_allowed(Session& session, const Statement& serving
   return fail(ErrorKind::config,
               "--strategy " + s + " cannot hold through transaction pooling at " + session.where() +
                   " (e.g. PgBouncer pool_mode=transaction): its lock lives in one server session, which the pooler "
-                  "hands to other clients between transactions, and they could take the key too; refused. Use --strategy lease, or connect to the server directly or through session pooling "
-                  "(PgBouncer pool_mode=session); `dblock doctor -s " + s + "` fails its pooler line for the same "
-                  "reason");
+                  "hands to other clients between transactions, and they could take the key too; refused. Use "
+                  "--strategy lease, or connect to the server directly or through session pooling (PgBouncer "
+                  "pool_mode=session); `dblock doctor -s " + s + "` fails its pooler line for the same reason");
 }
 
 DoctorCheck pooler_check(Session& session, const Statement& session_id, Strategy strategy,
