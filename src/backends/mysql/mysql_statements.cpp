@@ -319,6 +319,11 @@ sql::DoctorStatements doctor_statements(const std::string& prefix, bool mariadb)
                   " AND PRIVILEGE_TYPE = 'CREATE') + (SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES"
                   " WHERE PRIVILEGE_TYPE = 'CREATE')"};
   s.session_id = {"doctor.session_id", "SELECT CONNECTION_ID()"};
+  // MariaDB always has wsrep_on (the failover incarnation reads it too); MySQL only in a Galera
+  // build, so it is looked up there.
+  s.serving = {"run.serving", mariadb ? "SELECT CONNECTION_ID(), @@GLOBAL.wsrep_on"
+                                      : "SELECT CONNECTION_ID(), COALESCE((SELECT VARIABLE_VALUE IN ('ON', '1') FROM"
+                                        " performance_schema.global_variables WHERE VARIABLE_NAME = 'wsrep_on'), 0)"};
   s.checks = {
       {"wait_timeout",
        "SELECT 'wait_timeout', @@SESSION.wait_timeout >= 31536000, IF(@@SESSION.wait_timeout >= 31536000,"

@@ -44,6 +44,11 @@ class Connection {
   /// Whether this server session serves the statements itself, no pooler between
   /// (sql::served_directly, asked on `asking` once per server session).
   Result<bool> served_directly(sql::Session& asking);
+  /// served_directly's answer for this server session, found by the caller: true.
+  void seen_served_directly() {
+    direct_ = true;
+    direct_for_ = conn_.get();
+  }
   /// True while a transaction is open and healthy on this connection.
   bool in_transaction() const { return is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INTRANS; }
   /// True while a transaction is open, healthy or failed (a ROLLBACK is due).
@@ -126,6 +131,7 @@ class Session final : public sql::Session {
   std::string where() const override { return conn_->where(); }
   sql::ReleaseSignal& release_signal() override { return *signal_; }
   std::int64_t started_id() const override { return conn_->backend_pid(); }
+  void served_directly_seen() override { conn_->seen_served_directly(); }
 
  private:
   std::shared_ptr<Connection> conn_;

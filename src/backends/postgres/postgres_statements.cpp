@@ -386,6 +386,7 @@ sql::DoctorStatements doctor_statements(const std::string& prefix) {
   s.probe = sql::write_probe(t.locks, t.runs, t.claims);
   s.can_create = {"doctor.can_create", "SELECT has_schema_privilege(current_schema(), 'CREATE')"};
   s.session_id = session_id_statement();
+  s.serving = {"run.serving", "SELECT pg_backend_pid(), 0"};  // no cluster keeps session locks on one node only
   // The idle limits in force: 'client' means the value came in this connection's startup packet,
   // so dblock's own did. A pooler that drops `options` (PgBouncer with it in
   // ignore_startup_parameters) leaves the server's limits on dblock's sessions.

@@ -1,5 +1,7 @@
 #include "core/sql/pooler.hpp"
 
+#include <optional>
+
 namespace dblock::sql {
 namespace {
 
@@ -17,17 +19,28 @@ Result<std::int64_t> serving(Session& session, const Statement& session_id) {
 // a different answer means a pooler. Transaction pooling shows when the server session changes
 // between statements, which a lone client rarely sees (a pooler hands it the session it just
 // gave back), so a second client opens a transaction in between: under transaction pooling it
-// gets the session this one just had (or keeps this one off it).
+// gets the session this one just had (or keeps this one off it). The second client connects
+// first, so that only one round trip passes between this session's statement and its
+// transaction: another client of the pool handed a session meanwhile could make transaction
+// pooling look like session pooling. `first`: this session's answer, when asked already.
 Result<Pooling> pooling(Session& ours, const Statement& session_id,
-                        const std::function<Result<std::unique_ptr<Session>>()>& open_other) {
-  auto first = serving(ours, session_id);
-  if (!first) return std::unexpected(first.error());
+                        const std::function<Result<std::unique_ptr<Session>>()>& open_other,
+                        std::optional<std::int64_t> first = std::nullopt) {
+  if (!first) {
+    auto asked = serving(ours, session_id);
+    if (!asked) return std::unexpected(asked.error());
+    first = *asked;
+  }
   auto again = serving(ours, session_id);
   if (!again) return std::unexpected(again.error());
   if (*again != *first) return Pooling::transaction;
   if (ours.started_id() == *first) return Pooling::none;
   auto other = open_other();
   if (!other) return std::unexpected(other.error());
+  if (auto connected = serving(**other, session_id); !connected) return std::unexpected(connected.error());
+  auto last = serving(ours, session_id);
+  if (!last) return std::unexpected(last.error());
+  if (*last != *first) return Pooling::transaction;
   auto tx = Transaction::begin(**other, "BEGIN");
   if (!tx) return std::unexpected(tx.error());
   auto theirs = serving(**other, session_id);
@@ -45,6 +58,36 @@ Result<bool> served_directly(Session& session, const Statement& session_id) {
   auto id = serving(session, session_id);
   if (!id) return std::unexpected(id.error());
   return *id == session.started_id();
+}
+
+Result<void> session_strategy_allowed(Session& session, const Statement& serving_st, const Statement& session_id,
+                                      Strategy strategy,
+                                      const std::function<Result<std::unique_ptr<Session>>()>& open_other) {
+  if (!is_session_strategy(strategy) || serving_st.empty()) return {};
+  auto r = session.run(serving_st, {});
+  if (!r) return std::unexpected(r.error());
+  if (r->empty() || (*r)[0].is_null(0)) return fail(ErrorKind::other, serving_st.id + " answered no session id");
+  const std::string s(to_string(strategy));
+  if (!(*r)[0].is_null(1) && (*r)[0].int64(1) == 1)
+    return fail(ErrorKind::config,
+                "--strategy " + s + " cannot hold on a Galera cluster (wsrep_on is ON at " + session.where() +
+                    "): GET_LOCK, FOR UPDATE and an uncommitted INSERT lock one node only, so a run on another node "
+                    "would take the key too; refused. Use --strategy lease (its rows are certified across the "
+                    "cluster); `dblock doctor -s " + s + "` fails its galera line for the same reason");
+  const std::int64_t first = (*r)[0].int64(0);
+  if (first == session.started_id()) {
+    session.served_directly_seen();
+    return {};
+  }
+  auto found = pooling(session, session_id, open_other, first);
+  if (!found) return std::unexpected(found.error());
+  if (*found != Pooling::transaction) return {};
+  return fail(ErrorKind::config,
+              "--strategy " + s + " cannot hold through transaction pooling at " + session.where() +
+                  " (e.g. PgBouncer pool_mode=transaction): its lock lives in one server session, which the pooler "
+                  "hands to other clients between transactions, and they could take the key too; refused. Use "
+                  "--strategy lease, or connect to the server directly or through session pooling (PgBouncer "
+                  "pool_mode=session); `dblock doctor -s " + s + "` fails its pooler line for the same reason");
 }
 
 DoctorCheck pooler_check(Session& session, const Statement& session_id, Strategy strategy,

@@ -16,6 +16,15 @@ namespace dblock::sql {
 /// (Session::started_id): false behind a pooler, which hands out an id of its own.
 Result<bool> served_directly(Session& session, const Statement& session_id);
 
+/// Before a run takes `strategy`, a session strategy, on `session`: ErrorKind::config, naming
+/// what conflicts and the fix, where the lock could not hold, as doctor fails it (its pooler and
+/// galera lines): a Galera node (its session locks are its own), or transaction pooling (the
+/// lock would stay with a server session other clients are handed). One statement, `serving`,
+/// on a direct connection; behind a pooler also pooler_check's probe with a second session.
+Result<void> session_strategy_allowed(Session& session, const Statement& serving, const Statement& session_id,
+                                      Strategy strategy,
+                                      const std::function<Result<std::unique_ptr<Session>>()>& open_other);
+
 /// doctor's "pooler" line: direct, session pooling or transaction pooling, which fails it for a
 /// session strategy. `open_other` opens a second session on the same database.
 DoctorCheck pooler_check(Session& session, const Statement& session_id, Strategy strategy,

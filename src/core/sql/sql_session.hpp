@@ -175,6 +175,10 @@ class Session {
   /// The server's id of this session, as the connection was handed it at start-up (a pooler
   /// hands out its own: pooler.hpp); 0 where the dialect has none.
   virtual std::int64_t started_id() const { return 0; }
+  /// Told that the server session it was handed at start-up answered (pooler.hpp,
+  /// session_strategy_allowed), which a dialect that asks the same (PostgreSQL, before it names
+  /// a prepared statement) may keep instead of asking again.
+  virtual void served_directly_seen() {}
 
   /// After `failed`, which a statement of the run path returned: when schema_missing, creates or
   /// completes the schema (core/sql/schema.hpp) and returns true (the caller runs its operation

@@ -59,12 +59,12 @@ TEST_CASE("pooler: the session the connection was given answers every time: dire
 TEST_CASE("pooler: a pooler's own id at start-up, and the session kept while another client's transaction runs: "
           "session mode, every strategy safe") {
   for (Strategy s : all) {
-    Pooler p(1, {7, 7, 7}, 8);
+    Pooler p(1, {7, 7, 7, 7}, 8);
     const DoctorCheck c = p.check(s);
     CHECK(c.ok);
     CHECK(c.detail.starts_with("a connection pooler in session mode"));
     CHECK(p.opened == 1);
-    CHECK(p.ours.runs[session_id.id] == 3);
+    CHECK(p.ours.runs[session_id.id] == 4);
   }
 }
 
@@ -78,8 +78,9 @@ TEST_CASE("pooler: transaction pooling fails the session strategies and passes l
   };
   const Case cases[] = {
       {"the server session changes between two probes", 7, {7, 9}, 0, 2},
-      {"another client's transaction gets our server session (asked no more)", 1, {7, 7}, 7, 2},
-      {"our server session changes while another client's transaction runs", 1, {7, 7, 9}, 8, 3},
+      {"our server session changes once another client connected", 1, {7, 7, 9}, 8, 3},
+      {"another client's transaction gets our server session (asked no more)", 1, {7, 7, 7}, 7, 3},
+      {"our server session changes while another client's transaction runs", 1, {7, 7, 7, 9}, 8, 4},
   };
   for (const Case& k : cases)
     for (Strategy s : all) {
@@ -120,4 +121,94 @@ TEST_CASE("pooler: served_directly compares the answer with the id given at star
   direct = sql::served_directly(p.ours, session_id);
   REQUIRE(direct);
   CHECK_FALSE(*direct);
+}
+
+namespace {
+
+const sql::Statement serving{"run.serving", "SELECT id, cluster"};
+
+// session_strategy_allowed on `p`'s sessions, whose first statement answers (`id`, `galera`).
+Result<void> allowed(Pooler& p, Strategy s, std::int64_t id, int galera) {
+  p.ours.answers[serving.id] = row_of({std::to_string(id), std::to_string(galera)});
+  return sql::session_strategy_allowed(p.ours, serving, session_id, s, [&p]() -> Result<std::unique_ptr<sql::Session>> {
+    ++p.opened;
+    return std::unique_ptr<sql::Session>(std::move(p.theirs));
+  });
+}
+
+const Strategy session_strategies[] = {Strategy::advisory, Strategy::for_update, Strategy::txn_insert};
+
+}  // namespace
+
+TEST_CASE("session strategies: a direct connection is allowed after one statement") {
+  for (Strategy s : session_strategies) {
+    Pooler p(7, {});
+    CHECK(allowed(p, s, 7, 0));
+    CHECK(p.ours.sent == std::vector<std::string>{"run.serving"});
+    CHECK(p.opened == 0);
+  }
+}
+
+TEST_CASE("session strategies: lease, and a dialect without server sessions, are not asked") {
+  Pooler p(7, {});
+  CHECK(allowed(p, Strategy::lease, 1, 1));
+  CHECK(sql::session_strategy_allowed(p.ours, sql::Statement{}, sql::Statement{}, Strategy::advisory, nullptr));
+  CHECK(p.ours.sent.empty());
+}
+
+TEST_CASE("session strategies: a Galera node is refused (78), naming it and lease") {
+  for (Strategy s : session_strategies) {
+    CAPTURE(std::string(to_string(s)));
+    Pooler p(7, {});
+    auto r = allowed(p, s, 7, 1);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().kind == ErrorKind::config);
+    CHECK(r.error().message.find("Galera") != std::string::npos);
+    CHECK(r.error().message.find("--strategy " + std::string(to_string(s))) != std::string::npos);
+    CHECK(r.error().message.find("Use --strategy lease") != std::string::npos);
+    CHECK(p.opened == 0);
+  }
+}
+
+TEST_CASE("session strategies: transaction pooling is refused (78), naming the fixes; session pooling is allowed") {
+  for (Strategy s : session_strategies) {
+    CAPTURE(std::string(to_string(s)));
+    Pooler tx(1, {7, 7, 7}, 7);  // another client's transaction gets our server session
+    auto r = allowed(tx, s, 7, 0);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().kind == ErrorKind::config);
+    CHECK(r.error().message.find("transaction pooling") != std::string::npos);
+    CHECK(r.error().message.find("Use --strategy lease, or connect to the server directly or through session pooling") !=
+          std::string::npos);
+    CHECK(tx.opened == 1);
+
+    Pooler changed(1, {9});  // the server session changed between two statements
+    r = allowed(changed, s, 7, 0);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().kind == ErrorKind::config);
+    CHECK(changed.opened == 0);
+
+    Pooler session(1, {7, 7, 7}, 8);
+    CHECK(allowed(session, s, 7, 0));
+    CHECK(session.opened == 1);
+  }
+}
+
+TEST_CASE("session strategies: a probe that fails is that error, not a verdict") {
+  Pooler p(1, {7});
+  p.theirs.reset();
+  auto r = sql::session_strategy_allowed(p.ours, serving, session_id, Strategy::advisory,
+                                         []() -> Result<std::unique_ptr<sql::Session>> {
+                                           return fail(ErrorKind::connection, "no second session");
+                                         });
+  // `serving` answers nothing here: an error of its own.
+  REQUIRE_FALSE(r);
+  CHECK(r.error().kind == ErrorKind::other);
+  p.ours.answers[serving.id] = row_of({"7", "0"});
+  r = sql::session_strategy_allowed(p.ours, serving, session_id, Strategy::advisory,
+                                    []() -> Result<std::unique_ptr<sql::Session>> {
+                                      return fail(ErrorKind::connection, "no second session");
+                                    });
+  REQUIRE_FALSE(r);
+  CHECK(r.error().kind == ErrorKind::connection);
 }
