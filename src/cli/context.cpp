@@ -4,6 +4,7 @@
 #include <pwd.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -246,6 +247,8 @@ std::vector<std::string> directories_above(const std::string& path) {
 }  // namespace
 
 void check_trusted_file(const std::string& what, const std::string& path, const struct stat& st) {
+  // /dev/null (DBLOCK_CONFIG=/dev/null: no config) reads as empty whoever writes to it.
+  if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3)) return;
   const uid_t me = ::geteuid();
   const std::string trusted = me == 0 ? "root" : "root or " + user_label(me);
   if (st.st_uid != 0 && st.st_uid != me)

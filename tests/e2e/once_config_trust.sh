@@ -83,6 +83,9 @@ expect_refused "root's config file 0644 in a directory of mode 0777" \
   "dblock: config file $E2E_TMP/open/c.conf: its directory $E2E_TMP/open has mode 0777: users other than its owner may put another file in its place: refused (chmod go-w $E2E_TMP/open, or +t)" \
   "$dblock_bin" --config "$E2E_TMP/open/c.conf" run "$k" -- true
 
+# /dev/null (mode 0666) is no config at all.
+assert_status "DBLOCK_CONFIG=/dev/null" 0 env DBLOCK_CONFIG=/dev/null "$dblock_bin" schema --dialect sqlite >/dev/null
+
 # What is trusted works: root's own 0644 config and DSN file...
 good=$E2E_TMP/good.db
 chmod 644 "$conf" "$dsnfile"
