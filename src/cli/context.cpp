@@ -213,7 +213,8 @@ std::string user_label(uid_t uid) {
   std::vector<char> buffer(size > 0 ? static_cast<std::size_t>(size) : 16384);
   passwd entry{};
   passwd* found = nullptr;
-  if (::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) == 0 && found) label += std::string(" (") + found->pw_name + ")";
+  if (::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) == 0 && found)
+    label += std::string(" (") + found->pw_name + ")";
   return label;
 }
 
@@ -253,10 +254,12 @@ void check_trusted_file(const std::string& what, const std::string& path, const 
   const std::string trusted = me == 0 ? "root" : "root or " + user_label(me);
   if (st.st_uid != 0 && st.st_uid != me)
     throw FatalError{{ErrorKind::config, what + " belongs to " + user_label(st.st_uid) + ", not to " + trusted +
-                                             ": refused, as its owner decides what dblock does (as root: chown " + user_name(me) + " " + path + ")"}};
+                                             ": refused, as its owner decides what dblock does (as root: chown " +
+                                             user_name(me) + " " + path + ")"}};
   if (st.st_mode & (S_IWGRP | S_IWOTH))
     throw FatalError{{ErrorKind::config, what + " has mode " + mode_text(st.st_mode) +
-                                             ": users other than its owner may change it: refused (chmod go-w " + path + ")"}};
+                                             ": users other than its owner may change it: refused (chmod go-w " +
+                                             path + ")"}};
   // The directories as named and as resolved: whoever may rename an entry in one may put
   // another file in the file's place. A sticky directory (/tmp) lets each user rename only
   // their own entries.

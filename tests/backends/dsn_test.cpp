@@ -201,7 +201,8 @@ TEST_CASE("a password with a raw '/' or '@' is hidden whole, and the DSN refused
     CHECK(redact_dsn(text).find("Rt5") == std::string::npos);
   }
   // A URI parameter's value ends at '&' only.
-  CHECK(redact_dsn("postgres://h/db?password=Qw3 Rt5&sslmode=require") == "postgres://h/db?password=****&sslmode=require");
+  CHECK(redact_dsn("postgres://h/db?password=Qw3 Rt5&sslmode=require") ==
+        "postgres://h/db?password=****&sslmode=require");
   // No ':' before the '@': no password, and an '@' in a parameter is left alone.
   CHECK(!misread_user_info("postgres://h/db?application_name=a@b"));
   CHECK(parse_dsn("postgres://h/db?application_name=a@b").has_value());
