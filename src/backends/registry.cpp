@@ -49,6 +49,7 @@ Result<Dsn> parse_dsn(std::string_view text) {
   dsn.text = std::string(text);
   dsn.redacted = redact_dsn(text);
   if (text.empty()) return invalid_dsn(dsn, "empty DSN");
+  if (auto ok = check_user_info(dsn); !ok) return std::unexpected(ok.error());
   const std::string_view scheme = text.substr(0, text.find(':'));
   for (const auto& known : known_backends()) {
     if (std::ranges::find(known.schemes, scheme) == known.schemes.end() || scheme.size() == text.size()) continue;

@@ -1,5 +1,6 @@
 #include "cli/app.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -85,6 +86,9 @@ class EnvFirstConfig : public CLI::ConfigTOML {
     std::stringstream text;
     text << input.rdbuf();
     path_ = app_.get_config_ptr()->as<std::string>();
+    // Before a word of it is used: whoever may write the file chooses the database.
+    if (struct stat st{}; !path_.empty() && ::stat(path_.c_str(), &st) == 0)
+      check_trusted_file("config file " + path_, path_, st);
     const auto lines = key_lines(text.str());
     auto parsed = CLI::ConfigTOML::from_config(text);
     // A misspelt key must not be ignored, and the message says where it is and what was meant.

@@ -1,6 +1,8 @@
 #pragma once
 // What every subcommand needs once the command line, environment and config file are read.
 
+#include <sys/stat.h>
+
 #include <memory>
 #include <string>
 #include <utility>
@@ -102,6 +104,13 @@ Millis duration_option(const std::string& option, const std::string& text);
 /// private: warns, naming its mode, when its group or others may read it. With
 /// `refuse_foreign`, a mode wider than 0600 on a file another user owns is FatalError (config).
 void check_private_file(const std::string& what, const std::string& path, bool refuse_foreign);
+
+/// A file that configures dblock (config file, DSN file) is trusted the way ssh trusts
+/// authorized_keys: FatalError (config) when a user other than root and this one owns it, when
+/// its group or others may write it, or when a directory above it (as named, and as resolved)
+/// could be changed by another user (one not sticky and writable by group or others, or owned
+/// by another user). `st` is the file as opened.
+void check_trusted_file(const std::string& what, const std::string& path, const struct stat& st);
 
 /// The default holder identity: host:pid:random.
 std::string default_owner();

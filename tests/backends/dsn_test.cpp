@@ -131,7 +131,9 @@ TEST_CASE("passwords are found where libpq finds them") {
   const std::string question = "postgres://alice:se?cret@127.0.0.1:1/db";
   CHECK(redact_dsn(question) == "postgres://alice:****@127.0.0.1:1/db");
   CHECK(parse_dsn(question).value().has_password());
-  CHECK(redact_dsn("postgres://alice:p@ss@h/db?sslmode=require") == "postgres://alice:****@h/db?sslmode=require");
+  // A raw '@' in the password: libpq would end the user info at the first one, so the DSN is
+  // refused and everything up to the last one hidden.
+  CHECK(redact_dsn("postgres://alice:p@ss@h/db?sslmode=require") == "postgres://****@h/db?sslmode=require");
   // libpq decodes a parameter's name before comparing it.
   CHECK(redact_dsn("postgres://alice@h/db?pass%77ord=hunter2&sslmode=require") ==
         "postgres://alice@h/db?pass%77ord=****&sslmode=require");
@@ -159,4 +161,50 @@ TEST_CASE("a short password leaves messages whole") {
   CHECK(redact_message("password p refused for postgres://u:p@h/d (port 5432)", dsn) ==
         "password **** refused for postgres://u:****@h/d (port 5432)");
   CHECK(redact_message("\"p\" is wrong", dsn) == "\"****\" is wrong");
+}
+
+TEST_CASE("a password with a raw '/' or '@' is hidden whole, and the DSN refused before any client reads it") {
+  // Base64 passwords hold '/', '+' and '='; with '#', '?' and spaces too, in both schemes.
+  for (const char* password : {"Ab+/cd=Xy9", "Qw3/Rt5#Zx7", "Qw3?Rt5/Zx7", "Qw3 Rt5/Zx7", "Qw3@Rt5@Zx7",
+                               "Qw3/Rt5@Zx7", "/Qw3Rt5", "Qw3Rt5/"}) {
+    for (const char* scheme : {"postgres", "postgresql", "mysql", "mariadb"}) {
+      const std::string text = std::string(scheme) + "://dblock:" + password + "@127.0.0.1:1/dbx";
+      CAPTURE(text);
+      CHECK(redact_dsn(text) == std::string(scheme) + "://****@127.0.0.1:1/dbx");
+      auto r = parse_dsn(text);
+      REQUIRE_FALSE(r.has_value());
+      CHECK(r.error().kind == ErrorKind::config);
+      CHECK(r.error().message.starts_with("invalid DSN '" + std::string(scheme) + "://****@127.0.0.1:1/dbx': "));
+      CHECK(r.error().message.find("%2F") != std::string::npos);
+      // No piece of the password, whatever splits it.
+      for (const char* piece : {"Ab+", "cd=", "Xy9", "Qw3", "Rt5", "Zx7"})
+        CHECK(r.error().message.find(piece) == std::string::npos);
+      char a0[] = "dblock";
+      std::string arg = "--dsn=" + text;
+      char* argv[] = {a0, arg.data(), nullptr};
+      CHECK(cli::scrub_passwords_from_argv(2, argv));
+      CHECK(std::string(argv[1]).find_first_of("QARZXc") == std::string::npos);
+    }
+  }
+  // A message that quotes a piece of the DSN: every password as written, not only the parsed one.
+  CHECK(redact_message("invalid integer value \"Ab+/cd=Xy9\"", "postgres://u:Ab+/cd=Xy9@h:1/d") ==
+        "invalid integer value \"****\"");
+  // Percent-encoded, the same passwords are read whole and work.
+  auto m = mysql::parse_mysql_dsn(parse_dsn("mysql://u:Ab+%2Fcd=Xy9%40%23%3F%20@h/db").value()).value();
+  CHECK(m.password.value() == "Ab+/cd=Xy9@#? ");
+  CHECK(m.host == "h");
+  CHECK(parse_dsn("postgres://u:Ab+%2Fcd=Xy9%40@h/db").has_value());
+  // '#', '?' and a space alone are read alike by every client: kept, and hidden.
+  for (const char* text : {"postgres://u:Qw3#Rt5@h/db", "postgres://u:Qw3 Rt5@h/db", "mysql://u:Qw3?Rt5@h/db"}) {
+    CAPTURE(text);
+    CHECK(parse_dsn(text).has_value());
+    CHECK(redact_dsn(text).find("Rt5") == std::string::npos);
+  }
+  // A URI parameter's value ends at '&' only.
+  CHECK(redact_dsn("postgres://h/db?password=Qw3 Rt5&sslmode=require") ==
+        "postgres://h/db?password=****&sslmode=require");
+  // No ':' before the '@': no password, and an '@' in a parameter is left alone.
+  CHECK(!misread_user_info("postgres://h/db?application_name=a@b"));
+  CHECK(parse_dsn("postgres://h/db?application_name=a@b").has_value());
+  CHECK(!misread_user_info("sqlite:///var/lib/a:b@c.db"));
 }

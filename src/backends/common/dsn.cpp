@@ -18,7 +18,10 @@ constexpr std::string_view mask = "****";
 // start or after a space). libpq percent-decodes a parameter's name before it compares it, so
 // "pass%77ord=" is a password too. Only the text from `from` on is searched: a URI's
 // parameters come after its user info.
+// A URI's value ends at '&' only (libpq reads "?password=a b&..." as "a b"); a keyword/value
+// pair's at a space.
 void keyword_ranges(std::string_view text, std::size_t from, std::vector<std::pair<std::size_t, std::size_t>>& out) {
+  const bool uri = text.find("://") != std::string_view::npos;
   for (std::size_t eq = from; (eq = text.find('=', eq)) != std::string_view::npos;) {
     std::size_t name_start = text.find_last_of(" ?&", eq);
     name_start = name_start == std::string_view::npos || name_start < from ? from : name_start + 1;
@@ -30,7 +33,7 @@ void keyword_ranges(std::string_view text, std::size_t from, std::vector<std::pa
       while (end < text.size() && text[end] != '\'') end += text[end] == '\\' ? 2 : 1;
       end = std::min(end + 1, text.size());
     } else {
-      while (end < text.size() && text[end] != ' ' && text[end] != '&') ++end;
+      while (end < text.size() && text[end] != '&' && (uri || text[end] != ' ')) ++end;
     }
     out.emplace_back(eq, end);
     eq = end;
@@ -70,10 +73,30 @@ std::optional<std::pair<std::size_t, std::size_t>> uri_user_info(std::string_vie
   return std::pair{start, at};
 }
 
+std::optional<std::pair<std::size_t, std::size_t>> misread_user_info(std::string_view text) {
+  const std::size_t sep = text.find("://");
+  if (sep == std::string_view::npos) return std::nullopt;
+  const std::size_t start = sep + 3;
+  const std::size_t host_part_end = std::min(text.find('/', start), text.size());
+  if (host_part_end == start) return std::nullopt;  // scheme:///path: no host part, no user info
+  const std::size_t at = text.rfind('@');
+  if (at == std::string_view::npos || at < start) return std::nullopt;
+  // No ':' before it: no password, nothing to hide, and the '@' may be a parameter's.
+  if (text.find(':', start) >= at) return std::nullopt;
+  // One '@', in the host part: every client reads it alike.
+  if (at < host_part_end && text.find('@', start) == at) return std::nullopt;
+  return std::pair{start, at};
+}
+
 std::vector<std::pair<std::size_t, std::size_t>> password_ranges(std::string_view text) {
   std::vector<std::pair<std::size_t, std::size_t>> out;
   std::size_t params_from = 0;
-  if (auto user_info = uri_user_info(text)) {
+  if (auto misread = misread_user_info(text)) {
+    // Everything between the scheme and the last '@': a raw '/' in the password puts part of
+    // it in the host, port or path of whoever reads it otherwise (such a DSN is refused).
+    out.push_back(*misread);
+    params_from = misread->second + 1;
+  } else if (auto user_info = uri_user_info(text)) {
     const auto [start, at] = *user_info;
     if (const std::size_t colon = text.find(':', start); colon < at) out.emplace_back(colon + 1, at);
     params_from = at + 1;
@@ -109,7 +132,27 @@ std::string redact_message(std::string message, std::string_view dsn_text) {
     replace_all(message, written, mask, true);
     if (auto decoded = percent_decode(written)) replace_all(message, *decoded, mask, true);
   }
+  // A DSN clients misread is refused before one sees it; should a message quote it anyway, the
+  // password and each piece a client would have taken for a host, port or path (split where
+  // it split them) are hidden.
+  if (auto misread = misread_user_info(dsn_text)) {
+    std::string_view password = dsn_text.substr(misread->first, misread->second - misread->first);
+    password.remove_prefix(password.find(':') + 1);
+    replace_all(message, password, mask, true);
+    for (std::size_t from = 0; from < password.size();) {
+      const std::size_t to = std::min(password.find_first_of("/@#? :", from), password.size());
+      if (to - from >= 3) replace_all(message, password.substr(from, to - from), mask, true);
+      from = to + 1;
+    }
+  }
   return message;
+}
+
+Result<void> check_user_info(const Dsn& dsn) {
+  if (!misread_user_info(dsn.text)) return {};
+  return invalid_dsn(dsn,
+                     "a raw '/' or '@' in the user name or password (or an '@' after the host): a client would "
+                     "read part of the password as the host or database; percent-encode '/' as %2F and '@' as %40");
 }
 
 std::unexpected<Error> invalid_dsn(const Dsn& dsn, std::string_view why) {

@@ -28,6 +28,15 @@ struct Dsn {
 /// it: up to the last '@' before the first '/'. nullopt when there is none.
 std::optional<std::pair<std::size_t, std::size_t>> uri_user_info(std::string_view text);
 
+/// [begin, end) from just after "scheme://" to the last '@' of a URI DSN whose user info holds
+/// a password that clients would not all read as written: a raw '/' before its '@' (so an '@'
+/// after the host part), or more than one '@' (libpq ends the user info at the first, dblock's
+/// MySQL parser at the last). nullopt for every other DSN.
+std::optional<std::pair<std::size_t, std::size_t>> misread_user_info(std::string_view text);
+
+/// ErrorKind::config, before any client sees it, for a DSN misread_user_info() finds.
+Result<void> check_user_info(const Dsn& dsn);
+
 /// [begin, end) byte ranges of every password in a DSN: URI user info
 /// (scheme://user:PASSWORD@host) and password=... (query parameter, its name percent-decoded, or
 /// libpq keyword/value form, quoted or not). The one place that knows where passwords hide.
