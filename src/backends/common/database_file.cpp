@@ -88,9 +88,13 @@ std::string denied(const std::string& name, const std::string& what, const char*
   if (st.st_uid == ::geteuid()) return text + "; fix: chmod u+" + bits + " " + files;
   const std::string as = st.st_uid == 0 ? "root" : owner + " or root";
   if (in_group(st.st_gid)) return text + "; fix, as " + as + ": chmod g+" + bits + " " + files;
-  return text + "; fix, as root: add " + me + " to group " + group + " (usermod -aG " + group + " " + me +
-         "), or give " + files + " a group " + me + " is in and chmod g+" + bits +
-         " (dblock(1), SHARING A DATABASE FILE)";
+  std::array<char, 1024> buf{};
+  struct passwd pw{};
+  struct passwd* found = nullptr;
+  const bool owners_group = st.st_gid == 0 || group == owner ||
+                            (::getpwuid_r(st.st_uid, &pw, buf.data(), buf.size(), &found) == 0 && found &&
+                             found->pw_gid == st.st_gid);
+  return text + "; " + group_fix(me, group, owners_group, bits, files);
 }
 
 /// The first directory on the way to `dir`, from the root down, that this user may not enter.
@@ -126,6 +130,16 @@ std::unexpected<Error> access_error(int err, const std::string& doing, const std
 }
 
 }  // namespace
+
+std::string group_fix(const std::string& me, const std::string& group, bool owners_group, const char* bits,
+                      const std::string& files) {
+  const std::string see = " (dblock(1), SHARING A DATABASE FILE)";
+  if (!owners_group)
+    return "fix, as root: add " + me + " to group " + group + " (usermod -aG " + group + " " + me + "), or give " +
+           files + " a group " + me + " is in and chmod g+" + bits + see;
+  return "fix, as root: give " + files + " a group of their own for the users who share it (groupadd dblock; chgrp dblock " +
+         files + "; chmod g+" + bits + " " + files + "; usermod -aG dblock " + me + ")" + see;
+}
 
 std::string parent_dir(const std::string& path) {
   auto slash = path.find_last_of('/');

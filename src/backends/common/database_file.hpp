@@ -25,6 +25,12 @@ struct DatabaseFile {
   std::string named() const { return "the " + kind + " " + path; }
 };
 
+/// The fix for user `me`, outside `group`, to get `bits` ("rw", "x", ...) on `files`: join the
+/// group, unless it is root's or the owner's own (`owners_group`), which would give `me` far
+/// more than these files; then a group of their own for the users who share them.
+std::string group_fix(const std::string& me, const std::string& group, bool owners_group, const char* bits,
+                      const std::string& files);
+
 /// The directory part of `path` ("." without one).
 std::string parent_dir(const std::string& path);
 
