@@ -59,11 +59,34 @@ Result<void> check_writable(const DatabaseFile& db, bool create_directories);
 /// The file may be read; the same errors as check_writable.
 Result<void> check_readable(const DatabaseFile& db);
 
+/// A file's identity (st_dev, st_ino): what a path named when dblock checked it.
+struct FileId {
+  std::uint64_t dev = 0, ino = 0;
+  bool operator==(const FileId&) const = default;
+};
+
 /// Creates a missing file, so that it gets the mode open(2) gives: 0666 less the umask (SQLite
 /// would make it 0644 whatever the umask), which with umask 002 makes it writable by its group,
 /// and SQLite gives its companions the file's mode. In a setgid directory the group is the
-/// directory's. The default location (`private_default`) stays 0644 less the umask.
-Result<void> create_database_file(const DatabaseFile& db, bool private_default);
+/// directory's. The default location (`private_default`) stays 0644 less the umask. Then
+/// checks, without following a link, what the path and each companion (and each of `checked`,
+/// files dblock makes itself, such as "-wake") name, and refuses (ErrorKind::config) what
+/// another user could swap or made: something other than a regular file; a companion that is a
+/// symbolic link; a hard link to another user's file; in a sticky world-writable directory, a
+/// file owned by neither this user nor the directory's owner (the kernel's fs.protected_regular
+/// rule), and there the missing companions are created by dblock (O_EXCL, never through a
+/// link), so that no name SQLite opens can be held by another user. Returns the database's
+/// identity, for check_opened.
+Result<FileId> pin_database_file(const DatabaseFile& db, bool private_default, const std::vector<std::string>& checked);
+
+/// After the library opened `opened` (its full path name for the database): refuses
+/// (ErrorKind::config) a file other than the one pin_database_file checked, which another user
+/// swapped in between.
+Result<void> check_opened(const DatabaseFile& db, const FileId& pinned, const std::string& opened);
+
+/// True when `dir` is sticky and world-writable (/tmp): a place where another user may put a
+/// name of their own next to the database's.
+bool shared_sticky_directory(const std::string& dir);
 
 /// The file: URI (RFC 8089) of an absolute path, '?', '#' and '%' escaped, with `query`.
 std::string file_uri(const std::string& path, std::string_view query);

@@ -107,9 +107,14 @@ Result<Connection> Connection::open(const std::string& path, Millis busy_timeout
   if (auto ok = files::check_path_owners(file, mode.private_root); !ok) return std::unexpected(ok.error());
   if (mode.read_only) return open_read_only(path, busy_timeout, mode.create_directories);
   if (auto ok = files::check_writable(file, mode.create_directories); !ok) return std::unexpected(ok.error());
-  if (auto ok = files::create_database_file(file, !mode.private_root.empty()); !ok) return std::unexpected(ok.error());
+  auto pinned = files::pin_database_file(file, !mode.private_root.empty(), {"-wake"});
+  if (!pinned) return std::unexpected(pinned.error());
   auto db = open_handle(path, path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, dblock_vfs());
   if (!db) return std::unexpected(db.error());
+  // SQLite opened the name again, after resolving any link on it: the file must be the one
+  // checked, not one another user swapped in meanwhile (a plain file, then a link to elsewhere).
+  const char* opened = sqlite3_db_filename(db->get(), "main");
+  if (auto ok = files::check_opened(file, *pinned, opened ? opened : ""); !ok) return std::unexpected(ok.error());
   Connection conn(std::move(*db), path, busy_timeout);
   if (auto ok = conn.configure(); !ok) return std::unexpected(ok.error());
   return conn;
