@@ -257,7 +257,9 @@ Result<void> check_entry(const std::string& file, const struct stat& st, const D
     return fail(ErrorKind::config, "refusing " + db.named() + ": " + file + " " + why);
   };
   const uid_t me = ::geteuid();
-  if (!S_ISREG(st.st_mode)) return refuse("is not a regular file (remove it)");
+  // Nothing another user could swap: unusable, as SQLite would have said (a directory, a fifo).
+  if (!S_ISREG(st.st_mode))
+    return fail(ErrorKind::connection, "cannot open " + db.named() + ": " + file + " is not a regular file");
   if (st.st_nlink > 1 && st.st_uid != me)
     return refuse("is a hard link (" + std::to_string(st.st_nlink) + " names) to a file of " + user_name(st.st_uid) +
                   ": another user's file is not written through a second name (remove the link)");
