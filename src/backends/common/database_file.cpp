@@ -251,8 +251,9 @@ Result<std::optional<struct stat>> entry_at(const std::string& file, const Datab
   return st;
 }
 
-/// Refuses a regular file `st` at `file` that another user could swap or that is theirs.
-Result<void> check_entry(const std::string& file, const struct stat& st, const DatabaseFile& db) {
+/// Refuses a regular file `st` at `file` that another user could swap or that is theirs (to
+/// write, `writing`; a reader is refused only a second name of another user's file).
+Result<void> check_entry(const std::string& file, const struct stat& st, const DatabaseFile& db, bool writing = true) {
   auto refuse = [&](const std::string& why) {
     return fail(ErrorKind::config, "refusing " + db.named() + ": " + file + " " + why);
   };
@@ -265,7 +266,7 @@ Result<void> check_entry(const std::string& file, const struct stat& st, const D
                   ": another user's file is not written through a second name (remove the link)");
   const std::string dir = parent_dir(file);
   struct stat parent{};
-  if (::stat(dir.c_str(), &parent) == 0 && (parent.st_mode & S_ISVTX) && (parent.st_mode & S_IWOTH) &&
+  if (writing && ::stat(dir.c_str(), &parent) == 0 && (parent.st_mode & S_ISVTX) && (parent.st_mode & S_IWOTH) &&
       st.st_uid != me && st.st_uid != parent.st_uid)
     return refuse("belongs to " + user_name(st.st_uid) + " in the world-writable directory " + dir +
                   ", who could swap it for a link at any time (the kernel's fs.protected_regular rule): "
@@ -294,9 +295,13 @@ Result<bool> create_new(const std::string& file, mode_t mode, const DatabaseFile
 }  // namespace
 
 Result<FileId> pin_database_file(const DatabaseFile& db, bool private_default, const std::vector<std::string>& checked) {
-  const std::string& path = db.path;
-  auto made = create_new(path, private_default ? 0644 : 0666, db, nullptr);
+  auto made = create_new(db.path, private_default ? 0644 : 0666, db, nullptr);
   if (!made) return std::unexpected(made.error());
+  return inspect_database_file(db, checked, true);
+}
+
+Result<FileId> inspect_database_file(const DatabaseFile& db, const std::vector<std::string>& checked, bool writing) {
+  const std::string& path = db.path;
   auto found = entry_at(path, db);
   if (!found) return std::unexpected(found.error());
   if (!*found) return fail(ErrorKind::connection, db.named() + " disappeared while it was opened");
@@ -318,7 +323,7 @@ Result<FileId> pin_database_file(const DatabaseFile& db, bool private_default, c
                                          std::strerror(errno) + ")");
     file = resolved;
   }
-  if (auto ok = check_entry(file, st, db); !ok) return std::unexpected(ok.error());
+  if (auto ok = check_entry(file, st, db, writing); !ok) return std::unexpected(ok.error());
   // The library's companions sit next to the file it resolved; dblock's own next to the name.
   std::vector<std::string> companions;
   for (const std::string& suffix : db.companions) companions.push_back(file + suffix);
@@ -327,7 +332,7 @@ Result<FileId> pin_database_file(const DatabaseFile& db, bool private_default, c
   const bool sticky = shared_sticky_directory(parent_dir(file));
   for (std::size_t i = 0; i < companions.size(); ++i) {
     const std::string& companion = companions[i];
-    if (sticky && i < library_made) {
+    if (writing && sticky && i < library_made) {
       auto created = create_new(companion, st.st_mode & 0666, db, &st);
       if (!created) return std::unexpected(created.error());
     }
@@ -337,7 +342,7 @@ Result<FileId> pin_database_file(const DatabaseFile& db, bool private_default, c
     if (S_ISLNK((*at)->st_mode))
       return fail(ErrorKind::config, "refusing " + db.named() + ": " + companion + " is a symbolic link (owner " +
                                          user_name((*at)->st_uid) + "), which is never followed: remove it");
-    if (auto ok = check_entry(companion, **at, db); !ok) return std::unexpected(ok.error());
+    if (auto ok = check_entry(companion, **at, db, writing); !ok) return std::unexpected(ok.error());
   }
   return FileId{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
 }

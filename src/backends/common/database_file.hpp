@@ -79,6 +79,10 @@ struct FileId {
 /// identity, for check_opened.
 Result<FileId> pin_database_file(const DatabaseFile& db, bool private_default, const std::vector<std::string>& checked);
 
+/// The checks of pin_database_file on an existing file, creating nothing; a reader
+/// (`writing` false) is not refused another user's file in a sticky directory (it only reads).
+Result<FileId> inspect_database_file(const DatabaseFile& db, const std::vector<std::string>& checked, bool writing);
+
 /// After the library opened `opened` (its full path name for the database): refuses
 /// (ErrorKind::config) a file other than the one pin_database_file checked, which another user
 /// swapped in between.

@@ -134,8 +134,12 @@ Result<Connection> Connection::open_read_only(const std::string& path, Millis bu
     return no_lock_database(path);
   }
   if (auto ok = files::check_readable(file); !ok) return std::unexpected(ok.error());
+  auto pinned = files::inspect_database_file(file, {"-wake"}, false);
+  if (!pinned) return std::unexpected(pinned.error());
   auto db = open_handle(path, path, SQLITE_OPEN_READONLY, dblock_vfs());
   if (!db) return std::unexpected(db.error());
+  const char* opened = sqlite3_db_filename(db->get(), "main");
+  if (auto ok = files::check_opened(file, *pinned, opened ? opened : ""); !ok) return std::unexpected(ok.error());
   Connection conn(std::move(*db), path, busy_timeout);
   if (auto ok = conn.configure_functions(); !ok) return std::unexpected(ok.error());
   // The first read maps the WAL index. A reader needs the -shm and -wal files to exist or to
