@@ -82,3 +82,60 @@ TEST_CASE("database file: a root-owned database refused to another user suggests
   CHECK_FALSE(contains(message, "usermod -aG root"));
   CHECK(contains(message, "a group of their own"));
 }
+
+namespace {
+
+struct Dir {
+  std::string path;
+  Dir() {
+    char tmpl[] = "/tmp/dblock-pin-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~Dir() { std::filesystem::remove_all(path); }
+};
+
+files::DatabaseFile sqlite_file(const std::string& path) { return {path, "SQLite database", {"-wal", "-shm"}}; }
+
+}  // namespace
+
+TEST_CASE("database file: a symlink at a companion is refused, never followed") {
+  Dir dir;
+  for (const char* suffix : {"-wal", "-shm", "-wake"}) {
+    CAPTURE(suffix);
+    const std::string db = dir.path + "/db" + suffix + ".db", target = dir.path + "/target" + suffix;
+    std::filesystem::create_symlink(target, db + suffix);
+    auto pinned = files::pin_database_file(sqlite_file(db), false, {"-wake"});
+    REQUIRE_FALSE(pinned.has_value());
+    CHECK(pinned.error().kind == ErrorKind::config);
+    CHECK(contains(pinned.error().message, db + suffix + " is a symbolic link"));
+    CHECK_FALSE(std::filesystem::exists(target));
+  }
+}
+
+TEST_CASE("database file: the pinned file is the one opened; another in its place is refused") {
+  Dir dir;
+  const std::string db = dir.path + "/a.db", other = dir.path + "/b.db";
+  auto pinned = files::pin_database_file(sqlite_file(db), false, {"-wake"});
+  REQUIRE(pinned.has_value());
+  CHECK(files::check_opened(sqlite_file(db), *pinned, db).has_value());
+  REQUIRE(files::pin_database_file(sqlite_file(other), false, {}).has_value());
+  auto swapped = files::check_opened(sqlite_file(db), *pinned, other);
+  REQUIRE_FALSE(swapped.has_value());
+  CHECK(swapped.error().kind == ErrorKind::config);
+  CHECK(contains(swapped.error().message, "replaced while it was opened"));
+}
+
+TEST_CASE("database file: in a sticky world-writable directory dblock makes the -wal and -shm itself") {
+  Dir dir;
+  REQUIRE(::chmod(dir.path.c_str(), 01777) == 0);
+  const std::string db = dir.path + "/a.db";
+  REQUIRE(files::pin_database_file(sqlite_file(db), false, {"-wake"}).has_value());
+  for (const char* suffix : {"-wal", "-shm"}) {
+    struct stat st{};
+    REQUIRE(::lstat((db + suffix).c_str(), &st) == 0);
+    CHECK(S_ISREG(st.st_mode));
+    CHECK(st.st_uid == ::geteuid());
+  }
+  CHECK_FALSE(std::filesystem::exists(db + "-wake"));  // made by the first waiter, as before
+}
