@@ -107,7 +107,7 @@ Result<Connection> Connection::open(const std::string& path, Millis busy_timeout
   if (auto ok = files::check_path_owners(file, mode.private_root); !ok) return std::unexpected(ok.error());
   if (mode.read_only) return open_read_only(path, busy_timeout, mode.create_directories);
   if (auto ok = files::check_writable(file, mode.create_directories); !ok) return std::unexpected(ok.error());
-  auto pinned = files::pin_database_file(file, !mode.private_root.empty(), {"-wake"});
+  auto pinned = files::pin_database_file(file, !mode.private_root.empty(), {"-wake", "-journal"});
   if (!pinned) return std::unexpected(pinned.error());
   auto db = open_handle(path, path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, dblock_vfs());
   if (!db) return std::unexpected(db.error());
@@ -134,7 +134,7 @@ Result<Connection> Connection::open_read_only(const std::string& path, Millis bu
     return no_lock_database(path);
   }
   if (auto ok = files::check_readable(file); !ok) return std::unexpected(ok.error());
-  auto pinned = files::inspect_database_file(file, {"-wake"}, false);
+  auto pinned = files::inspect_database_file(file, {"-wake", "-journal"}, false);
   if (!pinned) return std::unexpected(pinned.error());
   auto db = open_handle(path, path, SQLITE_OPEN_READONLY, dblock_vfs());
   if (!db) return std::unexpected(db.error());
