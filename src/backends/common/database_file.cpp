@@ -17,6 +17,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -88,9 +89,13 @@ std::string denied(const std::string& name, const std::string& what, const char*
   if (st.st_uid == ::geteuid()) return text + "; fix: chmod u+" + bits + " " + files;
   const std::string as = st.st_uid == 0 ? "root" : owner + " or root";
   if (in_group(st.st_gid)) return text + "; fix, as " + as + ": chmod g+" + bits + " " + files;
-  return text + "; fix, as root: add " + me + " to group " + group + " (usermod -aG " + group + " " + me +
-         "), or give " + files + " a group " + me + " is in and chmod g+" + bits +
-         " (dblock(1), SHARING A DATABASE FILE)";
+  std::array<char, 1024> buf{};
+  struct passwd pw{};
+  struct passwd* found = nullptr;
+  const bool owners_group = st.st_gid == 0 || group == owner ||
+                            (::getpwuid_r(st.st_uid, &pw, buf.data(), buf.size(), &found) == 0 && found &&
+                             found->pw_gid == st.st_gid);
+  return text + "; " + group_fix(me, group, owners_group, bits, files);
 }
 
 /// The first directory on the way to `dir`, from the root down, that this user may not enter.
@@ -126,6 +131,16 @@ std::unexpected<Error> access_error(int err, const std::string& doing, const std
 }
 
 }  // namespace
+
+std::string group_fix(const std::string& me, const std::string& group, bool owners_group, const char* bits,
+                      const std::string& files) {
+  const std::string see = " (dblock(1), SHARING A DATABASE FILE)";
+  if (!owners_group)
+    return "fix, as root: add " + me + " to group " + group + " (usermod -aG " + group + " " + me + "), or give " +
+           files + " a group " + me + " is in and chmod g+" + bits + see;
+  return "fix, as root: give " + files + " a group of their own for the users who share it (groupadd dblock; chgrp dblock " +
+         files + "; chmod g+" + bits + " " + files + "; usermod -aG dblock " + me + ")" + see;
+}
 
 std::string parent_dir(const std::string& path) {
   auto slash = path.find_last_of('/');
@@ -213,17 +228,132 @@ Result<void> check_writable(const DatabaseFile& db, bool create_directories) {
   return access_error(err, doing, denial);
 }
 
-Result<void> create_database_file(const DatabaseFile& db, bool private_default) {
-  const std::string& path = db.path;
-  const mode_t mode = private_default ? 0644 : 0666;
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (fd >= 0) {
-    ::close(fd);
-    return {};
+bool shared_sticky_directory(const std::string& dir) {
+  struct stat st{};
+  return ::stat(dir.c_str(), &st) == 0 && (st.st_mode & S_ISVTX) && (st.st_mode & S_IWOTH);
+}
+
+namespace {
+
+/// What stands at `file`, by descriptor and without following a link (O_PATH|O_NOFOLLOW: a
+/// link is reported as one); nullopt when nothing does.
+Result<std::optional<struct stat>> entry_at(const std::string& file, const DatabaseFile& db) {
+  const int fd = ::open(file.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::nullopt;
+    return fail(ErrorKind::connection, "cannot inspect " + file + " for " + db.named() + ": " + std::strerror(errno));
   }
+  struct stat st{};
+  const int rc = ::fstat(fd, &st);
   const int err = errno;
-  if (err == EEXIST) return {};  // another process made it first
-  return access_error(err, "cannot create " + db.named(), std::strerror(err));
+  ::close(fd);
+  if (rc != 0) return fail(ErrorKind::connection, "cannot inspect " + file + " for " + db.named() + ": " + std::strerror(err));
+  return st;
+}
+
+/// Refuses a regular file `st` at `file` that another user could swap or that is theirs (to
+/// write, `writing`; a reader is refused only a second name of another user's file).
+Result<void> check_entry(const std::string& file, const struct stat& st, const DatabaseFile& db, bool writing = true) {
+  auto refuse = [&](const std::string& why) {
+    return fail(ErrorKind::config, "refusing " + db.named() + ": " + file + " " + why);
+  };
+  const uid_t me = ::geteuid();
+  // Nothing another user could swap: unusable, as SQLite would have said (a directory, a fifo).
+  if (!S_ISREG(st.st_mode))
+    return fail(ErrorKind::connection, "cannot open " + db.named() + ": " + file + " is not a regular file");
+  if (st.st_nlink > 1 && st.st_uid != me)
+    return refuse("is a hard link (" + std::to_string(st.st_nlink) + " names) to a file of " + user_name(st.st_uid) +
+                  ": another user's file is not written through a second name (remove the link)");
+  const std::string dir = parent_dir(file);
+  struct stat parent{};
+  if (writing && ::stat(dir.c_str(), &parent) == 0 && (parent.st_mode & S_ISVTX) && (parent.st_mode & S_IWOTH) &&
+      st.st_uid != me && st.st_uid != parent.st_uid)
+    return refuse("belongs to " + user_name(st.st_uid) + " in the world-writable directory " + dir +
+                  ", who could swap it for a link at any time (the kernel's fs.protected_regular rule): "
+                  "remove it, or keep the database in a directory only trusted users may write");
+  return {};
+}
+
+/// Creates `file` for `db` without following a link (O_EXCL): false when something is there.
+Result<bool> create_new(const std::string& file, mode_t mode, const DatabaseFile& db, const struct stat* owner_of) {
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == EEXIST) return false;  // another process made it first: checked as found
+    return access_error(err, "cannot create " + file + " for " + db.named(), std::strerror(err));
+  }
+  // As SQLite does with the -wal and -shm it makes: the database's mode, and root hands them
+  // to the database's owner.
+  if (owner_of) {
+    if (::geteuid() == 0 && owner_of->st_uid != 0) (void)::fchown(fd, owner_of->st_uid, owner_of->st_gid);
+    (void)::fchmod(fd, mode);
+  }
+  ::close(fd);
+  return true;
+}
+
+}  // namespace
+
+Result<FileId> pin_database_file(const DatabaseFile& db, bool private_default, const std::vector<std::string>& checked) {
+  auto made = create_new(db.path, private_default ? 0644 : 0666, db, nullptr);
+  if (!made) return std::unexpected(made.error());
+  return inspect_database_file(db, checked, true);
+}
+
+Result<FileId> inspect_database_file(const DatabaseFile& db, const std::vector<std::string>& checked, bool writing) {
+  const std::string& path = db.path;
+  auto found = entry_at(path, db);
+  if (!found) return std::unexpected(found.error());
+  if (!*found) return fail(ErrorKind::connection, db.named() + " disappeared while it was opened");
+  struct stat st = **found;
+  std::string file = path;
+  if (S_ISLNK(st.st_mode)) {
+    // What check_path_owners saw may have been swapped for this link since: its rule again, on
+    // the link itself; then what the link names is checked.
+    const std::string dir = parent_dir(path);
+    struct stat parent{};
+    if (st.st_uid != ::geteuid() && st.st_uid != 0 && ::stat(dir.c_str(), &parent) == 0 &&
+        (parent.st_mode & S_ISVTX) && (parent.st_mode & S_IWOTH) && st.st_uid != parent.st_uid)
+      return fail(ErrorKind::config, "refusing " + db.named() + ": " + path + " is a symlink that " +
+                                         user_name(st.st_uid) + " made in the world-writable directory " + dir +
+                                         ": it is not followed");
+    char resolved[PATH_MAX];
+    if (!::realpath(path.c_str(), resolved) || ::stat(resolved, &st) != 0)
+      return fail(ErrorKind::config, "refusing " + db.named() + ": it is a symbolic link to nothing usable (" +
+                                         std::strerror(errno) + ")");
+    file = resolved;
+  }
+  if (auto ok = check_entry(file, st, db, writing); !ok) return std::unexpected(ok.error());
+  // The library's companions sit next to the file it resolved; dblock's own next to the name.
+  std::vector<std::string> companions;
+  for (const std::string& suffix : db.companions) companions.push_back(file + suffix);
+  const std::size_t library_made = companions.size();
+  for (const std::string& suffix : checked) companions.push_back(path + suffix);
+  const bool sticky = shared_sticky_directory(parent_dir(file));
+  for (std::size_t i = 0; i < companions.size(); ++i) {
+    const std::string& companion = companions[i];
+    if (writing && sticky && i < library_made) {
+      auto created = create_new(companion, st.st_mode & 0666, db, &st);
+      if (!created) return std::unexpected(created.error());
+    }
+    auto at = entry_at(companion, db);
+    if (!at) return std::unexpected(at.error());
+    if (!*at) continue;
+    if (S_ISLNK((*at)->st_mode))
+      return fail(ErrorKind::config, "refusing " + db.named() + ": " + companion + " is a symbolic link (owner " +
+                                         user_name((*at)->st_uid) + "), which is never followed: remove it");
+    if (auto ok = check_entry(companion, **at, db, writing); !ok) return std::unexpected(ok.error());
+  }
+  return FileId{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
+}
+
+Result<void> check_opened(const DatabaseFile& db, const FileId& pinned, const std::string& opened) {
+  struct stat st{};
+  if (::stat(opened.c_str(), &st) == 0 &&
+      FileId{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)} == pinned)
+    return {};
+  return fail(ErrorKind::config, "refusing " + db.named() + ": it was replaced while it was opened (the library opened " +
+                                     opened + "); another user may write its directory");
 }
 
 Result<void> check_readable(const DatabaseFile& db) {
@@ -325,7 +455,8 @@ std::uint32_t* WakeWords::word(const std::string& key, bool create) {
       return nullptr;
     }
     struct stat st{};
-    bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    // What was opened, by descriptor: another user's file (or a second name of one) is left alone.
+    bool ok = ::fstat(fd, &st) == 0 && check_entry(path_, st, {database_, "database", {}}).has_value();
     if (ok && st.st_size == 0) {
       // root's is handed to the database's owner, as SQLite does with its own files
       if (::geteuid() == 0 && db.st_uid != 0) (void)::fchown(fd, db.st_uid, db.st_gid);

@@ -25,6 +25,12 @@ struct DatabaseFile {
   std::string named() const { return "the " + kind + " " + path; }
 };
 
+/// The fix for user `me`, outside `group`, to get `bits` ("rw", "x", ...) on `files`: join the
+/// group, unless it is root's or the owner's own (`owners_group`), which would give `me` far
+/// more than these files; then a group of their own for the users who share them.
+std::string group_fix(const std::string& me, const std::string& group, bool owners_group, const char* bits,
+                      const std::string& files);
+
 /// The directory part of `path` ("." without one).
 std::string parent_dir(const std::string& path);
 
@@ -53,11 +59,38 @@ Result<void> check_writable(const DatabaseFile& db, bool create_directories);
 /// The file may be read; the same errors as check_writable.
 Result<void> check_readable(const DatabaseFile& db);
 
+/// A file's identity (st_dev, st_ino): what a path named when dblock checked it.
+struct FileId {
+  std::uint64_t dev = 0, ino = 0;
+  bool operator==(const FileId&) const = default;
+};
+
 /// Creates a missing file, so that it gets the mode open(2) gives: 0666 less the umask (SQLite
 /// would make it 0644 whatever the umask), which with umask 002 makes it writable by its group,
 /// and SQLite gives its companions the file's mode. In a setgid directory the group is the
-/// directory's. The default location (`private_default`) stays 0644 less the umask.
-Result<void> create_database_file(const DatabaseFile& db, bool private_default);
+/// directory's. The default location (`private_default`) stays 0644 less the umask. Then
+/// checks, without following a link, what the path and each companion (and each of `checked`,
+/// files dblock makes itself, such as "-wake") name, and refuses (ErrorKind::config) what
+/// another user could swap or made: something other than a regular file; a companion that is a
+/// symbolic link; a hard link to another user's file; in a sticky world-writable directory, a
+/// file owned by neither this user nor the directory's owner (the kernel's fs.protected_regular
+/// rule), and there the missing companions are created by dblock (O_EXCL, never through a
+/// link), so that no name SQLite opens can be held by another user. Returns the database's
+/// identity, for check_opened.
+Result<FileId> pin_database_file(const DatabaseFile& db, bool private_default, const std::vector<std::string>& checked);
+
+/// The checks of pin_database_file on an existing file, creating nothing; a reader
+/// (`writing` false) is not refused another user's file in a sticky directory (it only reads).
+Result<FileId> inspect_database_file(const DatabaseFile& db, const std::vector<std::string>& checked, bool writing);
+
+/// After the library opened `opened` (its full path name for the database): refuses
+/// (ErrorKind::config) a file other than the one pin_database_file checked, which another user
+/// swapped in between.
+Result<void> check_opened(const DatabaseFile& db, const FileId& pinned, const std::string& opened);
+
+/// True when `dir` is sticky and world-writable (/tmp): a place where another user may put a
+/// name of their own next to the database's.
+bool shared_sticky_directory(const std::string& dir);
 
 /// The file: URI (RFC 8089) of an absolute path, '?', '#' and '%' escaped, with `query`.
 std::string file_uri(const std::string& path, std::string_view query);

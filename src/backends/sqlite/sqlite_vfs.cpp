@@ -1,5 +1,7 @@
 #include "backends/sqlite/sqlite_vfs.hpp"
 
+#include <fcntl.h>
+
 namespace dblock::sqlite {
 namespace {
 
@@ -8,6 +10,13 @@ constexpr const char* vfs_name = "dblock-unix";
 
 int open_over_real_vfs(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, int* out_flags) {
   return open_keeping_wal(real_vfs, name, file, flags, out_flags);
+}
+
+// The unix VFS's open(2): never through a link at the last part of a name. SQLite opens the
+// database by the full path it resolved first, so a link found then is followed as before (a
+// DSN through /var/run); one swapped in after that, or planted at a file SQLite creates, is not.
+int open_nofollow(const char* path, int flags, int mode) {
+  return ::open(path, flags | O_NOFOLLOW | O_CLOEXEC, static_cast<mode_t>(mode));
 }
 
 }  // namespace
@@ -43,6 +52,9 @@ const char* dblock_vfs() {
   static const bool registered = [] {
     real_vfs = sqlite3_vfs_find(nullptr);
     if (!real_vfs) return false;
+    if (real_vfs->iVersion < 3 || !real_vfs->xSetSystemCall ||
+        real_vfs->xSetSystemCall(real_vfs, "open", reinterpret_cast<sqlite3_syscall_ptr>(&open_nofollow)) != SQLITE_OK)
+      return false;
     static sqlite3_vfs vfs = *real_vfs;
     vfs.zName = vfs_name;
     vfs.pNext = nullptr;
