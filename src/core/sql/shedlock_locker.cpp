@@ -88,6 +88,14 @@ class ShedlockLocker final : public Locker {
     const Params who{{"key", req.key}, {"owner", req.owner}, {"host", req.host}, {"pid", req.pid}};
     auto numbered = session_->run(st_.number, who);
     if (!numbered) return std::unexpected(numbered.error());
+    if (numbered->affected == 0) {
+      // dblock's row records another strategy's holder: the ShedLock take is rolled back with
+      // the transaction, and the run refused (one key, one way of locking it).
+      LockRequest row = req;
+      row.min_interval = Millis(0);
+      auto why = refused(*session_, history_, row, nullptr, "shedlock");
+      return why;  // else busy: the row changed in between
+    }
     if (numbered->empty()) numbered = session_->run(st_.numbered, who);
     if (!numbered) return std::unexpected(numbered.error());
     if (numbered->empty()) return fail(ErrorKind::internal, "no token row for " + req.key);
