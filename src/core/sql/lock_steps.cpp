@@ -64,9 +64,12 @@ Error strategy_mismatch(const LockRequest& req, const LockStatus& holder, std::s
                      holder.owner;
   if (!holder.host.empty()) text += ", host " + holder.host;
   if (holder.pid != 0) text += ", pid " + std::to_string(holder.pid);
+  // The holder is read, and its row cleared, in its own table format.
+  const std::string dblock = asked == "shedlock" ? "dblock --table-format dblock" : "dblock";
   text += ", token " + std::to_string(holder.token) + "); this run asked for " + way_of(asked) +
-          ". A key is locked one way on every host: give each the same --strategy and --table-format. `dblock "
-          "status " + key + "` shows the holder; if it is gone, `dblock release --force " + key + "` frees the key";
+          ". A key is locked one way on every host: give each the same --strategy and --table-format. `" + dblock +
+          " status " + key + "` shows the holder; if it is gone, `" + dblock + " release --force " + key +
+          "` frees the key";
   return Error{ErrorKind::config, std::move(text)};
 }
 
