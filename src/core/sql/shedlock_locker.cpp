@@ -89,12 +89,12 @@ class ShedlockLocker final : public Locker {
     auto numbered = session_->run(st_.number, who);
     if (!numbered) return std::unexpected(numbered.error());
     if (numbered->affected == 0) {
-      // dblock's row records another strategy's holder: the ShedLock take is rolled back with
-      // the transaction, and the run refused (one key, one way of locking it).
+      // dblock's row records another strategy's holder: refused (one key, one way of locking
+      // it), or busy if the row changed in between. The ShedLock take rolls back with the
+      // transaction.
       LockRequest row = req;
       row.min_interval = Millis(0);
-      auto why = refused(*session_, history_, row, nullptr, "shedlock");
-      return why;  // else busy: the row changed in between
+      return refused(*session_, history_, row, nullptr, "shedlock");
     }
     if (numbered->empty()) numbered = session_->run(st_.numbered, who);
     if (!numbered) return std::unexpected(numbered.error());
