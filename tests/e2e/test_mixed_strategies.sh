@@ -125,6 +125,29 @@ else
   fail "the $s holder of $k never started"
 fi
 
+# Two ShedLock tables (--table) on one prefix are two ShedLock rows but one dblock row: a
+# dblock holder through one refuses a dblock run through the other.
+if [ "$s" = lease ]; then
+  k=$(key tables)
+  dir="$E2E_TMP/tables"
+  mkdir -p "$dir"
+  hold_until_done holder shedlock "$k" "$dir"
+  if wait_for 15 test -e "$dir/started"; then
+    rc=0
+    err=$(dblock --table-format shedlock --table "${T}2" run "$k" -- touch "$dir/contender-ran" 2>&1) || rc=$?
+    touch "$dir/done"
+    wait_exit hs "$holder" 30
+    assert_eq "another --table: the contender exits 78" 78 "$rc"
+    check "another --table: its command never ran" test ! -e "$dir/contender-ran"
+    check "another --table: the message says so" grep -qF -- "every host must give the same --table" <<<"$err"
+    assert_eq "another --table: the holder exits 0" 0 "$hs"
+    assert_status "another --table: once released, the other table takes the name" 0 \
+      dblock --table-format shedlock --table "${T}2" run "$k" -- true
+  else
+    fail "the shedlock holder of $k never started"
+  fi
+fi
+
 # A semaphore's slot rows keep the rule too (lease and session strategies alike).
 if [ "$DBLOCK_TEST_BACKEND" != sqlite ]; then
   o=${others[0]}

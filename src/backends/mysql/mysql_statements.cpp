@@ -10,6 +10,7 @@
 #include "backends/mysql/mysql_tables.hpp"
 #include "core/sql/identifiers.hpp"
 #include "core/sql/lock_rows.hpp"
+#include "core/sql/shedlock.hpp"
 
 namespace dblock::mysql {
 namespace {
@@ -230,14 +231,15 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   s.number = {"shedlock.number",
               "INSERT INTO " + t.locks +
                   " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at,"
-                  " last_started_at) VALUES (:key, :owner, :host, :pid, 1, 'shedlock', NULL, NOW(6), NOW(6), NULL, NULL,"
+                  " last_started_at) VALUES (:key, :owner, :host, :pid, 1, 'shedlock', :table, NOW(6), NOW(6), NULL, NULL,"
                   " NOW(6)) ON DUPLICATE KEY UPDATE " +
-                  assign_each_if(rows::strategy_allows_sql("", "'shedlock'", "expires_at <= NOW(6)"),
+                  assign_each_if(rows::strategy_allows_sql("", "'shedlock'", "expires_at <= NOW(6)") + " AND " +
+                                     shedlock::same_table_sql(""),
                                  {{"owner", "VALUES(owner)"},
                                   {"host", "VALUES(host)"},
                                   {"pid", "VALUES(pid)"},
                                   {"token", "token + 1"},
-                                  {"session_id", "NULL"},
+                                  {"session_id", "VALUES(session_id)"},
                                   {"renewed_at", "NOW(6)"},
                                   {"strategy", "'shedlock'"},
                                   {"acquired_at", "NOW(6)"},

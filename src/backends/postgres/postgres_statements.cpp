@@ -5,6 +5,7 @@
 #include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/postgres/postgres_tables.hpp"
 #include "core/sql/lock_rows.hpp"
+#include "core/sql/shedlock.hpp"
 
 namespace dblock::postgres {
 namespace {
@@ -293,12 +294,13 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   s.number = {"shedlock.number",
               "INSERT INTO " + t.locks +
                   " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                  " released_at, last_started_at) VALUES (:key, :owner, :host, :pid::bigint, 1, 'shedlock', NULL, now(),"
+                  " released_at, last_started_at) VALUES (:key, :owner, :host, :pid::bigint, 1, 'shedlock', :table, now(),"
                   " now(), NULL, NULL, now()) ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner,"
                   " host = EXCLUDED.host, pid = EXCLUDED.pid, token = l.token + 1, strategy = 'shedlock',"
-                  " session_id = NULL, acquired_at = now(), renewed_at = now(), expires_at = NULL, released_at = NULL,"
-                  " last_started_at = now() WHERE " +
-                  rows::strategy_allows_sql("l.", "'shedlock'", "l.expires_at <= now()") +
+                  " session_id = EXCLUDED.session_id, acquired_at = now(), renewed_at = now(), expires_at = NULL,"
+                  " released_at = NULL, last_started_at = now() WHERE " +
+                  rows::strategy_allows_sql("l.", "'shedlock'", "l.expires_at <= now()") + " AND " +
+                  shedlock::same_table_sql("l.") +
                   " RETURNING token, " + ms("acquired_at")};
   s.numbered = {"shedlock.numbered", "SELECT token, " + ms("acquired_at") + " FROM " + t.locks +
                                          " WHERE name = :key AND owner = :owner"};

@@ -104,10 +104,12 @@ struct ShedlockStatements {
   /// has passed (lock_until = now + :ttl_ms, locked_at = now, locked_by = :owner). affected: 1
   /// when taken. Rows: none or (lock_until_ms).
   Statement take;
-  /// :key :owner :host :pid. dblock's row of the name: the holder, token + 1 (1 when new),
-  /// strategy 'shedlock', acquired_at = renewed_at = last_started_at = now, expires_at and
-  /// released_at NULL; unless it records another strategy's holder (rows::strategy_allows_sql,
-  /// mine 'shedlock'): affected 0. Rows: none or (token, acquired_ms).
+  /// :key :owner :host :pid :table (ShedLock's table). dblock's row of the name: the holder,
+  /// token + 1 (1 when new), strategy 'shedlock', session_id :table, acquired_at = renewed_at =
+  /// last_started_at = now, expires_at and released_at NULL; unless it records another
+  /// strategy's holder (rows::strategy_allows_sql, mine 'shedlock') or an unreleased one on
+  /// another ShedLock table (shedlock::same_table_sql): affected 0. Rows: none or (token,
+  /// acquired_ms).
   Statement number;
   /// :key :owner. (token, acquired_ms) of dblock's row, for a dialect whose `number` returns none.
   Statement numbered;
