@@ -2,9 +2,9 @@
 # One key, one way of locking it (dblock(1), --strategy; SHARING LOCKS WITH SHEDLOCK): a run
 # whose --strategy or --table-format differs from the key's unreleased holder's is refused
 # (78, naming both) and its command never runs, whichever comes first; two started together
-# never overlap; a crashed holder's row refuses the other ways until `release --force`.
-# This cell's strategy meets every other way its backend has (SQLite: the lease and
-# --table-format shedlock).
+# never overlap; a crashed holder's row refuses the other ways until `release --force`; two
+# ShedLock tables (--table) and a semaphore's slot rows keep the rule too. This cell's strategy
+# meets every other way its backend has (SQLite: the lease and --table-format shedlock).
 source "$(dirname "$0")/lib.sh"
 
 s=$DBLOCK_STRATEGY
