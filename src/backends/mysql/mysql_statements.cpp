@@ -10,6 +10,7 @@
 #include "backends/mysql/mysql_tables.hpp"
 #include "core/sql/identifiers.hpp"
 #include "core/sql/lock_rows.hpp"
+#include "core/sql/shedlock.hpp"
 
 namespace dblock::mysql {
 namespace {
@@ -111,7 +112,9 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   // microsecond with the same TTL already has last_started_at = NOW(6).)
   const std::string due =
       "(:min_interval_ms <= 0 OR last_started_at IS NULL OR last_started_at <= NOW(6) - INTERVAL :min_interval_ms * 1000 MICROSECOND)";
-  const std::string free = "((expires_at IS NULL OR expires_at <= NOW(6)) AND " + due + ")";
+  const std::string lease_over = "expires_at <= NOW(6)";
+  const std::string lease_allowed = rows::strategy_allows_sql("", "'lease'", lease_over);
+  const std::string free = "((expires_at IS NULL OR expires_at <= NOW(6)) AND " + due + " AND " + lease_allowed + ")";
   s.take = {"lease.take",
             "INSERT INTO " + t.locks +
                 " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at,"
@@ -127,12 +130,15 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                                  {"released_at", "NULL"},
                                  {"token", "COALESCE(:token, GREATEST(token, :fence) + 1)"},
                                  {"expires_at", "VALUES(expires_at)"}}) +
-                ", last_started_at = IF(" + due +
+                ", last_started_at = IF(" + due + " AND " + lease_allowed +
                 " AND ((expires_at IS NULL OR expires_at <= NOW(6)) OR"
                 " (acquired_at <=> NOW(6) AND expires_at <=> VALUES(expires_at))), NOW(6), last_started_at)"};
-  // The server lock is ours, so whoever the row names is gone: only --min-interval, or a
-  // semaphore's header, leave it alone.
-  const std::string numbered = "(NOT strategy <=> 'semaphore' AND " + due + ")";
+  // The server lock is ours, so whoever of this strategy the row names is gone: only
+  // --min-interval, a semaphore's header, or another strategy's holder leave it alone. strategy
+  // is assigned before the columns the condition reads, and once it is :strategy the condition
+  // reads the same.
+  const std::string numbered = "(NOT strategy <=> 'semaphore' AND " +
+                               rows::strategy_allows_sql("", ":strategy", lease_over) + " AND " + due + ")";
   s.session_take = {"session.take",
                     "INSERT INTO " + t.locks +
                         " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
@@ -142,12 +148,12 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                                                   {"host", "VALUES(host)"},
                                                   {"pid", "VALUES(pid)"},
                                                   {"session_id", "VALUES(session_id)"},
-                                                  {"acquired_at", "NOW(6)"},
                                                   {"renewed_at", "NOW(6)"},
-                                                  {"expires_at", "NULL"},
-                                                  {"released_at", "NULL"},
                                                   {"token", "COALESCE(:token, GREATEST(token, :fence) + 1)"},
                                                   {"strategy", "VALUES(strategy)"},
+                                                  {"acquired_at", "NOW(6)"},
+                                                  {"expires_at", "NULL"},
+                                                  {"released_at", "NULL"},
                                                   {"last_started_at", "NOW(6)"}})};
   s.taken = {"lease.taken", "SELECT token, " + epoch_ms("acquired_at") + ", " + epoch_ms("expires_at") + " FROM " +
                                 t.locks + " WHERE name = :key AND owner = :owner"};
@@ -226,10 +232,21 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   s.number = {"shedlock.number",
               "INSERT INTO " + t.locks +
                   " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at,"
-                  " last_started_at) VALUES (:key, :owner, :host, :pid, 1, 'shedlock', NULL, NOW(6), NOW(6), NULL, NULL,"
-                  " NOW(6)) ON DUPLICATE KEY UPDATE owner = VALUES(owner), host = VALUES(host), pid = VALUES(pid),"
-                  " token = token + 1, strategy = 'shedlock', session_id = NULL, acquired_at = NOW(6), renewed_at = NOW(6),"
-                  " expires_at = NULL, released_at = NULL, last_started_at = NOW(6)"};
+                  " last_started_at) VALUES (:key, :owner, :host, :pid, 1, 'shedlock', :table, NOW(6), NOW(6), NULL, NULL,"
+                  " NOW(6)) ON DUPLICATE KEY UPDATE " +
+                  assign_each_if(rows::strategy_allows_sql("", "'shedlock'", "expires_at <= NOW(6)") + " AND " +
+                                     shedlock::same_table_sql(""),
+                                 {{"owner", "VALUES(owner)"},
+                                  {"host", "VALUES(host)"},
+                                  {"pid", "VALUES(pid)"},
+                                  {"token", "token + 1"},
+                                  {"session_id", "VALUES(session_id)"},
+                                  {"renewed_at", "NOW(6)"},
+                                  {"strategy", "'shedlock'"},
+                                  {"acquired_at", "NOW(6)"},
+                                  {"expires_at", "NULL"},
+                                  {"released_at", "NULL"},
+                                  {"last_started_at", "NOW(6)"}})};
   s.numbered = {"shedlock.numbered", "SELECT token, " + epoch_ms("acquired_at") + " FROM " + t.locks +
                                          " WHERE name = :key AND owner = :owner"};
   s.holder = {"shedlock.holder", shedlock_holder_select(options, t) + " WHERE s.name = :key"};

@@ -5,6 +5,7 @@
 #include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/postgres/postgres_tables.hpp"
 #include "core/sql/lock_rows.hpp"
+#include "core/sql/shedlock.hpp"
 
 namespace dblock::postgres {
 namespace {
@@ -94,8 +95,9 @@ sql::FailoverStatements failover_statements(const Tables& t) {
 
 // session.take (statements.hpp), its one row selected `from` what decides whether it is taken
 // (nothing: it is), its time `at` (now(), or, after a lock the statement waited for, the time
-// it was granted). The server lock on :key is ours, so the row is taken whoever it names; a
-// plain lock never takes a semaphore's header (its server lock excludes only other plain holders).
+// it was granted). The server lock on :key is ours, so the row is taken whoever of this
+// strategy it names; never a semaphore's header, nor a row another strategy's holder may still
+// hold (the server lock excludes only holders of its own kind).
 std::string session_upsert(const Tables& t, std::string_view from, std::string_view at) {
   const std::string now(at);
   return "INSERT INTO " + t.locks +
@@ -107,7 +109,8 @@ std::string session_upsert(const Tables& t, std::string_view from, std::string_v
          " token = COALESCE(:token::bigint, GREATEST(l.token, :fence::bigint) + 1), strategy = EXCLUDED.strategy,"
          " session_id = EXCLUDED.session_id, acquired_at = EXCLUDED.acquired_at, renewed_at = EXCLUDED.renewed_at,"
          " expires_at = NULL, released_at = NULL, last_started_at = EXCLUDED.last_started_at"
-         " WHERE l.strategy IS DISTINCT FROM 'semaphore' AND (:min_interval_ms::bigint <= 0"
+         " WHERE l.strategy IS DISTINCT FROM 'semaphore' AND " +
+         rows::strategy_allows_sql("l.", ":strategy", "l.expires_at <= now()") + " AND (:min_interval_ms::bigint <= 0"
          " OR l.last_started_at IS NULL"
          " OR l.last_started_at <= EXCLUDED.last_started_at - :min_interval_ms::bigint * interval '1 ms')"
          " RETURNING token, " + ms("acquired_at") + ", NULL::bigint";
@@ -153,7 +156,8 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                 " session_id = NULL, acquired_at = now(), renewed_at = now(),"
                 " expires_at = now() + :ttl_ms::bigint * interval '1 ms', released_at = NULL, last_started_at = now()"
                 " FROM g WHERE l.name = (SELECT name FROM " + t.locks + " WHERE name = :key"
-                " AND (expires_at IS NULL OR expires_at <= now()) AND (:min_interval_ms::bigint <= 0"
+                " AND (expires_at IS NULL OR expires_at <= now()) AND " +
+                rows::strategy_allows_sql("", "'lease'", "expires_at <= now()") + " AND (:min_interval_ms::bigint <= 0"
                 " OR last_started_at IS NULL OR last_started_at <= now() - :min_interval_ms::bigint * interval '1 ms')"
                 " FOR UPDATE SKIP LOCKED)"
                 " RETURNING l.token, " + ms("l.acquired_at") + " AS acq, " + ms("l.expires_at") + " AS exp),"
@@ -292,11 +296,14 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   s.number = {"shedlock.number",
               "INSERT INTO " + t.locks +
                   " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                  " released_at, last_started_at) VALUES (:key, :owner, :host, :pid::bigint, 1, 'shedlock', NULL, now(),"
+                  " released_at, last_started_at) VALUES (:key, :owner, :host, :pid::bigint, 1, 'shedlock', :table, now(),"
                   " now(), NULL, NULL, now()) ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner,"
                   " host = EXCLUDED.host, pid = EXCLUDED.pid, token = l.token + 1, strategy = 'shedlock',"
-                  " session_id = NULL, acquired_at = now(), renewed_at = now(), expires_at = NULL, released_at = NULL,"
-                  " last_started_at = now() RETURNING token, " + ms("acquired_at")};
+                  " session_id = EXCLUDED.session_id, acquired_at = now(), renewed_at = now(), expires_at = NULL,"
+                  " released_at = NULL, last_started_at = now() WHERE " +
+                  rows::strategy_allows_sql("l.", "'shedlock'", "l.expires_at <= now()") + " AND " +
+                  shedlock::same_table_sql("l.") +
+                  " RETURNING token, " + ms("acquired_at")};
   s.numbered = {"shedlock.numbered", "SELECT token, " + ms("acquired_at") + " FROM " + t.locks +
                                          " WHERE name = :key AND owner = :owner"};
   s.holder = {"shedlock.holder", shedlock_holder_select(options, t) + " WHERE s.name = :key"};

@@ -158,7 +158,8 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                 " expires_at = excluded.expires_at, released_at = NULL, last_started_at = excluded.last_started_at,"
                 " boot_id = excluded.boot_id, boot_token = COALESCE(:token, l.token + 1),"
                 " boot_started_ms = excluded.boot_started_ms, boot_expires_ms = excluded.boot_expires_ms"
-                " WHERE NOT " + lease_live_sql("l.") +
+                " WHERE NOT " + lease_live_sql("l.") + " AND " +
+                rows::strategy_allows_sql("l.", "'lease'", "NOT " + lease_live_sql("l.")) +
                 " AND (:min_interval_ms <= 0 OR l.last_started_at IS NULL OR " + started_ago_sql("l.") +
                 " >= :min_interval_ms)"
                 " RETURNING token, " + epoch_ms_sql("acquired_at") + ", " + epoch_ms_sql("expires_at")};
@@ -226,12 +227,16 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
                                  now + " RETURNING " + epoch_ms_sql("lock_until")};
   s.number = {"shedlock.number",
               "INSERT INTO " + t.locks +
-                  " AS l (name, owner, host, pid, token, strategy, acquired_at, renewed_at, released_at, last_started_at)"
-                  " VALUES (:key, :owner, :host, :pid, 1, 'shedlock', " + now + ", " + now + ", NULL, " + now +
+                  " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, released_at,"
+                  " last_started_at) VALUES (:key, :owner, :host, :pid, 1, 'shedlock', :table, " + now + ", " + now +
+                  ", NULL, " + now +
                   ") ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, host = excluded.host, pid = excluded.pid,"
-                  " token = l.token + 1, strategy = 'shedlock', session_id = NULL, acquired_at = excluded.acquired_at,"
+                  " token = l.token + 1, strategy = 'shedlock', session_id = excluded.session_id,"
+                  " acquired_at = excluded.acquired_at,"
                   " renewed_at = excluded.renewed_at, expires_at = NULL, released_at = NULL,"
-                  " last_started_at = excluded.last_started_at RETURNING token, " + epoch_ms_sql("acquired_at")};
+                  " last_started_at = excluded.last_started_at WHERE " +
+                  rows::strategy_allows_sql("l.", "'shedlock'", "NOT " + lease_live_sql("l.")) + " AND " +
+                  shedlock::same_table_sql("l.") + " RETURNING token, " + epoch_ms_sql("acquired_at")};
   s.holder = {"shedlock.holder", shedlock_status_select(options) + " WHERE name = :key"};
   s.extend = {"shedlock.extend", "UPDATE " + shed + " SET lock_until = " + now_plus_sql(":ttl_ms") +
                                      " WHERE name = :key AND locked_by = :owner AND lock_until > " + now};

@@ -98,7 +98,7 @@ class LeaseLocker final : public Locker {
       // could only refuse as well. So a contender of a start storm costs the server one
       // statement.
       if (st_.take_explains) {
-        auto why = refused(*session_, st_, req, &*took);
+        auto why = refused(*session_, st_, req, &*took, "lease");
         if (!why || why->state == AcquireOutcome::State::not_due ||
             (why->holder && why->holder->state == LockStatus::State::held))
           return why;
@@ -113,7 +113,7 @@ class LeaseLocker final : public Locker {
       if (gate->changed) took = session_->run(st_.take, p);
       if (!took) return std::unexpected(took.error());
     }
-    if (!took_row(st_, *took)) return refused(*session_, st_, req, &*took);
+    if (!took_row(st_, *took)) return refused(*session_, st_, req, &*took, "lease");
     return taken(req, *took);
   }
 
@@ -131,7 +131,7 @@ class LeaseLocker final : public Locker {
     if (!header->token) return header->refusal;
     auto took = session_->run(st_.take, take_params(req, *header->token, gate->fence));
     if (!took) return std::unexpected(took.error());
-    if (!took_row(st_, *took)) return refused(*session_, st_, req, &*took);
+    if (!took_row(st_, *took)) return refused(*session_, st_, req, &*took, "lease");
     auto out = taken(req, *took);
     if (!out) return out;
     if (auto ok = tx->commit(); !ok) {

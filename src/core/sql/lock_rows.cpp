@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/semaphore.hpp"
+
 namespace dblock::rows {
 
 std::string status_select_list(EpochMs epoch_ms, std::string_view now_expr) {
@@ -21,6 +23,19 @@ LockStatus::State state_of(const LockStatus& row, HolderVerdict verdict) {
   if (verdict.lease_live) return LockStatus::State::held;
   if (!row.acquired_at_ms || released) return LockStatus::State::free;
   return LockStatus::State::expired;
+}
+
+std::string strategy_allows_sql(std::string_view row, std::string_view mine, std::string_view lease_over) {
+  const std::string r(row);
+  return "(" + r + "strategy IS NULL OR " + r + "strategy = " + std::string(mine) + " OR " + r +
+         "released_at IS NOT NULL OR " + r + "acquired_at IS NULL OR (" + r + "strategy = 'lease' AND " +
+         std::string(lease_over) + "))";
+}
+
+bool other_strategy_holds(const LockStatus& row, bool lease_live, std::string_view asked) {
+  if (row.strategy.empty() || row.strategy == asked || row.strategy == semaphore_marker) return false;
+  if (row.released_at_ms || !row.acquired_at_ms) return false;
+  return row.strategy != "lease" || lease_live;
 }
 
 LockStatus decode_status(const ColumnReader& row) {

@@ -83,6 +83,20 @@ struct HolderVerdict {
 ///    holds the lock; else free (a crashed holder is free).
 LockStatus::State state_of(const LockStatus& row, HolderVerdict verdict);
 
+/// One strategy per key (dblock(1), --strategy; --table-format shedlock counts as the strategy
+/// "shedlock"): SQL, over the <prefix>locks row `row` (an alias and its dot, or ""), that holds
+/// when a take with strategy `mine` (SQL: a literal or a parameter) may take the row as far as
+/// strategies go: it records `mine` or no strategy, or its holder is done: released, never
+/// acquired, or a lease that is over (`lease_over`: the dialect's judgement of that row). A
+/// take adds it to its own condition, so the row lock that serializes two takes also settles
+/// which strategy holds the key. A semaphore's header has rules of its own.
+std::string strategy_allows_sql(std::string_view row, std::string_view mine, std::string_view lease_over);
+
+/// The same rule, on a row read after a take it refused (`lease_live`: the dialect's verdict):
+/// true when the row records another strategy than `asked` whose holder may still hold the key,
+/// a crashed session holder included (fail closed: only `release --force` clears its row).
+bool other_strategy_holds(const LockStatus& row, bool lease_live, std::string_view asked);
+
 /// The columns of status_select_list() as LockStatus, state not yet judged. A session
 /// strategy's row shows no expires_at (it has no lease).
 LockStatus decode_status(const ColumnReader& row);

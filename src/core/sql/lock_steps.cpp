@@ -13,8 +13,14 @@ namespace {
 constexpr int live_column = rows::status_column_count;
 constexpr int extra_column = rows::status_column_count + 1;
 
-LockStatus refusing_row(const Rows::Row& row) {
-  return rows::read_status(row, {.lease_live = row.opt_int64(live_column).value_or(0) != 0});
+bool lease_live(const Rows::Row& row) { return row.opt_int64(live_column).value_or(0) != 0; }
+
+LockStatus refusing_row(const Rows::Row& row) { return rows::read_status(row, {.lease_live = lease_live(row)}); }
+
+// How a user asks for a strategy: "--strategy advisory", "--table-format shedlock".
+std::string way_of(std::string_view strategy) {
+  if (strategy == "shedlock") return "--table-format shedlock";
+  return "--strategy " + std::string(strategy);
 }
 
 }  // namespace
@@ -52,7 +58,23 @@ bool took_row(const LeaseStatements& st, const Rows& took) {
   return !took.empty() && !took[0].is_null(0);
 }
 
-Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, const LockRequest& req, const Rows* took) {
+Error strategy_mismatch(const LockRequest& req, const LockStatus& holder, std::string_view asked) {
+  const std::string key = req.semaphore.empty() ? req.key : req.semaphore;
+  std::string text = "'" + key + "' is taken with " + way_of(holder.strategy) + " and not released (owner " +
+                     holder.owner;
+  if (!holder.host.empty()) text += ", host " + holder.host;
+  if (holder.pid != 0) text += ", pid " + std::to_string(holder.pid);
+  // The holder is read, and its row cleared, in its own table format.
+  const std::string dblock = asked == "shedlock" ? "dblock --table-format dblock" : "dblock";
+  text += ", token " + std::to_string(holder.token) + "); this run asked for " + way_of(asked) +
+          ". A key is locked one way on every host: give each the same --strategy and --table-format. `" + dblock +
+          " status " + key + "` shows the holder; if it is gone, `" + dblock + " release --force " + key +
+          "` frees the key";
+  return Error{ErrorKind::config, std::move(text)};
+}
+
+Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, const LockRequest& req, const Rows* took,
+                               std::string_view asked) {
   Result<Rows> r;
   if (took && st.take_explains) {
     // The refusal's columns follow the taken row's three; a name of NULL: no row.
@@ -74,6 +96,8 @@ Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, cons
   if (r->empty()) return out;  // gone in between: core simply retries
   const auto row = (*r)[0];
   LockStatus holder = refusing_row(row);
+  if (!asked.empty() && rows::other_strategy_holds(holder, lease_live(row), asked))
+    return std::unexpected(strategy_mismatch(req, holder, asked));
   const auto due_in = row.opt_int64(extra_column);
   if (holder.state != LockStatus::State::held && req.min_interval.count() > 0 && due_in && *due_in > 0) {
     out.state = AcquireOutcome::State::not_due;

@@ -79,9 +79,16 @@ bool took_row(const LeaseStatements& st, const Rows& took);
 
 /// The row of `req.key` that refused a take, from the take's answer `took` when the dialect's
 /// take explains itself (LeaseStatements::take_explains), else read with `refusal`: busy with
-/// its holder, or not_due while --min-interval has not passed and nobody holds it.
+/// its holder, or not_due while --min-interval has not passed and nobody holds it. With the
+/// strategy the take `asked` for ("shedlock": --table-format shedlock), a row of another
+/// strategy whose holder may still hold the key (rows::other_strategy_holds) is ErrorKind::config
+/// (strategy_mismatch), as a different --slots count is.
 Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, const LockRequest& req,
-                               const Rows* took = nullptr);
+                               const Rows* took = nullptr, std::string_view asked = {});
+
+/// ErrorKind::config: `req`'s key is recorded as taken by `holder` with another strategy (or
+/// table format) than `asked`, and not released. Names both, the holder and the way out.
+Error strategy_mismatch(const LockRequest& req, const LockStatus& holder, std::string_view asked);
 
 /// A semaphore's header row for `req` (a slot), inside the caller's transaction, its token
 /// above the failover `fence` (failover.hpp): taken (its token, which the slot row gets), or

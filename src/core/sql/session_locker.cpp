@@ -317,8 +317,9 @@ class SessionLocker final : public Locker {
 
   // What session_take answered (`took`), the server lock ours: held from now on, or refused.
   Result<AcquireOutcome> numbered(const LockRequest& req, const Rows& took) {
-    // Not taken with the server lock ours: a semaphore's header, or --min-interval's not yet.
-    if (took.affected == 0) return refused(*book_, st_, req);
+    // Not taken with the server lock ours: a semaphore's header, --min-interval's not yet, or
+    // another strategy's holder (refused: the server lock goes back).
+    if (took.affected == 0) return refused(*book_, st_, req, nullptr, strategy_);
     return acquired(*book_, st_, took, req);
   }
 

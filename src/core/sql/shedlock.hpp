@@ -29,6 +29,16 @@ inline Result<void> check_name(std::string_view key) {
                                     " bytes long; a ShedLock name is at most 64 (--table-format shedlock)");
 }
 
+/// SQL over dblock's <prefix>locks row `row` of a name (an alias and its dot, or ""): false while
+/// it records an unreleased holder of --table-format shedlock on another ShedLock table than
+/// :table (the row's session_id; NULL, from an older dblock: not known, so not refused). ShedLock's
+/// row excludes only the holders of its own table.
+inline std::string same_table_sql(std::string_view row) {
+  const std::string r(row);
+  return "NOT (" + r + "strategy = 'shedlock' AND " + r + "released_at IS NULL AND " + r + "session_id IS NOT NULL AND " +
+         r + "session_id <> :table)";
+}
+
 /// The message of a refused table format / strategy pair (exit 78).
 inline constexpr const char* lease_only =
     "--table-format shedlock works only with --strategy lease: a ShedLock row is a lease (lock_until), "

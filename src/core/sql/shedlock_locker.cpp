@@ -27,8 +27,10 @@ namespace {
 
 class ShedlockLocker final : public Locker {
  public:
-  ShedlockLocker(std::shared_ptr<Session> session, ShedlockStatements statements, LeaseStatements history, int keep)
-      : session_(std::move(session)), st_(std::move(statements)), history_(std::move(history)), keep_(keep) {}
+  ShedlockLocker(std::shared_ptr<Session> session, ShedlockStatements statements, LeaseStatements history, int keep,
+                 std::string table)
+      : session_(std::move(session)), st_(std::move(statements)), history_(std::move(history)), keep_(keep),
+        table_(std::move(table)) {}
 
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis) override {
     if (held_) return fail(ErrorKind::internal, "this locker already holds " + held_->key);
@@ -85,9 +87,21 @@ class ShedlockLocker final : public Locker {
     }
     if (!took->empty()) out.expires_at_ms = (*took)[0].opt_int64(0);
     // The fencing token ShedLock lacks: dblock's row of the name, bumped in the same transaction.
-    const Params who{{"key", req.key}, {"owner", req.owner}, {"host", req.host}, {"pid", req.pid}};
+    const Params who{{"key", req.key}, {"owner", req.owner}, {"host", req.host}, {"pid", req.pid}, {"table", table_}};
     auto numbered = session_->run(st_.number, who);
     if (!numbered) return std::unexpected(numbered.error());
+    if (numbered->affected == 0) {
+      // dblock's row records another strategy's holder: refused (one key, one way of locking
+      // it), or busy if the row changed in between. The ShedLock take rolls back with the
+      // transaction.
+      LockRequest row = req;
+      row.min_interval = Millis(0);
+      auto why = refused(*session_, history_, row, nullptr, "shedlock");
+      // A 'shedlock' row refuses only a take on another ShedLock table (number's contract).
+      if (why && why->holder && why->holder->strategy == "shedlock" && !why->holder->released_at_ms)
+        return std::unexpected(other_table(req.key, *why->holder));
+      return why;
+    }
     if (numbered->empty()) numbered = session_->run(st_.numbered, who);
     if (!numbered) return std::unexpected(numbered.error());
     if (numbered->empty()) return fail(ErrorKind::internal, "no token row for " + req.key);
@@ -123,10 +137,21 @@ class ShedlockLocker final : public Locker {
     return released;
   }
 
+  // ErrorKind::config: `key` is held through another ShedLock table than this run's.
+  Error other_table(const std::string& key, const LockStatus& holder) const {
+    return Error{ErrorKind::config,
+                 "'" + key + "' is taken with --table-format shedlock on another ShedLock table than " + table_ +
+                     " and not released (owner " + holder.owner + ", token " + std::to_string(holder.token) +
+                     "): a name is one lock only in one table, so every host must give the same --table. `dblock "
+                     "--table-format dblock status " + key + "` shows the holder; if it is gone, `dblock release "
+                     "--force " + key + "` frees the key"};
+  }
+
   std::shared_ptr<Session> session_;
   ShedlockStatements st_;
   LeaseStatements history_;
   int keep_;
+  std::string table_;
   std::optional<Held> held_;
   bool lost_ = false;  // renew() found the lock gone; held_ stays for the history row
 };
@@ -134,8 +159,8 @@ class ShedlockLocker final : public Locker {
 }  // namespace
 
 std::unique_ptr<Locker> make_shedlock_locker(std::shared_ptr<Session> session, const ShedlockStatements& statements,
-                                             const LeaseStatements& history, int keep) {
-  return std::make_unique<ShedlockLocker>(std::move(session), statements, history, keep);
+                                             const LeaseStatements& history, int keep, std::string table) {
+  return std::make_unique<ShedlockLocker>(std::move(session), statements, history, keep, std::move(table));
 }
 
 Result<void> release_shedlock(Session& session, const ShedlockStatements& st, const std::string& key,

@@ -8,10 +8,11 @@
 
 namespace dblock::sql {
 
-/// The lease locker on ShedLock's table, on `session` (shared with the Backend, as the lease
-/// locker's). `history` gives the history statements; `keep` the history rows kept per key.
+/// The lease locker on ShedLock's table `table` (--table), on `session` (shared with the Backend,
+/// as the lease locker's). `history` gives the history statements; `keep` the history rows kept
+/// per key.
 std::unique_ptr<Locker> make_shedlock_locker(std::shared_ptr<Session> session, const ShedlockStatements& statements,
-                                             const LeaseStatements& history, int keep);
+                                             const LeaseStatements& history, int keep, std::string table);
 
 /// `dblock release` of a ShedLock row from another process: ShedLock's unlock on the named holder
 /// (--force: whoever holds it); ErrorKind::lost when it holds nothing (unless who.force). The

@@ -56,7 +56,7 @@ Result<std::unique_ptr<Locker>> SqlBackend::make_locker(Strategy strategy) {
   // make_locker): a lease run costs one connection.
   auto s = session();
   if (!s) return std::unexpected(s.error());
-  if (options_.shedlock) return make_shedlock_locker(*s, shedlock_, lease_, options_.history_keep);
+  if (options_.shedlock) return make_shedlock_locker(*s, shedlock_, lease_, options_.history_keep, options_.shedlock_table);
   return make_lease_locker(*s, lease_, options_.table_prefix, options_.history_keep);
 }
 

@@ -24,7 +24,8 @@ struct LeaseStatements {
   /// :key :owner :host :pid :ttl_ms :min_interval_ms :token (NULL, or a semaphore slot's token
   /// from its header) :record :fence (failover.hpp; with `failover.folded` the statement reads
   /// the fence itself, and grants nothing while the record's gate is closed). Takes the row of :key when its lease is over (expired, released or never
-  /// taken) and, when :min_interval_ms > 0, its last start is at least that long ago: the holder
+  /// taken), it records no other strategy's holder (rows::strategy_allows_sql, mine 'lease') and,
+  /// when :min_interval_ms > 0, its last start is at least that long ago: the holder
   /// columns, token (:token, else the greater of the old token (0 for a new row) and the fence, + 1), strategy
   /// 'lease', no session_id, acquired_at = renewed_at = last_started_at = now, expires_at = now +
   /// :ttl_ms, released_at NULL. affected: 1 when taken, 0 when not. Rows: none, or (token,
@@ -44,7 +45,8 @@ struct LeaseStatements {
   /// failover fence, failover.hpp). Numbers the row of :key: the holder columns, token (:token,
   /// else :fence + 1 for a new row and the greater of token and :fence, + 1, for an old one), strategy :strategy, session_id :session_id, acquired_at = renewed_at = last_started_at
   /// = now, expires_at and released_at NULL; unless :min_interval_ms > 0 and its last start is
-  /// less than that long ago, or the row is a semaphore's header (strategy 'semaphore'). affected
+  /// less than that long ago, the row is a semaphore's header (strategy 'semaphore'), or it
+  /// records another strategy's holder (rows::strategy_allows_sql, mine :strategy). affected
   /// and rows as `take`.
   Statement session_take;
   /// :key :min_interval_ms. Why `take` did not take it: the 14 status columns, then live (1 when
@@ -104,9 +106,12 @@ struct ShedlockStatements {
   /// has passed (lock_until = now + :ttl_ms, locked_at = now, locked_by = :owner). affected: 1
   /// when taken. Rows: none or (lock_until_ms).
   Statement take;
-  /// :key :owner :host :pid. dblock's row of the name: the holder, token + 1 (1 when new),
-  /// strategy 'shedlock', acquired_at = renewed_at = last_started_at = now, expires_at and
-  /// released_at NULL. Rows: none or (token, acquired_ms).
+  /// :key :owner :host :pid :table (ShedLock's table). dblock's row of the name: the holder,
+  /// token + 1 (1 when new), strategy 'shedlock', session_id :table, acquired_at = renewed_at =
+  /// last_started_at = now, expires_at and released_at NULL; unless it records another
+  /// strategy's holder (rows::strategy_allows_sql, mine 'shedlock') or an unreleased one on
+  /// another ShedLock table (shedlock::same_table_sql): affected 0. Rows: none or (token,
+  /// acquired_ms).
   Statement number;
   /// :key :owner. (token, acquired_ms) of dblock's row, for a dialect whose `number` returns none.
   Statement numbered;

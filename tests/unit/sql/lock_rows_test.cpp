@@ -232,3 +232,23 @@ TEST_CASE("every table's required columns") {
   CHECK(rows::required_tables[1].columns.size() == rows::runs_columns.size());
   CHECK(rows::required_tables[2].columns.size() == rows::claims_columns.size());
 }
+
+TEST_CASE("one strategy per key: which rows of another strategy refuse a take") {
+  // Unreleased: a session holder (even a crashed one: fail closed), a live lease, a shedlock row.
+  CHECK(rows::other_strategy_holds(row("advisory", 1000, std::nullopt), false, "lease"));
+  CHECK(rows::other_strategy_holds(row("lease", 1000, std::nullopt), true, "for-update"));
+  CHECK(rows::other_strategy_holds(row("shedlock", 1000, std::nullopt), false, "lease"));
+  CHECK(rows::other_strategy_holds(row("lease", 1000, std::nullopt), true, "shedlock"));
+  // Done: released, never acquired, a lease that is over; the same strategy; a semaphore's
+  // header (refused by its own rule).
+  CHECK_FALSE(rows::other_strategy_holds(row("advisory", 1000, 2000), false, "lease"));
+  CHECK_FALSE(rows::other_strategy_holds(row("advisory", std::nullopt, std::nullopt), false, "lease"));
+  CHECK_FALSE(rows::other_strategy_holds(row("lease", 1000, std::nullopt), false, "advisory"));
+  CHECK_FALSE(rows::other_strategy_holds(row("txn-insert", 1000, std::nullopt), false, "txn-insert"));
+  CHECK_FALSE(rows::other_strategy_holds(row("", 1000, std::nullopt), false, "lease"));
+  CHECK_FALSE(rows::other_strategy_holds(row("semaphore", 1000, std::nullopt), true, "lease"));
+  // The SQL states the same rule, over the row's alias, for the dialect's lease judgement.
+  CHECK(rows::strategy_allows_sql("l.", ":strategy", "NOT live") ==
+        "(l.strategy IS NULL OR l.strategy = :strategy OR l.released_at IS NOT NULL OR l.acquired_at IS NULL OR"
+        " (l.strategy = 'lease' AND NOT live))");
+}

@@ -59,6 +59,7 @@ sql::LockStatements lock_statements() {
 sql::LeaseStatements statements() {
   sql::LeaseStatements st;
   st.session_take = {"session.take", "take"};
+  st.refusal = {"lease.refusal", "why"};
   st.release = {"lease.release", "release"};
   return st;
 }
@@ -176,4 +177,22 @@ TEST_CASE("a take that does not wait makes nothing ready, and nothing is release
   CHECK(book->prepared.empty());
   REQUIRE(l->try_acquire(testing::lock_request(Millis(3000)), Millis(0)));
   CHECK(book->prepared.empty());
+}
+
+TEST_CASE("a take whose row another strategy's holder keeps is refused (config) and gives the server lock back") {
+  auto holder = advisory_holder(true);
+  ScriptedHolder& h = *holder;
+  auto book = std::make_shared<testing::ScriptedSession>();
+  book->answers["session.take"] = testing::row_of({std::nullopt, std::nullopt, std::nullopt}, 0);
+  // The refusal: a live lease of another host (the 14 status columns, live, due_in).
+  book->answers["lease.refusal"] =
+      testing::row_of({"k", "web2:1:a", "web2", "1", "7", "lease", "1000", "1000", "31000", std::nullopt, "1000",
+                       std::nullopt, std::nullopt, "2000", "1", std::nullopt});
+  auto l = locker(Strategy::advisory, std::move(holder), book);
+  auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  REQUIRE_FALSE(got);
+  CHECK(got.error().kind == ErrorKind::config);
+  CHECK(got.error().message.find("taken with --strategy lease") != std::string::npos);
+  CHECK(got.error().message.find("asked for --strategy advisory") != std::string::npos);
+  CHECK(h.session.runs["lock.advisory_give_back"] == 1);
 }
