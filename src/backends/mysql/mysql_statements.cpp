@@ -454,9 +454,16 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
           ")" + engine,
   };
   s.added = {{"slots", "ALTER TABLE " + t.locks + " ADD COLUMN slots INT NULL", false}};
+  // A name must hold 255 bytes of any key (ShedLock's its own length), whole: a TEXT column
+  // can be a key only by a prefix, which would merge names that share it.
   s.columns = {"schema.columns",
-               "SELECT TABLE_NAME, LOWER(COLUMN_NAME), COLUMN_KEY = 'PRI' FROM information_schema.COLUMNS"
-               " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (:locks, :runs, :claims, :shedlock)"};
+               "SELECT TABLE_NAME, LOWER(COLUMN_NAME), NULL, CASE LOWER(COLUMN_NAME) WHEN 'name' THEN"
+               " DATA_TYPE IN ('varchar', 'varbinary') AND (TABLE_NAME = :shedlock OR CHARACTER_MAXIMUM_LENGTH >= 255)"
+               " WHEN 'token' THEN DATA_TYPE = 'bigint' END, COLUMN_TYPE FROM information_schema.COLUMNS"
+               " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (:locks, :runs, :claims, :shedlock)"
+               " UNION ALL SELECT TABLE_NAME, IF(SUB_PART IS NULL, LOWER(COLUMN_NAME), NULL), INDEX_NAME, NULL, NULL"
+               " FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND NON_UNIQUE = 0"
+               " AND TABLE_NAME IN (:locks, :runs, :claims, :shedlock)"};
   if (options.shedlock) {
     // ShedLock's documented DDL; made only when missing (the Java services usually make it).
     s.create.push_back("CREATE TABLE IF NOT EXISTS " + quote_identifier(options.shedlock_table, '`') +

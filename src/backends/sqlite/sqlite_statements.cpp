@@ -122,9 +122,21 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
                            (column == "boot_id" ? " TEXT" : " INTEGER"),
                        true});
   s.added.push_back({"slots", "ALTER TABLE " + t.locks + " ADD COLUMN slots INTEGER", false});
-  s.columns = {"schema.columns",
-               "SELECT :locks, name, pk = 1 FROM pragma_table_info(:locks) UNION ALL SELECT :runs, name, pk = 1 FROM "
-               "pragma_table_info(:runs) UNION ALL SELECT :shedlock, name, pk = 1 FROM pragma_table_info(:shedlock)"};
+  // The columns, with the affinity of name (TEXT: '007' and '7' stay two keys) and token
+  // (INTEGER, 64-bit), then each column of each unique index that is not partial (a TEXT
+  // primary key is one, sqlite_autoindex_*); an expression's column has no name.
+  std::string columns;
+  for (const char* table : {":locks", ":runs", ":shedlock"}) {
+    const std::string tn = table;
+    columns += std::string(columns.empty() ? "" : " UNION ALL ") + "SELECT " + tn +
+               ", name, NULL, CASE name WHEN 'name' THEN upper(type) NOT LIKE '%INT%' AND (type = '' OR upper(type)"
+               " LIKE '%CHAR%' OR upper(type) LIKE '%CLOB%' OR upper(type) LIKE '%TEXT%') WHEN 'token' THEN"
+               " upper(type) LIKE '%INT%' END, type FROM pragma_table_info(" + tn + ")";
+    if (tn != ":runs")
+      columns += " UNION ALL SELECT " + tn + ", ii.name, il.name, NULL, NULL FROM pragma_index_list(" + tn +
+                 ") il JOIN pragma_index_info(il.name) ii WHERE il.\"unique\" AND NOT il.partial";
+  }
+  s.columns = {"schema.columns", columns};
   if (options.shedlock) {
     // ShedLock has no SQLite DDL of its own: its generic one, timestamps as UTC text
     // 'YYYY-MM-DD HH:MM:SS.SSS' (what strftime('%Y-%m-%d %H:%M:%f', 'now') writes).

@@ -243,9 +243,12 @@ struct SchemaStatements {
     bool required = false;
   };
   std::vector<Added> added;
-  /// :locks :runs :claims :shedlock (table names, unquoted; '' for none). One row per column of
-  /// those tables that exist: (table, column, key); key 1 when the column is its table's primary
-  /// key (the first column of it), 0 when not, NULL when the dialect does not say.
+  /// :locks :runs :claims :shedlock (table names, unquoted; '' for none). For the tables that
+  /// exist, one row per column: (table, column, NULL, fits, type), fits 0 when a column name or
+  /// token has a type that cannot hold every name (255 bytes of text; ShedLock's any text) or
+  /// token (64-bit integer), else 1 or NULL; and one row per column of each unique key (primary
+  /// key, unique index or constraint; not partial, not deferred): (table, column, key's name,
+  /// NULL, NULL), column NULL or '' for an expression or a prefix of a column.
   Statement columns;
 };
 
