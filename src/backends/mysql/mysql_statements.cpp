@@ -49,6 +49,10 @@ std::string holder_lock(const Tables& t) {
 }
 const std::string holder_id = "CAST(SUBSTRING_INDEX(session_id, ':', 1) AS UNSIGNED)";
 
+// The name :key of `table` as a scalar subquery: more than one row of it fails the statement
+// (ER_SUBQUERY_NO_1_ROW), which the schema check explains.
+std::string one_row_of(const std::string& table) { return "(SELECT name FROM " + table + " WHERE name = :key)"; }
+
 // ShedLock's now, as its MySqlServerTimeStatementsSource writes it, and now + :ttl_ms.
 const std::string shed_now = "UTC_TIMESTAMP(3)";
 const std::string shed_until = "TIMESTAMPADD(MICROSECOND, :ttl_ms * 1000, UTC_TIMESTAMP(3))";
@@ -149,8 +153,11 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                                                   {"token", "COALESCE(:token, GREATEST(token, :fence) + 1)"},
                                                   {"strategy", "VALUES(strategy)"},
                                                   {"last_started_at", "NOW(6)"}})};
+  // ON DUPLICATE KEY UPDATE meets the key's row through any unique key: on a table whose name
+  // is not its key (name, owner), every holder would insert a row of its own. A second row of
+  // the name fails the subquery (1242), which sends the run to the schema check (exit 78).
   s.taken = {"lease.taken", "SELECT token, " + epoch_ms("acquired_at") + ", " + epoch_ms("expires_at") + " FROM " +
-                                t.locks + " WHERE name = :key AND owner = :owner"};
+                                t.locks + " WHERE name = :key AND owner = :owner AND name = " + one_row_of(t.locks)};
   s.refusal = {"lease.refusal", "SELECT " + status +
                                     ", CASE WHEN :min_interval_ms > 0 AND last_started_at IS NOT NULL THEN " +
                                     epoch_ms("last_started_at + INTERVAL :min_interval_ms * 1000 MICROSECOND") + " - " +
@@ -229,8 +236,10 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
                   " NOW(6)) ON DUPLICATE KEY UPDATE owner = VALUES(owner), host = VALUES(host), pid = VALUES(pid),"
                   " token = token + 1, strategy = 'shedlock', session_id = NULL, acquired_at = NOW(6), renewed_at = NOW(6),"
                   " expires_at = NULL, released_at = NULL, last_started_at = NOW(6)"};
+  // As lease.taken: a second row of the name, in either table, fails the read (1242).
   s.numbered = {"shedlock.numbered", "SELECT token, " + epoch_ms("acquired_at") + " FROM " + t.locks +
-                                         " WHERE name = :key AND owner = :owner"};
+                                         " WHERE name = :key AND owner = :owner AND name = " + one_row_of(t.locks) +
+                                         " AND :key = " + one_row_of(shed)};
   s.holder = {"shedlock.holder", shedlock_holder_select(options, t) + " WHERE s.name = :key"};
   s.extend = {"shedlock.extend", "UPDATE " + shed + " SET lock_until = " + shed_until +
                                      " WHERE name = :key AND locked_by = :owner AND lock_until > " + shed_now};
