@@ -45,7 +45,7 @@ holder_started() { [ -s "$1" ] && grep -q '^start' "$1"; }
 scenario() {
   local name=$1 hoff=$2 coff=$3 log=$E2E_TMP/$1.log k holder st=0 t0 waited
   k=$(key "$name")
-  faked "$hoff" dblock run "$k" -- "$ORACLE_JOB" "$log" 3 &
+  faked "$hoff" dblock "${fmt[@]}" run "$k" -- "$ORACLE_JOB" "$log" 3 &
   holder=$!
   remember_pid "$holder"
   if ! wait_for 10 holder_started "$log"; then
@@ -53,7 +53,7 @@ scenario() {
     return
   fi
   t0=$(now_ms)
-  faked "$coff" dblock run -w 20 "$k" -- "$ORACLE_JOB" "$log" 0.2 || st=$?
+  faked "$coff" dblock "${fmt[@]}" run -w 20 "$k" -- "$ORACLE_JOB" "$log" 0.2 || st=$?
   waited=$(($(now_ms) - t0))
   wait "$holder"
   assert_eq "$name: the competitor ran (exit status)" 0 "$st"
@@ -61,6 +61,7 @@ scenario() {
   oracle_check "$name: no overlap, tokens increase" "$log" 2
 }
 
+fmt=()  # dblock's options of the table format: none, the default format
 # Forward step of the competitor: the holder's lease looks an hour overdue to it.
 scenario competitor_ahead +0 +1h
 # Backward step of the holder: the lease it writes ends an hour before the real end.
@@ -69,6 +70,16 @@ scenario holder_behind -1h +0
 scenario holder_ahead +1h +0
 # Backward step of the competitor: a released lease must not look an hour in the future.
 scenario competitor_behind +0 -1h
+
+# --table-format shedlock: ShedLock's lock_until is wall-clock time (its Java clients read it),
+# and dblock's own row of the name holds the lease on CLOCK_BOOTTIME too, so a dblock competitor
+# whose clock is ahead does not take a live lock, nor waits an hour for a released one.
+fmt=(--table-format shedlock --table "${DBLOCK_TABLE_PREFIX}shedlock")
+scenario shedlock_competitor_ahead +0 +2m
+scenario shedlock_holder_behind -1h +0
+scenario shedlock_holder_ahead +1h +0
+scenario shedlock_competitor_behind +0 -1h
+fmt=()
 
 # A step while the lease is held: the holder's clock jumps back an hour after it acquired, so
 # its renewals (every TTL/3 = 2 s) write an expiry that is already an hour past for others.

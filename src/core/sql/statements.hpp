@@ -102,9 +102,10 @@ struct ShedlockStatements {
   /// has passed (lock_until = now + :ttl_ms, locked_at = now, locked_by = :owner). affected: 1
   /// when taken. Rows: none or (lock_until_ms).
   Statement take;
-  /// :key :owner :host :pid. dblock's row of the name: the holder, token + 1 (1 when new),
-  /// strategy 'shedlock', acquired_at = renewed_at = last_started_at = now, expires_at and
-  /// released_at NULL. Rows: none or (token, acquired_ms).
+  /// :key :owner :host :pid :ttl_ms. dblock's row of the name: the holder, token + 1 (1 when
+  /// new), strategy 'shedlock', acquired_at = renewed_at = last_started_at = now, expires_at and
+  /// released_at NULL (and a dialect's own lease of :ttl_ms, see `extend_own`). Rows: none or
+  /// (token, acquired_ms).
   Statement number;
   /// :key :owner. (token, acquired_ms) of dblock's row, for a dialect whose `number` returns none.
   Statement numbered;
@@ -114,11 +115,16 @@ struct ShedlockStatements {
   /// :key :owner :ttl_ms. ShedLock's extend: lock_until = now + :ttl_ms while it is ahead and
   /// locked_by is :owner. affected: 1 extended.
   Statement extend;
+  /// :key :owner :token :ttl_ms. For a dialect whose `take` also honours a lease of its own in
+  /// dblock's row (SQLite: on CLOCK_BOOTTIME, which a wall-clock step cannot move): that lease
+  /// extended, in one transaction with `extend`. Empty: none.
+  Statement extend_own;
   /// :key :owner :min_hold_ms. ShedLock's unlock: lock_until = the later of now and locked_at +
   /// :min_hold_ms (lockAtLeastFor), on name and locked_by. affected: 1 unlocked.
   Statement unlock;
-  /// :key :token :finished :exit_code. dblock's row of the token: released_at = now and, when
-  /// :finished, last_finished_at = now and last_exit_code = :exit_code.
+  /// :key :token :finished :exit_code :min_hold_ms. dblock's row of the token: released_at = now
+  /// and, when :finished, last_finished_at = now and last_exit_code = :exit_code (a lease of the
+  /// dialect's own ends at the later of now and its start + :min_hold_ms).
   Statement finish;
   /// :key :owner :token (either may be NULL) :force. `dblock release` from another process: the
   /// row's (locked_by) when the named holder's lock is ahead (a token names the owner of
