@@ -479,8 +479,9 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
                " FROM information_schema.columns"
                " WHERE table_schema = current_schema() AND table_name IN (:locks, :runs, :claims, :shedlock)"
                " UNION ALL SELECT c.relname::text, pg_get_indexdef(i.indexrelid, k, true), i.indexrelid::regclass::text,"
-               " NULL, NULL FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid, generate_series(1, i.indnkeyatts) k"
-               " WHERE c.relnamespace = current_schema()::regnamespace AND c.relname IN (:locks, :runs, :claims, :shedlock)"
+               " NULL, NULL FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace,"
+               " generate_series(1, i.indnkeyatts) k"
+               " WHERE n.nspname = current_schema() AND c.relname IN (:locks, :runs, :claims, :shedlock)"
                " AND i.indisunique AND i.indimmediate AND i.indpred IS NULL"};
   if (options.shedlock) {
     // ShedLock's documented DDL; made only when missing (the Java services usually make it).
