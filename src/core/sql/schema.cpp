@@ -161,11 +161,13 @@ Result<Columns> read_columns(Session& session) {
   Columns found;
   for (std::size_t i = 0; i < r->size(); ++i) {
     const auto row = (*r)[i];
-    TableShape& t = found[row.text(0)];
-    if (row.is_null(2))
-      t.columns[row.text(1)] = {row.opt_int64(3).value_or(1) != 0, row.text(4)};
-    else
-      t.keys[row.text(2)].insert(row.text(1));
+    if (row.is_null(2)) found[row.text(0)].columns[row.text(1)] = {row.opt_int64(3).value_or(1) != 0, row.text(4)};
+  }
+  // A table is there when its columns are: where the catalog is no snapshot (MySQL), a table
+  // made while the statement ran may show its keys and not yet its columns.
+  for (std::size_t i = 0; i < r->size(); ++i) {
+    const auto row = (*r)[i];
+    if (auto t = found.find(row.text(0)); !row.is_null(2) && t != found.end()) t->second.keys[row.text(2)].insert(row.text(1));
   }
   return found;
 }
