@@ -26,7 +26,7 @@ namespace {
 struct Wanted {
   std::string table;
   std::span<const std::string_view> columns;
-  std::set<std::string> key;
+  std::vector<std::string> key;  // in the order of the DDL
   bool dblocks = true;  // one of dblock's own tables (not ShedLock's)
 };
 
@@ -34,7 +34,7 @@ std::vector<Wanted> wanted_tables(const SchemaStatements& st) {
   std::vector<Wanted> out;
   for (const auto& [suffix, columns] : rows::required_tables) {
     if (suffix == "claims" && !st.claims) continue;
-    std::set<std::string> key;
+    std::vector<std::string> key;
     if (suffix == "locks") key = {"name"};
     if (suffix == "claims") key = {"name", "kind"};
     out.push_back({st.prefix + std::string(suffix), columns, std::move(key)});
@@ -48,7 +48,8 @@ bool has(const Columns& found, const std::string& table, std::string_view column
   return t != found.end() && t->second.columns.contains(std::string(column));
 }
 
-std::string listed(const std::set<std::string>& columns) {
+template <class Names>
+std::string listed(const Names& columns) {
   std::string out;
   for (const auto& c : columns) out += (out.empty() ? "" : ", ") + (c.empty() ? std::string("an expression") : c);
   return "(" + out + ")";
@@ -65,10 +66,11 @@ Result<void> check_keys(const Wanted& w, const TableShape& t, const std::string&
                           ", after removing rows that repeat it; or the table as `dblock schema --dialect " + dialect +
                           "` makes it)";
   if (!w.key.empty()) {
+    const std::set<std::string> wanted(w.key.begin(), w.key.end());
     bool found = false;
     for (const auto& [name, columns] : t.keys) {
-      if (columns == w.key) found = true;
-      if (!std::includes(columns.begin(), columns.end(), w.key.begin(), w.key.end()))
+      if (columns == wanted) found = true;
+      if (!std::includes(columns.begin(), columns.end(), wanted.begin(), wanted.end()))
         return fail(ErrorKind::config, "table " + w.table + where + " has a unique key " + listed(columns) +
                                            " that is not on " + listed(w.key) +
                                            ": one key's lock would take another's row; drop it (DROP INDEX or ALTER TABLE)");
