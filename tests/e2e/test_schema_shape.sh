@@ -98,6 +98,21 @@ DBLOCK_TABLE_PREFIX=$P refused "init with a narrow name" "${P}locks in" dblock i
 grep -qF "column name has the type" "$E2E_TMP/err" && pass "the message names the name's type" ||
   fail "the message names the name's type: $(cat "$E2E_TMP/err")"
 
+# The claims table of for-update and txn-insert (servers): its key is (name, kind). Without it,
+# two txn-insert runs on MySQL both inserted the key's row and held it at once.
+if [ "$backend" != sqlite ]; then
+  P=${DBLOCK_TABLE_PREFIX%pk_}cl_
+  made "$P" -e "s/^  PRIMARY KEY (name, kind)\$/  CHECK (kind <> '')/"
+  claims="${P}claims in"
+  DBLOCK_TABLE_PREFIX=$P refused "init with claims keyed on nothing" "$claims" dblock --strategy txn-insert init
+  grep -qF "has no primary key or unique index on exactly (name, kind)" "$E2E_TMP/err" &&
+    pass "the message names the claims key" || fail "the message names the claims key: $(cat "$E2E_TMP/err")"
+  if [ "$backend" = mysql ]; then
+    DBLOCK_TABLE_PREFIX=$P refused "a txn-insert run on claims keyed on nothing" "$claims" \
+      dblock --strategy txn-insert run "$(key claims)" -- true
+  fi
+fi
+
 # dblock's own tables pass.
 DBLOCK_TABLE_PREFIX=${DBLOCK_TABLE_PREFIX%pk_}own_ assert_status "init of dblock's own tables" 0 dblock init
 finish
