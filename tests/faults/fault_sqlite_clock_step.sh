@@ -126,4 +126,16 @@ assert_status "renew an hour behind" 0 faked -1h dblock renew "$k" --token "$tok
 assert_status "release an hour behind" 0 faked -1h dblock release "$k" --token "$token"
 assert_status "status after the release: free" 1 dblock status -q "$k"
 assert_status "acquire after the release" 0 dblock acquire "$k" --ttl 1m >/dev/null
+
+# The same with --table-format shedlock: a `dblock renew` from another process extends the
+# holder's boot lease with its lock_until, so an hour ahead it is still busy past the first TTL.
+fmt=(--table-format shedlock --table "${DBLOCK_TABLE_PREFIX}shedlock")
+k=$(key shedlock-renew)
+token=$(dblock "${fmt[@]}" acquire "$k" --ttl 2s)
+assert_status "shedlock: acquire an hour ahead: busy" 75 faked +1h dblock "${fmt[@]}" acquire "$k" --ttl 1m
+assert_status "shedlock: renew" 0 dblock "${fmt[@]}" renew "$k" --token "$token" --ttl 1m
+sleep 2.5  # past the acquisition's TTL
+assert_status "shedlock: acquire an hour ahead after the renew: busy" 75 faked +1h dblock "${fmt[@]}" acquire "$k" --ttl 1m
+assert_status "shedlock: release an hour behind" 0 faked -1h dblock "${fmt[@]}" release "$k" --token "$token"
+assert_status "shedlock: acquire an hour behind after the release" 0 faked -1h dblock "${fmt[@]}" acquire "$k" --ttl 1m >/dev/null
 finish

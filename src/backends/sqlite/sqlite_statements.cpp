@@ -315,6 +315,13 @@ sql::InspectStatements inspect_statements(const BackendOptions& options, bool wi
                                            ", renewed_at = " + now + ", " + renew_boot_sql(":ttl_ms") +
                                            " WHERE name = :key AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
                                            " AND (:token IS NULL OR token = :token) RETURNING " + epoch_ms_sql("expires_at")};
+  // The ShedLock holder's boot lease goes with its lock_until (shedlock_statements, `take`).
+  if (options.shedlock)
+    s.renew_own = {"inspect.renew_own",
+                   "UPDATE " + t.locks + " SET renewed_at = " + now + ", boot_expires_ms = dblock_boot_ms() + :ttl_ms"
+                   " WHERE name = :key AND strategy = 'shedlock' AND released_at IS NULL AND owner = (SELECT locked_by FROM " +
+                       shed + " WHERE name = :key) AND (:owner IS NULL OR owner = :owner) AND (:token IS NULL OR"
+                       " token = :token) AND " + boot_judged_sql("") + " AND boot_id = dblock_boot_id()"};
   return s;
 }
 

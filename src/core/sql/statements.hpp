@@ -161,6 +161,10 @@ struct InspectStatements {
   /// :key :owner :token. (expires_ms) of the row renew_named renewed, for a dialect whose
   /// renew_named returns no rows; empty otherwise.
   Statement renewed;
+  /// :key :owner :token :ttl_ms. --table-format shedlock on a dialect whose ShedLock lease is
+  /// also one of its own in dblock's row (ShedlockStatements::extend_own): that lease extended
+  /// after renew_named renewed. Empty: none.
+  Statement renew_own;
 };
 
 }  // namespace dblock::sql
