@@ -45,7 +45,7 @@ holder_started() { [ -s "$1" ] && grep -q '^start' "$1"; }
 scenario() {
   local name=$1 hoff=$2 coff=$3 log=$E2E_TMP/$1.log k holder st=0 t0 waited
   k=$(key "$name")
-  faked "$hoff" dblock run "$k" -- "$ORACLE_JOB" "$log" 3 &
+  faked "$hoff" dblock "${fmt[@]}" run "$k" -- "$ORACLE_JOB" "$log" 3 &
   holder=$!
   remember_pid "$holder"
   if ! wait_for 10 holder_started "$log"; then
@@ -53,7 +53,7 @@ scenario() {
     return
   fi
   t0=$(now_ms)
-  faked "$coff" dblock run -w 20 "$k" -- "$ORACLE_JOB" "$log" 0.2 || st=$?
+  faked "$coff" dblock "${fmt[@]}" run -w 20 "$k" -- "$ORACLE_JOB" "$log" 0.2 || st=$?
   waited=$(($(now_ms) - t0))
   wait "$holder"
   assert_eq "$name: the competitor ran (exit status)" 0 "$st"
@@ -61,6 +61,7 @@ scenario() {
   oracle_check "$name: no overlap, tokens increase" "$log" 2
 }
 
+fmt=()  # dblock's options of the table format: none, the default format
 # Forward step of the competitor: the holder's lease looks an hour overdue to it.
 scenario competitor_ahead +0 +1h
 # Backward step of the holder: the lease it writes ends an hour before the real end.
@@ -69,6 +70,16 @@ scenario holder_behind -1h +0
 scenario holder_ahead +1h +0
 # Backward step of the competitor: a released lease must not look an hour in the future.
 scenario competitor_behind +0 -1h
+
+# --table-format shedlock: ShedLock's lock_until is wall-clock time (its Java clients read it),
+# and dblock's own row of the name holds the lease on CLOCK_BOOTTIME too, so a dblock competitor
+# whose clock is ahead does not take a live lock, nor waits an hour for a released one.
+fmt=(--table-format shedlock --table "${DBLOCK_TABLE_PREFIX}shedlock")
+scenario shedlock_competitor_ahead +0 +2m
+scenario shedlock_holder_behind -1h +0
+scenario shedlock_holder_ahead +1h +0
+scenario shedlock_competitor_behind +0 -1h
+fmt=()
 
 # A step while the lease is held: the holder's clock jumps back an hour after it acquired, so
 # its renewals (every TTL/3 = 2 s) write an expiry that is already an hour past for others.
@@ -115,4 +126,16 @@ assert_status "renew an hour behind" 0 faked -1h dblock renew "$k" --token "$tok
 assert_status "release an hour behind" 0 faked -1h dblock release "$k" --token "$token"
 assert_status "status after the release: free" 1 dblock status -q "$k"
 assert_status "acquire after the release" 0 dblock acquire "$k" --ttl 1m >/dev/null
+
+# The same with --table-format shedlock: a `dblock renew` from another process extends the
+# holder's boot lease with its lock_until, so an hour ahead it is still busy past the first TTL.
+fmt=(--table-format shedlock --table "${DBLOCK_TABLE_PREFIX}shedlock")
+k=$(key shedlock-renew)
+token=$(dblock "${fmt[@]}" acquire "$k" --ttl 2s)
+assert_status "shedlock: acquire an hour ahead: busy" 75 faked +1h dblock "${fmt[@]}" acquire "$k" --ttl 1m
+assert_status "shedlock: renew" 0 dblock "${fmt[@]}" renew "$k" --token "$token" --ttl 1m
+sleep 2.5  # past the acquisition's TTL
+assert_status "shedlock: acquire an hour ahead after the renew: busy" 75 faked +1h dblock "${fmt[@]}" acquire "$k" --ttl 1m
+assert_status "shedlock: release an hour behind" 0 faked -1h dblock "${fmt[@]}" release "$k" --token "$token"
+assert_status "shedlock: acquire an hour behind after the release" 0 faked -1h dblock "${fmt[@]}" acquire "$k" --ttl 1m >/dev/null
 finish

@@ -50,6 +50,10 @@ std::string holder_lock(const Tables& t) {
 }
 const std::string holder_id = "CAST(SUBSTRING_INDEX(session_id, ':', 1) AS UNSIGNED)";
 
+// The name :key of `table` as a scalar subquery: more than one row of it fails the statement
+// (ER_SUBQUERY_NO_1_ROW), which the schema check explains.
+std::string one_row_of(const std::string& table) { return "(SELECT name FROM " + table + " WHERE name = :key)"; }
+
 // ShedLock's now, as its MySqlServerTimeStatementsSource writes it, and now + :ttl_ms.
 const std::string shed_now = "UTC_TIMESTAMP(3)";
 const std::string shed_until = "TIMESTAMPADD(MICROSECOND, :ttl_ms * 1000, UTC_TIMESTAMP(3))";
@@ -155,8 +159,11 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                                                   {"expires_at", "NULL"},
                                                   {"released_at", "NULL"},
                                                   {"last_started_at", "NOW(6)"}})};
+  // ON DUPLICATE KEY UPDATE meets the key's row through any unique key: on a table whose name
+  // is not its key (name, owner), every holder would insert a row of its own. A second row of
+  // the name fails the subquery (1242), which sends the run to the schema check (exit 78).
   s.taken = {"lease.taken", "SELECT token, " + epoch_ms("acquired_at") + ", " + epoch_ms("expires_at") + " FROM " +
-                                t.locks + " WHERE name = :key AND owner = :owner"};
+                                t.locks + " WHERE name = :key AND owner = :owner AND name = " + one_row_of(t.locks)};
   s.refusal = {"lease.refusal", "SELECT " + status +
                                     ", CASE WHEN :min_interval_ms > 0 AND last_started_at IS NOT NULL THEN " +
                                     epoch_ms("last_started_at + INTERVAL :min_interval_ms * 1000 MICROSECOND") + " - " +
@@ -247,8 +254,10 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
                                   {"expires_at", "NULL"},
                                   {"released_at", "NULL"},
                                   {"last_started_at", "NOW(6)"}})};
+  // As lease.taken: a second row of the name, in either table, fails the read (1242).
   s.numbered = {"shedlock.numbered", "SELECT token, " + epoch_ms("acquired_at") + " FROM " + t.locks +
-                                         " WHERE name = :key AND owner = :owner"};
+                                         " WHERE name = :key AND owner = :owner AND name = " + one_row_of(t.locks) +
+                                         " AND :key = " + one_row_of(shed)};
   s.holder = {"shedlock.holder", shedlock_holder_select(options, t) + " WHERE s.name = :key"};
   s.extend = {"shedlock.extend", "UPDATE " + shed + " SET lock_until = " + shed_until +
                                      " WHERE name = :key AND locked_by = :owner AND lock_until > " + shed_now};
@@ -393,7 +402,17 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text + " NOWAIT"};
   s.make_claim = {"lock.make_claim", "INSERT IGNORE INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
   s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
-  s.tag = {"lock.tag", "DO GET_LOCK(" + held + ", 0)"};
+  // txn-insert's INSERT waits for another holder's only on a unique key of (name, kind): on a
+  // claims table without one, both would insert and hold. The tag, run after that INSERT, then
+  // reads one row too many (1242; a SELECT: DO drops the error), which sends the run to the
+  // schema check (exit 78). A read of one table's keys in the catalog, well under a
+  // millisecond; no statement more.
+  const std::string keyed = "SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = " +
+                            quote_identifier(t.prefix + "claims", '\'') +
+                            " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME HAVING COUNT(*) = 2 AND"
+                            " SUM(LOWER(COLUMN_NAME) IN ('name', 'kind') AND SUB_PART IS NULL) = 2";
+  s.tag = {"lock.tag", "SELECT GET_LOCK(" + held + ", 0), (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two"
+                       " WHERE NOT EXISTS (" + keyed + "))"};
   s.untag = {"lock.untag", "DO RELEASE_LOCK(" + held + ")"};
   // The uncommitted row is visible to its own transaction only, while it is open.
   s.holds_claim = {"lock.holds_claim", "SELECT COUNT(*)" + claim};
@@ -477,9 +496,16 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
           ")" + engine,
   };
   s.added = {{"slots", "ALTER TABLE " + t.locks + " ADD COLUMN slots INT NULL", false}};
+  // A name must hold 255 bytes of any key (ShedLock's its own length), whole: a TEXT column
+  // can be a key only by a prefix, which would merge names that share it.
   s.columns = {"schema.columns",
-               "SELECT TABLE_NAME, LOWER(COLUMN_NAME), COLUMN_KEY = 'PRI' FROM information_schema.COLUMNS"
-               " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (:locks, :runs, :claims, :shedlock)"};
+               "SELECT TABLE_NAME, LOWER(COLUMN_NAME), NULL, CASE LOWER(COLUMN_NAME) WHEN 'name' THEN"
+               " DATA_TYPE IN ('varchar', 'varbinary') AND (TABLE_NAME = :shedlock OR CHARACTER_MAXIMUM_LENGTH >= 255)"
+               " WHEN 'token' THEN DATA_TYPE = 'bigint' END, COLUMN_TYPE FROM information_schema.COLUMNS"
+               " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (:locks, :runs, :claims, :shedlock)"
+               " UNION ALL SELECT TABLE_NAME, IF(SUB_PART IS NULL, LOWER(COLUMN_NAME), NULL), INDEX_NAME, NULL, NULL"
+               " FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND NON_UNIQUE = 0"
+               " AND TABLE_NAME IN (:locks, :runs, :claims, :shedlock)"};
   if (options.shedlock) {
     // ShedLock's documented DDL; made only when missing (the Java services usually make it).
     s.create.push_back("CREATE TABLE IF NOT EXISTS " + quote_identifier(options.shedlock_table, '`') +

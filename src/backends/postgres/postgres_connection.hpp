@@ -126,8 +126,11 @@ class Session final : public sql::Session {
   Result<void> exec(std::string_view sql) override;
   void prepare(const sql::Statement& st) override;
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
-  /// 42P01 (no such table), 42703 (no such column).
-  bool schema_missing(const Error& failed) const override { return failed.sqlstate == "42P01" || failed.sqlstate == "42703"; }
+  /// 42P01 (no such table), 42703 (no such column), 42P10 (ON CONFLICT (name) found no unique
+  /// key on exactly name: the schema check says so).
+  bool schema_missing(const Error& failed) const override {
+    return failed.sqlstate == "42P01" || failed.sqlstate == "42703" || failed.sqlstate == "42P10";
+  }
   std::string where() const override { return conn_->where(); }
   sql::ReleaseSignal& release_signal() override { return *signal_; }
   std::int64_t started_id() const override { return conn_->backend_pid(); }

@@ -480,9 +480,19 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
           ")",
   };
   s.added = {{"slots", "ALTER TABLE " + t.locks + " ADD COLUMN IF NOT EXISTS slots integer", false}};
+  // A name must hold 255 bytes of any key (ShedLock's its own length); a unique key's columns
+  // are its key columns (not INCLUDE's), an expression by its text.
   s.columns = {"schema.columns",
-               "SELECT table_name::text, column_name::text, NULL FROM information_schema.columns"
-               " WHERE table_schema = current_schema() AND table_name IN (:locks, :runs, :claims, :shedlock)"};
+               "SELECT table_name::text, column_name::text, NULL, (CASE column_name WHEN 'name' THEN data_type = 'text'"
+               " OR data_type = 'character varying' AND (character_maximum_length IS NULL OR table_name = :shedlock"
+               " OR character_maximum_length >= 255) WHEN 'token' THEN data_type = 'bigint' END)::int, data_type::text"
+               " FROM information_schema.columns"
+               " WHERE table_schema = current_schema() AND table_name IN (:locks, :runs, :claims, :shedlock)"
+               " UNION ALL SELECT c.relname::text, pg_get_indexdef(i.indexrelid, k, true), i.indexrelid::regclass::text,"
+               " NULL, NULL FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace,"
+               " generate_series(1, i.indnkeyatts) k"
+               " WHERE n.nspname = current_schema() AND c.relname IN (:locks, :runs, :claims, :shedlock)"
+               " AND i.indisunique AND i.indimmediate AND i.indpred IS NULL"};
   if (options.shedlock) {
     // ShedLock's documented DDL; made only when missing (the Java services usually make it).
     s.create.push_back("CREATE TABLE IF NOT EXISTS " + quote_identifier(options.shedlock_table, '"') +

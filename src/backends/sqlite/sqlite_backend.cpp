@@ -44,7 +44,7 @@ class SqliteBackend final : public sql::SqlBackend {
     if (found || !options_.inspect || options_.shedlock) return found;
     auto columns = sql::read_columns(*session_);
     if (!columns) return found;
-    const auto& locks = (*columns)[options_.table_prefix + "locks"];
+    const auto& locks = (*columns)[options_.table_prefix + "locks"].columns;
     if (locks.empty() || locks.contains("boot_id")) return found;
     auto old = sql::read_status(*session_, inspect_statements(options_, /*without_boot_columns=*/true), keys);
     if (!old) return explained(*session_, old.error());

@@ -122,9 +122,21 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
                            (column == "boot_id" ? " TEXT" : " INTEGER"),
                        true});
   s.added.push_back({"slots", "ALTER TABLE " + t.locks + " ADD COLUMN slots INTEGER", false});
-  s.columns = {"schema.columns",
-               "SELECT :locks, name, pk = 1 FROM pragma_table_info(:locks) UNION ALL SELECT :runs, name, pk = 1 FROM "
-               "pragma_table_info(:runs) UNION ALL SELECT :shedlock, name, pk = 1 FROM pragma_table_info(:shedlock)"};
+  // The columns, with the affinity of name (TEXT: '007' and '7' stay two keys) and token
+  // (INTEGER, 64-bit), then each column of each unique index that is not partial (a TEXT
+  // primary key is one, sqlite_autoindex_*); an expression's column has no name.
+  std::string columns;
+  for (const char* table : {":locks", ":runs", ":shedlock"}) {
+    const std::string tn = table;
+    columns += std::string(columns.empty() ? "" : " UNION ALL ") + "SELECT " + tn +
+               ", name, NULL, CASE name WHEN 'name' THEN upper(type) NOT LIKE '%INT%' AND (type = '' OR upper(type)"
+               " LIKE '%CHAR%' OR upper(type) LIKE '%CLOB%' OR upper(type) LIKE '%TEXT%') WHEN 'token' THEN"
+               " upper(type) LIKE '%INT%' END, type FROM pragma_table_info(" + tn + ")";
+    if (tn != ":runs")
+      columns += " UNION ALL SELECT " + tn + ", ii.name, il.name, NULL, NULL FROM pragma_index_list(" + tn +
+                 ") il JOIN pragma_index_info(il.name) ii WHERE il.\"unique\" AND NOT il.partial";
+  }
+  s.columns = {"schema.columns", columns};
   if (options.shedlock) {
     // ShedLock has no SQLite DDL of its own: its generic one, timestamps as UTC text
     // 'YYYY-MM-DD HH:MM:SS.SSS' (what strftime('%Y-%m-%d %H:%M:%f', 'now') writes).
@@ -219,38 +231,56 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   sql::ShedlockStatements s;
   s.begin = "BEGIN IMMEDIATE";
   // Times are UTC text 'YYYY-MM-DD HH:MM:SS.SSS', so they compare as text. SQLite has no server
-  // clock, so unlike dblock's own lease this one is judged on the wall clock, as the Java side would.
+  // clock: lock_until is the wall clock's, which ShedLock's Java clients read. A lock that dblock
+  // holds is also dblock's lease on CLOCK_BOOTTIME, in its row of the name (boot_*, as the
+  // default format's; `number`, `extend_own`, `finish`): while that lease is live no dblock
+  // takes it, whatever its wall clock says, and once that holder released it (its --min-hold
+  // over) it is free on this boot even when lock_until looks ahead. A wall-clock step moves only
+  // what the Java side sees.
+  const std::string dblocks = "SELECT 1 FROM " + t.locks + " l WHERE l.name = s.name AND l.owner = s.locked_by AND"
+                              " l.strategy = 'shedlock' AND " + boot_judged_sql("l.") + " AND l.boot_id = dblock_boot_id()"
+                              " AND l.released_at IS ";
   s.take = {"shedlock.take", "INSERT INTO " + shed + " AS s (name, lock_until, locked_at, locked_by) VALUES (:key, " +
                                  now_plus_sql(":ttl_ms") + ", " + now +
                                  ", :owner) ON CONFLICT(name) DO UPDATE SET lock_until = excluded.lock_until,"
                                  " locked_at = excluded.locked_at, locked_by = excluded.locked_by WHERE s.lock_until <= " +
-                                 now + " RETURNING " + epoch_ms_sql("lock_until")};
+                                 now + " AND NOT EXISTS (" + dblocks + "NULL AND l.boot_expires_ms > dblock_boot_ms())"
+                                 " OR EXISTS (" + dblocks + "NOT NULL AND l.boot_expires_ms <= dblock_boot_ms())"
+                                 " RETURNING " + epoch_ms_sql("lock_until")};
   s.number = {"shedlock.number",
               "INSERT INTO " + t.locks +
                   " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, released_at,"
-                  " last_started_at) VALUES (:key, :owner, :host, :pid, 1, 'shedlock', :table, " + now + ", " + now +
-                  ", NULL, " + now +
-                  ") ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, host = excluded.host, pid = excluded.pid,"
+                  " last_started_at, boot_id, boot_token, boot_started_ms, boot_expires_ms)"
+                  " VALUES (:key, :owner, :host, :pid, 1, 'shedlock', :table, " + now + ", " + now + ", NULL, " + now +
+                  ", dblock_boot_id(), 1, dblock_boot_ms(), dblock_boot_ms() + :ttl_ms)"
+                  " ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, host = excluded.host, pid = excluded.pid,"
                   " token = l.token + 1, strategy = 'shedlock', session_id = excluded.session_id,"
                   " acquired_at = excluded.acquired_at,"
                   " renewed_at = excluded.renewed_at, expires_at = NULL, released_at = NULL,"
-                  " last_started_at = excluded.last_started_at WHERE " +
+                  " last_started_at = excluded.last_started_at, boot_id = excluded.boot_id, boot_token = l.token + 1,"
+                  " boot_started_ms = excluded.boot_started_ms, boot_expires_ms = excluded.boot_expires_ms WHERE " +
                   rows::strategy_allows_sql("l.", "'shedlock'", "NOT " + lease_live_sql("l.")) + " AND " +
                   shedlock::same_table_sql("l.") + " RETURNING token, " + epoch_ms_sql("acquired_at")};
   s.holder = {"shedlock.holder", shedlock_status_select(options) + " WHERE name = :key"};
   s.extend = {"shedlock.extend", "UPDATE " + shed + " SET lock_until = " + now_plus_sql(":ttl_ms") +
                                      " WHERE name = :key AND locked_by = :owner AND lock_until > " + now};
+  s.extend_own = {"shedlock.extend_own", "UPDATE " + t.locks + " SET renewed_at = " + now +
+                                             ", boot_expires_ms = dblock_boot_ms() + :ttl_ms WHERE name = :key AND"
+                                             " owner = :owner AND token = :token AND released_at IS NULL AND " +
+                                             boot_judged_sql("") + " AND boot_id = dblock_boot_id()"};
   s.unlock = {"shedlock.unlock", "UPDATE " + shed + " SET lock_until = CASE WHEN " + at_least + " > " + now + " THEN " +
                                      at_least + " ELSE " + now + " END WHERE name = :key AND locked_by = :owner"};
   s.finish = {"shedlock.finish",
               "UPDATE " + t.locks + " SET released_at = " + now + ", last_finished_at = CASE WHEN :finished THEN " + now +
-                  " ELSE last_finished_at END, last_exit_code = CASE WHEN :finished THEN :exit_code ELSE last_exit_code END"
+                  " ELSE last_finished_at END, last_exit_code = CASE WHEN :finished THEN :exit_code ELSE last_exit_code END,"
+                  " boot_expires_ms = max(boot_started_ms + :min_hold_ms, dblock_boot_ms())"
                   " WHERE name = :key AND token = :token AND released_at IS NULL"};
   s.named_holder = {"shedlock.named_holder",
                     "SELECT locked_by FROM " + shed + " WHERE name = :key AND (:force OR (:owner IS NULL OR locked_by = :owner)"
                     " AND (:token IS NULL OR locked_by = (SELECT owner FROM " + t.locks +
                         " WHERE name = :key AND token = :token AND strategy = 'shedlock')) AND lock_until > " + now + ")"};
   s.released = {"shedlock.released", "UPDATE " + t.locks + " SET released_at = " + now +
+                                         ", boot_expires_ms = dblock_boot_ms()" +
                                          " WHERE name = :key AND owner = :owner AND released_at IS NULL AND strategy = 'shedlock'"};
   return s;
 }
@@ -288,6 +318,13 @@ sql::InspectStatements inspect_statements(const BackendOptions& options, bool wi
                                            ", renewed_at = " + now + ", " + renew_boot_sql(":ttl_ms") +
                                            " WHERE name = :key AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
                                            " AND (:token IS NULL OR token = :token) RETURNING " + epoch_ms_sql("expires_at")};
+  // The ShedLock holder's boot lease goes with its lock_until (shedlock_statements, `take`).
+  if (options.shedlock)
+    s.renew_own = {"inspect.renew_own",
+                   "UPDATE " + t.locks + " SET renewed_at = " + now + ", boot_expires_ms = dblock_boot_ms() + :ttl_ms"
+                   " WHERE name = :key AND strategy = 'shedlock' AND released_at IS NULL AND owner = (SELECT locked_by FROM " +
+                       shed + " WHERE name = :key) AND (:owner IS NULL OR owner = :owner) AND (:token IS NULL OR"
+                       " token = :token) AND " + boot_judged_sql("") + " AND boot_id = dblock_boot_id()"};
   return s;
 }
 

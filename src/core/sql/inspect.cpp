@@ -78,6 +78,13 @@ Result<std::int64_t> renew_named(Session& session, const InspectStatements& st, 
     r = session.run(st.renewed, {{"key", key}, {"owner", who.owner ? Value(*who.owner) : Value()}, {"token", value_of(who.token)}});
   if (!r) return std::unexpected(r.error());
   if (r->empty()) return fail(ErrorKind::lost, "the lock " + key + " is not held by " + rows::describe(who));
+  if (!st.renew_own.text.empty())
+    if (auto own = session.run(st.renew_own, {{"key", key},
+                                              {"owner", who.owner ? Value(*who.owner) : Value()},
+                                              {"token", value_of(who.token)},
+                                              {"ttl_ms", ms_value(ttl)}});
+        !own)
+      return std::unexpected(own.error());
   return (*r)[0].int64(0);
 }
 

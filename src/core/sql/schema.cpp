@@ -1,6 +1,8 @@
 #include "core/sql/schema.hpp"
 
+#include <algorithm>
 #include <optional>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -19,28 +21,79 @@ std::unexpected<Error> no_lock_database(std::string_view where) {
 namespace dblock::sql {
 namespace {
 
-/// A table the session's statements use and the columns it must have.
+/// A table the session's statements use, the columns it must have and the unique key its
+/// upserts rely on (none: any or no key).
 struct Wanted {
   std::string table;
   std::span<const std::string_view> columns;
+  std::vector<std::string> key;  // in the order of the DDL
   bool dblocks = true;  // one of dblock's own tables (not ShedLock's)
 };
 
 std::vector<Wanted> wanted_tables(const SchemaStatements& st) {
   std::vector<Wanted> out;
-  for (const auto& [suffix, columns] : rows::required_tables)
-    if (suffix != "claims" || st.claims) out.push_back({st.prefix + std::string(suffix), columns});
-  if (!st.shedlock_table.empty()) out.push_back({st.shedlock_table, shedlock::columns, false});
+  for (const auto& [suffix, columns] : rows::required_tables) {
+    if (suffix == "claims" && !st.claims) continue;
+    std::vector<std::string> key;
+    if (suffix == "locks") key = {"name"};
+    if (suffix == "claims") key = {"name", "kind"};
+    out.push_back({st.prefix + std::string(suffix), columns, std::move(key)});
+  }
+  if (!st.shedlock_table.empty()) out.push_back({st.shedlock_table, shedlock::columns, {"name"}, false});
   return out;
 }
 
 bool has(const Columns& found, const std::string& table, std::string_view column) {
   auto t = found.find(table);
-  return t != found.end() && t->second.contains(std::string(column));
+  return t != found.end() && t->second.columns.contains(std::string(column));
 }
 
-/// The first table that exists with another shape (ErrorKind::config naming it and the column);
-/// with `all`, a table that does not exist is one too.
+template <class Names>
+std::string listed(const Names& columns) {
+  std::string out;
+  for (const auto& c : columns) out += (out.empty() ? "" : ", ") + (c.empty() ? std::string("an expression") : c);
+  return "(" + out + ")";
+}
+
+/// Two runs of one key must meet on one row: an upsert (ON DUPLICATE KEY UPDATE, ON CONFLICT)
+/// finds the key's row only through a unique key on exactly w.key. A key with more columns
+/// (name, owner) gave each holder a row of its own, each with token 1; a unique key on other
+/// columns makes one key's upsert take another key's row. A superset of w.key next to it is
+/// harmless. And a name or token column that cannot hold what dblock writes (a shorter
+/// varchar, a 32-bit token) truncates, merges or fails.
+Result<void> check_keys(const Wanted& w, const TableShape& t, const std::string& where, const std::string& dialect) {
+  const std::string fix = " (the fix: CREATE UNIQUE INDEX " + w.table + "_key ON " + w.table + " " + listed(w.key) +
+                          ", after removing rows that repeat it; or the table as `dblock schema --dialect " + dialect +
+                          "` makes it)";
+  if (!w.key.empty()) {
+    const std::set<std::string> wanted(w.key.begin(), w.key.end());
+    bool found = false;
+    for (const auto& [name, columns] : t.keys) {
+      if (columns == wanted) found = true;
+      if (!std::includes(columns.begin(), columns.end(), wanted.begin(), wanted.end()))
+        return fail(ErrorKind::config, "table " + w.table + where + " has a unique key " + listed(columns) +
+                                           " that is not on " + listed(w.key) +
+                                           ": one key's lock would take another's row; drop it (DROP INDEX or ALTER TABLE)");
+    }
+    if (!found) {
+      std::string keys;
+      for (const auto& [name, columns] : t.keys) keys += (keys.empty() ? "" : ", ") + listed(columns);
+      return fail(ErrorKind::config, "table " + w.table + where + " has no primary key or unique index on exactly " +
+                                         listed(w.key) + " (its unique keys: " + (keys.empty() ? "none" : keys) +
+                                         "): two holders of one lock would each get a row of their own" + fix);
+    }
+  }
+  for (const auto& [column, c] : t.columns)
+    if (!c.fits)
+      return fail(ErrorKind::config, "table " + w.table + where + ": column " + column + " has the type " + c.type +
+                                         ", which cannot hold every " + (column == "token" ? "token" : "lock name") +
+                                         " (" + (column == "token" ? "a 64-bit integer" : "text of 255 bytes") +
+                                         " is needed; see `dblock schema --dialect " + dialect + "`)");
+  return {};
+}
+
+/// The first table that exists with another shape (ErrorKind::config naming it and the column
+/// or key); with `all`, a table that does not exist is one too.
 Result<void> check_shape(const Session& session, const SchemaStatements& st, const Columns& found, bool all) {
   const std::string where = " in " + session.where();
   for (const Wanted& w : wanted_tables(st)) {
@@ -50,7 +103,7 @@ Result<void> check_shape(const Session& session, const SchemaStatements& st, con
       continue;
     }
     for (std::string_view column : w.columns) {
-      if (t->second.contains(std::string(column))) continue;
+      if (t->second.columns.contains(std::string(column))) continue;
       if (!w.dblocks)
         return fail(ErrorKind::config,
                     "table " + w.table + where + " is not a ShedLock table: column " + std::string(column) + " is missing");
@@ -58,9 +111,7 @@ Result<void> check_shape(const Session& session, const SchemaStatements& st, con
                                          " (an unexpected shape: it was not made by dblock; see `dblock schema --dialect " +
                                          st.dialect + "`)");
     }
-    // An upsert on a table whose name is no key would add a second row for the key.
-    if (w.table == st.prefix + "locks" && !t->second.at("name"))
-      return fail(ErrorKind::config, "table " + w.table + where + " has an unexpected shape: column name is not its primary key");
+    if (auto ok = check_keys(w, t->second, where, st.dialect); !ok) return ok;
   }
   return {};
 }
@@ -112,7 +163,13 @@ Result<Columns> read_columns(Session& session) {
   Columns found;
   for (std::size_t i = 0; i < r->size(); ++i) {
     const auto row = (*r)[i];
-    found[row.text(0)][row.text(1)] = row.opt_int64(2).value_or(1) != 0;
+    if (row.is_null(2)) found[row.text(0)].columns[row.text(1)] = {row.opt_int64(3).value_or(1) != 0, row.text(4)};
+  }
+  // A table is there when its columns are: where the catalog is no snapshot (MySQL), a table
+  // made while the statement ran may show its keys and not yet its columns.
+  for (std::size_t i = 0; i < r->size(); ++i) {
+    const auto row = (*r)[i];
+    if (auto t = found.find(row.text(0)); !row.is_null(2) && t != found.end()) t->second.keys[row.text(2)].insert(row.text(1));
   }
   return found;
 }
@@ -122,8 +179,8 @@ Result<void> ensure_schema(Session& session) {
   auto found = read_columns(session);
   if (!found) return std::unexpected(found.error());
   // The common case, every table there: one read, nothing written (no commit, no fsync).
-  if (complete(st, *found)) return {};
   if (auto ok = check_shape(session, st, *found, false); !ok) return ok;
+  if (complete(st, *found)) return {};
   // One transaction where the dialect has one for DDL: processes creating at once take turns,
   // and a table of the wrong shape leaves nothing behind.
   std::optional<Transaction> tx;

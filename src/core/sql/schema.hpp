@@ -6,6 +6,7 @@
 // (Session::schema_missing).
 
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -21,15 +22,27 @@ std::unexpected<Error> no_lock_database(std::string_view where);
 
 namespace dblock::sql {
 
-/// The columns of the tables that exist: table -> column -> whether it is the primary key
-/// (true also when the dialect does not say).
-using Columns = std::map<std::string, std::map<std::string, bool>>;
+/// One table that exists, as SchemaStatements::columns reads it.
+struct TableShape {
+  struct Column {
+    bool fits = true;  // its type can hold what dblock writes (only name and token are judged)
+    std::string type;  // as the server spells it, for messages
+  };
+  std::map<std::string, Column> columns;
+  /// Each unique key (primary key, unique index or constraint; not partial, no expression, no
+  /// prefix) by its name: its columns.
+  std::map<std::string, std::set<std::string>> keys;
+};
+
+/// The tables that exist: table -> its shape.
+using Columns = std::map<std::string, TableShape>;
 
 /// The columns of the session's tables (Session::schema), read only.
 Result<Columns> read_columns(Session& session);
 
 /// Creates what is missing and checks what is there: ErrorKind::config naming the table and
-/// the column when a table has another shape. Reads only when the schema is complete.
+/// the column when a table has another shape (a column missing, `name` not unique by itself,
+/// a key column of another type). Reads only when the schema is complete.
 Result<void> ensure_schema(Session& session);
 
 /// Read only (doctor): missing tables are no_lock_database; a foreign shape, or a table of an

@@ -44,8 +44,18 @@ class ShedlockLocker final : public Locker {
 
   Result<void> renew(Millis ttl) override {
     if (!held_ || lost_) return fail(ErrorKind::lost, "no lock is held, so there is nothing to renew");
-    const Params p{{"key", held_->key}, {"owner", held_->owner}, {"ttl_ms", ms_value(ttl)}};
-    auto r = with_retry(*session_, [&] { return session_->run(st_.extend, p); });
+    const Params p{{"key", held_->key}, {"owner", held_->owner}, {"token", held_->token}, {"ttl_ms", ms_value(ttl)}};
+    auto r = with_retry(*session_, [&]() -> Result<Rows> {
+      if (st_.extend_own.text.empty()) return session_->run(st_.extend, p);
+      auto tx = Transaction::begin(*session_, st_.begin);
+      if (!tx) return std::unexpected(tx.error());
+      auto extended = session_->run(st_.extend, p);
+      if (!extended) return extended;
+      if (extended->affected > 0)
+        if (auto own = session_->run(st_.extend_own, p); !own) return std::unexpected(own.error());
+      if (auto ok = tx->commit(); !ok) return std::unexpected(ok.error());
+      return extended;
+    });
     if (!r) return std::unexpected(r.error());
     if (r->affected == 0) {
       lost_ = true;  // held_ stays: release() still writes the history row
@@ -87,7 +97,8 @@ class ShedlockLocker final : public Locker {
     }
     if (!took->empty()) out.expires_at_ms = (*took)[0].opt_int64(0);
     // The fencing token ShedLock lacks: dblock's row of the name, bumped in the same transaction.
-    const Params who{{"key", req.key}, {"owner", req.owner}, {"host", req.host}, {"pid", req.pid}, {"table", table_}};
+    const Params who{{"key", req.key},   {"owner", req.owner}, {"host", req.host},
+                     {"pid", req.pid},   {"table", table_},    {"ttl_ms", ms_value(req.ttl)}};
     auto numbered = session_->run(st_.number, who);
     if (!numbered) return std::unexpected(numbered.error());
     if (numbered->affected == 0) {
@@ -126,7 +137,8 @@ class ShedlockLocker final : public Locker {
     auto marked = session_->run(st_.finish, {{"key", h.key},
                                               {"token", h.token},
                                               {"finished", std::int64_t{req.finished_run ? 1 : 0}},
-                                              {"exit_code", value_of(req.exit_code)}});
+                                              {"exit_code", value_of(req.exit_code)},
+                                              {"min_hold_ms", ms_value(req.min_hold)}});
     if (!marked) return std::unexpected(marked.error());
     if (req.history)
       if (auto ok = record_run(*session_, history_, complete_run_record(*req.history, h, "lease", released),

@@ -106,12 +106,12 @@ struct ShedlockStatements {
   /// has passed (lock_until = now + :ttl_ms, locked_at = now, locked_by = :owner). affected: 1
   /// when taken. Rows: none or (lock_until_ms).
   Statement take;
-  /// :key :owner :host :pid :table (ShedLock's table). dblock's row of the name: the holder,
-  /// token + 1 (1 when new), strategy 'shedlock', session_id :table, acquired_at = renewed_at =
-  /// last_started_at = now, expires_at and released_at NULL; unless it records another
-  /// strategy's holder (rows::strategy_allows_sql, mine 'shedlock') or an unreleased one on
-  /// another ShedLock table (shedlock::same_table_sql): affected 0. Rows: none or (token,
-  /// acquired_ms).
+  /// :key :owner :host :pid :table (ShedLock's table) :ttl_ms. dblock's row of the name: the
+  /// holder, token + 1 (1 when new), strategy 'shedlock', session_id :table, acquired_at =
+  /// renewed_at = last_started_at = now, expires_at and released_at NULL (and a dialect's own
+  /// lease of :ttl_ms, see `extend_own`); unless it records another strategy's holder
+  /// (rows::strategy_allows_sql, mine 'shedlock') or an unreleased one on another ShedLock
+  /// table (shedlock::same_table_sql): affected 0. Rows: none or (token, acquired_ms).
   Statement number;
   /// :key :owner. (token, acquired_ms) of dblock's row, for a dialect whose `number` returns none.
   Statement numbered;
@@ -121,11 +121,16 @@ struct ShedlockStatements {
   /// :key :owner :ttl_ms. ShedLock's extend: lock_until = now + :ttl_ms while it is ahead and
   /// locked_by is :owner. affected: 1 extended.
   Statement extend;
+  /// :key :owner :token :ttl_ms. For a dialect whose `take` also honours a lease of its own in
+  /// dblock's row (SQLite: on CLOCK_BOOTTIME, which a wall-clock step cannot move): that lease
+  /// extended, in one transaction with `extend`. Empty: none.
+  Statement extend_own;
   /// :key :owner :min_hold_ms. ShedLock's unlock: lock_until = the later of now and locked_at +
   /// :min_hold_ms (lockAtLeastFor), on name and locked_by. affected: 1 unlocked.
   Statement unlock;
-  /// :key :token :finished :exit_code. dblock's row of the token: released_at = now and, when
-  /// :finished, last_finished_at = now and last_exit_code = :exit_code.
+  /// :key :token :finished :exit_code :min_hold_ms. dblock's row of the token: released_at = now
+  /// and, when :finished, last_finished_at = now and last_exit_code = :exit_code (a lease of the
+  /// dialect's own ends at the later of now and its start + :min_hold_ms).
   Statement finish;
   /// :key :owner :token (either may be NULL) :force. `dblock release` from another process: the
   /// row's (locked_by) when the named holder's lock is ahead (a token names the owner of
@@ -162,6 +167,10 @@ struct InspectStatements {
   /// :key :owner :token. (expires_ms) of the row renew_named renewed, for a dialect whose
   /// renew_named returns no rows; empty otherwise.
   Statement renewed;
+  /// :key :owner :token :ttl_ms. --table-format shedlock on a dialect whose ShedLock lease is
+  /// also one of its own in dblock's row (ShedlockStatements::extend_own): that lease extended
+  /// after renew_named renewed. Empty: none.
+  Statement renew_own;
 };
 
 }  // namespace dblock::sql
@@ -255,9 +264,12 @@ struct SchemaStatements {
     bool required = false;
   };
   std::vector<Added> added;
-  /// :locks :runs :claims :shedlock (table names, unquoted; '' for none). One row per column of
-  /// those tables that exist: (table, column, key); key 1 when the column is its table's primary
-  /// key (the first column of it), 0 when not, NULL when the dialect does not say.
+  /// :locks :runs :claims :shedlock (table names, unquoted; '' for none). For the tables that
+  /// exist, one row per column: (table, column, NULL, fits, type), fits 0 when a column name or
+  /// token has a type that cannot hold every name (255 bytes of text; ShedLock's any text) or
+  /// token (64-bit integer), else 1 or NULL; and one row per column of each unique key (primary
+  /// key, unique index or constraint; not partial, not deferred): (table, column, key's name,
+  /// NULL, NULL), column NULL or '' for an expression or a prefix of a column.
   Statement columns;
 };
 
