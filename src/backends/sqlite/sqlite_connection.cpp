@@ -1,5 +1,6 @@
 #include "backends/sqlite/sqlite_connection.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +31,21 @@ using FileHandle = std::unique_ptr<std::FILE, FileCloser>;
 constexpr const char* timestamp_format = "'%Y-%m-%d %H:%M:%f'";
 
 files::DatabaseFile database_file(const std::string& path) { return {path, "SQLite database", {"-wal", "-shm"}}; }
+
+// One database file, one name. SQLite names its -wal and -shm after the name it opened, and
+// the -shm holds the WAL's locks: a process that opens the file by a second name (a hard link)
+// neither sees the first one's locks nor reads its log, so both hold every key at once and
+// the file is corrupted (sqlite.org/howtocorrupt.html, "multiple links to the same file"). A
+// symbolic link is resolved by SQLite and is fine. Nothing there yet is fine too.
+Result<void> check_one_name(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink <= 1) return {};
+  return fail(ErrorKind::config, "refusing the SQLite database " + path + ": the file has " +
+                                     std::to_string(st.st_nlink) +
+                                     " names (hard links), and dblock under another name would neither see "
+                                     "this name's locks nor read its log (two holders, a corrupt file); remove "
+                                     "the other names (find / -xdev -samefile " + path + ") and use one name everywhere");
+}
 
 Result<DbHandle> open_handle(const std::string& path, const std::string& name, int flags, const char* vfs) {
   sqlite3* raw = nullptr;
@@ -90,6 +106,7 @@ Result<Connection> Connection::open(const std::string& path, Millis busy_timeout
   if (auto ok = files::check_path_owners(file, mode.private_root); !ok) return std::unexpected(ok.error());
   if (mode.read_only) return open_read_only(path, busy_timeout, mode.create_directories);
   if (auto ok = files::check_writable(file, mode.create_directories); !ok) return std::unexpected(ok.error());
+  if (auto ok = check_one_name(path); !ok) return std::unexpected(ok.error());
   if (auto ok = files::create_database_file(file, !mode.private_root.empty()); !ok) return std::unexpected(ok.error());
   auto db = open_handle(path, path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, dblock_vfs());
   if (!db) return std::unexpected(db.error());
