@@ -473,6 +473,12 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   s.columns = {"schema.columns",
                "SELECT table_name::text, column_name::text, NULL FROM information_schema.columns"
                " WHERE table_schema = current_schema() AND table_name IN (:locks, :runs, :claims, :shedlock)"};
+  // The catalog, not information_schema: a table this role may not read still takes the name.
+  // (Temporary schemas hold no dblock tables; with no current_schema() nothing is made anyway.)
+  s.elsewhere = {"schema.elsewhere",
+                 "SELECT n.nspname::text, current_schema()::text FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+                 " WHERE c.relname = :locks AND c.relkind IN ('r', 'p') AND n.nspname <> current_schema()"
+                 " AND n.nspname NOT LIKE 'pg\\_temp\\_%' ORDER BY 1 LIMIT 1"};
   if (options.shedlock) {
     // ShedLock's documented DDL; made only when missing (the Java services usually make it).
     s.create.push_back("CREATE TABLE IF NOT EXISTS " + quote_identifier(options.shedlock_table, '"') +

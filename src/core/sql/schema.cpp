@@ -87,6 +87,24 @@ Result<void> add_columns(Session& session, const SchemaStatements& st, const Col
   return {};
 }
 
+/// Refuses to make <prefix>locks where another of it is already in the database, under another
+/// namespace (st.elsewhere): a host whose setting picks one would not exclude a host whose
+/// setting picks the other, so every key would have two holders under the row strategies.
+Result<void> check_elsewhere(Session& session, const SchemaStatements& st, const Columns& found) {
+  const std::string locks = st.prefix + "locks";
+  if (st.elsewhere.empty() || found.contains(locks)) return {};
+  auto other = session.run(st.elsewhere, {{"locks", locks}});
+  if (!other) return std::unexpected(other.error());
+  if (other->empty()) return {};
+  const std::string there = (*other)[0].text(0);
+  return fail(ErrorKind::config,
+              "table " + locks + " is in schema " + there + " of " + session.where() +
+                  ", and this connection's search_path would make a second one in schema " + (*other)[0].text(1) +
+                  ": hosts on the two would not exclude each other (refused). Give every host the same search_path "
+                  "(options=-csearch_path%3D" + there + " in the DSN, or ALTER ROLE ... SET search_path), or "
+                  "another --table-prefix for locks of their own");
+}
+
 Result<void> create(Session& session, const SchemaStatements& st) {
   for (const std::string& ddl : st.create) {
     auto ok = session.exec(ddl);
@@ -132,6 +150,7 @@ Result<void> ensure_schema(Session& session) {
     if (!begun) return std::unexpected(begun.error());
     tx.emplace(std::move(*begun));
   }
+  if (auto ok = check_elsewhere(session, st, *found); !ok) return ok;
   if (auto ok = create(session, st); !ok) return ok;
   found = read_columns(session);
   if (!found) return std::unexpected(found.error());
