@@ -211,6 +211,11 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   const Tables t(options.table_prefix, '`');
   const std::string shed = quote_identifier(options.shedlock_table, '`');
+  // The holder's token still dblock's row's: no one has taken the name since (ShedLock's own
+  // test is locked_by, which two hosts given one --owner share).
+  auto still_token = [&](const std::string& token) {
+    return "EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key AND token = " + token + ")";
+  };
   sql::ShedlockStatements s;
   s.begin = "START TRANSACTION";
   // ShedLock's insert, or its update where lock_until has passed, as one upsert: the row is
@@ -233,10 +238,12 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
                                          " WHERE name = :key AND owner = :owner"};
   s.holder = {"shedlock.holder", shedlock_holder_select(options, t) + " WHERE s.name = :key"};
   s.extend = {"shedlock.extend", "UPDATE " + shed + " SET lock_until = " + shed_until +
-                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + shed_now};
+                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + shed_now + " AND " +
+                                     still_token(":token")};
   const std::string at_least = "TIMESTAMPADD(MICROSECOND, :min_hold_ms * 1000, locked_at)";
   s.unlock = {"shedlock.unlock", "UPDATE " + shed + " SET lock_until = IF(" + at_least + " > " + shed_now + ", " + at_least +
-                                     ", " + shed_now + ") WHERE name = :key AND locked_by = :owner"};
+                                     ", " + shed_now + ") WHERE name = :key AND locked_by = :owner AND (:token IS NULL OR " +
+                                     still_token(":token") + ")"};
   s.finish = {"shedlock.finish", "UPDATE " + t.locks +
                                      " SET released_at = NOW(6), last_finished_at = IF(:finished, NOW(6), last_finished_at),"
                                      " last_exit_code = IF(:finished, :exit_code, last_exit_code)"

@@ -278,6 +278,11 @@ QueueStatements queue_statements() {
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   const Tables t(options.table_prefix, '"');
   const std::string shed = quote_identifier(options.shedlock_table, '"');
+  // The holder's token still dblock's row's: no one has taken the name since (ShedLock's own
+  // test is locked_by, which two hosts given one --owner share).
+  auto still_token = [&](const std::string& token) {
+    return "EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key AND token = " + token + ")";
+  };
   const std::string until = now_utc + " + :ttl_ms::bigint * interval '1 ms'";
   const std::string at_least = "locked_at + :min_hold_ms::bigint * interval '1 ms'";
   sql::ShedlockStatements s;
@@ -299,9 +304,11 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
                                          " WHERE name = :key AND owner = :owner"};
   s.holder = {"shedlock.holder", shedlock_holder_select(options, t) + " WHERE s.name = :key"};
   s.extend = {"shedlock.extend", "UPDATE " + shed + " SET lock_until = " + until +
-                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + now_utc};
+                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + now_utc + " AND " +
+                                     still_token(":token::bigint")};
   s.unlock = {"shedlock.unlock", "UPDATE " + shed + " SET lock_until = CASE WHEN " + at_least + " > " + now_utc +
-                                     " THEN " + at_least + " ELSE " + now_utc + " END WHERE name = :key AND locked_by = :owner"};
+                                     " THEN " + at_least + " ELSE " + now_utc + " END WHERE name = :key AND locked_by = :owner"
+                                     " AND (:token::bigint IS NULL OR " + still_token(":token::bigint") + ")"};
   s.finish = {"shedlock.finish",
               "UPDATE " + t.locks + " SET released_at = now(), last_finished_at = CASE WHEN :finished::int = 1 THEN now()"
                   " ELSE last_finished_at END, last_exit_code = CASE WHEN :finished::int = 1 THEN :exit_code::int"

@@ -42,7 +42,7 @@ class ShedlockLocker final : public Locker {
 
   Result<void> renew(Millis ttl) override {
     if (!held_ || lost_) return fail(ErrorKind::lost, "no lock is held, so there is nothing to renew");
-    const Params p{{"key", held_->key}, {"owner", held_->owner}, {"ttl_ms", ms_value(ttl)}};
+    const Params p{{"key", held_->key}, {"owner", held_->owner}, {"token", held_->token}, {"ttl_ms", ms_value(ttl)}};
     auto r = with_retry(*session_, [&] { return session_->run(st_.extend, p); });
     if (!r) return std::unexpected(r.error());
     if (r->affected == 0) {
@@ -105,7 +105,8 @@ class ShedlockLocker final : public Locker {
     const Held& h = *held_;
     bool released = false;
     if (!lost_) {
-      auto r = session_->run(st_.unlock, {{"key", h.key}, {"owner", h.owner}, {"min_hold_ms", ms_value(req.min_hold)}});
+      auto r = session_->run(st_.unlock,
+                             {{"key", h.key}, {"owner", h.owner}, {"token", h.token}, {"min_hold_ms", ms_value(req.min_hold)}});
       if (!r) return std::unexpected(r.error());
       released = r->affected > 0;
     }
@@ -154,7 +155,8 @@ Result<void> release_shedlock(Session& session, const ShedlockStatements& st, co
   // ShedLock's unlock with lockAtLeastFor 0 (--force also cuts a lockAtLeastFor short), then
   // dblock's row of that holder is marked released.
   const std::string holder = (*found)[0].text(0);
-  if (auto r = session.run(st.unlock, {{"key", key}, {"owner", holder}, {"min_hold_ms", std::int64_t{0}}}); !r)
+  if (auto r = session.run(st.unlock, {{"key", key}, {"owner", holder}, {"token", Value()}, {"min_hold_ms", std::int64_t{0}}});
+      !r)
     return std::unexpected(r.error());
   if (auto r = session.run(st.released, {{"key", key}, {"owner", holder}}); !r) return std::unexpected(r.error());
   return tx->commit();

@@ -111,11 +111,13 @@ struct ShedlockStatements {
   /// :key. The holder of ShedLock's row: name, locked_by, locked_at_ms, lock_until_ms, now_ms,
   /// dblock's token of the name (0 when none), and its host and pid when its owner is locked_by.
   Statement holder;
-  /// :key :owner :ttl_ms. ShedLock's extend: lock_until = now + :ttl_ms while it is ahead and
-  /// locked_by is :owner. affected: 1 extended.
+  /// :key :owner :token :ttl_ms. ShedLock's extend: lock_until = now + :ttl_ms while it is ahead,
+  /// locked_by is :owner and dblock's row of the name still has :token (two hosts given one
+  /// --owner: the one whose lease passed must not extend the other's). affected: 1 extended.
   Statement extend;
-  /// :key :owner :min_hold_ms. ShedLock's unlock: lock_until = the later of now and locked_at +
-  /// :min_hold_ms (lockAtLeastFor), on name and locked_by. affected: 1 unlocked.
+  /// :key :owner :token :min_hold_ms. ShedLock's unlock: lock_until = the later of now and
+  /// locked_at + :min_hold_ms (lockAtLeastFor), on name and locked_by, and while dblock's row of
+  /// the name has :token (NULL: whatever it has). affected: 1 unlocked.
   Statement unlock;
   /// :key :token :finished :exit_code. dblock's row of the token: released_at = now and, when
   /// :finished, last_finished_at = now and last_exit_code = :exit_code.
