@@ -1,5 +1,6 @@
 #include "backends/sqlite/sqlite_connection.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,17 +35,25 @@ files::DatabaseFile database_file(const std::string& path) { return {path, "SQLi
 
 // One database file, one name. SQLite names its -wal and -shm after the name it opened, and
 // the -shm holds the WAL's locks: a process that opens the file by a second name (a hard link)
-// neither sees the first one's locks nor reads its log, so both hold every key at once and
+// or in a directory of its own (the file alone bind-mounted, as `docker run -v FILE:FILE`
+// does) neither sees the other's locks nor reads its log, so both hold every key at once and
 // the file is corrupted (sqlite.org/howtocorrupt.html, "multiple links to the same file"). A
 // symbolic link is resolved by SQLite and is fine. Nothing there yet is fine too.
 Result<void> check_one_name(const std::string& path) {
-  struct stat st{};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink <= 1) return {};
-  return fail(ErrorKind::config, "refusing the SQLite database " + path + ": the file has " +
-                                     std::to_string(st.st_nlink) +
-                                     " names (hard links), and dblock under another name would neither see "
-                                     "this name's locks nor read its log (two holders, a corrupt file); remove "
-                                     "the other names (find / -xdev -samefile " + path + ") and use one name everywhere");
+  struct statx st{};
+  if (::statx(AT_FDCWD, path.c_str(), 0, STATX_NLINK | STATX_TYPE, &st) != 0 || !S_ISREG(st.stx_mode)) return {};
+  auto refuse = [&](const std::string& what, const std::string& fix) {
+    return fail(ErrorKind::config, "refusing the SQLite database " + path + ": " + what +
+                                       ", and dblock under another name would neither see this name's locks nor "
+                                       "read its log (two holders, a corrupt file); " + fix);
+  };
+  if (st.stx_nlink > 1)
+    return refuse("the file has " + std::to_string(st.stx_nlink) + " names (hard links)",
+                  "remove the other names (find / -xdev -samefile " + path + ") and use one name everywhere");
+  if ((st.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) && (st.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+    return refuse("the file is mounted on its own (a bind mount of the file, not of its directory)",
+                  "mount the directory that holds it instead");
+  return {};
 }
 
 Result<DbHandle> open_handle(const std::string& path, const std::string& name, int flags, const char* vfs) {
