@@ -4,7 +4,8 @@
 # <prefix>locks tables in one database: two holders of every key under lease, for-update and
 # txn-insert, and advisory's tokens counted twice. dblock never makes that second table: a
 # run, acquire or init whose search_path would make it while another schema has one is refused
-# (78), whatever the strategy; another --table-prefix stays a lock database of its own.
+# (78), whatever the strategy; another --table-prefix stays a lock database of its own. So is
+# a ShedLock table made beside dblock's while the Java services' is in another schema.
 source "$(dirname "$0")/lib.sh"
 
 command -v psql >/dev/null || skip_or_fail "no psql to make a schema with"
@@ -38,5 +39,17 @@ assert_status "another --table-prefix in $schema is a lock database of its own" 
 assert_status "the same search_path as the tables' runs" 0 \
   dblock -d "$DBLOCK_DSN${sep}options=-csearch_path%3D$here" run "$k" -- true
 
+# ShedLock's table, made by the Java side in $schema: dblock on the default search_path would
+# make another one, which no Java service locks.
+shed="${DBLOCK_TABLE_PREFIX}java"
+server_sql "CREATE TABLE $schema.$shed (name VARCHAR(64) NOT NULL, lock_until TIMESTAMP NOT NULL,
+  locked_at TIMESTAMP NOT NULL, locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))" >/dev/null || fail "the Java side's table"
+assert_status "a ShedLock table in another schema is not made again" 78 \
+  dblock --table-format shedlock --table "$shed" run "$k" -- true
+assert_eq "no second ShedLock table" 0 "$(server_sql "SELECT count(*) FROM pg_class WHERE relname = '$shed' AND relnamespace <> '$schema'::regnamespace")"
+assert_status "on the Java side's search_path it is one lock" 0 \
+  dblock -d "$other" --table-prefix "${DBLOCK_TABLE_PREFIX}own_" --table-format shedlock --table "$shed" run "$k" -- true
+
+server_sql "DROP TABLE IF EXISTS $here.$shed" >/dev/null 2>&1
 server_sql "DROP SCHEMA $schema CASCADE" >/dev/null 2>&1
 finish

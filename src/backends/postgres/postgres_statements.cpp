@@ -483,9 +483,9 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   // The catalog, not information_schema: a table this role may not read still takes the name.
   // (Temporary schemas hold no dblock tables; with no current_schema() nothing is made anyway.)
   s.elsewhere = {"schema.elsewhere",
-                 "SELECT n.nspname::text, current_schema()::text FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-                 " WHERE c.relname = :locks AND c.relkind IN ('r', 'p') AND n.nspname <> current_schema()"
-                 " AND n.nspname NOT LIKE 'pg\\_temp\\_%' ORDER BY 1 LIMIT 1"};
+                 "SELECT c.relname::text, n.nspname::text, current_schema()::text FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+                 " WHERE c.relname IN (:locks, :shedlock) AND c.relkind IN ('r', 'p') AND n.nspname <> current_schema()"
+                 " AND n.nspname NOT LIKE 'pg\\_temp\\_%' ORDER BY 1, 2"};
   if (options.shedlock) {
     // ShedLock's documented DDL; made only when missing (the Java services usually make it).
     s.create.push_back("CREATE TABLE IF NOT EXISTS " + quote_identifier(options.shedlock_table, '"') +

@@ -249,9 +249,10 @@ struct SchemaStatements {
   /// those tables that exist: (table, column, key); key 1 when the column is its table's primary
   /// key (the first column of it), 0 when not, NULL when the dialect does not say.
   Statement columns;
-  /// :locks. Where one database has several namespaces that a connection picks by a setting
-  /// (PostgreSQL's search_path): the one row (namespace) of another <prefix>locks there, which a
-  /// connection set otherwise would lock with, and this connection's namespace; no row: none. Empty: the DSN names the tables.
+  /// :locks :shedlock (names, unquoted; '' for none). Where one database has several namespaces
+  /// that a connection picks by a setting (PostgreSQL's search_path): a row (table, namespace,
+  /// this connection's namespace) for each of those tables in another namespace, which a
+  /// connection set otherwise would lock with. Empty: the DSN names the tables.
   Statement elsewhere;
 };
 
