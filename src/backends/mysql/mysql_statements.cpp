@@ -221,7 +221,11 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   // ShedLock's insert, or its update where lock_until has passed, as one upsert: the row is
   // locked for writing at once (INSERT IGNORE's shared lock on an existing row, then an
   // UPDATE, would deadlock two takers in one transaction).
-  const std::string expired = "lock_until <= " + shed_now;
+  // ShedLock's DDL makes name a VARCHAR in the table's collation, where 'K', 'k' and 'K ' are
+  // one row; dblock's own row of a name (its token) is byte-wise, so only the row's own
+  // spelling is taken: another is refused (its holder's name differs).
+  const std::string expired =
+      "lock_until <= " + shed_now + " AND CAST(name AS BINARY) = CAST(VALUES(name) AS BINARY)";
   s.take = {"shedlock.take", "INSERT INTO " + shed + " (name, lock_until, locked_at, locked_by) VALUES (:key, " +
                                  shed_until + ", " + shed_now + ", :owner) ON DUPLICATE KEY UPDATE " +
                                  assign_each_if(expired, {{"locked_at", "VALUES(locked_at)"},

@@ -81,6 +81,13 @@ class ShedlockLocker final : public Locker {
       auto holder = session_->run(st_.holder, {{"key", req.key}});
       if (!holder) return std::unexpected(holder.error());
       if (!holder->empty()) out.holder = shedlock_holder((*holder)[0]);
+      // The table's collation made another spelling this name (MySQL's, as Java ShedLock has
+      // it): one ShedLock lock, but dblock's tokens count each spelling apart.
+      if (out.holder && out.holder->key != req.key)
+        return fail(ErrorKind::config, "ShedLock's table has this name as '" + out.holder->key +
+                                           "', which its collation takes for '" + req.key +
+                                           "', while dblock's tokens tell the two apart; use '" + out.holder->key +
+                                           "' on every host");
       return out;  // busy; the transaction changed nothing
     }
     if (!took->empty()) out.expires_at_ms = (*took)[0].opt_int64(0);

@@ -99,8 +99,9 @@ struct ShedlockStatements {
   /// Opens a write transaction.
   std::string begin;
   /// :key :owner :ttl_ms. ShedLock's acquire: inserts the row, or takes over one whose lock_until
-  /// has passed (lock_until = now + :ttl_ms, locked_at = now, locked_by = :owner). affected: 1
-  /// when taken. Rows: none or (lock_until_ms).
+  /// has passed (lock_until = now + :ttl_ms, locked_at = now, locked_by = :owner); a row that
+  /// the table's collation finds for :key but that is spelled otherwise is left alone. affected:
+  /// 1 when taken. Rows: none or (lock_until_ms).
   Statement take;
   /// :key :owner :host :pid. dblock's row of the name: the holder, token + 1 (1 when new),
   /// strategy 'shedlock', acquired_at = renewed_at = last_started_at = now, expires_at and
