@@ -225,12 +225,21 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   const Tables t(options.table_prefix, '`');
   const std::string shed = quote_identifier(options.shedlock_table, '`');
+  // The holder's token still dblock's row's: no one has taken the name since (ShedLock's own
+  // test is locked_by, which two hosts given one --owner share).
+  auto still_token = [&](const std::string& token) {
+    return "EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key AND token = " + token + ")";
+  };
   sql::ShedlockStatements s;
   s.begin = "START TRANSACTION";
   // ShedLock's insert, or its update where lock_until has passed, as one upsert: the row is
   // locked for writing at once (INSERT IGNORE's shared lock on an existing row, then an
   // UPDATE, would deadlock two takers in one transaction).
-  const std::string expired = "lock_until <= " + shed_now;
+  // ShedLock's DDL makes name a VARCHAR in the table's collation, where 'K', 'k' and 'K ' are
+  // one row; dblock's own row of a name (its token) is byte-wise, so only the row's own
+  // spelling is taken: another is refused (its holder's name differs).
+  const std::string expired =
+      "lock_until <= " + shed_now + " AND CAST(name AS BINARY) = CAST(VALUES(name) AS BINARY)";
   s.take = {"shedlock.take", "INSERT INTO " + shed + " (name, lock_until, locked_at, locked_by) VALUES (:key, " +
                                  shed_until + ", " + shed_now + ", :owner) ON DUPLICATE KEY UPDATE " +
                                  assign_each_if(expired, {{"locked_at", "VALUES(locked_at)"},
@@ -260,10 +269,12 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
                                          " AND :key = " + one_row_of(shed)};
   s.holder = {"shedlock.holder", shedlock_holder_select(options, t) + " WHERE s.name = :key"};
   s.extend = {"shedlock.extend", "UPDATE " + shed + " SET lock_until = " + shed_until +
-                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + shed_now};
+                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + shed_now + " AND " +
+                                     still_token(":token")};
   const std::string at_least = "TIMESTAMPADD(MICROSECOND, :min_hold_ms * 1000, locked_at)";
   s.unlock = {"shedlock.unlock", "UPDATE " + shed + " SET lock_until = IF(" + at_least + " > " + shed_now + ", " + at_least +
-                                     ", " + shed_now + ") WHERE name = :key AND locked_by = :owner"};
+                                     ", " + shed_now + ") WHERE name = :key AND locked_by = :owner AND (:token IS NULL OR " +
+                                     still_token(":token") + ")"};
   s.finish = {"shedlock.finish", "UPDATE " + t.locks +
                                      " SET released_at = NOW(6), last_finished_at = IF(:finished, NOW(6), last_finished_at),"
                                      " last_exit_code = IF(:finished, :exit_code, last_exit_code)"

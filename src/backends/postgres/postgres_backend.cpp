@@ -1,6 +1,7 @@
 // PostgreSQL via libpq: every strategy. Its session lives here; the rest is
 // core/sql/sql_backend.cpp on postgres_statements.cpp, and the session strategies' server
 // lock is postgres_session_lock.cpp.
+#include <algorithm>
 #include <utility>
 
 #include "backends/postgres/postgres_descriptor.hpp"
@@ -65,6 +66,15 @@ class PostgresBackend final : public sql::SqlBackend {
 };
 
 Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& options) {
+  // ShedLock's JDBC provider writes its table's name unquoted, which PostgreSQL folds to lower
+  // case; dblock quotes it. --table ShedLock would be a second table that no Java service locks.
+  std::string folded = options.shedlock_table;
+  std::transform(folded.begin(), folded.end(), folded.begin(), [](char c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; });
+  if (options.shedlock && folded != options.shedlock_table)
+    return fail(ErrorKind::config, "--table " + options.shedlock_table +
+                                       ": ShedLock writes its table's name unquoted, which PostgreSQL folds to lower "
+                                       "case, so its services lock in " + folded + ", not in this table; use --table " +
+                                       folded);
   // Opened as a lock holder's session when a run asked for an idle limit: a session locker
   // takes this connection over (and a lease's renewals keep it far busier than that limit).
   auto conn = Connection::open(dsn, options, holder_role(options));

@@ -284,6 +284,11 @@ QueueStatements queue_statements() {
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   const Tables t(options.table_prefix, '"');
   const std::string shed = quote_identifier(options.shedlock_table, '"');
+  // The holder's token still dblock's row's: no one has taken the name since (ShedLock's own
+  // test is locked_by, which two hosts given one --owner share).
+  auto still_token = [&](const std::string& token) {
+    return "EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key AND token = " + token + ")";
+  };
   const std::string until = now_utc + " + :ttl_ms::bigint * interval '1 ms'";
   const std::string at_least = "locked_at + :min_hold_ms::bigint * interval '1 ms'";
   sql::ShedlockStatements s;
@@ -308,9 +313,11 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
                                          " WHERE name = :key AND owner = :owner"};
   s.holder = {"shedlock.holder", shedlock_holder_select(options, t) + " WHERE s.name = :key"};
   s.extend = {"shedlock.extend", "UPDATE " + shed + " SET lock_until = " + until +
-                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + now_utc};
+                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + now_utc + " AND " +
+                                     still_token(":token::bigint")};
   s.unlock = {"shedlock.unlock", "UPDATE " + shed + " SET lock_until = CASE WHEN " + at_least + " > " + now_utc +
-                                     " THEN " + at_least + " ELSE " + now_utc + " END WHERE name = :key AND locked_by = :owner"};
+                                     " THEN " + at_least + " ELSE " + now_utc + " END WHERE name = :key AND locked_by = :owner"
+                                     " AND (:token::bigint IS NULL OR " + still_token(":token::bigint") + ")"};
   s.finish = {"shedlock.finish",
               "UPDATE " + t.locks + " SET released_at = now(), last_finished_at = CASE WHEN :finished::int = 1 THEN now()"
                   " ELSE last_finished_at END, last_exit_code = CASE WHEN :finished::int = 1 THEN :exit_code::int"
@@ -493,6 +500,14 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
                " generate_series(1, i.indnkeyatts) k"
                " WHERE n.nspname = current_schema() AND c.relname IN (:locks, :runs, :claims, :shedlock)"
                " AND i.indisunique AND i.indimmediate AND i.indpred IS NULL"};
+               "SELECT table_name::text, column_name::text, NULL FROM information_schema.columns"
+               " WHERE table_schema = current_schema() AND table_name IN (:locks, :runs, :claims, :shedlock)"};
+  // The catalog, not information_schema: a table this role may not read still takes the name.
+  // (Temporary schemas hold no dblock tables; with no current_schema() nothing is made anyway.)
+  s.elsewhere = {"schema.elsewhere",
+                 "SELECT c.relname::text, n.nspname::text, current_schema()::text FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+                 " WHERE c.relname IN (:locks, :shedlock) AND c.relkind IN ('r', 'p') AND n.nspname <> current_schema()"
+                 " AND n.nspname NOT LIKE 'pg\\_temp\\_%' ORDER BY 1, 2"};
   if (options.shedlock) {
     // ShedLock's documented DDL; made only when missing (the Java services usually make it).
     s.create.push_back("CREATE TABLE IF NOT EXISTS " + quote_identifier(options.shedlock_table, '"') +

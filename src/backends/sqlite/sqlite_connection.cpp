@@ -1,5 +1,7 @@
 #include "backends/sqlite/sqlite_connection.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +33,29 @@ using FileHandle = std::unique_ptr<std::FILE, FileCloser>;
 constexpr const char* timestamp_format = "'%Y-%m-%d %H:%M:%f'";
 
 files::DatabaseFile database_file(const std::string& path) { return {path, "SQLite database", {"-wal", "-shm"}}; }
+
+// One database file, one name. SQLite names its -wal and -shm after the name it opened, and
+// the -shm holds the WAL's locks: a process that opens the file by a second name (a hard link)
+// or in a directory of its own (the file alone bind-mounted, as `docker run -v FILE:FILE`
+// does) neither sees the other's locks nor reads its log, so both hold every key at once and
+// the file is corrupted (sqlite.org/howtocorrupt.html, "multiple links to the same file"). A
+// symbolic link is resolved by SQLite and is fine. Nothing there yet is fine too.
+Result<void> check_one_name(const std::string& path) {
+  struct statx st{};
+  if (::statx(AT_FDCWD, path.c_str(), 0, STATX_NLINK | STATX_TYPE, &st) != 0 || !S_ISREG(st.stx_mode)) return {};
+  auto refuse = [&](const std::string& what, const std::string& fix) {
+    return fail(ErrorKind::config, "refusing the SQLite database " + path + ": " + what +
+                                       ", and dblock under another name would neither see this name's locks nor "
+                                       "read its log (two holders, a corrupt file); " + fix);
+  };
+  if (st.stx_nlink > 1)
+    return refuse("the file has " + std::to_string(st.stx_nlink) + " names (hard links)",
+                  "remove the other names (find / -xdev -samefile " + path + ") and use one name everywhere");
+  if ((st.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) && (st.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+    return refuse("the file is mounted on its own (a bind mount of the file, not of its directory)",
+                  "mount the directory that holds it instead");
+  return {};
+}
 
 Result<DbHandle> open_handle(const std::string& path, const std::string& name, int flags, const char* vfs) {
   sqlite3* raw = nullptr;
@@ -107,6 +132,7 @@ Result<Connection> Connection::open(const std::string& path, Millis busy_timeout
   if (auto ok = files::check_path_owners(file, mode.private_root); !ok) return std::unexpected(ok.error());
   if (mode.read_only) return open_read_only(path, busy_timeout, mode.create_directories);
   if (auto ok = files::check_writable(file, mode.create_directories); !ok) return std::unexpected(ok.error());
+  if (auto ok = check_one_name(path); !ok) return std::unexpected(ok.error());
   auto pinned = files::pin_database_file(file, !mode.private_root.empty(), {"-wake", "-journal"});
   if (!pinned) return std::unexpected(pinned.error());
   auto db = open_handle(path, path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, dblock_vfs());

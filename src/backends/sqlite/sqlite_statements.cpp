@@ -226,6 +226,11 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   const Tables t(options.table_prefix, '"');
   const std::string shed = quote_ident(options.shedlock_table);
+  // The holder's token still dblock's row's: no one has taken the name since (ShedLock's own
+  // test is locked_by, which two hosts given one --owner share).
+  auto still_token = [&](const std::string& token) {
+    return "EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key AND token = " + token + ")";
+  };
   const std::string now = now_sql();
   const std::string at_least = "strftime('%Y-%m-%d %H:%M:%f', julianday(locked_at) + :min_hold_ms / 86400000.0)";
   sql::ShedlockStatements s;
@@ -263,13 +268,15 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
                   shedlock::same_table_sql("l.") + " RETURNING token, " + epoch_ms_sql("acquired_at")};
   s.holder = {"shedlock.holder", shedlock_status_select(options) + " WHERE name = :key"};
   s.extend = {"shedlock.extend", "UPDATE " + shed + " SET lock_until = " + now_plus_sql(":ttl_ms") +
-                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + now};
+                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + now + " AND " +
+                                     still_token(":token")};
   s.extend_own = {"shedlock.extend_own", "UPDATE " + t.locks + " SET renewed_at = " + now +
                                              ", boot_expires_ms = dblock_boot_ms() + :ttl_ms WHERE name = :key AND"
                                              " owner = :owner AND token = :token AND released_at IS NULL AND " +
                                              boot_judged_sql("") + " AND boot_id = dblock_boot_id()"};
   s.unlock = {"shedlock.unlock", "UPDATE " + shed + " SET lock_until = CASE WHEN " + at_least + " > " + now + " THEN " +
-                                     at_least + " ELSE " + now + " END WHERE name = :key AND locked_by = :owner"};
+                                     at_least + " ELSE " + now + " END WHERE name = :key AND locked_by = :owner AND (:token IS NULL OR " +
+                                     still_token(":token") + ")"};
   s.finish = {"shedlock.finish",
               "UPDATE " + t.locks + " SET released_at = " + now + ", last_finished_at = CASE WHEN :finished THEN " + now +
                   " ELSE last_finished_at END, last_exit_code = CASE WHEN :finished THEN :exit_code ELSE last_exit_code END,"

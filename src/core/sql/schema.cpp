@@ -138,6 +138,30 @@ Result<void> add_columns(Session& session, const SchemaStatements& st, const Col
   return {};
 }
 
+/// Refuses to make <prefix>locks, or ShedLock's table, where another of it is already in the
+/// database under another namespace (st.elsewhere): a host whose setting picks one would not
+/// exclude a host (or a Java service) whose setting picks the other, so every key would have two
+/// holders.
+Result<void> check_elsewhere(Session& session, const SchemaStatements& st, const Columns& found) {
+  if (st.elsewhere.empty()) return {};
+  const std::string locks = st.prefix + "locks";
+  if (found.contains(locks) && (st.shedlock_table.empty() || found.contains(st.shedlock_table))) return {};
+  auto other = session.run(st.elsewhere, {{"locks", locks}, {"shedlock", st.shedlock_table}});
+  if (!other) return std::unexpected(other.error());
+  for (std::size_t i = 0; i < other->size(); ++i) {
+    const auto row = (*other)[i];
+    const std::string table = row.text(0), there = row.text(1);
+    if (found.contains(table)) continue;
+    return fail(ErrorKind::config,
+                "table " + table + " is in schema " + there + " of " + session.where() +
+                    ", and this connection's search_path would make a second one in schema " + row.text(2) +
+                    ": hosts on the two would not exclude each other (refused). Give every host the same search_path "
+                    "(options=-csearch_path%3D" + there + " in the DSN, or ALTER ROLE ... SET search_path)" +
+                    (table == locks ? ", or another --table-prefix for locks of their own" : ""));
+  }
+  return {};
+}
+
 Result<void> create(Session& session, const SchemaStatements& st) {
   for (const std::string& ddl : st.create) {
     auto ok = session.exec(ddl);
@@ -189,6 +213,7 @@ Result<void> ensure_schema(Session& session) {
     if (!begun) return std::unexpected(begun.error());
     tx.emplace(std::move(*begun));
   }
+  if (auto ok = check_elsewhere(session, st, *found); !ok) return ok;
   if (auto ok = create(session, st); !ok) return ok;
   found = read_columns(session);
   if (!found) return std::unexpected(found.error());

@@ -93,6 +93,13 @@ class ShedlockLocker final : public Locker {
       auto holder = session_->run(st_.holder, {{"key", req.key}});
       if (!holder) return std::unexpected(holder.error());
       if (!holder->empty()) out.holder = shedlock_holder((*holder)[0]);
+      // The table's collation made another spelling this name (MySQL's, as Java ShedLock has
+      // it): one ShedLock lock, but dblock's tokens count each spelling apart.
+      if (out.holder && out.holder->key != req.key)
+        return fail(ErrorKind::config, "ShedLock's table has this name as '" + out.holder->key +
+                                           "', which its collation takes for '" + req.key +
+                                           "', while dblock's tokens tell the two apart; use '" + out.holder->key +
+                                           "' on every host");
       return out;  // busy; the transaction changed nothing
     }
     if (!took->empty()) out.expires_at_ms = (*took)[0].opt_int64(0);
@@ -130,7 +137,8 @@ class ShedlockLocker final : public Locker {
     const Held& h = *held_;
     bool released = false;
     if (!lost_) {
-      auto r = session_->run(st_.unlock, {{"key", h.key}, {"owner", h.owner}, {"min_hold_ms", ms_value(req.min_hold)}});
+      auto r = session_->run(st_.unlock,
+                             {{"key", h.key}, {"owner", h.owner}, {"token", h.token}, {"min_hold_ms", ms_value(req.min_hold)}});
       if (!r) return std::unexpected(r.error());
       released = r->affected > 0;
     }
@@ -191,7 +199,8 @@ Result<void> release_shedlock(Session& session, const ShedlockStatements& st, co
   // ShedLock's unlock with lockAtLeastFor 0 (--force also cuts a lockAtLeastFor short), then
   // dblock's row of that holder is marked released.
   const std::string holder = (*found)[0].text(0);
-  if (auto r = session.run(st.unlock, {{"key", key}, {"owner", holder}, {"min_hold_ms", std::int64_t{0}}}); !r)
+  if (auto r = session.run(st.unlock, {{"key", key}, {"owner", holder}, {"token", Value()}, {"min_hold_ms", std::int64_t{0}}});
+      !r)
     return std::unexpected(r.error());
   if (auto r = session.run(st.released, {{"key", key}, {"owner", holder}}); !r) return std::unexpected(r.error());
   return tx->commit();

@@ -103,8 +103,9 @@ struct ShedlockStatements {
   /// Opens a write transaction.
   std::string begin;
   /// :key :owner :ttl_ms. ShedLock's acquire: inserts the row, or takes over one whose lock_until
-  /// has passed (lock_until = now + :ttl_ms, locked_at = now, locked_by = :owner). affected: 1
-  /// when taken. Rows: none or (lock_until_ms).
+  /// has passed (lock_until = now + :ttl_ms, locked_at = now, locked_by = :owner); a row that
+  /// the table's collation finds for :key but that is spelled otherwise is left alone. affected:
+  /// 1 when taken. Rows: none or (lock_until_ms).
   Statement take;
   /// :key :owner :host :pid :table (ShedLock's table) :ttl_ms. dblock's row of the name: the
   /// holder, token + 1 (1 when new), strategy 'shedlock', session_id :table, acquired_at =
@@ -118,15 +119,17 @@ struct ShedlockStatements {
   /// :key. The holder of ShedLock's row: name, locked_by, locked_at_ms, lock_until_ms, now_ms,
   /// dblock's token of the name (0 when none), and its host and pid when its owner is locked_by.
   Statement holder;
-  /// :key :owner :ttl_ms. ShedLock's extend: lock_until = now + :ttl_ms while it is ahead and
-  /// locked_by is :owner. affected: 1 extended.
+  /// :key :owner :token :ttl_ms. ShedLock's extend: lock_until = now + :ttl_ms while it is ahead,
+  /// locked_by is :owner and dblock's row of the name still has :token (two hosts given one
+  /// --owner: the one whose lease passed must not extend the other's). affected: 1 extended.
   Statement extend;
   /// :key :owner :token :ttl_ms. For a dialect whose `take` also honours a lease of its own in
   /// dblock's row (SQLite: on CLOCK_BOOTTIME, which a wall-clock step cannot move): that lease
   /// extended, in one transaction with `extend`. Empty: none.
   Statement extend_own;
-  /// :key :owner :min_hold_ms. ShedLock's unlock: lock_until = the later of now and locked_at +
-  /// :min_hold_ms (lockAtLeastFor), on name and locked_by. affected: 1 unlocked.
+  /// :key :owner :token :min_hold_ms. ShedLock's unlock: lock_until = the later of now and
+  /// locked_at + :min_hold_ms (lockAtLeastFor), on name and locked_by, and while dblock's row of
+  /// the name has :token (NULL: whatever it has). affected: 1 unlocked.
   Statement unlock;
   /// :key :token :finished :exit_code :min_hold_ms. dblock's row of the token: released_at = now
   /// and, when :finished, last_finished_at = now and last_exit_code = :exit_code (a lease of the
@@ -271,6 +274,11 @@ struct SchemaStatements {
   /// key, unique index or constraint; not partial, not deferred): (table, column, key's name,
   /// NULL, NULL), column NULL or '' for an expression or a prefix of a column.
   Statement columns;
+  /// :locks :shedlock (names, unquoted; '' for none). Where one database has several namespaces
+  /// that a connection picks by a setting (PostgreSQL's search_path): a row (table, namespace,
+  /// this connection's namespace) for each of those tables in another namespace, which a
+  /// connection set otherwise would lock with. Empty: the DSN names the tables.
+  Statement elsewhere;
 };
 
 }  // namespace dblock::sql
