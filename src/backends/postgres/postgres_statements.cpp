@@ -500,8 +500,6 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
                " generate_series(1, i.indnkeyatts) k"
                " WHERE n.nspname = current_schema() AND c.relname IN (:locks, :runs, :claims, :shedlock)"
                " AND i.indisunique AND i.indimmediate AND i.indpred IS NULL"};
-               "SELECT table_name::text, column_name::text, NULL FROM information_schema.columns"
-               " WHERE table_schema = current_schema() AND table_name IN (:locks, :runs, :claims, :shedlock)"};
   // The catalog, not information_schema: a table this role may not read still takes the name.
   // (Temporary schemas hold no dblock tables; with no current_schema() nothing is made anyway.)
   s.elsewhere = {"schema.elsewhere",
