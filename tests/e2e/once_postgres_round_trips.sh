@@ -13,7 +13,9 @@
 #    the token, the same release with ROLLBACK for the unlock; and nothing else: no
 #    schema check; the session settings travel in the startup packet;
 #  - the session strategies make their release's row statement ready while the command runs
-#    (whether the session is served directly, then a named Parse: two round trips), and the
+#    (a named Parse, once the session is known to be served directly: advisory from the
+#    fail-closed check of issue 46, for-update and txn-insert's bookkeeping session from the
+#    failover record's read, which also reads pg_backend_pid(); none asks apart), and the
 #    release runs it by name, so the waiter it lets in does not wait for its parse; a waiter's
 #    numbering is made ready before it waits, and run by name once its lock is granted;
 #  - on tables that do not exist yet the run creates them and succeeds, and the next run is
@@ -80,10 +82,7 @@ for s in lease advisory for-update txn-insert; do
   case $s in
     lease) conns=1 trips=6 ;;
     advisory) conns=1 trips=10 ;;
-    # One more than before issue 46's fail-closed check: the holder session asks who serves it
-    # (SELECT pg_backend_pid(), 0) before the lock, and the bookkeeping session, which names the
-    # release's statement, still asks for itself (advisory shares one session: the answer is reused).
-    *) conns=2 trips=14 ;;
+    *) conns=2 trips=13 ;;
   esac
   assert_eq "$s: connections per run" "$conns" "$(wire connections)"
   assert_eq "$s: round trips after the handshake ($(wire queries | cut -c1-60 | tr '\n' '|'))" "$trips" "$(wire round_trips)"
@@ -134,7 +133,7 @@ for s in lease advisory for-update txn-insert; do
   case $s in
     lease) trips=6 ;;
     advisory) trips=10 ;;
-    *) trips=14 ;;  # the fail-closed check's statement, as above
+    *) trips=13 ;;
   esac
   assert_eq "$s: the next run is back to $trips round trips" "$trips" "$(wire round_trips)"
   assert_eq "$s: both runs are in the new history" 2 "$(DBLOCK_TABLE_PREFIX=$fresh_prefix history_field "$k" runs.#)"

@@ -43,6 +43,8 @@ Result<Gate> admit(Session& session, const FailoverStatements& st, Millis ttl) {
   if (!r) return std::unexpected(r.error());
   if (r->empty()) return fail(ErrorKind::internal, "the failover record read no row");
   auto row = (*r)[0];
+  // Who serves the session, read with the record rather than asked apart (FailoverStatements::read).
+  if (row.columns() > 7 && !row.is_null(7) && row.int64(7) == session.started_id()) session.served_directly_seen();
   if (row.is_null(0)) {
     // The first grant on this database: nothing to fence, no holder to wait for. Two first
     // acquirers race harmlessly, the second insert doing nothing.

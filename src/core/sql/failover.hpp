@@ -23,7 +23,11 @@ namespace dblock::sql {
 /// incarnation (SQLite) and admit() costs nothing. Parameters as in statements.hpp.
 struct FailoverStatements {
   /// :record. One row: recorded incarnation (NULL: no record yet), current incarnation, the
-  /// previous one, fence, delay_until_ms (NULL: none), now_ms, longest_ttl_ms.
+  /// previous one, fence, delay_until_ms (NULL: none), now_ms, longest_ttl_ms, and optionally
+  /// the server's id of the session that runs it (as DoctorStatements::session_id): when it is
+  /// the one the session was handed at start-up, admit() tells the session
+  /// (Session::served_directly_seen), which then need not ask again (PostgreSQL, before it names
+  /// a statement: one round trip less on the bookkeeping session of for-update and txn-insert).
   Statement read;
   /// :record :ttl_ms. Inserts the record for the current incarnation (fence 0, no delay,
   /// longest TTL :ttl_ms) unless there is one.
