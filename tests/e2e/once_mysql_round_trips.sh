@@ -10,8 +10,9 @@
 #          (START TRANSACTION, the update, the history row, its trim, COMMIT) and the wake lock
 #          given back: 11 round trips.
 #   session strategies: at most two connections (the lock's session and one for bookkeeping),
-#          13 to 19 round trips (who serves the session and whether it is a Galera node, issue
-#          46's fail-closed check; the failover record read once on the bookkeeping session; the
+#          12 to 18 round trips (the failover record read once on the bookkeeping session, which
+#          also says who serves it and whether it is a Galera node: the fail-closed check of issue
+#          46 costs no statement of its own; the
 #          release's row one statement alone, its history row a transaction after the unlock).
 #   waiters (lease, for-update): 16 waiters on a held key, from the holder's release until the
 #          last of them is done, at most 15 (lease) or 31 (for-update) statements each: a
@@ -68,12 +69,10 @@ for strategy in lease advisory for-update txn-insert; do
     # give their holder tag back after the ROLLBACK and the wake name at last; both set their
     # isolation level (READ COMMITTED: no gap locks); txn-insert takes its holder tag after its
     # INSERT.
-    # Each one more for the fail-closed check (issue 46): who serves the session and whether the
-    # server is a Galera node, one statement before the lock is taken.
     case $strategy in
-      advisory) most=13 ;;
-      for-update) most=18 ;;
-      txn-insert) most=19 ;;
+      advisory) most=12 ;;
+      for-update) most=17 ;;
+      txn-insert) most=18 ;;
     esac
     assert_between "$strategy: round trips" 1 "$most" "$round_trips"
   fi
