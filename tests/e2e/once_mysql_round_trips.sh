@@ -10,7 +10,9 @@
 #          (START TRANSACTION, the update, the history row, its trim, COMMIT) and the wake lock
 #          given back: 11 round trips.
 #   session strategies: at most two connections (the lock's session and one for bookkeeping),
-#          12 to 18 round trips (the failover record read once on the bookkeeping session; the
+#          12 to 18 round trips (the failover record read once on the bookkeeping session, which
+#          also says who serves it and whether it is a Galera node: the fail-closed check of issue
+#          46 costs no statement of its own; the
 #          release's row one statement alone, its history row a transaction after the unlock).
 #   waiters (lease, for-update): 16 waiters on a held key, from the holder's release until the
 #          last of them is done, at most 15 (lease) or 31 (for-update) statements each: a

@@ -13,7 +13,9 @@
 #    the token, the same release with ROLLBACK for the unlock; and nothing else: no
 #    schema check; the session settings travel in the startup packet;
 #  - the session strategies make their release's row statement ready while the command runs
-#    (whether the session is served directly, then a named Parse: two round trips), and the
+#    (a named Parse, once the session is known to be served directly: advisory from the
+#    fail-closed check of issue 46, for-update and txn-insert's bookkeeping session from the
+#    failover record's read, which also reads pg_backend_pid(); none asks apart), and the
 #    release runs it by name, so the waiter it lets in does not wait for its parse; a waiter's
 #    numbering is made ready before it waits, and run by name once its lock is granted;
 #  - on tables that do not exist yet the run creates them and succeeds, and the next run is

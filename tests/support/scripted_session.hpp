@@ -46,6 +46,7 @@ class ScriptedSession final : public sql::Session {
   std::string where() const override { return "scripted"; }
   sql::ReleaseSignal& release_signal() override { return drop_waits ? dropping_ : signal_; }
   std::int64_t started_id() const override { return started; }
+  void served_directly_seen() override { ++seen_direct; }
 
   std::map<std::string, sql::Rows> answers;  // by statement id
   std::map<std::string, std::deque<sql::Rows>> in_turn;  // by statement id: one a run, before `answers`
@@ -55,6 +56,7 @@ class ScriptedSession final : public sql::Session {
   std::vector<std::string> prepared;         // statement ids, in order of prepare()
   std::vector<std::string> sent;             // statement ids run and SQL text exec'd, in order
   int reconnects = 0;
+  int seen_direct = 0;  // served_directly_seen() calls
   bool drop_waits = false;  // a wait for a release loses the connection
 
  private:

@@ -39,8 +39,16 @@ class MysqlBackend final : public sql::SqlBackend {
     auto holder = open_holder(strategy, dsn_, options_, book);
     if (!holder) return std::unexpected(holder.error());
     const std::string& prefix = options_.table_prefix;
+    // Whether the lock could hold here is judged on the bookkeeping session's failover read,
+    // before the first take (serving_check).
+    auto open_other = [dsn = dsn_, options = options_]() -> Result<std::unique_ptr<sql::Session>> {
+      auto other = Connection::open(dsn, options);
+      if (!other) return std::unexpected(other.error());
+      return std::make_unique<Session>(std::move(*other), options.table_prefix);
+    };
     return sql::make_session_locker(strategy, std::move(*holder), lock_statements(prefix), std::move(book),
-                                    lease_statements(prefix, mariadb_), prefix, options_.history_keep);
+                                    lease_statements(prefix, mariadb_), prefix, options_.history_keep,
+                                    serving_check(strategy, open_other));
   }
 
   std::shared_ptr<Session> new_session(std::unique_ptr<Connection> conn) const {

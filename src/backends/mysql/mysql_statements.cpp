@@ -83,9 +83,15 @@ std::string incarnation(bool mariadb) {
 sql::FailoverStatements failover_statements(const Tables& t, bool mariadb) {
   const std::string now_incarnation = incarnation(mariadb);
   sql::FailoverStatements f;
+  // Also who serves the session and whether it is a Galera node, which a session strategy asks
+  // before its first take (SqlBackend::serving_check): MariaDB always has wsrep_on (the
+  // incarnation reads it too); MySQL only in a Galera build, so it is looked up there.
+  const std::string wsrep = mariadb ? "@@GLOBAL.wsrep_on"
+                                    : "COALESCE((SELECT VARIABLE_VALUE IN ('ON', '1') FROM"
+                                      " performance_schema.global_variables WHERE VARIABLE_NAME = 'wsrep_on'), 0)";
   f.read = {"failover.read", "SELECT r.owner, " + now_incarnation + ", r.host, r.token, " + epoch_ms("r.expires_at") +
-                                 ", " + epoch_ms("NOW(6)") + ", r.pid FROM (SELECT 1) one LEFT JOIN " + t.locks +
-                                 " r ON r.name = :record"};
+                                 ", " + epoch_ms("NOW(6)") + ", r.pid, CONNECTION_ID(), " + wsrep +
+                                 " FROM (SELECT 1) one LEFT JOIN " + t.locks + " r ON r.name = :record"};
   f.create = {"failover.create", "INSERT INTO " + t.locks +
                                      " (name, owner, host, pid, token, strategy, acquired_at) VALUES (:record, " +
                                      now_incarnation + ", NULL, :ttl_ms, 0, 'failover', NOW(6))"
@@ -356,11 +362,7 @@ sql::DoctorStatements doctor_statements(const std::string& prefix, bool mariadb)
                   " AND PRIVILEGE_TYPE = 'CREATE') + (SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES"
                   " WHERE PRIVILEGE_TYPE = 'CREATE')"};
   s.session_id = {"doctor.session_id", "SELECT CONNECTION_ID()"};
-  // MariaDB always has wsrep_on (the failover incarnation reads it too); MySQL only in a Galera
-  // build, so it is looked up there.
-  s.serving = {"run.serving", mariadb ? "SELECT CONNECTION_ID(), @@GLOBAL.wsrep_on"
-                                      : "SELECT CONNECTION_ID(), COALESCE((SELECT VARIABLE_VALUE IN ('ON', '1') FROM"
-                                        " performance_schema.global_variables WHERE VARIABLE_NAME = 'wsrep_on'), 0)"};
+  // No `serving`: the failover record's read answers it (failover_statements).
   s.checks = {
       {"wait_timeout",
        "SELECT 'wait_timeout', @@SESSION.wait_timeout >= 31536000, IF(@@SESSION.wait_timeout >= 31536000,"

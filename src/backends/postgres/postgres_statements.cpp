@@ -76,7 +76,7 @@ sql::FailoverStatements failover_statements(const Tables& t) {
   // The record is a row of <prefix>locks: owner the incarnation, host the previous one, token
   // the fence, expires_at the end of the lock-delay, pid the longest TTL in ms.
   f.read = {"failover.read", "SELECT r.owner, " + incarnation + ", r.host, r.token, " + ms("r.expires_at") + ", " +
-                                 ms("now()") + ", r.pid FROM (SELECT 1) one LEFT JOIN " + t.locks +
+                                 ms("now()") + ", r.pid, pg_backend_pid() FROM (SELECT 1) one LEFT JOIN " + t.locks +
                                  " r ON r.name = :record"};
   f.create = {"failover.create", "INSERT INTO " + t.locks +
                                      " (name, owner, host, pid, token, strategy, acquired_at) VALUES (:record, " +

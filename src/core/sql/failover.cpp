@@ -36,13 +36,17 @@ Result<std::optional<Record>> read(Session& session, const FailoverStatements& s
   return record_of((*r)[0]);
 }
 
-Result<Gate> admit(Session& session, const FailoverStatements& st, Millis ttl) {
+Result<Gate> admit(Session& session, const FailoverStatements& st, Millis ttl, const ReadCheck& check) {
   Gate gate;
   if (st.empty()) return gate;
   auto r = session.run(st.read, record_params());
   if (!r) return std::unexpected(r.error());
   if (r->empty()) return fail(ErrorKind::internal, "the failover record read no row");
   auto row = (*r)[0];
+  // Who serves the session, read with the record rather than asked apart (FailoverStatements::read).
+  if (row.columns() > 7 && !row.is_null(7) && row.int64(7) == session.started_id()) session.served_directly_seen();
+  if (check)
+    if (auto ok = check(session, row); !ok) return std::unexpected(ok.error());
   if (row.is_null(0)) {
     // The first grant on this database: nothing to fence, no holder to wait for. Two first
     // acquirers race harmlessly, the second insert doing nothing.
@@ -124,13 +128,14 @@ AcquireOutcome delayed(const Gate& gate) {
   return out;
 }
 
-Result<Gate> admit_once(Session& session, const FailoverStatements& st, std::optional<Admitted>& admitted, Millis ttl) {
+Result<Gate> admit_once(Session& session, const FailoverStatements& st, std::optional<Admitted>& admitted, Millis ttl,
+                        const ReadCheck& check) {
   if (admitted && admitted->ttl >= ttl) {
     Gate kept = admitted->gate;
     kept.changed = false;  // nothing was written this time
     return kept;
   }
-  auto gate = admit(session, st, ttl);
+  auto gate = admit(session, st, ttl, check);
   if (gate && gate->open) admitted = Admitted{*gate, ttl};
   return gate;
 }

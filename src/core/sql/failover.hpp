@@ -11,6 +11,7 @@
 // (FailoverStatements::folded) and calls admit() when the take refused.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,7 +24,13 @@ namespace dblock::sql {
 /// incarnation (SQLite) and admit() costs nothing. Parameters as in statements.hpp.
 struct FailoverStatements {
   /// :record. One row: recorded incarnation (NULL: no record yet), current incarnation, the
-  /// previous one, fence, delay_until_ms (NULL: none), now_ms, longest_ttl_ms.
+  /// previous one, fence, delay_until_ms (NULL: none), now_ms, longest_ttl_ms, and optionally
+  /// the server's id of the session that runs it (as DoctorStatements::session_id): when it is
+  /// the one the session was handed at start-up, admit() tells the session
+  /// (Session::served_directly_seen), which then need not ask again (PostgreSQL, before it names
+  /// a statement: one round trip less on the bookkeeping session of for-update and txn-insert);
+  /// then, optionally, 1 on a Galera node (what DoctorStatements::serving answers, for a
+  /// ReadCheck: MySQL's session strategies are judged on this read, a statement less).
   Statement read;
   /// :record :ttl_ms. Inserts the record for the current incarnation (fence 0, no delay,
   /// longest TTL :ttl_ms) unless there is one.
@@ -75,10 +82,15 @@ struct Record {
 };
 Result<std::optional<Record>> read(Session& session, const FailoverStatements& st);
 
+/// What the record's read says of the session it ran on (FailoverStatements::read's eighth and
+/// ninth columns), judged before anything else: an error stops admit() with it.
+using ReadCheck = std::function<Result<void>(Session& session, const Rows::Row& row)>;
+
 /// Before a grant of a lease of `ttl`: records the incarnation the first time, starts the
 /// lock-delay when it changed, raises the longest TTL; closed while a lock-delay is in force.
-/// Always open, at no cost, for a dialect without statements.
-Result<Gate> admit(Session& session, const FailoverStatements& st, Millis ttl);
+/// Always open, at no cost, for a dialect without statements. `check`, when set, judges the
+/// record's read first.
+Result<Gate> admit(Session& session, const FailoverStatements& st, Millis ttl, const ReadCheck& check = {});
 
 /// `dblock renew --ttl`: a lease made longer than the longest TTL recorded raises it first, so
 /// a lock-delay after a failover still outlasts it. Nothing for a dialect without statements.
@@ -97,7 +109,8 @@ struct Admitted {
 /// TTL as long as this one, only a write from another server (a split brain) could close it
 /// again. `admitted` keeps the answer (`changed` only in the call that wrote); the caller resets
 /// it when it reconnects.
-Result<Gate> admit_once(Session& session, const FailoverStatements& st, std::optional<Admitted>& admitted, Millis ttl);
+Result<Gate> admit_once(Session& session, const FailoverStatements& st, std::optional<Admitted>& admitted, Millis ttl,
+                        const ReadCheck& check = {});
 
 /// doctor's "failover" check: the incarnation recorded and the server's, the lock-delay in
 /// force or to come, and how long it would be.

@@ -66,15 +66,23 @@ Result<void> session_strategy_allowed(Session& session, const Statement& serving
   if (!is_session_strategy(strategy) || serving_st.empty()) return {};
   auto r = session.run(serving_st, {});
   if (!r) return std::unexpected(r.error());
-  if (r->empty() || (*r)[0].is_null(0)) return fail(ErrorKind::other, serving_st.id + " answered no session id");
+  if (r->empty()) return fail(ErrorKind::other, serving_st.id + " answered no session id");
+  return session_strategy_answered(session, (*r)[0], 0, serving_st.id, session_id, strategy, open_other);
+}
+
+Result<void> session_strategy_answered(Session& session, const Rows::Row& row, int column, const std::string& asked,
+                                       const Statement& session_id, Strategy strategy,
+                                       const std::function<Result<std::unique_ptr<Session>>()>& open_other) {
+  if (!is_session_strategy(strategy)) return {};
+  if (row.columns() < column + 2 || row.is_null(column)) return fail(ErrorKind::other, asked + " answered no session id");
   const std::string s(to_string(strategy));
-  if (!(*r)[0].is_null(1) && (*r)[0].int64(1) == 1)
+  if (!row.is_null(column + 1) && row.int64(column + 1) == 1)
     return fail(ErrorKind::config,
                 "--strategy " + s + " cannot hold on a Galera cluster (wsrep_on is ON at " + session.where() +
                     "): GET_LOCK, FOR UPDATE and an uncommitted INSERT lock one node only, so a run on another node "
                     "would take the key too; refused. Use --strategy lease (its rows are certified across the "
                     "cluster); `dblock doctor -s " + s + "` fails its galera line for the same reason");
-  const std::int64_t first = (*r)[0].int64(0);
+  const std::int64_t first = row.int64(column);
   if (first == session.started_id()) {
     session.served_directly_seen();
     return {};

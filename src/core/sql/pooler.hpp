@@ -25,6 +25,12 @@ Result<void> session_strategy_allowed(Session& session, const Statement& serving
                                       Strategy strategy,
                                       const std::function<Result<std::unique_ptr<Session>>()>& open_other);
 
+/// The same on an answer read already: `row`'s `column` the id, the next 1 on a Galera node
+/// (as `serving` answers; `asked` names the statement in messages).
+Result<void> session_strategy_answered(Session& session, const Rows::Row& row, int column, const std::string& asked,
+                                       const Statement& session_id, Strategy strategy,
+                                       const std::function<Result<std::unique_ptr<Session>>()>& open_other);
+
 /// doctor's "pooler" line: direct, session pooling or transaction pooling, which fails it for a
 /// session strategy. `open_other` opens a second session on the same database.
 DoctorCheck pooler_check(Session& session, const Statement& session_id, Strategy strategy,

@@ -172,9 +172,10 @@ class ServerLock {
 class SessionLocker final : public Locker {
  public:
   SessionLocker(Strategy strategy, std::unique_ptr<HolderSession> holder, const LockStatements& lock,
-                std::shared_ptr<Session> book, const LeaseStatements& statements, std::string prefix, int keep)
+                std::shared_ptr<Session> book, const LeaseStatements& statements, std::string prefix, int keep,
+                failover::ReadCheck serving)
       : strategy_(to_string(strategy)), lock_(std::make_unique<ServerLock>(strategy, std::move(holder), lock)),
-        book_(std::move(book)), st_(statements), prefix_(std::move(prefix)), keep_(keep) {}
+        book_(std::move(book)), st_(statements), prefix_(std::move(prefix)), keep_(keep), serving_(std::move(serving)) {}
 
   // The server frees a dropped session's locks only once it has processed the disconnect, and
   // status must not lag: the lock goes back before the connection closes.
@@ -247,7 +248,8 @@ class SessionLocker final : public Locker {
   Result<AcquireOutcome> attempt(const LockRequest& req, Millis wait) {
     // The failover gate (failover.hpp) first: a holder whose session was on the old primary
     // notices within its TTL that the session is gone, as a lease holder that cannot renew.
-    auto gate = failover::admit_once(*book_, st_.failover, admitted_, req.ttl);
+    // With it, where the dialect reads it there (serving_), whether the lock could hold at all.
+    auto gate = failover::admit_once(*book_, st_.failover, admitted_, req.ttl, serving_);
     if (!gate) return std::unexpected(gate.error());
     if (!gate->open) return failover::delayed(*gate);
     // A plain lock is numbered in the statement that takes it where the dialect folds the two;
@@ -351,15 +353,17 @@ class SessionLocker final : public Locker {
   std::optional<HeldRun> held_;
   std::optional<failover::Admitted> admitted_;  // the failover gate found open on book_
   bool take_prepared_ = false;                  // session_take made ready for a waiter (attempt)
+  failover::ReadCheck serving_;                 // make_session_locker's `serving`
 };
 
 }  // namespace
 
 std::unique_ptr<Locker> make_session_locker(Strategy strategy, std::unique_ptr<HolderSession> holder,
                                             const LockStatements& lock, std::shared_ptr<Session> book,
-                                            const LeaseStatements& statements, std::string prefix, int keep) {
+                                            const LeaseStatements& statements, std::string prefix, int keep,
+                                            failover::ReadCheck serving) {
   return std::make_unique<SessionLocker>(strategy, std::move(holder), lock, std::move(book), statements,
-                                         std::move(prefix), keep);
+                                         std::move(prefix), keep, std::move(serving));
 }
 
 }  // namespace dblock::sql

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/locker.hpp"
+#include "core/sql/failover.hpp"
 #include "core/sql/statements.hpp"
 
 namespace dblock::sql {
@@ -50,9 +51,11 @@ class HolderSession {
 /// The locker of `strategy` (a session strategy): the server lock in `holder` with `lock`, the
 /// token and history on `book` (which may be the holder's own session when the lock is held
 /// outside a transaction) with `statements`. `prefix` is the table prefix (release_channel),
-/// `keep` the history rows kept per key.
+/// `keep` the history rows kept per key. `serving`, when set, judges the failover record's read
+/// on `book` before the first take on each of its connections (SqlBackend::serving_check).
 std::unique_ptr<Locker> make_session_locker(Strategy strategy, std::unique_ptr<HolderSession> holder,
                                             const LockStatements& lock, std::shared_ptr<Session> book,
-                                            const LeaseStatements& statements, std::string prefix, int keep);
+                                            const LeaseStatements& statements, std::string prefix, int keep,
+                                            failover::ReadCheck serving = {});
 
 }  // namespace dblock::sql

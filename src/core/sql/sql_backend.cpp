@@ -60,6 +60,14 @@ Result<std::unique_ptr<Locker>> SqlBackend::make_locker(Strategy strategy) {
   return make_lease_locker(*s, lease_, options_.table_prefix, options_.history_keep);
 }
 
+failover::ReadCheck SqlBackend::serving_check(Strategy strategy,
+                                              std::function<Result<std::unique_ptr<Session>>()> open_other) const {
+  if (!is_session_strategy(strategy) || doctor_.session_id.empty()) return {};
+  return [strategy, session_id = doctor_.session_id, open_other = std::move(open_other)](Session& s, const Rows::Row& row) {
+    return session_strategy_answered(s, row, 7, "failover.read", session_id, strategy, open_other);
+  };
+}
+
 Result<std::vector<LockStatus>> SqlBackend::status(std::span<const std::string> keys) {
   auto s = session();
   if (!s) return std::unexpected(s.error());

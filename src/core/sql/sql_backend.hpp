@@ -5,6 +5,7 @@
 // only what is its own: its session (and when it opens one again, or a second one), and its
 // session strategies' locker.
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -50,6 +51,14 @@ class SqlBackend : public Backend {
   /// holder's session and returns once that session is gone and the lock free (within the I/O
   /// timeout); a key the named holder does not hold is ErrorKind::lost, unless --force.
   virtual Result<void> release_held(const std::string& key, const HolderSelector& who);
+
+  /// For a dialect whose failover record's read also says who serves the session and whether it
+  /// is a Galera node (FailoverStatements::read, DoctorStatements::serving empty): the check
+  /// make_locker runs otherwise, on that read instead (make_session_locker's `serving`), a
+  /// statement less. `open_other` opens a second session (another_session), the locker may
+  /// outlive this Backend.
+  failover::ReadCheck serving_check(Strategy strategy,
+                                    std::function<Result<std::unique_ptr<Session>>()> open_other) const;
 
   /// A session of its own on the same database, for doctor's pooler check (pooler.hpp).
   virtual Result<std::unique_ptr<Session>> another_session() {

@@ -70,6 +70,7 @@ class Rows {
     std::string text(int column) const override { return cell(column).value_or(std::string()); }
     /// A boolean column reads as 1 or 0 whatever the dialect spells it ('t', 'true').
     std::int64_t int64(int column) const override;
+    int columns() const { return static_cast<int>(cells_->size()); }
 
    private:
     const Cell& cell(int column) const { return (*cells_)[static_cast<std::size_t>(column)]; }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/sql/pooler.hpp"
 #include "core/sql/session_locker.hpp"
 #include "support/scripted_session.hpp"
 
@@ -195,4 +196,65 @@ TEST_CASE("a take whose row another strategy's holder keeps is refused (config) 
   CHECK(got.error().message.find("taken with --strategy lease") != std::string::npos);
   CHECK(got.error().message.find("asked for --strategy advisory") != std::string::npos);
   CHECK(h.session.runs["lock.advisory_give_back"] == 1);
+}
+
+namespace {
+
+// A for-update locker whose bookkeeping session reads the failover record with who serves it
+// (`serving`) and whether it is a Galera node (`galera`), and judges that read (MySQL's way:
+// SqlBackend::serving_check) before the first take. The session was handed id 7 at start-up.
+struct Judged {
+  std::shared_ptr<testing::ScriptedSession> book = std::make_shared<testing::ScriptedSession>();
+  ScriptedHolder* holder = nullptr;
+  std::unique_ptr<Locker> l;
+
+  Judged(std::int64_t serving, bool galera) {
+    book->started = 7;
+    book->answers["failover.read"] = testing::row_of({"inc", "inc", std::nullopt, "5", std::nullopt, "1000", "60000",
+                                                      std::to_string(serving), galera ? "1" : "0"});
+    book->answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
+    book->answers["doctor.session_id"] = testing::row_of({std::to_string(serving == 7 ? 7 : serving + 1)});
+    auto h = std::make_unique<ScriptedHolder>();
+    h->session.answers["lock.claim_nowait"] = testing::row_of({"1"}, 1);
+    holder = h.get();
+    sql::LeaseStatements st = statements();
+    st.failover.read = {"failover.read", "read"};
+    st.failover.create = {"failover.create", "create"};
+    st.failover.max_token = {"failover.max_token", "max"};
+    st.failover.move = {"failover.move", "move"};
+    st.failover.raise_ttl = {"failover.raise_ttl", "raise"};
+    const sql::Statement session_id{"doctor.session_id", "SELECT id"};
+    auto check = [session_id](sql::Session& s, const sql::Rows::Row& row) {
+      return sql::session_strategy_answered(s, row, 7, "failover.read", session_id, Strategy::for_update,
+                                            []() -> Result<std::unique_ptr<sql::Session>> {
+                                              return fail(ErrorKind::connection, "no second session");
+                                            });
+    };
+    l = sql::make_session_locker(Strategy::for_update, std::move(h), lock_statements(), book, st, "dblock_", 10, check);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a session strategy judged on the failover record's read: the session it was given answers, it takes") {
+  Judged j(7, false);
+  auto got = j.l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  REQUIRE(got);
+  CHECK(got->state == AcquireOutcome::State::acquired);
+  CHECK(j.book->runs["failover.read"] == 1);
+  CHECK(j.book->runs["doctor.session_id"] == 0);  // no statement of its own
+  CHECK(j.book->seen_direct > 0);
+}
+
+TEST_CASE("a session strategy judged on the failover record's read: a Galera node, or transaction pooling, is refused "
+          "(config) before the lock is taken") {
+  for (auto [serving, galera] : {std::pair{7, true}, std::pair{3, false}}) {
+    Judged j(serving, galera);  // 3: a pooler's session, then another (transaction pooling)
+    auto got = j.l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+    REQUIRE_FALSE(got);
+    CHECK(got.error().kind == ErrorKind::config);
+    CHECK(got.error().message.find(galera ? "Galera" : "transaction pooling") != std::string::npos);
+    CHECK(j.holder->execs.empty());  // nothing taken
+    CHECK(j.book->runs["session.take"] == 0);
+  }
 }
