@@ -442,7 +442,11 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   // CREATE TABLE IF NOT EXISTS races on the catalog (unique violation on pg_type) when several
   // processes create at once: an advisory transaction lock makes them take turns. Its id is a
   // number computed here, not user text.
-  s.begin = "BEGIN; SELECT pg_advisory_xact_lock(" + std::to_string(key_hash(options.table_prefix, "\x01schema")) + ")";
+  // READ COMMITTED whatever the role's default: the shape read after the CREATEs must see a
+  // table a racer committed while this one waited for the lock, which a REPEATABLE READ or
+  // SERIALIZABLE snapshot (taken by the lock's SELECT, before the wait) would not.
+  s.begin = "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock(" +
+            std::to_string(key_hash(options.table_prefix, "\x01schema")) + ")";
   // name is COLLATE "C" so keys compare byte-wise; timestamps keep milliseconds, in UTC.
   s.create = {
       "CREATE TABLE IF NOT EXISTS " + t.locks +
