@@ -78,6 +78,22 @@ fi
 free_space
 assert_status "the unreleased lease is still held" 0 dblock status -q "$k"
 
+# A waiter on a full disk makes the wake file its waiters sleep on (<database>-wake): a file
+# whose pages cannot be allocated. It must find that out when it makes the file, and wait by
+# polling; a sparse file (ftruncate) mapped and touched killed it with SIGBUS (exit 135).
+k2=$(key full-waiter)
+token2=$(dblock acquire "$k2" --ttl 1m)
+rm -f "$db-wake"
+fill
+st=0
+dblock run -w 1 "$k2" -- true 2>"$E2E_TMP/err" || st=$?
+case $st in
+  69 | 75) pass "a waiter on a full disk, no wake file yet: exit $st, no crash" ;;
+  *) fail "a waiter on a full disk, no wake file yet: exit $st (135 is SIGBUS): $(cat "$E2E_TMP/err")" ;;
+esac
+free_space
+assert_status "the waiter's key is released once there is space" 0 dblock release "$k2" --token "$token2"
+
 assert_eq "integrity_check after the disk was full" ok "$(sqlite3 "$db" 'PRAGMA integrity_check')"
 for i in 1 2 3; do
   assert_status "run $i after space was freed" 0 dblock run -w 20 "$k" -- "$ORACLE_JOB" "$log" 0.1

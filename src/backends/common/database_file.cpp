@@ -460,10 +460,15 @@ std::uint32_t* WakeWords::word(const std::string& key, bool create) {
     if (ok && st.st_size == 0) {
       // root's is handed to the database's owner, as SQLite does with its own files
       if (::geteuid() == 0 && db.st_uid != 0) (void)::fchown(fd, db.st_uid, db.st_gid);
-      ok = ::fchmod(fd, mode) == 0 && ::ftruncate(fd, static_cast<off_t>(wake_file_size)) == 0;
+      ok = ::fchmod(fd, mode) == 0;
     } else if (ok) {
       ok = st.st_size == static_cast<off_t>(wake_file_size);
     }
+    // Blocks allocated now, not sizes promised: a page of a sparse file that the file system
+    // cannot back (full disk) raises SIGBUS when the mapping touches it. So the file is
+    // grown with posix_fallocate, and one made sparse by an older dblock is filled in; on a
+    // full disk that fails here, and the waiter polls instead.
+    ok = ok && ::posix_fallocate(fd, 0, static_cast<off_t>(wake_file_size)) == 0;
     void* map = ok ? ::mmap(nullptr, wake_file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
     ::close(fd);
     if (map == MAP_FAILED) {
