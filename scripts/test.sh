@@ -4,6 +4,8 @@
 # MariaDB and PostgreSQL, stops the servers. Exits non-zero on any failure.
 #   scripts/test.sh              everything
 #   scripts/test.sh -R sqlite    extra arguments go to ctest
+#   scripts/test.sh --soak 1h    only the adversary farm (tests/adversary), for that long,
+#                                going on after a breach; for before a release
 # The failover tests (label cluster) start clusters of their own (scripts/test-cluster.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +15,12 @@ scripts/install-deps.sh --check 2>/dev/null || scripts/install-deps.sh
 build=${DBLOCK_BUILD_DIR:-build}
 cmake -S . -B "$build" -G Ninja -DDBLOCK_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C "$build"
+
+if [ "${1:-}" = --soak ]; then
+  [ $# -eq 2 ] || { echo "usage: scripts/test.sh --soak DURATION (e.g. 1h)" >&2; exit 64; }
+  # The farm starts servers of its own; it prints its seeds, every breach and a summary.
+  exec python3 tests/adversary/adversary.py --soak --budget "$2" --fresh --dblock "$build/dblock"
+fi
 
 trap 'scripts/test-servers.sh stop' EXIT
 # Not `eval "$(... start)"`: eval of an empty string succeeds, so a failed start would go on

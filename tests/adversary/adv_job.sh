@@ -15,11 +15,14 @@
 dir=$1 key=$2 count=$3 secs=$4
 shift 4
 now() { LD_PRELOAD='' FAKETIME='' date +%s%N; }
-tok=${DBLOCK_TOKEN:-?} slot=${DBLOCK_SLOT:-0} run=${ADV_RUN:-?}
-breach() { echo "$* (key $key, token $tok, slot $slot, count $count, run $run, at $(now))" >>"$dir/over"; }
+tok=${DBLOCK_TOKEN:-?} slot=${DBLOCK_SLOT:-0} run=${ADV_RUN:-?} way=${ADV_WAY:-?}
+breach() { echo "$* (key $key, token $tok, slot $slot, count $count, run $run, $way, at $(now))" >>"$dir/over"; }
 
 exec {s}>>"$dir/$key.slot.$slot"
-flock -n "$s" || breach "slot already held by a live process tree of another run"
+if ! flock -n "$s"; then
+  breach "slot already held by a live process tree: $(cat "$dir/$key.slot.$slot.who" 2>/dev/null)"
+fi
+echo "run $run, $way, count $count, token $tok" >"$dir/$key.slot.$slot.who"
 [ "$count" = 0 ] || [ "$slot" -lt "$count" ] || breach "slot $slot is not below the slot count"
 
 # The key's checks one job at a time (a mutex held for milliseconds, never across the run).

@@ -126,7 +126,10 @@ def draw_host(r, backend, keys):
 
 
 def draw_fault(r, backend, hosts, duration):
-    kinds = FAULTS_ALL + (FAULTS_SQLITE if backend == "sqlite" else FAULTS_SERVER)
+    # A full disk needs a tmpfs mounted, so root: as another user the draw leaves it out (and
+    # a seed then draws another round than as root).
+    sqlite = FAULTS_SQLITE if os.geteuid() == 0 else []
+    kinds = FAULTS_ALL + (sqlite if backend == "sqlite" else FAULTS_SERVER)
     f = {"at": round(r.uniform(0.5, duration - 0.5), 2), "kind": r.choice(kinds), "host": r.randrange(len(hosts))}
     if f["kind"] in ("stop_dblock", "stop_group", "link_freeze", "disk_full"):
         f["secs"] = r.choice([0.5, 2, 5, 12])
@@ -174,7 +177,8 @@ def key_counts(plan):
 # ---------------------------------------------------------------- shrinking
 
 def simpler(plan):
-    """Smaller variants of a failing round, most promising first."""
+    """Smaller variants of a failing round, the boldest first: no faults at all, a shorter
+    round, a host fewer, a fault fewer, a host with every option at its default, one option."""
     out = []
 
     def variant(change):
@@ -182,21 +186,27 @@ def simpler(plan):
         change(p)
         out.append(p)
 
-    for i in range(len(plan["faults"])):
-        variant(lambda p, i=i: p["faults"].pop(i))
+    if len(plan["faults"]) > 1:
+        variant(lambda p: p.__setitem__("faults", []))
+    if plan["duration"] > 6:
+        variant(lambda p: p.__setitem__("duration", max(6, round(p["duration"] * 0.6, 1))))
     if len(plan["hosts"]) > 2:
         for i in range(len(plan["hosts"])):
             def drop(p, i=i):
                 p["hosts"].pop(i)
                 p["faults"] = [dict(f, host=f["host"] - (f["host"] > i)) for f in p["faults"] if f["host"] != i]
             variant(drop)
+    for i in range(len(plan["faults"])):
+        variant(lambda p, i=i: p["faults"].pop(i))
     defaults = {"mode": "run", "nested": None, "dsn_source": "flag", "pooler": None, "strategy_source": "flag",
                 "min_hold": 0, "min_interval": 0, "wait": None, "E": None, "clock": False, "table_format": "dblock",
                 "slots": None, "pause": [0.0, 0.2]}
     for i, h in enumerate(plan["hosts"]):
-        for field, value in defaults.items():
-            if h.get(field) != value:
-                variant(lambda p, i=i, field=field, value=value: p["hosts"][i].__setitem__(field, value))
+        changed = {f: v for f, v in defaults.items() if h.get(f) != v}
+        if len(changed) > 1:
+            variant(lambda p, i=i, changed=changed: p["hosts"][i].update(changed))
+        for field, value in changed.items():
+            variant(lambda p, i=i, field=field, value=value: p["hosts"][i].__setitem__(field, value))
         if h["nested"]:
             for field, value in (("strategy", None), ("slots", None), ("dsn", "inherit")):
                 if h["nested"][field] != value:
@@ -204,8 +214,6 @@ def simpler(plan):
         if len(h["keys"]) > 1:
             for k in h["keys"]:
                 variant(lambda p, i=i, k=k: p["hosts"][i]["keys"].remove(k))
-    if plan["duration"] > 6:
-        variant(lambda p: p.__setitem__("duration", max(6, round(p["duration"] * 0.6, 1))))
     return out
 
 
@@ -414,7 +422,7 @@ class Round:
         env = {"PATH": f"{self.farm.bindir}:/usr/local/bin:/usr/bin:/bin", "HOME": os.path.join(hd, "home"),
                "XDG_CONFIG_HOME": os.path.join(hd, "config"), "XDG_DATA_HOME": os.path.join(hd, "data"),
                "XDG_STATE_HOME": os.path.join(hd, "state"), "LANG": "C.UTF-8", "ADV_RUN": run_id,
-               "DBLOCK_TABLE_PREFIX": self.farm.prefix}
+               "DBLOCK_TABLE_PREFIX": self.farm.prefix, "ADV_WAY": self.way(h)}
         if h["dsn_source"] == "env":
             env["DBLOCK_DSN"] = self.dsn_of(i)
         if h["dsn_source"] == "file_env":
@@ -465,10 +473,15 @@ class Round:
             if n["strategy"]:
                 inner = dict(inner, strategy=n["strategy"], strategy_source="flag")
             isecs = max(0.1, secs * rng.uniform(0.3, 0.9))
-            cmd += ["dblock"] + self.global_opts(i, inner, dsn=n["dsn"] == "same", strategy=bool(n["strategy"])) + \
+            cmd += ["env", f"ADV_WAY={self.way(inner)} (nested)", "dblock"] + self.global_opts(i, inner, dsn=n["dsn"] == "same", strategy=bool(n["strategy"])) + \
                 ["run"] + self.run_opts(inner) + [self.keyname[n["key"]], "--",
                                                   JOB, self.oracle, n["key"], str(n["slots"] or 0), f"{isecs:.2f}"]
         return cmd
+
+    @staticmethod
+    def way(h):
+        """How a host locks, as the oracle's breach lines name it."""
+        return f"{h['strategy']}/{h['table_format']}/{h['mode']}" + (f"/slots {h['slots']}" if h["slots"] else "")
 
     def shell_script(self, i, h, key, secs):
         """The README's acquire / renew / release pattern, its steps the oracle's job."""
@@ -796,8 +809,9 @@ def shrink(farm, plan, budget, tries, out):
     return best, last
 
 
-def replay_command(plan):
-    return f"tests/adversary/adversary.py --repeat 5 --plan {shlex.quote(json.dumps(plan, separators=(',', ':')))}"
+def replay_command(plan, dblock):
+    return (f"tests/adversary/adversary.py --dblock {shlex.quote(dblock)} --repeat 5"
+            f" --plan {shlex.quote(json.dumps(plan, separators=(',', ':')))}")
 
 
 def main():
@@ -818,8 +832,20 @@ def main():
     if not os.access(args.dblock, os.X_OK):
         print(f"adversary: no dblock binary at {args.dblock} (build it, or give --dblock)", file=sys.stderr)
         return 2
+    missing = [f"{tool} (Debian package {pkg})" for tool, pkg, need in (
+        ("flock", "util-linux", True), ("setpriv", "util-linux", os.geteuid() == 0),
+        ("psql", "postgresql-client", "postgres" in backends), ("mariadb", "mariadb-client", "mysql" in backends),
+        ("faketime", "faketime", True)) if need and not shutil.which(tool)]
     out = sys.stdout
+    # SIGTERM (ctest's timeout, a kill by pid) ends it through `finally`: the servers stop.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     farm = Farm(args)
+    if not farm.libfaketime:
+        missing.append("libfaketime.so.1 (Debian package libfaketime)")
+    if missing:
+        print(f"adversary: missing {', '.join(missing)}: scripts/install-deps.sh installs them", file=sys.stderr)
+        farm.cleanup()
+        return 2
     try:
         if args.plan:
             text = open(args.plan).read() if os.path.exists(args.plan) else args.plan
@@ -866,14 +892,15 @@ def main():
                 continue
             failed.append(seed)
             rnd.report(out)
-            out.write(f"  replay: {replay_command(plan)}\n")
-            out.write(f"  or: tests/adversary/adversary.py --seeds {seed} --budget 1 --backends {','.join(backends)}\n")
+            out.write(f"  replay: {replay_command(plan, args.dblock)}\n")
+            out.write(f"  or: tests/adversary/adversary.py --dblock {shlex.quote(args.dblock)} --seeds {seed} --budget 1"
+                      f" --backends {','.join(backends)}\n")
             if args.shrink > 0:
                 small, srnd = shrink(farm, plan, args.shrink, args.tries, out)
                 if srnd:
                     out.write("  shrunk to:\n")
                     srnd.report(out)
-                    out.write(f"  replay the shrunk round: {replay_command(small)}\n")
+                    out.write(f"  replay the shrunk round: {replay_command(small, args.dblock)}\n")
             out.flush()
             if not args.soak:
                 break
