@@ -251,6 +251,7 @@ class Farm:
         self.faults = collections.Counter()
         self.refusals = collections.Counter()
         self.exits = collections.Counter()
+        self.live = set()   # hosts' dblocks running now, ended (by group) if the farm is stopped
 
     def start_servers(self, backends):
         if not any(b in ("mysql", "postgres") for b in backends):
@@ -297,6 +298,11 @@ class Farm:
         return out.stdout.strip() if out.returncode == 0 else None
 
     def cleanup(self):
+        for p in list(self.live):
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self.stop_servers()
         if not self.args.keep:
             shutil.rmtree(self.base, ignore_errors=True)
@@ -522,10 +528,12 @@ DBLOCK_TOKEN=$token {step}
                                      stdout=subprocess.DEVNULL, stderr=ef, cwd=self.hostdirs[i], start_new_session=True)
             with self.lock:
                 self.current[i] = (p, run_id)
+            self.farm.live.add(p)
             self.event(i, f"{run_id} {key} starts")
             rc = p.wait()
             with self.lock:
                 self.current.pop(i, None)
+            self.farm.live.discard(p)
             self.runs.append({"host": i, "run": run_id, "key": key, "rc": rc, "secs": round(now() - t, 2),
                               "err": err, "argv": argv})
             self.event(i, f"{run_id} {key} exits {rc}")
@@ -698,7 +706,10 @@ DBLOCK_TOKEN=$token {step}
         over = os.path.join(self.oracle, "over")
         if os.path.exists(over):
             for line in open(over):
-                self.breach("overlap" if "token" not in line.split("(")[0] else "token", line.strip())
+                kind = ("overlap" if line.startswith("slot already held") else
+                        "slot counts" if line.startswith("runs while") else
+                        "slot number" if "not below" in line else "token")
+                self.breach(kind, line.strip())
         starts = collections.Counter()
         for line in open(os.path.join(self.oracle, "log")):
             parts = line.split()
