@@ -428,7 +428,7 @@ class Round:
         env = {"PATH": f"{self.farm.bindir}:/usr/local/bin:/usr/bin:/bin", "HOME": os.path.join(hd, "home"),
                "XDG_CONFIG_HOME": os.path.join(hd, "config"), "XDG_DATA_HOME": os.path.join(hd, "data"),
                "XDG_STATE_HOME": os.path.join(hd, "state"), "LANG": "C.UTF-8", "ADV_RUN": run_id,
-               "DBLOCK_TABLE_PREFIX": self.farm.prefix, "ADV_WAY": self.way(h)}
+               "DBLOCK_TABLE_PREFIX": self.farm.prefix + h.get("prefix", ""), "ADV_WAY": self.way(h)}
         if h["dsn_source"] == "env":
             env["DBLOCK_DSN"] = self.dsn_of(i)
         if h["dsn_source"] == "file_env":
@@ -838,6 +838,8 @@ def main():
     ap.add_argument("--plan", help="replay this round (a JSON file or text) instead of drawing")
     ap.add_argument("--repeat", type=int, default=1, help="with --plan: up to N times, until it fails")
     ap.add_argument("--keep", action="store_true", help="keep the rounds' directories")
+    ap.add_argument("--self-test", action="store_true",
+                    help="one round the oracle must fail: two hosts whose table prefixes differ (two tables, two holders)")
     args = ap.parse_args()
     backends = args.backends.split(",")
     if not os.access(args.dblock, os.X_OK):
@@ -858,6 +860,21 @@ def main():
         farm.cleanup()
         return 2
     try:
+        if args.self_test:
+            host = {"mode": "run", "dsn_source": "flag", "pooler": None, "strategy": "lease", "strategy_source": "flag",
+                    "table_format": "dblock", "slots": None, "ttl": 6, "min_hold": 0, "min_interval": 0, "wait": None,
+                    "E": None, "keys": ["k0"], "job": [0.3, 1.0], "pause": [0.0, 0.1], "clock": False, "nested": None}
+            plan = {"seed": 0, "backend": "sqlite", "keys": ["k0"], "duration": 6,
+                    "hosts": [host, dict(host, prefix="other_")], "faults": []}
+            clean, rnd = run_round(farm, plan, "selftest")
+            kinds = {k for k, _ in rnd.breaches}
+            out.write(f"self-test: {rnd.stats['runs']} runs, {rnd.stats['started']} started, breaches {sorted(kinds)}\n")
+            if "overlap" in kinds and "token" in kinds:
+                out.write("self-test: the oracle saw two holders of one key (two tables), and tokens given twice\n")
+                return 0
+            rnd.report(out)
+            out.write("self-test: FAILED: two hosts on two tables ran one key side by side unseen\n")
+            return 1
         if args.plan:
             text = open(args.plan).read() if os.path.exists(args.plan) else args.plan
             plan = json.loads(text)
