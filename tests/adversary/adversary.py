@@ -156,6 +156,8 @@ def draw_round(seed, backends):
             h.update(strategy="lease", slots=None, nested=None)
         if h["dsn_source"] == "multihost":
             h["pooler"] = None
+        if h["slots"]:
+            h["min_interval"] = 0  # refused (64) before anything starts: a round of usage errors teaches little
         hosts.append(h)
     duration = round(r.uniform(8, 16), 1)
     faults = [draw_fault(r, backend, hosts, duration) for _ in range(r.choice([0, 1, 2, 3, 4, 6]))]
