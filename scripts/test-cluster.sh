@@ -605,7 +605,6 @@ case "$verb" in
   start)
     mode=${2:-pg-async}
     case "$mode" in pg-async | pg-sync | galera) ;; *) usage ;; esac
-    [ "$(id -u)" -eq 0 ] || { say "run as root"; exit 1; }
     # A state file given that names a cluster (its temp dir still there, even with nothing left
     # running) is someone's: refused, never stopped. An empty one, or a stale one whose dir is
     # gone, is taken.
@@ -615,6 +614,7 @@ case "$verb" in
         "(a state file of its own) or with another"
       exit 1
     fi
+    [ "$(id -u)" -eq 0 ] || { say "run as root"; exit 1; }
     dir=$(mktemp -d /tmp/dblock-test-cluster.XXXXXX)
     chmod 755 "$dir"
     [ -n "$state_file" ] || state_file=$dir.state

@@ -6,7 +6,6 @@
 # cluster is started: the "cluster" is a sleep in a temp dir, and a failing mktemp first on PATH
 # ends any start that gets past the check.
 source "$(dirname "$0")/lib.sh"
-[ "$(id -u)" -eq 0 ] || skip_or_fail "test-cluster.sh start runs as root only"
 ctl=$DBLOCK_SOURCE_DIR/scripts/test-cluster.sh
 
 stub=$E2E_TMP/stub
@@ -46,7 +45,11 @@ check "the other cluster's process still runs" running "$sleeper"
 # start goes on to make its temp dir (where the stub stops it).
 : >"$E2E_TMP/empty.state"
 DBLOCK_TEST_CLUSTER_STATE=$E2E_TMP/empty.state PATH="$stub:$PATH" "$ctl" start pg-async >/dev/null 2>"$E2E_TMP/err"
-check "an empty state file is taken (start reaches mktemp)" grep -q "stub mktemp" "$E2E_TMP/err"
+if [ "$(id -u)" -eq 0 ]; then
+  check "an empty state file is taken (start reaches mktemp)" grep -q "stub mktemp" "$E2E_TMP/err"
+else
+  check "an empty state file is taken (start reaches its root check)" grep -q "run as root" "$E2E_TMP/err"
+fi
 
 # The named cluster is stopped when asked by its state file (what stop is for).
 DBLOCK_TEST_CLUSTER_STATE=$state "$ctl" stop 2>"$E2E_TMP/err"
