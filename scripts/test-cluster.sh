@@ -12,6 +12,8 @@
 #     galera: a three-node MariaDB Galera cluster (galera-4, rsync SST), nodes 1, 2, 3.
 #   scripts/test-cluster.sh stop          stops everything it started, removes the temp dir
 #   scripts/test-cluster.sh env           the assignments again
+# start prints DBLOCK_TEST_CLUSTER_STATE among its assignments (eval them): the state file that
+# names its cluster, which every other verb needs (stop included).
 # Fault helpers (each returns once the cluster is in the state it names):
 #   leader                      the Patroni leader's name (pg1 or pg2)
 #   kill-leader                 SIGKILL of the leader's postmaster, its Patroni and every process
@@ -25,13 +27,18 @@
 #   kill-node N / start-node N  Galera: SIGKILL of node N's mariadbd / starts it again (rejoins)
 #   restart                     the whole cluster down (all members) and up again
 # Every verb finds the cluster through the state file (DBLOCK_TEST_CLUSTER_STATE). One cluster
-# per state file: tests that each want their own cluster give each its own state file.
+# per state file: start without one makes a state file of its own, so two invocations (two
+# users, two tests) never share a cluster, and start never stops a cluster: given a state file
+# that already names one, it refuses. No verb falls back to a default state file, which could
+# name someone else's cluster.
 # Must run as root (PostgreSQL and Patroni run as postgres, MariaDB as mysql). It only binds
 # 127.0.0.1 and only ever signals processes it started (found through its own temp dir).
 set -euo pipefail
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
-state_file=${DBLOCK_TEST_CLUSTER_STATE:-/tmp/dblock-test-cluster.state}
+state_file=${DBLOCK_TEST_CLUSTER_STATE:-}
+# Where versions before per-invocation state kept it; only named in a hint, never acted on.
+legacy_state=/tmp/dblock-test-cluster.state
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 proxy=$here/../tests/faults/proxy.py
 password=dblock-test-pw
@@ -105,6 +112,14 @@ stop_pid() {
   wait_until "$2" all_gone "$1" && return 0
   kill -9 "$1" 2>/dev/null || true
   wait_until 10 all_gone "$1" || true
+}
+
+# need_state VERB: exits unless a state file is named (start's assignments export it).
+need_state() {
+  [ -n "$state_file" ] && return 0
+  say "$1: which cluster? Set DBLOCK_TEST_CLUSTER_STATE to the state file its start printed (eval start's output)"
+  [ -f "$legacy_state" ] && say "an older test-cluster.sh left $legacy_state: DBLOCK_TEST_CLUSTER_STATE=$legacy_state $0 $1"
+  exit 1
 }
 
 cluster_dir() {
@@ -580,16 +595,31 @@ usage() {
   exit 64
 }
 
-case "${1:-}" in
+verb=${1:-}
+# Every verb but start acts on the cluster its state file names: none named, none acted on.
+case "$verb" in
+  stop | env | leader | kill-leader | wait-leader | kill-member | start-member | wait-replica | \
+    freeze-replication | thaw-replication | kill-node | start-node | restart) need_state "$verb" ;;
+esac
+case "$verb" in
   start)
     mode=${2:-pg-async}
     case "$mode" in pg-async | pg-sync | galera) ;; *) usage ;; esac
+    # A state file given that names a cluster (its temp dir still there, even with nothing left
+    # running) is someone's: refused, never stopped. An empty one, or a stale one whose dir is
+    # gone, is taken.
+    if [ -n "$state_file" ] && named=$(cat "$state_file" 2>/dev/null) && [ -n "$named" ] && [ -d "$named" ]; then
+      say "$state_file already names a cluster ($named), and start never stops a cluster it did not start:" \
+        "stop that one (DBLOCK_TEST_CLUSTER_STATE=$state_file $0 stop), or start without DBLOCK_TEST_CLUSTER_STATE" \
+        "(a state file of its own) or with another"
+      exit 1
+    fi
     [ "$(id -u)" -eq 0 ] || { say "run as root"; exit 1; }
-    stop_all
     dir=$(mktemp -d /tmp/dblock-test-cluster.XXXXXX)
     chmod 755 "$dir"
+    [ -n "$state_file" ] || state_file=$dir.state
     echo "$dir" >"$state_file"
-    : >"$dir/env"
+    echo "DBLOCK_TEST_CLUSTER_STATE=$state_file" >"$dir/env"
     if [ "$mode" = galera ]; then
       start_galera "$dir" || { stop_all; exit 1; }
     else

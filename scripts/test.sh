@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh --check 2>/dev/null || scripts/install-deps.sh
 
 build=${DBLOCK_BUILD_DIR:-build}
-cmake -S . -B "$build" -G Ninja -DDBLOCK_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B "$build" -G Ninja -DDBLOCK_WERROR=ON -DDBLOCK_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C "$build"
 
 if [ "${1:-}" = --soak ]; then
@@ -60,7 +60,7 @@ ctest --test-dir "$build" --output-on-failure --no-tests=error -j "${DBLOCK_TEST
 # The same code under AddressSanitizer and UBSan: unit tests and every backend's conformance
 # suite (the end-to-end scripts time processes, which sanitizers slow down too much to be fair).
 if [ "${DBLOCK_SANITIZE_BUILD:-1}" = 1 ] && [ $# -eq 0 ]; then
-  cmake -S . -B "$build-asan" -G Ninja -DDBLOCK_WERROR=ON -DDBLOCK_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+  cmake -S . -B "$build-asan" -G Ninja -DDBLOCK_WERROR=ON -DDBLOCK_BUILD_TESTS=ON -DDBLOCK_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
   ninja -C "$build-asan" dblock_unit_tests dblock_backend_unit_tests dblock_conformance
   ctest --test-dir "$build-asan" --output-on-failure --no-tests=error -R '^(unit|conformance\.)' -j 2
 fi

@@ -19,6 +19,8 @@ struct BackendDescriptor {
   std::string_view module;                    // "dblock-mysql.so"; empty: linked into the executable
   std::string_view package;                   // the Debian package that ships it
   char identifier_quote;                      // how its SQL quotes a table name (quote_identifier)
+  bool server_clock;                          // leases in the server's time; false: each host's
+                                              // CLOCK_BOOTTIME (SQLite has no server, dblock(1))
 };
 
 }  // namespace dblock

@@ -76,12 +76,21 @@ CommandAction define_doctor(CLI::App&) {
         std::ranges::sort(rtts);
         checks.push_back({"connect", true, "connected to " + dsn.redacted + " in " + format_duration(connect_time) +
                                                ", round trip " + std::to_string(rtts[1]) + "ms"});
-        bool clock_ok = std::llabs(skew) <= clock_tolerance_ms;
-        checks.push_back({"clock", clock_ok,
-                          "database clock is " + format_duration(Millis(std::llabs(skew))) +
-                              (skew >= 0 ? " ahead of" : " behind") + " this host" +
-                              (clock_ok ? " (dblock uses database time for leases)"
-                                        : "; fix NTP, or use --min-hold to cover crontabs that fire apart")});
+        // What is true of the backend at hand: a server's clock judges leases; SQLite's "now" is
+        // this process's own wall clock, so a skew is always about 0 and says nothing.
+        if (!entry || entry->server_clock) {
+          bool clock_ok = std::llabs(skew) <= clock_tolerance_ms;
+          checks.push_back({"clock", clock_ok,
+                            "database clock is " + format_duration(Millis(std::llabs(skew))) +
+                                (skew >= 0 ? " ahead of" : " behind") + " this host" +
+                                (clock_ok ? " (dblock uses database time for leases)"
+                                          : "; fix NTP, or use --min-hold to cover crontabs that fire apart")});
+        } else {
+          checks.push_back({"clock", true,
+                            "the " + dsn.backend + " backend has no server clock: expiry, --min-hold and --min-interval follow "
+                            "CLOCK_BOOTTIME on this host (no wall-clock step moves it); the times status and history "
+                            "show are this host's wall clock"});
+        }
         auto schema = backend.check_schema();
         checks.push_back({"tables", schema.has_value(),
                           schema ? context.options.table_prefix + "locks and " + context.options.table_prefix +

@@ -24,7 +24,9 @@ CommandAction define_release(CLI::App& sub) {
     if (!args->holder.force) require_lease(context, "release");
     HolderSelector who = holder_selector(args->holder);
     auto backend = context.open();
-    for (const auto& row : holder_rows(*backend, args->key, who)) value_or_throw(backend->release(row, who));
+    for (const auto& row : holder_rows(*backend, args->key, who))
+      if (auto released = backend->release(row, who); !released)
+        throw FatalError{explain_lost(*backend, row, who, "release", released.error())};
     log::verbose("released " + args->key);
     return exit_ok;
   };

@@ -28,7 +28,9 @@ CommandAction define_renew(CLI::App& sub) {
     Millis ttl = duration_option("--ttl", args->ttl);
     if (ttl < Millis(1000)) throw FatalError{{ErrorKind::usage, "--ttl must be at least 1s"}};
     auto backend = context.open(ttl);
-    for (const auto& row : holder_rows(*backend, args->key, who)) value_or_throw(backend->renew(row, who, ttl));
+    for (const auto& row : holder_rows(*backend, args->key, who))
+      if (auto renewed = backend->renew(row, who, ttl); !renewed)
+        throw FatalError{explain_lost(*backend, row, who, "renew", renewed.error())};
     log::verbose("renewed " + args->key + " for " + format_duration(ttl));
     return exit_ok;
   };

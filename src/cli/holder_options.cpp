@@ -1,9 +1,12 @@
 #include "cli/holder_options.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #include "cli/commands.hpp"
 #include "cli/semaphore_view.hpp"
+#include "core/acquire_loop.hpp"
+#include "core/duration.hpp"
 #include "core/semaphore.hpp"
 #include "core/sql/lock_rows.hpp"
 
@@ -44,6 +47,35 @@ std::vector<std::string> holder_rows(Backend& backend, const std::string& key, c
   if (rows.empty())
     throw FatalError{{ErrorKind::lost, "no slot of the semaphore '" + key + "' is held by " + rows::describe(who)}};
   return rows;
+}
+
+Error explain_lost(Backend& backend, const std::string& key, const HolderSelector& who, std::string_view command,
+                  Error lost) {
+  if (lost.kind != ErrorKind::lost || who.force || (!who.owner && !who.token)) return lost;
+  const std::string keys[] = {key};
+  auto read = backend.status(keys);
+  if (!read || read->empty()) return lost;
+  const LockStatus& row = read->front();
+  const bool same = (!who.token || row.token == *who.token) && (!who.owner || row.owner == *who.owner);
+  const std::string holder = rows::describe(who);
+  auto when = [&row](std::int64_t ms) {
+    return format_utc_ms(ms) + " (" + format_duration(Millis(std::max<std::int64_t>(row.db_now_ms - ms, 0))) + " ago)";
+  };
+  // The row keeps the last holder and when it was released, not who released it: a release by
+  // the holder itself and `release --force` write the same columns.
+  if (same && row.state != LockStatus::State::held && row.released_at_ms)
+    lost.message = "the lock " + key + " was released at " + when(*row.released_at_ms) + " while " + holder +
+                   " held it, not by this command: by `dblock release --force` or an earlier release of " + holder +
+                   "; " + holder + " holds it no more";
+  else if (same && row.state == LockStatus::State::expired && row.expires_at_ms)
+    lost.message = "the lease of " + holder + " on " + key + " expired at " + when(*row.expires_at_ms) +
+                   ", before this " + std::string(command) +
+                   "; " + holder + " holds it no more";
+  else if (who.token && row.token > *who.token && row.acquired_at_ms)
+    lost.message = "the lock " + key + " is not held by " + holder + ": token " + std::to_string(row.token) + " (" +
+                   row.owner + ") took it at " + when(*row.acquired_at_ms) +
+                   (row.state == LockStatus::State::held ? "" : " and has let it go since");
+  return lost;
 }
 
 void require_lease(Context& context, std::string_view command) {

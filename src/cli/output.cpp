@@ -153,6 +153,16 @@ void print_table(std::span<const ColumnSpec> columns, const TableOptions& option
     for (std::size_t i = 0; i < columns.size(); ++i)
       if (columns[i].shown_by_default) shown.push_back(i);
 
+  // libsmartcols prints nothing at all for a table without lines; the header alone says the
+  // answer is "none" (a key that never ran), not that the command failed to print.
+  if (rows.empty()) {
+    if (options.noheadings) return;
+    std::string header;
+    for (std::size_t index : shown) header += (header.empty() ? "" : " ") + std::string(columns[index].name);
+    std::cout << header << '\n' << std::flush;
+    return;
+  }
+
   use_utf8_ctype();
   const Smartcols& scols = smartcols();
   TablePtr table(scols.new_table());

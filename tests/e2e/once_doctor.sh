@@ -11,6 +11,11 @@ check "every line is one check that passed" bash -c '! grep -qv "^ok    [a-z_]*:
 for name in connect clock tables privileges; do
   check "doctor checks $name" grep -q "^ok    $name: " <<<"$out"
 done
+# SQLite has no server clock: leases follow CLOCK_BOOTTIME on the host (README, dblock(1) "SQLite
+# time"), so doctor must not claim database time.
+check "the clock line does not claim database time" bash -c '! grep -q "^ok    clock: .*database time" <<<"$1"' _ "$out"
+check "the clock line says leases follow CLOCK_BOOTTIME on this host" \
+  grep -q "^ok    clock: .*no server clock.*CLOCK_BOOTTIME on this host" <<<"$out"
 check "doctor names SQLite's version, built in" grep -Eq "^ok    client: SQLite 3\.[0-9.]+ \(built in\)" <<<"$out"
 
 out=$(dblock doctor --strategy advisory 2>&1)

@@ -1,6 +1,7 @@
 #include "backends/mysql/mysql_connection.hpp"
 
 #include <fcntl.h>
+#include <mysqld_error.h>
 
 #include <algorithm>
 #include <mutex>
@@ -26,6 +27,22 @@ std::string init_command(ConnectionRole role, Millis idle_limit) {
     seconds = std::clamp<std::int64_t>((idle_limit.count() + 999) / 1000, 1, max_wait_timeout_s);
   const std::string n = std::to_string(seconds);
   return "SET time_zone = '+00:00', SESSION wait_timeout = " + n + ", SESSION interactive_timeout = " + n;
+}
+
+// Where the user and password come from, for a server that refused them (1045, or 1698 when
+// an account's plugin wants what was not given): the DSN's sources in dblock, or, for what the
+// DSN leaves out, the option files' group the connection read. The password is never shown.
+std::string access_denied_hint(const MysqlDsn& t) {
+  const std::string files = t.option_file ? *t.option_file : "~/.my.cnf (or another default option file)";
+  const std::string where = "the [" + t.option_group + "] group of " + files;
+  const std::string dsn_file = "a file that --dsn-file or DBLOCK_DSN_FILE names (mode 0600; never on the command "
+                               "line, where ps shows it)";
+  if (t.password)
+    return "; the server refused this user with the DSN's password: fix the user or password in the DSN, kept in " +
+           dsn_file + ", or leave the password out of the DSN and put password=... in " + where;
+  return "; the DSN gives no password and " + where +
+         " gave none the server accepts: put password=... there (mode 0600), or the password in the DSN, kept in " +
+         dsn_file;
 }
 
 unsigned whole_seconds(Millis ms) {
@@ -133,6 +150,8 @@ Result<void> Connection::reconnect() {
     // Worded as PostgreSQL's: "cannot connect to DSN: the client library's reason".
     e.message = "cannot connect to " + dsn_.redacted + ": " + mysql_error(m.get()) + " (errno " +
                 std::to_string(mysql_errno(m.get())) + ")";
+    if (e.native_code == ER_ACCESS_DENIED_ERROR || e.native_code == ER_ACCESS_DENIED_NO_PASSWORD_ERROR)
+      e.message += access_denied_hint(t);
     return std::unexpected(std::move(e));
   }
   // The command run under `run` must not inherit the database socket (dblock(1), run).

@@ -11,6 +11,6 @@ inline constexpr std::array<std::string_view, 2> schemes{"mysql", "mariadb"};
 inline constexpr std::array<Strategy, 4> strategies{Strategy::lease, Strategy::advisory, Strategy::for_update,
                                                     Strategy::txn_insert};
 
-inline constexpr BackendDescriptor descriptor{"mysql", schemes, strategies, "dblock-mysql.so", "dblock-mysql", '`'};
+inline constexpr BackendDescriptor descriptor{"mysql", schemes, strategies, "dblock-mysql.so", "dblock-mysql", '`', true};
 
 }  // namespace dblock::mysql

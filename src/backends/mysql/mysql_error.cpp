@@ -35,6 +35,7 @@ ErrorKind classify_errno(unsigned errnum) {
       return ErrorKind::busy;
     // Credentials, unknown database, missing privileges or tables/columns: the operator must act.
     case ER_ACCESS_DENIED_ERROR:
+    case ER_ACCESS_DENIED_NO_PASSWORD_ERROR:  // 1698: the account's plugin (unix_socket) said no
     case ER_DBACCESS_DENIED_ERROR:
     case ER_BAD_DB_ERROR:
     case ER_TABLEACCESS_DENIED_ERROR:

@@ -11,6 +11,6 @@ inline constexpr std::array<std::string_view, 2> schemes{"postgres", "postgresql
 inline constexpr std::array<Strategy, 4> strategies{Strategy::lease, Strategy::advisory, Strategy::for_update,
                                                     Strategy::txn_insert};
 
-inline constexpr BackendDescriptor descriptor{"postgres", schemes, strategies, "dblock-postgres.so", "dblock-postgres", '"'};
+inline constexpr BackendDescriptor descriptor{"postgres", schemes, strategies, "dblock-postgres.so", "dblock-postgres", '"', true};
 
 }  // namespace dblock::postgres

@@ -25,6 +25,26 @@ ErrorKind kind_for_sqlstate(std::string_view s) {
   return ErrorKind::other;
 }
 
+// Where a password can come from, for a server that asked for one when none was given
+// (PQconnectionNeedsPassword): dblock's DSN sources, and libpq's password file under the name
+// libpq itself used (PGPASSFILE, passfile=, else ~/.pgpass), with the line it would look for.
+// The password itself is never shown.
+std::string password_hint(PGconn* conn) {
+  std::string passfile;
+  if (PQconninfoOption* opts = PQconninfo(conn)) {
+    for (PQconninfoOption* o = opts; o->keyword; ++o)
+      if (std::string_view(o->keyword) == "passfile" && o->val) passfile = o->val;
+    PQconninfoFree(opts);
+  }
+  if (passfile.empty()) passfile = "~/.pgpass";
+  auto part = [](const char* v) { return std::string(v && *v ? v : "*"); };
+  return "; the server wants a password for user " + part(PQuser(conn)) +
+         " and none was given: put it in the DSN, in a file that --dsn-file or DBLOCK_DSN_FILE names (mode 0600; "
+         "never on the command line, where ps shows it), or add the line " +
+         part(PQhost(conn)) + ":" + part(PQport(conn)) + ":" + part(PQdb(conn)) + ":" + part(PQuser(conn)) +
+         ":PASSWORD to libpq's password file " + passfile + " (mode 0600; PGPASSFILE or passfile= names another)";
+}
+
 }  // namespace
 
 Error statement_error(const PGresult* result, PGconn* conn, std::string_view where) {
@@ -65,17 +85,20 @@ Error connect_error(PGconn* conn, std::string_view where, bool reached_server, b
     }
   }
   ErrorKind kind = ErrorKind::connection;
+  std::string hint;
   if (!sqlstate.empty()) {
     kind = kind_for_sqlstate(sqlstate);
     if (kind == ErrorKind::other) kind = ErrorKind::config;  // the server refused us for good
     if (kind == ErrorKind::busy) kind = ErrorKind::connection;
   } else if (PQconnectionNeedsPassword(conn)) {
     kind = ErrorKind::config;  // the server asked for a password and the DSN has none
+    hint = password_hint(conn);
   } else if (reached_server && ssl_required && !PQsslInUse(conn)) {
     kind = ErrorKind::config;  // the server answered but cannot do the SSL the DSN demands
   }
   std::string msg = "cannot connect to " + std::string(where) + ": " + one_line(text);
   if (!sqlstate.empty()) msg += " (SQLSTATE " + sqlstate + ")";
+  msg += hint;
   Error e{kind, msg, 0, sqlstate};
   // Too many connections (53300), or a server that accepted the connection and dropped it
   // without a word: reachable, only overloaded for now.

@@ -10,6 +10,6 @@ namespace dblock::sqlite {
 inline constexpr std::array<std::string_view, 1> schemes{"sqlite"};
 inline constexpr std::array<Strategy, 1> strategies{Strategy::lease};
 
-inline constexpr BackendDescriptor descriptor{"sqlite", schemes, strategies, "", "dblock", '"'};
+inline constexpr BackendDescriptor descriptor{"sqlite", schemes, strategies, "", "dblock", '"', false};
 
 }  // namespace dblock::sqlite

@@ -91,9 +91,13 @@ namespace dblock::sql::failover {
 
 DoctorCheck doctor_check(Session& session, const FailoverStatements& st) {
   auto rec = read(session, st);
-  // A state, not a fault of the set-up: the check reports, and fails nothing (the tables check
-  // fails when they are missing).
-  if (!rec) return {"failover", true, "the failover record could not be read: " + rec.error().message};
+  // Tables not made yet are the tables check's finding (it fails); here they are a state, said
+  // as the privileges check says it. Any other error reading the record is a failed check.
+  if (!rec && session.schema_missing(rec.error()))
+    return {"failover", true,
+            "the dblock tables do not exist yet; the failover record is made with them (by the first run or "
+            "`dblock init`)"};
+  if (!rec) return {"failover", false, "the failover record could not be read: " + rec.error().message};
   if (!*rec) return {"failover", true, "no failover lock-delay on this database (it has no primary to fail over)"};
   const Record& r = **rec;
   const std::string ttl = format_duration(Millis(r.longest_ttl_ms));
