@@ -14,6 +14,7 @@
 # wall clock unfaked (a host's dblock may run under libfaketime; the oracle must not).
 dir=$1 key=$2 count=$3 secs=$4
 shift 4
+umask 0  # the oracle's files are shared by the hosts' users
 now() { LD_PRELOAD='' FAKETIME='' date +%s%N; }
 tok=${DBLOCK_TOKEN:-?} slot=${DBLOCK_SLOT:-0} run=${ADV_RUN:-?} way=${ADV_WAY:-?}
 breach() { echo "$* (key $key, token $tok, slot $slot, count $count, run $run, $way, at $(now))" >>"$dir/over"; }

@@ -240,10 +240,20 @@ class Farm:
         self.bindir = os.path.join(self.base, "bin")
         os.mkdir(self.bindir)
         os.symlink(self.dblock, os.path.join(self.bindir, "dblock"))
-        self.user = None
+        # Unix users for the hosts (as root): nobody first, then Debian's other system users
+        # with no login of their own. A SQLite round runs every host as nobody (one file, one
+        # owner: sharing it among users is SHARING A DATABASE FILE's business); a server round
+        # gives each host its own user, as separate machines would.
+        self.users = []
         if os.geteuid() == 0:
-            pw = pwd.getpwnam("nobody")
-            self.user = (pw.pw_uid, pw.pw_gid)
+            for name in ("nobody", "daemon", "bin", "sys", "games", "man", "lp", "mail", "news"):
+                try:
+                    pw = pwd.getpwnam(name)
+                except KeyError:
+                    continue
+                if pw.pw_uid != 0:
+                    self.users.append((pw.pw_uid, pw.pw_gid))
+        self.user = self.users[0] if self.users else None
         self.servers_state = None
         self.env = {}
         self.libfaketime = next((p for p in ("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
@@ -274,9 +284,9 @@ class Farm:
             subprocess.run([SERVERS, "stop"], env=dict(os.environ, DBLOCK_TEST_SERVERS_STATE=self.servers_state),
                            capture_output=True)
 
-    def chown(self, path):
+    def chown(self, path, user=None):
         if self.user:
-            os.chown(path, *self.user)
+            os.chown(path, *(user or self.user))
 
     def server_dsn(self, backend, pooler=None):
         if backend == "mysql":
@@ -341,8 +351,10 @@ class Round:
     def setup(self):
         farm, plan = self.farm, self.plan
         os.mkdir(self.oracle)
-        farm.chown(self.oracle)
-        open(os.path.join(self.oracle, "log"), "a").close()
+        os.chmod(self.oracle, 0o777)  # every host's user writes here (adv_job.sh makes its files 0666)
+        with open(os.path.join(self.oracle, "log"), "a"):
+            pass
+        os.chmod(os.path.join(self.oracle, "log"), 0o666)
         for k, counts in key_counts(plan).items():
             with open(os.path.join(self.oracle, f"{k}.counts"), "w") as f:
                 f.write(" ".join(str(c) for c in sorted(counts)) + "\n")
@@ -363,10 +375,10 @@ class Round:
             hd = os.path.join(self.dir, f"h{i}")
             for sub in ("", "home", "config", "config/dblock", "data", "state", "runs"):
                 os.makedirs(os.path.join(hd, sub), exist_ok=True)
-                farm.chown(os.path.join(hd, sub))
+                farm.chown(os.path.join(hd, sub), self.user_of(i))
             with open(os.path.join(hd, "clock"), "w") as f:
                 f.write("+0\n")
-            farm.chown(os.path.join(hd, "clock"))
+            farm.chown(os.path.join(hd, "clock"), self.user_of(i))
             self.hostdirs.append(hd)
             if self.backend != "sqlite":
                 self.start_proxy(i, h)
@@ -391,6 +403,11 @@ class Round:
             dsn = dsn.replace(f"@127.0.0.1:{pport}", f"@127.0.0.1:{free_port()},127.0.0.1:{pport}")
         self.host_dsn[i] = dsn
 
+    def user_of(self, i):
+        if not self.farm.users or self.backend == "sqlite":
+            return self.farm.user
+        return self.farm.users[i % len(self.farm.users)]
+
     def dsn_of(self, i):
         return self.dsn[None] if self.backend == "sqlite" else self.host_dsn[i]
 
@@ -399,7 +416,7 @@ class Round:
         with open(os.path.join(hd, "dsn"), "w") as f:
             f.write(self.dsn_of(i) + "\n")
         os.chmod(os.path.join(hd, "dsn"), 0o600)
-        self.farm.chown(os.path.join(hd, "dsn"))
+        self.farm.chown(os.path.join(hd, "dsn"), self.user_of(i))
         conf = []
         if h["dsn_source"] == "config":
             conf.append(f'dsn = "{self.dsn_of(i)}"')
@@ -410,7 +427,7 @@ class Round:
             with open(path, "w") as f:
                 f.write("\n".join(conf) + "\n")
             os.chmod(path, 0o600)
-            self.farm.chown(path)
+            self.farm.chown(path, self.user_of(i))
 
     def snapshot(self):
         """Every file under the hosts' homes and XDG directories, and /var/lib/dblock."""
@@ -521,7 +538,8 @@ DBLOCK_TOKEN=$token {step}
             if h["clock"] and self.farm.libfaketime:
                 argv = ["env", f"LD_PRELOAD={self.farm.libfaketime}"] + argv
             if self.farm.user:
-                argv = ["setpriv", f"--reuid={self.farm.user[0]}", f"--regid={self.farm.user[1]}", "--clear-groups",
+                uid, gid = self.user_of(i)
+                argv = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
                         "--"] + argv
             err = os.path.join(self.hostdirs[i], "runs", run_id + ".err")
             t = now()
@@ -895,7 +913,7 @@ def main():
             fresh = random.SystemRandom().randrange(1, 2 ** 31)
             out.write(f"adversary: fresh seed {fresh} (this run's rounds after the fixed seeds: {fresh}, {fresh + 1}, ...)\n")
         out.write(f"adversary: dblock {args.dblock}, backends {','.join(backends)}, budget {args.budget:.0f} s,"
-                  f" hosts run as {'nobody' if farm.user else 'this user'}, work dir {farm.base}\n")
+                  f" hosts run as {f'{len(farm.users)} system users' if farm.user else 'this user'}, work dir {farm.base}\n")
         out.flush()
         start = now()
         failed = []
