@@ -346,7 +346,7 @@ class Round:
     # -- set-up
     def event(self, host, text):
         with self.lock:
-            self.events.append((round(now() - self.t0, 3) if self.t0 else 0.0, host, text))
+            self.events.append((round(now() - self.t0, 3) if self.t0 else 0.0, str(host), text))
 
     def setup(self):
         farm, plan = self.farm, self.plan
