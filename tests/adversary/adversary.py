@@ -71,7 +71,8 @@ REASONS = [
     ("slot count", r"--slots|slot count|semaphore"),
     ("nested: other database", r"other database|another database|DBLOCK_RUN_DATABASE|inside the command"),
     ("pooler", r"pool"),
-    ("lease only", r"only with --strategy lease|lease only"),
+    ("lease only", r"only with --strategy lease|lease only|supports only the lease strategy"),
+    ("ShedLock table: no --min-interval", r"ShedLock's table keeps no last start"),
 ]
 
 
@@ -773,7 +774,8 @@ DBLOCK_TOKEN=$token {step}
         for name, pattern in REASONS:
             if re.search(pattern, text):
                 return name
-        first = next((l for l in text.splitlines() if l.startswith("dblock")), text.strip()[:80])
+        first = next((l for l in text.splitlines() if l.startswith("dblock") and "warning:" not in l),
+                     text.strip()[:80])
         return re.sub(r"[0-9]+", "N", first)[:90]
 
     def report(self, out):
