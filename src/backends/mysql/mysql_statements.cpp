@@ -352,11 +352,11 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
   return s;
 }
 
-sql::DoctorStatements doctor_statements(const std::string& prefix, bool mariadb) {
-  const Tables t(prefix, '`');
+sql::DoctorStatements doctor_statements(const BackendOptions& options, bool mariadb) {
   sql::DoctorStatements s;
   s.server = {"doctor.server", "SELECT VERSION()"};
-  s.probe = sql::write_probe(t.locks, t.runs, t.claims);
+  s.probe = sql::privilege_probes(options, '`');
+  s.denied = &is_denied;
   s.can_create = {"doctor.can_create",
                   "SELECT (SELECT COUNT(*) FROM information_schema.SCHEMA_PRIVILEGES WHERE TABLE_SCHEMA = DATABASE()"
                   " AND PRIVILEGE_TYPE = 'CREATE') + (SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES"

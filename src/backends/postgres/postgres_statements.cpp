@@ -393,11 +393,13 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
 
 sql::Statement session_id_statement() { return {"doctor.session_id", "SELECT pg_backend_pid()"}; }
 
-sql::DoctorStatements doctor_statements(const std::string& prefix) {
+sql::DoctorStatements doctor_statements(const BackendOptions& options) {
+  const std::string& prefix = options.table_prefix;
   const Tables t(prefix, '"');
   sql::DoctorStatements s;
   s.server = {"doctor.server", "SELECT 'PostgreSQL ' || current_setting('server_version')"};
-  s.probe = sql::write_probe(t.locks, t.runs, t.claims);
+  s.probe = sql::privilege_probes(options, '"');
+  s.denied = &is_denied;
   s.can_create = {"doctor.can_create", "SELECT has_schema_privilege(current_schema(), 'CREATE')"};
   s.session_id = session_id_statement();
   s.serving = {"run.serving", "SELECT pg_backend_pid(), 0"};  // no cluster keeps session locks on one node only

@@ -75,7 +75,7 @@ class SqlBackend : public Backend {
   InspectStatements inspect_;
 
  private:
-  DoctorCheck check_privileges(Session& session);
+  DoctorCheck check_privileges(Session& session, Strategy strategy);
 
   std::string_view name_;
   LeaseStatements lease_;
