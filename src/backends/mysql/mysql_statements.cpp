@@ -467,8 +467,10 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   // (every dblock session runs with time_zone '+00:00'). DDL commits on its own (no `begin`):
   // CREATE TABLE IF NOT EXISTS is safe to race.
   const std::string engine = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
+  const std::string locks = options.table_prefix + "locks", runs = options.table_prefix + "runs",
+                    claims = options.table_prefix + "claims";
   s.create = {
-      "CREATE TABLE IF NOT EXISTS " + t.locks +
+      {locks, "CREATE TABLE IF NOT EXISTS " + t.locks +
           " (\n"
           "  name VARBINARY(255) NOT NULL PRIMARY KEY,\n"
           "  owner VARCHAR(255) NULL,\n"
@@ -485,8 +487,8 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
           "  last_finished_at DATETIME(6) NULL,\n"
           "  last_exit_code INT NULL,\n"
           "  slots INT NULL\n"
-          ")" + engine,
-      "CREATE TABLE IF NOT EXISTS " + t.runs +
+          ")" + engine},
+      {runs, "CREATE TABLE IF NOT EXISTS " + t.runs +
           " (\n"
           "  id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,\n"
           "  name VARBINARY(255) NOT NULL,\n"
@@ -500,15 +502,23 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
           "  outcome VARCHAR(16) NOT NULL,\n"
           "  exit_code INT NULL,\n"
           "  KEY " + quote_identifier(options.table_prefix + "runs_name_id", '`') + " (name, id)\n"
-          ")" + engine,
-      "CREATE TABLE IF NOT EXISTS " + t.claims +
+          ")" + engine},
+      {claims, "CREATE TABLE IF NOT EXISTS " + t.claims +
           " (\n"
           "  name VARBINARY(255) NOT NULL,\n"
           "  kind VARCHAR(16) NOT NULL,\n"
           "  PRIMARY KEY (name, kind)\n"
-          ")" + engine,
+          ")" + engine},
   };
   s.added = {{"slots", "ALTER TABLE " + t.locks + " ADD COLUMN slots INT NULL", false}};
+  // As failover.create makes it. The incarnation differs between MariaDB and MySQL, and a
+  // script cannot know which server it meets: a MariaDB-only comment (/*M! ... */), which MySQL
+  // skips; there the first run makes the record.
+  s.failover_record = "/*M!100000 INSERT INTO " + t.locks +
+                      " (name, owner, host, pid, token, strategy, acquired_at) VALUES (CONCAT(CHAR(1), 'failover'), " +
+                      incarnation(true) + ", NULL, 0, 0, 'failover', NOW(6)) ON DUPLICATE KEY UPDATE name = name */";
+  s.failover_note = "MariaDB runs the next statement (a /*M! comment); MySQL skips it, and there the\n"
+                    "-- first run makes the record (an INSERT).";
   // A name must hold 255 bytes of any key (ShedLock's its own length), whole: a TEXT column
   // can be a key only by a prefix, which would merge names that share it.
   s.columns = {"schema.columns",
@@ -521,10 +531,10 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
                " AND TABLE_NAME IN (:locks, :runs, :claims, :shedlock)"};
   if (options.shedlock) {
     // ShedLock's documented DDL; made only when missing (the Java services usually make it).
-    s.create.push_back("CREATE TABLE IF NOT EXISTS " + quote_identifier(options.shedlock_table, '`') +
+    s.create.push_back({options.shedlock_table, "CREATE TABLE IF NOT EXISTS " + quote_identifier(options.shedlock_table, '`') +
                        " (name VARCHAR(64) NOT NULL, lock_until TIMESTAMP(3) NOT NULL,"
                        " locked_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3), locked_by VARCHAR(255) NOT NULL,"
-                       " PRIMARY KEY (name))");
+                       " PRIMARY KEY (name))"});
   }
   return s;
 }

@@ -214,9 +214,9 @@ std::vector<PrivilegeProbe> privilege_probes(const BackendOptions& options, char
        {"doctor.probe", "INSERT INTO " + t.runs + " (name, token, outcome) VALUES (:probe, 0, 'ok')"}},
       {"DELETE", runs, "trimming history to --history-keep", Needed::always,
        {"doctor.probe", "DELETE FROM " + t.runs + " WHERE 1 = 0"}},
-      {"SELECT", claims, "for-update and txn-insert", Needed::session,
+      {"SELECT", claims, "for-update and txn-insert", Needed::claims,
        {"doctor.probe", "SELECT 1 FROM " + t.claims + " WHERE 1 = 0"}},
-      {"INSERT", claims, "for-update and txn-insert", Needed::session,
+      {"INSERT", claims, "for-update and txn-insert", Needed::claims,
        {"doctor.probe", "INSERT INTO " + t.claims + " (name, kind) VALUES (:probe, 'doctor')"}},
       // PostgreSQL's SELECT ... FOR UPDATE needs UPDATE (MySQL 8 one of UPDATE, DELETE, LOCK TABLES).
       {"UPDATE", claims, "for-update's SELECT ... FOR UPDATE", Needed::for_update,
@@ -241,7 +241,7 @@ DoctorCheck SqlBackend::check_privileges(Session& session, Strategy strategy) {
   std::string granted, missing, other;
   bool tables_missing = false;
   for (const PrivilegeProbe& p : doctor_.probe) {
-    if (p.needed == Needed::session && !is_session_strategy(strategy)) continue;
+    if (p.needed == Needed::claims && strategy != Strategy::for_update && strategy != Strategy::txn_insert) continue;
     if (p.needed == Needed::for_update && strategy != Strategy::for_update) continue;
     if (p.needed == Needed::shedlock && !options_.shedlock) continue;
     Result<Rows> r = Rows();

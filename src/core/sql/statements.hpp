@@ -211,7 +211,7 @@ struct PrivilegeProbe {
   std::string privilege;  // SELECT, INSERT, UPDATE or DELETE
   std::string table;      // unquoted
   std::string why;        // what needs it, for the message
-  enum class Needed { always, session, for_update, shedlock } needed = Needed::always;
+  enum class Needed { always, claims, for_update, shedlock } needed = Needed::always;
   Statement statement;
 };
 
@@ -268,9 +268,17 @@ struct SchemaStatements {
   /// The dialect's name, for `dblock schema --dialect` in messages.
   std::string dialect;
 
-  /// Each CREATE ... IF NOT EXISTS, whole, in order: `dblock schema` prints them, ensure_schema
-  /// runs them.
-  std::vector<std::string> create;
+  /// Each CREATE ... IF NOT EXISTS, whole, in order, with the table it makes (or indexes),
+  /// unquoted: `dblock schema` prints them all; ensure_schema runs those of the tables missing,
+  /// never one of a table that exists (the user of a DBA's tables may not create).
+  struct Create {
+    std::string table;
+    std::string sql;
+  };
+  std::vector<Create> create;
+  /// For `dblock schema` only (empty: none): the failover record (failover.hpp) as a statement
+  /// that makes it once, for the server the script runs on, and a comment about it.
+  std::string failover_record, failover_note;
   /// Opens the transaction the DDL runs in; empty: each DDL statement commits on its own.
   std::string begin;
   /// Columns of <prefix>locks that came after its first release: the ALTER TABLE that adds one
