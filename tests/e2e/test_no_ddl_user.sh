@@ -91,6 +91,12 @@ for s in lease advisory for-update txn-insert; do
   assert_eq "$s: doctor passes" 0 $?
   check "$s: doctor's privileges line: no CREATE, a DBA makes the tables" \
     grep -q "^ok    privileges: .*no CREATE privilege seen, so a DBA makes the tables" <<<"$out"
+  if [ "$s" != lease ]; then
+    # Who may end whose session (release --force): this user, its own only.
+    [ "$backend" = mysql ] && line="^ok    processlist: without PROCESS and CONNECTION ADMIN (or SUPER) release --force sees and ends only this account's sessions"
+    [ "$backend" = postgres ] && line="^ok    terminate: role $app may end only its own sessions"
+    check "$s: doctor says release --force ends only this user's sessions" grep -q "$line" <<<"$out"
+  fi
   # release --force of this user's own holder (a session strategy's: its session is ended).
   rm -f "$E2E_TMP/held"
   start_bg holder env DBLOCK_DSN="$app_dsn" dblock -s "$s" run "$k" -- sh -c "touch '$E2E_TMP/held'; exec sleep 30"

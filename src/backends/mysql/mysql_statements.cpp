@@ -383,11 +383,14 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options, bool mari
            " WHERE VARIABLE_NAME IN ('wsrep_on', 'wsrep_sync_wait')) g"},
       // Without the PROCESS privilege an account sees only its own sessions in PROCESSLIST (and
       // KILL ends only those); status reads IS_USED_LOCK, which every account sees.
+      // KILL of another account's session needs CONNECTION ADMIN (MariaDB 10.5+, MySQL 8) or SUPER.
       {"processlist",
-       "SELECT 'processlist', 1, IF(p.n > 0, 'PROCESS privilege: release --force can see every holder''s session end',"
-       " 'no PROCESS privilege: release --force sees and ends only this account''s sessions, so use one account on"
-       " every host') FROM (SELECT COUNT(*) AS n FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE ="
-       " 'PROCESS') p WHERE :session"},
+       "SELECT 'processlist', 1, IF(p.n > 0 AND p.k > 0, 'PROCESS and CONNECTION ADMIN (or SUPER): release --force"
+       " can end every holder''s session and see it end', 'without PROCESS and CONNECTION ADMIN (or SUPER) release"
+       " --force sees and ends only this account''s sessions, so use one account on every host') FROM (SELECT"
+       " SUM(PRIVILEGE_TYPE = 'PROCESS') AS n, SUM(PRIVILEGE_TYPE IN ('CONNECTION ADMIN', 'SUPER')) AS k FROM"
+       " information_schema.USER_PRIVILEGES WHERE GRANTEE = CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1),"
+       " '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')) p WHERE :session"},
   };
   return s;
 }
@@ -517,6 +520,7 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   s.failover_record = "/*M!100000 INSERT INTO " + t.locks +
                       " (name, owner, host, pid, token, strategy, acquired_at) VALUES (CONCAT(CHAR(1), 'failover'), " +
                       incarnation(true) + ", NULL, 0, 0, 'failover', NOW(6)) ON DUPLICATE KEY UPDATE name = name */";
+  s.autocommit_note = "MySQL and MariaDB commit each CREATE TABLE on its own (DDL is not\n-- transactional).";
   s.failover_note = "MariaDB runs the next statement (a /*M! comment); MySQL skips it, and there the\n"
                     "-- first run makes the record (an INSERT).";
   // A name must hold 255 bytes of any key (ShedLock's its own length), whole: a TEXT column

@@ -408,6 +408,15 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options) {
   // ignore_startup_parameters) leaves the server's limits on dblock's sessions.
   const std::string setting = "(SELECT setting || COALESCE(unit, '') FROM pg_settings WHERE name = ";
   s.checks = {
+      // release --force of a session holder ends its backend: pg_terminate_backend is allowed on
+      // a role's own sessions (and those of roles it is a member of); pg_signal_backend, any
+      // non-superuser's.
+      {"terminate",
+       "SELECT 'terminate', 1, CASE WHEN r.rolsuper OR pg_has_role('pg_signal_backend', 'MEMBER') THEN 'role ' ||"
+       " current_user || ' may end any role''s session: release --force ends every holder''s session' ELSE 'role ' ||"
+       " current_user || ' may end only its own sessions (and its member roles''): release --force of a session"
+       " holder works when every host uses this role; pg_signal_backend lets it end any role''s' END"
+       " FROM pg_roles r WHERE r.rolname = current_user AND :session::int = 1"},
       {"idle_timeouts",
        "SELECT 'idle_timeouts', 1, CASE WHEN v.client THEN 'dblock''s own idle limits arrive with every connection"
        " (startup options; this session''s: ' || v.in_effect || '): a run''s own session (the lock holder''s) 2 x TTL +"
