@@ -71,9 +71,26 @@ failover::ReadCheck SqlBackend::serving_check(Strategy strategy,
 Result<std::vector<LockStatus>> SqlBackend::status(std::span<const std::string> keys) {
   auto s = session();
   if (!s) return std::unexpected(s.error());
-  auto found = read_status(**s, inspect_, keys, options_.shedlock ? &shedlock_holder : &decode_status_row);
+  const StatusDecoder decode = options_.shedlock ? &shedlock_holder : &decode_status_row;
+  auto found = read_status(**s, inspect_, keys, decode);
+  if (found) return found;
+  if (auto older = older_statements(**s, found.error())) found = read_status(**s, *older, keys, decode);
   if (!found) return explained(**s, found.error());
   return found;
+}
+
+std::optional<InspectStatements> SqlBackend::older_statements(Session& session, const Error& failed) {
+  // Only inspection: a run or `init` adds the column instead (ensure_schema).
+  if (!options_.inspect || options_.shedlock || !session.schema_missing(failed)) return std::nullopt;
+  auto columns = read_columns(session);
+  if (!columns) return std::nullopt;
+  auto locks = columns->find(options_.table_prefix + "locks");
+  if (locks == columns->end() || locks->second.columns.empty()) return std::nullopt;
+  std::set<std::string> missing;
+  for (const auto& added : schema_->added)
+    if (!locks->second.columns.contains(added.column)) missing.insert(added.column);
+  if (missing.empty()) return std::nullopt;
+  return older_inspect(missing);
 }
 
 Result<int> SqlBackend::slot_count(const std::string& key) {
@@ -91,6 +108,8 @@ Result<std::vector<RunRecord>> SqlBackend::history(const std::string& key, int l
   auto s = session();
   if (!s) return std::unexpected(s.error());
   auto runs = read_history(**s, inspect_, key, limit);
+  if (!runs)
+    if (auto older = older_statements(**s, runs.error())) runs = read_history(**s, *older, key, limit);
   if (!runs) return explained(**s, runs.error());
   return runs;
 }
