@@ -78,6 +78,16 @@ fi
 as_app() { DBLOCK_DSN=$app_dsn "$@"; }
 
 assert_status "init by the application's user: the tables are there, nothing to make" 0 as_app dblock -q init
+# Tables of a prefix the DBA did not make: 78, naming the table (PostgreSQL: and who makes it;
+# MariaDB hides a table the user has no right to, errno 1142, so no CREATE is even tried).
+out=$(DBLOCK_TABLE_PREFIX="${P}none_" as_app dblock run "$(key none)" -- true 2>&1)
+assert_eq "no tables: a run is refused (78)" 78 $?
+if [ "$backend" = postgres ]; then
+  why="cannot create the dblock table ${P}none_locks in .*a user who may create tables makes them"
+else
+  why="command denied to user .* for table .*${P}none_locks.* (errno 1142)"
+fi
+check "it names the table" grep -q "$why" <<<"$out"
 for s in lease advisory for-update txn-insert; do
   k=$(key "$s")
   assert_status "$s: run" 0 as_app dblock -s "$s" run "$k" -- true
