@@ -237,7 +237,7 @@ std::vector<PrivilegeProbe> privilege_probes(const BackendOptions& options, char
        {"doctor.probe", "SELECT 1 FROM " + t.claims + " WHERE 1 = 0"}},
       {"INSERT", claims, "for-update and txn-insert", Needed::claims,
        {"doctor.probe", "INSERT INTO " + t.claims + " (name, kind) VALUES (:probe, 'doctor')"}},
-      // PostgreSQL's SELECT ... FOR UPDATE needs UPDATE (MySQL 8 one of UPDATE, DELETE, LOCK TABLES).
+      // PostgreSQL's SELECT ... FOR UPDATE needs UPDATE; MariaDB's SELECT alone (the probe asks the server).
       {"UPDATE", claims, "for-update's SELECT ... FOR UPDATE", Needed::for_update,
        {"doctor.probe", "SELECT 1 FROM " + t.claims + " WHERE 1 = 0 FOR UPDATE"}},
   };
