@@ -14,7 +14,7 @@ class MysqlBackend final : public sql::SqlBackend {
   MysqlBackend(Dsn dsn, const BackendOptions& options, std::unique_ptr<Connection> conn)
       : SqlBackend(descriptor.name, options, lease_statements(options.table_prefix, conn->mariadb()),
                    shedlock_statements(options), inspect_statements(options), schema_statements(options),
-                   release_statements(options.table_prefix), doctor_statements(options.table_prefix, conn->mariadb())),
+                   release_statements(options.table_prefix), doctor_statements(options, conn->mariadb())),
         dsn_(std::move(dsn)),
         mariadb_(conn->mariadb()),
         session_(new_session(std::move(conn))) {}

@@ -51,6 +51,11 @@ ErrorKind classify_errno(unsigned errnum) {
 
 bool is_no_such_session(const Error& e) { return e.native_code == ER_NO_SUCH_THREAD; }
 
+bool is_denied(const Error& e) {
+  return e.native_code == ER_TABLEACCESS_DENIED_ERROR || e.native_code == ER_COLUMNACCESS_DENIED_ERROR ||
+         e.native_code == ER_DBACCESS_DENIED_ERROR;
+}
+
 // 1242 (a scalar subquery found two rows): the read of a taken row found a second row of its
 // name, which only a table whose name is not its key allows (mysql_statements.cpp, `taken`);
 // the schema check then says so.

@@ -352,11 +352,11 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
   return s;
 }
 
-sql::DoctorStatements doctor_statements(const std::string& prefix, bool mariadb) {
-  const Tables t(prefix, '`');
+sql::DoctorStatements doctor_statements(const BackendOptions& options, bool mariadb) {
   sql::DoctorStatements s;
   s.server = {"doctor.server", "SELECT VERSION()"};
-  s.probe = sql::write_probe(t.locks, t.runs, t.claims);
+  s.probe = sql::privilege_probes(options, '`');
+  s.denied = &is_denied;
   s.can_create = {"doctor.can_create",
                   "SELECT (SELECT COUNT(*) FROM information_schema.SCHEMA_PRIVILEGES WHERE TABLE_SCHEMA = DATABASE()"
                   " AND PRIVILEGE_TYPE = 'CREATE') + (SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES"
@@ -383,11 +383,14 @@ sql::DoctorStatements doctor_statements(const std::string& prefix, bool mariadb)
            " WHERE VARIABLE_NAME IN ('wsrep_on', 'wsrep_sync_wait')) g"},
       // Without the PROCESS privilege an account sees only its own sessions in PROCESSLIST (and
       // KILL ends only those); status reads IS_USED_LOCK, which every account sees.
+      // KILL of another account's session needs CONNECTION ADMIN (MariaDB 10.5+, MySQL 8) or SUPER.
       {"processlist",
-       "SELECT 'processlist', 1, IF(p.n > 0, 'PROCESS privilege: release --force can see every holder''s session end',"
-       " 'no PROCESS privilege: release --force sees and ends only this account''s sessions, so use one account on"
-       " every host') FROM (SELECT COUNT(*) AS n FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE ="
-       " 'PROCESS') p WHERE :session"},
+       "SELECT 'processlist', 1, IF(p.n > 0 AND p.k > 0, 'PROCESS and CONNECTION ADMIN (or SUPER): release --force"
+       " can end every holder''s session and see it end', 'without PROCESS and CONNECTION ADMIN (or SUPER) release"
+       " --force sees and ends only this account''s sessions, so use one account on every host') FROM (SELECT"
+       " SUM(PRIVILEGE_TYPE = 'PROCESS') AS n, SUM(PRIVILEGE_TYPE IN ('CONNECTION ADMIN', 'SUPER')) AS k FROM"
+       " information_schema.USER_PRIVILEGES WHERE GRANTEE = CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1),"
+       " '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')) p WHERE :session"},
   };
   return s;
 }
@@ -467,8 +470,10 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   // (every dblock session runs with time_zone '+00:00'). DDL commits on its own (no `begin`):
   // CREATE TABLE IF NOT EXISTS is safe to race.
   const std::string engine = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
+  const std::string locks = options.table_prefix + "locks", runs = options.table_prefix + "runs",
+                    claims = options.table_prefix + "claims";
   s.create = {
-      "CREATE TABLE IF NOT EXISTS " + t.locks +
+      {locks, "CREATE TABLE IF NOT EXISTS " + t.locks +
           " (\n"
           "  name VARBINARY(255) NOT NULL PRIMARY KEY,\n"
           "  owner VARCHAR(255) NULL,\n"
@@ -485,8 +490,8 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
           "  last_finished_at DATETIME(6) NULL,\n"
           "  last_exit_code INT NULL,\n"
           "  slots INT NULL\n"
-          ")" + engine,
-      "CREATE TABLE IF NOT EXISTS " + t.runs +
+          ")" + engine},
+      {runs, "CREATE TABLE IF NOT EXISTS " + t.runs +
           " (\n"
           "  id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,\n"
           "  name VARBINARY(255) NOT NULL,\n"
@@ -500,15 +505,24 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
           "  outcome VARCHAR(16) NOT NULL,\n"
           "  exit_code INT NULL,\n"
           "  KEY " + quote_identifier(options.table_prefix + "runs_name_id", '`') + " (name, id)\n"
-          ")" + engine,
-      "CREATE TABLE IF NOT EXISTS " + t.claims +
+          ")" + engine},
+      {claims, "CREATE TABLE IF NOT EXISTS " + t.claims +
           " (\n"
           "  name VARBINARY(255) NOT NULL,\n"
           "  kind VARCHAR(16) NOT NULL,\n"
           "  PRIMARY KEY (name, kind)\n"
-          ")" + engine,
+          ")" + engine},
   };
   s.added = {{"slots", "ALTER TABLE " + t.locks + " ADD COLUMN slots INT NULL", false}};
+  // As failover.create makes it. The incarnation differs between MariaDB and MySQL, and a
+  // script cannot know which server it meets: a MariaDB-only comment (/*M! ... */), which MySQL
+  // skips; there the first run makes the record.
+  s.failover_record = "/*M!100000 INSERT INTO " + t.locks +
+                      " (name, owner, host, pid, token, strategy, acquired_at) VALUES (CONCAT(CHAR(1), 'failover'), " +
+                      incarnation(true) + ", NULL, 0, 0, 'failover', NOW(6)) ON DUPLICATE KEY UPDATE name = name */";
+  s.autocommit_note = "MySQL and MariaDB commit each CREATE TABLE on its own (DDL is not\n-- transactional).";
+  s.failover_note = "MariaDB runs the next statement (a /*M! comment); MySQL skips it, and there the\n"
+                    "-- first run makes the record (an INSERT).";
   // A name must hold 255 bytes of any key (ShedLock's its own length), whole: a TEXT column
   // can be a key only by a prefix, which would merge names that share it.
   s.columns = {"schema.columns",
@@ -521,10 +535,10 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
                " AND TABLE_NAME IN (:locks, :runs, :claims, :shedlock)"};
   if (options.shedlock) {
     // ShedLock's documented DDL; made only when missing (the Java services usually make it).
-    s.create.push_back("CREATE TABLE IF NOT EXISTS " + quote_identifier(options.shedlock_table, '`') +
+    s.create.push_back({options.shedlock_table, "CREATE TABLE IF NOT EXISTS " + quote_identifier(options.shedlock_table, '`') +
                        " (name VARCHAR(64) NOT NULL, lock_until TIMESTAMP(3) NOT NULL,"
                        " locked_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3), locked_by VARCHAR(255) NOT NULL,"
-                       " PRIMARY KEY (name))");
+                       " PRIMARY KEY (name))"});
   }
   return s;
 }

@@ -20,7 +20,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb);
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
 sql::InspectStatements inspect_statements(const BackendOptions& options);
 sql::ReleaseStatements release_statements(const std::string& prefix);
-sql::DoctorStatements doctor_statements(const std::string& prefix, bool mariadb);
+sql::DoctorStatements doctor_statements(const BackendOptions& options, bool mariadb);
 
 /// The session strategies' server lock (core/sql/statements.hpp), on a key's hashed lock names.
 /// Parameters also :tag (the lock session's) and :seconds (the lock wait).

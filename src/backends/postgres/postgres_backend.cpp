@@ -23,7 +23,7 @@ class PostgresBackend final : public sql::SqlBackend {
   PostgresBackend(Dsn dsn, const BackendOptions& options, std::shared_ptr<Connection> conn)
       : SqlBackend(descriptor.name, options, lease_statements(options.table_prefix), shedlock_statements(options),
                    inspect_statements(options), schema_statements(options), release_statements(options.table_prefix),
-                   doctor_statements(options.table_prefix)),
+                   doctor_statements(options)),
         dsn_(std::move(dsn)),
         conn_(std::move(conn)),
         session_(make_session()) {}

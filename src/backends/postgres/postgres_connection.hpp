@@ -148,6 +148,8 @@ sql::Statement session_id_statement();
 /// The native-error mapping (postgres_error.cpp): the error a failed statement result carries,
 /// by its SQLSTATE; `where` is the redacted DSN.
 Error statement_error(const PGresult* result, PGconn* conn, std::string_view where);
+/// True when a statement was refused for want of a privilege (42501).
+bool is_denied(const Error& e);
 /// The error of a failed connection attempt: by the server's SQLSTATE when it sent one, else by
 /// what libpq tells structurally (`ssl_required`: sslmode require or verify-*), never by the
 /// message text, which a server translates.

@@ -47,6 +47,8 @@ std::string password_hint(PGconn* conn) {
 
 }  // namespace
 
+bool is_denied(const Error& e) { return e.sqlstate == "42501"; }
+
 Error statement_error(const PGresult* result, PGconn* conn, std::string_view where) {
   const char* state = result ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
   std::string text = result ? PQresultErrorMessage(result) : "";

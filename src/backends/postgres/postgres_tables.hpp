@@ -23,7 +23,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix);
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
 sql::InspectStatements inspect_statements(const BackendOptions& options);
 sql::ReleaseStatements release_statements(const std::string& prefix);
-sql::DoctorStatements doctor_statements(const std::string& prefix);
+sql::DoctorStatements doctor_statements(const BackendOptions& options);
 
 /// The session strategies' server lock (core/sql/statements.hpp). Parameters also :lock (the
 /// key's hash), :hi and :lo (its halves as two ints), :lock_timeout (postgres_session_lock.cpp).

@@ -37,18 +37,11 @@ class SqliteBackend final : public sql::SqlBackend {
     session_->set_schema(schema());
   }
 
-  // A table of an older dblock lacks the boot_* columns, which inspection cannot add: its rows
-  // are read as that dblock wrote them (the wall-clock rule).
-  Result<std::vector<LockStatus>> status(std::span<const std::string> keys) override {
-    auto found = SqlBackend::status(keys);
-    if (found || !options_.inspect || options_.shedlock) return found;
-    auto columns = sql::read_columns(*session_);
-    if (!columns) return found;
-    const auto& locks = (*columns)[options_.table_prefix + "locks"].columns;
-    if (locks.empty() || locks.contains("boot_id")) return found;
-    auto old = sql::read_status(*session_, inspect_statements(options_, /*without_boot_columns=*/true), keys);
-    if (!old) return explained(*session_, old.error());
-    return old;
+  // A table of an older dblock lacks the boot_* columns: its rows are read as that dblock wrote
+  // them (the wall-clock rule). Its slots alone are read by slot_count only, as 0.
+  std::optional<sql::InspectStatements> older_inspect(const std::set<std::string>& missing) const override {
+    if (!missing.contains("boot_id")) return std::nullopt;
+    return inspect_statements(options_, /*without_boot_columns=*/true);
   }
 
   Result<void> release_held(const std::string& key, const HolderSelector& who) override {

@@ -77,8 +77,9 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   // One write transaction: one commit (one fsync) on a new file, and processes upgrading the
   // same file at once add each column once.
   s.begin = "BEGIN IMMEDIATE";
+  const std::string locks = options.table_prefix + "locks", runs = options.table_prefix + "runs";
   s.create = {
-      "CREATE TABLE IF NOT EXISTS " + t.locks +
+      {locks, "CREATE TABLE IF NOT EXISTS " + t.locks +
           " (\n"
           "  name             TEXT    NOT NULL PRIMARY KEY,  -- BINARY collation: byte-wise\n"
           "  owner            TEXT,\n"
@@ -99,8 +100,8 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
           "  boot_started_ms  INTEGER,  -- CLOCK_BOOTTIME ms of the acquisition\n"
           "  boot_expires_ms  INTEGER,  -- CLOCK_BOOTTIME ms of the end of the lease\n"
           "  slots            INTEGER   -- a semaphore's header row: its slot count (--slots)\n"
-          ")",
-      "CREATE TABLE IF NOT EXISTS " + t.runs +
+          ")"},
+      {runs, "CREATE TABLE IF NOT EXISTS " + t.runs +
           " (\n"
           "  id          INTEGER PRIMARY KEY AUTOINCREMENT,\n"
           "  name        TEXT    NOT NULL,\n"
@@ -113,8 +114,8 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
           "  finished_at TEXT,\n"
           "  outcome     TEXT    NOT NULL,\n"
           "  exit_code   INTEGER\n"
-          ")",
-      "CREATE INDEX IF NOT EXISTS " + quote_ident(options.table_prefix + "runs_name_id") + " ON " + t.runs + " (name, id)",
+          ")"},
+      {runs, "CREATE INDEX IF NOT EXISTS " + quote_ident(options.table_prefix + "runs_name_id") + " ON " + t.runs + " (name, id)"},
   };
   for (std::string_view column : boot_columns)
     s.added.push_back({std::string(column),
@@ -140,9 +141,9 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   if (options.shedlock) {
     // ShedLock has no SQLite DDL of its own: its generic one, timestamps as UTC text
     // 'YYYY-MM-DD HH:MM:SS.SSS' (what strftime('%Y-%m-%d %H:%M:%f', 'now') writes).
-    s.create.push_back("CREATE TABLE IF NOT EXISTS " + quote_ident(options.shedlock_table) +
+    s.create.push_back({options.shedlock_table, "CREATE TABLE IF NOT EXISTS " + quote_ident(options.shedlock_table) +
                        " (name VARCHAR(64) PRIMARY KEY, lock_until TIMESTAMP(3), locked_at TIMESTAMP(3), locked_by "
-                       "VARCHAR(255))");
+                       "VARCHAR(255))"});
   }
   return s;
 }

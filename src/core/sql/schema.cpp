@@ -126,14 +126,21 @@ bool complete(const SchemaStatements& st, const Columns& found) {
 }
 
 /// Adds the columns an older <prefix>locks lacks. A racer may have added one first (a dialect
-/// whose DDL takes no transaction): what counts is that the column is there afterwards.
+/// whose DDL takes no transaction): what counts is that the column is there afterwards. A user
+/// who may not alter the table (a DBA's tables) is told the statement a DBA runs.
 Result<void> add_columns(Session& session, const SchemaStatements& st, const Columns& found) {
   for (const auto& added : st.added) {
     if (has(found, st.prefix + "locks", added.column)) continue;
     auto ok = session.exec(added.add);
     if (ok) continue;
     auto now = read_columns(session);
-    if (!now || !has(*now, st.prefix + "locks", added.column)) return ok;
+    if (now && has(*now, st.prefix + "locks", added.column)) continue;
+    Error e = ok.error();
+    if (e.kind == ErrorKind::other) e.kind = ErrorKind::config;
+    e.message = "table " + st.prefix + "locks in " + session.where() + " was made by an older dblock and lacks the column " +
+                added.column + ", which could not be added (" + e.message + "); a user who may alter it runs: " +
+                added.add + " (or applies `dblock schema` again)";
+    return std::unexpected(e);
   }
   return {};
 }
@@ -162,17 +169,33 @@ Result<void> check_elsewhere(Session& session, const SchemaStatements& st, const
   return {};
 }
 
-Result<void> create(Session& session, const SchemaStatements& st) {
-  for (const std::string& ddl : st.create) {
-    auto ok = session.exec(ddl);
+/// Makes the tables that are missing, only those: a table that exists gets no DDL (its user may
+/// have no right to any).
+Result<void> create(Session& session, const SchemaStatements& st, const Columns& found) {
+  for (const auto& ddl : st.create) {
+    if (found.contains(ddl.table)) continue;
+    auto ok = session.exec(ddl.sql);
     if (ok) continue;
     // Creating tables fails for want of a privilege or on a foreign object: the setup's to fix.
     Error e = ok.error();
     if (e.kind == ErrorKind::other) e.kind = ErrorKind::config;
-    e.message = "cannot create the dblock tables: " + e.message;
+    e.message = "cannot create the dblock table " + ddl.table + " in " + session.where() + ": " + e.message +
+                " (a user who may create tables makes them: `dblock init`, or the DDL `dblock schema` prints)";
     return std::unexpected(e);
   }
   return {};
+}
+
+/// What `dblock schema` says about each table above its DDL.
+std::string table_note(const SchemaStatements& st, const std::string& table) {
+  if (table == st.prefix + "locks")
+    return "one row per lock name, never deleted: the last holder, the fencing token, the lease and\n-- the run "
+           "times." + std::string(st.failover_record.empty() ? "" : " Also the failover record (below).");
+  if (table == st.prefix + "runs")
+    return "the history, one row per `dblock run`, kept to --history-keep per key. Its (name, id)\n-- index serves "
+           "`dblock history KEY` and that trim.";
+  if (table == st.prefix + "claims") return "the rows for-update and txn-insert lock (lease and advisory leave it empty).";
+  return "ShedLock's own table, as ShedLock documents it (its Java services may have made it).";
 }
 
 }  // namespace
@@ -214,7 +237,7 @@ Result<void> ensure_schema(Session& session) {
     tx.emplace(std::move(*begun));
   }
   if (auto ok = check_elsewhere(session, st, *found); !ok) return ok;
-  if (auto ok = create(session, st); !ok) return ok;
+  if (auto ok = create(session, st, *found); !ok) return ok;
   found = read_columns(session);
   if (!found) return std::unexpected(found.error());
   if (auto ok = check_shape(session, st, *found, true); !ok) return ok;
@@ -238,8 +261,43 @@ Result<void> check_schema(Session& session) {
 }
 
 std::string schema_sql(const SchemaStatements& st) {
-  std::string out;
-  for (const std::string& ddl : st.create) out += ddl + ";\n";
+  // What a DBA reviews: idempotent, so it can be applied again (after a failure, or to add a
+  // column to an older dblock's table), and in one transaction where DDL has one.
+  const bool transaction = !st.begin.empty();
+  std::string out =
+      "-- dblock's tables (" + st.dialect + ", table prefix " + st.prefix + "), for a DBA to review and apply as a\n"
+      "-- user who may create tables. Idempotent: each statement makes only what is missing, so\n"
+      "-- applying it again changes nothing. The application's user then needs no CREATE, ALTER or\n"
+      "-- DROP, only SELECT, INSERT, UPDATE and DELETE on these tables: dblock(1) PRIVILEGES says\n"
+      "-- what each strategy needs.\n";
+  out += transaction ? "BEGIN;\n"
+                     : "-- No BEGIN/COMMIT: " + st.autocommit_note +
+                           "\n-- After a failure, apply it again: what was made stays, the rest is made.\n";
+  std::string last;
+  for (const auto& ddl : st.create) {
+    if (ddl.table != last) out += "\n-- " + ddl.table + ": " + table_note(st, ddl.table) + "\n";
+    last = ddl.table;
+    out += ddl.sql + ";\n";
+  }
+  if (!st.added.empty()) {
+    out += "\n-- Columns added since the first release, for a " + st.prefix + "locks an older dblock made:\n";
+    for (const auto& added : st.added) {
+      if (added.add.find("IF NOT EXISTS") != std::string::npos) {
+        out += added.add + ";\n";
+        continue;
+      }
+      out += "-- only where " + added.column + " is missing (its ALTER TABLE has no IF NOT EXISTS here):\n-- " +
+             added.add + ";\n";
+    }
+  }
+  if (!st.failover_record.empty()) {
+    out += "\n-- The failover record (dblock(1), Failover lock-delay): a row of " + st.prefix +
+           "locks that records this\n-- server's incarnation, so that after a promotion nothing is granted for the "
+           "longest TTL\n-- recorded. Made once, here or by the first run.";
+    if (!st.failover_note.empty()) out += "\n-- " + st.failover_note;
+    out += "\n" + st.failover_record + ";\n";
+  }
+  if (transaction) out += "COMMIT;\n";
   return out;
 }
 

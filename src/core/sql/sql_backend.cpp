@@ -71,9 +71,26 @@ failover::ReadCheck SqlBackend::serving_check(Strategy strategy,
 Result<std::vector<LockStatus>> SqlBackend::status(std::span<const std::string> keys) {
   auto s = session();
   if (!s) return std::unexpected(s.error());
-  auto found = read_status(**s, inspect_, keys, options_.shedlock ? &shedlock_holder : &decode_status_row);
+  const StatusDecoder decode = options_.shedlock ? &shedlock_holder : &decode_status_row;
+  auto found = read_status(**s, inspect_, keys, decode);
+  if (found) return found;
+  if (auto older = older_statements(**s, found.error())) found = read_status(**s, *older, keys, decode);
   if (!found) return explained(**s, found.error());
   return found;
+}
+
+std::optional<InspectStatements> SqlBackend::older_statements(Session& session, const Error& failed) {
+  // Only inspection: a run or `init` adds the column instead (ensure_schema).
+  if (!options_.inspect || options_.shedlock || !session.schema_missing(failed)) return std::nullopt;
+  auto columns = read_columns(session);
+  if (!columns) return std::nullopt;
+  auto locks = columns->find(options_.table_prefix + "locks");
+  if (locks == columns->end() || locks->second.columns.empty()) return std::nullopt;
+  std::set<std::string> missing;
+  for (const auto& added : schema_->added)
+    if (!locks->second.columns.contains(added.column)) missing.insert(added.column);
+  if (missing.empty()) return std::nullopt;
+  return older_inspect(missing);
 }
 
 Result<int> SqlBackend::slot_count(const std::string& key) {
@@ -91,6 +108,8 @@ Result<std::vector<RunRecord>> SqlBackend::history(const std::string& key, int l
   auto s = session();
   if (!s) return std::unexpected(s.error());
   auto runs = read_history(**s, inspect_, key, limit);
+  if (!runs)
+    if (auto older = older_statements(**s, runs.error())) runs = read_history(**s, *older, key, limit);
   if (!runs) return explained(**s, runs.error());
   return runs;
 }
@@ -181,7 +200,7 @@ std::vector<DoctorCheck> SqlBackend::doctor_checks(Strategy strategy) {
   auto server = session.run(doctor_.server, {});
   if (!server || server->empty()) return {{"server", false, server ? "the server said nothing" : server.error().message}};
   out.push_back({"server", true, (*server)[0].text(0) + " at " + session.where()});
-  out.push_back(check_privileges(session));
+  out.push_back(check_privileges(session, strategy));
   const Params asked{{"session", std::int64_t{is_session_strategy(strategy) ? 1 : 0}},
                      {"strategy", std::string(to_string(strategy))}};
   for (const Statement& st : doctor_.checks) {
@@ -196,40 +215,84 @@ std::vector<DoctorCheck> SqlBackend::doctor_checks(Strategy strategy) {
   return out;
 }
 
-std::vector<Statement> write_probe(const std::string& locks, const std::string& runs, const std::string& claims) {
-  return {{"doctor.probe", "INSERT INTO " + locks + " (name) VALUES (:probe)"},
-          {"doctor.probe", "UPDATE " + locks + " SET owner = 'doctor' WHERE name = :probe"},
-          {"doctor.probe", "DELETE FROM " + locks + " WHERE name = :probe"},
-          {"doctor.probe", "INSERT INTO " + runs + " (name, token, outcome) VALUES (:probe, 0, 'ok')"},
-          {"doctor.probe", "DELETE FROM " + runs + " WHERE name = :probe"},
-          {"doctor.probe", "INSERT INTO " + claims + " (name, kind) VALUES (:probe, 'doctor')"},
-          {"doctor.probe", "DELETE FROM " + claims + " WHERE name = :probe"}};
+std::vector<PrivilegeProbe> privilege_probes(const BackendOptions& options, char quote) {
+  using Needed = PrivilegeProbe::Needed;
+  const Tables t(options.table_prefix, quote);
+  const std::string locks = options.table_prefix + "locks", runs = options.table_prefix + "runs",
+                    claims = options.table_prefix + "claims";
+  // An INSERT writes a row (rolled back); the others touch none (WHERE 1 = 0) and read no
+  // column, so each needs its own privilege only.
+  std::vector<PrivilegeProbe> out{
+      {"SELECT", locks, "status and every run", Needed::always, {"doctor.probe", "SELECT 1 FROM " + t.locks + " WHERE 1 = 0"}},
+      {"INSERT", locks, "a key's first run", Needed::always,
+       {"doctor.probe", "INSERT INTO " + t.locks + " (name) VALUES (:probe)"}},
+      {"UPDATE", locks, "every run", Needed::always,
+       {"doctor.probe", "UPDATE " + t.locks + " SET owner = NULL WHERE 1 = 0"}},
+      {"SELECT", runs, "history", Needed::always, {"doctor.probe", "SELECT 1 FROM " + t.runs + " WHERE 1 = 0"}},
+      {"INSERT", runs, "every run's history row", Needed::always,
+       {"doctor.probe", "INSERT INTO " + t.runs + " (name, token, outcome) VALUES (:probe, 0, 'ok')"}},
+      {"DELETE", runs, "trimming history to --history-keep", Needed::always,
+       {"doctor.probe", "DELETE FROM " + t.runs + " WHERE 1 = 0"}},
+      {"SELECT", claims, "for-update and txn-insert", Needed::claims,
+       {"doctor.probe", "SELECT 1 FROM " + t.claims + " WHERE 1 = 0"}},
+      {"INSERT", claims, "for-update and txn-insert", Needed::claims,
+       {"doctor.probe", "INSERT INTO " + t.claims + " (name, kind) VALUES (:probe, 'doctor')"}},
+      // PostgreSQL's SELECT ... FOR UPDATE needs UPDATE; MariaDB's SELECT alone (the probe asks the server).
+      {"UPDATE", claims, "for-update's SELECT ... FOR UPDATE", Needed::for_update,
+       {"doctor.probe", "SELECT 1 FROM " + t.claims + " WHERE 1 = 0 FOR UPDATE"}},
+  };
+  if (options.shedlock) {
+    const std::string shed = quote_identifier(options.shedlock_table, quote);
+    out.push_back({"SELECT", options.shedlock_table, "ShedLock's table", Needed::shedlock,
+                   {"doctor.probe", "SELECT 1 FROM " + shed + " WHERE 1 = 0"}});
+    out.push_back({"INSERT", options.shedlock_table, "ShedLock's table", Needed::shedlock,
+                   {"doctor.probe", "INSERT INTO " + shed +
+                                        " (name, lock_until, locked_at, locked_by) VALUES (:probe, CURRENT_TIMESTAMP,"
+                                        " CURRENT_TIMESTAMP, 'doctor')"}});
+    out.push_back({"UPDATE", options.shedlock_table, "ShedLock's table", Needed::shedlock,
+                   {"doctor.probe", "UPDATE " + shed + " SET locked_by = 'doctor' WHERE 1 = 0"}});
+  }
+  return out;
 }
 
-DoctorCheck SqlBackend::check_privileges(Session& session) {
-  std::optional<Error> failed;
-  {
-    auto tx = Transaction::begin(session, lease_.begin);
-    if (!tx) return {"privileges", false, tx.error().message};
-    // A key holds no control character, so the probe never meets a real row.
-    for (const Statement& st : doctor_.probe)
-      if (auto r = session.run(st, {{"probe", std::string("\x01" "dblock-doctor")}}); !r) {
-        failed = r.error();
-        break;
-      }
+DoctorCheck SqlBackend::check_privileges(Session& session, Strategy strategy) {
+  using Needed = PrivilegeProbe::Needed;
+  std::string granted, missing, other;
+  bool tables_missing = false;
+  for (const PrivilegeProbe& p : doctor_.probe) {
+    if (p.needed == Needed::claims && strategy != Strategy::for_update && strategy != Strategy::txn_insert) continue;
+    if (p.needed == Needed::for_update && strategy != Strategy::for_update) continue;
+    if (p.needed == Needed::shedlock && !options_.shedlock) continue;
+    Result<Rows> r = Rows();
+    {
+      // Each in a transaction of its own, rolled back: one refused leaves the next a clean one.
+      auto tx = Transaction::begin(session, lease_.begin);
+      if (!tx) return {"privileges", false, tx.error().message};
+      // A key holds no control character, so the probe never meets a real row.
+      r = session.run(p.statement, {{"probe", std::string("\x01" "dblock-doctor")}});
+    }
+    const std::string what = p.privilege + " on " + p.table;
+    if (r) granted += (granted.empty() ? "" : ", ") + what;
+    else if (session.schema_missing(r.error())) tables_missing = true;
+    else if (doctor_.denied && doctor_.denied(r.error())) missing += (missing.empty() ? "" : ", ") + what + " (" + p.why + ")";
+    else other += (other.empty() ? "" : "; ") + what + ": " + r.error().message;
   }
   auto create = session.run(doctor_.can_create, {});
   const bool can_create = create && !create->empty() && (*create)[0].int64(0) > 0;
   // Doctor only looks: tables that are not there yet are the tables check's finding; here what
   // matters is whether the first run (or `dblock init`) may create them.
-  if (failed && session.schema_missing(*failed))
+  if (tables_missing && missing.empty() && other.empty())
     return {"privileges", can_create,
             can_create ? "the dblock tables do not exist yet; the CREATE privilege lets the first run or `dblock init` make them"
-                       : "the dblock tables do not exist and no CREATE privilege is seen, so `dblock init` needs a DBA"};
-  if (failed) return {"privileges", false, "insert/update/delete on the dblock tables failed: " + failed->message};
+                       : "the dblock tables do not exist and no CREATE privilege is seen, so a DBA makes them (`dblock "
+                         "schema` prints the DDL)"};
+  if (!missing.empty())
+    return {"privileges", false, "missing for " + std::string(to_string(strategy)) + ": " + missing +
+                                     "; GRANT what is missing to this user (dblock(1) PRIVILEGES lists what each strategy needs)"};
+  if (!other.empty()) return {"privileges", false, "a privilege probe failed: " + other};
   return {"privileges", true,
-          can_create ? "create, insert, update and delete on the dblock tables"
-                     : "insert, update and delete work; no CREATE privilege seen, so `dblock init` needs a DBA"};
+          granted + (can_create ? "; CREATE too"
+                                : "; no CREATE privilege seen, so a DBA makes the tables (`dblock schema` prints the DDL)")};
 }
 
 std::unexpected<Error> SqlBackend::explained(Session& session, const Error& failed) {

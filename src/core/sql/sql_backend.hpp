@@ -7,6 +7,8 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -65,6 +67,15 @@ class SqlBackend : public Backend {
     return fail(ErrorKind::internal, "no second session here");
   }
 
+  /// Inspection statements for a <prefix>locks an older dblock made, which lacks the added
+  /// columns `missing` (SchemaStatements::added) and which inspection does not alter: each read
+  /// as that dblock wrote the rows. nullopt (the default): this dialect's inspection reads none
+  /// of them.
+  virtual std::optional<InspectStatements> older_inspect(const std::set<std::string>& missing) const {
+    (void)missing;
+    return std::nullopt;
+  }
+
   /// What a new session is given to repair and check (Session::set_schema).
   const std::shared_ptr<const SchemaStatements>& schema() const { return schema_; }
   /// Inspection creates nothing: a failure that may come from a missing table or column is
@@ -75,7 +86,10 @@ class SqlBackend : public Backend {
   InspectStatements inspect_;
 
  private:
-  DoctorCheck check_privileges(Session& session);
+  DoctorCheck check_privileges(Session& session, Strategy strategy);
+  /// After an inspection failed: the statements for an older table (older_inspect) when the
+  /// failure is a missing column and <prefix>locks lacks an added one; else nullopt.
+  std::optional<InspectStatements> older_statements(Session& session, const Error& failed);
 
   std::string_view name_;
   LeaseStatements lease_;

@@ -205,13 +205,26 @@ struct ReleaseStatements {
 
 namespace dblock::sql {
 
+/// One privilege a strategy needs on one table, for doctor (dblock(1) PRIVILEGES): a statement
+/// that needs it and nothing else (it reads no column, so no SELECT comes with an UPDATE).
+struct PrivilegeProbe {
+  std::string privilege;  // SELECT, INSERT, UPDATE or DELETE
+  std::string table;      // unquoted
+  std::string why;        // what needs it, for the message
+  enum class Needed { always, claims, for_update, shedlock } needed = Needed::always;
+  Statement statement;
+};
+
 /// doctor's checks of a server (sql_backend.hpp, doctor_checks).
 struct DoctorStatements {
   /// (the server's name and version), for the "server" line.
   Statement server;
-  /// :probe (a name no key can have). Each inserts, updates or deletes a row of one table as runs
-  /// do, inside LeaseStatements::begin's transaction, which is rolled back.
-  std::vector<Statement> probe;
+  /// :probe (a name no key can have). One privilege each (privilege_probes), each in a
+  /// LeaseStatements::begin transaction of its own, rolled back.
+  std::vector<PrivilegeProbe> probe;
+  /// Whether a probe failed for want of the privilege (SQLSTATE 42501, errno 1142), not for
+  /// another reason.
+  bool (*denied)(const Error& failed) = nullptr;
   /// (1 when this account may create tables there, else 0): may the first run or `dblock init`
   /// make missing tables.
   Statement can_create;
@@ -230,8 +243,9 @@ struct DoctorStatements {
   Statement serving;
 };
 
-/// DoctorStatements::probe in standard SQL, on the tables' quoted names.
-std::vector<Statement> write_probe(const std::string& locks, const std::string& runs, const std::string& claims);
+/// DoctorStatements::probe in standard SQL: every privilege of every strategy on the tables of
+/// `options` (ShedLock's with --table-format shedlock), names quoted with `quote`.
+std::vector<PrivilegeProbe> privilege_probes(const BackendOptions& options, char quote);
 
 }  // namespace dblock::sql
 
@@ -254,9 +268,19 @@ struct SchemaStatements {
   /// The dialect's name, for `dblock schema --dialect` in messages.
   std::string dialect;
 
-  /// Each CREATE ... IF NOT EXISTS, whole, in order: `dblock schema` prints them, ensure_schema
-  /// runs them.
-  std::vector<std::string> create;
+  /// Each CREATE ... IF NOT EXISTS, whole, in order, with the table it makes (or indexes),
+  /// unquoted: `dblock schema` prints them all; ensure_schema runs those of the tables missing,
+  /// never one of a table that exists (the user of a DBA's tables may not create).
+  struct Create {
+    std::string table;
+    std::string sql;
+  };
+  std::vector<Create> create;
+  /// For `dblock schema` only (empty: none): the failover record (failover.hpp) as a statement
+  /// that makes it once, for the server the script runs on, and a comment about it.
+  std::string failover_record, failover_note;
+  /// For `dblock schema`, where `begin` is empty: why the script has no transaction.
+  std::string autocommit_note;
   /// Opens the transaction the DDL runs in; empty: each DDL statement commits on its own.
   std::string begin;
   /// Columns of <prefix>locks that came after its first release: the ALTER TABLE that adds one
