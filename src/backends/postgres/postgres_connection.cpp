@@ -100,6 +100,21 @@ std::optional<std::pair<std::string, std::string>> hosts_after_current(PGconn* c
 
 void ignore_notice(void*, const char*) {}
 
+// The parameters libpq would use for this DSN once a service file (service=, PGSERVICE) and the
+// environment (PGOPTIONS, PGAPPNAME, PGCONNECT_TIMEOUT, ...) have filled in what the DSN leaves
+// out (dblock(1), DSN): a service's search_path in `options` must not be dropped for dblock's
+// own settings. libpq has no call for that, so a connection that cannot start is asked what it
+// was given: two socket directories and three ports, a count libpq refuses before it reads a
+// password file or opens a socket (and were it to try, a directory that does not exist holds
+// no socket). nullptr when libpq could not even read the service: the real attempt says why.
+Conninfo resolved_conninfo(const std::string& dsn_text) {
+  const char* keys[] = {"dbname", "host", "port", nullptr};
+  const char* values[] = {dsn_text.c_str(), "/nonexistent/dblock-probe,/nonexistent/dblock-probe", "1,2,3", nullptr};
+  const std::unique_ptr<PGconn, decltype(&PQfinish)> probe(PQconnectStartParams(keys, values, /*expand_dbname=*/1),
+                                                           &PQfinish);
+  return Conninfo(probe ? PQconninfo(probe.get()) : nullptr);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const BackendOptions& options, ConnectionRole role) {
@@ -131,14 +146,17 @@ Result<void> Connection::reconnect() {
       {"keepalives_count", "3"},
       {"tcp_user_timeout", std::to_string(std::max<std::int64_t>(1000, options_.io_timeout.count()))},
   };
-  // The DSN's own `options` come first: dblock's idle limits are not the user's to loosen.
-  const char* user_options = conninfo_value(parsed->get(), "options");
+  // What the DSN, its service and the environment set is kept; dblock fills in only the rest.
+  const Conninfo resolved = resolved_conninfo(dsn_.text);
+  const PQconninfoOption* given = resolved ? resolved.get() : parsed->get();
+  // The user's `options` come first: dblock's idle limits are not the user's to loosen.
+  const char* user_options = conninfo_value(given, "options");
   for (bool modern : {true, false}) {
     std::string options = session_options(role_, options_.session_idle_limit, modern);
     if (user_options) options = std::string(user_options) + " " + options;
     std::vector<const char*> keys{"dbname", "options"}, values{dsn_.text.c_str(), options.c_str()};
     for (const auto& [k, v] : defaults)
-      if (!conninfo_value(parsed->get(), k)) {
+      if (!conninfo_value(given, k)) {
         keys.push_back(k);
         values.push_back(v.c_str());
       }
