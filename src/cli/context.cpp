@@ -111,6 +111,16 @@ void check_enclosing_run(const std::string& text, const std::string& where) {
 
 }  // namespace
 
+std::optional<std::string> credential_dsn_file() {
+  const char* dir = std::getenv("CREDENTIALS_DIRECTORY");
+  if (!dir || !*dir) return std::nullopt;
+  std::string path = std::string(dir) + "/dblock-dsn";
+  struct stat st{};
+  // A file there that cannot be read is still the unit's DSN: read_dsn_file says why it failed.
+  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
+  return path;
+}
+
 const DsnSetting& Context::dsn_setting() {
   if (dsn_setting_) return *dsn_setting_;
   // Command line and config file arrive in options (the file only when neither the command
@@ -129,6 +139,12 @@ const DsnSetting& Context::dsn_setting() {
   } else if (const char* env_file = std::getenv("DBLOCK_DSN_FILE")) {
     s.text = read_dsn_file(env_file, "DBLOCK_DSN_FILE");
     s.file = absolute_name(env_file);
+  } else if (auto credential = credential_dsn_file()) {
+    // A unit's credential (dblock(1), DSN): a dblock inside the command of a run on another
+    // database, which inherits CREDENTIALS_DIRECTORY, must not switch to it.
+    s.text = read_dsn_file(*credential, "the systemd credential dblock-dsn ($CREDENTIALS_DIRECTORY)");
+    s.file = absolute_name(*credential);
+    check_enclosing_run(s.text, "the systemd credential " + *credential);
   } else {
     auto location = value_or_throw(default_location());
     check_enclosing_run(location.dsn, "the default database");
