@@ -40,8 +40,9 @@ std::string init_command(ConnectionRole role, Millis idle_limit) {
 std::string access_denied_hint(const MysqlDsn& t) {
   const std::string files = t.option_file ? *t.option_file : "~/.my.cnf (or another default option file)";
   const std::string where = "the [" + t.option_group + "] group of " + files;
-  const std::string dsn_file = "a file that --dsn-file or DBLOCK_DSN_FILE names (mode 0600; never on the command "
-                               "line, where ps shows it)";
+  const std::string dsn_file = "a file that --dsn-file or DBLOCK_DSN_FILE names, or a systemd unit's credential "
+                               "dblock-dsn (LoadCredential=dblock-dsn:FILE, read from $CREDENTIALS_DIRECTORY) (mode "
+                               "0600; never on the command line, where ps shows it)";
   if (t.password)
     return "; the server refused this user with the DSN's password: fix the user or password in the DSN, kept in " +
            dsn_file + ", or leave the password out of the DSN and put password=... in " + where;
