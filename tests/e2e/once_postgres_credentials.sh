@@ -2,7 +2,8 @@
 # Credentials where operators keep them (man/dblock.1, DSN and ENVIRONMENT): libpq's password
 # file (PGPASSFILE), service files (service= in the DSN, PGSERVICE, PGSERVICEFILE), the libpq
 # environment (PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD, PGOPTIONS), the server's Unix
-# socket (host=/socket/dir) and peer authentication over it. dblock leaves to libpq what the
+# socket (host=/socket/dir) and peer authentication over it. A service file, like a DSN file, is
+# refused (78) when others may write it. dblock leaves to libpq what the
 # DSN leaves out: a service's or PGOPTIONS' options (here a search_path) are kept beside
 # dblock's own session settings, not replaced by them. A server that wants a password the
 # service did not give is told where to put one: the service's section among the places.
@@ -64,6 +65,14 @@ svc env PGSERVICE=dblock_e2e dblock -d 'postgres://' run "$(key pgservice)" -- s
 check "PGSERVICE with postgres://: the command ran" ran pgservice
 assert_status "status over the service connects (1: free)" 1 \
   svc dblock -d 'postgres:///?service=dblock_e2e' -q status "$(key none)"
+
+# A service file others may write (it names the server and the user) is refused like a DSN file.
+chmod 620 "$E2E_TMP/pg_service.conf"
+expect_line "a group-writable service file" 78 \
+  "dblock: '$(key svcw)': service file $E2E_TMP/pg_service.conf has mode 0620: users other than its owner may change it: refused (chmod go-w $E2E_TMP/pg_service.conf)" \
+  svc dblock -d 'postgres:///?service=dblock_e2e' run "$(key svcw)" -- sh -c "echo yes >'$E2E_TMP/ran.svcw'"
+check "and its command did not run" bash -c "! test -e '$E2E_TMP/ran.svcw'"
+chmod 600 "$E2E_TMP/pg_service.conf"
 
 # 3. The service's options (a search_path): the tables go where the service says.
 prefix2="${DBLOCK_TABLE_PREFIX}p2_"

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -9,6 +10,7 @@
 #include <limits>
 #include <thread>
 
+#include "backends/common/trusted_file.hpp"
 #include "backends/postgres/postgres_dsn.hpp"
 #include "backends/postgres/postgres_tables.hpp"
 #include "core/clock.hpp"
@@ -115,6 +117,28 @@ Conninfo resolved_conninfo(const std::string& dsn_text) {
   return Conninfo(probe ? PQconninfo(probe.get()) : nullptr);
 }
 
+// The service files libpq reads for a service (service= in the DSN, or PGSERVICE): the user's
+// (PGSERVICEFILE, else ~/.pg_service.conf) and PGSYSCONFDIR's pg_service.conf. A service
+// names the server and the user, so each that exists is trusted as a DSN file is (dblock(1),
+// DSN); libpq's own system directory is root's.
+Result<void> check_service_files(const PQconninfoOption* parsed) {
+  const char* service = conninfo_value(parsed, "service");
+  if (!service) service = std::getenv("PGSERVICE");
+  if (!service || !*service) return {};
+  std::vector<std::string> files;
+  if (const char* file = std::getenv("PGSERVICEFILE"); file && *file)
+    files.emplace_back(file);
+  else if (const char* home = std::getenv("HOME"); home && *home)
+    files.push_back(std::string(home) + "/.pg_service.conf");
+  if (const char* dir = std::getenv("PGSYSCONFDIR"); dir && *dir) files.push_back(std::string(dir) + "/pg_service.conf");
+  for (const auto& file : files) {
+    struct stat st{};
+    if (::stat(file.c_str(), &st) != 0) continue;
+    if (auto ok = trusted_file("service file " + file, file, st); !ok) return ok;
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const BackendOptions& options, ConnectionRole role) {
@@ -134,6 +158,7 @@ Result<void> Connection::reconnect() {
   // libpq's own parser validates the URI (so sslmode, host=/socket dir, passfile... all work).
   auto parsed = parse_postgres_dsn(dsn_);
   if (!parsed) return std::unexpected(parsed.error());
+  if (auto trusted = check_service_files(parsed->get()); !trusted) return trusted;
   // libpq rounds connect_timeout to whole seconds and treats 1 as 2.
   auto secs = std::max<std::int64_t>(2, (options_.connect_timeout.count() + 999) / 1000);
   const std::vector<std::pair<const char*, std::string>> defaults{
