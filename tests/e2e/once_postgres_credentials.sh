@@ -66,6 +66,10 @@ check "PGSERVICE with postgres://: the command ran" ran pgservice
 assert_status "status over the service connects (1: free)" 1 \
   svc dblock -d 'postgres:///?service=dblock_e2e' -q status "$(key none)"
 
+expect_line "an unknown service is a configuration error" 78 \
+  "dblock: cannot connect to postgres:///?service=dblock_e2e_none: definition of service \"dblock_e2e_none\" not found" \
+  svc dblock -d 'postgres:///?service=dblock_e2e_none' status
+
 # A service file others may write (it names the server and the user) is refused like a DSN file.
 chmod 620 "$E2E_TMP/pg_service.conf"
 expect_line "a group-writable service file" 78 \

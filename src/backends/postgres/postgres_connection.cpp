@@ -108,13 +108,19 @@ void ignore_notice(void*, const char*) {}
 // own settings. libpq has no call for that, so a connection that cannot start is asked what it
 // was given: two socket directories and three ports, a count libpq refuses before it reads a
 // password file or opens a socket (and were it to try, a directory that does not exist holds
-// no socket). nullptr when libpq could not even read the service: the real attempt says why.
-Conninfo resolved_conninfo(const std::string& dsn_text) {
+// no socket). Without even the host it was given, libpq refused the service itself (unknown,
+// or its file unreadable): ErrorKind::config with libpq's reason.
+Result<Conninfo> resolved_conninfo(const Dsn& dsn) {
   const char* keys[] = {"dbname", "host", "port", nullptr};
-  const char* values[] = {dsn_text.c_str(), "/nonexistent/dblock-probe,/nonexistent/dblock-probe", "1,2,3", nullptr};
+  const char* values[] = {dsn.text.c_str(), "/nonexistent/dblock-probe,/nonexistent/dblock-probe", "1,2,3", nullptr};
   const std::unique_ptr<PGconn, decltype(&PQfinish)> probe(PQconnectStartParams(keys, values, /*expand_dbname=*/1),
                                                            &PQfinish);
-  return Conninfo(probe ? PQconninfo(probe.get()) : nullptr);
+  if (!probe) return fail(ErrorKind::internal, "cannot connect to " + dsn.redacted + ": out of memory");
+  Conninfo used(PQconninfo(probe.get()));
+  if (!conninfo_value(used.get(), "host"))
+    return fail(ErrorKind::config,
+                "cannot connect to " + dsn.redacted + ": " + redact_message(one_line(PQerrorMessage(probe.get())), dsn.text));
+  return used;
 }
 
 // The service files libpq reads for a service (service= in the DSN, or PGSERVICE): the user's
@@ -172,8 +178,9 @@ Result<void> Connection::reconnect() {
       {"tcp_user_timeout", std::to_string(std::max<std::int64_t>(1000, options_.io_timeout.count()))},
   };
   // What the DSN, its service and the environment set is kept; dblock fills in only the rest.
-  const Conninfo resolved = resolved_conninfo(dsn_.text);
-  const PQconninfoOption* given = resolved ? resolved.get() : parsed->get();
+  auto resolved = resolved_conninfo(dsn_);
+  if (!resolved) return std::unexpected(resolved.error());
+  const PQconninfoOption* given = resolved->get();
   // The user's `options` come first: dblock's idle limits are not the user's to loosen.
   const char* user_options = conninfo_value(given, "options");
   for (bool modern : {true, false}) {
