@@ -98,7 +98,7 @@ class EnvFirstConfig : public CLI::ConfigTOML {
     for (const auto& item : parsed) check_known(item, lines, known);
     // Set but empty is given too (and refused later): it must not let the file's DSN through.
     bool dsn_given = app_.get_option("--dsn")->count() > 0 || app_.get_option("--dsn-file")->count() > 0 ||
-                     std::getenv("DBLOCK_DSN") || std::getenv("DBLOCK_DSN_FILE");
+                     std::getenv("DBLOCK_DSN") || std::getenv("DBLOCK_DSN_FILE") || credential_dsn_file();
     std::erase_if(parsed, [&](const CLI::ConfigItem& item) {
       if (!item.parents.empty()) return false;
       if (item.name == "dsn" || item.name == "dsn-file") return dsn_given;

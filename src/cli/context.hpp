@@ -40,6 +40,11 @@ struct GlobalOptions {
 /// the default refuses (78) unless that is this database (dblock(1), ENVIRONMENT).
 inline constexpr const char* run_database_env = "DBLOCK_RUN_DATABASE";
 
+/// The systemd credential a unit gives dblock (LoadCredential=dblock-dsn:/etc/dblock/dsn):
+/// $CREDENTIALS_DIRECTORY/dblock-dsn when that variable is set and the file exists; nullopt
+/// otherwise. It stands after DBLOCK_DSN_FILE and before a config file's DSN (dblock(1), DSN).
+std::optional<std::string> credential_dsn_file();
+
 /// The DSN as given, not yet parsed (no backend module loaded).
 struct DsnSetting {
   std::string text;  // may hold a password: never print it
@@ -54,7 +59,8 @@ class Context {
   std::vector<std::string> command_after_dashes;
   bool has_dashes = false;
 
-  /// The DSN to use: --dsn, else the file named by --dsn-file, else the default (SQLite).
+  /// The DSN to use: --dsn or --dsn-file, DBLOCK_DSN, DBLOCK_DSN_FILE, the systemd credential,
+  /// a config file's, else the default (SQLite).
   /// Throws FatalError (usage/config) on a bad or empty value.
   const Dsn& dsn();
   /// The same before parsing, with the file it came from. Inside `dblock run`, a DSN from the

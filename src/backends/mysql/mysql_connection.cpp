@@ -2,12 +2,17 @@
 
 #include <fcntl.h>
 #include <mysqld_error.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <tuple>
 #include <variant>
 
+#include "backends/common/trusted_file.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 
 namespace dblock::mysql {
@@ -35,14 +40,39 @@ std::string init_command(ConnectionRole role, Millis idle_limit) {
 std::string access_denied_hint(const MysqlDsn& t) {
   const std::string files = t.option_file ? *t.option_file : "~/.my.cnf (or another default option file)";
   const std::string where = "the [" + t.option_group + "] group of " + files;
-  const std::string dsn_file = "a file that --dsn-file or DBLOCK_DSN_FILE names (mode 0600; never on the command "
-                               "line, where ps shows it)";
+  const std::string dsn_file = "a file that --dsn-file or DBLOCK_DSN_FILE names, or a systemd unit's credential "
+                               "dblock-dsn (LoadCredential=dblock-dsn:FILE, read from $CREDENTIALS_DIRECTORY) (mode "
+                               "0600; never on the command line, where ps shows it)";
   if (t.password)
     return "; the server refused this user with the DSN's password: fix the user or password in the DSN, kept in " +
            dsn_file + ", or leave the password out of the DSN and put password=... in " + where;
   return "; the DSN gives no password and " + where +
          " gave none the server accepts: put password=... there (mode 0600), or the password in the DSN, kept in " +
          dsn_file;
+}
+
+// The option files the client library reads (dblock(1), FILES): the DSN's option-file alone,
+// else the default ones. Whoever may write one chooses the server and the user, and so who runs
+// the job: each is trusted as a DSN file is. A named option-file that does not exist is a typo,
+// not "no options".
+Result<void> check_option_files(const MysqlDsn& t) {
+  if (t.option_file) {
+    struct stat st{};
+    if (::stat(t.option_file->c_str(), &st) != 0)
+      return fail(ErrorKind::config, "cannot read the DSN's option-file " + *t.option_file + ": " + std::strerror(errno));
+    return trusted_file("option file " + *t.option_file, *t.option_file, st);
+  }
+  std::vector<std::string> files{"/etc/my.cnf", "/etc/mysql/my.cnf"};
+  const char* mariadb_home = std::getenv("MARIADB_HOME");
+  if (const char* dir = mariadb_home ? mariadb_home : std::getenv("MYSQL_HOME"); dir && *dir)
+    files.push_back(std::string(dir) + "/my.cnf");
+  if (const char* home = std::getenv("HOME"); home && *home) files.push_back(std::string(home) + "/.my.cnf");
+  for (const auto& file : files) {
+    struct stat st{};
+    if (::stat(file.c_str(), &st) != 0) continue;
+    if (auto ok = trusted_file("option file " + file, file, st); !ok) return ok;
+  }
+  return {};
 }
 
 unsigned whole_seconds(Millis ms) {
@@ -114,6 +144,7 @@ Result<void> Connection::reconnect() {
   if (!m) return fail(ErrorKind::internal, "mysql_init failed (out of memory)");
 
   const MysqlDsn& t = target_;
+  if (auto trusted = check_option_files(t); !trusted) return trusted;
   const unsigned connect_s = t.connect_timeout_s.value_or(whole_seconds(options_.connect_timeout));
   const unsigned io_s = whole_seconds(options_.io_timeout);
   max_block_ms_ = static_cast<std::int64_t>(io_s) * 1000 - 1000;

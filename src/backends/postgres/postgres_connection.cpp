@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -9,6 +10,7 @@
 #include <limits>
 #include <thread>
 
+#include "backends/common/trusted_file.hpp"
 #include "backends/postgres/postgres_dsn.hpp"
 #include "backends/postgres/postgres_tables.hpp"
 #include "core/clock.hpp"
@@ -100,6 +102,49 @@ std::optional<std::pair<std::string, std::string>> hosts_after_current(PGconn* c
 
 void ignore_notice(void*, const char*) {}
 
+// The parameters libpq would use for this DSN once a service file (service=, PGSERVICE) and the
+// environment (PGOPTIONS, PGAPPNAME, PGCONNECT_TIMEOUT, ...) have filled in what the DSN leaves
+// out (dblock(1), DSN): a service's search_path in `options` must not be dropped for dblock's
+// own settings. libpq has no call for that, so a connection that cannot start is asked what it
+// was given: two socket directories and three ports, a count libpq refuses before it reads a
+// password file or opens a socket (and were it to try, a directory that does not exist holds
+// no socket). Without even the host it was given, libpq refused the service itself (unknown,
+// or its file unreadable): ErrorKind::config with libpq's reason.
+Result<Conninfo> resolved_conninfo(const Dsn& dsn) {
+  const char* keys[] = {"dbname", "host", "port", nullptr};
+  const char* values[] = {dsn.text.c_str(), "/nonexistent/dblock-probe,/nonexistent/dblock-probe", "1,2,3", nullptr};
+  const std::unique_ptr<PGconn, decltype(&PQfinish)> probe(PQconnectStartParams(keys, values, /*expand_dbname=*/1),
+                                                           &PQfinish);
+  if (!probe) return fail(ErrorKind::internal, "cannot connect to " + dsn.redacted + ": out of memory");
+  Conninfo used(PQconninfo(probe.get()));
+  if (!conninfo_value(used.get(), "host"))
+    return fail(ErrorKind::config,
+                "cannot connect to " + dsn.redacted + ": " + redact_message(one_line(PQerrorMessage(probe.get())), dsn.text));
+  return used;
+}
+
+// The service files libpq reads for a service (service= in the DSN, or PGSERVICE): the user's
+// (PGSERVICEFILE, else ~/.pg_service.conf) and PGSYSCONFDIR's pg_service.conf. A service
+// names the server and the user, so each that exists is trusted as a DSN file is (dblock(1),
+// DSN); libpq's own system directory is root's.
+Result<void> check_service_files(const PQconninfoOption* parsed) {
+  const char* service = conninfo_value(parsed, "service");
+  if (!service) service = std::getenv("PGSERVICE");
+  if (!service || !*service) return {};
+  std::vector<std::string> files;
+  if (const char* file = std::getenv("PGSERVICEFILE"); file && *file)
+    files.emplace_back(file);
+  else if (const char* home = std::getenv("HOME"); home && *home)
+    files.push_back(std::string(home) + "/.pg_service.conf");
+  if (const char* dir = std::getenv("PGSYSCONFDIR"); dir && *dir) files.push_back(std::string(dir) + "/pg_service.conf");
+  for (const auto& file : files) {
+    struct stat st{};
+    if (::stat(file.c_str(), &st) != 0) continue;
+    if (auto ok = trusted_file("service file " + file, file, st); !ok) return ok;
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const BackendOptions& options, ConnectionRole role) {
@@ -119,6 +164,7 @@ Result<void> Connection::reconnect() {
   // libpq's own parser validates the URI (so sslmode, host=/socket dir, passfile... all work).
   auto parsed = parse_postgres_dsn(dsn_);
   if (!parsed) return std::unexpected(parsed.error());
+  if (auto trusted = check_service_files(parsed->get()); !trusted) return trusted;
   // libpq rounds connect_timeout to whole seconds and treats 1 as 2.
   auto secs = std::max<std::int64_t>(2, (options_.connect_timeout.count() + 999) / 1000);
   const std::vector<std::pair<const char*, std::string>> defaults{
@@ -131,14 +177,18 @@ Result<void> Connection::reconnect() {
       {"keepalives_count", "3"},
       {"tcp_user_timeout", std::to_string(std::max<std::int64_t>(1000, options_.io_timeout.count()))},
   };
-  // The DSN's own `options` come first: dblock's idle limits are not the user's to loosen.
-  const char* user_options = conninfo_value(parsed->get(), "options");
+  // What the DSN, its service and the environment set is kept; dblock fills in only the rest.
+  auto resolved = resolved_conninfo(dsn_);
+  if (!resolved) return std::unexpected(resolved.error());
+  const PQconninfoOption* given = resolved->get();
+  // The user's `options` come first: dblock's idle limits are not the user's to loosen.
+  const char* user_options = conninfo_value(given, "options");
   for (bool modern : {true, false}) {
     std::string options = session_options(role_, options_.session_idle_limit, modern);
     if (user_options) options = std::string(user_options) + " " + options;
     std::vector<const char*> keys{"dbname", "options"}, values{dsn_.text.c_str(), options.c_str()};
     for (const auto& [k, v] : defaults)
-      if (!conninfo_value(parsed->get(), k)) {
+      if (!conninfo_value(given, k)) {
         keys.push_back(k);
         values.push_back(v.c_str());
       }

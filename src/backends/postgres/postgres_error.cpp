@@ -2,6 +2,7 @@
 #include "backends/postgres/postgres_connection.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "backends/postgres/postgres_dsn.hpp"
@@ -29,20 +30,33 @@ ErrorKind kind_for_sqlstate(std::string_view s) {
 // (PQconnectionNeedsPassword): dblock's DSN sources, and libpq's password file under the name
 // libpq itself used (PGPASSFILE, passfile=, else ~/.pgpass), with the line it would look for.
 // The password itself is never shown.
-std::string password_hint(PGconn* conn) {
-  std::string passfile;
+std::string password_hint(PGconn* conn, std::string_view dsn) {
+  std::string passfile, service;
   if (PQconninfoOption* opts = PQconninfo(conn)) {
     for (PQconninfoOption* o = opts; o->keyword; ++o)
       if (std::string_view(o->keyword) == "passfile" && o->val) passfile = o->val;
     PQconninfoFree(opts);
   }
+  // libpq keeps no service in the connection: the DSN's service=, else PGSERVICE.
+  if (PQconninfoOption* opts = PQconninfoParse(std::string(dsn).c_str(), nullptr)) {
+    for (PQconninfoOption* o = opts; o->keyword; ++o)
+      if (std::string_view(o->keyword) == "service" && o->val) service = o->val;
+    PQconninfoFree(opts);
+  }
+  if (const char* env = std::getenv("PGSERVICE"); service.empty() && env) service = env;
   if (passfile.empty()) passfile = "~/.pgpass";
   auto part = [](const char* v) { return std::string(v && *v ? v : "*"); };
+  // A service (service= or PGSERVICE) may carry the password in its section too.
+  const std::string in_service =
+      service.empty() ? "" : ", or password=PASSWORD in the [" + service +
+                                 "] section of the service file (PGSERVICEFILE, else ~/.pg_service.conf; mode 0600)";
   return "; the server wants a password for user " + part(PQuser(conn)) +
-         " and none was given: put it in the DSN, in a file that --dsn-file or DBLOCK_DSN_FILE names (mode 0600; "
+         " and none was given: put it in the DSN, in a file that --dsn-file or DBLOCK_DSN_FILE names or in a systemd "
+         "unit's credential dblock-dsn (LoadCredential=dblock-dsn:FILE, read from $CREDENTIALS_DIRECTORY) (mode 0600; "
          "never on the command line, where ps shows it), or add the line " +
          part(PQhost(conn)) + ":" + part(PQport(conn)) + ":" + part(PQdb(conn)) + ":" + part(PQuser(conn)) +
-         ":PASSWORD to libpq's password file " + passfile + " (mode 0600; PGPASSFILE or passfile= names another)";
+         ":PASSWORD to libpq's password file " + passfile + " (mode 0600; PGPASSFILE or passfile= names another)" +
+         in_service;
 }
 
 }  // namespace
@@ -94,7 +108,7 @@ Error connect_error(PGconn* conn, std::string_view where, bool reached_server, b
     if (kind == ErrorKind::busy) kind = ErrorKind::connection;
   } else if (PQconnectionNeedsPassword(conn)) {
     kind = ErrorKind::config;  // the server asked for a password and the DSN has none
-    hint = password_hint(conn);
+    hint = password_hint(conn, where);
   } else if (reached_server && ssl_required && !PQsslInUse(conn)) {
     kind = ErrorKind::config;  // the server answered but cannot do the SSL the DSN demands
   }
