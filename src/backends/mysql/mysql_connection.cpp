@@ -177,6 +177,7 @@ std::optional<sql::Transport> Connection::transport() const {
   sql::Transport t;
   t.local = peer.local;
   t.peer = peer.address;
+  t.how_to_verify = "ssl-mode=VERIFY_IDENTITY and ssl-ca=FILE";
   if (const char* cipher = mysql_get_ssl_cipher(m)) {
     t.encrypted = true;
     t.cipher = cipher;

@@ -221,6 +221,7 @@ std::optional<sql::Transport> Connection::transport() const {
   sql::Transport t;
   t.local = peer.local;
   t.peer = peer.address;
+  t.how_to_verify = "sslmode=verify-full and sslrootcert=FILE";
   t.password = PQconnectionUsedPassword(c) != 0;
   if (PQsslInUse(c)) {
     t.encrypted = true;

@@ -135,6 +135,7 @@ struct Transport {
   bool ca_verified = false;    // the server's certificate was checked against a CA
   bool host_verified = false;  // ... and its names against the host connected to
   bool password = false;       // a password was given for the login
+  std::string how_to_verify;   // the DSN parameters that require TLS and verify the server
 };
 /// The doctor line for `t`: ok when encrypted or local; a warning (still ok) when a password
 /// crosses a network unencrypted, or when TLS does not verify the server.

@@ -5,8 +5,8 @@
 namespace dblock::sql {
 
 DoctorCheck transport_check(const Transport& t) {
-  const std::string fix = "require TLS with a verified certificate in the DSN (PostgreSQL: sslmode=verify-full and "
-                          "sslrootcert=FILE; MySQL/MariaDB: ssl-mode=VERIFY_IDENTITY and ssl-ca=FILE)";
+  const std::string fix = "require TLS with a verified certificate in the DSN" +
+                          (t.how_to_verify.empty() ? std::string() : " (" + t.how_to_verify + ")");
   if (!t.encrypted) {
     if (t.local) return {"tls", true, "not encrypted; " + t.peer + " is on this host, so nothing crosses a network"};
     if (t.password)
