@@ -216,8 +216,12 @@ INI
   echo "DBLOCK_TEST_PGBOUNCER_SESSION_DSN=postgres://dblock:$password@127.0.0.1:$port/dblock_session" >>"$1/env"
 }
 
-# export_lines FILE: its NAME=VALUE lines as quoted exports for eval (a TLS DSN holds '&').
-export_lines() { sed "s/^\([A-Z_]*\)=\(.*\)\$/export \1='\2'/" "$1"; }
+# export_lines FILE: its NAME=VALUE lines as exports for eval, a value quoted where the shell
+# needs it (a TLS DSN's '&' and '?'); the plain DSNs print as they always did.
+export_lines() {
+  local name value
+  while IFS='=' read -r name value; do printf 'export %s=%q\n' "$name" "$value"; done <"$1"
+}
 
 stop_all() {
   [ -f "$state_file" ] || return 0
