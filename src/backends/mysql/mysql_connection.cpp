@@ -194,8 +194,8 @@ std::optional<sql::Transport> Connection::transport() const {
     t.host_verified = mode == "VERIFY_IDENTITY";
 #endif
   }
-  // The DSN's; a password an option file supplies is not seen here.
-  t.password = target_.password.has_value() && !target_.password->empty();
+  // The one the login used: the DSN's, or an option file's.
+  t.password = m->passwd && *m->passwd;
   return t;
 }
 
