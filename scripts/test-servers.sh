@@ -3,7 +3,8 @@
 # with their data in a temp dir, and a PgBouncer (transaction and session pooling) in front of
 # that PostgreSQL, and prints their DSNs as shell assignments:
 #   eval "$(scripts/test-servers.sh start)"   # sets DBLOCK_TEST_MYSQL_DSN, DBLOCK_TEST_POSTGRES_DSN,
-#                             # DBLOCK_TEST_PGBOUNCER_DSN (transaction pooling), ..._SESSION_DSN
+#                             # DBLOCK_TEST_PGBOUNCER_DSN (transaction pooling), ..._SESSION_DSN,
+#                             # DBLOCK_TEST_MYSQL_TLS_DSN, DBLOCK_TEST_POSTGRES_TLS_DSN, DBLOCK_TEST_TLS_DIR
 #   scripts/test-servers.sh stop
 # For fault tests, one of the running servers can be taken down and brought back on the same
 # port and data dir (start-server and restart return once it accepts connections again):
@@ -13,6 +14,10 @@
 # Every verb finds the servers through the state file (DBLOCK_TEST_SERVERS_STATE).
 # Must run as root (the servers run as the mysql and postgres users). The test user is a
 # superuser of these throwaway servers, so tests can change server settings and kill sessions.
+# Both servers also speak TLS, with a CA and certificates made here (make_certs): a second user,
+# dblock_tls, may log in only over TLS with a client certificate the CA signed, and its DSNs
+# verify the server's certificate and host name (ssl-mode=VERIFY_IDENTITY, sslmode=verify-full).
+# The plain DSNs are unchanged (PostgreSQL's default sslmode=prefer now gets TLS on them).
 set -euo pipefail
 
 # mariadbd and mariadb-install-db live in /usr/sbin, which a non-login PATH may lack.
@@ -45,6 +50,33 @@ wait_until() {  # wait_until SECONDS COMMAND...: polls until COMMAND succeeds
   done
 }
 
+# make_certs DIR: a CA, a server certificate for 127.0.0.1 (the only name the servers are
+# reached by) and a client certificate for the user dblock_tls, in DIR/tls (CA.key stays there
+# for tests that sign more). EC keys: made in milliseconds.
+make_certs() {
+  local t=$1/tls
+  mkdir -p "$t"
+  (
+    cd "$t"
+    ec() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
+    ec ca.key && ec server.key && ec client.key
+    openssl req -x509 -new -key ca.key -subj "/CN=dblock test CA" -days 30 -out ca.crt 2>/dev/null
+    sign() {  # sign NAME SUBJECT EXTENSIONS
+      openssl req -new -key "$1.key" -subj "$2" 2>/dev/null |
+        openssl x509 -req -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 -out "$1.crt" \
+          -extfile <(printf '%s\n' "$3") 2>/dev/null
+    }
+    sign server "/CN=127.0.0.1" "subjectAltName=IP:127.0.0.1"
+    sign client "/CN=dblock_tls" "extendedKeyUsage=clientAuth"
+    chmod 644 ./*.crt
+    chmod 600 ./*.key
+    # Each server reads its own copy of the server key, which must be its own and private.
+    for u in mysql postgres; do
+      install -m 600 -o "$u" -g "$u" server.key "server-$u.key"
+    done
+  ) || { echo "test-servers.sh: openssl could not make the test certificates in $t" >&2; return 1; }
+}
+
 # launch_mariadb DIR PORT: runs mariadbd on an initialised data dir; returns once it answers.
 launch_mariadb() {
   local dir=$1 port=$2
@@ -55,7 +87,8 @@ launch_mariadb() {
   chown mysql:mysql "$dir/error.log"
   setsid mariadbd --user=mysql --datadir="$dir/data" --socket="$dir/mysqld.sock" --port="$port" \
     --bind-address=127.0.0.1 --pid-file="$dir/mysqld.pid" --log-error="$dir/error.log" \
-    --skip-name-resolve --innodb-buffer-pool-size=64M --max-connections="$(cat "$dir/max_connections" 2>/dev/null || echo 500)" >>"$dir/error.log" 2>&1 </dev/null &
+    --skip-name-resolve --ssl-ca="$dir/../tls/ca.crt" --ssl-cert="$dir/../tls/server.crt" \
+    --ssl-key="$dir/../tls/server-mysql.key" --innodb-buffer-pool-size=64M --max-connections="$(cat "$dir/max_connections" 2>/dev/null || echo 500)" >>"$dir/error.log" 2>&1 </dev/null &
   local pid=$! deadline=$((SECONDS + 60))
   # Until it answers; a server that exited will not, so stop waiting at once.
   until mariadb-admin --socket="$dir/mysqld.sock" -uroot ping >/dev/null 2>&1; do
@@ -82,7 +115,7 @@ launch_postgres() {
   # pg_stat_statements lets the benchmarks count statements per run. pg_ctl puts the
   # server in a session of its own.
   runuser -u postgres -- "$pg_bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=$(cat "$dir/max_connections" 2>/dev/null || echo 300) -c shared_preload_libraries=pg_stat_statements" \
+    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c ssl=on -c ssl_ca_file=$dir/../tls/ca.crt -c ssl_cert_file=$dir/../tls/server.crt -c ssl_key_file=$dir/../tls/server-postgres.key -c max_connections=$(cat "$dir/max_connections" 2>/dev/null || echo 300) -c shared_preload_libraries=pg_stat_statements" \
     start >/dev/null </dev/null || { show_log PostgreSQL "$dir/server.log"; return 1; }
 }
 
@@ -100,12 +133,16 @@ start_mariadb() {
 CREATE DATABASE dblock_test;
 CREATE USER 'dblock'@'127.0.0.1' IDENTIFIED BY '$password';
 GRANT ALL PRIVILEGES ON *.* TO 'dblock'@'127.0.0.1' WITH GRANT OPTION;
+CREATE USER 'dblock_tls'@'127.0.0.1' IDENTIFIED BY '$password' REQUIRE X509;
+GRANT ALL PRIVILEGES ON *.* TO 'dblock_tls'@'127.0.0.1';
 SQL
   then
     show_log MariaDB "$dir/error.log"
     return 1
   fi
   echo "DBLOCK_TEST_MYSQL_DSN=mysql://dblock:$password@127.0.0.1:$port/dblock_test" >>"$1/env"
+  local t=$1/tls
+  echo "DBLOCK_TEST_MYSQL_TLS_DSN=mysql://dblock_tls:$password@127.0.0.1:$port/dblock_test?ssl-mode=VERIFY_IDENTITY&ssl-ca=$t/ca.crt&ssl-cert=$t/client.crt&ssl-key=$t/client.key" >>"$1/env"
 }
 
 start_postgres() {
@@ -117,9 +154,16 @@ start_postgres() {
     { cat "$dir/initdb.log" >&2; return 1; }
   echo "$port" >"$dir/port"
   echo "${max_connections:-300}" >"$dir/max_connections"
+  # dblock_tls: over TLS only, with a client certificate whose CN is its name, and its password.
+  { printf 'hostssl all dblock_tls 127.0.0.1/32 scram-sha-256 clientcert=verify-full\n'
+    printf 'host all dblock_tls 0.0.0.0/0 reject\n'
+    cat "$dir/data/pg_hba.conf"; } >"$dir/pg_hba.new"
+  install -m 600 -o postgres -g postgres "$dir/pg_hba.new" "$dir/data/pg_hba.conf"
+  rm -f "$dir/pg_hba.new"
   launch_postgres "$dir" "$port" || return 1
   if ! runuser -u postgres -- "$pg_bin/psql" -h "$dir" -p "$port" -U postgres -v ON_ERROR_STOP=1 -q <<SQL
 CREATE ROLE dblock LOGIN SUPERUSER PASSWORD '$password';
+CREATE ROLE dblock_tls LOGIN SUPERUSER PASSWORD '$password';
 CREATE DATABASE dblock_test OWNER dblock;
 SQL
   then
@@ -127,6 +171,8 @@ SQL
     return 1
   fi
   echo "DBLOCK_TEST_POSTGRES_DSN=postgres://dblock:$password@127.0.0.1:$port/dblock_test" >>"$1/env"
+  local t=$1/tls
+  echo "DBLOCK_TEST_POSTGRES_TLS_DSN=postgres://dblock_tls:$password@127.0.0.1:$port/dblock_test?sslmode=verify-full&sslrootcert=$t/ca.crt&sslcert=$t/client.crt&sslkey=$t/client.key" >>"$1/env"
 }
 
 # start_pgbouncer DIR: PgBouncer in front of the PostgreSQL of DIR, its database dblock_test in
@@ -168,6 +214,13 @@ INI
   fi
   echo "DBLOCK_TEST_PGBOUNCER_DSN=postgres://dblock:$password@127.0.0.1:$port/dblock_test" >>"$1/env"
   echo "DBLOCK_TEST_PGBOUNCER_SESSION_DSN=postgres://dblock:$password@127.0.0.1:$port/dblock_session" >>"$1/env"
+}
+
+# export_lines FILE: its NAME=VALUE lines as exports for eval, a value quoted where the shell
+# needs it (a TLS DSN's '&' and '?'); the plain DSNs print as they always did.
+export_lines() {
+  local name value
+  while IFS='=' read -r name value; do printf 'export %s=%q\n' "$name" "$value"; done <"$1"
 }
 
 stop_all() {
@@ -234,16 +287,18 @@ case "${1:-}" in
     dir=$(mktemp -d /tmp/dblock-test-servers.XXXXXX)
     chmod 755 "$dir"
     echo "$dir" >"$state_file"
+    make_certs "$dir" || { stop_all; exit 1; }
+    echo "DBLOCK_TEST_TLS_DIR=$dir/tls" >>"$dir/env"
     start_mariadb "$dir" || { stop_all; exit 1; }
     start_postgres "$dir" || { stop_all; exit 1; }
     start_pgbouncer "$dir" || { stop_all; exit 1; }
-    sed 's/^/export /' "$dir/env"
+    export_lines "$dir/env"
     ;;
   stop)
     stop_all
     ;;
   env)
-    [ -f "$state_file" ] && sed 's/^/export /' "$(cat "$state_file")/env"
+    [ -f "$state_file" ] && export_lines "$(cat "$state_file")/env"
     ;;
   stop-server | start-server)
     [ $# -eq 2 ] || { echo "usage: $0 $1 mysql|postgres" >&2; exit 64; }

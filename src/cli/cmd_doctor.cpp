@@ -19,7 +19,7 @@ namespace {
 constexpr std::int64_t clock_tolerance_ms = 1000;
 
 void print_check(const DoctorCheck& check) {
-  std::cout << (check.ok ? "ok    " : "FAIL  ") << check.name << ": " << check.detail << '\n';
+  std::cout << (!check.ok ? "FAIL  " : check.warn ? "WARN  " : "ok    ") << check.name << ": " << check.detail << '\n';
 }
 
 }  // namespace

@@ -149,6 +149,7 @@ struct DoctorCheck {
   std::string name;    // short label: "connect", "privileges", "clock", "wait_timeout", ...
   bool ok = true;
   std::string detail;  // one sentence an operator can act on
+  bool warn = false;   // ok, but worth an operator's look (shown as WARN; the exit status stays 0)
 };
 
 }  // namespace dblock

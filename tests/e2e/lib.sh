@@ -62,6 +62,18 @@ case "$DBLOCK_TEST_BACKEND" in
     exit 1
     ;;
 esac
+# server_sql's DSN: the plain one, also when dblock goes over TLS.
+E2E_SQL_DSN=$DBLOCK_DSN
+# DBLOCK_TEST_TLS=1: dblock reaches the server over TLS with a verified certificate and a client
+# certificate (scripts/test-servers.sh: DBLOCK_TEST_MYSQL_TLS_DSN, DBLOCK_TEST_POSTGRES_TLS_DSN).
+if [ "${DBLOCK_TEST_TLS:-}" = 1 ]; then
+  case "$DBLOCK_TEST_BACKEND" in
+    mysql) DBLOCK_DSN=${DBLOCK_TEST_MYSQL_TLS_DSN:-} ;;
+    postgres) DBLOCK_DSN=${DBLOCK_TEST_POSTGRES_TLS_DSN:-} ;;
+    *) DBLOCK_DSN= ;;
+  esac
+  [ -n "$DBLOCK_DSN" ] || skip_or_fail "no TLS DSN for $DBLOCK_TEST_BACKEND (scripts/test-servers.sh exports DBLOCK_TEST_*_TLS_DSN)"
+fi
 [ -x "$DBLOCK_BIN" ] || { echo "FAIL  no executable dblock at $DBLOCK_BIN"; exit 1; }
 
 # Tables of their own: runs against a shared server (and parallel ctest jobs) never collide.
@@ -237,7 +249,7 @@ has_status_fields() {
 # mariadb "${MYSQL_CLIENT_OPTIONS[@]}" ...` (the password goes through the environment, never
 # on a command line).
 mysql_client_options() {
-  local rest=${DBLOCK_DSN#*://} userinfo hostport database host port=3306
+  local rest=${E2E_SQL_DSN#*://} userinfo hostport database host port=3306
   userinfo=${rest%%@*}
   hostport=${rest#*@}
   database=${hostport#*/}
@@ -259,7 +271,7 @@ server_sql() {
       mysql_client_options
       MYSQL_PWD=$MYSQL_CLIENT_PWD timeout 30 mariadb "${MYSQL_CLIENT_OPTIONS[@]}" -e "$1"
       ;;
-    postgres) timeout 30 psql "$DBLOCK_DSN" -X -q -A -t -F $'\t' -v ON_ERROR_STOP=1 -c "$1" ;;
+    postgres) timeout 30 psql "$E2E_SQL_DSN" -X -q -A -t -F $'\t' -v ON_ERROR_STOP=1 -c "$1" ;;
     *) echo "server_sql: no server for $DBLOCK_TEST_BACKEND" >&2; return 1 ;;
   esac
   # A client that timed out prints nothing: say so, or the caller's check reads an empty answer.

@@ -1,6 +1,7 @@
 #include "backends/mysql/mysql_connection.hpp"
 
 #include <fcntl.h>
+#include <errmsg.h>
 #include <mysqld_error.h>
 #include <sys/stat.h>
 
@@ -13,6 +14,7 @@
 #include <variant>
 
 #include "backends/common/trusted_file.hpp"
+#include "backends/common/peer.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 
 namespace dblock::mysql {
@@ -183,12 +185,49 @@ Result<void> Connection::reconnect() {
                 std::to_string(mysql_errno(m.get())) + ")";
     if (e.native_code == ER_ACCESS_DENIED_ERROR || e.native_code == ER_ACCESS_DENIED_NO_PASSWORD_ERROR)
       e.message += access_denied_hint(t);
+    // TLS refused (a certificate that does not verify, a server without TLS): trying again
+    // cannot help, as libpq's counterpart (postgres_error.cpp) says too.
+    if (e.native_code == CR_SSL_CONNECTION_ERROR) e.kind = ErrorKind::config;
     return std::unexpected(std::move(e));
   }
+  // Connector/C lets ssl-mode=REQUIRED without a CA or certificate fall back to plain TCP when
+  // the server offers no TLS: what the DSN demands is checked here.
+  if (t.ssl_mode && *t.ssl_mode != "DISABLED" && *t.ssl_mode != "PREFERRED" && !mysql_get_ssl_cipher(m.get()))
+    return fail(ErrorKind::config, "cannot connect to " + dsn_.redacted + ": the server does not offer TLS, which ssl-mode=" +
+                                       *t.ssl_mode + " demands; turn TLS on at the server, or change ssl-mode");
   // The command run under `run` must not inherit the database socket (dblock(1), run).
   if (const int fd = static_cast<int>(mysql_get_socket(m.get())); fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
   mysql_ = std::move(m);
   return {};
+}
+
+std::optional<sql::Transport> Connection::transport() const {
+  if (!mysql_) return std::nullopt;
+  MYSQL* m = mysql_.get();
+  const Peer peer = socket_peer(socket());
+  sql::Transport t;
+  t.local = peer.local;
+  t.peer = peer.address;
+  t.how_to_verify = "ssl-mode=VERIFY_IDENTITY and ssl-ca=FILE";
+  if (const char* cipher = mysql_get_ssl_cipher(m)) {
+    t.encrypted = true;
+    t.cipher = cipher;
+#ifdef MARIADB_BASE_VERSION
+    const char* version = nullptr;
+    if (mariadb_get_infov(m, MARIADB_CONNECTION_TLS_VERSION, &version) == 0 && version) t.protocol = version;
+    // Connector/C checks the CA and the host name together (apply_ssl_mode), or neither.
+    my_bool verify = 0;
+    if (mysql_get_optionv(m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &verify) == 0 && verify)
+      t.ca_verified = t.host_verified = true;
+#else
+    const std::string mode = target_.ssl_mode.value_or("");
+    t.ca_verified = mode == "VERIFY_CA" || mode == "VERIFY_IDENTITY";
+    t.host_verified = mode == "VERIFY_IDENTITY";
+#endif
+  }
+  // The one the login used: the DSN's, or an option file's.
+  t.password = m->passwd && *m->passwd;
+  return t;
 }
 
 Error Connection::error_from_mysql() const {

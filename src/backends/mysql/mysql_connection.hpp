@@ -50,6 +50,8 @@ class Connection {
   std::int64_t max_block_ms() const { return max_block_ms_; }
   /// The redacted DSN, for messages.
   const std::string& where() const { return dsn_.redacted; }
+  /// TLS and peer of the open connection (doctor); nullopt when closed.
+  std::optional<sql::Transport> transport() const;
 
  private:
   struct Close {
@@ -89,6 +91,7 @@ class Session final : public sql::Session {
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
   bool schema_missing(const Error& failed) const override { return is_schema_missing(failed); }
   std::string where() const override { return conn_->where(); }
+  std::optional<sql::Transport> transport() const override { return conn_->transport(); }
   sql::ReleaseSignal& release_signal() override { return *wake_queue_; }
   std::int64_t started_id() const override { return static_cast<std::int64_t>(conn_->session_id()); }
 

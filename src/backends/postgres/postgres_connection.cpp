@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "backends/common/trusted_file.hpp"
+#include "backends/common/peer.hpp"
 #include "backends/postgres/postgres_dsn.hpp"
 #include "backends/postgres/postgres_tables.hpp"
 #include "core/clock.hpp"
@@ -260,6 +262,31 @@ Result<void> Connection::start_connection(std::vector<const char*> keys, std::ve
   Error e = connect_error(conn_.get(), dsn_.redacted, reached_server, ssl_required);
   conn_.reset();
   return std::unexpected(e);
+}
+
+std::optional<sql::Transport> Connection::transport() const {
+  if (!is_open()) return std::nullopt;
+  PGconn* c = conn_.get();
+  const Peer peer = socket_peer(PQsocket(c));
+  sql::Transport t;
+  t.local = peer.local;
+  t.peer = peer.address;
+  t.how_to_verify = "sslmode=verify-full and sslrootcert=FILE";
+  t.password = PQconnectionUsedPassword(c) != 0;
+  if (PQsslInUse(c)) {
+    t.encrypted = true;
+    if (const char* p = PQsslAttribute(c, "protocol")) t.protocol = p;
+    if (const char* p = PQsslAttribute(c, "cipher")) t.cipher = p;
+    // libpq's rules: verify-ca and verify-full check the CA, verify-full the host name too; so
+    // does require when a root certificate file is there (libpq(3), sslmode).
+    const Conninfo used(PQconninfo(c));
+    const std::string_view mode = conninfo_value(used.get(), "sslmode") ? conninfo_value(used.get(), "sslmode") : "";
+    const char* root = conninfo_value(used.get(), "sslrootcert");
+    t.host_verified = mode == "verify-full";
+    t.ca_verified = mode.starts_with("verify") ||
+                    (mode == "require" && root && std::string_view(root) != "system" && ::access(root, R_OK) == 0);
+  }
+  return t;
 }
 
 Result<void> Connection::listen(const std::string& channel) {

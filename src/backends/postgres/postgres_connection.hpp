@@ -75,6 +75,8 @@ class Connection {
   /// The server process that started this connection (a pooler's own, behind one).
   int backend_pid() const { return is_open() ? PQbackendPID(conn_.get()) : 0; }
   const std::string& where() const { return dsn_.redacted; }
+  /// TLS and peer of the open connection (doctor); nullopt when closed.
+  std::optional<sql::Transport> transport() const;
 
  private:
   struct Finish {
@@ -132,6 +134,7 @@ class Session final : public sql::Session {
     return failed.sqlstate == "42P01" || failed.sqlstate == "42703" || failed.sqlstate == "42P10";
   }
   std::string where() const override { return conn_->where(); }
+  std::optional<sql::Transport> transport() const override { return conn_->transport(); }
   sql::ReleaseSignal& release_signal() override { return *signal_; }
   std::int64_t started_id() const override { return conn_->backend_pid(); }
   void served_directly_seen() override { conn_->seen_served_directly(); }

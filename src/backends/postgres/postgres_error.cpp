@@ -111,6 +111,9 @@ Error connect_error(PGconn* conn, std::string_view where, bool reached_server, b
     hint = password_hint(conn, where);
   } else if (reached_server && ssl_required && !PQsslInUse(conn)) {
     kind = ErrorKind::config;  // the server answered but cannot do the SSL the DSN demands
+    // libpq says only "certificate verify failed" for a wrong CA and an expired certificate alike.
+    hint = "; the DSN's sslmode requires TLS: sslrootcert must name the CA that signed the server's certificate, "
+           "and every certificate in the chain must be within its dates";
   }
   std::string msg = "cannot connect to " + std::string(where) + ": " + one_line(text);
   if (!sqlstate.empty()) msg += " (SQLSTATE " + sqlstate + ")";

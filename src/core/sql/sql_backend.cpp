@@ -200,6 +200,7 @@ std::vector<DoctorCheck> SqlBackend::doctor_checks(Strategy strategy) {
   auto server = session.run(doctor_.server, {});
   if (!server || server->empty()) return {{"server", false, server ? "the server said nothing" : server.error().message}};
   out.push_back({"server", true, (*server)[0].text(0) + " at " + session.where()});
+  if (auto transport = session.transport()) out.push_back(transport_check(*transport));
   out.push_back(check_privileges(session, strategy));
   const Params asked{{"session", std::int64_t{is_session_strategy(strategy) ? 1 : 0}},
                      {"strategy", std::string(to_string(strategy))}};

@@ -124,6 +124,23 @@ Result<std::vector<const Value*>> bind_order(const Compiled& compiled, const Par
 
 struct SchemaStatements;  // statements.hpp
 
+/// What carries a session to its server, for doctor's tls line (dblock(1), doctor). Every
+/// connection of one command is opened from the same DSN, so one session tells for all.
+struct Transport {
+  bool local = false;    // a Unix socket or a loopback address: nothing crosses a network
+  std::string peer;      // the address connected to ("127.0.0.1", "/run/mysqld/mysqld.sock")
+  bool encrypted = false;
+  std::string protocol;  // "TLSv1.3", when encrypted
+  std::string cipher;
+  bool ca_verified = false;    // the server's certificate was checked against a CA
+  bool host_verified = false;  // ... and its names against the host connected to
+  bool password = false;       // a password was given for the login
+  std::string how_to_verify;   // the DSN parameters that require TLS and verify the server
+};
+/// The doctor line for `t`: ok when encrypted or local; a warning (still ok) when a password
+/// crosses a network unencrypted, or when TLS does not verify the server.
+DoctorCheck transport_check(const Transport& t);
+
 /// How a waiter hears that a key may have been released, so it tries again at once instead of
 /// on core's backoff. Optional: a session without one answers "cannot tell" throughout.
 class ReleaseSignal {
@@ -170,6 +187,8 @@ class Session {
   virtual bool schema_missing(const Error& failed) const = 0;
   /// Where the session's database is, for messages: the file, or the redacted DSN.
   virtual std::string where() const = 0;
+  /// How the session reaches its server; nullopt for a file (SQLite).
+  virtual std::optional<Transport> transport() const { return std::nullopt; }
 
   /// How this session's waiters hear releases (never null).
   virtual ReleaseSignal& release_signal() = 0;
