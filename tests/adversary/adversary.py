@@ -17,7 +17,8 @@ wall-clock step for one host; a full disk under SQLite). Every host runs as the 
 (when started as root) with a home of its own, and loops: pick a key, run, pause.
 
 The oracle (tests/adversary/adv_job.sh, with flock(2), so the kernel and not a log decides):
-no two live process trees hold one slot of a key, no two slot counts (or a plain lock and a
+no two live process trees hold one slot of a key (a step of the shell pattern whose token is
+stale is turned away, as a fenced resource would, and counts as fenced, not as a breach), no two slot counts (or a plain lock and a
 semaphore) of a key run at once, tokens never repeat per key and increase per slot; every
 dblock ends with a documented exit status (70, an internal error, counts as a failure), and
 within the round's grace (no hang); no file appears outside the configured paths (each host's
@@ -522,9 +523,9 @@ token=$({db} acquire {k} {extra} -E 0)
 trap '{db} release {k} --token "$token"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-DBLOCK_TOKEN=$token {step}
+DBLOCK_TOKEN=$token ADV_FENCED=1 {step}
 {db} renew {k} --token "$token" --ttl {h['ttl']}s
-DBLOCK_TOKEN=$token {step}
+DBLOCK_TOKEN=$token ADV_FENCED=1 {step}
 """
 
     def host_loop(self, i, h, t_end):
@@ -708,7 +709,7 @@ DBLOCK_TOKEN=$token {step}
         # until then): wait for their slot files to be free, then unmount.
         deadline = now() + 30
         for name in os.listdir(self.oracle):
-            if ".slot." in name and not name.endswith(".last"):
+            if ".tree." in name:
                 path = os.path.join(self.oracle, name)
                 with open(path, "a") as fh:
                     while now() < deadline:
@@ -731,6 +732,9 @@ DBLOCK_TOKEN=$token {step}
                         "slot counts" if line.startswith("runs while") else
                         "slot number" if "not below" in line else "token")
                 self.breach(kind, line.strip())
+        fenced = os.path.join(self.oracle, "fenced")
+        if os.path.exists(fenced):
+            self.stats["fenced"] += sum(1 for _ in open(fenced))
         starts = collections.Counter()
         for line in open(os.path.join(self.oracle, "log")):
             parts = line.split()
@@ -903,7 +907,8 @@ def main():
             farm.start_servers([plan["backend"]])
             for n in range(args.repeat):
                 clean, rnd = run_round(farm, plan, f"replay{n}")
-                out.write(f"replay {n + 1}: {'clean' if clean else 'BREACH'}\n")
+                out.write(f"replay {n + 1}: {rnd.stats['runs']} runs, {rnd.stats['started']} started,"
+                          f" {rnd.stats['fenced']} shell steps fenced: {'clean' if clean else 'BREACH'}\n")
                 if not clean:
                     rnd.report(out)
                     return 1
@@ -956,6 +961,7 @@ def main():
                 break
         t = farm.totals
         out.write(f"adversary: {t['rounds']} rounds, {t['runs']} runs, {t['started']} started, "
+                  f"{t['fenced']} shell steps turned away by their token, "
                   f"{sum(farm.faults.values())} faults ({', '.join(f'{k} {v}' for k, v in sorted(farm.faults.items()))}), "
                   f"refusals: {dict(farm.refusals.most_common())}, exits: {dict(sorted(farm.exits.items()))}, "
                   f"rounds with a breach: {len(failed)} {failed if failed else ''}\n")
