@@ -148,12 +148,20 @@ def draw_round(seed, backends):
     keys = [f"k{i}" for i in range(r.randint(1, 3))]
     # A farm in the middle of a rolling change: the hosts mostly agree (one configuration,
     # drawn), and each option of each host departs from it with a chance of its own.
+    # Either every option may drift, or (a change rolled out one option at a time) only one
+    # does, so that a break needing one disagreement is not masked by another's.
     common = draw_host(r, backend, keys)
     drift = r.choice([0.1, 0.25, 0.5])
+    # (The options that decide who may hold a key weigh more.)
+    only = r.choice([None] * 3 + ["strategy", "slots"] * 3 + ["table_format", "nested"] * 2 +
+                    ["dsn_source", "mode", "pooler", "strategy_source", "min_hold", "min_interval", "ttl", "wait", "clock"])
     hosts = []
     for _ in range(r.randint(2, 6)):
         own = draw_host(r, backend, keys)
-        h = {f: (own[f] if r.random() < drift else common[f]) for f in common}
+        if only:
+            h = dict(common, **{only: own[only] if r.random() < 0.5 else common[only]})
+        else:
+            h = {f: (own[f] if r.random() < drift else common[f]) for f in common}
         if h["mode"] == "shell":
             h.update(strategy="lease", slots=None, nested=None)
         if h["dsn_source"] == "multihost":
