@@ -118,6 +118,9 @@ def draw_host(r, backend, keys):
     h["keys"] = sorted(r.sample(keys, r.randint(1, len(keys))))
     h["job"] = r.choice([[0.1, 0.5], [0.3, 1.5], [1.0, 3.0]])
     h["pause"] = r.choice([[0.0, 0.2], [0.1, 0.8]])
+    if h["table_format"] == "shedlock" and r.random() < 0.8:
+        # ShedLock's table holds leases only, one holder, no last start: mostly what works there
+        h.update(strategy="lease", slots=None, min_interval=0)
     h["clock"] = r.random() < 0.2
     h["nested"] = None
     if h["mode"] == "run" and r.random() < 0.25:
