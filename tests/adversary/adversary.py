@@ -13,7 +13,8 @@ in session or transaction mode; strategy and where it is set; table format; --sl
 that runs dblock again), a few keys the hosts share while disagreeing about them, and faults
 at random times (kill -9 of dblock, of its process group, of the job; SIGSTOP/SIGCONT of
 dblock or its group; a server session killed; a server restart; a frozen or reset link; a
-wall-clock step for one host; a full disk under SQLite). Every host runs as the user nobody
+DBA's transaction holding a key's row; a wall-clock step for one host; a full disk under
+SQLite). Every host runs as the user nobody
 (when started as root) with a home of its own, and loops: pick a key, run, pause.
 
 The oracle (tests/adversary/adv_job.sh, with flock(2), so the kernel and not a log decides):
@@ -64,7 +65,7 @@ STRATEGIES = {"sqlite": ["lease"], "mysql": ["lease", "advisory", "for-update", 
 # error) is documented but is a defect: it counts as a breach.
 DOCUMENTED = {0, 64, 69, 75, 76, 78, 124, 126, 127}
 FAULTS_ALL = ["kill_dblock", "kill_group", "kill_job", "stop_dblock", "stop_group", "clock_step"]
-FAULTS_SERVER = ["session_kill", "link_freeze", "link_reset", "server_restart"]
+FAULTS_SERVER = ["session_kill", "link_freeze", "link_reset", "server_restart", "row_hold"]
 FAULTS_SQLITE = ["disk_full"]
 # Refusals (exit 78) grouped by what the message names; the first match wins.
 REASONS = [
@@ -136,7 +137,9 @@ def draw_fault(r, backend, hosts, duration):
     sqlite = FAULTS_SQLITE if os.geteuid() == 0 else []
     kinds = FAULTS_ALL + (sqlite if backend == "sqlite" else FAULTS_SERVER)
     f = {"at": round(r.uniform(0.5, duration - 0.5), 2), "kind": r.choice(kinds), "host": r.randrange(len(hosts))}
-    if f["kind"] in ("stop_dblock", "stop_group", "link_freeze", "disk_full"):
+    if f["kind"] == "row_hold":
+        f["key"] = r.randrange(3)  # of the round's keys, modulo how many it has
+    if f["kind"] in ("stop_dblock", "stop_group", "link_freeze", "disk_full", "row_hold"):
         f["secs"] = r.choice([0.5, 2, 5, 12])
     if f["kind"] == "server_restart":
         f["secs"] = r.choice([0.5, 2])
@@ -310,7 +313,7 @@ class Farm:
             return self.env["DBLOCK_TEST_PGBOUNCER_SESSION_DSN"]
         return self.env["DBLOCK_TEST_POSTGRES_DSN"]
 
-    def admin_sql(self, backend, sql):
+    def admin_sql(self, backend, sql, timeout=20):
         """One statement as the servers' test user, on the direct port (not through a proxy)."""
         dsn = self.server_dsn(backend)
         if backend == "postgres":
@@ -319,7 +322,7 @@ class Farm:
             m = re.match(r"mysql://([^:]+):([^@]+)@127\.0\.0\.1:(\d+)/(\w+)", dsn)
             cmd = ["mariadb", "-h127.0.0.1", f"-P{m.group(3)}", f"-u{m.group(1)}", f"-p{m.group(2)}", "-N", "-B",
                    m.group(4), "-e", sql]
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         return out.stdout.strip() if out.returncode == 0 else None
 
     def cleanup(self):
@@ -631,6 +634,17 @@ DBLOCK_TOKEN=$token ADV_FENCED=1 {step}
                 self.faults[kind] += 1
                 time.sleep(f["secs"])
                 os.unlink(filler)
+                return
+            elif kind == "row_hold":
+                # A DBA's (or another tool's) transaction holds the key's row locked a while.
+                key = self.plan["keys"][f.get("key", 0) % len(self.plan["keys"])]
+                table, name = f"{self.farm.prefix}locks", self.keyname[key]
+                sleep = "pg_sleep" if self.backend == "postgres" else "SLEEP"
+                begin = "BEGIN" if self.backend == "postgres" else "START TRANSACTION"
+                self.event(i, f"fault row_hold {key} for {f['secs']}s")
+                self.faults[kind] += 1
+                self.farm.admin_sql(self.backend, f"{begin}; SELECT 1 FROM {table} WHERE name = '{name}' FOR UPDATE;"
+                                    f" SELECT {sleep}({f['secs']}); COMMIT", timeout=f["secs"] + 30)
                 return
             elif kind == "session_kill":
                 what += " " + (self.kill_session() or "(no session)")
