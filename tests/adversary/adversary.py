@@ -887,6 +887,8 @@ def main():
     ap.add_argument("--shrink", type=parse_duration, default=180.0, help="time to shrink a failing round (0: off)")
     ap.add_argument("--tries", type=int, default=2, help="attempts per shrink candidate")
     ap.add_argument("--plan", help="replay this round (a JSON file or text) instead of drawing")
+    ap.add_argument("--corpus", help="a directory of rounds (*.json) to replay first, once each: the shrunk"
+                    " rounds of breaks found before")
     ap.add_argument("--repeat", type=int, default=1, help="with --plan: up to N times, until it fails")
     ap.add_argument("--keep", action="store_true", help="keep the rounds' directories")
     ap.add_argument("--self-test", action="store_true",
@@ -940,6 +942,9 @@ def main():
             return 0
         farm.start_servers(backends)
         seeds = [int(s) for s in args.seeds.split(",") if s]
+        corpus = sorted(os.path.join(args.corpus, f) for f in os.listdir(args.corpus)
+                        if f.endswith(".json")) if args.corpus else []
+        corpus = [p for p in corpus if json.load(open(p))["backend"] in backends]
         fresh = None
         if args.fresh:
             fresh = random.SystemRandom().randrange(1, 2 ** 31)
@@ -949,12 +954,30 @@ def main():
         out.flush()
         start = now()
         failed = []
-        n = 0
+        n = ncorpus = 0
         while now() - start < args.budget:
-            if n < len(seeds):
-                seed = seeds[n]
+            if corpus:
+                path = corpus.pop(0)
+                plan = json.load(open(path))
+                n += 1
+                ncorpus += 1
+                clean, rnd = run_round(farm, plan, f"r{n}")
+                out.write(f"round {n}: {os.path.basename(path)} {plan['backend']}: {rnd.stats['runs']} runs,"
+                          f" {rnd.stats['started']} started, {sum(rnd.refusals.values())} refused:"
+                          f" {'clean' if clean else 'BREACH'} ({now() - start:.0f} s in)\n")
+                out.flush()
+                if not clean:
+                    failed.append(os.path.basename(path))
+                    rnd.report(out)
+                    out.write(f"  replay: tests/adversary/adversary.py --dblock {shlex.quote(args.dblock)} --plan {path}\n")
+                    if not args.soak:
+                        break
+                continue
+            k = n - ncorpus  # rounds drawn from seeds so far
+            if k < len(seeds):
+                seed = seeds[k]
             elif fresh is not None:
-                seed = fresh + n - len(seeds)
+                seed = fresh + k - len(seeds)
             elif not seeds:
                 seed = random.SystemRandom().randrange(1, 2 ** 31)
             else:
