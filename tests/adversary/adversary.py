@@ -255,7 +255,15 @@ class Farm:
         self.prefix = f"{self.tag}_"
         self.bindir = os.path.join(self.base, "bin")
         os.mkdir(self.bindir)
-        os.symlink(self.dblock, os.path.join(self.bindir, "dblock"))
+        # Copies, not links: the hosts' users must read and run them, and a build directory
+        # (or a checkout under /root) may be closed to them. The modules go beside the binary,
+        # where dblock looks for them (next to its own executable).
+        src = os.path.dirname(self.dblock)
+        for name in ["dblock"] + [f for f in os.listdir(src) if re.fullmatch(r"dblock-\w+\.so", f)]:
+            shutil.copy2(os.path.realpath(os.path.join(src, name)), os.path.join(self.bindir, name))
+        self.job = os.path.join(self.base, "adv_job.sh")
+        shutil.copy2(JOB, self.job)
+        os.chmod(self.job, 0o755)
         # Unix users for the hosts (as root): nobody first, then Debian's other system users
         # with no login of their own. A SQLite round runs every host as nobody (one file, one
         # owner: sharing it among users is SHARING A DATABASE FILE's business); a server round
@@ -504,7 +512,7 @@ class Round:
         return o
 
     def argv(self, i, h, key, secs, rng):
-        job = [JOB, self.oracle, key, str(h["slots"] or 0), f"{secs:.2f}"]
+        job = [self.farm.job, self.oracle, key, str(h["slots"] or 0), f"{secs:.2f}"]
         if h["mode"] == "shell":
             return ["sh", "-c", self.shell_script(i, h, key, secs)]
         cmd = ["dblock"] + self.global_opts(i, h) + ["run"] + self.run_opts(h) + [self.keyname[key], "--"] + job
@@ -516,7 +524,7 @@ class Round:
             isecs = max(0.1, secs * rng.uniform(0.3, 0.9))
             cmd += ["env", f"ADV_WAY={self.way(inner)} (nested)", "dblock"] + self.global_opts(i, inner, dsn=n["dsn"] == "same", strategy=bool(n["strategy"])) + \
                 ["run"] + self.run_opts(inner) + [self.keyname[n["key"]], "--",
-                                                  JOB, self.oracle, n["key"], str(n["slots"] or 0), f"{isecs:.2f}"]
+                                                  self.farm.job, self.oracle, n["key"], str(n["slots"] or 0), f"{isecs:.2f}"]
         return cmd
 
     @staticmethod
@@ -528,7 +536,7 @@ class Round:
         """The README's acquire / renew / release pattern, its steps the oracle's job."""
         db = " ".join(shlex.quote(a) for a in ["dblock"] + self.global_opts(i, h))
         k = shlex.quote(self.keyname[key])
-        step = f"{shlex.quote(JOB)} {shlex.quote(self.oracle)} {key} 0 {min(secs, h['ttl'] / 3):.2f}"
+        step = f"{shlex.quote(self.farm.job)} {shlex.quote(self.oracle)} {key} 0 {min(secs, h['ttl'] / 3):.2f}"
         # acquire takes --ttl and -w of the run options (and -E 0, as the README's script)
         extra = " ".join(shlex.quote(a) for a in self.run_opts(dict(h, E=None, min_hold=0, min_interval=0, slots=None)))
         return f"""set -e
@@ -783,7 +791,10 @@ DBLOCK_TOKEN=$token ADV_FENCED=1 {step}
                 continue
             h = self.plan["hosts"][r["host"]]
             ok = DOCUMENTED | ({h["E"]} if h["E"] is not None else set())
-            if rc not in ok:
+            if rc in (126, 127):
+                # the job always exists here: the host's user could not run it (a set-up fault)
+                self.breach("set-up", f"run {r['run']} exited {rc}: the job or dblock could not be run: {self.tail(r['err'])}")
+            elif rc not in ok:
                 self.breach("exit", f"run {r['run']} exited {rc}, not a documented status: {self.tail(r['err'])}")
         after = self.snapshot()
         for path in sorted(after - self.before):
@@ -1013,6 +1024,9 @@ def main():
                   f"{sum(farm.faults.values())} faults ({', '.join(f'{k} {v}' for k, v in sorted(farm.faults.items()))}), "
                   f"refusals: {dict(farm.refusals.most_common())}, exits: {dict(sorted(farm.exits.items()))}, "
                   f"rounds with a breach: {len(failed)} {failed if failed else ''}\n")
+        if t["rounds"] and not t["started"]:
+            out.write("adversary: not one job started in any round: the farm tested nothing (a set-up fault)\n")
+            return 2
         return 1 if failed else 0
     finally:
         farm.cleanup()
