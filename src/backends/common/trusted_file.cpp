@@ -94,4 +94,13 @@ Result<void> trusted_file(const std::string& what, const std::string& path, cons
   return {};
 }
 
+Result<void> trusted_existing(const std::string& kind, const std::vector<std::string>& files) {
+  for (const auto& file : files) {
+    struct stat st{};
+    if (::stat(file.c_str(), &st) != 0) continue;
+    if (auto ok = trusted_file(kind + " " + file, file, st); !ok) return ok;
+  }
+  return {};
+}
+
 }  // namespace dblock

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -15,5 +16,9 @@ namespace dblock {
 /// changed by another user (one not sticky and writable by group or others, or owned by another
 /// user). `what` names the file in messages; `st` is the file as opened.
 Result<void> trusted_file(const std::string& what, const std::string& path, const struct stat& st);
+
+/// trusted_file for each of `files` that exists (a client library reads those, skips the
+/// rest); `kind` names them in messages ("option file", "service file").
+Result<void> trusted_existing(const std::string& kind, const std::vector<std::string>& files);
 
 }  // namespace dblock

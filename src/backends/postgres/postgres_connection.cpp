@@ -139,12 +139,7 @@ Result<void> check_service_files(const PQconninfoOption* parsed) {
   else if (const char* home = std::getenv("HOME"); home && *home)
     files.push_back(std::string(home) + "/.pg_service.conf");
   if (const char* dir = std::getenv("PGSYSCONFDIR"); dir && *dir) files.push_back(std::string(dir) + "/pg_service.conf");
-  for (const auto& file : files) {
-    struct stat st{};
-    if (::stat(file.c_str(), &st) != 0) continue;
-    if (auto ok = trusted_file("service file " + file, file, st); !ok) return ok;
-  }
-  return {};
+  return trusted_existing("service file", files);
 }
 
 }  // namespace
