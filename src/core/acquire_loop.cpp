@@ -345,7 +345,10 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       if (!forever && replied >= deadline) {
         log::verbose(held_line(key, out) + "; the wait of " + format_duration(*wait) + " is over: giving up");
         if (result.told_waiting)
-          progress_gave_up(key, result, out.holder ? "still held by " + out.holder->owner : "still held");
+          progress_gave_up(key, result,
+                           out.lock_delay ? "still blocked by " + lock_delay_summary(*out.lock_delay)
+                           : out.holder   ? "still held by " + out.holder->owner
+                                          : "still held");
         return result;
       }
       if (!result.told_waiting) {

@@ -32,7 +32,7 @@ assert_status "a first run records the incarnation and a longest TTL of 3 s" 0 d
 
 if [ "$DBLOCK_TEST_BACKEND" = postgres ]; then
   # 1. The holder renews (every second) on the "new primary"; nobody else asks.
-  start_bg holder dblock run --ttl 3s "$k" -- sleep 5
+  start_bg holder dblock run --ttl 3s "$k" -- sleep 6
   check "the holder holds the key" wait_for 10 is_held "$k"
   check "a simulated failover" simulate_failover
   failed_over=$(now_ms)
@@ -46,7 +46,7 @@ if [ "$DBLOCK_TEST_BACKEND" = postgres ]; then
   waited=$(($(now_ms) - held_until))
   assert_eq "the waiter runs" 0 "$waiter_status"
   # The lock-delay (3 s) began at the holder's first renewal on the new primary and was over
-  # before the holder (5 s) ended: the waiter starts as the holder lets go, not 3 s later.
+  # before the holder (6 s) ended: the waiter starts as the holder lets go, not 3 s later.
   assert_between "the waiter ends soon after the holder (ms), the lock-delay over by then" 0 2000 "$waited"
 fi
 
