@@ -12,6 +12,8 @@ packages=(
   # tests: throwaway servers, clients, and the tools the end-to-end scripts use
   mariadb-server mariadb-client postgresql postgresql-client sqlite3 faketime
   python3 procps util-linux coreutils locales strace
+  # the terminal tests: a real terminal whose screen they read (tmux capture-pane)
+  tmux
   # the TLS tests: the CA and certificates of the test servers (scripts/test-servers.sh)
   openssl
   # PgBouncer in transaction pooling in front of the test PostgreSQL (README: lease works there)

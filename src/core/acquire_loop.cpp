@@ -158,17 +158,30 @@ std::string describe_holder(const LockStatus& h) {
   return s;
 }
 
+namespace {
+
+// "02:00:03": the local time of day of `ms` since the epoch, for a person at a terminal.
+std::string local_time_of_day(std::int64_t ms) {
+  time_t secs = static_cast<time_t>(ms / 1000);
+  tm t{};
+  localtime_r(&secs, &t);
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%02d:%02d:%02d", t.tm_hour, t.tm_min, t.tm_sec);
+  return buf;
+}
+
+}  // namespace
+
+std::string lock_delay_summary(const LockDelay& delay) {
+  // Whole seconds, as holder_summary's expiry.
+  const Millis left(std::max<std::int64_t>(delay.until_ms - delay.db_now_ms, 0));
+  return "the failover lock-delay (" + delay.failover + ") until " + local_time_of_day(delay.until_ms) + " (in " +
+         format_duration(std::chrono::round<std::chrono::seconds>(left)) + ")";
+}
+
 std::string holder_summary(const LockStatus& h) {
   std::string s = !h.owner.empty() ? h.owner : h.host + ":" + std::to_string(h.pid);
-  if (h.acquired_at_ms) {
-    time_t secs = static_cast<time_t>(*h.acquired_at_ms / 1000);
-    tm t{};
-    localtime_r(&secs, &t);
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "%02d:%02d:%02d", t.tm_hour, t.tm_min, t.tm_sec);
-    s += " since ";
-    s += buf;
-  }
+  if (h.acquired_at_ms) s += " since " + local_time_of_day(*h.acquired_at_ms);
   std::string details = h.strategy;
   if (h.expires_at_ms && h.db_now_ms) {
     if (!details.empty()) details += ", ";
@@ -205,6 +218,7 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
   // -v "retrying" lines: at most one a second, and one at every change of the holder.
   std::string retry_state;
   Millis retry_logged_at{0};
+  bool told_delay = false;      // the terminal was told of the failover lock-delay
   WaitResult result;
 
   for (;;) {
@@ -331,15 +345,24 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       if (!forever && replied >= deadline) {
         log::verbose(held_line(key, out) + "; the wait of " + format_duration(*wait) + " is over: giving up");
         if (result.told_waiting)
-          progress_gave_up(key, result, out.holder ? "still held by " + out.holder->owner : "still held");
+          progress_gave_up(key, result,
+                           out.lock_delay ? "still blocked by " + lock_delay_summary(*out.lock_delay)
+                           : out.holder   ? "still held by " + out.holder->owner
+                                          : "still held");
         return result;
       }
       if (!result.told_waiting) {
         log::progress("waiting for '" + key + "'" +
-                      (out.lock_delay ? ", " + describe_lock_delay(*out.lock_delay)
+                      (out.lock_delay ? " for " + lock_delay_summary(*out.lock_delay)
                        : out.holder   ? ", held by " + holder_summary(*out.holder)
                                       : std::string()));
         result.told_waiting = true;
+        told_delay = out.lock_delay.has_value();
+      } else if (out.lock_delay && !told_delay) {
+        // A failover during the wait: the lock-delay may outlast the holder by a whole TTL, so
+        // a person at the terminal is told once why nothing happens, and until when.
+        log::progress("still waiting for '" + key + "', now for " + lock_delay_summary(*out.lock_delay));
+        told_delay = true;
       }
       // When the server already blocked for the slice, retry at once; otherwise back off.
       const bool server_waited = slice > 0ms && replied - sent >= slice / 2;

@@ -83,6 +83,10 @@ std::string describe_lock_delay(const LockDelay& delay);
 /// (local time of day).
 std::string holder_summary(const LockStatus& holder);
 
+/// Short, for a person at a terminal: "the failover lock-delay (failover from A to B) until
+/// 02:00:33 (in 30s)" (local time of day).
+std::string lock_delay_summary(const LockDelay& delay);
+
 /// UTC timestamp "2024-05-01T02:00:00.123Z" from ms since the epoch.
 std::string format_utc_ms(std::int64_t ms);
 

@@ -158,7 +158,7 @@ counted dblock run "$k" -w 20s -- true
 assert_eq "lease waiter exits 0" 0 "$?"
 wait "$h"
 assert_eq "the lease waiter LISTENs once" 1 "$(wire queries | grep -c 'LISTEN "dblock_release_')"
-check "after its first attempt" grep -Eq '^WITH g AS .*INSERT INTO' <<<"$(wire queries | sed -n 1p)"
+check "after its first attempt" grep -Eq '^WITH f AS .*INSERT INTO' <<<"$(wire queries | sed -n 1p)"
 
 # A contender without -w that finds the key held: its take, refused, and nothing more (no
 # LISTEN, no queue, no second take): what each host of a start storm costs the server.

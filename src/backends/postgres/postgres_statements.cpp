@@ -145,11 +145,15 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   // losers took the lock one after another, each with a commit, and the holder's release
   // waited behind them all). A live lease, as the snapshot sees it, is refused unlocked. Not
   // taken, the take says why (`refusal`, in its snapshot): a waiter pays one statement.
-  // The failover gate (failover.hpp) is folded in: `g` has the fence when the record names this
-  // server and no lock-delay is in force, and no row otherwise, when nothing is taken. Only
-  // read, the record costs a take one index lookup and no lock.
+  // The failover gate (failover.hpp) is folded in: `g` has the fence when the record (`f`)
+  // names this server and no lock-delay is in force, and no row otherwise, when nothing is
+  // taken; the last column says when the record names another server (a failover, which a
+  // refusal by a live holder must not hide). Only read, the record costs a take one index
+  // lookup and no lock.
   s.take = {"lease.take",
-            "WITH g AS (SELECT token AS fence FROM " + t.locks + " WHERE name = :record AND owner = " + incarnation +
+            "WITH f AS (SELECT token, owner = " + incarnation + " AS here, expires_at, pid FROM " + t.locks +
+                " WHERE name = :record),"
+                " g AS (SELECT token AS fence FROM f WHERE here"
                 " AND (expires_at IS NULL OR expires_at <= now()) AND pid >= :ttl_ms::bigint),"
                 " u AS (UPDATE " + t.locks + " AS l SET owner = :owner, host = :host, pid = :pid::bigint,"
                 " token = COALESCE(:token::bigint, GREATEST(l.token, g.fence) + 1), strategy = 'lease',"
@@ -169,15 +173,20 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                 " WHERE NOT EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key)"
                 " ON CONFLICT (name) DO NOTHING"
                 " RETURNING token, " + ms("acquired_at") + ", " + ms("expires_at") + ")"
-                " SELECT t.*, r.* FROM (SELECT 1) one LEFT JOIN (SELECT * FROM u UNION ALL SELECT * FROM i) t ON true"
+                " SELECT t.*, r.*, (SELECT count(*) FROM f WHERE NOT here) FROM (SELECT 1) one"
+                " LEFT JOIN (SELECT * FROM u UNION ALL SELECT * FROM i) t ON true"
                 " LEFT JOIN (" + s.refusal.text + ") r ON t.token IS NULL"};
   s.take_explains = true;
   s.taken = {"lease.taken", "SELECT token, " + ms("acquired_at") + ", " + ms("expires_at") + " FROM " + t.locks +
                                 " WHERE name = :key AND owner = :owner"};
   s.session_take = {"session.take", session_upsert(t, "", "now()")};
+  // Renewed, it says whether the failover record names another server (a failover the grant
+  // survived): the holder then starts the lock-delay (failover::notice).
   s.renew = {"lease.renew", "UPDATE " + t.locks +
                                 " SET expires_at = now() + :ttl_ms::bigint * interval '1 ms', renewed_at = now()"
-                                " WHERE name = :key AND owner = :owner AND token = :token::bigint AND released_at IS NULL"};
+                                " WHERE name = :key AND owner = :owner AND token = :token::bigint AND released_at IS NULL"
+                                " RETURNING (SELECT count(*) FROM " + t.locks + " WHERE name = :record AND owner <> " +
+                                incarnation + ")"};
   // timestamptz(3) rounds to the nearest ms: a plain now() could be stored up to 0.5 ms in the
   // future and a status read right after the release would still say held; so could
   // acquired_at, which is therefore used only with --min-hold. The NOTIFY wakes the key's

@@ -36,6 +36,27 @@ Result<std::optional<Record>> read(Session& session, const FailoverStatements& s
   return record_of((*r)[0]);
 }
 
+namespace {
+
+// A new primary: tokens jump past every token it knows (the old primary may have issued a few
+// more that never reached it), and the lock-delay starts. Of two sessions that both see it, one
+// moves the record; the other's move does nothing and both read the delay after. The record
+// as it is then.
+Result<Record> move(Session& session, const FailoverStatements& st, const Record& rec) {
+  auto top = session.run(st.max_token, record_params());
+  if (!top) return std::unexpected(top.error());
+  const std::int64_t highest = top->empty() ? 0 : (*top)[0].opt_int64(0).value_or(0);
+  auto moved = session.run(st.move, Params(record_params()).set("fence", std::max(highest, rec.fence) + token_jump));
+  if (!moved) return std::unexpected(moved.error());
+  auto again = read(session, st);
+  if (!again) return std::unexpected(again.error());
+  if (!*again || (*again)->recorded.empty())
+    return fail(ErrorKind::internal, "the failover record vanished while it was moved");
+  return **again;
+}
+
+}  // namespace
+
 Result<Gate> admit(Session& session, const FailoverStatements& st, Millis ttl, const ReadCheck& check) {
   Gate gate;
   if (st.empty()) return gate;
@@ -57,19 +78,9 @@ Result<Gate> admit(Session& session, const FailoverStatements& st, Millis ttl, c
   }
   Record rec = record_of(row);
   if (rec.recorded != rec.current) {
-    // A new primary: tokens jump past every token it knows (the old primary may have issued a
-    // few more that never reached it), and the lock-delay starts. Of two acquirers that both see
-    // it, one moves the record; the other's move does nothing and both read the delay after.
-    auto top = session.run(st.max_token, record_params());
-    if (!top) return std::unexpected(top.error());
-    const std::int64_t highest = top->empty() ? 0 : (*top)[0].opt_int64(0).value_or(0);
-    auto moved = session.run(st.move, Params(record_params()).set("fence", std::max(highest, rec.fence) + token_jump));
+    auto moved = move(session, st, rec);
     if (!moved) return std::unexpected(moved.error());
-    auto again = read(session, st);
-    if (!again) return std::unexpected(again.error());
-    if (!*again || (*again)->recorded.empty())
-      return fail(ErrorKind::internal, "the failover record vanished while it was moved");
-    rec = **again;
+    rec = *moved;
   }
   gate.fence = rec.fence;
   if (auto delay = rec.delay()) {
@@ -122,6 +133,22 @@ Result<void> cover_ttl(Session& session, const FailoverStatements& st, Millis tt
   if (st.empty()) return {};
   auto raised = session.run(st.raise_ttl, Params(record_params()).set("ttl_ms", ms_value(ttl)));
   if (!raised) return std::unexpected(raised.error());
+  return {};
+}
+
+Result<void> notice(Session& session, const FailoverStatements& st, Millis ttl) {
+  auto rec = read(session, st);
+  if (!rec) return std::unexpected(rec.error());
+  // No record: nothing was granted here since the tables were made, so no grant can have been
+  // lost; the next take makes it.
+  if (!*rec || (*rec)->recorded.empty()) return {};
+  Record r = **rec;
+  if (r.recorded != r.current) {
+    auto moved = move(session, st, r);
+    if (!moved) return std::unexpected(moved.error());
+    r = *moved;
+  }
+  if (ttl.count() > r.longest_ttl_ms) return cover_ttl(session, st, ttl);
   return {};
 }
 

@@ -47,6 +47,8 @@ struct FailoverStatements {
   /// current incarnation, no delay is in force and :ttl_ms is within the longest TTL, and
   /// issues tokens above the fence itself; admit() then runs only when a take refused.
   /// false: admit() runs before a take (once per connection while open), whose :fence it gives.
+  /// true also says that the take and the lease's renewal tell when the record names another
+  /// incarnation (LeaseStatements::take, renew).
   bool folded = false;
 
   bool empty() const { return read.empty(); }
@@ -95,6 +97,13 @@ Result<Gate> admit(Session& session, const FailoverStatements& st, Millis ttl, c
 /// `dblock renew --ttl`: a lease made longer than the longest TTL recorded raises it first, so
 /// a lock-delay after a failover still outlasts it. Nothing for a dialect without statements.
 Result<void> cover_ttl(Session& session, const FailoverStatements& st, Millis ttl);
+
+/// A holder's renewal of a lease of `ttl`: on another incarnation than the one recorded, starts
+/// the lock-delay and moves the fence as admit() does, so the delay ends at most one TTL after
+/// the new primary was first seen, not after that holder lets go; the holder itself, whose grant
+/// the server has, renews on. Raises the longest TTL as cover_ttl(). Without a record, or for a
+/// dialect without statements, nothing.
+Result<void> notice(Session& session, const FailoverStatements& st, Millis ttl);
 
 /// Busy for everyone: the database failed over and its lock-delay is in force.
 AcquireOutcome delayed(const Gate& gate);

@@ -30,14 +30,32 @@ class LeaseLocker final : public Locker {
   Result<void> renew(Millis ttl) override {
     if (!held_ || lost_) return fail(ErrorKind::lost, "no lease is held, so there is nothing to renew");
     admitted_.reset();
-    const Params p{{"key", held_->key}, {"owner", held_->owner}, {"token", held_->token}, {"ttl_ms", ms_value(ttl)}};
-    auto r = with_retry(*session_, [&] { return session_->run(st_.renew, p); });
+    const FailoverStatements& fo = st_.failover;
+    const Params p{{"key", held_->key},
+                   {"owner", held_->owner},
+                   {"token", held_->token},
+                   {"ttl_ms", ms_value(ttl)},
+                   {"record", std::string(failover::record_name)}};
+    // A renewal on a new primary (a failover the grant survived) starts the lock-delay, so that
+    // it ends one TTL after the promotion was first seen rather than after this holder lets go
+    // (failover::notice). A dialect whose renewal says so (folded) costs nothing more; another
+    // reads the record once a lost connection was made again, as its takes do.
+    auto r = with_retry(*session_, [&]() -> Result<Rows> {
+      if (reconnected_ && !fo.folded)
+        if (auto seen = failover::notice(*session_, fo, ttl); !seen) return std::unexpected(seen.error());
+      auto renewed = session_->run(st_.renew, p);
+      reconnected_ = !renewed && renewed.error().kind == ErrorKind::connection;
+      return renewed;
+    });
     if (!r) return std::unexpected(r.error());
     if (r->affected == 0) {
       // Kept (not reset): release() still writes this run's history row.
       lost_ = true;
       return lost("is no longer held by " + held_->owner + ": it expired and was taken, or was released");
     }
+    if (renewed_on_new_incarnation(st_, *r))
+      if (auto seen = with_retry(*session_, [&] { return failover::notice(*session_, fo, ttl); }); !seen)
+        return std::unexpected(seen.error());
     return {};
   }
 
@@ -96,17 +114,22 @@ class LeaseLocker final : public Locker {
     if (!took_row(st_, *took) && fo.folded) {
       // A refusal the take explains by a live holder or by --min-interval stands: the gate
       // could only refuse as well. So a contender of a start storm costs the server one
-      // statement.
-      if (st_.take_explains) {
+      // statement. Not on a new incarnation, below.
+      const bool new_incarnation = took_on_new_incarnation(st_, *took);
+      if (st_.take_explains && !new_incarnation) {
         auto why = refused(*session_, st_, req, &*took, "lease");
         if (!why || why->state == AcquireOutcome::State::not_due ||
             (why->holder && why->holder->state == LockStatus::State::held))
           return why;
       }
       // Otherwise the take's own gate may have refused rather than a holder: no record yet, a
-      // record of another primary (a failover), or a TTL longer than any recorded. Asked once
+      // record of another primary (a failover: even behind a live holder, whose grant the new
+      // primary has, this first contact starts the lock-delay, so that it ends one TTL after
+      // the promotion was first seen), or a TTL longer than any recorded. Asked once
       // per connection (admit_once): a waiter every release wakes is refused by the holder
       // again and again, and on the server of one connection the record stays open.
+      // A pooler's connection outlives its server: what it found open is past.
+      if (new_incarnation) admitted_.reset();
       auto gate = failover::admit_once(*session_, fo, admitted_, req.ttl);
       if (!gate) return std::unexpected(gate.error());
       if (!gate->open) return failover::delayed(*gate);
@@ -184,6 +207,8 @@ class LeaseLocker final : public Locker {
   // The failover gate found open on this connection (admit_once); renew and release may
   // reconnect, so they forget it.
   std::optional<failover::Admitted> admitted_;
+  // The renewal's connection was lost: the one made again may reach a new primary.
+  bool reconnected_ = false;
 };
 
 }  // namespace

@@ -58,6 +58,18 @@ bool took_row(const LeaseStatements& st, const Rows& took) {
   return !took.empty() && !took[0].is_null(0);
 }
 
+bool took_on_new_incarnation(const LeaseStatements& st, const Rows& took) {
+  // After the taken row's three columns and the refusal's.
+  constexpr int stale_column = 3 + extra_column + 1;
+  if (!st.take_explains || !st.failover.folded || took.empty() || took[0].columns() <= stale_column) return false;
+  return took[0].opt_int64(stale_column).value_or(0) != 0;
+}
+
+bool renewed_on_new_incarnation(const LeaseStatements& st, const Rows& renewed) {
+  if (!st.failover.folded || renewed.empty() || renewed[0].columns() < 1) return false;
+  return renewed[0].opt_int64(0).value_or(0) != 0;
+}
+
 Error strategy_mismatch(const LockRequest& req, const LockStatus& holder, std::string_view asked) {
   const std::string key = req.semaphore.empty() ? req.key : req.semaphore;
   std::string text = "'" + key + "' is taken with " + way_of(holder.strategy) + " and not released (owner " +

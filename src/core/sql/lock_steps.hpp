@@ -77,6 +77,13 @@ Result<AcquireOutcome> acquired(Session& session, const LeaseStatements& st, con
 /// Whether `take` took the row: its answer `took` (LeaseStatements::take_explains).
 bool took_row(const LeaseStatements& st, const Rows& took);
 
+/// Whether `take`'s answer `took` says the failover record names another incarnation than the
+/// server's (LeaseStatements::take, its column after the refusal's); false when it cannot say.
+bool took_on_new_incarnation(const LeaseStatements& st, const Rows& took);
+
+/// Whether `renew`'s answer says so (LeaseStatements::renew); false when it cannot say.
+bool renewed_on_new_incarnation(const LeaseStatements& st, const Rows& renewed);
+
 /// The row of `req.key` that refused a take, from the take's answer `took` when the dialect's
 /// take explains itself (LeaseStatements::take_explains), else read with `refusal`: busy with
 /// its holder, or not_due while --min-interval has not passed and nobody holds it. With the

@@ -118,7 +118,8 @@ Result<std::int64_t> SqlBackend::renew(const std::string& key, const HolderSelec
   auto s = session();
   if (!s) return std::unexpected(s.error());
   // Before the lease is longer than any recorded: a replica that has the renewal has this too.
-  if (auto covered = failover::cover_ttl(**s, lease_.failover, ttl); !covered) return std::unexpected(covered.error());
+  // On a new primary the lock-delay starts here, as a heartbeat's renewal starts it.
+  if (auto seen = failover::notice(**s, lease_.failover, ttl); !seen) return std::unexpected(seen.error());
   return renew_named(**s, inspect_, key, who, ttl);
 }
 

@@ -31,7 +31,9 @@ struct LeaseStatements {
   /// :ttl_ms, released_at NULL. affected: 1 when taken, 0 when not. Rows: none, or (token,
   /// acquired_ms, expires_ms) of the taken row. With `take_explains`, always one row: (token,
   /// acquired_ms, expires_ms) taken, or three NULLs and then `refusal`'s columns (all NULL: no
-  /// row), read in the take's own snapshot.
+  /// row), read in the take's own snapshot; with `failover.folded`, then stale: 1 when the
+  /// failover record names another incarnation than the server's (a holder's refusal then
+  /// does not stand alone: the lock-delay starts at this first contact, failover::admit).
   Statement take;
   /// true: `take` says why it did not take the row, so a waiter a release woke and the holder
   /// refused again pays one statement, not two (the lease locker then never runs `refusal`).
@@ -52,8 +54,11 @@ struct LeaseStatements {
   /// :key :min_interval_ms. Why `take` did not take it: the 14 status columns, then live (1 when
   /// the lease is running), then due_in_ms (NULL or <= 0 when --min-interval allows a start).
   Statement refusal;
-  /// :key :owner :token :ttl_ms. expires_at = now + :ttl_ms, renewed_at = now, when the row is
-  /// still that holder's and not released. affected: 1 renewed, 0 not ours any more.
+  /// :key :owner :token :ttl_ms :record. expires_at = now + :ttl_ms, renewed_at = now, when the
+  /// row is still that holder's and not released. affected: 1 renewed, 0 not ours any more. With
+  /// `failover.folded`, renewed: one row (stale), as `take`'s, so a holder's renewal on a new
+  /// primary starts the lock-delay (failover::notice) at no cost otherwise; without, the locker
+  /// reads the record once the renewal's connection was made again.
   Statement renew;
   /// :key :owner :token :min_hold_ms :finished (1: set last_finished_at = now and last_exit_code
   /// = :exit_code) :channel (the wake-up name, release_channel). released_at = now and

@@ -202,3 +202,90 @@ TEST_CASE("a lease release that commits alone wakes its waiters before the run's
   // SQLite's and MySQL's: one transaction (a commit of the release's own would wait for the disk).
   CHECK(release_sent(false) == "BEGIN RELEASE | lease.release | history.add | history.oldest | COMMIT");
 }
+
+// A failover the holder's grant survived (issue 50): the lock-delay starts at the first contact
+// with the new incarnation, the holder's renewal or a waiter the holder refuses, not when the
+// holder lets go, so it ends one TTL after the promotion was first seen.
+namespace {
+
+// The record as the new primary has it: it names the old one ("server-0"), the server is
+// "server-1"; read again after the move, it names server-1 and a lock-delay until 61000 (the
+// database's clock at 1000).
+void record_of_the_old_primary(testing::ScriptedSession& s) {
+  s.in_turn["failover.read"] = {
+      testing::row_of({"server-0", "server-1", std::nullopt, "10", std::nullopt, "1000", "60000"}),
+      testing::row_of({"server-1", "server-1", "server-0", "1048586", "61000", "1000", "60000"})};
+  s.answers["failover.max_token"] = testing::row_of({"7"});
+  s.answers["failover.move"] = testing::row_of({}, 1);
+}
+
+// A lease held (token 5) on `session` with `st`.
+std::unique_ptr<Locker> holding(const std::shared_ptr<testing::ScriptedSession>& session, const sql::LeaseStatements& st) {
+  session->answers["lease.take"] = testing::row_of({"5", "1000", "31000"}, 1);
+  auto locker = sql::make_lease_locker(session, st, "dblock_", 10);
+  auto got = locker->try_acquire(testing::lock_request(Millis(30000)), Millis(0));
+  REQUIRE(got);
+  REQUIRE(got->state == AcquireOutcome::State::acquired);
+  return locker;
+}
+
+}  // namespace
+
+TEST_CASE("a lease holder's renewal that finds another incarnation recorded starts the lock-delay, and renews on") {
+  auto session = std::make_shared<testing::ScriptedSession>();
+  sql::LeaseStatements st = folded_statements();
+  st.take_explains = true;
+  st.renew = {"lease.renew", "renew"};
+  auto locker = holding(session, st);
+  // The same server: the renewal says so, nothing more is read.
+  session->answers["lease.renew"] = testing::row_of({"0"}, 1);
+  CHECK(locker->renew(Millis(30000)));
+  CHECK(session->runs["failover.read"] == 0);
+  // A new primary that has the grant: the renewal succeeds and the record is moved.
+  session->answers["lease.renew"] = testing::row_of({"1"}, 1);
+  record_of_the_old_primary(*session);
+  CHECK(locker->renew(Millis(30000)));
+  CHECK(session->runs["failover.move"] == 1);
+  CHECK(session->runs["failover.max_token"] == 1);
+}
+
+TEST_CASE("a lease holder whose renewal cannot tell reads the failover record once its connection was made again") {
+  auto session = std::make_shared<testing::ScriptedSession>();
+  sql::LeaseStatements st = folded_statements();
+  st.failover.folded = false;  // MySQL's shape
+  st.renew = {"lease.renew", "renew"};
+  session->answers["failover.read"] =
+      testing::row_of({"server-0", "server-0", std::nullopt, "0", std::nullopt, "0", "3600000"});
+  auto locker = holding(session, st);
+  const int reads_at_take = session->runs["failover.read"];
+  session->answers["lease.renew"] = testing::row_of({}, 1);
+  CHECK(locker->renew(Millis(30000)));
+  CHECK(session->runs["failover.read"] == reads_at_take);  // the connection's server is known
+  session->lose_first_reply = {"lease.renew"};
+  session->runs["lease.renew"] = 0;  // the next one is the first to lose its reply
+  record_of_the_old_primary(*session);
+  CHECK(locker->renew(Millis(30000)));  // lost, reconnected, read the record, renewed
+  CHECK(session->reconnects == 1);
+  CHECK(session->runs["failover.move"] == 1);
+}
+
+TEST_CASE("a lease waiter refused by a live holder on a new incarnation starts the lock-delay") {
+  auto session = refusing_session(true);
+  sql::Rows refused = session->answers["lease.take"];
+  // The take's last column: the record names another server.
+  std::vector<sql::Rows::Cell> cells;
+  for (int c = 0; c < refused[0].columns(); ++c)
+    cells.push_back(refused[0].is_null(c) ? sql::Rows::Cell() : sql::Rows::Cell(refused[0].text(c)));
+  cells.emplace_back("1");
+  session->answers["lease.take"] = testing::row_of(std::move(cells), 1);
+  record_of_the_old_primary(*session);
+  sql::LeaseStatements st = folded_statements();
+  st.take_explains = true;
+  auto locker = sql::make_lease_locker(session, st, "dblock_", 10);
+  auto out = locker->try_acquire(testing::lock_request(Millis(30000)), Millis(0));
+  REQUIRE(out);
+  CHECK(out->state == AcquireOutcome::State::busy);
+  REQUIRE(out->lock_delay);
+  CHECK(out->lock_delay->until_ms == 61000);
+  CHECK(session->runs["failover.move"] == 1);
+}
