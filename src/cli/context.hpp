@@ -118,7 +118,7 @@ void check_private_file(const std::string& what, const std::string& path, bool r
 /// by another user). `st` is the file as opened.
 void check_trusted_file(const std::string& what, const std::string& path, const struct stat& st);
 
-/// The default holder identity: host:pid:random.
+/// The default holder identity: user@host:pid:random (user: the effective user's name).
 std::string default_owner();
 /// This host's name.
 std::string host_name();
