@@ -274,6 +274,12 @@ Millis duration_option(const std::string& option, const std::string& text) {
   return *d;
 }
 
+std::string config_not_read_reason(const GlobalOptions& options) {
+  if (!options.config_chosen_by.empty()) return options.config_chosen_by + " names " + options.config_file;
+  return "only the first config file that exists is read, " + options.config_file +
+         "; files are not layered (dblock(1), FILES)";
+}
+
 std::string host_name() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";

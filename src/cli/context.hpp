@@ -33,7 +33,15 @@ struct GlobalOptions {
   bool quiet = false;
   std::string log = "stderr";  // --log: where the events of core/event_log.hpp go
   bool log_runs = false;
+  // The config file read (empty: none), what chose it ("--config", "DBLOCK_CONFIG"; empty: the
+  // first default file that exists), and the default files that exist but were not read.
+  std::string config_file;
+  std::string config_chosen_by;
+  std::vector<std::string> config_not_read;
 };
+
+/// Why the files of GlobalOptions::config_not_read were not read, for a message.
+std::string config_not_read_reason(const GlobalOptions& options);
 
 /// Set by `dblock run` for its command: the run's database, its passwords hidden (redact_dsn).
 /// Not a setting: a dblock inside the command that would fall back on a config file's DSN or
