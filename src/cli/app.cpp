@@ -269,7 +269,8 @@ void note_config_files(GlobalOptions& options, int argc, char** argv, const std:
     given = given || std::strcmp(argv[i], "--config") == 0 || std::strncmp(argv[i], "--config=", 9) == 0;
   const bool from_env = !given && env_set("DBLOCK_CONFIG");
   options.config_chosen_by = given ? "--config" : from_env ? "DBLOCK_CONFIG" : "";
-  for (const auto& path : config_candidates()) {
+  options.config_defaults = config_candidates();
+  for (const auto& path : options.config_defaults) {
     if (path == used || access(path.c_str(), F_OK) != 0) continue;
     options.config_not_read.push_back(path);
   }

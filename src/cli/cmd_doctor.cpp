@@ -25,7 +25,13 @@ void print_check(const DoctorCheck& check) {
 // Which config file was read; a default file that exists and was not read is a warning, as
 // its settings are silently not in force (only one file is read: dblock(1), FILES).
 DoctorCheck config_check(const GlobalOptions& options) {
-  std::string detail = options.config_file.empty() ? "no config file read" : "read " + options.config_file;
+  std::string detail = "read " + options.config_file;
+  if (options.config_file.empty()) {
+    detail = "no config file read (none of ";
+    for (std::size_t i = 0; i < options.config_defaults.size(); ++i)
+      detail += (i ? ", " : "") + options.config_defaults[i];
+    detail += " exists)";
+  }
   if (!options.config_chosen_by.empty()) detail += " (" + options.config_chosen_by + ")";
   for (std::size_t i = 0; i < options.config_not_read.size(); ++i)
     detail += (i ? ", " : "; not read: ") + options.config_not_read[i];

@@ -38,6 +38,7 @@ struct GlobalOptions {
   std::string config_file;
   std::string config_chosen_by;
   std::vector<std::string> config_not_read;
+  std::vector<std::string> config_defaults;  // the default files, in the order they are looked for
 };
 
 /// Why the files of GlobalOptions::config_not_read were not read, for a message.
