@@ -26,7 +26,9 @@ void print_check(const DoctorCheck& check) {
 // its settings are silently not in force (only one file is read: dblock(1), FILES).
 DoctorCheck config_check(const GlobalOptions& options) {
   std::string detail = "read " + options.config_file;
-  if (options.config_file.empty()) {
+  if (options.config_file.empty() && !options.config_chosen_by.empty()) {
+    detail = "no config file read";
+  } else if (options.config_file.empty()) {
     detail = "no config file read (none of ";
     for (std::size_t i = 0; i < options.config_defaults.size(); ++i)
       detail += (i ? ", " : "") + options.config_defaults[i];

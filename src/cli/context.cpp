@@ -275,7 +275,8 @@ Millis duration_option(const std::string& option, const std::string& text) {
 }
 
 std::string config_not_read_reason(const GlobalOptions& options) {
-  if (!options.config_chosen_by.empty()) return options.config_chosen_by + " names " + options.config_file;
+  if (!options.config_chosen_by.empty())
+    return options.config_chosen_by + (options.config_file.empty() ? " names none" : " names " + options.config_file);
   return "only the first config file that exists is read, " + options.config_file +
          "; files are not layered (dblock(1), FILES)";
 }
