@@ -1,11 +1,29 @@
 # bash completion for dblock(1). Installed to /usr/share/bash-completion/completions/dblock.
 # Key names come from `dblock status` (only when it answers within a second).
 
-_dblock_keys() {  # _dblock_keys [GLOBAL OPTION...]: the keys of the database those options name
+_dblock_keys() {  # _dblock_keys [GLOBAL OPTION...]: the keys of the database those options name, one a line
   local out
   out=$(timeout 1 dblock "$@" status --raw -n -o KEY 2>/dev/null) ||
     out=$(timeout 1 dblock "$@" status 2>/dev/null | awk 'NR > 1 { print $1 }')
-  printf '%s\n' "$out"
+  # --raw writes a space or another unsafe byte as \xHH, and so a backslash (\x5c): %b decodes
+  # them (a key holds no control character, so no line is split).
+  [ -n "$out" ] && printf '%b\n' "$out"
+}
+
+# _dblock_unquote WORD: the text WORD stands for on the shell's line (quotes and backslashes
+# removed), so that the keys are matched against what was meant.
+_dblock_unquote() {
+  local w=$1 out="" c q=""
+  while [ -n "$w" ]; do
+    c=${w:0:1} w=${w:1}
+    if [ -n "$q" ]; then
+      if [ "$c" = "$q" ]; then q=""; elif [ "$q$c" = '"\' ] && [ -n "$w" ]; then out+=${w:0:1} w=${w:1}; else out+=$c; fi
+    elif [ "$c" = "'" ] || [ "$c" = '"' ]; then q=$c
+    elif [ "$c" = '\' ]; then out+=${w:0:1} w=${w:1}
+    else out+=$c
+    fi
+  done
+  printf '%s' "$out"
 }
 
 # -o's column names (dblock status --help and dblock history --help list them).
@@ -122,6 +140,15 @@ _dblock() {
     status | metrics) ;;
     *) return ;;
   esac
-  COMPREPLY=($(compgen -W "$(_dblock_keys "${db_opts[@]}")" -- "$cur"))
+  # Each key as a word of the line: escaped (nightly\ report), or as it is within the quote the
+  # word opens ("nightly report), which readline then closes.
+  local key want quoted
+  want=$(_dblock_unquote "$cur")
+  while IFS= read -r key; do
+    [[ -n $key && $key == "$want"* ]] || continue
+    if [[ $cur == [\'\"]* ]]; then quoted=$key; else printf -v quoted %q "$key"; fi
+    COMPREPLY+=("$quoted")
+  done < <(_dblock_keys "${db_opts[@]}")
+  __ltrim_colon_completions "$cur" 2>/dev/null
 }
 complete -F _dblock dblock

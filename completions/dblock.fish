@@ -24,7 +24,9 @@ function __dblock_keys
     set -l opts (__dblock_db_opts)
     set -l keys (timeout 1 dblock $opts status --raw -n -o KEY 2>/dev/null)
     or set keys (timeout 1 dblock $opts status 2>/dev/null | awk 'NR > 1 { print $1 }')
-    printf '%s\n' $keys
+    # --raw writes a space or another unsafe byte as \xHH, and so a backslash (\x5c): decode them;
+    # fish escapes each candidate for the line itself (nightly\ report).
+    test (count $keys) -gt 0; and printf '%b\n' $keys
 end
 
 # Whether the word being completed is a KEY: status and metrics take any number, run, acquire,

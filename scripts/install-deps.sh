@@ -29,6 +29,8 @@ packages=(
   # packaging (scripts/build-packages.sh, tests/e2e/once_packages.sh): cpack's DEB generator needs
   # dpkg-dev (dpkg-shlibdeps); the man page lint, lintian, and the shells whose completions ship
   dpkg-dev fakeroot lintian mandoc man-db bash-completion zsh fish
+  # tests/e2e/once_completion_terminal.sh types into those shells in a real terminal
+  tmux
   # `dblock metrics` is checked with promtool, which Debian ships only in the prometheus package
   prometheus
 )

@@ -235,23 +235,49 @@ class EnvFirstConfig : public CLI::ConfigTOML {
   mutable std::map<std::string, std::string> from_file_;
 };
 
-// DBLOCK_CONFIG, else the config files in the order dblock(1) FILES names them: the first that exists
-// is read. (CLI11 reads the config file before it looks at the environment, so DBLOCK_CONFIG
-// is resolved here.)
+// The default config files, in the order dblock(1) FILES names them.
+std::vector<std::string> config_candidates() {
+  std::vector<std::string> candidates{"/etc/dblock/dblock.conf"};
+  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg)
+    candidates.push_back(std::string(xdg) + "/dblock/dblock.conf");
+  else if (const char* home = std::getenv("HOME"); home && *home)
+    candidates.push_back(std::string(home) + "/.config/dblock/dblock.conf");
+  return candidates;
+}
+
+// DBLOCK_CONFIG, else the first of config_candidates() that exists: one file is read, never a
+// layer of them, so the system's file (say, the farm's DSN) is not changed by a user's. (CLI11
+// reads the config file before it looks at the environment, so DBLOCK_CONFIG is resolved here.)
 std::string default_config_path() {
   if (const char* explicit_path = std::getenv("DBLOCK_CONFIG"); explicit_path && *explicit_path) {
     if (access(explicit_path, R_OK) != 0)
       throw FatalError{{ErrorKind::config, std::string("DBLOCK_CONFIG: cannot read ") + explicit_path}};
     return explicit_path;
   }
-  std::vector<std::string> candidates{"/etc/dblock/dblock.conf"};
-  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg)
-    candidates.push_back(std::string(xdg) + "/dblock/dblock.conf");
-  else if (const char* home = std::getenv("HOME"); home && *home)
-    candidates.push_back(std::string(home) + "/.config/dblock/dblock.conf");
-  for (const auto& path : candidates)
+  for (const auto& path : config_candidates())
     if (access(path.c_str(), F_OK) == 0) return path;
   return "";
+}
+
+// Which config file was read and why, and which default files exist but were not read, for
+// `doctor` and -v (dblock(1), FILES).
+void note_config_files(GlobalOptions& options, int argc, char** argv, const std::string& used) {
+  options.config_file = used;
+  // CLI11 counts the default file as given too: look at the words before any "--".
+  bool given = false;
+  for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i)
+    given = given || std::strcmp(argv[i], "--config") == 0 || std::strncmp(argv[i], "--config=", 9) == 0;
+  const bool from_env = !given && env_set("DBLOCK_CONFIG");
+  options.config_chosen_by = given ? "--config" : from_env ? "DBLOCK_CONFIG" : "";
+  options.config_defaults = config_candidates();
+  for (const auto& path : options.config_defaults) {
+    if (path == used || access(path.c_str(), F_OK) != 0) continue;
+    options.config_not_read.push_back(path);
+  }
+  if (!used.empty())
+    log::verbose("config file " + used + (options.config_chosen_by.empty() ? "" : " (" + options.config_chosen_by + ")"));
+  for (const auto& path : options.config_not_read)
+    log::verbose("config file " + path + " is not read: " + config_not_read_reason(options));
 }
 
 // A config file that holds a password must not be readable by other users.
@@ -689,7 +715,7 @@ int main(int argc, char** argv) {
   event_log::configure(event_log::parse_sink(context.options.log).value_or(event_log::Sink::stderr_only),
                        context.options.log_runs);
   std::string config_used = app.get_config_ptr()->as<std::string>();
-  if (!config_used.empty()) log::verbose("config file " + config_used);
+  note_config_files(context.options, parsed_argc, argv, config_used);
   warn_about_config_permissions(config_used);
   if (scrub_passwords_from_argv(argc, argv))
     log::warn("a password on the command line was visible to ps until now; use --dsn-file or ~/.my.cnf / ~/.pgpass");

@@ -22,11 +22,33 @@ void print_check(const DoctorCheck& check) {
   std::cout << (!check.ok ? "FAIL  " : check.warn ? "WARN  " : "ok    ") << check.name << ": " << check.detail << '\n';
 }
 
+// Which config file was read; a default file that exists and was not read is a warning, as
+// its settings are silently not in force (only one file is read: dblock(1), FILES).
+DoctorCheck config_check(const GlobalOptions& options) {
+  std::string detail = "read " + options.config_file;
+  if (options.config_file.empty() && !options.config_chosen_by.empty()) {
+    detail = "no config file read";
+  } else if (options.config_file.empty()) {
+    detail = "no config file read (none of ";
+    for (std::size_t i = 0; i < options.config_defaults.size(); ++i)
+      detail += (i ? ", " : "") + options.config_defaults[i];
+    detail += " exists)";
+  }
+  if (!options.config_chosen_by.empty()) detail += " (" + options.config_chosen_by + ")";
+  for (std::size_t i = 0; i < options.config_not_read.size(); ++i)
+    detail += (i ? ", " : "; not read: ") + options.config_not_read[i];
+  if (!options.config_not_read.empty()) detail += ": " + config_not_read_reason(options);
+  DoctorCheck check{"config", true, detail};
+  check.warn = !options.config_not_read.empty();
+  return check;
+}
+
 }  // namespace
 
 CommandAction define_doctor(CLI::App&) {
   return [](Context& context) -> int {
     std::vector<DoctorCheck> checks;
+    checks.push_back(config_check(context.options));
     const Dsn& dsn = context.dsn();
     Strategy strategy = context.strategy();
     auto loaded = load_backend(dsn.backend);

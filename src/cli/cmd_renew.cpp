@@ -30,7 +30,7 @@ CommandAction define_renew(CLI::App& sub) {
     auto backend = context.open(ttl);
     for (const auto& row : holder_rows(*backend, args->key, who))
       if (auto renewed = backend->renew(row, who, ttl); !renewed)
-        throw FatalError{explain_lost(*backend, row, who, "renew", renewed.error())};
+        throw FatalError{explain_lost(*backend, row, who, "renew", renewed.error()).error};
     log::verbose("renewed " + args->key + " for " + format_duration(ttl));
     return exit_ok;
   };

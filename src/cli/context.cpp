@@ -274,6 +274,13 @@ Millis duration_option(const std::string& option, const std::string& text) {
   return *d;
 }
 
+std::string config_not_read_reason(const GlobalOptions& options) {
+  if (!options.config_chosen_by.empty())
+    return options.config_chosen_by + (options.config_file.empty() ? " names none" : " names " + options.config_file);
+  return "only the first config file that exists is read, " + options.config_file +
+         "; files are not layered (dblock(1), FILES)";
+}
+
 std::string host_name() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
@@ -281,9 +288,18 @@ std::string host_name() {
 }
 
 std::string default_owner() {
+  // The Unix user first: on one machine several users' crontabs share a database, and the
+  // host and pid alone do not say whose job holds the key. Only text: no reader of any
+  // version parses an owner, so rows stay readable both ways (dblock(1), run --owner).
+  std::string user = "uid" + std::to_string(::geteuid());
+  std::vector<char> buffer(16384);
+  passwd entry{};
+  passwd* found = nullptr;
+  if (::getpwuid_r(::geteuid(), &entry, buffer.data(), buffer.size(), &found) == 0 && found && *found->pw_name)
+    user = found->pw_name;
   std::random_device rd;
   std::ostringstream out;
-  out << host_name() << ':' << getpid() << ':' << std::hex << (rd() & 0xffffffu);
+  out << user << '@' << host_name() << ':' << getpid() << ':' << std::hex << (rd() & 0xffffffu);
   return out.str();
 }
 

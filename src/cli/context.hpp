@@ -33,7 +33,16 @@ struct GlobalOptions {
   bool quiet = false;
   std::string log = "stderr";  // --log: where the events of core/event_log.hpp go
   bool log_runs = false;
+  // The config file read (empty: none), what chose it ("--config", "DBLOCK_CONFIG"; empty: the
+  // first default file that exists), and the default files that exist but were not read.
+  std::string config_file;
+  std::string config_chosen_by;
+  std::vector<std::string> config_not_read;
+  std::vector<std::string> config_defaults;  // the default files, in the order they are looked for
 };
+
+/// Why the files of GlobalOptions::config_not_read were not read, for a message.
+std::string config_not_read_reason(const GlobalOptions& options);
 
 /// Set by `dblock run` for its command: the run's database, its passwords hidden (redact_dsn).
 /// Not a setting: a dblock inside the command that would fall back on a config file's DSN or
@@ -118,7 +127,7 @@ void check_private_file(const std::string& what, const std::string& path, bool r
 /// by another user). `st` is the file as opened.
 void check_trusted_file(const std::string& what, const std::string& path, const struct stat& st);
 
-/// The default holder identity: host:pid:random.
+/// The default holder identity: user@host:pid:random (user: the effective user's name).
 std::string default_owner();
 /// This host's name.
 std::string host_name();

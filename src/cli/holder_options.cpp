@@ -49,12 +49,12 @@ std::vector<std::string> holder_rows(Backend& backend, const std::string& key, c
   return rows;
 }
 
-Error explain_lost(Backend& backend, const std::string& key, const HolderSelector& who, std::string_view command,
-                  Error lost) {
-  if (lost.kind != ErrorKind::lost || who.force || (!who.owner && !who.token)) return lost;
+LostExplained explain_lost(Backend& backend, const std::string& key, const HolderSelector& who,
+                           std::string_view command, Error lost) {
+  if (lost.kind != ErrorKind::lost || who.force || (!who.owner && !who.token)) return {lost};
   const std::string keys[] = {key};
   auto read = backend.status(keys);
-  if (!read || read->empty()) return lost;
+  if (!read || read->empty()) return {lost};
   const LockStatus& row = read->front();
   const bool same = (!who.token || row.token == *who.token) && (!who.owner || row.owner == *who.owner);
   const std::string holder = rows::describe(who);
@@ -63,19 +63,24 @@ Error explain_lost(Backend& backend, const std::string& key, const HolderSelecto
   };
   // The row keeps the last holder and when it was released, not who released it: a release by
   // the holder itself and `release --force` write the same columns.
-  if (same && row.state != LockStatus::State::held && row.released_at_ms)
+  if (same && row.state != LockStatus::State::held && row.released_at_ms) {
     lost.message = "the lock " + key + " was released at " + when(*row.released_at_ms) + " while " + holder +
                    " held it, not by this command: by `dblock release --force` or an earlier release of " + holder +
-                   "; " + holder + " holds it no more";
-  else if (same && row.state == LockStatus::State::expired && row.expires_at_ms)
+                   " (the row records neither which nor who ran it); " + holder + " holds it no more";
+    return {lost, LostHow::released};
+  }
+  if (same && row.state == LockStatus::State::expired && row.expires_at_ms) {
     lost.message = "the lease of " + holder + " on " + key + " expired at " + when(*row.expires_at_ms) +
-                   ", before this " + std::string(command) +
-                   "; " + holder + " holds it no more";
-  else if (who.token && row.token > *who.token && row.acquired_at_ms)
+                   ", before this " + std::string(command) + "; " + holder + " holds it no more";
+    return {lost, LostHow::expired};
+  }
+  if (who.token && row.token > *who.token && row.acquired_at_ms) {
     lost.message = "the lock " + key + " is not held by " + holder + ": token " + std::to_string(row.token) + " (" +
                    row.owner + ") took it at " + when(*row.acquired_at_ms) +
                    (row.state == LockStatus::State::held ? "" : " and has let it go since");
-  return lost;
+    return {lost, LostHow::taken};
+  }
+  return {lost};
 }
 
 void require_lease(Context& context, std::string_view command) {

@@ -4,7 +4,8 @@
 # do_step_1 / do_step_2 are test functions defined ahead of it. Checked per shell: a normal
 # run releases the lock; a lock held elsewhere is a skip (exit 0, no step); a configuration
 # or database error fails the script; SIGTERM during step 1 releases the lock at once; a
-# renew that fails (the lease taken over during step 1) stops the script before step 2.
+# renew that fails (the lease taken over during step 1) stops the script before step 2; a
+# release --force during step 1 stops it too, and is told once (by renew, not again by the trap).
 source "$(dirname "$0")/lib.sh"
 
 marker='<!-- tests/e2e/once_shell_pattern.sh runs the next block under dash and bash -->'
@@ -32,6 +33,9 @@ do_step_1() {
       : >"$STEPS.in_step_1"
       i=0
       while [ "$i" -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+      ;;
+    force)
+      dblock release --force deploy >/dev/null 2>&1 || echo "force release failed" >>"$STEPS"
       ;;
     steal)
       dblock release --force deploy >/dev/null 2>&1 || echo "force release failed" >>"$STEPS"
@@ -107,6 +111,18 @@ for sh in dash bash; do
   assert_eq "$sh lost renew: step 2 did not run" "step1" "$(steps)"
   assert_eq "$sh lost renew: the new holder keeps the lock" "thief" "$(status_field deploy owner)"
   dblock release --force deploy >/dev/null 2>&1
+
+  # 6. An operator's release --force during step 1: renew fails (76), step 2 does not run, and
+  # what happened is said once: the trap's release of the token adds nothing (dblock(1), release).
+  : >"$STEPS"
+  rc=0
+  MODE=force "$sh" "$script" >/dev/null 2>"$E2E_TMP/err" || rc=$?
+  assert_eq "$sh force-released: exit status" 76 "$rc"
+  assert_eq "$sh force-released: step 2 did not run" "step1" "$(steps)"
+  sed 's/^/    | /' "$E2E_TMP/err"
+  assert_eq "$sh force-released: one line on stderr" 1 "$(wc -l <"$E2E_TMP/err")"
+  check "$sh force-released: it says the lock was released by another command" \
+    grep -q "^dblock: 'deploy': the lock deploy was released at .* while token [0-9]* held it, not by this command: by \`dblock release --force\`" "$E2E_TMP/err"
 done
 
 finish

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A lease holder whose lock was taken from it (dblock(1), release): its renew and release exit 76
 # and say what the key's row tells: released by another command (`release --force`) and when;
-# taken since by a later token, whose owner and since when; the lease expired and when.
+# taken since by a later token, whose owner and since when; the lease expired and when. A
+# release that finds its lock released by another command says it only with -v (said once:
+# once_shell_pattern.sh runs the README's pattern through a release --force).
 # cells: sqlite:lease|mysql:lease|postgres:lease
 source "$(dirname "$0")/lib.sh"
 
@@ -18,10 +20,15 @@ assert_eq "one line" 1 "$(wc -l <"$err")"
 check "it says the lock was released, when, and that release --force may have done it" \
   grep -Eq "^dblock: '$k': the lock $k was released at 20[0-9-]+T[0-9:.]+Z \([^)]* ago\) while token $token held it, not by this command: by \`dblock release --force\`" "$err"
 check "and that token $token holds it no more" grep -q "token $token holds it no more$" "$err"
+# Its release (the shell pattern's trap, after that renew) exits 76 too, and does not say it
+# again: there is nothing left to release; -v says it.
 dblock release "$k" --token "$token" 2>"$err"
 assert_eq "its release exits 76" 76 $?
+assert_eq "and prints nothing" "" "$(cat "$err")"
+dblock -v release "$k" --token "$token" 2>"$err"
+assert_eq "with -v, exits 76" 76 $?
 check "and says the same" grep -q "was released at .* while token $token held it, not by this command" "$err"
-dblock release "$k" --owner script-a 2>"$err"
+dblock -v release "$k" --owner script-a 2>"$err"
 check "by owner too" grep -q "was released at .* while owner script-a held it" "$err"
 
 # Taken since by another holder.
