@@ -28,6 +28,9 @@ new_version=$("$new" --version | head -n 1)
 echo "      previous: $old_version; this build: $new_version"
 check "the previous release is commit $(cat "$prev/commit" | cut -c1-12)" grep -q "git $(cut -c1-12 "$prev/commit")" <<<"$old_version"
 check "the two versions differ" test "$old_version" != "$new_version"
+# NEWS's entry before this version is the release built here.
+previous=$(grep -E '^[0-9]+\.[0-9]+\.[0-9]+ \(' "$DBLOCK_SOURCE_DIR/NEWS" | sed -n '2s/ .*//p')
+check "the previous release reports NEWS's previous version ($previous)" grep -q "^dblock $previous " <<<"$old_version"
 
 assert_status "$s: the previous release makes the tables" 0 "$old" init
 token_of() { cat "$E2E_TMP/$1.token" 2>/dev/null; }
@@ -53,6 +56,10 @@ cross() {
   assert_eq "$s $rv reads $hv's history (token, outcome, exit code)" "$(token_of "$hv-hist") ok 0" \
     "$(json_field runs.0.token runs.0.outcome runs.0.exit_code <<<"$out")"
   assert_status "$s $rv: check of $hv's run" 0 "${!rv}" check "$h" --max-age 1h
+  out=$("${!rv}" metrics "$h" "$k" 2>&1)
+  assert_eq "$s $rv: metrics of $hv's keys (tokens, held)" "$(token_of "$hv-hist") $t 1" \
+    "$(awk -v h="{key=\"$h\"}" -v k="{key=\"$k\"}" '$1 == "dblock_lock_token" h { a = $2 } $1 == "dblock_lock_token" k { b = $2 }
+       $1 == "dblock_lock_held" k { c = $2 } END { print a, b, c }' <<<"$out")"
 
   assert_status "$s $rv: release --force of $hv's holder" 0 "${!rv}" release --force "$k"
   wait_exit rc "$holder" 20
