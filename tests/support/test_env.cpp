@@ -93,7 +93,7 @@ std::string sqlite_admin(const std::string& sql) {
 }
 
 std::string mysql_admin(const std::string& sql) {
-  const Uri u = Uri::parse(dsn());
+  const Uri u = Uri::parse(admin_dsn());
   std::unique_ptr<MYSQL, decltype(&mysql_close)> conn(mysql_init(nullptr), &mysql_close);
   if (!conn) throw std::runtime_error("admin_sql: mysql_init failed");
   unsigned timeout = 10;
@@ -110,7 +110,7 @@ std::string mysql_admin(const std::string& sql) {
 }
 
 std::string postgres_admin(const std::string& sql) {
-  std::unique_ptr<PGconn, decltype(&PQfinish)> conn(PQconnectdb(dsn().c_str()), &PQfinish);
+  std::unique_ptr<PGconn, decltype(&PQfinish)> conn(PQconnectdb(admin_dsn().c_str()), &PQfinish);
   if (PQstatus(conn.get()) != CONNECTION_OK)
     throw std::runtime_error("admin_sql: cannot connect: " + std::string(PQerrorMessage(conn.get())));
   std::unique_ptr<PGresult, decltype(&PQclear)> res(PQexec(conn.get(), sql.c_str()), &PQclear);
@@ -142,11 +142,24 @@ std::string dsn() {
     }();
     return "sqlite:" + path;
   }
-  const char* var = backend == "mysql" ? "DBLOCK_TEST_MYSQL_DSN" : "DBLOCK_TEST_POSTGRES_DSN";
+  // DBLOCK_TEST_TLS=1 (the server cells, tests/CMakeLists.txt): dblock under test goes over TLS
+  // with a verified server certificate and a client certificate.
+  if (env_or("DBLOCK_TEST_TLS", "") == "1")
+    return server_dsn(backend == "mysql" ? "DBLOCK_TEST_MYSQL_TLS_DSN" : "DBLOCK_TEST_POSTGRES_TLS_DSN");
+  return admin_dsn();
+}
+
+std::string admin_dsn() {
+  const std::string backend = backend_name();
+  if (backend == "sqlite") return dsn();
+  return server_dsn(backend == "mysql" ? "DBLOCK_TEST_MYSQL_DSN" : "DBLOCK_TEST_POSTGRES_DSN");
+}
+
+std::string server_dsn(const char* var) {
   std::string value = env_or(var, "");
   if (value.empty()) {
     bool ci = env_or("CI", "") == "true";
-    std::fprintf(stderr, "%s is not set: no %s server to test against%s\n", var, backend.c_str(),
+    std::fprintf(stderr, "%s is not set: no %s server to test against%s\n", var, backend_name().c_str(),
                  ci ? " (CI=true: this is a failure)" : " (skipped; scripts/test.sh starts one)");
     std::exit(ci ? 1 : 77);
   }

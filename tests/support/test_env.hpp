@@ -24,6 +24,13 @@ Strategy strategy();
 /// from DBLOCK_TEST_MYSQL_DSN / DBLOCK_TEST_POSTGRES_DSN. Without one the process exits 77
 /// (skipped), or fails when CI=true: CI must never skip a server test.
 std::string dsn();
+/// The DSN of the tests' own statements (admin_sql, accounts they make): the server's plain
+/// DSN, also when dsn() goes over TLS (DBLOCK_TEST_TLS=1, which picks
+/// DBLOCK_TEST_MYSQL_TLS_DSN / DBLOCK_TEST_POSTGRES_TLS_DSN for dsn()). SQLite: dsn().
+std::string admin_dsn();
+/// The value of the environment variable `var` naming a server DSN; exits 77 (skipped) or 1
+/// (CI=true) when it is unset.
+std::string server_dsn(const char* var);
 /// The password of dsn(), "" when it has none (SQLite): no error message may show it.
 std::string password();
 /// A table prefix no other test run uses, so runs against a shared server never collide.

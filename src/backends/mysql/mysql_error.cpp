@@ -28,6 +28,11 @@ ErrorKind classify_errno(unsigned errnum) {
     case ER_SERVER_SHUTDOWN:
     case er_connection_killed:
     case er_client_interaction_timeout:
+    // On an established TLS connection the server's close (KILL CONNECTION, a restart) reads
+    // as a TLS error ("unexpected eof"), not 2013: the connection is gone all the same, and a
+    // reconnect now, not a retry later, is the answer. At connect it means a refused
+    // certificate or no TLS: mysql_connection.cpp makes that a config error.
+    case CR_SSL_CONNECTION_ERROR:
       return ErrorKind::connection;
     case ER_LOCK_WAIT_TIMEOUT:  // innodb_lock_wait_timeout, and MariaDB's NOWAIT
     case er_lock_nowait:

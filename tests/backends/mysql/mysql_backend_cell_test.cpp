@@ -26,7 +26,8 @@ Dsn parsed(const std::string& text) {
 }
 
 std::unique_ptr<mysql::Connection> admin_connection(const BackendOptions& options) {
-  auto c = mysql::Connection::open(parsed(test::dsn()), options);
+  // The plain DSN's account, which may grant (the TLS cells' own may not).
+  auto c = mysql::Connection::open(parsed(test::admin_dsn()), options);
   REQUIRE_MESSAGE(c.has_value(), (c ? std::string() : c.error().message));
   return std::move(*c);
 }

@@ -18,6 +18,8 @@ TEST_SUITE("mysql.errors") {
     CHECK(mysql::classify_errno(3572) == ErrorKind::busy);  // MySQL 8 NOWAIT
     CHECK(mysql::classify_errno(CR_SERVER_LOST) == ErrorKind::connection);
     CHECK(mysql::classify_errno(CR_SERVER_GONE_ERROR) == ErrorKind::connection);
+    // An established TLS connection the server closed (KILL CONNECTION) reads as 2026.
+    CHECK(mysql::classify_errno(CR_SSL_CONNECTION_ERROR) == ErrorKind::connection);
     CHECK(mysql::classify_errno(1927) == ErrorKind::connection);  // MariaDB: connection killed
     CHECK(mysql::classify_errno(ER_NO_SUCH_TABLE) == ErrorKind::config);
     CHECK(mysql::classify_errno(ER_ACCESS_DENIED_ERROR) == ErrorKind::config);

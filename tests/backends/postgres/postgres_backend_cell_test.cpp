@@ -43,7 +43,7 @@ bool readable(int fd, Millis within) {
 // The test server speaks `language` (lc_messages, server-wide: a refused login is reported
 // before any per-role setting applies) until this goes out of scope.
 struct ServerLanguage {
-  explicit ServerLanguage(const std::string& language) : raw(test::dsn()) {
+  explicit ServerLanguage(const std::string& language) : raw(test::admin_dsn()) {
     PGresult* r = PQexec(raw.c, ("ALTER SYSTEM SET lc_messages = '" + language + "'").c_str());
     const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     const std::string why = PQresultErrorMessage(r);
@@ -52,7 +52,7 @@ struct ServerLanguage {
     raw.run("SELECT pg_reload_conf()");
     // New sessions (and the postmaster, which answers logins) have reloaded once one shows it.
     for (int i = 0; i < 500; ++i) {
-      RawSession fresh(test::dsn());
+      RawSession fresh(test::admin_dsn());
       PGresult* shown = PQexec(fresh.c, "SHOW lc_messages");
       const std::string now = PQgetvalue(shown, 0, 0);
       PQclear(shown);
@@ -68,10 +68,11 @@ struct ServerLanguage {
   RawSession raw;
 };
 
-// The test DSN with another password (empty: the same) or database, through libpq's own parser.
+// The plain test DSN with another password (empty: the same) or database, through libpq's own
+// parser (its TLS parameters would not survive this rebuild; the logins here need none).
 std::string dsn_with(const std::string& password, const std::string& dbname) {
   char* err = nullptr;
-  PQconninfoOption* parsed = PQconninfoParse(test::dsn().c_str(), &err);
+  PQconninfoOption* parsed = PQconninfoParse(test::admin_dsn().c_str(), &err);
   REQUIRE(parsed);
   std::string out = "postgresql://";
   auto value = [&](std::string_view key) {
