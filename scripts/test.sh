@@ -20,7 +20,7 @@ if [ "${1:-}" = --soak ]; then
   [ $# -eq 2 ] || { echo "usage: scripts/test.sh --soak DURATION (e.g. 1h)" >&2; exit 64; }
   # The farm starts servers of its own; it prints its seeds, every breach and a summary.
   exec python3 tests/adversary/adversary.py --soak --budget "$2" --corpus tests/adversary/corpus --fresh \
-    --dblock "$build/dblock"
+    --dblock "$build/dblock" --previous "$build/previous/dblock"
 fi
 
 trap 'scripts/test-servers.sh stop' EXIT

@@ -5,6 +5,7 @@ drawn at random from a seed, checked by an oracle that does not trust dblock.
     adversary.py [--budget 5m] [--seeds 11,12] [--fresh] [--backends sqlite,mysql,postgres]
                  [--dblock PATH] [--shrink 3m] [--soak] [--keep DIR]
     adversary.py --plan FILE_OR_JSON [--repeat N]      replay one round exactly as drawn
+    adversary.py ... --previous PATH [--upgrades 0.25]  also rolling upgrades (below)
 
 A round draws from its seed: 2-6 hosts, each with its own configuration (where its DSN comes
 from: -d, DBLOCK_DSN, DBLOCK_DSN_FILE, --dsn-file, a config file, a multi-host DSN, a PgBouncer
@@ -24,6 +25,12 @@ semaphore) of a key run at once, tokens never repeat per key and increase per sl
 dblock ends with a documented exit status (70, an internal error, counts as a failure), and
 within the round's grace (no hang); no file appears outside the configured paths (each host's
 home, XDG directories and /var/lib/dblock are compared before and after).
+
+Rolling upgrades: with --previous (a dblock of the previous release, built by the suite in
+build/previous/, tests/upgrade/build_previous.sh), that share of the fresh rounds becomes a
+farm half upgraded: every host has the first host's configuration (the previous release needs
+every host of a key to agree, as NEWS says; no nested dblock, pooler or --slots, which it
+mishandled on its own), and each runs either version, both present.
 
 A failing round prints its seed, the drawn configuration per host, the timeline of faults and
 runs, and the command that replays it; with --shrink it first tries smaller rounds (fewer
@@ -181,6 +188,18 @@ def draw_round(seed, backends):
     return {"seed": seed, "backend": backend, "keys": keys, "hosts": hosts, "duration": duration, "faults": faults}
 
 
+def upgrade_round(plan):
+    """The round as a farm half upgraded: one configuration, each host on one of two versions."""
+    r = random.Random(f"{plan['seed']}:versions")
+    common = dict(plan["hosts"][0], nested=None, pooler=None, slots=None)
+    if common["dsn_source"] == "multihost":
+        common["dsn_source"] = "flag"
+    n = len(plan["hosts"])
+    versions = ["previous", "current"] + [r.choice(["previous", "current"]) for _ in range(n - 2)]
+    r.shuffle(versions)
+    return dict(plan, upgrade=True, hosts=[dict(common, version=v) for v in versions])
+
+
 def key_counts(plan):
     """Every slot count (0: a plain lock) that some host uses on each key."""
     counts = collections.defaultdict(set)
@@ -261,6 +280,14 @@ class Farm:
         src = os.path.dirname(self.dblock)
         for name in ["dblock"] + [f for f in os.listdir(src) if re.fullmatch(r"dblock-\w+\.so", f)]:
             shutil.copy2(os.path.realpath(os.path.join(src, name)), os.path.join(self.bindir, name))
+        # The previous release (rolling-upgrade rounds), in a directory of its own.
+        self.previous_bindir = None
+        if args.previous:
+            self.previous_bindir = os.path.join(self.base, "bin-previous")
+            os.mkdir(self.previous_bindir)
+            psrc = os.path.dirname(os.path.abspath(args.previous))
+            for name in ["dblock"] + [f for f in os.listdir(psrc) if re.fullmatch(r"dblock-\w+\.so", f)]:
+                shutil.copy2(os.path.realpath(os.path.join(psrc, name)), os.path.join(self.previous_bindir, name))
         self.job = os.path.join(self.base, "adv_job.sh")
         shutil.copy2(JOB, self.job)
         os.chmod(self.job, 0o755)
@@ -468,7 +495,12 @@ class Round:
     # -- one host's invocation
     def host_env(self, i, h, run_id):
         hd = self.hostdirs[i]
-        env = {"PATH": f"{self.farm.bindir}:/usr/local/bin:/usr/bin:/bin", "HOME": os.path.join(hd, "home"),
+        bindir = self.farm.bindir
+        if h.get("version") == "previous":
+            if not self.farm.previous_bindir:
+                raise SystemExit("adversary: this round has hosts of the previous release: give --previous PATH")
+            bindir = self.farm.previous_bindir
+        env = {"PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin", "HOME": os.path.join(hd, "home"),
                "XDG_CONFIG_HOME": os.path.join(hd, "config"), "XDG_DATA_HOME": os.path.join(hd, "data"),
                "XDG_STATE_HOME": os.path.join(hd, "state"), "LANG": "C.UTF-8", "ADV_RUN": run_id,
                "DBLOCK_TABLE_PREFIX": self.farm.prefix + h.get("prefix", ""), "ADV_WAY": self.way(h)}
@@ -530,7 +562,8 @@ class Round:
     @staticmethod
     def way(h):
         """How a host locks, as the oracle's breach lines name it."""
-        return f"{h['strategy']}/{h['table_format']}/{h['mode']}" + (f"/slots {h['slots']}" if h["slots"] else "")
+        return f"{h['strategy']}/{h['table_format']}/{h['mode']}" + (f"/slots {h['slots']}" if h["slots"] else "") + \
+            (" (previous release)" if h.get("version") == "previous" else "")
 
     def shell_script(self, i, h, key, secs):
         """The README's acquire / renew / release pattern, its steps the oracle's job."""
@@ -905,12 +938,21 @@ def main():
     ap.add_argument("--repeat", type=int, default=1, help="with --plan: up to N times, until it fails")
     ap.add_argument("--want", help="shrink keeping this breach kind (e.g. 'slot counts'), not any breach")
     ap.add_argument("--keep", action="store_true", help="keep the rounds' directories")
+    ap.add_argument("--previous", default=os.environ.get("DBLOCK_PREVIOUS_BIN"),
+                    help="a dblock of the previous release: some fresh rounds are then rolling upgrades")
+    ap.add_argument("--upgrades", type=float, default=0.25,
+                    help="with --previous: the share of fresh rounds that are rolling upgrades (default 0.25)")
     ap.add_argument("--self-test", action="store_true",
                     help="one round the oracle must fail: two hosts whose table prefixes differ (two tables, two holders)")
     args = ap.parse_args()
     backends = args.backends.split(",")
     if not os.access(args.dblock, os.X_OK):
         print(f"adversary: no dblock binary at {args.dblock} (build it, or give --dblock)", file=sys.stderr)
+        return 2
+    if args.previous and not os.access(args.previous, os.X_OK):
+        why = os.path.join(os.path.dirname(args.previous), "unavailable")
+        why = open(why).read().strip() if os.path.exists(why) else "build the dblock_previous target"
+        print(f"adversary: no previous release at {args.previous}: {why}", file=sys.stderr)
         return 2
     missing = [f"{tool} (Debian package {pkg})" for tool, pkg, need in (
         ("flock", "util-linux", True), ("setpriv", "util-linux", os.geteuid() == 0),
@@ -1006,9 +1048,12 @@ def main():
                 break
             n += 1
             plan = draw_round(seed, backends)
+            # Fresh rounds only: the fixed seeds stay the rounds they were chosen for.
+            if args.previous and k >= len(seeds) and random.Random(f"{seed}:upgrade").random() < args.upgrades:
+                plan = upgrade_round(plan)
             t = now()
             clean, rnd = run_round(farm, plan, f"r{n}")
-            out.write(f"round {n}: seed {seed} {plan['backend']} {len(plan['hosts'])} hosts {len(plan['keys'])} keys"
+            out.write(f"round {n}: seed {seed}{' upgrade' if plan.get('upgrade') else ''} {plan['backend']} {len(plan['hosts'])} hosts {len(plan['keys'])} keys"
                       f" {len(plan['faults'])} faults: {rnd.stats['runs']} runs, {rnd.stats['started']} started,"
                       f" {sum(rnd.refusals.values())} refused: {'clean' if clean else 'BREACH'}"
                       f" ({now() - t:.0f} s, {now() - start:.0f} s in)\n")
