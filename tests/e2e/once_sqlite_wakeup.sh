@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A SQLite waiter (`run -w`) is woken when the holder releases, not by its polling backoff: it
 # sleeps on its key's word in <db>-wake, which a release increments and wakes one sleeper of
-# (src/backends/common/database_file.hpp, WakeWords).
+# (src/backends/sqlite/sqlite_file.hpp, WakeWords).
 # Polling, a waiter that has waited 2 s sleeps 0.5 to 1 s between attempts, so it starts within
 # 300 ms of the release only about 4 times in 10; woken, every time. Generous window, many tries.
 # The watch must not wake the waiter for its own attempts: it keeps backing off while it waits.

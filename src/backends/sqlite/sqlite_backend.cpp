@@ -9,7 +9,7 @@
 #include <cstring>
 #include <utility>
 
-#include "backends/common/database_file.hpp"
+#include "backends/sqlite/sqlite_file.hpp"
 #include "backends/registry.hpp"
 #include "backends/sqlite/sqlite_descriptor.hpp"
 #include "backends/sqlite/sqlite_dsn.hpp"

@@ -15,7 +15,7 @@
 #include <thread>
 #include <utility>
 
-#include "backends/common/database_file.hpp"
+#include "backends/sqlite/sqlite_file.hpp"
 #include "backends/common/dsn.hpp"
 #include "backends/sqlite/sqlite_vfs.hpp"
 #include "core/clock.hpp"

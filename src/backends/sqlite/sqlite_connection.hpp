@@ -9,7 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "backends/common/database_file.hpp"
+#include "backends/sqlite/sqlite_file.hpp"
+#include "backends/sqlite/sqlite_wake.hpp"
 #include "core/error.hpp"
 #include "core/lock_types.hpp"
 #include "core/sql/sql_session.hpp"
@@ -50,7 +51,7 @@ struct OpenMode {
 /// One open database file in WAL mode with a busy timeout.
 class Connection {
  public:
-  /// Read-write: creates the file if missing, after the checks of common/database_file.hpp
+  /// Read-write: creates the file if missing, after the checks of sqlite_file.hpp
   /// (owners, permissions, the directory: made only with mode.create_directories). Read-only:
   /// a missing file is no_lock_database (common/dsn.hpp).
   static Result<Connection> open(const std::string& path, Millis busy_timeout, OpenMode mode = {});

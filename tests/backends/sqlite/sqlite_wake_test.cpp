@@ -1,4 +1,4 @@
-// SQLite's release signal (backends/common/database_file.hpp, WakeWords): a release wakes one
+// SQLite's release signal (backends/sqlite/sqlite_wake.hpp, WakeWords): a release wakes one
 // waiter of its key through <database>-wake, and nothing else wakes a waiter. Each party is a
 // backend of its own, as each would be a process of its own.
 
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/common/database_file.hpp"
+#include "backends/sqlite/sqlite_wake.hpp"
 #include "backends/common/dsn.hpp"
 #include "backends/registry.hpp"
 #include "support/temp_dir.hpp"

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <string>
 
-#include "backends/common/database_file.hpp"
+#include "backends/sqlite/sqlite_file.hpp"
 
 using namespace dblock;
 
