@@ -192,6 +192,8 @@ def upgrade_round(plan):
     """The round as a farm half upgraded: one configuration, each host on one of two versions."""
     r = random.Random(f"{plan['seed']}:versions")
     common = dict(plan["hosts"][0], nested=None, pooler=None, slots=None)
+    if common["table_format"] == "shedlock":
+        common.update(strategy="lease", min_interval=0)  # what ShedLock's table allows: else every run is refused
     if common["dsn_source"] == "multihost":
         common["dsn_source"] = "flag"
     n = len(plan["hosts"])
