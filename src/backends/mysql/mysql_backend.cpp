@@ -83,6 +83,7 @@ BackendEntry mysql_backend_entry() {
   return BackendEntry{
       mysql::descriptor,
       [](const BackendOptions& options) { return sql::schema_sql(mysql::schema_statements(options)); },
+      &mysql::every_statement,
       [](const Dsn& dsn) -> Result<void> {
         if (auto parsed = mysql::parse_mysql_dsn(dsn); !parsed) return std::unexpected(parsed.error());
         return {};

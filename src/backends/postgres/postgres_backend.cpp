@@ -92,6 +92,7 @@ BackendEntry postgres_backend_entry() {
   return BackendEntry{
       postgres::descriptor,
       [](const BackendOptions& options) { return sql::schema_sql(postgres::schema_statements(options)); },
+      &postgres::every_statement,
       &postgres::check_postgres_dsn,
       &postgres::open,
       [] {

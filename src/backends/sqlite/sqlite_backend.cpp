@@ -45,14 +45,7 @@ class SqliteBackend final : public sql::SqlBackend {
   }
 
   Result<void> release_held(const std::string& key, const HolderSelector& who) override {
-    const std::string now = now_sql();
-    // --force also cuts short a --min-hold that a finished holder left behind.
-    const sql::Statement release{
-        "release.named", "UPDATE " + Tables(options_.table_prefix, '"').locks + " SET released_at = " + now +
-                             ", expires_at = " + now + ", boot_expires_ms = dblock_boot_ms() WHERE name = :key AND"
-                             " (:force AND (released_at IS NULL OR " + lease_live_sql("") +
-                             ") OR NOT :force AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
-                             " AND (:token IS NULL OR token = :token))"};
+    const sql::Statement release = release_named_statement(options_.table_prefix);
     auto r = session_->run(release, {{"key", key},
                                      {"owner", who.owner ? sql::Value(*who.owner) : sql::Value()},
                                      {"token", sql::value_of(who.token)},
@@ -137,6 +130,7 @@ BackendEntry sqlite_backend_entry() {
   return BackendEntry{
       sqlite::descriptor,
       [](const BackendOptions& options) { return sql::schema_sql(sqlite::schema_statements(options)); },
+      &sqlite::every_statement,
       [](const Dsn& dsn) -> Result<void> {
         if (auto path = sqlite::database_path(dsn); !path) return std::unexpected(path.error());
         return {};

@@ -9,6 +9,7 @@
 #include "backends/sqlite/sqlite_tables.hpp"
 #include "core/sql/lock_rows.hpp"
 #include "core/sql/shedlock.hpp"
+#include "core/sql/statement_catalog.hpp"
 
 namespace dblock::sqlite {
 namespace {
@@ -334,6 +335,30 @@ sql::InspectStatements inspect_statements(const BackendOptions& options, bool wi
                        shed + " WHERE name = :key) AND (:owner IS NULL OR owner = :owner) AND (:token IS NULL OR"
                        " token = :token) AND " + boot_judged_sql("") + " AND boot_id = dblock_boot_id()"};
   return s;
+}
+
+sql::Statement release_named_statement(const std::string& prefix) {
+  const std::string now = now_sql();
+  // --force also cuts short a --min-hold that a finished holder left behind.
+  return {"release.named", "UPDATE " + Tables(prefix, '"').locks + " SET released_at = " + now + ", expires_at = " + now +
+                               ", boot_expires_ms = dblock_boot_ms() WHERE name = :key AND"
+                               " (:force AND (released_at IS NULL OR " + lease_live_sql("") +
+                               ") OR NOT :force AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
+                               " AND (:token IS NULL OR token = :token))"};
+}
+
+std::vector<sql::Statement> every_statement(const BackendOptions& options) {
+  BackendOptions shed = options;
+  shed.shedlock = true;
+  sql::StatementCatalog c;
+  c.add(lease_statements(options.table_prefix));
+  c.add(release_named_statement(options.table_prefix));
+  c.add(inspect_statements(options));
+  c.add(inspect_statements(options, /*without_boot_columns=*/true), "a table of an older dblock");
+  c.add(shedlock_statements(shed));
+  c.add(inspect_statements(shed), "--table-format shedlock");
+  c.add(schema_statements(shed));
+  return c.statements();
 }
 
 }  // namespace dblock::sqlite
