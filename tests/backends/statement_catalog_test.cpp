@@ -51,7 +51,7 @@ bool listed(const std::vector<std::string>& ids, const std::string& id) {
 void check_complete(const std::vector<std::string>& ids, const sql::LeaseStatements& lease,
                     const sql::InspectStatements& inspect, const sql::ShedlockStatements& shedlock) {
   for (const sql::Statement* st : {&lease.take, &lease.taken, &lease.session_take, &lease.refusal, &lease.renew,
-                                   &lease.release, &lease.history_add, &lease.history_oldest, &lease.history_trim,
+                                   &lease.release, &lease.history.add, &lease.history.oldest, &lease.history.trim,
                                    &lease.header_take, &lease.header_refusal, &lease.lock_row, &lease.failover.read,
                                    &inspect.status_all, &inspect.history_of, &inspect.renew_named, &inspect.renewed,
                                    &shedlock.take, &shedlock.number, &shedlock.extend, &shedlock.unlock}) {

@@ -10,6 +10,7 @@
 #include "backends/mysql/mysql_tables.hpp"
 #include "core/sql/identifiers.hpp"
 #include "core/sql/lock_rows.hpp"
+#include "core/sql/rules.hpp"
 #include "core/sql/shedlock.hpp"
 #include "core/sql/statement_catalog.hpp"
 
@@ -20,6 +21,13 @@ namespace {
 std::string epoch_ms(std::string_view expr) {
   return "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " + std::string(expr) + ") DIV 1000)";
 }
+
+// What core's rules (core/sql/rules.hpp) need spelled in MySQL.
+const sql::Dialect dialect{
+    .now = "NOW(6)",
+    .time_of_ms = [](std::string_view ms) { return "TIMESTAMPADD(MICROSECOND, " + std::string(ms) + " * 1000, '1970-01-01')"; },
+    .integer = [](std::string_view param) { return std::string(param); },
+};
 
 // "column = IF(cond, value, column)" for each pair, comma-separated.
 std::string assign_each_if(const std::string& cond, std::initializer_list<std::pair<const char*, const char*>> columns) {
@@ -184,16 +192,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                    " last_finished_at = IF(:finished, NOW(6), last_finished_at),"
                    " last_exit_code = IF(:finished, :exit_code, last_exit_code)"
                    " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
-  s.history_add = {"history.add",
-                   "INSERT INTO " + t.runs +
-                       " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
-                       " VALUES (:name, :token, :owner, :host, :pid, :strategy,"
-                       " TIMESTAMPADD(MICROSECOND, :started_ms * 1000, '1970-01-01'), NOW(6), :outcome, :exit_code)"};
-  s.history_oldest = {"history.oldest", "SELECT token FROM " + t.runs + " WHERE name = :name ORDER BY id LIMIT 1"};
-  // The derived table lets MySQL read the table it deletes from; the cutoff is found on the
-  // (name, id) index, newest first.
-  s.history_trim = {"history.trim", "DELETE FROM " + t.runs + " WHERE name = :name AND id <= (SELECT id FROM (SELECT id FROM " +
-                                        t.runs + " WHERE name = :name ORDER BY id DESC LIMIT 1 OFFSET :keep) AS cutoff)"};
+  s.history = sql::history_statements(dialect, t.runs);
 
   // The slot rows (the names between :first and :past) are read through a derived table with
   // LIMIT, which the server materializes: MySQL refuses a subquery on the table an INSERT writes

@@ -5,6 +5,7 @@
 #include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/postgres/postgres_tables.hpp"
 #include "core/sql/lock_rows.hpp"
+#include "core/sql/rules.hpp"
 #include "core/sql/shedlock.hpp"
 #include "core/sql/statement_catalog.hpp"
 
@@ -17,6 +18,13 @@ std::string ms(std::string_view expr) { return "floor(extract(epoch FROM " + std
 // ShedLock's "now" (PostgresSqlServerTimeStatementsSource): UTC wall time of the transaction,
 // stored in a TIMESTAMP without time zone, which extract(epoch) reads as UTC.
 const std::string now_utc = "timezone('utc', CURRENT_TIMESTAMP)";
+
+// What core's rules (core/sql/rules.hpp) need spelled in PostgreSQL.
+const sql::Dialect dialect{
+    .now = "now()",
+    .time_of_ms = [](std::string_view ms) { return "timestamptz 'epoch' + " + std::string(ms) + " * interval '1 ms'"; },
+    .integer = [](std::string_view param) { return std::string(param) + "::bigint"; },
+};
 
 /// key_hash(prefix, name) (identifiers.cpp: FNV-1a 64 over prefix, a NUL byte and the name) in
 /// SQL, as numeric 0 .. 2^64 - 1, the name given as the SQL expression `name`. The state after
@@ -205,16 +213,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                    " WHERE name = :key AND owner = :owner AND token = :token::bigint AND released_at IS NULL"
                    " RETURNING pg_notify(:channel, name)"};
   s.release_unsynced = true;
-  s.history_add = {"history.add",
-                   "INSERT INTO " + t.runs +
-                       " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
-                       " VALUES (:name, :token::bigint, :owner, :host, :pid::bigint, :strategy,"
-                       " timestamptz 'epoch' + :started_ms::bigint * interval '1 ms', now(), :outcome, :exit_code::int)"};
-  s.history_oldest = {"history.oldest", "SELECT token FROM " + t.runs + " WHERE name = :name ORDER BY id LIMIT 1"};
-  // The row at offset :keep (newest first) is the newest one to go; everything older goes too:
-  // a seek of the (name, id) index from the newest end, as far as that row.
-  s.history_trim = {"history.trim", "DELETE FROM " + t.runs + " WHERE name = :name AND id <= (SELECT id FROM " + t.runs +
-                                        " WHERE name = :name ORDER BY id DESC OFFSET :keep::bigint LIMIT 1)"};
+  s.history = sql::history_statements(dialect, t.runs);
 
   // Far in the future, not 'infinity': a plain lease finds the header held, and its time still
   // converts to epoch milliseconds. The WHERE reads the slot rows only with :recount: under READ

@@ -8,6 +8,7 @@
 #include "backends/sqlite/sqlite_descriptor.hpp"
 #include "backends/sqlite/sqlite_tables.hpp"
 #include "core/sql/lock_rows.hpp"
+#include "core/sql/rules.hpp"
 #include "core/sql/shedlock.hpp"
 #include "core/sql/statement_catalog.hpp"
 
@@ -61,6 +62,16 @@ std::string shedlock_status_select(const BackendOptions& options) {
 // CLOCK_BOOTTIME, which a wall-clock step cannot move; they apply only while boot_token equals
 // token (an older dblock that takes the row leaves them stale).
 constexpr std::string_view boot_columns[] = {"boot_id", "boot_token", "boot_started_ms", "boot_expires_ms"};
+
+// What core's rules (core/sql/rules.hpp) need spelled in SQLite.
+sql::Dialect dialect() {
+  return {
+      .now = now_sql(),
+      .time_of_ms =
+          [](std::string_view ms) { return "strftime('%Y-%m-%d %H:%M:%f', " + std::string(ms) + " / 1000.0, 'unixepoch')"; },
+      .integer = [](std::string_view param) { return std::string(param); },
+  };
+}
 
 }  // namespace
 
@@ -192,16 +203,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                    " last_finished_at = CASE WHEN :finished THEN " + now + " ELSE last_finished_at END,"
                    " last_exit_code = CASE WHEN :finished THEN :exit_code ELSE last_exit_code END"
                    " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
-  s.history_add = {"history.add",
-                   "INSERT INTO " + t.runs +
-                       " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
-                       " VALUES (:name, :token, :owner, :host, :pid, :strategy,"
-                       " strftime('%Y-%m-%d %H:%M:%f', :started_ms / 1000.0, 'unixepoch'), " + now +
-                       ", :outcome, :exit_code)"};
-  s.history_oldest = {"history.oldest", "SELECT token FROM " + t.runs + " WHERE name = :name ORDER BY id LIMIT 1"};
-  // The row at offset :keep (newest first) is the newest one to go; everything older goes too.
-  s.history_trim = {"history.trim", "DELETE FROM " + t.runs + " WHERE name = :name AND id <= (SELECT id FROM " + t.runs +
-                                        " WHERE name = :name ORDER BY id DESC LIMIT 1 OFFSET :keep)"};
+  s.history = sql::history_statements(dialect(), t.runs);
 
   const std::string slot_held = "EXISTS (SELECT 1 FROM " + t.locks +
                                 " AS s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL AND"

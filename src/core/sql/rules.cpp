@@ -1,0 +1,22 @@
+#include "core/sql/rules.hpp"
+
+namespace dblock::sql {
+
+HistoryStatements history_statements(const Dialect& d, const std::string& runs) {
+  HistoryStatements s;
+  s.add = {"history.add", "INSERT INTO " + runs +
+                              " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
+                              " VALUES (:name, " + d.integer(":token") + ", :owner, :host, " + d.integer(":pid") +
+                              ", :strategy, " + d.time_of_ms(d.integer(":started_ms")) + ", " + d.now + ", :outcome, " +
+                              d.integer(":exit_code") + ")"};
+  s.oldest = {"history.oldest", "SELECT token FROM " + runs + " WHERE name = :name ORDER BY id LIMIT 1"};
+  // The row at offset :keep (newest first) is the newest one to go; everything older goes too:
+  // a seek of the (name, id) index from the newest end, as far as that row. The derived table
+  // lets MySQL read the table it deletes from (ER_UPDATE_TABLE_USED).
+  s.trim = {"history.trim", "DELETE FROM " + runs + " WHERE name = :name AND id <= (SELECT id FROM (SELECT id FROM " +
+                                runs + " WHERE name = :name ORDER BY id DESC LIMIT 1 OFFSET " + d.integer(":keep") +
+                                ") AS cutoff)"};
+  return s;
+}
+
+}  // namespace dblock::sql
