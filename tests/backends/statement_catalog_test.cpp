@@ -119,7 +119,7 @@ TEST_CASE("format_sql breaks before each clause and indents a subquery that does
         "SELECT a, b\nFROM t\nWHERE x = 1 AND y = 'a  b'\nORDER BY a");
   CHECK(sql::format_sql("INSERT INTO t (a) VALUES (1) ON CONFLICT (a) DO UPDATE SET a = excluded.a RETURNING a") ==
         "INSERT INTO t (a)\nVALUES (1)\nON CONFLICT (a) DO UPDATE\nSET a = excluded.a\nRETURNING a");
-  const std::string cond(60, 'c');
+  const std::string cond(40, 'c');
   CHECK(sql::format_sql("DELETE FROM t WHERE id <= (SELECT id FROM t WHERE " + cond + " = 1 AND " + cond + " = 2)", 60) ==
         "DELETE FROM t\nWHERE id <= (\n  SELECT id\n  FROM t\n  WHERE " + cond + " = 1\n    AND " + cond + " = 2)");
   // Unbalanced parentheses (never a statement of dblock's): left as written.

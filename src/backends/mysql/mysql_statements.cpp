@@ -27,6 +27,10 @@ const sql::Dialect dialect{
     .now = "NOW(6)",
     .time_of_ms = [](std::string_view ms) { return "TIMESTAMPADD(MICROSECOND, " + std::string(ms) + " * 1000, '1970-01-01')"; },
     .integer = [](std::string_view param) { return std::string(param); },
+    .started_ms_ago =
+        [](std::string_view row, std::string_view now) {
+          return "(TIMESTAMPDIFF(MICROSECOND, " + std::string(row) + "last_started_at, " + std::string(now) + ") DIV 1000)";
+        },
 };
 
 // "column = IF(cond, value, column)" for each pair, comma-separated.
@@ -129,8 +133,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   // start. last_started_at, assigned after expires_at, recognises this statement's own takeover
   // (acquired_at and expires_at just set) instead. (A row someone else took in the same
   // microsecond with the same TTL already has last_started_at = NOW(6).)
-  const std::string due =
-      "(:min_interval_ms <= 0 OR last_started_at IS NULL OR last_started_at <= NOW(6) - INTERVAL :min_interval_ms * 1000 MICROSECOND)";
+  const std::string due = sql::due_sql(dialect, "", "NOW(6)");
   const std::string lease_over = "expires_at <= NOW(6)";
   const std::string lease_allowed = rows::strategy_allows_sql("", "'lease'", lease_over);
   const std::string free = "((expires_at IS NULL OR expires_at <= NOW(6)) AND " + due + " AND " + lease_allowed + ")";
@@ -179,10 +182,8 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   // the name fails the subquery (1242), which sends the run to the schema check (exit 78).
   s.taken = {"lease.taken", "SELECT token, " + epoch_ms("acquired_at") + ", " + epoch_ms("expires_at") + " FROM " +
                                 t.locks + " WHERE name = :key AND owner = :owner AND name = " + one_row_of(t.locks)};
-  s.refusal = {"lease.refusal", "SELECT " + status +
-                                    ", CASE WHEN :min_interval_ms > 0 AND last_started_at IS NOT NULL THEN " +
-                                    epoch_ms("last_started_at + INTERVAL :min_interval_ms * 1000 MICROSECOND") + " - " +
-                                    epoch_ms("NOW(6)") + " END FROM " + t.locks + " WHERE name = :key"};
+  s.refusal = {"lease.refusal",
+               "SELECT " + status + ", " + sql::due_in_ms_sql(dialect, "") + " FROM " + t.locks + " WHERE name = :key"};
   s.renew = {"lease.renew", "UPDATE " + t.locks +
                                 " SET renewed_at = NOW(6), expires_at = NOW(6) + INTERVAL :ttl_ms * 1000 MICROSECOND"
                                 " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};

@@ -24,6 +24,10 @@ const sql::Dialect dialect{
     .now = "now()",
     .time_of_ms = [](std::string_view ms) { return "timestamptz 'epoch' + " + std::string(ms) + " * interval '1 ms'"; },
     .integer = [](std::string_view param) { return std::string(param) + "::bigint"; },
+    .started_ms_ago =
+        [](std::string_view row, std::string_view now) {
+          return "floor(extract(epoch FROM " + std::string(now) + " - " + std::string(row) + "last_started_at) * 1000)::bigint";
+        },
 };
 
 /// key_hash(prefix, name) (identifiers.cpp: FNV-1a 64 over prefix, a NUL byte and the name) in
@@ -119,10 +123,8 @@ std::string session_upsert(const Tables& t, std::string_view from, std::string_v
          " session_id = EXCLUDED.session_id, acquired_at = EXCLUDED.acquired_at, renewed_at = EXCLUDED.renewed_at,"
          " expires_at = NULL, released_at = NULL, last_started_at = EXCLUDED.last_started_at"
          " WHERE l.strategy IS DISTINCT FROM 'semaphore' AND " +
-         rows::strategy_allows_sql("l.", ":strategy", "l.expires_at <= now()") + " AND (:min_interval_ms::bigint <= 0"
-         " OR l.last_started_at IS NULL"
-         " OR l.last_started_at <= EXCLUDED.last_started_at - :min_interval_ms::bigint * interval '1 ms')"
-         " RETURNING token, " + ms("acquired_at") + ", NULL::bigint";
+         rows::strategy_allows_sql("l.", ":strategy", "l.expires_at <= now()") + " AND " +
+         sql::due_sql(dialect, "l.", "EXCLUDED.last_started_at") + " RETURNING token, " + ms("acquired_at") + ", NULL::bigint";
 }
 
 // A session advisory lock of :lock, waited for within :lock_timeout: the bound a setting of the
@@ -143,10 +145,8 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   s.begin_release = "BEGIN; SET LOCAL synchronous_commit = off";
 
   s.refusal = {"lease.refusal",
-               "SELECT " + status_columns + ", COALESCE((expires_at > now())::int, 0),"
-               " CASE WHEN :min_interval_ms::bigint > 0 THEN " +
-                   ms("last_started_at + :min_interval_ms::bigint * interval '1 ms'") + " - " + ms("now()") +
-                   " END FROM " + t.locks + " WHERE name = :key"};
+               "SELECT " + status_columns + ", COALESCE((expires_at > now())::int, 0), " +
+                   sql::due_in_ms_sql(dialect, "") + " FROM " + t.locks + " WHERE name = :key"};
   // The row is taken by an UPDATE of the row it locks with SKIP LOCKED, and made by an INSERT
   // only when there is none. The waiters a release wakes find the row locked by the one that
   // got there first and are refused at once: none waits for its commit, none locks the row
@@ -170,9 +170,8 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                 " expires_at = now() + :ttl_ms::bigint * interval '1 ms', released_at = NULL, last_started_at = now()"
                 " FROM g WHERE l.name = (SELECT name FROM " + t.locks + " WHERE name = :key"
                 " AND (expires_at IS NULL OR expires_at <= now()) AND " +
-                rows::strategy_allows_sql("", "'lease'", "expires_at <= now()") + " AND (:min_interval_ms::bigint <= 0"
-                " OR last_started_at IS NULL OR last_started_at <= now() - :min_interval_ms::bigint * interval '1 ms')"
-                " FOR UPDATE SKIP LOCKED)"
+                rows::strategy_allows_sql("", "'lease'", "expires_at <= now()") + " AND " +
+                sql::due_sql(dialect, "", "now()") + " FOR UPDATE SKIP LOCKED)"
                 " RETURNING l.token, " + ms("l.acquired_at") + " AS acq, " + ms("l.expires_at") + " AS exp),"
                 " i AS (INSERT INTO " + t.locks +
                 " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"

@@ -70,6 +70,7 @@ sql::Dialect dialect() {
       .time_of_ms =
           [](std::string_view ms) { return "strftime('%Y-%m-%d %H:%M:%f', " + std::string(ms) + " / 1000.0, 'unixepoch')"; },
       .integer = [](std::string_view param) { return std::string(param); },
+      .started_ms_ago = [](std::string_view row, std::string_view) { return started_ago_sql(std::string(row)); },
   };
 }
 
@@ -185,13 +186,9 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                 " boot_started_ms = excluded.boot_started_ms, boot_expires_ms = excluded.boot_expires_ms"
                 " WHERE NOT " + lease_live_sql("l.") + " AND " +
                 rows::strategy_allows_sql("l.", "'lease'", "NOT " + lease_live_sql("l.")) +
-                " AND (:min_interval_ms <= 0 OR l.last_started_at IS NULL OR " + started_ago_sql("l.") +
-                " >= :min_interval_ms)"
-                " RETURNING token, " + epoch_ms_sql("acquired_at") + ", " + epoch_ms_sql("expires_at")};
+                " AND " + sql::due_sql(dialect(), "l.", now) + " RETURNING token, " + epoch_ms_sql("acquired_at") + ", " + epoch_ms_sql("expires_at")};
   s.refusal = {"lease.refusal",
-               status_select(t, "CASE WHEN :min_interval_ms > 0 AND last_started_at IS NOT NULL THEN :min_interval_ms - " +
-                                    started_ago_sql("") + " END") +
-                   " WHERE name = :key"};
+               status_select(t, sql::due_in_ms_sql(dialect(), "")) + " WHERE name = :key"};
   s.renew = {"lease.renew", "UPDATE " + t.locks + " SET expires_at = " + now_plus_sql(":ttl_ms") +
                                 ", renewed_at = " + now + ", " + renew_boot_sql(":ttl_ms") +
                                 " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};

@@ -19,4 +19,16 @@ HistoryStatements history_statements(const Dialect& d, const std::string& runs) 
   return s;
 }
 
+std::string due_sql(const Dialect& d, std::string_view row, std::string_view now) {
+  const std::string interval = d.integer(":min_interval_ms");
+  return "(" + interval + " <= 0 OR " + std::string(row) + "last_started_at IS NULL OR " + d.started_ms_ago(row, now) +
+         " >= " + interval + ")";
+}
+
+std::string due_in_ms_sql(const Dialect& d, std::string_view row) {
+  const std::string interval = d.integer(":min_interval_ms");
+  return "CASE WHEN " + interval + " > 0 AND " + std::string(row) + "last_started_at IS NOT NULL THEN " + interval +
+         " - " + d.started_ms_ago(row, d.now) + " END";
+}
+
 }  // namespace dblock::sql

@@ -1,7 +1,7 @@
 #pragma once
 // The rules every dialect once wrote in its own SQL, spelled once here and rendered through the
 // few expressions a dialect really spells its own way (Dialect): the history of runs (insert,
-// oldest, trim). Each rule is still one statement, one round trip.
+// oldest, trim) and --min-interval's due check. Each statement is still one round trip.
 
 #include <string>
 #include <string_view>
@@ -20,9 +20,20 @@ struct Dialect {
   /// The bound parameter `param` (":name") where an integer is expected (PostgreSQL's arrive as
   /// text, so it casts).
   std::string (*integer)(std::string_view param) = nullptr;
+  /// Whole milliseconds (an integer) from the last start of the row `row` ("" or an alias and its
+  /// dot) to `now` (a time expression; SQLite judges on its own clock).
+  std::string (*started_ms_ago)(std::string_view row, std::string_view now) = nullptr;
 };
 
 /// LeaseStatements::history over <prefix>runs, quoted as `runs`.
 HistoryStatements history_statements(const Dialect& d, const std::string& runs);
+
+/// --min-interval (dblock(1)), over :min_interval_ms: whether the row `row` may start at `now`
+/// (none asked, never started, or its last start at least that long before `now`).
+std::string due_sql(const Dialect& d, std::string_view row, std::string_view now);
+
+/// The milliseconds until the row `row` may start (LeaseStatements::refusal's due_in_ms): NULL
+/// when none is asked or it never started, <= 0 when it may now.
+std::string due_in_ms_sql(const Dialect& d, std::string_view row);
 
 }  // namespace dblock::sql

@@ -174,7 +174,7 @@ bool starts_clause(const std::vector<Node>& seq, std::size_t i) {
   if (n.group) return false;
   const std::string& w = n.token.text;
   const Node* next = i + 1 < seq.size() ? &seq[i + 1] : nullptr;
-  if (w == "FROM") return !is_word(prev, "DELETE");
+  if (w == "FROM") return !is_word(prev, "DELETE") && !is_word(prev, "DISTINCT");  // IS DISTINCT FROM
   if (w == "UPDATE") return !is_word(prev, "DO") && !is_word(prev, "KEY") && !is_word(prev, "FOR");
   if (w == "VALUES") return !(next && next->group && !next->token.space);  // VALUES(col): MySQL's function
   if (w == "ON") return next && (is_word(*next, "CONFLICT") || is_word(*next, "DUPLICATE"));
@@ -248,7 +248,11 @@ class Layout {
         for (std::size_t i = a; i < b; ++i) flat(seq[i]);
         continue;
       }
-      for (std::size_t i = a; i < b; ++i) node(seq[i], words_after(seq, i + 1, b) + (b == end ? trailing : 0));
+      for (std::size_t i = a; i < b; ++i) {
+        // A word that would cross the width (after a group broken above it) starts a line.
+        if (!seq[i].group && !line_start_ && column_ + flat_width(seq[i]) > width_) newline(cont);
+        node(seq[i], words_after(seq, i + 1, b) + (b == end ? trailing : 0));
+      }
     }
   }
 
