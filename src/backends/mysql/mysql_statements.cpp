@@ -33,11 +33,17 @@ const sql::Dialect dialect{
         },
 };
 
+// The failover fence a token must exceed (failover.hpp), as the statements bind it.
+const std::string fence = dialect.integer(":fence");
+
 // "column = IF(cond, value, column)" for each pair, comma-separated.
-std::string assign_each_if(const std::string& cond, std::initializer_list<std::pair<const char*, const char*>> columns) {
+std::string assign_each_if(const std::string& cond,
+                           std::initializer_list<std::pair<std::string_view, std::string_view>> columns) {
   std::string out;
-  for (const auto& [column, value] : columns)
-    out += std::string(out.empty() ? "" : ", ") + column + " = IF(" + cond + ", " + value + ", " + column + ")";
+  for (const auto& [column, value] : columns) {
+    const std::string c(column);
+    out += (out.empty() ? "" : ", ") + c + " = IF(" + cond + ", " + std::string(value) + ", " + c + ")";
+  }
   return out;
 }
 
@@ -134,13 +140,15 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   // (acquired_at and expires_at just set) instead. (A row someone else took in the same
   // microsecond with the same TTL already has last_started_at = NOW(6).)
   const std::string due = sql::due_sql(dialect, "", "NOW(6)");
+  const std::string first_token = sql::first_token_sql(dialect, true, fence);
+  const std::string next_token = sql::next_token_sql(dialect, "", true, fence);
   const std::string lease_over = "expires_at <= NOW(6)";
   const std::string lease_allowed = rows::strategy_allows_sql("", "'lease'", lease_over);
   const std::string free = "((expires_at IS NULL OR expires_at <= NOW(6)) AND " + due + " AND " + lease_allowed + ")";
   s.take = {"lease.take",
             "INSERT INTO " + t.locks +
                 " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at,"
-                " last_started_at) VALUES (:key, :owner, :host, :pid, COALESCE(:token, :fence + 1), 'lease', NULL, NOW(6), NOW(6),"
+                " last_started_at) VALUES (:key, :owner, :host, :pid, " + first_token + ", 'lease', NULL, NOW(6), NOW(6),"
                 " NOW(6) + INTERVAL :ttl_ms * 1000 MICROSECOND, NULL, NOW(6)) ON DUPLICATE KEY UPDATE " +
                 assign_each_if(free, {{"owner", "VALUES(owner)"},
                                  {"host", "VALUES(host)"},
@@ -150,7 +158,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                                  {"acquired_at", "NOW(6)"},
                                  {"renewed_at", "NOW(6)"},
                                  {"released_at", "NULL"},
-                                 {"token", "COALESCE(:token, GREATEST(token, :fence) + 1)"},
+                                 {"token", next_token},
                                  {"expires_at", "VALUES(expires_at)"}}) +
                 ", last_started_at = IF(" + due + " AND " + lease_allowed +
                 " AND ((expires_at IS NULL OR expires_at <= NOW(6)) OR"
@@ -164,14 +172,14 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   s.session_take = {"session.take",
                     "INSERT INTO " + t.locks +
                         " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                        " released_at, last_started_at) VALUES (:key, :owner, :host, :pid, COALESCE(:token, :fence + 1),"
+                        " released_at, last_started_at) VALUES (:key, :owner, :host, :pid, " + first_token + ","
                         " :strategy, :session_id, NOW(6), NOW(6), NULL, NULL, NOW(6)) ON DUPLICATE KEY UPDATE " +
                         assign_each_if(numbered, {{"owner", "VALUES(owner)"},
                                                   {"host", "VALUES(host)"},
                                                   {"pid", "VALUES(pid)"},
                                                   {"session_id", "VALUES(session_id)"},
                                                   {"renewed_at", "NOW(6)"},
-                                                  {"token", "COALESCE(:token, GREATEST(token, :fence) + 1)"},
+                                                  {"token", next_token},
                                                   {"strategy", "VALUES(strategy)"},
                                                   {"acquired_at", "NOW(6)"},
                                                   {"expires_at", "NULL"},
@@ -209,7 +217,8 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   s.header_take = {"semaphore.header_take",
                    "INSERT INTO " + t.locks +
                        " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                       " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid, :fence + 1, 'semaphore', NULL,"
+                       " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid, " +
+                       sql::first_token_sql(dialect, false, fence) + ", 'semaphore', NULL,"
                        " NOW(6), NOW(6), '9999-12-31 23:59:59', NULL, NOW(6), :slots) ON DUPLICATE KEY UPDATE " +
                        assign_each_if(header_free, {{"owner", "VALUES(owner)"},
                                                {"host", "VALUES(host)"},
@@ -217,7 +226,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                                                {"session_id", "NULL"},
                                                {"renewed_at", "NOW(6)"},
                                                {"last_started_at", "NOW(6)"},
-                                               {"token", "GREATEST(token, :fence) + 1"},
+                                               {"token", sql::next_token_sql(dialect, "", false, fence)},
                                                {"slots", "VALUES(slots)"},
                                                {"strategy", "'semaphore'"},
                                                {"acquired_at", "NOW(6)"},
@@ -255,14 +264,15 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   s.number = {"shedlock.number",
               "INSERT INTO " + t.locks +
                   " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at,"
-                  " last_started_at) VALUES (:key, :owner, :host, :pid, 1, 'shedlock', :table, NOW(6), NOW(6), NULL, NULL,"
+                  " last_started_at) VALUES (:key, :owner, :host, :pid, " + sql::first_token_sql(dialect, false, "") +
+                  ", 'shedlock', :table, NOW(6), NOW(6), NULL, NULL,"
                   " NOW(6)) ON DUPLICATE KEY UPDATE " +
                   assign_each_if(rows::strategy_allows_sql("", "'shedlock'", "expires_at <= NOW(6)") + " AND " +
                                      shedlock::same_table_sql(""),
                                  {{"owner", "VALUES(owner)"},
                                   {"host", "VALUES(host)"},
                                   {"pid", "VALUES(pid)"},
-                                  {"token", "token + 1"},
+                                  {"token", sql::next_token_sql(dialect, "", false, "")},
                                   {"session_id", "VALUES(session_id)"},
                                   {"renewed_at", "NOW(6)"},
                                   {"strategy", "'shedlock'"},

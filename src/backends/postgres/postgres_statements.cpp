@@ -30,6 +30,9 @@ const sql::Dialect dialect{
         },
 };
 
+// The failover fence a token must exceed (failover.hpp), as the statements bind it.
+const std::string fence = dialect.integer(":fence");
+
 /// key_hash(prefix, name) (identifiers.cpp: FNV-1a 64 over prefix, a NUL byte and the name) in
 /// SQL, as numeric 0 .. 2^64 - 1, the name given as the SQL expression `name`. The state after
 /// the prefix and its NUL is key_hash(prefix, ""); the name's UTF-8 bytes are folded in by a
@@ -116,10 +119,10 @@ std::string session_upsert(const Tables& t, std::string_view from, std::string_v
   return "INSERT INTO " + t.locks +
          " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
          " released_at, last_started_at)"
-         " SELECT :key, :owner, :host, :pid::bigint, COALESCE(:token::bigint, :fence::bigint + 1), :strategy,"
+         " SELECT :key, :owner, :host, :pid::bigint, " + sql::first_token_sql(dialect, true, fence) + ", :strategy,"
          " :session_id, " + now + ", " + now + ", NULL, NULL, " + now + std::string(from) +
          " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid,"
-         " token = COALESCE(:token::bigint, GREATEST(l.token, :fence::bigint) + 1), strategy = EXCLUDED.strategy,"
+         " token = " + sql::next_token_sql(dialect, "l.", true, fence) + ", strategy = EXCLUDED.strategy,"
          " session_id = EXCLUDED.session_id, acquired_at = EXCLUDED.acquired_at, renewed_at = EXCLUDED.renewed_at,"
          " expires_at = NULL, released_at = NULL, last_started_at = EXCLUDED.last_started_at"
          " WHERE l.strategy IS DISTINCT FROM 'semaphore' AND " +
@@ -165,7 +168,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                 " g AS (SELECT token AS fence FROM f WHERE here"
                 " AND (expires_at IS NULL OR expires_at <= now()) AND pid >= :ttl_ms::bigint),"
                 " u AS (UPDATE " + t.locks + " AS l SET owner = :owner, host = :host, pid = :pid::bigint,"
-                " token = COALESCE(:token::bigint, GREATEST(l.token, g.fence) + 1), strategy = 'lease',"
+                " token = " + sql::next_token_sql(dialect, "l.", true, "g.fence") + ", strategy = 'lease',"
                 " session_id = NULL, acquired_at = now(), renewed_at = now(),"
                 " expires_at = now() + :ttl_ms::bigint * interval '1 ms', released_at = NULL, last_started_at = now()"
                 " FROM g WHERE l.name = (SELECT name FROM " + t.locks + " WHERE name = :key"
@@ -176,7 +179,8 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                 " i AS (INSERT INTO " + t.locks +
                 " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
                 " released_at, last_started_at)"
-                " SELECT :key, :owner, :host, :pid::bigint, COALESCE(:token::bigint, g.fence + 1), 'lease', NULL, now(),"
+                " SELECT :key, :owner, :host, :pid::bigint, " + sql::first_token_sql(dialect, true, "g.fence") +
+                ", 'lease', NULL, now(),"
                 " now(), now() + :ttl_ms::bigint * interval '1 ms', NULL, now() FROM g"
                 " WHERE NOT EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key)"
                 " ON CONFLICT (name) DO NOTHING"
@@ -222,11 +226,12 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
       "semaphore.header_take",
       "INSERT INTO " + t.locks +
           " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-          " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid::bigint, :fence::bigint + 1,"
+          " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid::bigint, " +
+          sql::first_token_sql(dialect, false, fence) + ","
           " 'semaphore', NULL,"
           " now(), now(), timestamptz '9999-12-31 00:00:00+00', NULL, now(), :slots::int)"
           " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid,"
-          " token = GREATEST(l.token, :fence::bigint) + 1, strategy = 'semaphore', session_id = NULL,"
+          " token = " + sql::next_token_sql(dialect, "l.", false, fence) + ", strategy = 'semaphore', session_id = NULL,"
           " acquired_at = now(), renewed_at = now(), expires_at = EXCLUDED.expires_at, released_at = NULL, last_started_at = now(), slots = EXCLUDED.slots"
           " WHERE CASE WHEN l.slots IS NULL THEN l.released_at IS NOT NULL OR l.acquired_at IS NULL"
           " OR (l.strategy = 'lease' AND l.expires_at <= now())"
@@ -309,9 +314,11 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   s.number = {"shedlock.number",
               "INSERT INTO " + t.locks +
                   " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                  " released_at, last_started_at) VALUES (:key, :owner, :host, :pid::bigint, 1, 'shedlock', :table, now(),"
+                  " released_at, last_started_at) VALUES (:key, :owner, :host, :pid::bigint, " +
+                  sql::first_token_sql(dialect, false, "") + ", 'shedlock', :table, now(),"
                   " now(), NULL, NULL, now()) ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner,"
-                  " host = EXCLUDED.host, pid = EXCLUDED.pid, token = l.token + 1, strategy = 'shedlock',"
+                  " host = EXCLUDED.host, pid = EXCLUDED.pid, token = " + sql::next_token_sql(dialect, "l.", false, "") +
+                  ", strategy = 'shedlock',"
                   " session_id = EXCLUDED.session_id, acquired_at = now(), renewed_at = now(), expires_at = NULL,"
                   " released_at = NULL, last_started_at = now() WHERE " +
                   rows::strategy_allows_sql("l.", "'shedlock'", "l.expires_at <= now()") + " AND " +

@@ -171,22 +171,26 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   // the next acquisition's fsync of the WAL makes this commit durable too: one fsync per run.
   s.begin_release = std::string(begin_unsynced);
 
+  // The boot columns belong to the token taken (boot_judged_sql): both get the same.
+  const std::string first_token = sql::first_token_sql(dialect(), true, ""),
+                    next_token = sql::next_token_sql(dialect(), "l.", true, "");
   s.take = {"lease.take",
             "INSERT INTO " + t.locks +
                 " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
                 " released_at, last_started_at, boot_id, boot_token, boot_started_ms, boot_expires_ms)"
-                " VALUES (:key, :owner, :host, :pid, COALESCE(:token, 1), 'lease', NULL, " + now + ", " + now + ", " +
-                now_plus_sql(":ttl_ms") + ", NULL, " + now +
-                ", dblock_boot_id(), COALESCE(:token, 1), dblock_boot_ms(), dblock_boot_ms() + :ttl_ms)"
+                " VALUES (:key, :owner, :host, :pid, " + first_token + ", 'lease', NULL, " + now + ", " + now + ", " +
+                now_plus_sql(":ttl_ms") + ", NULL, " + now + ", dblock_boot_id(), " + first_token +
+                ", dblock_boot_ms(), dblock_boot_ms() + :ttl_ms)"
                 " ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, host = excluded.host, pid = excluded.pid,"
-                " token = COALESCE(:token, l.token + 1), strategy = excluded.strategy, session_id = NULL,"
+                " token = " + next_token + ", strategy = excluded.strategy, session_id = NULL,"
                 " acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at,"
                 " expires_at = excluded.expires_at, released_at = NULL, last_started_at = excluded.last_started_at,"
-                " boot_id = excluded.boot_id, boot_token = COALESCE(:token, l.token + 1),"
+                " boot_id = excluded.boot_id, boot_token = " + next_token + ","
                 " boot_started_ms = excluded.boot_started_ms, boot_expires_ms = excluded.boot_expires_ms"
                 " WHERE NOT " + lease_live_sql("l.") + " AND " +
                 rows::strategy_allows_sql("l.", "'lease'", "NOT " + lease_live_sql("l.")) +
-                " AND " + sql::due_sql(dialect(), "l.", now) + " RETURNING token, " + epoch_ms_sql("acquired_at") + ", " + epoch_ms_sql("expires_at")};
+                " AND " + sql::due_sql(dialect(), "l.", now) + " RETURNING token, " + epoch_ms_sql("acquired_at") + ", " +
+                epoch_ms_sql("expires_at")};
   s.refusal = {"lease.refusal",
                status_select(t, sql::due_in_ms_sql(dialect(), "")) + " WHERE name = :key"};
   s.renew = {"lease.renew", "UPDATE " + t.locks + " SET expires_at = " + now_plus_sql(":ttl_ms") +
@@ -209,10 +213,12 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
       "semaphore.header_take",
       "INSERT INTO " + t.locks +
           " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-          " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid, 1, 'semaphore', NULL, " + now +
+          " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid, " +
+          sql::first_token_sql(dialect(), false, "") + ", 'semaphore', NULL, " + now +
           ", " + now + ", '9999-12-31 23:59:59.999', NULL, " + now +
           ", :slots) ON CONFLICT(name) DO UPDATE SET owner = excluded.owner,"
-          " host = excluded.host, pid = excluded.pid, token = l.token + 1, strategy = 'semaphore', session_id = NULL,"
+          " host = excluded.host, pid = excluded.pid, token = " + sql::next_token_sql(dialect(), "l.", false, "") +
+          ", strategy = 'semaphore', session_id = NULL,"
           " acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,"
           " released_at = NULL, last_started_at = excluded.last_started_at, slots = excluded.slots, boot_id = NULL,"
           " boot_token = NULL, boot_started_ms = NULL, boot_expires_ms = NULL"
@@ -253,17 +259,20 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
                                  now + " AND NOT EXISTS (" + dblocks + "NULL AND l.boot_expires_ms > dblock_boot_ms())"
                                  " OR EXISTS (" + dblocks + "NOT NULL AND l.boot_expires_ms <= dblock_boot_ms())"
                                  " RETURNING " + epoch_ms_sql("lock_until")};
+  const std::string first_token = sql::first_token_sql(dialect(), false, ""),
+                    next_token = sql::next_token_sql(dialect(), "l.", false, "");
   s.number = {"shedlock.number",
               "INSERT INTO " + t.locks +
                   " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, released_at,"
                   " last_started_at, boot_id, boot_token, boot_started_ms, boot_expires_ms)"
-                  " VALUES (:key, :owner, :host, :pid, 1, 'shedlock', :table, " + now + ", " + now + ", NULL, " + now +
-                  ", dblock_boot_id(), 1, dblock_boot_ms(), dblock_boot_ms() + :ttl_ms)"
+                  " VALUES (:key, :owner, :host, :pid, " + first_token + ", 'shedlock', :table, " + now + ", " + now +
+                  ", NULL, " + now + ", dblock_boot_id(), " + first_token + ", dblock_boot_ms(), dblock_boot_ms() + :ttl_ms)"
                   " ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, host = excluded.host, pid = excluded.pid,"
-                  " token = l.token + 1, strategy = 'shedlock', session_id = excluded.session_id,"
+                  " token = " + next_token + ", strategy = 'shedlock', session_id = excluded.session_id,"
                   " acquired_at = excluded.acquired_at,"
                   " renewed_at = excluded.renewed_at, expires_at = NULL, released_at = NULL,"
-                  " last_started_at = excluded.last_started_at, boot_id = excluded.boot_id, boot_token = l.token + 1,"
+                  " last_started_at = excluded.last_started_at, boot_id = excluded.boot_id, boot_token = " + next_token +
+                  ","
                   " boot_started_ms = excluded.boot_started_ms, boot_expires_ms = excluded.boot_expires_ms WHERE " +
                   rows::strategy_allows_sql("l.", "'shedlock'", "NOT " + lease_live_sql("l.")) + " AND " +
                   shedlock::same_table_sql("l.") + " RETURNING token, " + epoch_ms_sql("acquired_at")};

@@ -31,4 +31,21 @@ std::string due_in_ms_sql(const Dialect& d, std::string_view row) {
          " - " + d.started_ms_ago(row, d.now) + " END";
 }
 
+namespace {
+
+std::string given_or(const Dialect& d, bool given, const std::string& numbered) {
+  return given ? "COALESCE(" + d.integer(":token") + ", " + numbered + ")" : numbered;
+}
+
+}  // namespace
+
+std::string first_token_sql(const Dialect& d, bool given, std::string_view fence) {
+  return given_or(d, given, fence.empty() ? "1" : std::string(fence) + " + 1");
+}
+
+std::string next_token_sql(const Dialect& d, std::string_view row, bool given, std::string_view fence) {
+  const std::string last = std::string(row) + "token";
+  return given_or(d, given, fence.empty() ? last + " + 1" : "GREATEST(" + last + ", " + std::string(fence) + ") + 1");
+}
+
 }  // namespace dblock::sql

@@ -1,7 +1,8 @@
 #pragma once
 // The rules every dialect once wrote in its own SQL, spelled once here and rendered through the
 // few expressions a dialect really spells its own way (Dialect): the history of runs (insert,
-// oldest, trim) and --min-interval's due check. Each statement is still one round trip.
+// oldest, trim), --min-interval's due check and the numbering of fencing tokens. Each statement
+// is still one round trip.
 
 #include <string>
 #include <string_view>
@@ -35,5 +36,13 @@ std::string due_sql(const Dialect& d, std::string_view row, std::string_view now
 /// The milliseconds until the row `row` may start (LeaseStatements::refusal's due_in_ms): NULL
 /// when none is asked or it never started, <= 0 when it may now.
 std::string due_in_ms_sql(const Dialect& d, std::string_view row);
+
+/// Fencing tokens (dblock(1), FENCING TOKENS): the token of a row taken. `given`: the :token
+/// parameter, when not NULL, is the token (a semaphore slot's, from its header); else one above
+/// the row's last token and above `fence`, the failover fence as a SQL expression ("" where
+/// there is none). first_token_sql: a new row's; next_token_sql: the row `row`'s ("" or an alias
+/// and its dot).
+std::string first_token_sql(const Dialect& d, bool given, std::string_view fence);
+std::string next_token_sql(const Dialect& d, std::string_view row, bool given, std::string_view fence);
 
 }  // namespace dblock::sql

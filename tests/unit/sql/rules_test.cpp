@@ -37,3 +37,12 @@ TEST_CASE("the history statements: one each, in the dialect's time and integer e
   CHECK(h.trim.text == "DELETE FROM R WHERE name = :name AND id <= (SELECT id FROM (SELECT id FROM R WHERE name ="
                        " :name ORDER BY id DESC LIMIT 1 OFFSET INT(:keep)) AS cutoff)");
 }
+
+TEST_CASE("fencing tokens: the one given, else one above the row's last and the failover fence") {
+  CHECK(sql::first_token_sql(marked, true, "F") == "COALESCE(INT(:token), F + 1)");
+  CHECK(sql::next_token_sql(marked, "l.", true, "F") == "COALESCE(INT(:token), GREATEST(l.token, F) + 1)");
+  // No fence (SQLite; ShedLock's numbering) and no token given (a semaphore's header).
+  CHECK(sql::first_token_sql(marked, false, "") == "1");
+  CHECK(sql::next_token_sql(marked, "", false, "") == "token + 1");
+  CHECK(sql::next_token_sql(marked, "", false, "F") == "GREATEST(token, F) + 1");
+}
