@@ -5,6 +5,7 @@
 #include "backends/registry.hpp"
 #include "core/sql/schema.hpp"
 #include "core/sql/sql_backend.hpp"
+#include "core/sql/statement_catalog.hpp"
 
 namespace dblock::mysql {
 namespace {
@@ -72,6 +73,26 @@ Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& opti
   auto conn = Connection::open(dsn, options);
   if (!conn) return std::unexpected(conn.error());
   return std::unique_ptr<Backend>(std::make_unique<MysqlBackend>(dsn, options, std::move(*conn)));
+}
+
+// Every statement of this dialect, named, for `dblock schema --statements` (BackendEntry).
+std::vector<sql::Statement> every_statement(const BackendOptions& options) {
+  BackendOptions shed = options;
+  shed.shedlock = true;
+  const WakeStatements wake = wake_statements(options.table_prefix);
+  sql::StatementCatalog c;
+  c.add(lease_statements(options.table_prefix, false));
+  c.add(lease_statements(options.table_prefix, true), "MariaDB");
+  c.add(lock_statements(options.table_prefix));
+  for (const sql::Statement* st : {&wake.wake_hold, &wake.wake_release, &wake.wake_wait, &wake.queue_leave}) c.add(*st);
+  c.add(release_statements(options.table_prefix));
+  c.add(inspect_statements(options));
+  c.add(shedlock_statements(shed));
+  c.add(inspect_statements(shed), "--table-format shedlock");
+  c.add(doctor_statements(shed, false));
+  c.add(doctor_statements(shed, true), "MariaDB");
+  c.add(schema_statements(shed));
+  return c.statements();
 }
 
 }  // namespace

@@ -12,7 +12,6 @@
 #include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
 #include "core/sql/shedlock.hpp"
-#include "core/sql/statement_catalog.hpp"
 
 namespace dblock::mysql {
 namespace {
@@ -552,25 +551,6 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
                        " PRIMARY KEY (name))"});
   }
   return s;
-}
-
-std::vector<sql::Statement> every_statement(const BackendOptions& options) {
-  BackendOptions shed = options;
-  shed.shedlock = true;
-  const WakeStatements wake = wake_statements(options.table_prefix);
-  sql::StatementCatalog c;
-  c.add(lease_statements(options.table_prefix, false));
-  c.add(lease_statements(options.table_prefix, true), "MariaDB");
-  c.add(lock_statements(options.table_prefix));
-  for (const sql::Statement* st : {&wake.wake_hold, &wake.wake_release, &wake.wake_wait, &wake.queue_leave}) c.add(*st);
-  c.add(release_statements(options.table_prefix));
-  c.add(inspect_statements(options));
-  c.add(shedlock_statements(shed));
-  c.add(inspect_statements(shed), "--table-format shedlock");
-  c.add(doctor_statements(shed, false));
-  c.add(doctor_statements(shed, true), "MariaDB");
-  c.add(schema_statements(shed));
-  return c.statements();
 }
 
 }  // namespace dblock::mysql

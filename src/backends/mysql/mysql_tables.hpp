@@ -17,8 +17,6 @@ namespace dblock::mysql {
 /// The statements of the common lockers, of inspection, `release` and doctor, and the tables
 /// made on first use (core/sql/schema.hpp), ShedLock's with --table-format shedlock.
 sql::SchemaStatements schema_statements(const BackendOptions& options);
-/// Every statement of this dialect, named, for `dblock schema --statements` (BackendEntry).
-std::vector<sql::Statement> every_statement(const BackendOptions& options);
 sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb);
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
 sql::InspectStatements inspect_statements(const BackendOptions& options);

@@ -7,7 +7,6 @@
 #include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
 #include "core/sql/shedlock.hpp"
-#include "core/sql/statement_catalog.hpp"
 
 namespace dblock::postgres {
 namespace {
@@ -551,24 +550,6 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
                        " locked_by VARCHAR(255) NOT NULL, PRIMARY KEY (name))"});
   }
   return s;
-}
-
-std::vector<sql::Statement> every_statement(const BackendOptions& options) {
-  BackendOptions shed = options;
-  shed.shedlock = true;
-  const QueueStatements queue = queue_statements();
-  sql::StatementCatalog c;
-  c.add(lease_statements(options.table_prefix));
-  c.add(lock_statements(options.table_prefix));
-  c.add(queue.wait);
-  c.add(queue.leave);
-  c.add(release_statements(options.table_prefix));
-  c.add(inspect_statements(options));
-  c.add(shedlock_statements(shed));
-  c.add(inspect_statements(shed), "--table-format shedlock");
-  c.add(doctor_statements(shed));
-  c.add(schema_statements(shed));
-  return c.statements();
 }
 
 }  // namespace dblock::postgres

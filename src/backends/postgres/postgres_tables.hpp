@@ -17,8 +17,6 @@ namespace dblock::postgres {
 /// The tables, made on first use and checked by doctor (core/sql/schema.hpp): dblock's, and
 /// ShedLock's with --table-format shedlock (postgres_statements.cpp).
 sql::SchemaStatements schema_statements(const BackendOptions& options);
-/// Every statement of this dialect, named, for `dblock schema --statements` (BackendEntry).
-std::vector<sql::Statement> every_statement(const BackendOptions& options);
 
 /// The statements of the common lease, session and ShedLock lockers, of inspection, of
 /// `dblock release` and of doctor (postgres_statements.cpp).

@@ -17,6 +17,7 @@
 #include "core/sql/inspect.hpp"
 #include "core/sql/schema.hpp"
 #include "core/sql/sql_backend.hpp"
+#include "core/sql/statement_catalog.hpp"
 
 namespace dblock::sqlite {
 namespace {
@@ -119,6 +120,21 @@ Result<std::unique_ptr<Backend>> open_sqlite(const Dsn& dsn, const BackendOption
                                 .private_root = options.private_root});
   if (!conn) return std::unexpected(conn.error());
   return std::make_unique<SqliteBackend>(std::move(*conn), options);
+}
+
+// Every statement of this dialect, named, for `dblock schema --statements` (BackendEntry).
+std::vector<sql::Statement> every_statement(const BackendOptions& options) {
+  BackendOptions shed = options;
+  shed.shedlock = true;
+  sql::StatementCatalog c;
+  c.add(lease_statements(options.table_prefix));
+  c.add(release_named_statement(options.table_prefix));
+  c.add(inspect_statements(options));
+  c.add(inspect_statements(options, /*without_boot_columns=*/true), "a table of an older dblock");
+  c.add(shedlock_statements(shed));
+  c.add(inspect_statements(shed), "--table-format shedlock");
+  c.add(schema_statements(shed));
+  return c.statements();
 }
 
 }  // namespace

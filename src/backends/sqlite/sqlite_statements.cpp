@@ -10,7 +10,6 @@
 #include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
 #include "core/sql/shedlock.hpp"
-#include "core/sql/statement_catalog.hpp"
 
 namespace dblock::sqlite {
 namespace {
@@ -353,20 +352,6 @@ sql::Statement release_named_statement(const std::string& prefix) {
                                " (:force AND (released_at IS NULL OR " + lease_live_sql("") +
                                ") OR NOT :force AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
                                " AND (:token IS NULL OR token = :token))"};
-}
-
-std::vector<sql::Statement> every_statement(const BackendOptions& options) {
-  BackendOptions shed = options;
-  shed.shedlock = true;
-  sql::StatementCatalog c;
-  c.add(lease_statements(options.table_prefix));
-  c.add(release_named_statement(options.table_prefix));
-  c.add(inspect_statements(options));
-  c.add(inspect_statements(options, /*without_boot_columns=*/true), "a table of an older dblock");
-  c.add(shedlock_statements(shed));
-  c.add(inspect_statements(shed), "--table-format shedlock");
-  c.add(schema_statements(shed));
-  return c.statements();
 }
 
 }  // namespace dblock::sqlite

@@ -18,8 +18,6 @@ namespace dblock::sqlite {
 /// The tables, made on first use and checked by doctor (core/sql/schema.hpp): dblock's, and
 /// ShedLock's with --table-format shedlock.
 sql::SchemaStatements schema_statements(const BackendOptions& options);
-/// Every statement of this dialect, named, for `dblock schema --statements` (BackendEntry).
-std::vector<sql::Statement> every_statement(const BackendOptions& options);
 
 /// Database now in epoch ms, as SQL text.
 std::string now_ms_sql();
