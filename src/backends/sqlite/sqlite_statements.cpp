@@ -62,16 +62,15 @@ std::string shedlock_status_select(const BackendOptions& options) {
 // token (an older dblock that takes the row leaves them stale).
 constexpr std::string_view boot_columns[] = {"boot_id", "boot_token", "boot_started_ms", "boot_expires_ms"};
 
-// What core's rules (core/sql/rules.hpp) need spelled in SQLite.
-sql::Dialect dialect() {
-  return {
-      .now = now_sql(),
-      .time_of_ms =
-          [](std::string_view ms) { return "strftime('%Y-%m-%d %H:%M:%f', " + std::string(ms) + " / 1000.0, 'unixepoch')"; },
-      .integer = [](std::string_view param) { return std::string(param); },
-      .started_ms_ago = [](std::string_view row, std::string_view) { return started_ago_sql(std::string(row)); },
-  };
-}
+// What core's rules (core/sql/rules.hpp) need spelled in SQLite; the time the row's last start
+// is judged at is always this process's (started_ago_sql).
+const sql::Dialect dialect{
+    .now = now_sql(),
+    .time_of_ms =
+        [](std::string_view ms) { return "strftime('%Y-%m-%d %H:%M:%f', " + std::string(ms) + " / 1000.0, 'unixepoch')"; },
+    .integer = [](std::string_view param) { return std::string(param); },
+    .started_ms_ago = [](std::string_view row, std::string_view) { return started_ago_sql(std::string(row)); },
+};
 
 }  // namespace
 
@@ -171,8 +170,8 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   s.begin_release = std::string(begin_unsynced);
 
   // The boot columns belong to the token taken (boot_judged_sql): both get the same.
-  const std::string first_token = sql::first_token_sql(dialect(), true, ""),
-                    next_token = sql::next_token_sql(dialect(), "l.", true, "");
+  const std::string first_token = sql::first_token_sql(dialect, true, ""),
+                    next_token = sql::next_token_sql(dialect, "l.", true, "");
   s.take = {"lease.take",
             "INSERT INTO " + t.locks +
                 " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
@@ -188,10 +187,10 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                 " boot_started_ms = excluded.boot_started_ms, boot_expires_ms = excluded.boot_expires_ms"
                 " WHERE NOT " + lease_live_sql("l.") + " AND " +
                 rows::strategy_allows_sql("l.", "'lease'", "NOT " + lease_live_sql("l.")) +
-                " AND " + sql::due_sql(dialect(), "l.", now) + " RETURNING token, " + epoch_ms_sql("acquired_at") + ", " +
+                " AND " + sql::due_sql(dialect, "l.", now) + " RETURNING token, " + epoch_ms_sql("acquired_at") + ", " +
                 epoch_ms_sql("expires_at")};
   s.refusal = {"lease.refusal",
-               status_select(t, sql::due_in_ms_sql(dialect(), "")) + " WHERE name = :key"};
+               status_select(t, sql::due_in_ms_sql(dialect, "")) + " WHERE name = :key"};
   s.renew = {"lease.renew", "UPDATE " + t.locks + " SET expires_at = " + now_plus_sql(":ttl_ms") +
                                 ", renewed_at = " + now + ", " + renew_boot_sql(":ttl_ms") +
                                 " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
@@ -203,7 +202,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                    " last_finished_at = CASE WHEN :finished THEN " + now + " ELSE last_finished_at END,"
                    " last_exit_code = CASE WHEN :finished THEN :exit_code ELSE last_exit_code END"
                    " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
-  s.history = sql::history_statements(dialect(), t.runs);
+  s.history = sql::history_statements(dialect, t.runs);
 
   const std::string slot_held = "EXISTS (SELECT 1 FROM " + t.locks +
                                 " AS s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL AND"
@@ -213,10 +212,10 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
       "INSERT INTO " + t.locks +
           " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
           " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid, " +
-          sql::first_token_sql(dialect(), false, "") + ", 'semaphore', NULL, " + now +
+          sql::first_token_sql(dialect, false, "") + ", 'semaphore', NULL, " + now +
           ", " + now + ", '9999-12-31 23:59:59.999', NULL, " + now +
           ", :slots) ON CONFLICT(name) DO UPDATE SET owner = excluded.owner,"
-          " host = excluded.host, pid = excluded.pid, token = " + sql::next_token_sql(dialect(), "l.", false, "") +
+          " host = excluded.host, pid = excluded.pid, token = " + sql::next_token_sql(dialect, "l.", false, "") +
           ", strategy = 'semaphore', session_id = NULL,"
           " acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,"
           " released_at = NULL, last_started_at = excluded.last_started_at, slots = excluded.slots, boot_id = NULL,"
@@ -258,8 +257,8 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
                                  now + " AND NOT EXISTS (" + dblocks + "NULL AND l.boot_expires_ms > dblock_boot_ms())"
                                  " OR EXISTS (" + dblocks + "NOT NULL AND l.boot_expires_ms <= dblock_boot_ms())"
                                  " RETURNING " + epoch_ms_sql("lock_until")};
-  const std::string first_token = sql::first_token_sql(dialect(), false, ""),
-                    next_token = sql::next_token_sql(dialect(), "l.", false, "");
+  const std::string first_token = sql::first_token_sql(dialect, false, ""),
+                    next_token = sql::next_token_sql(dialect, "l.", false, "");
   s.number = {"shedlock.number",
               "INSERT INTO " + t.locks +
                   " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, released_at,"
