@@ -6,10 +6,12 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "backends/backend_descriptor.hpp"
 #include "backends/common/dsn.hpp"
 #include "core/backend.hpp"
+#include "core/sql/sql_session.hpp"
 
 namespace dblock {
 
@@ -20,6 +22,10 @@ struct BackendEntry : BackendDescriptor {
   /// The DDL `dblock schema` prints and `init` runs, for this dialect, the table prefix and,
   /// with --table-format shedlock, ShedLock's table (its documented DDL).
   std::string (*schema_sql)(const BackendOptions& options);
+  /// Every statement dblock can run on this dialect, named (`dblock schema --statements`):
+  /// those of each strategy, inspection, doctor and the DDL, with their variants (MariaDB,
+  /// --table-format shedlock) where the text differs.
+  std::vector<sql::Statement> (*statements)(const BackendOptions& options);
   /// Checks everything after the scheme (the backend's own parameters); ErrorKind::config
   /// without the password. Called when the DSN is read, before anything connects.
   Result<void> (*check_dsn)(const Dsn& dsn);

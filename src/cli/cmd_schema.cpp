@@ -1,4 +1,5 @@
-// dblock init: create the tables.  dblock schema [--dialect D]: print their DDL for a DBA.
+// dblock init: create the tables.  dblock schema [--dialect D]: print their DDL for a DBA;
+// with --statements, every statement dblock runs there instead, one clause per line.
 
 #include <iostream>
 #include <string>
@@ -8,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "core/exit_code.hpp"
 #include "core/key.hpp"
+#include "core/sql/statement_catalog.hpp"
 
 namespace dblock::cli {
 
@@ -33,10 +35,20 @@ CommandAction define_schema(CLI::App& sub) {
     listed += known.name;
   }
   sub.add_option("--dialect", *dialect, listed + " (default: the DSN's)")->check(CLI::IsMember(names));
-  return [dialect](Context& context) -> int {
+  auto statements = std::make_shared<bool>(false);
+  sub.add_flag("--statements", *statements, "Print every statement dblock runs there, named, instead of the DDL");
+  return [dialect, statements](Context& context) -> int {
     std::string name = dialect->empty() ? context.dsn().backend : *dialect;
     value_or_throw(validate_table_prefix(context.options.table_prefix));
     const BackendEntry* entry = value_or_throw(load_backend(name));
+    if (*statements) {
+      std::cout << "-- Every statement dblock runs on " << name << " (table prefix " << context.options.table_prefix
+                << "), named as\n-- its errors and logs name it. :name is a bound parameter.\n";
+      for (const sql::Statement& st : entry->statements(context.backend_options()))
+        std::cout << "\n-- " << st.id << "\n" << sql::format_sql(st.text) << ";\n";
+      std::cout << std::flush;
+      return exit_ok;
+    }
     // --table-format shedlock: ShedLock's own table too, with its documented DDL.
     std::cout << entry->schema_sql(context.backend_options()) << std::flush;
     return exit_ok;

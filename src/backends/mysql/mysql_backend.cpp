@@ -5,6 +5,7 @@
 #include "backends/registry.hpp"
 #include "core/sql/schema.hpp"
 #include "core/sql/sql_backend.hpp"
+#include "core/sql/statement_catalog.hpp"
 
 namespace dblock::mysql {
 namespace {
@@ -74,6 +75,26 @@ Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& opti
   return std::unique_ptr<Backend>(std::make_unique<MysqlBackend>(dsn, options, std::move(*conn)));
 }
 
+// Every statement of this dialect, named, for `dblock schema --statements` (BackendEntry).
+std::vector<sql::Statement> every_statement(const BackendOptions& options) {
+  BackendOptions shed = options;
+  shed.shedlock = true;
+  const WakeStatements wake = wake_statements(options.table_prefix);
+  sql::StatementCatalog c;
+  c.add(lease_statements(options.table_prefix, false));
+  c.add(lease_statements(options.table_prefix, true), "MariaDB");
+  c.add(lock_statements(options.table_prefix));
+  for (const sql::Statement* st : {&wake.wake_hold, &wake.wake_release, &wake.wake_wait, &wake.queue_leave}) c.add(*st);
+  c.add(release_statements(options.table_prefix));
+  c.add(inspect_statements(options));
+  c.add(shedlock_statements(shed));
+  c.add(inspect_statements(shed), "--table-format shedlock");
+  c.add(doctor_statements(shed, false));
+  c.add(doctor_statements(shed, true), "MariaDB");
+  c.add(schema_statements(shed));
+  return c.statements();
+}
+
 }  // namespace
 }  // namespace dblock::mysql
 
@@ -83,6 +104,7 @@ BackendEntry mysql_backend_entry() {
   return BackendEntry{
       mysql::descriptor,
       [](const BackendOptions& options) { return sql::schema_sql(mysql::schema_statements(options)); },
+      &mysql::every_statement,
       [](const Dsn& dsn) -> Result<void> {
         if (auto parsed = mysql::parse_mysql_dsn(dsn); !parsed) return std::unexpected(parsed.error());
         return {};

@@ -10,6 +10,7 @@
 #include "backends/mysql/mysql_tables.hpp"
 #include "core/sql/identifiers.hpp"
 #include "core/sql/lock_rows.hpp"
+#include "core/sql/rules.hpp"
 #include "core/sql/shedlock.hpp"
 
 namespace dblock::mysql {
@@ -20,11 +21,28 @@ std::string epoch_ms(std::string_view expr) {
   return "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " + std::string(expr) + ") DIV 1000)";
 }
 
+// What core's rules (core/sql/rules.hpp) need spelled in MySQL.
+const sql::Dialect dialect{
+    .now = "NOW(6)",
+    .time_of_ms = [](std::string_view ms) { return "TIMESTAMPADD(MICROSECOND, " + std::string(ms) + " * 1000, '1970-01-01')"; },
+    .integer = [](std::string_view param) { return std::string(param); },
+    .started_ms_ago =
+        [](std::string_view row, std::string_view now) {
+          return "(TIMESTAMPDIFF(MICROSECOND, " + std::string(row) + "last_started_at, " + std::string(now) + ") DIV 1000)";
+        },
+};
+
+// The failover fence a token must exceed (failover.hpp), as the statements bind it.
+const std::string fence = dialect.integer(":fence");
+
 // "column = IF(cond, value, column)" for each pair, comma-separated.
-std::string assign_each_if(const std::string& cond, std::initializer_list<std::pair<const char*, const char*>> columns) {
+std::string assign_each_if(const std::string& cond,
+                           std::initializer_list<std::pair<std::string_view, std::string_view>> columns) {
   std::string out;
-  for (const auto& [column, value] : columns)
-    out += std::string(out.empty() ? "" : ", ") + column + " = IF(" + cond + ", " + value + ", " + column + ")";
+  for (const auto& [column, value] : columns) {
+    const std::string c(column);
+    out += (out.empty() ? "" : ", ") + c + " = IF(" + cond + ", " + std::string(value) + ", " + c + ")";
+  }
   return out;
 }
 
@@ -120,15 +138,16 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   // start. last_started_at, assigned after expires_at, recognises this statement's own takeover
   // (acquired_at and expires_at just set) instead. (A row someone else took in the same
   // microsecond with the same TTL already has last_started_at = NOW(6).)
-  const std::string due =
-      "(:min_interval_ms <= 0 OR last_started_at IS NULL OR last_started_at <= NOW(6) - INTERVAL :min_interval_ms * 1000 MICROSECOND)";
+  const std::string due = sql::due_sql(dialect, "", "NOW(6)");
+  const std::string first_token = sql::first_token_sql(dialect, true, fence);
+  const std::string next_token = sql::next_token_sql(dialect, "", true, fence);
   const std::string lease_over = "expires_at <= NOW(6)";
   const std::string lease_allowed = rows::strategy_allows_sql("", "'lease'", lease_over);
   const std::string free = "((expires_at IS NULL OR expires_at <= NOW(6)) AND " + due + " AND " + lease_allowed + ")";
   s.take = {"lease.take",
             "INSERT INTO " + t.locks +
                 " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at,"
-                " last_started_at) VALUES (:key, :owner, :host, :pid, COALESCE(:token, :fence + 1), 'lease', NULL, NOW(6), NOW(6),"
+                " last_started_at) VALUES (:key, :owner, :host, :pid, " + first_token + ", 'lease', NULL, NOW(6), NOW(6),"
                 " NOW(6) + INTERVAL :ttl_ms * 1000 MICROSECOND, NULL, NOW(6)) ON DUPLICATE KEY UPDATE " +
                 assign_each_if(free, {{"owner", "VALUES(owner)"},
                                  {"host", "VALUES(host)"},
@@ -138,7 +157,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                                  {"acquired_at", "NOW(6)"},
                                  {"renewed_at", "NOW(6)"},
                                  {"released_at", "NULL"},
-                                 {"token", "COALESCE(:token, GREATEST(token, :fence) + 1)"},
+                                 {"token", next_token},
                                  {"expires_at", "VALUES(expires_at)"}}) +
                 ", last_started_at = IF(" + due + " AND " + lease_allowed +
                 " AND ((expires_at IS NULL OR expires_at <= NOW(6)) OR"
@@ -152,14 +171,14 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   s.session_take = {"session.take",
                     "INSERT INTO " + t.locks +
                         " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                        " released_at, last_started_at) VALUES (:key, :owner, :host, :pid, COALESCE(:token, :fence + 1),"
+                        " released_at, last_started_at) VALUES (:key, :owner, :host, :pid, " + first_token + ","
                         " :strategy, :session_id, NOW(6), NOW(6), NULL, NULL, NOW(6)) ON DUPLICATE KEY UPDATE " +
                         assign_each_if(numbered, {{"owner", "VALUES(owner)"},
                                                   {"host", "VALUES(host)"},
                                                   {"pid", "VALUES(pid)"},
                                                   {"session_id", "VALUES(session_id)"},
                                                   {"renewed_at", "NOW(6)"},
-                                                  {"token", "COALESCE(:token, GREATEST(token, :fence) + 1)"},
+                                                  {"token", next_token},
                                                   {"strategy", "VALUES(strategy)"},
                                                   {"acquired_at", "NOW(6)"},
                                                   {"expires_at", "NULL"},
@@ -170,10 +189,8 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   // the name fails the subquery (1242), which sends the run to the schema check (exit 78).
   s.taken = {"lease.taken", "SELECT token, " + epoch_ms("acquired_at") + ", " + epoch_ms("expires_at") + " FROM " +
                                 t.locks + " WHERE name = :key AND owner = :owner AND name = " + one_row_of(t.locks)};
-  s.refusal = {"lease.refusal", "SELECT " + status +
-                                    ", CASE WHEN :min_interval_ms > 0 AND last_started_at IS NOT NULL THEN " +
-                                    epoch_ms("last_started_at + INTERVAL :min_interval_ms * 1000 MICROSECOND") + " - " +
-                                    epoch_ms("NOW(6)") + " END FROM " + t.locks + " WHERE name = :key"};
+  s.refusal = {"lease.refusal",
+               "SELECT " + status + ", " + sql::due_in_ms_sql(dialect, "") + " FROM " + t.locks + " WHERE name = :key"};
   s.renew = {"lease.renew", "UPDATE " + t.locks +
                                 " SET renewed_at = NOW(6), expires_at = NOW(6) + INTERVAL :ttl_ms * 1000 MICROSECOND"
                                 " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
@@ -183,16 +200,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                    " last_finished_at = IF(:finished, NOW(6), last_finished_at),"
                    " last_exit_code = IF(:finished, :exit_code, last_exit_code)"
                    " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
-  s.history_add = {"history.add",
-                   "INSERT INTO " + t.runs +
-                       " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
-                       " VALUES (:name, :token, :owner, :host, :pid, :strategy,"
-                       " TIMESTAMPADD(MICROSECOND, :started_ms * 1000, '1970-01-01'), NOW(6), :outcome, :exit_code)"};
-  s.history_oldest = {"history.oldest", "SELECT token FROM " + t.runs + " WHERE name = :name ORDER BY id LIMIT 1"};
-  // The derived table lets MySQL read the table it deletes from; the cutoff is found on the
-  // (name, id) index, newest first.
-  s.history_trim = {"history.trim", "DELETE FROM " + t.runs + " WHERE name = :name AND id <= (SELECT id FROM (SELECT id FROM " +
-                                        t.runs + " WHERE name = :name ORDER BY id DESC LIMIT 1 OFFSET :keep) AS cutoff)"};
+  s.history = sql::history_statements(dialect, t.runs);
 
   // The slot rows (the names between :first and :past) are read through a derived table with
   // LIMIT, which the server materializes: MySQL refuses a subquery on the table an INSERT writes
@@ -208,7 +216,8 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   s.header_take = {"semaphore.header_take",
                    "INSERT INTO " + t.locks +
                        " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                       " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid, :fence + 1, 'semaphore', NULL,"
+                       " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid, " +
+                       sql::first_token_sql(dialect, false, fence) + ", 'semaphore', NULL,"
                        " NOW(6), NOW(6), '9999-12-31 23:59:59', NULL, NOW(6), :slots) ON DUPLICATE KEY UPDATE " +
                        assign_each_if(header_free, {{"owner", "VALUES(owner)"},
                                                {"host", "VALUES(host)"},
@@ -216,7 +225,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                                                {"session_id", "NULL"},
                                                {"renewed_at", "NOW(6)"},
                                                {"last_started_at", "NOW(6)"},
-                                               {"token", "GREATEST(token, :fence) + 1"},
+                                               {"token", sql::next_token_sql(dialect, "", false, fence)},
                                                {"slots", "VALUES(slots)"},
                                                {"strategy", "'semaphore'"},
                                                {"acquired_at", "NOW(6)"},
@@ -254,14 +263,15 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   s.number = {"shedlock.number",
               "INSERT INTO " + t.locks +
                   " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at,"
-                  " last_started_at) VALUES (:key, :owner, :host, :pid, 1, 'shedlock', :table, NOW(6), NOW(6), NULL, NULL,"
+                  " last_started_at) VALUES (:key, :owner, :host, :pid, " + sql::first_token_sql(dialect, false, "") +
+                  ", 'shedlock', :table, NOW(6), NOW(6), NULL, NULL,"
                   " NOW(6)) ON DUPLICATE KEY UPDATE " +
                   assign_each_if(rows::strategy_allows_sql("", "'shedlock'", "expires_at <= NOW(6)") + " AND " +
                                      shedlock::same_table_sql(""),
                                  {{"owner", "VALUES(owner)"},
                                   {"host", "VALUES(host)"},
                                   {"pid", "VALUES(pid)"},
-                                  {"token", "token + 1"},
+                                  {"token", sql::next_token_sql(dialect, "", false, "")},
                                   {"session_id", "VALUES(session_id)"},
                                   {"renewed_at", "NOW(6)"},
                                   {"strategy", "'shedlock'"},

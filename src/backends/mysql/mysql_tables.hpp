@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/mysql/mysql_connection.hpp"
 #include "backends/mysql/mysql_error.hpp"

@@ -10,6 +10,7 @@
 #include "backends/registry.hpp"
 #include "core/sql/schema.hpp"
 #include "core/sql/sql_backend.hpp"
+#include "core/sql/statement_catalog.hpp"
 
 namespace dblock::postgres {
 namespace {
@@ -83,6 +84,25 @@ Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& opti
       std::make_unique<PostgresBackend>(dsn, options, std::shared_ptr<Connection>(std::move(*conn))));
 }
 
+// Every statement of this dialect, named, for `dblock schema --statements` (BackendEntry).
+std::vector<sql::Statement> every_statement(const BackendOptions& options) {
+  BackendOptions shed = options;
+  shed.shedlock = true;
+  const QueueStatements queue = queue_statements();
+  sql::StatementCatalog c;
+  c.add(lease_statements(options.table_prefix));
+  c.add(lock_statements(options.table_prefix));
+  c.add(queue.wait);
+  c.add(queue.leave);
+  c.add(release_statements(options.table_prefix));
+  c.add(inspect_statements(options));
+  c.add(shedlock_statements(shed));
+  c.add(inspect_statements(shed), "--table-format shedlock");
+  c.add(doctor_statements(shed));
+  c.add(schema_statements(shed));
+  return c.statements();
+}
+
 }  // namespace
 }  // namespace dblock::postgres
 
@@ -92,6 +112,7 @@ BackendEntry postgres_backend_entry() {
   return BackendEntry{
       postgres::descriptor,
       [](const BackendOptions& options) { return sql::schema_sql(postgres::schema_statements(options)); },
+      &postgres::every_statement,
       &postgres::check_postgres_dsn,
       &postgres::open,
       [] {

@@ -5,6 +5,7 @@
 #include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/postgres/postgres_tables.hpp"
 #include "core/sql/lock_rows.hpp"
+#include "core/sql/rules.hpp"
 #include "core/sql/shedlock.hpp"
 
 namespace dblock::postgres {
@@ -16,6 +17,20 @@ std::string ms(std::string_view expr) { return "floor(extract(epoch FROM " + std
 // ShedLock's "now" (PostgresSqlServerTimeStatementsSource): UTC wall time of the transaction,
 // stored in a TIMESTAMP without time zone, which extract(epoch) reads as UTC.
 const std::string now_utc = "timezone('utc', CURRENT_TIMESTAMP)";
+
+// What core's rules (core/sql/rules.hpp) need spelled in PostgreSQL.
+const sql::Dialect dialect{
+    .now = "now()",
+    .time_of_ms = [](std::string_view ms) { return "timestamptz 'epoch' + " + std::string(ms) + " * interval '1 ms'"; },
+    .integer = [](std::string_view param) { return std::string(param) + "::bigint"; },
+    .started_ms_ago =
+        [](std::string_view row, std::string_view now) {
+          return "floor(extract(epoch FROM " + std::string(now) + " - " + std::string(row) + "last_started_at) * 1000)::bigint";
+        },
+};
+
+// The failover fence a token must exceed (failover.hpp), as the statements bind it.
+const std::string fence = dialect.integer(":fence");
 
 /// key_hash(prefix, name) (identifiers.cpp: FNV-1a 64 over prefix, a NUL byte and the name) in
 /// SQL, as numeric 0 .. 2^64 - 1, the name given as the SQL expression `name`. The state after
@@ -103,17 +118,15 @@ std::string session_upsert(const Tables& t, std::string_view from, std::string_v
   return "INSERT INTO " + t.locks +
          " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
          " released_at, last_started_at)"
-         " SELECT :key, :owner, :host, :pid::bigint, COALESCE(:token::bigint, :fence::bigint + 1), :strategy,"
+         " SELECT :key, :owner, :host, :pid::bigint, " + sql::first_token_sql(dialect, true, fence) + ", :strategy,"
          " :session_id, " + now + ", " + now + ", NULL, NULL, " + now + std::string(from) +
          " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid,"
-         " token = COALESCE(:token::bigint, GREATEST(l.token, :fence::bigint) + 1), strategy = EXCLUDED.strategy,"
+         " token = " + sql::next_token_sql(dialect, "l.", true, fence) + ", strategy = EXCLUDED.strategy,"
          " session_id = EXCLUDED.session_id, acquired_at = EXCLUDED.acquired_at, renewed_at = EXCLUDED.renewed_at,"
          " expires_at = NULL, released_at = NULL, last_started_at = EXCLUDED.last_started_at"
          " WHERE l.strategy IS DISTINCT FROM 'semaphore' AND " +
-         rows::strategy_allows_sql("l.", ":strategy", "l.expires_at <= now()") + " AND (:min_interval_ms::bigint <= 0"
-         " OR l.last_started_at IS NULL"
-         " OR l.last_started_at <= EXCLUDED.last_started_at - :min_interval_ms::bigint * interval '1 ms')"
-         " RETURNING token, " + ms("acquired_at") + ", NULL::bigint";
+         rows::strategy_allows_sql("l.", ":strategy", "l.expires_at <= now()") + " AND " +
+         sql::due_sql(dialect, "l.", "EXCLUDED.last_started_at") + " RETURNING token, " + ms("acquired_at") + ", NULL::bigint";
 }
 
 // A session advisory lock of :lock, waited for within :lock_timeout: the bound a setting of the
@@ -134,10 +147,8 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   s.begin_release = "BEGIN; SET LOCAL synchronous_commit = off";
 
   s.refusal = {"lease.refusal",
-               "SELECT " + status_columns + ", COALESCE((expires_at > now())::int, 0),"
-               " CASE WHEN :min_interval_ms::bigint > 0 THEN " +
-                   ms("last_started_at + :min_interval_ms::bigint * interval '1 ms'") + " - " + ms("now()") +
-                   " END FROM " + t.locks + " WHERE name = :key"};
+               "SELECT " + status_columns + ", COALESCE((expires_at > now())::int, 0), " +
+                   sql::due_in_ms_sql(dialect, "") + " FROM " + t.locks + " WHERE name = :key"};
   // The row is taken by an UPDATE of the row it locks with SKIP LOCKED, and made by an INSERT
   // only when there is none. The waiters a release wakes find the row locked by the one that
   // got there first and are refused at once: none waits for its commit, none locks the row
@@ -156,19 +167,19 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                 " g AS (SELECT token AS fence FROM f WHERE here"
                 " AND (expires_at IS NULL OR expires_at <= now()) AND pid >= :ttl_ms::bigint),"
                 " u AS (UPDATE " + t.locks + " AS l SET owner = :owner, host = :host, pid = :pid::bigint,"
-                " token = COALESCE(:token::bigint, GREATEST(l.token, g.fence) + 1), strategy = 'lease',"
+                " token = " + sql::next_token_sql(dialect, "l.", true, "g.fence") + ", strategy = 'lease',"
                 " session_id = NULL, acquired_at = now(), renewed_at = now(),"
                 " expires_at = now() + :ttl_ms::bigint * interval '1 ms', released_at = NULL, last_started_at = now()"
                 " FROM g WHERE l.name = (SELECT name FROM " + t.locks + " WHERE name = :key"
                 " AND (expires_at IS NULL OR expires_at <= now()) AND " +
-                rows::strategy_allows_sql("", "'lease'", "expires_at <= now()") + " AND (:min_interval_ms::bigint <= 0"
-                " OR last_started_at IS NULL OR last_started_at <= now() - :min_interval_ms::bigint * interval '1 ms')"
-                " FOR UPDATE SKIP LOCKED)"
+                rows::strategy_allows_sql("", "'lease'", "expires_at <= now()") + " AND " +
+                sql::due_sql(dialect, "", "now()") + " FOR UPDATE SKIP LOCKED)"
                 " RETURNING l.token, " + ms("l.acquired_at") + " AS acq, " + ms("l.expires_at") + " AS exp),"
                 " i AS (INSERT INTO " + t.locks +
                 " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
                 " released_at, last_started_at)"
-                " SELECT :key, :owner, :host, :pid::bigint, COALESCE(:token::bigint, g.fence + 1), 'lease', NULL, now(),"
+                " SELECT :key, :owner, :host, :pid::bigint, " + sql::first_token_sql(dialect, true, "g.fence") +
+                ", 'lease', NULL, now(),"
                 " now(), now() + :ttl_ms::bigint * interval '1 ms', NULL, now() FROM g"
                 " WHERE NOT EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key)"
                 " ON CONFLICT (name) DO NOTHING"
@@ -204,16 +215,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                    " WHERE name = :key AND owner = :owner AND token = :token::bigint AND released_at IS NULL"
                    " RETURNING pg_notify(:channel, name)"};
   s.release_unsynced = true;
-  s.history_add = {"history.add",
-                   "INSERT INTO " + t.runs +
-                       " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
-                       " VALUES (:name, :token::bigint, :owner, :host, :pid::bigint, :strategy,"
-                       " timestamptz 'epoch' + :started_ms::bigint * interval '1 ms', now(), :outcome, :exit_code::int)"};
-  s.history_oldest = {"history.oldest", "SELECT token FROM " + t.runs + " WHERE name = :name ORDER BY id LIMIT 1"};
-  // The row at offset :keep (newest first) is the newest one to go; everything older goes too:
-  // a seek of the (name, id) index from the newest end, as far as that row.
-  s.history_trim = {"history.trim", "DELETE FROM " + t.runs + " WHERE name = :name AND id <= (SELECT id FROM " + t.runs +
-                                        " WHERE name = :name ORDER BY id DESC OFFSET :keep::bigint LIMIT 1)"};
+  s.history = sql::history_statements(dialect, t.runs);
 
   // Far in the future, not 'infinity': a plain lease finds the header held, and its time still
   // converts to epoch milliseconds. The WHERE reads the slot rows only with :recount: under READ
@@ -223,11 +225,12 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
       "semaphore.header_take",
       "INSERT INTO " + t.locks +
           " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-          " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid::bigint, :fence::bigint + 1,"
+          " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid::bigint, " +
+          sql::first_token_sql(dialect, false, fence) + ","
           " 'semaphore', NULL,"
           " now(), now(), timestamptz '9999-12-31 00:00:00+00', NULL, now(), :slots::int)"
           " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid,"
-          " token = GREATEST(l.token, :fence::bigint) + 1, strategy = 'semaphore', session_id = NULL,"
+          " token = " + sql::next_token_sql(dialect, "l.", false, fence) + ", strategy = 'semaphore', session_id = NULL,"
           " acquired_at = now(), renewed_at = now(), expires_at = EXCLUDED.expires_at, released_at = NULL, last_started_at = now(), slots = EXCLUDED.slots"
           " WHERE CASE WHEN l.slots IS NULL THEN l.released_at IS NOT NULL OR l.acquired_at IS NULL"
           " OR (l.strategy = 'lease' AND l.expires_at <= now())"
@@ -310,9 +313,11 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   s.number = {"shedlock.number",
               "INSERT INTO " + t.locks +
                   " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                  " released_at, last_started_at) VALUES (:key, :owner, :host, :pid::bigint, 1, 'shedlock', :table, now(),"
+                  " released_at, last_started_at) VALUES (:key, :owner, :host, :pid::bigint, " +
+                  sql::first_token_sql(dialect, false, "") + ", 'shedlock', :table, now(),"
                   " now(), NULL, NULL, now()) ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner,"
-                  " host = EXCLUDED.host, pid = EXCLUDED.pid, token = l.token + 1, strategy = 'shedlock',"
+                  " host = EXCLUDED.host, pid = EXCLUDED.pid, token = " + sql::next_token_sql(dialect, "l.", false, "") +
+                  ", strategy = 'shedlock',"
                   " session_id = EXCLUDED.session_id, acquired_at = now(), renewed_at = now(), expires_at = NULL,"
                   " released_at = NULL, last_started_at = now() WHERE " +
                   rows::strategy_allows_sql("l.", "'shedlock'", "l.expires_at <= now()") + " AND " +

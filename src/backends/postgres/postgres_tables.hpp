@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/postgres/postgres_connection.hpp"
 #include "core/backend.hpp"

@@ -17,6 +17,7 @@
 #include "core/sql/inspect.hpp"
 #include "core/sql/schema.hpp"
 #include "core/sql/sql_backend.hpp"
+#include "core/sql/statement_catalog.hpp"
 
 namespace dblock::sqlite {
 namespace {
@@ -45,14 +46,7 @@ class SqliteBackend final : public sql::SqlBackend {
   }
 
   Result<void> release_held(const std::string& key, const HolderSelector& who) override {
-    const std::string now = now_sql();
-    // --force also cuts short a --min-hold that a finished holder left behind.
-    const sql::Statement release{
-        "release.named", "UPDATE " + Tables(options_.table_prefix, '"').locks + " SET released_at = " + now +
-                             ", expires_at = " + now + ", boot_expires_ms = dblock_boot_ms() WHERE name = :key AND"
-                             " (:force AND (released_at IS NULL OR " + lease_live_sql("") +
-                             ") OR NOT :force AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
-                             " AND (:token IS NULL OR token = :token))"};
+    const sql::Statement release = release_named_statement(options_.table_prefix);
     auto r = session_->run(release, {{"key", key},
                                      {"owner", who.owner ? sql::Value(*who.owner) : sql::Value()},
                                      {"token", sql::value_of(who.token)},
@@ -128,6 +122,21 @@ Result<std::unique_ptr<Backend>> open_sqlite(const Dsn& dsn, const BackendOption
   return std::make_unique<SqliteBackend>(std::move(*conn), options);
 }
 
+// Every statement of this dialect, named, for `dblock schema --statements` (BackendEntry).
+std::vector<sql::Statement> every_statement(const BackendOptions& options) {
+  BackendOptions shed = options;
+  shed.shedlock = true;
+  sql::StatementCatalog c;
+  c.add(lease_statements(options.table_prefix));
+  c.add(release_named_statement(options.table_prefix));
+  c.add(inspect_statements(options));
+  c.add(inspect_statements(options, /*without_boot_columns=*/true), "a table of an older dblock");
+  c.add(shedlock_statements(shed));
+  c.add(inspect_statements(shed), "--table-format shedlock");
+  c.add(schema_statements(shed));
+  return c.statements();
+}
+
 }  // namespace
 }  // namespace dblock::sqlite
 
@@ -137,6 +146,7 @@ BackendEntry sqlite_backend_entry() {
   return BackendEntry{
       sqlite::descriptor,
       [](const BackendOptions& options) { return sql::schema_sql(sqlite::schema_statements(options)); },
+      &sqlite::every_statement,
       [](const Dsn& dsn) -> Result<void> {
         if (auto path = sqlite::database_path(dsn); !path) return std::unexpected(path.error());
         return {};

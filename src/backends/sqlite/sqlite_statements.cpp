@@ -8,6 +8,7 @@
 #include "backends/sqlite/sqlite_descriptor.hpp"
 #include "backends/sqlite/sqlite_tables.hpp"
 #include "core/sql/lock_rows.hpp"
+#include "core/sql/rules.hpp"
 #include "core/sql/shedlock.hpp"
 
 namespace dblock::sqlite {
@@ -60,6 +61,16 @@ std::string shedlock_status_select(const BackendOptions& options) {
 // CLOCK_BOOTTIME, which a wall-clock step cannot move; they apply only while boot_token equals
 // token (an older dblock that takes the row leaves them stale).
 constexpr std::string_view boot_columns[] = {"boot_id", "boot_token", "boot_started_ms", "boot_expires_ms"};
+
+// What core's rules (core/sql/rules.hpp) need spelled in SQLite; the time the row's last start
+// is judged at is always this process's (started_ago_sql).
+const sql::Dialect dialect{
+    .now = now_sql(),
+    .time_of_ms =
+        [](std::string_view ms) { return "strftime('%Y-%m-%d %H:%M:%f', " + std::string(ms) + " / 1000.0, 'unixepoch')"; },
+    .integer = [](std::string_view param) { return std::string(param); },
+    .started_ms_ago = [](std::string_view row, std::string_view) { return started_ago_sql(std::string(row)); },
+};
 
 }  // namespace
 
@@ -158,28 +169,28 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   // the next acquisition's fsync of the WAL makes this commit durable too: one fsync per run.
   s.begin_release = std::string(begin_unsynced);
 
+  // The boot columns belong to the token taken (boot_judged_sql): both get the same.
+  const std::string first_token = sql::first_token_sql(dialect, true, ""),
+                    next_token = sql::next_token_sql(dialect, "l.", true, "");
   s.take = {"lease.take",
             "INSERT INTO " + t.locks +
                 " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
                 " released_at, last_started_at, boot_id, boot_token, boot_started_ms, boot_expires_ms)"
-                " VALUES (:key, :owner, :host, :pid, COALESCE(:token, 1), 'lease', NULL, " + now + ", " + now + ", " +
-                now_plus_sql(":ttl_ms") + ", NULL, " + now +
-                ", dblock_boot_id(), COALESCE(:token, 1), dblock_boot_ms(), dblock_boot_ms() + :ttl_ms)"
+                " VALUES (:key, :owner, :host, :pid, " + first_token + ", 'lease', NULL, " + now + ", " + now + ", " +
+                now_plus_sql(":ttl_ms") + ", NULL, " + now + ", dblock_boot_id(), " + first_token +
+                ", dblock_boot_ms(), dblock_boot_ms() + :ttl_ms)"
                 " ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, host = excluded.host, pid = excluded.pid,"
-                " token = COALESCE(:token, l.token + 1), strategy = excluded.strategy, session_id = NULL,"
+                " token = " + next_token + ", strategy = excluded.strategy, session_id = NULL,"
                 " acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at,"
                 " expires_at = excluded.expires_at, released_at = NULL, last_started_at = excluded.last_started_at,"
-                " boot_id = excluded.boot_id, boot_token = COALESCE(:token, l.token + 1),"
+                " boot_id = excluded.boot_id, boot_token = " + next_token + ","
                 " boot_started_ms = excluded.boot_started_ms, boot_expires_ms = excluded.boot_expires_ms"
                 " WHERE NOT " + lease_live_sql("l.") + " AND " +
                 rows::strategy_allows_sql("l.", "'lease'", "NOT " + lease_live_sql("l.")) +
-                " AND (:min_interval_ms <= 0 OR l.last_started_at IS NULL OR " + started_ago_sql("l.") +
-                " >= :min_interval_ms)"
-                " RETURNING token, " + epoch_ms_sql("acquired_at") + ", " + epoch_ms_sql("expires_at")};
+                " AND " + sql::due_sql(dialect, "l.", now) + " RETURNING token, " + epoch_ms_sql("acquired_at") + ", " +
+                epoch_ms_sql("expires_at")};
   s.refusal = {"lease.refusal",
-               status_select(t, "CASE WHEN :min_interval_ms > 0 AND last_started_at IS NOT NULL THEN :min_interval_ms - " +
-                                    started_ago_sql("") + " END") +
-                   " WHERE name = :key"};
+               status_select(t, sql::due_in_ms_sql(dialect, "")) + " WHERE name = :key"};
   s.renew = {"lease.renew", "UPDATE " + t.locks + " SET expires_at = " + now_plus_sql(":ttl_ms") +
                                 ", renewed_at = " + now + ", " + renew_boot_sql(":ttl_ms") +
                                 " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
@@ -191,16 +202,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                    " last_finished_at = CASE WHEN :finished THEN " + now + " ELSE last_finished_at END,"
                    " last_exit_code = CASE WHEN :finished THEN :exit_code ELSE last_exit_code END"
                    " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
-  s.history_add = {"history.add",
-                   "INSERT INTO " + t.runs +
-                       " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
-                       " VALUES (:name, :token, :owner, :host, :pid, :strategy,"
-                       " strftime('%Y-%m-%d %H:%M:%f', :started_ms / 1000.0, 'unixepoch'), " + now +
-                       ", :outcome, :exit_code)"};
-  s.history_oldest = {"history.oldest", "SELECT token FROM " + t.runs + " WHERE name = :name ORDER BY id LIMIT 1"};
-  // The row at offset :keep (newest first) is the newest one to go; everything older goes too.
-  s.history_trim = {"history.trim", "DELETE FROM " + t.runs + " WHERE name = :name AND id <= (SELECT id FROM " + t.runs +
-                                        " WHERE name = :name ORDER BY id DESC LIMIT 1 OFFSET :keep)"};
+  s.history = sql::history_statements(dialect, t.runs);
 
   const std::string slot_held = "EXISTS (SELECT 1 FROM " + t.locks +
                                 " AS s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL AND"
@@ -209,10 +211,12 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
       "semaphore.header_take",
       "INSERT INTO " + t.locks +
           " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-          " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid, 1, 'semaphore', NULL, " + now +
+          " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid, " +
+          sql::first_token_sql(dialect, false, "") + ", 'semaphore', NULL, " + now +
           ", " + now + ", '9999-12-31 23:59:59.999', NULL, " + now +
           ", :slots) ON CONFLICT(name) DO UPDATE SET owner = excluded.owner,"
-          " host = excluded.host, pid = excluded.pid, token = l.token + 1, strategy = 'semaphore', session_id = NULL,"
+          " host = excluded.host, pid = excluded.pid, token = " + sql::next_token_sql(dialect, "l.", false, "") +
+          ", strategy = 'semaphore', session_id = NULL,"
           " acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,"
           " released_at = NULL, last_started_at = excluded.last_started_at, slots = excluded.slots, boot_id = NULL,"
           " boot_token = NULL, boot_started_ms = NULL, boot_expires_ms = NULL"
@@ -253,17 +257,20 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
                                  now + " AND NOT EXISTS (" + dblocks + "NULL AND l.boot_expires_ms > dblock_boot_ms())"
                                  " OR EXISTS (" + dblocks + "NOT NULL AND l.boot_expires_ms <= dblock_boot_ms())"
                                  " RETURNING " + epoch_ms_sql("lock_until")};
+  const std::string first_token = sql::first_token_sql(dialect, false, ""),
+                    next_token = sql::next_token_sql(dialect, "l.", false, "");
   s.number = {"shedlock.number",
               "INSERT INTO " + t.locks +
                   " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, released_at,"
                   " last_started_at, boot_id, boot_token, boot_started_ms, boot_expires_ms)"
-                  " VALUES (:key, :owner, :host, :pid, 1, 'shedlock', :table, " + now + ", " + now + ", NULL, " + now +
-                  ", dblock_boot_id(), 1, dblock_boot_ms(), dblock_boot_ms() + :ttl_ms)"
+                  " VALUES (:key, :owner, :host, :pid, " + first_token + ", 'shedlock', :table, " + now + ", " + now +
+                  ", NULL, " + now + ", dblock_boot_id(), " + first_token + ", dblock_boot_ms(), dblock_boot_ms() + :ttl_ms)"
                   " ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, host = excluded.host, pid = excluded.pid,"
-                  " token = l.token + 1, strategy = 'shedlock', session_id = excluded.session_id,"
+                  " token = " + next_token + ", strategy = 'shedlock', session_id = excluded.session_id,"
                   " acquired_at = excluded.acquired_at,"
                   " renewed_at = excluded.renewed_at, expires_at = NULL, released_at = NULL,"
-                  " last_started_at = excluded.last_started_at, boot_id = excluded.boot_id, boot_token = l.token + 1,"
+                  " last_started_at = excluded.last_started_at, boot_id = excluded.boot_id, boot_token = " + next_token +
+                  ","
                   " boot_started_ms = excluded.boot_started_ms, boot_expires_ms = excluded.boot_expires_ms WHERE " +
                   rows::strategy_allows_sql("l.", "'shedlock'", "NOT " + lease_live_sql("l.")) + " AND " +
                   shedlock::same_table_sql("l.") + " RETURNING token, " + epoch_ms_sql("acquired_at")};
@@ -334,6 +341,16 @@ sql::InspectStatements inspect_statements(const BackendOptions& options, bool wi
                        shed + " WHERE name = :key) AND (:owner IS NULL OR owner = :owner) AND (:token IS NULL OR"
                        " token = :token) AND " + boot_judged_sql("") + " AND boot_id = dblock_boot_id()"};
   return s;
+}
+
+sql::Statement release_named_statement(const std::string& prefix) {
+  const std::string now = now_sql();
+  // --force also cuts short a --min-hold that a finished holder left behind.
+  return {"release.named", "UPDATE " + Tables(prefix, '"').locks + " SET released_at = " + now + ", expires_at = " + now +
+                               ", boot_expires_ms = dblock_boot_ms() WHERE name = :key AND"
+                               " (:force AND (released_at IS NULL OR " + lease_live_sql("") +
+                               ") OR NOT :force AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
+                               " AND (:token IS NULL OR token = :token))"};
 }
 
 }  // namespace dblock::sqlite

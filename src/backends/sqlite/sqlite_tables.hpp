@@ -5,6 +5,7 @@
 // read in SQL through dblock_boot_ms() / dblock_boot_id(), in integer milliseconds.
 
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "backends/sqlite/sqlite_connection.hpp"
@@ -36,5 +37,9 @@ sql::InspectStatements inspect_statements(const BackendOptions& options, bool wi
 
 /// --table-format shedlock: the statements of the common ShedLock locker (sqlite_statements.cpp).
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
+
+/// `dblock release` of another process's holder (SqliteBackend::release_held): :key :owner
+/// :token (either may be NULL) :force.
+sql::Statement release_named_statement(const std::string& prefix);
 
 }  // namespace dblock::sqlite

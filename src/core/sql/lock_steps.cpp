@@ -225,7 +225,7 @@ Result<void> record_held_run(Session& session, const LeaseStatements& st, const 
 
 Result<void> record_run(Session& session, const LeaseStatements& st, const RunRecord& run, std::int64_t started_ms,
                         int keep) {
-  auto added = session.run(st.history_add, {{"name", run.key},
+  auto added = session.run(st.history.add, {{"name", run.key},
                                             {"token", run.token},
                                             {"owner", run.owner},
                                             {"host", run.host},
@@ -238,7 +238,7 @@ Result<void> record_run(Session& session, const LeaseStatements& st, const RunRe
   const std::int64_t kept = keep < 0 ? 0 : keep;
   const std::int64_t slack = history_slack(keep);
   if (slack > 0) {
-    auto oldest = session.run(st.history_oldest, {{"name", run.key}});
+    auto oldest = session.run(st.history.oldest, {{"name", run.key}});
     if (!oldest) return std::unexpected(oldest.error());
     // Each of the key's rows has a token of its own, from the oldest row's to this run's: when
     // that span fits, so do the rows. A span that does not count them (tokens that went back)
@@ -246,7 +246,7 @@ Result<void> record_run(Session& session, const LeaseStatements& st, const RunRe
     const std::int64_t span = oldest->empty() ? 0 : run.token - (*oldest)[0].int64(0) + 1;
     if (span > 0 && span <= kept + slack) return {};
   }
-  auto trimmed = session.run(st.history_trim, {{"name", run.key}, {"keep", kept}});
+  auto trimmed = session.run(st.history.trim, {{"name", run.key}, {"keep", kept}});
   if (!trimmed) return std::unexpected(trimmed.error());
   return {};
 }

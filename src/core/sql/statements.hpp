@@ -14,6 +14,17 @@
 
 namespace dblock::sql {
 
+/// The history of runs in <prefix>runs.
+struct HistoryStatements {
+  /// :name :token :owner :host :pid :strategy :started_ms :outcome :exit_code. One history row
+  /// (finished_at = now).
+  Statement add;
+  /// :name. Rows: none or (token) of the oldest history row of :name (the least id).
+  Statement oldest;
+  /// :name :keep. Deletes the rows of :name beyond the newest :keep.
+  Statement trim;
+};
+
 struct LeaseStatements {
   /// Opens a write transaction (SQLite: BEGIN IMMEDIATE, so it never upgrades a read lock).
   std::string begin;
@@ -70,13 +81,9 @@ struct LeaseStatements {
   /// is written in a begin_release transaction of its own; otherwise (SQLite: a commit of its
   /// own would cost a second fsync; MySQL: every commit waits for the disk) the two share one.
   bool release_unsynced = false;
-  /// :name :token :owner :host :pid :strategy :started_ms :outcome :exit_code. One history row
-  /// (finished_at = now).
-  Statement history_add;
-  /// :name. Rows: none or (token) of the oldest history row of :name (the least id).
-  Statement history_oldest;
-  /// :name :keep. Deletes the rows of :name beyond the newest :keep.
-  Statement history_trim;
+  /// The history of runs, written by core (rules.hpp, history_statements) in the dialect's
+  /// expressions.
+  HistoryStatements history;
 
   /// Semaphores (docs/backend-contract.md, "Semaphores"), inside `begin`'s transaction.
   /// :key (the semaphore) :owner :host :pid :slots :first :past (the bounds of its slot rows'
@@ -103,7 +110,7 @@ namespace dblock::sql {
 /// --table-format shedlock (dblock(1), SHEDLOCK; shedlock.hpp): the lease is a row of ShedLock's
 /// table, taken, extended and unlocked as ShedLock's JDBC provider does, in database time;
 /// dblock's own <prefix>locks row of the same name carries the fencing token (bumped in the same
-/// transaction) and <prefix>runs the history (LeaseStatements::history_add, history_trim).
+/// transaction) and <prefix>runs the history (LeaseStatements::history).
 struct ShedlockStatements {
   /// Opens a write transaction.
   std::string begin;

@@ -177,8 +177,8 @@ std::string release_sent(bool release_unsynced) {
   session->answers["lease.release"] = testing::row_of({}, 1);
   sql::LeaseStatements st = plain_statements();
   st.begin_release = "BEGIN RELEASE";
-  st.history_add = {"history.add", "add"};
-  st.history_oldest = {"history.oldest", "oldest"};
+  st.history.add = {"history.add", "add"};
+  st.history.oldest = {"history.oldest", "oldest"};
   session->answers["history.oldest"] = testing::row_of({"5"});  // the key's only row: no trim due
   st.release_unsynced = release_unsynced;
   auto locker = sql::make_lease_locker(session, st, "dblock_", 100);

@@ -1,0 +1,51 @@
+#include "core/sql/rules.hpp"
+
+namespace dblock::sql {
+
+HistoryStatements history_statements(const Dialect& d, const std::string& runs) {
+  HistoryStatements s;
+  s.add = {"history.add", "INSERT INTO " + runs +
+                              " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
+                              " VALUES (:name, " + d.integer(":token") + ", :owner, :host, " + d.integer(":pid") +
+                              ", :strategy, " + d.time_of_ms(d.integer(":started_ms")) + ", " + d.now + ", :outcome, " +
+                              d.integer(":exit_code") + ")"};
+  s.oldest = {"history.oldest", "SELECT token FROM " + runs + " WHERE name = :name ORDER BY id LIMIT 1"};
+  // The row at offset :keep (newest first) is the newest one to go; everything older goes too:
+  // a seek of the (name, id) index from the newest end, as far as that row. The derived table
+  // lets MySQL read the table it deletes from (ER_UPDATE_TABLE_USED).
+  s.trim = {"history.trim", "DELETE FROM " + runs + " WHERE name = :name AND id <= (SELECT id FROM (SELECT id FROM " +
+                                runs + " WHERE name = :name ORDER BY id DESC LIMIT 1 OFFSET " + d.integer(":keep") +
+                                ") AS cutoff)"};
+  return s;
+}
+
+std::string due_sql(const Dialect& d, std::string_view row, std::string_view now) {
+  const std::string interval = d.integer(":min_interval_ms");
+  return "(" + interval + " <= 0 OR " + std::string(row) + "last_started_at IS NULL OR " + d.started_ms_ago(row, now) +
+         " >= " + interval + ")";
+}
+
+std::string due_in_ms_sql(const Dialect& d, std::string_view row) {
+  const std::string interval = d.integer(":min_interval_ms");
+  return "CASE WHEN " + interval + " > 0 AND " + std::string(row) + "last_started_at IS NOT NULL THEN " + interval +
+         " - " + d.started_ms_ago(row, d.now) + " END";
+}
+
+namespace {
+
+std::string given_or(const Dialect& d, bool given, const std::string& numbered) {
+  return given ? "COALESCE(" + d.integer(":token") + ", " + numbered + ")" : numbered;
+}
+
+}  // namespace
+
+std::string first_token_sql(const Dialect& d, bool given, std::string_view fence) {
+  return given_or(d, given, fence.empty() ? "1" : std::string(fence) + " + 1");
+}
+
+std::string next_token_sql(const Dialect& d, std::string_view row, bool given, std::string_view fence) {
+  const std::string last = std::string(row) + "token";
+  return given_or(d, given, fence.empty() ? last + " + 1" : "GREATEST(" + last + ", " + std::string(fence) + ") + 1");
+}
+
+}  // namespace dblock::sql

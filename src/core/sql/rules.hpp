@@ -1,0 +1,48 @@
+#pragma once
+// The rules every dialect once wrote in its own SQL, spelled once here and rendered through the
+// few expressions a dialect really spells its own way (Dialect): the history of runs (insert,
+// oldest, trim), --min-interval's due check and the numbering of fencing tokens. Each statement
+// is still one round trip.
+
+#include <string>
+#include <string_view>
+
+#include "core/sql/statements.hpp"
+
+namespace dblock::sql {
+
+/// What a dialect spells its own way, for the rules of this file; each dialect gives one, in its
+/// <name>_statements.cpp.
+struct Dialect {
+  /// The current time, as the timestamp columns store it.
+  std::string now;
+  /// The stored timestamp of `ms`, an integer SQL expression of epoch milliseconds.
+  std::string (*time_of_ms)(std::string_view ms) = nullptr;
+  /// The bound parameter `param` (":name") where an integer is expected (PostgreSQL's arrive as
+  /// text, so it casts).
+  std::string (*integer)(std::string_view param) = nullptr;
+  /// Whole milliseconds (an integer) from the last start of the row `row` ("" or an alias and its
+  /// dot) to `now` (a time expression; SQLite judges on its own clock).
+  std::string (*started_ms_ago)(std::string_view row, std::string_view now) = nullptr;
+};
+
+/// LeaseStatements::history over <prefix>runs, quoted as `runs`.
+HistoryStatements history_statements(const Dialect& d, const std::string& runs);
+
+/// --min-interval (dblock(1)), over :min_interval_ms: whether the row `row` may start at `now`
+/// (none asked, never started, or its last start at least that long before `now`).
+std::string due_sql(const Dialect& d, std::string_view row, std::string_view now);
+
+/// The milliseconds until the row `row` may start (LeaseStatements::refusal's due_in_ms): NULL
+/// when none is asked or it never started, <= 0 when it may now.
+std::string due_in_ms_sql(const Dialect& d, std::string_view row);
+
+/// Fencing tokens (dblock(1), FENCING TOKENS): the token of a row taken. `given`: the :token
+/// parameter, when not NULL, is the token (a semaphore slot's, from its header); else one above
+/// the row's last token and above `fence`, the failover fence as a SQL expression ("" where
+/// there is none). first_token_sql: a new row's; next_token_sql: the row `row`'s ("" or an alias
+/// and its dot).
+std::string first_token_sql(const Dialect& d, bool given, std::string_view fence);
+std::string next_token_sql(const Dialect& d, std::string_view row, bool given, std::string_view fence);
+
+}  // namespace dblock::sql

@@ -1,0 +1,132 @@
+// `dblock schema --statements` (dblock(1)): every statement of every dialect, each readable by a
+// DBA, with nothing but whitespace changed by the layout.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backends/mysql/mysql_tables.hpp"
+#include "backends/postgres/postgres_tables.hpp"
+#include "backends/registry.hpp"
+#include "backends/sqlite/sqlite_tables.hpp"
+#include "core/sql/statement_catalog.hpp"
+
+using namespace dblock;
+
+namespace {
+
+constexpr int width = 100;
+
+std::string without_whitespace(const std::string& text) {
+  std::string out;
+  for (char c : text)
+    if (c != ' ' && c != '\n') out += c;
+  return out;
+}
+
+// The line without its string literals' text (a literal cannot be broken).
+std::string without_literals(const std::string& line) {
+  std::string out;
+  bool quoted = false;
+  for (char c : line) {
+    if (c == '\'') quoted = !quoted;
+    if (!quoted && c != '\'') out += c;
+  }
+  return out;
+}
+
+std::vector<std::string> ids_of(const std::vector<sql::Statement>& list) {
+  std::vector<std::string> ids;
+  for (const auto& st : list) ids.push_back(st.id);
+  return ids;
+}
+
+// The ids of the statements `dblock schema --statements --dialect name` prints.
+std::vector<std::string> printed(std::string_view name, const BackendOptions& options) {
+  return ids_of(load_backend(name).value()->statements(options));
+}
+
+bool listed(const std::vector<std::string>& ids, const std::string& id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+// Every statement a dialect's statement sets hold is in its catalog.
+void check_complete(const std::vector<std::string>& ids, const sql::LeaseStatements& lease,
+                    const sql::InspectStatements& inspect, const sql::ShedlockStatements& shedlock) {
+  for (const sql::Statement* st : {&lease.take, &lease.taken, &lease.session_take, &lease.refusal, &lease.renew,
+                                   &lease.release, &lease.history.add, &lease.history.oldest, &lease.history.trim,
+                                   &lease.header_take, &lease.header_refusal, &lease.lock_row, &lease.failover.read,
+                                   &inspect.status_all, &inspect.history_of, &inspect.renew_named, &inspect.renewed,
+                                   &shedlock.take, &shedlock.number, &shedlock.extend, &shedlock.unlock}) {
+    CAPTURE(st->id);
+    CHECK(st->empty() != listed(ids, st->id));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("schema --statements lists every statement of each dialect, each named once") {
+  BackendOptions options;
+  for (const KnownBackend& known : known_backends()) {
+    CAPTURE(known.name);
+    const auto list = load_backend(known.name).value()->statements(options);
+    const auto ids = ids_of(list);
+    CHECK(std::set<std::string>(ids.begin(), ids.end()).size() == ids.size());
+    for (const char* id : {"lease.take", "lease.release", "history.add", "history.oldest", "history.trim",
+                           "inspect.status_all", "shedlock.take", "schema.columns"})
+      CHECK(listed(ids, id));
+    for (const auto& st : list) {
+      CAPTURE(st.id);
+      CHECK_FALSE(st.text.empty());
+    }
+  }
+  BackendOptions shed = options;
+  shed.shedlock = true;
+  check_complete(printed("sqlite", options), sqlite::lease_statements("dblock_"),
+                 sqlite::inspect_statements(options), sqlite::shedlock_statements(shed));
+  check_complete(printed("mysql", options), mysql::lease_statements("dblock_", false),
+                 mysql::inspect_statements(options), mysql::shedlock_statements(shed));
+  check_complete(printed("postgres", options), postgres::lease_statements("dblock_"),
+                 postgres::inspect_statements(options), postgres::shedlock_statements(shed));
+  // The variants whose text differs are there too, named as such.
+  const auto mysql_ids = printed("mysql", options);
+  CHECK(listed(mysql_ids, "failover.read (MariaDB)"));
+  CHECK(listed(mysql_ids, "inspect.status_all (--table-format shedlock)"));
+  CHECK(listed(mysql_ids, "lock.advisory_take"));
+  CHECK(listed(printed("postgres", options), "lock.advisory_numbered_wait"));
+}
+
+TEST_CASE("each statement is laid out one clause per line, within the width, and otherwise unchanged") {
+  BackendOptions options;
+  for (const KnownBackend& known : known_backends()) {
+    CAPTURE(known.name);
+    for (const auto& st : load_backend(known.name).value()->statements(options)) {
+      CAPTURE(st.id);
+      const std::string text = sql::format_sql(st.text, width);
+      CHECK(without_whitespace(text) == without_whitespace(st.text));
+      std::size_t begin = 0;
+      while (begin <= text.size()) {
+        std::size_t end = text.find('\n', begin);
+        if (end == std::string::npos) end = text.size();
+        const std::string line = text.substr(begin, end - begin);
+        CAPTURE(line);
+        CHECK(without_literals(line).size() <= width + 1);  // + its ";"
+        begin = end + 1;
+      }
+    }
+  }
+}
+
+TEST_CASE("format_sql breaks before each clause and indents a subquery that does not fit") {
+  CHECK(sql::format_sql("SELECT a, b FROM t WHERE x = 1 AND y = 'a  b' ORDER BY a") ==
+        "SELECT a, b\nFROM t\nWHERE x = 1 AND y = 'a  b'\nORDER BY a");
+  CHECK(sql::format_sql("INSERT INTO t (a) VALUES (1) ON CONFLICT (a) DO UPDATE SET a = excluded.a RETURNING a") ==
+        "INSERT INTO t (a)\nVALUES (1)\nON CONFLICT (a) DO UPDATE\nSET a = excluded.a\nRETURNING a");
+  const std::string cond(40, 'c');
+  CHECK(sql::format_sql("DELETE FROM t WHERE id <= (SELECT id FROM t WHERE " + cond + " = 1 AND " + cond + " = 2)", 60) ==
+        "DELETE FROM t\nWHERE id <= (\n  SELECT id\n  FROM t\n  WHERE " + cond + " = 1\n    AND " + cond + " = 2)");
+  // Unbalanced parentheses (never a statement of dblock's): left as written.
+  CHECK(sql::format_sql("SELECT (1") == "SELECT (1");
+}
