@@ -125,7 +125,7 @@ _dblock() {
     history) opts="-h --help --limit -J --json -o --output --raw -n --noheadings" ;;
     check) opts="-h --help --max-age --warn-age" ;;
     metrics) opts="-h --help --output" ;;
-    schema) opts="-h --help --dialect" ;;
+    schema) opts="-h --help --dialect --statements" ;;
     init | doctor) opts="-h --help" ;;
     help) COMPREPLY=($(compgen -W "$subcommands" -- "$cur")); return ;;
     *) return ;;

@@ -135,6 +135,7 @@ complete -c dblock -n "__fish_seen_subcommand_from metrics" -l output -r -F -d '
 complete -c dblock -n "__fish_seen_subcommand_from check" -l max-age -x -d 'Critical age'
 complete -c dblock -n "__fish_seen_subcommand_from check" -l warn-age -x -d 'Warning age'
 complete -c dblock -n "__fish_seen_subcommand_from schema" -l dialect -x -a 'sqlite mysql postgres' -d 'SQL dialect'
+complete -c dblock -n "__fish_seen_subcommand_from schema" -l statements -d 'Every statement dblock can run, for a DBA'
 complete -c dblock -n "__fish_seen_subcommand_from help" -x -a "$subcommands"
 # Key names, where a key goes.
 complete -c dblock -n __dblock_wants_key -x -a '(__dblock_keys)'
