@@ -22,8 +22,6 @@
 namespace dblock::sqlite {
 namespace {
 
-using rows::describe;
-
 constexpr const char* only_lease =
     "the sqlite backend supports only the lease strategy; advisory, for-update and txn-insert need a "
     "mysql:// or postgres:// DSN";
@@ -32,28 +30,10 @@ class SqliteBackend final : public sql::SqlBackend {
  public:
   SqliteBackend(Connection conn, const BackendOptions& options)
       : SqlBackend(descriptor.name, options, lease_statements(options.table_prefix), shedlock_statements(options),
-                   inspect_statements(options), schema_statements(options)),
+                   inspect_statements(options), schema_statements(options), release_statements(options.table_prefix)),
         conn_(std::make_shared<Connection>(std::move(conn))),
         session_(std::make_shared<Session>(conn_)) {
     session_->set_schema(schema());
-  }
-
-  // A table of an older dblock lacks the boot_* columns: its rows are read as that dblock wrote
-  // them (the wall-clock rule). Its slots alone are read by slot_count only, as 0.
-  std::optional<sql::InspectStatements> older_inspect(const std::set<std::string>& missing) const override {
-    if (!missing.contains("boot_id")) return std::nullopt;
-    return inspect_statements(options_, /*without_boot_columns=*/true);
-  }
-
-  Result<void> release_held(const std::string& key, const HolderSelector& who) override {
-    const sql::Statement release = release_named_statement(options_.table_prefix);
-    auto r = session_->run(release, {{"key", key},
-                                     {"owner", who.owner ? sql::Value(*who.owner) : sql::Value()},
-                                     {"token", sql::value_of(who.token)},
-                                     {"force", std::int64_t{who.force ? 1 : 0}}});
-    if (!r) return std::unexpected(r.error());
-    if (r->affected == 0 && !who.force) return fail(ErrorKind::lost, "the lock " + key + " is not held by " + describe(who));
-    return {};
   }
 
   std::vector<DoctorCheck> doctor_checks(Strategy strategy) override {
@@ -128,9 +108,8 @@ std::vector<sql::Statement> every_statement(const BackendOptions& options) {
   shed.shedlock = true;
   sql::StatementCatalog c;
   c.add(lease_statements(options.table_prefix));
-  c.add(release_named_statement(options.table_prefix));
+  c.add(release_statements(options.table_prefix));
   c.add(inspect_statements(options));
-  c.add(inspect_statements(options, /*without_boot_columns=*/true), "a table of an older dblock");
   c.add(shedlock_statements(shed));
   c.add(inspect_statements(shed), "--table-format shedlock");
   c.add(schema_statements(shed));

@@ -340,17 +340,22 @@ sql::InspectStatements inspect_statements(const BackendOptions& options, bool wi
                    " WHERE name = :key AND strategy = 'shedlock' AND released_at IS NULL AND owner = (SELECT locked_by FROM " +
                        shed + " WHERE name = :key) AND (:owner IS NULL OR owner = :owner) AND (:token IS NULL OR"
                        " token = :token) AND " + boot_judged_sql("") + " AND boot_id = dblock_boot_id()"};
+  if (!without_boot_columns && !options.shedlock)
+    s.older = std::make_shared<const sql::InspectStatements>(inspect_statements(options, /*without_boot_columns=*/true));
   return s;
 }
 
-sql::Statement release_named_statement(const std::string& prefix) {
+sql::ReleaseStatements release_statements(const std::string& prefix) {
   const std::string now = now_sql();
-  // --force also cuts short a --min-hold that a finished holder left behind.
-  return {"release.named", "UPDATE " + Tables(prefix, '"').locks + " SET released_at = " + now + ", expires_at = " + now +
+  // No sessions: `release` marks the row and is all; --force also cuts short a --min-hold that
+  // a finished holder left behind.
+  sql::ReleaseStatements s;
+  s.release = {"release.release", "UPDATE " + Tables(prefix, '"').locks + " SET released_at = " + now + ", expires_at = " + now +
                                ", boot_expires_ms = dblock_boot_ms() WHERE name = :key AND"
                                " (:force AND (released_at IS NULL OR " + lease_live_sql("") +
                                ") OR NOT :force AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
                                " AND (:token IS NULL OR token = :token))"};
+  return s;
 }
 
 }  // namespace dblock::sqlite

@@ -32,14 +32,15 @@ std::string lease_live_sql(const std::string& a);
 sql::LeaseStatements lease_statements(const std::string& prefix);
 
 /// What status, history and `dblock renew` read (sqlite_statements.cpp), for the table format of
-/// `options`; `without_boot_columns`: a table of an older dblock, read without its boot_* columns.
+/// `options`; `without_boot_columns`: a table of an older dblock, read without its boot_* columns
+/// (InspectStatements::older).
 sql::InspectStatements inspect_statements(const BackendOptions& options, bool without_boot_columns = false);
 
 /// --table-format shedlock: the statements of the common ShedLock locker (sqlite_statements.cpp).
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options);
 
-/// `dblock release` of another process's holder (SqliteBackend::release_held): :key :owner
-/// :token (either may be NULL) :force.
-sql::Statement release_named_statement(const std::string& prefix);
+/// `dblock release` of another process's holder (SqlBackend::release): `release` alone, there
+/// being no sessions to end.
+sql::ReleaseStatements release_statements(const std::string& prefix);
 
 }  // namespace dblock::sqlite

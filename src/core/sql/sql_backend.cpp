@@ -81,16 +81,14 @@ Result<std::vector<LockStatus>> SqlBackend::status(std::span<const std::string> 
 
 std::optional<InspectStatements> SqlBackend::older_statements(Session& session, const Error& failed) {
   // Only inspection: a run or `init` adds the column instead (ensure_schema).
-  if (!options_.inspect || options_.shedlock || !session.schema_missing(failed)) return std::nullopt;
+  if (!inspect_.older || !options_.inspect || options_.shedlock || !session.schema_missing(failed)) return std::nullopt;
   auto columns = read_columns(session);
   if (!columns) return std::nullopt;
   auto locks = columns->find(options_.table_prefix + "locks");
   if (locks == columns->end() || locks->second.columns.empty()) return std::nullopt;
-  std::set<std::string> missing;
   for (const auto& added : schema_->added)
-    if (!locks->second.columns.contains(added.column)) missing.insert(added.column);
-  if (missing.empty()) return std::nullopt;
-  return older_inspect(missing);
+    if (added.required && !locks->second.columns.contains(added.column)) return *inspect_.older;
+  return std::nullopt;
 }
 
 Result<int> SqlBackend::slot_count(const std::string& key) {

@@ -8,7 +8,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,7 +21,7 @@ class SqlBackend : public Backend {
  public:
   /// `name`: the descriptor's; the statements are the dialect's for `options`.
   SqlBackend(std::string_view name, BackendOptions options, LeaseStatements lease, ShedlockStatements shedlock,
-             InspectStatements inspect, SchemaStatements schema, ReleaseStatements release = {},
+             InspectStatements inspect, SchemaStatements schema, ReleaseStatements release,
              DoctorStatements doctor = {});
 
   std::string_view name() const override { return name_; }
@@ -48,12 +47,6 @@ class SqlBackend : public Backend {
   virtual Result<std::shared_ptr<Session>> session() = 0;
   /// advisory, for-update, txn-insert; ErrorKind::config naming what the dialect can do.
   virtual Result<std::unique_ptr<Locker>> make_session_locker(Strategy strategy) = 0;
-  /// `dblock release` of dblock's row from another process (Backend::release), on the
-  /// ReleaseStatements: marks the row released and, when a session strategy holds it, ends the
-  /// holder's session and returns once that session is gone and the lock free (within the I/O
-  /// timeout); a key the named holder does not hold is ErrorKind::lost, unless --force.
-  virtual Result<void> release_held(const std::string& key, const HolderSelector& who);
-
   /// For a dialect whose failover record's read also says who serves the session and whether it
   /// is a Galera node (FailoverStatements::read, DoctorStatements::serving empty): the check
   /// make_locker runs otherwise, on that read instead (make_session_locker's `serving`), a
@@ -67,15 +60,6 @@ class SqlBackend : public Backend {
     return fail(ErrorKind::internal, "no second session here");
   }
 
-  /// Inspection statements for a <prefix>locks an older dblock made, which lacks the added
-  /// columns `missing` (SchemaStatements::added) and which inspection does not alter: each read
-  /// as that dblock wrote the rows. nullopt (the default): this dialect's inspection reads none
-  /// of them.
-  virtual std::optional<InspectStatements> older_inspect(const std::set<std::string>& missing) const {
-    (void)missing;
-    return std::nullopt;
-  }
-
   /// What a new session is given to repair and check (Session::set_schema).
   const std::shared_ptr<const SchemaStatements>& schema() const { return schema_; }
   /// Inspection creates nothing: a failure that may come from a missing table or column is
@@ -86,9 +70,14 @@ class SqlBackend : public Backend {
   InspectStatements inspect_;
 
  private:
+  /// `dblock release` of dblock's row from another process (Backend::release), on the
+  /// ReleaseStatements: marks the row released and, when a session strategy holds it, ends the
+  /// holder's session and returns once that session is gone and the lock free (within the I/O
+  /// timeout); a key the named holder does not hold is ErrorKind::lost, unless --force.
+  Result<void> release_held(const std::string& key, const HolderSelector& who);
   DoctorCheck check_privileges(Session& session, Strategy strategy);
-  /// After an inspection failed: the statements for an older table (older_inspect) when the
-  /// failure is a missing column and <prefix>locks lacks an added one; else nullopt.
+  /// After an inspection failed: InspectStatements::older when the failure is a missing column
+  /// and <prefix>locks lacks a required added one; else nullopt.
   std::optional<InspectStatements> older_statements(Session& session, const Error& failed);
 
   std::string_view name_;

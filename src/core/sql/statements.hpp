@@ -5,6 +5,7 @@
 // database's clock (SQLite: see sqlite_statements.cpp); the 14 "status columns" are those of
 // rows::decode_status (lock_rows.hpp), in its order.
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -186,6 +187,10 @@ struct InspectStatements {
   /// also one of its own in dblock's row (ShedlockStatements::extend_own): that lease extended
   /// after renew_named renewed. Empty: none.
   Statement renew_own;
+  /// The same for a <prefix>locks an older dblock made, which lacks a `required` added column
+  /// (SchemaStatements::added) that inspection does not add: each reads the rows as that dblock
+  /// wrote them (SqlBackend, status and history). null: none of the above reads such a column.
+  std::shared_ptr<const InspectStatements> older;
 };
 
 }  // namespace dblock::sql
