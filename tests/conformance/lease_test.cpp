@@ -2,9 +2,24 @@
 // keeps it after release. Session locks go with their session instead (suite "session").
 
 #include "conformance/conformance_helpers.hpp"
+#include "core/semaphore.hpp"
 
 using namespace dblock;
 using namespace dblock::conformance;
+
+namespace {
+
+// `key` taken by owner-a and released at once with --min-hold `hold`: the token it had.
+std::int64_t released_holding(const Db& db, const std::string& key, decltype(ReleaseRequest::min_hold) hold) {
+  auto a = db.locker();
+  const std::int64_t token = acquire(*a, request(key, "owner-a", 30s));
+  ReleaseRequest rel;
+  rel.min_hold = hold;
+  release(*a, rel);
+  return token;
+}
+
+}  // namespace
 
 TEST_SUITE("lease") {
 
@@ -58,12 +73,8 @@ TEST_CASE("lease: a renewed lease outlives its first ttl") {
 TEST_CASE("lease: min_hold keeps the lock after release until acquired_at + min_hold") {
   Db db;
   const std::string key = test::unique_key("min-hold");
-  auto a = db.locker();
   const auto started = std::chrono::steady_clock::now();
-  const std::int64_t first = acquire(*a, request(key, "owner-a", 30s));
-  ReleaseRequest rel;
-  rel.min_hold = 2s;
-  release(*a, rel);
+  const std::int64_t first = released_holding(db, key, 2s);
 
   LockStatus s = db.status(key);
   CHECK(s.state == LockStatus::State::held);
@@ -82,9 +93,26 @@ TEST_CASE("lease: min_hold keeps the lock after release until acquired_at + min_
   auto c = db.locker();
   acquire(*c, request(key, "owner-c"));
   std::this_thread::sleep_for(200ms);
+  ReleaseRequest rel;
   rel.min_hold = 100ms;
   release(*c, rel);
   CHECK(db.status(key).state == LockStatus::State::free);
+}
+
+TEST_CASE("lease: a key released under --min-hold becomes a semaphore only once the hold ends") {
+  Db db;
+  const std::string key = test::unique_key("min-hold-sem");
+  const auto started = std::chrono::steady_clock::now();
+  const std::int64_t first = released_holding(db, key, 1500ms);
+
+  auto sem = make_semaphore_locker(db.locker(), 2);
+  LockRequest slot = request(key, "owner-s");
+  slot.slots = 2;
+  CHECK(attempt(*sem, slot).state == AcquireOutcome::State::busy);
+
+  std::this_thread::sleep_until(started + 1800ms);
+  CHECK(acquire(*sem, slot) > first);
+  release(*sem);
 }
 
 }  // TEST_SUITE("lease")

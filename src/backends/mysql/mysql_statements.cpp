@@ -30,6 +30,8 @@ const sql::Dialect dialect{
         [](std::string_view row, std::string_view now) {
           return "(TIMESTAMPDIFF(MICROSECOND, " + std::string(row) + "last_started_at, " + std::string(now) + ") DIV 1000)";
         },
+    .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > NOW(6), 0)"; },
+    .same = [](std::string_view a, std::string_view b) { return std::string(a) + " <=> " + std::string(b); },
 };
 
 // The failover fence a token must exceed (failover.hpp), as the statements bind it.
@@ -202,17 +204,9 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                    " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
   s.history = sql::history_statements(dialect, t.runs);
 
-  // The slot rows (the names between :first and :past) are read through a derived table with
-  // LIMIT, which the server materializes: MySQL refuses a subquery on the table an INSERT writes
-  // (ER_UPDATE_TABLE_USED). Once slots = :slots and strategy = 'semaphore' are assigned, the
-  // condition's first branch holds.
-  const std::string header_free =
-      "((strategy <=> 'semaphore' AND (slots <=> :slots OR :recount = 1 AND"
-      " NOT EXISTS (SELECT 1 FROM (SELECT 1 FROM " + t.locks +
-      " s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL AND"
-      " (s.strategy <> 'lease' OR s.expires_at > NOW(6)) LIMIT 1) AS held))) OR"
-      " (NOT strategy <=> 'semaphore' AND (acquired_at IS NULL OR expires_at <= NOW(6) OR"
-      " (expires_at IS NULL AND released_at IS NOT NULL))))";
+  // Each assignment tests the condition again (assign_each_if), after those before it: once
+  // slots = :slots and strategy = 'semaphore' are assigned, the condition's first branch holds.
+  const std::string header_free = sql::header_free_sql(dialect, "", t.locks);
   s.header_take = {"semaphore.header_take",
                    "INSERT INTO " + t.locks +
                        " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"

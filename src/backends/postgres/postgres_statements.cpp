@@ -27,6 +27,8 @@ const sql::Dialect dialect{
         [](std::string_view row, std::string_view now) {
           return "floor(extract(epoch FROM " + std::string(now) + " - " + std::string(row) + "last_started_at) * 1000)::bigint";
         },
+    .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > now(), false)"; },
+    .same = [](std::string_view a, std::string_view b) { return std::string(a) + " IS NOT DISTINCT FROM " + std::string(b); },
 };
 
 // The failover fence a token must exceed (failover.hpp), as the statements bind it.
@@ -232,11 +234,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
           " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid,"
           " token = " + sql::next_token_sql(dialect, "l.", false, fence) + ", strategy = 'semaphore', session_id = NULL,"
           " acquired_at = now(), renewed_at = now(), expires_at = EXCLUDED.expires_at, released_at = NULL, last_started_at = now(), slots = EXCLUDED.slots"
-          " WHERE CASE WHEN l.slots IS NULL THEN l.released_at IS NOT NULL OR l.acquired_at IS NULL"
-          " OR (l.strategy = 'lease' AND l.expires_at <= now())"
-          " ELSE l.slots = EXCLUDED.slots OR :recount::int = 1 AND NOT EXISTS (SELECT 1 FROM " + t.locks +
-          " s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL"
-          " AND (s.strategy IS DISTINCT FROM 'lease' OR s.expires_at > now())) END"
+          " WHERE " + sql::header_free_sql(dialect, "l.", t.locks) +
           " RETURNING token, " + ms("acquired_at") + ", " + ms("expires_at")};
   s.header_refusal = {"semaphore.header_refusal", "SELECT " + status_columns +
                                                       ", COALESCE((expires_at > now())::int, 0), slots FROM " +

@@ -70,6 +70,8 @@ const sql::Dialect dialect{
         [](std::string_view ms) { return "strftime('%Y-%m-%d %H:%M:%f', " + std::string(ms) + " / 1000.0, 'unixepoch')"; },
     .integer = [](std::string_view param) { return std::string(param); },
     .started_ms_ago = [](std::string_view row, std::string_view) { return started_ago_sql(std::string(row)); },
+    .lease_live = [](std::string_view row) { return lease_live_sql(std::string(row)); },
+    .same = [](std::string_view a, std::string_view b) { return std::string(a) + " IS " + std::string(b); },
 };
 
 }  // namespace
@@ -204,9 +206,6 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                    " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
   s.history = sql::history_statements(dialect, t.runs);
 
-  const std::string slot_held = "EXISTS (SELECT 1 FROM " + t.locks +
-                                " AS s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL AND"
-                                " (s.strategy IS NOT 'lease' OR " + lease_live_sql("s.") + "))";
   s.header_take = {
       "semaphore.header_take",
       "INSERT INTO " + t.locks +
@@ -220,9 +219,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
           " acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,"
           " released_at = NULL, last_started_at = excluded.last_started_at, slots = excluded.slots, boot_id = NULL,"
           " boot_token = NULL, boot_started_ms = NULL, boot_expires_ms = NULL"
-          " WHERE CASE WHEN l.slots IS NULL THEN l.released_at IS NOT NULL OR l.acquired_at IS NULL OR"
-          " (l.strategy IS 'lease' AND NOT " + lease_live_sql("l.") + ") ELSE l.slots = :slots OR :recount = 1"
-          " AND NOT " + slot_held + " END RETURNING token, NULL, NULL"};
+          " WHERE " + sql::header_free_sql(dialect, "l.", t.locks) + " RETURNING token, NULL, NULL"};
   s.header_refusal = {"semaphore.header_refusal", status_select(t, "slots") + " WHERE name = :key"};
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key"};
   return s;

@@ -1,8 +1,8 @@
 #pragma once
 // The rules every dialect once wrote in its own SQL, spelled once here and rendered through the
 // few expressions a dialect really spells its own way (Dialect): the history of runs (insert,
-// oldest, trim), --min-interval's due check and the numbering of fencing tokens. Each statement
-// is still one round trip.
+// oldest, trim), --min-interval's due check, the numbering of fencing tokens and when a
+// semaphore's header may be taken. Each statement is still one round trip.
 
 #include <string>
 #include <string_view>
@@ -24,6 +24,11 @@ struct Dialect {
   /// Whole milliseconds (an integer) from the last start of the row `row` ("" or an alias and its
   /// dot) to `now` (a time expression; SQLite judges on its own clock).
   std::string (*started_ms_ago)(std::string_view row, std::string_view now) = nullptr;
+  /// 1 (true) while the lease of the row `row` ("" or an alias and its dot) runs, else 0 (false),
+  /// never NULL.
+  std::string (*lease_live)(std::string_view row) = nullptr;
+  /// `a` and `b` equal, NULL equal to NULL, never NULL itself.
+  std::string (*same)(std::string_view a, std::string_view b) = nullptr;
 };
 
 /// LeaseStatements::history over <prefix>runs, quoted as `runs`.
@@ -44,5 +49,13 @@ std::string due_in_ms_sql(const Dialect& d, std::string_view row);
 /// and its dot).
 std::string first_token_sql(const Dialect& d, bool given, std::string_view fence);
 std::string next_token_sql(const Dialect& d, std::string_view row, bool given, std::string_view fence);
+
+/// Semaphores (docs/backend-contract.md, "Semaphores"; LeaseStatements::header_take): whether
+/// the row `row` ("" or an alias and its dot) of `locks` may become :key's header, over :slots
+/// :recount :first :past. A header (strategy 'semaphore') when it records :slots or, with
+/// :recount = 1, no slot row between :first and :past is held; any other row when nobody holds
+/// it: never taken, or released or a lease, and no lease of it running (a --min-hold too). The
+/// slot rows are read through a derived table, which lets MySQL read the table it writes.
+std::string header_free_sql(const Dialect& d, std::string_view row, const std::string& locks);
 
 }  // namespace dblock::sql

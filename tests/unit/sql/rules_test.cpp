@@ -14,6 +14,8 @@ const sql::Dialect marked{
     .integer = [](std::string_view param) { return "INT(" + std::string(param) + ")"; },
     .started_ms_ago = [](std::string_view row,
                          std::string_view now) { return "AGO(" + std::string(row) + ", " + std::string(now) + ")"; },
+    .lease_live = [](std::string_view row) { return "LIVE(" + std::string(row) + ")"; },
+    .same = [](std::string_view a, std::string_view b) { return "SAME(" + std::string(a) + ", " + std::string(b) + ")"; },
 };
 
 }  // namespace
@@ -45,4 +47,12 @@ TEST_CASE("fencing tokens: the one given, else one above the row's last and the 
   CHECK(sql::first_token_sql(marked, false, "") == "1");
   CHECK(sql::next_token_sql(marked, "", false, "") == "token + 1");
   CHECK(sql::next_token_sql(marked, "", false, "F") == "GREATEST(token, F) + 1");
+}
+
+TEST_CASE("a semaphore's header: its slot count, or no slot held on a recount; any other row when nobody holds it") {
+  CHECK(sql::header_free_sql(marked, "l.", "L") ==
+        "CASE WHEN SAME(l.strategy, 'semaphore') THEN l.slots = INT(:slots) OR INT(:recount) = 1 AND NOT EXISTS (SELECT"
+        " 1 FROM (SELECT 1 FROM L s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL AND (NOT"
+        " SAME(s.strategy, 'lease') OR LIVE(s.)) LIMIT 1) AS held) ELSE l.acquired_at IS NULL OR NOT LIVE(l.) AND"
+        " (l.released_at IS NOT NULL OR l.strategy = 'lease') END");
 }
