@@ -109,9 +109,11 @@ sql::FailoverStatements failover_statements(const Tables& t, bool mariadb) {
   const std::string wsrep = mariadb ? "@@GLOBAL.wsrep_on"
                                     : "COALESCE((SELECT VARIABLE_VALUE IN ('ON', '1') FROM"
                                       " performance_schema.global_variables WHERE VARIABLE_NAME = 'wsrep_on'), 0)";
-  f.read = {"failover.read", "SELECT r.owner, " + now_incarnation + ", r.host, r.token, " + epoch_ms("r.expires_at") +
-                                 ", " + epoch_ms("NOW(6)") + ", r.pid, CONNECTION_ID(), " + wsrep +
-                                 " FROM (SELECT 1) one LEFT JOIN " + t.locks + " r ON r.name = :record"};
+  f.read = {"failover.read", "SELECT r.owner, c.incarnation_now, r.host, r.token, " + epoch_ms("r.expires_at") + ", " +
+                                 epoch_ms("NOW(6)") + ", r.pid, r.owner = c.incarnation_now, " +
+                                 sql::failover_delayed_sql(dialect, "r.") + ", " + sql::failover_covers_sql(dialect, "r.") +
+                                 ", CONNECTION_ID(), " + wsrep + " FROM (SELECT " + now_incarnation + " AS incarnation_now) c"
+                                 " LEFT JOIN " + t.locks + " r ON r.name = :record"};
   f.create = {"failover.create", "INSERT INTO " + t.locks +
                                      " (name, owner, host, pid, token, strategy, acquired_at) VALUES (:record, " +
                                      now_incarnation + ", NULL, :ttl_ms, 0, 'failover', NOW(6))"

@@ -92,9 +92,10 @@ sql::FailoverStatements failover_statements(const Tables& t) {
   sql::FailoverStatements f;
   // The record is a row of <prefix>locks: owner the incarnation, host the previous one, token
   // the fence, expires_at the end of the lock-delay, pid the longest TTL in ms.
-  f.read = {"failover.read", "SELECT r.owner, " + incarnation + ", r.host, r.token, " + ms("r.expires_at") + ", " +
-                                 ms("now()") + ", r.pid, pg_backend_pid() FROM (SELECT 1) one LEFT JOIN " + t.locks +
-                                 " r ON r.name = :record"};
+  f.read = {"failover.read", "SELECT r.owner, c.incarnation_now, r.host, r.token, " + ms("r.expires_at") + ", " + ms("now()") +
+                                 ", r.pid, (r.owner = c.incarnation_now)::int, " + sql::failover_delayed_sql(dialect, "r.") +
+                                 "::int, (" + sql::failover_covers_sql(dialect, "r.") + ")::int, pg_backend_pid() FROM"
+                                 " (SELECT " + incarnation + " AS incarnation_now) c LEFT JOIN " + t.locks + " r ON r.name = :record"};
   f.create = {"failover.create", "INSERT INTO " + t.locks +
                                      " (name, owner, host, pid, token, strategy, acquired_at) VALUES (:record, " +
                                      incarnation + ", NULL, :ttl_ms::bigint, 0, 'failover', now())"
@@ -166,8 +167,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   s.take = {"lease.take",
             "WITH f AS (SELECT token, owner = " + incarnation + " AS here, expires_at, pid FROM " + t.locks +
                 " WHERE name = :record),"
-                " g AS (SELECT token AS fence FROM f WHERE here"
-                " AND (expires_at IS NULL OR expires_at <= now()) AND pid >= :ttl_ms::bigint),"
+                " g AS (SELECT token AS fence FROM f WHERE " + sql::failover_open_sql(dialect, "", "here") + "),"
                 " u AS (UPDATE " + t.locks + " AS l SET owner = :owner, host = :host, pid = :pid::bigint,"
                 " token = " + sql::next_token_sql(dialect, "l.", true, "g.fence") + ", strategy = 'lease',"
                 " session_id = NULL, acquired_at = now(), renewed_at = now(),"

@@ -9,11 +9,16 @@ namespace dblock::sql::failover {
 namespace {
 
 Params record_params() { return {{"record", std::string(record_name)}}; }
+Params read_params(Millis ttl) { return Params(record_params()).set("ttl_ms", ms_value(ttl)); }
 
 // A row of FailoverStatements::read.
 Record record_of(const Rows::Row& row) {
-  return Record{row.text(0),           row.text(1),   row.text(2), row.opt_int64(3).value_or(0), row.opt_int64(4),
-                row.opt_int64(5).value_or(0), row.opt_int64(6).value_or(0)};
+  Record r{row.text(0),           row.text(1),   row.text(2), row.opt_int64(3).value_or(0), row.opt_int64(4),
+           row.opt_int64(5).value_or(0), row.opt_int64(6).value_or(0)};
+  r.here = row.opt_int64(7).value_or(0) == 1;
+  r.delayed = row.opt_int64(8).value_or(0) == 1;
+  r.covers = row.opt_int64(9).value_or(0) == 1;
+  return r;
 }
 
 }  // namespace
@@ -24,13 +29,13 @@ std::string describe(std::string_view previous, std::string_view current) {
 }
 
 std::optional<LockDelay> Record::delay() const {
-  if (!delay_until_ms || *delay_until_ms <= now_ms) return std::nullopt;
+  if (!delayed || !delay_until_ms) return std::nullopt;
   return LockDelay{describe(previous, recorded), *delay_until_ms, now_ms};
 }
 
-Result<std::optional<Record>> read(Session& session, const FailoverStatements& st) {
+Result<std::optional<Record>> read(Session& session, const FailoverStatements& st, Millis ttl) {
   if (st.empty()) return std::nullopt;
-  auto r = session.run(st.read, record_params());
+  auto r = session.run(st.read, read_params(ttl));
   if (!r) return std::unexpected(r.error());
   if (r->empty()) return fail(ErrorKind::internal, "the failover record read no row");
   return record_of((*r)[0]);
@@ -42,13 +47,13 @@ namespace {
 // more that never reached it), and the lock-delay starts. Of two sessions that both see it, one
 // moves the record; the other's move does nothing and both read the delay after. The record
 // as it is then.
-Result<Record> move(Session& session, const FailoverStatements& st, const Record& rec) {
+Result<Record> move(Session& session, const FailoverStatements& st, const Record& rec, Millis ttl) {
   auto top = session.run(st.max_token, record_params());
   if (!top) return std::unexpected(top.error());
   const std::int64_t highest = top->empty() ? 0 : (*top)[0].opt_int64(0).value_or(0);
   auto moved = session.run(st.move, Params(record_params()).set("fence", std::max(highest, rec.fence) + token_jump));
   if (!moved) return std::unexpected(moved.error());
-  auto again = read(session, st);
+  auto again = read(session, st, ttl);
   if (!again) return std::unexpected(again.error());
   if (!*again || (*again)->recorded.empty())
     return fail(ErrorKind::internal, "the failover record vanished while it was moved");
@@ -60,12 +65,13 @@ Result<Record> move(Session& session, const FailoverStatements& st, const Record
 Result<Gate> admit(Session& session, const FailoverStatements& st, Millis ttl, const ReadCheck& check) {
   Gate gate;
   if (st.empty()) return gate;
-  auto r = session.run(st.read, record_params());
+  auto r = session.run(st.read, read_params(ttl));
   if (!r) return std::unexpected(r.error());
   if (r->empty()) return fail(ErrorKind::internal, "the failover record read no row");
   auto row = (*r)[0];
   // Who serves the session, read with the record rather than asked apart (FailoverStatements::read).
-  if (row.columns() > 7 && !row.is_null(7) && row.int64(7) == session.started_id()) session.served_directly_seen();
+  if (row.columns() > session_column && !row.is_null(session_column) && row.int64(session_column) == session.started_id())
+    session.served_directly_seen();
   if (check)
     if (auto ok = check(session, row); !ok) return std::unexpected(ok.error());
   if (row.is_null(0)) {
@@ -77,8 +83,8 @@ Result<Gate> admit(Session& session, const FailoverStatements& st, Millis ttl, c
     return gate;
   }
   Record rec = record_of(row);
-  if (rec.recorded != rec.current) {
-    auto moved = move(session, st, rec);
+  if (!rec.here) {
+    auto moved = move(session, st, rec, ttl);
     if (!moved) return std::unexpected(moved.error());
     rec = *moved;
   }
@@ -88,7 +94,7 @@ Result<Gate> admit(Session& session, const FailoverStatements& st, Millis ttl, c
     gate.delay = std::move(delay);
     return gate;
   }
-  if (ttl.count() > rec.longest_ttl_ms) {
+  if (!rec.covers) {
     // Committed before the grant it covers, so a replica that has the grant has this too.
     if (auto raised = cover_ttl(session, st, ttl); !raised) return std::unexpected(raised.error());
     gate.changed = true;
@@ -119,7 +125,7 @@ DoctorCheck doctor_check(Session& session, const FailoverStatements& st) {
             "lock-delay in force after a " + delay->failover + ": nothing is granted until " +
                 format_utc_ms(delay->until_ms) + " (in " + format_duration(Millis(delay->until_ms - delay->db_now_ms)) +
                 "), the longest TTL recorded (" + ttl + ")"};
-  if (r.recorded != r.current)
+  if (!r.here)
     return {"failover", true,
             "the server is another incarnation (" + r.current + ") than the one recorded (" + r.recorded +
                 "): a failover; the next acquisition starts a lock-delay of " + ttl + " (the longest TTL recorded)"};
@@ -137,18 +143,18 @@ Result<void> cover_ttl(Session& session, const FailoverStatements& st, Millis tt
 }
 
 Result<void> notice(Session& session, const FailoverStatements& st, Millis ttl) {
-  auto rec = read(session, st);
+  auto rec = read(session, st, ttl);
   if (!rec) return std::unexpected(rec.error());
   // No record: nothing was granted here since the tables were made, so no grant can have been
   // lost; the next take makes it.
   if (!*rec || (*rec)->recorded.empty()) return {};
   Record r = **rec;
-  if (r.recorded != r.current) {
-    auto moved = move(session, st, r);
+  if (!r.here) {
+    auto moved = move(session, st, r, ttl);
     if (!moved) return std::unexpected(moved.error());
     r = *moved;
   }
-  if (ttl.count() > r.longest_ttl_ms) return cover_ttl(session, st, ttl);
+  if (!r.covers) return cover_ttl(session, st, ttl);
   return {};
 }
 

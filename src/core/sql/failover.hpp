@@ -23,9 +23,11 @@ namespace dblock::sql {
 /// What a dialect runs for the lock-delay; every statement empty: the dialect has no
 /// incarnation (SQLite) and admit() costs nothing. Parameters as in statements.hpp.
 struct FailoverStatements {
-  /// :record. One row: recorded incarnation (NULL: no record yet), current incarnation, the
-  /// previous one, fence, delay_until_ms (NULL: none), now_ms, longest_ttl_ms, and optionally
-  /// the server's id of the session that runs it (as DoctorStatements::session_id): when it is
+  /// :record :ttl_ms. One row: recorded incarnation (NULL: no record yet), current incarnation,
+  /// the previous one, fence, delay_until_ms (NULL: none), now_ms, longest_ttl_ms, then the
+  /// gate's parts as core spells them (rules.hpp), each 1 or 0: here (the record names the
+  /// current incarnation), delayed (failover_delayed_sql), covers (failover_covers_sql); and
+  /// optionally the server's id of the session that runs it (as DoctorStatements::session_id): when it is
   /// the one the session was handed at start-up, admit() tells the session
   /// (Session::served_directly_seen), which then need not ask again (PostgreSQL, before it names
   /// a statement: one round trip less on the bookkeeping session of for-update and txn-insert);
@@ -43,8 +45,8 @@ struct FailoverStatements {
   Statement move;
   /// :record :ttl_ms. longest TTL = :ttl_ms when it is longer.
   Statement raise_ttl;
-  /// true: the dialect's take (LeaseStatements::take) grants only when the record names the
-  /// current incarnation, no delay is in force and :ttl_ms is within the longest TTL, and
+  /// true: the dialect's take (LeaseStatements::take) grants only when the gate is open with
+  /// nothing to write (rules.hpp, failover_open_sql), and
   /// issues tokens above the fence itself; admit() then runs only when a take refused.
   /// false: admit() runs before a take (once per connection while open), whose :fence it gives.
   /// true also says that the take and the lease's renewal tell when the record names another
@@ -79,14 +81,19 @@ struct Record {
   std::optional<std::int64_t> delay_until_ms;
   std::int64_t now_ms = 0;
   std::int64_t longest_ttl_ms = 0;
+  /// The gate's parts, as the read judged them (FailoverStatements::read): the record names the
+  /// current incarnation, a lock-delay is in force, the TTL asked is within longest_ttl_ms.
+  bool here = false, delayed = false, covers = false;
   /// The lock-delay in force at now_ms, if any.
   std::optional<LockDelay> delay() const;
 };
-Result<std::optional<Record>> read(Session& session, const FailoverStatements& st);
+/// `ttl`: the lease asked about (Record::covers).
+Result<std::optional<Record>> read(Session& session, const FailoverStatements& st, Millis ttl = Millis(0));
 
-/// What the record's read says of the session it ran on (FailoverStatements::read's eighth and
-/// ninth columns), judged before anything else: an error stops admit() with it.
+/// What the record's read says of the session it ran on (FailoverStatements::read's eleventh
+/// and twelfth columns, session_column and the next), judged before anything else: an error stops admit() with it.
 using ReadCheck = std::function<Result<void>(Session& session, const Rows::Row& row)>;
+inline constexpr int session_column = 10;
 
 /// Before a grant of a lease of `ttl`: records the incarnation the first time, starts the
 /// lock-delay when it changed, raises the longest TTL; closed while a lock-delay is in force.

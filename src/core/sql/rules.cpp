@@ -58,4 +58,17 @@ std::string header_free_sql(const Dialect& d, std::string_view row, const std::s
          d.lease_live(r) + " AND (" + r + "released_at IS NOT NULL OR " + r + "strategy = 'lease') END";
 }
 
+std::string failover_delayed_sql(const Dialect& d, std::string_view r) {
+  // The record's expires_at is the end of the lock-delay: in force while that "lease" runs.
+  return d.lease_live(r);
+}
+
+std::string failover_covers_sql(const Dialect& d, std::string_view r) {
+  return std::string(r) + "pid >= " + d.integer(":ttl_ms");
+}
+
+std::string failover_open_sql(const Dialect& d, std::string_view r, std::string_view here) {
+  return "(" + std::string(here) + " AND NOT " + failover_delayed_sql(d, r) + " AND " + failover_covers_sql(d, r) + ")";
+}
+
 }  // namespace dblock::sql

@@ -58,4 +58,16 @@ std::string next_token_sql(const Dialect& d, std::string_view row, bool given, s
 /// slot rows are read through a derived table, which lets MySQL read the table it writes.
 std::string header_free_sql(const Dialect& d, std::string_view row, const std::string& locks);
 
+/// The failover lock-delay's gate (failover.hpp), judged on the record `r` ("" or an alias and
+/// its dot), a row of <prefix>locks: owner the incarnation recorded, token the fence, expires_at
+/// the end of the lock-delay, pid the longest TTL in ms. failover_delayed_sql: a lock-delay is
+/// in force (never NULL); failover_covers_sql: :ttl_ms is within the longest TTL;
+/// failover_open_sql: a grant may go on with nothing written, `here` (SQL: the record names
+/// the server's incarnation) and neither of the others in the way. FailoverStatements::read
+/// answers each, so failover.cpp judges nothing itself; a take that folds the gate in
+/// (FailoverStatements::folded) asks failover_open_sql.
+std::string failover_delayed_sql(const Dialect& d, std::string_view r);
+std::string failover_covers_sql(const Dialect& d, std::string_view r);
+std::string failover_open_sql(const Dialect& d, std::string_view r, std::string_view here);
+
 }  // namespace dblock::sql

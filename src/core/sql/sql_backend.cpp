@@ -64,7 +64,7 @@ failover::ReadCheck SqlBackend::serving_check(Strategy strategy,
                                               std::function<Result<std::unique_ptr<Session>>()> open_other) const {
   if (!is_session_strategy(strategy) || doctor_.session_id.empty()) return {};
   return [strategy, session_id = doctor_.session_id, open_other = std::move(open_other)](Session& s, const Rows::Row& row) {
-    return session_strategy_answered(s, row, 7, "failover.read", session_id, strategy, open_other);
+    return session_strategy_answered(s, row, failover::session_column, "failover.read", session_id, strategy, open_other);
   };
 }
 

@@ -23,10 +23,10 @@ sql::FailoverStatements statements() {
   return st;
 }
 
-// The record as recorded by this incarnation, nothing in force, a TTL of a minute; `serving`
-// the session id it reads (none: the dialect's read has seven columns).
+// The record as recorded by this incarnation, nothing in force, a TTL of a minute (here, not
+// delayed, covering); `serving` the session id it reads (none: the dialect's read has ten columns).
 sql::Rows record(std::optional<std::int64_t> serving) {
-  std::vector<sql::Rows::Cell> cells{"inc", "inc", sql::Rows::Cell(), "5", sql::Rows::Cell(), "1000", "60000"};
+  std::vector<sql::Rows::Cell> cells{"inc", "inc", sql::Rows::Cell(), "5", sql::Rows::Cell(), "1000", "60000", "1", "0", "1"};
   if (serving) cells.emplace_back(std::to_string(*serving));
   return row_of(std::move(cells));
 }

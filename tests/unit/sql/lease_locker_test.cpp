@@ -26,7 +26,7 @@ std::shared_ptr<testing::ScriptedSession> refusing_session(bool explain = false)
                          "1000", "31000", std::nullopt, "1000", std::nullopt, std::nullopt, "2000", "1", std::nullopt},
                         1);
   session->answers["failover.read"] =
-      testing::row_of({"server-1", "server-1", std::nullopt, "0", std::nullopt, "0", "3600000"});
+      testing::row_of({"server-1", "server-1", std::nullopt, "0", std::nullopt, "0", "3600000", "1", "0", "1"});
   return session;
 }
 
@@ -213,8 +213,8 @@ namespace {
 // database's clock at 1000).
 void record_of_the_old_primary(testing::ScriptedSession& s) {
   s.in_turn["failover.read"] = {
-      testing::row_of({"server-0", "server-1", std::nullopt, "10", std::nullopt, "1000", "60000"}),
-      testing::row_of({"server-1", "server-1", "server-0", "1048586", "61000", "1000", "60000"})};
+      testing::row_of({"server-0", "server-1", std::nullopt, "10", std::nullopt, "1000", "60000", "0", "0", "1"}),
+      testing::row_of({"server-1", "server-1", "server-0", "1048586", "61000", "1000", "60000", "1", "1", "1"})};
   s.answers["failover.max_token"] = testing::row_of({"7"});
   s.answers["failover.move"] = testing::row_of({}, 1);
 }
@@ -255,7 +255,7 @@ TEST_CASE("a lease holder whose renewal cannot tell reads the failover record on
   st.failover.folded = false;  // MySQL's shape
   st.renew = {"lease.renew", "renew"};
   session->answers["failover.read"] =
-      testing::row_of({"server-0", "server-0", std::nullopt, "0", std::nullopt, "0", "3600000"});
+      testing::row_of({"server-0", "server-0", std::nullopt, "0", std::nullopt, "0", "3600000", "1", "0", "1"});
   auto locker = holding(session, st);
   const int reads_at_take = session->runs["failover.read"];
   session->answers["lease.renew"] = testing::row_of({}, 1);

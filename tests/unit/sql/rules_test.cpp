@@ -56,3 +56,9 @@ TEST_CASE("a semaphore's header: its slot count, or no slot held on a recount; a
         " SAME(s.strategy, 'lease') OR LIVE(s.)) LIMIT 1) AS held) ELSE l.acquired_at IS NULL OR NOT LIVE(l.) AND"
         " (l.released_at IS NOT NULL OR l.strategy = 'lease') END");
 }
+
+TEST_CASE("the failover gate: the record names this server, no lock-delay in force, the TTL covered") {
+  CHECK(sql::failover_delayed_sql(marked, "r.") == "LIVE(r.)");
+  CHECK(sql::failover_covers_sql(marked, "r.") == "r.pid >= INT(:ttl_ms)");
+  CHECK(sql::failover_open_sql(marked, "", "here") == "(here AND NOT LIVE() AND pid >= INT(:ttl_ms))");
+}

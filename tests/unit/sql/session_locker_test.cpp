@@ -210,8 +210,8 @@ struct Judged {
 
   Judged(std::int64_t serving, bool galera) {
     book->started = 7;
-    book->answers["failover.read"] = testing::row_of({"inc", "inc", std::nullopt, "5", std::nullopt, "1000", "60000",
-                                                      std::to_string(serving), galera ? "1" : "0"});
+    book->answers["failover.read"] = testing::row_of({"inc", "inc", std::nullopt, "5", std::nullopt, "1000", "60000", "1",
+                                                      "0", "1", std::to_string(serving), galera ? "1" : "0"});
     book->answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
     book->answers["doctor.session_id"] = testing::row_of({std::to_string(serving == 7 ? 7 : serving + 1)});
     auto h = std::make_unique<ScriptedHolder>();
@@ -225,7 +225,7 @@ struct Judged {
     st.failover.raise_ttl = {"failover.raise_ttl", "raise"};
     const sql::Statement session_id{"doctor.session_id", "SELECT id"};
     auto check = [session_id](sql::Session& s, const sql::Rows::Row& row) {
-      return sql::session_strategy_answered(s, row, 7, "failover.read", session_id, Strategy::for_update,
+      return sql::session_strategy_answered(s, row, sql::failover::session_column, "failover.read", session_id, Strategy::for_update,
                                             []() -> Result<std::unique_ptr<sql::Session>> {
                                               return fail(ErrorKind::connection, "no second session");
                                             });
