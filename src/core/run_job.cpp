@@ -84,7 +84,6 @@ class Supervisor {
 
   Finished run(Child& child);
   /// Session strategies: the server lock is what excludes, so --min-hold is waited out here.
-  void wait_min_hold();
   void stop_heartbeat() {
     if (heartbeat_) heartbeat_->stop();
   }
@@ -216,28 +215,6 @@ Finished Supervisor::run(Child& child) {
   return f;
 }
 
-void Supervisor::wait_min_hold() {
-  if (!is_session_strategy(o_.strategy) || o_.min_hold <= 0ms) return;
-  const Millis until = started_ + o_.min_hold;
-  if (boottime_now() < until)
-    log::verbose("keeping the lock until --min-hold " + format_duration(o_.min_hold) + " has passed");
-  for (;;) {
-    const Millis now = boottime_now();
-    if (now >= until) return;
-    if (heartbeat_ && heartbeat_->state().lost) return;  // nothing left to hold
-    pollfd fds[2] = {{signals_.fd(), POLLIN, 0}, {heartbeat_ ? heartbeat_->fd() : -1, POLLIN, 0}};
-    const int timeout = static_cast<int>(std::min<std::int64_t>((until - now).count(), 1000));
-    if (::poll(fds, 2, timeout) > 0) {
-      if (heartbeat_ && (fds[1].revents & POLLIN)) heartbeat_->drain();
-      while (auto sig = signals_.next()) {
-        if (!is_forwarded_signal(*sig)) continue;
-        log::verbose("got signal " + std::to_string(*sig) + " during --min-hold: releasing now");
-        return;
-      }
-    }
-  }
-}
-
 std::string join_command(const std::vector<std::string>& argv) {
   // -c arrives as {"/bin/sh", "-c", text}: name the shell, which is what failed to execute.
   return argv.empty() ? std::string() : argv.front();
@@ -353,12 +330,11 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
     finished = {RunOutcome::failed, status, status};
   } else {
     finished = supervisor.run(child);
-    supervisor.wait_min_hold();
   }
   supervisor.stop_heartbeat();
 
   ReleaseRequest release;
-  release.min_hold = is_session_strategy(o.strategy) ? 0ms : o.min_hold;
+  release.min_hold = o.min_hold;
   release.finished_run = true;
   release.exit_code = finished.command_status;
   if (o.record_history) {

@@ -167,11 +167,13 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                 " AND ((expires_at IS NULL OR expires_at <= NOW(6)) OR"
                 " (acquired_at <=> NOW(6) AND expires_at <=> VALUES(expires_at))), NOW(6), last_started_at)"};
   // The server lock is ours, so whoever of this strategy the row names is gone: only
-  // --min-interval, a semaphore's header, or another strategy's holder leave it alone. strategy
+  // --min-interval, a semaphore's header, a --min-hold still running (the released row's
+  // expires_at) or another strategy's holder leave it alone. strategy
   // is assigned before the columns the condition reads, and once it is :strategy the condition
   // reads the same.
   const std::string numbered = "(NOT strategy <=> 'semaphore' AND " +
-                               rows::strategy_allows_sql("", ":strategy", lease_over) + " AND " + due + ")";
+                               rows::strategy_allows_sql("", ":strategy", lease_over) + " AND NOT " +
+                               dialect.lease_live("") + " AND " + due + ")";
   s.session_take = {"session.take",
                     "INSERT INTO " + t.locks +
                         " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"

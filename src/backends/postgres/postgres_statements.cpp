@@ -128,8 +128,7 @@ std::string session_upsert(const Tables& t, std::string_view from, std::string_v
          " session_id = EXCLUDED.session_id, acquired_at = EXCLUDED.acquired_at, renewed_at = EXCLUDED.renewed_at,"
          " expires_at = NULL, released_at = NULL, last_started_at = EXCLUDED.last_started_at"
          " WHERE l.strategy IS DISTINCT FROM 'semaphore' AND " +
-         rows::strategy_allows_sql("l.", ":strategy", "l.expires_at <= now()") + " AND " +
-         sql::due_sql(dialect, "l.", "EXCLUDED.last_started_at") + " RETURNING token, " + ms("acquired_at") + ", NULL::bigint";
+         rows::strategy_allows_sql("l.", ":strategy", "l.expires_at <= now()") + " AND NOT COALESCE(l.expires_at > EXCLUDED.acquired_at, false) AND " + sql::due_sql(dialect, "l.", "EXCLUDED.last_started_at") + " RETURNING token, " + ms("acquired_at") + ", NULL::bigint";
 }
 
 // A session advisory lock of :lock, waited for within :lock_timeout: the bound a setting of the

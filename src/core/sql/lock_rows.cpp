@@ -18,8 +18,11 @@ std::string status_select_list(EpochMs epoch_ms, std::string_view now_expr) {
 LockStatus::State state_of(const LockStatus& row, HolderVerdict verdict) {
   const auto strategy = parse_strategy(row.strategy);
   const bool released = row.released_at_ms.has_value();
-  if (strategy && is_session_strategy(*strategy))
-    return !released && verdict.session_holds ? LockStatus::State::held : LockStatus::State::free;
+  if (strategy && is_session_strategy(*strategy)) {
+    if (!released && verdict.session_holds) return LockStatus::State::held;
+    // Released, a --min-hold keeps it until its expires_at (session_take leaves it alone).
+    return released && verdict.lease_live ? LockStatus::State::held : LockStatus::State::free;
+  }
   if (verdict.lease_live) return LockStatus::State::held;
   if (!row.acquired_at_ms || released) return LockStatus::State::free;
   return LockStatus::State::expired;

@@ -79,8 +79,9 @@ struct HolderVerdict {
 ///  lease row: held if live; else free if never acquired or released (every acquisition
 ///    clears released_at, so a set one was written after it: no comparison of two clock
 ///    readings that a clock step could misorder); else expired (the holder vanished).
-///  session-strategy row: free if released; else held iff the server says its session still
-///    holds the lock; else free (a crashed holder is free).
+///  session-strategy row: held iff the server says its session still holds the lock, or,
+///    released, while a --min-hold keeps it (live: its expires_at ahead); else free (a crashed
+///    holder is free).
 LockStatus::State state_of(const LockStatus& row, HolderVerdict verdict);
 
 /// One strategy per key (dblock(1), --strategy; --table-format shedlock counts as the strategy

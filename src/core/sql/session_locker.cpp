@@ -212,8 +212,9 @@ class SessionLocker final : public Locker {
     if (!held_) return fail(ErrorKind::lost, "no session lock is held, so there is nothing to release");
     const ReleaseRow what{.held = *held_, .strategy = strategy_, .write_history = false};
     admitted_.reset();  // the release may reconnect
-    ReleaseRequest r = req;
-    r.min_hold = Millis(0);  // core keeps a session lock for --min-hold itself
+    // --min-hold stays in the row, as a lease's does (its expires_at): session_take leaves a
+    // row alone while it runs, though the server lock is free.
+    const ReleaseRequest& r = req;
     // The bookkeeping session holds no lock, so a statement lost with its connection runs again.
     auto released = with_retry(*book_, [&] { return with_schema(*book_, [&] { return release_row(*book_, st_, what, r, prefix_, keep_); }); });
     // The server lock is what excludes: given back, it was held to the end. The row alone may
@@ -319,8 +320,8 @@ class SessionLocker final : public Locker {
 
   // What session_take answered (`took`), the server lock ours: held from now on, or refused.
   Result<AcquireOutcome> numbered(const LockRequest& req, const Rows& took) {
-    // Not taken with the server lock ours: a semaphore's header, --min-interval's not yet, or
-    // another strategy's holder (refused: the server lock goes back).
+    // Not taken with the server lock ours: a semaphore's header, --min-interval's not yet, a
+    // --min-hold still running, or another strategy's holder (refused: the server lock goes back).
     if (took.affected == 0) return refused(*book_, st_, req, nullptr, strategy_);
     return acquired(*book_, st_, took, req);
   }

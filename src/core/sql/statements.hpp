@@ -59,7 +59,8 @@ struct LeaseStatements {
   /// failover fence, failover.hpp). Numbers the row of :key: the holder columns, token (:token,
   /// else :fence + 1 for a new row and the greater of token and :fence, + 1, for an old one), strategy :strategy, session_id :session_id, acquired_at = renewed_at = last_started_at
   /// = now, expires_at and released_at NULL; unless :min_interval_ms > 0 and its last start is
-  /// less than that long ago, the row is a semaphore's header (strategy 'semaphore'), or it
+  /// less than that long ago, a --min-hold of its last holder still runs (a released row's
+  /// expires_at ahead, Dialect::lease_live), the row is a semaphore's header (strategy 'semaphore'), or it
   /// records another strategy's holder (rows::strategy_allows_sql, mine :strategy). affected
   /// and rows as `take`.
   Statement session_take;
