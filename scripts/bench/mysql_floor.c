@@ -3,8 +3,8 @@
  * section (scripts/bench/distance.sh).
  *
  * It reads the server and the credentials from the option file named by $MYSQL_FLOOR_CNF (its
- * [client] group; the environment and a mode-600 file: ps shows arguments), the port from
- * $MYSQL_FLOOR_PORT when set (the bench's delay proxy), connects with the connector's defaults,
+ * [client] group; the environment and a mode-600 file: ps shows arguments), or, when
+ * $MYSQL_FLOOR_PORT is set (the bench's delay proxy), 127.0.0.1 on that port; connects with the connector's defaults,
  * as `dblock run` does, and runs one statement in autocommit: a durable upsert that takes the
  * key and bumps its token, handed back in the OK packet by LAST_INSERT_ID(expr) (no second
  * round trip to read it, no RETURNING with ON DUPLICATE KEY UPDATE). Then it execs the command
@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
   const char* cnf = getenv("MYSQL_FLOOR_CNF");
   const char* port = getenv("MYSQL_FLOOR_PORT");
   if (cnf && mysql_options(m, MYSQL_READ_DEFAULT_FILE, cnf) != 0) return 69;
-  if (!mysql_real_connect(m, NULL, NULL, NULL, NULL, port ? (unsigned)atoi(port) : 0, NULL, 0)) return 69;
+  if (!mysql_real_connect(m, port ? "127.0.0.1" : NULL, NULL, NULL, NULL, port ? (unsigned)atoi(port) : 0, NULL, 0))
+    return 69;
   const char* sql = with_release ? take : upsert;
   if (mysql_query(m, sql) != 0) {
     if (mysql_errno(m) != ER_NO_SUCH_TABLE) return 69;  /* the first run of a bench: no table yet */
