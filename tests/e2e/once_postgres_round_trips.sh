@@ -22,7 +22,9 @@
 #    back to the counts above;
 #  - a lease waiter LISTENs on the key once, between its first attempt and its second; a
 #    contender without -w runs its take and nothing else; a second waiter queues in the server
-#    behind the first and LISTENs only once it is at the head of the queue.
+#    behind the first and LISTENs only once it is at the head of the queue;
+#  - acquire, renew, release and status: one connection each and at most the round trips
+#    dblock(1) gives (NOTES, Round trips).
 source "$(dirname "$0")/lib.sh"
 
 command -v python3 >/dev/null || skip_or_fail "no python3 for the counting proxy"
@@ -106,6 +108,42 @@ for s in lease advisory for-update txn-insert; do
     check "$s: the release's row statement is prepared by name" test -n "$name"
     check "$s: and the release runs it by that name" grep -qx "${name:-none}" <<<"$(wire bound)"
   fi
+done
+
+# The other subcommands, one connection each: their round trips after the handshake, the
+# counts dblock(1) gives (NOTES, Round trips). acquire, renew and release are the lease's own;
+# renew and release read the table's columns and the key's slots before their statement.
+# sub_bound LABEL TRIPS COMMAND...: runs a dblock subcommand through the proxy: status 0, one
+# connection, at most TRIPS round trips (today's count: a cut is welcome, a creep fails).
+sub_bound() {
+  local label=$1 trips=$2
+  shift 2
+  counted dblock "$@" >"$E2E_TMP/sub.out"
+  assert_eq "$label: exits 0" 0 "$?"
+  echo "      $label: connections=$(wire connections) round_trips=$(wire round_trips)"
+  assert_eq "$label: one connection" 1 "$(wire connections)"
+  assert_between "$label: round trips after the handshake, at most $trips ($(wire queries | cut -c1-50 | tr '\n' '|'))" 1 "$trips" "$(wire round_trips)"
+}
+k=$(key wire-cli)
+dblock acquire "$k" --ttl 60s >/dev/null && dblock release "$k" --force >/dev/null || fail "cli: warm-up"
+sub_bound "acquire" 1 acquire "$k" --ttl 60s
+token=$(cat "$E2E_TMP/sub.out")
+sub_bound "renew --token" 4 renew "$k" --token "$token" --ttl 60s
+sub_bound "status KEY, a held lease" 1 status "$k"
+sub_bound "release --token" 3 release "$k" --token "$token"
+sub_bound "status KEY, a free key" 1 status "$k"
+sub_bound "status, every key" 1 status
+# status of a key a session strategy holds asks the server whether the holder's session still
+# holds its lock.
+for s in advisory for-update txn-insert; do
+  k=$(key "wire-status-$s")
+  go="$E2E_TMP/go-status-$s"
+  start_bg h dblock -s "$s" run "$k" -- sh -c "while [ ! -e '$go' ]; do sleep 0.05; done"
+  wait_for 10 is_held "$k" || fail "status $s: the holder never held"
+  sub_bound "status KEY, held by $s" 1 status "$k"
+  touch "$go"
+  wait_exit rc "$h" 10
+  assert_eq "status $s: the holder exits 0" 0 "$rc"
 done
 
 # The holder session ended by the server: the run exits 76 (lost), and the autocommit
