@@ -110,14 +110,20 @@ sub_bound "status KEY, a free key" 2 status "$k"
 sub_bound "status, every key" 2 status
 # status of a key a session strategy holds asks the server whether the holder's session still
 # holds its lock.
+# (The three holders at once: the test stays short.)
+go="$E2E_TMP/go-status"
+declare -A holders=()
 for s in advisory for-update txn-insert; do
-  k="status-$s"
-  go="$E2E_TMP/go-status-$s"
-  start_bg h dblock --strategy "$s" run "$k" -- sh -c "while [ ! -e '$go' ]; do sleep 0.05; done"
-  wait_for 10 is_held "$k" || fail "status $s: the holder never held"
-  sub_bound "status KEY, held by $s" 2 status "$k"
-  touch "$go"
-  wait_exit rc "$h" 10
+  start_bg h dblock --strategy "$s" run "status-$s" -- sh -c "while [ ! -e '$go' ]; do sleep 0.05; done"
+  holders[$s]=$h
+done
+for s in advisory for-update txn-insert; do
+  wait_for 10 is_held "status-$s" || fail "status $s: the holder never held"
+  sub_bound "status KEY, held by $s" 2 status "status-$s"
+done
+touch "$go"
+for s in advisory for-update txn-insert; do
+  wait_exit rc "${holders[$s]}" 10
   assert_eq "status $s: the holder exits 0" 0 "$rc"
 done
 
