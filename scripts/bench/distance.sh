@@ -15,19 +15,23 @@
 # through the proxy (goal <= one round trip + 5 ms). Each row's note gives the load average
 # when its group started. Sourced; needs servers.sh (pg_floor) and handoff.sh (one_handoff).
 
-# distance_proxy TARGET_PORT RTT_MS: starts a delay proxy in front of 127.0.0.1:TARGET_PORT and
-# prints its port; the proxy is stopped at the section's end (and by stop_bg at exit).
+# distance_proxy VAR TARGET_PORT RTT_MS: starts a delay proxy in front of 127.0.0.1:TARGET_PORT
+# and sets VAR to its port; the proxy is stopped at the section's end (and by stop_bg at exit).
+# Called in this shell, never in $(...): the proxy's pid must reach distance_pids.
 distance_pids=()
+distance_proxies=0
 distance_proxy() {
-  local f="$tmp/proxy.$1.$2" pid
+  local f pid
+  distance_proxies=$((distance_proxies + 1))
+  f="$tmp/proxy.$distance_proxies"
   rm -f "$f"
-  python3 "$here/bench/delay_proxy.py" --target-port "$1" \
-    --delay-ms "$(awk -v r="$2" 'BEGIN { print r / 2 }')" --port-file "$f" >/dev/null 2>>"$tmp/proxy.log" &
+  python3 "$here/bench/delay_proxy.py" --target-port "$2" \
+    --delay-ms "$(awk -v r="$3" 'BEGIN { print r / 2 }')" --port-file "$f" --lifetime 1800 >/dev/null 2>>"$tmp/proxy.log" &
   pid=$!
   bg_pids+=("$pid")
   distance_pids+=("$pid")
   wait_for 10 test -s "$f" || return 1
-  cat "$f"
+  printf -v "$1" '%s' "$(cat "$f")"
 }
 distance_stop() {
   local p keep=() d
@@ -104,7 +108,7 @@ section_distance() {
       [ -n "${target[$b]:-}" ] || continue
       say "distance: $b at $rtt ms round trip"
       load=$(distance_load)
-      if ! port=$(distance_proxy "${target[$b]}" "$rtt"); then
+      if ! distance_proxy port "${target[$b]}" "$rtt"; then
         fail_row distance "$b $rtt ms" "the delay proxy did not start: $(tail -n 1 "$tmp/proxy.log")"
         continue
       fi
@@ -122,7 +126,7 @@ section_distance() {
         fail_row distance "$b $rtt ms: $floor" "cc: $(head -n 1 "$tmp/err")"
         have_floor=""
       fi
-      if [ -n "$etcd_port" ] && pport=$(distance_proxy "$etcd_port" "$rtt"); then
+      if [ -n "$etcd_port" ] && distance_proxy pport "$etcd_port" "$rtt"; then
         cell "$b $rtt ms: etcdctl lock k true" "etcdctl --endpoints=http://127.0.0.1:$pport lock dist-etcd true"
       elif [ -n "$etcd_port" ]; then
         fail_row distance "$b $rtt ms: etcdctl lock" "the delay proxy did not start"
@@ -154,14 +158,14 @@ distance_handoff() {
   load=$(distance_load)
   for b in mysql postgres; do
     [ -n "${target[$b]:-}" ] || continue
-    if ! port=$(distance_proxy "${target[$b]}" "$rtt"); then
+    if ! distance_proxy port "${target[$b]}" "$rtt"; then
       fail_row distance "handoff at $rtt ms, $b" "the delay proxy did not start"
       continue
     fi
     printf -v "${b}_dsn" '%s' "$(via_port "$(dsn_of "$b")" "$port")"
     for s in $(strategies_of "$b"); do cells+=("$b:$s"); done
   done
-  if [ -n "$etcd_port" ] && port=$(distance_proxy "$etcd_port" "$rtt"); then
+  if [ -n "$etcd_port" ] && distance_proxy port "$etcd_port" "$rtt"; then
     etcd_endpoint="http://127.0.0.1:$port"
     cells+=(etcd)
   fi
