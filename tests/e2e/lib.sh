@@ -322,7 +322,7 @@ join_parallel() {
     name=${part%%:*}
     wait "${part#*:}"
     cat "$E2E_TMP/part.$name/out"
-    if read -r passed failed <"$E2E_TMP/part.$name/counts" 2>/dev/null; then
+    if read -r passed failed 2>/dev/null <"$E2E_TMP/part.$name/counts"; then
       e2e_passed=$((e2e_passed + passed)) e2e_failed=$((e2e_failed + failed))
     else
       fail "part $name ended before it counted its checks"
