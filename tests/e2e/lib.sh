@@ -298,9 +298,12 @@ lose_a_run() {
 }
 
 # in_parallel NAME FUNCTION [ARG...]: runs FUNCTION in a background subshell, so independent
-# parts of one script (keys of their own) take the time of the longest instead of the sum; its
-# files go in $PART_TMP, a directory of its own. `join_parallel` waits for every part, prints
-# each one's output in turn and counts its passes and failures as this script's.
+# parts of one script take the time of the longest instead of the sum; its files go in
+# $PART_TMP, a directory of its own, and its tables under a prefix of its own (names a script
+# derives from DBLOCK_TABLE_PREFIX are derived again inside the part). Its own tables: on one
+# PostgreSQL table, two lease runs of two new keys started at once can see one of them refused
+# as busy (exit 75), which is not what the parts test. `join_parallel` waits for every part,
+# prints each one's output in turn and counts its passes and failures as this script's.
 parallel_parts=()
 in_parallel() {
   local name=$1
@@ -309,6 +312,7 @@ in_parallel() {
   (
     trap - EXIT  # the script's cleanup is the parent's, once
     PART_TMP=$E2E_TMP/part.$name
+    DBLOCK_TABLE_PREFIX=${DBLOCK_TABLE_PREFIX}p${#parallel_parts[@]}_
     e2e_passed=0 e2e_failed=0
     "$@"
     echo "$e2e_passed $e2e_failed" >"$PART_TMP/counts"

@@ -26,7 +26,6 @@ handoffs() {
 }
 # The strategies side by side (one after the other they took a minute), started 0.7 s apart so
 # their handoffs, each 2.5 s after the last, seldom fall on the same instant.
-dblock run "wake-tables-$$" -- true >/dev/null 2>&1  # the tables exist before four create them at once
 for strategy in lease advisory for-update txn-insert; do
   in_parallel "$strategy" handoffs "$strategy"
   sleep 0.7

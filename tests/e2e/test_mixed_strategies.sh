@@ -96,6 +96,7 @@ race_round() {
 # test): the contender refused both ways round, then the races.
 with_other() {
   local o=$1 round
+  T="${DBLOCK_TABLE_PREFIX}shedlock"  # the part's own tables (in_parallel)
   holder_then_contender "$s" "$o"
   holder_then_contender "$o" "$s"
   for round in 1 2; do race_round "$s" "$o" "$round"; done

@@ -100,6 +100,7 @@ check "dblock runs once Java unlocked" dblock_takes "$k"
 # a crash and the TTL again): it runs beside the parts below, on a key of its own.
 dblock_holds() {
   local k holder
+  T="${DBLOCK_TABLE_PREFIX}shedlock"  # the part's own tables (in_parallel), made by its first run
   k=$(key dblockholds)
   start_bg holder dblock --table-format shedlock --table "$T" run "$k" --ttl 4s --kill-after 0.2s -- sleep 60
   check "dblock holds it" wait_for 10 sh -c "dblock --table-format shedlock --table '$T' status -q '$k'"

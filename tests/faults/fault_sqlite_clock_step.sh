@@ -76,12 +76,14 @@ in_parallel competitor_behind scenario competitor_behind +0 -1h
 # --table-format shedlock: ShedLock's lock_until is wall-clock time (its Java clients read it),
 # and dblock's own row of the name holds the lease on CLOCK_BOOTTIME too, so a dblock competitor
 # whose clock is ahead does not take a live lock, nor waits an hour for a released one.
-fmt=(--table-format shedlock --table "${DBLOCK_TABLE_PREFIX}shedlock")
-in_parallel shedlock_competitor_ahead scenario shedlock_competitor_ahead +0 +2m
-in_parallel shedlock_holder_behind scenario shedlock_holder_behind -1h +0
-in_parallel shedlock_holder_ahead scenario shedlock_holder_ahead +1h +0
-in_parallel shedlock_competitor_behind scenario shedlock_competitor_behind +0 -1h
-fmt=()
+shed_scenario() {
+  fmt=(--table-format shedlock --table "${DBLOCK_TABLE_PREFIX}shedlock")  # the part's own tables
+  scenario "$@"
+}
+in_parallel shedlock_competitor_ahead shed_scenario shedlock_competitor_ahead +0 +2m
+in_parallel shedlock_holder_behind shed_scenario shedlock_holder_behind -1h +0
+in_parallel shedlock_holder_ahead shed_scenario shedlock_holder_ahead +1h +0
+in_parallel shedlock_competitor_behind shed_scenario shedlock_competitor_behind +0 -1h
 
 # A step while the lease is held: the holder's clock jumps back an hour after it acquired, so
 # its renewals (every TTL/3 = 2 s) write an expiry that is already an hour past for others.
