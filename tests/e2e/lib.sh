@@ -3,7 +3,8 @@
 # DBLOCK_SOURCE_DIR. This file sets up DBLOCK_DSN (a fresh SQLite file, or the server from
 # DBLOCK_TEST_MYSQL_DSN / DBLOCK_TEST_POSTGRES_DSN), a table prefix no other run uses, and
 # DBLOCK_STRATEGY; it gives check/assert helpers, a bounded wait_for, background runs
-# (start_bg, wait_exit), JSON fields of status/history (json_field, status_field,
+# (start_bg, wait_exit), independent parts side by side (in_parallel, join_parallel: keep
+# the suite's minutes down), JSON fields of status/history (json_field, status_field,
 # history_field), SQL on the server under test (server_sql), a cleanup trap that kills
 # background jobs, and `finish`, which prints "N passed, N failed" and sets the exit status.
 # A server backend without a DSN skips the script (exit 77), or fails it when CI=true.
