@@ -13,7 +13,10 @@ dir=$E2E_TMP/sem
 mkdir -p "$dir"
 : >"$dir/log"
 JOB=$FAULTS_DIR/semaphore_job.sh
+# The chaos lasts until CHAOS_KILLS holders were killed, CHAOS_SECONDS at most (with a kill
+# every 1-1.4 s that is about 10 s; a fixed 20 s gave a dozen kills, more of the same case).
 CHAOS_SECONDS=${CHAOS_SECONDS:-20}
+CHAOS_KILLS=${CHAOS_KILLS:-8}
 dblock init >/dev/null 2>&1 || true
 
 worker() {
@@ -36,7 +39,7 @@ comm() { cat "/proc/$1/comm" 2>/dev/null; }
 
 kills=0
 deadline=$(($(now_ms) + CHAOS_SECONDS * 1000))
-while [ "$(now_ms)" -lt "$deadline" ]; do
+while [ "$(now_ms)" -lt "$deadline" ] && [ "$kills" -lt "$CHAOS_KILLS" ]; do
   sleep "1.$((RANDOM % 5))"
   # Running jobs: started, not ended, still alive.
   running=()
