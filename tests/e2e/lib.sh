@@ -364,3 +364,37 @@ finish() {
   echo "$e2e_passed passed, $e2e_failed failed"
   if [ "$e2e_failed" -eq 0 ] && [ "$e2e_passed" -gt 0 ]; then exit 0; else exit 1; fi
 }
+
+# subcommand_bounds ACQUIRE RENEW RELEASE STATUS: the round trips of the subcommands at most
+# these (man dblock, NOTES "Round trips"), each counted by the caller's
+# `sub_bound LABEL BOUND ARGS...` on its own server's counter: acquire, renew and release by
+# token; status of a held lease, of a free key, of every key, and of a key each session strategy
+# holds (status asks the server whether the holder's session still holds its lock; the three
+# holders at once, so the test stays short).
+subcommand_bounds() {
+  local acquire=$1 renew=$2 release=$3 status=$4 k token go s h rc
+  local -A holders=()
+  k=$(key cli)
+  dblock acquire "$k" --ttl 60s >/dev/null && dblock release "$k" --force >/dev/null || fail "cli: warm-up"
+  sub_bound "acquire" "$acquire" acquire "$k" --ttl 60s
+  token=$(cat "$E2E_TMP/sub.out")
+  sub_bound "renew --token" "$renew" renew "$k" --token "$token" --ttl 60s
+  sub_bound "status KEY, a held lease" "$status" status "$k"
+  sub_bound "release --token" "$release" release "$k" --token "$token"
+  sub_bound "status KEY, a free key" "$status" status "$k"
+  sub_bound "status, every key" "$status" status
+  go="$E2E_TMP/go-status"
+  for s in advisory for-update txn-insert; do
+    start_bg h dblock -s "$s" run "$(key "status-$s")" -- sh -c "while [ ! -e '$go' ]; do sleep 0.05; done"
+    holders[$s]=$h
+  done
+  for s in advisory for-update txn-insert; do
+    wait_for 10 is_held "$(key "status-$s")" || fail "status $s: the holder never held"
+    sub_bound "status KEY, held by $s" "$status" status "$(key "status-$s")"
+  done
+  touch "$go"
+  for s in advisory for-update txn-insert; do
+    wait_exit rc "${holders[$s]}" 10
+    assert_eq "status $s: the holder exits 0" 0 "$rc"
+  done
+}

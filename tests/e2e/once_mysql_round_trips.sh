@@ -99,33 +99,7 @@ sub_bound() {
   assert_eq "$label: one connection" 1 "$((c1 - c0))"
   assert_between "$label: round trips after the handshake, at most $trips" 1 "$trips" "$((r1 - r0))"
 }
-k=cli
-dblock -d "$proxied" acquire "$k" --ttl 60s >/dev/null && dblock -d "$proxied" release "$k" --force >/dev/null || fail "cli: warm-up"
-sub_bound "acquire" 5 acquire "$k" --ttl 60s
-token=$(cat "$E2E_TMP/sub.out")
-sub_bound "renew --token" 6 renew "$k" --token "$token" --ttl 60s
-sub_bound "status KEY, a held lease" 2 status "$k"
-sub_bound "release --token" 6 release "$k" --token "$token"
-sub_bound "status KEY, a free key" 2 status "$k"
-sub_bound "status, every key" 2 status
-# status of a key a session strategy holds asks the server whether the holder's session still
-# holds its lock.
-# (The three holders at once: the test stays short.)
-go="$E2E_TMP/go-status"
-declare -A holders=()
-for s in advisory for-update txn-insert; do
-  start_bg h dblock --strategy "$s" run "status-$s" -- sh -c "while [ ! -e '$go' ]; do sleep 0.05; done"
-  holders[$s]=$h
-done
-for s in advisory for-update txn-insert; do
-  wait_for 10 is_held "status-$s" || fail "status $s: the holder never held"
-  sub_bound "status KEY, held by $s" 2 status "status-$s"
-done
-touch "$go"
-for s in advisory for-update txn-insert; do
-  wait_exit rc "${holders[$s]}" 10
-  assert_eq "status $s: the holder exits 0" 0 "$rc"
-done
+subcommand_bounds 5 6 6 2
 
 # Waiters queue: a release wakes the waiter at the head of the key's queue, not every waiter.
 # Woken all at once, each waiter made an attempt (the upsert), read the row and went back to

@@ -127,33 +127,7 @@ sub_bound() {
   assert_between "$label: round trips after the handshake, at most $trips" 1 "$trips" "$n"
   [ "$n" -le "$trips" ] || wire queries | cut -c1-70 | sed 's/^/        /'
 }
-k=$(key wire-cli)
-dblock acquire "$k" --ttl 60s >/dev/null && dblock release "$k" --force >/dev/null || fail "cli: warm-up"
-sub_bound "acquire" 1 acquire "$k" --ttl 60s
-token=$(cat "$E2E_TMP/sub.out")
-sub_bound "renew --token" 4 renew "$k" --token "$token" --ttl 60s
-sub_bound "status KEY, a held lease" 1 status "$k"
-sub_bound "release --token" 3 release "$k" --token "$token"
-sub_bound "status KEY, a free key" 1 status "$k"
-sub_bound "status, every key" 1 status
-# status of a key a session strategy holds asks the server whether the holder's session still
-# holds its lock.
-# (The three holders at once: the test stays short.)
-go="$E2E_TMP/go-status"
-declare -A holders=()
-for s in advisory for-update txn-insert; do
-  start_bg h dblock -s "$s" run "$(key "wire-status-$s")" -- sh -c "while [ ! -e '$go' ]; do sleep 0.05; done"
-  holders[$s]=$h
-done
-for s in advisory for-update txn-insert; do
-  wait_for 10 is_held "$(key "wire-status-$s")" || fail "status $s: the holder never held"
-  sub_bound "status KEY, held by $s" 1 status "$(key "wire-status-$s")"
-done
-touch "$go"
-for s in advisory for-update txn-insert; do
-  wait_exit rc "${holders[$s]}" 10
-  assert_eq "status $s: the holder exits 0" 0 "$rc"
-done
+subcommand_bounds 1 4 3 1
 
 # The holder session ended by the server: the run exits 76 (lost), and the autocommit
 # connection still records it, as lost.
