@@ -12,6 +12,12 @@
 #               hand-written lease scripts alongside; a PostgreSQL lease run vs pg_floor (libpq
 #               connect + one durable upsert + exec) vs etcdctl lock; a lease run's RssAnon at
 #               the command's start (goal <= 2 MiB)
+#   distance    the servers some milliseconds away (scripts/bench/delay_proxy.py on 127.0.0.1, at
+#               each round trip of DBLOCK_BENCH_RTTS, default "0 2 10" ms): per server x strategy
+#               dblock run k -- true against pg_floor/mysql_floor with and without a release and
+#               etcdctl lock through the same proxy, and their ratios (goals at 10 ms: <= 1.25x
+#               the floor with a release, <= 1.0x etcdctl lock); the handoff at
+#               DBLOCK_BENCH_DISTANCE_HANDOFF_RTT (10) ms, every cell (goal <= 1 round trip + 5 ms)
 #   handoff     holder's command ends -> waiter's command starts, every backend x strategy,
 #               flock(1), etcdctl lock (a local etcd the bench starts on 127.0.0.1)
 #   throughput  $DBLOCK_BENCH_WAITERS runs on one key: failures, handoffs/s once all wait, runs/s
@@ -29,6 +35,7 @@
 # DBLOCK_BENCH_TP_ROUNDS (3) throughput rounds, DBLOCK_BENCH_STORM (1000) contenders,
 # DBLOCK_BENCH_STORM_JOB (15) the winner's command in s, DBLOCK_BENCH_STORM_NICE (19) the storm's
 # contenders' niceness (the server keeps the CPU it would have on its own machine), DBLOCK_BENCH_SCALE_ROWS (1000000), DBLOCK_BENCH_STRACE_RUNS (5), DBLOCK_BENCH_RSS_RUNS (5),
+# DBLOCK_BENCH_DISTANCE_RUNS (DBLOCK_BENCH_RUNS) timed rounds per distance,
 # DBLOCK_BENCH_OUT (build/bench next to the binary): bench.txt, bench.csv, handoff.dat, handoff.png,
 # storm.dat, storm.png.
 # Exits 1 if any measurement failed (its row says FAILED); the other rows are still printed.
@@ -59,7 +66,7 @@ storm_job_s=${DBLOCK_BENCH_STORM_JOB:-15}
 storm_nice=${DBLOCK_BENCH_STORM_NICE:-19}
 storm_max_connections=${DBLOCK_BENCH_STORM_MAX_CONNECTIONS:-40}
 out=${DBLOCK_BENCH_OUT:-$(dirname "$bin")/bench}
-all_sections="startup fsync servers handoff throughput scale storm"
+all_sections="startup fsync servers distance handoff throughput scale storm"
 only=${DBLOCK_BENCH_ONLY:-$all_sections}
 only=${only//,/ }
 for s in $only; do
@@ -82,6 +89,8 @@ results=$tmp/results.tsv
 . "$here/bench/servers.sh"
 # shellcheck source=scripts/bench/handoff.sh
 . "$here/bench/handoff.sh"
+# shellcheck source=scripts/bench/distance.sh
+. "$here/bench/distance.sh"
 # shellcheck source=scripts/bench/scale.sh
 . "$here/bench/scale.sh"
 # shellcheck source=scripts/bench/storm.sh
@@ -144,10 +153,17 @@ versions() {
   if [ -n "$postgres_dsn" ]; then v=$(pg "SHOW server_version" 2>/dev/null || echo "?"); printf '; PostgreSQL server %s' "$v"; fi
   if [ -n "${etcd_endpoint:-}" ]; then printf '; %s' "$(etcd --version | head -n 1)"; fi
   if command -v strace >/dev/null; then printf '; %s' "$(strace -V | head -n 1)"; fi
+  case " $only " in
+    *" distance "*)  # the floors' client libraries and the delay proxy's interpreter
+      if command -v pg_config >/dev/null; then printf '; libpq %s' "$(pg_config --version | cut -d' ' -f2)"; fi
+      if command -v mariadb_config >/dev/null; then printf '; MariaDB Connector/C %s' "$(mariadb_config --cc_version 2>/dev/null || mariadb_config --version)"; fi
+      printf '; %s' "$(python3 --version 2>&1)"
+      ;;
+  esac
   echo
 }
 
-case " $only " in *" servers "* | *" handoff "* | *" throughput "*) etcd_start ;; esac
+case " $only " in *" servers "* | *" distance "* | *" handoff "* | *" throughput "*) etcd_start ;; esac
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 t_start=$SECONDS
 say "sections: $only; output in $out"

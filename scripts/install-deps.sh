@@ -12,7 +12,8 @@ packages=(
   # tests: throwaway servers, clients, and the tools the end-to-end scripts use
   mariadb-server mariadb-client postgresql postgresql-client sqlite3 faketime
   python3 procps util-linux coreutils locales strace
-  # the terminal tests: a real terminal whose screen they read (tmux capture-pane)
+  # the terminal tests (the waiter's line, completion in bash, zsh and fish below): a real
+  # terminal whose screen they read (tmux capture-pane)
   tmux
   # the TLS tests: the CA and certificates of the test servers (scripts/test-servers.sh)
   openssl
@@ -29,8 +30,6 @@ packages=(
   # packaging (scripts/build-packages.sh, tests/e2e/once_packages.sh): cpack's DEB generator needs
   # dpkg-dev (dpkg-shlibdeps); the man page lint, lintian, and the shells whose completions ship
   dpkg-dev fakeroot lintian mandoc man-db bash-completion zsh fish
-  # tests/e2e/once_completion_terminal.sh types into those shells in a real terminal
-  tmux
   # `dblock metrics` is checked with promtool, which Debian ships only in the prometheus package
   prometheus
 )

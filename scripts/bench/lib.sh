@@ -242,9 +242,11 @@ my() { "$mysql_client" --defaults-extra-file="$tmp/my.cnf" -N -B -e "$1"; }
 pg() { psql -X -q -A -t -F ' ' -v ON_ERROR_STOP=1 -c "$1"; }
 
 # drop_tables mysql|postgres PREFIX: dblock's tables under PREFIX, gone; each bench starts from
-# fresh ones, so tables an earlier build made (maybe of another shape) never get in the way.
+# fresh ones, so tables an earlier build made (maybe of another shape) never get in the way;
+# the floors' tables too (pg_floor.c, mysql_floor.c), so a key an interrupted bench left taken
+# does not refuse every floor run of the next.
 drop_tables() {
-  local sql="DROP TABLE IF EXISTS ${2}locks, ${2}runs, ${2}claims"
+  local sql="DROP TABLE IF EXISTS ${2}locks, ${2}runs, ${2}claims, ${2}pg_floor, ${2}my_floor"
   if [ "$1" = mysql ]; then my "$sql"; else pg "$sql"; fi
 }
 

@@ -3,7 +3,8 @@
 # DBLOCK_SOURCE_DIR. This file sets up DBLOCK_DSN (a fresh SQLite file, or the server from
 # DBLOCK_TEST_MYSQL_DSN / DBLOCK_TEST_POSTGRES_DSN), a table prefix no other run uses, and
 # DBLOCK_STRATEGY; it gives check/assert helpers, a bounded wait_for, background runs
-# (start_bg, wait_exit), JSON fields of status/history (json_field, status_field,
+# (start_bg, wait_exit), independent parts side by side (in_parallel, join_parallel: keep
+# the suite's minutes down), JSON fields of status/history (json_field, status_field,
 # history_field), SQL on the server under test (server_sql), a cleanup trap that kills
 # background jobs, and `finish`, which prints "N passed, N failed" and sets the exit status.
 # A server backend without a DSN skips the script (exit 77), or fails it when CI=true.
@@ -297,21 +298,60 @@ lose_a_run() {
   wait_exit rc $runner
 }
 
+# in_parallel NAME FUNCTION [ARG...]: runs FUNCTION in a background subshell, so independent
+# parts of one script take the time of the longest instead of the sum; its files go in
+# $PART_TMP, a directory of its own, and its tables under a prefix of its own (names a script
+# derives from DBLOCK_TABLE_PREFIX are derived again inside the part). Its own tables: on one
+# PostgreSQL table, two lease runs of two new keys started at once can see one of them refused
+# as busy (exit 75), which is not what the parts test. `join_parallel` waits for every part,
+# prints each one's output in turn and counts its passes and failures as this script's.
+parallel_parts=()
+in_parallel() {
+  local name=$1
+  shift
+  mkdir -p "$E2E_TMP/part.$name"
+  (
+    trap - EXIT  # the script's cleanup is the parent's, once
+    PART_TMP=$E2E_TMP/part.$name
+    DBLOCK_TABLE_PREFIX=${DBLOCK_TABLE_PREFIX}p${#parallel_parts[@]}_
+    e2e_passed=0 e2e_failed=0
+    "$@"
+    echo "$e2e_passed $e2e_failed" >"$PART_TMP/counts"
+  ) >"$E2E_TMP/part.$name/out" 2>&1 &
+  remember_pid $!
+  parallel_parts+=("$name:$!")
+}
+join_parallel() {
+  local part name passed failed
+  for part in "${parallel_parts[@]}"; do
+    name=${part%%:*}
+    wait "${part#*:}"
+    cat "$E2E_TMP/part.$name/out"
+    if read -r passed failed 2>/dev/null <"$E2E_TMP/part.$name/counts"; then
+      e2e_passed=$((e2e_passed + passed)) e2e_failed=$((e2e_failed + failed))
+    else
+      fail "part $name ended before it counted its checks"
+    fi
+  done
+  parallel_parts=()
+}
+
 # timed_handoff KEY [WAITER_OPTION...]: a holder of KEY runs 2.5 s while a `run -w` waiter
 # (given the options, before `run`) waits for it; puts the ms from the holder's command ending
 # to the waiter's command starting in $handoff_gap ("" when either failed, which is reported).
 timed_handoff() {
   local k=$1 holder waiter hs ws
   shift
+  local dir=${PART_TMP:-$E2E_TMP}
   handoff_gap=""
-  rm -f "$E2E_TMP/end" "$E2E_TMP/start"
-  start_bg holder dblock run "$k" -- sh -c "sleep 2.5; date +%s%N >'$E2E_TMP/end'"
+  rm -f "$dir/end" "$dir/start"
+  start_bg holder dblock run "$k" -- sh -c "sleep 2.5; date +%s%N >'$dir/end'"
   wait_for 10 is_held "$k" || fail "the holder did not take $k"
-  start_bg waiter dblock "$@" run -w 30s "$k" -- sh -c "date +%s%N >'$E2E_TMP/start'"
+  start_bg waiter dblock "$@" run -w 30s "$k" -- sh -c "date +%s%N >'$dir/start'"
   wait_exit hs "$holder" 30
   wait_exit ws "$waiter" 30
-  if [ "$hs" = 0 ] && [ "$ws" = 0 ] && [ -s "$E2E_TMP/end" ] && [ -s "$E2E_TMP/start" ]; then
-    handoff_gap=$((($(cat "$E2E_TMP/start") - $(cat "$E2E_TMP/end")) / 1000000))
+  if [ "$hs" = 0 ] && [ "$ws" = 0 ] && [ -s "$dir/end" ] && [ -s "$dir/start" ]; then
+    handoff_gap=$((($(cat "$dir/start") - $(cat "$dir/end")) / 1000000))
   else
     fail "handoff of $k: holder exit $hs, waiter exit $ws"
   fi
@@ -323,4 +363,38 @@ key() { echo "e2e-$$-$1"; }
 finish() {
   echo "$e2e_passed passed, $e2e_failed failed"
   if [ "$e2e_failed" -eq 0 ] && [ "$e2e_passed" -gt 0 ]; then exit 0; else exit 1; fi
+}
+
+# subcommand_bounds ACQUIRE RENEW RELEASE STATUS: the round trips of the subcommands at most
+# these (man dblock, NOTES "Round trips"), each counted by the caller's
+# `sub_bound LABEL BOUND ARGS...` on its own server's counter: acquire, renew and release by
+# token; status of a held lease, of a free key, of every key, and of a key each session strategy
+# holds (status asks the server whether the holder's session still holds its lock; the three
+# holders at once, so the test stays short).
+subcommand_bounds() {
+  local acquire=$1 renew=$2 release=$3 status=$4 k token go s h rc
+  local -A holders=()
+  k=$(key cli)
+  dblock acquire "$k" --ttl 60s >/dev/null && dblock release "$k" --force >/dev/null || fail "cli: warm-up"
+  sub_bound "acquire" "$acquire" acquire "$k" --ttl 60s
+  token=$(cat "$E2E_TMP/sub.out")
+  sub_bound "renew --token" "$renew" renew "$k" --token "$token" --ttl 60s
+  sub_bound "status KEY, a held lease" "$status" status "$k"
+  sub_bound "release --token" "$release" release "$k" --token "$token"
+  sub_bound "status KEY, a free key" "$status" status "$k"
+  sub_bound "status, every key" "$status" status
+  go="$E2E_TMP/go-status"
+  for s in advisory for-update txn-insert; do
+    start_bg h dblock -s "$s" run "$(key "status-$s")" -- sh -c "while [ ! -e '$go' ]; do sleep 0.05; done"
+    holders[$s]=$h
+  done
+  for s in advisory for-update txn-insert; do
+    wait_for 10 is_held "$(key "status-$s")" || fail "status $s: the holder never held"
+    sub_bound "status KEY, held by $s" "$status" status "$(key "status-$s")"
+  done
+  touch "$go"
+  for s in advisory for-update txn-insert; do
+    wait_exit rc "${holders[$s]}" 10
+    assert_eq "status $s: the holder exits 0" 0 "$rc"
+  done
 }

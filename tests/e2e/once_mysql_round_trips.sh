@@ -17,6 +17,8 @@
 #   waiters (lease, for-update): 16 waiters on a held key, from the holder's release until the
 #          last of them is done, at most 15 (lease) or 31 (for-update) statements each: a
 #          release wakes one waiter, not all of them.
+#   acquire, renew, release, status: one connection each and at most the round trips dblock(1)
+#          gives (NOTES, Round trips).
 source "$(dirname "$0")/lib.sh"
 
 rest=${DBLOCK_DSN#*://}
@@ -81,6 +83,23 @@ assert_eq "every run is in the history" 8 "$(dblock -d "$DBLOCK_DSN" history --j
 # A run's prepared statements end with its session: none is closed one by one (COM_STMT_CLOSE,
 # a packet each) on the way out.
 assert_eq "no prepared statement closed on its own at exit" 0 "$(($(count COM_STMT_CLOSE) - closes0))"
+
+# The other subcommands, one connection each: their round trips after the handshake, the
+# counts dblock(1) gives (NOTES, Round trips). acquire, renew and release are the lease's own.
+# sub_bound LABEL TRIPS COMMAND...: runs a dblock subcommand through the proxy: status 0, one
+# connection, at most TRIPS round trips (today's count: a cut is welcome, a creep fails).
+sub_bound() {
+  local label=$1 trips=$2 c0 r0 q0 e0 c1 r1 q1 e1 rc=0
+  shift 2
+  read -r c0 r0 q0 e0 <<<"$(snapshot)"
+  dblock -d "$proxied" "$@" >"$E2E_TMP/sub.out" || rc=$?
+  read -r c1 r1 q1 e1 <<<"$(snapshot)"
+  assert_eq "$label: exits 0" 0 "$rc"
+  echo "      $label: connections=$((c1 - c0)) round_trips=$((r1 - r0))"
+  assert_eq "$label: one connection" 1 "$((c1 - c0))"
+  assert_between "$label: round trips after the handshake, at most $trips" 1 "$trips" "$((r1 - r0))"
+}
+subcommand_bounds 5 6 6 2
 
 # Waiters queue: a release wakes the waiter at the head of the key's queue, not every waiter.
 # Woken all at once, each waiter made an attempt (the upsert), read the row and went back to

@@ -22,7 +22,9 @@
 #    back to the counts above;
 #  - a lease waiter LISTENs on the key once, between its first attempt and its second; a
 #    contender without -w runs its take and nothing else; a second waiter queues in the server
-#    behind the first and LISTENs only once it is at the head of the queue.
+#    behind the first and LISTENs only once it is at the head of the queue;
+#  - acquire, renew, release and status: one connection each and at most the round trips
+#    dblock(1) gives (NOTES, Round trips).
 source "$(dirname "$0")/lib.sh"
 
 command -v python3 >/dev/null || skip_or_fail "no python3 for the counting proxy"
@@ -57,7 +59,7 @@ counted() {
   cp "$E2E_TMP/wire.log" "$E2E_TMP/run.log"
   return $rc
 }
-# wire FIELD: connections | round_trips | statements | queries (one per line) | options
+# wire FIELD: connections | round_trips | summary (both) | statements | queries (one per line) | options
 wire() {
   python3 -c '
 import json, sys
@@ -66,6 +68,7 @@ rows = [r for r in rows if not r["cancel"]]
 what = sys.argv[2]
 if what == "connections": print(len(rows))
 elif what == "round_trips": print(sum(r["round_trips"] for r in rows))
+elif what == "summary": print(len(rows), sum(r["round_trips"] for r in rows))
 elif what == "statements": print(sum(len(r["queries"]) for r in rows))
 elif what == "queries": print("\n".join(q for r in rows for q in r["queries"]))
 elif what == "named": print("\n".join(q for r in rows for q in r["named"]))
@@ -107,6 +110,24 @@ for s in lease advisory for-update txn-insert; do
     check "$s: and the release runs it by that name" grep -qx "${name:-none}" <<<"$(wire bound)"
   fi
 done
+
+# The other subcommands, one connection each: their round trips after the handshake, the
+# counts dblock(1) gives (NOTES, Round trips). acquire, renew and release are the lease's own;
+# renew and release read the table's columns and the key's slots before their statement.
+# sub_bound LABEL TRIPS COMMAND...: runs a dblock subcommand through the proxy: status 0, one
+# connection, at most TRIPS round trips (today's count: a cut is welcome, a creep fails).
+sub_bound() {
+  local label=$1 trips=$2 conns n
+  shift 2
+  counted dblock "$@" >"$E2E_TMP/sub.out"
+  assert_eq "$label: exits 0" 0 "$?"
+  read -r conns n <<<"$(wire summary)"
+  echo "      $label: connections=$conns round_trips=$n"
+  assert_eq "$label: one connection" 1 "$conns"
+  assert_between "$label: round trips after the handshake, at most $trips" 1 "$trips" "$n"
+  [ "$n" -le "$trips" ] || wire queries | cut -c1-70 | sed 's/^/        /'
+}
+subcommand_bounds 1 4 3 1
 
 # The holder session ended by the server: the run exits 76 (lost), and the autocommit
 # connection still records it, as lost.

@@ -16,6 +16,41 @@ command -v psql >/dev/null || skip_or_fail "no psql to kill a holder with"
 sql() { server_sql "$1"; }
 sessions="advisory for-update txn-insert"
 
+# 2. Handoff: the holder's command writes the time it ends; the waiter (started with -w while
+# the lock is held, so its backoff has grown to ~1 s) writes the time it starts. Median of 5.
+# The strategies side by side on keys of their own (one after the other they took 50 s), started
+# 0.7 s apart so their handoffs seldom fall on the same instant; the other parts run meanwhile.
+# (a script file, not sh -c: the command's own -c must not meet dblock's option parser)
+printf '#!/bin/sh\ndate +%%s%%N >"$1"\n' >"$E2E_TMP/stamp.sh"
+chmod +x "$E2E_TMP/stamp.sh"
+handoffs() {
+  local s=$1 k i h rc median gaps=()
+  k=$(key "wake-$s")
+  for i in 1 2 3 4 5; do
+    rm -f "$PART_TMP/released" "$PART_TMP/started"
+    start_bg h dblock -s "$s" run "$k" -- sh -c 'sleep 2.5; date +%s%N >"$0"' "$PART_TMP/released"
+    wait_for 10 is_held "$k" || { fail "$s: handoff holder never held"; break; }
+    rc=0
+    timeout 60 dblock -s "$s" run "$k" --wait=20s -- "$E2E_TMP/stamp.sh" "$PART_TMP/started" || rc=$?
+    wait $h
+    if [ "$rc" = 0 ] && [ -s "$PART_TMP/started" ] && [ -s "$PART_TMP/released" ]; then
+      gaps+=($(( ($(cat "$PART_TMP/started") - $(cat "$PART_TMP/released")) / 1000000 )))
+    else
+      fail "$s: handoff sample $i: the waiter exited $rc or did not run"
+    fi
+  done
+  [ "${#gaps[@]}" -eq 5 ] || return 0
+  median=$(printf '%s\n' "${gaps[@]}" | sort -n | sed -n 3p)
+  echo "      $s: handoff from the end of the holder's command to the waiter's start: median ${median} ms (${gaps[*]})"
+  # LISTEN/NOTIFY (or the server's own lock queue) wakes the waiter at once; polling alone
+  # would take up to its ~1 s backoff. Generous for a loaded machine.
+  assert_between "$s: median handoff ${median} ms" -50 300 "$median"
+}
+for s in lease $sessions; do
+  in_parallel "handoff-$s" handoffs "$s"
+  sleep 0.7
+done
+
 # 1. pg_terminate_backend of the holder's session. Heartbeat every TTL/3 = 3 s, 1 s grace.
 for s in $sessions; do
   k=$(key "killed-$s")
@@ -41,35 +76,6 @@ for s in $sessions; do
   token1=$(cat "$E2E_TMP/$s.token")
   token2=$(timeout 30 dblock -s "$s" run "$k" -- sh -c 'echo "$DBLOCK_TOKEN"')
   check "$s: next token '$token2' > $token1" test "${token2:-0}" -gt "$token1"
-done
-
-# 2. Handoff: the holder's command writes the time it ends; the waiter (started with -w while
-# the lock is held, so its backoff has grown to ~1 s) writes the time it starts. Median of 5.
-# (a script file, not sh -c: the command's own -c must not meet dblock's option parser)
-printf '#!/bin/sh\ndate +%%s%%N >"$1"\n' >"$E2E_TMP/stamp.sh"
-chmod +x "$E2E_TMP/stamp.sh"
-for s in lease $sessions; do
-  k=$(key "wake-$s")
-  gaps=()
-  for i in 1 2 3 4 5; do
-    rm -f "$E2E_TMP/released" "$E2E_TMP/started"
-    start_bg h dblock -s "$s" run "$k" -- sh -c 'sleep 2.5; date +%s%N >"$0"' "$E2E_TMP/released"
-    wait_for 10 is_held "$k" || { fail "$s: handoff holder never held"; break; }
-    rc=0
-    timeout 60 dblock -s "$s" run "$k" --wait=20s -- "$E2E_TMP/stamp.sh" "$E2E_TMP/started" || rc=$?
-    wait $h
-    if [ "$rc" = 0 ] && [ -s "$E2E_TMP/started" ] && [ -s "$E2E_TMP/released" ]; then
-      gaps+=($(( ($(cat "$E2E_TMP/started") - $(cat "$E2E_TMP/released")) / 1000000 )))
-    else
-      fail "$s: handoff sample $i: the waiter exited $rc or did not run"
-    fi
-  done
-  [ "${#gaps[@]}" -eq 5 ] || continue
-  median=$(printf '%s\n' "${gaps[@]}" | sort -n | sed -n 3p)
-  echo "      $s: handoff from the end of the holder's command to the waiter's start: median ${median} ms (${gaps[*]})"
-  # LISTEN/NOTIFY (or the server's own lock queue) wakes the waiter at once; polling alone
-  # would take up to its ~1 s backoff. Generous for a loaded machine.
-  assert_between "$s: median handoff ${median} ms" -50 300 "$median"
 done
 
 # 3. txn-insert: waiters blocked on the unique index all wait for the holder's transaction,
@@ -121,5 +127,6 @@ if wait_for 10 locked; then
 else
   fail "lease skip: the row was never locked"
 fi
+join_parallel
 
 finish

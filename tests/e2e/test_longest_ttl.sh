@@ -6,12 +6,16 @@
 source "$(dirname "$0")/lib.sh"
 
 assert_status "--ttl 36501d is refused as a usage error" 64 dblock run "$(key over)" --ttl 36501d -- true
+# The run's command lasts until the test has seen the key held (10 s at most), not a fixed 1.5 s.
 for ttl in 12d 13d 74d 75d 36500d; do
   k=$(key "ttl-$ttl")
-  dblock run "$k" --ttl "$ttl" -- sleep 1.5 2>"$E2E_TMP/err" &
+  seen=$E2E_TMP/seen-$ttl
+  dblock run "$k" --ttl "$ttl" -- sh -c 'i=0; while [ ! -e "$0" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done' "$seen" \
+    2>"$E2E_TMP/err" &
   pid=$!
   remember_pid $pid
   check "--ttl $ttl: the run holds the key" wait_for 10 is_held "$k"
+  touch "$seen"
   rc=0
   wait "$pid" || rc=$?
   assert_eq "--ttl $ttl: the run exits 0" 0 "$rc"

@@ -67,11 +67,6 @@ holder_then_contender() {
   assert_status "$a released, then $b takes the key" 0 by "$b" run "$k" -- true
 }
 
-for o in "${others[@]}"; do
-  holder_then_contender "$s" "$o"
-  holder_then_contender "$o" "$s"
-done
-
 # Both started together, a few rounds per pair: never two inside at once. The command holds a
 # directory only one can make.
 race_round() {
@@ -80,15 +75,14 @@ race_round() {
   dir="$E2E_TMP/race-$a-$b-$round"
   mkdir -p "$dir"
   local cmd='mkdir "$0/inside" || touch "$0/overlap"; touch "$0/ran.$1"; sleep 1; rmdir "$0/inside" 2>/dev/null'
-  rm -f "$E2E_TMP/go"
-  (while [ ! -e "$E2E_TMP/go" ]; do sleep 0.01; done; by "$a" run "$k" -- sh -c "$cmd" "$dir" a) 2>/dev/null &
+  (while [ ! -e "$dir/go" ]; do sleep 0.01; done; by "$a" run "$k" -- sh -c "$cmd" "$dir" a) 2>/dev/null &
   pa=$!
   remember_pid $pa
-  (while [ ! -e "$E2E_TMP/go" ]; do sleep 0.01; done; by "$b" run "$k" -- sh -c "$cmd" "$dir" b) 2>/dev/null &
+  (while [ ! -e "$dir/go" ]; do sleep 0.01; done; by "$b" run "$k" -- sh -c "$cmd" "$dir" b) 2>/dev/null &
   pb=$!
   remember_pid $pb
   sleep 0.2
-  touch "$E2E_TMP/go"
+  touch "$dir/go"
   wait_exit ra $pa 30
   wait_exit rb $pb 30
   check "race $a/$b round $round: never both inside" test ! -e "$dir/overlap"
@@ -98,8 +92,17 @@ race_round() {
     *) fail "race $a/$b round $round: exit statuses $ra $rb" ;;
   esac
 }
-for o in "${others[@]}"; do
+# Each other way on keys of its own, side by side (one after the other they took most of the
+# test): the contender refused both ways round, then the races.
+with_other() {
+  local o=$1 round
+  T="${DBLOCK_TABLE_PREFIX}shedlock"  # the part's own tables (in_parallel)
+  holder_then_contender "$s" "$o"
+  holder_then_contender "$o" "$s"
   for round in 1 2; do race_round "$s" "$o" "$round"; done
+}
+for o in "${others[@]}"; do
+  in_parallel "$o" with_other "$o"
 done
 
 # A holder killed with -9 leaves its row unreleased: another way is refused (fail closed; a
@@ -171,4 +174,5 @@ if [ "$DBLOCK_TEST_BACKEND" != sqlite ]; then
   fi
 fi
 
+join_parallel
 finish

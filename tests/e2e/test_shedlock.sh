@@ -95,6 +95,29 @@ check "status says the token is dblock's only" sh -c "dblock --table-format shed
 assert_eq "Java unlocks (lockAtLeastFor 0)" 1 "$(java_unlock "$k" java-host-1 0)"
 check "dblock runs once Java unlocked" dblock_takes "$k"
 
+# dblock holds -> Java's insert and update take nothing; the heartbeat extends lock_until
+# (ShedLock's extend) while the command runs longer than --ttl. The longest part (two TTLs, then
+# a crash and the TTL again): it runs beside the parts below, on a key of its own.
+dblock_holds() {
+  local k holder
+  T="${DBLOCK_TABLE_PREFIX}shedlock"  # the part's own tables (in_parallel), made by its first run
+  k=$(key dblockholds)
+  start_bg holder dblock --table-format shedlock --table "$T" run "$k" --ttl 4s --kill-after 0.2s -- sleep 60
+  check "dblock holds it" wait_for 10 sh -c "dblock --table-format shedlock --table '$T' status -q '$k'"
+  assert_eq "Java's insert does not take it" 0 "$(java_lock "$k" java-host-4 30000)"
+  assert_eq "Java's update changes 0 rows" 0 "$(java_update "$k" java-host-4 30000)"
+  sleep 9
+  assert_eq "after twice the TTL the heartbeat still holds it (Java's update: 0 rows)" 0 "$(java_update "$k" java-host-4 30000)"
+  assert_eq "status shows dblock's owner with host and pid" "held $(hostname)" "$(shed status "$k" --json | json_field locks.0.state locks.0.host)"
+  # A crashed dblock (kill -9, command too) frees at lock_until.
+  kill -KILL "$holder"
+  wait "$holder" 2>/dev/null
+  assert_eq "right after the crash Java still cannot take it" 0 "$(java_update "$k" java-host-4 30000)"
+  check "Java takes it once the crashed dblock's lock_until has passed" wait_for 10 java_takes "$k" java-host-4 30000
+  assert_status "and then dblock skips" 75 shed run "$k" -- true
+}
+in_parallel dblockholds dblock_holds
+
 # Java's lockAtLeastFor is honoured by dblock.
 k=$(key javaleast)
 java_lock "$k" java-host-2 30000 >/dev/null
@@ -107,23 +130,6 @@ k=$(key javacrash)
 java_lock "$k" java-host-3 2000 >/dev/null
 assert_status "dblock skips while the crashed Java's lock_until is ahead" 75 shed run "$k" -- true
 check "dblock runs once its lock_until has passed" wait_for 10 dblock_takes "$k"
-
-# dblock holds -> Java's insert and update take nothing; the heartbeat extends lock_until
-# (ShedLock's extend) while the command runs longer than --ttl.
-k=$(key dblockholds)
-start_bg holder dblock --table-format shedlock --table "$T" run "$k" --ttl 4s --kill-after 0.2s -- sleep 60
-check "dblock holds it" wait_for 10 sh -c "dblock --table-format shedlock --table '$T' status -q '$k'"
-assert_eq "Java's insert does not take it" 0 "$(java_lock "$k" java-host-4 30000)"
-assert_eq "Java's update changes 0 rows" 0 "$(java_update "$k" java-host-4 30000)"
-sleep 9
-assert_eq "after twice the TTL the heartbeat still holds it (Java's update: 0 rows)" 0 "$(java_update "$k" java-host-4 30000)"
-assert_eq "status shows dblock's owner with host and pid" "held $(hostname)" "$(shed status "$k" --json | json_field locks.0.state locks.0.host)"
-# A crashed dblock (kill -9, command too) frees at lock_until.
-kill -KILL "$holder"
-wait "$holder" 2>/dev/null
-assert_eq "right after the crash Java still cannot take it" 0 "$(java_update "$k" java-host-4 30000)"
-check "Java takes it once the crashed dblock's lock_until has passed" wait_for 10 java_takes "$k" java-host-4 30000
-assert_status "and then dblock skips" 75 shed run "$k" -- true
 
 # dblock's --min-hold is ShedLock's lockAtLeastFor, honoured by Java.
 k=$(key dblockleast)
@@ -155,4 +161,5 @@ t1=$(shed run "$k" -- sh -c 'echo $DBLOCK_TOKEN')
 t2=$(shed run "$k" -- sh -c 'echo $DBLOCK_TOKEN')
 check "DBLOCK_TOKEN increases ($t1 < $t2)" test "${t1:-0}" -gt 0 -a "${t2:-0}" -gt "${t1:-0}"
 assert_eq "both runs are in the history" "2 ok" "$(shed history "$k" --json | json_field runs.# runs.0.outcome)"
+join_parallel
 finish

@@ -7,8 +7,11 @@
 # holder session (2 x ttl + 5 s), since the server sees an idle, healthy-looking connection.
 source "$(dirname "$0")/lib.sh"
 
-ttl_s=6
-bound_ms=$((2 * ttl_s * 1000 + 10000))
+# The shortest TTL that leaves the command a grace (--kill-after 0.5s, so it is ended by SIGTERM
+# and logs its end for the oracle) beside the 1 s margin of the renew interval (TTL/3): the
+# idle limit is 14 s. The bounds are TTL-relative: a longer TTL only made the test wait longer.
+ttl_s=4.5
+bound_ms=$((2 * 4500 + 10000))  # 2 x ttl + 10 s
 k=$(key frozen)
 log=$E2E_TMP/log
 
@@ -16,8 +19,8 @@ target=$(dsn_port "$DBLOCK_DSN") || { fail "the server DSN is not on 127.0.0.1";
 proxy_start "$target"
 proxied=$(proxy_dsn "$DBLOCK_DSN" "$PROXY_PORT")
 
-# --kill-after 1s: with --ttl 6s the renew interval (2 s) must cover the grace and the 1 s margin.
-DBLOCK_DSN=$proxied dblock run "$k" --ttl "${ttl_s}s" --kill-after 1s -- "$ORACLE_JOB" "$log" 60 \
+# --kill-after 0.5s: with --ttl 4.5s the renew interval (1.5 s) must cover the grace and the 1 s margin.
+DBLOCK_DSN=$proxied dblock run "$k" --ttl "${ttl_s}s" --kill-after 0.5s -- "$ORACLE_JOB" "$log" 60 \
   2>"$E2E_TMP/holder.err" &
 holder=$!
 remember_pid "$holder"
@@ -25,7 +28,7 @@ check "the holder's command starts through the proxy" wait_for 30 grep -qs '^sta
 accepted=$(proxy_state | sed -E 's/.*accepted=([0-9]+).*/\1/')
 check "the holder's connections go through the proxy ($accepted accepted)" test "${accepted:-0}" -ge 1
 # Let a renewal or two pass through the proxy before the path goes dark.
-sleep 3
+sleep 2.5
 check "the holder still runs before the freeze" pids_alive "$holder"
 
 check "the proxy freezes" proxy_freeze

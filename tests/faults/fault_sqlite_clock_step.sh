@@ -61,25 +61,29 @@ scenario() {
   oracle_check "$name: no overlap, tokens increase" "$log" 2
 }
 
+# The scenarios use keys of their own and run side by side (one after the other, 27 s), beside
+# the checks below.
 fmt=()  # dblock's options of the table format: none, the default format
 # Forward step of the competitor: the holder's lease looks an hour overdue to it.
-scenario competitor_ahead +0 +1h
+in_parallel competitor_ahead scenario competitor_ahead +0 +1h
 # Backward step of the holder: the lease it writes ends an hour before the real end.
-scenario holder_behind -1h +0
+in_parallel holder_behind scenario holder_behind -1h +0
 # Forward step of the holder: its lease must still end when it releases, not an hour later.
-scenario holder_ahead +1h +0
+in_parallel holder_ahead scenario holder_ahead +1h +0
 # Backward step of the competitor: a released lease must not look an hour in the future.
-scenario competitor_behind +0 -1h
+in_parallel competitor_behind scenario competitor_behind +0 -1h
 
 # --table-format shedlock: ShedLock's lock_until is wall-clock time (its Java clients read it),
 # and dblock's own row of the name holds the lease on CLOCK_BOOTTIME too, so a dblock competitor
 # whose clock is ahead does not take a live lock, nor waits an hour for a released one.
-fmt=(--table-format shedlock --table "${DBLOCK_TABLE_PREFIX}shedlock")
-scenario shedlock_competitor_ahead +0 +2m
-scenario shedlock_holder_behind -1h +0
-scenario shedlock_holder_ahead +1h +0
-scenario shedlock_competitor_behind +0 -1h
-fmt=()
+shed_scenario() {
+  fmt=(--table-format shedlock --table "${DBLOCK_TABLE_PREFIX}shedlock")  # the part's own tables
+  scenario "$@"
+}
+in_parallel shedlock_competitor_ahead shed_scenario shedlock_competitor_ahead +0 +2m
+in_parallel shedlock_holder_behind shed_scenario shedlock_holder_behind -1h +0
+in_parallel shedlock_holder_ahead shed_scenario shedlock_holder_ahead +1h +0
+in_parallel shedlock_competitor_behind shed_scenario shedlock_competitor_behind +0 -1h
 
 # A step while the lease is held: the holder's clock jumps back an hour after it acquired, so
 # its renewals (every TTL/3 = 2 s) write an expiry that is already an hour past for others.
@@ -138,4 +142,5 @@ sleep 2.5  # past the acquisition's TTL
 assert_status "shedlock: acquire an hour ahead after the renew: busy" 75 faked +1h dblock "${fmt[@]}" acquire "$k" --ttl 1m
 assert_status "shedlock: release an hour behind" 0 faked -1h dblock "${fmt[@]}" release "$k" --token "$token"
 assert_status "shedlock: acquire an hour behind after the release" 0 faked -1h dblock "${fmt[@]}" acquire "$k" --ttl 1m >/dev/null
+join_parallel
 finish

@@ -18,8 +18,27 @@ limited_account "$account" "$password" 40 || { fail "create an account limited t
 trap 'e2e_cleanup; restore' EXIT
 dblock init >/dev/null || { fail "dblock init as the limited account"; finish; }
 
+# The winner's command lasts until every other contender has exited (storm.py's only child left
+# is the winner's dblock), $job_s s at most: a storm whose losers waited for the winner's
+# command would see it end at $job_s s, after the bound below. (A fixed $job_s s command made
+# every run of this RUN_SERIAL test last $job_s s, though the losers are out in a few.)
+cat >"$E2E_TMP/job.sh" <<'SH'
+#!/bin/sh
+# job.sh PID_FILE SECONDS: until PID_FILE's process has at most one child left, SECONDS at most.
+i=0
+while [ "$i" -lt "$(($2 * 10))" ]; do
+  if [ -s "$1" ] && [ "$(pgrep -c -P "$(cat "$1")")" -le 1 ]; then exit 0; fi
+  sleep 0.1
+  i=$((i + 1))
+done
+SH
+chmod +x "$E2E_TMP/job.sh"
 python3 "$DBLOCK_SOURCE_DIR/scripts/bench/storm.py" "$contenders" "$E2E_TMP/exits" "$E2E_TMP/err" -- \
-  "$DBLOCK_BIN" run "$k" -- sleep "$job_s" >"$E2E_TMP/summary"
+  "$DBLOCK_BIN" run "$k" -- "$E2E_TMP/job.sh" "$E2E_TMP/storm.pid" "$job_s" >"$E2E_TMP/summary" &
+storm=$!
+remember_pid "$storm"
+echo "$storm" >"$E2E_TMP/storm.pid"
+wait "$storm"
 echo "    $contenders contenders: $(cat "$E2E_TMP/summary")"
 count() { awk -v c="$1" '$1 == c { n++ } END { print n + 0 }' "$E2E_TMP/exits"; }
 assert_eq "exactly one contender ran the command" 1 "$(count 0)"

@@ -98,25 +98,13 @@ for i in 1 2 3 4; do
   remember_pid $!
 done
 
-parent() { awk '{ print $4 }' "/proc/$1/stat" 2>/dev/null; }
-comm() { cat "/proc/$1/comm" 2>/dev/null; }
 # At least CHAOS_SECONDS and 4 kills (a killed lease blocks the key for a TTL), at most 40 s.
 kills=0
 started=$(now_ms)
 until [ $(($(now_ms) - started)) -ge $((CHAOS_SECONDS * 1000)) -a "$kills" -ge 4 ] ||
   [ $(($(now_ms) - started)) -ge 40000 ]; do
   sleep "1.$((RANDOM % 5))"
-  running=()
-  while read -r token pid; do
-    pids_alive "$pid" && running+=("$pid")
-  done < <(awk '$1 == "start" { s[$2] = $4 } $1 == "end" { delete s[$2] } END { for (t in s) print t, s[t] }' "$dir/log")
-  [ ${#running[@]} -gt 0 ] || continue
-  # The job's parent is dblock's guard, the guard's parent dblock (both versions).
-  guard=$(parent "${running[$((RANDOM % ${#running[@]}))]}")
-  holder=$(parent "$guard")
-  if [ -n "$holder" ] && [ "$(comm "$guard")" = dblock ] && [ "$(comm "$holder")" = dblock ]; then
-    kill -KILL "$holder" 2>/dev/null && kills=$((kills + 1))
-  fi
+  kill_running_holder "$dir/log" && kills=$((kills + 1))
 done
 touch "$E2E_TMP/stop"
 for pid in "${workers[@]}"; do

@@ -130,10 +130,14 @@ class LeaseLocker final : public Locker {
       // again and again, and on the server of one connection the record stays open.
       // A pooler's connection outlives its server: what it found open is past.
       if (new_incarnation) admitted_.reset();
+      const bool asked = !admitted_ || admitted_->ttl < req.ttl;  // the record is read now
       auto gate = failover::admit_once(*session_, fo, admitted_, req.ttl);
       if (!gate) return std::unexpected(gate.error());
       if (!gate->open) return failover::delayed(*gate);
-      if (gate->changed) took = session_->run(st_.take, p);
+      // Taken again once the record was read, whether or not this gate wrote it: another
+      // process may have covered the TTL between the take and the read (two new keys started
+      // at once), and then the take's refusal was the gate's, not a holder's.
+      if (asked) took = session_->run(st_.take, p);
       if (!took) return std::unexpected(took.error());
     }
     if (!took_row(st_, *took)) return refused(*session_, st_, req, &*took, "lease");

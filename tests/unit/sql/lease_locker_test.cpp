@@ -55,7 +55,9 @@ TEST_CASE("a lease waiter refused again and again reads the failover record once
     REQUIRE(out);
     CHECK(out->state == AcquireOutcome::State::busy);
   }
-  CHECK(session->runs["lease.take"] == 5);
+  // The first refusal is asked again once the record has been read (another process may have
+  // covered the TTL meanwhile: then it was the gate's); the later ones are not.
+  CHECK(session->runs["lease.take"] == 6);
   CHECK(session->runs["lease.refusal"] == 5);
   CHECK(session->runs["failover.read"] == 1);
   CHECK(session->runs["failover.raise_ttl"] == 0);

@@ -1,0 +1,72 @@
+/* mysql_floor [-r] COMMAND [ARG...]: pg_floor.c's counterpart on MariaDB Connector/C, the least
+ * work a libmariadb-based lease run can do, as a reference line for the bench's distance
+ * section (scripts/bench/distance.sh).
+ *
+ * It reads the server and the credentials from the option file named by $MYSQL_FLOOR_CNF (its
+ * [client] group; the environment and a mode-600 file: ps shows arguments), or, when
+ * $MYSQL_FLOOR_PORT is set (the bench's delay proxy), 127.0.0.1 on that port; connects with the connector's defaults,
+ * as `dblock run` does, and runs one statement in autocommit: a durable upsert that takes the
+ * key and bumps its token, handed back in the OK packet by LAST_INSERT_ID(expr) (no second
+ * round trip to read it, no RETURNING with ON DUPLICATE KEY UPDATE). Then it execs the command
+ * with the connection still open: no release, no goodbye, no fork, no guard, no history.
+ *
+ * With -r, the same work plus a release: the take only when the key is free (another key than
+ * without -r, which never frees its own), fork and exec the command, wait for it, one
+ * statement that frees the key (awaited), and a goodbye (COM_QUIT). Exit 75 when the key is
+ * held. Exit: 69 when the connection or a statement fails, else the command's status.
+ */
+#include <mysql.h>
+#include <mysqld_error.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char* const upsert =
+    "INSERT INTO dblock_bench_my_floor VALUES ('k', 'me', 1) "
+    "ON DUPLICATE KEY UPDATE holder = 'me', token = LAST_INSERT_ID(token + 1)";
+/* MySQL assigns left to right: the token is bumped while holder is still the old one. */
+static const char* const take =
+    "INSERT INTO dblock_bench_my_floor VALUES ('r', 'me', 1) "
+    "ON DUPLICATE KEY UPDATE token = IF(holder IS NULL, LAST_INSERT_ID(token + 1), token), "
+    "holder = IF(holder IS NULL, 'me', holder)";
+static const char* const release = "UPDATE dblock_bench_my_floor SET holder = NULL WHERE k = 'r' AND holder = 'me'";
+
+int main(int argc, char** argv) {
+  int with_release = argc > 1 && strcmp(argv[1], "-r") == 0;
+  argv += with_release;
+  argc -= with_release;
+  if (argc < 2) return 64;
+  MYSQL* m = mysql_init(NULL);
+  if (!m) return 69;
+  const char* cnf = getenv("MYSQL_FLOOR_CNF");
+  const char* port = getenv("MYSQL_FLOOR_PORT");
+  if (cnf && mysql_options(m, MYSQL_READ_DEFAULT_FILE, cnf) != 0) return 69;
+  if (!mysql_real_connect(m, port ? "127.0.0.1" : NULL, NULL, NULL, NULL, port ? (unsigned)atoi(port) : 0, NULL, 0))
+    return 69;
+  const char* sql = with_release ? take : upsert;
+  if (mysql_query(m, sql) != 0) {
+    if (mysql_errno(m) != ER_NO_SUCH_TABLE) return 69;  /* the first run of a bench: no table yet */
+    if (mysql_query(m, "CREATE TABLE IF NOT EXISTS dblock_bench_my_floor "
+                       "(k VARCHAR(64) PRIMARY KEY, holder VARCHAR(64), token BIGINT) ENGINE=InnoDB") != 0 ||
+        mysql_query(m, sql) != 0)
+      return 69;
+  }
+  /* 1: inserted, 2: updated (taken), 0: left as it was (held). */
+  if (mysql_affected_rows(m) == 0) return with_release ? 75 : 69;
+  if (!with_release) {
+    execvp(argv[1], argv + 1);
+    return 127;
+  }
+  pid_t pid = fork();
+  if (pid < 0) return 71;
+  if (pid == 0) {
+    execvp(argv[1], argv + 1);
+    _exit(127);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) < 0) return 71;
+  if (mysql_query(m, release) != 0) return 69;
+  mysql_close(m);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
