@@ -1,5 +1,6 @@
 #include "cli/app.hpp"
 
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -568,6 +569,10 @@ CLI::Option* add_overload_retry(CLI::App& sub, std::string& value) {
 }
 
 int main(int argc, char** argv) {
+  // One malloc arena. dblock's only other thread, run's heartbeat, allocates a few strings;
+  // its own arena would cost every run a 64 MiB reservation, its trimming and the page faults
+  // of a fresh heap (docs/performance.md, SQLite).
+  ::mallopt(M_ARENA_MAX, 1);
   Context context;
   CLI::App app{"dblock: run a job on exactly one host, using a shared SQL database as the lock", "dblock"};
   app.set_version_flag("-V,--version", std::function<std::string()>(version_text));
