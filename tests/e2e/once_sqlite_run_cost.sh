@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# What a `run` costs beyond the lock's own work (docs/performance.md, SQLite: dblock's own
+# cost): its heartbeat thread allocates from the one malloc arena, so no run reserves a second
+# arena's 64 MiB (and pays its trimming and a fresh heap's page faults); the default owner is
+# still USER@HOST:PID:RANDOM (six hex digits at most), drawn anew by each run. Counted with
+# strace, so these are counts, not timings.
+source "$(dirname "$0")/lib.sh"
+
+command -v strace >/dev/null || skip_or_fail "strace is needed to see the mappings (scripts/install-deps.sh)"
+strace -f -o /dev/null true 2>/dev/null || skip_or_fail "strace cannot trace here (ptrace not permitted)"
+
+db="$E2E_TMP/cost.db"
+dblock --dsn "sqlite:$db" init >/dev/null
+
+trace="$E2E_TMP/trace"
+for i in 1 2 3; do
+  strace -f -qq -o "$trace" -e trace=mmap dblock --dsn "sqlite:$db" run k -- sleep 0.05 >/dev/null 2>&1
+  check "run $i succeeded" test $? -eq 0
+  # glibc reserves a new arena as one 64 MiB-aligned mapping of 128 MiB (HEAP_MAX_SIZE * 2).
+  big=$(grep -cE 'mmap\(NULL, ([0-9]{9,}),' "$trace")
+  echo "    run $i: $big mappings of 100 MB or more"
+  check "run $i reserves no second malloc arena" test "$big" -eq 0
+done
+
+owner_of() { dblock --dsn "sqlite:$db" run k -- sh -c 'printf %s "$DBLOCK_OWNER"'; }
+first=$(owner_of)
+second=$(owner_of)
+echo "    owners: $first, $second"
+pattern="^$(id -un)@$(hostname):[0-9]+:[0-9a-f]{1,6}\$"
+check "the default owner is USER@HOST:PID:RANDOM" grep -qE "$pattern" <<<"$first"
+check "the second run's owner has the same form" grep -qE "$pattern" <<<"$second"
+check "each run draws its own owner" test "$first" != "$second"
+
+finish
