@@ -2,8 +2,10 @@
 # What a `run` costs beyond the lock's own work (docs/performance.md, SQLite: dblock's own
 # cost): its heartbeat thread allocates from the one malloc arena, so no run reserves a second
 # arena's 64 MiB (and pays its trimming and a fresh heap's page faults); the default owner is
-# still USER@HOST:PID:RANDOM (six hex digits at most), drawn anew by each run. Counted with
-# strace, so these are counts, not timings.
+# still USER@HOST:PID:RANDOM (six hex digits at most), drawn anew by each run. `dblock run ...`
+# defines run's options alone (src/cli/app.cpp, sole_subcommand), yet a word it cannot parse
+# still gets the whole parser's hint, which names the other subcommands. Counted with strace,
+# so these are counts, not timings.
 source "$(dirname "$0")/lib.sh"
 
 command -v strace >/dev/null || skip_or_fail "strace is needed to see the mappings (scripts/install-deps.sh)"
@@ -30,5 +32,14 @@ pattern="^$(id -un)@$(hostname):[0-9]+:[0-9a-f]{1,6}\$"
 check "the default owner is USER@HOST:PID:RANDOM" grep -qE "$pattern" <<<"$first"
 check "the second run's owner has the same form" grep -qE "$pattern" <<<"$second"
 check "each run draws its own owner" test "$first" != "$second"
+
+err="$E2E_TMP/err"
+dblock --dsn "sqlite:$db" run k --json -- true 2>"$err"
+check "run with another subcommand's option: usage" test $? -eq 64
+check "the hint names the subcommands that have it" grep -qF "it is one of 'status', 'history'" "$err"
+dblock --dsn "sqlite:$db" run k --slotz 2 -- true 2>"$err"
+check "a misspelt option of run: usage" test $? -eq 64
+check "the hint names run's option" grep -qF "did you mean '--slots', an option of 'run'?" "$err"
+check "run --help shows run's usage" sh -c "dblock run --help | grep -q 'Usage: dblock run'"
 
 finish
