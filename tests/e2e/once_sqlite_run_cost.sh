@@ -2,7 +2,9 @@
 # What a `run` costs beyond the lock's own work (docs/performance.md, SQLite: dblock's own
 # cost): its heartbeat thread allocates from the one malloc arena, so no run reserves a second
 # arena's 64 MiB (and pays its trimming and a fresh heap's page faults); the default owner is
-# still USER@HOST:PID:RANDOM (six hex digits at most), drawn anew by each run. `dblock run ...`
+# still USER@HOST:PID:RANDOM (six hex digits at most), drawn anew by each run; nothing reads the
+# time zone (the lease's end is formatted in UTC by arithmetic, not by glibc's gmtime_r, which
+# reads /etc/localtime first). `dblock run ...`
 # defines run's options alone (src/cli/app.cpp, sole_subcommand), yet a word it cannot parse
 # still gets the whole parser's hint, which names the other subcommands. Counted with strace,
 # so these are counts, not timings.
@@ -23,6 +25,10 @@ for i in 1 2 3; do
   echo "    run $i: $big mappings of 100 MB or more"
   check "run $i reserves no second malloc arena" test "$big" -eq 0
 done
+
+strace -f -qq -o "$trace" -e trace=open,openat dblock --dsn "sqlite:$db" -v run k -- true >/dev/null 2>&1
+check "a -v run succeeded" test $? -eq 0
+check "a run reads no time zone file" sh -c "! grep -qE 'localtime|zoneinfo' '$trace'"
 
 owner_of() { dblock --dsn "sqlite:$db" run k -- sh -c 'printf %s "$DBLOCK_OWNER"'; }
 first=$(owner_of)
