@@ -570,9 +570,30 @@ CLI::Option* add_overload_retry(CLI::App& sub, std::string& value) {
 
 namespace {
 
-// The subcommand that alone needs defining: the first word names one, and no config file is in
-// play (a file's [SUBCOMMAND] sections are checked against every subcommand's options). Empty:
-// define them all.
+// Whether the config file at `path` names no subcommand but `name`: no other [SECTION] and no
+// dotted key. A guess that only saves work: a file it lets through that names another one is
+// refused by the one-subcommand parser, and parsed again by the whole one.
+bool config_names_only(const std::string& path, std::string_view name) {
+  std::ifstream in(path);
+  if (!in) return false;
+  const std::string own = "[" + std::string(name) + "]";
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto start = line.find_first_not_of(" \t");
+    if (start == std::string::npos || line[start] == '#' || line[start] == ';') continue;
+    const std::string_view text = std::string_view(line).substr(start);
+    if (text.front() == '[') {
+      if (text.substr(0, text.find_last_not_of(" \t\r") + 1) != own) return false;
+    } else if (text.substr(0, text.find('=')).find('.') != std::string_view::npos) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The subcommand that alone needs defining: the first word names one, and the config file, if
+// any, has no section for another (a file's sections are checked against their subcommands'
+// options). Empty: define them all.
 std::string_view sole_subcommand(int argc, char** argv) {
   if (argc < 2) return {};
   const std::string_view first = argv[1];
@@ -583,7 +604,7 @@ std::string_view sole_subcommand(int argc, char** argv) {
     if (std::strncmp(argv[i], "--config", 8) == 0) return {};
   if (env_set("DBLOCK_CONFIG")) return {};
   for (const auto& path : config_candidates())
-    if (access(path.c_str(), F_OK) == 0) return {};
+    if (access(path.c_str(), F_OK) == 0) return config_names_only(path, named->name) ? named->name : std::string_view();
   return named->name;
 }
 

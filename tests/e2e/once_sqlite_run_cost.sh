@@ -48,4 +48,19 @@ check "a misspelt option of run: usage" test $? -eq 64
 check "the hint names run's option" grep -qF "did you mean '--slots', an option of 'run'?" "$err"
 check "run --help shows run's usage" sh -c "dblock run --help | grep -q 'Usage: dblock run'"
 
+# With a config file too: one naming only [run] is read by the one-subcommand parser, one with
+# another subcommand's section by the whole one, and a misspelt key is reported once.
+home="$E2E_TMP/home"
+mkdir -p "$home/.config/dblock"
+conf="$home/.config/dblock/dblock.conf"
+as_user() { env -u DBLOCK_DSN -u DBLOCK_CONFIG -u XDG_CONFIG_HOME HOME="$home" "$@"; }
+printf 'dsn = sqlite:%s\n[run]\nttl = 20s\n' "$db" >"$conf"
+check "a config file with [run] only: the run works" as_user dblock run k -- true
+printf 'dsn = sqlite:%s\n[status]\njson = true\n[run]\nttl = 20s\n' "$db" >"$conf"
+check "a config file with [status] too: the run works" as_user dblock run k -- true
+printf 'dsn = sqlite:%s\n[run]\nttll = 20s\n' "$db" >"$conf"
+as_user dblock run k -- true 2>"$err"
+check "a misspelt key in [run]: exit 78" test $? -eq 78
+assert_eq "the misspelt key is reported once, with its line" 1 "$(grep -c "line 3: unknown key 'ttll' in section \[run\] (did you mean 'ttl'?)" "$err")"
+
 finish
