@@ -678,8 +678,7 @@ std::optional<int> parse_and_act(int argc, char** argv, std::string_view only) {
     }
     if (run && run->parsed() && !context.has_dashes && run->get_option_no_throw("command")->count() > 0)
       return std::nullopt;
-  }
-  if (only.empty()) try {
+  } else try {
     app.parse(parsed_argc, argv);
   } catch (const FatalError& e) {  // the config file reader names the file and line
     log::error(e.error.message);

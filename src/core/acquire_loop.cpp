@@ -4,8 +4,8 @@
 #include <time.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <random>
 
