@@ -604,7 +604,7 @@ std::string_view sole_subcommand(int argc, char** argv) {
     if (std::strncmp(argv[i], "--config", 8) == 0) return {};
   if (env_set("DBLOCK_CONFIG")) return {};
   for (const auto& path : config_candidates())
-    if (access(path.c_str(), F_OK) == 0) return config_names_only(path, named->name) ? named->name : std::string_view();
+    if (access(path.c_str(), F_OK) == 0) return config_names_only(path, named->name) ? named->name : "";
   return named->name;
 }
 

@@ -61,6 +61,7 @@ check "a config file with [status] too: the run works" as_user dblock run k -- t
 printf 'dsn = sqlite:%s\n[run]\nttll = 20s\n' "$db" >"$conf"
 as_user dblock run k -- true 2>"$err"
 check "a misspelt key in [run]: exit 78" test $? -eq 78
-assert_eq "the misspelt key is reported once, with its line" 1 "$(grep -c "line 3: unknown key 'ttll' in section \[run\] (did you mean 'ttl'?)" "$err")"
+reported=$(grep -cF "line 3: unknown key 'ttll' in section [run] (did you mean 'ttl'?)" "$err")
+assert_eq "the misspelt key is reported once, with its line" 1 "$reported"
 
 finish
