@@ -27,6 +27,9 @@ packages=(
   # benchmarks (scripts/bench.sh): peers etcd/etcdctl, the handoff chart, fsync counts (strace,
   # above), peak RSS (GNU time); hyperfine for ad-hoc comparisons
   etcd-server etcd-client gnuplot-nox time hyperfine
+  # where a run's time goes (docs/performance.md): perf stat and perf record, and gdb for which
+  # call a system call comes from
+  linux-perf gdb
   # packaging (scripts/build-packages.sh, tests/e2e/once_packages.sh): cpack's DEB generator needs
   # dpkg-dev (dpkg-shlibdeps); the man page lint, lintian, and the shells whose completions ship
   dpkg-dev fakeroot lintian mandoc man-db bash-completion zsh fish

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <random>
 
@@ -119,12 +120,18 @@ std::string held_line(const std::string& key, const AcquireOutcome& out) {
 }  // namespace
 
 std::string format_utc_ms(std::int64_t ms) {
-  time_t secs = static_cast<time_t>(ms / 1000);
-  tm t{};
-  gmtime_r(&secs, &t);
+  // Calendar arithmetic, not gmtime_r: glibc's reads /etc/localtime first (tzset), even for
+  // UTC, and every run formats its lease's end (docs/performance.md, SQLite).
+  using namespace std::chrono;
+  const sys_time<milliseconds> at{milliseconds(ms)};
+  const sys_days day = floor<days>(at);
+  const year_month_day date{day};
+  const hh_mm_ss<milliseconds> time{at - day};
   char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
-                t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>(ms % 1000));
+  std::snprintf(buf, sizeof buf, "%04d-%02u-%02uT%02d:%02d:%02d.%03dZ", static_cast<int>(date.year()),
+                static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()),
+                static_cast<int>(time.hours().count()), static_cast<int>(time.minutes().count()),
+                static_cast<int>(time.seconds().count()), static_cast<int>(time.subseconds().count()));
   return buf;
 }
 

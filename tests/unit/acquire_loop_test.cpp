@@ -389,3 +389,10 @@ TEST_CASE("overload_retry_for: never past a third of the TTL") {
   CHECK(overload_retry_for(0ms, 30s) == 0ms);
   CHECK(overload_retry_for(-1s, 30s) == 0ms);
 }
+
+TEST_CASE("format_utc_ms: ISO 8601 in UTC, to the millisecond") {
+  CHECK(format_utc_ms(0) == "1970-01-01T00:00:00.000Z");
+  CHECK(format_utc_ms(1795953101609) == "2026-11-29T11:51:41.609Z");
+  CHECK(format_utc_ms(1709251199999) == "2024-02-29T23:59:59.999Z");
+  CHECK(format_utc_ms(951782400000) == "2000-02-29T00:00:00.000Z");
+}

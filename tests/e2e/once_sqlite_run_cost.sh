@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# What a `run` costs beyond the lock's own work (docs/performance.md, SQLite: dblock's own
+# cost): its heartbeat thread allocates from the one malloc arena, so no run reserves a second
+# arena's 64 MiB (and pays its trimming and a fresh heap's page faults); the default owner is
+# still USER@HOST:PID:RANDOM (six hex digits at most), drawn anew by each run; nothing reads the
+# time zone (the lease's end is formatted in UTC by arithmetic, not by glibc's gmtime_r, which
+# reads /etc/localtime first). `dblock run ...`
+# defines run's options alone (src/cli/app.cpp, sole_subcommand), yet a word it cannot parse
+# still gets the whole parser's hint, which names the other subcommands. Counted with strace,
+# so these are counts, not timings.
+source "$(dirname "$0")/lib.sh"
+
+command -v strace >/dev/null || skip_or_fail "strace is needed to see the mappings (scripts/install-deps.sh)"
+strace -f -o /dev/null true 2>/dev/null || skip_or_fail "strace cannot trace here (ptrace not permitted)"
+
+db="$E2E_TMP/cost.db"
+dblock --dsn "sqlite:$db" init >/dev/null
+
+trace="$E2E_TMP/trace"
+for i in 1 2 3; do
+  strace -f -qq -o "$trace" -e trace=mmap dblock --dsn "sqlite:$db" run k -- sleep 0.05 >/dev/null 2>&1
+  check "run $i succeeded" test $? -eq 0
+  # glibc reserves a new arena as one 64 MiB-aligned mapping of 128 MiB (HEAP_MAX_SIZE * 2).
+  big=$(grep -cE 'mmap\(NULL, ([0-9]{9,}),' "$trace")
+  echo "    run $i: $big mappings of 100 MB or more"
+  check "run $i reserves no second malloc arena" test "$big" -eq 0
+done
+
+strace -f -qq -o "$trace" -e trace=open,openat dblock --dsn "sqlite:$db" -v run k -- true >/dev/null 2>&1
+check "a -v run succeeded" test $? -eq 0
+check "a run reads no time zone file" sh -c "! grep -qE 'localtime|zoneinfo' '$trace'"
+
+owner_of() { dblock --dsn "sqlite:$db" run k -- sh -c 'printf %s "$DBLOCK_OWNER"'; }
+first=$(owner_of)
+second=$(owner_of)
+echo "    owners: $first, $second"
+pattern="^$(id -un)@$(hostname):[0-9]+:[0-9a-f]{1,6}\$"
+check "the default owner is USER@HOST:PID:RANDOM" grep -qE "$pattern" <<<"$first"
+check "the second run's owner has the same form" grep -qE "$pattern" <<<"$second"
+check "each run draws its own owner" test "$first" != "$second"
+
+err="$E2E_TMP/err"
+dblock --dsn "sqlite:$db" run k --json -- true 2>"$err"
+check "run with another subcommand's option: usage" test $? -eq 64
+check "the hint names the subcommands that have it" grep -qF "it is one of 'status', 'history'" "$err"
+dblock --dsn "sqlite:$db" run k --slotz 2 -- true 2>"$err"
+check "a misspelt option of run: usage" test $? -eq 64
+check "the hint names run's option" grep -qF "did you mean '--slots', an option of 'run'?" "$err"
+check "run --help shows run's usage" sh -c "dblock run --help | grep -q 'Usage: dblock run'"
+
+# With a config file too: one naming only [run] is read by the one-subcommand parser, one with
+# another subcommand's section by the whole one, and a misspelt key is reported once.
+home="$E2E_TMP/home"
+mkdir -p "$home/.config/dblock"
+conf="$home/.config/dblock/dblock.conf"
+as_user() { env -u DBLOCK_DSN -u DBLOCK_CONFIG -u XDG_CONFIG_HOME HOME="$home" "$@"; }
+printf 'dsn = sqlite:%s\n[run]\nttl = 20s\n' "$db" >"$conf"
+check "a config file with [run] only: the run works" as_user dblock run k -- true
+printf 'dsn = sqlite:%s\n[status]\njson = true\n[run]\nttl = 20s\n' "$db" >"$conf"
+check "a config file with [status] too: the run works" as_user dblock run k -- true
+printf 'dsn = sqlite:%s\n[run]\nttll = 20s\n' "$db" >"$conf"
+as_user dblock run k -- true 2>"$err"
+check "a misspelt key in [run]: exit 78" test $? -eq 78
+reported=$(grep -cF "line 3: unknown key 'ttll' in section [run] (did you mean 'ttl'?)" "$err")
+assert_eq "the misspelt key is reported once, with its line" 1 "$reported"
+
+finish
