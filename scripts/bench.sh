@@ -24,7 +24,9 @@
 #               started together; $DBLOCK_BENCH_TP_ROUNDS rounds
 #   scale       run and history with 10^2 vs 10^6 rows in the tables; peak RSS
 #   storm       $DBLOCK_BENCH_STORM runs released at once on one key without -w, per server x
-#               lease/advisory: each exit status's count, the last exit; storm.png (exits over
+#               lease/advisory, and the floor's storm (pg_floor/mysql_floor -r), in
+#               $DBLOCK_BENCH_STORM_ROUNDS (3) interleaved rounds: the counts, the last exit, the
+#               ratio to the floor (goal <= 1.2x); storm.png (exits over
 #               time); on servers of its own with max_connections=40
 #               (DBLOCK_BENCH_STORM_MAX_CONNECTIONS)
 # Timed commands run interleaved (A B C A B C ...), so load changes hit every cell alike.
@@ -65,6 +67,7 @@ storm_contenders=${DBLOCK_BENCH_STORM:-1000}
 storm_job_s=${DBLOCK_BENCH_STORM_JOB:-15}
 storm_nice=${DBLOCK_BENCH_STORM_NICE:-19}
 storm_max_connections=${DBLOCK_BENCH_STORM_MAX_CONNECTIONS:-40}
+storm_rounds=${DBLOCK_BENCH_STORM_ROUNDS:-3}
 out=${DBLOCK_BENCH_OUT:-$(dirname "$bin")/bench}
 all_sections="startup fsync servers distance handoff throughput scale storm"
 only=${DBLOCK_BENCH_ONLY:-$all_sections}

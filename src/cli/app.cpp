@@ -568,50 +568,11 @@ CLI::Option* add_overload_retry(CLI::App& sub, std::string& value) {
       ->capture_default_str();
 }
 
-namespace {
-
-// Whether the config file at `path` names no subcommand but `name`: no other [SECTION] and no
-// dotted key. A guess that only saves work: a file it lets through that names another one is
-// refused by the one-subcommand parser, and parsed again by the whole one.
-bool config_names_only(const std::string& path, std::string_view name) {
-  std::ifstream in(path);
-  if (!in) return false;
-  const std::string own = "[" + std::string(name) + "]";
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto start = line.find_first_not_of(" \t");
-    if (start == std::string::npos || line[start] == '#' || line[start] == ';') continue;
-    const std::string_view text = std::string_view(line).substr(start);
-    if (text.front() == '[') {
-      if (text.substr(0, text.find_last_not_of(" \t\r") + 1) != own) return false;
-    } else if (text.substr(0, text.find('=')).find('.') != std::string_view::npos) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// The subcommand that alone needs defining: the first word names one, and the config file, if
-// any, has no section for another (a file's sections are checked against their subcommands'
-// options). Empty: define them all.
-std::string_view sole_subcommand(int argc, char** argv) {
-  if (argc < 2) return {};
-  const std::string_view first = argv[1];
-  const auto named = std::find_if(command_table, std::end(command_table),
-                                  [&](const Command& c) { return c.name == first; });
-  if (named == std::end(command_table)) return {};
-  for (int i = 2; i < argc && std::strcmp(argv[i], "--") != 0; ++i)
-    if (std::strncmp(argv[i], "--config", 8) == 0) return {};
-  if (env_set("DBLOCK_CONFIG")) return {};
-  for (const auto& path : config_candidates())
-    if (access(path.c_str(), F_OK) == 0) return config_names_only(path, named->name) ? named->name : "";
-  return named->name;
-}
-
-/// Parses and acts. With `only`, defines that subcommand alone, and returns nullopt, having
-/// said and done nothing, for anything but a clean parse: the caller then parses again with
-/// every subcommand, so help, errors and their hints are the full parser's.
-std::optional<int> parse_and_act(int argc, char** argv, std::string_view only) {
+int main(int argc, char** argv) {
+  // One malloc arena. dblock's only other thread, run's heartbeat, allocates a few strings;
+  // its own arena would cost every run a 64 MiB reservation, its trimming and the page faults
+  // of a fresh heap (docs/performance.md, SQLite).
+  ::mallopt(M_ARENA_MAX, 1);
   Context context;
   CLI::App app{"dblock: run a job on exactly one host, using a shared SQL database as the lock", "dblock"};
   app.set_version_flag("-V,--version", std::function<std::string()>(version_text));
@@ -635,7 +596,6 @@ std::optional<int> parse_and_act(int argc, char** argv, std::string_view only) {
 
   std::vector<std::pair<CLI::App*, CommandAction>> actions;
   for (const auto& command : commands()) {
-    if (!only.empty() && command.name != only) continue;
     CLI::App* sub = app.add_subcommand(std::string(command.name), std::string(command.summary));
     actions.emplace_back(sub, command.define(*sub));
   }
@@ -670,15 +630,7 @@ std::optional<int> parse_and_act(int argc, char** argv, std::string_view only) {
   CLI::App* run = nullptr;
   for (auto& [sub, action] : actions)
     if (sub->get_name() == "run") run = sub;
-  if (!only.empty()) {
-    try {
-      app.parse(parsed_argc, argv);
-    } catch (...) {
-      return std::nullopt;
-    }
-    if (run && run->parsed() && !context.has_dashes && run->get_option_no_throw("command")->count() > 0)
-      return std::nullopt;
-  } else try {
+  try {
     app.parse(parsed_argc, argv);
   } catch (const FatalError& e) {  // the config file reader names the file and line
     log::error(e.error.message);
@@ -800,20 +752,6 @@ std::optional<int> parse_and_act(int argc, char** argv, std::string_view only) {
     }
   }
   return exit_usage;
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  // One malloc arena. dblock's only other thread, run's heartbeat, allocates a few strings;
-  // its own arena would cost every run a 64 MiB reservation, its trimming and the page faults
-  // of a fresh heap (docs/performance.md, SQLite).
-  ::mallopt(M_ARENA_MAX, 1);
-  // Building all eleven subcommands' options is a quarter of a millisecond, a tenth of what a
-  // SQLite run adds to its commit (docs/performance.md, SQLite): `dblock run ...` defines run's.
-  if (const std::string_view only = sole_subcommand(argc, argv); !only.empty())
-    if (auto status = parse_and_act(argc, argv, only)) return *status;
-  return *parse_and_act(argc, argv, {});
 }
 
 }  // namespace dblock::cli
