@@ -41,7 +41,7 @@ inline constexpr int conflict_attempts = 4;
 template <class F>
 auto with_retry(Session& session, F&& statement) -> decltype(statement()) {
   auto result = statement();
-  for (int conflicts = 1; !result && result.error().kind == ErrorKind::busy && conflicts < conflict_attempts; ++conflicts)
+  for (int conflicts = 1; !result && held_elsewhere(result.error().kind) && conflicts < conflict_attempts; ++conflicts)
     result = statement();
   if (result || result.error().kind != ErrorKind::connection) return result;
   if (auto ok = session.reconnect(result.error()); !ok) return std::unexpected(ok.error());

@@ -170,7 +170,7 @@ TEST_SUITE("postgres.lease") {
     auto missing = (*conn)->exec("SELECT * FROM no_such_table_xyz");
     REQUIRE_FALSE(missing.has_value());
     MESSAGE(missing.error().message);
-    CHECK(missing.error().kind == ErrorKind::config);
+    CHECK(missing.error().kind == ErrorKind::schema_missing);
     CHECK(missing.error().sqlstate == "42P01");
     CHECK(missing.error().message.find("does not exist") == std::string::npos);
 
