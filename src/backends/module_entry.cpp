@@ -4,7 +4,7 @@
 // module calls dblock's own functions in the executable, so both must come from one build.
 #include <cstring>
 
-#include "backends/registry.hpp"
+#include "backends/backend_entry.hpp"
 
 namespace dblock {
 BackendEntry DBLOCK_MODULE_BACKEND();

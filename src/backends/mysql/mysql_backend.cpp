@@ -2,7 +2,7 @@
 // core/sql/sql_backend.cpp on mysql_statements.cpp.
 #include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/mysql/mysql_tables.hpp"
-#include "backends/registry.hpp"
+#include "backends/backend_entry.hpp"
 #include "core/sql/schema.hpp"
 #include "core/sql/sql_backend.hpp"
 #include "core/sql/statement_catalog.hpp"

@@ -37,13 +37,18 @@ const sql::Dialect dialect{
 // The failover fence a token must exceed (failover.hpp), as the statements bind it.
 const std::string fence = dialect.integer(":fence");
 
-// "column = IF(cond, value, column)" for each pair, comma-separated.
+// "column = IF(cond, value, column)" for each pair, comma-separated, with the condition written
+// once: the first assignment keeps its answer in a user variable, which the others read. Its
+// answer is the row's as the statement found it: the assignments run left to right, and each
+// IF() re-testing the condition would read the columns those before it changed.
+const std::string taking = "@dblock_take";
 std::string assign_each_if(const std::string& cond,
                            std::initializer_list<std::pair<std::string_view, std::string_view>> columns) {
   std::string out;
   for (const auto& [column, value] : columns) {
     const std::string c(column);
-    out += (out.empty() ? "" : ", ") + c + " = IF(" + cond + ", " + std::string(value) + ", " + c + ")";
+    out += (out.empty() ? c + " = IF(" + taking + " := " + cond : ", " + c + " = IF(" + taking) + ", " +
+           std::string(value) + ", " + c + ")";
   }
   return out;
 }
@@ -139,9 +144,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   s.begin_release = "START TRANSACTION";
 
   // Free: the lease ended (a session strategy leaves expires_at NULL) and --min-interval allows a
-  // start. last_started_at, assigned after expires_at, recognises this statement's own takeover
-  // (acquired_at and expires_at just set) instead. (A row someone else took in the same
-  // microsecond with the same TTL already has last_started_at = NOW(6).)
+  // start.
   const std::string due = sql::due_sql(dialect, "", "NOW(6)");
   const std::string first_token = sql::first_token_sql(dialect, true, fence);
   const std::string next_token = sql::next_token_sql(dialect, "", true, fence);
@@ -162,15 +165,11 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                                  {"renewed_at", "NOW(6)"},
                                  {"released_at", "NULL"},
                                  {"token", next_token},
-                                 {"expires_at", "VALUES(expires_at)"}}) +
-                ", last_started_at = IF(" + due + " AND " + lease_allowed +
-                " AND ((expires_at IS NULL OR expires_at <= NOW(6)) OR"
-                " (acquired_at <=> NOW(6) AND expires_at <=> VALUES(expires_at))), NOW(6), last_started_at)"};
+                                 {"expires_at", "VALUES(expires_at)"},
+                                 {"last_started_at", "NOW(6)"}})};
   // The server lock is ours, so whoever of this strategy the row names is gone: only
   // --min-interval, a semaphore's header, a --min-hold still running (the released row's
-  // expires_at) or another strategy's holder leave it alone. strategy
-  // is assigned before the columns the condition reads, and once it is :strategy the condition
-  // reads the same.
+  // expires_at) or another strategy's holder leave it alone.
   const std::string numbered = "(NOT strategy <=> 'semaphore' AND " +
                                rows::strategy_allows_sql("", ":strategy", lease_over) + " AND NOT " +
                                dialect.lease_live("") + " AND " + due + ")";
@@ -208,8 +207,6 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                    " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
   s.history = sql::history_statements(dialect, t.runs);
 
-  // Each assignment tests the condition again (assign_each_if), after those before it: once
-  // slots = :slots and strategy = 'semaphore' are assigned, the condition's first branch holds.
   const std::string header_free = sql::header_free_sql(dialect, "", t.locks);
   s.header_take = {"semaphore.header_take",
                    "INSERT INTO " + t.locks +

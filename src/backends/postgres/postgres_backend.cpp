@@ -7,7 +7,7 @@
 #include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/postgres/postgres_dsn.hpp"
 #include "backends/postgres/postgres_tables.hpp"
-#include "backends/registry.hpp"
+#include "backends/backend_entry.hpp"
 #include "core/sql/schema.hpp"
 #include "core/sql/sql_backend.hpp"
 #include "core/sql/statement_catalog.hpp"

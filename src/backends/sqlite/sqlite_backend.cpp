@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "backends/sqlite/sqlite_file.hpp"
-#include "backends/registry.hpp"
+#include "backends/backend_entry.hpp"
 #include "backends/sqlite/sqlite_descriptor.hpp"
 #include "backends/sqlite/sqlite_dsn.hpp"
 #include "backends/sqlite/sqlite_tables.hpp"

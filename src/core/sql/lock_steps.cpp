@@ -4,7 +4,6 @@
 
 #include "core/semaphore.hpp"
 #include "core/sql/identifiers.hpp"
-#include "core/sql/lease_locker.hpp"
 
 namespace dblock::sql {
 namespace {

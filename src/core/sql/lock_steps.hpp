@@ -124,7 +124,7 @@ Result<bool> release_row(Session& session, const LeaseStatements& st, const Rele
 
 /// The run's history row alone, after its release, in a `begin_release` transaction of its own
 /// that first locks a slot's header (lock_row, as release_row does), run again as with_retry and
-/// with_schema do (lease_locker.hpp); `still_held`: what the release found. Its error says that
+/// with_schema do (sql_session.hpp); `still_held`: what the release found. Its error says that
 /// the release itself went through.
 Result<void> record_held_run(Session& session, const LeaseStatements& st, const HeldRun& held, std::string_view strategy,
                              bool still_held, const ReleaseRequest& req, int keep);
