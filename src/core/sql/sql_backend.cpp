@@ -81,7 +81,8 @@ Result<std::vector<LockStatus>> SqlBackend::status(std::span<const std::string> 
 
 std::optional<InspectStatements> SqlBackend::older_statements(Session& session, const Error& failed) {
   // Only inspection: a run or `init` adds the column instead (ensure_schema).
-  if (!inspect_.older || !options_.inspect || options_.shedlock || failed.kind != ErrorKind::schema_missing) return std::nullopt;
+  if (!inspect_.older || !options_.inspect || options_.shedlock || failed.kind != ErrorKind::schema_missing)
+    return std::nullopt;
   auto columns = read_columns(session);
   if (!columns) return std::nullopt;
   auto locks = columns->find(options_.table_prefix + "locks");

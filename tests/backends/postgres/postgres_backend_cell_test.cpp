@@ -156,8 +156,8 @@ TEST_SUITE("postgres.lease") {
   // it), and it counts as held elsewhere.
   TEST_CASE("postgres: a lock wait that ran out (55P03) is ErrorKind::wait_ended, held elsewhere") {
     Db db;
-    const std::string lock =
-        std::to_string(0x5eed0000 + static_cast<std::int64_t>(std::hash<std::string>{}(test::unique_key("w")) & 0xffff));
+    const auto bits = static_cast<std::int64_t>(std::hash<std::string>{}(test::unique_key("w")) & 0xffff);
+    const std::string lock = std::to_string(0x5eed0000 + bits);  // a key of this run's own
     RawSession holder(test::dsn());
     holder.run("SELECT pg_advisory_lock(" + lock + ")");
     auto dsn = parse_dsn(test::dsn());
