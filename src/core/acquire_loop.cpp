@@ -304,7 +304,7 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
 
     if (!attempt) {
       // A lock-wait timeout from the server is just "held by someone" for a waiter.
-      if (attempt.error().kind != ErrorKind::busy) return std::unexpected(attempt.error());
+      if (!held_elsewhere(attempt.error().kind)) return std::unexpected(attempt.error());
       result.outcome = AcquireOutcome{};
     } else {
       result.outcome = *attempt;

@@ -23,10 +23,14 @@ enum ExitCode : int {
 /// The exit status an error of this kind ends the process with.
 constexpr int exit_code_for(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::busy: return exit_conflict;
+    case ErrorKind::busy:
+    case ErrorKind::wait_ended: return exit_conflict;
     case ErrorKind::lost: return exit_lost;
     case ErrorKind::connection: return exit_unavailable;
-    case ErrorKind::config: return exit_config;
+    case ErrorKind::config:
+    case ErrorKind::schema_missing:  // the setup's to fix, as a table of the wrong shape
+    case ErrorKind::denied: return exit_config;
+    case ErrorKind::no_session: return exit_unavailable;
     case ErrorKind::usage: return exit_usage;
     case ErrorKind::other: return exit_unavailable;
     case ErrorKind::internal: return exit_internal;

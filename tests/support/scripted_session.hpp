@@ -42,7 +42,6 @@ class ScriptedSession final : public sql::Session {
     ++reconnects;
     return {};
   }
-  bool schema_missing(const Error&) const override { return false; }
   std::string where() const override { return "scripted"; }
   sql::ReleaseSignal& release_signal() override { return drop_waits ? dropping_ : signal_; }
   std::int64_t started_id() const override { return started; }

@@ -89,7 +89,6 @@ class Session final : public sql::Session {
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override { return conn_->run(st, params); }
   Result<void> exec(std::string_view sql) override { return conn_->query(sql); }
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
-  bool schema_missing(const Error& failed) const override { return is_schema_missing(failed); }
   std::string where() const override { return conn_->where(); }
   std::optional<sql::Transport> transport() const override { return conn_->transport(); }
   sql::ReleaseSignal& release_signal() override { return *wake_queue_; }

@@ -34,38 +34,35 @@ ErrorKind classify_errno(unsigned errnum) {
     // certificate or no TLS: mysql_connection.cpp makes that a config error.
     case CR_SSL_CONNECTION_ERROR:
       return ErrorKind::connection;
+    // The statement's lock wait ended without the lock: it took nothing.
     case ER_LOCK_WAIT_TIMEOUT:  // innodb_lock_wait_timeout, and MariaDB's NOWAIT
     case er_lock_nowait:
+      return ErrorKind::wait_ended;
     case ER_LOCK_DEADLOCK:  // we were the victim; the other side has the row
       return ErrorKind::busy;
-    // Credentials, unknown database, missing privileges or tables/columns: the operator must act.
-    case ER_ACCESS_DENIED_ERROR:
-    case ER_ACCESS_DENIED_NO_PASSWORD_ERROR:  // 1698: the account's plugin (unix_socket) said no
-    case ER_DBACCESS_DENIED_ERROR:
-    case ER_BAD_DB_ERROR:
-    case ER_TABLEACCESS_DENIED_ERROR:
-    case ER_COLUMNACCESS_DENIED_ERROR:
-    case ER_SPECIFIC_ACCESS_DENIED_ERROR:
+    // A table or column the statement names is not there. 1242 (a scalar subquery found two
+    // rows): the read of a taken row found a second row of its name, which only a table whose
+    // name is not its key allows (mysql_statements.cpp, `taken`); the schema check then says so.
     case ER_NO_SUCH_TABLE:
     case ER_BAD_FIELD_ERROR:
+    case ER_SUBQUERY_NO_1_ROW:
+      return ErrorKind::schema_missing;
+    // A privilege on a table, a column or the database is missing.
+    case ER_TABLEACCESS_DENIED_ERROR:
+    case ER_COLUMNACCESS_DENIED_ERROR:
+    case ER_DBACCESS_DENIED_ERROR:
+      return ErrorKind::denied;
+    case ER_NO_SUCH_THREAD:  // a KILL named a session the server does not know
+      return ErrorKind::no_session;
+    // Credentials, unknown database: the operator must act.
+    case ER_ACCESS_DENIED_ERROR:
+    case ER_ACCESS_DENIED_NO_PASSWORD_ERROR:  // 1698: the account's plugin (unix_socket) said no
+    case ER_BAD_DB_ERROR:
+    case ER_SPECIFIC_ACCESS_DENIED_ERROR:
       return ErrorKind::config;
     default:
       return ErrorKind::other;
   }
-}
-
-bool is_no_such_session(const Error& e) { return e.native_code == ER_NO_SUCH_THREAD; }
-
-bool is_denied(const Error& e) {
-  return e.native_code == ER_TABLEACCESS_DENIED_ERROR || e.native_code == ER_COLUMNACCESS_DENIED_ERROR ||
-         e.native_code == ER_DBACCESS_DENIED_ERROR;
-}
-
-// 1242 (a scalar subquery found two rows): the read of a taken row found a second row of its
-// name, which only a table whose name is not its key allows (mysql_statements.cpp, `taken`);
-// the schema check then says so.
-bool is_schema_missing(const Error& e) {
-  return e.native_code == ER_NO_SUCH_TABLE || e.native_code == ER_BAD_FIELD_ERROR || e.native_code == ER_SUBQUERY_NO_1_ROW;
 }
 
 Error make_error(unsigned errnum, std::string_view where, std::string_view text, std::string_view sqlstate) {

@@ -25,8 +25,19 @@ class MysqlHolder final : public sql::HolderSession {
   Result<void> exec(std::string_view sql) override { return conn_->query(sql); }
   void close() override { conn_.reset(); }
 
+  // innodb_lock_wait_timeout is the session's, so it is set before the transaction, and only
+  // when it changed: a waiter's attempts mostly ask the same.
+  Result<void> begin(const sql::LockStatements& st, const sql::Params& p, Millis wait) override {
+    if (wait != lock_wait_) {
+      if (auto r = conn_->run(st.lock_wait, p); !r) return std::unexpected(r.error());
+      lock_wait_ = wait;
+    }
+    return conn_->query(st.begin);
+  }
+
   Result<void> reopen() override {
     conn_.reset();
+    lock_wait_ = Millis(0);
     // The row-lock strategies start with no lock wait (core's slices are under a second), set
     // with the connection rather than by a SET before the first attempt.
     auto c = Connection::open(dsn_, options_, ConnectionRole::lock_holder,
@@ -79,6 +90,7 @@ class MysqlHolder final : public sql::HolderSession {
   std::shared_ptr<Session> book_;     // its wake queue is the row-lock strategies' release signal
   std::unique_ptr<Connection> conn_;  // the lock session
   std::string tag_;                   // the lock session's
+  Millis lock_wait_{0};               // its innodb_lock_wait_timeout, as set with it (reopen)
   sql::ReleaseSignal no_signal_;
 };
 

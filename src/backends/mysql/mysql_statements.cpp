@@ -353,7 +353,6 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
   s.session_gone = {"release.session_gone",
                     "SELECT IS_USED_LOCK(:lock) IS NULL AND NOT EXISTS (SELECT 1 FROM information_schema.PROCESSLIST"
                     " WHERE ID = :session)"};
-  s.ended_already = &is_no_such_session;
   return s;
 }
 
@@ -361,7 +360,6 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options, bool mari
   sql::DoctorStatements s;
   s.server = {"doctor.server", "SELECT VERSION()"};
   s.probe = sql::privilege_probes(options, '`');
-  s.denied = &is_denied;
   s.can_create = {"doctor.can_create",
                   "SELECT (SELECT COUNT(*) FROM information_schema.SCHEMA_PRIVILEGES WHERE TABLE_SCHEMA = DATABASE()"
                   " AND PRIVILEGE_TYPE = 'CREATE') + (SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES"
@@ -416,7 +414,6 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   s.advisory_give_back = {"lock.advisory_give_back", "SELECT RELEASE_LOCK(" + advisory + ")"};
   s.begin = "START TRANSACTION";
   s.lock_wait = {"lock.wait", "SET SESSION innodb_lock_wait_timeout = :seconds"};
-  s.lock_wait_in_session = true;
   // The holder tag in the same statement, once the row is locked (the select list is evaluated
   // for a locked row only; none when busy or missing).
   s.lock_claim = {"lock.claim", "SELECT name, GET_LOCK(" + held + ", 0)" + claim + " FOR UPDATE"};
@@ -470,7 +467,7 @@ WakeStatements wake_statements(const std::string& prefix) {
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
   const Tables t(options.table_prefix, '`');
-  sql::SchemaStatements s(options, descriptor.name, true);
+  sql::SchemaStatements s(options, descriptor.name);
   // name is VARBINARY: compared byte-wise, and 255 bytes of any UTF-8 fit. DATETIME(6) holds UTC
   // (every dblock session runs with time_zone '+00:00'). DDL commits on its own (no `begin`):
   // CREATE TABLE IF NOT EXISTS is safe to race.

@@ -128,11 +128,6 @@ class Session final : public sql::Session {
   Result<void> exec(std::string_view sql) override;
   void prepare(const sql::Statement& st) override;
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
-  /// 42P01 (no such table), 42703 (no such column), 42P10 (ON CONFLICT (name) found no unique
-  /// key on exactly name: the schema check says so).
-  bool schema_missing(const Error& failed) const override {
-    return failed.sqlstate == "42P01" || failed.sqlstate == "42703" || failed.sqlstate == "42P10";
-  }
   std::string where() const override { return conn_->where(); }
   std::optional<sql::Transport> transport() const override { return conn_->transport(); }
   sql::ReleaseSignal& release_signal() override { return *signal_; }
@@ -151,8 +146,6 @@ sql::Statement session_id_statement();
 /// The native-error mapping (postgres_error.cpp): the error a failed statement result carries,
 /// by its SQLSTATE; `where` is the redacted DSN.
 Error statement_error(const PGresult* result, PGconn* conn, std::string_view where);
-/// True when a statement was refused for want of a privilege (42501).
-bool is_denied(const Error& e);
 /// The error of a failed connection attempt: by the server's SQLSTATE when it sent one, else by
 /// what libpq tells structurally (`ssl_required`: sslmode require or verify-*), never by the
 /// message text, which a server translates.

@@ -13,15 +13,21 @@ namespace {
 ErrorKind kind_for_sqlstate(std::string_view s) {
   if (s.size() != 5) return ErrorKind::other;
   std::string_view cls = s.substr(0, 2);
-  // Someone else holds it: NOWAIT / lock_timeout refused, a deadlock victim, a serialization
-  // conflict, or (txn-insert) a unique violation after the other side committed its row.
-  if (s == "55P03" || s == "40P01" || s == "40001" || s == "23505") return ErrorKind::busy;
+  // Someone else holds it: NOWAIT / lock_timeout refused (lock_not_available: the statement
+  // took nothing), a deadlock victim, a serialization conflict, or (txn-insert) a unique
+  // violation after the other side committed its row.
+  if (s == "55P03") return ErrorKind::wait_ended;
+  if (s == "40P01" || s == "40001" || s == "23505") return ErrorKind::busy;
+  // No such table (42P01) or column (42703), or ON CONFLICT (name) found no unique key on
+  // exactly name (42P10): the schema is missing or not dblock's (the schema check says which).
+  if (s == "42P01" || s == "42703" || s == "42P10") return ErrorKind::schema_missing;
+  if (s == "42501") return ErrorKind::denied;  // insufficient_privilege
   // Server going away, connection trouble, cancelled statement, out of resources.
   if (cls == "08" || s == "57P01" || s == "57P02" || s == "57P03" || s == "57P05" || s == "57014" || cls == "53" ||
       cls == "58" || s == "25P03")
     return ErrorKind::connection;
   // Credentials, unknown database, missing privileges or tables/columns: the operator must act.
-  if (cls == "28" || s == "3D000" || s == "42501" || s == "42P01" || s == "42703" || s == "3F000")
+  if (cls == "28" || s == "3D000" || s == "3F000")
     return ErrorKind::config;
   return ErrorKind::other;
 }
@@ -60,8 +66,6 @@ std::string password_hint(PGconn* conn, std::string_view dsn) {
 }
 
 }  // namespace
-
-bool is_denied(const Error& e) { return e.sqlstate == "42501"; }
 
 Error statement_error(const PGresult* result, PGconn* conn, std::string_view where) {
   const char* state = result ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
@@ -105,7 +109,7 @@ Error connect_error(PGconn* conn, std::string_view where, bool reached_server, b
   if (!sqlstate.empty()) {
     kind = kind_for_sqlstate(sqlstate);
     if (kind == ErrorKind::other) kind = ErrorKind::config;  // the server refused us for good
-    if (kind == ErrorKind::busy) kind = ErrorKind::connection;
+    if (held_elsewhere(kind)) kind = ErrorKind::connection;
   } else if (PQconnectionNeedsPassword(conn)) {
     kind = ErrorKind::config;  // the server asked for a password and the DSN has none
     hint = password_hint(conn, where);

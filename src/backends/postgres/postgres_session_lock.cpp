@@ -18,6 +18,12 @@ class PostgresHolder final : public sql::HolderSession {
     return session_.run(st, p, wait);
   }
   Result<void> exec(std::string_view sql) override { return session_.exec(sql); }
+  // lock_timeout for the transaction just begun (set_config's is_local): it ends with it.
+  Result<void> begin(const sql::LockStatements& st, const sql::Params& p, Millis) override {
+    if (auto ok = session_.exec(st.begin); !ok) return ok;
+    if (auto r = session_.run(st.lock_wait, p, Millis(0)); !r) return std::unexpected(r.error());
+    return {};
+  }
   void close() override { holder_->close(); }
   Result<void> reopen() override { return holder_->reconnect(); }
   bool transaction_open() const override { return holder_->transaction_open(); }

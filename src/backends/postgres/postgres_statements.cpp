@@ -259,8 +259,6 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   s.advisory_wait = {"lock.advisory_wait", advisory_wait};
   s.advisory_numbered_try = numbered("lock.advisory_numbered_try", advisory_try);
   s.advisory_numbered_wait = numbered("lock.advisory_numbered_wait", advisory_wait);
-  // lock_not_available: the wait for the lock ended; after any other error the lock may be held.
-  s.wait_ended = [](const Error& failed) { return failed.sqlstate == "55P03"; };
   s.advisory_holds = {"lock.advisory_holds",
                       "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()"
                       " AND classid::bigint = (:lock::bigint >> 32) & 4294967295"
@@ -410,7 +408,6 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options) {
   sql::DoctorStatements s;
   s.server = {"doctor.server", "SELECT 'PostgreSQL ' || current_setting('server_version')"};
   s.probe = sql::privilege_probes(options, '"');
-  s.denied = &is_denied;
   s.can_create = {"doctor.can_create", "SELECT has_schema_privilege(current_schema(), 'CREATE')"};
   s.session_id = session_id_statement();
   s.serving = {"run.serving", "SELECT pg_backend_pid(), 0"};  // no cluster keeps session locks on one node only
@@ -460,7 +457,7 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options) {
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
   const Tables t(options.table_prefix, '"');
-  sql::SchemaStatements s(options, descriptor.name, true);
+  sql::SchemaStatements s(options, descriptor.name);
   // CREATE TABLE IF NOT EXISTS races on the catalog (unique violation on pg_type) when several
   // processes create at once: an advisory transaction lock makes them take turns. Its id is a
   // number computed here, not user text.

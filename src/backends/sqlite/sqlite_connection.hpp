@@ -99,7 +99,6 @@ class Session final : public sql::Session {
   /// A file has no connection to lose.
   Result<void> reconnect(const Error& why) override { return std::unexpected(why); }
   /// SQLite reports a missing table or column as plain SQLITE_ERROR, the code of many mistakes.
-  bool schema_missing(const Error& failed) const override { return (failed.native_code & 0xff) == SQLITE_ERROR; }
   std::string where() const override { return conn_->path(); }
   sql::ReleaseSignal& release_signal() override { return wake_; }
 

@@ -30,7 +30,11 @@ ErrorKind error_kind(int rc) {
     case SQLITE_RANGE:
     case SQLITE_INTERNAL:
       return ErrorKind::internal;
-    default:  // SQLITE_ERROR, SQLITE_CONSTRAINT, SQLITE_MISMATCH, SQLITE_TOOBIG, SQLITE_NOMEM...
+    // The code of "no such table" and "no such column", and of many other mistakes: the one
+    // more attempt after repair_schema tells them apart.
+    case SQLITE_ERROR:
+      return ErrorKind::schema_missing;
+    default:  // SQLITE_CONSTRAINT, SQLITE_MISMATCH, SQLITE_TOOBIG, SQLITE_NOMEM...
       return ErrorKind::other;
   }
 }

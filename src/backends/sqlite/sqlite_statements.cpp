@@ -86,7 +86,7 @@ std::string lease_live_sql(const std::string& a) {
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
   const Tables t(options.table_prefix, '"');
-  sql::SchemaStatements s(options, descriptor.name, false);
+  sql::SchemaStatements s(options, descriptor.name);
   // One write transaction: one commit (one fsync) on a new file, and processes upgrading the
   // same file at once add each column once.
   s.begin = "BEGIN IMMEDIATE";

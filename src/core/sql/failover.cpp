@@ -110,7 +110,7 @@ DoctorCheck doctor_check(Session& session, const FailoverStatements& st) {
   auto rec = read(session, st);
   // Tables not made yet are the tables check's finding (it fails); here they are a state, said
   // as the privileges check says it. Any other error reading the record is a failed check.
-  if (!rec && session.schema_missing(rec.error()))
+  if (!rec && rec.error().kind == ErrorKind::schema_missing)
     return {"failover", true,
             "the dblock tables do not exist yet; the failover record is made with them (by the first run or "
             "`dblock init`)"};

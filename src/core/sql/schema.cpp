@@ -33,7 +33,8 @@ struct Wanted {
 std::vector<Wanted> wanted_tables(const SchemaStatements& st) {
   std::vector<Wanted> out;
   for (const auto& [suffix, columns] : rows::required_tables) {
-    if (suffix == "claims" && !st.claims) continue;
+    // Only the tables the dialect makes: its statements use no other (SQLite: no claims).
+    if (!st.makes(st.prefix + std::string(suffix))) continue;
     std::vector<std::string> key;
     if (suffix == "locks") key = {"name"};
     if (suffix == "claims") key = {"name", "kind"};
@@ -204,7 +205,7 @@ Result<Columns> read_columns(Session& session) {
   const SchemaStatements& st = *session.schema();
   auto r = session.run(st.columns, {{"locks", st.prefix + "locks"},
                                     {"runs", st.prefix + "runs"},
-                                    {"claims", st.claims ? st.prefix + "claims" : std::string()},
+                                    {"claims", st.makes(st.prefix + "claims") ? st.prefix + "claims" : std::string()},
                                     {"shedlock", st.shedlock_table}});
   if (!r) return std::unexpected(r.error());
   Columns found;
@@ -302,7 +303,7 @@ std::string schema_sql(const SchemaStatements& st) {
 }
 
 Result<bool> Session::repair_schema(const Error& failed) {
-  if (!schema_ || !schema_missing(failed)) return false;
+  if (!schema_ || failed.kind != ErrorKind::schema_missing) return false;
   if (auto ok = ensure_schema(*this); !ok) return std::unexpected(ok.error());
   return true;
 }

@@ -89,9 +89,8 @@ class ServerLock {
     auto r = h_->run(w.count() <= 0 ? st_.advisory_numbered_try : st_.advisory_numbered_wait, number, w);
     if (!r) {
       // The lock outlives the failed statement that took it, unless its wait is what ended.
-      if (r.error().kind != ErrorKind::connection && !(st_.wait_ended && st_.wait_ended(r.error())))
-        (void)give_back(key);
-      if (r.error().kind == ErrorKind::busy) return std::nullopt;
+      if (r.error().kind != ErrorKind::connection && r.error().kind != ErrorKind::wait_ended) (void)give_back(key);
+      if (held_elsewhere(r.error().kind)) return std::nullopt;
       return std::unexpected(r.error());
     }
     if ((*r)[0].int64(3) == 0) return std::nullopt;
@@ -103,7 +102,6 @@ class ServerLock {
   // Only called while nothing is held.
   Result<void> reopen() {
     tagged_.reset();
-    session_wait_ = Millis(0);
     return h_->reopen();
   }
 
@@ -136,30 +134,21 @@ class ServerLock {
       // for a racer's, within the same lock wait, and then means busy.
       if (auto r = h_->exec("ROLLBACK"); !r) return std::unexpected(r.error());
       auto made = h_->run(st_.make_claim, p, Millis(0));
-      if (!made && made.error().kind == ErrorKind::busy) return false;
+      if (!made && held_elsewhere(made.error().kind)) return false;
       if (!made) return std::unexpected(made.error());
     }
     return false;  // the row vanished again: core tries again
   }
 
   // The holder's transaction, with its lock wait `w`.
-  Result<void> begin(const Params& p, Millis w) {
-    if (st_.lock_wait_in_session && w != session_wait_) {
-      if (auto r = h_->run(st_.lock_wait, p, Millis(0)); !r) return std::unexpected(r.error());
-      session_wait_ = w;
-    }
-    if (auto r = h_->exec(st_.begin); !r) return r;
-    if (!st_.lock_wait_in_session)
-      if (auto r = h_->run(st_.lock_wait, p, Millis(0)); !r) return std::unexpected(r.error());
-    return {};
-  }
+  Result<void> begin(const Params& p, Millis w) { return h_->begin(st_, p, w); }
 
   // After a take that failed with `e`: busy is "someone else holds it"; anything that may have
   // taken the lock or left a transaction open gives it back; a lost holder holds nothing.
   Result<bool> failed(const Error& e, const std::string& key) {
     if (e.kind == ErrorKind::connection) return std::unexpected(e);
-    if (e.kind != ErrorKind::busy || row_lock()) (void)give_back(key);
-    if (e.kind == ErrorKind::busy) return false;
+    if (!held_elsewhere(e.kind) || row_lock()) (void)give_back(key);
+    if (held_elsewhere(e.kind)) return false;
     return std::unexpected(e);
   }
 
@@ -167,7 +156,6 @@ class ServerLock {
   std::string kind_;  // the claims row's
   std::unique_ptr<HolderSession> h_;
   LockStatements st_;
-  Millis session_wait_{0};             // the holder session's lock wait (lock_wait_in_session)
   std::optional<std::string> tagged_;  // the key whose holder tag the session holds
 };
 

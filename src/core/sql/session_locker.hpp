@@ -25,8 +25,12 @@ class HolderSession {
 
   /// Runs `st`, which may wait for a lock up to `wait` on top of the I/O timeout.
   virtual Result<Rows> run(const Statement& st, const Params& params, Millis wait) = 0;
-  /// Runs SQL without parameters (BEGIN, ROLLBACK).
+  /// Runs SQL without parameters (ROLLBACK).
   virtual Result<void> exec(std::string_view sql) = 0;
+  /// Opens the transaction that holds a row lock (`st.begin`), its lock wait `wait` (server_wait's)
+  /// set by `st.lock_wait` with `p` (bind's parameters) where the dialect keeps it: for the
+  /// transaction just begun, or for the session before it begins, only when it changed.
+  virtual Result<void> begin(const LockStatements& st, const Params& p, Millis wait) = 0;
   /// Closes the session: whatever it held is gone with it.
   virtual void close() = 0;
   /// Opens the session anew, its lock wait none; only called while nothing is held.

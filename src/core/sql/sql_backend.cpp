@@ -81,7 +81,8 @@ Result<std::vector<LockStatus>> SqlBackend::status(std::span<const std::string> 
 
 std::optional<InspectStatements> SqlBackend::older_statements(Session& session, const Error& failed) {
   // Only inspection: a run or `init` adds the column instead (ensure_schema).
-  if (!inspect_.older || !options_.inspect || options_.shedlock || !session.schema_missing(failed)) return std::nullopt;
+  if (!inspect_.older || !options_.inspect || options_.shedlock || failed.kind != ErrorKind::schema_missing)
+    return std::nullopt;
   auto columns = read_columns(session);
   if (!columns) return std::nullopt;
   auto locks = columns->find(options_.table_prefix + "locks");
@@ -98,7 +99,7 @@ Result<int> SqlBackend::slot_count(const std::string& key) {
   auto slots = read_slot_count(**s, inspect_, key);
   // No table, or a table from before semaphores without the column: no semaphore there, and
   // inspection adds nothing.
-  if (!slots && (*s)->schema_missing(slots.error())) return 0;
+  if (!slots && slots.error().kind == ErrorKind::schema_missing) return 0;
   return slots;
 }
 
@@ -173,7 +174,7 @@ Result<void> SqlBackend::release_held(const std::string& key, const HolderSelect
   const std::string marked_released = "marked '" + key + "' released, but ";
   if (!release_.end_session.empty())
     if (auto ended = session.run(release_.end_session, holding);
-        !ended && !(release_.ended_already && release_.ended_already(ended.error())))
+        !ended && ended.error().kind != ErrorKind::no_session)
       return fail(ended.error().kind == ErrorKind::connection ? ErrorKind::connection : ErrorKind::other,
                   marked_released + "could not end its holder's session " + std::to_string(id) + ": " +
                       ended.error().message);
@@ -273,8 +274,8 @@ DoctorCheck SqlBackend::check_privileges(Session& session, Strategy strategy) {
     }
     const std::string what = p.privilege + " on " + p.table;
     if (r) granted += (granted.empty() ? "" : ", ") + what;
-    else if (session.schema_missing(r.error())) tables_missing = true;
-    else if (doctor_.denied && doctor_.denied(r.error())) missing += (missing.empty() ? "" : ", ") + what + " (" + p.why + ")";
+    else if (r.error().kind == ErrorKind::schema_missing) tables_missing = true;
+    else if (r.error().kind == ErrorKind::denied) missing += (missing.empty() ? "" : ", ") + what + " (" + p.why + ")";
     else other += (other.empty() ? "" : "; ") + what + ": " + r.error().message;
   }
   auto create = session.run(doctor_.can_create, {});
@@ -296,7 +297,7 @@ DoctorCheck SqlBackend::check_privileges(Session& session, Strategy strategy) {
 }
 
 std::unexpected<Error> SqlBackend::explained(Session& session, const Error& failed) {
-  if (!session.schema_missing(failed)) return std::unexpected(failed);
+  if (failed.kind != ErrorKind::schema_missing) return std::unexpected(failed);
   if (auto shape = sql::check_schema(session); !shape) return std::unexpected(shape.error());
   return std::unexpected(failed);
 }

@@ -1,7 +1,7 @@
 #pragma once
 // What a backend is to the strategies of core/sql: a session that runs one named
 // statement with named parameters and gives the rows back as text, its transactions, its
-// native error codes turned into "the schema is missing", a reconnect, and how a waiter hears
+// native error codes turned into ErrorKind (core/error.hpp), a reconnect, and how a waiter hears
 // a release. Everything else (what to run, in which order, what the answer means) is the
 // strategies' (lease_locker.cpp, ...), written once for every dialect.
 //
@@ -181,10 +181,6 @@ class Session {
   /// server still cannot be reached. A session that cannot reconnect returns `why`.
   virtual Result<void> reconnect(const Error& why) = 0;
 
-  /// Whether `failed`'s native code may mean a missing table or column (the dialect's error
-  /// mapping). SQLite says so for every SQLITE_ERROR, the code of many mistakes: the one more
-  /// attempt after repair_schema tells them apart.
-  virtual bool schema_missing(const Error& failed) const = 0;
   /// Where the session's database is, for messages: the file, or the redacted DSN.
   virtual std::string where() const = 0;
   /// How the session reaches its server; nullopt for a file (SQLite).
@@ -200,7 +196,8 @@ class Session {
   /// a prepared statement) may keep instead of asking again.
   virtual void served_directly_seen() {}
 
-  /// After `failed`, which a statement of the run path returned: when schema_missing, creates or
+  /// After `failed`, which a statement of the run path returned: when ErrorKind::schema_missing
+  /// (the dialect's error mapping sets it from native codes), creates or
   /// completes the schema (core/sql/schema.hpp) and returns true (the caller runs its operation
   /// once more); false when `failed` stands. A table of the wrong shape is ErrorKind::config
   /// naming the column.
@@ -256,7 +253,7 @@ inline constexpr int conflict_attempts = 4;
 template <class F>
 auto with_retry(Session& session, F&& statement) -> decltype(statement()) {
   auto result = statement();
-  for (int conflicts = 1; !result && result.error().kind == ErrorKind::busy && conflicts < conflict_attempts; ++conflicts)
+  for (int conflicts = 1; !result && held_elsewhere(result.error().kind) && conflicts < conflict_attempts; ++conflicts)
     result = statement();
   if (result || result.error().kind != ErrorKind::connection) return result;
   if (auto ok = session.reconnect(result.error()); !ok) return std::unexpected(ok.error());

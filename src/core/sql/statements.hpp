@@ -213,10 +213,9 @@ struct ReleaseStatements {
   /// :session :lock. Ends the session, only while it still holds :lock; empty where `release`
   /// ended it already.
   Statement end_session;
-  /// :session :lock. (1) once the session is gone and the lock free, else (0).
+  /// :session :lock. (1) once the session is gone and the lock free, else (0). An end_session
+  /// that fails with ErrorKind::no_session found the session ended by itself meanwhile.
   Statement session_gone;
-  /// Whether end_session failed only because the session had ended by itself meanwhile.
-  bool (*ended_already)(const Error& failed) = nullptr;
 };
 
 }  // namespace dblock::sql
@@ -238,11 +237,9 @@ struct DoctorStatements {
   /// (the server's name and version), for the "server" line.
   Statement server;
   /// :probe (a name no key can have). One privilege each (privilege_probes), each in a
-  /// LeaseStatements::begin transaction of its own, rolled back.
+  /// LeaseStatements::begin transaction of its own, rolled back; one that fails with
+  /// ErrorKind::denied wants the privilege, not something else.
   std::vector<PrivilegeProbe> probe;
-  /// Whether a probe failed for want of the privilege (SQLSTATE 42501, errno 1142), not for
-  /// another reason.
-  bool (*denied)(const Error& failed) = nullptr;
   /// (1 when this account may create tables there, else 0): may the first run or `dblock init`
   /// make missing tables.
   Statement can_create;
@@ -272,16 +269,14 @@ namespace dblock::sql {
 /// The tables (schema.hpp): made on first use, read by doctor.
 struct SchemaStatements {
   /// The names from `options` (ShedLock's table only with --table-format shedlock).
-  SchemaStatements(const BackendOptions& options, std::string_view dialect_name, bool has_claims)
+  SchemaStatements(const BackendOptions& options, std::string_view dialect_name)
       : prefix(options.table_prefix),
-        claims(has_claims),
         shedlock_table(options.shedlock ? options.shedlock_table : std::string()),
         dialect(dialect_name) {}
 
-  /// Unquoted table names: `prefix` + locks, runs (and claims when `claims`); ShedLock's table,
-  /// empty without --table-format shedlock.
+  /// Unquoted table names: `prefix` + locks, runs (and claims, where `create` makes it: the
+  /// session strategies' table); ShedLock's table, empty without --table-format shedlock.
   std::string prefix;
-  bool claims = false;
   std::string shedlock_table;
   /// The dialect's name, for `dblock schema --dialect` in messages.
   std::string dialect;
@@ -294,6 +289,13 @@ struct SchemaStatements {
     std::string sql;
   };
   std::vector<Create> create;
+  /// Whether `create` makes `table`: the tables the dialect's statements use, and so those
+  /// check_schema asks for.
+  bool makes(std::string_view table) const {
+    for (const Create& c : create)
+      if (c.table == table) return true;
+    return false;
+  }
   /// For `dblock schema` only (empty: none): the failover record (failover.hpp) as a statement
   /// that makes it once, for the server the script runs on, and a comment about it.
   std::string failover_record, failover_note;
@@ -338,14 +340,15 @@ struct LockStatements {
   /// when it was this session's. `advisory_numbered_*` (empty: none): in the bookkeeping session
   /// itself, `advisory_try` / `advisory_wait` and then session_take (its parameters too) when
   /// taken, in one statement: one row of session_take's three columns (NULL: not numbered) and
-  /// taken (1 or 0). `wait_ended`: a failed one took no lock (else it is given back).
+  /// taken (1 or 0); one that fails with ErrorKind::wait_ended took no lock (after any other
+  /// error it is given back).
   Statement advisory_try, advisory_wait, advisory_holds, advisory_give_back;
   Statement advisory_numbered_try, advisory_numbered_wait;
-  bool (*wait_ended)(const Error& failed) = nullptr;
 
   /// for-update, txn-insert: `begin` opens the transaction that holds the lock; `lock_wait` sets
-  /// its lock wait to :wait_ms (or the dialect's form of it) for the transaction just begun, or
-  /// (`lock_wait_in_session`) for the session, when it changed (a session opens with none).
+  /// its lock wait to :wait_ms (or the dialect's form of it), for the transaction just begun or
+  /// for the session (a session opens with none), as the holder session runs them
+  /// (HolderSession::begin).
   /// for-update: `lock_claim` / `lock_claim_nowait` lock the key's claims row, affected 1 (0: no
   /// row, which `make_claim` inserts, committed; busy while another's insert is open).
   /// txn-insert: `insert_claim` inserts it uncommitted, affected 1 (`insert_claim_try` without
@@ -355,7 +358,6 @@ struct LockStatements {
   /// held: `holds_claim` (txn-insert's own row), `alive` (for-update's transaction).
   std::string begin;
   Statement lock_wait;
-  bool lock_wait_in_session = false;
   Statement lock_claim, lock_claim_nowait, make_claim, insert_claim, insert_claim_try, tag, untag, holds_claim, alive;
 };
 

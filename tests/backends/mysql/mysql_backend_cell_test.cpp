@@ -78,8 +78,7 @@ TEST_SUITE("mysql") {
     REQUIRE_FALSE(r);
     CHECK(r.error().native_code == ER_NO_SUCH_THREAD);
     CHECK(r.error().sqlstate == "HY000");
-    CHECK(r.error().kind == ErrorKind::other);
-    CHECK(mysql::is_no_such_session(r.error()));
+    CHECK(r.error().kind == ErrorKind::no_session);
     CHECK(admin->run({"test.one", "SELECT 1"}));
   }
 
@@ -90,7 +89,7 @@ TEST_SUITE("mysql") {
     REQUIRE_FALSE(r);
     CHECK(r.error().native_code == ER_NO_SUCH_TABLE);
     CHECK(r.error().sqlstate == "42S02");
-    CHECK(r.error().kind == ErrorKind::config);
+    CHECK(r.error().kind == ErrorKind::schema_missing);
   }
 
   TEST_CASE("mysql: a placeholder without a value is internal and never reaches the server") {

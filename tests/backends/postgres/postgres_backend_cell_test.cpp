@@ -3,8 +3,11 @@
 #include <libpq-fe.h>
 #include <poll.h>
 
+#include <functional>
+
 #include "backends/postgres/postgres_tables.hpp"
 #include "backends/registry.hpp"
+#include "core/exit_code.hpp"
 #include "conformance/conformance_helpers.hpp"
 
 using namespace dblock;
@@ -148,6 +151,28 @@ TEST_SUITE("postgres.lease") {
 }
 
 TEST_SUITE("postgres.lease") {
+  // What core asks of an error is its kind, which postgres_error.cpp sets from the SQLSTATE: a
+  // lock wait that ran out took nothing (the numbered advisory take gives nothing back after
+  // it), and it counts as held elsewhere.
+  TEST_CASE("postgres: a lock wait that ran out (55P03) is ErrorKind::wait_ended, held elsewhere") {
+    Db db;
+    const auto bits = static_cast<std::int64_t>(std::hash<std::string>{}(test::unique_key("w")) & 0xffff);
+    const std::string lock = std::to_string(0x5eed0000 + bits);  // a key of this run's own
+    RawSession holder(test::dsn());
+    holder.run("SELECT pg_advisory_lock(" + lock + ")");
+    auto dsn = parse_dsn(test::dsn());
+    REQUIRE(dsn);
+    auto conn = postgres::Connection::open(*dsn, db.options);
+    REQUIRE(conn.has_value());
+    auto waited = (*conn)->exec("SET lock_timeout = '50ms'; SELECT pg_advisory_lock(" + lock + ")");
+    REQUIRE_FALSE(waited.has_value());
+    CHECK(waited.error().sqlstate == "55P03");
+    CHECK(waited.error().kind == ErrorKind::wait_ended);
+    CHECK(held_elsewhere(waited.error().kind));
+    CHECK(exit_code_for(waited.error().kind) == exit_conflict);
+    holder.run("SELECT pg_advisory_unlock(" + lock + ")");
+  }
+
   // Runs once per server (the lease cell): it switches the whole test server's language.
   TEST_CASE("postgres: a server answering in German: errors still classified by SQLSTATE") {
     ServerLanguage german("de_DE.UTF-8");
@@ -170,7 +195,7 @@ TEST_SUITE("postgres.lease") {
     auto missing = (*conn)->exec("SELECT * FROM no_such_table_xyz");
     REQUIRE_FALSE(missing.has_value());
     MESSAGE(missing.error().message);
-    CHECK(missing.error().kind == ErrorKind::config);
+    CHECK(missing.error().kind == ErrorKind::schema_missing);
     CHECK(missing.error().sqlstate == "42P01");
     CHECK(missing.error().message.find("does not exist") == std::string::npos);
 

@@ -26,6 +26,11 @@ class ScriptedHolder final : public sql::HolderSession {
     open = sql == "BEGIN";
     return {};
   }
+  Result<void> begin(const sql::LockStatements& st, const sql::Params& p, Millis) override {
+    (void)exec(st.begin);
+    if (auto r = session.run(st.lock_wait, p); !r) return std::unexpected(r.error());
+    return {};
+  }
   void close() override {}
   Result<void> reopen() override { return {}; }
   bool transaction_open() const override { return open; }
