@@ -7,9 +7,12 @@ source "$(dirname "$0")/lib.sh"
 s=$DBLOCK_STRATEGY
 dblock init >/dev/null 2>&1 || true
 
-# Three racers on two slots: exactly two run, each in its own slot; the third exits 75.
+# Three racers on two slots: exactly two run, each in its own slot; the third exits 75. The two
+# hold until the test lets them go ($E2E_TMP/let-go, at most 60 s), not for a fixed time: on a
+# loaded machine the checks below may take longer than any sleep.
 k=$(key race)
-race 3 "$E2E_TMP/status" dblock run --slots 2 "$k" -- sh -c "echo \"\$DBLOCK_SLOT \$DBLOCK_TOKEN\" >>'$E2E_TMP/ran'; sleep 3"
+race 3 "$E2E_TMP/status" dblock run --slots 2 "$k" -- sh -c "echo \"\$DBLOCK_SLOT \$DBLOCK_TOKEN\" >>'$E2E_TMP/ran'
+  i=0; while [ ! -e '$E2E_TMP/let-go' ] && [ \$i -lt 1200 ]; do sleep 0.05; i=\$((i + 1)); done"
 check "$s: two slots taken" wait_for 15 bash -c "[ \$(wc -l <'$E2E_TMP/ran' 2>/dev/null || echo 0) -ge 2 ]"
 check "$s: the third racer exits 75" wait_for 15 bash -c "grep -qx 75 '$E2E_TMP'/status.* 2>/dev/null"
 assert_eq "$s: slots 0 and 1 were given out" "0 1" "$(cut -d' ' -f1 "$E2E_TMP/ran" | sort | xargs)"
@@ -31,15 +34,20 @@ check "$s: ... naming the recorded count" grep -q "semaphore of 2 slots" <<<"$er
 assert_status "$s: a plain lock of a semaphore's key exits 78" 78 dblock run "$k" -- touch "$E2E_TMP/wrong-count"
 check "$s: neither refused command ran" test ! -e "$E2E_TMP/wrong-count"
 
-# A waiter takes the first slot that frees.
+# A waiter takes the first slot that frees: the holders are let go 1 s after it starts.
 start=$(now_ms)
-out=$(dblock run --slots 2 -w 20 "$k" -- sh -c 'echo "$DBLOCK_SLOT $DBLOCK_TOKEN"')
-rc=$?
+dblock run --slots 2 -w 60 "$k" -- sh -c 'echo "$DBLOCK_SLOT $DBLOCK_TOKEN"' >"$E2E_TMP/waiter" &
+waiter=$!
+sleep 1
+touch "$E2E_TMP/let-go"
+rc=0
+wait "$waiter" || rc=$?
+out=$(cat "$E2E_TMP/waiter")
 assert_eq "$s: the waiter ran" 0 "$rc"
 max_token=$(cut -d' ' -f2 "$E2E_TMP/ran" | sort -n | tail -n 1)
 check "$s: the waiter's token ($out) is greater than both holders' ($max_token)" test "${out#* }" -gt "$max_token"
 check "$s: the waiter got a slot of 0..1" grep -qE '^[01] ' <<<"$out"
-assert_between "$s: it waited for a holder to end" 1000 15000 $(($(now_ms) - start))
+assert_between "$s: it waited for a holder to end" 1000 60000 $(($(now_ms) - start))
 wait_for 15 bash -c "[ \$(ls '$E2E_TMP'/status.* | wc -l) -ge 3 ]"
 assert_eq "$s: the holders exited 0" "0 0 75" "$(cat "$E2E_TMP"/status.* | sort -n | xargs)"
 

@@ -49,9 +49,9 @@ kill_case() {
   esac
   wait_for 8 test -s "$E2E_TMP/dead.$how"
   dead_at=$(cat "$E2E_TMP/dead.$how" 2>/dev/null || date +%s%N)
-  # SIGKILL: the job could not log its end, it ended when watch_death saw the last one die;
+  # SIGKILL: the job could not log its end; it ran at least until watch_death last saw it;
   # SIGTERM: it logged its end itself (exit 143).
-  [ "$how" = term ] || echo "end $token $dead_at 0 killed" >>"$log"
+  [ "$how" = term ] || echo "end $token $(cat "$E2E_TMP/dead.$how.alive" 2>/dev/null || echo "$dead_at") 0 killed" >>"$log"
   check "$s/$how: no job process outlives the group kill" \
     bash -c "! { $(declare -f pids_alive); pids_alive $(tr '\n' ' ' <"$E2E_TMP/all.$how"); }"
   if [ "$how" = timeout ]; then

@@ -40,7 +40,7 @@ kill -KILL $holder
 wait_for 5 test -s "$E2E_TMP/dead_at"
 dead_at=$(cat "$E2E_TMP/dead_at" 2>/dev/null || date +%s%N)
 dead_ms=$(( (dead_at - killed) / 1000000 ))
-echo "end $token $dead_at 0 killed" >>"$log"
+echo "end $token $(cat "$E2E_TMP/dead_at.alive" 2>/dev/null || echo "$dead_at") 0 killed" >>"$log"
 echo "      $s: every job process dead $dead_ms ms after kill -9 of dblock"
 check "$s: no job process outlives kill -9 of dblock" bash -c "! { $(declare -f pids_alive); pids_alive $(tr '\n' ' ' <"$E2E_TMP/all.pids"); }"
 assert_between "$s: the job died within 1 s" 0 1000 "$dead_ms"

@@ -220,7 +220,10 @@ start_job_holder() {
 
 # watch_death OUT PID...: in the background, writes to OUT the wall-clock time (ns) at which
 # the last of the PIDs is dead (gone or a zombie), looking every millisecond; gives up after
-# 60 s. The time of a SIGKILLed job's end, for oracle_end, to the millisecond. Returns once the
+# 60 s; and to OUT.alive the time of the last look that found one alive. A SIGKILLed job ended
+# between the two: OUT bounds how late (the kill's timing), OUT.alive is the end the oracle is
+# given, a time the job is known to have run at, so on a loaded machine, where the watcher's
+# looks come late, a late look cannot pass for an overlap, and a proven one still fails. Returns once the
 # watcher is looking (OUT.ready), so a kill sent next is seen when it happens, not when a slow
 # python3 start-up on a loaded machine gets round to looking.
 watch_death() {
@@ -239,8 +242,16 @@ def alive(pid):
 any(alive(p) for p in pids)
 open(out + ".ready", "w").close()
 deadline = time.monotonic() + 60
-while any(alive(p) for p in pids) and time.monotonic() < deadline:
+seen = time.time_ns()
+while time.monotonic() < deadline:
+    before = time.time_ns()
+    if not any(alive(p) for p in pids):
+        break
+    seen = before
     time.sleep(0.001)
+# out.alive first: a reader waits for out.
+with open(out + ".alive", "w") as f:
+    f.write(f"{seen}\n")
 with open(out, "w") as f:
     f.write(f"{time.time_ns()}\n")
 PY
