@@ -70,7 +70,7 @@ class MysqlHolder final : public sql::HolderSession {
     p.set("tag", tag_).set("seconds", wait.count() / 1000);
   }
 
-  sql::ReleaseSignal& release_signal() override { return row_lock_ ? book_->release_signal() : no_signal_; }
+  sql::Waiters& release_signal() override { return row_lock_ ? book_->release_signal() : no_signal_; }
 
  private:
   bool row_lock_;
@@ -79,7 +79,7 @@ class MysqlHolder final : public sql::HolderSession {
   std::shared_ptr<Session> book_;     // its wake queue is the row-lock strategies' release signal
   std::unique_ptr<Connection> conn_;  // the lock session
   std::string tag_;                   // the lock session's
-  sql::ReleaseSignal no_signal_;
+  sql::Waiters no_signal_;
 };
 
 }  // namespace
