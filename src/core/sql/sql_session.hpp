@@ -2,8 +2,9 @@
 // What a backend is to the strategies of core/sql: a session that runs one named
 // statement with named parameters and gives the rows back as text, its transactions, its
 // native error codes turned into "the schema is missing", a reconnect, and how a waiter hears
-// a release (its wake primitive, waiters.hpp). Everything else (what to run, in which order, what the answer means) is the
-// strategies' (lease_locker.cpp, ...), written once for every dialect.
+// a release (its wake primitive, waiters.hpp). Everything else (what to run, in which order,
+// what the answer means) is the strategies' (lease_locker.cpp, ...), written once for every
+// dialect.
 //
 // Statements are SQL text written whole in each dialect's <name>_statements.cpp, with named
 // placeholders (`:key`, `:ttl_ms`) that each session turns into its own kind ($1, ?, ?1) once
