@@ -4,7 +4,7 @@
 // the key's <prefix>claims row, their transaction held open, with a holder tag while they hold.
 //
 // The row locks wait in whole seconds only (innodb_lock_wait_timeout), so a slice under a second
-// is answered at once and the rest of it is spent on the bookkeeping session's wake queue.
+// is answered at once and the rest of it is spent on the bookkeeping session's waiters' queue.
 // GET_LOCK waits for any fraction of a second itself: advisory needs no wake-ups.
 #include <algorithm>
 #include <cstdio>
@@ -76,7 +76,7 @@ class MysqlHolder final : public sql::HolderSession {
   bool row_lock_;
   Dsn dsn_;
   BackendOptions options_;
-  std::shared_ptr<Session> book_;     // its wake queue is the row-lock strategies' release signal
+  std::shared_ptr<Session> book_;     // its waiters' queue is the row-lock strategies'
   std::unique_ptr<Connection> conn_;  // the lock session
   std::string tag_;                   // the lock session's
   sql::Waiters no_signal_;

@@ -488,7 +488,8 @@ class ListenWake final : public sql::Wake {
   // cannot see it.
   Result<bool> wait(const std::string&, Millis) override { return conn_->drain_notifications(); }
   void leave(const std::string& key) override {
-    if (queued_on_ != 0 && queued_on_ == conn_->backend_pid()) (void)session_->run(q_.leave, {{"lock", queue_lock(key)}});
+    if (queued_on_ != 0 && queued_on_ == conn_->backend_pid())
+      (void)session_->run(q_.leave, {{"lock", queue_lock(key)}});
     queued_on_ = 0;
   }
   int fd() const override { return conn_->socket(); }
