@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -43,7 +44,7 @@ class ScriptedSession final : public sql::Session {
     return {};
   }
   std::string where() const override { return "scripted"; }
-  sql::ReleaseSignal& release_signal() override { return drop_waits ? dropping_ : signal_; }
+  sql::Waiters& release_signal() override { return drop_waits ? dropping_ : signal_; }
   std::int64_t started_id() const override { return started; }
   void served_directly_seen() override { ++seen_direct; }
 
@@ -59,12 +60,12 @@ class ScriptedSession final : public sql::Session {
   bool drop_waits = false;  // a wait for a release loses the connection
 
  private:
-  class DroppingSignal final : public sql::ReleaseSignal {
+  class DroppingWake final : public sql::Wake {
    public:
-    Result<bool> busy(const std::string&, Millis) override { return fail(ErrorKind::connection, "gone"); }
+    Result<bool> join(const std::string&, Millis) override { return fail(ErrorKind::connection, "gone"); }
   };
-  sql::ReleaseSignal signal_;
-  DroppingSignal dropping_;
+  sql::Waiters signal_;
+  sql::Waiters dropping_{std::make_unique<DroppingWake>()};
 };
 
 /// One row of `cells`, with `affected` rows changed.

@@ -335,21 +335,24 @@ Result<void> Connection::query(std::string_view sql) {
 
 namespace {
 
-// Wakes a waiter from the server instead of core's backoff, through the key's wake and queue
-// names (wake_statements). A failure to take or give back a name only sends waiters back to
-// core's backoff: not the lock's failure.
-class WakeQueue final : public sql::ReleaseSignal {
+// The wake primitive (core/sql/waiters.hpp) in named locks (wake_statements): a holder keeps
+// the key's wake name, the waiter with the key's queue name blocks on it, the others wait for
+// the queue name. A failure to take or give back a name only sends waiters back to core's
+// backoff: not the lock's failure.
+class NamedLockWake final : public sql::Wake {
  public:
-  WakeQueue(Connection& conn, const std::string& prefix) : conn_(&conn), s_(wake_statements(prefix)) {}
-  void holding(const std::string& key) override { (void)conn_->run(s_.wake_hold, {{"key", key}}); }
-  void released(const std::string& key) override { (void)conn_->run(s_.wake_release, {{"key", key}}); }
-  Result<bool> busy(const std::string& key, Millis left) override {
+  NamedLockWake(Connection& conn, const std::string& prefix) : conn_(&conn), s_(wake_statements(prefix)) {}
+  void post(const std::string& key) override { (void)conn_->run(s_.wake_release, {{"key", key}}); }
+  void hold(const std::string& key) override { (void)conn_->run(s_.wake_hold, {{"key", key}}); }
+  // One statement both takes the queue name and, holding it, waits on the wake name.
+  Result<bool> join(const std::string& key, Millis left) override { return wait(key, left); }
+  Result<bool> wait(const std::string& key, Millis left) override {
     if (left <= Millis(0)) return false;
     auto woken = conn_->run(s_.wake_wait, {{"key", key}, {"wait_ms", std::min(left.count(), conn_->max_block_ms())}});
     if (!woken) return std::unexpected(woken.error());
     return (*woken)[0].text(0) == "1";
   }
-  void stop_waiting(const std::string& key) override { (void)conn_->run(s_.queue_leave, {{"key", key}}); }
+  void leave(const std::string& key) override { (void)conn_->run(s_.queue_leave, {{"key", key}}); }
 
  private:
   Connection* conn_;
@@ -359,6 +362,6 @@ class WakeQueue final : public sql::ReleaseSignal {
 }  // namespace
 
 Session::Session(std::unique_ptr<Connection> conn, std::string prefix)
-    : conn_(std::move(conn)), wake_queue_(std::make_unique<WakeQueue>(*conn_, prefix)) {}
+    : conn_(std::move(conn)), waiters_(std::make_unique<NamedLockWake>(*conn_, prefix)) {}
 
 }  // namespace dblock::mysql

@@ -81,8 +81,8 @@ class Connection {
   sql::CompiledCache compiled_{sql::PlaceholderStyle::question};
 };
 
-/// The connection as the strategies of core/sql see it (sql_session.hpp), with the
-/// wake queue (WakeQueue) as its release signal.
+/// The connection as the strategies of core/sql see it (sql_session.hpp), its waiters woken
+/// through named locks (NamedLockWake).
 class Session final : public sql::Session {
  public:
   Session(std::unique_ptr<Connection> conn, std::string prefix);
@@ -91,12 +91,12 @@ class Session final : public sql::Session {
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
   std::string where() const override { return conn_->where(); }
   std::optional<sql::Transport> transport() const override { return conn_->transport(); }
-  sql::ReleaseSignal& release_signal() override { return *wake_queue_; }
+  sql::Waiters& release_signal() override { return waiters_; }
   std::int64_t started_id() const override { return static_cast<std::int64_t>(conn_->session_id()); }
 
  private:
   std::unique_ptr<Connection> conn_;
-  std::unique_ptr<sql::ReleaseSignal> wake_queue_;
+  sql::Waiters waiters_;
 };
 
 }  // namespace dblock::mysql

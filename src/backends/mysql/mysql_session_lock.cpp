@@ -4,7 +4,7 @@
 // the key's <prefix>claims row, their transaction held open, with a holder tag while they hold.
 //
 // The row locks wait in whole seconds only (innodb_lock_wait_timeout), so a slice under a second
-// is answered at once and the rest of it is spent on the bookkeeping session's wake queue.
+// is answered at once and the rest of it is spent on the bookkeeping session's waiters' queue.
 // GET_LOCK waits for any fraction of a second itself: advisory needs no wake-ups.
 #include <algorithm>
 #include <cstdio>
@@ -81,17 +81,17 @@ class MysqlHolder final : public sql::HolderSession {
     p.set("tag", tag_).set("seconds", wait.count() / 1000);
   }
 
-  sql::ReleaseSignal& release_signal() override { return row_lock_ ? book_->release_signal() : no_signal_; }
+  sql::Waiters& release_signal() override { return row_lock_ ? book_->release_signal() : no_signal_; }
 
  private:
   bool row_lock_;
   Dsn dsn_;
   BackendOptions options_;
-  std::shared_ptr<Session> book_;     // its wake queue is the row-lock strategies' release signal
+  std::shared_ptr<Session> book_;     // its waiters' queue is the row-lock strategies'
   std::unique_ptr<Connection> conn_;  // the lock session
   std::string tag_;                   // the lock session's
   Millis lock_wait_{0};               // its innodb_lock_wait_timeout, as set with it (reopen)
-  sql::ReleaseSignal no_signal_;
+  sql::Waiters no_signal_;
 };
 
 }  // namespace

@@ -27,7 +27,7 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options, bool mari
 /// Parameters also :tag (the lock session's) and :seconds (the lock wait).
 sql::LockStatements lock_statements(const std::string& prefix);
 
-/// The wake queue's (mysql_connection.cpp). wake_wait: within :wait_ms, true once this waiter
+/// The wake primitive's (NamedLockWake, mysql_connection.cpp). wake_wait: within :wait_ms, true once this waiter
 /// holds the key's queue name (the next to try) or, holding it, once the holder gave the wake
 /// name back; false at once when nobody holds the wake name (core's backoff takes over).
 struct WakeStatements {
@@ -36,7 +36,7 @@ struct WakeStatements {
 WakeStatements wake_statements(const std::string& prefix);
 
 /// The holder session of session strategy `s`, a connection of its own, opened here. The
-/// row-lock strategies' waiters hear releases through `book`'s wake queue.
+/// row-lock strategies' waiters hear releases through `book`'s waiters' queue.
 Result<std::unique_ptr<sql::HolderSession>> open_holder(Strategy s, const Dsn& dsn, const BackendOptions& options,
                                                         std::shared_ptr<Session> book);
 

@@ -452,85 +452,64 @@ sql::Rows Connection::rows_of(const PGresult* last) {
 
 namespace {
 
-// A lease waiter hears releases through LISTEN/NOTIFY, one waiter of a key at a time: the head
-// of the key's queue, which holds the key's queue lock (a session advisory lock on a hash of its
-// own, never the advisory strategy's). The other waiters wait in the server for that lock, a
-// slice at a time, and run no take meanwhile: a release wakes one waiter, whose take is the one
-// statement it costs, not one per waiter. The head gives the lock on once it holds the key.
-// The head LISTENs on the key's channel (release_channel) and tries again at once, so a release
-// between its attempt and the LISTEN is not missed; later, a notification drained means try
-// again. The holder stops listening (best effort: what still arrives is dropped by every
-// statement). A reconnect loses the queue lock with the session: the waiter queues again on
-// the new one. Behind a pooler there is no queue (a session lock would stay with a server
-// session that others are handed): every waiter listens, where NOTIFY passes at all.
-class ListenSignal final : public sql::ReleaseSignal {
+// The wake primitive (core/sql/waiters.hpp) of a lease waiter: LISTEN/NOTIFY, heard by one
+// waiter of a key at a time, the one that holds the key's queue lock (a session advisory lock
+// on a hash of its own, never the advisory strategy's). The other waiters wait in the server for
+// that lock, a slice at a time, and run no take meanwhile: a release (its statement NOTIFYs)
+// wakes one waiter, whose take is the one statement it costs, not one per waiter. A reconnect
+// loses the queue lock with the session (place()). Behind a pooler there is no queue lock (a
+// session lock would stay with a server session that others are handed): every waiter
+// listens, where NOTIFY passes at all.
+class ListenWake final : public sql::Wake {
  public:
-  ListenSignal(Session& session, std::shared_ptr<Connection> conn, std::string prefix)
+  ListenWake(Session& session, std::shared_ptr<Connection> conn, std::string prefix)
       : session_(&session), conn_(std::move(conn)), prefix_(std::move(prefix)), q_(queue_statements()) {}
-  void holding(const std::string&) override {
+  // The holder stops listening (best effort: what still arrives is dropped by every statement).
+  void hold(const std::string& key) override {
     (void)conn_->unlisten();
-    leave();
+    leave(key);
   }
-  Result<bool> busy(const std::string& key, Millis left) override {
-    forget_lost_place();
-    if (head_ != key) {
-      // Without a wait (no -w), the answer stands: nothing to queue for.
-      if (left <= Millis(0)) return false;
-      leave();
-      // Behind a pooler a session lock would stay with a server session other clients get
-      // (transaction pooling): every waiter listens, as a head does.
-      auto direct = conn_->served_directly(*session_);
-      if (!direct) return std::unexpected(direct.error());
-      if (!*direct) return listen_for(key);
+  Result<bool> join(const std::string& key, Millis left) override {
+    auto direct = conn_->served_directly(*session_);
+    if (!direct) return std::unexpected(direct.error());
+    if (*direct) {
       const std::string timeout = std::to_string(left.count()) + "ms";
       auto queued = session_->run(q_.wait, {{"lock", queue_lock(key)}, {"lock_timeout", timeout}}, left);
       if (!queued) {
         if (queued.error().sqlstate == "55P03") return false;  // not at the head within `left`
         return std::unexpected(queued.error());
       }
-      head_ = key;
-      head_session_ = conn_->backend_pid();
+      queued_on_ = conn_->backend_pid();
     }
-    return listen_for(key);
+    if (auto ok = conn_->listen(release_channel(prefix_, key)); !ok) return std::unexpected(ok.error());
+    return true;
+  }
+  // A release announced while a statement ran sits in libpq's queue, where polling the socket
+  // cannot see it.
+  Result<bool> wait(const std::string&, Millis) override { return conn_->drain_notifications(); }
+  void leave(const std::string& key) override {
+    if (queued_on_ != 0 && queued_on_ == conn_->backend_pid())
+      (void)session_->run(q_.leave, {{"lock", queue_lock(key)}});
+    queued_on_ = 0;
   }
   int fd() const override { return conn_->socket(); }
   void consume() override { conn_->drain_notifications(); }
+  std::int64_t place() const override { return conn_->backend_pid(); }
 
  private:
-  Result<bool> listen_for(const std::string& key) {
-    const std::string channel = release_channel(prefix_, key);
-    if (!conn_->listening(channel)) {
-      if (auto ok = conn_->listen(channel); !ok) return std::unexpected(ok.error());
-      return true;
-    }
-    // A release announced while a statement ran sits in libpq's queue, where polling the socket
-    // cannot see it.
-    return conn_->drain_notifications();
-  }
   std::int64_t queue_lock(const std::string& key) const { return key_hash(prefix_, "\x02queue " + key); }
-  // The place went with the server session it was taken on (a reconnect).
-  void forget_lost_place() {
-    if (!head_.empty() && conn_->backend_pid() != head_session_) head_.clear();
-  }
-  void leave() {
-    forget_lost_place();
-    if (head_.empty()) return;
-    (void)session_->run(q_.leave, {{"lock", queue_lock(head_)}});
-    head_.clear();
-  }
 
   Session* session_;
   std::shared_ptr<Connection> conn_;
   std::string prefix_;
   QueueStatements q_;
-  std::string head_;      // the key whose queue lock this session holds, or ""
-  int head_session_ = 0;  // the server process that holds it
+  int queued_on_ = 0;  // the server process on which this session holds a queue lock, or 0
 };
 
 }  // namespace
 
 Session::Session(std::shared_ptr<Connection> conn, std::string prefix)
-    : conn_(conn), signal_(std::make_unique<ListenSignal>(*this, std::move(conn), std::move(prefix))) {}
+    : conn_(conn), waiters_(std::make_unique<ListenWake>(*this, std::move(conn), std::move(prefix))) {}
 
 Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params, Millis extra) {
   const sql::Compiled& compiled = compiled_.get(st);

@@ -118,7 +118,7 @@ class Connection {
 
 /// The connection as the strategies of core/sql see it (sql_session.hpp), its
 /// parameters sent as text (the statements cast them). A lease waiter hears releases through
-/// LISTEN/NOTIFY (ListenSignal).
+/// LISTEN/NOTIFY (ListenWake).
 class Session final : public sql::Session {
  public:
   Session(std::shared_ptr<Connection> conn, std::string prefix);
@@ -130,14 +130,14 @@ class Session final : public sql::Session {
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
   std::string where() const override { return conn_->where(); }
   std::optional<sql::Transport> transport() const override { return conn_->transport(); }
-  sql::ReleaseSignal& release_signal() override { return *signal_; }
+  sql::Waiters& release_signal() override { return waiters_; }
   std::int64_t started_id() const override { return conn_->backend_pid(); }
   void served_directly_seen() override { conn_->seen_served_directly(); }
 
  private:
   std::shared_ptr<Connection> conn_;
   sql::CompiledCache compiled_{sql::PlaceholderStyle::dollar};
-  std::unique_ptr<sql::ReleaseSignal> signal_;
+  sql::Waiters waiters_;
 };
 
 /// The server process that runs a statement (postgres_statements.cpp, doctor.session_id).

@@ -44,13 +44,13 @@ class PostgresHolder final : public sql::HolderSession {
   }
 
   // The server queues waiters itself: nothing to hear.
-  sql::ReleaseSignal& release_signal() override { return no_signal_; }
+  sql::Waiters& release_signal() override { return no_signal_; }
 
  private:
   std::shared_ptr<Connection> holder_;
   Session session_;  // on holder_
   std::string prefix_;
-  sql::ReleaseSignal no_signal_;
+  sql::Waiters no_signal_;
 };
 
 }  // namespace

@@ -93,14 +93,15 @@ inline constexpr std::string_view begin_unsynced = "PRAGMA synchronous=NORMAL; B
 /// The connection as the strategies of core/sql see it (sql_session.hpp).
 class Session final : public sql::Session {
  public:
-  explicit Session(std::shared_ptr<const Connection> conn) : conn_(std::move(conn)), wake_(conn_->path()) {}
+  explicit Session(std::shared_ptr<const Connection> conn)
+      : conn_(std::move(conn)), waiters_(std::make_unique<files::WakeWords>(conn_->path())) {}
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override;
   Result<void> exec(std::string_view sql) override;
   /// A file has no connection to lose.
   Result<void> reconnect(const Error& why) override { return std::unexpected(why); }
   /// SQLite reports a missing table or column as plain SQLITE_ERROR, the code of many mistakes.
   std::string where() const override { return conn_->path(); }
-  sql::ReleaseSignal& release_signal() override { return wake_; }
+  sql::Waiters& release_signal() override { return waiters_; }
 
  private:
   /// After a begin_unsynced transaction has ended: synchronous=FULL again.
@@ -108,7 +109,7 @@ class Session final : public sql::Session {
 
   std::shared_ptr<const Connection> conn_;
   sql::CompiledCache compiled_{sql::PlaceholderStyle::numbered};
-  files::WakeWords wake_;  // <db>-wake: a release wakes one waiter of its key
+  sql::Waiters waiters_;   // over <db>-wake: a release wakes one waiter of its key
   bool unsynced_ = false;  // begin_unsynced ran and FULL is not back yet
 };
 

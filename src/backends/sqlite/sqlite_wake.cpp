@@ -119,17 +119,15 @@ std::size_t wake_word_of(const std::string& key) {
   return static_cast<std::uint64_t>(key_hash("", key)) % wake_words;
 }
 
-void WakeWords::released(const std::string& key) {
+void WakeWords::post(const std::string& key) {
   std::uint32_t* w = word(key, false);
   if (!w) return;
   std::atomic_ref(*w).fetch_add(1);
   futex(w, FUTEX_WAKE, 1, nullptr);
 }
 
-Result<bool> WakeWords::busy(const std::string& key, Millis left) {
-  if (left <= Millis(0)) return false;        // no wait: the answer stands
-  if (watch_ && key_ == key) return false;    // watched: core sleeps on fd()
-  stop();
+Result<bool> WakeWords::join(const std::string& key, Millis) {
+  leave(key);
   std::uint32_t* w = word(key, true);
   if (!w) return false;
   auto watch = std::make_shared<Watch>();
@@ -150,22 +148,21 @@ Result<bool> WakeWords::busy(const std::string& key, Millis left) {
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (!watch) return false;
   watch_ = std::move(watch);
-  key_ = key;
-  return true;  // once more now: a release between the attempt and the look is not missed
+  return true;
 }
 
 int WakeWords::fd() const { return watch_ ? watch_->event_fd : -1; }
 
-void WakeWords::consume() {
+bool WakeWords::consume_any() {
   std::uint64_t n;
-  while (watch_ && ::read(watch_->event_fd, &n, sizeof n) > 0) {
-  }
+  bool any = false;
+  while (watch_ && ::read(watch_->event_fd, &n, sizeof n) > 0) any = true;
+  return any;
 }
 
-void WakeWords::stop() {
+void WakeWords::leave(const std::string&) {
   if (watch_) watch_->stopping = true;
   watch_.reset();
-  key_.clear();
 }
 
 }  // namespace dblock::files

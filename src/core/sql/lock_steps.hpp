@@ -35,7 +35,7 @@ inline const std::string& signal_key(const LockRequest& req) {
 /// carried our takeover, a retry would see our own row busy). Tells the signal when the key was
 /// taken, or when a waiter stops waiting without it.
 template <class Attempt>
-Result<AcquireOutcome> until_not_busy(ReleaseSignal& signal, const LockRequest& req, Millis wait, Attempt&& attempt) {
+Result<AcquireOutcome> until_not_busy(Waiters& signal, const LockRequest& req, Millis wait, Attempt&& attempt) {
   const auto until = std::chrono::steady_clock::now() + wait;
   auto left = [&] {
     return std::max(Millis(0), std::chrono::duration_cast<Millis>(until - std::chrono::steady_clock::now()));

@@ -49,7 +49,7 @@ class HolderSession {
   virtual void bind(Params& p, const std::string& key, Millis wait) const = 0;
   /// How a waiter hears a release when the server waited less than asked, or one that never
   /// tells; one on a connection uses the bookkeeping session's (the locker remakes it).
-  virtual ReleaseSignal& release_signal() = 0;
+  virtual Waiters& release_signal() = 0;
 };
 
 /// The locker of `strategy` (a session strategy): the server lock in `holder` with `lock`, the

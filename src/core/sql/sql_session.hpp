@@ -2,8 +2,9 @@
 // What a backend is to the strategies of core/sql: a session that runs one named
 // statement with named parameters and gives the rows back as text, its transactions, its
 // native error codes turned into ErrorKind (core/error.hpp), a reconnect, and how a waiter hears
-// a release. Everything else (what to run, in which order, what the answer means) is the
-// strategies' (lease_locker.cpp, ...), written once for every dialect.
+// a release (its wake primitive, waiters.hpp). Everything else (what to run, in which order,
+// what the answer means) is the strategies' (lease_locker.cpp, ...), written once for every
+// dialect.
 //
 // Statements are SQL text written whole in each dialect's <name>_statements.cpp, with named
 // placeholders (`:key`, `:ttl_ms`) that each session turns into its own kind ($1, ?, ?1) once
@@ -22,6 +23,7 @@
 #include "core/error.hpp"
 #include "core/lock_types.hpp"
 #include "core/sql/lock_rows.hpp"
+#include "core/sql/waiters.hpp"
 
 namespace dblock::sql {
 
@@ -141,26 +143,6 @@ struct Transport {
 /// crosses a network unencrypted, or when TLS does not verify the server.
 DoctorCheck transport_check(const Transport& t);
 
-/// How a waiter hears that a key may have been released, so it tries again at once instead of
-/// on core's backoff. Optional: a session without one answers "cannot tell" throughout.
-class ReleaseSignal {
- public:
-  virtual ~ReleaseSignal() = default;
-  /// The lock on a key was taken by this session's process.
-  virtual void holding(const std::string& /*key*/) {}
-  /// The lock on a key was let go (after the commit).
-  virtual void released(const std::string& /*key*/) {}
-  /// An attempt found a key busy. May block up to `left` until a release may have happened;
-  /// true: try again at once; false: no such news, the answer stands. An error is the session's,
-  /// which the locker reconnects (the signal never does: the locker must know, see failover).
-  virtual Result<bool> busy(const std::string& /*key*/, Millis /*left*/) { return false; }
-  /// The caller stops waiting for a key without taking it.
-  virtual void stop_waiting(const std::string& /*key*/) {}
-  /// Readable when a release may have happened (core polls it), or -1.
-  virtual int fd() const { return -1; }
-  virtual void consume() {}
-};
-
 /// One database session.
 class Session {
  public:
@@ -186,8 +168,9 @@ class Session {
   /// How the session reaches its server; nullopt for a file (SQLite).
   virtual std::optional<Transport> transport() const { return std::nullopt; }
 
-  /// How this session's waiters hear releases (never null).
-  virtual ReleaseSignal& release_signal() = 0;
+  /// How this session's waiters hear releases: its waiters' queue over the dialect's wake
+  /// primitive (waiters.hpp).
+  virtual Waiters& release_signal() = 0;
   /// The server's id of this session, as the connection was handed it at start-up (a pooler
   /// hands out its own: pooler.hpp); 0 where the dialect has none.
   virtual std::int64_t started_id() const { return 0; }

@@ -38,14 +38,14 @@ class ScriptedHolder final : public sql::HolderSession {
   int socket() const override { return 0; }  // open
   Millis server_wait(Millis wait, bool) const override { return wait; }
   void bind(sql::Params&, const std::string&, Millis) const override {}
-  sql::ReleaseSignal& release_signal() override { return signal_; }
+  sql::Waiters& release_signal() override { return signal_; }
 
   testing::ScriptedSession session;
   std::vector<std::string> execs;
   bool open = false;
 
  private:
-  sql::ReleaseSignal signal_;
+  sql::Waiters signal_;
 };
 
 sql::LockStatements lock_statements() {

@@ -1,0 +1,75 @@
+#pragma once
+// A session's waiters' queue, once for every dialect: when a waiter takes a place among a key's
+// waiters, when it waits for a wake and how long, when it tries again at once, when it gives its
+// place back, and what a holder and a release tell the others. Under it each dialect writes only
+// its wake primitive (Wake): PostgreSQL LISTEN/NOTIFY behind a queue lock, MySQL named locks,
+// SQLite futex words in <database>-wake.
+
+#include <memory>
+#include <string>
+
+#include "core/error.hpp"
+#include "core/lock_types.hpp"
+
+namespace dblock::sql {
+
+/// A dialect's wake primitive: how one waiter of a key is told that the key may have been
+/// released. One place among a key's waiters at a time; the queue (Waiters) says which and when.
+/// An error is the session's, which the locker reconnects (never the primitive: the locker must
+/// know, see failover.hpp).
+class Wake {
+ public:
+  virtual ~Wake() = default;
+  /// A release of `key` has committed: wake one of its waiters (nothing where the release
+  /// statement itself wakes them).
+  virtual void post(const std::string& /*key*/) {}
+  /// This session took `key`: what its release will wake is set up, and a place it had among
+  /// `key`'s waiters is given back.
+  virtual void hold(const std::string& /*key*/) {}
+  /// Takes a place among `key`'s waiters, waiting up to `left` for it where waiters queue:
+  /// true once this session hears `key`'s next wake; false: no place within `left`.
+  virtual Result<bool> join(const std::string& /*key*/, Millis /*left*/) { return false; }
+  /// Whether a wake of `key` came since the place was taken or last looked at, blocking up to
+  /// `left` where the primitive can; a primitive that cannot block answers at once (core then
+  /// sleeps on fd()). A place that a primitive gives back by itself, it takes again here.
+  virtual Result<bool> wait(const std::string& /*key*/, Millis /*left*/) { return false; }
+  /// Gives the place among `key`'s waiters back.
+  virtual void leave(const std::string& /*key*/) {}
+  /// Readable when a wake may have come (core polls it), or -1: core's backoff.
+  virtual int fd() const { return -1; }
+  /// Drops what made fd() readable.
+  virtual void consume() {}
+  /// The server session a place is held on: a different one (a reconnect) lost the place.
+  virtual std::int64_t place() const { return 0; }
+};
+
+/// How a session's waiters hear that a key may have been released, so they try again at once
+/// instead of on core's backoff, one waiter of a key at a time. Without a wake primitive every
+/// answer is "cannot tell".
+class Waiters {
+ public:
+  Waiters() = default;
+  explicit Waiters(std::unique_ptr<Wake> wake) : wake_(std::move(wake)) {}
+
+  /// The lock on `key` was taken by this session's process.
+  void holding(const std::string& key);
+  /// The lock on `key` was let go (after the commit).
+  void released(const std::string& key);
+  /// An attempt found `key` busy. May block up to `left` until a release may have happened;
+  /// true: try again at once; false: no such news, the answer stands. An error is the session's.
+  Result<bool> busy(const std::string& key, Millis left);
+  /// The caller stops waiting for `key` without taking it.
+  void stop_waiting(const std::string& key);
+  /// Readable when a release may have happened (core polls it), or -1.
+  int fd() const { return wake_ ? wake_->fd() : -1; }
+  void consume() {
+    if (wake_) wake_->consume();
+  }
+
+ private:
+  std::unique_ptr<Wake> wake_;
+  std::string joined_;      // the key this session has a place among the waiters of, or ""
+  std::int64_t place_ = 0;  // Wake::place() when it was taken
+};
+
+}  // namespace dblock::sql

@@ -1,0 +1,147 @@
+// The waiters' queue (src/core/sql/waiters.cpp) over a scripted wake primitive: when a waiter
+// takes its place, waits, gives it back and takes it again, what the primitive is asked for,
+// in order (each call a statement on a server dialect: their number is a handoff's cost).
+
+#include <doctest/doctest.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/sql/waiters.hpp"
+
+using namespace dblock;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Script {
+  std::vector<std::string> calls;  // "join k", "wait k", "leave k", "hold k", "post k"
+  std::deque<Result<bool>> joins, waits;  // answers in turn; then true / false
+  int fd = -1;
+  std::int64_t place = 1;
+};
+
+class ScriptedWake final : public sql::Wake {
+ public:
+  explicit ScriptedWake(Script& s) : s_(&s) {}
+  void post(const std::string& key) override { s_->calls.push_back("post " + key); }
+  void hold(const std::string& key) override { s_->calls.push_back("hold " + key); }
+  Result<bool> join(const std::string& key, Millis) override {
+    s_->calls.push_back("join " + key);
+    return next(s_->joins, true);
+  }
+  Result<bool> wait(const std::string& key, Millis) override {
+    s_->calls.push_back("wait " + key);
+    return next(s_->waits, false);
+  }
+  void leave(const std::string& key) override { s_->calls.push_back("leave " + key); }
+  int fd() const override { return s_->fd; }
+  std::int64_t place() const override { return s_->place; }
+
+ private:
+  static Result<bool> next(std::deque<Result<bool>>& answers, bool otherwise) {
+    if (answers.empty()) return otherwise;
+    auto a = answers.front();
+    answers.pop_front();
+    return a;
+  }
+  Script* s_;
+};
+
+using Calls = std::vector<std::string>;
+
+}  // namespace
+
+TEST_CASE("waiters: a waiter takes its place once, tries again at once, then only waits") {
+  Script s;
+  s.waits = {false, true};
+  sql::Waiters w(std::make_unique<ScriptedWake>(s));
+  CHECK(*w.busy("k", 1000ms) == true);  // a release between the attempt and the place is not missed
+  CHECK(*w.busy("k", 1000ms) == false);
+  CHECK(*w.busy("k", 1000ms) == true);
+  CHECK(s.calls == Calls{"join k", "wait k", "wait k"});
+}
+
+TEST_CASE("waiters: without a wait no place is taken, and no place within the wait leaves the answer") {
+  Script s;
+  sql::Waiters w(std::make_unique<ScriptedWake>(s));
+  CHECK(*w.busy("k", 0ms) == false);
+  CHECK(s.calls.empty());
+  s.joins = {false};
+  CHECK(*w.busy("k", 1000ms) == false);
+  CHECK(*w.busy("k", 1000ms) == true);  // not placed before: it asks again
+  CHECK(s.calls == Calls{"join k", "join k"});
+}
+
+TEST_CASE("waiters: a wait for another key gives the first place back") {
+  Script s;
+  sql::Waiters w(std::make_unique<ScriptedWake>(s));
+  REQUIRE(*w.busy("a", 1000ms));
+  REQUIRE(*w.busy("b", 1000ms));
+  CHECK(s.calls == Calls{"join a", "leave a", "join b"});
+}
+
+TEST_CASE("waiters: a place lost with its server session is taken again, not given back") {
+  Script s;
+  sql::Waiters w(std::make_unique<ScriptedWake>(s));
+  REQUIRE(*w.busy("k", 1000ms));
+  s.place = 2;  // reconnected
+  CHECK(*w.busy("k", 1000ms) == true);
+  CHECK(s.calls == Calls{"join k", "join k"});
+}
+
+TEST_CASE("waiters: the session's error reaches the caller, and no place is recorded") {
+  Script s;
+  s.joins = {fail(ErrorKind::connection, "gone")};
+  sql::Waiters w(std::make_unique<ScriptedWake>(s));
+  auto r = w.busy("k", 1000ms);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().kind == ErrorKind::connection);
+  w.stop_waiting("k");
+  CHECK(s.calls == Calls{"join k"});
+}
+
+TEST_CASE("waiters: a waiter that core sleeps for on fd() keeps its place; one that blocks gives it back") {
+  Script polled;
+  polled.fd = 7;
+  sql::Waiters p(std::make_unique<ScriptedWake>(polled));
+  REQUIRE(*p.busy("k", 1000ms));
+  p.stop_waiting("k");
+  CHECK(p.fd() == 7);
+  CHECK(*p.busy("k", 1000ms) == false);
+  CHECK(polled.calls == Calls{"join k", "wait k"});
+
+  Script blocking;
+  sql::Waiters b(std::make_unique<ScriptedWake>(blocking));
+  REQUIRE(*b.busy("k", 1000ms));
+  b.stop_waiting("k");
+  b.stop_waiting("k");  // given back once
+  CHECK(*b.busy("k", 1000ms) == true);
+  CHECK(blocking.calls == Calls{"join k", "leave k", "join k"});
+}
+
+TEST_CASE("waiters: the holder's place is given back by hold itself; another key's first") {
+  Script s;
+  sql::Waiters w(std::make_unique<ScriptedWake>(s));
+  REQUIRE(*w.busy("k", 1000ms));
+  w.holding("k");
+  w.released("k");
+  CHECK(s.calls == Calls{"join k", "hold k", "post k"});
+  s.calls.clear();
+  REQUIRE(*w.busy("a", 1000ms));
+  w.holding("b");
+  CHECK(*w.busy("b", 1000ms) == true);  // no place kept for b: taken anew
+  CHECK(s.calls == Calls{"join a", "leave a", "hold b", "join b"});
+}
+
+TEST_CASE("waiters: without a wake primitive every answer is \"cannot tell\"") {
+  sql::Waiters none;
+  CHECK(*none.busy("k", 1000ms) == false);
+  CHECK(none.fd() == -1);
+  none.holding("k");
+  none.released("k");
+  none.stop_waiting("k");
+  none.consume();
+}
