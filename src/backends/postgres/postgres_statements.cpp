@@ -137,6 +137,22 @@ std::string session_upsert(const Tables& t, std::string_view from, std::string_v
 const std::string advisory_wait = "SELECT (SELECT true FROM (SELECT pg_advisory_lock(:lock::bigint)) w) AS got,"
                                   " clock_timestamp() AS at FROM (SELECT set_config('lock_timeout', :lock_timeout, true)) c";
 
+// HistoryStatements::record: the row, and the trim of the key's rows beyond the newest :keep
+// once the oldest row's token is more than :keep + :slack below this run's. Every part of one
+// statement reads the snapshot from before it, so the trim counts the new row apart: the old
+// rows beyond the newest :keep - 1 go. The subqueries of the trim's WHERE are evaluated only
+// when the one-time test on the oldest row lets the scan start.
+sql::Statement history_record(const Tables& t) {
+  const sql::HistoryStatements h = sql::history_statements(dialect, t.runs);
+  const std::string trim_due = "EXISTS (SELECT 1 FROM (" + h.oldest.text + ") o WHERE :token::bigint - o.token + 1"
+                               " NOT BETWEEN 1 AND :keep::bigint + :slack::bigint)";
+  return {"history.record",
+          "WITH a AS (" + h.add.text + " RETURNING 1), d AS (DELETE FROM " + t.runs + " WHERE " + trim_due +
+              " AND name = :name AND id <= (SELECT id FROM " + t.runs +
+              " WHERE name = :name ORDER BY id DESC LIMIT 1 OFFSET :keep::bigint - 1) RETURNING 1)"
+              " SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM d), set_config('synchronous_commit', 'off', true)"};
+}
+
 }  // namespace
 
 sql::LeaseStatements lease_statements(const std::string& prefix) {
@@ -217,6 +233,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                    " RETURNING pg_notify(:channel, name)"};
   s.release_unsynced = true;
   s.history = sql::history_statements(dialect, t.runs);
+  s.history.record = history_record(t);
 
   // Far in the future, not 'infinity': a plain lease finds the header held, and its time still
   // converts to epoch milliseconds. The WHERE reads the slot rows only with :recount: under READ

@@ -25,6 +25,18 @@ std::string way_of(std::string_view strategy) {
 
 }  // namespace
 
+Params history_params(const RunRecord& run, std::int64_t started_ms) {
+  return {{"name", run.key},
+          {"token", run.token},
+          {"owner", run.owner},
+          {"host", run.host},
+          {"pid", run.pid},
+          {"strategy", run.strategy},
+          {"started_ms", started_ms},
+          {"outcome", std::string(to_string(run.outcome))},
+          {"exit_code", value_of(run.exit_code)}};
+}
+
 Result<TakenRow> taken_row(Session& session, const LeaseStatements& st, const Rows& took, const std::string& key,
                            const std::string& owner) {
   Rows read;
@@ -205,15 +217,23 @@ Result<bool> release_row(Session& session, const LeaseStatements& st, const Rele
 Result<void> record_held_run(Session& session, const LeaseStatements& st, const HeldRun& held, std::string_view strategy,
                              bool still_held, const ReleaseRequest& req, int keep) {
   if (!req.history) return {};
+  const RunRecord run = complete_run_record(*req.history, held, strategy, still_held);
+  // One statement where the dialect has it; a slot's row needs its header locked first, and a
+  // history of none trims the row just added.
+  const bool alone = !st.history.record.empty() && held.request.semaphore.empty() && keep > 0;
   auto once = [&]() -> Result<void> {
+    if (alone) {
+      auto r = session.run(st.history.record, history_params(run, held.acquired_ms)
+                                                  .set("keep", std::int64_t{keep})
+                                                  .set("slack", std::int64_t{history_slack(keep)}));
+      if (!r) return std::unexpected(r.error());
+      return {};
+    }
     auto tx = Transaction::begin(session, st.begin_release);
     if (!tx) return std::unexpected(tx.error());
     if (!held.request.semaphore.empty())
       if (auto r = session.run(st.lock_row, {{"key", held.request.semaphore}}); !r) return std::unexpected(r.error());
-    if (auto ok = record_run(session, st, complete_run_record(*req.history, held, strategy, still_held),
-                             held.acquired_ms, keep);
-        !ok)
-      return ok;
+    if (auto ok = record_run(session, st, run, held.acquired_ms, keep); !ok) return ok;
     return tx->commit();
   };
   auto done = with_retry(session, [&] { return with_schema(session, once); });
@@ -225,15 +245,7 @@ Result<void> record_held_run(Session& session, const LeaseStatements& st, const 
 
 Result<void> record_run(Session& session, const LeaseStatements& st, const RunRecord& run, std::int64_t started_ms,
                         int keep) {
-  auto added = session.run(st.history.add, {{"name", run.key},
-                                            {"token", run.token},
-                                            {"owner", run.owner},
-                                            {"host", run.host},
-                                            {"pid", run.pid},
-                                            {"strategy", run.strategy},
-                                            {"started_ms", started_ms},
-                                            {"outcome", std::string(to_string(run.outcome))},
-                                            {"exit_code", value_of(run.exit_code)}});
+  auto added = session.run(st.history.add, history_params(run, started_ms));
   if (!added) return std::unexpected(added.error());
   const std::int64_t kept = keep < 0 ? 0 : keep;
   const std::int64_t slack = history_slack(keep);

@@ -122,8 +122,9 @@ struct ReleaseRow {
 Result<bool> release_row(Session& session, const LeaseStatements& st, const ReleaseRow& what,
                          const ReleaseRequest& req, const std::string& prefix, int keep);
 
-/// The run's history row alone, after its release, in a `begin_release` transaction of its own
-/// that first locks a slot's header (lock_row, as release_row does), run again as with_retry and
+/// The run's history row alone, after its release: HistoryStatements::record where the dialect
+/// has it (not for a slot), else in a `begin_release` transaction of its own that first locks a
+/// slot's header (lock_row, as release_row does); run again as with_retry and
 /// with_schema do (lease_locker.hpp); `still_held`: what the release found. Its error says that
 /// the release itself went through.
 Result<void> record_held_run(Session& session, const LeaseStatements& st, const HeldRun& held, std::string_view strategy,
@@ -133,6 +134,9 @@ Result<void> record_held_run(Session& session, const LeaseStatements& st, const 
 /// (dblock(1), --history-keep): a trim walks `keep` index entries, so trimming once in
 /// keep/10 + 1 runs keeps a run's share of that walk near ten entries whatever `keep` is.
 constexpr int history_slack(int keep) { return keep < 0 ? 0 : keep / 10; }
+
+/// HistoryStatements::add's parameters for `run`, acquired at `started_ms`.
+Params history_params(const RunRecord& run, std::int64_t started_ms);
 
 /// The run's history row (`started_ms`: when its lock was acquired) and, once the key may hold
 /// more than keep + history_slack(keep) rows, the trim of its rows beyond the newest `keep`,

@@ -24,6 +24,11 @@ struct HistoryStatements {
   Statement oldest;
   /// :name :keep. Deletes the rows of :name beyond the newest :keep.
   Statement trim;
+  /// `add`'s parameters and :keep (at least 1) :slack. `add`, and `oldest` and `trim` as record_run runs them
+  /// (the trim once the oldest row's token is more than :keep + :slack below :token), in one
+  /// statement that commits alone without waiting for the disk: a run's history row after its
+  /// release costs one round trip. Empty: the three in a begin_release transaction.
+  Statement record;
 };
 
 struct LeaseStatements {
