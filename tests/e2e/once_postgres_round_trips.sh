@@ -5,8 +5,7 @@
 #  - lease and advisory: one connection; for-update and txn-insert: two (the holder session and
 #    the autocommit one that numbers the token and records the run);
 #  - after the handshake, lease (a statement each): one to acquire (the failover gate folded
-#    in), the release alone (autocommit), so its waiters wake at its commit, then the history
-#    row (one statement: the row and its trim); advisory: the failover record (read once per connection), then the
+#    in), one to release with its history row and trim (autocommit); advisory: the failover record (read once per connection), then the
 #    lock and the token in one statement; to release, the row (the release alone, autocommit),
 #    the unlock, then the history row (one statement: the row and its trim), so a waiter does not
 #    wait for it; for-update and txn-insert: the record, BEGIN, the lock timeout and the lock,
@@ -83,7 +82,7 @@ for s in lease advisory for-update txn-insert; do
   counted dblock -s "$s" run "$k" -- true
   assert_eq "$s: run exits 0" 0 "$?"
   case $s in
-    lease) conns=1 trips=3 ;;
+    lease) conns=1 trips=2 ;;
     advisory) conns=1 trips=7 ;;
     *) conns=2 trips=10 ;;
   esac
@@ -96,19 +95,23 @@ for s in lease advisory for-update txn-insert; do
   # advisory: the lock and the token in one statement.
   [ "$s" = advisory ] && check "$s: the lock and the token in one statement" \
     grep -Eq '^WITH k AS \(SELECT .*pg_(try_)?advisory_lock.*INSERT INTO' <<<"$(wire queries)"
-  # The row alone is one statement (no transaction around it), then the server lock goes (a
-  # session strategy), then the history row in one statement of its own (history.record: the
-  # row and, once in a while, its trim), so a waiter does not wait for it.
+  # A lease's release and its history row (and, once in a while, the trim) are one statement.
+  if [ "$s" = lease ]; then
+    check "$s: the release and its history row in one statement" \
+      grep -Eq '^WITH u AS \(UPDATE .* SET released_at.* a AS \(INSERT INTO \S+runs' <<<"$(wire queries)"
+    continue
+  fi
+  # A session strategy's row alone is one statement (no transaction around it), then the server
+  # lock goes, then the history row in one statement of its own (history.record: the row and,
+  # once in a while, its trim), so a waiter does not wait for it.
   assert_eq "$s: the release's row alone, then its history row in one statement of its own" \
     "UPDATE|WITH a AS (INSERT INTO" \
     "$(wire queries | grep -A5 '^UPDATE .* SET released_at' | grep -v '^--' |
       grep -vE '^(SELECT (ours, )?pg_advisory_unlock_all|ROLLBACK)' | head -2 | sed -E 's/^UPDATE .*/UPDATE/' | cut -d' ' -f1-5 | paste -sd'|')"
-  if [ "$s" != lease ]; then
-    # Made ready while the command ran (a named Parse), run by that name.
-    name=$(wire named | grep -P '^dblock_\d+\tUPDATE .* SET released_at' | cut -f1)
-    check "$s: the release's row statement is prepared by name" test -n "$name"
-    check "$s: and the release runs it by that name" grep -qx "${name:-none}" <<<"$(wire bound)"
-  fi
+  # Made ready while the command ran (a named Parse), run by that name.
+  name=$(wire named | grep -P '^dblock_\d+\tUPDATE .* SET released_at' | cut -f1)
+  check "$s: the release's row statement is prepared by name" test -n "$name"
+  check "$s: and the release runs it by that name" grep -qx "${name:-none}" <<<"$(wire bound)"
 done
 
 # The other subcommands, one connection each: their round trips after the handshake, the
@@ -152,7 +155,7 @@ for s in lease advisory for-update txn-insert; do
   check "$s: it created them" grep -q "CREATE TABLE" <<<"$(wire queries)"
   counted env DBLOCK_TABLE_PREFIX="$fresh_prefix" dblock -s "$s" run "$k" -- true
   case $s in
-    lease) trips=3 ;;
+    lease) trips=2 ;;
     advisory) trips=7 ;;
     *) trips=10 ;;
   esac

@@ -142,15 +142,32 @@ const std::string advisory_wait = "SELECT (SELECT true FROM (SELECT pg_advisory_
 // statement reads the snapshot from before it, so the trim counts the new row apart: the old
 // rows beyond the newest :keep - 1 go. The subqueries of the trim's WHERE are evaluated only
 // when the one-time test on the oldest row lets the scan start.
-sql::Statement history_record(const Tables& t) {
+std::string history_trim(const Tables& t) {
   const sql::HistoryStatements h = sql::history_statements(dialect, t.runs);
   const std::string trim_due = "EXISTS (SELECT 1 FROM (" + h.oldest.text + ") o WHERE :token::bigint - o.token + 1"
                                " NOT BETWEEN 1 AND :keep::bigint + :slack::bigint)";
-  return {"history.record",
-          "WITH a AS (" + h.add.text + " RETURNING 1), d AS (DELETE FROM " + t.runs + " WHERE " + trim_due +
-              " AND name = :name AND id <= (SELECT id FROM " + t.runs +
-              " WHERE name = :name ORDER BY id DESC LIMIT 1 OFFSET :keep::bigint - 1) RETURNING 1)"
-              " SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM d), set_config('synchronous_commit', 'off', true)"};
+  return "d AS (DELETE FROM " + t.runs + " WHERE " + trim_due + " AND name = :name AND id <= (SELECT id FROM " +
+         t.runs + " WHERE name = :name ORDER BY id DESC LIMIT 1 OFFSET :keep::bigint - 1) RETURNING 1)";
+}
+
+sql::Statement history_record(const Tables& t) {
+  const sql::HistoryStatements h = sql::history_statements(dialect, t.runs);
+  return {"history.record", "WITH a AS (" + h.add.text + " RETURNING 1), " + history_trim(t) +
+                                " SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM d),"
+                                " set_config('synchronous_commit', 'off', true)"};
+}
+
+// LeaseStatements::release_recorded: `release` (`u`, its own set_config included), then the
+// history row, which reads u's answer for its outcome (a statement's parts run in order when
+// one reads another's rows), and its trim as history.record's.
+sql::Statement release_recorded(const Tables& t, const sql::Statement& release) {
+  return {"lease.release_recorded",
+          "WITH u AS (" + release.text + "), a AS (INSERT INTO " + t.runs +
+              " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
+              " SELECT :name, :token::bigint, :run_owner, :run_host, :run_pid::bigint, :strategy, " +
+              dialect.time_of_ms(":started_ms::bigint") + ", now(),"
+              " CASE WHEN EXISTS (SELECT 1 FROM u) THEN :outcome ELSE 'lost' END, :run_exit_code::int RETURNING 1), " +
+              history_trim(t) + " SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM a)"};
 }
 
 }  // namespace
@@ -234,6 +251,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   s.release_unsynced = true;
   s.history = sql::history_statements(dialect, t.runs);
   s.history.record = history_record(t);
+  s.release_recorded = release_recorded(t, s.release);
 
   // Far in the future, not 'infinity': a plain lease finds the header held, and its time still
   // converts to epoch milliseconds. The WHERE reads the slot rows only with :recount: under READ

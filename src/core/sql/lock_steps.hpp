@@ -117,7 +117,14 @@ struct ReleaseRow {
   bool write_history = true;     // false: the caller writes it later (record_held_run)
 };
 
-/// The release and the run's history row, in one `begin_release` transaction (the dialect may
+/// Whether release_row, asked to write the holder's row and its history row, writes both in
+/// one statement (LeaseStatements::release_recorded): the dialect has it, the run has a history
+/// row that a history of none would not trim at once, and it is not a slot's (its header goes
+/// first).
+bool records_with_release(const LeaseStatements& st, const HeldRun& held, const ReleaseRequest& req, int keep);
+
+/// The release and the run's history row, in one statement (records_with_release) or in one
+/// `begin_release` transaction (the dialect may
 /// let it commit without waiting for the disk). true: the row was still the holder's.
 Result<bool> release_row(Session& session, const LeaseStatements& st, const ReleaseRow& what,
                          const ReleaseRequest& req, const std::string& prefix, int keep);

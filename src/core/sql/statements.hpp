@@ -88,6 +88,13 @@ struct LeaseStatements {
   /// is written in a begin_release transaction of its own; otherwise (SQLite: a commit of its
   /// own would cost a second fsync; MySQL: every commit waits for the disk) the two share one.
   bool release_unsynced = false;
+  /// `release`'s parameters, HistoryStatements::record's (the run's owner, host, pid and
+  /// exit code as :run_owner :run_host :run_pid :run_exit_code; :outcome the run's when the row was still the holder's) and
+  /// :keep (at least 1) :slack: `release` and, in the same statement, the run's history row as
+  /// HistoryStatements::record writes it, its outcome 'lost' when the release found the row no
+  /// longer the holder's. Rows: one, (1 released, 0 not ours any more). A lease run then costs
+  /// its take and this. Empty: the release, then the history row.
+  Statement release_recorded;
   /// The history of runs, written by core (rules.hpp, history_statements) in the dialect's
   /// expressions.
   HistoryStatements history;
