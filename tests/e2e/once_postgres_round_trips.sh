@@ -5,18 +5,19 @@
 #  - lease and advisory: one connection; for-update and txn-insert: two (the holder session and
 #    the autocommit one that numbers the token and records the run);
 #  - after the handshake, lease (a statement each): one to acquire (the failover gate folded
-#    in), one to release with its history row and trim (autocommit); advisory: the failover record (read once per connection), then the
-#    lock and the token in one statement; to release, the row (the release alone, autocommit),
-#    the unlock, then the history row (one statement: the row and its trim), so a waiter does not
-#    wait for it; for-update and txn-insert: the record, BEGIN, the lock timeout and the lock,
-#    the token, the same release with ROLLBACK for the unlock; and nothing else: no
-#    schema check; the session settings travel in the startup packet;
+#    in), one to release with its history row and trim (autocommit); advisory: the failover
+#    record (read once per connection; it also tells whether the session is served directly,
+#    the fail-closed check of issue 46, so nothing asks apart), then the lock and the token in
+#    one statement; to release, the row (the release alone, autocommit), the unlock, then the
+#    history row (one statement: the row and its trim), so a waiter does not wait for it;
+#    for-update and txn-insert: the record, BEGIN, the lock timeout and the lock, the token,
+#    the same release with ROLLBACK for the unlock; and nothing else: no schema check; the
+#    session settings travel in the startup packet;
 #  - the session strategies make their release's row statement ready while the command runs
-#    (a named Parse, once the session is known to be served directly: advisory from the
-#    fail-closed check of issue 46, for-update and txn-insert's bookkeeping session from the
-#    failover record's read, which also reads pg_backend_pid(); none asks apart), and the
-#    release runs it by name, so the waiter it lets in does not wait for its parse; a waiter's
-#    numbering is made ready before it waits, and run by name once its lock is granted;
+#    (a named Parse, once the session is known to be served directly from the failover
+#    record's read, which also reads pg_backend_pid()), and the release runs it by name, so
+#    the waiter it lets in does not wait for its parse; a waiter's numbering is made ready
+#    before it waits, and run by name once its lock is granted;
 #  - on tables that do not exist yet the run creates them and succeeds, and the next run is
 #    back to the counts above;
 #  - a lease waiter LISTENs on the key once, between its first attempt and its second; a
@@ -83,8 +84,8 @@ for s in lease advisory for-update txn-insert; do
   assert_eq "$s: run exits 0" 0 "$?"
   case $s in
     lease) conns=1 trips=2 ;;
-    advisory) conns=1 trips=7 ;;
-    *) conns=2 trips=10 ;;
+    advisory) conns=1 trips=6 ;;
+    *) conns=2 trips=9 ;;
   esac
   assert_eq "$s: connections per run" "$conns" "$(wire connections)"
   assert_eq "$s: round trips after the handshake ($(wire queries | cut -c1-60 | tr '\n' '|'))" "$trips" "$(wire round_trips)"
@@ -156,8 +157,8 @@ for s in lease advisory for-update txn-insert; do
   counted env DBLOCK_TABLE_PREFIX="$fresh_prefix" dblock -s "$s" run "$k" -- true
   case $s in
     lease) trips=2 ;;
-    advisory) trips=7 ;;
-    *) trips=10 ;;
+    advisory) trips=6 ;;
+    *) trips=9 ;;
   esac
   assert_eq "$s: the next run is back to $trips round trips" "$trips" "$(wire round_trips)"
   assert_eq "$s: both runs are in the new history" 2 "$(DBLOCK_TABLE_PREFIX=$fresh_prefix history_field "$k" runs.#)"

@@ -90,11 +90,13 @@ const std::string incarnation =
 
 sql::FailoverStatements failover_statements(const Tables& t) {
   sql::FailoverStatements f;
+  // Also who serves the session, and 0 for "a Galera node" (no cluster keeps session locks on
+  // one node only), which a session strategy asks before its first take (SqlBackend::serving_check).
   // The record is a row of <prefix>locks: owner the incarnation, host the previous one, token
   // the fence, expires_at the end of the lock-delay, pid the longest TTL in ms.
   f.read = {"failover.read", "SELECT r.owner, c.incarnation_now, r.host, r.token, " + ms("r.expires_at") + ", " + ms("now()") +
                                  ", r.pid, (r.owner = c.incarnation_now)::int, " + sql::failover_delayed_sql(dialect, "r.") +
-                                 "::int, (" + sql::failover_covers_sql(dialect, "r.") + ")::int, pg_backend_pid() FROM"
+                                 "::int, (" + sql::failover_covers_sql(dialect, "r.") + ")::int, pg_backend_pid(), 0 FROM"
                                  " (SELECT " + incarnation + " AS incarnation_now) c LEFT JOIN " + t.locks + " r ON r.name = :record"};
   f.create = {"failover.create", "INSERT INTO " + t.locks +
                                      " (name, owner, host, pid, token, strategy, acquired_at) VALUES (:record, " +
@@ -448,7 +450,6 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options) {
   s.denied = &is_denied;
   s.can_create = {"doctor.can_create", "SELECT has_schema_privilege(current_schema(), 'CREATE')"};
   s.session_id = session_id_statement();
-  s.serving = {"run.serving", "SELECT pg_backend_pid(), 0"};  // no cluster keeps session locks on one node only
   // The idle limits in force: 'client' means the value came in this connection's startup packet,
   // so dblock's own did. A pooler that drops `options` (PgBouncer with it in
   // ignore_startup_parameters) leaves the server's limits on dblock's sessions.

@@ -265,12 +265,6 @@ struct DoctorStatements {
   /// (the server's id of the session that runs it), as Session::started_id gives it: doctor's
   /// pooler check (pooler.hpp). Empty: the dialect has no server session (no check).
   Statement session_id;
-  /// (the server's id of the session that runs it, as session_id; 1 when the server is a node
-  /// of a cluster whose session locks hold on that node only (Galera's wsrep_on), else 0): what
-  /// a run with a session strategy asks before it takes anything (pooler.hpp,
-  /// session_strategy_allowed). Empty when session_id is, or when the failover record's read
-  /// answers the same (FailoverStatements::read, SqlBackend::serving_check: MySQL).
-  Statement serving;
 };
 
 /// DoctorStatements::probe in standard SQL: every privilege of every strategy on the tables of
