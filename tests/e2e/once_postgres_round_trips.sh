@@ -8,11 +8,12 @@
 #    in), one to release with its history row and trim (autocommit); advisory: the failover
 #    record (read once per connection; it also tells whether the session is served directly,
 #    the fail-closed check of issue 46, so nothing asks apart), then the lock and the token in
-#    one statement; to release, the row (the release alone, autocommit), the unlock, then the
-#    history row (one statement: the row and its trim), so a waiter does not wait for it;
+#    one statement; to release, one statement: the row, then the unlock, then the history row
+#    and its trim (autocommit), made ready while the command runs;
 #    for-update and txn-insert: the record, BEGIN, the lock timeout and the lock, the token,
-#    the same release with ROLLBACK for the unlock; and nothing else: no schema check; the
-#    session settings travel in the startup packet;
+#    the release's row alone, ROLLBACK for the unlock, then the history row (one statement:
+#    the row and its trim), so a waiter does not wait for it; and nothing else: no schema
+#    check; the session settings travel in the startup packet;
 #  - the session strategies make their release's row statement ready while the command runs
 #    (a named Parse, once the session is known to be served directly from the failover
 #    record's read, which also reads pg_backend_pid()), and the release runs it by name, so
@@ -84,7 +85,7 @@ for s in lease advisory for-update txn-insert; do
   assert_eq "$s: run exits 0" 0 "$?"
   case $s in
     lease) conns=1 trips=2 ;;
-    advisory) conns=1 trips=6 ;;
+    advisory) conns=1 trips=4 ;;
     *) conns=2 trips=9 ;;
   esac
   assert_eq "$s: connections per run" "$conns" "$(wire connections)"
@@ -96,13 +97,21 @@ for s in lease advisory for-update txn-insert; do
   # advisory: the lock and the token in one statement.
   [ "$s" = advisory ] && check "$s: the lock and the token in one statement" \
     grep -Eq '^WITH k AS \(SELECT .*pg_(try_)?advisory_lock.*INSERT INTO' <<<"$(wire queries)"
-  # A lease's release and its history row (and, once in a while, the trim) are one statement.
-  if [ "$s" = lease ]; then
-    check "$s: the release and its history row in one statement" \
-      grep -Eq '^WITH u AS \(UPDATE .* SET released_at.* a AS \(INSERT INTO \S+runs' <<<"$(wire queries)"
-    continue
-  fi
-  # A session strategy's row alone is one statement (no transaction around it), then the server
+  # A lease's release and its history row (and, once in a while, the trim) are one statement;
+  # advisory's the same with the unlock between them, made ready (a named Parse) while the
+  # command ran and run by that name.
+  case $s in
+    lease)
+      check "$s: the release and its history row in one statement" \
+        grep -Eq '^WITH u AS \(UPDATE .* SET released_at.* a AS \(INSERT INTO \S+runs' <<<"$(wire queries)"
+      continue ;;
+    advisory)
+      name=$(wire named | grep -P '^dblock_\d+\tWITH u AS \(UPDATE .* SET released_at.*pg_advisory_unlock.* a AS \(INSERT INTO \S+runs' | cut -f1)
+      check "$s: the release, the unlock and the history row in one statement, prepared by name" test -n "$name"
+      check "$s: and the release runs it by that name" grep -qx "${name:-none}" <<<"$(wire bound)"
+      continue ;;
+  esac
+  # A row lock's row alone is one statement (no transaction around it), then the server
   # lock goes, then the history row in one statement of its own (history.record: the row and,
   # once in a while, its trim), so a waiter does not wait for it.
   assert_eq "$s: the release's row alone, then its history row in one statement of its own" \
@@ -157,7 +166,7 @@ for s in lease advisory for-update txn-insert; do
   counted env DBLOCK_TABLE_PREFIX="$fresh_prefix" dblock -s "$s" run "$k" -- true
   case $s in
     lease) trips=2 ;;
-    advisory) trips=6 ;;
+    advisory) trips=4 ;;
     *) trips=9 ;;
   esac
   assert_eq "$s: the next run is back to $trips round trips" "$trips" "$(wire round_trips)"

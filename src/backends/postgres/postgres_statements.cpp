@@ -159,17 +159,39 @@ sql::Statement history_record(const Tables& t) {
                                 " set_config('synchronous_commit', 'off', true)"};
 }
 
-// LeaseStatements::release_recorded: `release` (`u`, its own set_config included), then the
-// history row, which reads u's answer for its outcome (a statement's parts run in order when
-// one reads another's rows), and its trim as history.record's.
-sql::Statement release_recorded(const Tables& t, const sql::Statement& release) {
-  return {"lease.release_recorded",
-          "WITH u AS (" + release.text + "), a AS (INSERT INTO " + t.runs +
-              " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
+// timestamptz(3) rounds to the nearest ms: a plain now() could be stored up to 0.5 ms in the
+// future and a status read right after the release would still say held; so could
+// acquired_at, which is therefore used only with --min-hold. The NOTIFY wakes the key's
+// waiters once the release commits. The release runs alone, outside begin_release (a
+// session holder's, and a lease's ahead of its history row): its set_config makes its own
+// commit skip the disk wait as well.
+sql::Statement lease_release(const Tables& t) {
+  return {"lease.release",
+               "UPDATE " + t.locks +
+                   " SET released_at = now(), expires_at = CASE WHEN :min_hold_ms::bigint > 0"
+                   " THEN GREATEST(date_trunc('milliseconds', now()), acquired_at + :min_hold_ms::bigint * interval '1 ms')"
+                   " ELSE date_trunc('milliseconds', now()) END,"
+                   " last_finished_at = CASE WHEN :finished::int = 1 THEN now() ELSE last_finished_at END,"
+                   " last_exit_code = CASE WHEN :finished::int = 1 THEN :exit_code::int ELSE last_exit_code END"
+                   " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async"
+                   " WHERE name = :key AND owner = :owner AND token = :token::bigint AND released_at IS NULL"
+                   " RETURNING pg_notify(:channel, name)"};
+}
+
+// LeaseStatements::release_recorded: `release` (`u`, its own set_config included), then what
+// `between` does (a part named `g` whose `ours` says whether the lock was still the holder's,
+// reading u so that it runs after it; empty: u's answer says it), then the history row, which
+// reads that answer for its outcome (a statement's parts run in order when one reads another's
+// rows), and its trim as history.record's. One row: (released, ours).
+sql::Statement release_recorded(const Tables& t, std::string id, const std::string& between = "") {
+  const std::string ours = between.empty() ? "EXISTS (SELECT 1 FROM u)" : "(SELECT ours FROM g)";
+  return {std::move(id),
+          "WITH u AS (" + lease_release(t).text + "), " + (between.empty() ? "" : between + ", ") + "a AS (INSERT INTO " +
+              t.runs + " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
               " SELECT :name, :token::bigint, :run_owner, :run_host, :run_pid::bigint, :strategy, " +
-              dialect.time_of_ms(":started_ms::bigint") + ", now(),"
-              " CASE WHEN EXISTS (SELECT 1 FROM u) THEN :outcome ELSE 'lost' END, :run_exit_code::int RETURNING 1), " +
-              history_trim(t) + " SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM a)"};
+              dialect.time_of_ms(":started_ms::bigint") + ", now(), CASE WHEN " + ours +
+              " THEN :outcome ELSE 'lost' END, :run_exit_code::int RETURNING 1), " + history_trim(t) +
+              " SELECT (SELECT count(*) FROM u), " + ours + "::int"};
 }
 
 }  // namespace
@@ -234,26 +256,11 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                                 " WHERE name = :key AND owner = :owner AND token = :token::bigint AND released_at IS NULL"
                                 " RETURNING (SELECT count(*) FROM " + t.locks + " WHERE name = :record AND owner <> " +
                                 incarnation + ")"};
-  // timestamptz(3) rounds to the nearest ms: a plain now() could be stored up to 0.5 ms in the
-  // future and a status read right after the release would still say held; so could
-  // acquired_at, which is therefore used only with --min-hold. The NOTIFY wakes the key's
-  // waiters once the release commits. The release runs alone, outside begin_release (a
-  // session holder's, and a lease's ahead of its history row): its set_config makes its own
-  // commit skip the disk wait as well.
-  s.release = {"lease.release",
-               "UPDATE " + t.locks +
-                   " SET released_at = now(), expires_at = CASE WHEN :min_hold_ms::bigint > 0"
-                   " THEN GREATEST(date_trunc('milliseconds', now()), acquired_at + :min_hold_ms::bigint * interval '1 ms')"
-                   " ELSE date_trunc('milliseconds', now()) END,"
-                   " last_finished_at = CASE WHEN :finished::int = 1 THEN now() ELSE last_finished_at END,"
-                   " last_exit_code = CASE WHEN :finished::int = 1 THEN :exit_code::int ELSE last_exit_code END"
-                   " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async"
-                   " WHERE name = :key AND owner = :owner AND token = :token::bigint AND released_at IS NULL"
-                   " RETURNING pg_notify(:channel, name)"};
+  s.release = lease_release(t);
   s.release_unsynced = true;
   s.history = sql::history_statements(dialect, t.runs);
   s.history.record = history_record(t);
-  s.release_recorded = release_recorded(t, s.release);
+  s.release_recorded = release_recorded(t, "lease.release_recorded");
 
   // Far in the future, not 'infinity': a plain lease finds the header held, and its time still
   // converts to epoch milliseconds. The WHERE reads the slot rows only with :recount: under READ
@@ -296,6 +303,12 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   s.advisory_wait = {"lock.advisory_wait", advisory_wait};
   s.advisory_numbered_try = numbered("lock.advisory_numbered_try", advisory_try);
   s.advisory_numbered_wait = numbered("lock.advisory_numbered_wait", advisory_wait);
+  // The lock goes once the row is released (g reads u), before the commit: a waiter it lets in
+  // numbers the row once this statement has committed (its upsert waits for the row's lock).
+  s.advisory_released = release_recorded(t, "lock.advisory_released",
+                                         "g AS MATERIALIZED (SELECT ours, pg_advisory_unlock_all() FROM (SELECT"
+                                         " pg_advisory_unlock(:lock::bigint) AS ours FROM (SELECT count(*) FROM u) r"
+                                         " OFFSET 0) x)");
   // lock_not_available: the wait for the lock ended; after any other error the lock may be held.
   s.wait_ended = [](const Error& failed) { return failed.sqlstate == "55P03"; };
   s.advisory_holds = {"lock.advisory_holds",

@@ -174,6 +174,24 @@ Result<HeaderTake> take_header(Session& session, const LeaseStatements& st, cons
   return out;
 }
 
+Params release_recorded_params(const HeldRun& h, std::string_view strategy, const ReleaseRequest& req,
+                               const std::string& prefix, int keep) {
+  const RunRecord run = complete_run_record(*req.history, h, strategy);
+  return history_params(run, h.acquired_ms)
+      .set("run_owner", run.owner)
+      .set("run_host", run.host)
+      .set("run_pid", run.pid)
+      .set("run_exit_code", value_of(run.exit_code))
+      .set("exit_code", value_of(req.exit_code))
+      .set("key", h.key)
+      .set("owner", h.owner)
+      .set("min_hold_ms", ms_value(req.min_hold))
+      .set("finished", std::int64_t{req.finished_run ? 1 : 0})
+      .set("channel", release_channel(prefix, signal_key(h.request)))
+      .set("keep", std::int64_t{keep})
+      .set("slack", std::int64_t{history_slack(keep)});
+}
+
 bool records_with_release(const LeaseStatements& st, const HeldRun& held, const ReleaseRequest& req, int keep) {
   return req.history && keep > 0 && held.request.semaphore.empty() && !st.release_recorded.empty();
 }
@@ -187,20 +205,7 @@ Result<bool> release_row(Session& session, const LeaseStatements& st, const Rele
   // dialect's `release` then does without the disk wait by itself where it can.
   // Both in one statement where the dialect has it (not for a slot, whose header goes first).
   if (what.write_row && history && records_with_release(st, h, req, keep)) {
-    const RunRecord run = complete_run_record(*req.history, h, what.strategy);
-    auto r = session.run(st.release_recorded, history_params(run, h.acquired_ms)
-                                                  .set("run_owner", run.owner)
-                                                  .set("run_host", run.host)
-                                                  .set("run_pid", run.pid)
-                                                  .set("run_exit_code", value_of(run.exit_code))
-                                                  .set("exit_code", value_of(req.exit_code))
-                                                  .set("key", h.key)
-                                                  .set("owner", h.owner)
-                                                  .set("min_hold_ms", ms_value(req.min_hold))
-                                                  .set("finished", std::int64_t{req.finished_run ? 1 : 0})
-                                                  .set("channel", release_channel(prefix, signal_key(h.request)))
-                                                  .set("keep", std::int64_t{keep})
-                                                  .set("slack", std::int64_t{history_slack(keep)}));
+    auto r = session.run(st.release_recorded, release_recorded_params(h, what.strategy, req, prefix, keep));
     if (!r) return std::unexpected(r.error());
     return !r->empty() && (*r)[0].int64(0) != 0;
   }

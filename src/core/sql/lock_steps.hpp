@@ -123,6 +123,11 @@ struct ReleaseRow {
 /// first).
 bool records_with_release(const LeaseStatements& st, const HeldRun& held, const ReleaseRequest& req, int keep);
 
+/// LeaseStatements::release_recorded's parameters for the holder `h` of `strategy` (req.history
+/// set; `prefix` the table prefix, `keep` the history rows kept per key).
+Params release_recorded_params(const HeldRun& h, std::string_view strategy, const ReleaseRequest& req,
+                               const std::string& prefix, int keep);
+
 /// The release and the run's history row, in one statement (records_with_release) or in one
 /// `begin_release` transaction (the dialect may
 /// let it commit without waiting for the disk). true: the row was still the holder's.

@@ -347,6 +347,12 @@ struct LockStatements {
   /// taken (1 or 0). `wait_ended`: a failed one took no lock (else it is given back).
   Statement advisory_try, advisory_wait, advisory_holds, advisory_give_back;
   Statement advisory_numbered_try, advisory_numbered_wait;
+  /// Empty, or (where `advisory_numbered_*` are) in the bookkeeping session itself:
+  /// LeaseStatements::release_recorded's work with `advisory_give_back` between the release and
+  /// the history row, in one statement: the row released, then the lock given back, then the
+  /// history row, its outcome 'lost' unless the lock was this session's. Its parameters too.
+  /// One row: (released 1 or 0, ours 1 or 0). A plain key's release is then one round trip.
+  Statement advisory_released;
   bool (*wait_ended)(const Error& failed) = nullptr;
 
   /// for-update, txn-insert: `begin` opens the transaction that holds the lock; `lock_wait` sets
