@@ -200,15 +200,15 @@ Result<bool> release_row(Session& session, const LeaseStatements& st, const Rele
                          const ReleaseRequest& req, const std::string& prefix, int keep) {
   const HeldRun& h = what.held;
   const bool history = req.history && what.write_history;
-  // A session holder's row alone (its history comes later) is one statement, so it needs no
-  // transaction: two round trips fewer between its end and the waiter it lets in. The
-  // dialect's `release` then does without the disk wait by itself where it can.
   // Both in one statement where the dialect has it (not for a slot, whose header goes first).
   if (what.write_row && history && records_with_release(st, h, req, keep)) {
     auto r = session.run(st.release_recorded, release_recorded_params(h, what.strategy, req, prefix, keep));
     if (!r) return std::unexpected(r.error());
     return !r->empty() && (*r)[0].int64(0) != 0;
   }
+  // A session holder's row alone (its history comes later) is one statement, so it needs no
+  // transaction: two round trips fewer between its end and the waiter it lets in. The
+  // dialect's `release` then does without the disk wait by itself where it can.
   std::optional<Transaction> tx;
   if (what.write_history) {
     auto begun = Transaction::begin(session, st.begin_release);

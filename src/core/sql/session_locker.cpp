@@ -229,20 +229,18 @@ class SessionLocker final : public Locker {
   Result<void> release(const ReleaseRequest& req) override {
     if (!held_) return fail(ErrorKind::lost, "no session lock is held, so there is nothing to release");
     // In the same order, in one statement where the dialect folds them (a plain key's advisory
-    // lock, its history row kept): one round trip.
+    // lock, its history row kept): one round trip. Tables missing fail it before it does
+    // anything, so it runs again once they are made; any other failure leaves the steps below
+    // to find out what it did (a lost session: the lock went with it, and they say so).
     if (folds_release(req)) {
-      auto done = lock_->give_back_recorded(held_->key, release_recorded_params(*held_, strategy_, req, prefix_, keep_));
+      const Params p = release_recorded_params(*held_, strategy_, req, prefix_, keep_);
+      auto done = with_schema(*book_, [&] { return lock_->give_back_recorded(held_->key, p); });
       if (done) {
         lock_->holder().release_signal().released(signal_key(held_->request));
         auto message = lost("was already gone at release");
         held_.reset();
         if (!done->second) return message;
         return {};
-      }
-      admitted_.reset();
-      if (done.error().kind == ErrorKind::connection) {
-        // The session, and the lock with it, are gone: the row and the history row on a new one.
-        (void)book_->reconnect(done.error());
       }
     }
     const ReleaseRow what{.held = *held_, .strategy = strategy_, .write_history = false};
