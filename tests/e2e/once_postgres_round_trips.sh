@@ -5,19 +5,20 @@
 #  - lease and advisory: one connection; for-update and txn-insert: two (the holder session and
 #    the autocommit one that numbers the token and records the run);
 #  - after the handshake, lease (a statement each): one to acquire (the failover gate folded
-#    in), the release alone (autocommit), so its waiters wake at its commit, then the history
-#    row (BEGIN, the row, its trim, COMMIT); advisory: the failover record (read once per connection), then the
-#    lock and the token in one statement; to release, the row (the release alone, autocommit),
-#    the unlock, then the history row (BEGIN, the row, its trim, COMMIT), so a waiter does not
-#    wait for it; for-update and txn-insert: the record, BEGIN, the lock timeout and the lock,
-#    the token, the same release with ROLLBACK for the unlock; and nothing else: no
-#    schema check; the session settings travel in the startup packet;
+#    in), one to release with its history row and trim (autocommit); advisory: the failover
+#    record (read once per connection; it also tells whether the session is served directly,
+#    the fail-closed check of issue 46, so nothing asks apart), then the lock and the token in
+#    one statement; to release, one statement: the row, then the unlock, then the history row
+#    and its trim (autocommit), made ready while the command runs;
+#    for-update and txn-insert: the record, BEGIN, the lock timeout and the lock, the token,
+#    the release's row alone, ROLLBACK for the unlock, then the history row (one statement:
+#    the row and its trim), so a waiter does not wait for it; and nothing else: no schema
+#    check; the session settings travel in the startup packet;
 #  - the session strategies make their release's row statement ready while the command runs
-#    (a named Parse, once the session is known to be served directly: advisory from the
-#    fail-closed check of issue 46, for-update and txn-insert's bookkeeping session from the
-#    failover record's read, which also reads pg_backend_pid(); none asks apart), and the
-#    release runs it by name, so the waiter it lets in does not wait for its parse; a waiter's
-#    numbering is made ready before it waits, and run by name once its lock is granted;
+#    (a named Parse, once the session is known to be served directly from the failover
+#    record's read, which also reads pg_backend_pid()), and the release runs it by name, so
+#    the waiter it lets in does not wait for its parse; a waiter's numbering is made ready
+#    before it waits, and run by name once its lock is granted;
 #  - on tables that do not exist yet the run creates them and succeeds, and the next run is
 #    back to the counts above;
 #  - a lease waiter LISTENs on the key once, between its first attempt and its second; a
@@ -83,9 +84,9 @@ for s in lease advisory for-update txn-insert; do
   counted dblock -s "$s" run "$k" -- true
   assert_eq "$s: run exits 0" 0 "$?"
   case $s in
-    lease) conns=1 trips=6 ;;
-    advisory) conns=1 trips=10 ;;
-    *) conns=2 trips=13 ;;
+    lease) conns=1 trips=2 ;;
+    advisory) conns=1 trips=4 ;;
+    *) conns=2 trips=9 ;;
   esac
   assert_eq "$s: connections per run" "$conns" "$(wire connections)"
   assert_eq "$s: round trips after the handshake ($(wire queries | cut -c1-60 | tr '\n' '|'))" "$trips" "$(wire round_trips)"
@@ -96,19 +97,31 @@ for s in lease advisory for-update txn-insert; do
   # advisory: the lock and the token in one statement.
   [ "$s" = advisory ] && check "$s: the lock and the token in one statement" \
     grep -Eq '^WITH k AS \(SELECT .*pg_(try_)?advisory_lock.*INSERT INTO' <<<"$(wire queries)"
-  # The row alone is one statement (no transaction around it), then the server lock goes (a
-  # session strategy), then the history row's transaction: the history's oldest token
-  # (history.oldest, SELECT); its trim (DELETE) only once in a while.
-  assert_eq "$s: the release's row alone, then its history row in a transaction of its own" \
-    "UPDATE|BEGIN;|INSERT|SELECT|COMMIT" \
+  # A lease's release and its history row (and, once in a while, the trim) are one statement;
+  # advisory's the same with the unlock between them, made ready (a named Parse) while the
+  # command ran and run by that name.
+  case $s in
+    lease)
+      check "$s: the release and its history row in one statement" \
+        grep -Eq '^WITH u AS \(UPDATE .* SET released_at.* a AS \(INSERT INTO \S+runs' <<<"$(wire queries)"
+      continue ;;
+    advisory)
+      name=$(wire named | grep -P '^dblock_\d+\tWITH u AS \(UPDATE .* SET released_at.*pg_advisory_unlock.* a AS \(INSERT INTO \S+runs' | cut -f1)
+      check "$s: the release, the unlock and the history row in one statement, prepared by name" test -n "$name"
+      check "$s: and the release runs it by that name" grep -qx "${name:-none}" <<<"$(wire bound)"
+      continue ;;
+  esac
+  # A row lock's row alone is one statement (no transaction around it), then the server
+  # lock goes, then the history row in one statement of its own (history.record: the row and,
+  # once in a while, its trim), so a waiter does not wait for it.
+  assert_eq "$s: the release's row alone, then its history row in one statement of its own" \
+    "UPDATE|WITH a AS (INSERT INTO" \
     "$(wire queries | grep -A5 '^UPDATE .* SET released_at' | grep -v '^--' |
-      grep -vE '^(SELECT (ours, )?pg_advisory_unlock_all|ROLLBACK)' | head -5 | cut -d' ' -f1 | paste -sd'|')"
-  if [ "$s" != lease ]; then
-    # Made ready while the command ran (a named Parse), run by that name.
-    name=$(wire named | grep -P '^dblock_\d+\tUPDATE .* SET released_at' | cut -f1)
-    check "$s: the release's row statement is prepared by name" test -n "$name"
-    check "$s: and the release runs it by that name" grep -qx "${name:-none}" <<<"$(wire bound)"
-  fi
+      grep -vE '^(SELECT (ours, )?pg_advisory_unlock_all|ROLLBACK)' | head -2 | sed -E 's/^UPDATE .*/UPDATE/' | cut -d' ' -f1-5 | paste -sd'|')"
+  # Made ready while the command ran (a named Parse), run by that name.
+  name=$(wire named | grep -P '^dblock_\d+\tUPDATE .* SET released_at' | cut -f1)
+  check "$s: the release's row statement is prepared by name" test -n "$name"
+  check "$s: and the release runs it by that name" grep -qx "${name:-none}" <<<"$(wire bound)"
 done
 
 # The other subcommands, one connection each: their round trips after the handshake, the
@@ -152,9 +165,9 @@ for s in lease advisory for-update txn-insert; do
   check "$s: it created them" grep -q "CREATE TABLE" <<<"$(wire queries)"
   counted env DBLOCK_TABLE_PREFIX="$fresh_prefix" dblock -s "$s" run "$k" -- true
   case $s in
-    lease) trips=6 ;;
-    advisory) trips=10 ;;
-    *) trips=13 ;;
+    lease) trips=2 ;;
+    advisory) trips=4 ;;
+    *) trips=9 ;;
   esac
   assert_eq "$s: the next run is back to $trips round trips" "$trips" "$(wire round_trips)"
   assert_eq "$s: both runs are in the new history" 2 "$(DBLOCK_TABLE_PREFIX=$fresh_prefix history_field "$k" runs.#)"

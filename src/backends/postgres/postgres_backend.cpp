@@ -46,7 +46,13 @@ class PostgresBackend final : public sql::SqlBackend {
       if (!opened) return std::unexpected(opened.error());
       holder = std::move(*opened);
     }
-    return postgres::make_session_locker(s, std::move(holder), dsn_, options_, schema());
+    // Whether the lock could hold here is judged on the bookkeeping session's failover read,
+    // before the first take (serving_check); the locker may outlive this Backend.
+    auto open_other = [dsn = dsn_, options = options_]() -> Result<std::unique_ptr<sql::Session>> {
+      return std::make_unique<Session>(Connection::deferred(dsn, options), options.table_prefix);
+    };
+    return postgres::make_session_locker(s, std::move(holder), dsn_, options_, schema(),
+                                         serving_check(s, std::move(open_other)));
   }
 
   Result<std::unique_ptr<sql::Session>> another_session() override {

@@ -57,7 +57,8 @@ class PostgresHolder final : public sql::HolderSession {
 
 Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<Connection> holder, const Dsn& dsn,
                                                    const BackendOptions& options,
-                                                   std::shared_ptr<const sql::SchemaStatements> schema) {
+                                                   std::shared_ptr<const sql::SchemaStatements> schema,
+                                                   sql::failover::ReadCheck serving) {
   // advisory's lock is held outside any transaction, so its token and history go through the
   // holder session itself; the others hold a transaction open and number the token on a second,
   // autocommit connection, which a holder killed mid-transaction cannot roll back.
@@ -72,7 +73,7 @@ Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<
   session->set_schema(std::move(schema));  // the tables a statement finds missing are made
   return sql::make_session_locker(s, std::make_unique<PostgresHolder>(std::move(holder), prefix),
                                   lock_statements(prefix), std::move(session), lease_statements(prefix), prefix,
-                                  options.history_keep);
+                                  options.history_keep, std::move(serving));
 }
 
 }  // namespace dblock::postgres

@@ -90,11 +90,13 @@ const std::string incarnation =
 
 sql::FailoverStatements failover_statements(const Tables& t) {
   sql::FailoverStatements f;
+  // Also who serves the session, and 0 for "a Galera node" (no cluster keeps session locks on
+  // one node only), which a session strategy asks before its first take (SqlBackend::serving_check).
   // The record is a row of <prefix>locks: owner the incarnation, host the previous one, token
   // the fence, expires_at the end of the lock-delay, pid the longest TTL in ms.
   f.read = {"failover.read", "SELECT r.owner, c.incarnation_now, r.host, r.token, " + ms("r.expires_at") + ", " + ms("now()") +
                                  ", r.pid, (r.owner = c.incarnation_now)::int, " + sql::failover_delayed_sql(dialect, "r.") +
-                                 "::int, (" + sql::failover_covers_sql(dialect, "r.") + ")::int, pg_backend_pid() FROM"
+                                 "::int, (" + sql::failover_covers_sql(dialect, "r.") + ")::int, pg_backend_pid(), 0 FROM"
                                  " (SELECT " + incarnation + " AS incarnation_now) c LEFT JOIN " + t.locks + " r ON r.name = :record"};
   f.create = {"failover.create", "INSERT INTO " + t.locks +
                                      " (name, owner, host, pid, token, strategy, acquired_at) VALUES (:record, " +
@@ -136,6 +138,61 @@ std::string session_upsert(const Tables& t, std::string_view from, std::string_v
 // evaluated first, not folded into the query).
 const std::string advisory_wait = "SELECT (SELECT true FROM (SELECT pg_advisory_lock(:lock::bigint)) w) AS got,"
                                   " clock_timestamp() AS at FROM (SELECT set_config('lock_timeout', :lock_timeout, true)) c";
+
+// HistoryStatements::record: the row, and the trim of the key's rows beyond the newest :keep
+// once the oldest row's token is more than :keep + :slack below this run's. Every part of one
+// statement reads the snapshot from before it, so the trim counts the new row apart: the old
+// rows beyond the newest :keep - 1 go. The subqueries of the trim's WHERE are evaluated only
+// when the one-time test on the oldest row lets the scan start.
+std::string history_trim(const Tables& t) {
+  const sql::HistoryStatements h = sql::history_statements(dialect, t.runs);
+  const std::string trim_due = "EXISTS (SELECT 1 FROM (" + h.oldest.text + ") o WHERE :token::bigint - o.token + 1"
+                               " NOT BETWEEN 1 AND :keep::bigint + :slack::bigint)";
+  return "d AS (DELETE FROM " + t.runs + " WHERE " + trim_due + " AND name = :name AND id <= (SELECT id FROM " +
+         t.runs + " WHERE name = :name ORDER BY id DESC LIMIT 1 OFFSET :keep::bigint - 1) RETURNING 1)";
+}
+
+sql::Statement history_record(const Tables& t) {
+  const sql::HistoryStatements h = sql::history_statements(dialect, t.runs);
+  return {"history.record", "WITH a AS (" + h.add.text + " RETURNING 1), " + history_trim(t) +
+                                " SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM d),"
+                                " set_config('synchronous_commit', 'off', true)"};
+}
+
+// timestamptz(3) rounds to the nearest ms: a plain now() could be stored up to 0.5 ms in the
+// future and a status read right after the release would still say held; so could
+// acquired_at, which is therefore used only with --min-hold. The NOTIFY wakes the key's
+// waiters once the release commits. The release runs alone, outside begin_release (a
+// session holder's, and a lease's ahead of its history row): its set_config makes its own
+// commit skip the disk wait as well.
+sql::Statement lease_release(const Tables& t) {
+  return {"lease.release",
+               "UPDATE " + t.locks +
+                   " SET released_at = now(), expires_at = CASE WHEN :min_hold_ms::bigint > 0"
+                   " THEN GREATEST(date_trunc('milliseconds', now()), acquired_at + :min_hold_ms::bigint * interval '1 ms')"
+                   " ELSE date_trunc('milliseconds', now()) END,"
+                   " last_finished_at = CASE WHEN :finished::int = 1 THEN now() ELSE last_finished_at END,"
+                   " last_exit_code = CASE WHEN :finished::int = 1 THEN :exit_code::int ELSE last_exit_code END"
+                   " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async"
+                   " WHERE name = :key AND owner = :owner AND token = :token::bigint AND released_at IS NULL"
+                   " RETURNING pg_notify(:channel, name)"};
+}
+
+// LeaseStatements::release_recorded: `release` (`u`, its own set_config included), then what
+// `between` does (a part named `g` whose `ours` says whether the lock was still the holder's,
+// reading u so that it runs after it; empty: u's answer says it), then the history row, which
+// reads that answer for its outcome (a statement's parts run in order when one reads another's
+// rows), and its trim as history.record's. One row: (released, ours).
+sql::Statement release_recorded(const Tables& t, std::string id, const std::string& between = "") {
+  const std::string ours = between.empty() ? "EXISTS (SELECT 1 FROM u)" : "(SELECT ours FROM g)";
+  return {std::move(id),
+          "WITH u AS (" + lease_release(t).text + "), " + (between.empty() ? "" : between + ", ") + "a AS (INSERT INTO " +
+              t.runs + " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
+              " SELECT :name, :token::bigint, :run_owner, :run_host, :run_pid::bigint, :strategy, " +
+              dialect.time_of_ms(":started_ms::bigint") + ", now(), CASE WHEN " + ours +
+              " THEN :outcome ELSE 'lost' END, :run_exit_code::int RETURNING 1), " + history_trim(t) +
+              " SELECT (SELECT count(*) FROM u), " + ours + "::int"};
+}
 
 }  // namespace
 
@@ -199,24 +256,11 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
                                 " WHERE name = :key AND owner = :owner AND token = :token::bigint AND released_at IS NULL"
                                 " RETURNING (SELECT count(*) FROM " + t.locks + " WHERE name = :record AND owner <> " +
                                 incarnation + ")"};
-  // timestamptz(3) rounds to the nearest ms: a plain now() could be stored up to 0.5 ms in the
-  // future and a status read right after the release would still say held; so could
-  // acquired_at, which is therefore used only with --min-hold. The NOTIFY wakes the key's
-  // waiters once the release commits. The release runs alone, outside begin_release (a
-  // session holder's, and a lease's ahead of its history row): its set_config makes its own
-  // commit skip the disk wait as well.
-  s.release = {"lease.release",
-               "UPDATE " + t.locks +
-                   " SET released_at = now(), expires_at = CASE WHEN :min_hold_ms::bigint > 0"
-                   " THEN GREATEST(date_trunc('milliseconds', now()), acquired_at + :min_hold_ms::bigint * interval '1 ms')"
-                   " ELSE date_trunc('milliseconds', now()) END,"
-                   " last_finished_at = CASE WHEN :finished::int = 1 THEN now() ELSE last_finished_at END,"
-                   " last_exit_code = CASE WHEN :finished::int = 1 THEN :exit_code::int ELSE last_exit_code END"
-                   " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async"
-                   " WHERE name = :key AND owner = :owner AND token = :token::bigint AND released_at IS NULL"
-                   " RETURNING pg_notify(:channel, name)"};
+  s.release = lease_release(t);
   s.release_unsynced = true;
   s.history = sql::history_statements(dialect, t.runs);
+  s.history.record = history_record(t);
+  s.release_recorded = release_recorded(t, "lease.release_recorded");
 
   // Far in the future, not 'infinity': a plain lease finds the header held, and its time still
   // converts to epoch milliseconds. The WHERE reads the slot rows only with :recount: under READ
@@ -259,6 +303,12 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   s.advisory_wait = {"lock.advisory_wait", advisory_wait};
   s.advisory_numbered_try = numbered("lock.advisory_numbered_try", advisory_try);
   s.advisory_numbered_wait = numbered("lock.advisory_numbered_wait", advisory_wait);
+  // The lock goes once the row is released (g reads u), before the commit: a waiter it lets in
+  // numbers the row once this statement has committed (its upsert waits for the row's lock).
+  s.advisory_released = release_recorded(t, "lock.advisory_released",
+                                         "g AS MATERIALIZED (SELECT ours, pg_advisory_unlock_all() FROM (SELECT"
+                                         " pg_advisory_unlock(:lock::bigint) AS ours FROM (SELECT count(*) FROM u) r"
+                                         " OFFSET 0) x)");
   s.advisory_holds = {"lock.advisory_holds",
                       "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()"
                       " AND classid::bigint = (:lock::bigint >> 32) & 4294967295"
@@ -410,7 +460,6 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options) {
   s.probe = sql::privilege_probes(options, '"');
   s.can_create = {"doctor.can_create", "SELECT has_schema_privilege(current_schema(), 'CREATE')"};
   s.session_id = session_id_statement();
-  s.serving = {"run.serving", "SELECT pg_backend_pid(), 0"};  // no cluster keeps session locks on one node only
   // The idle limits in force: 'client' means the value came in this connection's startup packet,
   // so dblock's own did. A pooler that drops `options` (PgBouncer with it in
   // ignore_startup_parameters) leaves the server's limits on dblock's sessions.

@@ -40,8 +40,10 @@ QueueStatements queue_statements();
 
 /// advisory / for-update / txn-insert (core/sql/session_locker.hpp) with the server lock in the
 /// holder session `holder` (postgres_session_lock.cpp).
+/// `serving` judges the failover record's read (SqlBackend::serving_check).
 Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<Connection> holder, const Dsn& dsn,
                                                    const BackendOptions& options,
-                                                   std::shared_ptr<const sql::SchemaStatements> schema);
+                                                   std::shared_ptr<const sql::SchemaStatements> schema,
+                                                   sql::failover::ReadCheck serving);
 
 }  // namespace dblock::postgres

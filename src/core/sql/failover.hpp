@@ -31,8 +31,8 @@ struct FailoverStatements {
   /// the one the session was handed at start-up, admit() tells the session
   /// (Session::served_directly_seen), which then need not ask again (PostgreSQL, before it names
   /// a statement: one round trip less on the bookkeeping session of for-update and txn-insert);
-  /// then, optionally, 1 on a Galera node (what DoctorStatements::serving answers, for a
-  /// ReadCheck: MySQL's session strategies are judged on this read, a statement less).
+  /// then 1 on a Galera node, else 0 (where a server has sessions): a session strategy is
+  /// judged on this read before its first take (ReadCheck, SqlBackend::serving_check).
   Statement read;
   /// :record :ttl_ms. Inserts the record for the current incarnation (fence 0, no delay,
   /// longest TTL :ttl_ms) unless there is one.

@@ -76,8 +76,9 @@ class LeaseLocker final : public Locker {
     if (!released) return std::unexpected(released.error());
     session_->release_signal().released(signal_key(held_->request));
     // Written after the release has woken the waiters (release_unsynced), or with it.
-    auto history = st_.release_unsynced ? record_held_run(*session_, st_, *held_, "lease", *released, req, keep_)
-                                        : Result<void>{};
+    auto history = st_.release_unsynced && !history_with_release(req)
+                       ? record_held_run(*session_, st_, *held_, "lease", *released, req, keep_)
+                       : Result<void>{};
     const bool was_lost = lost_;
     auto message = lost(was_lost ? "was lost before it was released"
                                  : "was no longer held by " + held_->owner + " when it was released");
@@ -177,9 +178,17 @@ class LeaseLocker final : public Locker {
   // The release, and the run's history row in the same transaction unless the release commits
   // alone without a disk wait (release()). true: the lease was still ours.
   Result<bool> release_once(const ReleaseRequest& req) {
-    const ReleaseRow what{
-        .held = *held_, .strategy = "lease", .write_row = !lost_, .write_history = !st_.release_unsynced};
+    const ReleaseRow what{.held = *held_,
+                          .strategy = "lease",
+                          .write_row = !lost_,
+                          .write_history = !st_.release_unsynced || history_with_release(req)};
     return release_row(*session_, st_, what, req, prefix_, keep_);
+  }
+
+  // Whether release_row writes the history row in the release's own statement
+  // (release_recorded): the one round trip of a release, whose waiters wake at its commit.
+  bool history_with_release(const ReleaseRequest& req) const {
+    return !lost_ && sql::records_with_release(st_, *held_, req, keep_);
   }
 
   // Before a release runs again (its connection was lost, or the server rolled it back as a

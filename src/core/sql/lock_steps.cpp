@@ -24,6 +24,18 @@ std::string way_of(std::string_view strategy) {
 
 }  // namespace
 
+Params history_params(const RunRecord& run, std::int64_t started_ms) {
+  return {{"name", run.key},
+          {"token", run.token},
+          {"owner", run.owner},
+          {"host", run.host},
+          {"pid", run.pid},
+          {"strategy", run.strategy},
+          {"started_ms", started_ms},
+          {"outcome", std::string(to_string(run.outcome))},
+          {"exit_code", value_of(run.exit_code)}};
+}
+
 Result<TakenRow> taken_row(Session& session, const LeaseStatements& st, const Rows& took, const std::string& key,
                            const std::string& owner) {
   Rows read;
@@ -161,10 +173,38 @@ Result<HeaderTake> take_header(Session& session, const LeaseStatements& st, cons
   return out;
 }
 
+Params release_recorded_params(const HeldRun& h, std::string_view strategy, const ReleaseRequest& req,
+                               const std::string& prefix, int keep) {
+  const RunRecord run = complete_run_record(*req.history, h, strategy);
+  return history_params(run, h.acquired_ms)
+      .set("run_owner", run.owner)
+      .set("run_host", run.host)
+      .set("run_pid", run.pid)
+      .set("run_exit_code", value_of(run.exit_code))
+      .set("exit_code", value_of(req.exit_code))
+      .set("key", h.key)
+      .set("owner", h.owner)
+      .set("min_hold_ms", ms_value(req.min_hold))
+      .set("finished", std::int64_t{req.finished_run ? 1 : 0})
+      .set("channel", release_channel(prefix, signal_key(h.request)))
+      .set("keep", std::int64_t{keep})
+      .set("slack", std::int64_t{history_slack(keep)});
+}
+
+bool records_with_release(const LeaseStatements& st, const HeldRun& held, const ReleaseRequest& req, int keep) {
+  return req.history && keep > 0 && held.request.semaphore.empty() && !st.release_recorded.empty();
+}
+
 Result<bool> release_row(Session& session, const LeaseStatements& st, const ReleaseRow& what,
                          const ReleaseRequest& req, const std::string& prefix, int keep) {
   const HeldRun& h = what.held;
   const bool history = req.history && what.write_history;
+  // Both in one statement where the dialect has it (not for a slot, whose header goes first).
+  if (what.write_row && history && records_with_release(st, h, req, keep)) {
+    auto r = session.run(st.release_recorded, release_recorded_params(h, what.strategy, req, prefix, keep));
+    if (!r) return std::unexpected(r.error());
+    return !r->empty() && (*r)[0].int64(0) != 0;
+  }
   // A session holder's row alone (its history comes later) is one statement, so it needs no
   // transaction: two round trips fewer between its end and the waiter it lets in. The
   // dialect's `release` then does without the disk wait by itself where it can.
@@ -204,15 +244,23 @@ Result<bool> release_row(Session& session, const LeaseStatements& st, const Rele
 Result<void> record_held_run(Session& session, const LeaseStatements& st, const HeldRun& held, std::string_view strategy,
                              bool still_held, const ReleaseRequest& req, int keep) {
   if (!req.history) return {};
+  const RunRecord run = complete_run_record(*req.history, held, strategy, still_held);
+  // One statement where the dialect has it; a slot's row needs its header locked first, and a
+  // history of none trims the row just added.
+  const bool alone = !st.history.record.empty() && held.request.semaphore.empty() && keep > 0;
   auto once = [&]() -> Result<void> {
+    if (alone) {
+      auto r = session.run(st.history.record, history_params(run, held.acquired_ms)
+                                                  .set("keep", std::int64_t{keep})
+                                                  .set("slack", std::int64_t{history_slack(keep)}));
+      if (!r) return std::unexpected(r.error());
+      return {};
+    }
     auto tx = Transaction::begin(session, st.begin_release);
     if (!tx) return std::unexpected(tx.error());
     if (!held.request.semaphore.empty())
       if (auto r = session.run(st.lock_row, {{"key", held.request.semaphore}}); !r) return std::unexpected(r.error());
-    if (auto ok = record_run(session, st, complete_run_record(*req.history, held, strategy, still_held),
-                             held.acquired_ms, keep);
-        !ok)
-      return ok;
+    if (auto ok = record_run(session, st, run, held.acquired_ms, keep); !ok) return ok;
     return tx->commit();
   };
   auto done = with_retry(session, [&] { return with_schema(session, once); });
@@ -224,15 +272,7 @@ Result<void> record_held_run(Session& session, const LeaseStatements& st, const 
 
 Result<void> record_run(Session& session, const LeaseStatements& st, const RunRecord& run, std::int64_t started_ms,
                         int keep) {
-  auto added = session.run(st.history.add, {{"name", run.key},
-                                            {"token", run.token},
-                                            {"owner", run.owner},
-                                            {"host", run.host},
-                                            {"pid", run.pid},
-                                            {"strategy", run.strategy},
-                                            {"started_ms", started_ms},
-                                            {"outcome", std::string(to_string(run.outcome))},
-                                            {"exit_code", value_of(run.exit_code)}});
+  auto added = session.run(st.history.add, history_params(run, started_ms));
   if (!added) return std::unexpected(added.error());
   const std::int64_t kept = keep < 0 ? 0 : keep;
   const std::int64_t slack = history_slack(keep);

@@ -117,13 +117,26 @@ struct ReleaseRow {
   bool write_history = true;     // false: the caller writes it later (record_held_run)
 };
 
-/// The release and the run's history row, in one `begin_release` transaction (the dialect may
+/// Whether release_row, asked to write the holder's row and its history row, writes both in
+/// one statement (LeaseStatements::release_recorded): the dialect has it, the run has a history
+/// row that a history of none would not trim at once, and it is not a slot's (its header goes
+/// first).
+bool records_with_release(const LeaseStatements& st, const HeldRun& held, const ReleaseRequest& req, int keep);
+
+/// LeaseStatements::release_recorded's parameters for the holder `h` of `strategy` (req.history
+/// set; `prefix` the table prefix, `keep` the history rows kept per key).
+Params release_recorded_params(const HeldRun& h, std::string_view strategy, const ReleaseRequest& req,
+                               const std::string& prefix, int keep);
+
+/// The release and the run's history row, in one statement (records_with_release) or in one
+/// `begin_release` transaction (the dialect may
 /// let it commit without waiting for the disk). true: the row was still the holder's.
 Result<bool> release_row(Session& session, const LeaseStatements& st, const ReleaseRow& what,
                          const ReleaseRequest& req, const std::string& prefix, int keep);
 
-/// The run's history row alone, after its release, in a `begin_release` transaction of its own
-/// that first locks a slot's header (lock_row, as release_row does), run again as with_retry and
+/// The run's history row alone, after its release: HistoryStatements::record where the dialect
+/// has it (not for a slot), else in a `begin_release` transaction of its own that first locks a
+/// slot's header (lock_row, as release_row does); run again as with_retry and
 /// with_schema do (sql_session.hpp); `still_held`: what the release found. Its error says that
 /// the release itself went through.
 Result<void> record_held_run(Session& session, const LeaseStatements& st, const HeldRun& held, std::string_view strategy,
@@ -133,6 +146,9 @@ Result<void> record_held_run(Session& session, const LeaseStatements& st, const 
 /// (dblock(1), --history-keep): a trim walks `keep` index entries, so trimming once in
 /// keep/10 + 1 runs keeps a run's share of that walk near ten entries whatever `keep` is.
 constexpr int history_slack(int keep) { return keep < 0 ? 0 : keep / 10; }
+
+/// HistoryStatements::add's parameters for `run`, acquired at `started_ms`.
+Params history_params(const RunRecord& run, std::int64_t started_ms);
 
 /// The run's history row (`started_ms`: when its lock was acquired) and, once the key may hold
 /// more than keep + history_slack(keep) rows, the trim of its rows beyond the newest `keep`,

@@ -60,16 +60,6 @@ Result<bool> served_directly(Session& session, const Statement& session_id) {
   return *id == session.started_id();
 }
 
-Result<void> session_strategy_allowed(Session& session, const Statement& serving_st, const Statement& session_id,
-                                      Strategy strategy,
-                                      const std::function<Result<std::unique_ptr<Session>>()>& open_other) {
-  if (!is_session_strategy(strategy) || serving_st.empty()) return {};
-  auto r = session.run(serving_st, {});
-  if (!r) return std::unexpected(r.error());
-  if (r->empty()) return fail(ErrorKind::other, serving_st.id + " answered no session id");
-  return session_strategy_answered(session, (*r)[0], 0, serving_st.id, session_id, strategy, open_other);
-}
-
 Result<void> session_strategy_answered(Session& session, const Rows::Row& row, int column, const std::string& asked,
                                        const Statement& session_id, Strategy strategy,
                                        const std::function<Result<std::unique_ptr<Session>>()>& open_other) {

@@ -19,14 +19,10 @@ Result<bool> served_directly(Session& session, const Statement& session_id);
 /// Before a run takes `strategy`, a session strategy, on `session`: ErrorKind::config, naming
 /// what conflicts and the fix, where the lock could not hold, as doctor fails it (its pooler and
 /// galera lines): a Galera node (its session locks are its own), or transaction pooling (the
-/// lock would stay with a server session other clients are handed). One statement, `serving`,
-/// on a direct connection; behind a pooler also pooler_check's probe with a second session.
-Result<void> session_strategy_allowed(Session& session, const Statement& serving, const Statement& session_id,
-                                      Strategy strategy,
-                                      const std::function<Result<std::unique_ptr<Session>>()>& open_other);
-
-/// The same on an answer read already: `row`'s `column` the id, the next 1 on a Galera node
-/// (as `serving` answers; `asked` names the statement in messages).
+/// lock would stay with a server session other clients are handed). Judged on an answer read
+/// already (the failover record's read): `row`'s `column` the server's id of the session, the
+/// next 1 on a Galera node (`asked` names the statement in messages); on a direct connection
+/// nothing more, behind a pooler also pooler_check's probe with a second session.
 Result<void> session_strategy_answered(Session& session, const Rows::Row& row, int column, const std::string& asked,
                                        const Statement& session_id, Strategy strategy,
                                        const std::function<Result<std::unique_ptr<Session>>()>& open_other);

@@ -79,6 +79,22 @@ class ServerLock {
   // Whether the lock and the row are taken in one statement of the holder, which is also the
   // bookkeeping session (a lock that outlives the commit: advisory).
   bool folds_row() const { return !row_lock() && !st_.advisory_numbered_try.empty(); }
+  // Whether a plain key's release, the unlock and the history row are one statement there too.
+  bool folds_release() const { return folds_row() && !st_.advisory_released.empty(); }
+  const Statement& release_statement() const { return st_.advisory_released; }
+
+  // LockStatements::advisory_released with `p` (release_recorded_params): (released, ours). An
+  // error: the caller releases apart (the row again, give_back, the history row), which finds
+  // out what this statement did before it failed.
+  Result<std::pair<bool, bool>> give_back_recorded(const std::string& key, Params p) {
+    if (h_->socket() < 0) return gone();
+    h_->bind(p, key, Millis(0));
+    auto r = h_->run(st_.advisory_released, p, Millis(0));
+    if (!r) return std::unexpected(r.error());
+    if (r->empty()) return fail(ErrorKind::internal, st_.advisory_released.id + " answered no row");
+    tagged_.reset();  // advisory takes no holder tag
+    return std::pair{(*r)[0].int64(0) != 0, (*r)[0].int64(1) != 0};
+  }
 
   // take(), then, once taken, session_take with `number` in the same statement: its rows
   // (affected 0: not numbered, the lock held all the same); nullopt: someone else holds it.
@@ -200,6 +216,21 @@ class SessionLocker final : public Locker {
   // history row last, so the waiter does not wait for it.
   Result<void> release(const ReleaseRequest& req) override {
     if (!held_) return fail(ErrorKind::lost, "no session lock is held, so there is nothing to release");
+    // In the same order, in one statement where the dialect folds them (a plain key's advisory
+    // lock, its history row kept): one round trip. Tables missing fail it before it does
+    // anything, so it runs again once they are made; any other failure leaves the steps below
+    // to find out what it did (a lost session: the lock went with it, and they say so).
+    if (folds_release(req)) {
+      const Params p = release_recorded_params(*held_, strategy_, req, prefix_, keep_);
+      auto done = with_schema(*book_, [&] { return lock_->give_back_recorded(held_->key, p); });
+      if (done) {
+        lock_->holder().release_signal().released(signal_key(held_->request));
+        auto message = lost("was already gone at release");
+        held_.reset();
+        if (!done->second) return message;
+        return {};
+      }
+    }
     const ReleaseRow what{.held = *held_, .strategy = strategy_, .write_history = false};
     admitted_.reset();  // the release may reconnect
     // --min-hold stays in the row, as a lease's does (its expires_at): session_take leaves a
@@ -226,7 +257,7 @@ class SessionLocker final : public Locker {
   // The row's release is what the next waiter waits for (release()): parsed now, while the
   // command runs.
   void prepare_release() override {
-    if (held_) book_->prepare(st_.release);
+    if (held_) book_->prepare(folds_release_ ? lock_->release_statement() : st_.release);
   }
 
   int session_fd() const override { return held_ ? lock_->holder().socket() : -1; }
@@ -281,7 +312,15 @@ class SessionLocker final : public Locker {
     auto out = fold ? numbered(req, **got) : number(req, gate->fence);
     if (!out || out->state != AcquireOutcome::State::acquired) (void)lock_->give_back(req.key);
     else held_ = HeldRun{{req.key, req.owner, req.host, req.pid, out->token}, req, out->acquired_at_ms.value_or(0)};
+    folds_release_ = fold && lock_->folds_release();
     return out;
+  }
+
+  // Whether release() folds the row, the unlock and the history row into one statement: a plain
+  // key whose lock and row are one statement's (ServerLock::folds_release), its history row kept
+  // and not one a history of none would trim at once (records_with_release).
+  bool folds_release(const ReleaseRequest& req) const {
+    return folds_release_ && req.history && records_with_release(st_, *held_, req, keep_);
   }
 
   // session_take's parameters (statements.hpp).
@@ -355,6 +394,7 @@ class SessionLocker final : public Locker {
   std::optional<HeldRun> held_;
   std::optional<failover::Admitted> admitted_;  // the failover gate found open on book_
   bool take_prepared_ = false;                  // session_take made ready for a waiter (attempt)
+  bool folds_release_ = false;                  // the lock held is released in one statement (release)
   failover::ReadCheck serving_;                 // make_session_locker's `serving`
 };
 

@@ -39,19 +39,9 @@ Result<void> SqlBackend::check_schema() {
 }
 
 Result<std::unique_ptr<Locker>> SqlBackend::make_locker(Strategy strategy) {
-  if (strategy != Strategy::lease) {
-    // Refused where the lock could not hold (doctor fails the same set-ups), before anything is
-    // taken: one statement on a direct connection, which then holds the lock or numbers it.
-    if (!doctor_.serving.empty()) {
-      auto s = session();
-      if (!s) return std::unexpected(s.error());
-      if (auto allowed = session_strategy_allowed(**s, doctor_.serving, doctor_.session_id, strategy,
-                                                  [this] { return another_session(); });
-          !allowed)
-        return std::unexpected(allowed.error());
-    }
-    return make_session_locker(strategy);
-  }
+  // A session strategy is refused where its lock could not hold (doctor fails the same set-ups)
+  // on the failover record's read, before its first take (serving_check).
+  if (strategy != Strategy::lease) return make_session_locker(strategy);
   // The locker shares this Backend's session (backend.hpp: the Backend is not used after
   // make_locker): a lease run costs one connection.
   auto s = session();

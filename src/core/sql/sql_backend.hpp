@@ -47,10 +47,10 @@ class SqlBackend : public Backend {
   virtual Result<std::shared_ptr<Session>> session() = 0;
   /// advisory, for-update, txn-insert; ErrorKind::config naming what the dialect can do.
   virtual Result<std::unique_ptr<Locker>> make_session_locker(Strategy strategy) = 0;
-  /// For a dialect whose failover record's read also says who serves the session and whether it
-  /// is a Galera node (FailoverStatements::read, DoctorStatements::serving empty): the check
-  /// make_locker runs otherwise, on that read instead (make_session_locker's `serving`), a
-  /// statement less. `open_other` opens a second session (another_session), the locker may
+  /// What the failover record's read also says (FailoverStatements::read: who serves the session
+  /// and whether it is a Galera node), judged before a session strategy's first take: refused
+  /// where its lock could not hold (pooler.hpp, session_strategy_answered), at no statement of
+  /// its own (make_session_locker's `serving`). `open_other` opens a second session (another_session), the locker may
   /// outlive this Backend.
   failover::ReadCheck serving_check(Strategy strategy,
                                     std::function<Result<std::unique_ptr<Session>>()> open_other) const;

@@ -59,7 +59,6 @@ void StatementCatalog::add(const DoctorStatements& s, std::string_view v) {
   add(s.can_create, v);
   for (const Statement& check : s.checks) add(Statement{"doctor.check " + check.id, check.text}, v);
   add(s.session_id, v);
-  add(s.serving, v);
 }
 
 void StatementCatalog::add(const SchemaStatements& s, std::string_view v) {

@@ -24,6 +24,11 @@ struct HistoryStatements {
   Statement oldest;
   /// :name :keep. Deletes the rows of :name beyond the newest :keep.
   Statement trim;
+  /// `add`'s parameters and :keep (at least 1) :slack. `add`, and `oldest` and `trim` as record_run runs them
+  /// (the trim once the oldest row's token is more than :keep + :slack below :token), in one
+  /// statement that commits alone without waiting for the disk: a run's history row after its
+  /// release costs one round trip. Empty: the three in a begin_release transaction.
+  Statement record;
 };
 
 struct LeaseStatements {
@@ -83,6 +88,13 @@ struct LeaseStatements {
   /// is written in a begin_release transaction of its own; otherwise (SQLite: a commit of its
   /// own would cost a second fsync; MySQL: every commit waits for the disk) the two share one.
   bool release_unsynced = false;
+  /// `release`'s parameters, HistoryStatements::record's (the run's owner, host, pid and
+  /// exit code as :run_owner :run_host :run_pid :run_exit_code; :outcome the run's when the row was still the holder's) and
+  /// :keep (at least 1) :slack: `release` and, in the same statement, the run's history row as
+  /// HistoryStatements::record writes it, its outcome 'lost' when the release found the row no
+  /// longer the holder's. Rows: one, (1 released, 0 not ours any more). A lease run then costs
+  /// its take and this. Empty: the release, then the history row.
+  Statement release_recorded;
   /// The history of runs, written by core (rules.hpp, history_statements) in the dialect's
   /// expressions.
   HistoryStatements history;
@@ -250,12 +262,6 @@ struct DoctorStatements {
   /// (the server's id of the session that runs it), as Session::started_id gives it: doctor's
   /// pooler check (pooler.hpp). Empty: the dialect has no server session (no check).
   Statement session_id;
-  /// (the server's id of the session that runs it, as session_id; 1 when the server is a node
-  /// of a cluster whose session locks hold on that node only (Galera's wsrep_on), else 0): what
-  /// a run with a session strategy asks before it takes anything (pooler.hpp,
-  /// session_strategy_allowed). Empty when session_id is, or when the failover record's read
-  /// answers the same (FailoverStatements::read, SqlBackend::serving_check: MySQL).
-  Statement serving;
 };
 
 /// DoctorStatements::probe in standard SQL: every privilege of every strategy on the tables of
@@ -344,6 +350,12 @@ struct LockStatements {
   /// error it is given back).
   Statement advisory_try, advisory_wait, advisory_holds, advisory_give_back;
   Statement advisory_numbered_try, advisory_numbered_wait;
+  /// Empty, or (where `advisory_numbered_*` are) in the bookkeeping session itself:
+  /// LeaseStatements::release_recorded's work with `advisory_give_back` between the release and
+  /// the history row, in one statement: the row released, then the lock given back, then the
+  /// history row, its outcome 'lost' unless the lock was this session's. Its parameters too.
+  /// One row: (released 1 or 0, ours 1 or 0). A plain key's release is then one round trip.
+  Statement advisory_released;
 
   /// for-update, txn-insert: `begin` opens the transaction that holds the lock; `lock_wait` sets
   /// its lock wait to :wait_ms (or the dialect's form of it), for the transaction just begun or

@@ -125,34 +125,36 @@ TEST_CASE("pooler: served_directly compares the answer with the id given at star
 
 namespace {
 
-const sql::Statement serving{"run.serving", "SELECT id, cluster"};
-
-// session_strategy_allowed on `p`'s sessions, whose first statement answers (`id`, `galera`).
+// session_strategy_answered on `p`'s sessions, the failover record's read having answered
+// (`id`, `galera`) in its columns 10 and 11.
 Result<void> allowed(Pooler& p, Strategy s, std::int64_t id, int galera) {
-  p.ours.answers[serving.id] = row_of({std::to_string(id), std::to_string(galera)});
-  return sql::session_strategy_allowed(p.ours, serving, session_id, s, [&p]() -> Result<std::unique_ptr<sql::Session>> {
-    ++p.opened;
-    return std::unique_ptr<sql::Session>(std::move(p.theirs));
-  });
+  std::vector<sql::Rows::Cell> cells(10, "0");
+  cells.push_back(std::to_string(id));
+  cells.push_back(std::to_string(galera));
+  const sql::Rows read = row_of(cells);
+  return sql::session_strategy_answered(p.ours, read[0], 10, "failover.read", session_id, s,
+                                        [&p]() -> Result<std::unique_ptr<sql::Session>> {
+                                          ++p.opened;
+                                          return std::unique_ptr<sql::Session>(std::move(p.theirs));
+                                        });
 }
 
 const Strategy session_strategies[] = {Strategy::advisory, Strategy::for_update, Strategy::txn_insert};
 
 }  // namespace
 
-TEST_CASE("session strategies: a direct connection is allowed after one statement") {
+TEST_CASE("session strategies: a direct connection is allowed on the failover read alone, no statement more") {
   for (Strategy s : session_strategies) {
     Pooler p(7, {});
     CHECK(allowed(p, s, 7, 0));
-    CHECK(p.ours.sent == std::vector<std::string>{"run.serving"});
+    CHECK(p.ours.sent.empty());
     CHECK(p.opened == 0);
   }
 }
 
-TEST_CASE("session strategies: lease, and a dialect without server sessions, are not asked") {
+TEST_CASE("session strategies: lease is not judged") {
   Pooler p(7, {});
   CHECK(allowed(p, Strategy::lease, 1, 1));
-  CHECK(sql::session_strategy_allowed(p.ours, sql::Statement{}, sql::Statement{}, Strategy::advisory, nullptr));
   CHECK(p.ours.sent.empty());
 }
 
@@ -197,18 +199,18 @@ TEST_CASE("session strategies: transaction pooling is refused (78), naming the f
 TEST_CASE("session strategies: a probe that fails is that error, not a verdict") {
   Pooler p(1, {7});
   p.theirs.reset();
-  auto r = sql::session_strategy_allowed(p.ours, serving, session_id, Strategy::advisory,
-                                         []() -> Result<std::unique_ptr<sql::Session>> {
-                                           return fail(ErrorKind::connection, "no second session");
-                                         });
-  // `serving` answers nothing here: an error of its own.
+  auto no_other = []() -> Result<std::unique_ptr<sql::Session>> { return fail(ErrorKind::connection, "no second session"); };
+  // A read without the session's id: an error of its own.
+  const sql::Rows short_read = row_of({"0"});
+  auto r = sql::session_strategy_answered(p.ours, short_read[0], 10, "failover.read", session_id, Strategy::advisory,
+                                          no_other);
   REQUIRE_FALSE(r);
   CHECK(r.error().kind == ErrorKind::other);
-  p.ours.answers[serving.id] = row_of({"7", "0"});
-  r = sql::session_strategy_allowed(p.ours, serving, session_id, Strategy::advisory,
-                                    []() -> Result<std::unique_ptr<sql::Session>> {
-                                      return fail(ErrorKind::connection, "no second session");
-                                    });
+  std::vector<sql::Rows::Cell> cells(10, "0");
+  cells.push_back("7");
+  cells.push_back("0");
+  const sql::Rows read = row_of(cells);
+  r = sql::session_strategy_answered(p.ours, read[0], 10, "failover.read", session_id, Strategy::advisory, no_other);
   REQUIRE_FALSE(r);
   CHECK(r.error().kind == ErrorKind::connection);
 }
