@@ -21,6 +21,37 @@ std::string epoch_ms(std::string_view expr) {
   return "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " + std::string(expr) + ") DIV 1000)";
 }
 
+// "column = IF(cond, value, column)" for each pair, comma-separated.
+std::string assign_each_if(const std::string& cond, const sql::Assignments& columns) {
+  std::string out;
+  for (const auto& [c, value] : columns)
+    out += (out.empty() ? "" : ", ") + c + " = IF(" + cond + ", " + value + ", " + c + ")";
+  return out;
+}
+std::string assign_each_if(const std::string& cond,
+                           std::initializer_list<std::pair<std::string_view, std::string_view>> columns) {
+  sql::Assignments each;
+  for (const auto& [column, value] : columns) each.emplace_back(column, value);
+  return assign_each_if(cond, each);
+}
+
+// Dialect::upsert: ON DUPLICATE KEY UPDATE, each column IF(the condition, new, old). It meets
+// the row through any unique key, and a name the table's collation folds: only the row of the
+// same name, byte for byte, is taken (ShedLock's name is a VARCHAR in the table's collation,
+// where 'K', 'k' and 'K ' are one row; dblock's row of a name is byte-wise).
+std::string upsert(const sql::Upsert& u) {
+  std::string columns, values;
+  for (const auto& [column, value] : u.values) {
+    columns += (columns.empty() ? "" : ", ") + column;
+    values += (values.empty() ? "" : ", ") + value;
+  }
+  sql::Assignments set = u.set("");
+  for (auto& [column, value] : set)
+    if (value.empty()) value = "VALUES(" + column + ")";
+  return "INSERT INTO " + u.table + " (" + columns + ") VALUES (" + values + ") ON DUPLICATE KEY UPDATE " +
+         assign_each_if("CAST(name AS BINARY) = CAST(VALUES(name) AS BINARY) AND (" + u.when("") + ")", set);
+}
+
 // What core's rules (core/sql/rules.hpp) need spelled in MySQL.
 const sql::Dialect dialect{
     .now = "NOW(6)",
@@ -32,21 +63,22 @@ const sql::Dialect dialect{
         },
     .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > NOW(6), 0)"; },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " <=> " + std::string(b); },
+    .begin = "START TRANSACTION",
+    // ShedLock's now, as its MySqlServerTimeStatementsSource writes it.
+    .utc_now = "UTC_TIMESTAMP(3)",
+    .epoch_ms = &epoch_ms,
+    .plus_ms =
+        [](std::string_view time, std::string_view ms) {
+          return "TIMESTAMPADD(MICROSECOND, " + std::string(ms) + " * 1000, " + std::string(time) + ")";
+        },
+    .text = [](std::string_view param) { return std::string(param); },
+    .returning = [](std::string_view) { return std::string(); },
+    .upsert = &upsert,
+    .own_lease = {},  // none: the server's clock judges every lease
 };
 
 // The failover fence a token must exceed (failover.hpp), as the statements bind it.
 const std::string fence = dialect.integer(":fence");
-
-// "column = IF(cond, value, column)" for each pair, comma-separated.
-std::string assign_each_if(const std::string& cond,
-                           std::initializer_list<std::pair<std::string_view, std::string_view>> columns) {
-  std::string out;
-  for (const auto& [column, value] : columns) {
-    const std::string c(column);
-    out += (out.empty() ? "" : ", ") + c + " = IF(" + cond + ", " + std::string(value) + ", " + c + ")";
-  }
-  return out;
-}
 
 // `label` + the first `digits` hex digits of SHA-256 over database, prefix and `key` (SQL), then
 // `tag` (SQL): one key's GET_LOCK names, at most 64 characters (the server's limit). All parts
@@ -236,70 +268,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
 }
 
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix, '`');
-  const std::string shed = quote_identifier(options.shedlock_table, '`');
-  // The holder's token still dblock's row's: no one has taken the name since (ShedLock's own
-  // test is locked_by, which two hosts given one --owner share).
-  auto still_token = [&](const std::string& token) {
-    return "EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key AND token = " + token + ")";
-  };
-  sql::ShedlockStatements s;
-  s.begin = "START TRANSACTION";
-  // ShedLock's insert, or its update where lock_until has passed, as one upsert: the row is
-  // locked for writing at once (INSERT IGNORE's shared lock on an existing row, then an
-  // UPDATE, would deadlock two takers in one transaction).
-  // ShedLock's DDL makes name a VARCHAR in the table's collation, where 'K', 'k' and 'K ' are
-  // one row; dblock's own row of a name (its token) is byte-wise, so only the row's own
-  // spelling is taken: another is refused (its holder's name differs).
-  const std::string expired =
-      "lock_until <= " + shed_now + " AND CAST(name AS BINARY) = CAST(VALUES(name) AS BINARY)";
-  s.take = {"shedlock.take", "INSERT INTO " + shed + " (name, lock_until, locked_at, locked_by) VALUES (:key, " +
-                                 shed_until + ", " + shed_now + ", :owner) ON DUPLICATE KEY UPDATE " +
-                                 assign_each_if(expired, {{"locked_at", "VALUES(locked_at)"},
-                                                          {"locked_by", "VALUES(locked_by)"},
-                                                          {"lock_until", "VALUES(lock_until)"}})};
-  s.number = {"shedlock.number",
-              "INSERT INTO " + t.locks +
-                  " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at,"
-                  " last_started_at) VALUES (:key, :owner, :host, :pid, " + sql::first_token_sql(dialect, false, "") +
-                  ", 'shedlock', :table, NOW(6), NOW(6), NULL, NULL,"
-                  " NOW(6)) ON DUPLICATE KEY UPDATE " +
-                  assign_each_if(rows::strategy_allows_sql("", "'shedlock'", "expires_at <= NOW(6)") + " AND " +
-                                     shedlock::same_table_sql(""),
-                                 {{"owner", "VALUES(owner)"},
-                                  {"host", "VALUES(host)"},
-                                  {"pid", "VALUES(pid)"},
-                                  {"token", sql::next_token_sql(dialect, "", false, "")},
-                                  {"session_id", "VALUES(session_id)"},
-                                  {"renewed_at", "NOW(6)"},
-                                  {"strategy", "'shedlock'"},
-                                  {"acquired_at", "NOW(6)"},
-                                  {"expires_at", "NULL"},
-                                  {"released_at", "NULL"},
-                                  {"last_started_at", "NOW(6)"}})};
-  // As lease.taken: a second row of the name, in either table, fails the read (1242).
-  s.numbered = {"shedlock.numbered", "SELECT token, " + epoch_ms("acquired_at") + " FROM " + t.locks +
-                                         " WHERE name = :key AND owner = :owner AND name = " + one_row_of(t.locks) +
-                                         " AND :key = " + one_row_of(shed)};
-  s.holder = {"shedlock.holder", shedlock_holder_select(options, t) + " WHERE s.name = :key"};
-  s.extend = {"shedlock.extend", "UPDATE " + shed + " SET lock_until = " + shed_until +
-                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + shed_now + " AND " +
-                                     still_token(":token")};
-  const std::string at_least = "TIMESTAMPADD(MICROSECOND, :min_hold_ms * 1000, locked_at)";
-  s.unlock = {"shedlock.unlock", "UPDATE " + shed + " SET lock_until = IF(" + at_least + " > " + shed_now + ", " + at_least +
-                                     ", " + shed_now + ") WHERE name = :key AND locked_by = :owner AND (:token IS NULL OR " +
-                                     still_token(":token") + ")"};
-  s.finish = {"shedlock.finish", "UPDATE " + t.locks +
-                                     " SET released_at = NOW(6), last_finished_at = IF(:finished, NOW(6), last_finished_at),"
-                                     " last_exit_code = IF(:finished, :exit_code, last_exit_code)"
-                                     " WHERE name = :key AND token = :token AND released_at IS NULL"};
-  s.named_holder = {"shedlock.named_holder",
-                    "SELECT locked_by FROM " + shed + " WHERE name = :key AND (:force OR (:owner IS NULL OR locked_by = :owner)"
-                    " AND (:token IS NULL OR locked_by = (SELECT owner FROM " + t.locks +
-                        " WHERE name = :key AND token = :token AND strategy = 'shedlock')) AND lock_until > " + shed_now + ")"};
-  s.released = {"shedlock.released", "UPDATE " + t.locks + " SET released_at = NOW(6)"
-                                     " WHERE name = :key AND owner = :owner AND released_at IS NULL AND strategy = 'shedlock'"};
-  return s;
+  return sql::shedlock_statements(dialect, Tables(options.table_prefix, '`'), quote_identifier(options.shedlock_table, '`'));
 }
 
 sql::InspectStatements inspect_statements(const BackendOptions& options) {

@@ -29,6 +29,14 @@ const sql::Dialect dialect{
         },
     .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > now(), false)"; },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " IS NOT DISTINCT FROM " + std::string(b); },
+    .begin = "BEGIN",
+    .utc_now = now_utc,
+    .epoch_ms = &ms,
+    .plus_ms = [](std::string_view time, std::string_view ms) { return std::string(time) + " + " + std::string(ms) + " * interval '1 ms'"; },
+    .text = [](std::string_view param) { return std::string(param) + "::text"; },
+    .returning = [](std::string_view columns) { return " RETURNING " + std::string(columns); },
+    .upsert = &sql::on_conflict_upsert,
+    .own_lease = {},  // none: the server's clock judges every lease
 };
 
 // The failover fence a token must exceed (failover.hpp), as the statements bind it.
@@ -291,56 +299,7 @@ QueueStatements queue_statements() {
 }
 
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix, '"');
-  const std::string shed = quote_identifier(options.shedlock_table, '"');
-  // The holder's token still dblock's row's: no one has taken the name since (ShedLock's own
-  // test is locked_by, which two hosts given one --owner share).
-  auto still_token = [&](const std::string& token) {
-    return "EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key AND token = " + token + ")";
-  };
-  const std::string until = now_utc + " + :ttl_ms::bigint * interval '1 ms'";
-  const std::string at_least = "locked_at + :min_hold_ms::bigint * interval '1 ms'";
-  sql::ShedlockStatements s;
-  s.begin = "BEGIN";
-  s.take = {"shedlock.take", "INSERT INTO " + shed + " AS s (name, lock_until, locked_at, locked_by) VALUES (:key, " +
-                                 until + ", " + now_utc + ", :owner) ON CONFLICT (name) DO UPDATE SET"
-                                 " lock_until = EXCLUDED.lock_until, locked_at = EXCLUDED.locked_at,"
-                                 " locked_by = EXCLUDED.locked_by WHERE s.lock_until <= " + now_utc +
-                                 " RETURNING " + ms("lock_until")};
-  s.number = {"shedlock.number",
-              "INSERT INTO " + t.locks +
-                  " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                  " released_at, last_started_at) VALUES (:key, :owner, :host, :pid::bigint, " +
-                  sql::first_token_sql(dialect, false, "") + ", 'shedlock', :table, now(),"
-                  " now(), NULL, NULL, now()) ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner,"
-                  " host = EXCLUDED.host, pid = EXCLUDED.pid, token = " + sql::next_token_sql(dialect, "l.", false, "") +
-                  ", strategy = 'shedlock',"
-                  " session_id = EXCLUDED.session_id, acquired_at = now(), renewed_at = now(), expires_at = NULL,"
-                  " released_at = NULL, last_started_at = now() WHERE " +
-                  rows::strategy_allows_sql("l.", "'shedlock'", "l.expires_at <= now()") + " AND " +
-                  shedlock::same_table_sql("l.") +
-                  " RETURNING token, " + ms("acquired_at")};
-  s.numbered = {"shedlock.numbered", "SELECT token, " + ms("acquired_at") + " FROM " + t.locks +
-                                         " WHERE name = :key AND owner = :owner"};
-  s.holder = {"shedlock.holder", shedlock_holder_select(options, t) + " WHERE s.name = :key"};
-  s.extend = {"shedlock.extend", "UPDATE " + shed + " SET lock_until = " + until +
-                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + now_utc + " AND " +
-                                     still_token(":token::bigint")};
-  s.unlock = {"shedlock.unlock", "UPDATE " + shed + " SET lock_until = CASE WHEN " + at_least + " > " + now_utc +
-                                     " THEN " + at_least + " ELSE " + now_utc + " END WHERE name = :key AND locked_by = :owner"
-                                     " AND (:token::bigint IS NULL OR " + still_token(":token::bigint") + ")"};
-  s.finish = {"shedlock.finish",
-              "UPDATE " + t.locks + " SET released_at = now(), last_finished_at = CASE WHEN :finished::int = 1 THEN now()"
-                  " ELSE last_finished_at END, last_exit_code = CASE WHEN :finished::int = 1 THEN :exit_code::int"
-                  " ELSE last_exit_code END WHERE name = :key AND token = :token::bigint AND released_at IS NULL"};
-  s.named_holder = {"shedlock.named_holder",
-                    "SELECT locked_by FROM " + shed + " WHERE name = :key AND (:force::int = 1 OR (:owner::text IS NULL OR"
-                    " locked_by = :owner) AND (:token::bigint IS NULL OR locked_by = (SELECT owner FROM " + t.locks +
-                        " WHERE name = :key AND token = :token::bigint AND strategy = 'shedlock')) AND lock_until > " +
-                        now_utc + ")"};
-  s.released = {"shedlock.released", "UPDATE " + t.locks + " SET released_at = now()"
-                                     " WHERE name = :key AND owner = :owner AND released_at IS NULL AND strategy = 'shedlock'"};
-  return s;
+  return sql::shedlock_statements(dialect, Tables(options.table_prefix, '"'), quote_identifier(options.shedlock_table, '"'));
 }
 
 sql::InspectStatements inspect_statements(const BackendOptions& options) {

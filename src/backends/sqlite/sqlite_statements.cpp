@@ -72,6 +72,53 @@ const sql::Dialect dialect{
     .started_ms_ago = [](std::string_view row, std::string_view) { return started_ago_sql(std::string(row)); },
     .lease_live = [](std::string_view row) { return lease_live_sql(std::string(row)); },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " IS " + std::string(b); },
+    .begin = "BEGIN IMMEDIATE",
+    // Times are UTC text 'YYYY-MM-DD HH:MM:SS.SSS', so they compare as text. SQLite has no server
+    // clock: ShedLock's lock_until is the wall clock's, which its Java clients read.
+    .utc_now = now_sql(),
+    .epoch_ms = &epoch_ms_sql,
+    // julianday arithmetic is rounded back to whole milliseconds by strftime.
+    .plus_ms =
+        [](std::string_view time, std::string_view ms) {
+          return "strftime('%Y-%m-%d %H:%M:%f', julianday(" + std::string(time) + ") + " + std::string(ms) +
+                 " / 86400000.0)";
+        },
+    .text = [](std::string_view param) { return std::string(param); },
+    .returning = [](std::string_view columns) { return " RETURNING " + std::string(columns); },
+    .upsert = &sql::on_conflict_upsert,
+    // The lease on CLOCK_BOOTTIME (boot_*), judged only while boot_judged_sql holds and on this
+    // boot: a lease of another boot is over with it, and where the boot is not known the wall
+    // clock judges.
+    .own_lease = {
+        .live =
+            [](std::string_view row) {
+              const std::string r(row);
+              return "CASE WHEN " + boot_judged_sql(r) + " AND " + r + "boot_id = dblock_boot_id() THEN " + r +
+                     "boot_expires_ms > dblock_boot_ms() END";
+            },
+        .start =
+            [](std::string_view token, std::string_view ms) {
+              return sql::Assignments{{"boot_id", "dblock_boot_id()"},
+                                      {"boot_token", std::string(token)},
+                                      {"boot_started_ms", "dblock_boot_ms()"},
+                                      {"boot_expires_ms", "dblock_boot_ms() + " + std::string(ms)}};
+            },
+        // The start keeps its boot reading only when it was taken on this boot.
+        .renew =
+            [](std::string_view ms) {
+              return sql::Assignments{
+                  {"boot_started_ms", "CASE WHEN " + boot_judged_sql("") + " AND boot_id = dblock_boot_id() THEN boot_started_ms END"},
+                  {"boot_id", "dblock_boot_id()"},
+                  {"boot_token", "token"},
+                  {"boot_expires_ms", "dblock_boot_ms() + " + std::string(ms)}};
+            },
+        .end =
+            [](std::string_view min_hold) {
+              return sql::Assignments{{"boot_expires_ms", min_hold.empty() ? std::string("dblock_boot_ms()")
+                                                                           : "max(boot_started_ms + " + std::string(min_hold) +
+                                                                                 ", dblock_boot_ms())"}};
+            },
+    },
 };
 
 }  // namespace
@@ -226,75 +273,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
 }
 
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix, '"');
-  const std::string shed = quote_ident(options.shedlock_table);
-  // The holder's token still dblock's row's: no one has taken the name since (ShedLock's own
-  // test is locked_by, which two hosts given one --owner share).
-  auto still_token = [&](const std::string& token) {
-    return "EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key AND token = " + token + ")";
-  };
-  const std::string now = now_sql();
-  const std::string at_least = "strftime('%Y-%m-%d %H:%M:%f', julianday(locked_at) + :min_hold_ms / 86400000.0)";
-  sql::ShedlockStatements s;
-  s.begin = "BEGIN IMMEDIATE";
-  // Times are UTC text 'YYYY-MM-DD HH:MM:SS.SSS', so they compare as text. SQLite has no server
-  // clock: lock_until is the wall clock's, which ShedLock's Java clients read. A lock that dblock
-  // holds is also dblock's lease on CLOCK_BOOTTIME, in its row of the name (boot_*, as the
-  // default format's; `number`, `extend_own`, `finish`): while that lease is live no dblock
-  // takes it, whatever its wall clock says, and once that holder released it (its --min-hold
-  // over) it is free on this boot even when lock_until looks ahead. A wall-clock step moves only
-  // what the Java side sees.
-  const std::string dblocks = "SELECT 1 FROM " + t.locks + " l WHERE l.name = s.name AND l.owner = s.locked_by AND"
-                              " l.strategy = 'shedlock' AND " + boot_judged_sql("l.") + " AND l.boot_id = dblock_boot_id()"
-                              " AND l.released_at IS ";
-  s.take = {"shedlock.take", "INSERT INTO " + shed + " AS s (name, lock_until, locked_at, locked_by) VALUES (:key, " +
-                                 now_plus_sql(":ttl_ms") + ", " + now +
-                                 ", :owner) ON CONFLICT(name) DO UPDATE SET lock_until = excluded.lock_until,"
-                                 " locked_at = excluded.locked_at, locked_by = excluded.locked_by WHERE s.lock_until <= " +
-                                 now + " AND NOT EXISTS (" + dblocks + "NULL AND l.boot_expires_ms > dblock_boot_ms())"
-                                 " OR EXISTS (" + dblocks + "NOT NULL AND l.boot_expires_ms <= dblock_boot_ms())"
-                                 " RETURNING " + epoch_ms_sql("lock_until")};
-  const std::string first_token = sql::first_token_sql(dialect, false, ""),
-                    next_token = sql::next_token_sql(dialect, "l.", false, "");
-  s.number = {"shedlock.number",
-              "INSERT INTO " + t.locks +
-                  " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, released_at,"
-                  " last_started_at, boot_id, boot_token, boot_started_ms, boot_expires_ms)"
-                  " VALUES (:key, :owner, :host, :pid, " + first_token + ", 'shedlock', :table, " + now + ", " + now +
-                  ", NULL, " + now + ", dblock_boot_id(), " + first_token + ", dblock_boot_ms(), dblock_boot_ms() + :ttl_ms)"
-                  " ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, host = excluded.host, pid = excluded.pid,"
-                  " token = " + next_token + ", strategy = 'shedlock', session_id = excluded.session_id,"
-                  " acquired_at = excluded.acquired_at,"
-                  " renewed_at = excluded.renewed_at, expires_at = NULL, released_at = NULL,"
-                  " last_started_at = excluded.last_started_at, boot_id = excluded.boot_id, boot_token = " + next_token +
-                  ","
-                  " boot_started_ms = excluded.boot_started_ms, boot_expires_ms = excluded.boot_expires_ms WHERE " +
-                  rows::strategy_allows_sql("l.", "'shedlock'", "NOT " + lease_live_sql("l.")) + " AND " +
-                  shedlock::same_table_sql("l.") + " RETURNING token, " + epoch_ms_sql("acquired_at")};
-  s.holder = {"shedlock.holder", shedlock_status_select(options) + " WHERE name = :key"};
-  s.extend = {"shedlock.extend", "UPDATE " + shed + " SET lock_until = " + now_plus_sql(":ttl_ms") +
-                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + now + " AND " +
-                                     still_token(":token")};
-  s.extend_own = {"shedlock.extend_own", "UPDATE " + t.locks + " SET renewed_at = " + now +
-                                             ", boot_expires_ms = dblock_boot_ms() + :ttl_ms WHERE name = :key AND"
-                                             " owner = :owner AND token = :token AND released_at IS NULL AND " +
-                                             boot_judged_sql("") + " AND boot_id = dblock_boot_id()"};
-  s.unlock = {"shedlock.unlock", "UPDATE " + shed + " SET lock_until = CASE WHEN " + at_least + " > " + now + " THEN " +
-                                     at_least + " ELSE " + now + " END WHERE name = :key AND locked_by = :owner AND (:token IS NULL OR " +
-                                     still_token(":token") + ")"};
-  s.finish = {"shedlock.finish",
-              "UPDATE " + t.locks + " SET released_at = " + now + ", last_finished_at = CASE WHEN :finished THEN " + now +
-                  " ELSE last_finished_at END, last_exit_code = CASE WHEN :finished THEN :exit_code ELSE last_exit_code END,"
-                  " boot_expires_ms = max(boot_started_ms + :min_hold_ms, dblock_boot_ms())"
-                  " WHERE name = :key AND token = :token AND released_at IS NULL"};
-  s.named_holder = {"shedlock.named_holder",
-                    "SELECT locked_by FROM " + shed + " WHERE name = :key AND (:force OR (:owner IS NULL OR locked_by = :owner)"
-                    " AND (:token IS NULL OR locked_by = (SELECT owner FROM " + t.locks +
-                        " WHERE name = :key AND token = :token AND strategy = 'shedlock')) AND lock_until > " + now + ")"};
-  s.released = {"shedlock.released", "UPDATE " + t.locks + " SET released_at = " + now +
-                                         ", boot_expires_ms = dblock_boot_ms()" +
-                                         " WHERE name = :key AND owner = :owner AND released_at IS NULL AND strategy = 'shedlock'"};
-  return s;
+  return sql::shedlock_statements(dialect, Tables(options.table_prefix, '"'), quote_ident(options.shedlock_table));
 }
 
 sql::InspectStatements inspect_statements(const BackendOptions& options, bool without_boot_columns) {

@@ -110,7 +110,8 @@ struct LeaseStatements {
 namespace dblock::sql {
 
 /// --table-format shedlock (dblock(1), SHEDLOCK; shedlock.hpp): the lease is a row of ShedLock's
-/// table, taken, extended and unlocked as ShedLock's JDBC provider does, in database time;
+/// table, taken, extended and unlocked as ShedLock's JDBC provider does, in database time
+/// (written once, in core: rules.hpp, shedlock_statements);
 /// dblock's own <prefix>locks row of the same name carries the fencing token (bumped in the same
 /// transaction) and <prefix>runs the history (LeaseStatements::history).
 struct ShedlockStatements {
@@ -128,7 +129,8 @@ struct ShedlockStatements {
   /// (rows::strategy_allows_sql, mine 'shedlock') or an unreleased one on another ShedLock
   /// table (shedlock::same_table_sql): affected 0. Rows: none or (token, acquired_ms).
   Statement number;
-  /// :key :owner. (token, acquired_ms) of dblock's row, for a dialect whose `number` returns none.
+  /// :key :owner. (token, acquired_ms) of dblock's row, for a dialect whose `number` returns none;
+  /// empty otherwise.
   Statement numbered;
   /// :key. The holder of ShedLock's row: name, locked_by, locked_at_ms, lock_until_ms, now_ms,
   /// dblock's token of the name (0 when none), and its host and pid when its owner is locked_by.
