@@ -52,6 +52,32 @@ std::string upsert(const sql::Upsert& u) {
          assign_each_if("CAST(name AS BINARY) = CAST(VALUES(name) AS BINARY) AND (" + u.when("") + ")", set);
 }
 
+// `label` + the first `digits` hex digits of SHA-256 over database, prefix and `key` (SQL), then
+// `tag` (SQL): one key's GET_LOCK names, at most 64 characters (the server's limit). All parts
+// as bytes: a key's UTF-8 must not meet the database name's collation.
+std::string lock_name(const Tables& t, std::string_view label, int digits, std::string_view key,
+                      std::string_view tag = {}) {
+  return "CONCAT('" + std::string(label) + "', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(" +
+         quote_identifier(t.prefix, '\'') + " AS BINARY), 0x00, CAST(" + std::string(key) + " AS BINARY)), 256), " +
+         std::to_string(digits) + ")" + (tag.empty() ? "" : ", " + std::string(tag)) + ")";
+}
+
+// The lock that proves a row's session holder (status, `release --force`), one of
+// lock_statements' names, and the recorded connection id (holder_id): an id alone proves
+// nothing, as the server hands ids out again after a restart. The holder tag's name carries the
+// key's hash, so a tag copied from another key's row names a lock nobody holds.
+// `row`: "" or an alias and its dot.
+std::string holder_lock(const Tables& t, std::string_view row = "") {
+  const std::string r(row);
+  return "CASE WHEN " + r + "strategy = 'advisory' AND " + r + "session_id REGEXP '^[0-9]{1,20}$' THEN " +
+         lock_name(t, "dblock:", 57, r + "name") + " WHEN " + r + "strategy IN ('for-update', 'txn-insert') AND " + r +
+         "session_id REGEXP '^[0-9]{1,20}:[0-9a-f]{32}$' THEN " +
+         lock_name(t, "dblock-held:", 20, r + "name", "SUBSTRING_INDEX(" + r + "session_id, ':', -1)") + " END";
+}
+std::string holder_id(std::string_view row = "") {
+  return "CAST(SUBSTRING_INDEX(" + std::string(row) + "session_id, ':', 1) AS UNSIGNED)";
+}
+
 // What core's rules (core/sql/rules.hpp) need spelled in MySQL.
 const sql::Dialect dialect{
     .now = "NOW(6)",
@@ -72,54 +98,26 @@ const sql::Dialect dialect{
           return "TIMESTAMPADD(MICROSECOND, " + std::string(ms) + " * 1000, " + std::string(time) + ")";
         },
     .text = [](std::string_view param) { return std::string(param); },
+    // Any number of keys in one statement.
+    .json_texts =
+        [](std::string_view param) {
+          return "(SELECT k FROM JSON_TABLE(" + std::string(param) + ", '$[*]' COLUMNS(k VARCHAR(255) PATH '$')) AS j)";
+        },
     .returning = [](std::string_view) { return std::string(); },
     .upsert = &upsert,
+    .session_holds =
+        [](std::string_view row, const Tables& t) {
+          return "COALESCE(IS_USED_LOCK(" + holder_lock(t, row) + ") = " + holder_id(row) + ", 0)";
+        },
     .own_lease = {},  // none: the server's clock judges every lease
 };
 
 // The failover fence a token must exceed (failover.hpp), as the statements bind it.
 const std::string fence = dialect.integer(":fence");
 
-// `label` + the first `digits` hex digits of SHA-256 over database, prefix and `key` (SQL), then
-// `tag` (SQL): one key's GET_LOCK names, at most 64 characters (the server's limit). All parts
-// as bytes: a key's UTF-8 must not meet the database name's collation.
-std::string lock_name(const Tables& t, std::string_view label, int digits, std::string_view key,
-                      std::string_view tag = {}) {
-  return "CONCAT('" + std::string(label) + "', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(" +
-         quote_identifier(t.prefix, '\'') + " AS BINARY), 0x00, CAST(" + std::string(key) + " AS BINARY)), 256), " +
-         std::to_string(digits) + ")" + (tag.empty() ? "" : ", " + std::string(tag)) + ")";
-}
-
-// The lock that proves a row's session holder (status, `release --force`), one of
-// lock_statements' names, and the recorded connection id (holder_id): an id alone proves
-// nothing, as the server hands ids out again after a restart. The holder tag's name carries the
-// key's hash, so a tag copied from another key's row names a lock nobody holds.
-std::string holder_lock(const Tables& t) {
-  return "CASE WHEN strategy = 'advisory' AND session_id REGEXP '^[0-9]{1,20}$' THEN " +
-         lock_name(t, "dblock:", 57, "name") +
-         " WHEN strategy IN ('for-update', 'txn-insert') AND session_id REGEXP '^[0-9]{1,20}:[0-9a-f]{32}$' THEN " +
-         lock_name(t, "dblock-held:", 20, "name", "SUBSTRING_INDEX(session_id, ':', -1)") + " END";
-}
-const std::string holder_id = "CAST(SUBSTRING_INDEX(session_id, ':', 1) AS UNSIGNED)";
-
 // The name :key of `table` as a scalar subquery: more than one row of it fails the statement
 // (ER_SUBQUERY_NO_1_ROW), which the schema check explains.
 std::string one_row_of(const std::string& table) { return "(SELECT name FROM " + table + " WHERE name = :key)"; }
-
-// ShedLock's now, as its MySqlServerTimeStatementsSource writes it, and now + :ttl_ms.
-const std::string shed_now = "UTC_TIMESTAMP(3)";
-const std::string shed_until = "TIMESTAMPADD(MICROSECOND, :ttl_ms * 1000, UTC_TIMESTAMP(3))";
-
-// ShedlockStatements::holder's columns, over ShedLock's table `s` and dblock's `l`.
-std::string shedlock_holder_select(const BackendOptions& o, const Tables& t) {
-  return "SELECT s.name, s.locked_by, " + epoch_ms("s.locked_at") + ", " + epoch_ms("s.lock_until") + ", " +
-         epoch_ms(shed_now) + ", COALESCE(l.token, 0), IF(l.owner = s.locked_by, l.host, NULL),"
-         " IF(l.owner = s.locked_by, l.pid, NULL) FROM " + quote_identifier(o.shedlock_table, '`') + " s LEFT JOIN " +
-         t.locks + " l ON l.name = s.name";
-}
-
-// The keys of InspectStatements::status_keys, one JSON array (any number in one statement).
-const std::string json_keys = "(SELECT k FROM JSON_TABLE(:keys, '$[*]' COLUMNS(k VARCHAR(255) PATH '$')) AS j)";
 
 // The server's incarnation (failover.hpp): MySQL's server_uuid; MariaDB has none, but
 // replication requires every server of a topology to have its own server_id, and a Galera
@@ -272,41 +270,8 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
 }
 
 sql::InspectStatements inspect_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix, '`');
-  const std::string shed = quote_identifier(options.shedlock_table, '`');
-  sql::InspectStatements s;
-  // dblock's rows: the server's verdict on a session strategy's holder is the last column.
-  const std::string rows_of = options.shedlock ? shedlock_holder_select(options, t)
-                                               : "SELECT " + rows::status_select_list(&epoch_ms, "NOW(6)") +
-                                                     ", COALESCE(expires_at > NOW(6), 0), COALESCE(IS_USED_LOCK(" +
-                                                     holder_lock(t) + ") = " + holder_id + ", 0) FROM " + t.locks + " s";
-  s.status_all = {"inspect.status_all", rows_of + " ORDER BY s.name"};
-  s.status_keys = {"inspect.status_keys", rows_of + " WHERE s.name IN " + json_keys + " ORDER BY s.name"};
-  const std::string history = "SELECT " + rows::history_select_list(&epoch_ms) + " FROM " + t.runs;
-  s.history_all = {"inspect.history_all", history + " ORDER BY id DESC LIMIT :limit"};
-  s.history_of = {"inspect.history_of", history + " WHERE name = :name ORDER BY id DESC LIMIT :limit"};
-  s.now_ms = {"inspect.now_ms", "SELECT " + epoch_ms("NOW(6)")};
-  s.slot_count = {"inspect.slot_count", "SELECT slots FROM " + t.locks + " WHERE name = :key AND strategy = 'semaphore'"};
-  // No RETURNING on an UPDATE: `renewed` reads the new expiry. ShedLock knows only locked_by,
-  // so a token names the owner of dblock's row with that token.
-  if (options.shedlock) {
-    s.renew_named = {"inspect.renew_named",
-                     "UPDATE " + shed + " SET lock_until = " + shed_until +
-                         " WHERE name = :key AND (:owner IS NULL OR locked_by = :owner) AND (:token IS NULL OR"
-                         " locked_by = (SELECT owner FROM " + t.locks +
-                         " WHERE name = :key AND token = :token AND strategy = 'shedlock')) AND lock_until > " + shed_now};
-    s.renewed = {"inspect.renewed", "SELECT " + epoch_ms("lock_until") + " FROM " + shed + " WHERE name = :key"};
-  } else {
-    s.renew_named = {"inspect.renew_named",
-                     "UPDATE " + t.locks +
-                         " SET renewed_at = NOW(6), expires_at = NOW(6) + INTERVAL :ttl_ms * 1000 MICROSECOND"
-                         " WHERE name = :key AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
-                         " AND (:token IS NULL OR token = :token) AND strategy = 'lease'"};
-    s.renewed = {"inspect.renewed", "SELECT " + epoch_ms("expires_at") + " FROM " + t.locks +
-                                        " WHERE name = :key AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
-                                        " AND (:token IS NULL OR token = :token)"};
-  }
-  return s;
+  return sql::inspect_statements(dialect, Tables(options.table_prefix, '`'),
+                                 options.shedlock ? quote_identifier(options.shedlock_table, '`') : std::string());
 }
 
 sql::ReleaseStatements release_statements(const std::string& prefix) {
@@ -315,7 +280,7 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
                             " ((:owner IS NULL OR owner = :owner) AND (:token IS NULL OR token = :token)))";
   sql::ReleaseStatements s;
   // No RETURNING on an UPDATE: the holder is read first, judged as status judges it.
-  s.holder = {"release.holder", "SELECT IF(IS_USED_LOCK(" + holder_lock(t) + ") = " + holder_id + ", " + holder_id +
+  s.holder = {"release.holder", "SELECT IF(IS_USED_LOCK(" + holder_lock(t) + ") = " + holder_id() + ", " + holder_id() +
                                     ", NULL), " + holder_lock(t) + " FROM " + t.locks + named};
   s.release = {"release.release", "UPDATE " + t.locks +
                                       " SET released_at = NOW(6), expires_at = IF(strategy = 'lease', LEAST(expires_at, NOW(6)), NULL)" +

@@ -18,6 +18,37 @@ std::string ms(std::string_view expr) { return "floor(extract(epoch FROM " + std
 // stored in a TIMESTAMP without time zone, which extract(epoch) reads as UTC.
 const std::string now_utc = "timezone('utc', CURRENT_TIMESTAMP)";
 
+/// key_hash(prefix, name) (identifiers.cpp: FNV-1a 64 over prefix, a NUL byte and the name) in
+/// SQL, as numeric 0 .. 2^64 - 1, the name given as the SQL expression `name`. The state after
+/// the prefix and its NUL is key_hash(prefix, ""); the name's UTF-8 bytes are folded in by a
+/// recursive query (xor touches the low byte only, so it is done on that byte).
+std::string key_hash_sql(const std::string& prefix, std::string_view name) {
+  const auto h = static_cast<std::uint64_t>(key_hash(prefix, ""));
+  return "(WITH RECURSIVE f(i, h) AS (SELECT 0, " + std::to_string(h) +
+         "::numeric UNION ALL SELECT f.i + 1, mod((f.h - mod(f.h, 256) + (mod(f.h, 256)::int # get_byte(b.v, f.i)))"
+         " * 1099511628211, 18446744073709551616) FROM f, (SELECT convert_to(" + std::string(name) +
+         ", 'UTF8') AS v) b WHERE f.i < length(b.v)) SELECT h FROM f ORDER BY i DESC LIMIT 1)";
+}
+
+/// SQL, over the <prefix>locks row `row` (an alias and its dot): whether the server shows the row's session_id
+/// (a backend pid) holding the row's key's lock, as status and `release --force` judge it; never
+/// the pid alone, which the server hands out again. advisory and txn-insert: the key's advisory
+/// lock in the strategy's form (one bigint: objsubid 1; two ints: objsubid 2); for-update: the
+/// transaction whose id is the key's claims row's xmax.
+std::string session_holds(const Tables& t, std::string_view row) {
+  const std::string r(row), pid = r + "session_id::int";
+  const std::string advisory = "EXISTS (SELECT 1 FROM pg_locks k, (SELECT " + key_hash_sql(t.prefix, r + "name") +
+                               " AS h) id WHERE k.locktype = 'advisory' AND k.granted AND k.pid = " + pid +
+                               " AND k.classid::bigint = floor(id.h / 4294967296) AND k.objid::bigint ="
+                               " mod(id.h, 4294967296) AND k.objsubid = ";
+  return "CASE WHEN " + r + "session_id IS NULL OR " + r + "session_id !~ '^[0-9]{1,9}$' THEN false"
+         " WHEN " + r + "strategy = 'advisory' THEN " + advisory + "1)"
+         " WHEN " + r + "strategy = 'txn-insert' THEN " + advisory + "2)"
+         " WHEN " + r + "strategy = 'for-update' THEN EXISTS (SELECT 1 FROM " + t.claims + " c JOIN pg_locks k"
+         " ON k.locktype = 'transactionid' AND k.transactionid = c.xmax WHERE c.name = " + r + "name"
+         " AND c.kind = 'for-update' AND k.granted AND k.pid = " + pid + ") ELSE false END";
+}
+
 // What core's rules (core/sql/rules.hpp) need spelled in PostgreSQL.
 const sql::Dialect dialect{
     .now = "now()",
@@ -34,60 +65,15 @@ const sql::Dialect dialect{
     .epoch_ms = &ms,
     .plus_ms = [](std::string_view time, std::string_view ms) { return std::string(time) + " + " + std::string(ms) + " * interval '1 ms'"; },
     .text = [](std::string_view param) { return std::string(param) + "::text"; },
+    .json_texts = [](std::string_view param) { return "(SELECT jsonb_array_elements_text(" + std::string(param) + "::jsonb))"; },
     .returning = [](std::string_view columns) { return " RETURNING " + std::string(columns); },
     .upsert = &sql::on_conflict_upsert,
+    .session_holds = [](std::string_view row, const Tables& t) { return "(" + session_holds(t, row) + ")::int"; },
     .own_lease = {},  // none: the server's clock judges every lease
 };
 
 // The failover fence a token must exceed (failover.hpp), as the statements bind it.
 const std::string fence = dialect.integer(":fence");
-
-/// key_hash(prefix, name) (identifiers.cpp: FNV-1a 64 over prefix, a NUL byte and the name) in
-/// SQL, as numeric 0 .. 2^64 - 1, the name given as the SQL expression `name`. The state after
-/// the prefix and its NUL is key_hash(prefix, ""); the name's UTF-8 bytes are folded in by a
-/// recursive query (xor touches the low byte only, so it is done on that byte).
-std::string key_hash_sql(const std::string& prefix, std::string_view name) {
-  const auto h = static_cast<std::uint64_t>(key_hash(prefix, ""));
-  return "(WITH RECURSIVE f(i, h) AS (SELECT 0, " + std::to_string(h) +
-         "::numeric UNION ALL SELECT f.i + 1, mod((f.h - mod(f.h, 256) + (mod(f.h, 256)::int # get_byte(b.v, f.i)))"
-         " * 1099511628211, 18446744073709551616) FROM f, (SELECT convert_to(" + std::string(name) +
-         ", 'UTF8') AS v) b WHERE f.i < length(b.v)) SELECT h FROM f ORDER BY i DESC LIMIT 1)";
-}
-
-/// SQL, over the <prefix>locks row aliased `row`: whether the server shows the row's session_id
-/// (a backend pid) holding the row's key's lock, as status and `release --force` judge it; never
-/// the pid alone, which the server hands out again. advisory and txn-insert: the key's advisory
-/// lock in the strategy's form (one bigint: objsubid 1; two ints: objsubid 2); for-update: the
-/// transaction whose id is the key's claims row's xmax.
-std::string session_holds(const Tables& t, std::string_view row) {
-  const std::string r(row), pid = r + ".session_id::int";
-  const std::string advisory = "EXISTS (SELECT 1 FROM pg_locks k, (SELECT " + key_hash_sql(t.prefix, r + ".name") +
-                               " AS h) id WHERE k.locktype = 'advisory' AND k.granted AND k.pid = " + pid +
-                               " AND k.classid::bigint = floor(id.h / 4294967296) AND k.objid::bigint ="
-                               " mod(id.h, 4294967296) AND k.objsubid = ";
-  return "CASE WHEN " + r + ".session_id IS NULL OR " + r + ".session_id !~ '^[0-9]{1,9}$' THEN false"
-         " WHEN " + r + ".strategy = 'advisory' THEN " + advisory + "1)"
-         " WHEN " + r + ".strategy = 'txn-insert' THEN " + advisory + "2)"
-         " WHEN " + r + ".strategy = 'for-update' THEN EXISTS (SELECT 1 FROM " + t.claims + " c JOIN pg_locks k"
-         " ON k.locktype = 'transactionid' AND k.transactionid = c.xmax WHERE c.name = " + r + ".name"
-         " AND c.kind = 'for-update' AND k.granted AND k.pid = " + pid + ") ELSE false END";
-}
-
-/// The status rows (statements.hpp: the 14 status columns, live, session_holds) of the rows of
-/// <prefix>locks that `where` keeps: a crashed session holder shows free.
-std::string status_rows(const Tables& t, const std::string& where) {
-  return "SELECT " + rows::status_select_list(&ms, "now()") + ", COALESCE((expires_at > now())::int, 0), (" +
-         session_holds(t, "l") + ")::int FROM " + t.locks + " l" + where;
-}
-
-/// ShedLock's row and dblock's of the same name: name, locked_by, locked_at_ms, lock_until_ms,
-/// now_ms, dblock's token (0 when none), and its host and pid when its owner is locked_by.
-std::string shedlock_holder_select(const BackendOptions& o, const Tables& t) {
-  return "SELECT s.name, s.locked_by, " + ms("s.locked_at") + ", " + ms("s.lock_until") + ", " + ms("now()") +
-         ", COALESCE(l.token, 0), CASE WHEN l.owner = s.locked_by THEN l.host END, CASE WHEN l.owner = s.locked_by "
-         "THEN l.pid END FROM " + quote_identifier(o.shedlock_table, '"') + " s LEFT JOIN " + t.locks +
-         " l ON l.name = s.name";
-}
 
 // The server's incarnation (failover.hpp): its system identifier, which a restore into another
 // cluster changes, and its timeline, which each promotion advances. The timeline is that of the
@@ -303,37 +289,8 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
 }
 
 sql::InspectStatements inspect_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix, '"');
-  const std::string keys = "name IN (SELECT jsonb_array_elements_text(:keys::jsonb))";
-  const std::string history = "SELECT " + rows::history_select_list(&ms) + " FROM " + t.runs;
-  sql::InspectStatements s;
-  if (options.shedlock) {
-    const std::string rows_of = shedlock_holder_select(options, t);
-    s.status_all = {"inspect.status_all", rows_of + " ORDER BY s.name"};
-    s.status_keys = {"inspect.status_keys", rows_of + " WHERE s." + keys + " ORDER BY s.name"};
-  } else {
-    s.status_all = {"inspect.status_all", status_rows(t, "") + " ORDER BY name"};
-    s.status_keys = {"inspect.status_keys", status_rows(t, " WHERE l." + keys) + " ORDER BY name"};
-  }
-  s.history_all = {"inspect.history_all", history + " ORDER BY id DESC LIMIT :limit::bigint"};
-  s.history_of = {"inspect.history_of", history + " WHERE name = :name ORDER BY id DESC LIMIT :limit::bigint"};
-  s.now_ms = {"inspect.now_ms", "SELECT " + ms("clock_timestamp()")};
-  s.slot_count = {"inspect.slot_count", "SELECT slots FROM " + t.locks + " WHERE name = :key"};
-  // ShedLock knows only locked_by, so a token names the owner of dblock's row with that token.
-  s.renew_named =
-      options.shedlock
-          ? sql::Statement{"inspect.renew_named",
-                           "UPDATE " + quote_identifier(options.shedlock_table, '"') + " SET lock_until = " + now_utc +
-                               " + :ttl_ms::bigint * interval '1 ms' WHERE name = :key AND (:owner::text IS NULL"
-                               " OR locked_by = :owner) AND (:token::bigint IS NULL OR locked_by = (SELECT owner FROM " +
-                               t.locks + " WHERE name = :key AND token = :token::bigint AND strategy = 'shedlock'))"
-                               " AND lock_until > " + now_utc + " RETURNING " + ms("lock_until")}
-          : sql::Statement{"inspect.renew_named",
-                           "UPDATE " + t.locks + " SET expires_at = now() + :ttl_ms::bigint * interval '1 ms',"
-                               " renewed_at = now() WHERE name = :key AND (:owner::text IS NULL OR owner = :owner)"
-                               " AND (:token::bigint IS NULL OR token = :token::bigint) AND released_at IS NULL"
-                               " AND strategy = 'lease' RETURNING " + ms("expires_at")};
-  return s;
+  return sql::inspect_statements(dialect, Tables(options.table_prefix, '"'),
+                                 options.shedlock ? quote_identifier(options.shedlock_table, '"') : std::string());
 }
 
 sql::ReleaseStatements release_statements(const std::string& prefix) {
@@ -346,7 +303,7 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
   s.release = {
       "release.release",
       "WITH old AS (SELECT l.name, l.session_id, (l.released_at IS NULL OR l.released_at < l.acquired_at)"
-      " AND l.strategy <> 'lease' AND " + session_holds(t, "l") + " AS holds FROM " + t.locks +
+      " AND l.strategy <> 'lease' AND " + session_holds(t, "l.") + " AS holds FROM " + t.locks +
           " l WHERE l.name = :key FOR UPDATE),"
       " u AS (UPDATE " + t.locks + " l SET released_at = now(), expires_at = CASE WHEN l.strategy = 'lease'"
           " THEN LEAST(l.expires_at, date_trunc('milliseconds', now())) ELSE l.expires_at END FROM old"

@@ -29,32 +29,23 @@ std::string started_ago_sql(const std::string& a) {
          epoch_ms_sql(a + "last_started_at") + " END)";
 }
 
-/// SET list for a renewal by the holder: the boot columns now belong to this boot and token.
-/// The start keeps its boot reading only when it was taken on this boot.
-std::string renew_boot_sql(std::string_view ttl_param) {
-  return "boot_started_ms = CASE WHEN " + boot_judged_sql("") +
-         " AND boot_id = dblock_boot_id() THEN boot_started_ms END, boot_id = dblock_boot_id(),"
-         " boot_token = token, boot_expires_ms = dblock_boot_ms() + " +
-         std::string(ttl_param);
+/// The boot lease renewed (OwnLease::renew): it now belongs to this boot and the row's token,
+/// ending `ms` from now. The start keeps its boot reading only when it was taken on this boot.
+sql::Assignments renew_boot(std::string_view ms) {
+  return {{"boot_started_ms", "CASE WHEN " + boot_judged_sql("") + " AND boot_id = dblock_boot_id() THEN boot_started_ms END"},
+          {"boot_id", "dblock_boot_id()"},
+          {"boot_token", "token"},
+          {"boot_expires_ms", "dblock_boot_ms() + " + std::string(ms)}};
 }
+
+/// SET list for a renewal by the holder: renew_boot's.
+std::string renew_boot_sql(std::string_view ttl_param) { return sql::more_assignments(renew_boot(ttl_param)).substr(2); }
 
 /// SELECT ... FROM <prefix>locks of status: the common status columns (core/sql/lock_rows.hpp),
 /// whether the lease is live, then `extra`. The caller appends its WHERE.
 std::string status_select(const Tables& t, std::string_view extra) {
   return "SELECT " + rows::status_select_list(&epoch_ms_sql, now_sql()) + ", " + lease_live_sql("") + ", " +
          std::string(extra) + " FROM " + t.locks;
-}
-
-// ShedlockStatements::holder's columns, over ShedLock's table `s` and dblock's `l`, as a table
-// that a WHERE or ORDER BY on `name` can follow. Times are UTC text 'YYYY-MM-DD HH:MM:SS.SSS',
-// so they compare as text; SQLite has no server clock, so unlike dblock's own lease this one is
-// judged on the wall clock, as the Java side would.
-std::string shedlock_status_select(const BackendOptions& options) {
-  return "SELECT * FROM (SELECT s.name, s.locked_by, " + epoch_ms_sql("s.locked_at") + ", " +
-         epoch_ms_sql("s.lock_until") + ", " + now_ms_sql() +
-         ", COALESCE(l.token, 0), CASE WHEN l.owner = s.locked_by THEN l.host END, CASE WHEN l.owner = s.locked_by"
-         " THEN l.pid END FROM " + quote_ident(options.shedlock_table) + " s LEFT JOIN " +
-         Tables(options.table_prefix, '"').locks + " l ON l.name = s.name)";
 }
 
 // Added to <prefix>locks after its first release. The boot_* columns hold the lease on
@@ -84,8 +75,10 @@ const sql::Dialect dialect{
                  " / 86400000.0)";
         },
     .text = [](std::string_view param) { return std::string(param); },
+    .json_texts = [](std::string_view param) { return "(SELECT value FROM json_each(" + std::string(param) + "))"; },
     .returning = [](std::string_view columns) { return " RETURNING " + std::string(columns); },
     .upsert = &sql::on_conflict_upsert,
+    .session_holds = [](std::string_view, const Tables&) { return std::string("0"); },  // no server sessions
     // The lease on CLOCK_BOOTTIME (boot_*), judged only while boot_judged_sql holds and on this
     // boot: a lease of another boot is over with it, and where the boot is not known the wall
     // clock judges.
@@ -103,15 +96,7 @@ const sql::Dialect dialect{
                                       {"boot_started_ms", "dblock_boot_ms()"},
                                       {"boot_expires_ms", "dblock_boot_ms() + " + std::string(ms)}};
             },
-        // The start keeps its boot reading only when it was taken on this boot.
-        .renew =
-            [](std::string_view ms) {
-              return sql::Assignments{
-                  {"boot_started_ms", "CASE WHEN " + boot_judged_sql("") + " AND boot_id = dblock_boot_id() THEN boot_started_ms END"},
-                  {"boot_id", "dblock_boot_id()"},
-                  {"boot_token", "token"},
-                  {"boot_expires_ms", "dblock_boot_ms() + " + std::string(ms)}};
-            },
+        .renew = &renew_boot,
         .end =
             [](std::string_view min_hold) {
               return sql::Assignments{{"boot_expires_ms", min_hold.empty() ? std::string("dblock_boot_ms()")
@@ -279,43 +264,15 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
 sql::InspectStatements inspect_statements(const BackendOptions& options, bool without_boot_columns) {
   Tables t(options.table_prefix, '"');
   // A table from an older dblock lacks the boot_* columns, which a read-only inspection cannot
-  // add: its rows are read as that dblock wrote them (the wall-clock rule).
+  // add: its rows are read as that dblock wrote them (the wall-clock rule), and nothing is written.
   if (without_boot_columns) {
     t.locks = "(SELECT *";
     for (std::string_view column : boot_columns) t.locks += ", NULL AS " + std::string(column);
     t.locks += " FROM " + quote_ident(options.table_prefix + "locks") + ")";
   }
-  const std::string now = now_sql();
-  const std::string rows_of = options.shedlock ? shedlock_status_select(options) : status_select(t, "0");
-  const std::string history = "SELECT " + rows::history_select_list(&epoch_ms_sql) + " FROM " + t.runs;
-  sql::InspectStatements s;
-  s.status_all = {"inspect.status_all", rows_of + " ORDER BY name"};
-  s.status_keys = {"inspect.status_keys", rows_of + " WHERE name IN (SELECT value FROM json_each(:keys)) ORDER BY name"};
-  s.history_all = {"inspect.history_all", history + " ORDER BY id DESC LIMIT :limit"};
-  s.history_of = {"inspect.history_of", history + " WHERE name = :name ORDER BY id DESC LIMIT :limit"};
-  s.now_ms = {"inspect.now_ms", "SELECT " + now_ms_sql()};
-  s.slot_count = {"inspect.slot_count", "SELECT slots FROM " + t.locks + " WHERE name = :key"};
-  // ShedLock knows only locked_by, so a token names the owner of dblock's row with that token.
-  const std::string shed = quote_ident(options.shedlock_table);
-  s.renew_named = options.shedlock
-                      ? sql::Statement{"inspect.renew_named",
-                                       "UPDATE " + shed + " SET lock_until = " + now_plus_sql(":ttl_ms") +
-                                           " WHERE name = :key AND (:owner IS NULL OR locked_by = :owner) AND (:token IS NULL"
-                                           " OR locked_by = (SELECT owner FROM " + t.locks +
-                                           " WHERE name = :key AND token = :token AND strategy = 'shedlock'))"
-                                           " AND lock_until > " + now + " RETURNING " + epoch_ms_sql("lock_until")}
-                      : sql::Statement{"inspect.renew_named",
-                                       "UPDATE " + t.locks + " SET expires_at = " + now_plus_sql(":ttl_ms") +
-                                           ", renewed_at = " + now + ", " + renew_boot_sql(":ttl_ms") +
-                                           " WHERE name = :key AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
-                                           " AND (:token IS NULL OR token = :token) RETURNING " + epoch_ms_sql("expires_at")};
-  // The ShedLock holder's boot lease goes with its lock_until (shedlock_statements, `take`).
-  if (options.shedlock)
-    s.renew_own = {"inspect.renew_own",
-                   "UPDATE " + t.locks + " SET renewed_at = " + now + ", boot_expires_ms = dblock_boot_ms() + :ttl_ms"
-                   " WHERE name = :key AND strategy = 'shedlock' AND released_at IS NULL AND owner = (SELECT locked_by FROM " +
-                       shed + " WHERE name = :key) AND (:owner IS NULL OR owner = :owner) AND (:token IS NULL OR"
-                       " token = :token) AND " + boot_judged_sql("") + " AND boot_id = dblock_boot_id()"};
+  sql::InspectStatements s =
+      sql::inspect_statements(dialect, t, options.shedlock ? quote_ident(options.shedlock_table) : std::string());
+  if (without_boot_columns) s.renew_named = s.renewed = s.renew_own = {};
   if (!without_boot_columns && !options.shedlock)
     s.older = std::make_shared<const sql::InspectStatements>(inspect_statements(options, /*without_boot_columns=*/true));
   return s;

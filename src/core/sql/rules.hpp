@@ -96,6 +96,9 @@ struct Dialect {
   OwnLease own_lease;
 };
 
+/// The SET items of `set`, each led by ", " ("" for none).
+std::string more_assignments(const Assignments& set);
+
 /// Dialect::upsert as INSERT ... ON CONFLICT (name) DO UPDATE SET ... WHERE (PostgreSQL, SQLite).
 std::string on_conflict_upsert(const Upsert& u);
 
@@ -106,6 +109,11 @@ ShedlockStatements shedlock_statements(const Dialect& d, const Tables& t, const 
 /// ShedlockStatements::holder's columns, as a SELECT over ShedLock's table `s` and dblock's row
 /// `l` of the same name, which a WHERE or ORDER BY on s.name may follow.
 std::string shedlock_holder_sql(const Dialect& d, const Tables& t, const std::string& shedlock);
+
+/// What status, history and `dblock renew` read (InspectStatements), over dblock's tables `t`
+/// (t.locks may be a derived table that reads an older table as this version's, InspectStatements::older)
+/// or, with --table-format shedlock, ShedLock's table `shedlock` (quoted; "" without).
+InspectStatements inspect_statements(const Dialect& d, const Tables& t, const std::string& shedlock);
 
 /// LeaseStatements::history over <prefix>runs, quoted as `runs`.
 HistoryStatements history_statements(const Dialect& d, const std::string& runs);

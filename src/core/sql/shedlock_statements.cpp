@@ -10,15 +10,11 @@
 
 namespace dblock::sql {
 
-namespace {
-
-std::string set_list(const Assignments& set) {
+std::string more_assignments(const Assignments& set) {
   std::string out;
   for (const auto& [column, value] : set) out += ", " + column + " = " + value;
   return out;
 }
-
-}  // namespace
 
 std::string on_conflict_upsert(const Upsert& u) {
   std::string columns, values, set;
@@ -115,7 +111,7 @@ ShedlockStatements shedlock_statements(const Dialect& d, const Tables& t, const 
                                      still_token};
   // The holder's own lease goes with its lock_until (`take`).
   if (const Assignments renew = d.own_lease.renew(ttl); !renew.empty())
-    s.extend_own = {"shedlock.extend_own", "UPDATE " + t.locks + " SET renewed_at = " + d.now + set_list(renew) +
+    s.extend_own = {"shedlock.extend_own", "UPDATE " + t.locks + " SET renewed_at = " + d.now + more_assignments(renew) +
                                                " WHERE name = :key AND owner = :owner AND token = " + token +
                                                " AND released_at IS NULL AND " + d.own_lease.live("") + " IS NOT NULL"};
   // ShedLock's unlock with lockAtLeastFor: lock_until = the later of now and locked_at + it.
@@ -128,12 +124,12 @@ ShedlockStatements shedlock_statements(const Dialect& d, const Tables& t, const 
               "UPDATE " + t.locks + " SET released_at = " + d.now + ", last_finished_at = CASE WHEN " + finished +
                   " THEN " + d.now + " ELSE last_finished_at END, last_exit_code = CASE WHEN " + finished + " THEN " +
                   d.integer(":exit_code") + " ELSE last_exit_code END" +
-                  set_list(d.own_lease.end(d.integer(":min_hold_ms"))) + " WHERE name = :key AND token = " + token +
+                  more_assignments(d.own_lease.end(d.integer(":min_hold_ms"))) + " WHERE name = :key AND token = " + token +
                   " AND released_at IS NULL"};
   s.named_holder = {"shedlock.named_holder", "SELECT locked_by FROM " + shed + " WHERE name = :key AND (" +
                                                  d.integer(":force") + " = 1 OR " + named + " AND lock_until > " +
                                                  d.utc_now + ")"};
-  s.released = {"shedlock.released", "UPDATE " + t.locks + " SET released_at = " + d.now + set_list(d.own_lease.end("")) +
+  s.released = {"shedlock.released", "UPDATE " + t.locks + " SET released_at = " + d.now + more_assignments(d.own_lease.end("")) +
                                          " WHERE name = :key AND owner = :owner AND released_at IS NULL AND"
                                          " strategy = 'shedlock'"};
   return s;

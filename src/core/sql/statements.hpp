@@ -163,7 +163,8 @@ struct ShedlockStatements {
 
 namespace dblock::sql {
 
-/// What status, history, `dblock renew` and doctor read (inspect.hpp), per table format.
+/// What status, history, `dblock renew` and doctor read (inspect.hpp), per table format; written
+/// once, in core (rules.hpp, inspect_statements).
 struct InspectStatements {
   /// Every row: the 14 status columns, live (1: the lease is running), session_holds (1: the
   /// server says the recorded session still holds the key; 0 where there are no sessions),
@@ -184,7 +185,7 @@ struct InspectStatements {
   /// no such holder (or, for a dialect with `renewed`, none; affected: 1 renewed, 0 no such holder).
   Statement renew_named;
   /// :key :owner :token. (expires_ms) of the row renew_named renewed, for a dialect whose
-  /// renew_named returns no rows; empty otherwise.
+  /// renew_named returns no rows (Dialect::returning); empty otherwise.
   Statement renewed;
   /// :key :owner :token :ttl_ms. --table-format shedlock on a dialect whose ShedLock lease is
   /// also one of its own in dblock's row (ShedlockStatements::extend_own): that lease extended
