@@ -276,8 +276,8 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
 
 sql::ReleaseStatements release_statements(const std::string& prefix) {
   const Tables t(prefix, '`');
-  const std::string named = " WHERE name = :key AND released_at IS NULL AND (:force OR"
-                            " ((:owner IS NULL OR owner = :owner) AND (:token IS NULL OR token = :token)))";
+  const std::string named =
+      " WHERE name = :key AND released_at IS NULL AND (:force OR (" + sql::named_holder_sql(dialect, "") + "))";
   sql::ReleaseStatements s;
   // No RETURNING on an UPDATE: the holder is read first, judged as status judges it.
   s.holder = {"release.holder", "SELECT IF(IS_USED_LOCK(" + holder_lock(t) + ") = " + holder_id() + ", " + holder_id() +

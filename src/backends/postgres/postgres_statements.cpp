@@ -307,8 +307,8 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
           " l WHERE l.name = :key FOR UPDATE),"
       " u AS (UPDATE " + t.locks + " l SET released_at = now(), expires_at = CASE WHEN l.strategy = 'lease'"
           " THEN LEAST(l.expires_at, date_trunc('milliseconds', now())) ELSE l.expires_at END FROM old"
-          " WHERE l.name = old.name AND (:force::int = 1 OR (l.released_at IS NULL AND (:owner::text IS NULL"
-          " OR l.owner = :owner) AND (:token::bigint IS NULL OR l.token = :token::bigint)))"
+          " WHERE l.name = old.name AND (:force::int = 1 OR (l.released_at IS NULL AND " +
+          sql::named_holder_sql(dialect, "l.") + "))"
           " RETURNING l.name, CASE WHEN old.holds THEN old.session_id::int END AS pid)"
       " SELECT pid, NULL, pg_notify(:channel, name)::text, pid IS NOT NULL AND pg_terminate_backend(pid) FROM u"};
   // pg_terminate_backend only signals (waiting needs 14+).

@@ -286,8 +286,7 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
   s.release = {"release.release", "UPDATE " + Tables(prefix, '"').locks + " SET released_at = " + now + ", expires_at = " + now +
                                ", boot_expires_ms = dblock_boot_ms() WHERE name = :key AND"
                                " (:force AND (released_at IS NULL OR " + lease_live_sql("") +
-                               ") OR NOT :force AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
-                               " AND (:token IS NULL OR token = :token))"};
+                               ") OR NOT :force AND released_at IS NULL AND " + sql::named_holder_sql(dialect, "") + ")"};
   return s;
 }
 

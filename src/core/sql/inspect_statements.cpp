@@ -8,9 +8,7 @@ namespace dblock::sql {
 
 InspectStatements inspect_statements(const Dialect& d, const Tables& t, const std::string& shedlock) {
   const std::string token = d.integer(":token");
-  // The holder named by owner, token or both (either may be NULL).
-  const std::string named =
-      "(" + d.text(":owner") + " IS NULL OR owner = :owner) AND (" + token + " IS NULL OR token = " + token + ")";
+  const std::string named = named_holder_sql(d, "");
   const std::string keys = d.json_texts(":keys");
   InspectStatements s;
   if (shedlock.empty()) {

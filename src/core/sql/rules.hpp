@@ -118,6 +118,11 @@ InspectStatements inspect_statements(const Dialect& d, const Tables& t, const st
 /// LeaseStatements::history over <prefix>runs, quoted as `runs`.
 HistoryStatements history_statements(const Dialect& d, const std::string& runs);
 
+/// `dblock renew` / `release` of another process's holder (dblock(1)): whether the row `row` ("" or
+/// an alias and its dot) is the holder named by :owner and :token (either may be NULL; both
+/// must match when given).
+std::string named_holder_sql(const Dialect& d, std::string_view row);
+
 /// --min-interval (dblock(1)), over :min_interval_ms: whether the row `row` may start at `now`
 /// (none asked, never started, or its last start at least that long before `now`).
 std::string due_sql(const Dialect& d, std::string_view row, std::string_view now);

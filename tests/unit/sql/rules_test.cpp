@@ -154,3 +154,8 @@ TEST_CASE("inspection's statements: status with live and the server's verdict, r
   CHECK(shed.renewed.text == "SELECT MS(lock_until) FROM \"shed\" WHERE name = :key");
   CHECK(shed.renew_own.text.starts_with("UPDATE \"p_locks\" SET renewed_at = NOW, own_until = CLOCK + INT(:ttl_ms) WHERE"));
 }
+
+TEST_CASE("the holder a renew or release from another process names: owner, token, or both") {
+  CHECK(sql::named_holder_sql(marked, "l.") ==
+        "(TEXT(:owner) IS NULL OR l.owner = :owner) AND (INT(:token) IS NULL OR l.token = INT(:token))");
+}
