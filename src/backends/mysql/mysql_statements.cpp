@@ -49,7 +49,7 @@ std::string upsert(const sql::Upsert& u) {
   for (auto& [column, value] : set)
     if (value.empty()) value = "VALUES(" + column + ")";
   return "INSERT INTO " + u.table + " (" + columns + ") VALUES (" + values + ") ON DUPLICATE KEY UPDATE " +
-         assign_each_if("CAST(name AS BINARY) = CAST(VALUES(name) AS BINARY) AND (" + u.when("") + ")", set);
+         assign_each_if("CAST(name AS BINARY) = VALUES(name) AND (" + u.when("") + ")", set);
 }
 
 // `label` + the first `digits` hex digits of SHA-256 over database, prefix and `key` (SQL), then
@@ -108,6 +108,12 @@ const sql::Dialect dialect{
     .session_holds =
         [](std::string_view row, const Tables& t) {
           return "COALESCE(IS_USED_LOCK(" + holder_lock(t, row) + ") = " + holder_id(row) + ", 0)";
+        },
+    // Ended by release.end_session (KILL), read before the release (no RETURNING).
+    .ended_session =
+        [](std::string_view row, const Tables& t) {
+          return "IF(IS_USED_LOCK(" + holder_lock(t, row) + ") = " + holder_id(row) + ", " + holder_id(row) + ", NULL), " +
+                 holder_lock(t, row);
         },
     .own_lease = {},  // none: the server's clock judges every lease
 };
@@ -275,16 +281,7 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
 }
 
 sql::ReleaseStatements release_statements(const std::string& prefix) {
-  const Tables t(prefix, '`');
-  const std::string named =
-      " WHERE name = :key AND released_at IS NULL AND (:force OR (" + sql::named_holder_sql(dialect, "") + "))";
-  sql::ReleaseStatements s;
-  // No RETURNING on an UPDATE: the holder is read first, judged as status judges it.
-  s.holder = {"release.holder", "SELECT IF(IS_USED_LOCK(" + holder_lock(t) + ") = " + holder_id() + ", " + holder_id() +
-                                    ", NULL), " + holder_lock(t) + " FROM " + t.locks + named};
-  s.release = {"release.release", "UPDATE " + t.locks +
-                                      " SET released_at = NOW(6), expires_at = IF(strategy = 'lease', LEAST(expires_at, NOW(6)), NULL)" +
-                                      named};
+  sql::ReleaseStatements s = sql::release_statements(dialect, Tables(prefix, '`'));
   // Asked again in the KILL itself; 0, no such session: the holder ended by itself meanwhile.
   s.end_session = {"release.end_session", "KILL CONNECTION IF(IS_USED_LOCK(:lock) = :session, :session, 0)"};
   s.session_gone = {"release.session_gone",

@@ -37,13 +37,11 @@ std::string key_hash_sql(const std::string& prefix, std::string_view name) {
 /// transaction whose id is the key's claims row's xmax.
 std::string session_holds(const Tables& t, std::string_view row) {
   const std::string r(row), pid = r + "session_id::int";
-  const std::string advisory = "EXISTS (SELECT 1 FROM pg_locks k, (SELECT " + key_hash_sql(t.prefix, r + "name") +
-                               " AS h) id WHERE k.locktype = 'advisory' AND k.granted AND k.pid = " + pid +
-                               " AND k.classid::bigint = floor(id.h / 4294967296) AND k.objid::bigint ="
-                               " mod(id.h, 4294967296) AND k.objsubid = ";
   return "CASE WHEN " + r + "session_id IS NULL OR " + r + "session_id !~ '^[0-9]{1,9}$' THEN false"
-         " WHEN " + r + "strategy = 'advisory' THEN " + advisory + "1)"
-         " WHEN " + r + "strategy = 'txn-insert' THEN " + advisory + "2)"
+         " WHEN " + r + "strategy IN ('advisory', 'txn-insert') THEN EXISTS (SELECT 1 FROM pg_locks k, (SELECT " +
+         key_hash_sql(t.prefix, r + "name") + " AS h) id WHERE k.locktype = 'advisory' AND k.granted AND k.pid = " + pid +
+         " AND k.classid::bigint = floor(id.h / 4294967296) AND k.objid::bigint = mod(id.h, 4294967296)"
+         " AND k.objsubid = CASE WHEN " + r + "strategy = 'advisory' THEN 1 ELSE 2 END)"
          " WHEN " + r + "strategy = 'for-update' THEN EXISTS (SELECT 1 FROM " + t.claims + " c JOIN pg_locks k"
          " ON k.locktype = 'transactionid' AND k.transactionid = c.xmax WHERE c.name = " + r + "name"
          " AND c.kind = 'for-update' AND k.granted AND k.pid = " + pid + ") ELSE false END";
@@ -69,6 +67,15 @@ const sql::Dialect dialect{
     .returning = [](std::string_view columns) { return " RETURNING " + std::string(columns); },
     .upsert = &sql::on_conflict_upsert,
     .session_holds = [](std::string_view row, const Tables& t) { return "(" + session_holds(t, row) + ")::int"; },
+    // The holder's session ended in the release itself, while the server shows it holding this
+    // key's lock (never a reused backend pid, nor another key's holder), and the key's waiters
+    // told. pg_terminate_backend only signals (waiting needs 14+): session_gone waits.
+    .ended_session =
+        [](std::string_view row, const Tables& t) {
+          const std::string r(row), holds = "WHEN " + r + "strategy <> 'lease' AND " + session_holds(t, row) + " THEN ";
+          return "CASE " + holds + r + "session_id::int END, NULL, pg_notify(:channel, " + r + "name)::text, CASE " +
+                 holds + "pg_terminate_backend(" + r + "session_id::int) END";
+        },
     .own_lease = {},  // none: the server's clock judges every lease
 };
 
@@ -294,24 +301,7 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
 }
 
 sql::ReleaseStatements release_statements(const std::string& prefix) {
-  const Tables t(prefix, '"');
-  sql::ReleaseStatements s;
-  // One statement: the row locked, judged as status judges it (session_holds), marked, the
-  // key's waiters notified, and the holder's session ended while the server shows it holding
-  // this key's lock, so neither a reused backend pid nor another key's holder is ever hit.
-  // Truncated, not rounded into timestamptz(3): the lock must read free right after release.
-  s.release = {
-      "release.release",
-      "WITH old AS (SELECT l.name, l.session_id, (l.released_at IS NULL OR l.released_at < l.acquired_at)"
-      " AND l.strategy <> 'lease' AND " + session_holds(t, "l.") + " AS holds FROM " + t.locks +
-          " l WHERE l.name = :key FOR UPDATE),"
-      " u AS (UPDATE " + t.locks + " l SET released_at = now(), expires_at = CASE WHEN l.strategy = 'lease'"
-          " THEN LEAST(l.expires_at, date_trunc('milliseconds', now())) ELSE l.expires_at END FROM old"
-          " WHERE l.name = old.name AND (:force::int = 1 OR (l.released_at IS NULL AND " +
-          sql::named_holder_sql(dialect, "l.") + "))"
-          " RETURNING l.name, CASE WHEN old.holds THEN old.session_id::int END AS pid)"
-      " SELECT pid, NULL, pg_notify(:channel, name)::text, pid IS NOT NULL AND pg_terminate_backend(pid) FROM u"};
-  // pg_terminate_backend only signals (waiting needs 14+).
+  sql::ReleaseStatements s = sql::release_statements(dialect, Tables(prefix, '"'));
   s.session_gone = {"release.session_gone",
                     "SELECT NOT (EXISTS (SELECT 1 FROM pg_locks WHERE pid = :session::int)"
                     " OR EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = :session::int))"};

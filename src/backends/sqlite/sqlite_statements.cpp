@@ -79,6 +79,7 @@ const sql::Dialect dialect{
     .returning = [](std::string_view columns) { return " RETURNING " + std::string(columns); },
     .upsert = &sql::on_conflict_upsert,
     .session_holds = [](std::string_view, const Tables&) { return std::string("0"); },  // no server sessions
+    .ended_session = [](std::string_view, const Tables&) { return std::string(); },
     // The lease on CLOCK_BOOTTIME (boot_*), judged only while boot_judged_sql holds and on this
     // boot: a lease of another boot is over with it, and where the boot is not known the wall
     // clock judges.
@@ -279,15 +280,7 @@ sql::InspectStatements inspect_statements(const BackendOptions& options, bool wi
 }
 
 sql::ReleaseStatements release_statements(const std::string& prefix) {
-  const std::string now = now_sql();
-  // No sessions: `release` marks the row and is all; --force also cuts short a --min-hold that
-  // a finished holder left behind.
-  sql::ReleaseStatements s;
-  s.release = {"release.release", "UPDATE " + Tables(prefix, '"').locks + " SET released_at = " + now + ", expires_at = " + now +
-                               ", boot_expires_ms = dblock_boot_ms() WHERE name = :key AND"
-                               " (:force AND (released_at IS NULL OR " + lease_live_sql("") +
-                               ") OR NOT :force AND released_at IS NULL AND " + sql::named_holder_sql(dialect, "") + ")"};
-  return s;
+  return sql::release_statements(dialect, Tables(prefix, '"'));  // no sessions to end
 }
 
 }  // namespace dblock::sqlite

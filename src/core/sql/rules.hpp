@@ -92,6 +92,13 @@ struct Dialect {
   /// of `t.locks` holding that row's key's lock (a crashed session holder then shows free), else
   /// 0; never NULL. "0" where there are no server sessions.
   std::string (*session_holds)(std::string_view row, const Tables& t) = nullptr;
+  /// What `dblock release` of the row `row` ("" or an alias and its dot) of `t.locks` answers
+  /// (ReleaseStatements::release): a select list of (session, lock), the server session that
+  /// holds the row's key's lock, as status judges it (session_holds; NULL: none), and the
+  /// dialect's name of that lock; columns after those may do more in the same statement
+  /// (PostgreSQL tells the key's waiters and ends that session there). "" where there are no
+  /// server sessions: the release answers nothing.
+  std::string (*ended_session)(std::string_view row, const Tables& t) = nullptr;
   /// A lease of the dialect's own clock, where it keeps one (OwnLease).
   OwnLease own_lease;
 };
@@ -117,6 +124,11 @@ InspectStatements inspect_statements(const Dialect& d, const Tables& t, const st
 
 /// LeaseStatements::history over <prefix>runs, quoted as `runs`.
 HistoryStatements history_statements(const Dialect& d, const std::string& runs);
+
+/// `dblock release` of another process's holder (ReleaseStatements): `holder`, where the dialect
+/// answers a release in a read of its own (Dialect::returning), and `release`; the dialect adds
+/// how a session is ended (end_session, session_gone, ended_already).
+ReleaseStatements release_statements(const Dialect& d, const Tables& t);
 
 /// `dblock renew` / `release` of another process's holder (dblock(1)): whether the row `row` ("" or
 /// an alias and its dot) is the holder named by :owner and :token (either may be NULL; both

@@ -201,15 +201,15 @@ struct InspectStatements {
 
 namespace dblock::sql {
 
-/// `dblock release` of another process's holder (sql_backend.hpp, release_held). `holder` and
-/// `release` take :key :owner :token (either may be NULL) :force (1: whoever holds it) :channel
+/// `dblock release` of another process's holder (sql_backend.hpp, release_held); `holder` and
+/// `release` written once, in core (rules.hpp, release_statements). `holder` and `release` take :key :owner :token (either may be NULL) :force (1: whoever holds it) :channel
 /// (the wake-up name, release_channel).
 struct ReleaseStatements {
   /// Before `release`, for a dialect whose `release` returns no rows: the row's (session, lock)
   /// as `release` would return them.
   Statement holder;
-  /// Marks the named holder's unreleased row (:force: any holder's) released, a lease's
-  /// expires_at no later than now. affected: the rows marked. Rows: none, or (session, lock):
+  /// Marks the named holder's unreleased row (:force: any holder's, a --min-hold still running
+  /// included) released, a running lease's or --min-hold's expires_at now. affected: the rows marked. Rows: none, or (session, lock):
   /// the server session that holds the row's key, when the server shows it holding that key's
   /// lock (as status judges it; NULL otherwise), and the dialect's name of that lock.
   Statement release;

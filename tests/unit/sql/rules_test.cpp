@@ -25,6 +25,7 @@ const sql::Dialect marked{
     .returning = [](std::string_view columns) { return " RETURNING " + std::string(columns); },
     .upsert = &sql::on_conflict_upsert,
     .session_holds = [](std::string_view row, const Tables& t) { return "HOLDS(" + std::string(row) + ", " + t.prefix + ")"; },
+    .ended_session = [](std::string_view row, const Tables&) { return "ENDED(" + std::string(row) + ")"; },
     .own_lease = {},
 };
 
@@ -74,6 +75,8 @@ TEST_CASE("the failover gate: the record names this server, no lock-delay in for
 }
 
 namespace {
+
+sql::Dialect marked_dialect_copy() { return marked; }
 
 // The marked dialect without RETURNING, with a lease of its own clock (OwnLease).
 sql::Dialect without_returning_with_own_lease() {
@@ -158,4 +161,25 @@ TEST_CASE("inspection's statements: status with live and the server's verdict, r
 TEST_CASE("the holder a renew or release from another process names: owner, token, or both") {
   CHECK(sql::named_holder_sql(marked, "l.") ==
         "(TEXT(:owner) IS NULL OR l.owner = :owner) AND (INT(:token) IS NULL OR l.token = INT(:token))");
+}
+
+TEST_CASE("release of another process's holder: the named holder's row, or with --force whoever holds it") {
+  const Tables t("p_", '"');
+  const std::string rows_marked =
+      "l.name = :key AND (INT(:force) = 1 AND (l.released_at IS NULL OR LIVE(l.)) OR l.released_at IS NULL AND"
+      " (TEXT(:owner) IS NULL OR l.owner = :owner) AND (INT(:token) IS NULL OR l.token = INT(:token)))";
+  const sql::ReleaseStatements s = sql::release_statements(marked, t);
+  // --force also ends a --min-hold still running (LIVE on a released row), at now truncated to the millisecond.
+  CHECK(s.release.text == "UPDATE \"p_locks\" AS l SET released_at = NOW, expires_at = CASE WHEN LIVE(l.) THEN"
+                          " TIME(MS(NOW)) ELSE l.expires_at END WHERE " + rows_marked + " RETURNING ENDED(l.)");
+  CHECK(s.holder.empty());
+  // Without RETURNING the holder is read first; without sessions nothing is answered; a lease of
+  // the dialect's own ends with the row's.
+  const sql::Dialect d = without_returning_with_own_lease();
+  const sql::ReleaseStatements read_first = sql::release_statements(d, t);
+  CHECK(read_first.holder.text == "SELECT ENDED(l.) FROM \"p_locks\" l WHERE " + rows_marked);
+  CHECK(read_first.release.text.ends_with(" ELSE l.expires_at END, own_until = END() WHERE " + rows_marked));
+  sql::Dialect no_sessions = marked_dialect_copy();
+  no_sessions.ended_session = [](std::string_view, const Tables&) { return std::string(); };
+  CHECK(sql::release_statements(no_sessions, t).release.text.ends_with(rows_marked));
 }
