@@ -11,7 +11,6 @@
 #include "core/sql/identifiers.hpp"
 #include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
-#include "core/sql/shedlock.hpp"
 
 namespace dblock::mysql {
 namespace {

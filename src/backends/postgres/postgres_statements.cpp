@@ -6,7 +6,6 @@
 #include "backends/postgres/postgres_tables.hpp"
 #include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
-#include "core/sql/shedlock.hpp"
 
 namespace dblock::postgres {
 namespace {

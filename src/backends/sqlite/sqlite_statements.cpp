@@ -9,7 +9,6 @@
 #include "backends/sqlite/sqlite_tables.hpp"
 #include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
-#include "core/sql/shedlock.hpp"
 
 namespace dblock::sqlite {
 namespace {
