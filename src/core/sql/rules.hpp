@@ -2,7 +2,11 @@
 // The rules every dialect once wrote in its own SQL, spelled once here and rendered through the
 // few expressions a dialect really spells its own way (Dialect): the history of runs (insert,
 // oldest, trim), --min-interval's due check, the numbering of fencing tokens and when a
-// semaphore's header may be taken. Each statement is still one round trip.
+// semaphore's header may be taken; and whole statements that are standard SQL but for a few
+// expressions: ShedLock's (shedlock_statements.cpp), inspection's (inspect_statements.cpp) and
+// `dblock release`'s (release_statements.cpp). Each statement is still one round trip. A
+// Dialect member returns SQL, never a yes or no: where a dialect has none of a thing (RETURNING,
+// server sessions, a lease of its own clock) it returns "", and core writes nothing of it.
 
 #include <functional>
 #include <string>

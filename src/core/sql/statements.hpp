@@ -1,6 +1,7 @@
 #pragma once
-// The statements a dialect writes for the strategies of this folder, each whole, in its
-// <name>_statements.cpp. Each comment is the statement's contract: the named parameters it
+// The statements of the strategies of this folder, each whole: written in a dialect's
+// <name>_statements.cpp, or once in core over the dialect's expressions (rules.hpp: ShedLock's,
+// inspection's, `dblock release`'s). Each comment is the statement's contract: the named parameters it
 // may use (it may ignore some) and what it answers. Times are epoch milliseconds on the
 // database's clock (SQLite: see sqlite_statements.cpp); the 14 "status columns" are those of
 // rows::decode_status (lock_rows.hpp), in its order.
