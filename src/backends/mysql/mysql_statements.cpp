@@ -11,7 +11,6 @@
 #include "core/sql/identifiers.hpp"
 #include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
-#include "core/sql/shedlock.hpp"
 
 namespace dblock::mysql {
 namespace {
@@ -21,36 +20,39 @@ std::string epoch_ms(std::string_view expr) {
   return "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " + std::string(expr) + ") DIV 1000)";
 }
 
-// What core's rules (core/sql/rules.hpp) need spelled in MySQL.
-const sql::Dialect dialect{
-    .now = "NOW(6)",
-    .time_of_ms = [](std::string_view ms) { return "TIMESTAMPADD(MICROSECOND, " + std::string(ms) + " * 1000, '1970-01-01')"; },
-    .integer = [](std::string_view param) { return std::string(param); },
-    .started_ms_ago =
-        [](std::string_view row, std::string_view now) {
-          return "(TIMESTAMPDIFF(MICROSECOND, " + std::string(row) + "last_started_at, " + std::string(now) + ") DIV 1000)";
-        },
-    .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > NOW(6), 0)"; },
-    .same = [](std::string_view a, std::string_view b) { return std::string(a) + " <=> " + std::string(b); },
-};
-
-// The failover fence a token must exceed (failover.hpp), as the statements bind it.
-const std::string fence = dialect.integer(":fence");
-
 // "column = IF(cond, value, column)" for each pair, comma-separated, with the condition written
 // once: the first assignment keeps its answer in a user variable, which the others read. Its
 // answer is the row's as the statement found it: the assignments run left to right, and each
 // IF() re-testing the condition would read the columns those before it changed.
 const std::string taking = "@dblock_take";
+std::string assign_each_if(const std::string& cond, const sql::Assignments& columns) {
+  std::string out;
+  for (const auto& [c, value] : columns)
+    out += (out.empty() ? c + " = IF(" + taking + " := " + cond : ", " + c + " = IF(" + taking) + ", " + value + ", " + c + ")";
+  return out;
+}
 std::string assign_each_if(const std::string& cond,
                            std::initializer_list<std::pair<std::string_view, std::string_view>> columns) {
-  std::string out;
-  for (const auto& [column, value] : columns) {
-    const std::string c(column);
-    out += (out.empty() ? c + " = IF(" + taking + " := " + cond : ", " + c + " = IF(" + taking) + ", " +
-           std::string(value) + ", " + c + ")";
+  sql::Assignments each;
+  for (const auto& [column, value] : columns) each.emplace_back(column, value);
+  return assign_each_if(cond, each);
+}
+
+// Dialect::upsert: ON DUPLICATE KEY UPDATE, each column IF(the condition, new, old). It meets
+// the row through any unique key, and a name the table's collation folds: only the row of the
+// same name, byte for byte, is taken (ShedLock's name is a VARCHAR in the table's collation,
+// where 'K', 'k' and 'K ' are one row; dblock's row of a name is byte-wise).
+std::string upsert(const sql::Upsert& u) {
+  std::string columns, values;
+  for (const auto& [column, value] : u.values) {
+    columns += (columns.empty() ? "" : ", ") + column;
+    values += (values.empty() ? "" : ", ") + value;
   }
-  return out;
+  sql::Assignments set = u.set("");
+  for (auto& [column, value] : set)
+    if (value.empty()) value = "VALUES(" + column + ")";
+  return "INSERT INTO " + u.table + " (" + columns + ") VALUES (" + values + ") ON DUPLICATE KEY UPDATE " +
+         assign_each_if("CAST(name AS BINARY) = VALUES(name) AND (" + u.when("") + ")", set);
 }
 
 // `label` + the first `digits` hex digits of SHA-256 over database, prefix and `key` (SQL), then
@@ -67,32 +69,64 @@ std::string lock_name(const Tables& t, std::string_view label, int digits, std::
 // lock_statements' names, and the recorded connection id (holder_id): an id alone proves
 // nothing, as the server hands ids out again after a restart. The holder tag's name carries the
 // key's hash, so a tag copied from another key's row names a lock nobody holds.
-std::string holder_lock(const Tables& t) {
-  return "CASE WHEN strategy = 'advisory' AND session_id REGEXP '^[0-9]{1,20}$' THEN " +
-         lock_name(t, "dblock:", 57, "name") +
-         " WHEN strategy IN ('for-update', 'txn-insert') AND session_id REGEXP '^[0-9]{1,20}:[0-9a-f]{32}$' THEN " +
-         lock_name(t, "dblock-held:", 20, "name", "SUBSTRING_INDEX(session_id, ':', -1)") + " END";
+// `row`: "" or an alias and its dot.
+std::string holder_lock(const Tables& t, std::string_view row = "") {
+  const std::string r(row);
+  return "CASE WHEN " + r + "strategy = 'advisory' AND " + r + "session_id REGEXP '^[0-9]{1,20}$' THEN " +
+         lock_name(t, "dblock:", 57, r + "name") + " WHEN " + r + "strategy IN ('for-update', 'txn-insert') AND " + r +
+         "session_id REGEXP '^[0-9]{1,20}:[0-9a-f]{32}$' THEN " +
+         lock_name(t, "dblock-held:", 20, r + "name", "SUBSTRING_INDEX(" + r + "session_id, ':', -1)") + " END";
 }
-const std::string holder_id = "CAST(SUBSTRING_INDEX(session_id, ':', 1) AS UNSIGNED)";
+std::string holder_id(std::string_view row = "") {
+  return "CAST(SUBSTRING_INDEX(" + std::string(row) + "session_id, ':', 1) AS UNSIGNED)";
+}
+
+// What core's rules (core/sql/rules.hpp) need spelled in MySQL.
+const sql::Dialect dialect{
+    .now = "NOW(6)",
+    .time_of_ms = [](std::string_view ms) { return "TIMESTAMPADD(MICROSECOND, " + std::string(ms) + " * 1000, '1970-01-01')"; },
+    .integer = [](std::string_view param) { return std::string(param); },
+    .started_ms_ago =
+        [](std::string_view row, std::string_view now) {
+          return "(TIMESTAMPDIFF(MICROSECOND, " + std::string(row) + "last_started_at, " + std::string(now) + ") DIV 1000)";
+        },
+    .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > NOW(6), 0)"; },
+    .same = [](std::string_view a, std::string_view b) { return std::string(a) + " <=> " + std::string(b); },
+    .begin = "START TRANSACTION",
+    // ShedLock's now, as its MySqlServerTimeStatementsSource writes it.
+    .utc_now = "UTC_TIMESTAMP(3)",
+    .epoch_ms = &epoch_ms,
+    .plus_ms =
+        [](std::string_view time, std::string_view ms) {
+          return "TIMESTAMPADD(MICROSECOND, " + std::string(ms) + " * 1000, " + std::string(time) + ")";
+        },
+    .text = [](std::string_view param) { return std::string(param); },
+    // Any number of keys in one statement.
+    .json_texts =
+        [](std::string_view param) {
+          return "(SELECT k FROM JSON_TABLE(" + std::string(param) + ", '$[*]' COLUMNS(k VARCHAR(255) PATH '$')) AS j)";
+        },
+    .returning = [](std::string_view) { return std::string(); },
+    .upsert = &upsert,
+    .session_holds =
+        [](std::string_view row, const Tables& t) {
+          return "COALESCE(IS_USED_LOCK(" + holder_lock(t, row) + ") = " + holder_id(row) + ", 0)";
+        },
+    // Ended by release.end_session (KILL), read before the release (no RETURNING).
+    .ended_session =
+        [](std::string_view row, const Tables& t) {
+          return "IF(IS_USED_LOCK(" + holder_lock(t, row) + ") = " + holder_id(row) + ", " + holder_id(row) + ", NULL), " +
+                 holder_lock(t, row);
+        },
+    .own_lease = {},  // none: the server's clock judges every lease
+};
+
+// The failover fence a token must exceed (failover.hpp), as the statements bind it.
+const std::string fence = dialect.integer(":fence");
 
 // The name :key of `table` as a scalar subquery: more than one row of it fails the statement
 // (ER_SUBQUERY_NO_1_ROW), which the schema check explains.
 std::string one_row_of(const std::string& table) { return "(SELECT name FROM " + table + " WHERE name = :key)"; }
-
-// ShedLock's now, as its MySqlServerTimeStatementsSource writes it, and now + :ttl_ms.
-const std::string shed_now = "UTC_TIMESTAMP(3)";
-const std::string shed_until = "TIMESTAMPADD(MICROSECOND, :ttl_ms * 1000, UTC_TIMESTAMP(3))";
-
-// ShedlockStatements::holder's columns, over ShedLock's table `s` and dblock's `l`.
-std::string shedlock_holder_select(const BackendOptions& o, const Tables& t) {
-  return "SELECT s.name, s.locked_by, " + epoch_ms("s.locked_at") + ", " + epoch_ms("s.lock_until") + ", " +
-         epoch_ms(shed_now) + ", COALESCE(l.token, 0), IF(l.owner = s.locked_by, l.host, NULL),"
-         " IF(l.owner = s.locked_by, l.pid, NULL) FROM " + quote_identifier(o.shedlock_table, '`') + " s LEFT JOIN " +
-         t.locks + " l ON l.name = s.name";
-}
-
-// The keys of InspectStatements::status_keys, one JSON array (any number in one statement).
-const std::string json_keys = "(SELECT k FROM JSON_TABLE(:keys, '$[*]' COLUMNS(k VARCHAR(255) PATH '$')) AS j)";
 
 // The server's incarnation (failover.hpp): MySQL's server_uuid; MariaDB has none, but
 // replication requires every server of a topology to have its own server_id, and a Galera
@@ -233,121 +267,16 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
 }
 
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix, '`');
-  const std::string shed = quote_identifier(options.shedlock_table, '`');
-  // The holder's token still dblock's row's: no one has taken the name since (ShedLock's own
-  // test is locked_by, which two hosts given one --owner share).
-  auto still_token = [&](const std::string& token) {
-    return "EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key AND token = " + token + ")";
-  };
-  sql::ShedlockStatements s;
-  s.begin = "START TRANSACTION";
-  // ShedLock's insert, or its update where lock_until has passed, as one upsert: the row is
-  // locked for writing at once (INSERT IGNORE's shared lock on an existing row, then an
-  // UPDATE, would deadlock two takers in one transaction).
-  // ShedLock's DDL makes name a VARCHAR in the table's collation, where 'K', 'k' and 'K ' are
-  // one row; dblock's own row of a name (its token) is byte-wise, so only the row's own
-  // spelling is taken: another is refused (its holder's name differs).
-  const std::string expired =
-      "lock_until <= " + shed_now + " AND CAST(name AS BINARY) = CAST(VALUES(name) AS BINARY)";
-  s.take = {"shedlock.take", "INSERT INTO " + shed + " (name, lock_until, locked_at, locked_by) VALUES (:key, " +
-                                 shed_until + ", " + shed_now + ", :owner) ON DUPLICATE KEY UPDATE " +
-                                 assign_each_if(expired, {{"locked_at", "VALUES(locked_at)"},
-                                                          {"locked_by", "VALUES(locked_by)"},
-                                                          {"lock_until", "VALUES(lock_until)"}})};
-  s.number = {"shedlock.number",
-              "INSERT INTO " + t.locks +
-                  " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at,"
-                  " last_started_at) VALUES (:key, :owner, :host, :pid, " + sql::first_token_sql(dialect, false, "") +
-                  ", 'shedlock', :table, NOW(6), NOW(6), NULL, NULL,"
-                  " NOW(6)) ON DUPLICATE KEY UPDATE " +
-                  assign_each_if(rows::strategy_allows_sql("", "'shedlock'", "expires_at <= NOW(6)") + " AND " +
-                                     shedlock::same_table_sql(""),
-                                 {{"owner", "VALUES(owner)"},
-                                  {"host", "VALUES(host)"},
-                                  {"pid", "VALUES(pid)"},
-                                  {"token", sql::next_token_sql(dialect, "", false, "")},
-                                  {"session_id", "VALUES(session_id)"},
-                                  {"renewed_at", "NOW(6)"},
-                                  {"strategy", "'shedlock'"},
-                                  {"acquired_at", "NOW(6)"},
-                                  {"expires_at", "NULL"},
-                                  {"released_at", "NULL"},
-                                  {"last_started_at", "NOW(6)"}})};
-  // As lease.taken: a second row of the name, in either table, fails the read (1242).
-  s.numbered = {"shedlock.numbered", "SELECT token, " + epoch_ms("acquired_at") + " FROM " + t.locks +
-                                         " WHERE name = :key AND owner = :owner AND name = " + one_row_of(t.locks) +
-                                         " AND :key = " + one_row_of(shed)};
-  s.holder = {"shedlock.holder", shedlock_holder_select(options, t) + " WHERE s.name = :key"};
-  s.extend = {"shedlock.extend", "UPDATE " + shed + " SET lock_until = " + shed_until +
-                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + shed_now + " AND " +
-                                     still_token(":token")};
-  const std::string at_least = "TIMESTAMPADD(MICROSECOND, :min_hold_ms * 1000, locked_at)";
-  s.unlock = {"shedlock.unlock", "UPDATE " + shed + " SET lock_until = IF(" + at_least + " > " + shed_now + ", " + at_least +
-                                     ", " + shed_now + ") WHERE name = :key AND locked_by = :owner AND (:token IS NULL OR " +
-                                     still_token(":token") + ")"};
-  s.finish = {"shedlock.finish", "UPDATE " + t.locks +
-                                     " SET released_at = NOW(6), last_finished_at = IF(:finished, NOW(6), last_finished_at),"
-                                     " last_exit_code = IF(:finished, :exit_code, last_exit_code)"
-                                     " WHERE name = :key AND token = :token AND released_at IS NULL"};
-  s.named_holder = {"shedlock.named_holder",
-                    "SELECT locked_by FROM " + shed + " WHERE name = :key AND (:force OR (:owner IS NULL OR locked_by = :owner)"
-                    " AND (:token IS NULL OR locked_by = (SELECT owner FROM " + t.locks +
-                        " WHERE name = :key AND token = :token AND strategy = 'shedlock')) AND lock_until > " + shed_now + ")"};
-  s.released = {"shedlock.released", "UPDATE " + t.locks + " SET released_at = NOW(6)"
-                                     " WHERE name = :key AND owner = :owner AND released_at IS NULL AND strategy = 'shedlock'"};
-  return s;
+  return sql::shedlock_statements(dialect, Tables(options.table_prefix, '`'), quote_identifier(options.shedlock_table, '`'));
 }
 
 sql::InspectStatements inspect_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix, '`');
-  const std::string shed = quote_identifier(options.shedlock_table, '`');
-  sql::InspectStatements s;
-  // dblock's rows: the server's verdict on a session strategy's holder is the last column.
-  const std::string rows_of = options.shedlock ? shedlock_holder_select(options, t)
-                                               : "SELECT " + rows::status_select_list(&epoch_ms, "NOW(6)") +
-                                                     ", COALESCE(expires_at > NOW(6), 0), COALESCE(IS_USED_LOCK(" +
-                                                     holder_lock(t) + ") = " + holder_id + ", 0) FROM " + t.locks + " s";
-  s.status_all = {"inspect.status_all", rows_of + " ORDER BY s.name"};
-  s.status_keys = {"inspect.status_keys", rows_of + " WHERE s.name IN " + json_keys + " ORDER BY s.name"};
-  const std::string history = "SELECT " + rows::history_select_list(&epoch_ms) + " FROM " + t.runs;
-  s.history_all = {"inspect.history_all", history + " ORDER BY id DESC LIMIT :limit"};
-  s.history_of = {"inspect.history_of", history + " WHERE name = :name ORDER BY id DESC LIMIT :limit"};
-  s.now_ms = {"inspect.now_ms", "SELECT " + epoch_ms("NOW(6)")};
-  s.slot_count = {"inspect.slot_count", "SELECT slots FROM " + t.locks + " WHERE name = :key AND strategy = 'semaphore'"};
-  // No RETURNING on an UPDATE: `renewed` reads the new expiry. ShedLock knows only locked_by,
-  // so a token names the owner of dblock's row with that token.
-  if (options.shedlock) {
-    s.renew_named = {"inspect.renew_named",
-                     "UPDATE " + shed + " SET lock_until = " + shed_until +
-                         " WHERE name = :key AND (:owner IS NULL OR locked_by = :owner) AND (:token IS NULL OR"
-                         " locked_by = (SELECT owner FROM " + t.locks +
-                         " WHERE name = :key AND token = :token AND strategy = 'shedlock')) AND lock_until > " + shed_now};
-    s.renewed = {"inspect.renewed", "SELECT " + epoch_ms("lock_until") + " FROM " + shed + " WHERE name = :key"};
-  } else {
-    s.renew_named = {"inspect.renew_named",
-                     "UPDATE " + t.locks +
-                         " SET renewed_at = NOW(6), expires_at = NOW(6) + INTERVAL :ttl_ms * 1000 MICROSECOND"
-                         " WHERE name = :key AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
-                         " AND (:token IS NULL OR token = :token) AND strategy = 'lease'"};
-    s.renewed = {"inspect.renewed", "SELECT " + epoch_ms("expires_at") + " FROM " + t.locks +
-                                        " WHERE name = :key AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
-                                        " AND (:token IS NULL OR token = :token)"};
-  }
-  return s;
+  return sql::inspect_statements(dialect, Tables(options.table_prefix, '`'),
+                                 options.shedlock ? quote_identifier(options.shedlock_table, '`') : std::string());
 }
 
 sql::ReleaseStatements release_statements(const std::string& prefix) {
-  const Tables t(prefix, '`');
-  const std::string named = " WHERE name = :key AND released_at IS NULL AND (:force OR"
-                            " ((:owner IS NULL OR owner = :owner) AND (:token IS NULL OR token = :token)))";
-  sql::ReleaseStatements s;
-  // No RETURNING on an UPDATE: the holder is read first, judged as status judges it.
-  s.holder = {"release.holder", "SELECT IF(IS_USED_LOCK(" + holder_lock(t) + ") = " + holder_id + ", " + holder_id +
-                                    ", NULL), " + holder_lock(t) + " FROM " + t.locks + named};
-  s.release = {"release.release", "UPDATE " + t.locks +
-                                      " SET released_at = NOW(6), expires_at = IF(strategy = 'lease', LEAST(expires_at, NOW(6)), NULL)" +
-                                      named};
+  sql::ReleaseStatements s = sql::release_statements(dialect, Tables(prefix, '`'));
   // Asked again in the KILL itself; 0, no such session: the holder ended by itself meanwhile.
   s.end_session = {"release.end_session", "KILL CONNECTION IF(IS_USED_LOCK(:lock) = :session, :session, 0)"};
   s.session_gone = {"release.session_gone",

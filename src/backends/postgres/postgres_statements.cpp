@@ -6,7 +6,6 @@
 #include "backends/postgres/postgres_tables.hpp"
 #include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
-#include "core/sql/shedlock.hpp"
 
 namespace dblock::postgres {
 namespace {
@@ -17,22 +16,6 @@ std::string ms(std::string_view expr) { return "floor(extract(epoch FROM " + std
 // ShedLock's "now" (PostgresSqlServerTimeStatementsSource): UTC wall time of the transaction,
 // stored in a TIMESTAMP without time zone, which extract(epoch) reads as UTC.
 const std::string now_utc = "timezone('utc', CURRENT_TIMESTAMP)";
-
-// What core's rules (core/sql/rules.hpp) need spelled in PostgreSQL.
-const sql::Dialect dialect{
-    .now = "now()",
-    .time_of_ms = [](std::string_view ms) { return "timestamptz 'epoch' + " + std::string(ms) + " * interval '1 ms'"; },
-    .integer = [](std::string_view param) { return std::string(param) + "::bigint"; },
-    .started_ms_ago =
-        [](std::string_view row, std::string_view now) {
-          return "floor(extract(epoch FROM " + std::string(now) + " - " + std::string(row) + "last_started_at) * 1000)::bigint";
-        },
-    .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > now(), false)"; },
-    .same = [](std::string_view a, std::string_view b) { return std::string(a) + " IS NOT DISTINCT FROM " + std::string(b); },
-};
-
-// The failover fence a token must exceed (failover.hpp), as the statements bind it.
-const std::string fence = dialect.integer(":fence");
 
 /// key_hash(prefix, name) (identifiers.cpp: FNV-1a 64 over prefix, a NUL byte and the name) in
 /// SQL, as numeric 0 .. 2^64 - 1, the name given as the SQL expression `name`. The state after
@@ -46,40 +29,57 @@ std::string key_hash_sql(const std::string& prefix, std::string_view name) {
          ", 'UTF8') AS v) b WHERE f.i < length(b.v)) SELECT h FROM f ORDER BY i DESC LIMIT 1)";
 }
 
-/// SQL, over the <prefix>locks row aliased `row`: whether the server shows the row's session_id
+/// SQL, over the <prefix>locks row `row` (an alias and its dot): whether the server shows the row's session_id
 /// (a backend pid) holding the row's key's lock, as status and `release --force` judge it; never
 /// the pid alone, which the server hands out again. advisory and txn-insert: the key's advisory
 /// lock in the strategy's form (one bigint: objsubid 1; two ints: objsubid 2); for-update: the
 /// transaction whose id is the key's claims row's xmax.
 std::string session_holds(const Tables& t, std::string_view row) {
-  const std::string r(row), pid = r + ".session_id::int";
-  const std::string advisory = "EXISTS (SELECT 1 FROM pg_locks k, (SELECT " + key_hash_sql(t.prefix, r + ".name") +
-                               " AS h) id WHERE k.locktype = 'advisory' AND k.granted AND k.pid = " + pid +
-                               " AND k.classid::bigint = floor(id.h / 4294967296) AND k.objid::bigint ="
-                               " mod(id.h, 4294967296) AND k.objsubid = ";
-  return "CASE WHEN " + r + ".session_id IS NULL OR " + r + ".session_id !~ '^[0-9]{1,9}$' THEN false"
-         " WHEN " + r + ".strategy = 'advisory' THEN " + advisory + "1)"
-         " WHEN " + r + ".strategy = 'txn-insert' THEN " + advisory + "2)"
-         " WHEN " + r + ".strategy = 'for-update' THEN EXISTS (SELECT 1 FROM " + t.claims + " c JOIN pg_locks k"
-         " ON k.locktype = 'transactionid' AND k.transactionid = c.xmax WHERE c.name = " + r + ".name"
+  const std::string r(row), pid = r + "session_id::int";
+  return "CASE WHEN " + r + "session_id IS NULL OR " + r + "session_id !~ '^[0-9]{1,9}$' THEN false"
+         " WHEN " + r + "strategy IN ('advisory', 'txn-insert') THEN EXISTS (SELECT 1 FROM pg_locks k, (SELECT " +
+         key_hash_sql(t.prefix, r + "name") + " AS h) id WHERE k.locktype = 'advisory' AND k.granted AND k.pid = " + pid +
+         " AND k.classid::bigint = floor(id.h / 4294967296) AND k.objid::bigint = mod(id.h, 4294967296)"
+         " AND k.objsubid = CASE WHEN " + r + "strategy = 'advisory' THEN 1 ELSE 2 END)"
+         " WHEN " + r + "strategy = 'for-update' THEN EXISTS (SELECT 1 FROM " + t.claims + " c JOIN pg_locks k"
+         " ON k.locktype = 'transactionid' AND k.transactionid = c.xmax WHERE c.name = " + r + "name"
          " AND c.kind = 'for-update' AND k.granted AND k.pid = " + pid + ") ELSE false END";
 }
 
-/// The status rows (statements.hpp: the 14 status columns, live, session_holds) of the rows of
-/// <prefix>locks that `where` keeps: a crashed session holder shows free.
-std::string status_rows(const Tables& t, const std::string& where) {
-  return "SELECT " + rows::status_select_list(&ms, "now()") + ", COALESCE((expires_at > now())::int, 0), (" +
-         session_holds(t, "l") + ")::int FROM " + t.locks + " l" + where;
-}
+// What core's rules (core/sql/rules.hpp) need spelled in PostgreSQL.
+const sql::Dialect dialect{
+    .now = "now()",
+    .time_of_ms = [](std::string_view ms) { return "timestamptz 'epoch' + " + std::string(ms) + " * interval '1 ms'"; },
+    .integer = [](std::string_view param) { return std::string(param) + "::bigint"; },
+    .started_ms_ago =
+        [](std::string_view row, std::string_view now) {
+          return "floor(extract(epoch FROM " + std::string(now) + " - " + std::string(row) + "last_started_at) * 1000)::bigint";
+        },
+    .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > now(), false)"; },
+    .same = [](std::string_view a, std::string_view b) { return std::string(a) + " IS NOT DISTINCT FROM " + std::string(b); },
+    .begin = "BEGIN",
+    .utc_now = now_utc,
+    .epoch_ms = &ms,
+    .plus_ms = [](std::string_view time, std::string_view ms) { return std::string(time) + " + " + std::string(ms) + " * interval '1 ms'"; },
+    .text = [](std::string_view param) { return std::string(param) + "::text"; },
+    .json_texts = [](std::string_view param) { return "(SELECT jsonb_array_elements_text(" + std::string(param) + "::jsonb))"; },
+    .returning = [](std::string_view columns) { return " RETURNING " + std::string(columns); },
+    .upsert = &sql::on_conflict_upsert,
+    .session_holds = [](std::string_view row, const Tables& t) { return "(" + session_holds(t, row) + ")::int"; },
+    // The holder's session ended in the release itself, while the server shows it holding this
+    // key's lock (never a reused backend pid, nor another key's holder), and the key's waiters
+    // told. pg_terminate_backend only signals (waiting needs 14+): session_gone waits.
+    .ended_session =
+        [](std::string_view row, const Tables& t) {
+          const std::string r(row), holds = "WHEN " + r + "strategy <> 'lease' AND " + session_holds(t, row) + " THEN ";
+          return "CASE " + holds + r + "session_id::int END, NULL, pg_notify(:channel, " + r + "name)::text, CASE " +
+                 holds + "pg_terminate_backend(" + r + "session_id::int) END";
+        },
+    .own_lease = {},  // none: the server's clock judges every lease
+};
 
-/// ShedLock's row and dblock's of the same name: name, locked_by, locked_at_ms, lock_until_ms,
-/// now_ms, dblock's token (0 when none), and its host and pid when its owner is locked_by.
-std::string shedlock_holder_select(const BackendOptions& o, const Tables& t) {
-  return "SELECT s.name, s.locked_by, " + ms("s.locked_at") + ", " + ms("s.lock_until") + ", " + ms("now()") +
-         ", COALESCE(l.token, 0), CASE WHEN l.owner = s.locked_by THEN l.host END, CASE WHEN l.owner = s.locked_by "
-         "THEN l.pid END FROM " + quote_identifier(o.shedlock_table, '"') + " s LEFT JOIN " + t.locks +
-         " l ON l.name = s.name";
-}
+// The failover fence a token must exceed (failover.hpp), as the statements bind it.
+const std::string fence = dialect.integer(":fence");
 
 // The server's incarnation (failover.hpp): its system identifier, which a restore into another
 // cluster changes, and its timeline, which each promotion advances. The timeline is that of the
@@ -339,111 +339,16 @@ QueueStatements queue_statements() {
 }
 
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix, '"');
-  const std::string shed = quote_identifier(options.shedlock_table, '"');
-  // The holder's token still dblock's row's: no one has taken the name since (ShedLock's own
-  // test is locked_by, which two hosts given one --owner share).
-  auto still_token = [&](const std::string& token) {
-    return "EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key AND token = " + token + ")";
-  };
-  const std::string until = now_utc + " + :ttl_ms::bigint * interval '1 ms'";
-  const std::string at_least = "locked_at + :min_hold_ms::bigint * interval '1 ms'";
-  sql::ShedlockStatements s;
-  s.begin = "BEGIN";
-  s.take = {"shedlock.take", "INSERT INTO " + shed + " AS s (name, lock_until, locked_at, locked_by) VALUES (:key, " +
-                                 until + ", " + now_utc + ", :owner) ON CONFLICT (name) DO UPDATE SET"
-                                 " lock_until = EXCLUDED.lock_until, locked_at = EXCLUDED.locked_at,"
-                                 " locked_by = EXCLUDED.locked_by WHERE s.lock_until <= " + now_utc +
-                                 " RETURNING " + ms("lock_until")};
-  s.number = {"shedlock.number",
-              "INSERT INTO " + t.locks +
-                  " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                  " released_at, last_started_at) VALUES (:key, :owner, :host, :pid::bigint, " +
-                  sql::first_token_sql(dialect, false, "") + ", 'shedlock', :table, now(),"
-                  " now(), NULL, NULL, now()) ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner,"
-                  " host = EXCLUDED.host, pid = EXCLUDED.pid, token = " + sql::next_token_sql(dialect, "l.", false, "") +
-                  ", strategy = 'shedlock',"
-                  " session_id = EXCLUDED.session_id, acquired_at = now(), renewed_at = now(), expires_at = NULL,"
-                  " released_at = NULL, last_started_at = now() WHERE " +
-                  rows::strategy_allows_sql("l.", "'shedlock'", "l.expires_at <= now()") + " AND " +
-                  shedlock::same_table_sql("l.") +
-                  " RETURNING token, " + ms("acquired_at")};
-  s.numbered = {"shedlock.numbered", "SELECT token, " + ms("acquired_at") + " FROM " + t.locks +
-                                         " WHERE name = :key AND owner = :owner"};
-  s.holder = {"shedlock.holder", shedlock_holder_select(options, t) + " WHERE s.name = :key"};
-  s.extend = {"shedlock.extend", "UPDATE " + shed + " SET lock_until = " + until +
-                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + now_utc + " AND " +
-                                     still_token(":token::bigint")};
-  s.unlock = {"shedlock.unlock", "UPDATE " + shed + " SET lock_until = CASE WHEN " + at_least + " > " + now_utc +
-                                     " THEN " + at_least + " ELSE " + now_utc + " END WHERE name = :key AND locked_by = :owner"
-                                     " AND (:token::bigint IS NULL OR " + still_token(":token::bigint") + ")"};
-  s.finish = {"shedlock.finish",
-              "UPDATE " + t.locks + " SET released_at = now(), last_finished_at = CASE WHEN :finished::int = 1 THEN now()"
-                  " ELSE last_finished_at END, last_exit_code = CASE WHEN :finished::int = 1 THEN :exit_code::int"
-                  " ELSE last_exit_code END WHERE name = :key AND token = :token::bigint AND released_at IS NULL"};
-  s.named_holder = {"shedlock.named_holder",
-                    "SELECT locked_by FROM " + shed + " WHERE name = :key AND (:force::int = 1 OR (:owner::text IS NULL OR"
-                    " locked_by = :owner) AND (:token::bigint IS NULL OR locked_by = (SELECT owner FROM " + t.locks +
-                        " WHERE name = :key AND token = :token::bigint AND strategy = 'shedlock')) AND lock_until > " +
-                        now_utc + ")"};
-  s.released = {"shedlock.released", "UPDATE " + t.locks + " SET released_at = now()"
-                                     " WHERE name = :key AND owner = :owner AND released_at IS NULL AND strategy = 'shedlock'"};
-  return s;
+  return sql::shedlock_statements(dialect, Tables(options.table_prefix, '"'), quote_identifier(options.shedlock_table, '"'));
 }
 
 sql::InspectStatements inspect_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix, '"');
-  const std::string keys = "name IN (SELECT jsonb_array_elements_text(:keys::jsonb))";
-  const std::string history = "SELECT " + rows::history_select_list(&ms) + " FROM " + t.runs;
-  sql::InspectStatements s;
-  if (options.shedlock) {
-    const std::string rows_of = shedlock_holder_select(options, t);
-    s.status_all = {"inspect.status_all", rows_of + " ORDER BY s.name"};
-    s.status_keys = {"inspect.status_keys", rows_of + " WHERE s." + keys + " ORDER BY s.name"};
-  } else {
-    s.status_all = {"inspect.status_all", status_rows(t, "") + " ORDER BY name"};
-    s.status_keys = {"inspect.status_keys", status_rows(t, " WHERE l." + keys) + " ORDER BY name"};
-  }
-  s.history_all = {"inspect.history_all", history + " ORDER BY id DESC LIMIT :limit::bigint"};
-  s.history_of = {"inspect.history_of", history + " WHERE name = :name ORDER BY id DESC LIMIT :limit::bigint"};
-  s.now_ms = {"inspect.now_ms", "SELECT " + ms("clock_timestamp()")};
-  s.slot_count = {"inspect.slot_count", "SELECT slots FROM " + t.locks + " WHERE name = :key"};
-  // ShedLock knows only locked_by, so a token names the owner of dblock's row with that token.
-  s.renew_named =
-      options.shedlock
-          ? sql::Statement{"inspect.renew_named",
-                           "UPDATE " + quote_identifier(options.shedlock_table, '"') + " SET lock_until = " + now_utc +
-                               " + :ttl_ms::bigint * interval '1 ms' WHERE name = :key AND (:owner::text IS NULL"
-                               " OR locked_by = :owner) AND (:token::bigint IS NULL OR locked_by = (SELECT owner FROM " +
-                               t.locks + " WHERE name = :key AND token = :token::bigint AND strategy = 'shedlock'))"
-                               " AND lock_until > " + now_utc + " RETURNING " + ms("lock_until")}
-          : sql::Statement{"inspect.renew_named",
-                           "UPDATE " + t.locks + " SET expires_at = now() + :ttl_ms::bigint * interval '1 ms',"
-                               " renewed_at = now() WHERE name = :key AND (:owner::text IS NULL OR owner = :owner)"
-                               " AND (:token::bigint IS NULL OR token = :token::bigint) AND released_at IS NULL"
-                               " AND strategy = 'lease' RETURNING " + ms("expires_at")};
-  return s;
+  return sql::inspect_statements(dialect, Tables(options.table_prefix, '"'),
+                                 options.shedlock ? quote_identifier(options.shedlock_table, '"') : std::string());
 }
 
 sql::ReleaseStatements release_statements(const std::string& prefix) {
-  const Tables t(prefix, '"');
-  sql::ReleaseStatements s;
-  // One statement: the row locked, judged as status judges it (session_holds), marked, the
-  // key's waiters notified, and the holder's session ended while the server shows it holding
-  // this key's lock, so neither a reused backend pid nor another key's holder is ever hit.
-  // Truncated, not rounded into timestamptz(3): the lock must read free right after release.
-  s.release = {
-      "release.release",
-      "WITH old AS (SELECT l.name, l.session_id, (l.released_at IS NULL OR l.released_at < l.acquired_at)"
-      " AND l.strategy <> 'lease' AND " + session_holds(t, "l") + " AS holds FROM " + t.locks +
-          " l WHERE l.name = :key FOR UPDATE),"
-      " u AS (UPDATE " + t.locks + " l SET released_at = now(), expires_at = CASE WHEN l.strategy = 'lease'"
-          " THEN LEAST(l.expires_at, date_trunc('milliseconds', now())) ELSE l.expires_at END FROM old"
-          " WHERE l.name = old.name AND (:force::int = 1 OR (l.released_at IS NULL AND (:owner::text IS NULL"
-          " OR l.owner = :owner) AND (:token::bigint IS NULL OR l.token = :token::bigint)))"
-          " RETURNING l.name, CASE WHEN old.holds THEN old.session_id::int END AS pid)"
-      " SELECT pid, NULL, pg_notify(:channel, name)::text, pid IS NOT NULL AND pg_terminate_backend(pid) FROM u"};
-  // pg_terminate_backend only signals (waiting needs 14+).
+  sql::ReleaseStatements s = sql::release_statements(dialect, Tables(prefix, '"'));
   s.session_gone = {"release.session_gone",
                     "SELECT NOT (EXISTS (SELECT 1 FROM pg_locks WHERE pid = :session::int)"
                     " OR EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = :session::int))"};

@@ -9,7 +9,6 @@
 #include "backends/sqlite/sqlite_tables.hpp"
 #include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
-#include "core/sql/shedlock.hpp"
 
 namespace dblock::sqlite {
 namespace {
@@ -29,32 +28,23 @@ std::string started_ago_sql(const std::string& a) {
          epoch_ms_sql(a + "last_started_at") + " END)";
 }
 
-/// SET list for a renewal by the holder: the boot columns now belong to this boot and token.
-/// The start keeps its boot reading only when it was taken on this boot.
-std::string renew_boot_sql(std::string_view ttl_param) {
-  return "boot_started_ms = CASE WHEN " + boot_judged_sql("") +
-         " AND boot_id = dblock_boot_id() THEN boot_started_ms END, boot_id = dblock_boot_id(),"
-         " boot_token = token, boot_expires_ms = dblock_boot_ms() + " +
-         std::string(ttl_param);
+/// The boot lease renewed (OwnLease::renew): it now belongs to this boot and the row's token,
+/// ending `ms` from now. The start keeps its boot reading only when it was taken on this boot.
+sql::Assignments renew_boot(std::string_view ms) {
+  return {{"boot_started_ms", "CASE WHEN " + boot_judged_sql("") + " AND boot_id = dblock_boot_id() THEN boot_started_ms END"},
+          {"boot_id", "dblock_boot_id()"},
+          {"boot_token", "token"},
+          {"boot_expires_ms", "dblock_boot_ms() + " + std::string(ms)}};
 }
+
+/// SET list for a renewal by the holder: renew_boot's.
+std::string renew_boot_sql(std::string_view ttl_param) { return sql::more_assignments(renew_boot(ttl_param)).substr(2); }
 
 /// SELECT ... FROM <prefix>locks of status: the common status columns (core/sql/lock_rows.hpp),
 /// whether the lease is live, then `extra`. The caller appends its WHERE.
 std::string status_select(const Tables& t, std::string_view extra) {
   return "SELECT " + rows::status_select_list(&epoch_ms_sql, now_sql()) + ", " + lease_live_sql("") + ", " +
          std::string(extra) + " FROM " + t.locks;
-}
-
-// ShedlockStatements::holder's columns, over ShedLock's table `s` and dblock's `l`, as a table
-// that a WHERE or ORDER BY on `name` can follow. Times are UTC text 'YYYY-MM-DD HH:MM:SS.SSS',
-// so they compare as text; SQLite has no server clock, so unlike dblock's own lease this one is
-// judged on the wall clock, as the Java side would.
-std::string shedlock_status_select(const BackendOptions& options) {
-  return "SELECT * FROM (SELECT s.name, s.locked_by, " + epoch_ms_sql("s.locked_at") + ", " +
-         epoch_ms_sql("s.lock_until") + ", " + now_ms_sql() +
-         ", COALESCE(l.token, 0), CASE WHEN l.owner = s.locked_by THEN l.host END, CASE WHEN l.owner = s.locked_by"
-         " THEN l.pid END FROM " + quote_ident(options.shedlock_table) + " s LEFT JOIN " +
-         Tables(options.table_prefix, '"').locks + " l ON l.name = s.name)";
 }
 
 // Added to <prefix>locks after its first release. The boot_* columns hold the lease on
@@ -72,6 +62,48 @@ const sql::Dialect dialect{
     .started_ms_ago = [](std::string_view row, std::string_view) { return started_ago_sql(std::string(row)); },
     .lease_live = [](std::string_view row) { return lease_live_sql(std::string(row)); },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " IS " + std::string(b); },
+    .begin = "BEGIN IMMEDIATE",
+    // Times are UTC text 'YYYY-MM-DD HH:MM:SS.SSS', so they compare as text. SQLite has no server
+    // clock: ShedLock's lock_until is the wall clock's, which its Java clients read.
+    .utc_now = now_sql(),
+    .epoch_ms = &epoch_ms_sql,
+    // julianday arithmetic is rounded back to whole milliseconds by strftime.
+    .plus_ms =
+        [](std::string_view time, std::string_view ms) {
+          return "strftime('%Y-%m-%d %H:%M:%f', julianday(" + std::string(time) + ") + " + std::string(ms) +
+                 " / 86400000.0)";
+        },
+    .text = [](std::string_view param) { return std::string(param); },
+    .json_texts = [](std::string_view param) { return "(SELECT value FROM json_each(" + std::string(param) + "))"; },
+    .returning = [](std::string_view columns) { return " RETURNING " + std::string(columns); },
+    .upsert = &sql::on_conflict_upsert,
+    .session_holds = [](std::string_view, const Tables&) { return std::string("0"); },  // no server sessions
+    .ended_session = [](std::string_view, const Tables&) { return std::string(); },
+    // The lease on CLOCK_BOOTTIME (boot_*), judged only while boot_judged_sql holds and on this
+    // boot: a lease of another boot is over with it, and where the boot is not known the wall
+    // clock judges.
+    .own_lease = {
+        .live =
+            [](std::string_view row) {
+              const std::string r(row);
+              return "CASE WHEN " + boot_judged_sql(r) + " AND " + r + "boot_id = dblock_boot_id() THEN " + r +
+                     "boot_expires_ms > dblock_boot_ms() END";
+            },
+        .start =
+            [](std::string_view token, std::string_view ms) {
+              return sql::Assignments{{"boot_id", "dblock_boot_id()"},
+                                      {"boot_token", std::string(token)},
+                                      {"boot_started_ms", "dblock_boot_ms()"},
+                                      {"boot_expires_ms", "dblock_boot_ms() + " + std::string(ms)}};
+            },
+        .renew = &renew_boot,
+        .end =
+            [](std::string_view min_hold) {
+              return sql::Assignments{{"boot_expires_ms", min_hold.empty() ? std::string("dblock_boot_ms()")
+                                                                           : "max(boot_started_ms + " + std::string(min_hold) +
+                                                                                 ", dblock_boot_ms())"}};
+            },
+    },
 };
 
 }  // namespace
@@ -226,133 +258,28 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
 }
 
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix, '"');
-  const std::string shed = quote_ident(options.shedlock_table);
-  // The holder's token still dblock's row's: no one has taken the name since (ShedLock's own
-  // test is locked_by, which two hosts given one --owner share).
-  auto still_token = [&](const std::string& token) {
-    return "EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key AND token = " + token + ")";
-  };
-  const std::string now = now_sql();
-  const std::string at_least = "strftime('%Y-%m-%d %H:%M:%f', julianday(locked_at) + :min_hold_ms / 86400000.0)";
-  sql::ShedlockStatements s;
-  s.begin = "BEGIN IMMEDIATE";
-  // Times are UTC text 'YYYY-MM-DD HH:MM:SS.SSS', so they compare as text. SQLite has no server
-  // clock: lock_until is the wall clock's, which ShedLock's Java clients read. A lock that dblock
-  // holds is also dblock's lease on CLOCK_BOOTTIME, in its row of the name (boot_*, as the
-  // default format's; `number`, `extend_own`, `finish`): while that lease is live no dblock
-  // takes it, whatever its wall clock says, and once that holder released it (its --min-hold
-  // over) it is free on this boot even when lock_until looks ahead. A wall-clock step moves only
-  // what the Java side sees.
-  const std::string dblocks = "SELECT 1 FROM " + t.locks + " l WHERE l.name = s.name AND l.owner = s.locked_by AND"
-                              " l.strategy = 'shedlock' AND " + boot_judged_sql("l.") + " AND l.boot_id = dblock_boot_id()"
-                              " AND l.released_at IS ";
-  s.take = {"shedlock.take", "INSERT INTO " + shed + " AS s (name, lock_until, locked_at, locked_by) VALUES (:key, " +
-                                 now_plus_sql(":ttl_ms") + ", " + now +
-                                 ", :owner) ON CONFLICT(name) DO UPDATE SET lock_until = excluded.lock_until,"
-                                 " locked_at = excluded.locked_at, locked_by = excluded.locked_by WHERE s.lock_until <= " +
-                                 now + " AND NOT EXISTS (" + dblocks + "NULL AND l.boot_expires_ms > dblock_boot_ms())"
-                                 " OR EXISTS (" + dblocks + "NOT NULL AND l.boot_expires_ms <= dblock_boot_ms())"
-                                 " RETURNING " + epoch_ms_sql("lock_until")};
-  const std::string first_token = sql::first_token_sql(dialect, false, ""),
-                    next_token = sql::next_token_sql(dialect, "l.", false, "");
-  s.number = {"shedlock.number",
-              "INSERT INTO " + t.locks +
-                  " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, released_at,"
-                  " last_started_at, boot_id, boot_token, boot_started_ms, boot_expires_ms)"
-                  " VALUES (:key, :owner, :host, :pid, " + first_token + ", 'shedlock', :table, " + now + ", " + now +
-                  ", NULL, " + now + ", dblock_boot_id(), " + first_token + ", dblock_boot_ms(), dblock_boot_ms() + :ttl_ms)"
-                  " ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, host = excluded.host, pid = excluded.pid,"
-                  " token = " + next_token + ", strategy = 'shedlock', session_id = excluded.session_id,"
-                  " acquired_at = excluded.acquired_at,"
-                  " renewed_at = excluded.renewed_at, expires_at = NULL, released_at = NULL,"
-                  " last_started_at = excluded.last_started_at, boot_id = excluded.boot_id, boot_token = " + next_token +
-                  ","
-                  " boot_started_ms = excluded.boot_started_ms, boot_expires_ms = excluded.boot_expires_ms WHERE " +
-                  rows::strategy_allows_sql("l.", "'shedlock'", "NOT " + lease_live_sql("l.")) + " AND " +
-                  shedlock::same_table_sql("l.") + " RETURNING token, " + epoch_ms_sql("acquired_at")};
-  s.holder = {"shedlock.holder", shedlock_status_select(options) + " WHERE name = :key"};
-  s.extend = {"shedlock.extend", "UPDATE " + shed + " SET lock_until = " + now_plus_sql(":ttl_ms") +
-                                     " WHERE name = :key AND locked_by = :owner AND lock_until > " + now + " AND " +
-                                     still_token(":token")};
-  s.extend_own = {"shedlock.extend_own", "UPDATE " + t.locks + " SET renewed_at = " + now +
-                                             ", boot_expires_ms = dblock_boot_ms() + :ttl_ms WHERE name = :key AND"
-                                             " owner = :owner AND token = :token AND released_at IS NULL AND " +
-                                             boot_judged_sql("") + " AND boot_id = dblock_boot_id()"};
-  s.unlock = {"shedlock.unlock", "UPDATE " + shed + " SET lock_until = CASE WHEN " + at_least + " > " + now + " THEN " +
-                                     at_least + " ELSE " + now + " END WHERE name = :key AND locked_by = :owner AND (:token IS NULL OR " +
-                                     still_token(":token") + ")"};
-  s.finish = {"shedlock.finish",
-              "UPDATE " + t.locks + " SET released_at = " + now + ", last_finished_at = CASE WHEN :finished THEN " + now +
-                  " ELSE last_finished_at END, last_exit_code = CASE WHEN :finished THEN :exit_code ELSE last_exit_code END,"
-                  " boot_expires_ms = max(boot_started_ms + :min_hold_ms, dblock_boot_ms())"
-                  " WHERE name = :key AND token = :token AND released_at IS NULL"};
-  s.named_holder = {"shedlock.named_holder",
-                    "SELECT locked_by FROM " + shed + " WHERE name = :key AND (:force OR (:owner IS NULL OR locked_by = :owner)"
-                    " AND (:token IS NULL OR locked_by = (SELECT owner FROM " + t.locks +
-                        " WHERE name = :key AND token = :token AND strategy = 'shedlock')) AND lock_until > " + now + ")"};
-  s.released = {"shedlock.released", "UPDATE " + t.locks + " SET released_at = " + now +
-                                         ", boot_expires_ms = dblock_boot_ms()" +
-                                         " WHERE name = :key AND owner = :owner AND released_at IS NULL AND strategy = 'shedlock'"};
-  return s;
+  return sql::shedlock_statements(dialect, Tables(options.table_prefix, '"'), quote_ident(options.shedlock_table));
 }
 
 sql::InspectStatements inspect_statements(const BackendOptions& options, bool without_boot_columns) {
   Tables t(options.table_prefix, '"');
   // A table from an older dblock lacks the boot_* columns, which a read-only inspection cannot
-  // add: its rows are read as that dblock wrote them (the wall-clock rule).
+  // add: its rows are read as that dblock wrote them (the wall-clock rule), and nothing is written.
   if (without_boot_columns) {
     t.locks = "(SELECT *";
     for (std::string_view column : boot_columns) t.locks += ", NULL AS " + std::string(column);
     t.locks += " FROM " + quote_ident(options.table_prefix + "locks") + ")";
   }
-  const std::string now = now_sql();
-  const std::string rows_of = options.shedlock ? shedlock_status_select(options) : status_select(t, "0");
-  const std::string history = "SELECT " + rows::history_select_list(&epoch_ms_sql) + " FROM " + t.runs;
-  sql::InspectStatements s;
-  s.status_all = {"inspect.status_all", rows_of + " ORDER BY name"};
-  s.status_keys = {"inspect.status_keys", rows_of + " WHERE name IN (SELECT value FROM json_each(:keys)) ORDER BY name"};
-  s.history_all = {"inspect.history_all", history + " ORDER BY id DESC LIMIT :limit"};
-  s.history_of = {"inspect.history_of", history + " WHERE name = :name ORDER BY id DESC LIMIT :limit"};
-  s.now_ms = {"inspect.now_ms", "SELECT " + now_ms_sql()};
-  s.slot_count = {"inspect.slot_count", "SELECT slots FROM " + t.locks + " WHERE name = :key"};
-  // ShedLock knows only locked_by, so a token names the owner of dblock's row with that token.
-  const std::string shed = quote_ident(options.shedlock_table);
-  s.renew_named = options.shedlock
-                      ? sql::Statement{"inspect.renew_named",
-                                       "UPDATE " + shed + " SET lock_until = " + now_plus_sql(":ttl_ms") +
-                                           " WHERE name = :key AND (:owner IS NULL OR locked_by = :owner) AND (:token IS NULL"
-                                           " OR locked_by = (SELECT owner FROM " + t.locks +
-                                           " WHERE name = :key AND token = :token AND strategy = 'shedlock'))"
-                                           " AND lock_until > " + now + " RETURNING " + epoch_ms_sql("lock_until")}
-                      : sql::Statement{"inspect.renew_named",
-                                       "UPDATE " + t.locks + " SET expires_at = " + now_plus_sql(":ttl_ms") +
-                                           ", renewed_at = " + now + ", " + renew_boot_sql(":ttl_ms") +
-                                           " WHERE name = :key AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
-                                           " AND (:token IS NULL OR token = :token) RETURNING " + epoch_ms_sql("expires_at")};
-  // The ShedLock holder's boot lease goes with its lock_until (shedlock_statements, `take`).
-  if (options.shedlock)
-    s.renew_own = {"inspect.renew_own",
-                   "UPDATE " + t.locks + " SET renewed_at = " + now + ", boot_expires_ms = dblock_boot_ms() + :ttl_ms"
-                   " WHERE name = :key AND strategy = 'shedlock' AND released_at IS NULL AND owner = (SELECT locked_by FROM " +
-                       shed + " WHERE name = :key) AND (:owner IS NULL OR owner = :owner) AND (:token IS NULL OR"
-                       " token = :token) AND " + boot_judged_sql("") + " AND boot_id = dblock_boot_id()"};
+  sql::InspectStatements s =
+      sql::inspect_statements(dialect, t, options.shedlock ? quote_ident(options.shedlock_table) : std::string());
+  if (without_boot_columns) s.renew_named = s.renewed = s.renew_own = {};
   if (!without_boot_columns && !options.shedlock)
     s.older = std::make_shared<const sql::InspectStatements>(inspect_statements(options, /*without_boot_columns=*/true));
   return s;
 }
 
 sql::ReleaseStatements release_statements(const std::string& prefix) {
-  const std::string now = now_sql();
-  // No sessions: `release` marks the row and is all; --force also cuts short a --min-hold that
-  // a finished holder left behind.
-  sql::ReleaseStatements s;
-  s.release = {"release.release", "UPDATE " + Tables(prefix, '"').locks + " SET released_at = " + now + ", expires_at = " + now +
-                               ", boot_expires_ms = dblock_boot_ms() WHERE name = :key AND"
-                               " (:force AND (released_at IS NULL OR " + lease_live_sql("") +
-                               ") OR NOT :force AND released_at IS NULL AND (:owner IS NULL OR owner = :owner)"
-                               " AND (:token IS NULL OR token = :token))"};
-  return s;
+  return sql::release_statements(dialect, Tables(prefix, '"'));  // no sessions to end
 }
 
 }  // namespace dblock::sqlite

@@ -19,6 +19,12 @@ HistoryStatements history_statements(const Dialect& d, const std::string& runs) 
   return s;
 }
 
+std::string named_holder_sql(const Dialect& d, std::string_view row) {
+  const std::string r(row), token = d.integer(":token");
+  return "(" + d.text(":owner") + " IS NULL OR " + r + "owner = :owner) AND (" + token + " IS NULL OR " + r + "token = " +
+         token + ")";
+}
+
 std::string due_sql(const Dialect& d, std::string_view row, std::string_view now) {
   const std::string interval = d.integer(":min_interval_ms");
   return "(" + interval + " <= 0 OR " + std::string(row) + "last_started_at IS NULL OR " + d.started_ms_ago(row, now) +

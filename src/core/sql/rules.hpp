@@ -2,14 +2,58 @@
 // The rules every dialect once wrote in its own SQL, spelled once here and rendered through the
 // few expressions a dialect really spells its own way (Dialect): the history of runs (insert,
 // oldest, trim), --min-interval's due check, the numbering of fencing tokens and when a
-// semaphore's header may be taken. Each statement is still one round trip.
+// semaphore's header may be taken; and whole statements that are standard SQL but for a few
+// expressions: ShedLock's (shedlock_statements.cpp), inspection's (inspect_statements.cpp) and
+// `dblock release`'s (release_statements.cpp). Each statement is still one round trip. A
+// Dialect member returns SQL, never a yes or no: where a dialect has none of a thing (RETURNING,
+// server sessions, a lease of its own clock) it returns "", and core writes nothing of it.
 
+#include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
+#include "core/sql/identifiers.hpp"
 #include "core/sql/statements.hpp"
 
 namespace dblock::sql {
+
+/// (column, value) pairs, in order: an UPDATE's SET list, or an INSERT's columns and values.
+using Assignments = std::vector<std::pair<std::string, std::string>>;
+
+/// A conditional upsert (Dialect::upsert): inserts the row `values`, or, where `table` has a row
+/// of the same name (byte for byte: a row that a collation finds for the name but that is spelled
+/// otherwise is left alone), updates that row with `set` when `when` holds, else leaves it alone.
+/// `set` and `when` are given how the statement names the existing row (`row`: "" or an alias and
+/// its dot); a value "" in `set` is the inserted row's value of that column. `set` is in an order
+/// where each column that `when` reads comes after the ones it does not (MySQL assigns one column
+/// after another, each assignment seeing those before and testing `when` again).
+struct Upsert {
+  std::string table;  // quoted
+  std::string alias;  // the existing row's name, where the dialect can give it one
+  Assignments values;
+  std::function<Assignments(std::string_view row)> set;
+  std::function<std::string(std::string_view row)> when;
+};
+
+/// A lease that a dialect keeps in a <prefix>locks row on a clock of its own, beside its
+/// timestamp columns (SQLite: CLOCK_BOOTTIME in boot_*, which a wall-clock step cannot move). A
+/// dialect without one leaves these as they are: "" and no assignments, and core then writes no
+/// condition and no statement about it (ShedlockStatements::extend_own, InspectStatements::renew_own).
+struct OwnLease {
+  /// Over the row `row` ("" or an alias and its dot): 1 while the lease runs, 0 once it is over,
+  /// NULL where it cannot be judged here (another boot, or none recorded).
+  std::string (*live)(std::string_view row) = [](std::string_view) { return std::string(); };
+  /// The assignments that start it for the token `token` (SQL), to end `ms` (SQL) from now.
+  Assignments (*start)(std::string_view token, std::string_view ms) = [](std::string_view, std::string_view) {
+    return Assignments();
+  };
+  /// The assignments that renew it to end `ms` (SQL) from now, for the row's token.
+  Assignments (*renew)(std::string_view ms) = [](std::string_view) { return Assignments(); };
+  /// The assignments that end it now, or `min_hold` (SQL, ms; "": none) after its start when later.
+  Assignments (*end)(std::string_view min_hold) = [](std::string_view) { return Assignments(); };
+};
 
 /// What a dialect spells its own way, for the rules of this file; each dialect gives one, in its
 /// <name>_statements.cpp.
@@ -29,10 +73,71 @@ struct Dialect {
   std::string (*lease_live)(std::string_view row) = nullptr;
   /// `a` and `b` equal, NULL equal to NULL, never NULL itself.
   std::string (*same)(std::string_view a, std::string_view b) = nullptr;
+
+  /// Opens a write transaction.
+  std::string begin;
+  /// ShedLock's now, as its JDBC provider's server-time statements write it: UTC wall time, as
+  /// ShedLock's TIMESTAMP columns hold it (shedlock.hpp).
+  std::string utc_now;
+  /// The timestamp `expr` as integer epoch milliseconds; NULL stays NULL.
+  rows::EpochMs epoch_ms = nullptr;
+  /// The timestamp `ms` (integer SQL, milliseconds) after the timestamp `time`.
+  std::string (*plus_ms)(std::string_view time, std::string_view ms) = nullptr;
+  /// The bound parameter `param` where text is meant and nothing around it says so (`IS NULL`).
+  std::string (*text)(std::string_view param) = nullptr;
+  /// The texts of the JSON array that the parameter `param` holds, as a subquery for IN.
+  std::string (*json_texts)(std::string_view param) = nullptr;
+  /// " RETURNING " and `columns`, or "" where an INSERT or UPDATE returns no rows: core then
+  /// reads them in a statement of its own (ShedlockStatements::numbered, InspectStatements::renewed).
+  std::string (*returning)(std::string_view columns) = nullptr;
+  /// The conditional upsert (Upsert), without RETURNING.
+  std::string (*upsert)(const Upsert& u) = nullptr;
+  /// 1 when the server shows the session recorded in the row `row` ("" or an alias and its dot)
+  /// of `t.locks` holding that row's key's lock (a crashed session holder then shows free), else
+  /// 0; never NULL. "0" where there are no server sessions.
+  std::string (*session_holds)(std::string_view row, const Tables& t) = nullptr;
+  /// What `dblock release` of the row `row` ("" or an alias and its dot) of `t.locks` answers
+  /// (ReleaseStatements::release): a select list of (session, lock), the server session that
+  /// holds the row's key's lock, as status judges it (session_holds; NULL: none), and the
+  /// dialect's name of that lock; columns after those may do more in the same statement
+  /// (PostgreSQL tells the key's waiters and ends that session there). "" where there are no
+  /// server sessions: the release answers nothing.
+  std::string (*ended_session)(std::string_view row, const Tables& t) = nullptr;
+  /// A lease of the dialect's own clock, where it keeps one (OwnLease).
+  OwnLease own_lease;
 };
+
+/// The SET items of `set`, each led by ", " ("" for none).
+std::string more_assignments(const Assignments& set);
+
+/// Dialect::upsert as INSERT ... ON CONFLICT (name) DO UPDATE SET ... WHERE (PostgreSQL, SQLite).
+std::string on_conflict_upsert(const Upsert& u);
+
+/// --table-format shedlock's statements (ShedlockStatements), over dblock's tables `t` and
+/// ShedLock's table `shedlock` (quoted).
+ShedlockStatements shedlock_statements(const Dialect& d, const Tables& t, const std::string& shedlock);
+
+/// ShedlockStatements::holder's columns, as a SELECT over ShedLock's table `s` and dblock's row
+/// `l` of the same name, which a WHERE or ORDER BY on s.name may follow.
+std::string shedlock_holder_sql(const Dialect& d, const Tables& t, const std::string& shedlock);
+
+/// What status, history and `dblock renew` read (InspectStatements), over dblock's tables `t`
+/// (t.locks may be a derived table that reads an older table as this version's, InspectStatements::older)
+/// or, with --table-format shedlock, ShedLock's table `shedlock` (quoted; "" without).
+InspectStatements inspect_statements(const Dialect& d, const Tables& t, const std::string& shedlock);
 
 /// LeaseStatements::history over <prefix>runs, quoted as `runs`.
 HistoryStatements history_statements(const Dialect& d, const std::string& runs);
+
+/// `dblock release` of another process's holder (ReleaseStatements): `holder`, where the dialect
+/// answers a release in a read of its own (Dialect::returning), and `release`; the dialect adds
+/// how a session is ended (end_session, session_gone, ended_already).
+ReleaseStatements release_statements(const Dialect& d, const Tables& t);
+
+/// `dblock renew` / `release` of another process's holder (dblock(1)): whether the row `row` ("" or
+/// an alias and its dot) is the holder named by :owner and :token (either may be NULL; both
+/// must match when given).
+std::string named_holder_sql(const Dialect& d, std::string_view row);
 
 /// --min-interval (dblock(1)), over :min_interval_ms: whether the row `row` may start at `now`
 /// (none asked, never started, or its last start at least that long before `now`).

@@ -7,7 +7,8 @@
 // ShedLock's JDBC provider (JdbcTemplateLockProvider with usingDbTime(), SqlStatementsSource and
 // its MySQL / PostgreSQL subclasses in ShedLock 5.x) stores every time as UTC in a TIMESTAMP
 // without time zone: MySQL UTC_TIMESTAMP(3), PostgreSQL timezone('utc', CURRENT_TIMESTAMP).
-// Each backend's <b>_shedlock.cpp uses the same expressions, so both sides compare like with like.
+// Each dialect gives the same expression as Dialect::utc_now (rules.hpp), which the statements
+// (shedlock_statements.cpp) use, so both sides compare like with like.
 
 #include <array>
 #include <string>

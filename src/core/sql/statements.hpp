@@ -1,6 +1,7 @@
 #pragma once
-// The statements a dialect writes for the strategies of this folder, each whole, in its
-// <name>_statements.cpp. Each comment is the statement's contract: the named parameters it
+// The statements of the strategies of this folder, each whole: written in a dialect's
+// <name>_statements.cpp, or once in core over the dialect's expressions (rules.hpp: ShedLock's,
+// inspection's, `dblock release`'s). Each comment is the statement's contract: the named parameters it
 // may use (it may ignore some) and what it answers. Times are epoch milliseconds on the
 // database's clock (SQLite: see sqlite_statements.cpp); the 14 "status columns" are those of
 // rows::decode_status (lock_rows.hpp), in its order.
@@ -122,7 +123,8 @@ struct LeaseStatements {
 namespace dblock::sql {
 
 /// --table-format shedlock (dblock(1), SHEDLOCK; shedlock.hpp): the lease is a row of ShedLock's
-/// table, taken, extended and unlocked as ShedLock's JDBC provider does, in database time;
+/// table, taken, extended and unlocked as ShedLock's JDBC provider does, in database time
+/// (written once, in core: rules.hpp, shedlock_statements);
 /// dblock's own <prefix>locks row of the same name carries the fencing token (bumped in the same
 /// transaction) and <prefix>runs the history (LeaseStatements::history).
 struct ShedlockStatements {
@@ -140,7 +142,8 @@ struct ShedlockStatements {
   /// (rows::strategy_allows_sql, mine 'shedlock') or an unreleased one on another ShedLock
   /// table (shedlock::same_table_sql): affected 0. Rows: none or (token, acquired_ms).
   Statement number;
-  /// :key :owner. (token, acquired_ms) of dblock's row, for a dialect whose `number` returns none.
+  /// :key :owner. (token, acquired_ms) of dblock's row, for a dialect whose `number` returns none;
+  /// empty otherwise.
   Statement numbered;
   /// :key. The holder of ShedLock's row: name, locked_by, locked_at_ms, lock_until_ms, now_ms,
   /// dblock's token of the name (0 when none), and its host and pid when its owner is locked_by.
@@ -173,7 +176,8 @@ struct ShedlockStatements {
 
 namespace dblock::sql {
 
-/// What status, history, `dblock renew` and doctor read (inspect.hpp), per table format.
+/// What status, history, `dblock renew` and doctor read (inspect.hpp), per table format; written
+/// once, in core (rules.hpp, inspect_statements).
 struct InspectStatements {
   /// Every row: the 14 status columns, live (1: the lease is running), session_holds (1: the
   /// server says the recorded session still holds the key; 0 where there are no sessions),
@@ -194,7 +198,7 @@ struct InspectStatements {
   /// no such holder (or, for a dialect with `renewed`, none; affected: 1 renewed, 0 no such holder).
   Statement renew_named;
   /// :key :owner :token. (expires_ms) of the row renew_named renewed, for a dialect whose
-  /// renew_named returns no rows; empty otherwise.
+  /// renew_named returns no rows (Dialect::returning); empty otherwise.
   Statement renewed;
   /// :key :owner :token :ttl_ms. --table-format shedlock on a dialect whose ShedLock lease is
   /// also one of its own in dblock's row (ShedlockStatements::extend_own): that lease extended
@@ -210,15 +214,15 @@ struct InspectStatements {
 
 namespace dblock::sql {
 
-/// `dblock release` of another process's holder (sql_backend.hpp, release_held). `holder` and
-/// `release` take :key :owner :token (either may be NULL) :force (1: whoever holds it) :channel
+/// `dblock release` of another process's holder (sql_backend.hpp, release_held); `holder` and
+/// `release` written once, in core (rules.hpp, release_statements). `holder` and `release` take :key :owner :token (either may be NULL) :force (1: whoever holds it) :channel
 /// (the wake-up name, release_channel).
 struct ReleaseStatements {
   /// Before `release`, for a dialect whose `release` returns no rows: the row's (session, lock)
   /// as `release` would return them.
   Statement holder;
-  /// Marks the named holder's unreleased row (:force: any holder's) released, a lease's
-  /// expires_at no later than now. affected: the rows marked. Rows: none, or (session, lock):
+  /// Marks the named holder's unreleased row (:force: any holder's, a --min-hold still running
+  /// included) released, a running lease's or --min-hold's expires_at now. affected: the rows marked. Rows: none, or (session, lock):
   /// the server session that holds the row's key, when the server shows it holding that key's
   /// lock (as status judges it; NULL otherwise), and the dialect's name of that lock.
   Statement release;

@@ -16,6 +16,17 @@ const sql::Dialect marked{
                          std::string_view now) { return "AGO(" + std::string(row) + ", " + std::string(now) + ")"; },
     .lease_live = [](std::string_view row) { return "LIVE(" + std::string(row) + ")"; },
     .same = [](std::string_view a, std::string_view b) { return "SAME(" + std::string(a) + ", " + std::string(b) + ")"; },
+    .begin = "BEGIN",
+    .utc_now = "UTC",
+    .epoch_ms = [](std::string_view t) { return "MS(" + std::string(t) + ")"; },
+    .plus_ms = [](std::string_view t, std::string_view ms) { return "PLUS(" + std::string(t) + ", " + std::string(ms) + ")"; },
+    .text = [](std::string_view param) { return "TEXT(" + std::string(param) + ")"; },
+    .json_texts = [](std::string_view param) { return "JSON(" + std::string(param) + ")"; },
+    .returning = [](std::string_view columns) { return " RETURNING " + std::string(columns); },
+    .upsert = &sql::on_conflict_upsert,
+    .session_holds = [](std::string_view row, const Tables& t) { return "HOLDS(" + std::string(row) + ", " + t.prefix + ")"; },
+    .ended_session = [](std::string_view row, const Tables&) { return "ENDED(" + std::string(row) + ")"; },
+    .own_lease = {},
 };
 
 }  // namespace
@@ -61,4 +72,114 @@ TEST_CASE("the failover gate: the record names this server, no lock-delay in for
   CHECK(sql::failover_delayed_sql(marked, "r.") == "LIVE(r.)");
   CHECK(sql::failover_covers_sql(marked, "r.") == "r.pid >= INT(:ttl_ms)");
   CHECK(sql::failover_open_sql(marked, "", "here") == "(here AND NOT LIVE() AND pid >= INT(:ttl_ms))");
+}
+
+namespace {
+
+sql::Dialect marked_dialect_copy() { return marked; }
+
+// The marked dialect without RETURNING, with a lease of its own clock (OwnLease).
+sql::Dialect without_returning_with_own_lease() {
+  sql::Dialect d = marked;
+  d.returning = [](std::string_view) { return std::string(); };
+  d.own_lease.live = [](std::string_view row) { return "OWN(" + std::string(row) + ")"; };
+  d.own_lease.start = [](std::string_view token, std::string_view ms) {
+    return sql::Assignments{{"own_token", std::string(token)}, {"own_until", "CLOCK + " + std::string(ms)}};
+  };
+  d.own_lease.renew = [](std::string_view ms) { return sql::Assignments{{"own_until", "CLOCK + " + std::string(ms)}}; };
+  d.own_lease.end = [](std::string_view hold) { return sql::Assignments{{"own_until", "END(" + std::string(hold) + ")"}}; };
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("ShedLock's statements: one builder, ShedLock's time, the dialect's upsert and RETURNING") {
+  const Tables t("p_", '"');
+  const sql::ShedlockStatements s = sql::shedlock_statements(marked, t, "\"shed\"");
+  CHECK(s.begin == "BEGIN");
+  CHECK(s.take.text ==
+        "INSERT INTO \"shed\" AS s (name, lock_until, locked_at, locked_by) VALUES (:key, PLUS(UTC, INT(:ttl_ms)), UTC,"
+        " :owner) ON CONFLICT (name) DO UPDATE SET locked_at = EXCLUDED.locked_at, locked_by = EXCLUDED.locked_by,"
+        " lock_until = EXCLUDED.lock_until WHERE s.lock_until <= UTC RETURNING MS(lock_until)");
+  CHECK(s.number.text.find("token = l.token + 1") != std::string::npos);
+  CHECK(s.number.text.ends_with(" RETURNING token, MS(acquired_at)"));
+  // With RETURNING, `number` answers itself; no lease of its own, nothing to extend beside ShedLock's.
+  CHECK(s.numbered.empty());
+  CHECK(s.extend_own.empty());
+  CHECK(s.extend.text == "UPDATE \"shed\" SET lock_until = PLUS(UTC, INT(:ttl_ms)) WHERE name = :key AND locked_by ="
+                         " :owner AND lock_until > UTC AND EXISTS (SELECT 1 FROM \"p_locks\" WHERE name = :key AND"
+                         " token = INT(:token))");
+  CHECK(s.released.text == "UPDATE \"p_locks\" SET released_at = NOW WHERE name = :key AND owner = :owner AND"
+                           " released_at IS NULL AND strategy = 'shedlock'");
+}
+
+TEST_CASE("ShedLock's statements: a read where the upsert returns nothing, the dialect's own lease kept beside") {
+  const sql::Dialect d = without_returning_with_own_lease();
+  const sql::ShedlockStatements s = sql::shedlock_statements(d, Tables("p_", '"'), "\"shed\"");
+  CHECK(s.take.text.find("RETURNING") == std::string::npos);
+  // The own lease decides before ShedLock's wall clock: live, nobody takes it; released and over, anyone may.
+  CHECK(s.take.text.ends_with("WHERE (s.lock_until <= UTC AND NOT EXISTS (SELECT 1 FROM \"p_locks\" l WHERE l.name ="
+                              " s.name AND l.owner = s.locked_by AND l.strategy = 'shedlock' AND l.released_at IS NULL"
+                              " AND OWN(l.) = 1) OR EXISTS (SELECT 1 FROM \"p_locks\" l WHERE l.name = s.name AND"
+                              " l.owner = s.locked_by AND l.strategy = 'shedlock' AND l.released_at IS NOT NULL AND"
+                              " OWN(l.) = 0))"));
+  CHECK(s.number.text.find("own_token, own_until) VALUES (") != std::string::npos);
+  CHECK(s.number.text.find("own_token = l.token + 1, own_until = CLOCK + INT(:ttl_ms) WHERE") != std::string::npos);
+  CHECK(s.numbered.text.starts_with("SELECT token, MS(acquired_at) FROM \"p_locks\" WHERE name = :key AND owner = :owner"));
+  CHECK(s.extend_own.text == "UPDATE \"p_locks\" SET renewed_at = NOW, own_until = CLOCK + INT(:ttl_ms) WHERE name ="
+                             " :key AND owner = :owner AND token = INT(:token) AND released_at IS NULL AND OWN() IS NOT"
+                             " NULL");
+  CHECK(s.finish.text.find(", own_until = END(INT(:min_hold_ms)) WHERE") != std::string::npos);
+  CHECK(s.released.text.find("SET released_at = NOW, own_until = END() WHERE") != std::string::npos);
+}
+
+TEST_CASE("inspection's statements: status with live and the server's verdict, renew of the named holder") {
+  const Tables t("p_", '"');
+  const sql::InspectStatements s = sql::inspect_statements(marked, t, "");
+  CHECK(s.status_keys.text.starts_with("SELECT name, owner, host, pid, token, strategy, MS(acquired_at)"));
+  CHECK(s.status_keys.text.ends_with(", MS(NOW), CASE WHEN LIVE(l.) THEN 1 ELSE 0 END, HOLDS(l., p_) FROM \"p_locks\" l"
+                                     " WHERE l.name IN JSON(:keys) ORDER BY l.name"));
+  CHECK(s.history_of.text.ends_with(" FROM \"p_runs\" WHERE name = :name ORDER BY id DESC LIMIT INT(:limit)"));
+  CHECK(s.slot_count.text == "SELECT slots FROM \"p_locks\" WHERE name = :key AND strategy = 'semaphore'");
+  CHECK(s.renew_named.text ==
+        "UPDATE \"p_locks\" SET renewed_at = NOW, expires_at = PLUS(NOW, INT(:ttl_ms)) WHERE name = :key AND"
+        " released_at IS NULL AND (TEXT(:owner) IS NULL OR owner = :owner) AND (INT(:token) IS NULL OR token ="
+        " INT(:token)) AND strategy = 'lease' RETURNING MS(expires_at)");
+  CHECK(s.renewed.empty());
+  CHECK(s.renew_own.empty());
+  // Without RETURNING the renewal is read back; ShedLock's holder with a lease of the dialect's own renews that too.
+  const sql::Dialect d = without_returning_with_own_lease();
+  CHECK(sql::inspect_statements(d, t, "").renewed.text ==
+        "SELECT MS(expires_at) FROM \"p_locks\" WHERE name = :key AND released_at IS NULL AND (TEXT(:owner) IS NULL"
+        " OR owner = :owner) AND (INT(:token) IS NULL OR token = INT(:token))");
+  const sql::InspectStatements shed = sql::inspect_statements(d, t, "\"shed\"");
+  CHECK(shed.status_all.text.ends_with(" FROM \"shed\" s LEFT JOIN \"p_locks\" l ON l.name = s.name ORDER BY s.name"));
+  CHECK(shed.renewed.text == "SELECT MS(lock_until) FROM \"shed\" WHERE name = :key");
+  CHECK(shed.renew_own.text.starts_with("UPDATE \"p_locks\" SET renewed_at = NOW, own_until = CLOCK + INT(:ttl_ms) WHERE"));
+}
+
+TEST_CASE("the holder a renew or release from another process names: owner, token, or both") {
+  CHECK(sql::named_holder_sql(marked, "l.") ==
+        "(TEXT(:owner) IS NULL OR l.owner = :owner) AND (INT(:token) IS NULL OR l.token = INT(:token))");
+}
+
+TEST_CASE("release of another process's holder: the named holder's row, or with --force whoever holds it") {
+  const Tables t("p_", '"');
+  const std::string rows_marked =
+      "l.name = :key AND (INT(:force) = 1 AND (l.released_at IS NULL OR LIVE(l.)) OR l.released_at IS NULL AND"
+      " (TEXT(:owner) IS NULL OR l.owner = :owner) AND (INT(:token) IS NULL OR l.token = INT(:token)))";
+  const sql::ReleaseStatements s = sql::release_statements(marked, t);
+  // --force also ends a --min-hold still running (LIVE on a released row), at now truncated to the millisecond.
+  CHECK(s.release.text == "UPDATE \"p_locks\" AS l SET released_at = NOW, expires_at = CASE WHEN LIVE(l.) THEN"
+                          " TIME(MS(NOW)) ELSE l.expires_at END WHERE " + rows_marked + " RETURNING ENDED(l.)");
+  CHECK(s.holder.empty());
+  // Without RETURNING the holder is read first; without sessions nothing is answered; a lease of
+  // the dialect's own ends with the row's.
+  const sql::Dialect d = without_returning_with_own_lease();
+  const sql::ReleaseStatements read_first = sql::release_statements(d, t);
+  CHECK(read_first.holder.text == "SELECT ENDED(l.) FROM \"p_locks\" l WHERE " + rows_marked);
+  CHECK(read_first.release.text.ends_with(" ELSE l.expires_at END, own_until = END() WHERE " + rows_marked));
+  sql::Dialect no_sessions = marked_dialect_copy();
+  no_sessions.ended_session = [](std::string_view, const Tables&) { return std::string(); };
+  CHECK(sql::release_statements(no_sessions, t).release.text.ends_with(rows_marked));
 }

@@ -1,0 +1,62 @@
+// What status, history, `dblock renew` and doctor read (statements.hpp, InspectStatements),
+// written once and rendered through the dialect's expressions (rules.hpp, Dialect).
+
+#include "core/sql/lock_rows.hpp"
+#include "core/sql/rules.hpp"
+
+namespace dblock::sql {
+
+InspectStatements inspect_statements(const Dialect& d, const Tables& t, const std::string& shedlock) {
+  const std::string token = d.integer(":token");
+  const std::string named = named_holder_sql(d, "");
+  const std::string keys = d.json_texts(":keys");
+  InspectStatements s;
+  if (shedlock.empty()) {
+    // dblock's rows, then live and the server's verdict on a session strategy's holder: a
+    // crashed session holder shows free.
+    const std::string rows_of = "SELECT " + rows::status_select_list(d.epoch_ms, d.now) + ", CASE WHEN " +
+                                d.lease_live("l.") + " THEN 1 ELSE 0 END, " + d.session_holds("l.", t) + " FROM " +
+                                t.locks + " l";
+    s.status_all = {"inspect.status_all", rows_of + " ORDER BY l.name"};
+    s.status_keys = {"inspect.status_keys", rows_of + " WHERE l.name IN " + keys + " ORDER BY l.name"};
+  } else {
+    const std::string rows_of = shedlock_holder_sql(d, t, shedlock);
+    s.status_all = {"inspect.status_all", rows_of + " ORDER BY s.name"};
+    s.status_keys = {"inspect.status_keys", rows_of + " WHERE s.name IN " + keys + " ORDER BY s.name"};
+  }
+  const std::string history = "SELECT " + rows::history_select_list(d.epoch_ms) + " FROM " + t.runs;
+  const std::string newest = " ORDER BY id DESC LIMIT " + d.integer(":limit");
+  s.history_all = {"inspect.history_all", history + newest};
+  s.history_of = {"inspect.history_of", history + " WHERE name = :name" + newest};
+  s.now_ms = {"inspect.now_ms", "SELECT " + d.epoch_ms(d.now)};
+  s.slot_count = {"inspect.slot_count", "SELECT slots FROM " + t.locks + " WHERE name = :key AND strategy = 'semaphore'"};
+  const std::string ttl = d.integer(":ttl_ms");
+  if (shedlock.empty()) {
+    s.renew_named = {"inspect.renew_named", "UPDATE " + t.locks + " SET renewed_at = " + d.now + ", expires_at = " +
+                                                d.plus_ms(d.now, ttl) + more_assignments(d.own_lease.renew(ttl)) + " WHERE name = :key AND released_at IS NULL"
+                                                " AND " + named + " AND strategy = 'lease'" +
+                                                d.returning(d.epoch_ms("expires_at"))};
+    if (d.returning("expires_at").empty())
+      s.renewed = {"inspect.renewed", "SELECT " + d.epoch_ms("expires_at") + " FROM " + t.locks +
+                                          " WHERE name = :key AND released_at IS NULL AND " + named};
+    return s;
+  }
+  // ShedLock knows only locked_by, so a token names the owner of dblock's row with that token.
+  s.renew_named = {"inspect.renew_named",
+                   "UPDATE " + shedlock + " SET lock_until = " + d.plus_ms(d.utc_now, ttl) + " WHERE name = :key AND (" +
+                       d.text(":owner") + " IS NULL OR locked_by = :owner) AND (" + token +
+                       " IS NULL OR locked_by = (SELECT owner FROM " + t.locks + " WHERE name = :key AND token = " +
+                       token + " AND strategy = 'shedlock')) AND lock_until > " + d.utc_now +
+                       d.returning(d.epoch_ms("lock_until"))};
+  if (d.returning("lock_until").empty())
+    s.renewed = {"inspect.renewed", "SELECT " + d.epoch_ms("lock_until") + " FROM " + shedlock + " WHERE name = :key"};
+  // The ShedLock holder's own lease goes with its lock_until (shedlock_statements, `take`).
+  if (const std::string own = more_assignments(d.own_lease.renew(ttl)); !own.empty())
+    s.renew_own = {"inspect.renew_own", "UPDATE " + t.locks + " SET renewed_at = " + d.now + own +
+                                            " WHERE name = :key AND strategy = 'shedlock' AND released_at IS NULL AND"
+                                            " owner = (SELECT locked_by FROM " + shedlock + " WHERE name = :key) AND " +
+                                            named + " AND " + d.own_lease.live("") + " IS NOT NULL"};
+  return s;
+}
+
+}  // namespace dblock::sql
