@@ -7,6 +7,10 @@ namespace {
 
 enum class Pooling { none, session, transaction };
 
+// How often a session that looks pooled in session mode is asked for its server session while a
+// second client holds a transaction (pooling): each ask is a round trip, paid only behind a pooler.
+constexpr int session_mode_asks = 3;
+
 // The server session that answers this statement.
 Result<std::int64_t> serving(Session& session, const Statement& session_id) {
   auto r = session.run(session_id, {});
@@ -47,9 +51,17 @@ Result<Pooling> pooling(Session& ours, const Statement& session_id,
   if (!theirs) return std::unexpected(theirs.error());
   // With a pool of one, this session would wait for that transaction: ask no more.
   if (*theirs == *first) return Pooling::transaction;
-  auto now = serving(ours, session_id);
-  if (!now) return std::unexpected(now.error());
-  return *now != *first ? Pooling::transaction : Pooling::session;  // the other's transaction ends with it
+  // Under session pooling this session keeps its server session whatever the pool does; under
+  // transaction pooling each statement takes a free one, which is this one's old one again only
+  // while no other client of the pool took it meanwhile. A busy pool can make one answer look
+  // like session pooling, so it is asked a few times while the other's transaction still runs,
+  // and one other answer is enough: a session strategy is refused unless every answer agrees.
+  for (int ask = 0; ask < session_mode_asks; ++ask) {
+    auto now = serving(ours, session_id);
+    if (!now) return std::unexpected(now.error());
+    if (*now != *first) return Pooling::transaction;
+  }
+  return Pooling::session;  // the other's transaction ends with it
 }
 
 }  // namespace
