@@ -202,7 +202,7 @@ TEST_CASE("session strategies: transaction pooling is refused (78), naming the f
     CHECK(r.error().kind == ErrorKind::config);
     CHECK(changed.opened == 0);
 
-    Pooler session(1, {7, 7, 7}, 8);
+    Pooler session(1, {7, 7, 7, 7, 7}, 8);
     CHECK(allowed(session, s, 7, 0));
     CHECK(session.opened == 1);
   }
