@@ -23,6 +23,9 @@ raw2="weekly\\\\x20'db'\\\\x20\$dump held"  # a grep pattern: status --raw's lin
 tmux_socket=dblock-e2e-$$
 tmux() { command tmux -L "$tmux_socket" -f /dev/null "$@"; }
 trap 'tmux kill-server 2>/dev/null; e2e_cleanup' EXIT
+# A session that stays: killing the last session makes the server exit, and a new-session sent
+# while it exits fails ("server exited unexpectedly"), as it did once on a loaded machine.
+tmux new-session -d -s keep -x 20 -y 5 sleep 600
 
 # line: the pane's last line that is not empty (the line being edited).
 line() { tmux capture-pane -p -t t | sed 's/[[:space:]]*$//' | grep -v '^$' | tail -n 1; }
