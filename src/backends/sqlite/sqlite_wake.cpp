@@ -153,11 +153,10 @@ Result<bool> WakeWords::join(const std::string& key, Millis) {
 
 int WakeWords::fd() const { return watch_ ? watch_->event_fd : -1; }
 
-bool WakeWords::consume_any() {
+void WakeWords::consume() {
   std::uint64_t n;
-  bool any = false;
-  while (watch_ && ::read(watch_->event_fd, &n, sizeof n) > 0) any = true;
-  return any;
+  while (watch_ && ::read(watch_->event_fd, &n, sizeof n) > 0) {
+  }
 }
 
 void WakeWords::leave(const std::string&) {

@@ -29,18 +29,19 @@ class WakeWords final : public sql::Wake {
   void post(const std::string& key) override;
   void hold(const std::string& key) override { leave(key); }
   Result<bool> join(const std::string& key, Millis left) override;
-  Result<bool> wait(const std::string&, Millis) override { return consume_any(); }
+  /// Never blocks and leaves a wake where it is: core sleeps on fd(), which a wake that came
+  /// meanwhile keeps readable, so the waiter retries at once and says a release was announced.
+  Result<bool> wait(const std::string&, Millis) override { return false; }
   /// The watch ends; its thread is left to end at its next wake-up.
   void leave(const std::string&) override;
   int fd() const override;
-  void consume() override { (void)consume_any(); }
+  void consume() override;
 
   struct Words;  // the file's mapping
   struct Watch;  // a waiter's thread and what it shares
 
  private:
   std::uint32_t* word(const std::string& key, bool create);
-  bool consume_any();
 
   std::string database_, path_;
   std::shared_ptr<Words> words_;
