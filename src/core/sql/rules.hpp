@@ -131,7 +131,7 @@ HistoryStatements history_statements(const Dialect& d, const std::string& runs);
 
 /// `dblock release` of another process's holder (ReleaseStatements): `holder`, where the dialect
 /// answers a release in a read of its own (Dialect::returning), and `release`; the dialect adds
-/// how a session is ended (end_session, session_gone, ended_already).
+/// how a session is ended (end_session, session_gone; a session that ended by itself is ErrorKind::no_session).
 ReleaseStatements release_statements(const Dialect& d, const Tables& t);
 
 /// `dblock renew` / `release` of another process's holder (dblock(1)): whether the row `row` ("" or
