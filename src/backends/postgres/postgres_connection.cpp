@@ -464,8 +464,10 @@ class ListenWake final : public sql::Wake {
  public:
   ListenWake(Session& session, std::shared_ptr<Connection> conn, std::string prefix)
       : session_(&session), conn_(std::move(conn)), prefix_(std::move(prefix)), q_(queue_statements()) {}
-  // The holder stops listening (best effort: what still arrives is dropped by every statement).
-  void hold(const std::string& key) override {
+  // The release's NOTIFY needs nothing set up. Once the command runs, the holder stops
+  // listening (best effort: what still arrives is dropped by every statement) and gives its
+  // place back, so the key's next waiter takes it and listens while this command runs.
+  void settle(const std::string& key) override {
     (void)conn_->unlisten();
     leave(key);
   }

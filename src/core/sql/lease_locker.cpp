@@ -89,6 +89,9 @@ class LeaseLocker final : public Locker {
     return {};
   }
 
+  // Off the command's start: what the wake primitive left for later (waiters.hpp, settle).
+  void prepare_release() override { session_->release_signal().settle(); }
+
   int wakeup_fd() const override { return session_->release_signal().fd(); }
   void consume_wakeup() override { session_->release_signal().consume(); }
 

@@ -257,6 +257,7 @@ class SessionLocker final : public Locker {
   // The row's release is what the next waiter waits for (release()): parsed now, while the
   // command runs.
   void prepare_release() override {
+    lock_->holder().release_signal().settle();  // waiters.hpp, settle
     if (held_) book_->prepare(folds_release_ ? lock_->release_statement() : st_.release);
   }
 
