@@ -9,7 +9,6 @@
 #include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 #include "core/sql/identifiers.hpp"
-#include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
 
 namespace dblock::mysql {
@@ -30,12 +29,6 @@ std::string assign_each_if(const std::string& cond, const sql::Assignments& colu
   for (const auto& [c, value] : columns)
     out += (out.empty() ? c + " = IF(" + taking + " := " + cond : ", " + c + " = IF(" + taking) + ", " + value + ", " + c + ")";
   return out;
-}
-std::string assign_each_if(const std::string& cond,
-                           std::initializer_list<std::pair<std::string_view, std::string_view>> columns) {
-  sql::Assignments each;
-  for (const auto& [column, value] : columns) each.emplace_back(column, value);
-  return assign_each_if(cond, each);
 }
 
 // Dialect::upsert: ON DUPLICATE KEY UPDATE, each column IF(the condition, new, old). It meets
@@ -174,32 +167,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   const Tables t(prefix, '`');
   sql::LeaseStatements s = sql::lease_statements(dialect, t, incarnation(mariadb));
   s.begin_release = "START TRANSACTION";
-  const std::string due = sql::due_sql(dialect, "", "NOW(6)");
-  const std::string first_token = sql::first_token_sql(dialect, true, fence);
-  const std::string next_token = sql::next_token_sql(dialect, "", true, fence);
-  const std::string lease_over = "expires_at <= NOW(6)";
-  // The server lock is ours, so whoever of this strategy the row names is gone: only
-  // --min-interval, a semaphore's header, a --min-hold still running (the released row's
-  // expires_at) or another strategy's holder leave it alone.
-  const std::string numbered = "(NOT strategy <=> 'semaphore' AND " +
-                               rows::strategy_allows_sql("", ":strategy", lease_over) + " AND NOT " +
-                               dialect.lease_live("") + " AND " + due + ")";
-  s.session_take = {"session.take",
-                    "INSERT INTO " + t.locks +
-                        " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                        " released_at, last_started_at) VALUES (:key, :owner, :host, :pid, " + first_token + ","
-                        " :strategy, :session_id, NOW(6), NOW(6), NULL, NULL, NOW(6)) ON DUPLICATE KEY UPDATE " +
-                        assign_each_if(numbered, {{"owner", "VALUES(owner)"},
-                                                  {"host", "VALUES(host)"},
-                                                  {"pid", "VALUES(pid)"},
-                                                  {"session_id", "VALUES(session_id)"},
-                                                  {"renewed_at", "NOW(6)"},
-                                                  {"token", next_token},
-                                                  {"strategy", "VALUES(strategy)"},
-                                                  {"acquired_at", "NOW(6)"},
-                                                  {"expires_at", "NULL"},
-                                                  {"released_at", "NULL"},
-                                                  {"last_started_at", "NOW(6)"}})};
+  s.session_take = {"session.take", upsert(sql::session_upsert(dialect, t, fence, "NOW(6)", "NOW(6)"))};
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
   s.failover = failover_statements(t, mariadb);
   return s;

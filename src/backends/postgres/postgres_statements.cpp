@@ -4,7 +4,6 @@
 
 #include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/postgres/postgres_tables.hpp"
-#include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
 
 namespace dblock::postgres {
@@ -155,24 +154,12 @@ sql::FailoverStatements failover_statements(const Tables& t) {
   return f;
 }
 
-// session.take (statements.hpp), its one row selected `from` what decides whether it is taken
-// (nothing: it is), its time `at` (now(), or, after a lock the statement waited for, the time
-// it was granted). The server lock on :key is ours, so the row is taken whoever of this
-// strategy it names; never a semaphore's header, nor a row another strategy's holder may still
-// hold (the server lock excludes only holders of its own kind).
+// session.take (statements.hpp; core's rule, rules.hpp session_upsert), its one row selected
+// `from` what decides whether it is taken (nothing: it is), its time `at` (now(), or, after a
+// lock the statement waited for, the time it was granted).
 std::string session_upsert(const Tables& t, std::string_view from, std::string_view at) {
-  const std::string now(at);
-  return "INSERT INTO " + t.locks +
-         " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-         " released_at, last_started_at)"
-         " SELECT :key, :owner, :host, :pid::bigint, " + sql::first_token_sql(dialect, true, fence) + ", :strategy,"
-         " :session_id, " + now + ", " + now + ", NULL, NULL, " + now + std::string(from) +
-         " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid,"
-         " token = " + sql::next_token_sql(dialect, "l.", true, fence) + ", strategy = EXCLUDED.strategy,"
-         " session_id = EXCLUDED.session_id, acquired_at = EXCLUDED.acquired_at, renewed_at = EXCLUDED.renewed_at,"
-         " expires_at = NULL, released_at = NULL, last_started_at = EXCLUDED.last_started_at"
-         " WHERE l.strategy IS DISTINCT FROM 'semaphore' AND " +
-         rows::strategy_allows_sql("l.", ":strategy", "l.expires_at <= now()") + " AND NOT COALESCE(l.expires_at > EXCLUDED.acquired_at, false) AND " + sql::due_sql(dialect, "l.", "EXCLUDED.last_started_at") + " RETURNING token, " + ms("acquired_at") + ", NULL::bigint";
+  return sql::on_conflict_upsert(sql::session_upsert(dialect, t, fence, at, "EXCLUDED.acquired_at"), from) +
+         " RETURNING token, " + ms("acquired_at") + ", NULL::bigint";
 }
 
 // A session advisory lock of :lock, waited for within :lock_timeout: the bound a setting of the

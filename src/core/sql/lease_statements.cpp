@@ -103,4 +103,30 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t, std::string_
   return s;
 }
 
+Upsert session_upsert(const Dialect& d, const Tables& t, std::string_view fence, std::string_view at,
+                      std::string_view taken_at) {
+  const std::string now(at), when_at(taken_at), above(fence), first = first_token_sql(d, true, fence);
+  Assignments values{{"name", ":key"},          {"owner", ":owner"},   {"host", ":host"},
+                     {"pid", d.integer(":pid")}, {"token", first},      {"strategy", ":strategy"},
+                     {"session_id", ":session_id"}, {"acquired_at", now}, {"renewed_at", now},
+                     {"expires_at", "NULL"},     {"released_at", "NULL"}, {"last_started_at", now}};
+  // The server lock on :key is ours, so the row is taken whoever of this strategy it names;
+  // never a semaphore's header, nor a row another strategy's holder may still hold (the server
+  // lock excludes only holders of its own kind), nor while a --min-hold of its last holder runs
+  // (a released row's expires_at ahead) or --min-interval has not passed.
+  return Upsert{t.locks, "l", std::move(values),
+                [&d, above](std::string_view row) {
+                  return Assignments{{"owner", ""},      {"host", ""},       {"pid", ""},
+                                     {"session_id", ""}, {"renewed_at", ""}, {"token", next_token_sql(d, row, true, above)},
+                                     {"strategy", ""},   {"acquired_at", ""}, {"expires_at", "NULL"},
+                                     {"released_at", "NULL"}, {"last_started_at", ""}};
+                },
+                [&d, when_at](std::string_view row) {
+                  const std::string r(row), over = r + "expires_at <= " + when_at;
+                  return "NOT " + d.same(r + "strategy", "'semaphore'") + " AND " +
+                         rows::strategy_allows_sql(row, ":strategy", over) + " AND (" + r + "expires_at IS NULL OR " +
+                         over + ") AND " + due_sql(d, row, when_at);
+                }};
+}
+
 }  // namespace dblock::sql

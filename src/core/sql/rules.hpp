@@ -133,8 +133,11 @@ struct Dialect {
 /// The SET items of `set`, each led by ", " ("" for none).
 std::string more_assignments(const Assignments& set);
 
-/// Dialect::upsert as INSERT ... ON CONFLICT (name) DO UPDATE SET ... WHERE (PostgreSQL, SQLite).
+/// Dialect::upsert as INSERT ... ON CONFLICT (name) DO UPDATE SET ... WHERE (PostgreSQL, SQLite);
+/// with `from` (a FROM and WHERE, PostgreSQL), the row's values are selected from it, and
+/// nothing is written when it selects none.
 std::string on_conflict_upsert(const Upsert& u);
+std::string on_conflict_upsert(const Upsert& u, std::string_view from);
 
 /// --table-format shedlock's statements (ShedlockStatements), over dblock's tables `t` and
 /// ShedLock's table `shedlock` (quoted).
@@ -154,6 +157,13 @@ InspectStatements inspect_statements(const Dialect& d, const Tables& t, const st
 /// lock_row and failover, which the dialect adds. `incarnation`: the server's incarnation
 /// (failover.hpp) as SQL, "" where the dialect has none, and so no failover fence.
 LeaseStatements lease_statements(const Dialect& d, const Tables& t, std::string_view incarnation);
+
+/// The session strategies' numbering of the row of :key (LeaseStatements::session_take) as an
+/// upsert, its tokens above `fence` (SQL; "" where there is none), its times `at` (SQL: now, or
+/// when a lock the statement waited for was granted), which its condition reads as `taken_at`
+/// (SQL: the same time, as the conflict's condition can name it).
+Upsert session_upsert(const Dialect& d, const Tables& t, std::string_view fence, std::string_view at,
+                      std::string_view taken_at);
 
 /// LeaseStatements::history over <prefix>runs, quoted as `runs`.
 HistoryStatements history_statements(const Dialect& d, const std::string& runs);
