@@ -98,7 +98,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t, std::string_
                                                   {"expires_at", ""}};
                              },
                              [&](std::string_view row) { return header_free_sql(d, row, t.locks); }}) +
-                       d.returning(taken)};
+                       d.returning("token, NULL, NULL")};  // only its token is read (take_header)
   s.header_refusal = {"semaphore.header_refusal", status + "slots FROM " + t.locks + " WHERE name = :key"};
   return s;
 }

@@ -104,7 +104,7 @@ struct LeaseStatements {
   /// :key (the semaphore) :owner :host :pid :slots :first :past (the bounds of its slot rows'
   /// names) :recount. Takes the header row of :key, bumping its token (1 for a new row), when it
   /// records :slots, or it is a plain row nobody holds, or, with :recount = 1, no slot row of it
-  /// is held. affected and rows as `take`; the token as `take`'s, above :fence. Taken or not,
+  /// is held. affected and rows as `take` (its times may be NULL); the token as `take`'s, above :fence. Taken or not,
   /// the row stays locked until the transaction ends: core asks with :recount = 1 only in a
   /// later statement (take_header, lock_steps.hpp), so the slot rows are read after the lock.
   Statement header_take;

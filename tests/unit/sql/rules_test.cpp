@@ -201,7 +201,7 @@ TEST_CASE("the lease's statements: one builder, the dialect's take, the failover
                                 " INT(:fence) + 1), 'lease', NULL, NOW, NOW, PLUS(NOW, INT(:ttl_ms)), NULL, NOW)"));
   CHECK(s.take.text.find("token = COALESCE(INT(:token), GREATEST(l.token, INT(:fence)) + 1)") != std::string::npos);
   CHECK(s.take.text.ends_with(" WHERE NOT LIVE(l.) AND (l.strategy IS NULL OR l.strategy = 'lease' OR l.released_at IS"
-                              " NOT NULL OR l.acquired_at IS NULL OR (l.strategy = 'lease' AND NOT LIVE(l.))) AND " +
+                              " NOT NULL OR l.acquired_at IS NULL) AND " +
                               sql::due_sql(marked, "l.", "NOW") + " RETURNING token, MS(acquired_at), MS(expires_at)"));
   CHECK(s.taken.empty());  // the take returns its row
   CHECK(s.refusal.text == "SELECT " + rows::status_select_list(marked.epoch_ms, "NOW") +
