@@ -9,7 +9,6 @@
 #include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 #include "core/sql/identifiers.hpp"
-#include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
 
 namespace dblock::mysql {
@@ -30,12 +29,6 @@ std::string assign_each_if(const std::string& cond, const sql::Assignments& colu
   for (const auto& [c, value] : columns)
     out += (out.empty() ? c + " = IF(" + taking + " := " + cond : ", " + c + " = IF(" + taking) + ", " + value + ", " + c + ")";
   return out;
-}
-std::string assign_each_if(const std::string& cond,
-                           std::initializer_list<std::pair<std::string_view, std::string_view>> columns) {
-  sql::Assignments each;
-  for (const auto& [column, value] : columns) each.emplace_back(column, value);
-  return assign_each_if(cond, each);
 }
 
 // Dialect::upsert: ON DUPLICATE KEY UPDATE, each column IF(the condition, new, old). It meets
@@ -119,14 +112,14 @@ const sql::Dialect dialect{
                  holder_lock(t, row);
         },
     .own_lease = {},  // none: the server's clock judges every lease
+    // No RETURNING, nor a read of the failover record in an ON DUPLICATE KEY UPDATE: the
+    // upsert alone, admitted before it (failover_statements).
+    .take = [](const sql::Take& k) { return upsert(k.upsert(k.fence)); },
+    .release_returns = {},  // the waiters are woken by the holder's wake name (wake_statements)
 };
 
 // The failover fence a token must exceed (failover.hpp), as the statements bind it.
 const std::string fence = dialect.integer(":fence");
-
-// The name :key of `table` as a scalar subquery: more than one row of it fails the statement
-// (ER_SUBQUERY_NO_1_ROW), which the schema check explains.
-std::string one_row_of(const std::string& table) { return "(SELECT name FROM " + table + " WHERE name = :key)"; }
 
 // The server's incarnation (failover.hpp): MySQL's server_uuid; MariaDB has none, but
 // replication requires every server of a topology to have its own server_id, and a Galera
@@ -172,95 +165,9 @@ sql::FailoverStatements failover_statements(const Tables& t, bool mariadb) {
 
 sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   const Tables t(prefix, '`');
-  const std::string status = rows::status_select_list(&epoch_ms, "NOW(6)") + ", COALESCE(expires_at > NOW(6), 0)";
-  sql::LeaseStatements s;
-  s.begin = "START TRANSACTION";
+  sql::LeaseStatements s = sql::lease_statements(dialect, t, incarnation(mariadb));
   s.begin_release = "START TRANSACTION";
-
-  // Free: the lease ended (a session strategy leaves expires_at NULL) and --min-interval allows a
-  // start.
-  const std::string due = sql::due_sql(dialect, "", "NOW(6)");
-  const std::string first_token = sql::first_token_sql(dialect, true, fence);
-  const std::string next_token = sql::next_token_sql(dialect, "", true, fence);
-  const std::string lease_over = "expires_at <= NOW(6)";
-  const std::string lease_allowed = rows::strategy_allows_sql("", "'lease'", lease_over);
-  const std::string free = "((expires_at IS NULL OR expires_at <= NOW(6)) AND " + due + " AND " + lease_allowed + ")";
-  s.take = {"lease.take",
-            "INSERT INTO " + t.locks +
-                " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at,"
-                " last_started_at) VALUES (:key, :owner, :host, :pid, " + first_token + ", 'lease', NULL, NOW(6), NOW(6),"
-                " NOW(6) + INTERVAL :ttl_ms * 1000 MICROSECOND, NULL, NOW(6)) ON DUPLICATE KEY UPDATE " +
-                assign_each_if(free, {{"owner", "VALUES(owner)"},
-                                 {"host", "VALUES(host)"},
-                                 {"pid", "VALUES(pid)"},
-                                 {"strategy", "'lease'"},
-                                 {"session_id", "NULL"},
-                                 {"acquired_at", "NOW(6)"},
-                                 {"renewed_at", "NOW(6)"},
-                                 {"released_at", "NULL"},
-                                 {"token", next_token},
-                                 {"expires_at", "VALUES(expires_at)"},
-                                 {"last_started_at", "NOW(6)"}})};
-  // The server lock is ours, so whoever of this strategy the row names is gone: only
-  // --min-interval, a semaphore's header, a --min-hold still running (the released row's
-  // expires_at) or another strategy's holder leave it alone.
-  const std::string numbered = "(NOT strategy <=> 'semaphore' AND " +
-                               rows::strategy_allows_sql("", ":strategy", lease_over) + " AND NOT " +
-                               dialect.lease_live("") + " AND " + due + ")";
-  s.session_take = {"session.take",
-                    "INSERT INTO " + t.locks +
-                        " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                        " released_at, last_started_at) VALUES (:key, :owner, :host, :pid, " + first_token + ","
-                        " :strategy, :session_id, NOW(6), NOW(6), NULL, NULL, NOW(6)) ON DUPLICATE KEY UPDATE " +
-                        assign_each_if(numbered, {{"owner", "VALUES(owner)"},
-                                                  {"host", "VALUES(host)"},
-                                                  {"pid", "VALUES(pid)"},
-                                                  {"session_id", "VALUES(session_id)"},
-                                                  {"renewed_at", "NOW(6)"},
-                                                  {"token", next_token},
-                                                  {"strategy", "VALUES(strategy)"},
-                                                  {"acquired_at", "NOW(6)"},
-                                                  {"expires_at", "NULL"},
-                                                  {"released_at", "NULL"},
-                                                  {"last_started_at", "NOW(6)"}})};
-  // ON DUPLICATE KEY UPDATE meets the key's row through any unique key: on a table whose name
-  // is not its key (name, owner), every holder would insert a row of its own. A second row of
-  // the name fails the subquery (1242), which sends the run to the schema check (exit 78).
-  s.taken = {"lease.taken", "SELECT token, " + epoch_ms("acquired_at") + ", " + epoch_ms("expires_at") + " FROM " +
-                                t.locks + " WHERE name = :key AND owner = :owner AND name = " + one_row_of(t.locks)};
-  s.refusal = {"lease.refusal",
-               "SELECT " + status + ", " + sql::due_in_ms_sql(dialect, "") + " FROM " + t.locks + " WHERE name = :key"};
-  s.renew = {"lease.renew", "UPDATE " + t.locks +
-                                " SET renewed_at = NOW(6), expires_at = NOW(6) + INTERVAL :ttl_ms * 1000 MICROSECOND"
-                                " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
-  s.release = {"lease.release",
-               "UPDATE " + t.locks +
-                   " SET released_at = NOW(6), expires_at = GREATEST(NOW(6), acquired_at + INTERVAL :min_hold_ms * 1000 MICROSECOND),"
-                   " last_finished_at = IF(:finished, NOW(6), last_finished_at),"
-                   " last_exit_code = IF(:finished, :exit_code, last_exit_code)"
-                   " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
-  s.history = sql::history_statements(dialect, t.runs);
-
-  const std::string header_free = sql::header_free_sql(dialect, "", t.locks);
-  s.header_take = {"semaphore.header_take",
-                   "INSERT INTO " + t.locks +
-                       " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                       " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid, " +
-                       sql::first_token_sql(dialect, false, fence) + ", 'semaphore', NULL,"
-                       " NOW(6), NOW(6), '9999-12-31 23:59:59', NULL, NOW(6), :slots) ON DUPLICATE KEY UPDATE " +
-                       assign_each_if(header_free, {{"owner", "VALUES(owner)"},
-                                               {"host", "VALUES(host)"},
-                                               {"pid", "VALUES(pid)"},
-                                               {"session_id", "NULL"},
-                                               {"renewed_at", "NOW(6)"},
-                                               {"last_started_at", "NOW(6)"},
-                                               {"token", sql::next_token_sql(dialect, "", false, fence)},
-                                               {"slots", "VALUES(slots)"},
-                                               {"strategy", "'semaphore'"},
-                                               {"acquired_at", "NOW(6)"},
-                                               {"released_at", "NULL"},
-                                               {"expires_at", "VALUES(expires_at)"}})};
-  s.header_refusal = {"semaphore.header_refusal", "SELECT " + status + ", slots FROM " + t.locks + " WHERE name = :key"};
+  s.session_take = {"session.take", upsert(sql::session_upsert(dialect, t, fence, "NOW(6)", "NOW(6)"))};
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
   s.failover = failover_statements(t, mariadb);
   return s;

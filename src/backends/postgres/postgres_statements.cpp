@@ -4,7 +4,6 @@
 
 #include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/postgres/postgres_tables.hpp"
-#include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
 
 namespace dblock::postgres {
@@ -46,6 +45,8 @@ std::string session_holds(const Tables& t, std::string_view row) {
          " AND c.kind = 'for-update' AND k.granted AND k.pid = " + pid + ") ELSE false END";
 }
 
+std::string take(const sql::Take& k);
+
 // What core's rules (core/sql/rules.hpp) need spelled in PostgreSQL.
 const sql::Dialect dialect{
     .now = "now()",
@@ -76,6 +77,11 @@ const sql::Dialect dialect{
                  holds + "pg_terminate_backend(" + r + "session_id::int) END";
         },
     .own_lease = {},  // none: the server's clock judges every lease
+    .take = &take,
+    // The key's waiters are told once the release commits, and that commit skips the disk wait:
+    // only the acquisition must survive a crash (begin_release). The release runs alone, outside
+    // begin_release (a session holder's, and a lease's ahead of its history row).
+    .release_returns = "pg_notify(:channel, name), set_config('synchronous_commit', 'off', true)",
 };
 
 // The failover fence a token must exceed (failover.hpp), as the statements bind it.
@@ -87,6 +93,42 @@ const std::string fence = dialect.integer(":fence");
 const std::string incarnation =
     "((SELECT system_identifier FROM pg_control_system())::text || '/timeline ' ||"
     " substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))";
+
+// Dialect::take. The row is taken by an UPDATE of the row it locks with SKIP LOCKED, and made by
+// an INSERT only when there is none. The waiters a release wakes find the row locked by the one
+// that got there first and are refused at once: none waits for its commit, none locks the row
+// after it (INSERT ... ON CONFLICT DO UPDATE locks it whether its WHERE holds or not, so the
+// losers took the lock one after another, each with a commit, and the holder's release waited
+// behind them all). A live lease, as the snapshot sees it, is refused unlocked. Not taken, the
+// take says why (`refusal`, in its snapshot): a waiter pays one statement.
+// The failover gate (failover.hpp) is read here: `g` has the fence when the record (`f`) names
+// this server and no lock-delay is in force, and no row otherwise, when nothing is taken; the
+// last column says when the record names another server (a failover, which a refusal by a live
+// holder must not hide). Only read, the record costs a take one index lookup and no lock.
+std::string take(const sql::Take& k) {
+  const sql::Upsert up = k.upsert("g.fence");
+  std::string columns, values, set;
+  for (const auto& [column, value] : up.values) {
+    columns += (columns.empty() ? "" : ", ") + column;
+    values += (values.empty() ? "" : ", ") + value;
+  }
+  for (const auto& [column, value] : up.set("l.")) {
+    std::string v = value;
+    for (const auto& [c, inserted] : up.values)
+      if (v.empty() && c == column) v = inserted;
+    set += (set.empty() ? "" : ", ") + column + " = " + v;
+  }
+  return "WITH f AS (SELECT token, owner = " + incarnation + " AS here, expires_at, pid FROM " + up.table +
+         " WHERE name = :record), g AS (SELECT token AS fence FROM f WHERE " +
+         sql::failover_open_sql(dialect, "", "here") + "), u AS (UPDATE " + up.table + " AS l SET " + set +
+         " FROM g WHERE l.name = (SELECT name FROM " + up.table + " WHERE name = :key AND " + up.when("") +
+         " FOR UPDATE SKIP LOCKED) RETURNING " + k.returning + "), i AS (INSERT INTO " + up.table + " (" + columns +
+         ") SELECT " + values + " FROM g WHERE NOT EXISTS (SELECT 1 FROM " + up.table +
+         " WHERE name = :key) ON CONFLICT (name) DO NOTHING RETURNING " + k.returning +
+         ") SELECT t.*, r.*, (SELECT count(*) FROM f WHERE NOT here) FROM (SELECT 1) one"
+         " LEFT JOIN (SELECT * FROM u UNION ALL SELECT * FROM i) t ON true LEFT JOIN (" + k.refusal +
+         ") r ON t.token IS NULL";
+}
 
 sql::FailoverStatements failover_statements(const Tables& t) {
   sql::FailoverStatements f;
@@ -109,28 +151,15 @@ sql::FailoverStatements failover_statements(const Tables& t) {
                                  incarnation};
   f.raise_ttl = {"failover.raise_ttl",
                  "UPDATE " + t.locks + " SET pid = :ttl_ms::bigint WHERE name = :record AND pid < :ttl_ms::bigint"};
-  f.folded = true;
   return f;
 }
 
-// session.take (statements.hpp), its one row selected `from` what decides whether it is taken
-// (nothing: it is), its time `at` (now(), or, after a lock the statement waited for, the time
-// it was granted). The server lock on :key is ours, so the row is taken whoever of this
-// strategy it names; never a semaphore's header, nor a row another strategy's holder may still
-// hold (the server lock excludes only holders of its own kind).
+// session.take (statements.hpp; core's rule, rules.hpp session_upsert), its one row selected
+// `from` what decides whether it is taken (nothing: it is), its time `at` (now(), or, after a
+// lock the statement waited for, the time it was granted).
 std::string session_upsert(const Tables& t, std::string_view from, std::string_view at) {
-  const std::string now(at);
-  return "INSERT INTO " + t.locks +
-         " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-         " released_at, last_started_at)"
-         " SELECT :key, :owner, :host, :pid::bigint, " + sql::first_token_sql(dialect, true, fence) + ", :strategy,"
-         " :session_id, " + now + ", " + now + ", NULL, NULL, " + now + std::string(from) +
-         " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid,"
-         " token = " + sql::next_token_sql(dialect, "l.", true, fence) + ", strategy = EXCLUDED.strategy,"
-         " session_id = EXCLUDED.session_id, acquired_at = EXCLUDED.acquired_at, renewed_at = EXCLUDED.renewed_at,"
-         " expires_at = NULL, released_at = NULL, last_started_at = EXCLUDED.last_started_at"
-         " WHERE l.strategy IS DISTINCT FROM 'semaphore' AND " +
-         rows::strategy_allows_sql("l.", ":strategy", "l.expires_at <= now()") + " AND NOT COALESCE(l.expires_at > EXCLUDED.acquired_at, false) AND " + sql::due_sql(dialect, "l.", "EXCLUDED.last_started_at") + " RETURNING token, " + ms("acquired_at") + ", NULL::bigint";
+  return sql::on_conflict_upsert(sql::session_upsert(dialect, t, fence, at, "EXCLUDED.acquired_at"), from) +
+         " RETURNING token, " + ms("acquired_at") + ", NULL::bigint";
 }
 
 // A session advisory lock of :lock, waited for within :lock_timeout: the bound a setting of the
@@ -159,24 +188,8 @@ sql::Statement history_record(const Tables& t) {
                                 " set_config('synchronous_commit', 'off', true)"};
 }
 
-// timestamptz(3) rounds to the nearest ms: a plain now() could be stored up to 0.5 ms in the
-// future and a status read right after the release would still say held; so could
-// acquired_at, which is therefore used only with --min-hold. The NOTIFY wakes the key's
-// waiters once the release commits. The release runs alone, outside begin_release (a
-// session holder's, and a lease's ahead of its history row): its set_config makes its own
-// commit skip the disk wait as well.
-sql::Statement lease_release(const Tables& t) {
-  return {"lease.release",
-               "UPDATE " + t.locks +
-                   " SET released_at = now(), expires_at = CASE WHEN :min_hold_ms::bigint > 0"
-                   " THEN GREATEST(date_trunc('milliseconds', now()), acquired_at + :min_hold_ms::bigint * interval '1 ms')"
-                   " ELSE date_trunc('milliseconds', now()) END,"
-                   " last_finished_at = CASE WHEN :finished::int = 1 THEN now() ELSE last_finished_at END,"
-                   " last_exit_code = CASE WHEN :finished::int = 1 THEN :exit_code::int ELSE last_exit_code END"
-                   " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async"
-                   " WHERE name = :key AND owner = :owner AND token = :token::bigint AND released_at IS NULL"
-                   " RETURNING pg_notify(:channel, name)"};
-}
+// The lease's release (core/sql/lease_statements.cpp), which release_recorded runs first.
+sql::Statement lease_release(const Tables& t) { return sql::lease_statements(dialect, t, incarnation).release; }
 
 // LeaseStatements::release_recorded: `release` (`u`, its own set_config included), then what
 // `between` does (a part named `g` whose `ours` says whether the lock was still the holder's,
@@ -198,90 +211,14 @@ sql::Statement release_recorded(const Tables& t, std::string id, const std::stri
 
 sql::LeaseStatements lease_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
-  const std::string status_columns = rows::status_select_list(&ms, "now()");
-  sql::LeaseStatements s;
-  s.begin = "BEGIN";
+  sql::LeaseStatements s = sql::lease_statements(dialect, t, incarnation);
   // Only the acquisition must survive a crash: a release lost in one leaves a lease to expire,
   // and the next acquirer's synchronous commit flushes the WAL up to its own token first.
   s.begin_release = "BEGIN; SET LOCAL synchronous_commit = off";
-
-  s.refusal = {"lease.refusal",
-               "SELECT " + status_columns + ", COALESCE((expires_at > now())::int, 0), " +
-                   sql::due_in_ms_sql(dialect, "") + " FROM " + t.locks + " WHERE name = :key"};
-  // The row is taken by an UPDATE of the row it locks with SKIP LOCKED, and made by an INSERT
-  // only when there is none. The waiters a release wakes find the row locked by the one that
-  // got there first and are refused at once: none waits for its commit, none locks the row
-  // after it (INSERT ... ON CONFLICT DO UPDATE locks it whether its WHERE holds or not, so the
-  // losers took the lock one after another, each with a commit, and the holder's release
-  // waited behind them all). A live lease, as the snapshot sees it, is refused unlocked. Not
-  // taken, the take says why (`refusal`, in its snapshot): a waiter pays one statement.
-  // The failover gate (failover.hpp) is folded in: `g` has the fence when the record (`f`)
-  // names this server and no lock-delay is in force, and no row otherwise, when nothing is
-  // taken; the last column says when the record names another server (a failover, which a
-  // refusal by a live holder must not hide). Only read, the record costs a take one index
-  // lookup and no lock.
-  s.take = {"lease.take",
-            "WITH f AS (SELECT token, owner = " + incarnation + " AS here, expires_at, pid FROM " + t.locks +
-                " WHERE name = :record),"
-                " g AS (SELECT token AS fence FROM f WHERE " + sql::failover_open_sql(dialect, "", "here") + "),"
-                " u AS (UPDATE " + t.locks + " AS l SET owner = :owner, host = :host, pid = :pid::bigint,"
-                " token = " + sql::next_token_sql(dialect, "l.", true, "g.fence") + ", strategy = 'lease',"
-                " session_id = NULL, acquired_at = now(), renewed_at = now(),"
-                " expires_at = now() + :ttl_ms::bigint * interval '1 ms', released_at = NULL, last_started_at = now()"
-                " FROM g WHERE l.name = (SELECT name FROM " + t.locks + " WHERE name = :key"
-                " AND (expires_at IS NULL OR expires_at <= now()) AND " +
-                rows::strategy_allows_sql("", "'lease'", "expires_at <= now()") + " AND " +
-                sql::due_sql(dialect, "", "now()") + " FOR UPDATE SKIP LOCKED)"
-                " RETURNING l.token, " + ms("l.acquired_at") + " AS acq, " + ms("l.expires_at") + " AS exp),"
-                " i AS (INSERT INTO " + t.locks +
-                " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                " released_at, last_started_at)"
-                " SELECT :key, :owner, :host, :pid::bigint, " + sql::first_token_sql(dialect, true, "g.fence") +
-                ", 'lease', NULL, now(),"
-                " now(), now() + :ttl_ms::bigint * interval '1 ms', NULL, now() FROM g"
-                " WHERE NOT EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key)"
-                " ON CONFLICT (name) DO NOTHING"
-                " RETURNING token, " + ms("acquired_at") + ", " + ms("expires_at") + ")"
-                " SELECT t.*, r.*, (SELECT count(*) FROM f WHERE NOT here) FROM (SELECT 1) one"
-                " LEFT JOIN (SELECT * FROM u UNION ALL SELECT * FROM i) t ON true"
-                " LEFT JOIN (" + s.refusal.text + ") r ON t.token IS NULL"};
-  s.take_explains = true;
-  s.taken = {"lease.taken", "SELECT token, " + ms("acquired_at") + ", " + ms("expires_at") + " FROM " + t.locks +
-                                " WHERE name = :key AND owner = :owner"};
-  s.session_take = {"session.take", session_upsert(t, "", "now()")};
-  // Renewed, it says whether the failover record names another server (a failover the grant
-  // survived): the holder then starts the lock-delay (failover::notice).
-  s.renew = {"lease.renew", "UPDATE " + t.locks +
-                                " SET expires_at = now() + :ttl_ms::bigint * interval '1 ms', renewed_at = now()"
-                                " WHERE name = :key AND owner = :owner AND token = :token::bigint AND released_at IS NULL"
-                                " RETURNING (SELECT count(*) FROM " + t.locks + " WHERE name = :record AND owner <> " +
-                                incarnation + ")"};
-  s.release = lease_release(t);
   s.release_unsynced = true;
-  s.history = sql::history_statements(dialect, t.runs);
+  s.session_take = {"session.take", session_upsert(t, "", "now()")};
   s.history.record = history_record(t);
   s.release_recorded = release_recorded(t, "lease.release_recorded");
-
-  // Far in the future, not 'infinity': a plain lease finds the header held, and its time still
-  // converts to epoch milliseconds. The WHERE reads the slot rows only with :recount: under READ
-  // COMMITTED a statement that waited for the row re-checks that row alone, against its new
-  // version, while its subqueries keep the snapshot taken before the wait.
-  s.header_take = {
-      "semaphore.header_take",
-      "INSERT INTO " + t.locks +
-          " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-          " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid::bigint, " +
-          sql::first_token_sql(dialect, false, fence) + ","
-          " 'semaphore', NULL,"
-          " now(), now(), timestamptz '9999-12-31 00:00:00+00', NULL, now(), :slots::int)"
-          " ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid,"
-          " token = " + sql::next_token_sql(dialect, "l.", false, fence) + ", strategy = 'semaphore', session_id = NULL,"
-          " acquired_at = now(), renewed_at = now(), expires_at = EXCLUDED.expires_at, released_at = NULL, last_started_at = now(), slots = EXCLUDED.slots"
-          " WHERE " + sql::header_free_sql(dialect, "l.", t.locks) +
-          " RETURNING token, " + ms("acquired_at") + ", " + ms("expires_at")};
-  s.header_refusal = {"semaphore.header_refusal", "SELECT " + status_columns +
-                                                      ", COALESCE((expires_at > now())::int, 0), slots FROM " +
-                                                      t.locks + " WHERE name = :key"};
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
   s.failover = failover_statements(t);
   return s;

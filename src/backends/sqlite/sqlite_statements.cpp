@@ -7,7 +7,6 @@
 
 #include "backends/sqlite/sqlite_descriptor.hpp"
 #include "backends/sqlite/sqlite_tables.hpp"
-#include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
 
 namespace dblock::sqlite {
@@ -35,16 +34,6 @@ sql::Assignments renew_boot(std::string_view ms) {
           {"boot_id", "dblock_boot_id()"},
           {"boot_token", "token"},
           {"boot_expires_ms", "dblock_boot_ms() + " + std::string(ms)}};
-}
-
-/// SET list for a renewal by the holder: renew_boot's.
-std::string renew_boot_sql(std::string_view ttl_param) { return sql::more_assignments(renew_boot(ttl_param)).substr(2); }
-
-/// SELECT ... FROM <prefix>locks of status: the common status columns (core/sql/lock_rows.hpp),
-/// whether the lease is live, then `extra`. The caller appends its WHERE.
-std::string status_select(const Tables& t, std::string_view extra) {
-  return "SELECT " + rows::status_select_list(&epoch_ms_sql, now_sql()) + ", " + lease_live_sql("") + ", " +
-         std::string(extra) + " FROM " + t.locks;
 }
 
 // Added to <prefix>locks after its first release. The boot_* columns hold the lease on
@@ -104,6 +93,10 @@ const sql::Dialect dialect{
                                                                                  ", dblock_boot_ms())"}};
             },
     },
+    // The whole file is locked for the write (BEGIN IMMEDIATE, or the statement's own), so the
+    // upsert waits for no row; there is no failover gate.
+    .take = [](const sql::Take& k) { return sql::on_conflict_upsert(k.upsert(k.fence)) + " RETURNING " + k.returning; },
+    .release_returns = {},  // the waiters are woken through the wake file (sqlite_wake.hpp)
 };
 
 }  // namespace
@@ -195,64 +188,11 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
 
 sql::LeaseStatements lease_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
-  const std::string now = now_sql();
-  sql::LeaseStatements s;
-  s.begin = "BEGIN IMMEDIATE";
+  sql::LeaseStatements s = sql::lease_statements(dialect, t, "");
   // Only the acquisition carries a token that must survive a power loss. A lost release leaves
   // a lease that is over after the reboot anyway (a lease from an earlier boot is expired), and
   // the next acquisition's fsync of the WAL makes this commit durable too: one fsync per run.
   s.begin_release = std::string(begin_unsynced);
-
-  // The boot columns belong to the token taken (boot_judged_sql): both get the same.
-  const std::string first_token = sql::first_token_sql(dialect, true, ""),
-                    next_token = sql::next_token_sql(dialect, "l.", true, "");
-  s.take = {"lease.take",
-            "INSERT INTO " + t.locks +
-                " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                " released_at, last_started_at, boot_id, boot_token, boot_started_ms, boot_expires_ms)"
-                " VALUES (:key, :owner, :host, :pid, " + first_token + ", 'lease', NULL, " + now + ", " + now + ", " +
-                now_plus_sql(":ttl_ms") + ", NULL, " + now + ", dblock_boot_id(), " + first_token +
-                ", dblock_boot_ms(), dblock_boot_ms() + :ttl_ms)"
-                " ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, host = excluded.host, pid = excluded.pid,"
-                " token = " + next_token + ", strategy = excluded.strategy, session_id = NULL,"
-                " acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at,"
-                " expires_at = excluded.expires_at, released_at = NULL, last_started_at = excluded.last_started_at,"
-                " boot_id = excluded.boot_id, boot_token = " + next_token + ","
-                " boot_started_ms = excluded.boot_started_ms, boot_expires_ms = excluded.boot_expires_ms"
-                " WHERE NOT " + lease_live_sql("l.") + " AND " +
-                rows::strategy_allows_sql("l.", "'lease'", "NOT " + lease_live_sql("l.")) +
-                " AND " + sql::due_sql(dialect, "l.", now) + " RETURNING token, " + epoch_ms_sql("acquired_at") + ", " +
-                epoch_ms_sql("expires_at")};
-  s.refusal = {"lease.refusal",
-               status_select(t, sql::due_in_ms_sql(dialect, "")) + " WHERE name = :key"};
-  s.renew = {"lease.renew", "UPDATE " + t.locks + " SET expires_at = " + now_plus_sql(":ttl_ms") +
-                                ", renewed_at = " + now + ", " + renew_boot_sql(":ttl_ms") +
-                                " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
-  s.release = {"lease.release",
-               "UPDATE " + t.locks + " SET released_at = " + now + ", expires_at = CASE WHEN " +
-                   epoch_ms_sql("acquired_at") + " + :min_hold_ms > " + now_ms_sql() +
-                   " THEN strftime('%Y-%m-%d %H:%M:%f', julianday(acquired_at) + :min_hold_ms / 86400000.0) ELSE " + now +
-                   " END, boot_expires_ms = MAX(dblock_boot_ms(), boot_started_ms + :min_hold_ms),"
-                   " last_finished_at = CASE WHEN :finished THEN " + now + " ELSE last_finished_at END,"
-                   " last_exit_code = CASE WHEN :finished THEN :exit_code ELSE last_exit_code END"
-                   " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
-  s.history = sql::history_statements(dialect, t.runs);
-
-  s.header_take = {
-      "semaphore.header_take",
-      "INSERT INTO " + t.locks +
-          " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-          " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid, " +
-          sql::first_token_sql(dialect, false, "") + ", 'semaphore', NULL, " + now +
-          ", " + now + ", '9999-12-31 23:59:59.999', NULL, " + now +
-          ", :slots) ON CONFLICT(name) DO UPDATE SET owner = excluded.owner,"
-          " host = excluded.host, pid = excluded.pid, token = " + sql::next_token_sql(dialect, "l.", false, "") +
-          ", strategy = 'semaphore', session_id = NULL,"
-          " acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,"
-          " released_at = NULL, last_started_at = excluded.last_started_at, slots = excluded.slots, boot_id = NULL,"
-          " boot_token = NULL, boot_started_ms = NULL, boot_expires_ms = NULL"
-          " WHERE " + sql::header_free_sql(dialect, "l.", t.locks) + " RETURNING token, NULL, NULL"};
-  s.header_refusal = {"semaphore.header_refusal", status_select(t, "slots") + " WHERE name = :key"};
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key"};
   return s;
 }

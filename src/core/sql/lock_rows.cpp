@@ -30,9 +30,11 @@ LockStatus::State state_of(const LockStatus& row, HolderVerdict verdict) {
 
 std::string strategy_allows_sql(std::string_view row, std::string_view mine, std::string_view lease_over) {
   const std::string r(row);
+  // A lease's take records the strategy 'lease' already: its lease's end is its own condition.
+  const std::string lease_done =
+      mine == "'lease'" ? std::string() : " OR (" + r + "strategy = 'lease' AND " + std::string(lease_over) + ")";
   return "(" + r + "strategy IS NULL OR " + r + "strategy = " + std::string(mine) + " OR " + r +
-         "released_at IS NOT NULL OR " + r + "acquired_at IS NULL OR (" + r + "strategy = 'lease' AND " +
-         std::string(lease_over) + "))";
+         "released_at IS NOT NULL OR " + r + "acquired_at IS NULL" + lease_done + ")";
 }
 
 bool other_strategy_holds(const LockStatus& row, bool lease_live, std::string_view asked) {
