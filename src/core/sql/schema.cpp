@@ -5,7 +5,6 @@
 #include <set>
 #include <vector>
 
-#include "core/sql/lock_rows.hpp"
 #include "core/sql/shedlock.hpp"
 #include "core/sql/tables.hpp"
 
