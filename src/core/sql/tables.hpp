@@ -53,7 +53,7 @@ struct Column {
   bool required = true;
   /// Read by status, in the order of the table (rows::status_select_list, decode_status).
   bool status = false;
-  /// For the DBA who reads the DDL (no quote character: the DDL is sent as it is).
+  /// For the DBA who reads the DDL: a line of its own above the column.
   std::string_view comment = {};
 };
 
