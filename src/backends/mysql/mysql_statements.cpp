@@ -118,6 +118,34 @@ const sql::Dialect dialect{
     .release_returns = {},  // the waiters are woken by the holder's wake name (wake_statements)
 };
 
+// How MySQL spells dblock's tables (core/sql/tables.hpp). name is VARBINARY: compared
+// byte-wise, and 255 bytes of any UTF-8 fit. DATETIME(6) holds UTC (every dblock session runs
+// with time_zone '+00:00'). CREATE INDEX has no IF NOT EXISTS: the index is in its CREATE TABLE.
+const sql::tables::SchemaDialect schema_dialect{
+    .quote = '`',
+    .type =
+        [](sql::tables::Type t) -> std::string {
+          using sql::tables::Type;
+          switch (t) {
+            case Type::name: return "VARBINARY(255)";
+            case Type::text: return "VARCHAR(255)";
+            case Type::word: return "VARCHAR(16)";
+            case Type::session: return "VARCHAR(64)";
+            case Type::int64: return "BIGINT";
+            case Type::int32: return "INT";
+            case Type::timestamp: return "DATETIME(6)";
+            case Type::id: break;
+          }
+          return "BIGINT";
+        },
+    .identity = "BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY",
+    .nullable = " NULL",
+    .table_options = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+    .inline_index = [](std::string_view name, std::string_view columns) {
+      return "KEY " + std::string(name) + " (" + std::string(columns) + ")";
+    },
+};
+
 // The failover fence a token must exceed (failover.hpp), as the statements bind it.
 const std::string fence = dialect.integer(":fence");
 
@@ -178,8 +206,7 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
 }
 
 sql::InspectStatements inspect_statements(const BackendOptions& options) {
-  return sql::inspect_statements(dialect, Tables(options.table_prefix, '`'),
-                                 options.shedlock ? quote_identifier(options.shedlock_table, '`') : std::string());
+  return sql::inspect_statements(dialect, schema_dialect, options);
 }
 
 sql::ReleaseStatements release_statements(const std::string& prefix) {
@@ -303,55 +330,8 @@ WakeStatements wake_statements(const std::string& prefix) {
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
   const Tables t(options.table_prefix, '`');
-  sql::SchemaStatements s(options, descriptor.name);
-  // name is VARBINARY: compared byte-wise, and 255 bytes of any UTF-8 fit. DATETIME(6) holds UTC
-  // (every dblock session runs with time_zone '+00:00'). DDL commits on its own (no `begin`):
-  // CREATE TABLE IF NOT EXISTS is safe to race.
-  const std::string engine = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
-  const std::string locks = options.table_prefix + "locks", runs = options.table_prefix + "runs",
-                    claims = options.table_prefix + "claims";
-  s.create = {
-      {locks, "CREATE TABLE IF NOT EXISTS " + t.locks +
-          " (\n"
-          "  name VARBINARY(255) NOT NULL PRIMARY KEY,\n"
-          "  owner VARCHAR(255) NULL,\n"
-          "  host VARCHAR(255) NULL,\n"
-          "  pid BIGINT NULL,\n"
-          "  token BIGINT NOT NULL DEFAULT 0,\n"
-          "  strategy VARCHAR(16) NULL,\n"
-          "  session_id VARCHAR(64) NULL,\n"
-          "  acquired_at DATETIME(6) NULL,\n"
-          "  renewed_at DATETIME(6) NULL,\n"
-          "  expires_at DATETIME(6) NULL,\n"
-          "  released_at DATETIME(6) NULL,\n"
-          "  last_started_at DATETIME(6) NULL,\n"
-          "  last_finished_at DATETIME(6) NULL,\n"
-          "  last_exit_code INT NULL,\n"
-          "  slots INT NULL\n"
-          ")" + engine},
-      {runs, "CREATE TABLE IF NOT EXISTS " + t.runs +
-          " (\n"
-          "  id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,\n"
-          "  name VARBINARY(255) NOT NULL,\n"
-          "  token BIGINT NOT NULL,\n"
-          "  owner VARCHAR(255) NULL,\n"
-          "  host VARCHAR(255) NULL,\n"
-          "  pid BIGINT NULL,\n"
-          "  strategy VARCHAR(16) NULL,\n"
-          "  started_at DATETIME(6) NULL,\n"
-          "  finished_at DATETIME(6) NULL,\n"
-          "  outcome VARCHAR(16) NOT NULL,\n"
-          "  exit_code INT NULL,\n"
-          "  KEY " + quote_identifier(options.table_prefix + "runs_name_id", '`') + " (name, id)\n"
-          ")" + engine},
-      {claims, "CREATE TABLE IF NOT EXISTS " + t.claims +
-          " (\n"
-          "  name VARBINARY(255) NOT NULL,\n"
-          "  kind VARCHAR(16) NOT NULL,\n"
-          "  PRIMARY KEY (name, kind)\n"
-          ")" + engine},
-  };
-  s.added = {{"slots", "ALTER TABLE " + t.locks + " ADD COLUMN slots INT NULL", false}};
+  // DDL commits on its own (no `begin`): CREATE TABLE IF NOT EXISTS is safe to race.
+  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name);
   // As failover.create makes it. The incarnation differs between MariaDB and MySQL, and a
   // script cannot know which server it meets: a MariaDB-only comment (/*M! ... */), which MySQL
   // skips; there the first run makes the record.

@@ -36,10 +36,46 @@ sql::Assignments renew_boot(std::string_view ms) {
           {"boot_expires_ms", "dblock_boot_ms() + " + std::string(ms)}};
 }
 
-// Added to <prefix>locks after its first release. The boot_* columns hold the lease on
+// Added to <prefix>locks after its first shape. The boot_* columns hold the lease on
 // CLOCK_BOOTTIME, which a wall-clock step cannot move; they apply only while boot_token equals
 // token (an older dblock that takes the row leaves them stale).
-constexpr std::string_view boot_columns[] = {"boot_id", "boot_token", "boot_started_ms", "boot_expires_ms"};
+using sql::tables::Type;
+constexpr sql::tables::Column boot_columns[] = {
+    {.name = "boot_id",
+     .type = Type::text,
+     .since = sql::tables::own_lease_shape,
+     .comment = "/proc/sys/kernel/random/boot_id of the lease host"},
+    {.name = "boot_token",
+     .type = Type::int64,
+     .since = sql::tables::own_lease_shape,
+     .comment = "the token the boot_* columns belong to"},
+    {.name = "boot_started_ms",
+     .type = Type::int64,
+     .since = sql::tables::own_lease_shape,
+     .comment = "CLOCK_BOOTTIME ms of the acquisition"},
+    {.name = "boot_expires_ms",
+     .type = Type::int64,
+     .since = sql::tables::own_lease_shape,
+     .comment = "CLOCK_BOOTTIME ms of the end of the lease"},
+};
+
+// How SQLite spells dblock's tables (core/sql/tables.hpp): TEXT and INTEGER (64-bit); a TEXT
+// name compares byte-wise (BINARY collation). No claims: SQLite has no session strategies.
+const sql::tables::SchemaDialect schema_dialect{
+    .quote = '"',
+    .type = [](Type t) -> std::string { return t == Type::int64 || t == Type::int32 ? "INTEGER" : "TEXT"; },
+    .identity = "INTEGER PRIMARY KEY AUTOINCREMENT",
+    .nullable = "",
+    .type_comment =
+        [](Type t) { return t == Type::timestamp ? std::string("UTC 'YYYY-MM-DD HH:MM:SS.SSS'") : std::string(); },
+    .index =
+        [](std::string_view name, std::string_view table, std::string_view columns) {
+          return "CREATE INDEX IF NOT EXISTS " + std::string(name) + " ON " + std::string(table) + " (" +
+                 std::string(columns) + ")";
+        },
+    .own_columns = boot_columns,
+    .session_tables = false,
+};
 
 // What core's rules (core/sql/rules.hpp) need spelled in SQLite; the time the row's last start
 // is judged at is always this process's (started_ago_sql).
@@ -110,57 +146,10 @@ std::string lease_live_sql(const std::string& a) {
 }
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix, '"');
-  sql::SchemaStatements s(options, descriptor.name);
+  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name);
   // One write transaction: one commit (one fsync) on a new file, and processes upgrading the
   // same file at once add each column once.
   s.begin = "BEGIN IMMEDIATE";
-  const std::string locks = options.table_prefix + "locks", runs = options.table_prefix + "runs";
-  s.create = {
-      {locks, "CREATE TABLE IF NOT EXISTS " + t.locks +
-          " (\n"
-          "  name             TEXT    NOT NULL PRIMARY KEY,  -- BINARY collation: byte-wise\n"
-          "  owner            TEXT,\n"
-          "  host             TEXT,\n"
-          "  pid              INTEGER,\n"
-          "  token            INTEGER NOT NULL DEFAULT 0,    -- fencing token, +1 per acquisition\n"
-          "  strategy         TEXT,\n"
-          "  session_id       TEXT,\n"
-          "  acquired_at      TEXT,                          -- UTC 'YYYY-MM-DD HH:MM:SS.SSS'\n"
-          "  renewed_at       TEXT,\n"
-          "  expires_at       TEXT,\n"
-          "  released_at      TEXT,\n"
-          "  last_started_at  TEXT,\n"
-          "  last_finished_at TEXT,\n"
-          "  last_exit_code   INTEGER,\n"
-          "  boot_id          TEXT,     -- /proc/sys/kernel/random/boot_id of the lease's host\n"
-          "  boot_token       INTEGER,  -- the token the boot_* columns belong to\n"
-          "  boot_started_ms  INTEGER,  -- CLOCK_BOOTTIME ms of the acquisition\n"
-          "  boot_expires_ms  INTEGER,  -- CLOCK_BOOTTIME ms of the end of the lease\n"
-          "  slots            INTEGER   -- a semaphore's header row: its slot count (--slots)\n"
-          ")"},
-      {runs, "CREATE TABLE IF NOT EXISTS " + t.runs +
-          " (\n"
-          "  id          INTEGER PRIMARY KEY AUTOINCREMENT,\n"
-          "  name        TEXT    NOT NULL,\n"
-          "  token       INTEGER NOT NULL,\n"
-          "  owner       TEXT,\n"
-          "  host        TEXT,\n"
-          "  pid         INTEGER,\n"
-          "  strategy    TEXT,\n"
-          "  started_at  TEXT,\n"
-          "  finished_at TEXT,\n"
-          "  outcome     TEXT    NOT NULL,\n"
-          "  exit_code   INTEGER\n"
-          ")"},
-      {runs, "CREATE INDEX IF NOT EXISTS " + quote_ident(options.table_prefix + "runs_name_id") + " ON " + t.runs + " (name, id)"},
-  };
-  for (std::string_view column : boot_columns)
-    s.added.push_back({std::string(column),
-                       "ALTER TABLE " + t.locks + " ADD COLUMN " + std::string(column) +
-                           (column == "boot_id" ? " TEXT" : " INTEGER"),
-                       true});
-  s.added.push_back({"slots", "ALTER TABLE " + t.locks + " ADD COLUMN slots INTEGER", false});
   // The columns, with the affinity of name (TEXT: '007' and '7' stay two keys) and token
   // (INTEGER, 64-bit), then each column of each unique index that is not partial (a TEXT
   // primary key is one, sqlite_autoindex_*); an expression's column has no name.
@@ -201,21 +190,8 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   return sql::shedlock_statements(dialect, Tables(options.table_prefix, '"'), quote_ident(options.shedlock_table));
 }
 
-sql::InspectStatements inspect_statements(const BackendOptions& options, bool without_boot_columns) {
-  Tables t(options.table_prefix, '"');
-  // A table from an older dblock lacks the boot_* columns, which a read-only inspection cannot
-  // add: its rows are read as that dblock wrote them (the wall-clock rule), and nothing is written.
-  if (without_boot_columns) {
-    t.locks = "(SELECT *";
-    for (std::string_view column : boot_columns) t.locks += ", NULL AS " + std::string(column);
-    t.locks += " FROM " + quote_ident(options.table_prefix + "locks") + ")";
-  }
-  sql::InspectStatements s =
-      sql::inspect_statements(dialect, t, options.shedlock ? quote_ident(options.shedlock_table) : std::string());
-  if (without_boot_columns) s.renew_named = s.renewed = s.renew_own = {};
-  if (!without_boot_columns && !options.shedlock)
-    s.older = std::make_shared<const sql::InspectStatements>(inspect_statements(options, /*without_boot_columns=*/true));
-  return s;
+sql::InspectStatements inspect_statements(const BackendOptions& options) {
+  return sql::inspect_statements(dialect, schema_dialect, options);
 }
 
 sql::ReleaseStatements release_statements(const std::string& prefix) {

@@ -17,6 +17,7 @@
 
 #include "core/sql/identifiers.hpp"
 #include "core/sql/statements.hpp"
+#include "core/sql/tables.hpp"
 
 namespace dblock::sql {
 
@@ -147,10 +148,10 @@ ShedlockStatements shedlock_statements(const Dialect& d, const Tables& t, const 
 /// `l` of the same name, which a WHERE or ORDER BY on s.name may follow.
 std::string shedlock_holder_sql(const Dialect& d, const Tables& t, const std::string& shedlock);
 
-/// What status, history and `dblock renew` read (InspectStatements), over dblock's tables `t`
-/// (t.locks may be a derived table that reads an older table as this version's, InspectStatements::older)
-/// or, with --table-format shedlock, ShedLock's table `shedlock` (quoted; "" without).
-InspectStatements inspect_statements(const Dialect& d, const Tables& t, const std::string& shedlock);
+/// What status, history and `dblock renew` read (InspectStatements), over the tables of
+/// `options` (ShedLock's with --table-format shedlock) quoted as `sd` quotes them, with the
+/// reads of each older shape of dblock's tables (InspectStatements::older, tables.hpp).
+InspectStatements inspect_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options);
 
 /// The lease's statements (LeaseStatements) over dblock's tables `t`, in the dialect's
 /// expressions: all but begin_release, release_unsynced, release_recorded, history.record,

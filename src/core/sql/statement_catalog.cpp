@@ -45,7 +45,8 @@ void StatementCatalog::add(const InspectStatements& s, std::string_view v) {
   for (const Statement* st : {&s.status_all, &s.status_keys, &s.history_all, &s.history_of, &s.now_ms, &s.slot_count,
                               &s.renew_named, &s.renewed, &s.renew_own})
     add(*st, v);
-  if (s.older) add(*s.older, "a table of an older dblock");
+  // Each older shape named by the first column it lacks.
+  if (s.older) add(*s.older, "a table of an older dblock, before " + s.older->lacks.front().second);
 }
 
 void StatementCatalog::add(const ReleaseStatements& s, std::string_view v) {

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/backend.hpp"
@@ -204,10 +205,13 @@ struct InspectStatements {
   /// also one of its own in dblock's row (ShedlockStatements::extend_own): that lease extended
   /// after renew_named renewed. Empty: none.
   Statement renew_own;
-  /// The same for a <prefix>locks an older dblock made, which lacks a `required` added column
-  /// (SchemaStatements::added) that inspection does not add: each reads the rows as that dblock
-  /// wrote them (SqlBackend, status and history). null: none of the above reads such a column.
+  /// The same for tables an older dblock made, which lack `required` added columns
+  /// (SchemaStatements::added) that inspection does not add: status and history read the rows
+  /// as that dblock wrote them (SqlBackend::older_statements), each older shape's `older` the
+  /// shape before it (tables.hpp, older_shapes). null: no required column came after the first.
   std::shared_ptr<const InspectStatements> older;
+  /// For an `older` one: the columns its tables lack, (table, column), unquoted.
+  std::vector<std::pair<std::string, std::string>> lacks;
 };
 
 }  // namespace dblock::sql
@@ -313,10 +317,11 @@ struct SchemaStatements {
   std::string autocommit_note;
   /// Opens the transaction the DDL runs in; empty: each DDL statement commits on its own.
   std::string begin;
-  /// Columns of <prefix>locks that came after its first release: the ALTER TABLE that adds one
-  /// to an older table; `required`: check_schema asks for it too (otherwise only what uses it
-  /// does: a semaphore's `slots`).
+  /// Columns that came after a table's first shape (tables.hpp), in the order they came: the
+  /// table (unquoted), the ALTER TABLE that adds one to an older table; `required`: check_schema
+  /// asks for it too (otherwise only what uses it does: a semaphore's `slots`).
   struct Added {
+    std::string table;
     std::string column;
     std::string add;
     bool required = false;

@@ -139,12 +139,14 @@ TEST_CASE("ShedLock's statements: a read where the upsert returns nothing, the d
 }
 
 TEST_CASE("inspection's statements: status with live and the server's verdict, renew of the named holder") {
-  const Tables t("p_", '"');
-  const sql::InspectStatements s = sql::inspect_statements(marked, t, "");
+  const sql::tables::SchemaDialect sd{.quote = '"'};
+  BackendOptions options;
+  options.table_prefix = "p_";
+  const sql::InspectStatements s = sql::inspect_statements(marked, sd, options);
   CHECK(s.status_keys.text.starts_with("SELECT name, owner, host, pid, token, strategy, MS(acquired_at)"));
   CHECK(s.status_keys.text.ends_with(", MS(NOW), CASE WHEN LIVE(l.) THEN 1 ELSE 0 END, HOLDS(l., p_) FROM \"p_locks\" l"
                                      " WHERE l.name IN JSON(:keys) ORDER BY l.name"));
-  CHECK(s.history_of.text.ends_with(" FROM \"p_runs\" WHERE name = :name ORDER BY id DESC LIMIT INT(:limit)"));
+  CHECK(s.history_of.text.ends_with(" FROM \"p_runs\" h WHERE name = :name ORDER BY id DESC LIMIT INT(:limit)"));
   CHECK(s.slot_count.text == "SELECT slots FROM \"p_locks\" WHERE name = :key AND strategy = 'semaphore'");
   CHECK(s.renew_named.text ==
         "UPDATE \"p_locks\" SET renewed_at = NOW, expires_at = PLUS(NOW, INT(:ttl_ms)) WHERE name = :key AND"
@@ -154,10 +156,12 @@ TEST_CASE("inspection's statements: status with live and the server's verdict, r
   CHECK(s.renew_own.empty());
   // Without RETURNING the renewal is read back; ShedLock's holder with a lease of the dialect's own renews that too.
   const sql::Dialect d = without_returning_with_own_lease();
-  CHECK(sql::inspect_statements(d, t, "").renewed.text ==
+  CHECK(sql::inspect_statements(d, sd, options).renewed.text ==
         "SELECT MS(expires_at) FROM \"p_locks\" WHERE name = :key AND released_at IS NULL AND (TEXT(:owner) IS NULL"
         " OR owner = :owner) AND (INT(:token) IS NULL OR token = INT(:token))");
-  const sql::InspectStatements shed = sql::inspect_statements(d, t, "\"shed\"");
+  options.shedlock = true;
+  options.shedlock_table = "shed";
+  const sql::InspectStatements shed = sql::inspect_statements(d, sd, options);
   CHECK(shed.status_all.text.ends_with(" FROM \"shed\" s LEFT JOIN \"p_locks\" l ON l.name = s.name ORDER BY s.name"));
   CHECK(shed.renewed.text == "SELECT MS(lock_until) FROM \"shed\" WHERE name = :key");
   CHECK(shed.renew_own.text.starts_with("UPDATE \"p_locks\" SET renewed_at = NOW, own_until = CLOCK + INT(:ttl_ms) WHERE"));
