@@ -18,10 +18,11 @@
 #    packet;
 #  - the session strategies make their release's row statement ready while the command runs
 #    (a named Parse, once the session is known to be served directly from the failover
-#    record's read, which also reads pg_backend_pid(), sent alone: the server parses it then
-#    and answers it with the release, so the two are one round trip), and the release runs it
-#    by name, so the waiter it lets in does not wait for its parse; a waiter's numbering is made
-#    ready before it waits, and run by name once its lock is granted;
+#    record's read, which also reads pg_backend_pid(); its answer is not waited for, so when
+#    the command ends before it comes the release goes out with it and the two count one round
+#    trip), and the release runs it by name, so the waiter it lets in does not wait for its
+#    parse; a waiter's numbering is made ready before it waits, and run by name once its lock
+#    is granted;
 #  - on tables that do not exist yet the run creates them and succeeds, and the next run is
 #    back to the counts above;
 #  - a lease waiter LISTENs on the key once, between its first attempt and its second; a
@@ -92,12 +93,13 @@ for s in lease advisory for-update txn-insert; do
   counted dblock -s "$s" run "$k" -- true
   assert_eq "$s: run exits 0" 0 "$?"
   case $s in
-    lease) conns=1 trips=2 ;;
-    advisory) conns=1 trips=3 ;;
-    *) conns=2 trips=5 ;;
+    lease) conns=1 least=2 trips=2 ;;
+    advisory) conns=1 least=3 trips=4 ;;
+    *) conns=2 least=5 trips=6 ;;
   esac
   assert_eq "$s: connections per run" "$conns" "$(wire connections)"
-  assert_eq "$s: round trips after the handshake ($(wire queries | cut -c1-60 | tr '\n' '|'))" "$trips" "$(wire round_trips)"
+  assert_between "$s: round trips after the handshake ($(wire queries | cut -c1-60 | tr '\n' '|'))" "$least" "$trips" \
+    "$(wire round_trips)"
   check "$s: no session setup or schema check on the hot path" \
     bash -c "! grep -qiE 'set_config\(s\.name|pg_settings|information_schema' <<<\"\$1\"" _ "$(wire queries)"
   check "$s: the session settings travel in the startup packet" grep -q "idle_session_timeout=" <<<"$(wire options)"
@@ -171,11 +173,11 @@ for s in lease advisory for-update txn-insert; do
   check "$s: it created them" grep -q "CREATE TABLE" <<<"$(wire queries)"
   counted env DBLOCK_TABLE_PREFIX="$fresh_prefix" dblock -s "$s" run "$k" -- true
   case $s in
-    lease) trips=2 ;;
-    advisory) trips=3 ;;
-    *) trips=5 ;;
+    lease) least=2 trips=2 ;;
+    advisory) least=3 trips=4 ;;
+    *) least=5 trips=6 ;;
   esac
-  assert_eq "$s: the next run is back to $trips round trips" "$trips" "$(wire round_trips)"
+  assert_between "$s: the next run is back to at most $trips round trips" "$least" "$trips" "$(wire round_trips)"
   assert_eq "$s: both runs are in the new history" 2 "$(DBLOCK_TABLE_PREFIX=$fresh_prefix history_field "$k" runs.#)"
 done
 

@@ -375,7 +375,7 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
 #endif
   auto done = piped ? collect_piped(deadline, true) : collect(deadline);
   if (!done) return std::unexpected(done.error());
-  if (done->parse_failed || (by_name && done->sqlstate == "26000")) {
+  if (by_name && done->sqlstate == "26000") {
     naming_ = false;
     return exec(sql, values, extra, named_by);
   }
@@ -398,10 +398,6 @@ Result<void> Connection::send_ahead(std::string_view sql, const std::vector<cons
     if (auto ok = reconnect(); !ok) return ok;
   if (!is_open()) return std::unexpected(broken("not connected"));
   if (auto ok = enter_pipeline(); !ok) return ok;
-  // A Parse sent ahead is not this statement's to share a fate with: a transaction begun here
-  // must not be skipped for it.
-  if (pipe_.parsed > 0)
-    if (auto ok = sync_background(); !ok) return ok;
   const std::string text(sql);
   std::vector<std::string> numbers(values.size());
   std::vector<const char*> args;
@@ -431,20 +427,11 @@ void Connection::send_unawaited(std::string_view sql) {
     return;
   }
   pipe_.background += 1;
-  pipe_.parsed = pipe_.queued = 0;
+  pipe_.queued = 0;
   if (!flush(boottime_now() + options_.io_timeout)) close();
 #else
   (void)exec(sql);
 #endif
-}
-
-Result<void> Connection::sync_background() {
-#ifdef LIBPQ_HAS_PIPELINING
-  if (!PQpipelineSync(conn_.get())) return std::unexpected(broken("sending a statement"));
-  ++pipe_.background;
-  pipe_.parsed = pipe_.queued = 0;
-#endif
-  return {};
 }
 
 Result<void> Connection::flush(Millis deadline) {
@@ -459,12 +446,10 @@ Result<Connection::Collected> Connection::collect_piped(Millis deadline, bool ou
 #ifdef LIBPQ_HAS_PIPELINING
   PGconn* c = conn_.get();
   if (auto ok = flush(deadline); !ok) return std::unexpected(ok.error());
-  // One Sync ends each group: the background ones first, whose answers are dropped, then ours,
-  // whose first `parsed` statements are Parses sent ahead.
-  const int groups = pipe_.background + (ours ? 1 : 0), parsed = pipe_.parsed;
+  // One Sync ends each group: the background ones first, whose answers are dropped, then ours.
+  const int groups = pipe_.background + (ours ? 1 : 0);
   Owned last(nullptr, &PQclear), error(nullptr, &PQclear);
-  int synced = 0, ends = 0, statement = 0;
-  bool parse_failed = false;
+  int synced = 0, ends = 0;
   while (synced < groups) {
     while (PQisBusy(c))
       if (auto ok = await(POLLIN, deadline); !ok) return std::unexpected(ok.error());
@@ -472,7 +457,6 @@ Result<Connection::Collected> Connection::collect_piped(Millis deadline, bool ou
     if (!r) {
       // The end of one statement's answers; two in a row: nothing more is coming.
       if (PQstatus(c) == CONNECTION_BAD || ++ends > 1) break;
-      if (synced == groups - 1) ++statement;
       continue;
     }
     ends = 0;
@@ -483,8 +467,7 @@ Result<Connection::Collected> Connection::collect_piped(Millis deadline, bool ou
     }
     if (!ours || synced < groups - 1 || status == PGRES_PIPELINE_ABORTED) continue;
     const bool failed = status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE || status == PGRES_NONFATAL_ERROR;
-    if (statement < parsed) parse_failed = parse_failed || failed;
-    else if (!failed) last = std::move(r);
+    if (!failed) last = std::move(r);
     else if (!error) error = std::move(r);
     if (PQstatus(c) == CONNECTION_BAD) break;
   }
@@ -498,7 +481,7 @@ Result<Connection::Collected> Connection::collect_piped(Millis deadline, bool ou
   if (channel_.empty())
     while (PGnotify* n = PQnotifies(c)) PQfreemem(n);
   const char* state = error ? PQresultErrorField(error.get(), PG_DIAG_SQLSTATE) : nullptr;
-  return Collected{std::move(error), std::move(last), state ? state : "", parse_failed && !error};
+  return Collected{std::move(error), std::move(last), state ? state : ""};
 #else
   (void)ours;
   return collect(deadline);
@@ -507,8 +490,6 @@ Result<Connection::Collected> Connection::collect_piped(Millis deadline, bool ou
 
 Result<void> Connection::drain(Millis deadline) {
   if (!piping()) return {};
-  if (pipe_.parsed > 0 || pipe_.queued > 0)
-    if (auto ok = sync_background(); !ok) return ok;
   if (auto done = collect_piped(deadline, false); !done) return std::unexpected(done.error());
   return {};
 }
@@ -535,12 +516,15 @@ Result<std::string> Connection::name_for(const std::string& text, int n, sql::Se
     if (naming_) {
       const std::string next = "dblock_" + std::to_string(prepared_ + 1);
 #ifdef LIBPQ_HAS_PIPELINING
-      // Made ready ahead: the server parses it now and answers with the next statement, which
-      // may be the one named (exec); should the Parse fail, that statement runs again unnamed.
+      // Made ready ahead: its answer is read by the next statement, which may be the one
+      // named (exec); should the name not take, that statement runs again unnamed. It has a
+      // Sync of its own: a Parse opens the implicit transaction that a Sync ends, and the
+      // statement run by name later must not have now() from when it was parsed.
       if (now) {
         if (auto ok = enter_pipeline(); !ok) return std::unexpected(ok.error());
-        if (!PQsendPrepare(c, next.c_str(), text.c_str(), n, nullptr)) return std::unexpected(broken("sending a statement"));
-        ++pipe_.parsed;
+        if (!PQsendPrepare(c, next.c_str(), text.c_str(), n, nullptr) || !PQpipelineSync(c))
+          return std::unexpected(broken("sending a statement"));
+        ++pipe_.background;
         if (auto ok = flush(deadline); !ok) return std::unexpected(ok.error());
         it->second = ++prepared_;
         return "dblock_" + std::to_string(it->second);

@@ -39,9 +39,8 @@ class Connection {
 
   /// Names `sql` (n parameters) now, where exec would on its second run, so its first run is
   /// not parsed (sql::Session::prepare). Best effort: a failure is the next statement's to say.
-  /// Its Parse goes out alone, not waited for: the server parses it at once and answers with
-  /// the next exec's statement, which goes with it (the two cost one round trip) and runs
-  /// again unnamed should the Parse have failed.
+  /// Its answer is not waited for: the next exec reads it, and sends a statement named so
+  /// without waiting for it (the two then cost one round trip between them at most).
   void prepare(std::string_view sql, int n, sql::Session* named_by);
 
   /// Sends `sql` (one statement) with `values` to run ahead of the next exec's statement, in its
@@ -109,21 +108,16 @@ class Connection {
     Owned error;
     Owned last;
     std::string sqlstate;
-    bool parse_failed = false;  // a Parse sent ahead (prepare) failed: nothing after it ran
   };
   Result<Collected> collect(Millis deadline);
   // libpq's pipeline mode, in use while statements went out whose answers were not read yet:
-  // `background` Syncs whose groups' answers nobody waits for (send_unawaited), then, with no
-  // Sync yet, `parsed` Parses (prepare) and after them `queued` statements (send_ahead), which
-  // go with the next exec's.
+  // `background` Syncs whose groups' answers nobody waits for (send_unawaited, prepare), and
+  // `queued` statements that go with the next exec's (send_ahead).
   struct Pipeline {
     int background = 0;
-    int parsed = 0;
     int queued = 0;
   };
-  bool piping() const { return pipe_.background > 0 || pipe_.parsed > 0 || pipe_.queued > 0; }
-  // Ends the group sent so far with a Sync: its answers are dropped.
-  Result<void> sync_background();
+  bool piping() const { return pipe_.background > 0 || pipe_.queued > 0; }
   Result<void> enter_pipeline();
   Result<void> flush(Millis deadline);
   // The answers of the groups sent (a Sync ends each), `ours` (the last group's, an exec's)
