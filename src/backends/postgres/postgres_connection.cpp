@@ -104,6 +104,19 @@ std::optional<std::pair<std::string, std::string>> hosts_after_current(PGconn* c
 
 void ignore_notice(void*, const char*) {}
 
+// `values` as libpq takes them: every value as text, NULL as nullptr; `numbers` holds the
+// integers' text meanwhile.
+std::vector<const char*> text_args(const std::vector<const sql::Value*>& values, std::vector<std::string>& numbers) {
+  numbers.assign(values.size(), std::string());
+  std::vector<const char*> args;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (const auto* n = std::get_if<std::int64_t>(values[i])) numbers[i] = std::to_string(*n);
+    const auto* s = std::get_if<std::string>(values[i]);
+    args.push_back(s ? s->c_str() : std::holds_alternative<std::int64_t>(*values[i]) ? numbers[i].c_str() : nullptr);
+  }
+  return args;
+}
+
 // The parameters libpq would use for this DSN once a service file (service=, PGSERVICE) and the
 // environment (PGOPTIONS, PGAPPNAME, PGCONNECT_TIMEOUT, ...) have filled in what the DSN leaves
 // out (dblock(1), DSN): a service's search_path in `options` must not be dropped for dblock's
@@ -339,13 +352,8 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
   const Millis deadline = boottime_now() + options_.io_timeout + extra;
   PGconn* c = conn_.get();
   const std::string text(sql);
-  std::vector<std::string> numbers(values.size());
-  std::vector<const char*> args;  // every value as text, NULL as nullptr
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (const auto* n = std::get_if<std::int64_t>(values[i])) numbers[i] = std::to_string(*n);
-    const auto* s = std::get_if<std::string>(values[i]);
-    args.push_back(s ? s->c_str() : std::holds_alternative<std::int64_t>(*values[i]) ? numbers[i].c_str() : nullptr);
-  }
+  std::vector<std::string> numbers;
+  const std::vector<const char*> args = text_args(values, numbers);
   const int n = static_cast<int>(values.size());
   // Behind answers not read yet, a statement that has values, or that goes with statements sent
   // ahead of it, joins the pipeline: it is sent now, not once they are read. Several statements
@@ -399,13 +407,8 @@ Result<void> Connection::send_ahead(std::string_view sql, const std::vector<cons
   if (!is_open()) return std::unexpected(broken("not connected"));
   if (auto ok = enter_pipeline(); !ok) return ok;
   const std::string text(sql);
-  std::vector<std::string> numbers(values.size());
-  std::vector<const char*> args;
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (const auto* n = std::get_if<std::int64_t>(values[i])) numbers[i] = std::to_string(*n);
-    const auto* s = std::get_if<std::string>(values[i]);
-    args.push_back(s ? s->c_str() : std::holds_alternative<std::int64_t>(*values[i]) ? numbers[i].c_str() : nullptr);
-  }
+  std::vector<std::string> numbers;
+  const std::vector<const char*> args = text_args(values, numbers);
   if (!PQsendQueryParams(conn_.get(), text.c_str(), static_cast<int>(values.size()), nullptr, args.data(), nullptr,
                          nullptr, 0))
     return std::unexpected(broken("sending a statement"));
@@ -421,7 +424,8 @@ void Connection::send_unawaited(std::string_view sql) {
   if (!is_open()) return;
 #ifdef LIBPQ_HAS_PIPELINING
   // Whatever went ahead of it goes with it, unread.
-  if (!enter_pipeline() || !PQsendQueryParams(conn_.get(), std::string(sql).c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) ||
+  const std::string text(sql);
+  if (!enter_pipeline() || !PQsendQueryParams(conn_.get(), text.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) ||
       !PQpipelineSync(conn_.get())) {
     close();  // a connection that cannot send ends what it held with it
     return;
