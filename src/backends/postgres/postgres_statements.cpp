@@ -289,17 +289,24 @@ sql::LockStatements lock_statements(const std::string& prefix) {
                                                      " (SELECT pg_advisory_unlock(:lock::bigint) AS ours OFFSET 0) u"};
   s.begin = "BEGIN ISOLATION LEVEL READ COMMITTED";
   s.lock_wait = {"lock.lock_timeout", "SELECT set_config('lock_timeout', :lock_timeout, true)"};
-  s.lock_claim = {"lock.claim", "SELECT 1" + claim + " FOR UPDATE"};
+  // Each lock answers with its transaction's id, by which row_released asks the server whether
+  // it still runs.
+  s.lock_claim = {"lock.claim", "SELECT txid_current()" + claim + " FOR UPDATE"};
   s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text + " NOWAIT"};
   s.make_claim = {"lock.make_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind) ON CONFLICT DO NOTHING"};
   // txn-insert's waiters queue on the key's transaction-scoped advisory lock (two ints) ahead of
   // the INSERT, which the holder keeps until its transaction ends: a release wakes the one
   // waiter at the head of that queue, where on the unique index it would wake them all.
   s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind"
-                                         " FROM (SELECT pg_advisory_xact_lock(:hi::int, :lo::int)) q RETURNING 1"};
+                                         " FROM (SELECT pg_advisory_xact_lock(:hi::int, :lo::int)) q RETURNING txid_current()"};
   s.insert_claim_try = {"lock.insert_claim_try", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind"
-                                                 " WHERE pg_try_advisory_xact_lock(:hi::int, :lo::int) RETURNING 1"};
+                                                 " WHERE pg_try_advisory_xact_lock(:hi::int, :lo::int) RETURNING txid_current()"};
   s.holds_claim = {"lock.holds_claim", "SELECT count(*)" + claim};
+  // The row released, then whether the holder's transaction still runs (a lock that went with
+  // its session, or an idle limit's end, leaves it aborted), then the history row.
+  s.row_released = release_recorded(t, "lock.row_released",
+                                    "g AS (SELECT COALESCE(txid_status(:holder_txn::bigint) = 'in progress', false) AS ours"
+                                    " FROM (SELECT count(*) FROM u) r)");
   s.alive = {"lock.alive", "SELECT 1"};
   return s;
 }

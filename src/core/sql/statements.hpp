@@ -377,9 +377,17 @@ struct LockStatements {
   /// while it holds, so the server shows it: taken after txn-insert's insert (for-update's
   /// `lock_claim` takes it), given back after the transaction. The renewals' proof, (1) while
   /// held: `holds_claim` (txn-insert's own row), `alive` (for-update's transaction).
+  /// `row_released` (empty: none; not with `tag`), in the bookkeeping session:
+  /// LeaseStatements::release_recorded's work, its outcome 'lost' unless the holder's transaction
+  /// is still running, which the server tells by :holder_txn, the first column of what the lock
+  /// statement (`lock_claim*`, `insert_claim*`) answered: the row released, that proof, then the
+  /// history row, in one statement, with release_recorded's parameters. One row: (released 1 or
+  /// 0, held to the end 1 or 0). The transaction then ends without waiting for its answer
+  /// (HolderSession::end_unawaited): a plain key's release is one round trip.
   std::string begin;
   Statement lock_wait;
   Statement lock_claim, lock_claim_nowait, make_claim, insert_claim, insert_claim_try, tag, untag, holds_claim, alive;
+  Statement row_released;
 };
 
 }  // namespace dblock::sql
