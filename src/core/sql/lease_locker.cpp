@@ -105,9 +105,9 @@ class LeaseLocker final : public Locker {
 
  private:
   Params take_params(const LockRequest& req, const Value& token, std::int64_t fence) const {
-    return {{"key", req.key},           {"owner", req.owner},     {"host", req.host},
-            {"pid", req.pid},           {"ttl_ms", ms_value(req.ttl)}, {"min_interval_ms", ms_value(req.min_interval)},
-            {"token", token},           {"record", std::string(failover::record_name)}, {"fence", fence}};
+    Params p{{"key", req.key},     {"ttl_ms", ms_value(req.ttl)}, {"min_interval_ms", ms_value(req.min_interval)},
+             {"token", token},     {"record", std::string(failover::record_name)}, {"fence", fence}};
+    return rows::bind_holder(p, req);
   }
 
   Result<AcquireOutcome> attempt(const LockRequest& req) {

@@ -25,18 +25,18 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t, std::string_
   // Assigned in the order Upsert::set asks: the columns the condition reads last.
   auto take = [&](std::string_view f) {
     const std::string first = first_token_sql(d, true, f), at_fence(f);
-    Assignments values{{"name", ":key"},          {"owner", ":owner"},    {"host", ":host"},
-                       {"pid", d.integer(":pid")}, {"token", first},       {"strategy", "'lease'"},
-                       {"session_id", "NULL"},     {"acquired_at", d.now}, {"renewed_at", d.now},
-                       {"expires_at", d.plus_ms(d.now, ttl)}, {"released_at", "NULL"}, {"last_started_at", d.now}};
+    Assignments values = taken_row(d, {{"token", first},         {"strategy", "'lease'"},
+                                        {"session_id", "NULL"},    {"acquired_at", d.now},
+                                        {"renewed_at", d.now},     {"expires_at", d.plus_ms(d.now, ttl)},
+                                        {"released_at", "NULL"},   {"last_started_at", d.now}});
     for (auto& own : d.own_lease.start(first, ttl)) values.push_back(std::move(own));
     return Upsert{t.locks, "l", std::move(values),
                   [&d, ttl, at_fence](std::string_view row) {
                     const std::string next = next_token_sql(d, row, true, at_fence);
-                    Assignments set{{"owner", ""},         {"host", ""},          {"pid", ""},
-                                    {"session_id", "NULL"}, {"renewed_at", ""},    {"token", next},
-                                    {"strategy", "'lease'"}, {"acquired_at", ""},  {"released_at", "NULL"},
-                                    {"expires_at", ""},     {"last_started_at", ""}};
+                    Assignments set = taken_set({{"session_id", "NULL"},    {"renewed_at", ""},
+                                                 {"token", next},           {"strategy", "'lease'"},
+                                                 {"acquired_at", ""},       {"released_at", "NULL"},
+                                                 {"expires_at", ""},        {"last_started_at", ""}});
                     for (auto& own : d.own_lease.start(next, ttl)) set.push_back(std::move(own));
                     return set;
                   },
@@ -81,21 +81,23 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t, std::string_
   // still converts to epoch milliseconds (9999-12-31 UTC).
   const std::string never = d.time_of_ms("253402214400000");
   const std::string first = first_token_sql(d, false, fence);
-  Assignments header{{"name", ":key"},          {"owner", ":owner"},    {"host", ":host"},
-                     {"pid", d.integer(":pid")}, {"token", first},       {"strategy", "'semaphore'"},
-                     {"session_id", "NULL"},     {"acquired_at", d.now}, {"renewed_at", d.now},
-                     {"expires_at", never},      {"released_at", "NULL"}, {"last_started_at", d.now},
-                     {"slots", d.integer(":slots")}};
+  Assignments header = taken_row(d, {{"token", first},         {"strategy", "'semaphore'"},
+                                      {"session_id", "NULL"},    {"acquired_at", d.now},
+                                      {"renewed_at", d.now},     {"expires_at", never},
+                                      {"released_at", "NULL"},   {"last_started_at", d.now},
+                                      {"slots", d.integer(":slots")}});
   s.header_take = {"semaphore.header_take",
                    d.upsert({t.locks, "l", std::move(header),
                              [&](std::string_view row) {
-                               return Assignments{{"owner", ""},           {"host", ""},
-                                                  {"pid", ""},             {"session_id", "NULL"},
-                                                  {"renewed_at", ""},      {"last_started_at", ""},
-                                                  {"token", next_token_sql(d, row, false, fence)},
-                                                  {"slots", ""},           {"strategy", "'semaphore'"},
-                                                  {"acquired_at", ""},     {"released_at", "NULL"},
-                                                  {"expires_at", ""}};
+                               return taken_set({{"session_id", "NULL"},
+                                                 {"renewed_at", ""},
+                                                 {"last_started_at", ""},
+                                                 {"token", next_token_sql(d, row, false, fence)},
+                                                 {"slots", ""},
+                                                 {"strategy", "'semaphore'"},
+                                                 {"acquired_at", ""},
+                                                 {"released_at", "NULL"},
+                                                 {"expires_at", ""}});
                              },
                              [&](std::string_view row) { return header_free_sql(d, row, t.locks); }}) +
                        d.returning("token, NULL, NULL")};  // only its token is read (take_header)
@@ -106,20 +108,21 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t, std::string_
 Upsert session_upsert(const Dialect& d, const Tables& t, std::string_view fence, std::string_view at,
                       std::string_view taken_at) {
   const std::string now(at), when_at(taken_at), above(fence), first = first_token_sql(d, true, fence);
-  Assignments values{{"name", ":key"},          {"owner", ":owner"},   {"host", ":host"},
-                     {"pid", d.integer(":pid")}, {"token", first},      {"strategy", ":strategy"},
-                     {"session_id", ":session_id"}, {"acquired_at", now}, {"renewed_at", now},
-                     {"expires_at", "NULL"},     {"released_at", "NULL"}, {"last_started_at", now}};
+  Assignments values = taken_row(d, {{"token", first},             {"strategy", ":strategy"},
+                                      {"session_id", ":session_id"}, {"acquired_at", now},
+                                      {"renewed_at", now},           {"expires_at", "NULL"},
+                                      {"released_at", "NULL"},       {"last_started_at", now}});
   // The server lock on :key is ours, so the row is taken whoever of this strategy it names;
   // never a semaphore's header, nor a row another strategy's holder may still hold (the server
   // lock excludes only holders of its own kind), nor while a --min-hold of its last holder runs
   // (a released row's expires_at ahead) or --min-interval has not passed.
   return Upsert{t.locks, "l", std::move(values),
                 [&d, above](std::string_view row) {
-                  return Assignments{{"owner", ""},      {"host", ""},       {"pid", ""},
-                                     {"session_id", ""}, {"renewed_at", ""}, {"token", next_token_sql(d, row, true, above)},
-                                     {"strategy", ""},   {"acquired_at", ""}, {"expires_at", "NULL"},
-                                     {"released_at", "NULL"}, {"last_started_at", ""}};
+                  return taken_set({{"session_id", ""},    {"renewed_at", ""},
+                                    {"token", next_token_sql(d, row, true, above)},
+                                    {"strategy", ""},      {"acquired_at", ""},
+                                    {"expires_at", "NULL"}, {"released_at", "NULL"},
+                                    {"last_started_at", ""}});
                 },
                 [&d, when_at](std::string_view row) {
                   const std::string r(row), over = r + "expires_at <= " + when_at;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/semaphore.hpp"
+#include "core/sql/sql_session.hpp"
 
 namespace dblock::rows {
 
@@ -51,6 +52,10 @@ bool other_strategy_holds(const LockStatus& row, bool lease_live, std::string_vi
   if (row.strategy.empty() || row.strategy == asked || row.strategy == semaphore_marker) return false;
   if (row.released_at_ms || !row.acquired_at_ms) return false;
   return row.strategy != "lease" || lease_live;
+}
+
+sql::Params& bind_holder(sql::Params& params, const LockRequest& req) {
+  return params.set("owner", req.owner).set("host", req.host).set("pid", std::int64_t{req.pid});
 }
 
 LockStatus decode_status(const ColumnReader& row) {

@@ -17,6 +17,10 @@
 #include "core/lock_types.hpp"
 #include "core/sql/tables.hpp"
 
+namespace dblock::sql {
+class Params;  // sql_session.hpp, which includes this file
+}
+
 namespace dblock::rows {
 
 /// A dialect's SQL for a timestamp column (or expression) as milliseconds since the epoch; NULL stays NULL.
@@ -74,6 +78,10 @@ std::string strategy_allows_sql(std::string_view row, std::string_view mine, std
 /// true when the row records another strategy than `asked` whose holder may still hold the key,
 /// a crashed session holder included (fail closed: only `release --force` clears its row).
 bool other_strategy_holds(const LockStatus& row, bool lease_live, std::string_view asked);
+
+/// Binds the holder's columns that every take writes (tables.hpp, Column::holder; sql::taken_row)
+/// from `req`, each under its column's name; returns `params`.
+sql::Params& bind_holder(sql::Params& params, const LockRequest& req);
 
 /// The columns of status_select_list() as LockStatus, state not yet judged. A session
 /// strategy's row shows no expires_at (it has no lease).

@@ -140,12 +140,13 @@ Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, cons
 
 Result<HeaderTake> take_header(Session& session, const LeaseStatements& st, const LockRequest& req,
                                std::int64_t fence) {
-  Params hp{{"key", req.semaphore}, {"owner", req.owner}, {"host", req.host}, {"pid", req.pid},
+  Params hp{{"key", req.semaphore},
             {"slots", std::int64_t{req.slots}},
             {"first", req.semaphore + slot_separator},
             {"past", req.semaphore + char(slot_separator + 1)},
             {"fence", fence},
             {"recount", std::int64_t{0}}};
+  rows::bind_holder(hp, req);
   HeaderTake out;
   auto took = [&](const Rows& header) -> Result<HeaderTake> {
     auto row = taken_row(session, st, header, req.semaphore, req.owner);

@@ -1,6 +1,32 @@
 #include "core/sql/rules.hpp"
 
+#include <iterator>
+
 namespace dblock::sql {
+
+Assignments taken_row(const Dialect& d, Assignments rest) {
+  Assignments out{{"name", ":key"}};
+  for (const tables::Column& c : tables::locks_columns) {
+    if (!c.holder) continue;
+    const std::string param = ":" + std::string(c.name);
+    if (c.type == tables::Type::int64 || c.type == tables::Type::int32)
+      out.emplace_back(c.name, d.integer(param));
+    else if (c.type == tables::Type::timestamp)
+      out.emplace_back(c.name, d.time_of_ms(d.integer(param)));
+    else
+      out.emplace_back(c.name, param);
+  }
+  out.insert(out.end(), std::make_move_iterator(rest.begin()), std::make_move_iterator(rest.end()));
+  return out;
+}
+
+Assignments taken_set(Assignments rest) {
+  Assignments out;
+  for (const tables::Column& c : tables::locks_columns)
+    if (c.holder) out.emplace_back(c.name, "");
+  out.insert(out.end(), std::make_move_iterator(rest.begin()), std::make_move_iterator(rest.end()));
+  return out;
+}
 
 HistoryStatements history_statements(const Dialect& d, const std::string& runs) {
   HistoryStatements s;

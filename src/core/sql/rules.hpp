@@ -131,6 +131,14 @@ struct Dialect {
   std::string release_returns;
 };
 
+/// A take of :key's row of <prefix>locks, with the holder's columns (tables.hpp, Column::holder)
+/// each from the bound parameter of its name (an integer's through Dialect::integer), so a new
+/// one needs no statement edited: taken_row, the inserted row's values (name, the holder's
+/// columns, then `rest`); taken_set, the SET items (Upsert::set) that give the existing row the
+/// holder's columns as inserted, then `rest`.
+Assignments taken_row(const Dialect& d, Assignments rest);
+Assignments taken_set(Assignments rest);
+
 /// The SET items of `set`, each led by ", " ("" for none).
 std::string more_assignments(const Assignments& set);
 

@@ -348,15 +348,13 @@ class SessionLocker final : public Locker {
 
   // session_take's parameters (statements.hpp).
   Params take_params(const LockRequest& req, std::int64_t fence, const Value& token) const {
-    return {{"key", req.key},
-            {"owner", req.owner},
-            {"host", req.host},
-            {"pid", req.pid},
-            {"strategy", strategy_},
-            {"session_id", lock_->holder().session_id()},
-            {"min_interval_ms", ms_value(req.min_interval)},
-            {"token", token},
-            {"fence", fence}};
+    Params p{{"key", req.key},
+             {"strategy", strategy_},
+             {"session_id", lock_->holder().session_id()},
+             {"min_interval_ms", ms_value(req.min_interval)},
+             {"token", token},
+             {"fence", fence}};
+    return rows::bind_holder(p, req);
   }
 
   // The row of a key whose server lock is ours: a plain lock's in one statement; a semaphore's

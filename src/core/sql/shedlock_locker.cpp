@@ -104,8 +104,8 @@ class ShedlockLocker final : public Locker {
     }
     if (!took->empty()) out.expires_at_ms = (*took)[0].opt_int64(0);
     // The fencing token ShedLock lacks: dblock's row of the name, bumped in the same transaction.
-    const Params who{{"key", req.key},   {"owner", req.owner}, {"host", req.host},
-                     {"pid", req.pid},   {"table", table_},    {"ttl_ms", ms_value(req.ttl)}};
+    Params who{{"key", req.key}, {"table", table_}, {"ttl_ms", ms_value(req.ttl)}};
+    rows::bind_holder(who, req);
     auto numbered = session_->run(st_.number, who);
     if (!numbered) return std::unexpected(numbered.error());
     if (numbered->affected == 0) {

@@ -77,21 +77,23 @@ ShedlockStatements shedlock_statements(const Dialect& d, const Tables& t, const 
   // dblock's row of the name: the holder, the next token, strategy 'shedlock', session_id the
   // ShedLock table. Assigned in that order, the columns the condition reads last (Upsert::set).
   const std::string first = first_token_sql(d, false, "");
-  Assignments values{{"name", ":key"},       {"owner", ":owner"},       {"host", ":host"},
-                     {"pid", d.integer(":pid")}, {"token", first},       {"strategy", "'shedlock'"},
-                     {"session_id", ":table"},  {"acquired_at", d.now}, {"renewed_at", d.now},
-                     {"expires_at", "NULL"},    {"released_at", "NULL"}, {"last_started_at", d.now}};
+  Assignments values = taken_row(d, {{"token", first},        {"strategy", "'shedlock'"},
+                                      {"session_id", ":table"}, {"acquired_at", d.now},
+                                      {"renewed_at", d.now},    {"expires_at", "NULL"},
+                                      {"released_at", "NULL"},  {"last_started_at", d.now}});
   for (auto& own_column : d.own_lease.start(first, ttl)) values.push_back(std::move(own_column));
   s.number = {"shedlock.number",
               d.upsert({t.locks, "l", std::move(values),
                         [&](std::string_view row) {
                           const std::string next = next_token_sql(d, row, false, "");
-                          Assignments set{{"owner", ""},         {"host", ""},
-                                          {"pid", ""},           {"token", next},
-                                          {"session_id", ""},    {"renewed_at", d.now},
-                                          {"strategy", "'shedlock'"}, {"acquired_at", d.now},
-                                          {"expires_at", "NULL"}, {"released_at", "NULL"},
-                                          {"last_started_at", d.now}};
+                          Assignments set = taken_set({{"token", next},
+                                                       {"session_id", ""},
+                                                       {"renewed_at", d.now},
+                                                       {"strategy", "'shedlock'"},
+                                                       {"acquired_at", d.now},
+                                                       {"expires_at", "NULL"},
+                                                       {"released_at", "NULL"},
+                                                       {"last_started_at", d.now}});
                           for (auto& own_column : d.own_lease.start(next, ttl)) set.push_back(std::move(own_column));
                           return set;
                         },

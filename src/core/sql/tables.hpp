@@ -53,6 +53,10 @@ struct Column {
   bool required = true;
   /// Read by status, in the order of the table (rows::status_select_list, decode_status).
   bool status = false;
+  /// The holder's: every take writes it from the bound parameter of its name (rules.hpp
+  /// holder_values; rows::bind_holder binds it from the request), so a new one needs no
+  /// statement edited.
+  bool holder = false;
   /// For the DBA who reads the DDL: a line of its own above the column.
   std::string_view comment = {};
 };
@@ -74,9 +78,9 @@ struct Table {
 
 inline constexpr Column locks_columns[] = {
     {.name = "name", .type = Type::name, .not_null = true, .status = true, .comment = "the key, byte for byte"},
-    {.name = "owner", .type = Type::text, .status = true},
-    {.name = "host", .type = Type::text, .status = true},
-    {.name = "pid", .type = Type::int64, .status = true},
+    {.name = "owner", .type = Type::text, .status = true, .holder = true},
+    {.name = "host", .type = Type::text, .status = true, .holder = true},
+    {.name = "pid", .type = Type::int64, .status = true, .holder = true},
     {.name = "token",
      .type = Type::int64,
      .not_null = true,

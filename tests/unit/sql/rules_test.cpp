@@ -4,6 +4,7 @@
 
 #include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
+#include "core/sql/sql_session.hpp"
 
 using namespace dblock;
 
@@ -256,4 +257,32 @@ TEST_CASE("the session strategies' numbering: whoever of this strategy the row n
         " OR l.strategy = :strategy OR l.released_at IS NOT NULL OR l.acquired_at IS NULL OR (l.strategy = 'lease'"
         " AND l.expires_at <= EXCLUDED.acquired_at)) AND (l.expires_at IS NULL OR l.expires_at <="
         " EXCLUDED.acquired_at) AND " + sql::due_sql(marked, "l.", "EXCLUDED.acquired_at"));
+}
+
+TEST_CASE("every take writes each holder's column of the table description, and the request binds each") {
+  const Tables t("p_", '"');
+  const sql::LeaseStatements lease = sql::lease_statements(marked, t, "INC");
+  const std::string session = sql::on_conflict_upsert(sql::session_upsert(marked, t, "F", "AT", "EXCLUDED.acquired_at"));
+  const std::string shedlock = sql::shedlock_statements(marked, t, "\"shed\"").number.text;
+  LockRequest req;
+  req.owner = "o";
+  req.host = "h";
+  req.pid = 7;
+  sql::Params p{{"key", std::string("k")}};
+  rows::bind_holder(p, req);
+  int holders = 0;
+  for (const sql::tables::Column& c : sql::tables::locks_columns) {
+    if (!c.holder) continue;
+    ++holders;
+    const std::string name(c.name), kept = name + " = EXCLUDED." + name;
+    CAPTURE(name);
+    for (const std::string& text : {lease.take.text, lease.header_take.text, session, shedlock}) {
+      CHECK(text.find(", " + name + ",") != std::string::npos);  // among the inserted columns
+      CHECK(text.find(":" + name) != std::string::npos);          // from its parameter
+      CHECK(text.find(kept) != std::string::npos);                // and on the existing row
+    }
+    CHECK(p.find(name) != nullptr);
+  }
+  CHECK(holders >= 3);  // owner, host, pid and any added since
+  CHECK(*p.find("pid") == sql::Value(std::int64_t{7}));
 }
