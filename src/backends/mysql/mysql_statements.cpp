@@ -9,6 +9,7 @@
 #include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 #include "core/sql/identifiers.hpp"
+#include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
 
 namespace dblock::mysql {

@@ -4,6 +4,7 @@
 
 #include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/postgres/postgres_tables.hpp"
+#include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
 
 namespace dblock::postgres {

@@ -1,4 +1,5 @@
 #include "core/sql/inspect.hpp"
+#include "core/sql/lock_rows.hpp"
 
 #include <limits>
 #include <nlohmann/json.hpp>

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "core/sql/lock_rows.hpp"
 #include "core/sql/lock_steps.hpp"
 
 namespace dblock::sql {

@@ -15,33 +15,13 @@
 
 #include "core/error.hpp"
 #include "core/lock_types.hpp"
+#include "core/sql/sql_session.hpp"
 #include "core/sql/tables.hpp"
-
-namespace dblock::sql {
-class Params;  // sql_session.hpp, which includes this file
-}
 
 namespace dblock::rows {
 
 /// A dialect's SQL for a timestamp column (or expression) as milliseconds since the epoch; NULL stays NULL.
 using EpochMs = std::string (*)(std::string_view expr);
-
-/// One result row of the backend's client library, read by 0-based column index. Each backend
-/// adapts its own row type in a few lines.
-class ColumnReader {
- public:
-  virtual ~ColumnReader() = default;
-  virtual bool is_null(int column) const = 0;
-  /// "" for NULL.
-  virtual std::string text(int column) const = 0;
-  /// Only called on a column that is not NULL.
-  virtual std::int64_t int64(int column) const = 0;
-
-  std::optional<std::int64_t> opt_int64(int column) const {
-    if (is_null(column)) return std::nullopt;
-    return int64(column);
-  }
-};
 
 /// The SELECT list (without SELECT) of the <prefix>locks columns status reads (tables.hpp,
 /// Column::status), in the order decode_status() reads them, each timestamp as epoch ms, then

@@ -1,3 +1,4 @@
+#include "core/sql/lock_rows.hpp"
 #include "core/sql/lock_steps.hpp"
 
 #include <algorithm>

@@ -2,6 +2,7 @@
 // and rendered through the dialect's expressions (rules.hpp, Dialect); the dialect adds only how
 // a server session is ended.
 
+#include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
 
 namespace dblock::sql {

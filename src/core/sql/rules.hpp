@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/sql/identifiers.hpp"
+#include "core/sql/lock_rows.hpp"
 #include "core/sql/statements.hpp"
 #include "core/sql/tables.hpp"
 

@@ -1,3 +1,4 @@
+#include "core/sql/lock_rows.hpp"
 #include "core/sql/session_locker.hpp"
 
 #include <algorithm>

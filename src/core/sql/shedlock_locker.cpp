@@ -1,3 +1,4 @@
+#include "core/sql/lock_rows.hpp"
 #include "core/sql/shedlock_locker.hpp"
 
 #include <utility>

@@ -22,8 +22,28 @@
 
 #include "core/error.hpp"
 #include "core/lock_types.hpp"
-#include "core/sql/lock_rows.hpp"
 #include "core/sql/waiters.hpp"
+
+namespace dblock::rows {
+
+/// One result row of the backend's client library, read by 0-based column index. Each backend
+/// adapts its own row type in a few lines.
+class ColumnReader {
+ public:
+  virtual ~ColumnReader() = default;
+  virtual bool is_null(int column) const = 0;
+  /// "" for NULL.
+  virtual std::string text(int column) const = 0;
+  /// Only called on a column that is not NULL.
+  virtual std::int64_t int64(int column) const = 0;
+
+  std::optional<std::int64_t> opt_int64(int column) const {
+    if (is_null(column)) return std::nullopt;
+    return int64(column);
+  }
+};
+
+}  // namespace dblock::rows
 
 namespace dblock::sql {
 
