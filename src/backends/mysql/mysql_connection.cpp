@@ -23,17 +23,16 @@ namespace {
 // The longest wait_timeout MySQL accepts (a year): the server's idle killers are off.
 constexpr std::int64_t max_wait_timeout_s = 31536000;
 
-// Sent as the init command, so they cost no round trip: UTC (NOW(6) and stored DATETIMEs), and
-// an idle limit of its own, as a server's wait_timeout (it may be 2 s) must not drop a session
+// An idle limit of its own, as a server's wait_timeout (it may be 2 s) must not drop a session
 // while a long job runs: a lock holder's ends the session (and frees the lock) of a holder whose
 // network went dark; the others get a year. interactive_timeout too, in case an option file sets
 // CLIENT_INTERACTIVE (the server then copies it into wait_timeout).
-std::string init_command(ConnectionRole role, Millis idle_limit) {
+std::string idle_limits(ConnectionRole role, Millis idle_limit) {
   std::int64_t seconds = max_wait_timeout_s;
   if (role == ConnectionRole::lock_holder && idle_limit.count() > 0)
     seconds = std::clamp<std::int64_t>((idle_limit.count() + 999) / 1000, 1, max_wait_timeout_s);
   const std::string n = std::to_string(seconds);
-  return "SET time_zone = '+00:00', SESSION wait_timeout = " + n + ", SESSION interactive_timeout = " + n;
+  return "SESSION wait_timeout = " + n + ", SESSION interactive_timeout = " + n;
 }
 
 // Where the user and password come from, for a server that refused them (1045, or 1698 when
@@ -124,8 +123,21 @@ Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const Backe
                                                     ConnectionRole role, std::string_view settings) {
   auto target = parse_mysql_dsn(dsn);
   if (!target) return std::unexpected(target.error());
-  std::string init = init_command(role, options.session_idle_limit) + std::string(settings);
-  std::unique_ptr<Connection> conn(new Connection(dsn, std::move(*target), options, std::move(init)));
+  // The settings go with the connection as its init command, which costs a round trip of its
+  // own: only a lock holder's session sets them at once. Another sets its idle limits once it
+  // will sit idle while a job runs (keep_idle: a session strategy's bookkeeping session), and a
+  // lease run's renewals keep its session busy. The statements need no time zone
+  // (mysql_statements.cpp), but ShedLock's TIMESTAMP columns are read and written in the
+  // session's. A connection made again gets them all.
+  const std::string zone = options.shedlock ? "time_zone = '+00:00', " : "";
+  const std::string idle = idle_limits(role, options.session_idle_limit);
+  std::string every = "SET " + zone + idle + std::string(settings);
+  std::string first = role == ConnectionRole::lock_holder ? every
+                      : zone.empty()                       ? std::string()
+                                                           : "SET time_zone = '+00:00'";
+  std::unique_ptr<Connection> conn(new Connection(dsn, std::move(*target), options, std::move(first)));
+  conn->idle_command_ = "SET " + idle;
+  conn->every_init_ = std::move(every);
   if (auto r = conn->reconnect(); !r) return std::unexpected(r.error());
   return conn;
 }
@@ -137,6 +149,10 @@ Result<void> Connection::reconnect() {
 
   mysql_.reset();  // before its statements (statements_)
   statements_.clear();
+  // A COMMIT sent unawaited went with the old session, committed or not; a deferred wake
+  // name's with it too.
+  in_release_ = commit_sent_ = false;
+  deferred_.reset();
   std::unique_ptr<MYSQL, Close> m(mysql_init(nullptr));
   if (!m) return fail(ErrorKind::internal, "mysql_init failed (out of memory)");
 
@@ -153,7 +169,7 @@ Result<void> Connection::reconnect() {
       {MYSQL_OPT_WRITE_TIMEOUT, &io_s, "write timeout"},
       {MYSQL_OPT_RECONNECT, &no, "reconnect"},
       {MYSQL_SET_CHARSET_NAME, "utf8mb4", "charset"},
-      {MYSQL_INIT_COMMAND, init_command_.c_str(), "init command"},
+      {MYSQL_INIT_COMMAND, init_command_.empty() ? nullptr : init_command_.c_str(), "init command"},
       {MYSQL_READ_DEFAULT_FILE, t.option_file ? t.option_file->c_str() : nullptr, "option-file"},
       {MYSQL_READ_DEFAULT_GROUP, t.option_group.c_str(), "option-group"},
       {MYSQL_OPT_SSL_CA, t.ssl_ca ? t.ssl_ca->c_str() : nullptr, "ssl-ca"},
@@ -193,6 +209,16 @@ Result<void> Connection::reconnect() {
   // The command run under `run` must not inherit the database socket (dblock(1), run).
   if (const int fd = static_cast<int>(mysql_get_socket(m.get())); fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
   mysql_ = std::move(m);
+  // From here on every connection made again sets them all.
+  if (init_command_ == every_init_) idle_set_ = true;
+  init_command_ = every_init_;
+  return {};
+}
+
+Result<void> Connection::keep_idle() {
+  if (idle_set_) return {};
+  if (auto ok = query(idle_command_); !ok) return ok;
+  idle_set_ = true;
   return {};
 }
 
@@ -263,7 +289,22 @@ Result<MYSQL_STMT*> Connection::prepared(const std::string& text, std::vector<MY
   return statements_.emplace(text, std::move(stmt)).first->second.get();
 }
 
+Result<void> Connection::settle() {
+  if (commit_sent_) {
+    commit_sent_ = false;
+    if (mysql_read_query_result(mysql_.get()) != 0) return failed(error_from_mysql());
+  }
+  if (auto d = std::exchange(deferred_, std::nullopt)) (void)run(d->first, d->second);
+  return {};
+}
+
+void Connection::defer(const sql::Statement& st, sql::Params params) {
+  if (deferred_) (void)settle();
+  deferred_.emplace(st, std::move(params));
+}
+
 Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& params) {
+  if (auto ok = settle(); !ok) return std::unexpected(ok.error());
   const sql::Compiled& compiled = compiled_.get(st);
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
@@ -324,6 +365,19 @@ Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& p
 
 Result<void> Connection::query(std::string_view sql) {
   if (!mysql_) return std::unexpected(error_from_mysql());
+  if (auto ok = settle(); !ok) return ok;
+  // A release's COMMIT is the last statement of a run: the server commits it whether or not
+  // dblock waits for the answer, and a session that ends after it (COM_QUIT, or the socket
+  // closed) ends after the commit, as the server reads in order. So a run does not wait a
+  // round trip more to exit (dblock(1), NOTES, Round trips).
+  const bool release_commit = in_release_ && sql == "COMMIT";
+  in_release_ = sql == release_begin || (in_release_ && sql != "COMMIT" && sql != "ROLLBACK");
+  if (release_commit) {
+    if (mysql_send_query(mysql_.get(), sql.data(), static_cast<unsigned long>(sql.size())) != 0)
+      return failed(error_from_mysql());
+    commit_sent_ = true;
+    return {};
+  }
   if (mysql_real_query(mysql_.get(), sql.data(), static_cast<unsigned long>(sql.size())) != 0)
     return failed(error_from_mysql());
   do {
@@ -333,8 +387,6 @@ Result<void> Connection::query(std::string_view sql) {
   return {};
 }
 
-namespace {
-
 // The wake primitive (core/sql/waiters.hpp) in named locks (wake_statements): a holder keeps
 // the key's wake name, the waiter with the key's queue name blocks on it, the others wait for
 // the queue name. A failure to take or give back a name only sends waiters back to core's
@@ -342,8 +394,16 @@ namespace {
 class NamedLockWake final : public sql::Wake {
  public:
   NamedLockWake(Connection& conn, const std::string& prefix) : conn_(&conn), s_(wake_statements(prefix)) {}
-  void post(const std::string& key) override { (void)conn_->run(s_.wake_release, {{"key", key}}); }
-  void hold(const std::string& key) override { (void)conn_->run(s_.wake_hold, {{"key", key}}); }
+  /// The take of `key` took its wake name and gave the queue name back (Session::run).
+  void held_by_take(const std::string& key) { held_by_take_ = key; }
+  // Given back before the session's next statement, or by the session's end: a run that
+  // released its key and exits pays no round trip for it, and its waiter wakes as the server
+  // ends the session, after the release (the server reads in order).
+  void post(const std::string& key) override { conn_->defer(s_.wake_release, {{"key", key}}); }
+  void hold(const std::string& key) override {
+    if (std::exchange(held_by_take_, std::string()) == key) return;
+    (void)conn_->run(s_.wake_hold, {{"key", key}});
+  }
   // One statement both takes the queue name and, holding it, waits on the wake name.
   Result<bool> join(const std::string& key, Millis left) override { return wait(key, left); }
   Result<bool> wait(const std::string& key, Millis left) override {
@@ -357,11 +417,27 @@ class NamedLockWake final : public sql::Wake {
  private:
   Connection* conn_;
   WakeStatements s_;
+  std::string held_by_take_;
 };
 
+namespace {
+std::unique_ptr<NamedLockWake> wake_of(Connection& conn, const std::string& prefix, NamedLockWake*& out) {
+  auto w = std::make_unique<NamedLockWake>(conn, prefix);
+  out = w.get();
+  return w;
+}
 }  // namespace
 
 Session::Session(std::unique_ptr<Connection> conn, std::string prefix)
-    : conn_(std::move(conn)), waiters_(std::make_unique<NamedLockWake>(*conn_, prefix)) {}
+    : conn_(std::move(conn)), waiters_(wake_of(*conn_, prefix, wake_)) {}
+
+Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params) {
+  auto r = conn_->run(st, params);
+  // Its last two columns: the wake name taken (NULL: not taken) and the queue name given back.
+  if (r && st.id == "lease.take" && !r->empty() && (*r)[0].columns() >= 2 && !(*r)[0].is_null((*r)[0].columns() - 2))
+    if (const auto* key = params.find("key"); key && std::holds_alternative<std::string>(*key))
+      wake_->held_by_take(std::get<std::string>(*key));
+  return r;
+}
 
 }  // namespace dblock::mysql

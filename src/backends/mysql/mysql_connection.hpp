@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "backends/mysql/mysql_dsn.hpp"
 #include "backends/mysql/mysql_error.hpp"
@@ -17,11 +19,16 @@
 
 namespace dblock::mysql {
 
+/// The BEGIN of a release's transaction (LeaseStatements::begin_release): its COMMIT, the last
+/// statement a run sends, is not awaited (Connection::query). An acquisition's commit always is.
+inline constexpr std::string_view release_begin = "START TRANSACTION READ WRITE";
+
 class Connection {
  public:
-  /// Connects with every time bound set, utf8mb4, UTC, no automatic reconnect, a close-on-exec
-  /// socket, and options.session_idle_limit for a lock holder (a year for the others).
-  /// `settings`: more session assignments for the init command (", SESSION x = 1").
+  /// Connects with every time bound set, utf8mb4, no automatic reconnect, a close-on-exec
+  /// socket, and options.session_idle_limit for a lock holder (a year for the others, once
+  /// keep_idle asks for it or the connection is made again); UTC with --table-format shedlock.
+  /// `settings`: a lock holder's more session assignments (", SESSION x = 1").
   static Result<std::unique_ptr<Connection>> open(const Dsn& dsn, const BackendOptions& options,
                                                   ConnectionRole role = ConnectionRole::bookkeeping,
                                                   std::string_view settings = {});
@@ -30,15 +37,24 @@ class Connection {
   /// the server's count.
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params = {});
   /// Runs a statement without parameters through the text protocol; any rows are discarded.
+  /// The COMMIT of a transaction begun with release_begin is sent and not awaited: its answer is
+  /// read before the next statement, and a session that ends first commits it all the same.
   Result<void> query(std::string_view sql);
+  /// `st` run just before the next statement, or never when the session ends first (a wake
+  /// name given back: the session's end gives back every name it holds). Its failure is dropped.
+  void defer(const sql::Statement& st, sql::Params params);
 
   /// Drops the connection and opens a new one with the same settings.
   Result<void> reconnect();
+  /// Sets the session's idle limits, unless set already: before it sits idle while a job runs.
+  Result<void> keep_idle();
 
   /// The connection's socket, or -1 when closed.
   int socket() const { return mysql_ ? static_cast<int>(mysql_get_socket(mysql_.get())) : -1; }
   /// Whether a transaction is open, as the server's last reply said.
-  bool in_transaction() const { return mysql_ && (mysql_->server_status & SERVER_STATUS_IN_TRANS) != 0; }
+  bool in_transaction() const {
+    return mysql_ && !commit_sent_ && (mysql_->server_status & SERVER_STATUS_IN_TRANS) != 0;
+  }
   /// The server's id for this session (CONNECTION_ID()).
   std::uint64_t session_id() const { return mysql_ ? mysql_thread_id(mysql_.get()) : 0; }
   /// The server's handshake says MariaDB.
@@ -67,35 +83,50 @@ class Connection {
   Result<MYSQL_STMT*> prepared(const std::string& sql, std::vector<MYSQL_BIND>& binds, bool& executed);
   /// `e`; a lost connection's prepared statements are gone with it.
   std::unexpected<Error> failed(Error e);
+  /// Before a statement: the answer of a COMMIT sent unawaited, then the deferred statement.
+  Result<void> settle();
 
   Dsn dsn_;
   MysqlDsn target_;
   BackendOptions options_;
-  std::string init_command_;
+  std::string init_command_;  // the next connection's (empty: none)
+  std::string every_init_;    // every setting, for a connection made again
+  std::string idle_command_;  // the idle limits alone (keep_idle)
+  bool idle_set_ = false;
   // Declared first, so destroyed after the connection: mysql_close() detaches them, and closing
   // them afterwards frees memory without sending the server a COM_STMT_CLOSE for each, which
   // the session's end does anyway.
   std::unordered_map<std::string, std::unique_ptr<MYSQL_STMT, Close>> statements_;
   std::unique_ptr<MYSQL, Close> mysql_;
   std::int64_t max_block_ms_ = 0;
+  bool in_release_ = false;   // a release_begin transaction is open
+  bool commit_sent_ = false;  // its COMMIT was sent and its answer not read yet
+  std::optional<std::pair<sql::Statement, sql::Params>> deferred_;
   sql::CompiledCache compiled_{sql::PlaceholderStyle::question};
 };
+
+class NamedLockWake;
 
 /// The connection as the strategies of core/sql see it (sql_session.hpp), its waiters woken
 /// through named locks (NamedLockWake).
 class Session final : public sql::Session {
  public:
   Session(std::unique_ptr<Connection> conn, std::string prefix);
-  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override { return conn_->run(st, params); }
+  /// Connection::run; a MariaDB lease take that took the key's wake name with the row
+  /// (lease_statements) tells the wake, whose hold() then sends nothing.
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override;
   Result<void> exec(std::string_view sql) override { return conn_->query(sql); }
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
   std::string where() const override { return conn_->where(); }
   std::optional<sql::Transport> transport() const override { return conn_->transport(); }
   sql::Waiters& release_signal() override { return waiters_; }
   std::int64_t started_id() const override { return static_cast<std::int64_t>(conn_->session_id()); }
+  /// Connection::keep_idle.
+  Result<void> keep_idle() { return conn_->keep_idle(); }
 
  private:
   std::unique_ptr<Connection> conn_;
+  NamedLockWake* wake_;  // waiters_'s
   sql::Waiters waiters_;
 };
 

@@ -1,5 +1,7 @@
 // The MySQL/MariaDB dialect's statements (core/sql/statements.hpp has each one's contract). Every
-// DATETIME is UTC (each session runs with time_zone '+00:00').
+// DATETIME is UTC, written and compared as UTC_TIMESTAMP(6), which no session setting moves: a
+// session needs no time_zone of its own, and so no round trip to set one (ShedLock's TIMESTAMP
+// columns excepted: Connection::open).
 //
 // An upsert's ON DUPLICATE KEY UPDATE takes a row only when its condition holds, each column
 // IF(cond, new, old). MySQL assigns left to right, each assignment seeing the ones before
@@ -65,6 +67,10 @@ std::string lock_name(const Tables& t, std::string_view label, int digits, std::
          std::to_string(digits) + ")" + (tag.empty() ? "" : ", " + std::string(tag)) + ")";
 }
 
+// A key's wake and queue names (wake_statements).
+std::string wake_name(const Tables& t) { return lock_name(t, "dblock-wake:", 52, ":key"); }
+std::string queue_name(const Tables& t) { return lock_name(t, "dblock-queue:", 51, ":key"); }
+
 // The lock that proves a row's session holder (status, `release --force`), one of
 // lock_statements' names, and the recorded connection id (holder_id): an id alone proves
 // nothing, as the server hands ids out again after a restart. The holder tag's name carries the
@@ -83,14 +89,14 @@ std::string holder_id(std::string_view row = "") {
 
 // What core's rules (core/sql/rules.hpp) need spelled in MySQL.
 const sql::Dialect dialect{
-    .now = "NOW(6)",
+    .now = "UTC_TIMESTAMP(6)",
     .time_of_ms = [](std::string_view ms) { return "TIMESTAMPADD(MICROSECOND, " + std::string(ms) + " * 1000, '1970-01-01')"; },
     .integer = [](std::string_view param) { return std::string(param); },
     .started_ms_ago =
         [](std::string_view row, std::string_view now) {
           return "(TIMESTAMPDIFF(MICROSECOND, " + std::string(row) + "last_started_at, " + std::string(now) + ") DIV 1000)";
         },
-    .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > NOW(6), 0)"; },
+    .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > UTC_TIMESTAMP(6), 0)"; },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " <=> " + std::string(b); },
     .begin = "START TRANSACTION",
     // ShedLock's now, as its MySqlServerTimeStatementsSource writes it.
@@ -137,6 +143,19 @@ std::string incarnation(bool mariadb) {
                  : "CONCAT('server_uuid ', @@GLOBAL.server_uuid)";
 }
 
+// On MariaDB, whose takes read no row back (lease_statements), a last column that fails the
+// read (1242, which sends the run to the schema check: exit 78) unless <prefix>locks has a
+// unique key on exactly its name, as its upserts need; a read of one table's keys in the
+// catalog, once per connection. MySQL's `taken` read finds a second row of the name instead.
+std::string keyed_locks(const Tables& t, bool mariadb) {
+  if (!mariadb) return "";
+  const std::string keyed = "SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = " +
+                            quote_identifier(t.prefix + "locks", '\'') +
+                            " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME HAVING COUNT(*) = 1 AND"
+                            " SUM(LOWER(COLUMN_NAME) = 'name' AND SUB_PART IS NULL) = 1";
+  return ", (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE NOT EXISTS (" + keyed + "))";
+}
+
 // MySQL reads no table in an ON DUPLICATE KEY UPDATE's assignments, so the gate is not folded
 // into the take: admit() runs before it.
 sql::FailoverStatements failover_statements(const Tables& t, bool mariadb) {
@@ -149,19 +168,19 @@ sql::FailoverStatements failover_statements(const Tables& t, bool mariadb) {
                                     : "COALESCE((SELECT VARIABLE_VALUE IN ('ON', '1') FROM"
                                       " performance_schema.global_variables WHERE VARIABLE_NAME = 'wsrep_on'), 0)";
   f.read = {"failover.read", "SELECT r.owner, c.incarnation_now, r.host, r.token, " + epoch_ms("r.expires_at") + ", " +
-                                 epoch_ms("NOW(6)") + ", r.pid, r.owner = c.incarnation_now, " +
+                                 epoch_ms("UTC_TIMESTAMP(6)") + ", r.pid, r.owner = c.incarnation_now, " +
                                  sql::failover_delayed_sql(dialect, "r.") + ", " + sql::failover_covers_sql(dialect, "r.") +
-                                 ", CONNECTION_ID(), " + wsrep + " FROM (SELECT " + now_incarnation + " AS incarnation_now) c"
-                                 " LEFT JOIN " + t.locks + " r ON r.name = :record"};
+                                 ", CONNECTION_ID(), " + wsrep + keyed_locks(t, mariadb) + " FROM (SELECT " +
+                                 now_incarnation + " AS incarnation_now) c LEFT JOIN " + t.locks + " r ON r.name = :record"};
   f.create = {"failover.create", "INSERT INTO " + t.locks +
                                      " (name, owner, host, pid, token, strategy, acquired_at) VALUES (:record, " +
-                                     now_incarnation + ", NULL, :ttl_ms, 0, 'failover', NOW(6))"
+                                     now_incarnation + ", NULL, :ttl_ms, 0, 'failover', UTC_TIMESTAMP(6))"
                                      " ON DUPLICATE KEY UPDATE name = name"};
   f.max_token = {"failover.max_token", "SELECT MAX(token) FROM " + t.locks + " WHERE name <> :record"};
   // Assigned left to right: host takes the old owner before owner changes.
   f.move = {"failover.move", "UPDATE " + t.locks + " SET host = owner, owner = " + now_incarnation +
-                                 ", token = :fence, acquired_at = NOW(6),"
-                                 " expires_at = NOW(6) + INTERVAL pid * 1000 MICROSECOND WHERE name = :record AND"
+                                 ", token = :fence, acquired_at = UTC_TIMESTAMP(6),"
+                                 " expires_at = UTC_TIMESTAMP(6) + INTERVAL pid * 1000 MICROSECOND WHERE name = :record AND"
                                  " owner <> " + now_incarnation};
   f.raise_ttl = {"failover.raise_ttl",
                  "UPDATE " + t.locks + " SET pid = :ttl_ms WHERE name = :record AND pid < :ttl_ms"};
@@ -172,35 +191,53 @@ sql::FailoverStatements failover_statements(const Tables& t, bool mariadb) {
 
 sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   const Tables t(prefix, '`');
-  const std::string status = rows::status_select_list(&epoch_ms, "NOW(6)") + ", COALESCE(expires_at > NOW(6), 0)";
+  const std::string status = rows::status_select_list(&epoch_ms, "UTC_TIMESTAMP(6)") + ", COALESCE(expires_at > UTC_TIMESTAMP(6), 0)";
   sql::LeaseStatements s;
   s.begin = "START TRANSACTION";
-  s.begin_release = "START TRANSACTION";
+  s.begin_release = std::string(release_begin);  // its COMMIT is not awaited (Connection::query)
 
   // Free: the lease ended (a session strategy leaves expires_at NULL) and --min-interval allows a
   // start.
-  const std::string due = sql::due_sql(dialect, "", "NOW(6)");
-  const std::string first_token = sql::first_token_sql(dialect, true, fence);
+  const std::string due = sql::due_sql(dialect, "", "UTC_TIMESTAMP(6)");
+  // MariaDB (10.5+) answers a take with its row (RETURNING), which saves the read of `taken`: the
+  // row's values after the statement, whether it took the row or not, so each says which in
+  // @dblock_take, set to 1 by the insert's values (computed first) and to the condition by the
+  // update that meets an existing row.
+  const std::string first_token = mariadb ? "IF(" + taking + " := 1, " + sql::first_token_sql(dialect, true, fence) + ", NULL)"
+                                          : sql::first_token_sql(dialect, true, fence);
+  auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
+  const std::string returning_taken = " RETURNING " + taken_if("token") + ", " + taken_if(epoch_ms("acquired_at")) + ", " +
+                                      taken_if(epoch_ms("expires_at"));
   const std::string next_token = sql::next_token_sql(dialect, "", true, fence);
-  const std::string lease_over = "expires_at <= NOW(6)";
+  const std::string lease_over = "expires_at <= UTC_TIMESTAMP(6)";
   const std::string lease_allowed = rows::strategy_allows_sql("", "'lease'", lease_over);
-  const std::string free = "((expires_at IS NULL OR expires_at <= NOW(6)) AND " + due + " AND " + lease_allowed + ")";
+  const std::string free = "((expires_at IS NULL OR expires_at <= UTC_TIMESTAMP(6)) AND " + due + " AND " + lease_allowed + ")";
   s.take = {"lease.take",
             "INSERT INTO " + t.locks +
                 " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at,"
-                " last_started_at) VALUES (:key, :owner, :host, :pid, " + first_token + ", 'lease', NULL, NOW(6), NOW(6),"
-                " NOW(6) + INTERVAL :ttl_ms * 1000 MICROSECOND, NULL, NOW(6)) ON DUPLICATE KEY UPDATE " +
+                " last_started_at) VALUES (:key, :owner, :host, :pid, " + first_token + ", 'lease', NULL, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6),"
+                " UTC_TIMESTAMP(6) + INTERVAL :ttl_ms * 1000 MICROSECOND, NULL, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE " +
                 assign_each_if(free, {{"owner", "VALUES(owner)"},
                                  {"host", "VALUES(host)"},
                                  {"pid", "VALUES(pid)"},
                                  {"strategy", "'lease'"},
                                  {"session_id", "NULL"},
-                                 {"acquired_at", "NOW(6)"},
-                                 {"renewed_at", "NOW(6)"},
+                                 {"acquired_at", "UTC_TIMESTAMP(6)"},
+                                 {"renewed_at", "UTC_TIMESTAMP(6)"},
                                  {"released_at", "NULL"},
                                  {"token", next_token},
                                  {"expires_at", "VALUES(expires_at)"},
-                                 {"last_started_at", "NOW(6)"}})};
+                                 {"last_started_at", "UTC_TIMESTAMP(6)"}})};
+  if (mariadb) {
+    // And why not, as `refusal` would say, from the row as the take found it (take_explains);
+    // then, taken (a plain key's: no slot token), the key's wake name and the queue name given
+    // back, as wake_hold does (NULL, NULL when not): the holder's first step, in the same round
+    // trip (Session::run).
+    s.take.text += returning_taken + ", " + status + ", " + sql::due_in_ms_sql(dialect, "") + ", IF(" + taking +
+                   " AND :token IS NULL, GET_LOCK(" + wake_name(t) + ", 0), NULL), IF(" + taking +
+                   " AND :token IS NULL, RELEASE_LOCK(" + queue_name(t) + "), NULL)";
+    s.take_explains = true;
+  }
   // The server lock is ours, so whoever of this strategy the row names is gone: only
   // --min-interval, a semaphore's header, a --min-hold still running (the released row's
   // expires_at) or another strategy's holder leave it alone.
@@ -211,32 +248,35 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                     "INSERT INTO " + t.locks +
                         " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
                         " released_at, last_started_at) VALUES (:key, :owner, :host, :pid, " + first_token + ","
-                        " :strategy, :session_id, NOW(6), NOW(6), NULL, NULL, NOW(6)) ON DUPLICATE KEY UPDATE " +
+                        " :strategy, :session_id, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), NULL, NULL, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE " +
                         assign_each_if(numbered, {{"owner", "VALUES(owner)"},
                                                   {"host", "VALUES(host)"},
                                                   {"pid", "VALUES(pid)"},
                                                   {"session_id", "VALUES(session_id)"},
-                                                  {"renewed_at", "NOW(6)"},
+                                                  {"renewed_at", "UTC_TIMESTAMP(6)"},
                                                   {"token", next_token},
                                                   {"strategy", "VALUES(strategy)"},
-                                                  {"acquired_at", "NOW(6)"},
+                                                  {"acquired_at", "UTC_TIMESTAMP(6)"},
                                                   {"expires_at", "NULL"},
                                                   {"released_at", "NULL"},
-                                                  {"last_started_at", "NOW(6)"}})};
+                                                  {"last_started_at", "UTC_TIMESTAMP(6)"}})};
+  if (mariadb) s.session_take.text += returning_taken;
   // ON DUPLICATE KEY UPDATE meets the key's row through any unique key: on a table whose name
   // is not its key (name, owner), every holder would insert a row of its own. A second row of
   // the name fails the subquery (1242), which sends the run to the schema check (exit 78).
+  // MariaDB reads no row back: there the failover record's read asks the catalog instead
+  // (failover_statements).
   s.taken = {"lease.taken", "SELECT token, " + epoch_ms("acquired_at") + ", " + epoch_ms("expires_at") + " FROM " +
                                 t.locks + " WHERE name = :key AND owner = :owner AND name = " + one_row_of(t.locks)};
   s.refusal = {"lease.refusal",
                "SELECT " + status + ", " + sql::due_in_ms_sql(dialect, "") + " FROM " + t.locks + " WHERE name = :key"};
   s.renew = {"lease.renew", "UPDATE " + t.locks +
-                                " SET renewed_at = NOW(6), expires_at = NOW(6) + INTERVAL :ttl_ms * 1000 MICROSECOND"
+                                " SET renewed_at = UTC_TIMESTAMP(6), expires_at = UTC_TIMESTAMP(6) + INTERVAL :ttl_ms * 1000 MICROSECOND"
                                 " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
   s.release = {"lease.release",
                "UPDATE " + t.locks +
-                   " SET released_at = NOW(6), expires_at = GREATEST(NOW(6), acquired_at + INTERVAL :min_hold_ms * 1000 MICROSECOND),"
-                   " last_finished_at = IF(:finished, NOW(6), last_finished_at),"
+                   " SET released_at = UTC_TIMESTAMP(6), expires_at = GREATEST(UTC_TIMESTAMP(6), acquired_at + INTERVAL :min_hold_ms * 1000 MICROSECOND),"
+                   " last_finished_at = IF(:finished, UTC_TIMESTAMP(6), last_finished_at),"
                    " last_exit_code = IF(:finished, :exit_code, last_exit_code)"
                    " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
   s.history = sql::history_statements(dialect, t.runs);
@@ -247,17 +287,17 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
                        " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
                        " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid, " +
                        sql::first_token_sql(dialect, false, fence) + ", 'semaphore', NULL,"
-                       " NOW(6), NOW(6), '9999-12-31 23:59:59', NULL, NOW(6), :slots) ON DUPLICATE KEY UPDATE " +
+                       " UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), '9999-12-31 23:59:59', NULL, UTC_TIMESTAMP(6), :slots) ON DUPLICATE KEY UPDATE " +
                        assign_each_if(header_free, {{"owner", "VALUES(owner)"},
                                                {"host", "VALUES(host)"},
                                                {"pid", "VALUES(pid)"},
                                                {"session_id", "NULL"},
-                                               {"renewed_at", "NOW(6)"},
-                                               {"last_started_at", "NOW(6)"},
+                                               {"renewed_at", "UTC_TIMESTAMP(6)"},
+                                               {"last_started_at", "UTC_TIMESTAMP(6)"},
                                                {"token", sql::next_token_sql(dialect, "", false, fence)},
                                                {"slots", "VALUES(slots)"},
                                                {"strategy", "'semaphore'"},
-                                               {"acquired_at", "NOW(6)"},
+                                               {"acquired_at", "UTC_TIMESTAMP(6)"},
                                                {"released_at", "NULL"},
                                                {"expires_at", "VALUES(expires_at)"}})};
   s.header_refusal = {"semaphore.header_refusal", "SELECT " + status + ", slots FROM " + t.locks + " WHERE name = :key"};
@@ -296,12 +336,12 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options, bool mari
   s.session_id = {"doctor.session_id", "SELECT CONNECTION_ID()"};
   // No `serving`: the failover record's read answers it (failover_statements).
   s.checks = {
+      // A lease run's session sets no idle limit (Connection::open): its renewals keep it busy.
       {"wait_timeout",
-       "SELECT 'wait_timeout', @@SESSION.wait_timeout >= 31536000, IF(@@SESSION.wait_timeout >= 31536000,"
-       " CONCAT('server wait_timeout is ', @@GLOBAL.wait_timeout, ' s; dblock sets its own: a lock holder''s session"
-       " 2 x TTL + 5 s (its renewals keep it busy; a holder cut off from the server loses the lock after that), its"
-       " other sessions a year'), CONCAT('the server kept wait_timeout at ', @@SESSION.wait_timeout, ' s for"
-       " dblock''s session: an idle holder may be dropped'))"},
+       "SELECT 'wait_timeout', 1, CONCAT('server wait_timeout is ', @@GLOBAL.wait_timeout, ' s; dblock sets its own on"
+       " the sessions that sit idle while a job runs: a lock holder''s 2 x TTL + 5 s (its renewals keep it busy; a"
+       " holder cut off from the server loses the lock after that), a session strategy''s bookkeeping session a year;"
+       " a lease run''s renewals (every TTL/3) keep its session busy, and one the server ended is opened again')"},
       // MySQL without Galera has no wsrep_on. dblock's conditional writes are certified whatever
       // wsrep_sync_wait says.
       {"galera",
@@ -374,8 +414,8 @@ WakeStatements wake_statements(const std::string& prefix) {
   // key's queue name blocks on it; the other waiters wait for the queue name. So a release wakes
   // one waiter, not all of them. The wake name is taken without waiting: a semaphore's slots
   // share one.
-  const std::string wake = lock_name(t, "dblock-wake:", 52, ":key");
-  const std::string queue = lock_name(t, "dblock-queue:", 51, ":key");
+  const std::string wake = wake_name(t);
+  const std::string queue = queue_name(t);
   WakeStatements s;
   s.wake_hold = {"wake.hold", "SELECT GET_LOCK(" + wake + ", 0), RELEASE_LOCK(" + queue + ")"};
   // RELEASE_LOCK of a name this session does not hold changes nothing.
@@ -450,7 +490,7 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   // skips; there the first run makes the record.
   s.failover_record = "/*M!100000 INSERT INTO " + t.locks +
                       " (name, owner, host, pid, token, strategy, acquired_at) VALUES (CONCAT(CHAR(1), 'failover'), " +
-                      incarnation(true) + ", NULL, 0, 0, 'failover', NOW(6)) ON DUPLICATE KEY UPDATE name = name */";
+                      incarnation(true) + ", NULL, 0, 0, 'failover', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE name = name */";
   s.autocommit_note = "MySQL and MariaDB commit each CREATE TABLE on its own (DDL is not\n-- transactional).";
   s.failover_note = "MariaDB runs the next statement (a /*M! comment); MySQL skips it, and there the\n"
                     "-- first run makes the record (an INSERT).";
