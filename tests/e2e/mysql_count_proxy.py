@@ -12,9 +12,12 @@ every change) holding one line:
 connections: accepted client connections. commands: client command packets after the
 handshake (sequence id 0 in the MySQL protocol; the handshake's own packets have ids >= 1), by
 command byte. round_trips: the times a client sent a command that expects a reply and then
-waited for the server: commands sent together before any server bytes came back (a prepare and
-its execute pipelined by mariadb_stmt_execute_direct) count once, and commands without a reply
-(COM_STMT_CLOSE, COM_QUIT) count none. Plain TCP only (no TLS: the packets must be readable).
+waited for the server, counted when the reply comes (and written before it is passed on, so a
+client that has its answer finds it counted): commands sent together before any server bytes
+came back (a prepare and its execute pipelined by mariadb_stmt_execute_direct) count once,
+commands without a reply (COM_STMT_CLOSE, COM_QUIT) count none, and nor does a command the
+client did not wait for: it said goodbye (COM_QUIT) or hung up before the reply (a last COMMIT
+sent on the way out). Plain TCP only (no TLS: the packets must be readable).
 
 Python 3 standard library only; exits by itself after --lifetime seconds (default 240).
 """
@@ -75,9 +78,10 @@ class Pair:
                 counts.commands += 1
                 name = NAMES.get(cmd, f"COM_0x{cmd:02x}")
                 counts.by_name[name] = counts.by_name.get(name, 0) + 1
-                if cmd not in NO_REPLY and not self.awaiting:
-                    counts.round_trips += 1
+                if cmd not in NO_REPLY:
                     self.awaiting = True
+                elif cmd == 0x01:
+                    self.awaiting = False  # a goodbye: what it sent last was not waited for
                 changed = True
             self.buffer = self.buffer[4:]
             self.skip = length
@@ -137,8 +141,10 @@ def main():
             if from_client:
                 if pair.client_bytes(data, counts):
                     counts.write()
-            else:
+            elif pair.awaiting:
+                counts.round_trips += 1
                 pair.awaiting = False
+                counts.write()
             try:
                 dst.sendall(data)
             except OSError:

@@ -149,10 +149,7 @@ Result<void> Connection::reconnect() {
 
   mysql_.reset();  // before its statements (statements_)
   statements_.clear();
-  // A COMMIT sent unawaited went with the old session, committed or not; a deferred wake
-  // name's with it too.
-  in_release_ = commit_sent_ = false;
-  deferred_.reset();
+  deferred_.reset();  // a wake name's: given back with the old session
   std::unique_ptr<MYSQL, Close> m(mysql_init(nullptr));
   if (!m) return fail(ErrorKind::internal, "mysql_init failed (out of memory)");
 
@@ -289,22 +286,17 @@ Result<MYSQL_STMT*> Connection::prepared(const std::string& text, std::vector<MY
   return statements_.emplace(text, std::move(stmt)).first->second.get();
 }
 
-Result<void> Connection::settle() {
-  if (commit_sent_) {
-    commit_sent_ = false;
-    if (mysql_read_query_result(mysql_.get()) != 0) return failed(error_from_mysql());
-  }
+void Connection::settle() {
   if (auto d = std::exchange(deferred_, std::nullopt)) (void)run(d->first, d->second);
-  return {};
 }
 
 void Connection::defer(const sql::Statement& st, sql::Params params) {
-  if (deferred_) (void)settle();
+  settle();
   deferred_.emplace(st, std::move(params));
 }
 
 Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& params) {
-  if (auto ok = settle(); !ok) return std::unexpected(ok.error());
+  settle();
   const sql::Compiled& compiled = compiled_.get(st);
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
@@ -365,25 +357,27 @@ Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& p
 
 Result<void> Connection::query(std::string_view sql) {
   if (!mysql_) return std::unexpected(error_from_mysql());
-  if (auto ok = settle(); !ok) return ok;
-  // A release's COMMIT is the last statement of a run: the server commits it whether or not
-  // dblock waits for the answer, and a session that ends after it (COM_QUIT, or the socket
-  // closed) ends after the commit, as the server reads in order. So a run does not wait a
-  // round trip more to exit (dblock(1), NOTES, Round trips).
-  const bool release_commit = in_release_ && sql == "COMMIT";
-  in_release_ = sql == release_begin || (in_release_ && sql != "COMMIT" && sql != "ROLLBACK");
-  if (release_commit) {
-    if (mysql_send_query(mysql_.get(), sql.data(), static_cast<unsigned long>(sql.size())) != 0)
-      return failed(error_from_mysql());
-    commit_sent_ = true;
-    return {};
-  }
+  settle();
   if (mysql_real_query(mysql_.get(), sql.data(), static_cast<unsigned long>(sql.size())) != 0)
     return failed(error_from_mysql());
   do {
     std::unique_ptr<MYSQL_RES, Close> res(mysql_store_result(mysql_.get()));
     if (!res && mysql_field_count(mysql_.get()) != 0) return std::unexpected(error_from_mysql());
   } while (mysql_next_result(mysql_.get()) == 0);
+  return {};
+}
+
+// A finished run's last COMMIT (sql::Session::exec_last): the server commits it whether or not
+// dblock waits for the answer, and ends the session only after it, as it reads in order; the
+// goodbye (COM_QUIT) follows at once, so a run does not wait a round trip more to exit
+// (dblock(1), NOTES, Round trips). A wake name deferred goes with the session.
+Result<void> Connection::query_last(std::string_view sql) {
+  if (!mysql_) return std::unexpected(error_from_mysql());
+  deferred_.reset();
+  if (mysql_send_query(mysql_.get(), sql.data(), static_cast<unsigned long>(sql.size())) != 0)
+    return failed(error_from_mysql());
+  mysql_.reset();  // before its statements (statements_)
+  statements_.clear();
   return {};
 }
 

@@ -19,10 +19,6 @@
 
 namespace dblock::mysql {
 
-/// The BEGIN of a release's transaction (LeaseStatements::begin_release): its COMMIT, the last
-/// statement a run sends, is not awaited (Connection::query). An acquisition's commit always is.
-inline constexpr std::string_view release_begin = "START TRANSACTION READ WRITE";
-
 class Connection {
  public:
   /// Connects with every time bound set, utf8mb4, no automatic reconnect, a close-on-exec
@@ -37,9 +33,11 @@ class Connection {
   /// the server's count.
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params = {});
   /// Runs a statement without parameters through the text protocol; any rows are discarded.
-  /// The COMMIT of a transaction begun with release_begin is sent and not awaited: its answer is
-  /// read before the next statement, and a session that ends first commits it all the same.
   Result<void> query(std::string_view sql);
+  /// Sends `sql` and ends the session at once, without waiting for its answer: the server runs
+  /// it all the same before it sees the session end (it reads in order). A later statement
+  /// finds the connection closed (ErrorKind::connection).
+  Result<void> query_last(std::string_view sql);
   /// `st` run just before the next statement, or never when the session ends first (a wake
   /// name given back: the session's end gives back every name it holds). Its failure is dropped.
   void defer(const sql::Statement& st, sql::Params params);
@@ -52,9 +50,7 @@ class Connection {
   /// The connection's socket, or -1 when closed.
   int socket() const { return mysql_ ? static_cast<int>(mysql_get_socket(mysql_.get())) : -1; }
   /// Whether a transaction is open, as the server's last reply said.
-  bool in_transaction() const {
-    return mysql_ && !commit_sent_ && (mysql_->server_status & SERVER_STATUS_IN_TRANS) != 0;
-  }
+  bool in_transaction() const { return mysql_ && (mysql_->server_status & SERVER_STATUS_IN_TRANS) != 0; }
   /// The server's id for this session (CONNECTION_ID()).
   std::uint64_t session_id() const { return mysql_ ? mysql_thread_id(mysql_.get()) : 0; }
   /// The server's handshake says MariaDB.
@@ -83,8 +79,8 @@ class Connection {
   Result<MYSQL_STMT*> prepared(const std::string& sql, std::vector<MYSQL_BIND>& binds, bool& executed);
   /// `e`; a lost connection's prepared statements are gone with it.
   std::unexpected<Error> failed(Error e);
-  /// Before a statement: the answer of a COMMIT sent unawaited, then the deferred statement.
-  Result<void> settle();
+  /// Before a statement: the deferred one.
+  void settle();
 
   Dsn dsn_;
   MysqlDsn target_;
@@ -99,8 +95,6 @@ class Connection {
   std::unordered_map<std::string, std::unique_ptr<MYSQL_STMT, Close>> statements_;
   std::unique_ptr<MYSQL, Close> mysql_;
   std::int64_t max_block_ms_ = 0;
-  bool in_release_ = false;   // a release_begin transaction is open
-  bool commit_sent_ = false;  // its COMMIT was sent and its answer not read yet
   std::optional<std::pair<sql::Statement, sql::Params>> deferred_;
   sql::CompiledCache compiled_{sql::PlaceholderStyle::question};
 };
@@ -116,6 +110,7 @@ class Session final : public sql::Session {
   /// (lease_statements) tells the wake, whose hold() then sends nothing.
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override;
   Result<void> exec(std::string_view sql) override { return conn_->query(sql); }
+  Result<void> exec_last(std::string_view sql) override { return conn_->query_last(sql); }
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
   std::string where() const override { return conn_->where(); }
   std::optional<sql::Transport> transport() const override { return conn_->transport(); }

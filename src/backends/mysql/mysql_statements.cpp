@@ -194,7 +194,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   const std::string status = rows::status_select_list(&epoch_ms, "UTC_TIMESTAMP(6)") + ", COALESCE(expires_at > UTC_TIMESTAMP(6), 0)";
   sql::LeaseStatements s;
   s.begin = "START TRANSACTION";
-  s.begin_release = std::string(release_begin);  // its COMMIT is not awaited (Connection::query)
+  s.begin_release = "START TRANSACTION";
 
   // Free: the lease ended (a session strategy leaves expires_at NULL) and --min-interval allows a
   // start.

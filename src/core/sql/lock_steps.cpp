@@ -236,8 +236,9 @@ Result<bool> release_row(Session& session, const LeaseStatements& st, const Rele
                              h.acquired_ms, keep);
         !ok)
       return std::unexpected(ok.error());
+  // A finished run's history row is its last word: the commit need not be awaited (exec_last).
   if (tx)
-    if (auto ok = tx->commit(); !ok) return std::unexpected(ok.error());
+    if (auto ok = tx->commit_last(req.finished_run && history); !ok) return std::unexpected(ok.error());
   return still_held;
 }
 
@@ -261,7 +262,7 @@ Result<void> record_held_run(Session& session, const LeaseStatements& st, const 
     if (!held.request.semaphore.empty())
       if (auto r = session.run(st.lock_row, {{"key", held.request.semaphore}}); !r) return std::unexpected(r.error());
     if (auto ok = record_run(session, st, run, held.acquired_ms, keep); !ok) return ok;
-    return tx->commit();
+    return tx->commit_last(req.finished_run);
   };
   auto done = with_retry(session, [&] { return with_schema(session, once); });
   if (!done)
