@@ -49,19 +49,27 @@ count() {
   v=$(tr ' ' '\n' <"$E2E_TMP/counts" | sed -n "s/^$1=//p")
   echo "${v:-0}"
 }
-# The proxy counts a command before passing it on, so every statement a finished run waited
-# for is in; only its farewell (COM_QUIT, no reply) may still be in flight.
-snapshot() { echo "$(count connections) $(count round_trips) $(count COM_QUERY) $(count COM_STMT_EXECUTE)"; }
+# The proxy counts a command before passing it on, and a round trip when the reply comes,
+# before passing that on; a reply the client never read (a last COMMIT not waited for) comes
+# off when the client's connection ends. So a command's counts are final once the proxy has
+# seen the connections it opened end: settled C0 K0 waits for that (C0, K0: the connections
+# opened and closed before it).
+snapshot() { echo "$(count connections) $(count round_trips) $(count COM_QUERY) $(count COM_STMT_EXECUTE) $(count closed)"; }
+settled() {
+  wait_for 5 eval '[ $(($(count closed) - $2)) -ge $(($(count connections) - $1)) ]' ||
+    echo "      (the proxy still sees a connection of the command open)"
+}
 
 for strategy in lease advisory for-update txn-insert; do
   key="rt-$strategy"
   assert_status "$strategy: a first run creates the tables and the key's row" 0 \
     dblock -d "$proxied" --strategy "$strategy" run "$key" -- true
-  read -r c0 r0 q0 e0 <<<"$(snapshot)"
+  read -r c0 r0 q0 e0 k0 <<<"$(snapshot)"
   # The first run made the tables: its statements that found none were closed then.
   [ "$strategy" != lease ] || closes0=$(count COM_STMT_CLOSE)
   assert_status "$strategy: the measured run" 0 dblock -d "$proxied" --strategy "$strategy" run "$key" -- true
-  read -r c1 r1 q1 e1 <<<"$(snapshot)"
+  settled "$c0" "$k0"
+  read -r c1 r1 q1 e1 _ <<<"$(snapshot)"
   connections=$((c1 - c0)) round_trips=$((r1 - r0)) statements=$((q1 - q0 + e1 - e0))
   echo "      $strategy: connections=$connections round_trips=$round_trips statements=$statements ($(cat "$E2E_TMP/counts"))"
   if [ "$strategy" = lease ]; then
@@ -91,11 +99,12 @@ assert_eq "no prepared statement closed on its own at exit" 0 "$(($(count COM_ST
 # sub_bound LABEL TRIPS COMMAND...: runs a dblock subcommand through the proxy: status 0, one
 # connection, at most TRIPS round trips (today's count: a cut is welcome, a creep fails).
 sub_bound() {
-  local label=$1 trips=$2 c0 r0 q0 e0 c1 r1 q1 e1 rc=0
+  local label=$1 trips=$2 c0 r0 q0 e0 k0 c1 r1 q1 e1 rc=0
   shift 2
-  read -r c0 r0 q0 e0 <<<"$(snapshot)"
+  read -r c0 r0 q0 e0 k0 <<<"$(snapshot)"
   dblock -d "$proxied" "$@" >"$E2E_TMP/sub.out" || rc=$?
-  read -r c1 r1 q1 e1 <<<"$(snapshot)"
+  settled "$c0" "$k0"
+  read -r c1 r1 q1 e1 _ <<<"$(snapshot)"
   assert_eq "$label: exits 0" 0 "$rc"
   echo "      $label: connections=$((c1 - c0)) round_trips=$((r1 - r0))"
   assert_eq "$label: one connection" 1 "$((c1 - c0))"
@@ -139,7 +148,7 @@ for strategy in lease for-update; do
   check "$strategy queue: all $n waiters wait" \
     wait_for 30 eval '[ "$(grep -l "is held" "$d"/err.* 2>/dev/null | wc -l)" -ge '"$n"' ]'
   sleep 1  # each is in its blocking wait by now
-  read -r c0 r0 q0 e0 <<<"$(snapshot)"
+  read -r c0 r0 q0 e0 _ <<<"$(snapshot)"
   t0=$(date +%s%N)
   touch "$d/go"
   wait_exit rc "$holder" 20
@@ -148,7 +157,7 @@ for strategy in lease for-update; do
     wait_exit rc "$w" 60
     [ "$rc" = 0 ] && ok=$((ok + 1))
   done
-  read -r c1 r1 q1 e1 <<<"$(snapshot)"
+  read -r c1 r1 q1 e1 _ <<<"$(snapshot)"
   slices=$(( ($(date +%s%N) - t0) / 500000000 + 1 ))
   assert_eq "$strategy queue: every waiter ran" "$n" "$ok"
   statements=$((q1 - q0 + e1 - e0))

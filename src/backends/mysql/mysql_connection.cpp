@@ -150,6 +150,7 @@ Result<void> Connection::reconnect() {
   mysql_.reset();  // before its statements (statements_)
   statements_.clear();
   deferred_.reset();  // a wake name's: given back with the old session
+  ended_by_last_ = false;
   std::unique_ptr<MYSQL, Close> m(mysql_init(nullptr));
   if (!m) return fail(ErrorKind::internal, "mysql_init failed (out of memory)");
 
@@ -286,17 +287,22 @@ Result<MYSQL_STMT*> Connection::prepared(const std::string& text, std::vector<MY
   return statements_.emplace(text, std::move(stmt)).first->second.get();
 }
 
-void Connection::settle() {
+Result<void> Connection::settle() {
+  if (!mysql_ && std::exchange(ended_by_last_, false))
+    if (auto ok = reconnect(); !ok) return ok;
+  if (!mysql_) return std::unexpected(error_from_mysql());
   if (auto d = std::exchange(deferred_, std::nullopt)) (void)run(d->first, d->second);
+  return {};
 }
 
 void Connection::defer(const sql::Statement& st, sql::Params params) {
-  settle();
+  if (!mysql_) return;  // nothing to give back: the session ended
+  (void)settle();
   deferred_.emplace(st, std::move(params));
 }
 
 Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& params) {
-  settle();
+  if (auto ok = settle(); !ok) return std::unexpected(ok.error());
   const sql::Compiled& compiled = compiled_.get(st);
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
@@ -356,8 +362,7 @@ Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& p
 }
 
 Result<void> Connection::query(std::string_view sql) {
-  if (!mysql_) return std::unexpected(error_from_mysql());
-  settle();
+  if (auto ok = settle(); !ok) return ok;
   if (mysql_real_query(mysql_.get(), sql.data(), static_cast<unsigned long>(sql.size())) != 0)
     return failed(error_from_mysql());
   do {
@@ -367,17 +372,18 @@ Result<void> Connection::query(std::string_view sql) {
   return {};
 }
 
-// A finished run's last COMMIT (sql::Session::exec_last): the server commits it whether or not
-// dblock waits for the answer, and ends the session only after it, as it reads in order; the
-// goodbye (COM_QUIT) follows at once, so a run does not wait a round trip more to exit
-// (dblock(1), NOTES, Round trips). A wake name deferred goes with the session.
+// A finished run's last COMMIT (sql::Session::exec_last), sent with the goodbye (COM_QUIT) and
+// not waited for: the server commits it before it ends the session, as it reads in order, and
+// the run exits a round trip sooner (dblock(1), NOTES, Round trips). A wake name deferred goes
+// with the session. Nothing of the run follows; a later statement (a test's) gets a new session.
 Result<void> Connection::query_last(std::string_view sql) {
-  if (!mysql_) return std::unexpected(error_from_mysql());
-  deferred_.reset();
+  if (auto ok = settle(); !ok) return ok;
   if (mysql_send_query(mysql_.get(), sql.data(), static_cast<unsigned long>(sql.size())) != 0)
     return failed(error_from_mysql());
+  deferred_.reset();
   mysql_.reset();  // before its statements (statements_)
   statements_.clear();
+  ended_by_last_ = true;
   return {};
 }
 

@@ -34,9 +34,9 @@ class Connection {
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params = {});
   /// Runs a statement without parameters through the text protocol; any rows are discarded.
   Result<void> query(std::string_view sql);
-  /// Sends `sql` and ends the session at once, without waiting for its answer: the server runs
+  /// Sends `sql` and ends the session at once, without waiting for the answer: the server runs
   /// it all the same before it sees the session end (it reads in order). A later statement
-  /// finds the connection closed (ErrorKind::connection).
+  /// opens a new session first.
   Result<void> query_last(std::string_view sql);
   /// `st` run just before the next statement, or never when the session ends first (a wake
   /// name given back: the session's end gives back every name it holds). Its failure is dropped.
@@ -50,7 +50,9 @@ class Connection {
   /// The connection's socket, or -1 when closed.
   int socket() const { return mysql_ ? static_cast<int>(mysql_get_socket(mysql_.get())) : -1; }
   /// Whether a transaction is open, as the server's last reply said.
-  bool in_transaction() const { return mysql_ && (mysql_->server_status & SERVER_STATUS_IN_TRANS) != 0; }
+  bool in_transaction() const {
+    return mysql_ && (mysql_->server_status & SERVER_STATUS_IN_TRANS) != 0;
+  }
   /// The server's id for this session (CONNECTION_ID()).
   std::uint64_t session_id() const { return mysql_ ? mysql_thread_id(mysql_.get()) : 0; }
   /// The server's handshake says MariaDB.
@@ -79,8 +81,8 @@ class Connection {
   Result<MYSQL_STMT*> prepared(const std::string& sql, std::vector<MYSQL_BIND>& binds, bool& executed);
   /// `e`; a lost connection's prepared statements are gone with it.
   std::unexpected<Error> failed(Error e);
-  /// Before a statement: the deferred one.
-  void settle();
+  /// Before a statement: a new session after query_last's end, then the deferred statement.
+  Result<void> settle();
 
   Dsn dsn_;
   MysqlDsn target_;
@@ -89,6 +91,7 @@ class Connection {
   std::string every_init_;    // every setting, for a connection made again
   std::string idle_command_;  // the idle limits alone (keep_idle)
   bool idle_set_ = false;
+  bool ended_by_last_ = false;  // query_last ended the session
   // Declared first, so destroyed after the connection: mysql_close() detaches them, and closing
   // them afterwards frees memory without sending the server a COM_STMT_CLOSE for each, which
   // the session's end does anyway.

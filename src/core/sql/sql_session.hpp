@@ -155,8 +155,8 @@ class Session {
   virtual Result<void> exec(std::string_view sql) = 0;
   /// exec() of the last statement of a finished run (Transaction::commit_last), after which the
   /// process exits: a dialect may send it and end the session without waiting for the answer,
-  /// where the server runs what it was sent before it ends the session. A later statement then
-  /// finds the session closed (ErrorKind::connection).
+  /// where the server runs what it was sent before it ends the session (a later statement then
+  /// runs on a session opened again).
   virtual Result<void> exec_last(std::string_view sql) { return exec(sql); }
   /// A hint: `st` runs on this session later, at a moment someone waits for it (a release, a
   /// waiter numbering its row once its lock is granted). A dialect may parse it now, while no one
