@@ -15,11 +15,12 @@
 #          also says who serves it and whether it is a Galera node: the fail-closed check of issue
 #          46 costs no statement of its own), the server lock, the bookkeeping upsert (its token
 #          in its answer on MariaDB), the release's row (the update alone, autocommit), the
-#          server lock given back, the history row's transaction as a lease's: advisory 9;
-#          for-update and txn-insert also their bookkeeping session's idle limits (it holds the
-#          wake name while the job runs), START TRANSACTION, the wake name taken after the
-#          upsert and given back before the history row, their holder tag given back after the
-#          ROLLBACK (txn-insert takes it after its INSERT): 14 and 15.
+#          server lock given back, the history row's transaction (START TRANSACTION, the row,
+#          its oldest token, COMMIT: status and history may read it at once, so it is waited
+#          for): advisory 10; for-update and txn-insert also their bookkeeping session's idle
+#          limits (it holds the wake name while the job runs), START TRANSACTION, the wake name
+#          taken after the upsert and given back before the history row, their holder tag
+#          given back after the ROLLBACK (txn-insert takes it after its INSERT): 15 and 16.
 #   waiters (lease, for-update): 16 waiters on a held key, from the holder's release until the
 #          last of them is done, at most 15 (lease) or 31 (for-update) statements each: a
 #          release wakes one waiter, not all of them.
@@ -55,10 +56,8 @@ count() {
 # seen the connections it opened end: settled C0 K0 waits for that (C0, K0: the connections
 # opened and closed before it).
 snapshot() { echo "$(count connections) $(count round_trips) $(count COM_QUERY) $(count COM_STMT_EXECUTE) $(count closed)"; }
-settled() {
-  wait_for 5 eval '[ $(($(count closed) - $2)) -ge $(($(count connections) - $1)) ]' ||
-    echo "      (the proxy still sees a connection of the command open)"
-}
+ended_since() { [ $(($(count closed) - $2)) -ge $(($(count connections) - $1)) ]; }
+settled() { wait_for 5 ended_since "$1" "$2" || echo "      (the proxy still sees a connection of the command open)"; }
 
 for strategy in lease advisory for-update txn-insert; do
   key="rt-$strategy"
@@ -82,9 +81,9 @@ for strategy in lease advisory for-update txn-insert; do
     assert_eq "$strategy: two connections" 2 "$connections"
     # As the header says.
     case $strategy in
-      advisory) most=9 ;;
-      for-update) most=14 ;;
-      txn-insert) most=15 ;;
+      advisory) most=10 ;;
+      for-update) most=15 ;;
+      txn-insert) most=16 ;;
     esac
     assert_between "$strategy: round trips" 1 "$most" "$round_trips"
   fi
@@ -110,7 +109,7 @@ sub_bound() {
   assert_eq "$label: one connection" 1 "$((c1 - c0))"
   assert_between "$label: round trips after the handshake, at most $trips" 1 "$trips" "$((r1 - r0))"
 }
-subcommand_bounds 2 5 4 1
+subcommand_bounds 2 5 5 1
 
 # Waiters queue: a release wakes the waiter at the head of the key's queue, not every waiter.
 # Woken all at once, each waiter made an attempt (the upsert), read the row and went back to

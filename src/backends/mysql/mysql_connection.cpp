@@ -149,7 +149,6 @@ Result<void> Connection::reconnect() {
 
   mysql_.reset();  // before its statements (statements_)
   statements_.clear();
-  deferred_.reset();  // a wake name's: given back with the old session
   ended_by_last_ = false;
   std::unique_ptr<MYSQL, Close> m(mysql_init(nullptr));
   if (!m) return fail(ErrorKind::internal, "mysql_init failed (out of memory)");
@@ -291,14 +290,7 @@ Result<void> Connection::settle() {
   if (!mysql_ && std::exchange(ended_by_last_, false))
     if (auto ok = reconnect(); !ok) return ok;
   if (!mysql_) return std::unexpected(error_from_mysql());
-  if (auto d = std::exchange(deferred_, std::nullopt)) (void)run(d->first, d->second);
   return {};
-}
-
-void Connection::defer(const sql::Statement& st, sql::Params params) {
-  if (!mysql_) return;  // nothing to give back: the session ended
-  (void)settle();
-  deferred_.emplace(st, std::move(params));
 }
 
 Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& params) {
@@ -374,13 +366,13 @@ Result<void> Connection::query(std::string_view sql) {
 
 // A finished run's last COMMIT (sql::Session::exec_last), sent with the goodbye (COM_QUIT) and
 // not waited for: the server commits it before it ends the session, as it reads in order, and
-// the run exits a round trip sooner (dblock(1), NOTES, Round trips). A wake name deferred goes
-// with the session. Nothing of the run follows; a later statement (a test's) gets a new session.
+// the run exits a round trip sooner (dblock(1), NOTES, Round trips). The session's end gives
+// back the names it holds, the key's wake name too, after the commit. Nothing of the run
+// follows; a later statement (a test's) gets a new session.
 Result<void> Connection::query_last(std::string_view sql) {
   if (auto ok = settle(); !ok) return ok;
   if (mysql_send_query(mysql_.get(), sql.data(), static_cast<unsigned long>(sql.size())) != 0)
     return failed(error_from_mysql());
-  deferred_.reset();
   mysql_.reset();  // before its statements (statements_)
   statements_.clear();
   ended_by_last_ = true;
@@ -396,10 +388,10 @@ class NamedLockWake final : public sql::Wake {
   NamedLockWake(Connection& conn, const std::string& prefix) : conn_(&conn), s_(wake_statements(prefix)) {}
   /// The take of `key` took its wake name and gave the queue name back (Session::run).
   void held_by_take(const std::string& key) { held_by_take_ = key; }
-  // Given back before the session's next statement, or by the session's end: a run that
-  // released its key and exits pays no round trip for it, and its waiter wakes as the server
-  // ends the session, after the release (the server reads in order).
-  void post(const std::string& key) override { conn_->defer(s_.wake_release, {{"key", key}}); }
+  // A session that a finished run's last COMMIT ended (Connection::query_last) gave it back.
+  void post(const std::string& key) override {
+    if (!conn_->ended_by_last()) (void)conn_->run(s_.wake_release, {{"key", key}});
+  }
   void hold(const std::string& key) override {
     if (std::exchange(held_by_take_, std::string()) == key) return;
     (void)conn_->run(s_.wake_hold, {{"key", key}});

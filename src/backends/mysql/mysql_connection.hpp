@@ -38,14 +38,13 @@ class Connection {
   /// it all the same before it sees the session end (it reads in order). A later statement
   /// opens a new session first.
   Result<void> query_last(std::string_view sql);
-  /// `st` run just before the next statement, or never when the session ends first (a wake
-  /// name given back: the session's end gives back every name it holds). Its failure is dropped.
-  void defer(const sql::Statement& st, sql::Params params);
 
   /// Drops the connection and opens a new one with the same settings.
   Result<void> reconnect();
   /// Sets the session's idle limits, unless set already: before it sits idle while a job runs.
   Result<void> keep_idle();
+  /// query_last ended the session (and no statement opened a new one since).
+  bool ended_by_last() const { return !mysql_ && ended_by_last_; }
 
   /// The connection's socket, or -1 when closed.
   int socket() const { return mysql_ ? static_cast<int>(mysql_get_socket(mysql_.get())) : -1; }
@@ -81,7 +80,7 @@ class Connection {
   Result<MYSQL_STMT*> prepared(const std::string& sql, std::vector<MYSQL_BIND>& binds, bool& executed);
   /// `e`; a lost connection's prepared statements are gone with it.
   std::unexpected<Error> failed(Error e);
-  /// Before a statement: a new session after query_last's end, then the deferred statement.
+  /// Before a statement: a new session after query_last's end.
   Result<void> settle();
 
   Dsn dsn_;
@@ -98,7 +97,6 @@ class Connection {
   std::unordered_map<std::string, std::unique_ptr<MYSQL_STMT, Close>> statements_;
   std::unique_ptr<MYSQL, Close> mysql_;
   std::int64_t max_block_ms_ = 0;
-  std::optional<std::pair<sql::Statement, sql::Params>> deferred_;
   sql::CompiledCache compiled_{sql::PlaceholderStyle::question};
 };
 

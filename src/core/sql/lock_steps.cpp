@@ -236,7 +236,9 @@ Result<bool> release_row(Session& session, const LeaseStatements& st, const Rele
                              h.acquired_ms, keep);
         !ok)
       return std::unexpected(ok.error());
-  // A finished run's history row is its last word: the commit need not be awaited (exec_last).
+  // A finished run's release and history row are its last word: their commit need not be
+  // awaited (exec_last). A session strategy's history row comes after its lock is given back,
+  // on a session that status and history may read from at once: that one is awaited.
   if (tx)
     if (auto ok = tx->commit_last(req.finished_run && history); !ok) return std::unexpected(ok.error());
   return still_held;
@@ -262,7 +264,7 @@ Result<void> record_held_run(Session& session, const LeaseStatements& st, const 
     if (!held.request.semaphore.empty())
       if (auto r = session.run(st.lock_row, {{"key", held.request.semaphore}}); !r) return std::unexpected(r.error());
     if (auto ok = record_run(session, st, run, held.acquired_ms, keep); !ok) return ok;
-    return tx->commit_last(req.finished_run);
+    return tx->commit();
   };
   auto done = with_retry(session, [&] { return with_schema(session, once); });
   if (!done)
