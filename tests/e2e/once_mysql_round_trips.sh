@@ -13,14 +13,14 @@
 #   session strategies: two connections (the lock's session and one for bookkeeping): the lock
 #          session's settings, the failover record read once on the bookkeeping session (which
 #          also says who serves it and whether it is a Galera node: the fail-closed check of issue
-#          46 costs no statement of its own), the server lock, the bookkeeping upsert (its token
-#          in its answer on MariaDB), the release's row (the update alone, autocommit), the
+#          46 costs no statement of its own), the server lock, the bookkeeping upsert and the
+#          read of its token, the release's row (the update alone, autocommit), the
 #          server lock given back, the history row's transaction (START TRANSACTION, the row,
 #          its oldest token, COMMIT: status and history may read it at once, so it is waited
-#          for): advisory 10; for-update and txn-insert also their bookkeeping session's idle
+#          for): advisory 11; for-update and txn-insert also their bookkeeping session's idle
 #          limits (it holds the wake name while the job runs), START TRANSACTION, the wake name
 #          taken after the upsert and given back before the history row, their holder tag
-#          given back after the ROLLBACK (txn-insert takes it after its INSERT): 15 and 16.
+#          given back after the ROLLBACK (txn-insert takes it after its INSERT): 16 and 17.
 #   waiters (lease, for-update): 16 waiters on a held key, from the holder's release until the
 #          last of them is done, at most 15 (lease) or 31 (for-update) statements each: a
 #          release wakes one waiter, not all of them.
@@ -81,9 +81,9 @@ for strategy in lease advisory for-update txn-insert; do
     assert_eq "$strategy: two connections" 2 "$connections"
     # As the header says.
     case $strategy in
-      advisory) most=10 ;;
-      for-update) most=15 ;;
-      txn-insert) most=16 ;;
+      advisory) most=11 ;;
+      for-update) most=16 ;;
+      txn-insert) most=17 ;;
     esac
     assert_between "$strategy: round trips" 1 "$most" "$round_trips"
   fi
@@ -119,7 +119,7 @@ n=16
 for strategy in lease for-update; do
   # A woken lease waiter: its run's statements (7, as above) and a busy round or so (attempt
   # and wait; a row read where the take does not say why: also every wait slice of 0.5 s);
-  # for-update: its own run's 15 (above) and a busy round or two of 5 (START TRANSACTION, the
+  # for-update: its own run's 16 (above) and a busy round or two of 5 (START TRANSACTION, the
   # NOWAIT lock, ROLLBACK, the row read, the wait). All woken at every release, each waiter would add about 3
   # statements for every release before its own (24 each for 16 waiters).
   # Every waiter also spends a few statements on each server wait slice (0.5 s) it sits

@@ -362,8 +362,7 @@ class SessionLocker final : public Locker {
   Result<AcquireOutcome> numbered(const LockRequest& req, const Rows& took) {
     // Not taken with the server lock ours: a semaphore's header, --min-interval's not yet, a
     // --min-hold still running, or another strategy's holder (refused: the server lock goes back).
-    // A dialect that answers with the row whether it took it or not gives a NULL token when not.
-    if (took.affected == 0 || (!took.empty() && took[0].is_null(0))) return refused(*book_, st_, req, nullptr, strategy_);
+    if (took.affected == 0) return refused(*book_, st_, req, nullptr, strategy_);
     return acquired(*book_, st_, took, req);
   }
 

@@ -68,7 +68,7 @@ struct LeaseStatements {
   /// less than that long ago, a --min-hold of its last holder still runs (a released row's
   /// expires_at ahead, Dialect::lease_live), the row is a semaphore's header (strategy 'semaphore'), or it
   /// records another strategy's holder (rows::strategy_allows_sql, mine :strategy). affected
-  /// and rows as `take`, or always one row whose token is NULL when not taken.
+  /// and rows as `take`.
   Statement session_take;
   /// :key :min_interval_ms. Why `take` did not take it: the 14 status columns, then live (1 when
   /// the lease is running), then due_in_ms (NULL or <= 0 when --min-interval allows a start).
