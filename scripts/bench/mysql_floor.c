@@ -13,13 +13,17 @@
  * With -r, the same work plus a release: the take only when the key is free (another key than
  * without -r, which never frees its own), fork and exec the command, wait for it, one
  * statement that frees the key (awaited), and a goodbye (COM_QUIT). Exit 75 when the key is
- * held. Exit: 69 when the connection or a statement fails, else the command's status.
+ * held. And, as `dblock run` does (its --overload-retry, 5 s), a connection the server turned
+ * away (a storm beyond max_connections) is tried again for 5 s, after a fully jittered backoff
+ * from 100 ms doubling to 1 s, as pg_floor.c does.
+ * Exit: 69 when the connection or a statement fails, else the command's status.
  */
 #include <mysql.h>
 #include <mysqld_error.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char* const upsert =
@@ -32,18 +36,36 @@ static const char* const take =
     "holder = IF(holder IS NULL, 'me', holder)";
 static const char* const release = "UPDATE dblock_bench_my_floor SET holder = NULL WHERE k = 'r' AND holder = 'me'";
 
+static long long now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Connects; with `retry`, again while the server turns it away, as dblock run does. */
+static MYSQL* connect_floor(const char* cnf, const char* port, int retry) {
+  long long give_up = now_ms() + 5000, backoff = 100;
+  srand((unsigned)getpid());
+  for (;;) {
+    MYSQL* m = mysql_init(NULL);
+    if (!m) return NULL;
+    if (cnf && mysql_options(m, MYSQL_READ_DEFAULT_FILE, cnf) != 0) return NULL;
+    if (mysql_real_connect(m, port ? "127.0.0.1" : NULL, NULL, NULL, NULL, port ? (unsigned)atoi(port) : 0, NULL, 0))
+      return m;
+    mysql_close(m);
+    if (!retry || now_ms() >= give_up) return NULL;
+    usleep((useconds_t)(rand() % (backoff + 1)) * 1000);
+    backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
+  }
+}
+
 int main(int argc, char** argv) {
   int with_release = argc > 1 && strcmp(argv[1], "-r") == 0;
   argv += with_release;
   argc -= with_release;
   if (argc < 2) return 64;
-  MYSQL* m = mysql_init(NULL);
+  MYSQL* m = connect_floor(getenv("MYSQL_FLOOR_CNF"), getenv("MYSQL_FLOOR_PORT"), with_release);
   if (!m) return 69;
-  const char* cnf = getenv("MYSQL_FLOOR_CNF");
-  const char* port = getenv("MYSQL_FLOOR_PORT");
-  if (cnf && mysql_options(m, MYSQL_READ_DEFAULT_FILE, cnf) != 0) return 69;
-  if (!mysql_real_connect(m, port ? "127.0.0.1" : NULL, NULL, NULL, NULL, port ? (unsigned)atoi(port) : 0, NULL, 0))
-    return 69;
   const char* sql = with_release ? take : upsert;
   if (mysql_query(m, sql) != 0) {
     if (mysql_errno(m) != ER_NO_SUCH_TABLE) return 69;  /* the first run of a bench: no table yet */

@@ -13,13 +13,18 @@
  * With -r, the same work plus a release, what a lock that frees its key must do at the least:
  * the take only when the key is free (another key than without -r, which never frees its own),
  * then fork and exec the command, wait for it, one statement that frees the key (awaited: the
- * release is known to have happened), and a goodbye. Exit 75 when the key is held.
+ * release is known to have happened), and a goodbye. Exit 75 when the key is held. And, as
+ * `dblock run` does (its --overload-retry, 5 s), a connection the server turned away (a storm
+ * beyond max_connections) is tried again for 5 s, after a fully jittered backoff from 100 ms
+ * doubling to 1 s: the storm section's floor then does the work its dblock storm does, rather
+ * than giving up at the first refusal.
  * Exit: 69 when the connection or a statement fails, else the command's status (128 + signal).
  */
 #include <libpq-fe.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char* const upsert =
@@ -30,13 +35,32 @@ static const char* const take =
     "ON CONFLICT (k) DO UPDATE SET holder = 'me', token = f.token + 1 WHERE f.holder IS NULL RETURNING token";
 static const char* const release = "UPDATE dblock_bench_pg_floor SET holder = NULL WHERE k = 'r' AND holder = 'me'";
 
+static long long now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Connects; with `retry`, again while the server turns it away, as dblock run does. */
+static PGconn* connect_floor(const char* dsn, int retry) {
+  long long give_up = now_ms() + 5000, backoff = 100;
+  srand((unsigned)getpid());
+  for (;;) {
+    PGconn* conn = PQconnectdb(dsn ? dsn : "");
+    if (PQstatus(conn) == CONNECTION_OK || !retry || now_ms() >= give_up) return conn;
+    PQfinish(conn);
+    usleep((useconds_t)(rand() % (backoff + 1)) * 1000);
+    backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
+  }
+}
+
 int main(int argc, char** argv) {
   int with_release = argc > 1 && strcmp(argv[1], "-r") == 0;
   argv += with_release;
   argc -= with_release;
   if (argc < 2) return 64;
   const char* dsn = getenv("PG_FLOOR_DSN");
-  PGconn* conn = PQconnectdb(dsn ? dsn : "");
+  PGconn* conn = connect_floor(dsn, with_release);
   if (PQstatus(conn) != CONNECTION_OK) return 69;
   const char* sql = with_release ? take : upsert;
   PGresult* r = PQexec(conn, sql);

@@ -235,6 +235,7 @@ std::unique_ptr<Backend> Context::open_for_inspection() { return value_or_throw(
 OpenLocker Context::locker_opener(Strategy strategy, std::optional<Millis> ttl, int slots) {
   const Dsn& d = dsn();
   BackendOptions b = backend_options(ttl);
+  b.locker_strategy = strategy;
   if (slots > 0 && b.shedlock)
     throw FatalError{{ErrorKind::config, "--slots cannot be used with --table-format shedlock: ShedLock's table has "
                                          "one row per name, so one holder (use dblock's own tables for a semaphore)"}};

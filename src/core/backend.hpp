@@ -4,6 +4,7 @@
 // Core never sees this file; cli picks a backend from the registry and hands core a Locker.
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -41,6 +42,10 @@ struct BackendOptions {
   // shedlock_table (already validated and not quoted); history and tokens stay in dblock's tables.
   bool shedlock = false;
   std::string shedlock_table = "shedlock";
+  // The strategy the run path's make_locker will ask for (Context::locker_opener), known when
+  // the backend opens: a backend may open the connections that locker needs at once, side by
+  // side, rather than one after the other. nullopt: not known.
+  std::optional<Strategy> locker_strategy;
 };
 
 /// What a connection is for: only the session that holds a session lock gets

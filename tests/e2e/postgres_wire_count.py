@@ -17,6 +17,9 @@ connection ends, appends one JSON line about it to --log:
   bound       the statement name of every Bind that runs a named statement, in order
   messages    the type bytes the client sent after the handshake, in order ("P B D E S ...")
   cancel      true for a CancelRequest connection
+  accepted    when the proxy accepted the connection, and
+  ready_at    when the server first said ReadyForQuery (set-up done): seconds on one monotonic
+              clock, so a test can tell whether two connections' set-ups overlapped
 
 It lets tests count what one `dblock run` costs the server (connections, statements, round
 trips) without reading server-wide statistics other tests disturb. Plain connections only: the
@@ -56,6 +59,8 @@ class Conn:
         self.messages = []
         self.cancel = False
         self.closed = 0
+        self.accepted = time.monotonic()
+        self.ready_at = None
 
     # Client bytes: untyped startup packets first, then typed messages.
     def from_client(self, data):
@@ -125,6 +130,8 @@ class Conn:
                     return
                 self.server_buf = self.server_buf[1 + n:]
                 if kind == "Z":
+                    if not self.ready:
+                        self.ready_at = time.monotonic()
                     self.ready = True
                 if self.ready and kind != "A":  # a notification is no answer to anything
                     self.last = "server"
@@ -137,7 +144,8 @@ class Conn:
             turns = [b for b in self.bursts if any(k != "X" for k in b)]
             line = json.dumps({"startup": self.startup, "round_trips": len(turns), "queries": self.queries,
                                "named": self.named, "bound": self.bound,
-                               "messages": " ".join(self.messages), "cancel": self.cancel})
+                               "messages": " ".join(self.messages), "cancel": self.cancel,
+                               "accepted": self.accepted, "ready_at": self.ready_at})
         with self.log_lock:
             with open(self.log, "a") as f:
                 f.write(line + "\n")

@@ -11,13 +11,12 @@
 #include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 #include "core/sql/identifiers.hpp"
-#include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
 
 namespace dblock::mysql {
 namespace {
 
-// A DATETIME as ms since the epoch; the session is in UTC.
+// A DATETIME as ms since the epoch (every one dblock writes is UTC).
 std::string epoch_ms(std::string_view expr) {
   return "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " + std::string(expr) + ") DIV 1000)";
 }
@@ -32,12 +31,6 @@ std::string assign_each_if(const std::string& cond, const sql::Assignments& colu
   for (const auto& [c, value] : columns)
     out += (out.empty() ? c + " = IF(" + taking + " := " + cond : ", " + c + " = IF(" + taking) + ", " + value + ", " + c + ")";
   return out;
-}
-std::string assign_each_if(const std::string& cond,
-                           std::initializer_list<std::pair<std::string_view, std::string_view>> columns) {
-  sql::Assignments each;
-  for (const auto& [column, value] : columns) each.emplace_back(column, value);
-  return assign_each_if(cond, each);
 }
 
 // Dialect::upsert: ON DUPLICATE KEY UPDATE, each column IF(the condition, new, old). It meets
@@ -125,14 +118,67 @@ const sql::Dialect dialect{
                  holder_lock(t, row);
         },
     .own_lease = {},  // none: the server's clock judges every lease
+    // No RETURNING, nor a read of the failover record in an ON DUPLICATE KEY UPDATE: the
+    // upsert alone, admitted before it (failover_statements).
+    .take = [](const sql::Take& k) { return upsert(k.upsert(k.fence)); },
+    .release_returns = {},  // the waiters are woken by the holder's wake name (wake_statements)
+};
+
+// MariaDB's Dialect::take (10.5+): the upsert answers with its row (RETURNING), which saves the
+// read of `taken`, and says in the same answer why it took nothing (`refusal`'s columns, of the
+// row as the take found it: a refused row is left as it was). RETURNING gives the row after the
+// statement whether it was taken or not, so each column says which in @dblock_take: set to 1 by
+// the inserted row's token (the values are computed first) and to the condition by the update
+// that meets an existing row (assign_each_if); the taken row's columns are NULL when not taken.
+// The refusal is read from its own SELECT's list (lease_statements.cpp writes it over the row).
+std::string mariadb_take(const sql::Take& k) {
+  sql::Upsert up = k.upsert(k.fence);
+  for (auto& [column, value] : up.values)
+    if (column == "token") value = "IF(" + taking + " := 1, " + value + ", NULL)";
+  auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
+  const std::size_t from = k.refusal.rfind(" FROM ");
+  const std::string refusal = k.refusal.substr(std::string_view("SELECT ").size(), from - std::string_view("SELECT ").size());
+  return upsert(up) + " RETURNING " + taken_if("token") + ", " + taken_if(epoch_ms("acquired_at")) + ", " +
+         taken_if(epoch_ms("expires_at")) + ", " + refusal;
+}
+
+// MariaDB's dialect: MySQL's, but for its take.
+const sql::Dialect mariadb_dialect = [] {
+  sql::Dialect d = dialect;
+  d.take = &mariadb_take;
+  return d;
+}();
+
+// How MySQL spells dblock's tables (core/sql/tables.hpp). name is VARBINARY: compared
+// byte-wise, and 255 bytes of any UTF-8 fit. DATETIME(6) holds UTC (UTC_TIMESTAMP(6), which no
+// session's time_zone moves). CREATE INDEX has no IF NOT EXISTS: the index is in its CREATE TABLE.
+const sql::tables::SchemaDialect schema_dialect{
+    .quote = '`',
+    .type =
+        [](sql::tables::Type t) -> std::string {
+          using sql::tables::Type;
+          switch (t) {
+            case Type::name: return "VARBINARY(255)";
+            case Type::text: return "VARCHAR(255)";
+            case Type::word: return "VARCHAR(16)";
+            case Type::session: return "VARCHAR(64)";
+            case Type::int64: return "BIGINT";
+            case Type::int32: return "INT";
+            case Type::timestamp: return "DATETIME(6)";
+            case Type::id: break;
+          }
+          return "BIGINT";
+        },
+    .identity = "BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY",
+    .nullable = " NULL",
+    .table_options = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+    .inline_index = [](std::string_view name, std::string_view columns) {
+      return "KEY " + std::string(name) + " (" + std::string(columns) + ")";
+    },
 };
 
 // The failover fence a token must exceed (failover.hpp), as the statements bind it.
 const std::string fence = dialect.integer(":fence");
-
-// The name :key of `table` as a scalar subquery: more than one row of it fails the statement
-// (ER_SUBQUERY_NO_1_ROW), which the schema check explains.
-std::string one_row_of(const std::string& table) { return "(SELECT name FROM " + table + " WHERE name = :key)"; }
 
 // The server's incarnation (failover.hpp): MySQL's server_uuid; MariaDB has none, but
 // replication requires every server of a topology to have its own server_id, and a Galera
@@ -191,118 +237,18 @@ sql::FailoverStatements failover_statements(const Tables& t, bool mariadb) {
 
 sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   const Tables t(prefix, '`');
-  const std::string status = rows::status_select_list(&epoch_ms, "UTC_TIMESTAMP(6)") + ", COALESCE(expires_at > UTC_TIMESTAMP(6), 0)";
-  sql::LeaseStatements s;
-  s.begin = "START TRANSACTION";
-  s.begin_release = "START TRANSACTION";
-
-  // Free: the lease ended (a session strategy leaves expires_at NULL) and --min-interval allows a
-  // start.
-  const std::string due = sql::due_sql(dialect, "", "UTC_TIMESTAMP(6)");
-  // MariaDB (10.5+) answers a take with its row (RETURNING), which saves the read of `taken`: the
-  // row's values after the statement, whether it took the row or not, so each says which in
-  // @dblock_take, set to 1 by the insert's values (computed first) and to the condition by the
-  // update that meets an existing row.
-  const std::string first_token = mariadb ? "IF(" + taking + " := 1, " + sql::first_token_sql(dialect, true, fence) + ", NULL)"
-                                          : sql::first_token_sql(dialect, true, fence);
-  auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
-  const std::string returning_taken = " RETURNING " + taken_if("token") + ", " + taken_if(epoch_ms("acquired_at")) + ", " +
-                                      taken_if(epoch_ms("expires_at"));
-  const std::string next_token = sql::next_token_sql(dialect, "", true, fence);
-  const std::string lease_over = "expires_at <= UTC_TIMESTAMP(6)";
-  const std::string lease_allowed = rows::strategy_allows_sql("", "'lease'", lease_over);
-  const std::string free = "((expires_at IS NULL OR expires_at <= UTC_TIMESTAMP(6)) AND " + due + " AND " + lease_allowed + ")";
-  s.take = {"lease.take",
-            "INSERT INTO " + t.locks +
-                " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at, released_at,"
-                " last_started_at) VALUES (:key, :owner, :host, :pid, " + first_token + ", 'lease', NULL, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6),"
-                " UTC_TIMESTAMP(6) + INTERVAL :ttl_ms * 1000 MICROSECOND, NULL, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE " +
-                assign_each_if(free, {{"owner", "VALUES(owner)"},
-                                 {"host", "VALUES(host)"},
-                                 {"pid", "VALUES(pid)"},
-                                 {"strategy", "'lease'"},
-                                 {"session_id", "NULL"},
-                                 {"acquired_at", "UTC_TIMESTAMP(6)"},
-                                 {"renewed_at", "UTC_TIMESTAMP(6)"},
-                                 {"released_at", "NULL"},
-                                 {"token", next_token},
-                                 {"expires_at", "VALUES(expires_at)"},
-                                 {"last_started_at", "UTC_TIMESTAMP(6)"}})};
-  if (mariadb) {
-    // And why not, as `refusal` would say, from the row as the take found it (take_explains);
-    // then, taken (a plain key's: no slot token), the key's wake name and the queue name given
-    // back, as wake_hold does (NULL, NULL when not): the holder's first step, in the same round
-    // trip (Session::run).
-    s.take.text += returning_taken + ", " + status + ", " + sql::due_in_ms_sql(dialect, "") + ", IF(" + taking +
-                   " AND :token IS NULL, GET_LOCK(" + wake_name(t) + ", 0), NULL), IF(" + taking +
+  sql::LeaseStatements s = sql::lease_statements(mariadb ? mariadb_dialect : dialect, t, incarnation(mariadb));
+  if (mariadb)
+    // Taken (a plain key's: no slot token), the key's wake name taken and the queue name given
+    // back, as wake_hold does (NULL, NULL when not), after the take's columns (mariadb_take): the
+    // holder's first step in the take's round trip (Session::run reads these last two).
+    s.take.text += ", IF(" + taking + " AND :token IS NULL, GET_LOCK(" + wake_name(t) + ", 0), NULL), IF(" + taking +
                    " AND :token IS NULL, RELEASE_LOCK(" + queue_name(t) + "), NULL)";
-    s.take_explains = true;
-  }
-  // The server lock is ours, so whoever of this strategy the row names is gone: only
-  // --min-interval, a semaphore's header, a --min-hold still running (the released row's
-  // expires_at) or another strategy's holder leave it alone.
-  const std::string numbered = "(NOT strategy <=> 'semaphore' AND " +
-                               rows::strategy_allows_sql("", ":strategy", lease_over) + " AND NOT " +
-                               dialect.lease_live("") + " AND " + due + ")";
-  s.session_take = {"session.take",
-                    "INSERT INTO " + t.locks +
-                        " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                        " released_at, last_started_at) VALUES (:key, :owner, :host, :pid, " + first_token + ","
-                        " :strategy, :session_id, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), NULL, NULL, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE " +
-                        assign_each_if(numbered, {{"owner", "VALUES(owner)"},
-                                                  {"host", "VALUES(host)"},
-                                                  {"pid", "VALUES(pid)"},
-                                                  {"session_id", "VALUES(session_id)"},
-                                                  {"renewed_at", "UTC_TIMESTAMP(6)"},
-                                                  {"token", next_token},
-                                                  {"strategy", "VALUES(strategy)"},
-                                                  {"acquired_at", "UTC_TIMESTAMP(6)"},
-                                                  {"expires_at", "NULL"},
-                                                  {"released_at", "NULL"},
-                                                  {"last_started_at", "UTC_TIMESTAMP(6)"}})};
+  s.begin_release = "START TRANSACTION";
   // No RETURNING here: a session strategy's run has a dozen round trips, so one fewer earned
   // under 10% at a 10 ms round trip (an advisory run 185 against 196 ms), too little for a
   // second way of numbering.
-  // ON DUPLICATE KEY UPDATE meets the key's row through any unique key: on a table whose name
-  // is not its key (name, owner), every holder would insert a row of its own. A second row of
-  // the name fails the subquery (1242), which sends the run to the schema check (exit 78).
-  // MariaDB reads no row back: there the failover record's read asks the catalog instead
-  // (failover_statements).
-  s.taken = {"lease.taken", "SELECT token, " + epoch_ms("acquired_at") + ", " + epoch_ms("expires_at") + " FROM " +
-                                t.locks + " WHERE name = :key AND owner = :owner AND name = " + one_row_of(t.locks)};
-  s.refusal = {"lease.refusal",
-               "SELECT " + status + ", " + sql::due_in_ms_sql(dialect, "") + " FROM " + t.locks + " WHERE name = :key"};
-  s.renew = {"lease.renew", "UPDATE " + t.locks +
-                                " SET renewed_at = UTC_TIMESTAMP(6), expires_at = UTC_TIMESTAMP(6) + INTERVAL :ttl_ms * 1000 MICROSECOND"
-                                " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
-  s.release = {"lease.release",
-               "UPDATE " + t.locks +
-                   " SET released_at = UTC_TIMESTAMP(6), expires_at = GREATEST(UTC_TIMESTAMP(6), acquired_at + INTERVAL :min_hold_ms * 1000 MICROSECOND),"
-                   " last_finished_at = IF(:finished, UTC_TIMESTAMP(6), last_finished_at),"
-                   " last_exit_code = IF(:finished, :exit_code, last_exit_code)"
-                   " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
-  s.history = sql::history_statements(dialect, t.runs);
-
-  const std::string header_free = sql::header_free_sql(dialect, "", t.locks);
-  s.header_take = {"semaphore.header_take",
-                   "INSERT INTO " + t.locks +
-                       " (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                       " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid, " +
-                       sql::first_token_sql(dialect, false, fence) + ", 'semaphore', NULL,"
-                       " UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), '9999-12-31 23:59:59', NULL, UTC_TIMESTAMP(6), :slots) ON DUPLICATE KEY UPDATE " +
-                       assign_each_if(header_free, {{"owner", "VALUES(owner)"},
-                                               {"host", "VALUES(host)"},
-                                               {"pid", "VALUES(pid)"},
-                                               {"session_id", "NULL"},
-                                               {"renewed_at", "UTC_TIMESTAMP(6)"},
-                                               {"last_started_at", "UTC_TIMESTAMP(6)"},
-                                               {"token", sql::next_token_sql(dialect, "", false, fence)},
-                                               {"slots", "VALUES(slots)"},
-                                               {"strategy", "'semaphore'"},
-                                               {"acquired_at", "UTC_TIMESTAMP(6)"},
-                                               {"released_at", "NULL"},
-                                               {"expires_at", "VALUES(expires_at)"}})};
-  s.header_refusal = {"semaphore.header_refusal", "SELECT " + status + ", slots FROM " + t.locks + " WHERE name = :key"};
+  s.session_take = {"session.take", upsert(sql::session_upsert(dialect, t, fence, dialect.now, dialect.now))};
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
   s.failover = failover_statements(t, mariadb);
   return s;
@@ -313,8 +259,7 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
 }
 
 sql::InspectStatements inspect_statements(const BackendOptions& options) {
-  return sql::inspect_statements(dialect, Tables(options.table_prefix, '`'),
-                                 options.shedlock ? quote_identifier(options.shedlock_table, '`') : std::string());
+  return sql::inspect_statements(dialect, schema_dialect, options);
 }
 
 sql::ReleaseStatements release_statements(const std::string& prefix) {
@@ -438,55 +383,8 @@ WakeStatements wake_statements(const std::string& prefix) {
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
   const Tables t(options.table_prefix, '`');
-  sql::SchemaStatements s(options, descriptor.name);
-  // name is VARBINARY: compared byte-wise, and 255 bytes of any UTF-8 fit. DATETIME(6) holds UTC
-  // (every dblock session runs with time_zone '+00:00'). DDL commits on its own (no `begin`):
-  // CREATE TABLE IF NOT EXISTS is safe to race.
-  const std::string engine = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
-  const std::string locks = options.table_prefix + "locks", runs = options.table_prefix + "runs",
-                    claims = options.table_prefix + "claims";
-  s.create = {
-      {locks, "CREATE TABLE IF NOT EXISTS " + t.locks +
-          " (\n"
-          "  name VARBINARY(255) NOT NULL PRIMARY KEY,\n"
-          "  owner VARCHAR(255) NULL,\n"
-          "  host VARCHAR(255) NULL,\n"
-          "  pid BIGINT NULL,\n"
-          "  token BIGINT NOT NULL DEFAULT 0,\n"
-          "  strategy VARCHAR(16) NULL,\n"
-          "  session_id VARCHAR(64) NULL,\n"
-          "  acquired_at DATETIME(6) NULL,\n"
-          "  renewed_at DATETIME(6) NULL,\n"
-          "  expires_at DATETIME(6) NULL,\n"
-          "  released_at DATETIME(6) NULL,\n"
-          "  last_started_at DATETIME(6) NULL,\n"
-          "  last_finished_at DATETIME(6) NULL,\n"
-          "  last_exit_code INT NULL,\n"
-          "  slots INT NULL\n"
-          ")" + engine},
-      {runs, "CREATE TABLE IF NOT EXISTS " + t.runs +
-          " (\n"
-          "  id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,\n"
-          "  name VARBINARY(255) NOT NULL,\n"
-          "  token BIGINT NOT NULL,\n"
-          "  owner VARCHAR(255) NULL,\n"
-          "  host VARCHAR(255) NULL,\n"
-          "  pid BIGINT NULL,\n"
-          "  strategy VARCHAR(16) NULL,\n"
-          "  started_at DATETIME(6) NULL,\n"
-          "  finished_at DATETIME(6) NULL,\n"
-          "  outcome VARCHAR(16) NOT NULL,\n"
-          "  exit_code INT NULL,\n"
-          "  KEY " + quote_identifier(options.table_prefix + "runs_name_id", '`') + " (name, id)\n"
-          ")" + engine},
-      {claims, "CREATE TABLE IF NOT EXISTS " + t.claims +
-          " (\n"
-          "  name VARBINARY(255) NOT NULL,\n"
-          "  kind VARCHAR(16) NOT NULL,\n"
-          "  PRIMARY KEY (name, kind)\n"
-          ")" + engine},
-  };
-  s.added = {{"slots", "ALTER TABLE " + t.locks + " ADD COLUMN slots INT NULL", false}};
+  // DDL commits on its own (no `begin`): CREATE TABLE IF NOT EXISTS is safe to race.
+  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name);
   // As failover.create makes it. The incarnation differs between MariaDB and MySQL, and a
   // script cannot know which server it meets: a MariaDB-only comment (/*M! ... */), which MySQL
   // skips; there the first run makes the record.

@@ -2,6 +2,7 @@
 // core/sql/sql_backend.cpp on postgres_statements.cpp, and the session strategies' server
 // lock is postgres_session_lock.cpp.
 #include <algorithm>
+#include <future>
 #include <utility>
 
 #include "backends/postgres/postgres_descriptor.hpp"
@@ -21,12 +22,14 @@ ConnectionRole holder_role(const BackendOptions& options) {
 
 class PostgresBackend final : public sql::SqlBackend {
  public:
-  PostgresBackend(Dsn dsn, const BackendOptions& options, std::shared_ptr<Connection> conn)
+  PostgresBackend(Dsn dsn, const BackendOptions& options, std::shared_ptr<Connection> conn,
+                  std::unique_ptr<Connection> book)
       : SqlBackend(descriptor.name, options, lease_statements(options.table_prefix), shedlock_statements(options),
                    inspect_statements(options), schema_statements(options), release_statements(options.table_prefix),
                    doctor_statements(options)),
         dsn_(std::move(dsn)),
         conn_(std::move(conn)),
+        book_(std::move(book)),
         session_(make_session()) {}
 
  private:
@@ -52,7 +55,7 @@ class PostgresBackend final : public sql::SqlBackend {
       return std::make_unique<Session>(Connection::deferred(dsn, options), options.table_prefix);
     };
     return postgres::make_session_locker(s, std::move(holder), dsn_, options_, schema(),
-                                         serving_check(s, std::move(open_other)));
+                                         serving_check(s, std::move(open_other)), std::exchange(book_, nullptr));
   }
 
   Result<std::unique_ptr<sql::Session>> another_session() override {
@@ -68,6 +71,7 @@ class PostgresBackend final : public sql::SqlBackend {
 
   Dsn dsn_;
   std::shared_ptr<Connection> conn_;
+  std::unique_ptr<Connection> book_;  // opened with conn_ for a row lock's locker (open)
   std::shared_ptr<Session> session_;
   bool handed_over_ = false;
 };
@@ -82,12 +86,23 @@ Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& opti
                                        ": ShedLock writes its table's name unquoted, which PostgreSQL folds to lower "
                                        "case, so its services lock in " + folded + ", not in this table; use --table " +
                                        folded);
+  // A run that will hold a row lock needs a bookkeeping connection too (needs_book): both are
+  // opened at once, side by side, so the run waits for one handshake rather than two in a row.
+  std::future<Result<std::unique_ptr<Connection>>> opening;
+  if (options.locker_strategy && needs_book(*options.locker_strategy) && !options.inspect)
+    opening = std::async(std::launch::async, [&dsn, &options] { return Connection::open(dsn, options); });
   // Opened as a lock holder's session when a run asked for an idle limit: a session locker
   // takes this connection over (and a lease's renewals keep it far busier than that limit).
   auto conn = Connection::open(dsn, options, holder_role(options));
+  std::unique_ptr<Connection> book;
+  if (opening.valid()) {
+    auto opened = opening.get();
+    if (conn && !opened) return std::unexpected(opened.error());
+    if (opened) book = std::move(*opened);
+  }
   if (!conn) return std::unexpected(conn.error());
-  return std::unique_ptr<Backend>(
-      std::make_unique<PostgresBackend>(dsn, options, std::shared_ptr<Connection>(std::move(*conn))));
+  return std::unique_ptr<Backend>(std::make_unique<PostgresBackend>(
+      dsn, options, std::shared_ptr<Connection>(std::move(*conn)), std::move(book)));
 }
 
 // Every statement of this dialect, named, for `dblock schema --statements` (BackendEntry).

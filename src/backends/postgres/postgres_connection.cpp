@@ -104,6 +104,19 @@ std::optional<std::pair<std::string, std::string>> hosts_after_current(PGconn* c
 
 void ignore_notice(void*, const char*) {}
 
+// `values` as libpq takes them: every value as text, NULL as nullptr; `numbers` holds the
+// integers' text meanwhile.
+std::vector<const char*> text_args(const std::vector<const sql::Value*>& values, std::vector<std::string>& numbers) {
+  numbers.assign(values.size(), std::string());
+  std::vector<const char*> args;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (const auto* n = std::get_if<std::int64_t>(values[i])) numbers[i] = std::to_string(*n);
+    const auto* s = std::get_if<std::string>(values[i]);
+    args.push_back(s ? s->c_str() : std::holds_alternative<std::int64_t>(*values[i]) ? numbers[i].c_str() : nullptr);
+  }
+  return args;
+}
+
 // The parameters libpq would use for this DSN once a service file (service=, PGSERVICE) and the
 // environment (PGOPTIONS, PGAPPNAME, PGCONNECT_TIMEOUT, ...) have filled in what the DSN leaves
 // out (dblock(1), DSN): a service's search_path in `options` must not be dropped for dblock's
@@ -157,7 +170,7 @@ std::unique_ptr<Connection> Connection::deferred(const Dsn& dsn, const BackendOp
 }
 
 Result<void> Connection::reconnect() {
-  conn_.reset();
+  close();
   // libpq's own parser validates the URI (so sslmode, host=/socket dir, passfile... all work).
   auto parsed = parse_postgres_dsn(dsn_);
   if (!parsed) return std::unexpected(parsed.error());
@@ -324,7 +337,7 @@ Result<void> Connection::await(short events, Millis deadline) {
         PQfreeCancel(cancel);
       }).detach();
     }
-    conn_.reset();
+    close();
     return fail(ErrorKind::connection, "postgres " + dsn_.redacted + ": no answer within the I/O timeout; connection closed");
   }
   if ((revents & ~POLLOUT) && !PQconsumeInput(conn_.get())) return std::unexpected(broken("reading"));
@@ -339,23 +352,36 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
   const Millis deadline = boottime_now() + options_.io_timeout + extra;
   PGconn* c = conn_.get();
   const std::string text(sql);
-  std::vector<std::string> numbers(values.size());
-  std::vector<const char*> args;  // every value as text, NULL as nullptr
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (const auto* n = std::get_if<std::int64_t>(values[i])) numbers[i] = std::to_string(*n);
-    const auto* s = std::get_if<std::string>(values[i]);
-    args.push_back(s ? s->c_str() : std::holds_alternative<std::int64_t>(*values[i]) ? numbers[i].c_str() : nullptr);
-  }
+  std::vector<std::string> numbers;
+  const std::vector<const char*> args = text_args(values, numbers);
   const int n = static_cast<int>(values.size());
-  auto named = name_for(text, n, named_by, deadline, false);
-  if (!named) return std::unexpected(named.error());
-  const std::string& name = *named;
+  // Behind answers not read yet, a statement that has values, or that goes with statements sent
+  // ahead of it, joins the pipeline: it is sent now, not once they are read. Several statements
+  // in one text (a simple query) cannot: what is pending is read first.
+  if (piping() && pipe_.queued == 0 && values.empty())
+    if (auto ok = drain(deadline); !ok) return std::unexpected(ok.error());
+  std::string name;
+  if (piping()) {
+    // Only a name given already (naming one now would wait for its answer), and never in a
+    // transaction begun ahead of it (name_for's reason).
+    if (auto it = names_.find(text);
+        pipe_.queued == 0 && naming_ && named_by && n > 0 && named_for_ == c && it != names_.end() && it->second > 0)
+      name = "dblock_" + std::to_string(it->second);
+  } else {
+    auto named = name_for(text, n, named_by, deadline, false);
+    if (!named) return std::unexpected(named.error());
+    name = *named;
+  }
   const bool by_name = !name.empty();
-  const int sent = values.empty() ? PQsendQuery(c, text.c_str())
-                   : by_name      ? PQsendQueryPrepared(c, name.c_str(), n, args.data(), nullptr, nullptr, 0)
-                                  : PQsendQueryParams(c, text.c_str(), n, nullptr, args.data(), nullptr, nullptr, 0);
+  const bool piped = piping();
+  const int sent = by_name          ? PQsendQueryPrepared(c, name.c_str(), n, args.data(), nullptr, nullptr, 0)
+                   : piped || n > 0 ? PQsendQueryParams(c, text.c_str(), n, nullptr, args.data(), nullptr, nullptr, 0)
+                                    : PQsendQuery(c, text.c_str());
   if (!sent) return std::unexpected(broken("sending a statement"));
-  auto done = collect(deadline);
+#ifdef LIBPQ_HAS_PIPELINING
+  if (piped && !PQpipelineSync(c)) return std::unexpected(broken("sending a statement"));
+#endif
+  auto done = piped ? collect_piped(deadline, true) : collect(deadline);
   if (!done) return std::unexpected(done.error());
   if (by_name && done->sqlstate == "26000") {
     naming_ = false;
@@ -363,6 +389,113 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
   }
   if (done->error) return std::unexpected(statement_error(done->error.get(), c, dsn_.redacted));
   return rows_of(done->last.get());
+}
+
+Result<void> Connection::enter_pipeline() {
+#ifdef LIBPQ_HAS_PIPELINING
+  if (!piping() && !PQenterPipelineMode(conn_.get())) return std::unexpected(broken("entering pipeline mode"));
+  return {};
+#else
+  return fail(ErrorKind::internal, "libpq has no pipeline mode");
+#endif
+}
+
+Result<void> Connection::send_ahead(std::string_view sql, const std::vector<const sql::Value*>& values) {
+#ifdef LIBPQ_HAS_PIPELINING
+  if (!conn_ && deferred_)
+    if (auto ok = reconnect(); !ok) return ok;
+  if (!is_open()) return std::unexpected(broken("not connected"));
+  if (auto ok = enter_pipeline(); !ok) return ok;
+  const std::string text(sql);
+  std::vector<std::string> numbers;
+  const std::vector<const char*> args = text_args(values, numbers);
+  if (!PQsendQueryParams(conn_.get(), text.c_str(), static_cast<int>(values.size()), nullptr, args.data(), nullptr,
+                         nullptr, 0))
+    return std::unexpected(broken("sending a statement"));
+  ++pipe_.queued;
+  return {};
+#else
+  if (auto r = exec(sql, values); !r) return std::unexpected(r.error());
+  return {};
+#endif
+}
+
+void Connection::send_unawaited(std::string_view sql) {
+  if (!is_open()) return;
+#ifdef LIBPQ_HAS_PIPELINING
+  // Whatever went ahead of it goes with it, unread.
+  const std::string text(sql);
+  if (!enter_pipeline() || !PQsendQueryParams(conn_.get(), text.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) ||
+      !PQpipelineSync(conn_.get())) {
+    close();  // a connection that cannot send ends what it held with it
+    return;
+  }
+  pipe_.background += 1;
+  pipe_.queued = 0;
+  if (!flush(boottime_now() + options_.io_timeout)) close();
+#else
+  (void)exec(sql);
+#endif
+}
+
+Result<void> Connection::flush(Millis deadline) {
+  for (int f; (f = PQflush(conn_.get())) != 0;) {
+    if (f < 0) return std::unexpected(broken("sending a statement"));
+    if (auto ok = await(POLLOUT | POLLIN, deadline); !ok) return ok;
+  }
+  return {};
+}
+
+Result<Connection::Collected> Connection::collect_piped(Millis deadline, bool ours) {
+#ifdef LIBPQ_HAS_PIPELINING
+  PGconn* c = conn_.get();
+  if (auto ok = flush(deadline); !ok) return std::unexpected(ok.error());
+  // One Sync ends each group: the background ones first, whose answers are dropped, then ours.
+  const int groups = pipe_.background + (ours ? 1 : 0);
+  Owned last(nullptr, &PQclear), error(nullptr, &PQclear);
+  int synced = 0, ends = 0;
+  while (synced < groups) {
+    while (PQisBusy(c))
+      if (auto ok = await(POLLIN, deadline); !ok) return std::unexpected(ok.error());
+    Owned r(PQgetResult(c), &PQclear);
+    if (!r) {
+      // The end of one statement's answers; two in a row: nothing more is coming.
+      if (PQstatus(c) == CONNECTION_BAD || ++ends > 1) break;
+      continue;
+    }
+    ends = 0;
+    const auto status = PQresultStatus(r.get());
+    if (status == PGRES_PIPELINE_SYNC) {
+      ++synced;
+      continue;
+    }
+    if (!ours || synced < groups - 1 || status == PGRES_PIPELINE_ABORTED) continue;
+    const bool failed = status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE || status == PGRES_NONFATAL_ERROR;
+    if (!failed) last = std::move(r);
+    else if (!error) error = std::move(r);
+    if (PQstatus(c) == CONNECTION_BAD) break;
+  }
+  pipe_ = {};
+  if (synced < groups || !PQexitPipelineMode(c)) {
+    // A server that ended the session said why (the statement's error); one that stopped
+    // answering mid-way leaves a connection no one can use.
+    if (PQstatus(c) != CONNECTION_BAD) close();
+    if (!error || !conn_) return std::unexpected(broken("reading the answers of a pipeline"));
+  }
+  if (channel_.empty())
+    while (PGnotify* n = PQnotifies(c)) PQfreemem(n);
+  const char* state = error ? PQresultErrorField(error.get(), PG_DIAG_SQLSTATE) : nullptr;
+  return Collected{std::move(error), std::move(last), state ? state : ""};
+#else
+  (void)ours;
+  return collect(deadline);
+#endif
+}
+
+Result<void> Connection::drain(Millis deadline) {
+  if (!piping()) return {};
+  if (auto done = collect_piped(deadline, false); !done) return std::unexpected(done.error());
+  return {};
 }
 
 // A statement this server session runs again (a waiter's next attempt, a renewal), or one made
@@ -386,6 +519,21 @@ Result<std::string> Connection::name_for(const std::string& text, int n, sql::Se
     }
     if (naming_) {
       const std::string next = "dblock_" + std::to_string(prepared_ + 1);
+#ifdef LIBPQ_HAS_PIPELINING
+      // Made ready ahead: its answer is read by the next statement, which may be the one
+      // named (exec); should the name not take, that statement runs again unnamed. It has a
+      // Sync of its own: a Parse opens the implicit transaction that a Sync ends, and the
+      // statement run by name later must not have now() from when it was parsed.
+      if (now) {
+        if (auto ok = enter_pipeline(); !ok) return std::unexpected(ok.error());
+        if (!PQsendPrepare(c, next.c_str(), text.c_str(), n, nullptr) || !PQpipelineSync(c))
+          return std::unexpected(broken("sending a statement"));
+        ++pipe_.background;
+        if (auto ok = flush(deadline); !ok) return std::unexpected(ok.error());
+        it->second = ++prepared_;
+        return "dblock_" + std::to_string(it->second);
+      }
+#endif
       if (!PQsendPrepare(c, next.c_str(), text.c_str(), n, nullptr)) return std::unexpected(broken("sending a statement"));
       auto prepared = collect(deadline);
       if (!prepared) return std::unexpected(prepared.error());
@@ -464,8 +612,10 @@ class ListenWake final : public sql::Wake {
  public:
   ListenWake(Session& session, std::shared_ptr<Connection> conn, std::string prefix)
       : session_(&session), conn_(std::move(conn)), prefix_(std::move(prefix)), q_(queue_statements()) {}
-  // The holder stops listening (best effort: what still arrives is dropped by every statement).
-  void hold(const std::string& key) override {
+  // The release's NOTIFY needs nothing set up. Once the command runs, the holder stops
+  // listening (best effort: what still arrives is dropped by every statement) and gives its
+  // place back, so the key's next waiter takes it and listens while this command runs.
+  void settle(const std::string& key) override {
     (void)conn_->unlisten();
     leave(key);
   }
@@ -516,6 +666,13 @@ Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& para
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
   return conn_->exec(compiled.text, *values, extra, this);
+}
+
+Result<void> Session::send_ahead(const sql::Statement& st, const sql::Params& params) {
+  const sql::Compiled& compiled = compiled_.get(st);
+  auto values = sql::bind_order(compiled, params, st.id);
+  if (!values) return std::unexpected(values.error());
+  return conn_->send_ahead(compiled.text, *values);
 }
 
 void Session::prepare(const sql::Statement& st) {

@@ -39,7 +39,18 @@ class Connection {
 
   /// Names `sql` (n parameters) now, where exec would on its second run, so its first run is
   /// not parsed (sql::Session::prepare). Best effort: a failure is the next statement's to say.
+  /// Its answer is not waited for: the next exec reads it, and sends a statement named so
+  /// without waiting for it (the two then cost one round trip between them at most).
   void prepare(std::string_view sql, int n, sql::Session* named_by);
+
+  /// Sends `sql` (one statement) with `values` to run ahead of the next exec's statement, in its
+  /// round trip and with its fate: an error in either skips the rest, and that exec reports the
+  /// first. For a statement that needs no answer of its own (a transaction's BEGIN). Where libpq
+  /// has no pipeline mode, it runs at once and its error is returned here.
+  Result<void> send_ahead(std::string_view sql, const std::vector<const sql::Value*>& values = {});
+  /// Sends `sql` (one statement, no values) without waiting for its answer, which the next
+  /// statement reads and drops, or closing does: a ROLLBACK that nothing after it depends on.
+  void send_unawaited(std::string_view sql);
 
   /// Whether this server session serves the statements itself, no pooler between
   /// (sql::served_directly, asked on `asking` once per server session).
@@ -58,7 +69,10 @@ class Connection {
   /// Closes and opens again, LISTENing again.
   Result<void> reconnect();
   /// Closes the connection: any session lock it held is gone.
-  void close() { conn_.reset(); }
+  void close() {
+    conn_.reset();
+    pipe_ = {};
+  }
 
   /// LISTENs on channel, and only on it, now and after every reconnect.
   Result<void> listen(const std::string& channel);
@@ -96,6 +110,21 @@ class Connection {
     std::string sqlstate;
   };
   Result<Collected> collect(Millis deadline);
+  // libpq's pipeline mode, in use while statements went out whose answers were not read yet:
+  // `background` Syncs whose groups' answers nobody waits for (send_unawaited, prepare), and
+  // `queued` statements that go with the next exec's (send_ahead).
+  struct Pipeline {
+    int background = 0;
+    int queued = 0;
+  };
+  bool piping() const { return pipe_.background > 0 || pipe_.queued > 0; }
+  Result<void> enter_pipeline();
+  Result<void> flush(Millis deadline);
+  // The answers of the groups sent (a Sync ends each), `ours` (the last group's, an exec's)
+  // kept as collect() keeps them, the others dropped; the pipeline then ends.
+  Result<Collected> collect_piped(Millis deadline, bool ours);
+  // Reads and drops every answer not read yet.
+  Result<void> drain(Millis deadline);
   Result<std::string> name_for(const std::string& text, int n, sql::Session* named_by, Millis deadline, bool now);
   static sql::Rows rows_of(const PGresult* last);
 
@@ -112,6 +141,7 @@ class Connection {
   int prepared_ = 0;  // the names given on this server session
   const PGconn* named_for_ = nullptr;
   bool naming_ = true;
+  Pipeline pipe_;  // of conn_: reset with it
   const PGconn* direct_for_ = nullptr;  // the server session `direct_` was asked on
   bool direct_ = false;
 };
@@ -127,6 +157,8 @@ class Session final : public sql::Session {
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params, Millis extra);
   Result<void> exec(std::string_view sql) override;
   void prepare(const sql::Statement& st) override;
+  /// Connection::send_ahead of `st` with `params`.
+  Result<void> send_ahead(const sql::Statement& st, const sql::Params& params);
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
   std::string where() const override { return conn_->where(); }
   std::optional<sql::Transport> transport() const override { return conn_->transport(); }

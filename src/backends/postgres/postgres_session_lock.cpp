@@ -18,12 +18,14 @@ class PostgresHolder final : public sql::HolderSession {
     return session_.run(st, p, wait);
   }
   Result<void> exec(std::string_view sql) override { return session_.exec(sql); }
-  // lock_timeout for the transaction just begun (set_config's is_local): it ends with it.
+  // lock_timeout for the transaction just begun (set_config's is_local): it ends with it. Both
+  // go with the lock statement that follows, in its round trip.
   Result<void> begin(const sql::LockStatements& st, const sql::Params& p, Millis) override {
-    if (auto ok = session_.exec(st.begin); !ok) return ok;
-    if (auto r = session_.run(st.lock_wait, p, Millis(0)); !r) return std::unexpected(r.error());
-    return {};
+    if (auto ok = holder_->send_ahead(st.begin); !ok) return ok;
+    return session_.send_ahead(st.lock_wait, p);
   }
+  // Sent, not awaited: the server ends the transaction when it reads it, before the goodbye.
+  void end_unawaited() override { holder_->send_unawaited("ROLLBACK"); }
   void close() override { holder_->close(); }
   Result<void> reopen() override { return holder_->reconnect(); }
   bool transaction_open() const override { return holder_->transaction_open(); }
@@ -58,12 +60,14 @@ class PostgresHolder final : public sql::HolderSession {
 Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<Connection> holder, const Dsn& dsn,
                                                    const BackendOptions& options,
                                                    std::shared_ptr<const sql::SchemaStatements> schema,
-                                                   sql::failover::ReadCheck serving) {
+                                                   sql::failover::ReadCheck serving, std::unique_ptr<Connection> spare) {
   // advisory's lock is held outside any transaction, so its token and history go through the
   // holder session itself; the others hold a transaction open and number the token on a second,
   // autocommit connection, which a holder killed mid-transaction cannot roll back.
   std::shared_ptr<Connection> book = holder;
-  if (s != Strategy::advisory) {
+  if (needs_book(s) && spare) {
+    book = std::move(spare);
+  } else if (needs_book(s)) {
     auto opened = Connection::open(dsn, options, ConnectionRole::bookkeeping);
     if (!opened) return std::unexpected(opened.error());
     book = std::move(*opened);

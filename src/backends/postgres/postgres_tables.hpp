@@ -40,10 +40,16 @@ QueueStatements queue_statements();
 
 /// advisory / for-update / txn-insert (core/sql/session_locker.hpp) with the server lock in the
 /// holder session `holder` (postgres_session_lock.cpp).
-/// `serving` judges the failover record's read (SqlBackend::serving_check).
+/// `serving` judges the failover record's read (SqlBackend::serving_check). `book`, when set, is
+/// the bookkeeping connection a row lock needs, opened already (alongside the holder's).
 Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<Connection> holder, const Dsn& dsn,
                                                    const BackendOptions& options,
                                                    std::shared_ptr<const sql::SchemaStatements> schema,
-                                                   sql::failover::ReadCheck serving);
+                                                   sql::failover::ReadCheck serving,
+                                                   std::unique_ptr<Connection> book = nullptr);
+
+/// Whether a locker of `s` needs a bookkeeping connection besides its holder's: a row lock, held
+/// in an open transaction, whose token must commit on its own.
+constexpr bool needs_book(Strategy s) { return s == Strategy::for_update || s == Strategy::txn_insert; }
 
 }  // namespace dblock::postgres

@@ -7,7 +7,6 @@
 
 #include "backends/sqlite/sqlite_descriptor.hpp"
 #include "backends/sqlite/sqlite_tables.hpp"
-#include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
 
 namespace dblock::sqlite {
@@ -37,20 +36,46 @@ sql::Assignments renew_boot(std::string_view ms) {
           {"boot_expires_ms", "dblock_boot_ms() + " + std::string(ms)}};
 }
 
-/// SET list for a renewal by the holder: renew_boot's.
-std::string renew_boot_sql(std::string_view ttl_param) { return sql::more_assignments(renew_boot(ttl_param)).substr(2); }
-
-/// SELECT ... FROM <prefix>locks of status: the common status columns (core/sql/lock_rows.hpp),
-/// whether the lease is live, then `extra`. The caller appends its WHERE.
-std::string status_select(const Tables& t, std::string_view extra) {
-  return "SELECT " + rows::status_select_list(&epoch_ms_sql, now_sql()) + ", " + lease_live_sql("") + ", " +
-         std::string(extra) + " FROM " + t.locks;
-}
-
-// Added to <prefix>locks after its first release. The boot_* columns hold the lease on
+// Added to <prefix>locks after its first shape. The boot_* columns hold the lease on
 // CLOCK_BOOTTIME, which a wall-clock step cannot move; they apply only while boot_token equals
 // token (an older dblock that takes the row leaves them stale).
-constexpr std::string_view boot_columns[] = {"boot_id", "boot_token", "boot_started_ms", "boot_expires_ms"};
+using sql::tables::Type;
+constexpr sql::tables::Column boot_columns[] = {
+    {.name = "boot_id",
+     .type = Type::text,
+     .since = sql::tables::own_lease_shape,
+     .comment = "/proc/sys/kernel/random/boot_id of the lease host"},
+    {.name = "boot_token",
+     .type = Type::int64,
+     .since = sql::tables::own_lease_shape,
+     .comment = "the token the boot_* columns belong to"},
+    {.name = "boot_started_ms",
+     .type = Type::int64,
+     .since = sql::tables::own_lease_shape,
+     .comment = "CLOCK_BOOTTIME ms of the acquisition"},
+    {.name = "boot_expires_ms",
+     .type = Type::int64,
+     .since = sql::tables::own_lease_shape,
+     .comment = "CLOCK_BOOTTIME ms of the end of the lease"},
+};
+
+// How SQLite spells dblock's tables (core/sql/tables.hpp): TEXT and INTEGER (64-bit); a TEXT
+// name compares byte-wise (BINARY collation). No claims: SQLite has no session strategies.
+const sql::tables::SchemaDialect schema_dialect{
+    .quote = '"',
+    .type = [](Type t) -> std::string { return t == Type::int64 || t == Type::int32 ? "INTEGER" : "TEXT"; },
+    .identity = "INTEGER PRIMARY KEY AUTOINCREMENT",
+    .nullable = "",
+    .type_comment =
+        [](Type t) { return t == Type::timestamp ? std::string("UTC 'YYYY-MM-DD HH:MM:SS.SSS'") : std::string(); },
+    .index =
+        [](std::string_view name, std::string_view table, std::string_view columns) {
+          return "CREATE INDEX IF NOT EXISTS " + std::string(name) + " ON " + std::string(table) + " (" +
+                 std::string(columns) + ")";
+        },
+    .own_columns = boot_columns,
+    .session_tables = false,
+};
 
 // What core's rules (core/sql/rules.hpp) need spelled in SQLite; the time the row's last start
 // is judged at is always this process's (started_ago_sql).
@@ -104,6 +129,10 @@ const sql::Dialect dialect{
                                                                                  ", dblock_boot_ms())"}};
             },
     },
+    // The whole file is locked for the write (BEGIN IMMEDIATE, or the statement's own), so the
+    // upsert waits for no row; there is no failover gate.
+    .take = [](const sql::Take& k) { return sql::on_conflict_upsert(k.upsert(k.fence)) + " RETURNING " + k.returning; },
+    .release_returns = {},  // the waiters are woken through the wake file (sqlite_wake.hpp)
 };
 
 }  // namespace
@@ -117,57 +146,10 @@ std::string lease_live_sql(const std::string& a) {
 }
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix, '"');
-  sql::SchemaStatements s(options, descriptor.name);
+  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name);
   // One write transaction: one commit (one fsync) on a new file, and processes upgrading the
   // same file at once add each column once.
   s.begin = "BEGIN IMMEDIATE";
-  const std::string locks = options.table_prefix + "locks", runs = options.table_prefix + "runs";
-  s.create = {
-      {locks, "CREATE TABLE IF NOT EXISTS " + t.locks +
-          " (\n"
-          "  name             TEXT    NOT NULL PRIMARY KEY,  -- BINARY collation: byte-wise\n"
-          "  owner            TEXT,\n"
-          "  host             TEXT,\n"
-          "  pid              INTEGER,\n"
-          "  token            INTEGER NOT NULL DEFAULT 0,    -- fencing token, +1 per acquisition\n"
-          "  strategy         TEXT,\n"
-          "  session_id       TEXT,\n"
-          "  acquired_at      TEXT,                          -- UTC 'YYYY-MM-DD HH:MM:SS.SSS'\n"
-          "  renewed_at       TEXT,\n"
-          "  expires_at       TEXT,\n"
-          "  released_at      TEXT,\n"
-          "  last_started_at  TEXT,\n"
-          "  last_finished_at TEXT,\n"
-          "  last_exit_code   INTEGER,\n"
-          "  boot_id          TEXT,     -- /proc/sys/kernel/random/boot_id of the lease's host\n"
-          "  boot_token       INTEGER,  -- the token the boot_* columns belong to\n"
-          "  boot_started_ms  INTEGER,  -- CLOCK_BOOTTIME ms of the acquisition\n"
-          "  boot_expires_ms  INTEGER,  -- CLOCK_BOOTTIME ms of the end of the lease\n"
-          "  slots            INTEGER   -- a semaphore's header row: its slot count (--slots)\n"
-          ")"},
-      {runs, "CREATE TABLE IF NOT EXISTS " + t.runs +
-          " (\n"
-          "  id          INTEGER PRIMARY KEY AUTOINCREMENT,\n"
-          "  name        TEXT    NOT NULL,\n"
-          "  token       INTEGER NOT NULL,\n"
-          "  owner       TEXT,\n"
-          "  host        TEXT,\n"
-          "  pid         INTEGER,\n"
-          "  strategy    TEXT,\n"
-          "  started_at  TEXT,\n"
-          "  finished_at TEXT,\n"
-          "  outcome     TEXT    NOT NULL,\n"
-          "  exit_code   INTEGER\n"
-          ")"},
-      {runs, "CREATE INDEX IF NOT EXISTS " + quote_ident(options.table_prefix + "runs_name_id") + " ON " + t.runs + " (name, id)"},
-  };
-  for (std::string_view column : boot_columns)
-    s.added.push_back({std::string(column),
-                       "ALTER TABLE " + t.locks + " ADD COLUMN " + std::string(column) +
-                           (column == "boot_id" ? " TEXT" : " INTEGER"),
-                       true});
-  s.added.push_back({"slots", "ALTER TABLE " + t.locks + " ADD COLUMN slots INTEGER", false});
   // The columns, with the affinity of name (TEXT: '007' and '7' stay two keys) and token
   // (INTEGER, 64-bit), then each column of each unique index that is not partial (a TEXT
   // primary key is one, sqlite_autoindex_*); an expression's column has no name.
@@ -195,64 +177,11 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
 
 sql::LeaseStatements lease_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
-  const std::string now = now_sql();
-  sql::LeaseStatements s;
-  s.begin = "BEGIN IMMEDIATE";
+  sql::LeaseStatements s = sql::lease_statements(dialect, t, "");
   // Only the acquisition carries a token that must survive a power loss. A lost release leaves
   // a lease that is over after the reboot anyway (a lease from an earlier boot is expired), and
   // the next acquisition's fsync of the WAL makes this commit durable too: one fsync per run.
   s.begin_release = std::string(begin_unsynced);
-
-  // The boot columns belong to the token taken (boot_judged_sql): both get the same.
-  const std::string first_token = sql::first_token_sql(dialect, true, ""),
-                    next_token = sql::next_token_sql(dialect, "l.", true, "");
-  s.take = {"lease.take",
-            "INSERT INTO " + t.locks +
-                " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-                " released_at, last_started_at, boot_id, boot_token, boot_started_ms, boot_expires_ms)"
-                " VALUES (:key, :owner, :host, :pid, " + first_token + ", 'lease', NULL, " + now + ", " + now + ", " +
-                now_plus_sql(":ttl_ms") + ", NULL, " + now + ", dblock_boot_id(), " + first_token +
-                ", dblock_boot_ms(), dblock_boot_ms() + :ttl_ms)"
-                " ON CONFLICT(name) DO UPDATE SET owner = excluded.owner, host = excluded.host, pid = excluded.pid,"
-                " token = " + next_token + ", strategy = excluded.strategy, session_id = NULL,"
-                " acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at,"
-                " expires_at = excluded.expires_at, released_at = NULL, last_started_at = excluded.last_started_at,"
-                " boot_id = excluded.boot_id, boot_token = " + next_token + ","
-                " boot_started_ms = excluded.boot_started_ms, boot_expires_ms = excluded.boot_expires_ms"
-                " WHERE NOT " + lease_live_sql("l.") + " AND " +
-                rows::strategy_allows_sql("l.", "'lease'", "NOT " + lease_live_sql("l.")) +
-                " AND " + sql::due_sql(dialect, "l.", now) + " RETURNING token, " + epoch_ms_sql("acquired_at") + ", " +
-                epoch_ms_sql("expires_at")};
-  s.refusal = {"lease.refusal",
-               status_select(t, sql::due_in_ms_sql(dialect, "")) + " WHERE name = :key"};
-  s.renew = {"lease.renew", "UPDATE " + t.locks + " SET expires_at = " + now_plus_sql(":ttl_ms") +
-                                ", renewed_at = " + now + ", " + renew_boot_sql(":ttl_ms") +
-                                " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
-  s.release = {"lease.release",
-               "UPDATE " + t.locks + " SET released_at = " + now + ", expires_at = CASE WHEN " +
-                   epoch_ms_sql("acquired_at") + " + :min_hold_ms > " + now_ms_sql() +
-                   " THEN strftime('%Y-%m-%d %H:%M:%f', julianday(acquired_at) + :min_hold_ms / 86400000.0) ELSE " + now +
-                   " END, boot_expires_ms = MAX(dblock_boot_ms(), boot_started_ms + :min_hold_ms),"
-                   " last_finished_at = CASE WHEN :finished THEN " + now + " ELSE last_finished_at END,"
-                   " last_exit_code = CASE WHEN :finished THEN :exit_code ELSE last_exit_code END"
-                   " WHERE name = :key AND owner = :owner AND token = :token AND released_at IS NULL"};
-  s.history = sql::history_statements(dialect, t.runs);
-
-  s.header_take = {
-      "semaphore.header_take",
-      "INSERT INTO " + t.locks +
-          " AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at, expires_at,"
-          " released_at, last_started_at, slots) VALUES (:key, :owner, :host, :pid, " +
-          sql::first_token_sql(dialect, false, "") + ", 'semaphore', NULL, " + now +
-          ", " + now + ", '9999-12-31 23:59:59.999', NULL, " + now +
-          ", :slots) ON CONFLICT(name) DO UPDATE SET owner = excluded.owner,"
-          " host = excluded.host, pid = excluded.pid, token = " + sql::next_token_sql(dialect, "l.", false, "") +
-          ", strategy = 'semaphore', session_id = NULL,"
-          " acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at, expires_at = excluded.expires_at,"
-          " released_at = NULL, last_started_at = excluded.last_started_at, slots = excluded.slots, boot_id = NULL,"
-          " boot_token = NULL, boot_started_ms = NULL, boot_expires_ms = NULL"
-          " WHERE " + sql::header_free_sql(dialect, "l.", t.locks) + " RETURNING token, NULL, NULL"};
-  s.header_refusal = {"semaphore.header_refusal", status_select(t, "slots") + " WHERE name = :key"};
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key"};
   return s;
 }
@@ -261,21 +190,8 @@ sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   return sql::shedlock_statements(dialect, Tables(options.table_prefix, '"'), quote_ident(options.shedlock_table));
 }
 
-sql::InspectStatements inspect_statements(const BackendOptions& options, bool without_boot_columns) {
-  Tables t(options.table_prefix, '"');
-  // A table from an older dblock lacks the boot_* columns, which a read-only inspection cannot
-  // add: its rows are read as that dblock wrote them (the wall-clock rule), and nothing is written.
-  if (without_boot_columns) {
-    t.locks = "(SELECT *";
-    for (std::string_view column : boot_columns) t.locks += ", NULL AS " + std::string(column);
-    t.locks += " FROM " + quote_ident(options.table_prefix + "locks") + ")";
-  }
-  sql::InspectStatements s =
-      sql::inspect_statements(dialect, t, options.shedlock ? quote_ident(options.shedlock_table) : std::string());
-  if (without_boot_columns) s.renew_named = s.renewed = s.renew_own = {};
-  if (!without_boot_columns && !options.shedlock)
-    s.older = std::make_shared<const sql::InspectStatements>(inspect_statements(options, /*without_boot_columns=*/true));
-  return s;
+sql::InspectStatements inspect_statements(const BackendOptions& options) {
+  return sql::inspect_statements(dialect, schema_dialect, options);
 }
 
 sql::ReleaseStatements release_statements(const std::string& prefix) {

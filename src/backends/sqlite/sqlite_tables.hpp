@@ -32,9 +32,8 @@ std::string lease_live_sql(const std::string& a);
 sql::LeaseStatements lease_statements(const std::string& prefix);
 
 /// What status, history and `dblock renew` read (sqlite_statements.cpp), for the table format of
-/// `options`; `without_boot_columns`: a table of an older dblock, read without its boot_* columns
-/// (InspectStatements::older).
-sql::InspectStatements inspect_statements(const BackendOptions& options, bool without_boot_columns = false);
+/// `options`; a table of an older dblock is read without its boot_* columns (InspectStatements::older).
+sql::InspectStatements inspect_statements(const BackendOptions& options);
 
 /// --table-format shedlock: the statements of the common ShedLock locker (sqlite_statements.cpp).
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options);

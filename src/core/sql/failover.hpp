@@ -7,8 +7,8 @@
 // until the longest TTL recorded has passed: a holder whose grant was lost cannot still be
 // inside its lease by then, as it ends its command when it cannot renew.
 //
-// A locker calls admit() before it grants, or folds the same test into its take statement
-// (FailoverStatements::folded) and calls admit() when the take refused.
+// A locker calls admit() before it grants, or its take statement reads the same test itself
+// (LeaseStatements::take, when it binds :record) and the locker calls admit() when it refused.
 
 #include <cstdint>
 #include <functional>
@@ -45,13 +45,6 @@ struct FailoverStatements {
   Statement move;
   /// :record :ttl_ms. longest TTL = :ttl_ms when it is longer.
   Statement raise_ttl;
-  /// true: the dialect's take (LeaseStatements::take) grants only when the gate is open with
-  /// nothing to write (rules.hpp, failover_open_sql), and
-  /// issues tokens above the fence itself; admit() then runs only when a take refused.
-  /// false: admit() runs before a take (once per connection while open), whose :fence it gives.
-  /// true also says that the take and the lease's renewal tell when the record names another
-  /// incarnation (LeaseStatements::take, renew).
-  bool folded = false;
 
   bool empty() const { return read.empty(); }
 };

@@ -3,10 +3,15 @@
 
 #include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
+#include "core/sql/tables.hpp"
 
 namespace dblock::sql {
+namespace {
 
-InspectStatements inspect_statements(const Dialect& d, const Tables& t, const std::string& shedlock) {
+// Over dblock's tables `t` (t.locks and t.runs may be derived tables that read an older
+// dblock's as this version's) or, with --table-format shedlock, ShedLock's table `shedlock`
+// (quoted; "" without).
+InspectStatements inspect_over(const Dialect& d, const Tables& t, const std::string& shedlock) {
   const std::string token = d.integer(":token");
   const std::string named = named_holder_sql(d, "");
   const std::string keys = d.json_texts(":keys");
@@ -24,7 +29,8 @@ InspectStatements inspect_statements(const Dialect& d, const Tables& t, const st
     s.status_all = {"inspect.status_all", rows_of + " ORDER BY s.name"};
     s.status_keys = {"inspect.status_keys", rows_of + " WHERE s.name IN " + keys + " ORDER BY s.name"};
   }
-  const std::string history = "SELECT " + rows::history_select_list(d.epoch_ms) + " FROM " + t.runs;
+  // An alias: t.runs may be a derived table (InspectStatements::older).
+  const std::string history = "SELECT " + rows::history_select_list(d.epoch_ms) + " FROM " + t.runs + " h";
   const std::string newest = " ORDER BY id DESC LIMIT " + d.integer(":limit");
   s.history_all = {"inspect.history_all", history + newest};
   s.history_of = {"inspect.history_of", history + " WHERE name = :name" + newest};
@@ -56,6 +62,28 @@ InspectStatements inspect_statements(const Dialect& d, const Tables& t, const st
                                             " WHERE name = :key AND strategy = 'shedlock' AND released_at IS NULL AND"
                                             " owner = (SELECT locked_by FROM " + shedlock + " WHERE name = :key) AND " +
                                             named + " AND " + d.own_lease.live("") + " IS NOT NULL"};
+  return s;
+}
+
+}  // namespace
+
+InspectStatements inspect_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options) {
+  const Tables t(options.table_prefix, sd.quote);
+  if (options.shedlock) return inspect_over(d, t, quote_identifier(options.shedlock_table, sd.quote));
+  InspectStatements s = inspect_over(d, t, "");
+  // Each older shape reads what it has and NULL for what it lacks, and writes nothing (a
+  // derived table takes no UPDATE); built oldest first, as each is the `older` of the next.
+  const std::vector<tables::OlderShape> shapes = tables::older_shapes(sd);
+  for (auto shape = shapes.rbegin(); shape != shapes.rend(); ++shape) {
+    Tables read = t;
+    read.locks = tables::read_as_before(tables::locks, sd, t.locks, shape->before);
+    read.runs = tables::read_as_before(tables::runs, sd, t.runs, shape->before);
+    InspectStatements older = inspect_over(d, read, "");
+    older.slot_count = older.renew_named = older.renewed = older.renew_own = {};
+    for (const auto& [table, column] : shape->lacks) older.lacks.emplace_back(options.table_prefix + table, column);
+    older.older = std::move(s.older);
+    s.older = std::make_shared<const InspectStatements>(std::move(older));
+  }
   return s;
 }
 

@@ -10,7 +10,11 @@ namespace {
 class LeaseLocker final : public Locker {
  public:
   LeaseLocker(std::shared_ptr<Session> session, const LeaseStatements& statements, std::string prefix, int keep)
-      : session_(std::move(session)), st_(statements), prefix_(std::move(prefix)), keep_(keep) {}
+      : session_(std::move(session)),
+        st_(statements),
+        prefix_(std::move(prefix)),
+        keep_(keep),
+        take_reads_gate_(sql::take_reads_gate(st_)) {}
 
   // One attempt, and more while the dialect hears of a release within `wait` (or at once).
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
@@ -38,13 +42,17 @@ class LeaseLocker final : public Locker {
                    {"record", std::string(failover::record_name)}};
     // A renewal on a new primary (a failover the grant survived) starts the lock-delay, so that
     // it ends one TTL after the promotion was first seen rather than after this holder lets go
-    // (failover::notice). A dialect whose renewal says so (folded) costs nothing more; another
-    // reads the record once a lost connection was made again, as its takes do.
+    // (failover::notice). A renewal that says so costs nothing more; one that cannot tell is
+    // followed by a read of the record once a lost connection was made again, as takes are.
     auto r = with_retry(*session_, [&]() -> Result<Rows> {
-      if (reconnected_ && !fo.folded)
-        if (auto seen = failover::notice(*session_, fo, ttl); !seen) return std::unexpected(seen.error());
       auto renewed = session_->run(st_.renew, p);
-      reconnected_ = !renewed && renewed.error().kind == ErrorKind::connection;
+      if (!renewed) {
+        reconnected_ = renewed.error().kind == ErrorKind::connection;
+        return renewed;
+      }
+      if (reconnected_ && !renewal_tells(*renewed))
+        if (auto seen = failover::notice(*session_, fo, ttl); !seen) return std::unexpected(seen.error());
+      reconnected_ = false;
       return renewed;
     });
     if (!r) return std::unexpected(r.error());
@@ -53,7 +61,7 @@ class LeaseLocker final : public Locker {
       lost_ = true;
       return lost("is no longer held by " + held_->owner + ": it expired and was taken, or was released");
     }
-    if (renewed_on_new_incarnation(st_, *r))
+    if (renewed_on_new_incarnation(*r))
       if (auto seen = with_retry(*session_, [&] { return failover::notice(*session_, fo, ttl); }); !seen)
         return std::unexpected(seen.error());
     return {};
@@ -89,6 +97,9 @@ class LeaseLocker final : public Locker {
     return {};
   }
 
+  // Off the command's start: what the wake primitive left for later (waiters.hpp, settle).
+  void prepare_release() override { session_->release_signal().settle(); }
+
   int wakeup_fd() const override { return session_->release_signal().fd(); }
   void consume_wakeup() override { session_->release_signal().consume(); }
 
@@ -103,7 +114,7 @@ class LeaseLocker final : public Locker {
     if (!req.semaphore.empty()) return attempt_slot(req);
     const FailoverStatements& fo = st_.failover;
     std::int64_t fence = 0;
-    if (!fo.folded) {
+    if (!take_reads_gate_) {
       auto gate = failover::admit_once(*session_, st_.failover, admitted_, req.ttl);
       if (!gate) return std::unexpected(gate.error());
       if (!gate->open) return failover::delayed(*gate);
@@ -112,12 +123,12 @@ class LeaseLocker final : public Locker {
     const Params p = take_params(req, Value(), fence);
     auto took = session_->run(st_.take, p);
     if (!took) return std::unexpected(took.error());
-    if (!took_row(st_, *took) && fo.folded) {
+    if (!took_row(*took) && take_reads_gate_) {
       // A refusal the take explains by a live holder or by --min-interval stands: the gate
       // could only refuse as well. So a contender of a start storm costs the server one
       // statement. Not on a new incarnation, below.
-      const bool new_incarnation = took_on_new_incarnation(st_, *took);
-      if (st_.take_explains && !new_incarnation) {
+      const bool new_incarnation = took_on_new_incarnation(*took);
+      if (take_explained(*took) && !new_incarnation) {
         auto why = refused(*session_, st_, req, &*took, "lease");
         if (!why || why->state == AcquireOutcome::State::not_due ||
             (why->holder && why->holder->state == LockStatus::State::held))
@@ -141,7 +152,7 @@ class LeaseLocker final : public Locker {
       if (asked) took = session_->run(st_.take, p);
       if (!took) return std::unexpected(took.error());
     }
-    if (!took_row(st_, *took)) return refused(*session_, st_, req, &*took, "lease");
+    if (!took_row(*took)) return refused(*session_, st_, req, &*took, "lease");
     return taken(req, *took);
   }
 
@@ -159,7 +170,7 @@ class LeaseLocker final : public Locker {
     if (!header->token) return header->refusal;
     auto took = session_->run(st_.take, take_params(req, *header->token, gate->fence));
     if (!took) return std::unexpected(took.error());
-    if (!took_row(st_, *took)) return refused(*session_, st_, req, &*took, "lease");
+    if (!took_row(*took)) return refused(*session_, st_, req, &*took, "lease");
     auto out = taken(req, *took);
     if (!out) return out;
     if (auto ok = tx->commit(); !ok) {
@@ -215,6 +226,8 @@ class LeaseLocker final : public Locker {
   LeaseStatements st_;
   std::string prefix_;
   int keep_;
+  // The take reads the failover gate itself (take_reads_gate): admitted only when it refused.
+  bool take_reads_gate_;
   std::optional<HeldRun> held_;
   bool lost_ = false;  // renew() found the lease taken or released; held_ stays for the history row
   // The failover gate found open on this connection (admit_once); renew and release may

@@ -7,12 +7,22 @@
 
 namespace dblock::rows {
 
+namespace {
+
+using sql::tables::Type;
+
+// A column as a select list reads it: a timestamp as epoch ms.
+std::string selected(const sql::tables::Column& c, EpochMs epoch_ms) {
+  return c.type == Type::timestamp ? epoch_ms(c.name) : std::string(c.name);
+}
+
+}  // namespace
+
 std::string status_select_list(EpochMs epoch_ms, std::string_view now_expr) {
-  std::string sql = "name, owner, host, pid, token, strategy";
-  for (std::string_view column :
-       {"acquired_at", "renewed_at", "expires_at", "released_at", "last_started_at", "last_finished_at"})
-    sql += ", " + epoch_ms(column);
-  return sql + ", last_exit_code, " + epoch_ms(now_expr);
+  std::string sql;
+  for (const sql::tables::Column& c : sql::tables::locks_columns)
+    if (c.status) sql += selected(c, epoch_ms) + ", ";
+  return sql + epoch_ms(now_expr);
 }
 
 LockStatus::State state_of(const LockStatus& row, HolderVerdict verdict) {
@@ -30,9 +40,11 @@ LockStatus::State state_of(const LockStatus& row, HolderVerdict verdict) {
 
 std::string strategy_allows_sql(std::string_view row, std::string_view mine, std::string_view lease_over) {
   const std::string r(row);
+  // A lease's take records the strategy 'lease' already: its lease's end is its own condition.
+  const std::string lease_done =
+      mine == "'lease'" ? std::string() : " OR (" + r + "strategy = 'lease' AND " + std::string(lease_over) + ")";
   return "(" + r + "strategy IS NULL OR " + r + "strategy = " + std::string(mine) + " OR " + r +
-         "released_at IS NOT NULL OR " + r + "acquired_at IS NULL OR (" + r + "strategy = 'lease' AND " +
-         std::string(lease_over) + "))";
+         "released_at IS NOT NULL OR " + r + "acquired_at IS NULL" + lease_done + ")";
 }
 
 bool other_strategy_holds(const LockStatus& row, bool lease_live, std::string_view asked) {
@@ -42,21 +54,22 @@ bool other_strategy_holds(const LockStatus& row, bool lease_live, std::string_vi
 }
 
 LockStatus decode_status(const ColumnReader& row) {
+  using sql::tables::status_index;
   LockStatus s;
-  s.key = row.text(0);
-  s.owner = row.text(1);
-  s.host = row.text(2);
-  s.pid = row.opt_int64(3).value_or(0);
-  s.token = row.opt_int64(4).value_or(0);
-  s.strategy = row.text(5);
-  s.acquired_at_ms = row.opt_int64(6);
-  s.renewed_at_ms = row.opt_int64(7);
-  s.expires_at_ms = row.opt_int64(8);
-  s.released_at_ms = row.opt_int64(9);
-  s.last_started_at_ms = row.opt_int64(10);
-  s.last_finished_at_ms = row.opt_int64(11);
-  if (auto code = row.opt_int64(12)) s.last_exit_code = static_cast<int>(*code);
-  s.db_now_ms = row.opt_int64(13).value_or(0);
+  s.key = row.text(status_index("name"));
+  s.owner = row.text(status_index("owner"));
+  s.host = row.text(status_index("host"));
+  s.pid = row.opt_int64(status_index("pid")).value_or(0);
+  s.token = row.opt_int64(status_index("token")).value_or(0);
+  s.strategy = row.text(status_index("strategy"));
+  s.acquired_at_ms = row.opt_int64(status_index("acquired_at"));
+  s.renewed_at_ms = row.opt_int64(status_index("renewed_at"));
+  s.expires_at_ms = row.opt_int64(status_index("expires_at"));
+  s.released_at_ms = row.opt_int64(status_index("released_at"));
+  s.last_started_at_ms = row.opt_int64(status_index("last_started_at"));
+  s.last_finished_at_ms = row.opt_int64(status_index("last_finished_at"));
+  if (auto code = row.opt_int64(status_index("last_exit_code"))) s.last_exit_code = static_cast<int>(*code);
+  s.db_now_ms = row.opt_int64(sql::tables::status_columns()).value_or(0);
   if (auto strategy = parse_strategy(s.strategy); strategy && is_session_strategy(*strategy)) s.expires_at_ms.reset();
   return s;
 }
@@ -94,23 +107,25 @@ Result<std::vector<LockStatus>> in_request_order(std::vector<LockStatus> found, 
 }
 
 std::string history_select_list(EpochMs epoch_ms) {
-  return "id, name, token, owner, host, pid, strategy, " + epoch_ms("started_at") + ", " + epoch_ms("finished_at") +
-         ", outcome, exit_code";
+  std::string sql;
+  for (const sql::tables::Column& c : sql::tables::runs_columns) sql += (sql.empty() ? "" : ", ") + selected(c, epoch_ms);
+  return sql;
 }
 
 RunRecord decode_run(const ColumnReader& row) {
+  using sql::tables::run_index;
   RunRecord r;
-  r.id = row.opt_int64(0).value_or(0);
-  r.key = row.text(1);
-  r.token = row.opt_int64(2).value_or(0);
-  r.owner = row.text(3);
-  r.host = row.text(4);
-  r.pid = row.opt_int64(5).value_or(0);
-  r.strategy = row.text(6);
-  r.started_at_ms = row.opt_int64(7).value_or(0);
-  r.finished_at_ms = row.opt_int64(8);
-  r.outcome = parse_run_outcome(row.text(9)).value_or(RunOutcome::failed);
-  if (auto code = row.opt_int64(10)) r.exit_code = static_cast<int>(*code);
+  r.id = row.opt_int64(run_index("id")).value_or(0);
+  r.key = row.text(run_index("name"));
+  r.token = row.opt_int64(run_index("token")).value_or(0);
+  r.owner = row.text(run_index("owner"));
+  r.host = row.text(run_index("host"));
+  r.pid = row.opt_int64(run_index("pid")).value_or(0);
+  r.strategy = row.text(run_index("strategy"));
+  r.started_at_ms = row.opt_int64(run_index("started_at")).value_or(0);
+  r.finished_at_ms = row.opt_int64(run_index("finished_at"));
+  r.outcome = parse_run_outcome(row.text(run_index("outcome"))).value_or(RunOutcome::failed);
+  if (auto code = row.opt_int64(run_index("exit_code"))) r.exit_code = static_cast<int>(*code);
   return r;
 }
 

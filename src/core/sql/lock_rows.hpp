@@ -5,7 +5,6 @@
 // timestamp becomes epoch ms, what the server says about a holder) and a few lines that read
 // one column of its own result rows.
 
-#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -16,34 +15,12 @@
 
 #include "core/error.hpp"
 #include "core/lock_types.hpp"
+#include "core/sql/tables.hpp"
 
 namespace dblock::rows {
 
 /// A dialect's SQL for a timestamp column (or expression) as milliseconds since the epoch; NULL stays NULL.
 using EpochMs = std::string (*)(std::string_view expr);
-
-/// The columns every table must have (dblock(1) TABLES, docs/backend-contract.md); each
-/// backend's ensure_schema checks them. Columns a dialect adds on its own (SQLite's boot_*)
-/// are not required: ensure_schema adds them.
-inline constexpr std::array<std::string_view, 14> locks_columns{
-    "name",       "owner",       "host",           "pid",          "token",
-    "strategy",   "session_id",  "acquired_at",    "renewed_at",   "expires_at",
-    "released_at", "last_started_at", "last_finished_at", "last_exit_code"};
-inline constexpr std::array<std::string_view, 11> runs_columns{
-    "id", "name", "token", "owner", "host", "pid", "strategy", "started_at", "finished_at", "outcome", "exit_code"};
-inline constexpr std::array<std::string_view, 2> claims_columns{"name", "kind"};
-
-/// A table by its name after the prefix, and the columns it must have.
-struct RequiredTable {
-  std::string_view suffix;
-  std::span<const std::string_view> columns;
-};
-/// Every table of the server backends (SQLite has no claims: it has no session strategies).
-inline constexpr std::array<RequiredTable, 3> required_tables{{
-    {"locks", locks_columns},
-    {"runs", runs_columns},
-    {"claims", claims_columns},
-}};
 
 /// One result row of the backend's client library, read by 0-based column index. Each backend
 /// adapts its own row type in a few lines.
@@ -62,12 +39,12 @@ class ColumnReader {
   }
 };
 
-/// The SELECT list (without SELECT) of the <prefix>locks columns status reads, in the order
-/// decode_status() reads them: name, owner, host, pid, token, strategy, the six timestamps,
-/// last_exit_code, then database now. `now_expr` is the dialect's current time as a timestamp.
-/// A backend appends its own columns after these, from index status_column_count.
+/// The SELECT list (without SELECT) of the <prefix>locks columns status reads (tables.hpp,
+/// Column::status), in the order decode_status() reads them, each timestamp as epoch ms, then
+/// database now. `now_expr` is the dialect's current time as a timestamp. A backend appends its
+/// own columns after these, from index status_column_count.
 std::string status_select_list(EpochMs epoch_ms, std::string_view now_expr);
-inline constexpr int status_column_count = 14;
+inline constexpr int status_column_count = sql::tables::status_columns() + 1;
 
 /// What only the database can judge about a row's holder. The row's strategy picks which counts.
 struct HolderVerdict {
@@ -111,8 +88,8 @@ LockStatus read_status(const ColumnReader& row, HolderVerdict verdict);
 Result<std::vector<LockStatus>> in_request_order(std::vector<LockStatus> found, std::span<const std::string> keys,
                                                  const std::function<Result<std::int64_t>()>& now_ms);
 
-/// The SELECT list (without SELECT) of the <prefix>runs columns history reads, in the order
-/// decode_run() reads them.
+/// The SELECT list (without SELECT) of the <prefix>runs columns history reads, every one (tables.hpp),
+/// in the order decode_run() reads them.
 std::string history_select_list(EpochMs epoch_ms);
 /// One row of history_select_list(); an outcome this version does not know reads `failed`.
 RunRecord decode_run(const ColumnReader& row);

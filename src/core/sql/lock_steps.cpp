@@ -1,5 +1,6 @@
 #include "core/sql/lock_steps.hpp"
 
+#include <algorithm>
 #include <optional>
 
 #include "core/semaphore.hpp"
@@ -64,21 +65,28 @@ Result<AcquireOutcome> acquired(Session& session, const LeaseStatements& st, con
   return out;
 }
 
-bool took_row(const LeaseStatements& st, const Rows& took) {
-  if (!st.take_explains) return took.affected > 0;
-  return !took.empty() && !took[0].is_null(0);
+bool took_row(const Rows& took) { return took.empty() ? took.affected > 0 : !took[0].is_null(0); }
+
+// The taken row's columns, which come first in a take's answer.
+constexpr int taken_columns = 3;
+
+bool take_explained(const Rows& took) { return !took.empty() && took[0].columns() > taken_columns; }
+
+bool take_reads_gate(const LeaseStatements& st) {
+  const std::vector<std::string> names = compile(st.take.text, PlaceholderStyle::dollar).names;
+  return std::find(names.begin(), names.end(), "record") != names.end();
 }
 
-bool took_on_new_incarnation(const LeaseStatements& st, const Rows& took) {
-  // After the taken row's three columns and the refusal's.
-  constexpr int stale_column = 3 + extra_column + 1;
-  if (!st.take_explains || !st.failover.folded || took.empty() || took[0].columns() <= stale_column) return false;
-  return took[0].opt_int64(stale_column).value_or(0) != 0;
+bool took_on_new_incarnation(const Rows& took) {
+  // After the taken row's columns and the refusal's.
+  constexpr int stale_column = taken_columns + extra_column + 1;
+  return !took.empty() && took[0].columns() > stale_column && took[0].opt_int64(stale_column).value_or(0) != 0;
 }
 
-bool renewed_on_new_incarnation(const LeaseStatements& st, const Rows& renewed) {
-  if (!st.failover.folded || renewed.empty() || renewed[0].columns() < 1) return false;
-  return renewed[0].opt_int64(0).value_or(0) != 0;
+bool renewal_tells(const Rows& renewed) { return !renewed.empty() && renewed[0].columns() >= 1; }
+
+bool renewed_on_new_incarnation(const Rows& renewed) {
+  return renewal_tells(renewed) && renewed[0].opt_int64(0).value_or(0) != 0;
 }
 
 Error strategy_mismatch(const LockRequest& req, const LockStatus& holder, std::string_view asked) {
@@ -99,10 +107,10 @@ Error strategy_mismatch(const LockRequest& req, const LockStatus& holder, std::s
 Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, const LockRequest& req, const Rows* took,
                                std::string_view asked) {
   Result<Rows> r;
-  if (took && st.take_explains) {
-    // The refusal's columns follow the taken row's three; a name of NULL: no row.
+  if (took && take_explained(*took)) {
+    // The refusal's columns follow the taken row's; a name of NULL: no row.
     r.emplace();
-    constexpr int skipped = 3;
+    constexpr int skipped = taken_columns;
     const auto row = (*took)[0];
     if (!row.is_null(skipped)) {
       std::vector<Rows::Cell> cells;

@@ -74,18 +74,30 @@ Result<TakenRow> taken_row(Session& session, const LeaseStatements& st, const Ro
 /// A take that took the row (`took`, affected > 0): the outcome, acquired, from taken_row.
 Result<AcquireOutcome> acquired(Session& session, const LeaseStatements& st, const Rows& took, const LockRequest& req);
 
-/// Whether `take` took the row: its answer `took` (LeaseStatements::take_explains).
-bool took_row(const LeaseStatements& st, const Rows& took);
+/// Whether `take` took the row, by its answer `took`: its row's token, or, where it returns
+/// no rows, the rows it changed (LeaseStatements::take).
+bool took_row(const Rows& took);
+
+/// Whether a take's answer `took` says why it took nothing: the refusal's columns after the
+/// taken row's (LeaseStatements::take).
+bool take_explained(const Rows& took);
+
+/// Whether `take` reads the failover gate itself (it binds :record; LeaseStatements::take):
+/// the gate is then admitted only when a take refused, else before each take, whose :fence it
+/// gives.
+bool take_reads_gate(const LeaseStatements& st);
 
 /// Whether `take`'s answer `took` says the failover record names another incarnation than the
 /// server's (LeaseStatements::take, its column after the refusal's); false when it cannot say.
-bool took_on_new_incarnation(const LeaseStatements& st, const Rows& took);
+bool took_on_new_incarnation(const Rows& took);
 
-/// Whether `renew`'s answer says so (LeaseStatements::renew); false when it cannot say.
-bool renewed_on_new_incarnation(const LeaseStatements& st, const Rows& renewed);
+/// Whether `renew`'s answer says anything of the failover record (LeaseStatements::renew), and
+/// whether it says the record names another incarnation.
+bool renewal_tells(const Rows& renewed);
+bool renewed_on_new_incarnation(const Rows& renewed);
 
-/// The row of `req.key` that refused a take, from the take's answer `took` when the dialect's
-/// take explains itself (LeaseStatements::take_explains), else read with `refusal`: busy with
+/// The row of `req.key` that refused a take, from the take's answer `took` when it explains
+/// itself (take_explained), else read with `refusal`: busy with
 /// its holder, or not_due while --min-interval has not passed and nobody holds it. With the
 /// strategy the take `asked` for ("shedlock": --table-format shedlock), a row of another
 /// strategy whose holder may still hold the key (rows::other_strategy_holds) is ErrorKind::config

@@ -3,10 +3,11 @@
 // few expressions a dialect really spells its own way (Dialect): the history of runs (insert,
 // oldest, trim), --min-interval's due check, the numbering of fencing tokens and when a
 // semaphore's header may be taken; and whole statements that are standard SQL but for a few
-// expressions: ShedLock's (shedlock_statements.cpp), inspection's (inspect_statements.cpp) and
-// `dblock release`'s (release_statements.cpp). Each statement is still one round trip. A
-// Dialect member returns SQL, never a yes or no: where a dialect has none of a thing (RETURNING,
-// server sessions, a lease of its own clock) it returns "", and core writes nothing of it.
+// expressions: ShedLock's (shedlock_statements.cpp), inspection's (inspect_statements.cpp),
+// `dblock release`'s (release_statements.cpp) and the lease's (lease_statements.cpp). Each
+// statement is still one round trip. A Dialect member returns SQL, never a yes or no: where a
+// dialect has none of a thing (RETURNING, server sessions, a lease of its own clock) it returns
+// "", and core writes nothing of it.
 
 #include <functional>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "core/sql/identifiers.hpp"
 #include "core/sql/statements.hpp"
+#include "core/sql/tables.hpp"
 
 namespace dblock::sql {
 
@@ -35,6 +37,20 @@ struct Upsert {
   Assignments values;
   std::function<Assignments(std::string_view row)> set;
   std::function<std::string(std::string_view row)> when;
+};
+
+/// A lease's take (Dialect::take; LeaseStatements::take has its contract), as core spells it.
+struct Take {
+  /// The row's conditional upsert, its tokens above the failover fence `fence` (SQL: the bound
+  /// :fence, a fence the statement reads itself, or "" where the dialect has none).
+  std::function<Upsert(std::string_view fence)> upsert;
+  /// The failover fence as the statement binds it (:fence, in the dialect's cast), "" where the
+  /// dialect has none: what `upsert` is given unless the take reads the fence itself.
+  std::string fence;
+  /// The taken row's (token, acquired_ms, expires_ms), for Dialect::returning.
+  std::string returning;
+  /// LeaseStatements::refusal, for a take that says in the same statement why it took nothing.
+  std::string refusal;
 };
 
 /// A lease that a dialect keeps in a <prefix>locks row on a clock of its own, beside its
@@ -105,13 +121,24 @@ struct Dialect {
   std::string (*ended_session)(std::string_view row, const Tables& t) = nullptr;
   /// A lease of the dialect's own clock, where it keeps one (OwnLease).
   OwnLease own_lease;
+  /// LeaseStatements::take from `k`: the dialect's conditional upsert, its RETURNING or none,
+  /// and what it can read in the same statement: the failover gate (a take that binds :record
+  /// reads it) and the refusal (`k.refusal`, after the taken row's columns).
+  std::string (*take)(const Take& k) = nullptr;
+  /// What a lease's release returns of the row it released (a select list; "" for nothing):
+  /// where a dialect tells the key's waiters in the release, and lets its commit skip the disk
+  /// wait (the release alone holds nothing a crash must keep).
+  std::string release_returns;
 };
 
 /// The SET items of `set`, each led by ", " ("" for none).
 std::string more_assignments(const Assignments& set);
 
-/// Dialect::upsert as INSERT ... ON CONFLICT (name) DO UPDATE SET ... WHERE (PostgreSQL, SQLite).
+/// Dialect::upsert as INSERT ... ON CONFLICT (name) DO UPDATE SET ... WHERE (PostgreSQL, SQLite);
+/// with `from` (a FROM and WHERE, PostgreSQL), the row's values are selected from it, and
+/// nothing is written when it selects none.
 std::string on_conflict_upsert(const Upsert& u);
+std::string on_conflict_upsert(const Upsert& u, std::string_view from);
 
 /// --table-format shedlock's statements (ShedlockStatements), over dblock's tables `t` and
 /// ShedLock's table `shedlock` (quoted).
@@ -121,10 +148,23 @@ ShedlockStatements shedlock_statements(const Dialect& d, const Tables& t, const 
 /// `l` of the same name, which a WHERE or ORDER BY on s.name may follow.
 std::string shedlock_holder_sql(const Dialect& d, const Tables& t, const std::string& shedlock);
 
-/// What status, history and `dblock renew` read (InspectStatements), over dblock's tables `t`
-/// (t.locks may be a derived table that reads an older table as this version's, InspectStatements::older)
-/// or, with --table-format shedlock, ShedLock's table `shedlock` (quoted; "" without).
-InspectStatements inspect_statements(const Dialect& d, const Tables& t, const std::string& shedlock);
+/// What status, history and `dblock renew` read (InspectStatements), over the tables of
+/// `options` (ShedLock's with --table-format shedlock) quoted as `sd` quotes them, with the
+/// reads of each older shape of dblock's tables (InspectStatements::older, tables.hpp).
+InspectStatements inspect_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options);
+
+/// The lease's statements (LeaseStatements) over dblock's tables `t`, in the dialect's
+/// expressions: all but begin_release, release_unsynced, release_recorded, history.record,
+/// lock_row and failover, which the dialect adds. `incarnation`: the server's incarnation
+/// (failover.hpp) as SQL, "" where the dialect has none, and so no failover fence.
+LeaseStatements lease_statements(const Dialect& d, const Tables& t, std::string_view incarnation);
+
+/// The session strategies' numbering of the row of :key (LeaseStatements::session_take) as an
+/// upsert, its tokens above `fence` (SQL; "" where there is none), its times `at` (SQL: now, or
+/// when a lock the statement waited for was granted), which its condition reads as `taken_at`
+/// (SQL: the same time, as the conflict's condition can name it).
+Upsert session_upsert(const Dialect& d, const Tables& t, std::string_view fence, std::string_view at,
+                      std::string_view taken_at);
 
 /// LeaseStatements::history over <prefix>runs, quoted as `runs`.
 HistoryStatements history_statements(const Dialect& d, const std::string& runs);
@@ -169,8 +209,8 @@ std::string header_free_sql(const Dialect& d, std::string_view row, const std::s
 /// in force (never NULL); failover_covers_sql: :ttl_ms is within the longest TTL;
 /// failover_open_sql: a grant may go on with nothing written, `here` (SQL: the record names
 /// the server's incarnation) and neither of the others in the way. FailoverStatements::read
-/// answers each, so failover.cpp judges nothing itself; a take that folds the gate in
-/// (FailoverStatements::folded) asks failover_open_sql.
+/// answers each, so failover.cpp judges nothing itself; a take that reads the gate itself
+/// (LeaseStatements::take, Dialect::take) asks failover_open_sql.
 std::string failover_delayed_sql(const Dialect& d, std::string_view r);
 std::string failover_covers_sql(const Dialect& d, std::string_view r);
 std::string failover_open_sql(const Dialect& d, std::string_view r, std::string_view here);

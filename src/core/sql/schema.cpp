@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <optional>
 #include <set>
-#include <span>
 #include <vector>
 
-#include "core/sql/lock_rows.hpp"
 #include "core/sql/shedlock.hpp"
+#include "core/sql/tables.hpp"
 
 namespace dblock {
 
@@ -25,22 +24,24 @@ namespace {
 /// upserts rely on (none: any or no key).
 struct Wanted {
   std::string table;
-  std::span<const std::string_view> columns;
+  std::vector<std::string_view> columns;
   std::vector<std::string> key;  // in the order of the DDL
   bool dblocks = true;  // one of dblock's own tables (not ShedLock's)
 };
 
 std::vector<Wanted> wanted_tables(const SchemaStatements& st) {
   std::vector<Wanted> out;
-  for (const auto& [suffix, columns] : rows::required_tables) {
+  for (const tables::Table* table : tables::all) {
     // Only the tables the dialect makes: its statements use no other (SQLite: no claims).
-    if (!st.makes(st.prefix + std::string(suffix))) continue;
-    std::vector<std::string> key;
-    if (suffix == "locks") key = {"name"};
-    if (suffix == "claims") key = {"name", "kind"};
-    out.push_back({st.prefix + std::string(suffix), columns, std::move(key)});
+    if (!st.makes(st.prefix + std::string(table->suffix))) continue;
+    Wanted w{st.prefix + std::string(table->suffix), {}, {table->key.begin(), table->key.end()}};
+    // Those of its first shape; the later ones are added (SchemaStatements::added).
+    for (const tables::Column& c : table->columns)
+      if (c.since == tables::first_shape) w.columns.push_back(c.name);
+    out.push_back(std::move(w));
   }
-  if (!st.shedlock_table.empty()) out.push_back({st.shedlock_table, shedlock::columns, {"name"}, false});
+  if (!st.shedlock_table.empty())
+    out.push_back({st.shedlock_table, {shedlock::columns.begin(), shedlock::columns.end()}, {"name"}, false});
   return out;
 }
 
@@ -122,7 +123,7 @@ bool complete(const SchemaStatements& st, const Columns& found) {
     for (std::string_view column : w.columns)
       if (!has(found, w.table, column)) return false;
   for (const auto& added : st.added)
-    if (!has(found, st.prefix + "locks", added.column)) return false;
+    if (!has(found, added.table, added.column)) return false;
   return true;
 }
 
@@ -131,14 +132,14 @@ bool complete(const SchemaStatements& st, const Columns& found) {
 /// who may not alter the table (a DBA's tables) is told the statement a DBA runs.
 Result<void> add_columns(Session& session, const SchemaStatements& st, const Columns& found) {
   for (const auto& added : st.added) {
-    if (has(found, st.prefix + "locks", added.column)) continue;
+    if (has(found, added.table, added.column)) continue;
     auto ok = session.exec(added.add);
     if (ok) continue;
     auto now = read_columns(session);
-    if (now && has(*now, st.prefix + "locks", added.column)) continue;
+    if (now && has(*now, added.table, added.column)) continue;
     Error e = ok.error();
     if (e.kind == ErrorKind::other) e.kind = ErrorKind::config;
-    e.message = "table " + st.prefix + "locks in " + session.where() + " was made by an older dblock and lacks the column " +
+    e.message = "table " + added.table + " in " + session.where() + " was made by an older dblock and lacks the column " +
                 added.column + ", which could not be added (" + e.message + "); a user who may alter it runs: " +
                 added.add + " (or applies `dblock schema` again)";
     return std::unexpected(e);
@@ -189,13 +190,11 @@ Result<void> create(Session& session, const SchemaStatements& st, const Columns&
 
 /// What `dblock schema` says about each table above its DDL.
 std::string table_note(const SchemaStatements& st, const std::string& table) {
-  if (table == st.prefix + "locks")
-    return "one row per lock name, never deleted: the last holder, the fencing token, the lease and\n-- the run "
-           "times." + std::string(st.failover_record.empty() ? "" : " Also the failover record (below).");
-  if (table == st.prefix + "runs")
-    return "the history, one row per `dblock run`, kept to --history-keep per key. Its (name, id)\n-- index serves "
-           "`dblock history KEY` and that trim.";
-  if (table == st.prefix + "claims") return "the rows for-update and txn-insert lock (lease and advisory leave it empty).";
+  for (const tables::Table* t : tables::all)
+    if (table == st.prefix + std::string(t->suffix))
+      return std::string(t->note) + (t == &tables::locks && !st.failover_record.empty()
+                                         ? " Also the failover record (below)."
+                                         : "");
   return "ShedLock's own table, as ShedLock documents it (its Java services may have made it).";
 }
 
@@ -254,8 +253,8 @@ Result<void> check_schema(Session& session) {
     if (w.dblocks && !found->contains(w.table)) return no_lock_database(session.where());
   if (auto ok = check_shape(session, st, *found, false); !ok) return ok;
   for (const auto& added : st.added)
-    if (added.required && !has(*found, st.prefix + "locks", added.column))
-      return fail(ErrorKind::config, "table " + st.prefix + "locks in " + session.where() +
+    if (added.required && !has(*found, added.table, added.column))
+      return fail(ErrorKind::config, "table " + added.table + " in " + session.where() +
                                          " was made by an older dblock and lacks the column " + added.column +
                                          "; the next `dblock run` or `dblock init` adds it");
   return {};
@@ -281,7 +280,7 @@ std::string schema_sql(const SchemaStatements& st) {
     out += ddl.sql + ";\n";
   }
   if (!st.added.empty()) {
-    out += "\n-- Columns added since the first release, for a " + st.prefix + "locks an older dblock made:\n";
+    out += "\n-- Columns added since the first release, for the tables an older dblock made:\n";
     for (const auto& added : st.added) {
       if (added.add.find("IF NOT EXISTS") != std::string::npos) {
         out += added.add + ";\n";

@@ -70,6 +70,7 @@ class ServerLock {
       r = h_->exec("ROLLBACK");
     }
     if (!r) h_->close();  // closing frees whatever the session held
+    txn_.reset();
     auto tag = std::exchange(tagged_, std::nullopt);
     if (r && tag)
       if (auto u = h_->run(st_.untag, params(*tag, Millis(0)), Millis(0)); !u) return std::unexpected(u.error());
@@ -79,15 +80,32 @@ class ServerLock {
   // Whether the lock and the row are taken in one statement of the holder, which is also the
   // bookkeeping session (a lock that outlives the commit: advisory).
   bool folds_row() const { return !row_lock() && !st_.advisory_numbered_try.empty(); }
-  // Whether a plain key's release, the unlock and the history row are one statement there too.
-  bool folds_release() const { return folds_row() && !st_.advisory_released.empty(); }
-  const Statement& release_statement() const { return st_.advisory_released; }
+  // Whether a plain key's release, the lock given back (or proven held to the end) and the
+  // history row are one statement: advisory's there too, a row lock's on the bookkeeping
+  // session, which the server tells the holder's transaction by (row_released).
+  bool folds_release() const {
+    if (row_lock()) return !st_.row_released.empty() && st_.untag.empty() && txn_.has_value();
+    return folds_row() && !st_.advisory_released.empty();
+  }
+  const Statement& release_statement() const { return row_lock() ? st_.row_released : st_.advisory_released; }
 
-  // LockStatements::advisory_released with `p` (release_recorded_params): (released, ours). An
-  // error: the caller releases apart (the row again, give_back, the history row), which finds
-  // out what this statement did before it failed.
-  Result<std::pair<bool, bool>> give_back_recorded(const std::string& key, Params p) {
+  // LockStatements::advisory_released (row_released on `book`, the holder's transaction then
+  // ended unawaited) with `p` (release_recorded_params): (released, ours). An error: the caller
+  // releases apart (the row again, give_back, the history row), which finds out what this
+  // statement did before it failed.
+  Result<std::pair<bool, bool>> give_back_recorded(const std::string& key, Params p, Session& book) {
     if (h_->socket() < 0) return gone();
+    if (row_lock()) {
+      p.set("holder_txn", *txn_);
+      auto r = book.run(st_.row_released, p);
+      if (!r) return std::unexpected(r.error());
+      if (r->empty()) return fail(ErrorKind::internal, st_.row_released.id + " answered no row");
+      // The row is released and the lock proven held until then: the waiter it lets in needs
+      // the transaction's end, this process nothing more from it.
+      txn_.reset();
+      if (h_->transaction_open()) h_->end_unawaited();
+      return std::pair{(*r)[0].int64(0) != 0, (*r)[0].int64(1) != 0};
+    }
     h_->bind(p, key, Millis(0));
     auto r = h_->run(st_.advisory_released, p, Millis(0));
     if (!r) return std::unexpected(r.error());
@@ -143,6 +161,7 @@ class ServerLock {
       if (!locked) return failed(locked.error(), key);
       if (locked->affected > 0) {
         if (!st_.untag.empty()) tagged_ = key;
+        if (!st_.row_released.empty() && !locked->empty() && !(*locked)[0].is_null(0)) txn_ = (*locked)[0].text(0);
         return true;
       }
       if (strategy_ == Strategy::txn_insert) return failed(Error{ErrorKind::busy, "taken"}, key);  // the try's answer
@@ -173,6 +192,7 @@ class ServerLock {
   std::unique_ptr<HolderSession> h_;
   LockStatements st_;
   std::optional<std::string> tagged_;  // the key whose holder tag the session holds
+  std::optional<std::string> txn_;     // the holder's transaction, as row_released names it
 };
 
 class SessionLocker final : public Locker {
@@ -217,12 +237,14 @@ class SessionLocker final : public Locker {
   Result<void> release(const ReleaseRequest& req) override {
     if (!held_) return fail(ErrorKind::lost, "no session lock is held, so there is nothing to release");
     // In the same order, in one statement where the dialect folds them (a plain key's advisory
-    // lock, its history row kept): one round trip. Tables missing fail it before it does
-    // anything, so it runs again once they are made; any other failure leaves the steps below
-    // to find out what it did (a lost session: the lock went with it, and they say so).
+    // lock, its history row kept; a row lock's release and the server's word that its
+    // transaction still runs, that transaction then ended without waiting): one round trip.
+    // Tables missing fail it before it does anything, so it runs again once they are made; any
+    // other failure leaves the steps below to find out what it did (a lost session: the lock
+    // went with it, and they say so).
     if (folds_release(req)) {
       const Params p = release_recorded_params(*held_, strategy_, req, prefix_, keep_);
-      auto done = with_schema(*book_, [&] { return lock_->give_back_recorded(held_->key, p); });
+      auto done = with_schema(*book_, [&] { return lock_->give_back_recorded(held_->key, p, *book_); });
       if (done) {
         lock_->holder().release_signal().released(signal_key(held_->request));
         auto message = lost("was already gone at release");
@@ -257,6 +279,7 @@ class SessionLocker final : public Locker {
   // The row's release is what the next waiter waits for (release()): parsed now, while the
   // command runs.
   void prepare_release() override {
+    lock_->holder().release_signal().settle();  // waiters.hpp, settle
     if (held_) book_->prepare(folds_release_ ? lock_->release_statement() : st_.release);
   }
 
@@ -312,13 +335,13 @@ class SessionLocker final : public Locker {
     auto out = fold ? numbered(req, **got) : number(req, gate->fence);
     if (!out || out->state != AcquireOutcome::State::acquired) (void)lock_->give_back(req.key);
     else held_ = HeldRun{{req.key, req.owner, req.host, req.pid, out->token}, req, out->acquired_at_ms.value_or(0)};
-    folds_release_ = fold && lock_->folds_release();
+    folds_release_ = req.semaphore.empty() && lock_->folds_release();
     return out;
   }
 
-  // Whether release() folds the row, the unlock and the history row into one statement: a plain
-  // key whose lock and row are one statement's (ServerLock::folds_release), its history row kept
-  // and not one a history of none would trim at once (records_with_release).
+  // Whether release() folds the row, the unlock (or a row lock's proof) and the history row into
+  // one statement: a plain key where the dialect has it (ServerLock::folds_release), its history
+  // row kept and not one a history of none would trim at once (records_with_release).
   bool folds_release(const ReleaseRequest& req) const {
     return folds_release_ && req.history && records_with_release(st_, *held_, req, keep_);
   }

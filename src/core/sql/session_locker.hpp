@@ -29,8 +29,14 @@ class HolderSession {
   virtual Result<void> exec(std::string_view sql) = 0;
   /// Opens the transaction that holds a row lock (`st.begin`), its lock wait `wait` (server_wait's)
   /// set by `st.lock_wait` with `p` (bind's parameters) where the dialect keeps it: for the
-  /// transaction just begun, or for the session before it begins, only when it changed.
+  /// transaction just begun, or for the session before it begins, only when it changed. A
+  /// dialect may send it with the statement that follows (the lock), in its round trip: that
+  /// statement's run then reports its errors.
   virtual Result<void> begin(const LockStatements& st, const Params& p, Millis wait) = 0;
+  /// Ends the transaction that holds a row lock (ROLLBACK) where nothing depends on its answer
+  /// any more: a dialect may send it and not wait (the next statement reads the answer; closing
+  /// ends the transaction anyway).
+  virtual void end_unawaited() { (void)exec("ROLLBACK"); }
   /// Closes the session: whatever it held is gone with it.
   virtual void close() = 0;
   /// Opens the session anew, its lock wait none; only called while nothing is held.

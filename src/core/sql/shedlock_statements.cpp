@@ -16,7 +16,9 @@ std::string more_assignments(const Assignments& set) {
   return out;
 }
 
-std::string on_conflict_upsert(const Upsert& u) {
+std::string on_conflict_upsert(const Upsert& u) { return on_conflict_upsert(u, ""); }
+
+std::string on_conflict_upsert(const Upsert& u, std::string_view from) {
   std::string columns, values, set;
   for (const auto& [column, value] : u.values) {
     columns += (columns.empty() ? "" : ", ") + column;
@@ -25,8 +27,9 @@ std::string on_conflict_upsert(const Upsert& u) {
   const std::string row = u.alias + ".";
   for (const auto& [column, value] : u.set(row))
     set += (set.empty() ? "" : ", ") + column + " = " + (value.empty() ? "EXCLUDED." + column : value);
-  return "INSERT INTO " + u.table + " AS " + u.alias + " (" + columns + ") VALUES (" + values +
-         ") ON CONFLICT (name) DO UPDATE SET " + set + " WHERE " + u.when(row);
+  return "INSERT INTO " + u.table + " AS " + u.alias + " (" + columns + ")" +
+         (from.empty() ? " VALUES (" + values + ")" : " SELECT " + values + std::string(from)) +
+         " ON CONFLICT (name) DO UPDATE SET " + set + " WHERE " + u.when(row);
 }
 
 std::string shedlock_holder_sql(const Dialect& d, const Tables& t, const std::string& shedlock) {

@@ -1,5 +1,6 @@
 #include "core/sql/sql_backend.hpp"
 
+#include <algorithm>
 #include <thread>
 
 #include "core/clock.hpp"
@@ -11,6 +12,7 @@
 #include "core/sql/pooler.hpp"
 #include "core/sql/schema.hpp"
 #include "core/sql/shedlock_locker.hpp"
+#include "core/sql/tables.hpp"
 
 namespace dblock::sql {
 
@@ -75,10 +77,21 @@ std::optional<InspectStatements> SqlBackend::older_statements(Session& session, 
     return std::nullopt;
   auto columns = read_columns(session);
   if (!columns) return std::nullopt;
-  auto locks = columns->find(options_.table_prefix + "locks");
-  if (locks == columns->end() || locks->second.columns.empty()) return std::nullopt;
-  for (const auto& added : schema_->added)
-    if (added.required && !locks->second.columns.contains(added.column)) return *inspect_.older;
+  auto has = [&](const std::string& table, const std::string& column) {
+    auto t = columns->find(table);
+    return t != columns->end() && t->second.columns.contains(column);
+  };
+  auto lacks = [](const InspectStatements& shape, const SchemaStatements::Added& added) {
+    return std::ranges::find(shape.lacks, std::pair(added.table, added.column)) != shape.lacks.end();
+  };
+  // The newest older shape whose tables have every required column but those it lacks; none
+  // when the tables lack no required column (the failure is something else's).
+  if (std::ranges::all_of(schema_->added, [&](const auto& a) { return !a.required || has(a.table, a.column); }))
+    return std::nullopt;
+  for (const InspectStatements* shape = inspect_.older.get(); shape; shape = shape->older.get())
+    if (std::ranges::all_of(schema_->added,
+                            [&](const auto& a) { return !a.required || lacks(*shape, a) || has(a.table, a.column); }))
+      return *shape;
   return std::nullopt;
 }
 
@@ -206,6 +219,24 @@ std::vector<DoctorCheck> SqlBackend::doctor_checks(Strategy strategy) {
   return out;
 }
 
+namespace {
+
+// An INSERT of one row into `table` (quoted `quoted`) with only what the table requires: each
+// column that is NOT NULL without a default (the description's, tables.hpp), the name :probe.
+Statement insert_probe(const tables::Table& table, const std::string& quoted) {
+  std::string columns, values;
+  for (const tables::Column& c : table.columns) {
+    if (!c.not_null || !c.default_sql.empty() || c.type == tables::Type::id) continue;
+    columns += (columns.empty() ? "" : ", ") + std::string(c.name);
+    const bool number = c.type == tables::Type::int64 || c.type == tables::Type::int32;
+    values += std::string(values.empty() ? "" : ", ") +
+              (c.type == tables::Type::name ? ":probe" : number ? "0" : "'doctor'");
+  }
+  return {"doctor.probe", "INSERT INTO " + quoted + " (" + columns + ") VALUES (" + values + ")"};
+}
+
+}  // namespace
+
 std::vector<PrivilegeProbe> privilege_probes(const BackendOptions& options, char quote) {
   using Needed = PrivilegeProbe::Needed;
   const Tables t(options.table_prefix, quote);
@@ -215,19 +246,16 @@ std::vector<PrivilegeProbe> privilege_probes(const BackendOptions& options, char
   // column, so each needs its own privilege only.
   std::vector<PrivilegeProbe> out{
       {"SELECT", locks, "status and every run", Needed::always, {"doctor.probe", "SELECT 1 FROM " + t.locks + " WHERE 1 = 0"}},
-      {"INSERT", locks, "a key's first run", Needed::always,
-       {"doctor.probe", "INSERT INTO " + t.locks + " (name) VALUES (:probe)"}},
+      {"INSERT", locks, "a key's first run", Needed::always, insert_probe(tables::locks, t.locks)},
       {"UPDATE", locks, "every run", Needed::always,
        {"doctor.probe", "UPDATE " + t.locks + " SET owner = NULL WHERE 1 = 0"}},
       {"SELECT", runs, "history", Needed::always, {"doctor.probe", "SELECT 1 FROM " + t.runs + " WHERE 1 = 0"}},
-      {"INSERT", runs, "every run's history row", Needed::always,
-       {"doctor.probe", "INSERT INTO " + t.runs + " (name, token, outcome) VALUES (:probe, 0, 'ok')"}},
+      {"INSERT", runs, "every run's history row", Needed::always, insert_probe(tables::runs, t.runs)},
       {"DELETE", runs, "trimming history to --history-keep", Needed::always,
        {"doctor.probe", "DELETE FROM " + t.runs + " WHERE 1 = 0"}},
       {"SELECT", claims, "for-update and txn-insert", Needed::claims,
        {"doctor.probe", "SELECT 1 FROM " + t.claims + " WHERE 1 = 0"}},
-      {"INSERT", claims, "for-update and txn-insert", Needed::claims,
-       {"doctor.probe", "INSERT INTO " + t.claims + " (name, kind) VALUES (:probe, 'doctor')"}},
+      {"INSERT", claims, "for-update and txn-insert", Needed::claims, insert_probe(tables::claims, t.claims)},
       // PostgreSQL's SELECT ... FOR UPDATE needs UPDATE; MariaDB's SELECT alone (the probe asks the server).
       {"UPDATE", claims, "for-update's SELECT ... FOR UPDATE", Needed::for_update,
        {"doctor.probe", "SELECT 1 FROM " + t.claims + " WHERE 1 = 0 FOR UPDATE"}},

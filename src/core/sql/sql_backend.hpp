@@ -76,8 +76,8 @@ class SqlBackend : public Backend {
   /// timeout); a key the named holder does not hold is ErrorKind::lost, unless --force.
   Result<void> release_held(const std::string& key, const HolderSelector& who);
   DoctorCheck check_privileges(Session& session, Strategy strategy);
-  /// After an inspection failed: InspectStatements::older when the failure is a missing column
-  /// and <prefix>locks lacks a required added one; else nullopt.
+  /// After an inspection failed: the InspectStatements::older of the tables' shape when the
+  /// failure is a missing column and a table lacks a required added one; else nullopt.
   std::optional<InspectStatements> older_statements(Session& session, const Error& failed);
 
   std::string_view name_;

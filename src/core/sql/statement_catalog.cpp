@@ -45,7 +45,8 @@ void StatementCatalog::add(const InspectStatements& s, std::string_view v) {
   for (const Statement* st : {&s.status_all, &s.status_keys, &s.history_all, &s.history_of, &s.now_ms, &s.slot_count,
                               &s.renew_named, &s.renewed, &s.renew_own})
     add(*st, v);
-  if (s.older) add(*s.older, "a table of an older dblock");
+  // Each older shape named by the first column it lacks.
+  if (s.older) add(*s.older, "a table of an older dblock, before " + s.older->lacks.front().second);
 }
 
 void StatementCatalog::add(const ReleaseStatements& s, std::string_view v) {
@@ -77,7 +78,7 @@ void StatementCatalog::add(const LockStatements& s, std::string_view v) {
   for (const Statement* st : {&s.advisory_try, &s.advisory_wait, &s.advisory_holds, &s.advisory_give_back,
                               &s.advisory_numbered_try, &s.advisory_numbered_wait, &s.lock_wait, &s.lock_claim,
                               &s.lock_claim_nowait, &s.make_claim, &s.insert_claim, &s.insert_claim_try, &s.tag,
-                              &s.untag, &s.holds_claim, &s.alive})
+                              &s.untag, &s.holds_claim, &s.alive, &s.row_released})
     add(*st, v);
 }
 

@@ -1,13 +1,14 @@
 #pragma once
 // The statements of the strategies of this folder, each whole: written in a dialect's
-// <name>_statements.cpp, or once in core over the dialect's expressions (rules.hpp: ShedLock's,
-// inspection's, `dblock release`'s). Each comment is the statement's contract: the named parameters it
-// may use (it may ignore some) and what it answers. Times are epoch milliseconds on the
+// <name>_statements.cpp, or once in core over the dialect's expressions (rules.hpp: the
+// lease's, ShedLock's, inspection's, `dblock release`'s). Each comment is the statement's
+// contract: the named parameters it may use (it may ignore some) and what it answers. Times are epoch milliseconds on the
 // database's clock (SQLite: see sqlite_statements.cpp); the 14 "status columns" are those of
 // rows::decode_status (lock_rows.hpp), in its order.
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/backend.hpp"
@@ -40,22 +41,22 @@ struct LeaseStatements {
   std::string begin_release;
 
   /// :key :owner :host :pid :ttl_ms :min_interval_ms :token (NULL, or a semaphore slot's token
-  /// from its header) :record :fence (failover.hpp; with `failover.folded` the statement reads
-  /// the fence itself, and grants nothing while the record's gate is closed). Takes the row of :key when its lease is over (expired, released or never
-  /// taken), it records no other strategy's holder (rows::strategy_allows_sql, mine 'lease') and,
-  /// when :min_interval_ms > 0, its last start is at least that long ago: the holder
-  /// columns, token (:token, else the greater of the old token (0 for a new row) and the fence, + 1), strategy
-  /// 'lease', no session_id, acquired_at = renewed_at = last_started_at = now, expires_at = now +
-  /// :ttl_ms, released_at NULL. affected: 1 when taken, 0 when not. Rows: none, or (token,
-  /// acquired_ms, expires_ms) of the taken row. With `take_explains`, always one row: (token,
-  /// acquired_ms, expires_ms) taken, or three NULLs and then `refusal`'s columns (all NULL: no
-  /// row), read in the take's own snapshot; with `failover.folded`, then stale: 1 when the
-  /// failover record names another incarnation than the server's (a holder's refusal then
-  /// does not stand alone: the lock-delay starts at this first contact, failover::admit).
+  /// from its header) :fence (failover.hpp). Takes the row of :key when its lease is over
+  /// (expired, released or never taken), it records no other strategy's holder
+  /// (rows::strategy_allows_sql, mine 'lease') and, when :min_interval_ms > 0, its last start is
+  /// at least that long ago: the holder columns, token (:token, else the greater of the old token
+  /// (0 for a new row) and the fence, + 1), strategy 'lease', no session_id, acquired_at =
+  /// renewed_at = last_started_at = now, expires_at = now + :ttl_ms, released_at NULL.
+  /// Answers as the dialect can (core judges by the answer, lock_steps.hpp): no rows, affected
+  /// 1 when taken and 0 when not; or (token, acquired_ms, expires_ms) of the taken row, none when
+  /// not; or always one row: those three (NULLs when not taken), then `refusal`'s columns (all
+  /// NULL: no row), read in the take's own snapshot, then stale: 1 when the failover record names
+  /// another incarnation than the server's (a holder's refusal then does not stand alone: the
+  /// lock-delay starts at this first contact, failover::admit). A take that binds :record reads
+  /// the failover gate itself (rules.hpp, failover_open_sql): it grants nothing while the gate
+  /// is closed and numbers above the record's fence (it ignores :fence); core admits the gate
+  /// before any other take (failover::admit_once), whose :fence it gives.
   Statement take;
-  /// true: `take` says why it did not take the row, so a waiter a release woke and the holder
-  /// refused again pays one statement, not two (the lease locker then never runs `refusal`).
-  bool take_explains = false;
   /// :key :owner. (token, acquired_ms, expires_ms) of the row, for a dialect whose `take` returns
   /// no rows.
   Statement taken;
@@ -74,10 +75,10 @@ struct LeaseStatements {
   /// the lease is running), then due_in_ms (NULL or <= 0 when --min-interval allows a start).
   Statement refusal;
   /// :key :owner :token :ttl_ms :record. expires_at = now + :ttl_ms, renewed_at = now, when the
-  /// row is still that holder's and not released. affected: 1 renewed, 0 not ours any more. With
-  /// `failover.folded`, renewed: one row (stale), as `take`'s, so a holder's renewal on a new
-  /// primary starts the lock-delay (failover::notice) at no cost otherwise; without, the locker
-  /// reads the record once the renewal's connection was made again.
+  /// row is still that holder's and not released. affected: 1 renewed, 0 not ours any more.
+  /// Renewed, one row (stale) where the dialect can, as `take`'s, so a holder's renewal on a new
+  /// primary starts the lock-delay (failover::notice) at no cost otherwise; a renewal that
+  /// answers no rows is followed by a read of the record once its connection was made again.
   Statement renew;
   /// :key :owner :token :min_hold_ms :finished (1: set last_finished_at = now and last_exit_code
   /// = :exit_code) :channel (the wake-up name, release_channel). released_at = now and
@@ -104,7 +105,7 @@ struct LeaseStatements {
   /// :key (the semaphore) :owner :host :pid :slots :first :past (the bounds of its slot rows'
   /// names) :recount. Takes the header row of :key, bumping its token (1 for a new row), when it
   /// records :slots, or it is a plain row nobody holds, or, with :recount = 1, no slot row of it
-  /// is held. affected and rows as `take`; the token as `take`'s, above :fence. Taken or not,
+  /// is held. affected and rows as `take` (its times may be NULL); the token as `take`'s, above :fence. Taken or not,
   /// the row stays locked until the transaction ends: core asks with :recount = 1 only in a
   /// later statement (take_header, lock_steps.hpp), so the slot rows are read after the lock.
   Statement header_take;
@@ -204,10 +205,13 @@ struct InspectStatements {
   /// also one of its own in dblock's row (ShedlockStatements::extend_own): that lease extended
   /// after renew_named renewed. Empty: none.
   Statement renew_own;
-  /// The same for a <prefix>locks an older dblock made, which lacks a `required` added column
-  /// (SchemaStatements::added) that inspection does not add: each reads the rows as that dblock
-  /// wrote them (SqlBackend, status and history). null: none of the above reads such a column.
+  /// The same for tables an older dblock made, which lack `required` added columns
+  /// (SchemaStatements::added) that inspection does not add: status and history read the rows
+  /// as that dblock wrote them (SqlBackend::older_statements), each older shape's `older` the
+  /// shape before it (tables.hpp, older_shapes). null: no required column came after the first.
   std::shared_ptr<const InspectStatements> older;
+  /// For an `older` one: the columns its tables lack, (table, column), unquoted.
+  std::vector<std::pair<std::string, std::string>> lacks;
 };
 
 }  // namespace dblock::sql
@@ -313,10 +317,11 @@ struct SchemaStatements {
   std::string autocommit_note;
   /// Opens the transaction the DDL runs in; empty: each DDL statement commits on its own.
   std::string begin;
-  /// Columns of <prefix>locks that came after its first release: the ALTER TABLE that adds one
-  /// to an older table; `required`: check_schema asks for it too (otherwise only what uses it
-  /// does: a semaphore's `slots`).
+  /// Columns that came after a table's first shape (tables.hpp), in the order they came: the
+  /// table (unquoted), the ALTER TABLE that adds one to an older table; `required`: check_schema
+  /// asks for it too (otherwise only what uses it does: a semaphore's `slots`).
   struct Added {
+    std::string table;
     std::string column;
     std::string add;
     bool required = false;
@@ -372,9 +377,17 @@ struct LockStatements {
   /// while it holds, so the server shows it: taken after txn-insert's insert (for-update's
   /// `lock_claim` takes it), given back after the transaction. The renewals' proof, (1) while
   /// held: `holds_claim` (txn-insert's own row), `alive` (for-update's transaction).
+  /// `row_released` (empty: none; not with `tag`), in the bookkeeping session:
+  /// LeaseStatements::release_recorded's work, its outcome 'lost' unless the holder's transaction
+  /// is still running, which the server tells by :holder_txn, the first column of what the lock
+  /// statement (`lock_claim*`, `insert_claim*`) answered: the row released, that proof, then the
+  /// history row, in one statement, with release_recorded's parameters. One row: (released 1 or
+  /// 0, held to the end 1 or 0). The transaction then ends without waiting for its answer
+  /// (HolderSession::end_unawaited): a plain key's release is one round trip.
   std::string begin;
   Statement lock_wait;
   Statement lock_claim, lock_claim_nowait, make_claim, insert_claim, insert_claim_try, tag, untag, holds_claim, alive;
+  Statement row_released;
 };
 
 }  // namespace dblock::sql

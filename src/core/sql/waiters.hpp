@@ -23,9 +23,13 @@ class Wake {
   /// A release of `key` has committed: wake one of its waiters (nothing where the release
   /// statement itself wakes them).
   virtual void post(const std::string& /*key*/) {}
-  /// This session took `key`: what its release will wake is set up, and a place it had among
-  /// `key`'s waiters is given back.
+  /// This session took `key`, before its command starts: what its release will wake is set up
+  /// (what a waiter that comes next must find in place).
   virtual void hold(const std::string& /*key*/) {}
+  /// Once the command runs (Locker::prepare_release, off the command's start): a place this
+  /// session had among `key`'s waiters is given back, and what else hold() could leave for later
+  /// is done. A round trip here is not one between the release and the next holder's command.
+  virtual void settle(const std::string& /*key*/) {}
   /// Takes a place among `key`'s waiters, waiting up to `left` for it where waiters queue:
   /// true once this session hears `key`'s next wake; false: no place within `left`.
   virtual Result<bool> join(const std::string& /*key*/, Millis /*left*/) { return false; }
@@ -53,6 +57,9 @@ class Waiters {
 
   /// The lock on `key` was taken by this session's process.
   void holding(const std::string& key);
+  /// The command of the holding() runs: the wake primitive's settle(). Before anything else the
+  /// queue does, if nothing called it yet.
+  void settle();
   /// The lock on `key` was let go (after the commit).
   void released(const std::string& key);
   /// An attempt found `key` busy. May block up to `left` until a release may have happened;
@@ -69,6 +76,7 @@ class Waiters {
  private:
   std::unique_ptr<Wake> wake_;
   std::string joined_;      // the key this session has a place among the waiters of, or ""
+  std::string unsettled_;   // the key holding() took and settle() has not yet settled, or ""
   std::int64_t place_ = 0;  // Wake::place() when it was taken
 };
 

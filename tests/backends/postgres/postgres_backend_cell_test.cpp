@@ -131,7 +131,7 @@ TEST_SUITE("postgres.lease") {
     release(*waiter);
   }
 
-  TEST_CASE("postgres: a lease holder stops listening, so notifications do not pile up while its command runs") {
+  TEST_CASE("postgres: a lease holder stops listening once its command runs, so notifications do not pile up") {
     Db db;
     const std::string key = test::unique_key("quiet");
     auto holder = lease_locker(*db.backend);
@@ -141,6 +141,7 @@ TEST_SUITE("postgres.lease") {
     CHECK(waiting_attempt(*waiter, request(key, "waiter")).state == AcquireOutcome::State::busy);
     release(*holder);
     acquire(*waiter, request(key, "waiter"));  // was listening on the key's channel
+    waiter->prepare_release();  // its command runs (the heartbeat's first call, locker.hpp)
 
     RawSession raw(test::dsn());
     raw.notify(release_channel(db.options.table_prefix, key), 2000);

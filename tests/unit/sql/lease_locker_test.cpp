@@ -1,7 +1,7 @@
 // The lease locker (src/core/sql/lease_locker.cpp) on a scripted session: which
-// statements a waiter runs while a holder keeps refusing it, with the failover gate folded
-// into the take (FailoverStatements::folded, PostgreSQL's shape), and with a take that says
-// why it refused (LeaseStatements::take_explains).
+// statements a waiter runs while a holder keeps refusing it, with a take that reads the failover
+// gate itself (it binds :record: PostgreSQL's shape), and with a take whose answer says why it
+// refused (LeaseStatements::take).
 
 #include <doctest/doctest.h>
 
@@ -32,14 +32,13 @@ std::shared_ptr<testing::ScriptedSession> refusing_session(bool explain = false)
 
 sql::LeaseStatements folded_statements() {
   sql::LeaseStatements st;
-  st.take = {"lease.take", "take"};
+  st.take = {"lease.take", "take, reading the gate of :record"};
   st.refusal = {"lease.refusal", "refusal"};
   st.failover.read = {"failover.read", "read"};
   st.failover.create = {"failover.create", "create"};
   st.failover.max_token = {"failover.max_token", "max_token"};
   st.failover.move = {"failover.move", "move"};
   st.failover.raise_ttl = {"failover.raise_ttl", "raise_ttl"};
-  st.failover.folded = true;
   return st;
 }
 
@@ -76,11 +75,9 @@ TEST_CASE("a lease waiter asks the failover record again for a TTL longer than i
 
 namespace {
 
-// Three attempts without a wait on a take that explains its refusal (take_explains), each
-// refused.
+// Three attempts without a wait on a take that reads the gate itself, each refused.
 std::vector<AcquireOutcome> three_refusals(const std::shared_ptr<testing::ScriptedSession>& session) {
   sql::LeaseStatements st = folded_statements();
-  st.take_explains = true;
   auto locker = sql::make_lease_locker(session, st, "dblock_", 10);
   std::vector<AcquireOutcome> outs;
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -236,7 +233,6 @@ std::unique_ptr<Locker> holding(const std::shared_ptr<testing::ScriptedSession>&
 TEST_CASE("a lease holder's renewal that finds another incarnation recorded starts the lock-delay, and renews on") {
   auto session = std::make_shared<testing::ScriptedSession>();
   sql::LeaseStatements st = folded_statements();
-  st.take_explains = true;
   st.renew = {"lease.renew", "renew"};
   auto locker = holding(session, st);
   // The same server: the renewal says so, nothing more is read.
@@ -254,7 +250,7 @@ TEST_CASE("a lease holder's renewal that finds another incarnation recorded star
 TEST_CASE("a lease holder whose renewal cannot tell reads the failover record once its connection was made again") {
   auto session = std::make_shared<testing::ScriptedSession>();
   sql::LeaseStatements st = folded_statements();
-  st.failover.folded = false;  // MySQL's shape
+  st.take = {"lease.take", "take above :fence"};  // MySQL's shape: the gate admitted before it
   st.renew = {"lease.renew", "renew"};
   session->answers["failover.read"] =
       testing::row_of({"server-0", "server-0", std::nullopt, "0", std::nullopt, "0", "3600000", "1", "0", "1"});
@@ -281,9 +277,7 @@ TEST_CASE("a lease waiter refused by a live holder on a new incarnation starts t
   cells.emplace_back("1");
   session->answers["lease.take"] = testing::row_of(std::move(cells), 1);
   record_of_the_old_primary(*session);
-  sql::LeaseStatements st = folded_statements();
-  st.take_explains = true;
-  auto locker = sql::make_lease_locker(session, st, "dblock_", 10);
+  auto locker = sql::make_lease_locker(session, folded_statements(), "dblock_", 10);
   auto out = locker->try_acquire(testing::lock_request(Millis(30000)), Millis(0));
   REQUIRE(out);
   CHECK(out->state == AcquireOutcome::State::busy);

@@ -224,15 +224,6 @@ TEST_CASE("a holder selector is described for messages") {
   CHECK(rows::describe(who) == "anyone");
 }
 
-TEST_CASE("every table's required columns") {
-  CHECK(rows::locks_columns.front() == "name");
-  CHECK(rows::required_tables.size() == 3);
-  CHECK(rows::required_tables[0].suffix == "locks");
-  CHECK(rows::required_tables[0].columns.size() == rows::locks_columns.size());
-  CHECK(rows::required_tables[1].columns.size() == rows::runs_columns.size());
-  CHECK(rows::required_tables[2].columns.size() == rows::claims_columns.size());
-}
-
 TEST_CASE("one strategy per key: which rows of another strategy refuse a take") {
   // Unreleased: a session holder (even a crashed one: fail closed), a live lease, a shedlock row.
   CHECK(rows::other_strategy_holds(row("advisory", 1000, std::nullopt), false, "lease"));

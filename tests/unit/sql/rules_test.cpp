@@ -2,6 +2,7 @@
 // dialect's expressions: here a made-up dialect whose every expression is marked.
 #include <doctest/doctest.h>
 
+#include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
 
 using namespace dblock;
@@ -27,6 +28,10 @@ const sql::Dialect marked{
     .session_holds = [](std::string_view row, const Tables& t) { return "HOLDS(" + std::string(row) + ", " + t.prefix + ")"; },
     .ended_session = [](std::string_view row, const Tables&) { return "ENDED(" + std::string(row) + ")"; },
     .own_lease = {},
+    .take = [](const sql::Take& k) {
+      return "TAKE(" + k.fence + ") " + sql::on_conflict_upsert(k.upsert(k.fence)) + " RETURNING " + k.returning;
+    },
+    .release_returns = "TELL(name)",
 };
 
 }  // namespace
@@ -134,12 +139,14 @@ TEST_CASE("ShedLock's statements: a read where the upsert returns nothing, the d
 }
 
 TEST_CASE("inspection's statements: status with live and the server's verdict, renew of the named holder") {
-  const Tables t("p_", '"');
-  const sql::InspectStatements s = sql::inspect_statements(marked, t, "");
+  const sql::tables::SchemaDialect sd{.quote = '"'};
+  BackendOptions options;
+  options.table_prefix = "p_";
+  const sql::InspectStatements s = sql::inspect_statements(marked, sd, options);
   CHECK(s.status_keys.text.starts_with("SELECT name, owner, host, pid, token, strategy, MS(acquired_at)"));
   CHECK(s.status_keys.text.ends_with(", MS(NOW), CASE WHEN LIVE(l.) THEN 1 ELSE 0 END, HOLDS(l., p_) FROM \"p_locks\" l"
                                      " WHERE l.name IN JSON(:keys) ORDER BY l.name"));
-  CHECK(s.history_of.text.ends_with(" FROM \"p_runs\" WHERE name = :name ORDER BY id DESC LIMIT INT(:limit)"));
+  CHECK(s.history_of.text.ends_with(" FROM \"p_runs\" h WHERE name = :name ORDER BY id DESC LIMIT INT(:limit)"));
   CHECK(s.slot_count.text == "SELECT slots FROM \"p_locks\" WHERE name = :key AND strategy = 'semaphore'");
   CHECK(s.renew_named.text ==
         "UPDATE \"p_locks\" SET renewed_at = NOW, expires_at = PLUS(NOW, INT(:ttl_ms)) WHERE name = :key AND"
@@ -149,10 +156,12 @@ TEST_CASE("inspection's statements: status with live and the server's verdict, r
   CHECK(s.renew_own.empty());
   // Without RETURNING the renewal is read back; ShedLock's holder with a lease of the dialect's own renews that too.
   const sql::Dialect d = without_returning_with_own_lease();
-  CHECK(sql::inspect_statements(d, t, "").renewed.text ==
+  CHECK(sql::inspect_statements(d, sd, options).renewed.text ==
         "SELECT MS(expires_at) FROM \"p_locks\" WHERE name = :key AND released_at IS NULL AND (TEXT(:owner) IS NULL"
         " OR owner = :owner) AND (INT(:token) IS NULL OR token = INT(:token))");
-  const sql::InspectStatements shed = sql::inspect_statements(d, t, "\"shed\"");
+  options.shedlock = true;
+  options.shedlock_table = "shed";
+  const sql::InspectStatements shed = sql::inspect_statements(d, sd, options);
   CHECK(shed.status_all.text.ends_with(" FROM \"shed\" s LEFT JOIN \"p_locks\" l ON l.name = s.name ORDER BY s.name"));
   CHECK(shed.renewed.text == "SELECT MS(lock_until) FROM \"shed\" WHERE name = :key");
   CHECK(shed.renew_own.text.starts_with("UPDATE \"p_locks\" SET renewed_at = NOW, own_until = CLOCK + INT(:ttl_ms) WHERE"));
@@ -182,4 +191,69 @@ TEST_CASE("release of another process's holder: the named holder's row, or with 
   sql::Dialect no_sessions = marked_dialect_copy();
   no_sessions.ended_session = [](std::string_view, const Tables&) { return std::string(); };
   CHECK(sql::release_statements(no_sessions, t).release.text.ends_with(rows_marked));
+}
+
+TEST_CASE("the lease's statements: one builder, the dialect's take, the failover fence where it has one") {
+  const Tables t("p_", '"');
+  const sql::LeaseStatements s = sql::lease_statements(marked, t, "INC");
+  CHECK(s.begin == "BEGIN");
+  // The take: its tokens above the bound fence, free when the lease is over, no other
+  // strategy's holder in the way and --min-interval past.
+  CHECK(s.take.text.starts_with("TAKE(INT(:fence)) INSERT INTO \"p_locks\" AS l (name, owner, host, pid, token,"
+                                " strategy, session_id, acquired_at, renewed_at, expires_at, released_at,"
+                                " last_started_at) VALUES (:key, :owner, :host, INT(:pid), COALESCE(INT(:token),"
+                                " INT(:fence) + 1), 'lease', NULL, NOW, NOW, PLUS(NOW, INT(:ttl_ms)), NULL, NOW)"));
+  CHECK(s.take.text.find("token = COALESCE(INT(:token), GREATEST(l.token, INT(:fence)) + 1)") != std::string::npos);
+  CHECK(s.take.text.ends_with(" WHERE NOT LIVE(l.) AND (l.strategy IS NULL OR l.strategy = 'lease' OR l.released_at IS"
+                              " NOT NULL OR l.acquired_at IS NULL) AND " +
+                              sql::due_sql(marked, "l.", "NOW") + " RETURNING token, MS(acquired_at), MS(expires_at)"));
+  CHECK(s.taken.empty());  // the take returns its row
+  CHECK(s.refusal.text == "SELECT " + rows::status_select_list(marked.epoch_ms, "NOW") +
+                              ", CASE WHEN LIVE() THEN 1 ELSE 0 END, " + sql::due_in_ms_sql(marked, "") +
+                              " FROM \"p_locks\" WHERE name = :key");
+  // Renewed, it says whether the failover record names another incarnation.
+  CHECK(s.renew.text == "UPDATE \"p_locks\" SET renewed_at = NOW, expires_at = PLUS(NOW, INT(:ttl_ms)) WHERE name ="
+                        " :key AND owner = :owner AND token = INT(:token) AND released_at IS NULL RETURNING (SELECT"
+                        " count(*) FROM \"p_locks\" WHERE name = :record AND owner <> INC)");
+  // Released: now, truncated to the millisecond, or the end of its --min-hold when later.
+  CHECK(s.release.text ==
+        "UPDATE \"p_locks\" SET released_at = NOW, expires_at = CASE WHEN INT(:min_hold_ms) > 0 AND"
+        " PLUS(acquired_at, INT(:min_hold_ms)) > TIME(MS(NOW)) THEN PLUS(acquired_at, INT(:min_hold_ms)) ELSE"
+        " TIME(MS(NOW)) END, last_finished_at = CASE WHEN INT(:finished) = 1 THEN NOW ELSE last_finished_at END,"
+        " last_exit_code = CASE WHEN INT(:finished) = 1 THEN INT(:exit_code) ELSE last_exit_code END WHERE name ="
+        " :key AND owner = :owner AND token = INT(:token) AND released_at IS NULL RETURNING TELL(name)");
+  CHECK(s.header_take.text.find("WHERE " + sql::header_free_sql(marked, "l.", t.locks) + " RETURNING token") !=
+        std::string::npos);
+  CHECK(s.history.add.text == sql::history_statements(marked, t.runs).add.text);
+
+  // No incarnation (SQLite): no fence, nothing said of a failover record; without RETURNING
+  // the taken row is read back; a lease of the dialect's own starts, renews and ends with it.
+  sql::Dialect d = without_returning_with_own_lease();
+  d.take = [](const sql::Take& k) { return sql::on_conflict_upsert(k.upsert(k.fence)); };
+  d.release_returns.clear();
+  const sql::LeaseStatements own = sql::lease_statements(d, t, "");
+  CHECK(own.take.text.find("COALESCE(INT(:token), 1), 'lease'") != std::string::npos);
+  CHECK(own.take.text.find("own_token = COALESCE(INT(:token), l.token + 1), own_until = CLOCK + INT(:ttl_ms) WHERE") !=
+        std::string::npos);
+  CHECK(own.taken.text == "SELECT token, MS(acquired_at), MS(expires_at) FROM \"p_locks\" WHERE name = :key AND"
+                          " owner = :owner AND name = (SELECT name FROM \"p_locks\" WHERE name = :key)");
+  CHECK(own.renew.text.ends_with("own_until = CLOCK + INT(:ttl_ms) WHERE name = :key AND owner = :owner AND token ="
+                                 " INT(:token) AND released_at IS NULL"));
+  CHECK(own.release.text.ends_with(", own_until = END(INT(:min_hold_ms)) WHERE name = :key AND owner = :owner AND"
+                                   " token = INT(:token) AND released_at IS NULL"));
+}
+
+TEST_CASE("the session strategies' numbering: whoever of this strategy the row names, at the time the lock was granted") {
+  const sql::Upsert u = sql::session_upsert(marked, Tables("p_", '"'), "F", "AT", "EXCLUDED.acquired_at");
+  CHECK(sql::on_conflict_upsert(u, " FROM k WHERE k.got") ==
+        "INSERT INTO \"p_locks\" AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at,"
+        " expires_at, released_at, last_started_at) SELECT :key, :owner, :host, INT(:pid), COALESCE(INT(:token), F +"
+        " 1), :strategy, :session_id, AT, AT, NULL, NULL, AT FROM k WHERE k.got ON CONFLICT (name) DO UPDATE SET"
+        " owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid, session_id = EXCLUDED.session_id,"
+        " renewed_at = EXCLUDED.renewed_at, token = COALESCE(INT(:token), GREATEST(l.token, F) + 1), strategy ="
+        " EXCLUDED.strategy, acquired_at = EXCLUDED.acquired_at, expires_at = NULL, released_at = NULL,"
+        " last_started_at = EXCLUDED.last_started_at WHERE NOT SAME(l.strategy, 'semaphore') AND (l.strategy IS NULL"
+        " OR l.strategy = :strategy OR l.released_at IS NOT NULL OR l.acquired_at IS NULL OR (l.strategy = 'lease'"
+        " AND l.expires_at <= EXCLUDED.acquired_at)) AND (l.expires_at IS NULL OR l.expires_at <="
+        " EXCLUDED.acquired_at) AND " + sql::due_sql(marked, "l.", "EXCLUDED.acquired_at"));
 }

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -264,4 +265,101 @@ TEST_CASE("a session strategy judged on the failover record's read: a Galera nod
     CHECK(j.holder->execs.empty());  // nothing taken
     CHECK(j.book->runs["session.take"] == 0);
   }
+}
+
+namespace {
+
+// A bookkeeping session that keeps the parameters of each statement it runs (by id) and answers
+// from a scripted one.
+class RecordingBook final : public sql::Session {
+ public:
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p) override {
+    params[st.id] = p;
+    return script.run(st, p);
+  }
+  Result<void> exec(std::string_view sql) override { return script.exec(sql); }
+  void prepare(const sql::Statement& st) override { script.prepare(st); }
+  Result<void> reconnect(const Error& why) override { return script.reconnect(why); }
+  std::string where() const override { return "scripted"; }
+  sql::Waiters& release_signal() override { return script.release_signal(); }
+
+  testing::ScriptedSession script;
+  std::map<std::string, sql::Params> params;
+};
+
+// A holder that records the transaction's end not waited for (end_unawaited).
+class UnawaitedHolder final : public sql::HolderSession {
+ public:
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis w) override { return h.run(st, p, w); }
+  Result<void> exec(std::string_view sql) override { return h.exec(sql); }
+  Result<void> begin(const sql::LockStatements& st, const sql::Params& p, Millis w) override { return h.begin(st, p, w); }
+  void end_unawaited() override {
+    h.execs.emplace_back("ROLLBACK, not awaited");
+    h.open = false;
+  }
+  void close() override {}
+  Result<void> reopen() override { return {}; }
+  bool transaction_open() const override { return h.transaction_open(); }
+  std::string session_id() const override { return "1"; }
+  int socket() const override { return 0; }
+  Millis server_wait(Millis wait, bool) const override { return wait; }
+  void bind(sql::Params&, const std::string&, Millis) const override {}
+  sql::Waiters& release_signal() override { return h.release_signal(); }
+
+  ScriptedHolder h;
+};
+
+// A for-update run whose lock answers its transaction's id 4242 and whose release, folded into
+// lock.row_released, answers (released, held to the end `ours`).
+struct RowRelease {
+  std::shared_ptr<RecordingBook> book = std::make_shared<RecordingBook>();
+  UnawaitedHolder* holder = nullptr;
+  std::unique_ptr<Locker> l;
+
+  explicit RowRelease(bool ours) {
+    auto h = std::make_unique<UnawaitedHolder>();
+    h->h.session.answers["lock.claim_nowait"] = testing::row_of({"4242"}, 1);
+    holder = h.get();
+    book->script.answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
+    book->script.answers["lock.row_released"] = testing::row_of({"1", ours ? "1" : "0"});
+    sql::LockStatements lock = lock_statements();
+    lock.row_released = {"lock.row_released", "released, proven, recorded"};
+    sql::LeaseStatements st = statements();
+    st.release_recorded = {"lease.release_recorded", "released, recorded"};
+    l = sql::make_session_locker(Strategy::for_update, std::move(h), lock, book, st, "dblock_", 10);
+  }
+  Result<void> run() {
+    auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+    REQUIRE(got);
+    REQUIRE(got->state == AcquireOutcome::State::acquired);
+    l->prepare_release();
+    ReleaseRequest req;
+    req.history = RunRecord{};
+    return l->release(req);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a row lock's release is one statement that proves the holder's transaction by its id, then a ROLLBACK not "
+          "awaited") {
+  RowRelease r(true);
+  CHECK(r.run());
+  CHECK(r.book->script.prepared == std::vector<std::string>{"lock.row_released"});
+  CHECK(r.book->script.runs["lock.row_released"] == 1);
+  const sql::Value* txn = r.book->params["lock.row_released"].find("holder_txn");
+  REQUIRE(txn);
+  CHECK(std::get<std::string>(*txn) == "4242");
+  // Nothing else: no release alone, no history row of its own, no awaited ROLLBACK.
+  CHECK(r.book->script.runs["lease.release"] == 0);
+  CHECK(r.book->script.runs["lease.release_recorded"] == 0);
+  CHECK(r.holder->h.execs == std::vector<std::string>{"BEGIN", "ROLLBACK, not awaited"});
+}
+
+TEST_CASE("a row lock's release whose holder transaction no longer ran is a loss") {
+  RowRelease r(false);
+  auto released = r.run();
+  REQUIRE_FALSE(released);
+  CHECK(released.error().kind == ErrorKind::lost);
+  CHECK(r.holder->h.execs == std::vector<std::string>{"BEGIN", "ROLLBACK, not awaited"});
 }

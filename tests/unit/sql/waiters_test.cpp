@@ -17,7 +17,7 @@ using namespace std::chrono_literals;
 namespace {
 
 struct Script {
-  std::vector<std::string> calls;  // "join k", "wait k", "leave k", "hold k", "post k"
+  std::vector<std::string> calls;  // "join k", "wait k", "leave k", "hold k", "settle k", "post k"
   std::deque<Result<bool>> joins, waits;  // answers in turn; then true / false
   int fd = -1;
   std::int64_t place = 1;
@@ -28,6 +28,7 @@ class ScriptedWake final : public sql::Wake {
   explicit ScriptedWake(Script& s) : s_(&s) {}
   void post(const std::string& key) override { s_->calls.push_back("post " + key); }
   void hold(const std::string& key) override { s_->calls.push_back("hold " + key); }
+  void settle(const std::string& key) override { s_->calls.push_back("settle " + key); }
   Result<bool> join(const std::string& key, Millis) override {
     s_->calls.push_back("join " + key);
     return next(s_->joins, true);
@@ -122,18 +123,30 @@ TEST_CASE("waiters: a waiter that core sleeps for on fd() keeps its place; one t
   CHECK(blocking.calls == Calls{"join k", "leave k", "join k"});
 }
 
-TEST_CASE("waiters: the holder's place is given back by hold itself; another key's first") {
+TEST_CASE("waiters: the holder's place is given back once it holds (settle); another key's first") {
   Script s;
   sql::Waiters w(std::make_unique<ScriptedWake>(s));
   REQUIRE(*w.busy("k", 1000ms));
   w.holding("k");
   w.released("k");
-  CHECK(s.calls == Calls{"join k", "hold k", "post k"});
+  CHECK(s.calls == Calls{"join k", "hold k", "settle k", "post k"});
   s.calls.clear();
   REQUIRE(*w.busy("a", 1000ms));
   w.holding("b");
   CHECK(*w.busy("b", 1000ms) == true);  // no place kept for b: taken anew
-  CHECK(s.calls == Calls{"join a", "leave a", "hold b", "join b"});
+  CHECK(s.calls == Calls{"join a", "leave a", "hold b", "settle b", "join b"});
+}
+
+TEST_CASE("waiters: what hold may leave for later waits for the command (settle), once") {
+  Script s;
+  sql::Waiters w(std::make_unique<ScriptedWake>(s));
+  REQUIRE(*w.busy("k", 1000ms));
+  w.holding("k");
+  CHECK(s.calls == Calls{"join k", "hold k"});  // nothing more between the take and the command
+  w.settle();  // the command runs (Locker::prepare_release)
+  w.settle();
+  w.released("k");
+  CHECK(s.calls == Calls{"join k", "hold k", "settle k", "post k"});
 }
 
 TEST_CASE("waiters: without a wake primitive every answer is \"cannot tell\"") {
@@ -141,6 +154,7 @@ TEST_CASE("waiters: without a wake primitive every answer is \"cannot tell\"") {
   CHECK(*none.busy("k", 1000ms) == false);
   CHECK(none.fd() == -1);
   none.holding("k");
+  none.settle();
   none.released("k");
   none.stop_waiting("k");
   none.consume();

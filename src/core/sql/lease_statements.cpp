@@ -1,0 +1,132 @@
+// The lease's statements (statements.hpp, LeaseStatements), written once and rendered through
+// the dialect's expressions (rules.hpp, Dialect): the take and why it refused, the renewal, the
+// release and a semaphore's header. The dialect adds the form of its take (Dialect::take), how
+// a release commits and tells the waiters, and its failover statements.
+
+#include "core/sql/lock_rows.hpp"
+#include "core/sql/rules.hpp"
+
+namespace dblock::sql {
+
+LeaseStatements lease_statements(const Dialect& d, const Tables& t, std::string_view incarnation) {
+  const std::string ttl = d.integer(":ttl_ms"), token = d.integer(":token");
+  const std::string fence = incarnation.empty() ? std::string() : d.integer(":fence");
+  const std::string taken = "token, " + d.epoch_ms("acquired_at") + ", " + d.epoch_ms("expires_at");
+  const std::string status = "SELECT " + rows::status_select_list(d.epoch_ms, d.now) + ", CASE WHEN " +
+                             d.lease_live("") + " THEN 1 ELSE 0 END, ";
+  const std::string holder = " WHERE name = :key AND owner = :owner AND token = " + token + " AND released_at IS NULL";
+  LeaseStatements s;
+  s.begin = d.begin;
+  s.history = history_statements(d, t.runs);
+  s.refusal = {"lease.refusal", status + due_in_ms_sql(d, "") + " FROM " + t.locks + " WHERE name = :key"};
+
+  // The row is free when its lease is over (released, expired, or a session strategy's, which
+  // has none), no other strategy's holder may still hold it, and --min-interval has passed.
+  // Assigned in the order Upsert::set asks: the columns the condition reads last.
+  auto take = [&](std::string_view f) {
+    const std::string first = first_token_sql(d, true, f), at_fence(f);
+    Assignments values{{"name", ":key"},          {"owner", ":owner"},    {"host", ":host"},
+                       {"pid", d.integer(":pid")}, {"token", first},       {"strategy", "'lease'"},
+                       {"session_id", "NULL"},     {"acquired_at", d.now}, {"renewed_at", d.now},
+                       {"expires_at", d.plus_ms(d.now, ttl)}, {"released_at", "NULL"}, {"last_started_at", d.now}};
+    for (auto& own : d.own_lease.start(first, ttl)) values.push_back(std::move(own));
+    return Upsert{t.locks, "l", std::move(values),
+                  [&d, ttl, at_fence](std::string_view row) {
+                    const std::string next = next_token_sql(d, row, true, at_fence);
+                    Assignments set{{"owner", ""},         {"host", ""},          {"pid", ""},
+                                    {"session_id", "NULL"}, {"renewed_at", ""},    {"token", next},
+                                    {"strategy", "'lease'"}, {"acquired_at", ""},  {"released_at", "NULL"},
+                                    {"expires_at", ""},     {"last_started_at", ""}};
+                    for (auto& own : d.own_lease.start(next, ttl)) set.push_back(std::move(own));
+                    return set;
+                  },
+                  [&d](std::string_view row) {
+                    const std::string over = "NOT " + d.lease_live(row);
+                    return over + " AND " + rows::strategy_allows_sql(row, "'lease'", over) + " AND " +
+                           due_sql(d, row, d.now);
+                  }};
+  };
+  s.take = {"lease.take", d.take(Take{take, fence, taken, s.refusal.text})};
+  // Where the take returns no rows. Its upsert meets the name's row through any unique key: a
+  // second row of the name (a table whose key is not the name alone) fails the subquery, which
+  // sends the run to the schema check (exit 78).
+  if (d.returning(taken).empty())
+    s.taken = {"lease.taken", "SELECT " + taken + " FROM " + t.locks + " WHERE name = :key AND owner = :owner AND"
+                              " name = (SELECT name FROM " + t.locks + " WHERE name = :key)"};
+
+  // Renewed, it says where it can whether the failover record names another server (a failover
+  // the grant survived): the holder then starts the lock-delay (failover::notice).
+  s.renew = {"lease.renew", "UPDATE " + t.locks + " SET renewed_at = " + d.now + ", expires_at = " +
+                                d.plus_ms(d.now, ttl) + more_assignments(d.own_lease.renew(ttl)) + holder +
+                                (incarnation.empty() ? std::string()
+                                                     : d.returning("(SELECT count(*) FROM " + t.locks +
+                                                                   " WHERE name = :record AND owner <> " +
+                                                                   std::string(incarnation) + ")"))};
+
+  // The lease ends now, or at the end of its --min-hold when later; now truncated to the
+  // millisecond, never rounded up into the column's precision (a status read right after the
+  // release must find the key free), and acquired_at, which may have been, read only with
+  // --min-hold.
+  const std::string min_hold = d.integer(":min_hold_ms"), held_until = d.plus_ms("acquired_at", min_hold);
+  const std::string now_ms = d.time_of_ms(d.epoch_ms(d.now)), finished = d.integer(":finished") + " = 1";
+  s.release = {"lease.release",
+               "UPDATE " + t.locks + " SET released_at = " + d.now + ", expires_at = CASE WHEN " + min_hold + " > 0 AND " +
+                   held_until + " > " + now_ms + " THEN " + held_until + " ELSE " + now_ms +
+                   " END, last_finished_at = CASE WHEN " + finished + " THEN " + d.now +
+                   " ELSE last_finished_at END, last_exit_code = CASE WHEN " + finished + " THEN " +
+                   d.integer(":exit_code") + " ELSE last_exit_code END" + more_assignments(d.own_lease.end(min_hold)) +
+                   holder + (d.release_returns.empty() ? std::string() : d.returning(d.release_returns))};
+
+  // Far in the future, not an infinity: a plain lease finds the header held, and its time
+  // still converts to epoch milliseconds (9999-12-31 UTC).
+  const std::string never = d.time_of_ms("253402214400000");
+  const std::string first = first_token_sql(d, false, fence);
+  Assignments header{{"name", ":key"},          {"owner", ":owner"},    {"host", ":host"},
+                     {"pid", d.integer(":pid")}, {"token", first},       {"strategy", "'semaphore'"},
+                     {"session_id", "NULL"},     {"acquired_at", d.now}, {"renewed_at", d.now},
+                     {"expires_at", never},      {"released_at", "NULL"}, {"last_started_at", d.now},
+                     {"slots", d.integer(":slots")}};
+  s.header_take = {"semaphore.header_take",
+                   d.upsert({t.locks, "l", std::move(header),
+                             [&](std::string_view row) {
+                               return Assignments{{"owner", ""},           {"host", ""},
+                                                  {"pid", ""},             {"session_id", "NULL"},
+                                                  {"renewed_at", ""},      {"last_started_at", ""},
+                                                  {"token", next_token_sql(d, row, false, fence)},
+                                                  {"slots", ""},           {"strategy", "'semaphore'"},
+                                                  {"acquired_at", ""},     {"released_at", "NULL"},
+                                                  {"expires_at", ""}};
+                             },
+                             [&](std::string_view row) { return header_free_sql(d, row, t.locks); }}) +
+                       d.returning("token, NULL, NULL")};  // only its token is read (take_header)
+  s.header_refusal = {"semaphore.header_refusal", status + "slots FROM " + t.locks + " WHERE name = :key"};
+  return s;
+}
+
+Upsert session_upsert(const Dialect& d, const Tables& t, std::string_view fence, std::string_view at,
+                      std::string_view taken_at) {
+  const std::string now(at), when_at(taken_at), above(fence), first = first_token_sql(d, true, fence);
+  Assignments values{{"name", ":key"},          {"owner", ":owner"},   {"host", ":host"},
+                     {"pid", d.integer(":pid")}, {"token", first},      {"strategy", ":strategy"},
+                     {"session_id", ":session_id"}, {"acquired_at", now}, {"renewed_at", now},
+                     {"expires_at", "NULL"},     {"released_at", "NULL"}, {"last_started_at", now}};
+  // The server lock on :key is ours, so the row is taken whoever of this strategy it names;
+  // never a semaphore's header, nor a row another strategy's holder may still hold (the server
+  // lock excludes only holders of its own kind), nor while a --min-hold of its last holder runs
+  // (a released row's expires_at ahead) or --min-interval has not passed.
+  return Upsert{t.locks, "l", std::move(values),
+                [&d, above](std::string_view row) {
+                  return Assignments{{"owner", ""},      {"host", ""},       {"pid", ""},
+                                     {"session_id", ""}, {"renewed_at", ""}, {"token", next_token_sql(d, row, true, above)},
+                                     {"strategy", ""},   {"acquired_at", ""}, {"expires_at", "NULL"},
+                                     {"released_at", "NULL"}, {"last_started_at", ""}};
+                },
+                [&d, when_at](std::string_view row) {
+                  const std::string r(row), over = r + "expires_at <= " + when_at;
+                  return "NOT " + d.same(r + "strategy", "'semaphore'") + " AND " +
+                         rows::strategy_allows_sql(row, ":strategy", over) + " AND (" + r + "expires_at IS NULL OR " +
+                         over + ") AND " + due_sql(d, row, when_at);
+                }};
+}
+
+}  // namespace dblock::sql
