@@ -12,9 +12,15 @@ every change) holding one line:
 connections: accepted client connections. commands: client command packets after the
 handshake (sequence id 0 in the MySQL protocol; the handshake's own packets have ids >= 1), by
 command byte. round_trips: the times a client sent a command that expects a reply and then
-waited for the server: commands sent together before any server bytes came back (a prepare and
-its execute pipelined by mariadb_stmt_execute_direct) count once, and commands without a reply
-(COM_STMT_CLOSE, COM_QUIT) count none. Plain TCP only (no TLS: the packets must be readable).
+waited for the server, counted when the reply comes (and written before it is passed on, so a
+client that has its answer finds it counted): commands sent together before any server bytes
+came back (a prepare and its execute pipelined by mariadb_stmt_execute_direct) count once,
+commands without a reply (COM_STMT_CLOSE, COM_QUIT) count none, and nor does a command the
+client did not wait for: it said goodbye (COM_QUIT) or hung up before the reply came, or
+never read the reply (a last COMMIT sent on the way out), which its kernel tells by resetting
+the connection when it closes it with the reply unread. closed: client connections that ended
+(the counts are final for a client once its connection is closed). Plain TCP only (no TLS: the
+packets must be readable).
 
 Python 3 standard library only; exits by itself after --lifetime seconds (default 240).
 """
@@ -35,12 +41,14 @@ class Counts:
     def __init__(self, path):
         self.path = path
         self.connections = 0
+        self.closed = 0
         self.commands = 0
         self.round_trips = 0
         self.by_name = {}
 
     def write(self):
-        parts = [f"connections={self.connections}", f"commands={self.commands}", f"round_trips={self.round_trips}"]
+        parts = [f"connections={self.connections}", f"closed={self.closed}", f"commands={self.commands}",
+                 f"round_trips={self.round_trips}"]
         parts += [f"{k}={v}" for k, v in sorted(self.by_name.items())]
         tmp = self.path + ".tmp"
         with open(tmp, "w") as f:
@@ -55,6 +63,8 @@ class Pair:
         self.buffer = b""       # client bytes not yet parsed into whole packet headers
         self.skip = 0           # payload bytes of the current packet still to pass over
         self.awaiting = False   # a reply-expecting command was sent and no server byte came back yet
+        self.counted = False    # the last reply was counted and the client sent no command after it
+        self.ended = False
 
     def client_bytes(self, data, counts):
         self.buffer += data
@@ -75,9 +85,11 @@ class Pair:
                 counts.commands += 1
                 name = NAMES.get(cmd, f"COM_0x{cmd:02x}")
                 counts.by_name[name] = counts.by_name.get(name, 0) + 1
-                if cmd not in NO_REPLY and not self.awaiting:
-                    counts.round_trips += 1
+                if cmd not in NO_REPLY:
                     self.awaiting = True
+                    self.counted = False
+                elif cmd == 0x01:
+                    self.awaiting = False  # a goodbye: what it sent last was not waited for
                 changed = True
             self.buffer = self.buffer[4:]
             self.skip = length
@@ -124,9 +136,19 @@ def main():
             dst = pair.upstream if from_client else pair.client
             try:
                 data = src.recv(65536)
+            except ConnectionResetError:
+                # The client closed its end with a reply unread: it did not wait for it.
+                if from_client and pair.counted:
+                    counts.round_trips -= 1
+                    pair.counted = False
+                data = b""
             except OSError:
                 data = b""
             if not data:
+                if not pair.ended:
+                    pair.ended = True
+                    counts.closed += 1
+                    counts.write()
                 for s in (pair.client, pair.upstream):
                     try:
                         sel.unregister(s)
@@ -137,8 +159,11 @@ def main():
             if from_client:
                 if pair.client_bytes(data, counts):
                     counts.write()
-            else:
+            elif pair.awaiting:
+                counts.round_trips += 1
                 pair.awaiting = False
+                pair.counted = True
+                counts.write()
             try:
                 dst.sendall(data)
             except OSError:

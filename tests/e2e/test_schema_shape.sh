@@ -51,15 +51,17 @@ grep -qF "$why" "$E2E_TMP/err" && grep -qF "$fix" "$E2E_TMP/err" && pass "init n
 refused "doctor on a (name, owner) key" "$key" dblock doctor
 
 # Two runs of one key: never both, never both with token 1. SQLite and PostgreSQL refuse the
-# first already (ON CONFLICT (name) finds no such key); MySQL's ON DUPLICATE KEY UPDATE finds
-# (name, owner), so its first run holds alone and the second finds the name's second row.
+# first already (ON CONFLICT (name) finds no such key), and so does MariaDB (the failover
+# record's read asks the catalog for the key, as its take reads no row back); MySQL's ON
+# DUPLICATE KEY UPDATE finds (name, owner), so its first run holds alone and the second finds
+# the name's second row.
 k=$(key composite)
 tokens=$E2E_TMP/tokens
 start_bg first dblock run "$k" -- sh -c "echo \$DBLOCK_TOKEN >>'$tokens'; sleep 3" 2>"$E2E_TMP/first.err"
 sleep 1
 refused "a second run of the key" "$key" dblock run "$k" -- sh -c "echo \$DBLOCK_TOKEN >>'$tokens'"
 wait_exit first_st "$first"
-if [ "$backend" = mysql ]; then
+if [ "$backend" = mysql ] && ! db_sql "SELECT VERSION()" | grep -q MariaDB; then
   assert_eq "the first run held alone (exit status)" 0 "$first_st"
 else
   assert_eq "the first run was refused too (exit status)" 78 "$first_st"

@@ -37,7 +37,12 @@ class MysqlBackend final : public sql::SqlBackend {
   Result<std::unique_ptr<Locker>> make_session_locker(Strategy strategy) override {
     if (auto s = session(); !s) return std::unexpected(s.error());
     std::shared_ptr<Session> book = std::exchange(session_, nullptr);
-    auto holder = open_holder(strategy, dsn_, options_, book);
+    // It sits idle while the job runs and holds the key's wake name for the row-lock strategies'
+    // waiters, so it keeps its idle limits; advisory's waiters block in GET_LOCK, and its
+    // bookkeeping session, dropped by the server meanwhile, is opened again for the release.
+    if (strategy != Strategy::advisory)
+      if (auto idle = book->keep_idle(); !idle) return std::unexpected(idle.error());
+    auto holder = open_holder(strategy, dsn_, options_, book, mariadb_);
     if (!holder) return std::unexpected(holder.error());
     const std::string& prefix = options_.table_prefix;
     // Whether the lock could hold here is judged on the bookkeeping session's failover read,

@@ -23,17 +23,16 @@ namespace {
 // The longest wait_timeout MySQL accepts (a year): the server's idle killers are off.
 constexpr std::int64_t max_wait_timeout_s = 31536000;
 
-// Sent as the init command, so they cost no round trip: UTC (NOW(6) and stored DATETIMEs), and
-// an idle limit of its own, as a server's wait_timeout (it may be 2 s) must not drop a session
+// An idle limit of its own, as a server's wait_timeout (it may be 2 s) must not drop a session
 // while a long job runs: a lock holder's ends the session (and frees the lock) of a holder whose
 // network went dark; the others get a year. interactive_timeout too, in case an option file sets
 // CLIENT_INTERACTIVE (the server then copies it into wait_timeout).
-std::string init_command(ConnectionRole role, Millis idle_limit) {
+std::string idle_limits(ConnectionRole role, Millis idle_limit) {
   std::int64_t seconds = max_wait_timeout_s;
   if (role == ConnectionRole::lock_holder && idle_limit.count() > 0)
     seconds = std::clamp<std::int64_t>((idle_limit.count() + 999) / 1000, 1, max_wait_timeout_s);
   const std::string n = std::to_string(seconds);
-  return "SET time_zone = '+00:00', SESSION wait_timeout = " + n + ", SESSION interactive_timeout = " + n;
+  return "SESSION wait_timeout = " + n + ", SESSION interactive_timeout = " + n;
 }
 
 // Where the user and password come from, for a server that refused them (1045, or 1698 when
@@ -124,8 +123,21 @@ Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const Backe
                                                     ConnectionRole role, std::string_view settings) {
   auto target = parse_mysql_dsn(dsn);
   if (!target) return std::unexpected(target.error());
-  std::string init = init_command(role, options.session_idle_limit) + std::string(settings);
-  std::unique_ptr<Connection> conn(new Connection(dsn, std::move(*target), options, std::move(init)));
+  // The settings go with the connection as its init command, which costs a round trip of its
+  // own: only a lock holder's session sets them at once. Another sets its idle limits once it
+  // will sit idle while a job runs (keep_idle: a session strategy's bookkeeping session), and a
+  // lease run's renewals keep its session busy. The statements need no time zone
+  // (mysql_statements.cpp), but ShedLock's TIMESTAMP columns are read and written in the
+  // session's. A connection made again gets them all.
+  const std::string zone = options.shedlock ? "time_zone = '+00:00', " : "";
+  const std::string idle = idle_limits(role, options.session_idle_limit);
+  std::string every = "SET " + zone + idle + std::string(settings);
+  std::string first = role == ConnectionRole::lock_holder ? every
+                      : zone.empty()                       ? std::string()
+                                                           : "SET time_zone = '+00:00'";
+  std::unique_ptr<Connection> conn(new Connection(dsn, std::move(*target), options, std::move(first)));
+  conn->idle_command_ = "SET " + idle;
+  conn->every_init_ = std::move(every);
   if (auto r = conn->reconnect(); !r) return std::unexpected(r.error());
   return conn;
 }
@@ -137,6 +149,7 @@ Result<void> Connection::reconnect() {
 
   mysql_.reset();  // before its statements (statements_)
   statements_.clear();
+  ended_by_last_ = false;
   std::unique_ptr<MYSQL, Close> m(mysql_init(nullptr));
   if (!m) return fail(ErrorKind::internal, "mysql_init failed (out of memory)");
 
@@ -153,7 +166,7 @@ Result<void> Connection::reconnect() {
       {MYSQL_OPT_WRITE_TIMEOUT, &io_s, "write timeout"},
       {MYSQL_OPT_RECONNECT, &no, "reconnect"},
       {MYSQL_SET_CHARSET_NAME, "utf8mb4", "charset"},
-      {MYSQL_INIT_COMMAND, init_command_.c_str(), "init command"},
+      {MYSQL_INIT_COMMAND, init_command_.empty() ? nullptr : init_command_.c_str(), "init command"},
       {MYSQL_READ_DEFAULT_FILE, t.option_file ? t.option_file->c_str() : nullptr, "option-file"},
       {MYSQL_READ_DEFAULT_GROUP, t.option_group.c_str(), "option-group"},
       {MYSQL_OPT_SSL_CA, t.ssl_ca ? t.ssl_ca->c_str() : nullptr, "ssl-ca"},
@@ -193,6 +206,16 @@ Result<void> Connection::reconnect() {
   // The command run under `run` must not inherit the database socket (dblock(1), run).
   if (const int fd = static_cast<int>(mysql_get_socket(m.get())); fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
   mysql_ = std::move(m);
+  // From here on every connection made again sets them all.
+  if (init_command_ == every_init_) idle_set_ = true;
+  init_command_ = every_init_;
+  return {};
+}
+
+Result<void> Connection::keep_idle() {
+  if (idle_set_) return {};
+  if (auto ok = query(idle_command_); !ok) return ok;
+  idle_set_ = true;
   return {};
 }
 
@@ -263,7 +286,15 @@ Result<MYSQL_STMT*> Connection::prepared(const std::string& text, std::vector<MY
   return statements_.emplace(text, std::move(stmt)).first->second.get();
 }
 
+Result<void> Connection::settle() {
+  if (!mysql_ && std::exchange(ended_by_last_, false))
+    if (auto ok = reconnect(); !ok) return ok;
+  if (!mysql_) return std::unexpected(error_from_mysql());
+  return {};
+}
+
 Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& params) {
+  if (auto ok = settle(); !ok) return std::unexpected(ok.error());
   const sql::Compiled& compiled = compiled_.get(st);
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
@@ -323,7 +354,7 @@ Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& p
 }
 
 Result<void> Connection::query(std::string_view sql) {
-  if (!mysql_) return std::unexpected(error_from_mysql());
+  if (auto ok = settle(); !ok) return ok;
   if (mysql_real_query(mysql_.get(), sql.data(), static_cast<unsigned long>(sql.size())) != 0)
     return failed(error_from_mysql());
   do {
@@ -333,7 +364,20 @@ Result<void> Connection::query(std::string_view sql) {
   return {};
 }
 
-namespace {
+// A finished run's last COMMIT (sql::Session::exec_last), sent with the goodbye (COM_QUIT) and
+// not waited for: the server commits it before it ends the session, as it reads in order, and
+// the run exits a round trip sooner (dblock(1), NOTES, Round trips). The session's end gives
+// back the names it holds, the key's wake name too, after the commit. Nothing of the run
+// follows; a later statement (a test's) gets a new session.
+Result<void> Connection::query_last(std::string_view sql) {
+  if (auto ok = settle(); !ok) return ok;
+  if (mysql_send_query(mysql_.get(), sql.data(), static_cast<unsigned long>(sql.size())) != 0)
+    return failed(error_from_mysql());
+  mysql_.reset();  // before its statements (statements_)
+  statements_.clear();
+  ended_by_last_ = true;
+  return {};
+}
 
 // The wake primitive (core/sql/waiters.hpp) in named locks (wake_statements): a holder keeps
 // the key's wake name, the waiter with the key's queue name blocks on it, the others wait for
@@ -342,8 +386,16 @@ namespace {
 class NamedLockWake final : public sql::Wake {
  public:
   NamedLockWake(Connection& conn, const std::string& prefix) : conn_(&conn), s_(wake_statements(prefix)) {}
-  void post(const std::string& key) override { (void)conn_->run(s_.wake_release, {{"key", key}}); }
-  void hold(const std::string& key) override { (void)conn_->run(s_.wake_hold, {{"key", key}}); }
+  /// The take of `key` took its wake name and gave the queue name back (Session::run).
+  void held_by_take(const std::string& key) { held_by_take_ = key; }
+  // A session that a finished run's last COMMIT ended (Connection::query_last) gave it back.
+  void post(const std::string& key) override {
+    if (!conn_->ended_by_last()) (void)conn_->run(s_.wake_release, {{"key", key}});
+  }
+  void hold(const std::string& key) override {
+    if (std::exchange(held_by_take_, std::string()) == key) return;
+    (void)conn_->run(s_.wake_hold, {{"key", key}});
+  }
   // One statement both takes the queue name and, holding it, waits on the wake name.
   Result<bool> join(const std::string& key, Millis left) override { return wait(key, left); }
   Result<bool> wait(const std::string& key, Millis left) override {
@@ -357,11 +409,27 @@ class NamedLockWake final : public sql::Wake {
  private:
   Connection* conn_;
   WakeStatements s_;
+  std::string held_by_take_;
 };
 
+namespace {
+std::unique_ptr<NamedLockWake> wake_of(Connection& conn, const std::string& prefix, NamedLockWake*& out) {
+  auto w = std::make_unique<NamedLockWake>(conn, prefix);
+  out = w.get();
+  return w;
+}
 }  // namespace
 
 Session::Session(std::unique_ptr<Connection> conn, std::string prefix)
-    : conn_(std::move(conn)), waiters_(std::make_unique<NamedLockWake>(*conn_, prefix)) {}
+    : conn_(std::move(conn)), waiters_(wake_of(*conn_, prefix, wake_)) {}
+
+Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params) {
+  auto r = conn_->run(st, params);
+  // Its last two columns: the wake name taken (NULL: not taken) and the queue name given back.
+  if (r && st.id == "lease.take" && !r->empty() && (*r)[0].columns() >= 2 && !(*r)[0].is_null((*r)[0].columns() - 2))
+    if (const auto* key = params.find("key"); key && std::holds_alternative<std::string>(*key))
+      wake_->held_by_take(std::get<std::string>(*key));
+  return r;
+}
 
 }  // namespace dblock::mysql

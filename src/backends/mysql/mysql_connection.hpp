@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "backends/mysql/mysql_dsn.hpp"
 #include "backends/mysql/mysql_error.hpp"
@@ -19,9 +21,10 @@ namespace dblock::mysql {
 
 class Connection {
  public:
-  /// Connects with every time bound set, utf8mb4, UTC, no automatic reconnect, a close-on-exec
-  /// socket, and options.session_idle_limit for a lock holder (a year for the others).
-  /// `settings`: more session assignments for the init command (", SESSION x = 1").
+  /// Connects with every time bound set, utf8mb4, no automatic reconnect, a close-on-exec
+  /// socket, and options.session_idle_limit for a lock holder (a year for the others, once
+  /// keep_idle asks for it or the connection is made again); UTC with --table-format shedlock.
+  /// `settings`: a lock holder's more session assignments (", SESSION x = 1").
   static Result<std::unique_ptr<Connection>> open(const Dsn& dsn, const BackendOptions& options,
                                                   ConnectionRole role = ConnectionRole::bookkeeping,
                                                   std::string_view settings = {});
@@ -31,14 +34,24 @@ class Connection {
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params = {});
   /// Runs a statement without parameters through the text protocol; any rows are discarded.
   Result<void> query(std::string_view sql);
+  /// Sends `sql` and ends the session at once, without waiting for the answer: the server runs
+  /// it all the same before it sees the session end (it reads in order). A later statement
+  /// opens a new session first.
+  Result<void> query_last(std::string_view sql);
 
   /// Drops the connection and opens a new one with the same settings.
   Result<void> reconnect();
+  /// Sets the session's idle limits, unless set already: before it sits idle while a job runs.
+  Result<void> keep_idle();
+  /// query_last ended the session (and no statement opened a new one since).
+  bool ended_by_last() const { return !mysql_ && ended_by_last_; }
 
   /// The connection's socket, or -1 when closed.
   int socket() const { return mysql_ ? static_cast<int>(mysql_get_socket(mysql_.get())) : -1; }
   /// Whether a transaction is open, as the server's last reply said.
-  bool in_transaction() const { return mysql_ && (mysql_->server_status & SERVER_STATUS_IN_TRANS) != 0; }
+  bool in_transaction() const {
+    return mysql_ && (mysql_->server_status & SERVER_STATUS_IN_TRANS) != 0;
+  }
   /// The server's id for this session (CONNECTION_ID()).
   std::uint64_t session_id() const { return mysql_ ? mysql_thread_id(mysql_.get()) : 0; }
   /// The server's handshake says MariaDB.
@@ -67,11 +80,17 @@ class Connection {
   Result<MYSQL_STMT*> prepared(const std::string& sql, std::vector<MYSQL_BIND>& binds, bool& executed);
   /// `e`; a lost connection's prepared statements are gone with it.
   std::unexpected<Error> failed(Error e);
+  /// Before a statement: a new session after query_last's end.
+  Result<void> settle();
 
   Dsn dsn_;
   MysqlDsn target_;
   BackendOptions options_;
-  std::string init_command_;
+  std::string init_command_;  // the next connection's (empty: none)
+  std::string every_init_;    // every setting, for a connection made again
+  std::string idle_command_;  // the idle limits alone (keep_idle)
+  bool idle_set_ = false;
+  bool ended_by_last_ = false;  // query_last ended the session
   // Declared first, so destroyed after the connection: mysql_close() detaches them, and closing
   // them afterwards frees memory without sending the server a COM_STMT_CLOSE for each, which
   // the session's end does anyway.
@@ -81,21 +100,29 @@ class Connection {
   sql::CompiledCache compiled_{sql::PlaceholderStyle::question};
 };
 
+class NamedLockWake;
+
 /// The connection as the strategies of core/sql see it (sql_session.hpp), its waiters woken
 /// through named locks (NamedLockWake).
 class Session final : public sql::Session {
  public:
   Session(std::unique_ptr<Connection> conn, std::string prefix);
-  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override { return conn_->run(st, params); }
+  /// Connection::run; a MariaDB lease take that took the key's wake name with the row
+  /// (lease_statements) tells the wake, whose hold() then sends nothing.
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override;
   Result<void> exec(std::string_view sql) override { return conn_->query(sql); }
+  Result<void> exec_last(std::string_view sql) override { return conn_->query_last(sql); }
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
   std::string where() const override { return conn_->where(); }
   std::optional<sql::Transport> transport() const override { return conn_->transport(); }
   sql::Waiters& release_signal() override { return waiters_; }
   std::int64_t started_id() const override { return static_cast<std::int64_t>(conn_->session_id()); }
+  /// Connection::keep_idle.
+  Result<void> keep_idle() { return conn_->keep_idle(); }
 
  private:
   std::unique_ptr<Connection> conn_;
+  NamedLockWake* wake_;  // waiters_'s
   sql::Waiters waiters_;
 };
 

@@ -10,6 +10,10 @@ constexpr unsigned er_lock_nowait = 3572;                 // MySQL 8: NOWAIT ref
 constexpr unsigned er_connection_killed = 1927;           // MariaDB: KILL CONNECTION
 constexpr unsigned er_client_interaction_timeout = 4031;  // MySQL 8: idle session killed
 constexpr unsigned cr_server_lost_extended = 2055;
+// Connector/C: the socket failed under a statement ("Connection reset by peer": a server that
+// ended an idle session).
+constexpr unsigned cr_err_net_read = 5013;
+constexpr unsigned cr_err_net_write = 5014;
 
 ErrorKind classify_errno(unsigned errnum) {
   switch (errnum) {
@@ -28,6 +32,8 @@ ErrorKind classify_errno(unsigned errnum) {
     case ER_SERVER_SHUTDOWN:
     case er_connection_killed:
     case er_client_interaction_timeout:
+    case cr_err_net_read:
+    case cr_err_net_write:
     // On an established TLS connection the server's close (KILL CONNECTION, a restart) reads
     // as a TLS error ("unexpected eof"), not 2013: the connection is gone all the same, and a
     // reconnect now, not a retry later, is the answer. At connect it means a refused

@@ -17,8 +17,8 @@ namespace {
 
 class MysqlHolder final : public sql::HolderSession {
  public:
-  MysqlHolder(Strategy s, Dsn dsn, BackendOptions options, std::shared_ptr<Session> book)
-      : row_lock_(s != Strategy::advisory), dsn_(std::move(dsn)), options_(std::move(options)),
+  MysqlHolder(Strategy s, Dsn dsn, BackendOptions options, std::shared_ptr<Session> book, bool mariadb)
+      : row_lock_(s != Strategy::advisory), mariadb_(mariadb), dsn_(std::move(dsn)), options_(std::move(options)),
         book_(std::move(book)) {}
 
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis) override { return conn_->run(st, p); }
@@ -39,16 +39,18 @@ class MysqlHolder final : public sql::HolderSession {
     conn_.reset();
     lock_wait_ = Millis(0);
     // The row-lock strategies start with no lock wait (core's slices are under a second), set
-    // with the connection rather than by a SET before the first attempt.
+    // with the connection rather than by a SET before the first attempt. And no gap locks: under
+    // REPEATABLE READ a for-update take of a key whose claims row is not there yet locks the gap
+    // around it, and the INSERT of a neighbouring key (txn-insert's lock, for-update's claims
+    // row) reads busy meanwhile. A second inserter of the same key waits on the first one's row.
+    // The isolation level's variable is tx_isolation on MariaDB (transaction_isolation only
+    // from 11.1), transaction_isolation on MySQL (tx_isolation is gone in 8.0).
+    const std::string isolation = mariadb_ ? "tx_isolation" : "transaction_isolation";
     auto c = Connection::open(dsn_, options_, ConnectionRole::lock_holder,
-                              row_lock_ ? ", SESSION innodb_lock_wait_timeout = 0" : "");
+                              row_lock_ ? ", SESSION innodb_lock_wait_timeout = 0, SESSION " + isolation +
+                                              " = 'READ-COMMITTED'"
+                                        : "");
     if (!c) return std::unexpected(c.error());
-    // No gap locks: under REPEATABLE READ a for-update take of a key whose claims row is not
-    // there yet locks the gap around it, and the INSERT of a neighbouring key (txn-insert's
-    // lock, for-update's claims row) reads busy meanwhile. A second inserter of the same key
-    // waits on the first one's row.
-    if (row_lock_)
-      if (auto r = (*c)->query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"); !r) return r;
     conn_ = std::move(*c);
     std::random_device rd;  // the tag: 128 random bits as 32 hex digits, new with every session
     char tag[33];
@@ -85,6 +87,7 @@ class MysqlHolder final : public sql::HolderSession {
 
  private:
   bool row_lock_;
+  bool mariadb_;  // the server, as the bookkeeping session's handshake said
   Dsn dsn_;
   BackendOptions options_;
   std::shared_ptr<Session> book_;     // its waiters' queue is the row-lock strategies'
@@ -97,8 +100,8 @@ class MysqlHolder final : public sql::HolderSession {
 }  // namespace
 
 Result<std::unique_ptr<sql::HolderSession>> open_holder(Strategy s, const Dsn& dsn, const BackendOptions& options,
-                                                        std::shared_ptr<Session> book) {
-  auto holder = std::make_unique<MysqlHolder>(s, dsn, options, std::move(book));
+                                                        std::shared_ptr<Session> book, bool mariadb) {
+  auto holder = std::make_unique<MysqlHolder>(s, dsn, options, std::move(book), mariadb);
   if (auto r = holder->reopen(); !r) return std::unexpected(r.error());
   return std::unique_ptr<sql::HolderSession>(std::move(holder));
 }

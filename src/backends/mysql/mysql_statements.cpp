@@ -1,5 +1,7 @@
 // The MySQL/MariaDB dialect's statements (core/sql/statements.hpp has each one's contract). Every
-// DATETIME is UTC (each session runs with time_zone '+00:00').
+// DATETIME is UTC, written and compared as UTC_TIMESTAMP(6), which no session setting moves: a
+// session needs no time_zone of its own, and so no round trip to set one (ShedLock's TIMESTAMP
+// columns excepted: Connection::open).
 //
 // An upsert's ON DUPLICATE KEY UPDATE takes a row only when its condition holds, each column
 // IF(cond, new, old). MySQL assigns left to right, each assignment seeing the ones before
@@ -15,7 +17,7 @@
 namespace dblock::mysql {
 namespace {
 
-// A DATETIME as ms since the epoch; the session is in UTC.
+// A DATETIME as ms since the epoch (every one dblock writes is UTC).
 std::string epoch_ms(std::string_view expr) {
   return "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " + std::string(expr) + ") DIV 1000)";
 }
@@ -59,6 +61,10 @@ std::string lock_name(const Tables& t, std::string_view label, int digits, std::
          std::to_string(digits) + ")" + (tag.empty() ? "" : ", " + std::string(tag)) + ")";
 }
 
+// A key's wake and queue names (wake_statements).
+std::string wake_name(const Tables& t) { return lock_name(t, "dblock-wake:", 52, ":key"); }
+std::string queue_name(const Tables& t) { return lock_name(t, "dblock-queue:", 51, ":key"); }
+
 // The lock that proves a row's session holder (status, `release --force`), one of
 // lock_statements' names, and the recorded connection id (holder_id): an id alone proves
 // nothing, as the server hands ids out again after a restart. The holder tag's name carries the
@@ -77,14 +83,14 @@ std::string holder_id(std::string_view row = "") {
 
 // What core's rules (core/sql/rules.hpp) need spelled in MySQL.
 const sql::Dialect dialect{
-    .now = "NOW(6)",
+    .now = "UTC_TIMESTAMP(6)",
     .time_of_ms = [](std::string_view ms) { return "TIMESTAMPADD(MICROSECOND, " + std::string(ms) + " * 1000, '1970-01-01')"; },
     .integer = [](std::string_view param) { return std::string(param); },
     .started_ms_ago =
         [](std::string_view row, std::string_view now) {
           return "(TIMESTAMPDIFF(MICROSECOND, " + std::string(row) + "last_started_at, " + std::string(now) + ") DIV 1000)";
         },
-    .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > NOW(6), 0)"; },
+    .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > UTC_TIMESTAMP(6), 0)"; },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " <=> " + std::string(b); },
     .begin = "START TRANSACTION",
     // ShedLock's now, as its MySqlServerTimeStatementsSource writes it.
@@ -119,9 +125,34 @@ const sql::Dialect dialect{
     .release_returns = {},  // the waiters are woken by the holder's wake name (wake_statements)
 };
 
+// MariaDB's Dialect::take (10.5+): the upsert answers with its row (RETURNING), which saves the
+// read of `taken`, and says in the same answer why it took nothing (`refusal`'s columns, of the
+// row as the take found it: a refused row is left as it was). RETURNING gives the row after the
+// statement whether it was taken or not, so each column says which in @dblock_take: set to 1 by
+// the inserted row's token (the values are computed first) and to the condition by the update
+// that meets an existing row (assign_each_if); the taken row's columns are NULL when not taken.
+// The refusal is read from its own SELECT's list (lease_statements.cpp writes it over the row).
+std::string mariadb_take(const sql::Take& k) {
+  sql::Upsert up = k.upsert(k.fence);
+  for (auto& [column, value] : up.values)
+    if (column == "token") value = "IF(" + taking + " := 1, " + value + ", NULL)";
+  auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
+  const std::size_t from = k.refusal.rfind(" FROM ");
+  const std::string refusal = k.refusal.substr(std::string_view("SELECT ").size(), from - std::string_view("SELECT ").size());
+  return upsert(up) + " RETURNING " + taken_if("token") + ", " + taken_if(epoch_ms("acquired_at")) + ", " +
+         taken_if(epoch_ms("expires_at")) + ", " + refusal;
+}
+
+// MariaDB's dialect: MySQL's, but for its take.
+const sql::Dialect mariadb_dialect = [] {
+  sql::Dialect d = dialect;
+  d.take = &mariadb_take;
+  return d;
+}();
+
 // How MySQL spells dblock's tables (core/sql/tables.hpp). name is VARBINARY: compared
-// byte-wise, and 255 bytes of any UTF-8 fit. DATETIME(6) holds UTC (every dblock session runs
-// with time_zone '+00:00'). CREATE INDEX has no IF NOT EXISTS: the index is in its CREATE TABLE.
+// byte-wise, and 255 bytes of any UTF-8 fit. DATETIME(6) holds UTC (UTC_TIMESTAMP(6), which no
+// session's time_zone moves). CREATE INDEX has no IF NOT EXISTS: the index is in its CREATE TABLE.
 const sql::tables::SchemaDialect schema_dialect{
     .quote = '`',
     .type =
@@ -159,6 +190,19 @@ std::string incarnation(bool mariadb) {
                  : "CONCAT('server_uuid ', @@GLOBAL.server_uuid)";
 }
 
+// On MariaDB, whose takes read no row back (lease_statements), a last column that fails the
+// read (1242, which sends the run to the schema check: exit 78) unless <prefix>locks has a
+// unique key on exactly its name, as its upserts need; a read of one table's keys in the
+// catalog, once per connection. MySQL's `taken` read finds a second row of the name instead.
+std::string keyed_locks(const Tables& t, bool mariadb) {
+  if (!mariadb) return "";
+  const std::string keyed = "SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = " +
+                            quote_identifier(t.prefix + "locks", '\'') +
+                            " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME HAVING COUNT(*) = 1 AND"
+                            " SUM(LOWER(COLUMN_NAME) = 'name' AND SUB_PART IS NULL) = 1";
+  return ", (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE NOT EXISTS (" + keyed + "))";
+}
+
 // MySQL reads no table in an ON DUPLICATE KEY UPDATE's assignments, so the gate is not folded
 // into the take: admit() runs before it.
 sql::FailoverStatements failover_statements(const Tables& t, bool mariadb) {
@@ -171,19 +215,19 @@ sql::FailoverStatements failover_statements(const Tables& t, bool mariadb) {
                                     : "COALESCE((SELECT VARIABLE_VALUE IN ('ON', '1') FROM"
                                       " performance_schema.global_variables WHERE VARIABLE_NAME = 'wsrep_on'), 0)";
   f.read = {"failover.read", "SELECT r.owner, c.incarnation_now, r.host, r.token, " + epoch_ms("r.expires_at") + ", " +
-                                 epoch_ms("NOW(6)") + ", r.pid, r.owner = c.incarnation_now, " +
+                                 epoch_ms("UTC_TIMESTAMP(6)") + ", r.pid, r.owner = c.incarnation_now, " +
                                  sql::failover_delayed_sql(dialect, "r.") + ", " + sql::failover_covers_sql(dialect, "r.") +
-                                 ", CONNECTION_ID(), " + wsrep + " FROM (SELECT " + now_incarnation + " AS incarnation_now) c"
-                                 " LEFT JOIN " + t.locks + " r ON r.name = :record"};
+                                 ", CONNECTION_ID(), " + wsrep + keyed_locks(t, mariadb) + " FROM (SELECT " +
+                                 now_incarnation + " AS incarnation_now) c LEFT JOIN " + t.locks + " r ON r.name = :record"};
   f.create = {"failover.create", "INSERT INTO " + t.locks +
                                      " (name, owner, host, pid, token, strategy, acquired_at) VALUES (:record, " +
-                                     now_incarnation + ", NULL, :ttl_ms, 0, 'failover', NOW(6))"
+                                     now_incarnation + ", NULL, :ttl_ms, 0, 'failover', UTC_TIMESTAMP(6))"
                                      " ON DUPLICATE KEY UPDATE name = name"};
   f.max_token = {"failover.max_token", "SELECT MAX(token) FROM " + t.locks + " WHERE name <> :record"};
   // Assigned left to right: host takes the old owner before owner changes.
   f.move = {"failover.move", "UPDATE " + t.locks + " SET host = owner, owner = " + now_incarnation +
-                                 ", token = :fence, acquired_at = NOW(6),"
-                                 " expires_at = NOW(6) + INTERVAL pid * 1000 MICROSECOND WHERE name = :record AND"
+                                 ", token = :fence, acquired_at = UTC_TIMESTAMP(6),"
+                                 " expires_at = UTC_TIMESTAMP(6) + INTERVAL pid * 1000 MICROSECOND WHERE name = :record AND"
                                  " owner <> " + now_incarnation};
   f.raise_ttl = {"failover.raise_ttl",
                  "UPDATE " + t.locks + " SET pid = :ttl_ms WHERE name = :record AND pid < :ttl_ms"};
@@ -194,9 +238,18 @@ sql::FailoverStatements failover_statements(const Tables& t, bool mariadb) {
 
 sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   const Tables t(prefix, '`');
-  sql::LeaseStatements s = sql::lease_statements(dialect, t, incarnation(mariadb));
+  sql::LeaseStatements s = sql::lease_statements(mariadb ? mariadb_dialect : dialect, t, incarnation(mariadb));
+  if (mariadb)
+    // Taken (a plain key's: no slot token), the key's wake name taken and the queue name given
+    // back, as wake_hold does (NULL, NULL when not), after the take's columns (mariadb_take): the
+    // holder's first step in the take's round trip (Session::run reads these last two).
+    s.take.text += ", IF(" + taking + " AND :token IS NULL, GET_LOCK(" + wake_name(t) + ", 0), NULL), IF(" + taking +
+                   " AND :token IS NULL, RELEASE_LOCK(" + queue_name(t) + "), NULL)";
   s.begin_release = "START TRANSACTION";
-  s.session_take = {"session.take", upsert(sql::session_upsert(dialect, t, fence, "NOW(6)", "NOW(6)"))};
+  // No RETURNING here: a session strategy's run has a dozen round trips, so one fewer earned
+  // under 10% at a 10 ms round trip (an advisory run 185 against 196 ms), too little for a
+  // second way of numbering.
+  s.session_take = {"session.take", upsert(sql::session_upsert(dialect, t, fence, dialect.now, dialect.now))};
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
   s.failover = failover_statements(t, mariadb);
   return s;
@@ -231,12 +284,12 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options, bool mari
   s.session_id = {"doctor.session_id", "SELECT CONNECTION_ID()"};
   // No `serving`: the failover record's read answers it (failover_statements).
   s.checks = {
+      // A lease run's session sets no idle limit (Connection::open): its renewals keep it busy.
       {"wait_timeout",
-       "SELECT 'wait_timeout', @@SESSION.wait_timeout >= 31536000, IF(@@SESSION.wait_timeout >= 31536000,"
-       " CONCAT('server wait_timeout is ', @@GLOBAL.wait_timeout, ' s; dblock sets its own: a lock holder''s session"
-       " 2 x TTL + 5 s (its renewals keep it busy; a holder cut off from the server loses the lock after that), its"
-       " other sessions a year'), CONCAT('the server kept wait_timeout at ', @@SESSION.wait_timeout, ' s for"
-       " dblock''s session: an idle holder may be dropped'))"},
+       "SELECT 'wait_timeout', 1, CONCAT('server wait_timeout is ', @@GLOBAL.wait_timeout, ' s; dblock sets its own on"
+       " the sessions that sit idle while a job runs: a lock holder''s 2 x TTL + 5 s (its renewals keep it busy; a"
+       " holder cut off from the server loses the lock after that), a session strategy''s bookkeeping session a year;"
+       " a lease run''s renewals (every TTL/3) keep its session busy, and one the server ended is opened again')"},
       // MySQL without Galera has no wsrep_on. dblock's conditional writes are certified whatever
       // wsrep_sync_wait says.
       {"galera",
@@ -309,8 +362,8 @@ WakeStatements wake_statements(const std::string& prefix) {
   // key's queue name blocks on it; the other waiters wait for the queue name. So a release wakes
   // one waiter, not all of them. The wake name is taken without waiting: a semaphore's slots
   // share one.
-  const std::string wake = lock_name(t, "dblock-wake:", 52, ":key");
-  const std::string queue = lock_name(t, "dblock-queue:", 51, ":key");
+  const std::string wake = wake_name(t);
+  const std::string queue = queue_name(t);
   WakeStatements s;
   s.wake_hold = {"wake.hold", "SELECT GET_LOCK(" + wake + ", 0), RELEASE_LOCK(" + queue + ")"};
   // RELEASE_LOCK of a name this session does not hold changes nothing.
@@ -338,7 +391,7 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   // skips; there the first run makes the record.
   s.failover_record = "/*M!100000 INSERT INTO " + t.locks +
                       " (name, owner, host, pid, token, strategy, acquired_at) VALUES (CONCAT(CHAR(1), 'failover'), " +
-                      incarnation(true) + ", NULL, 0, 0, 'failover', NOW(6)) ON DUPLICATE KEY UPDATE name = name */";
+                      incarnation(true) + ", NULL, 0, 0, 'failover', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE name = name */";
   s.autocommit_note = "MySQL and MariaDB commit each CREATE TABLE on its own (DDL is not\n-- transactional).";
   s.failover_note = "MariaDB runs the next statement (a /*M! comment); MySQL skips it, and there the\n"
                     "-- first run makes the record (an INSERT).";

@@ -36,8 +36,9 @@ struct WakeStatements {
 WakeStatements wake_statements(const std::string& prefix);
 
 /// The holder session of session strategy `s`, a connection of its own, opened here. The
-/// row-lock strategies' waiters hear releases through `book`'s waiters' queue.
+/// row-lock strategies' waiters hear releases through `book`'s waiters' queue. `mariadb`: the
+/// server is MariaDB.
 Result<std::unique_ptr<sql::HolderSession>> open_holder(Strategy s, const Dsn& dsn, const BackendOptions& options,
-                                                        std::shared_ptr<Session> book);
+                                                        std::shared_ptr<Session> book, bool mariadb);
 
 }  // namespace dblock::mysql

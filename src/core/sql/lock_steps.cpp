@@ -246,8 +246,11 @@ Result<bool> release_row(Session& session, const LeaseStatements& st, const Rele
                              h.acquired_ms, keep);
         !ok)
       return std::unexpected(ok.error());
+  // A finished run's release and history row are its last word: their commit need not be
+  // awaited (exec_last). A session strategy's history row comes after its lock is given back,
+  // on a session that status and history may read from at once: that one is awaited.
   if (tx)
-    if (auto ok = tx->commit(); !ok) return std::unexpected(ok.error());
+    if (auto ok = tx->commit_last(req.finished_run && history); !ok) return std::unexpected(ok.error());
   return still_held;
 }
 

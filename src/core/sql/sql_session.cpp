@@ -97,9 +97,11 @@ Transaction::~Transaction() {
   if (session_) (void)session_->exec("ROLLBACK");
 }
 
-Result<void> Transaction::commit() {
+Result<void> Transaction::commit() { return commit_last(false); }
+
+Result<void> Transaction::commit_last(bool last) {
   Session* s = std::exchange(session_, nullptr);
-  auto ok = s->exec("COMMIT");
+  auto ok = last ? s->exec_last("COMMIT") : s->exec("COMMIT");
   // A COMMIT that failed may leave the transaction open (SQLite: SQLITE_BUSY): end it.
   if (!ok) (void)s->exec("ROLLBACK");
   return ok;

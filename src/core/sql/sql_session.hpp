@@ -173,6 +173,11 @@ class Session {
   virtual Result<Rows> run(const Statement& st, const Params& params) = 0;
   /// Runs SQL without parameters (BEGIN, COMMIT, ROLLBACK, DDL); rows are dropped.
   virtual Result<void> exec(std::string_view sql) = 0;
+  /// exec() of the last statement of a finished run (Transaction::commit_last), after which the
+  /// process exits: a dialect may send it and end the session without waiting for the answer,
+  /// where the server runs what it was sent before it ends the session (a later statement then
+  /// runs on a session opened again).
+  virtual Result<void> exec_last(std::string_view sql) { return exec(sql); }
   /// A hint: `st` runs on this session later, at a moment someone waits for it (a release, a
   /// waiter numbering its row once its lock is granted). A dialect may parse it now, while no one
   /// waits, so that run skips the work; one that cannot does nothing. A failure here is the
@@ -224,6 +229,8 @@ class Transaction {
   Transaction& operator=(Transaction&&) = delete;
   ~Transaction();
   Result<void> commit();
+  /// commit() as a finished run's last statement (Session::exec_last): `last` false is commit().
+  Result<void> commit_last(bool last);
 
  private:
   explicit Transaction(Session& session) : session_(&session) {}
