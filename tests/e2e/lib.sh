@@ -357,6 +357,19 @@ timed_handoff() {
   fi
 }
 
+# plain_dsn_via PORT: $DBLOCK_DSN (a PostgreSQL URL) through a proxy of the test's own on
+# 127.0.0.1:PORT, without TLS (a counting or delay proxy reads or times the plain protocol).
+plain_dsn_via() {
+  python3 -c '
+import sys, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+netloc = u.netloc.rsplit("@", 1)
+host = "127.0.0.1:" + sys.argv[2]
+netloc = netloc[0] + "@" + host if len(netloc) == 2 else host
+query = u.query + ("&" if u.query else "") + "sslmode=disable"
+print(urllib.parse.urlunsplit((u.scheme, netloc, u.path, query, u.fragment)))' "$DBLOCK_DSN" "$1"
+}
+
 # A key unique to this script and test, so scripts sharing a server never meet.
 key() { echo "e2e-$$-$1"; }
 

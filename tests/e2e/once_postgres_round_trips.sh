@@ -38,14 +38,7 @@ python3 "$DBLOCK_SOURCE_DIR/tests/e2e/postgres_wire_count.py" --target-port "$ta
   --port-file "$E2E_TMP/proxy.port" --log "$E2E_TMP/wire.log" --lifetime 200 &
 remember_pid $!
 wait_for 10 test -s "$E2E_TMP/proxy.port" || { fail "the counting proxy did not start"; finish; }
-proxy_dsn=$(python3 -c '
-import sys, urllib.parse
-u = urllib.parse.urlsplit(sys.argv[1])
-netloc = u.netloc.rsplit("@", 1)
-host = "127.0.0.1:" + sys.argv[2]
-netloc = netloc[0] + "@" + host if len(netloc) == 2 else host
-query = u.query + ("&" if u.query else "") + "sslmode=disable"
-print(urllib.parse.urlunsplit((u.scheme, netloc, u.path, query, u.fragment)))' "$DBLOCK_DSN" "$(cat "$E2E_TMP/proxy.port")")
+proxy_dsn=$(plain_dsn_via "$(cat "$E2E_TMP/proxy.port")")
 
 # counted COMMAND...: runs COMMAND against the proxy and leaves the connections it made in
 # $E2E_TMP/run.log, once the proxy has seen every one of them end.

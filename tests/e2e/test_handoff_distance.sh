@@ -28,14 +28,7 @@ python3 "$DBLOCK_SOURCE_DIR/scripts/bench/delay_proxy.py" --target-port "$target
 remember_pid $!
 wait_for 10 test -s "$E2E_TMP/proxy.port" || { fail "the delay proxy did not start"; finish; }
 # Through the proxy, without TLS (its handshake would only make the test longer).
-DBLOCK_DSN=$(python3 -c '
-import sys, urllib.parse
-u = urllib.parse.urlsplit(sys.argv[1])
-netloc = u.netloc.rsplit("@", 1)
-host = "127.0.0.1:" + sys.argv[2]
-netloc = netloc[0] + "@" + host if len(netloc) == 2 else host
-query = u.query + ("&" if u.query else "") + "sslmode=disable"
-print(urllib.parse.urlunsplit((u.scheme, netloc, u.path, query, u.fragment)))' "$DBLOCK_DSN" "$(cat "$E2E_TMP/proxy.port")")
+DBLOCK_DSN=$(plain_dsn_via "$(cat "$E2E_TMP/proxy.port")")
 export DBLOCK_DSN
 
 k=$(key distance)
