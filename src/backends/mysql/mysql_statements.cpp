@@ -131,16 +131,14 @@ const sql::Dialect dialect{
 // statement whether it was taken or not, so each column says which in @dblock_take: set to 1 by
 // the inserted row's token (the values are computed first) and to the condition by the update
 // that meets an existing row (assign_each_if); the taken row's columns are NULL when not taken.
-// The refusal is read from its own SELECT's list (lease_statements.cpp writes it over the row).
+// The refusal's columns come as core writes them over the row (Take::refused).
 std::string mariadb_take(const sql::Take& k) {
   sql::Upsert up = k.upsert(k.fence);
   for (auto& [column, value] : up.values)
     if (column == "token") value = "IF(" + taking + " := 1, " + value + ", NULL)";
   auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
-  const std::size_t from = k.refusal.rfind(" FROM ");
-  const std::string refusal = k.refusal.substr(std::string_view("SELECT ").size(), from - std::string_view("SELECT ").size());
   return upsert(up) + " RETURNING " + taken_if("token") + ", " + taken_if(epoch_ms("acquired_at")) + ", " +
-         taken_if(epoch_ms("expires_at")) + ", " + refusal;
+         taken_if(epoch_ms("expires_at")) + ", " + k.refused;
 }
 
 // MariaDB's dialect: MySQL's, but for its take.

@@ -14,11 +14,12 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t, std::string_
   const std::string taken = "token, " + d.epoch_ms("acquired_at") + ", " + d.epoch_ms("expires_at");
   const std::string status = "SELECT " + rows::status_select_list(d.epoch_ms, d.now) + ", CASE WHEN " +
                              d.lease_live("") + " THEN 1 ELSE 0 END, ";
+  const std::string refused = status.substr(std::string_view("SELECT ").size()) + due_in_ms_sql(d, "");
   const std::string holder = " WHERE name = :key AND owner = :owner AND token = " + token + " AND released_at IS NULL";
   LeaseStatements s;
   s.begin = d.begin;
   s.history = history_statements(d, t.runs);
-  s.refusal = {"lease.refusal", status + due_in_ms_sql(d, "") + " FROM " + t.locks + " WHERE name = :key"};
+  s.refusal = {"lease.refusal", "SELECT " + refused + " FROM " + t.locks + " WHERE name = :key"};
 
   // The row is free when its lease is over (released, expired, or a session strategy's, which
   // has none), no other strategy's holder may still hold it, and --min-interval has passed.
@@ -46,7 +47,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t, std::string_
                            due_sql(d, row, d.now);
                   }};
   };
-  s.take = {"lease.take", d.take(Take{take, fence, taken, s.refusal.text})};
+  s.take = {"lease.take", d.take(Take{take, fence, taken, s.refusal.text, refused})};
   // Where the take returns no rows. Its upsert meets the name's row through any unique key: a
   // second row of the name (a table whose key is not the name alone) fails the subquery, which
   // sends the run to the schema check (exit 78).

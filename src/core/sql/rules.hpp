@@ -52,6 +52,9 @@ struct Take {
   std::string returning;
   /// LeaseStatements::refusal, for a take that says in the same statement why it took nothing.
   std::string refusal;
+  /// `refusal`'s select list alone (its columns over the row of :key), for a take that reads
+  /// them from the row it did not take.
+  std::string refused;
 };
 
 /// A lease that a dialect keeps in a <prefix>locks row on a clock of its own, beside its
