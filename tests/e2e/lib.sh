@@ -344,9 +344,11 @@ timed_handoff() {
   shift
   local dir=${PART_TMP:-$E2E_TMP}
   handoff_gap=""
-  rm -f "$dir/end" "$dir/start"
-  start_bg holder dblock run "$k" -- sh -c "sleep 2.5; date +%s%N >'$dir/end'"
-  wait_for 10 is_held "$k" || fail "the holder did not take $k"
+  rm -f "$dir/end" "$dir/start" "$dir/took"
+  # The holder's command says it runs (so the key is held) in a file: a status poll could miss
+  # the whole 2.5 s hold on a loaded machine, and a status that reads a busy database says nothing.
+  start_bg holder dblock run "$k" -- sh -c "touch '$dir/took'; sleep 2.5; date +%s%N >'$dir/end'"
+  wait_for 10 test -e "$dir/took" || fail "the holder did not take $k"
   start_bg waiter dblock "$@" run -w 30s "$k" -- sh -c "date +%s%N >'$dir/start'"
   wait_exit hs "$holder" 30
   wait_exit ws "$waiter" 30

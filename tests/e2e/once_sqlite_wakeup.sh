@@ -7,8 +7,6 @@
 # The watch must not wake the waiter for its own attempts: it keeps backing off while it waits.
 source "$(dirname "$0")/lib.sh"
 
-is_held() { [ "$(status_field "$1" state)" = held ]; }
-
 k="wake-$$"
 dblock run "$k" -- true >/dev/null 2>&1  # the tables, the key's row and the -wal file exist
 tries=6 quick=0 gaps="" announced=0 retries=""
