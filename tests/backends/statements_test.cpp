@@ -51,7 +51,8 @@ TEST_CASE("every dialect writes every statement of the lease and session strateg
 }
 
 TEST_CASE("every server dialect writes every statement its session strategies' server lock must have") {
-  for (const auto& [dialect, s] : {std::pair{"mysql", mysql::lock_statements("dblock_")},
+  for (const auto& [dialect, s] : {std::pair{"mysql", mysql::lock_statements("dblock_", false)},
+                                   std::pair{"mariadb", mysql::lock_statements("dblock_", true)},
                                    std::pair{"postgres", postgres::lock_statements("dblock_")}}) {
     INFO(dialect);
     CHECK_FALSE(s.begin.empty());

@@ -52,7 +52,7 @@ class MysqlBackend final : public sql::SqlBackend {
       if (!other) return std::unexpected(other.error());
       return std::make_unique<Session>(std::move(*other), options.table_prefix);
     };
-    return sql::make_session_locker(strategy, std::move(*holder), lock_statements(prefix), std::move(book),
+    return sql::make_session_locker(strategy, std::move(*holder), lock_statements(prefix, mariadb_), std::move(book),
                                     lease_statements(prefix, mariadb_), prefix, options_.history_keep,
                                     serving_check(strategy, open_other));
   }
@@ -88,7 +88,8 @@ std::vector<sql::Statement> every_statement(const BackendOptions& options) {
   sql::StatementCatalog c;
   c.add(lease_statements(options.table_prefix, false));
   c.add(lease_statements(options.table_prefix, true), "MariaDB");
-  c.add(lock_statements(options.table_prefix));
+  c.add(lock_statements(options.table_prefix, false));
+  c.add(lock_statements(options.table_prefix, true), "MariaDB");
   for (const sql::Statement* st : {&wake.wake_hold, &wake.wake_release, &wake.wake_wait, &wake.queue_leave}) c.add(*st);
   c.add(release_statements(options.table_prefix));
   c.add(inspect_statements(options));

@@ -313,7 +313,7 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options, bool mari
   return s;
 }
 
-sql::LockStatements lock_statements(const std::string& prefix) {
+sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
   const Tables t(prefix, '`');
   // advisory's lock: "dblock:" + 57 hex digits, so two databases on one server never share one.
   const std::string advisory = lock_name(t, "dblock:", 57, ":key");
@@ -332,7 +332,12 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   // The holder tag in the same statement, once the row is locked (the select list is evaluated
   // for a locked row only; none when busy or missing).
   s.lock_claim = {"lock.claim", "SELECT name, GET_LOCK(" + held + ", 0)" + claim + " FOR UPDATE"};
-  s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text + " NOWAIT"};
+  // Busy only when another holds the row: a table's metadata lock (a concurrent first run's
+  // CREATE TABLE, a DBA's ALTER) is waited for, as every statement waits for it
+  // (lock_wait_timeout). MySQL's NOWAIT is about row locks only; MariaDB's is about metadata
+  // locks too, so there the holder session's innodb_lock_wait_timeout = 0 (MySQL's least is 1 s)
+  // answers a held row at once instead.
+  s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text + (mariadb ? "" : " NOWAIT")};
   s.make_claim = {"lock.make_claim", "INSERT IGNORE INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
   s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
   // txn-insert's INSERT waits for another holder's only on a unique key of (name, kind): on a

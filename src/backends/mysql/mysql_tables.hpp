@@ -25,7 +25,7 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options, bool mari
 
 /// The session strategies' server lock (core/sql/statements.hpp), on a key's hashed lock names.
 /// Parameters also :tag (the lock session's) and :seconds (the lock wait).
-sql::LockStatements lock_statements(const std::string& prefix);
+sql::LockStatements lock_statements(const std::string& prefix, bool mariadb);
 
 /// The wake primitive's (NamedLockWake, mysql_connection.cpp). wake_wait: within :wait_ms, true once this waiter
 /// holds the key's queue name (the next to try) or, holding it, once the holder gave the wake

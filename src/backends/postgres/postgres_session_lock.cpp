@@ -11,8 +11,8 @@ namespace {
 
 class PostgresHolder final : public sql::HolderSession {
  public:
-  PostgresHolder(std::shared_ptr<Connection> holder, std::string prefix)
-      : holder_(holder), session_(std::move(holder), prefix), prefix_(std::move(prefix)) {}
+  PostgresHolder(std::shared_ptr<Connection> holder, std::string prefix, Millis io_timeout)
+      : holder_(holder), session_(std::move(holder), prefix), prefix_(std::move(prefix)), io_timeout_(io_timeout) {}
 
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis wait) override {
     return session_.run(st, p, wait);
@@ -33,16 +33,20 @@ class PostgresHolder final : public sql::HolderSession {
   int socket() const override { return holder_->socket(); }
   Millis server_wait(Millis wait, bool) const override { return wait; }
 
-  // :lock, the key's hash, and its halves :hi and :lo as two ints; :lock_timeout, which 0 would
-  // make "wait forever", so an attempt that must not wait waits 1 ms (txn-insert's INSERT may
-  // meet a holder that is just ending).
+  // :lock, the key's hash, and its halves :hi and :lo as two ints; :lock_timeout, the wait.
+  // An attempt that must not wait learns that another holds the key from its statement itself
+  // (for-update's NOWAIT, txn-insert's pg_try_advisory_xact_lock), at once; lock_timeout is then
+  // for the table's lock, which a DDL in progress (a first run's CREATE, a DBA's ALTER TABLE or
+  // VACUUM FULL) holds for a while, and which says nothing about the key: half the I/O timeout,
+  // so the server gives up before the client does (0 would make it "wait forever").
   void bind(sql::Params& p, const std::string& key, Millis wait) const override {
+    if (wait.count() <= 0) wait = std::max(io_timeout_ / 2, Millis(1));
     const std::int64_t id = key_hash(prefix_, key);
     const auto bits = static_cast<std::uint64_t>(id);
     p.set("lock", id)
         .set("hi", std::int64_t{static_cast<std::int32_t>(bits >> 32)})
         .set("lo", std::int64_t{static_cast<std::int32_t>(bits & 0xffffffffULL)})
-        .set("lock_timeout", std::to_string(std::max<std::int64_t>(wait.count(), 1)) + "ms");
+        .set("lock_timeout", std::to_string(wait.count()) + "ms");
   }
 
   // The server queues waiters itself: nothing to hear.
@@ -52,6 +56,7 @@ class PostgresHolder final : public sql::HolderSession {
   std::shared_ptr<Connection> holder_;
   Session session_;  // on holder_
   std::string prefix_;
+  Millis io_timeout_;  // a statement's bound (BackendOptions::io_timeout)
   sql::Waiters no_signal_;
 };
 
@@ -75,7 +80,7 @@ Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<
   const std::string& prefix = options.table_prefix;
   auto session = std::make_shared<Session>(std::move(book), prefix);
   session->set_schema(std::move(schema));  // the tables a statement finds missing are made
-  return sql::make_session_locker(s, std::make_unique<PostgresHolder>(std::move(holder), prefix),
+  return sql::make_session_locker(s, std::make_unique<PostgresHolder>(std::move(holder), prefix, options.io_timeout),
                                   lock_statements(prefix), std::move(session), lease_statements(prefix), prefix,
                                   options.history_keep, std::move(serving));
 }
