@@ -101,10 +101,11 @@ int checkpoint_hook(void* busy_ms, sqlite3* db, const char* schema, int pages) {
 
 }  // namespace
 
+// SQLite's arithmetic reads the texts %s gives ('1795971605') and the digits after %f's point
+// ('123') as the integers they spell: no CAST needed, and the sum is an INTEGER.
 std::string epoch_ms_sql(std::string_view expr) {
   const std::string e(expr);
-  return "(CAST(strftime('%s', " + e + ") AS INTEGER) * 1000 + CAST(substr(strftime('%f', " + e +
-         "), 4, 3) AS INTEGER))";
+  return "(strftime('%s', " + e + ") * 1000 + substr(strftime('%f', " + e + "), 4))";
 }
 
 std::string now_sql() { return std::string("strftime(") + timestamp_format + ", 'now')"; }
