@@ -1,8 +1,26 @@
 #!/usr/bin/env bash
 # dblock schema --statements [--dialect D]: every statement dblock runs there, named, one clause
 # per line, for a DBA to review; no line is wider than 101 columns outside a string literal
-# (with the default table prefix: a longer one widens the lines that name tables).
+# (with the default table prefix: a longer one widens the lines that name tables), and no
+# statement longer than a DBA reads in a minute: 50 lines (dblock(1), schema). The statements
+# still above it (a take is a gate, an update, an insert and its refusal in one round trip) are
+# named below with the lines they have now, which they may only lose.
 source "$(dirname "$0")/lib.sh"
+
+max_lines=50
+declare -A over=(
+  ["postgres lease.take"]=75
+  ["mysql lease.take (MariaDB)"]=84
+  ["sqlite lease.take"]=55
+  ["sqlite semaphore.header_take"]=54
+)
+
+# "<lines> <id>" of each statement of the listing on stdin.
+statement_lines() {
+  awk '/^-- / { if (id != "") print n, id; id = substr($0, 4); n = 0; next }
+       id != "" && NF { n++ }
+       END { if (id != "") print n, id }'
+}
 
 for dialect in sqlite mysql postgres; do
   out=$(dblock --table-prefix dblock_ schema --statements --dialect "$dialect")
@@ -13,6 +31,12 @@ for dialect in sqlite mysql postgres; do
   check "$dialect: one clause per line (a WHERE starts a line)" grep -q "^WHERE name = :key" <<<"$out"
   wide=$(sed "s/'[^']*'//g" <<<"$out" | awk 'length($0) > 101' | head -3)
   assert_eq "$dialect: no line wider than 101 columns outside its literals" "" "$wide"
+  long=""
+  while read -r lines id; do
+    allowed=${over["$dialect $id"]:-$max_lines}
+    ((lines > allowed)) && long+="$id: $lines lines (at most $allowed); "
+  done < <(statement_lines <<<"$out")
+  assert_eq "$dialect: no statement longer than $max_lines lines (or than it was, above it)" "" "$long"
 done
 # The DSN's dialect by default; without --statements, the DDL as before.
 check "the DSN's dialect by default" grep -qx -- "-- lease.take" <<<"$(dblock schema --statements)"

@@ -114,9 +114,9 @@ const sql::Dialect dialect{
         },
     // Ended by release.end_session (KILL), read before the release (no RETURNING).
     .ended_session =
-        [](std::string_view row, const Tables& t) {
-          return "IF(IS_USED_LOCK(" + holder_lock(t, row) + ") = " + holder_id(row) + ", " + holder_id(row) + ", NULL), " +
-                 holder_lock(t, row);
+        [](std::string_view rows, const Tables& t) {
+          return "SELECT IF(IS_USED_LOCK(h.held) = h.id, h.id, NULL), h.held FROM (SELECT " + holder_lock(t, "l.") +
+                 " AS held, " + holder_id("l.") + " AS id FROM " + std::string(rows) + ") h";
         },
     .own_lease = {},  // none: the server's clock judges every lease
     // No RETURNING, nor a read of the failover record in an ON DUPLICATE KEY UPDATE: the

@@ -19,31 +19,32 @@ const std::string now_utc = "timezone('utc', CURRENT_TIMESTAMP)";
 
 /// key_hash(prefix, name) (identifiers.cpp: FNV-1a 64 over prefix, a NUL byte and the name) in
 /// SQL, as numeric 0 .. 2^64 - 1, the name given as the SQL expression `name`. The state after
-/// the prefix and its NUL is key_hash(prefix, ""); the name's UTF-8 bytes are folded in by a
-/// recursive query (xor touches the low byte only, so it is done on that byte).
+/// the prefix and its NUL is key_hash(prefix, ""); the name's UTF-8 bytes (v) are folded in by a
+/// recursive query (xor touches the low byte only, so it is done on that byte). A query of one
+/// row and one column, h, for a FROM.
 std::string key_hash_sql(const std::string& prefix, std::string_view name) {
   const auto h = static_cast<std::uint64_t>(key_hash(prefix, ""));
-  return "(WITH RECURSIVE f(i, h) AS (SELECT 0, " + std::to_string(h) +
-         "::numeric UNION ALL SELECT f.i + 1, mod((f.h - mod(f.h, 256) + (mod(f.h, 256)::int # get_byte(b.v, f.i)))"
-         " * 1099511628211, 18446744073709551616) FROM f, (SELECT convert_to(" + std::string(name) +
-         ", 'UTF8') AS v) b WHERE f.i < length(b.v)) SELECT h FROM f ORDER BY i DESC LIMIT 1)";
+  return "WITH RECURSIVE f(i, h, v) AS (SELECT 0, " + std::to_string(h) + "::numeric, convert_to(" + std::string(name) +
+         ", 'UTF8') UNION ALL SELECT i + 1, mod((h - mod(h, 256) + (mod(h, 256)::int # get_byte(v, i)))"
+         " * 1099511628211, 18446744073709551616), v FROM f WHERE i < length(v)) SELECT h FROM f ORDER BY i DESC LIMIT 1";
 }
 
 /// SQL, over the <prefix>locks row `row` (an alias and its dot): whether the server shows the row's session_id
 /// (a backend pid) holding the row's key's lock, as status and `release --force` judge it; never
-/// the pid alone, which the server hands out again. advisory and txn-insert: the key's advisory
-/// lock in the strategy's form (one bigint: objsubid 1; two ints: objsubid 2); for-update: the
-/// transaction whose id is the key's claims row's xmax.
+/// the pid alone, which the server hands out again. for-update: the transaction whose id is the
+/// key's claims row's xmax; advisory and txn-insert: the key's advisory lock in the strategy's
+/// form (one bigint: objsubid 1; two ints: objsubid 2), its 64 bits the key's hash; no other
+/// strategy records a session.
 std::string session_holds(const Tables& t, std::string_view row) {
   const std::string r(row), pid = r + "session_id::int";
-  return "CASE WHEN " + r + "session_id IS NULL OR " + r + "session_id !~ '^[0-9]{1,9}$' THEN false"
-         " WHEN " + r + "strategy IN ('advisory', 'txn-insert') THEN EXISTS (SELECT 1 FROM pg_locks k, (SELECT " +
-         key_hash_sql(t.prefix, r + "name") + " AS h) id WHERE k.locktype = 'advisory' AND k.granted AND k.pid = " + pid +
-         " AND k.classid::bigint = floor(id.h / 4294967296) AND k.objid::bigint = mod(id.h, 4294967296)"
-         " AND k.objsubid = CASE WHEN " + r + "strategy = 'advisory' THEN 1 ELSE 2 END)"
+  return "CASE WHEN " + r + "session_id ~ '^[0-9]{1,9}$' IS NOT TRUE THEN false"
          " WHEN " + r + "strategy = 'for-update' THEN EXISTS (SELECT 1 FROM " + t.claims + " c JOIN pg_locks k"
          " ON k.locktype = 'transactionid' AND k.transactionid = c.xmax WHERE c.name = " + r + "name"
-         " AND c.kind = 'for-update' AND k.granted AND k.pid = " + pid + ") ELSE false END";
+         " AND c.kind = 'for-update' AND k.granted AND k.pid = " + pid + ")"
+         " ELSE EXISTS (SELECT 1 FROM pg_locks k, (" + key_hash_sql(t.prefix, r + "name") +
+         ") id WHERE k.locktype = 'advisory' AND k.granted AND k.pid = " + pid +
+         " AND k.classid::bigint * 4294967296::numeric + k.objid::bigint = id.h"
+         " AND (k.objsubid, " + r + "strategy) IN ((1, 'advisory'), (2, 'txn-insert'))) END";
 }
 
 std::string take(const sql::Take& k);
@@ -69,13 +70,14 @@ const sql::Dialect dialect{
     .upsert = &sql::on_conflict_upsert,
     .session_holds = [](std::string_view row, const Tables& t) { return "(" + session_holds(t, row) + ")::int"; },
     // The holder's session ended in the release itself, while the server shows it holding this
-    // key's lock (never a reused backend pid, nor another key's holder), and the key's waiters
-    // told. pg_terminate_backend only signals (waiting needs 14+): session_gone waits.
+    // key's lock (never a reused backend pid, nor another key's holder; a lease's row shows none),
+    // and the key's waiters told. pg_terminate_backend only signals (waiting needs 14+):
+    // session_gone waits; of no pid (NULL) it is not called.
     .ended_session =
-        [](std::string_view row, const Tables& t) {
-          const std::string r(row), holds = "WHEN " + r + "strategy <> 'lease' AND " + session_holds(t, row) + " THEN ";
-          return "CASE " + holds + r + "session_id::int END, NULL, pg_notify(:channel, " + r + "name)::text, CASE " +
-                 holds + "pg_terminate_backend(" + r + "session_id::int) END";
+        [](std::string_view rows, const Tables& t) {
+          return "SELECT h.pid, NULL, pg_notify(:channel, h.name)::text, pg_terminate_backend(h.pid) FROM (SELECT l.name,"
+                 " CASE WHEN " + session_holds(t, "l.") + " THEN l.session_id::int END AS pid FROM " + std::string(rows) +
+                 ") h";
         },
     .own_lease = {},  // none: the server's clock judges every lease
     .take = &take,

@@ -101,10 +101,12 @@ int checkpoint_hook(void* busy_ms, sqlite3* db, const char* schema, int pages) {
 
 }  // namespace
 
+// SQLite's arithmetic reads the texts %s gives ('1795971605') and the digits after %f's point
+// ('123') as the integers they spell: no CAST needed, and the sum is an INTEGER. Now is read
+// from 'now' itself: SQLite's clock has whole milliseconds, which now_sql() writes exactly.
 std::string epoch_ms_sql(std::string_view expr) {
-  const std::string e(expr);
-  return "(CAST(strftime('%s', " + e + ") AS INTEGER) * 1000 + CAST(substr(strftime('%f', " + e +
-         "), 4, 3) AS INTEGER))";
+  const std::string e = expr == now_sql() ? std::string("'now'") : std::string(expr);
+  return "(strftime('%s', " + e + ") * 1000 + substr(strftime('%f', " + e + "), 4))";
 }
 
 std::string now_sql() { return std::string("strftime(") + timestamp_format + ", 'now')"; }

@@ -15,14 +15,19 @@ ReleaseStatements release_statements(const Dialect& d, const Tables& t) {
   // A running lease ends now, truncated to the millisecond, never rounded up into the column's
   // precision: the key must read free right after.
   const std::string now_ms = d.time_of_ms(d.epoch_ms(d.now));
-  const std::string ended = d.ended_session("l.", t);
+  const std::string release = "UPDATE " + t.locks + " AS l SET released_at = " + d.now + ", expires_at = CASE WHEN " +
+                              d.lease_live("l.") + " THEN " + now_ms + " ELSE l.expires_at END" +
+                              more_assignments(d.own_lease.end("")) + " WHERE " + marked;
   ReleaseStatements s;
-  if (!ended.empty() && d.returning("1").empty())
-    s.holder = {"release.holder", "SELECT " + ended + " FROM " + t.locks + " l WHERE " + marked};
-  s.release = {"release.release", "UPDATE " + t.locks + " AS l SET released_at = " + d.now + ", expires_at = CASE WHEN " +
-                                      d.lease_live("l.") + " THEN " + now_ms + " ELSE l.expires_at END" +
-                                      more_assignments(d.own_lease.end("")) + " WHERE " + marked +
-                                      (ended.empty() ? std::string() : d.returning(ended))};
+  s.release = {"release.release", release};
+  const std::string returned = d.returning("l.*");
+  if (d.ended_session("l", t).empty()) return s;
+  // Where the release returns no rows, the holder is read before it; else the rows it released
+  // are answered in the same statement.
+  if (returned.empty())
+    s.holder = {"release.holder", d.ended_session(t.locks + " l WHERE " + marked, t)};
+  else
+    s.release.text = "WITH released AS (" + release + returned + ") " + d.ended_session("released l", t);
   return s;
 }
 

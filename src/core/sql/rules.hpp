@@ -116,13 +116,14 @@ struct Dialect {
   /// of `t.locks` holding that row's key's lock (a crashed session holder then shows free), else
   /// 0; never NULL. "0" where there are no server sessions.
   std::string (*session_holds)(std::string_view row, const Tables& t) = nullptr;
-  /// What `dblock release` of the row `row` ("" or an alias and its dot) of `t.locks` answers
-  /// (ReleaseStatements::release): a select list of (session, lock), the server session that
-  /// holds the row's key's lock, as status judges it (session_holds; NULL: none), and the
-  /// dialect's name of that lock; columns after those may do more in the same statement
-  /// (PostgreSQL tells the key's waiters and ends that session there). "" where there are no
-  /// server sessions: the release answers nothing.
-  std::string (*ended_session)(std::string_view row, const Tables& t) = nullptr;
+  /// What `dblock release` of the rows `rows` of `t.locks` answers (ReleaseStatements::release):
+  /// a SELECT over `rows` (a FROM item that names them l: the table and its WHERE, or the
+  /// release's RETURNING), each row's (session, lock): the server session that holds the row's
+  /// key's lock, as status judges it (session_holds; NULL: none), and the dialect's name of that
+  /// lock, each judged once; columns after those may do more in the same statement (PostgreSQL
+  /// tells the key's waiters and ends that session there). "" where there are no server
+  /// sessions: the release answers nothing.
+  std::string (*ended_session)(std::string_view rows, const Tables& t) = nullptr;
   /// A lease of the dialect's own clock, where it keeps one (OwnLease).
   OwnLease own_lease;
   /// LeaseStatements::take from `k`: the dialect's conditional upsert, its RETURNING or none,
