@@ -20,6 +20,7 @@ namespace dblock::sql {
 /// A family of statements, given whole or as the function that builds it on first use: a run
 /// uses the lease's (or ShedLock's), `status` the inspection's, and building every family's
 /// text for each process was a tenth of a millisecond of a SQLite run (docs/performance.md).
+/// Not locked: a Backend is used by one thread (its lockers copy what they need).
 template <class T>
 class Statements {
  public:
