@@ -44,7 +44,13 @@ check "LICENSE is MIT, the dblock authors" \
   eval 'head -3 "$DBLOCK_SOURCE_DIR/LICENSE" | grep -q "^MIT License" && grep -q "^Copyright (c) [0-9]* the dblock authors" "$DBLOCK_SOURCE_DIR/LICENSE"'
 
 depends_main=$(dpkg-deb -f "$main" Depends)
-check "dblock depends on SQLite ($depends_main)" grep -q libsqlite3 <<<"$depends_main"
+# SQLite is linked in when the build found its static library (DBLOCK_STATIC_SQLITE), and then
+# nothing is left to depend on; a build against the shared library depends on it.
+if [ "${DBLOCK_SQLITE_LINK:-static}" = static ]; then
+  check "dblock depends on no SQLite library (linked in: $depends_main)" bash -c '! grep -q libsqlite3 <<<"$1"' _ "$depends_main"
+else
+  check "dblock depends on SQLite ($depends_main)" grep -q libsqlite3 <<<"$depends_main"
+fi
 check "dblock depends on libsmartcols (loaded with dlopen for tables)" grep -q libsmartcols1 <<<"$depends_main"
 check "dblock depends on no server client library" bash -c '! grep -Eq "libpq|libmariadb|libmysqlclient" <<<"$1"' _ "$depends_main"
 check "dblock-mysql depends on libmariadb and this dblock" \

@@ -4,7 +4,8 @@
 # arena's 64 MiB (and pays its trimming and a fresh heap's page faults); the default owner is
 # still USER@HOST:PID:RANDOM (six hex digits at most), drawn anew by each run; nothing reads the
 # time zone (the lease's end is formatted in UTC by arithmetic, not by glibc's gmtime_r, which
-# reads /etc/localtime first). `dblock run ...`
+# reads /etc/localtime first); SQLite is linked in and the statements convert times through
+# julianday. `dblock run ...`
 # defines run's options alone (src/cli/app.cpp, sole_subcommand), yet a word it cannot parse
 # still gets the whole parser's hint, which names the other subcommands. Counted with strace,
 # so these are counts, not timings.
@@ -38,6 +39,27 @@ pattern="^$(id -un)@$(hostname):[0-9]+:[0-9a-f]{1,6}\$"
 check "the default owner is USER@HOST:PID:RANDOM" grep -qE "$pattern" <<<"$first"
 check "the second run's owner has the same form" grep -qE "$pattern" <<<"$second"
 check "each run draws its own owner" test "$first" != "$second"
+
+# SQLite linked in (cmake/Dependencies.cmake, DBLOCK_STATIC_SQLITE): no libsqlite3.so for the
+# loader to map and relocate at each start. The owner names the run's pid.
+maps="$E2E_TMP/maps"
+dblock --dsn "sqlite:$db" run k -- sh -c 'p=${DBLOCK_OWNER#*:}; cat "/proc/${p%%:*}/maps"' >"$maps"
+check "a run with its maps succeeded" test $? -eq 0
+check "the run's maps were read" grep -q . "$maps"
+if [ "${DBLOCK_SQLITE_LINK:-static}" = static ]; then
+  check "a run maps no libsqlite3.so (SQLite linked in)" sh -c "! grep -q libsqlite3 '$maps'"
+else
+  echo "    SQLite is linked as a shared library in this build (DBLOCK_SQLITE_LINK=$DBLOCK_SQLITE_LINK)"
+fi
+
+# The statements' epoch milliseconds through julianday (sqlite_connection.cpp, epoch_ms_sql):
+# half the expression nodes of the strftime('%s') and strftime('%f') form, which every prepare
+# pays for; the values are the same (unit.backends).
+take="$E2E_TMP/take"
+dblock schema --statements --dialect sqlite | awk '/^-- lease.take$/{f=1;next} /^-- /{f=0} f' >"$take"
+check "the take was printed" grep -q "INSERT INTO" "$take"
+check "the take converts times through julianday" grep -q "julianday('now')" "$take"
+check "the take has no strftime('%s') conversion" sh -c "! grep -qF \"strftime('%s'\" '$take'"
 
 err="$E2E_TMP/err"
 dblock --dsn "sqlite:$db" run k --json -- true 2>"$err"

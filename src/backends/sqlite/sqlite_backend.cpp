@@ -7,6 +7,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <utility>
 
 #include "backends/sqlite/sqlite_file.hpp"
@@ -29,8 +30,11 @@ constexpr const char* only_lease =
 class SqliteBackend final : public sql::SqlBackend {
  public:
   SqliteBackend(Connection conn, const BackendOptions& options)
-      : SqlBackend(descriptor.name, options, lease_statements(options.table_prefix), shedlock_statements(options),
-                   inspect_statements(options), schema_statements(options), release_statements(options.table_prefix)),
+      // Each family built when first used (sql::Statements): a run builds the lease's alone.
+      : SqlBackend(descriptor.name, options, std::function([p = options.table_prefix] { return lease_statements(p); }),
+                   std::function([options] { return shedlock_statements(options); }),
+                   std::function([options] { return inspect_statements(options); }), schema_statements(options),
+                   std::function([p = options.table_prefix] { return release_statements(p); })),
         conn_(std::make_shared<Connection>(std::move(conn))),
         session_(std::make_shared<Session>(conn_)) {
     session_->set_schema(schema());

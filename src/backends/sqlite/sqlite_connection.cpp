@@ -101,12 +101,15 @@ int checkpoint_hook(void* busy_ms, sqlite3* db, const char* schema, int pages) {
 
 }  // namespace
 
-// SQLite's arithmetic reads the texts %s gives ('1795971605') and the digits after %f's point
-// ('123') as the integers they spell: no CAST needed, and the sum is an INTEGER. Now is read
-// from 'now' itself: SQLite's clock has whole milliseconds, which now_sql() writes exactly.
+// SQLite holds a time as whole milliseconds since the Julian epoch; julianday() divides them by
+// 86400000.0, which round() undoes exactly (the error is far below half a millisecond up to the
+// year 9999), and 210866760000000 is 1970-01-01 on that scale. Half the expression nodes of
+// strftime('%s') and strftime('%f') joined, which every statement's prepare pays for
+// (docs/performance.md, SQLite). 'now' is already whole milliseconds, the same for the whole
+// statement, so now_sql() needs no round trip through text.
 std::string epoch_ms_sql(std::string_view expr) {
   const std::string e = expr == now_sql() ? std::string("'now'") : std::string(expr);
-  return "(strftime('%s', " + e + ") * 1000 + substr(strftime('%f', " + e + "), 4))";
+  return "(CAST(round(julianday(" + e + ") * 86400000) AS INTEGER) - 210866760000000)";
 }
 
 std::string now_sql() { return std::string("strftime(") + timestamp_format + ", 'now')"; }
@@ -298,17 +301,20 @@ Result<void> Connection::exec(const std::string& sql, std::string_view doing) co
 Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params) {
   // An acquisition must never commit at NORMAL, even after a resync that failed.
   if (auto ok = resync(); !ok) return std::unexpected(ok.error());
-  const sql::Compiled& compiled = compiled_.get(st);
-  auto values = sql::bind_order(compiled, params, st.id);
-  if (!values) return std::unexpected(values.error());
-  auto prepared = conn_->prepare(compiled.text);
+  // SQLite reads `:name` itself (as sql::compile does, quotes included), so the text is
+  // prepared as written and each parameter bound by the name SQLite found: no compiled copy
+  // of the text (a run prepares each statement once; docs/performance.md).
+  auto prepared = conn_->prepare(st.text);
   if (!prepared) return std::unexpected(prepared.error());
   sqlite3_stmt* stmt = prepared->get();
-  for (std::size_t i = 0; i < values->size(); ++i) {
-    const int index = static_cast<int>(i) + 1;
-    const sql::Value& v = *(*values)[i];
-    if (const auto* n = std::get_if<std::int64_t>(&v)) sqlite3_bind_int64(stmt, index, *n);
-    else if (const auto* text = std::get_if<std::string>(&v))
+  for (int index = 1, count = sqlite3_bind_parameter_count(stmt); index <= count; ++index) {
+    const char* name = sqlite3_bind_parameter_name(stmt, index);  // ":key"
+    const sql::Value* v = name && name[0] == ':' ? params.find(name + 1) : nullptr;
+    if (!v)
+      return fail(ErrorKind::internal,
+                  "statement " + std::string(st.id) + ": no value for " + (name ? std::string(name) : "?"));
+    if (const auto* n = std::get_if<std::int64_t>(v)) sqlite3_bind_int64(stmt, index, *n);
+    else if (const auto* text = std::get_if<std::string>(v))
       sqlite3_bind_text(stmt, index, text->data(), static_cast<int>(text->size()), SQLITE_TRANSIENT);
     else sqlite3_bind_null(stmt, index);
   }

@@ -27,7 +27,7 @@ using DbHandle = std::unique_ptr<sqlite3, DbCloser>;
 using StmtHandle = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
 
 /// SQL text that turns a stored `YYYY-MM-DD HH:MM:SS.SSS` timestamp expression into epoch ms
-/// (exact: whole seconds from %s, milliseconds from %f); NULL stays NULL.
+/// (exact: SQLite's own milliseconds, through julianday); NULL stays NULL.
 std::string epoch_ms_sql(std::string_view expr);
 /// SQL text for database now as a stored timestamp, optionally plus a bound millisecond offset.
 std::string now_sql();
@@ -108,7 +108,6 @@ class Session final : public sql::Session {
   Result<void> resync();
 
   std::shared_ptr<const Connection> conn_;
-  sql::CompiledCache compiled_{sql::PlaceholderStyle::numbered};
   sql::Waiters waiters_;   // over <db>-wake: a release wakes one waiter of its key
   bool unsynced_ = false;  // begin_unsynced ran and FULL is not back yet
 };

@@ -50,6 +50,10 @@ int open_keeping_wal(sqlite3_vfs* real, sqlite3_filename name, sqlite3_file* fil
 /// initialisation runs once).
 const char* dblock_vfs() {
   static const bool registered = [] {
+    // Before SQLite initializes (the VFS lookup does): no memory statistics, which nothing
+    // reads and for which every allocation and free took a global mutex (8% of a run's
+    // instructions, docs/performance.md). Too late once initialized: SQLITE_MISUSE, harmless.
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
     real_vfs = sqlite3_vfs_find(nullptr);
     if (!real_vfs) return false;
     if (real_vfs->iVersion < 3 || !real_vfs->xSetSystemCall ||

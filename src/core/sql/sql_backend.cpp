@@ -17,9 +17,9 @@
 
 namespace dblock::sql {
 
-SqlBackend::SqlBackend(std::string_view name, BackendOptions options, LeaseStatements lease, ShedlockStatements shedlock,
-                       InspectStatements inspect, SchemaStatements schema, ReleaseStatements release,
-                       DoctorStatements doctor)
+SqlBackend::SqlBackend(std::string_view name, BackendOptions options, Statements<LeaseStatements> lease,
+                       Statements<ShedlockStatements> shedlock, Statements<InspectStatements> inspect,
+                       SchemaStatements schema, Statements<ReleaseStatements> release, DoctorStatements doctor)
     : options_(std::move(options)),
       inspect_(std::move(inspect)),
       name_(name),
@@ -49,8 +49,9 @@ Result<std::unique_ptr<Locker>> SqlBackend::make_locker(Strategy strategy) {
   // make_locker): a lease run costs one connection.
   auto s = session();
   if (!s) return std::unexpected(s.error());
-  if (options_.shedlock) return make_shedlock_locker(*s, shedlock_, lease_, options_.history_keep, options_.shedlock_table);
-  return make_lease_locker(*s, lease_, options_.table_prefix, options_.history_keep);
+  if (options_.shedlock)
+    return make_shedlock_locker(*s, shedlock_.get(), lease_.get(), options_.history_keep, options_.shedlock_table);
+  return make_lease_locker(*s, lease_.get(), options_.table_prefix, options_.history_keep);
 }
 
 failover::ReadCheck SqlBackend::serving_check(Strategy strategy,
@@ -65,7 +66,7 @@ Result<std::vector<LockStatus>> SqlBackend::status(std::span<const std::string> 
   auto s = session();
   if (!s) return std::unexpected(s.error());
   const StatusDecoder decode = options_.shedlock ? &shedlock_holder : &decode_status_row;
-  auto found = read_status(**s, inspect_, keys, decode);
+  auto found = read_status(**s, inspect_.get(), keys, decode);
   if (found) return found;
   if (auto older = older_statements(**s, found.error())) found = read_status(**s, *older, keys, decode);
   if (!found) return explained(**s, found.error());
@@ -74,7 +75,8 @@ Result<std::vector<LockStatus>> SqlBackend::status(std::span<const std::string> 
 
 std::optional<InspectStatements> SqlBackend::older_statements(Session& session, const Error& failed) {
   // Only inspection: a run or `init` adds the column instead (ensure_schema).
-  if (!inspect_.older || !options_.inspect || options_.shedlock || failed.kind != ErrorKind::schema_missing)
+  const InspectStatements& inspect = inspect_.get();
+  if (!inspect.older || !options_.inspect || options_.shedlock || failed.kind != ErrorKind::schema_missing)
     return std::nullopt;
   auto columns = read_columns(session);
   if (!columns) return std::nullopt;
@@ -89,7 +91,7 @@ std::optional<InspectStatements> SqlBackend::older_statements(Session& session, 
   // when the tables lack no required column (the failure is something else's).
   if (std::ranges::all_of(schema_->added, [&](const auto& a) { return !a.required || has(a.table, a.column); }))
     return std::nullopt;
-  for (const InspectStatements* shape = inspect_.older.get(); shape; shape = shape->older.get())
+  for (const InspectStatements* shape = inspect.older.get(); shape; shape = shape->older.get())
     if (std::ranges::all_of(schema_->added,
                             [&](const auto& a) { return !a.required || lacks(*shape, a) || has(a.table, a.column); }))
       return *shape;
@@ -100,7 +102,7 @@ Result<int> SqlBackend::slot_count(const std::string& key) {
   if (options_.shedlock) return 0;
   auto s = session();
   if (!s) return std::unexpected(s.error());
-  auto slots = read_slot_count(**s, inspect_, key);
+  auto slots = read_slot_count(**s, inspect_.get(), key);
   // No table, or a table from before semaphores without the column: no semaphore there, and
   // inspection adds nothing.
   if (!slots && slots.error().kind == ErrorKind::schema_missing) return 0;
@@ -110,7 +112,7 @@ Result<int> SqlBackend::slot_count(const std::string& key) {
 Result<std::vector<RunRecord>> SqlBackend::history(const std::string& key, int limit) {
   auto s = session();
   if (!s) return std::unexpected(s.error());
-  auto runs = read_history(**s, inspect_, key, limit);
+  auto runs = read_history(**s, inspect_.get(), key, limit);
   if (!runs)
     if (auto older = older_statements(**s, runs.error())) runs = read_history(**s, *older, key, limit);
   if (!runs) return explained(**s, runs.error());
@@ -122,14 +124,14 @@ Result<std::int64_t> SqlBackend::renew(const std::string& key, const HolderSelec
   if (!s) return std::unexpected(s.error());
   // Before the lease is longer than any recorded: a replica that has the renewal has this too.
   // On a new primary the lock-delay starts here, as a heartbeat's renewal starts it.
-  if (auto seen = failover::notice(**s, lease_.failover, ttl); !seen) return std::unexpected(seen.error());
-  return renew_named(**s, inspect_, key, who, ttl);
+  if (auto seen = failover::notice(**s, lease_.get().failover, ttl); !seen) return std::unexpected(seen.error());
+  return renew_named(**s, inspect_.get(), key, who, ttl);
 }
 
 Result<std::int64_t> SqlBackend::now_ms() {
   auto s = session();
   if (!s) return std::unexpected(s.error());
-  return read_now_ms(**s, inspect_);
+  return read_now_ms(**s, inspect_.get());
 }
 
 Result<void> SqlBackend::release(const std::string& key, const HolderSelector& who) {
@@ -146,27 +148,28 @@ Result<void> SqlBackend::release(const std::string& key, const HolderSelector& w
   }
   auto s = session();
   if (!s) return std::unexpected(s.error());
-  return release_shedlock(**s, shedlock_, key, who);
+  return release_shedlock(**s, shedlock_.get(), key, who);
 }
 
 Result<void> SqlBackend::release_held(const std::string& key, const HolderSelector& who) {
   auto s = session();
   if (!s) return std::unexpected(s.error());
   Session& session = **s;
+  const ReleaseStatements& st = release_.get();
   const Params named{{"key", key},
                      {"owner", who.owner ? Value(*who.owner) : Value()},
                      {"token", value_of(who.token)},
                      {"force", std::int64_t{who.force ? 1 : 0}},
                      {"channel", release_channel(options_.table_prefix, key_of_row(key))}};
   Result<Rows> holder = Rows();
-  if (!release_.holder.empty()) holder = session.run(release_.holder, named);
+  if (!st.holder.empty()) holder = session.run(st.holder, named);
   if (!holder) return std::unexpected(holder.error());
-  auto marked = session.run(release_.release, named);
+  auto marked = session.run(st.release, named);
   if (!marked) return std::unexpected(marked.error());
   // --force wants the key free; a key nobody holds already is.
   if (marked->affected == 0 && !who.force)
     return fail(ErrorKind::lost, "'" + key + "' is not held by " + rows::describe(who));
-  const Rows& found = release_.holder.empty() ? *marked : *holder;
+  const Rows& found = st.holder.empty() ? *marked : *holder;
   if (found.empty() || found[0].is_null(0)) return {};
 
   // A session lock lives in its holder's session: the only way to free it from outside is to
@@ -176,8 +179,8 @@ Result<void> SqlBackend::release_held(const std::string& key, const HolderSelect
   const std::int64_t id = found[0].int64(0);
   const Params holding{{"session", id}, {"lock", found[0].is_null(1) ? Value() : Value(found[0].text(1))}};
   const std::string marked_released = "marked '" + key + "' released, but ";
-  if (!release_.end_session.empty())
-    if (auto ended = session.run(release_.end_session, holding);
+  if (!st.end_session.empty())
+    if (auto ended = session.run(st.end_session, holding);
         !ended && ended.error().kind != ErrorKind::no_session)
       return fail(ended.error().kind == ErrorKind::connection ? ErrorKind::connection : ErrorKind::other,
                   marked_released + "could not end its holder's session " + std::to_string(id) + ": " +
@@ -186,7 +189,7 @@ Result<void> SqlBackend::release_held(const std::string& key, const HolderSelect
   // PostgreSQL's signal): the caller may take the key at once, so wait until they are gone.
   const Millis deadline = boottime_now() + options_.io_timeout;
   for (;;) {
-    auto gone = session.run(release_.session_gone, holding);
+    auto gone = session.run(st.session_gone, holding);
     if (!gone) return std::unexpected(gone.error());
     if (!gone->empty() && (*gone)[0].int64(0) == 1) return {};
     if (boottime_now() >= deadline)
@@ -216,7 +219,7 @@ std::vector<DoctorCheck> SqlBackend::doctor_checks(Strategy strategy) {
   }
   if (!doctor_.session_id.empty())
     out.push_back(pooler_check(session, doctor_.session_id, strategy, [this] { return another_session(); }));
-  out.push_back(failover::doctor_check(session, lease_.failover));
+  out.push_back(failover::doctor_check(session, lease_.get().failover));
   return out;
 }
 
@@ -286,7 +289,7 @@ DoctorCheck SqlBackend::check_privileges(Session& session, Strategy strategy) {
     Result<Rows> r = Rows();
     {
       // Each in a transaction of its own, rolled back: one refused leaves the next a clean one.
-      auto tx = Transaction::begin(session, lease_.begin);
+      auto tx = Transaction::begin(session, lease_.get().begin);
       if (!tx) return {"privileges", false, tx.error().message};
       // A key holds no control character, so the probe never meets a real row.
       r = session.run(p.statement, {{"probe", std::string("\x01" "dblock-doctor")}});

@@ -17,12 +17,31 @@
 
 namespace dblock::sql {
 
+/// A family of statements, given whole or as the function that builds it on first use: a run
+/// uses the lease's (or ShedLock's), `status` the inspection's, and building every family's
+/// text for each process was a tenth of a millisecond of a SQLite run (docs/performance.md).
+/// Not locked: a Backend is used by one thread (its lockers copy what they need).
+template <class T>
+class Statements {
+ public:
+  Statements(T built) : built_(std::move(built)) {}  // NOLINT: a family given whole converts
+  Statements(std::function<T()> build) : build_(std::move(build)) {}  // NOLINT: so does its builder
+  const T& get() const {
+    if (!built_) built_.emplace(build_());
+    return *built_;
+  }
+
+ private:
+  std::function<T()> build_;
+  mutable std::optional<T> built_;
+};
+
 class SqlBackend : public Backend {
  public:
   /// `name`: the descriptor's; the statements are the dialect's for `options`.
-  SqlBackend(std::string_view name, BackendOptions options, LeaseStatements lease, ShedlockStatements shedlock,
-             InspectStatements inspect, SchemaStatements schema, ReleaseStatements release,
-             DoctorStatements doctor = {});
+  SqlBackend(std::string_view name, BackendOptions options, Statements<LeaseStatements> lease,
+             Statements<ShedlockStatements> shedlock, Statements<InspectStatements> inspect, SchemaStatements schema,
+             Statements<ReleaseStatements> release, DoctorStatements doctor = {});
 
   std::string_view name() const override { return name_; }
   Result<void> ensure_schema() override;
@@ -67,7 +86,7 @@ class SqlBackend : public Backend {
   std::unexpected<Error> explained(Session& session, const Error& failed);
 
   BackendOptions options_;
-  InspectStatements inspect_;
+  Statements<InspectStatements> inspect_;
 
  private:
   /// `dblock release` of dblock's row from another process (Backend::release), on the
@@ -81,9 +100,9 @@ class SqlBackend : public Backend {
   std::optional<InspectStatements> older_statements(Session& session, const Error& failed);
 
   std::string_view name_;
-  LeaseStatements lease_;
-  ShedlockStatements shedlock_;
-  ReleaseStatements release_;
+  Statements<LeaseStatements> lease_;
+  Statements<ShedlockStatements> shedlock_;
+  Statements<ReleaseStatements> release_;
   DoctorStatements doctor_;
   std::shared_ptr<const SchemaStatements> schema_;
 };

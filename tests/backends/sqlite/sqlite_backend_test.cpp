@@ -746,3 +746,20 @@ TEST_CASE("sqlite: only the release's transaction is unsynced; FULL is back once
     CHECK(level() == full);
   }
 }
+
+TEST_CASE("sqlite: epoch ms through julianday equals the text's seconds and milliseconds") {
+  // epoch_ms_sql (sqlite_connection.cpp) against the strftime('%s') and strftime('%f') form it
+  // replaced, at every millisecond of a second and across four centuries; NULL stays NULL.
+  TempDir dir;
+  RawDb db(dir.path + "/epoch.db");
+  const std::string x = "strftime('%Y-%m-%d %H:%M:%f', (:b + value * 4111) / 1000.0, 'unixepoch')";
+  for (const char* base : {"0", "946684799000", "1764000000000", "4102444800000", "253402000000000"}) {
+    std::string sql = "WITH RECURSIVE n(value) AS (SELECT 0 UNION ALL SELECT value + 1 FROM n WHERE value < 20000) "
+                      "SELECT count(*) FROM n WHERE " + sqlite::epoch_ms_sql(x) + " IS NOT (CAST(strftime('%s', " + x +
+                      ") AS INTEGER) * 1000 + CAST(substr(strftime('%f', " + x + "), 4, 3) AS INTEGER))";
+    for (std::size_t at; (at = sql.find(":b")) != std::string::npos;) sql.replace(at, 2, base);
+    CHECK_MESSAGE(db.text(sql) == "0", base);
+  }
+  CHECK(db.text("SELECT " + sqlite::epoch_ms_sql("NULL") + " IS NULL") == "1");
+  CHECK(db.text("SELECT " + sqlite::now_ms_sql() + " - (CAST(strftime('%s', 'now') AS INTEGER) * 1000) BETWEEN 0 AND 999") == "1");
+}
