@@ -112,6 +112,12 @@ std::string epoch_ms_sql(std::string_view expr) {
   return "(CAST(round(julianday(" + e + ") * 86400000) AS INTEGER) - 210866760000000)";
 }
 
+// Whole milliseconds from `from` to `to`: one difference of julianday()s, rounded as epoch_ms_sql
+// rounds each (two times a millisecond apart differ by far more than the error of either).
+std::string ms_between_sql(std::string_view from, std::string_view to) {
+  return "CAST(round(86400000 * (julianday(" + std::string(to) + ") - julianday(" + std::string(from) + "))) AS INTEGER)";
+}
+
 std::string now_sql() { return std::string("strftime(") + timestamp_format + ", 'now')"; }
 
 // julianday arithmetic is rounded back to whole milliseconds by strftime, so the offset is exact.

@@ -29,6 +29,8 @@ using StmtHandle = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
 /// SQL text that turns a stored `YYYY-MM-DD HH:MM:SS.SSS` timestamp expression into epoch ms
 /// (exact: SQLite's own milliseconds, through julianday); NULL stays NULL.
 std::string epoch_ms_sql(std::string_view expr);
+/// Whole milliseconds from the time `from` to the time `to` (SQL).
+std::string ms_between_sql(std::string_view from, std::string_view to);
 /// SQL text for database now as a stored timestamp, optionally plus a bound millisecond offset.
 std::string now_sql();
 std::string now_plus_sql(std::string_view ms_param);

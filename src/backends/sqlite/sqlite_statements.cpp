@@ -24,8 +24,8 @@ std::string boot_judged_sql(const std::string& a) {
 /// boot; across a reboot only the wall clock spans the gap. `a` is "" or an alias and its dot.
 std::string started_ago_sql(const std::string& a) {
   return "(CASE WHEN " + boot_judged_sql(a) + " AND " + a + "boot_id = dblock_boot_id() AND " + a +
-         "boot_started_ms IS NOT NULL THEN dblock_boot_ms() - " + a + "boot_started_ms ELSE " + now_ms_sql() + " - " +
-         epoch_ms_sql(a + "last_started_at") + " END)";
+         "boot_started_ms IS NOT NULL THEN dblock_boot_ms() - " + a + "boot_started_ms ELSE " +
+         ms_between_sql(a + "last_started_at", "'now'") + " END)";
 }
 
 /// The boot lease renewed (OwnLease::renew): it now belongs to this boot and the row's token,
@@ -142,8 +142,7 @@ std::string now_ms_sql() { return epoch_ms_sql(now_sql()); }
 
 std::string lease_live_sql(const std::string& a) {
   return "COALESCE(CASE WHEN " + boot_judged_sql(a) + " THEN " + a + "boot_id = dblock_boot_id() AND " + a +
-         "boot_expires_ms > dblock_boot_ms() ELSE " + epoch_ms_sql(a + "expires_at") + " > " + now_ms_sql() +
-         " END, 0)";
+         "boot_expires_ms > dblock_boot_ms() ELSE julianday(" + a + "expires_at) > julianday('now') END, 0)";
 }
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {

@@ -763,3 +763,22 @@ TEST_CASE("sqlite: epoch ms through julianday equals the text's seconds and mill
   CHECK(db.text("SELECT " + sqlite::epoch_ms_sql("NULL") + " IS NULL") == "1");
   CHECK(db.text("SELECT " + sqlite::now_ms_sql() + " - (CAST(strftime('%s', 'now') AS INTEGER) * 1000) BETWEEN 0 AND 999") == "1");
 }
+
+TEST_CASE("sqlite: ms_between and julianday's order equal the epoch milliseconds' difference and order") {
+  // ms_between_sql and lease_live's comparison (sqlite_statements.cpp) against epoch_ms_sql of
+  // each side: pairs of times a prime number of milliseconds apart (0 to about 80 s, either way),
+  // from 1970 to 9999.
+  TempDir dir;
+  RawDb db(dir.path + "/between.db");
+  const std::string a = "strftime('%Y-%m-%d %H:%M:%f', (:b + value * 4111) / 1000.0, 'unixepoch')";
+  const std::string b = "strftime('%Y-%m-%d %H:%M:%f', (:b + value * 4111 + (value % 41 - 20) * 3989) / 1000.0, 'unixepoch')";
+  for (const char* base : {"0", "946684799000", "1764000000000", "4102444800000", "253402000000000"}) {
+    std::string sql = "WITH RECURSIVE n(value) AS (SELECT 0 UNION ALL SELECT value + 1 FROM n WHERE value < 20000) "
+                      "SELECT count(*) FROM n WHERE " + sqlite::ms_between_sql(a, b) + " IS NOT (" +
+                      sqlite::epoch_ms_sql(b) + " - " + sqlite::epoch_ms_sql(a) + ") OR (julianday(" + b +
+                      ") > julianday(" + a + ")) IS NOT (" + sqlite::epoch_ms_sql(b) + " > " + sqlite::epoch_ms_sql(a) + ")";
+    for (std::size_t at; (at = sql.find(":b")) != std::string::npos;) sql.replace(at, 2, base);
+    CHECK_MESSAGE(db.text(sql) == "0", base);
+  }
+  CHECK(db.text("SELECT " + sqlite::ms_between_sql("NULL", "'now'") + " IS NULL") == "1");
+}
