@@ -81,6 +81,36 @@ std::string holder_id(std::string_view row = "") {
   return "CAST(SUBSTRING_INDEX(" + std::string(row) + "session_id, ':', 1) AS UNSIGNED)";
 }
 
+// The server's incarnation (failover.hpp): MySQL's server_uuid; MariaDB has none, but
+// replication requires every server of a topology to have its own server_id, and a Galera
+// cluster's nodes are one database, replicated synchronously (a node killed loses no grant).
+std::string incarnation(bool mariadb) {
+  return mariadb ? "IF(@@GLOBAL.wsrep_on, CONCAT('galera ', @@GLOBAL.wsrep_cluster_name),"
+                   " CONCAT('server_id ', @@GLOBAL.server_id))"
+                 : "CONCAT('server_uuid ', @@GLOBAL.server_uuid)";
+}
+
+// On MariaDB, whose takes read no row back (lease_statements), a last column that fails the
+// read (1242, which sends the run to the schema check: exit 78) unless <prefix>locks has a
+// unique key on exactly its name, as its upserts need; a read of one table's keys in the
+// catalog, once per connection. MySQL's `taken` read finds a second row of the name instead.
+std::string keyed_locks(const Tables& t, bool mariadb) {
+  if (!mariadb) return "";
+  const std::string keyed = "SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = " +
+                            quote_identifier(t.prefix + "locks", '\'') +
+                            " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME HAVING COUNT(*) = 1 AND"
+                            " SUM(LOWER(COLUMN_NAME) = 'name' AND SUB_PART IS NULL) = 1";
+  return ", (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE NOT EXISTS (" + keyed + "))";
+}
+
+// Dialect::serving: who serves the session and whether it is a Galera node: MariaDB always has
+// wsrep_on (its incarnation reads it too); MySQL only in a Galera build, so it is looked up there.
+std::string serving(const Tables&) {
+  return "CONNECTION_ID(), COALESCE((SELECT VARIABLE_VALUE IN ('ON', '1') FROM performance_schema.global_variables"
+         " WHERE VARIABLE_NAME = 'wsrep_on'), 0)";
+}
+std::string mariadb_serving(const Tables& t) { return "CONNECTION_ID(), @@GLOBAL.wsrep_on" + keyed_locks(t, true); }
+
 // What core's rules (core/sql/rules.hpp) need spelled in MySQL.
 const sql::Dialect dialect{
     .now = "UTC_TIMESTAMP(6)",
@@ -119,10 +149,12 @@ const sql::Dialect dialect{
                  holder_lock(t, row);
         },
     .own_lease = {},  // none: the server's clock judges every lease
-    // No RETURNING, nor a read of the failover record in an ON DUPLICATE KEY UPDATE: the
-    // upsert alone, admitted before it (failover_statements).
+    // No RETURNING, nor a read of the failover record in an ON DUPLICATE KEY UPDATE (its
+    // assignments read no table): the upsert alone, admitted before it (failover::admit).
     .take = [](const sql::Take& k) { return upsert(k.upsert(k.fence)); },
     .release_returns = {},  // the waiters are woken by the holder's wake name (wake_statements)
+    .incarnation = incarnation(false),
+    .serving = &serving,
 };
 
 // MariaDB's Dialect::take (10.5+): the upsert answers with its row (RETURNING), which saves the
@@ -145,6 +177,8 @@ std::string mariadb_take(const sql::Take& k) {
 const sql::Dialect mariadb_dialect = [] {
   sql::Dialect d = dialect;
   d.take = &mariadb_take;
+  d.incarnation = incarnation(true);
+  d.serving = &mariadb_serving;
   return d;
 }();
 
@@ -179,64 +213,11 @@ const sql::tables::SchemaDialect schema_dialect{
 // The failover fence a token must exceed (failover.hpp), as the statements bind it.
 const std::string fence = dialect.integer(":fence");
 
-// The server's incarnation (failover.hpp): MySQL's server_uuid; MariaDB has none, but
-// replication requires every server of a topology to have its own server_id, and a Galera
-// cluster's nodes are one database, replicated synchronously (a node killed loses no grant).
-std::string incarnation(bool mariadb) {
-  return mariadb ? "IF(@@GLOBAL.wsrep_on, CONCAT('galera ', @@GLOBAL.wsrep_cluster_name),"
-                   " CONCAT('server_id ', @@GLOBAL.server_id))"
-                 : "CONCAT('server_uuid ', @@GLOBAL.server_uuid)";
-}
-
-// On MariaDB, whose takes read no row back (lease_statements), a last column that fails the
-// read (1242, which sends the run to the schema check: exit 78) unless <prefix>locks has a
-// unique key on exactly its name, as its upserts need; a read of one table's keys in the
-// catalog, once per connection. MySQL's `taken` read finds a second row of the name instead.
-std::string keyed_locks(const Tables& t, bool mariadb) {
-  if (!mariadb) return "";
-  const std::string keyed = "SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = " +
-                            quote_identifier(t.prefix + "locks", '\'') +
-                            " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME HAVING COUNT(*) = 1 AND"
-                            " SUM(LOWER(COLUMN_NAME) = 'name' AND SUB_PART IS NULL) = 1";
-  return ", (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE NOT EXISTS (" + keyed + "))";
-}
-
-// MySQL reads no table in an ON DUPLICATE KEY UPDATE's assignments, so the gate is not folded
-// into the take: admit() runs before it.
-sql::FailoverStatements failover_statements(const Tables& t, bool mariadb) {
-  const std::string now_incarnation = incarnation(mariadb);
-  sql::FailoverStatements f;
-  // Also who serves the session and whether it is a Galera node, which a session strategy asks
-  // before its first take (SqlBackend::serving_check): MariaDB always has wsrep_on (the
-  // incarnation reads it too); MySQL only in a Galera build, so it is looked up there.
-  const std::string wsrep = mariadb ? "@@GLOBAL.wsrep_on"
-                                    : "COALESCE((SELECT VARIABLE_VALUE IN ('ON', '1') FROM"
-                                      " performance_schema.global_variables WHERE VARIABLE_NAME = 'wsrep_on'), 0)";
-  f.read = {"failover.read", "SELECT r.owner, c.incarnation_now, r.host, r.token, " + epoch_ms("r.expires_at") + ", " +
-                                 epoch_ms("UTC_TIMESTAMP(6)") + ", r.pid, r.owner = c.incarnation_now, " +
-                                 sql::failover_delayed_sql(dialect, "r.") + ", " + sql::failover_covers_sql(dialect, "r.") +
-                                 ", CONNECTION_ID(), " + wsrep + keyed_locks(t, mariadb) + " FROM (SELECT " +
-                                 now_incarnation + " AS incarnation_now) c LEFT JOIN " + t.locks + " r ON r.name = :record"};
-  f.create = {"failover.create", "INSERT INTO " + t.locks +
-                                     " (name, owner, host, pid, token, strategy, acquired_at) VALUES (:record, " +
-                                     now_incarnation + ", NULL, :ttl_ms, 0, 'failover', UTC_TIMESTAMP(6))"
-                                     " ON DUPLICATE KEY UPDATE name = name"};
-  f.max_token = {"failover.max_token", "SELECT MAX(token) FROM " + t.locks + " WHERE name <> :record"};
-  // Assigned left to right: host takes the old owner before owner changes.
-  f.move = {"failover.move", "UPDATE " + t.locks + " SET host = owner, owner = " + now_incarnation +
-                                 ", token = :fence, acquired_at = UTC_TIMESTAMP(6),"
-                                 " expires_at = UTC_TIMESTAMP(6) + INTERVAL pid * 1000 MICROSECOND WHERE name = :record AND"
-                                 " owner <> " + now_incarnation};
-  f.raise_ttl = {"failover.raise_ttl",
-                 "UPDATE " + t.locks + " SET pid = :ttl_ms WHERE name = :record AND pid < :ttl_ms"};
-  return f;
-}
-
 }  // namespace
 
 sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   const Tables t(prefix, '`');
-  sql::LeaseStatements s = sql::lease_statements(mariadb ? mariadb_dialect : dialect, t, incarnation(mariadb));
+  sql::LeaseStatements s = sql::lease_statements(mariadb ? mariadb_dialect : dialect, t);
   if (mariadb)
     // Taken (a plain key's: no slot token), the key's wake name taken and the queue name given
     // back, as wake_hold does (NULL, NULL when not), after the take's columns (mariadb_take): the
@@ -249,7 +230,6 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   // second way of numbering.
   s.session_take = {"session.take", upsert(sql::session_upsert(dialect, t, fence, dialect.now, dialect.now))};
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
-  s.failover = failover_statements(t, mariadb);
   return s;
 }
 

@@ -48,6 +48,13 @@ std::string session_holds(const Tables& t, std::string_view row) {
 
 std::string take(const sql::Take& k);
 
+// The server's incarnation (failover.hpp): its system identifier, which a restore into another
+// cluster changes, and its timeline, which each promotion advances. The timeline is that of the
+// WAL being written: pg_control_checkpoint() lags until the first checkpoint after a promotion.
+const std::string incarnation =
+    "((SELECT system_identifier FROM pg_control_system())::text || '/timeline ' ||"
+    " substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))";
+
 // What core's rules (core/sql/rules.hpp) need spelled in PostgreSQL.
 const sql::Dialect dialect{
     .now = "now()",
@@ -83,6 +90,9 @@ const sql::Dialect dialect{
     // only the acquisition must survive a crash (begin_release). The release runs alone, outside
     // begin_release (a session holder's, and a lease's ahead of its history row).
     .release_returns = "pg_notify(:channel, name), set_config('synchronous_commit', 'off', true)",
+    .incarnation = incarnation,
+    // No Galera: 0.
+    .serving = [](const Tables&) { return std::string("pg_backend_pid(), 0"); },
 };
 
 // How PostgreSQL spells dblock's tables (core/sql/tables.hpp). name is COLLATE "C", so keys
@@ -121,13 +131,6 @@ const sql::tables::SchemaDialect schema_dialect{
 // The failover fence a token must exceed (failover.hpp), as the statements bind it.
 const std::string fence = dialect.integer(":fence");
 
-// The server's incarnation (failover.hpp): its system identifier, which a restore into another
-// cluster changes, and its timeline, which each promotion advances. The timeline is that of the
-// WAL being written: pg_control_checkpoint() lags until the first checkpoint after a promotion.
-const std::string incarnation =
-    "((SELECT system_identifier FROM pg_control_system())::text || '/timeline ' ||"
-    " substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))";
-
 // Dialect::take. The row is taken by an UPDATE of the row it locks with SKIP LOCKED, and made by
 // an INSERT only when there is none. The waiters a release wakes find the row locked by the one
 // that got there first and are refused at once: none waits for its commit, none locks the row
@@ -162,30 +165,6 @@ std::string take(const sql::Take& k) {
          ") SELECT t.*, r.*, (SELECT count(*) FROM f WHERE NOT here) FROM (SELECT 1) one"
          " LEFT JOIN (SELECT * FROM u UNION ALL SELECT * FROM i) t ON true LEFT JOIN (" + k.refusal +
          ") r ON t.token IS NULL";
-}
-
-sql::FailoverStatements failover_statements(const Tables& t) {
-  sql::FailoverStatements f;
-  // Also who serves the session, and 0 for "a Galera node" (no cluster keeps session locks on
-  // one node only), which a session strategy asks before its first take (SqlBackend::serving_check).
-  // The record is a row of <prefix>locks: owner the incarnation, host the previous one, token
-  // the fence, expires_at the end of the lock-delay, pid the longest TTL in ms.
-  f.read = {"failover.read", "SELECT r.owner, c.incarnation_now, r.host, r.token, " + ms("r.expires_at") + ", " + ms("now()") +
-                                 ", r.pid, (r.owner = c.incarnation_now)::int, " + sql::failover_delayed_sql(dialect, "r.") +
-                                 "::int, (" + sql::failover_covers_sql(dialect, "r.") + ")::int, pg_backend_pid(), 0 FROM"
-                                 " (SELECT " + incarnation + " AS incarnation_now) c LEFT JOIN " + t.locks + " r ON r.name = :record"};
-  f.create = {"failover.create", "INSERT INTO " + t.locks +
-                                     " (name, owner, host, pid, token, strategy, acquired_at) VALUES (:record, " +
-                                     incarnation + ", NULL, :ttl_ms::bigint, 0, 'failover', now())"
-                                     " ON CONFLICT (name) DO NOTHING"};
-  f.max_token = {"failover.max_token", "SELECT max(token) FROM " + t.locks + " WHERE name <> :record"};
-  f.move = {"failover.move", "UPDATE " + t.locks + " SET host = owner, owner = " + incarnation +
-                                 ", token = :fence::bigint, acquired_at = now(),"
-                                 " expires_at = now() + pid * interval '1 ms' WHERE name = :record AND owner <> " +
-                                 incarnation};
-  f.raise_ttl = {"failover.raise_ttl",
-                 "UPDATE " + t.locks + " SET pid = :ttl_ms::bigint WHERE name = :record AND pid < :ttl_ms::bigint"};
-  return f;
 }
 
 // session.take (statements.hpp; core's rule, rules.hpp session_upsert), its one row selected
@@ -223,7 +202,7 @@ sql::Statement history_record(const Tables& t) {
 }
 
 // The lease's release (core/sql/lease_statements.cpp), which release_recorded runs first.
-sql::Statement lease_release(const Tables& t) { return sql::lease_statements(dialect, t, incarnation).release; }
+sql::Statement lease_release(const Tables& t) { return sql::lease_statements(dialect, t).release; }
 
 // LeaseStatements::release_recorded: `release` (`u`, its own set_config included), then what
 // `between` does (a part named `g` whose `ours` says whether the lock was still the holder's,
@@ -245,7 +224,7 @@ sql::Statement release_recorded(const Tables& t, std::string id, const std::stri
 
 sql::LeaseStatements lease_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
-  sql::LeaseStatements s = sql::lease_statements(dialect, t, incarnation);
+  sql::LeaseStatements s = sql::lease_statements(dialect, t);
   // Only the acquisition must survive a crash: a release lost in one leaves a lease to expire,
   // and the next acquirer's synchronous commit flushes the WAL up to its own token first.
   s.begin_release = "BEGIN; SET LOCAL synchronous_commit = off";
@@ -254,7 +233,6 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   s.history.record = history_record(t);
   s.release_recorded = release_recorded(t, "lease.release_recorded");
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
-  s.failover = failover_statements(t);
   return s;
 }
 

@@ -134,6 +134,8 @@ const sql::Dialect dialect{
     // upsert waits for no row; there is no failover gate.
     .take = [](const sql::Take& k) { return sql::on_conflict_upsert(k.upsert(k.fence)) + " RETURNING " + k.returning; },
     .release_returns = {},  // the waiters are woken through the wake file (sqlite_wake.hpp)
+    .incarnation = {},      // one file, no replica to fail over to
+    .serving = {},
 };
 
 }  // namespace
@@ -178,7 +180,7 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
 
 sql::LeaseStatements lease_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
-  sql::LeaseStatements s = sql::lease_statements(dialect, t, "");
+  sql::LeaseStatements s = sql::lease_statements(dialect, t);
   // Only the acquisition carries a token that must survive a power loss. A lost release leaves
   // a lease that is over after the reboot anyway (a lease from an earlier boot is expired), and
   // the next acquisition's fsync of the WAL makes this commit durable too: one fsync per run.

@@ -133,6 +133,14 @@ struct Dialect {
   /// where a dialect tells the key's waiters in the release, and lets its commit skip the disk
   /// wait (the release alone holds nothing a crash must keep).
   std::string release_returns;
+  /// The server's incarnation (failover.hpp) as SQL: a text that a promotion or a restore into
+  /// another cluster changes. "" where the dialect has none: no failover statements, no fence.
+  std::string incarnation;
+  /// What the failover record's read answers after the record's columns, over dblock's tables
+  /// `t` (FailoverStatements::read, from failover::session_column on): the server's id of the
+  /// session that runs it, then 1 on a Galera node, else 0, then any column that fails the read
+  /// where the tables cannot keep the dialect's statements safe. "" where there is no incarnation.
+  std::string (*serving)(const Tables& t) = [](const Tables&) { return std::string(); };
 };
 
 /// A take of :key's row of <prefix>locks, with the holder's columns (tables.hpp, Column::holder)
@@ -166,10 +174,14 @@ std::string shedlock_holder_sql(const Dialect& d, const Tables& t, const std::st
 InspectStatements inspect_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options);
 
 /// The lease's statements (LeaseStatements) over dblock's tables `t`, in the dialect's
-/// expressions: all but begin_release, release_unsynced, release_recorded, history.record,
-/// lock_row and failover, which the dialect adds. `incarnation`: the server's incarnation
-/// (failover.hpp) as SQL, "" where the dialect has none, and so no failover fence.
-LeaseStatements lease_statements(const Dialect& d, const Tables& t, std::string_view incarnation);
+/// expressions, its failover statements (failover_statements) included: all but begin_release,
+/// release_unsynced, release_recorded, history.record and lock_row, which the dialect adds.
+LeaseStatements lease_statements(const Dialect& d, const Tables& t);
+
+/// The failover lock-delay's statements (FailoverStatements) over dblock's tables `t`, standard
+/// SQL but for the dialect's incarnation, times and serving columns; all empty where the
+/// dialect has no incarnation (Dialect::incarnation).
+FailoverStatements failover_statements(const Dialect& d, const Tables& t);
 
 /// The session strategies' numbering of the row of :key (LeaseStatements::session_take) as an
 /// upsert, its tokens above `fence` (SQL; "" where there is none), its times `at` (SQL: now, or
