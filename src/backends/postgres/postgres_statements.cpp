@@ -228,7 +228,6 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   // Only the acquisition must survive a crash: a release lost in one leaves a lease to expire,
   // and the next acquirer's synchronous commit flushes the WAL up to its own token first.
   s.begin_release = "BEGIN; SET LOCAL synchronous_commit = off";
-  s.release_unsynced = true;
   s.session_take = {"session.take", session_upsert(t, "", "now()")};
   s.history.record = history_record(t);
   s.release_recorded = release_recorded(t, "lease.release_recorded");

@@ -175,7 +175,7 @@ InspectStatements inspect_statements(const Dialect& d, const tables::SchemaDiale
 
 /// The lease's statements (LeaseStatements) over dblock's tables `t`, in the dialect's
 /// expressions, its failover statements (failover_statements) included: all but begin_release,
-/// release_unsynced, release_recorded, history.record and lock_row, which the dialect adds.
+/// release_recorded, history.record and lock_row, which the dialect adds.
 LeaseStatements lease_statements(const Dialect& d, const Tables& t);
 
 /// The failover lock-delay's statements (FailoverStatements) over dblock's tables `t`, standard
