@@ -48,7 +48,7 @@ std::string upsert(const sql::Upsert& u) {
   for (auto& [column, value] : set)
     if (value.empty()) value = "VALUES(" + column + ")";
   return "INSERT INTO " + u.table + " (" + columns + ") VALUES (" + values + ") ON DUPLICATE KEY UPDATE " +
-         assign_each_if("CAST(name AS BINARY) = VALUES(name) AND (" + u.when("") + ")", set);
+         (set.empty() ? "name = name" : assign_each_if("CAST(name AS BINARY) = VALUES(name) AND (" + u.when("") + ")", set));
 }
 
 // `label` + the first `digits` hex digits of SHA-256 over database, prefix and `key` (SQL), then

@@ -155,14 +155,13 @@ FailoverStatements failover_statements(const Dialect& d, const Tables& t) {
                                  flag(failover_delayed_sql(d, "r.")) + ", " + flag(failover_covers_sql(d, "r.")) +
                                  (serving.empty() ? "" : ", " + serving) + " FROM (SELECT " + now_incarnation +
                                  " AS incarnation_now) c LEFT JOIN " + t.locks + " r ON r.name = :record"};
-  // Inserted unless there is a record: an upsert whose update never applies (two first
-  // acquirers race harmlessly, the second doing nothing).
+  // Inserted unless there is a record (two first acquirers race harmlessly, the second doing
+  // nothing).
   f.create = {"failover.create",
               d.upsert({t.locks, "l",
                         Assignments{{"name", ":record"}, {"owner", now_incarnation}, {"host", "NULL"},
                                     {"pid", ttl}, {"token", "0"}, {"strategy", "'failover'"}, {"acquired_at", d.now}},
-                        [](std::string_view) { return Assignments{{"pid", std::string()}}; },
-                        [](std::string_view) { return std::string("1 = 0"); }})};
+                        [](std::string_view) { return Assignments(); }, [](std::string_view) { return std::string(); }})};
   f.max_token = {"failover.max_token", "SELECT max(token) FROM " + t.locks + " WHERE name <> :record"};
   // host takes the old owner before owner changes (MySQL assigns left to right).
   f.move = {"failover.move", "UPDATE " + t.locks + " SET host = owner, owner = " + now_incarnation +

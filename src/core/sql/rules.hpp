@@ -31,7 +31,8 @@ using Assignments = std::vector<std::pair<std::string, std::string>>;
 /// `set` and `when` are given how the statement names the existing row (`row`: "" or an alias and
 /// its dot); a value "" in `set` is the inserted row's value of that column. `set` is in an order
 /// where each column that `when` reads comes after the ones it does not (MySQL assigns one column
-/// after another, each assignment seeing those before and testing `when` again).
+/// after another, each assignment seeing those before and testing `when` again). A `set` of no
+/// assignments leaves an existing row alone (`when` is not asked): an insert unless there is one.
 struct Upsert {
   std::string table;  // quoted
   std::string alias;  // the existing row's name, where the dialect can give it one
