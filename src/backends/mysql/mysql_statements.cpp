@@ -123,6 +123,7 @@ const sql::Dialect dialect{
     .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > UTC_TIMESTAMP(6), 0)"; },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " <=> " + std::string(b); },
     .begin = "START TRANSACTION",
+    .begin_unsynced = {},  // every commit waits for the disk
     // ShedLock's now, as its MySqlServerTimeStatementsSource writes it.
     .utc_now = "UTC_TIMESTAMP(3)",
     .epoch_ms = &epoch_ms,
@@ -224,7 +225,6 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
     // holder's first step in the take's round trip (Session::run reads these last two).
     s.take.text += ", IF(" + taking + " AND :token IS NULL, GET_LOCK(" + wake_name(t) + ", 0), NULL), IF(" + taking +
                    " AND :token IS NULL, RELEASE_LOCK(" + queue_name(t) + "), NULL)";
-  s.begin_release = "START TRANSACTION";
   // No RETURNING here: a session strategy's run has a dozen round trips, so one fewer earned
   // under 10% at a 10 ms round trip (an advisory run 185 against 196 ms), too little for a
   // second way of numbering.
@@ -300,19 +300,17 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   // The name a for-update or txn-insert holder keeps while it holds the key, with :tag, its lock
   // session's 32 random hex digits: the server shows who holds it (holder_lock).
   const std::string held = lock_name(t, "dblock-held:", 20, ":key", ":tag");
-  const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
   sql::LockStatements s;
   // GET_LOCK is re-entrant on one connection: NULL rather than a second hold.
   s.advisory_wait = {"lock.advisory_take", "SELECT IF(IS_USED_LOCK(" + advisory + ") <=> CONNECTION_ID(), NULL, GET_LOCK(" +
                                                advisory + ", :wait_ms / 1000))"};
   s.advisory_holds = {"lock.advisory_holds", "SELECT IS_USED_LOCK(" + advisory + ") <=> CONNECTION_ID()"};
   s.advisory_give_back = {"lock.advisory_give_back", "SELECT RELEASE_LOCK(" + advisory + ")"};
-  s.begin = "START TRANSACTION";
   s.lock_wait = {"lock.wait", "SET SESSION innodb_lock_wait_timeout = :seconds"};
   // The holder tag in the same statement, once the row is locked (the select list is evaluated
   // for a locked row only; none when busy or missing).
-  s.lock_claim = {"lock.claim", "SELECT name, GET_LOCK(" + held + ", 0)" + claim + " FOR UPDATE"};
-  s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text + " NOWAIT"};
+  s.lock_claim = {"lock.claim", "SELECT name, GET_LOCK(" + held + ", 0) FROM " + t.claims +
+                                    " WHERE name = :key AND kind = :kind FOR UPDATE"};
   s.make_claim = {"lock.make_claim", "INSERT IGNORE INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
   s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
   // txn-insert's INSERT waits for another holder's only on a unique key of (name, kind): on a
@@ -327,11 +325,7 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   s.tag = {"lock.tag", "SELECT GET_LOCK(" + held + ", 0), (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two"
                        " WHERE NOT EXISTS (" + keyed + "))"};
   s.untag = {"lock.untag", "DO RELEASE_LOCK(" + held + ")"};
-  // The uncommitted row is visible to its own transaction only, while it is open.
-  s.holds_claim = {"lock.holds_claim", "SELECT COUNT(*)" + claim};
-  // A row lock lasts as long as its transaction, which lasts as long as the session.
-  s.alive = {"lock.alive", "SELECT 1"};
-  return s;
+  return sql::lock_statements(dialect, t, std::move(s));
 }
 
 WakeStatements wake_statements(const std::string& prefix) {

@@ -66,7 +66,12 @@ const sql::Dialect dialect{
         },
     .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > now(), false)"; },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " IS NOT DISTINCT FROM " + std::string(b); },
-    .begin = "BEGIN",
+    // READ COMMITTED whatever the role's default: a statement after a lock (a semaphore's slot
+    // rows after its header) must read what committed meanwhile.
+    .begin = "BEGIN ISOLATION LEVEL READ COMMITTED",
+    // Only the acquisition must survive a crash: a release lost in one leaves a lease to expire,
+    // and the next acquirer's synchronous commit flushes the WAL up to its own token first.
+    .begin_unsynced = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit = off",
     .utc_now = now_utc,
     .epoch_ms = &ms,
     .plus_ms = [](std::string_view time, std::string_view ms) { return std::string(time) + " + " + std::string(ms) + " * interval '1 ms'"; },
@@ -225,9 +230,6 @@ sql::Statement release_recorded(const Tables& t, std::string id, const std::stri
 sql::LeaseStatements lease_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
   sql::LeaseStatements s = sql::lease_statements(dialect, t);
-  // Only the acquisition must survive a crash: a release lost in one leaves a lease to expire,
-  // and the next acquirer's synchronous commit flushes the WAL up to its own token first.
-  s.begin_release = "BEGIN; SET LOCAL synchronous_commit = off";
   s.session_take = {"session.take", session_upsert(t, "", "now()")};
   s.history.record = history_record(t);
   s.release_recorded = release_recorded(t, "lease.release_recorded");
@@ -237,7 +239,6 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
 
 sql::LockStatements lock_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
-  const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
   const std::string advisory_try = "SELECT pg_try_advisory_lock(:lock::bigint) AS got, clock_timestamp() AS at";
   // The lock first, then the clock (now() is when the statement began to wait), and the row
   // numbered only when the lock was taken: one row of (session.take's columns, taken).
@@ -265,12 +266,10 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   // outer row), then every advisory lock of the session, so a stacked second hold never stays.
   s.advisory_give_back = {"lock.advisory_give_back", "SELECT ours, pg_advisory_unlock_all() FROM"
                                                      " (SELECT pg_advisory_unlock(:lock::bigint) AS ours OFFSET 0) u"};
-  s.begin = "BEGIN ISOLATION LEVEL READ COMMITTED";
   s.lock_wait = {"lock.lock_timeout", "SELECT set_config('lock_timeout', :lock_timeout, true)"};
   // Each lock answers with its transaction's id, by which row_released asks the server whether
   // it still runs.
-  s.lock_claim = {"lock.claim", "SELECT txid_current()" + claim + " FOR UPDATE"};
-  s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text + " NOWAIT"};
+  s.lock_claim = {"lock.claim", "SELECT txid_current() FROM " + t.claims + " WHERE name = :key AND kind = :kind FOR UPDATE"};
   s.make_claim = {"lock.make_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind) ON CONFLICT DO NOTHING"};
   // txn-insert's waiters queue on the key's transaction-scoped advisory lock (two ints) ahead of
   // the INSERT, which the holder keeps until its transaction ends: a release wakes the one
@@ -279,14 +278,12 @@ sql::LockStatements lock_statements(const std::string& prefix) {
                                          " FROM (SELECT pg_advisory_xact_lock(:hi::int, :lo::int)) q RETURNING txid_current()"};
   s.insert_claim_try = {"lock.insert_claim_try", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind"
                                                  " WHERE pg_try_advisory_xact_lock(:hi::int, :lo::int) RETURNING txid_current()"};
-  s.holds_claim = {"lock.holds_claim", "SELECT count(*)" + claim};
   // The row released, then whether the holder's transaction still runs (a lock that went with
   // its session, or an idle limit's end, leaves it aborted), then the history row.
   s.row_released = release_recorded(t, "lock.row_released",
                                     "g AS (SELECT COALESCE(txid_status(:holder_txn::bigint) = 'in progress', false) AS ours"
                                     " FROM (SELECT count(*) FROM u) r)");
-  s.alive = {"lock.alive", "SELECT 1"};
-  return s;
+  return sql::lock_statements(dialect, t, std::move(s));
 }
 
 QueueStatements queue_statements() {
@@ -372,7 +369,7 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   // READ COMMITTED whatever the role's default: the shape read after the CREATEs must see a
   // table a racer committed while this one waited for the lock, which a REPEATABLE READ or
   // SERIALIZABLE snapshot (taken by the lock's SELECT, before the wait) would not.
-  s.begin = "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock(" +
+  s.begin = dialect.begin + "; SELECT pg_advisory_xact_lock(" +
             std::to_string(key_hash(options.table_prefix, "\x01schema")) + ")";
   // As failover.create makes it, once: WHERE NOT EXISTS rather than ON CONFLICT, which a table
   // without its key on name would refuse (the shape check names that, not the script).

@@ -89,6 +89,10 @@ const sql::Dialect dialect{
     .lease_live = [](std::string_view row) { return lease_live_sql(std::string(row)); },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " IS " + std::string(b); },
     .begin = "BEGIN IMMEDIATE",
+    // Only the acquisition carries a token that must survive a power loss. A lost release leaves
+    // a lease that is over after the reboot anyway (a lease from an earlier boot is expired), and
+    // the next acquisition's fsync of the WAL makes this commit durable too: one fsync per run.
+    .begin_unsynced = std::string(begin_unsynced),
     // Times are UTC text 'YYYY-MM-DD HH:MM:SS.SSS', so they compare as text. SQLite has no server
     // clock: ShedLock's lock_until is the wall clock's, which its Java clients read.
     .utc_now = now_sql(),
@@ -152,7 +156,7 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name);
   // One write transaction: one commit (one fsync) on a new file, and processes upgrading the
   // same file at once add each column once.
-  s.begin = "BEGIN IMMEDIATE";
+  s.begin = dialect.begin;
   // The columns, with the affinity of name (TEXT: '007' and '7' stay two keys) and token
   // (INTEGER, 64-bit), then each column of each unique index that is not partial (a TEXT
   // primary key is one, sqlite_autoindex_*); an expression's column has no name.
@@ -181,10 +185,6 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
 sql::LeaseStatements lease_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
   sql::LeaseStatements s = sql::lease_statements(dialect, t);
-  // Only the acquisition carries a token that must survive a power loss. A lost release leaves
-  // a lease that is over after the reboot anyway (a lease from an earlier boot is expired), and
-  // the next acquisition's fsync of the WAL makes this commit durable too: one fsync per run.
-  s.begin_release = std::string(begin_unsynced);
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key"};
   return s;
 }

@@ -19,6 +19,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   const std::string holder = " WHERE name = :key AND owner = :owner AND token = " + token + " AND released_at IS NULL";
   LeaseStatements s;
   s.begin = d.begin;
+  s.begin_release = d.begin_unsynced.empty() ? d.begin : d.begin_unsynced;
   s.history = history_statements(d, t.runs);
   s.refusal = {"lease.refusal", "SELECT " + refused + " FROM " + t.locks + " WHERE name = :key"};
 
@@ -138,6 +139,18 @@ Upsert session_upsert(const Dialect& d, const Tables& t, std::string_view fence,
 }  // namespace dblock::sql
 
 namespace dblock::sql {
+
+LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s) {
+  const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
+  s.begin = d.begin;
+  if (!s.lock_claim.empty()) s.lock_claim_nowait = {s.lock_claim.id + "_nowait", s.lock_claim.text + " NOWAIT"};
+  // The uncommitted row is visible to its own transaction only, while it is open.
+  s.holds_claim = {"lock.holds_claim", "SELECT count(*)" + claim};
+  // A row lock lasts as long as its transaction, which lasts as long as the session: answered
+  // while the session is.
+  s.alive = {"lock.alive", "SELECT 1"};
+  return s;
+}
 
 // The record is a row of <prefix>locks: owner the incarnation recorded, host the previous one,
 // token the fence, expires_at the end of the lock-delay, pid the longest TTL in ms.

@@ -95,8 +95,14 @@ struct Dialect {
   /// `a` and `b` equal, NULL equal to NULL, never NULL itself.
   std::string (*same)(std::string_view a, std::string_view b) = nullptr;
 
-  /// Opens a write transaction.
+  /// Opens a write transaction, every one dblock runs (LeaseStatements::begin, ShedLock's, the
+  /// session strategies' held transaction: LockStatements::begin), at the isolation level its
+  /// statements are written for: each statement reads what committed before it (READ COMMITTED,
+  /// or a lock on the whole database).
   std::string begin;
+  /// Opens a transaction whose commit need not wait for the disk (LeaseStatements::begin_release:
+  /// only the acquisition must survive a crash). "" where every commit waits: `begin`.
+  std::string begin_unsynced;
   /// ShedLock's now, as its JDBC provider's server-time statements write it: UTC wall time, as
   /// ShedLock's TIMESTAMP columns hold it (shedlock.hpp).
   std::string utc_now;
@@ -175,9 +181,14 @@ std::string shedlock_holder_sql(const Dialect& d, const Tables& t, const std::st
 InspectStatements inspect_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options);
 
 /// The lease's statements (LeaseStatements) over dblock's tables `t`, in the dialect's
-/// expressions, its failover statements (failover_statements) included: all but begin_release,
+/// expressions, its failover statements (failover_statements) included: all but
 /// release_recorded, history.record and lock_row, which the dialect adds.
 LeaseStatements lease_statements(const Dialect& d, const Tables& t);
+
+/// The session strategies' server-lock statements (LockStatements): the dialect's own `s` (its
+/// session-lock primitive, its claims' lock and insert), completed with what is standard SQL:
+/// `begin` (Dialect::begin), lock_claim_nowait (lock_claim with NOWAIT), holds_claim and alive.
+LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s);
 
 /// The failover lock-delay's statements (FailoverStatements) over dblock's tables `t`, standard
 /// SQL but for the dialect's incarnation, times and serving columns; all empty where the

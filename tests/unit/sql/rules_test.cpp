@@ -19,6 +19,7 @@ const sql::Dialect marked{
     .lease_live = [](std::string_view row) { return "LIVE(" + std::string(row) + ")"; },
     .same = [](std::string_view a, std::string_view b) { return "SAME(" + std::string(a) + ", " + std::string(b) + ")"; },
     .begin = "BEGIN",
+    .begin_unsynced = "BEGIN UNSYNCED",
     .utc_now = "UTC",
     .epoch_ms = [](std::string_view t) { return "MS(" + std::string(t) + ")"; },
     .plus_ms = [](std::string_view t, std::string_view ms) { return "PLUS(" + std::string(t) + ", " + std::string(ms) + ")"; },
