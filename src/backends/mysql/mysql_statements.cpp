@@ -103,13 +103,13 @@ std::string keyed_locks(const Tables& t, bool mariadb) {
   return ", (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE NOT EXISTS (" + keyed + "))";
 }
 
-// Dialect::serving: who serves the session and whether it is a Galera node: MariaDB always has
-// wsrep_on (its incarnation reads it too); MySQL only in a Galera build, so it is looked up there.
+// Dialect::serving: whether the session's server is a Galera node: MariaDB always has wsrep_on
+// (its incarnation reads it too); MySQL only in a Galera build, so it is looked up there.
 std::string serving(const Tables&) {
-  return "CONNECTION_ID(), COALESCE((SELECT VARIABLE_VALUE IN ('ON', '1') FROM performance_schema.global_variables"
+  return "COALESCE((SELECT VARIABLE_VALUE IN ('ON', '1') FROM performance_schema.global_variables"
          " WHERE VARIABLE_NAME = 'wsrep_on'), 0)";
 }
-std::string mariadb_serving(const Tables& t) { return "CONNECTION_ID(), @@GLOBAL.wsrep_on" + keyed_locks(t, true); }
+std::string mariadb_serving(const Tables& t) { return "@@GLOBAL.wsrep_on" + keyed_locks(t, true); }
 
 // What core's rules (core/sql/rules.hpp) need spelled in MySQL.
 const sql::Dialect dialect{
@@ -155,6 +155,7 @@ const sql::Dialect dialect{
     .take = [](const sql::Take& k) { return upsert(k.upsert(k.fence)); },
     .release_returns = {},  // the waiters are woken by the holder's wake name (wake_statements)
     .incarnation = incarnation(false),
+    .session_id = "CONNECTION_ID()",
     .serving = &serving,
 };
 
@@ -252,14 +253,12 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
 }
 
 sql::DoctorStatements doctor_statements(const BackendOptions& options, bool mariadb) {
-  sql::DoctorStatements s;
+  sql::DoctorStatements s = sql::doctor_statements(dialect, schema_dialect, options);
   s.server = {"doctor.server", "SELECT VERSION()"};
-  s.probe = sql::privilege_probes(options, '`');
   s.can_create = {"doctor.can_create",
                   "SELECT (SELECT COUNT(*) FROM information_schema.SCHEMA_PRIVILEGES WHERE TABLE_SCHEMA = DATABASE()"
                   " AND PRIVILEGE_TYPE = 'CREATE') + (SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES"
                   " WHERE PRIVILEGE_TYPE = 'CREATE')"};
-  s.session_id = {"doctor.session_id", "SELECT CONNECTION_ID()"};
   // No `serving`: the failover record's read answers it (failover_statements).
   s.checks = {
       // A lease run's session sets no idle limit (Connection::open): its renewals keep it busy.

@@ -96,8 +96,8 @@ const sql::Dialect dialect{
     // begin_release (a session holder's, and a lease's ahead of its history row).
     .release_returns = "pg_notify(:channel, name), set_config('synchronous_commit', 'off', true)",
     .incarnation = incarnation,
-    // No Galera: 0.
-    .serving = [](const Tables&) { return std::string("pg_backend_pid(), 0"); },
+    .session_id = "pg_backend_pid()",
+    .serving = {},  // no Galera
 };
 
 // How PostgreSQL spells dblock's tables (core/sql/tables.hpp). name is COLLATE "C", so keys
@@ -306,16 +306,14 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
   return s;
 }
 
-sql::Statement session_id_statement() { return {"doctor.session_id", "SELECT pg_backend_pid()"}; }
+sql::Statement session_id_statement() { return sql::session_id_statement(dialect); }
 
 sql::DoctorStatements doctor_statements(const BackendOptions& options) {
   const std::string& prefix = options.table_prefix;
   const Tables t(prefix, '"');
-  sql::DoctorStatements s;
+  sql::DoctorStatements s = sql::doctor_statements(dialect, schema_dialect, options);
   s.server = {"doctor.server", "SELECT 'PostgreSQL ' || current_setting('server_version')"};
-  s.probe = sql::privilege_probes(options, '"');
   s.can_create = {"doctor.can_create", "SELECT has_schema_privilege(current_schema(), 'CREATE')"};
-  s.session_id = session_id_statement();
   // The idle limits in force: 'client' means the value came in this connection's startup packet,
   // so dblock's own did. A pooler that drops `options` (PgBouncer with it in
   // ignore_startup_parameters) leaves the server's limits on dblock's sessions.

@@ -139,6 +139,7 @@ const sql::Dialect dialect{
     .take = [](const sql::Take& k) { return sql::on_conflict_upsert(k.upsert(k.fence)) + " RETURNING " + k.returning; },
     .release_returns = {},  // the waiters are woken through the wake file (sqlite_wake.hpp)
     .incarnation = {},      // one file, no replica to fail over to
+    .session_id = {},       // no server sessions
     .serving = {},
 };
 

@@ -140,6 +140,18 @@ Upsert session_upsert(const Dialect& d, const Tables& t, std::string_view fence,
 
 namespace dblock::sql {
 
+Statement session_id_statement(const Dialect& d) {
+  if (d.session_id.empty()) return {};
+  return {"doctor.session_id", "SELECT " + d.session_id};
+}
+
+DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options) {
+  DoctorStatements s;
+  s.probe = privilege_probes(options, sd.quote);
+  s.session_id = session_id_statement(d);
+  return s;
+}
+
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s) {
   const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
   s.begin = d.begin;
@@ -160,13 +172,14 @@ FailoverStatements failover_statements(const Dialect& d, const Tables& t) {
   if (now_incarnation.empty()) return f;
   const std::string ttl = d.integer(":ttl_ms");
   auto flag = [](const std::string& cond) { return "CASE WHEN " + cond + " THEN 1 ELSE 0 END"; };
-  const std::string serving = d.serving(t);
-  // Also who serves the session and whether it is a Galera node (Dialect::serving), which a
-  // session strategy asks before its first take (SqlBackend::serving_check).
+  const std::string serving = d.serving ? d.serving(t) : std::string();
+  // Also who serves the session and whether it is a Galera node (Dialect::session_id, serving),
+  // which a session strategy asks before its first take (SqlBackend::serving_check).
   f.read = {"failover.read", "SELECT r.owner, c.incarnation_now, r.host, r.token, " + d.epoch_ms("r.expires_at") + ", " +
                                  d.epoch_ms(d.now) + ", r.pid, " + flag("r.owner = c.incarnation_now") + ", " +
                                  flag(failover_delayed_sql(d, "r.")) + ", " + flag(failover_covers_sql(d, "r.")) +
-                                 (serving.empty() ? "" : ", " + serving) + " FROM (SELECT " + now_incarnation +
+                                 (d.session_id.empty() ? "" : ", " + d.session_id + ", " + (serving.empty() ? "0" : serving)) +
+                                 " FROM (SELECT " + now_incarnation +
                                  " AS incarnation_now) c LEFT JOIN " + t.locks + " r ON r.name = :record"};
   // Inserted unless there is a record (two first acquirers race harmlessly, the second doing
   // nothing).

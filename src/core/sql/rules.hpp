@@ -143,11 +143,15 @@ struct Dialect {
   /// The server's incarnation (failover.hpp) as SQL: a text that a promotion or a restore into
   /// another cluster changes. "" where the dialect has none: no failover statements, no fence.
   std::string incarnation;
-  /// What the failover record's read answers after the record's columns, over dblock's tables
-  /// `t` (FailoverStatements::read, from failover::session_column on): the server's id of the
-  /// session that runs it, then 1 on a Galera node, else 0, then any column that fails the read
-  /// where the tables cannot keep the dialect's statements safe. "" where there is no incarnation.
-  std::string (*serving)(const Tables& t) = [](const Tables&) { return std::string(); };
+  /// The server's id of the session that runs the statement, as Session::started_id gives it
+  /// (DoctorStatements::session_id, and the failover record's read); "" where there are no
+  /// server sessions.
+  std::string session_id;
+  /// What the failover record's read answers after the session's id, over dblock's tables `t`
+  /// (FailoverStatements::read, after failover::session_column): 1 on a Galera node, else 0,
+  /// then any column that fails the read where the tables cannot keep the dialect's statements
+  /// safe. "" or none: 0, no cluster of that kind.
+  std::string (*serving)(const Tables& t) = nullptr;
 };
 
 /// A take of :key's row of <prefix>locks, with the holder's columns (tables.hpp, Column::holder)
@@ -184,6 +188,15 @@ InspectStatements inspect_statements(const Dialect& d, const tables::SchemaDiale
 /// expressions, its failover statements (failover_statements) included: all but
 /// release_recorded, history.record and lock_row, which the dialect adds.
 LeaseStatements lease_statements(const Dialect& d, const Tables& t);
+
+/// DoctorStatements::session_id: (the server's id of the session), Dialect::session_id; empty
+/// where there is none.
+Statement session_id_statement(const Dialect& d);
+
+/// doctor's statements (DoctorStatements) that are standard SQL: the privilege probes of the
+/// tables of `options`, quoted as `sd` quotes them, and session_id; the dialect adds server,
+/// can_create and its checks.
+DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options);
 
 /// The session strategies' server-lock statements (LockStatements): the dialect's own `s` (its
 /// session-lock primitive, its claims' lock and insert), completed with what is standard SQL:

@@ -35,6 +35,7 @@ const sql::Dialect marked{
     },
     .release_returns = "TELL(name)",
     .incarnation = "INC",
+    .session_id = "SESSION",
     .serving = [](const Tables& t) { return "SERVED(" + t.prefix + ")"; },
 };
 
@@ -256,7 +257,7 @@ TEST_CASE("the failover statements: written once, the dialect giving its incarna
   const sql::FailoverStatements f = sql::lease_statements(marked, t).failover;
   CHECK(f.read.text == "SELECT r.owner, c.incarnation_now, r.host, r.token, MS(r.expires_at), MS(NOW), r.pid,"
                        " CASE WHEN r.owner = c.incarnation_now THEN 1 ELSE 0 END, CASE WHEN LIVE(r.) THEN 1 ELSE 0 END,"
-                       " CASE WHEN r.pid >= INT(:ttl_ms) THEN 1 ELSE 0 END, SERVED(p_) FROM (SELECT INC AS"
+                       " CASE WHEN r.pid >= INT(:ttl_ms) THEN 1 ELSE 0 END, SESSION, SERVED(p_) FROM (SELECT INC AS"
                        " incarnation_now) c LEFT JOIN \"p_locks\" r ON r.name = :record");
   CHECK(f.create.text == "INSERT INTO \"p_locks\" (name, owner, host, pid, token, strategy, acquired_at) VALUES"
                          " (:record, INC, NULL, INT(:ttl_ms), 0, 'failover', NOW) ON CONFLICT (name) DO NOTHING");
