@@ -356,7 +356,7 @@ WakeStatements wake_statements(const std::string& prefix) {
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
   const Tables t(options.table_prefix, '`');
   // DDL commits on its own (no `begin`): CREATE TABLE IF NOT EXISTS is safe to race.
-  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name);
+  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name, descriptor.strategies);
   // As failover.create makes it. The incarnation differs between MariaDB and MySQL, and a
   // script cannot know which server it meets: a MariaDB-only comment (/*M! ... */), which MySQL
   // skips; there the first run makes the record.

@@ -61,7 +61,8 @@ constexpr sql::tables::Column boot_columns[] = {
 };
 
 // How SQLite spells dblock's tables (core/sql/tables.hpp): TEXT and INTEGER (64-bit); a TEXT
-// name compares byte-wise (BINARY collation). No claims: SQLite has no session strategies.
+// name compares byte-wise (BINARY collation). No claims: SQLite has no session strategies
+// (its descriptor's).
 const sql::tables::SchemaDialect schema_dialect{
     .quote = '"',
     .type = [](Type t) -> std::string { return t == Type::int64 || t == Type::int32 ? "INTEGER" : "TEXT"; },
@@ -75,7 +76,6 @@ const sql::tables::SchemaDialect schema_dialect{
                  std::string(columns) + ")";
         },
     .own_columns = boot_columns,
-    .session_tables = false,
 };
 
 // What core's rules (core/sql/rules.hpp) need spelled in SQLite; the time the row's last start
@@ -154,7 +154,7 @@ std::string lease_live_sql(const std::string& a) {
 }
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
-  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name);
+  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name, descriptor.strategies);
   // One write transaction: one commit (one fsync) on a new file, and processes upgrading the
   // same file at once add each column once.
   s.begin = dialect.begin;
