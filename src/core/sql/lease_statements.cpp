@@ -1,7 +1,8 @@
 // The lease's statements (statements.hpp, LeaseStatements), written once and rendered through
 // the dialect's expressions (rules.hpp, Dialect): the take and why it refused, the renewal, the
-// release and a semaphore's header. The dialect adds the form of its take (Dialect::take), how
-// a release commits and tells the waiters; its failover statements are written here too.
+// release, a semaphore's header, the history and the failover statements. The dialect adds the
+// form of its take (Dialect::take) and how a release tells the waiters. Also the standard parts
+// of the session strategies' lock statements and of doctor's.
 
 #include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
