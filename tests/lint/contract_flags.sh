@@ -3,31 +3,35 @@
 # capability flags or predicates for core to branch on: a native error core must tell apart is
 # an ErrorKind the dialect's error file sets (core/error.hpp), and a difference in what to run
 # is in the statements themselves. Checked: no function pointer and no bool member in the
-# contract's statement structs (core/sql/statements.hpp, failover.hpp), and no Session virtual
+# contract's statement structs (core/sql/statements.hpp, failover.hpp), no bool member in what a
+# dialect spells (rules.hpp Dialect and OwnLease, tables.hpp SchemaDialect: its expression
+# functions are the contract, a yes or no is not), and no Session virtual
 # that judges an Error (core/sql/sql_session.hpp), beyond the few still listed below, which
 # their own work removes; the list only shrinks.
 set -u
 top=${1:-${DBLOCK_SOURCE_DIR:?usage: contract_flags.sh SOURCE_DIR}}
 sql=$top/src/core/sql
-# Still there: the lease's release that commits alone (docs/performance.md); and
-# SchemaStatements::Added::required, which describes an added column (whether inspection of an
-# older table needs it), the same in every dialect, not a dialect. (A take that explains its
-# refusal or reads the failover gate says so in its answer and its parameters: lock_steps.hpp.)
-allowed='^(release_unsynced|required)$'
+# Still there: SchemaStatements::Added::required, which describes an added column (whether
+# inspection of an older table needs it), the same in every dialect, not a dialect. (A take
+# that explains its refusal or reads the failover gate, and a release that tells the waiters
+# and so commits alone, say so in their answers and parameters: lock_steps.hpp.)
+allowed='^(required)$'
 
-# Members of the structs named *Statements: "bool name" (a flag) or "(*name)(" (a predicate).
+# Members of the structs named *Statements: "bool name" (a flag) or "(*name)(" (a predicate);
+# of a dialect's expressions: "bool name".
 found=$(awk '
-  /^struct [A-Za-z]*Statements[ {]/ { inside = 1 }
+  /^struct [A-Za-z]*Statements[ {]/ { inside = 1; expressions = 0 }
+  /^struct (Dialect|OwnLease|SchemaDialect)[ {]/ { inside = 1; expressions = 1 }
   inside && /^};/ { inside = 0 }
   inside && match($0, /^[[:space:]]+bool[[:space:]]+[a-z_]+[[:space:]]*(=[^;]*)?;/) {
     line = $0; sub(/^[[:space:]]+bool[[:space:]]+/, "", line); sub(/[[:space:]=;].*/, "", line)
     print FILENAME ":" FNR ": flag " line
   }
-  inside && match($0, /\(\*[a-z_]+\)\(/) {
+  inside && !expressions && match($0, /\(\*[a-z_]+\)\(/) {
     line = substr($0, RSTART + 2); sub(/\).*/, "", line)
     print FILENAME ":" FNR ": predicate " line
   }
-' "$sql/statements.hpp" "$sql/failover.hpp")
+' "$sql/statements.hpp" "$sql/failover.hpp" "$sql/rules.hpp" "$sql/tables.hpp")
 virtuals=$(grep -nE 'virtual bool [a-z_]+\(const Error&' "$sql/sql_session.hpp" | sed "s|^|$sql/sql_session.hpp:|; s|: *virtual bool \([a-z_]*\).*|: predicate \1|")
 all=$(printf '%s\n%s\n' "$found" "$virtuals" | grep -v '^$')
 

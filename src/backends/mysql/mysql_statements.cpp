@@ -48,7 +48,7 @@ std::string upsert(const sql::Upsert& u) {
   for (auto& [column, value] : set)
     if (value.empty()) value = "VALUES(" + column + ")";
   return "INSERT INTO " + u.table + " (" + columns + ") VALUES (" + values + ") ON DUPLICATE KEY UPDATE " +
-         assign_each_if("CAST(name AS BINARY) = VALUES(name) AND (" + u.when("") + ")", set);
+         (set.empty() ? "name = name" : assign_each_if("CAST(name AS BINARY) = VALUES(name) AND (" + u.when("") + ")", set));
 }
 
 // `label` + the first `digits` hex digits of SHA-256 over database, prefix and `key` (SQL), then
@@ -81,6 +81,36 @@ std::string holder_id(std::string_view row = "") {
   return "CAST(SUBSTRING_INDEX(" + std::string(row) + "session_id, ':', 1) AS UNSIGNED)";
 }
 
+// The server's incarnation (failover.hpp): MySQL's server_uuid; MariaDB has none, but
+// replication requires every server of a topology to have its own server_id, and a Galera
+// cluster's nodes are one database, replicated synchronously (a node killed loses no grant).
+std::string incarnation(bool mariadb) {
+  return mariadb ? "IF(@@GLOBAL.wsrep_on, CONCAT('galera ', @@GLOBAL.wsrep_cluster_name),"
+                   " CONCAT('server_id ', @@GLOBAL.server_id))"
+                 : "CONCAT('server_uuid ', @@GLOBAL.server_uuid)";
+}
+
+// On MariaDB, whose takes read no row back (lease_statements), a last column that fails the
+// read (1242, which sends the run to the schema check: exit 78) unless <prefix>locks has a
+// unique key on exactly its name, as its upserts need; a read of one table's keys in the
+// catalog, once per connection. MySQL's `taken` read finds a second row of the name instead.
+std::string keyed_locks(const Tables& t, bool mariadb) {
+  if (!mariadb) return "";
+  const std::string keyed = "SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = " +
+                            quote_identifier(t.prefix + "locks", '\'') +
+                            " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME HAVING COUNT(*) = 1 AND"
+                            " SUM(LOWER(COLUMN_NAME) = 'name' AND SUB_PART IS NULL) = 1";
+  return ", (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE NOT EXISTS (" + keyed + "))";
+}
+
+// Dialect::serving: whether the session's server is a Galera node: MariaDB always has wsrep_on
+// (its incarnation reads it too); MySQL only in a Galera build, so it is looked up there.
+std::string serving(const Tables&) {
+  return "COALESCE((SELECT VARIABLE_VALUE IN ('ON', '1') FROM performance_schema.global_variables"
+         " WHERE VARIABLE_NAME = 'wsrep_on'), 0)";
+}
+std::string mariadb_serving(const Tables& t) { return "@@GLOBAL.wsrep_on" + keyed_locks(t, true); }
+
 // What core's rules (core/sql/rules.hpp) need spelled in MySQL.
 const sql::Dialect dialect{
     .now = "UTC_TIMESTAMP(6)",
@@ -93,6 +123,7 @@ const sql::Dialect dialect{
     .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > UTC_TIMESTAMP(6), 0)"; },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " <=> " + std::string(b); },
     .begin = "START TRANSACTION",
+    .begin_unsynced = {},  // every commit waits for the disk
     // ShedLock's now, as its MySqlServerTimeStatementsSource writes it.
     .utc_now = "UTC_TIMESTAMP(3)",
     .epoch_ms = &epoch_ms,
@@ -119,10 +150,13 @@ const sql::Dialect dialect{
                  " AS held, " + holder_id("l.") + " AS id FROM " + std::string(rows) + ") h";
         },
     .own_lease = {},  // none: the server's clock judges every lease
-    // No RETURNING, nor a read of the failover record in an ON DUPLICATE KEY UPDATE: the
-    // upsert alone, admitted before it (failover_statements).
+    // No RETURNING, nor a read of the failover record in an ON DUPLICATE KEY UPDATE (its
+    // assignments read no table): the upsert alone, admitted before it (failover::admit).
     .take = [](const sql::Take& k) { return upsert(k.upsert(k.fence)); },
     .release_returns = {},  // the waiters are woken by the holder's wake name (wake_statements)
+    .incarnation = incarnation(false),
+    .session_id = "CONNECTION_ID()",
+    .serving = &serving,
 };
 
 // MariaDB's Dialect::take (10.5+): the upsert answers with its row (RETURNING), which saves the
@@ -145,6 +179,8 @@ std::string mariadb_take(const sql::Take& k) {
 const sql::Dialect mariadb_dialect = [] {
   sql::Dialect d = dialect;
   d.take = &mariadb_take;
+  d.incarnation = incarnation(true);
+  d.serving = &mariadb_serving;
   return d;
 }();
 
@@ -179,77 +215,22 @@ const sql::tables::SchemaDialect schema_dialect{
 // The failover fence a token must exceed (failover.hpp), as the statements bind it.
 const std::string fence = dialect.integer(":fence");
 
-// The server's incarnation (failover.hpp): MySQL's server_uuid; MariaDB has none, but
-// replication requires every server of a topology to have its own server_id, and a Galera
-// cluster's nodes are one database, replicated synchronously (a node killed loses no grant).
-std::string incarnation(bool mariadb) {
-  return mariadb ? "IF(@@GLOBAL.wsrep_on, CONCAT('galera ', @@GLOBAL.wsrep_cluster_name),"
-                   " CONCAT('server_id ', @@GLOBAL.server_id))"
-                 : "CONCAT('server_uuid ', @@GLOBAL.server_uuid)";
-}
-
-// On MariaDB, whose takes read no row back (lease_statements), a last column that fails the
-// read (1242, which sends the run to the schema check: exit 78) unless <prefix>locks has a
-// unique key on exactly its name, as its upserts need; a read of one table's keys in the
-// catalog, once per connection. MySQL's `taken` read finds a second row of the name instead.
-std::string keyed_locks(const Tables& t, bool mariadb) {
-  if (!mariadb) return "";
-  const std::string keyed = "SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = " +
-                            quote_identifier(t.prefix + "locks", '\'') +
-                            " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME HAVING COUNT(*) = 1 AND"
-                            " SUM(LOWER(COLUMN_NAME) = 'name' AND SUB_PART IS NULL) = 1";
-  return ", (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE NOT EXISTS (" + keyed + "))";
-}
-
-// MySQL reads no table in an ON DUPLICATE KEY UPDATE's assignments, so the gate is not folded
-// into the take: admit() runs before it.
-sql::FailoverStatements failover_statements(const Tables& t, bool mariadb) {
-  const std::string now_incarnation = incarnation(mariadb);
-  sql::FailoverStatements f;
-  // Also who serves the session and whether it is a Galera node, which a session strategy asks
-  // before its first take (SqlBackend::serving_check): MariaDB always has wsrep_on (the
-  // incarnation reads it too); MySQL only in a Galera build, so it is looked up there.
-  const std::string wsrep = mariadb ? "@@GLOBAL.wsrep_on"
-                                    : "COALESCE((SELECT VARIABLE_VALUE IN ('ON', '1') FROM"
-                                      " performance_schema.global_variables WHERE VARIABLE_NAME = 'wsrep_on'), 0)";
-  f.read = {"failover.read", "SELECT r.owner, c.incarnation_now, r.host, r.token, " + epoch_ms("r.expires_at") + ", " +
-                                 epoch_ms("UTC_TIMESTAMP(6)") + ", r.pid, r.owner = c.incarnation_now, " +
-                                 sql::failover_delayed_sql(dialect, "r.") + ", " + sql::failover_covers_sql(dialect, "r.") +
-                                 ", CONNECTION_ID(), " + wsrep + keyed_locks(t, mariadb) + " FROM (SELECT " +
-                                 now_incarnation + " AS incarnation_now) c LEFT JOIN " + t.locks + " r ON r.name = :record"};
-  f.create = {"failover.create", "INSERT INTO " + t.locks +
-                                     " (name, owner, host, pid, token, strategy, acquired_at) VALUES (:record, " +
-                                     now_incarnation + ", NULL, :ttl_ms, 0, 'failover', UTC_TIMESTAMP(6))"
-                                     " ON DUPLICATE KEY UPDATE name = name"};
-  f.max_token = {"failover.max_token", "SELECT MAX(token) FROM " + t.locks + " WHERE name <> :record"};
-  // Assigned left to right: host takes the old owner before owner changes.
-  f.move = {"failover.move", "UPDATE " + t.locks + " SET host = owner, owner = " + now_incarnation +
-                                 ", token = :fence, acquired_at = UTC_TIMESTAMP(6),"
-                                 " expires_at = UTC_TIMESTAMP(6) + INTERVAL pid * 1000 MICROSECOND WHERE name = :record AND"
-                                 " owner <> " + now_incarnation};
-  f.raise_ttl = {"failover.raise_ttl",
-                 "UPDATE " + t.locks + " SET pid = :ttl_ms WHERE name = :record AND pid < :ttl_ms"};
-  return f;
-}
-
 }  // namespace
 
 sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   const Tables t(prefix, '`');
-  sql::LeaseStatements s = sql::lease_statements(mariadb ? mariadb_dialect : dialect, t, incarnation(mariadb));
+  sql::LeaseStatements s = sql::lease_statements(mariadb ? mariadb_dialect : dialect, t);
   if (mariadb)
     // Taken (a plain key's: no slot token), the key's wake name taken and the queue name given
     // back, as wake_hold does (NULL, NULL when not), after the take's columns (mariadb_take): the
     // holder's first step in the take's round trip (Session::run reads these last two).
     s.take.text += ", IF(" + taking + " AND :token IS NULL, GET_LOCK(" + wake_name(t) + ", 0), NULL), IF(" + taking +
                    " AND :token IS NULL, RELEASE_LOCK(" + queue_name(t) + "), NULL)";
-  s.begin_release = "START TRANSACTION";
   // No RETURNING here: a session strategy's run has a dozen round trips, so one fewer earned
   // under 10% at a 10 ms round trip (an advisory run 185 against 196 ms), too little for a
   // second way of numbering.
   s.session_take = {"session.take", upsert(sql::session_upsert(dialect, t, fence, dialect.now, dialect.now))};
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
-  s.failover = failover_statements(t, mariadb);
   return s;
 }
 
@@ -272,14 +253,12 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
 }
 
 sql::DoctorStatements doctor_statements(const BackendOptions& options, bool mariadb) {
-  sql::DoctorStatements s;
+  sql::DoctorStatements s = sql::doctor_statements(dialect, schema_dialect, options);
   s.server = {"doctor.server", "SELECT VERSION()"};
-  s.probe = sql::privilege_probes(options, '`');
   s.can_create = {"doctor.can_create",
                   "SELECT (SELECT COUNT(*) FROM information_schema.SCHEMA_PRIVILEGES WHERE TABLE_SCHEMA = DATABASE()"
                   " AND PRIVILEGE_TYPE = 'CREATE') + (SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES"
                   " WHERE PRIVILEGE_TYPE = 'CREATE')"};
-  s.session_id = {"doctor.session_id", "SELECT CONNECTION_ID()"};
   // No `serving`: the failover record's read answers it (failover_statements).
   s.checks = {
       // A lease run's session sets no idle limit (Connection::open): its renewals keep it busy.
@@ -320,24 +299,23 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
   // The name a for-update or txn-insert holder keeps while it holds the key, with :tag, its lock
   // session's 32 random hex digits: the server shows who holds it (holder_lock).
   const std::string held = lock_name(t, "dblock-held:", 20, ":key", ":tag");
-  const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
   sql::LockStatements s;
   // GET_LOCK is re-entrant on one connection: NULL rather than a second hold.
   s.advisory_wait = {"lock.advisory_take", "SELECT IF(IS_USED_LOCK(" + advisory + ") <=> CONNECTION_ID(), NULL, GET_LOCK(" +
                                                advisory + ", :wait_ms / 1000))"};
   s.advisory_holds = {"lock.advisory_holds", "SELECT IS_USED_LOCK(" + advisory + ") <=> CONNECTION_ID()"};
   s.advisory_give_back = {"lock.advisory_give_back", "SELECT RELEASE_LOCK(" + advisory + ")"};
-  s.begin = "START TRANSACTION";
   s.lock_wait = {"lock.wait", "SET SESSION innodb_lock_wait_timeout = :seconds"};
   // The holder tag in the same statement, once the row is locked (the select list is evaluated
   // for a locked row only; none when busy or missing).
-  s.lock_claim = {"lock.claim", "SELECT name, GET_LOCK(" + held + ", 0)" + claim + " FOR UPDATE"};
+  s.lock_claim = {"lock.claim", "SELECT name, GET_LOCK(" + held + ", 0) FROM " + t.claims +
+                                    " WHERE name = :key AND kind = :kind FOR UPDATE"};
   // Busy only when another holds the row: a table's metadata lock (a concurrent first run's
   // CREATE TABLE, a DBA's ALTER) is waited for, as every statement waits for it
-  // (lock_wait_timeout). MySQL's NOWAIT is about row locks only; MariaDB's is about metadata
-  // locks too, so there the holder session's innodb_lock_wait_timeout = 0 (MySQL's least is 1 s)
-  // answers a held row at once instead.
-  s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text + (mariadb ? "" : " NOWAIT")};
+  // (lock_wait_timeout). MySQL's NOWAIT (core's lock_claim_nowait) is about row locks only;
+  // MariaDB's is about metadata locks too, so there the holder session's
+  // innodb_lock_wait_timeout = 0 (MySQL's least is 1 s) answers a held row at once instead.
+  if (mariadb) s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text};
   s.make_claim = {"lock.make_claim", "INSERT IGNORE INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
   s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
   // txn-insert's INSERT waits for another holder's only on a unique key of (name, kind): on a
@@ -352,11 +330,7 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
   s.tag = {"lock.tag", "SELECT GET_LOCK(" + held + ", 0), (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two"
                        " WHERE NOT EXISTS (" + keyed + "))"};
   s.untag = {"lock.untag", "DO RELEASE_LOCK(" + held + ")"};
-  // The uncommitted row is visible to its own transaction only, while it is open.
-  s.holds_claim = {"lock.holds_claim", "SELECT COUNT(*)" + claim};
-  // A row lock lasts as long as its transaction, which lasts as long as the session.
-  s.alive = {"lock.alive", "SELECT 1"};
-  return s;
+  return sql::lock_statements(dialect, t, std::move(s));
 }
 
 WakeStatements wake_statements(const std::string& prefix) {
@@ -388,7 +362,7 @@ WakeStatements wake_statements(const std::string& prefix) {
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
   const Tables t(options.table_prefix, '`');
   // DDL commits on its own (no `begin`): CREATE TABLE IF NOT EXISTS is safe to race.
-  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name);
+  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name, descriptor.strategies);
   // As failover.create makes it. The incarnation differs between MariaDB and MySQL, and a
   // script cannot know which server it meets: a MariaDB-only comment (/*M! ... */), which MySQL
   // skips; there the first run makes the record.

@@ -49,6 +49,13 @@ std::string session_holds(const Tables& t, std::string_view row) {
 
 std::string take(const sql::Take& k);
 
+// The server's incarnation (failover.hpp): its system identifier, which a restore into another
+// cluster changes, and its timeline, which each promotion advances. The timeline is that of the
+// WAL being written: pg_control_checkpoint() lags until the first checkpoint after a promotion.
+const std::string incarnation =
+    "((SELECT system_identifier FROM pg_control_system())::text || '/timeline ' ||"
+    " substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))";
+
 // What core's rules (core/sql/rules.hpp) need spelled in PostgreSQL.
 const sql::Dialect dialect{
     .now = "now()",
@@ -60,7 +67,12 @@ const sql::Dialect dialect{
         },
     .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > now(), false)"; },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " IS NOT DISTINCT FROM " + std::string(b); },
-    .begin = "BEGIN",
+    // READ COMMITTED whatever the role's default: a statement after a lock (a semaphore's slot
+    // rows after its header) must read what committed meanwhile.
+    .begin = "BEGIN ISOLATION LEVEL READ COMMITTED",
+    // Only the acquisition must survive a crash: a release lost in one leaves a lease to expire,
+    // and the next acquirer's synchronous commit flushes the WAL up to its own token first.
+    .begin_unsynced = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit = off",
     .utc_now = now_utc,
     .epoch_ms = &ms,
     .plus_ms = [](std::string_view time, std::string_view ms) { return std::string(time) + " + " + std::string(ms) + " * interval '1 ms'"; },
@@ -85,6 +97,9 @@ const sql::Dialect dialect{
     // only the acquisition must survive a crash (begin_release). The release runs alone, outside
     // begin_release (a session holder's, and a lease's ahead of its history row).
     .release_returns = "pg_notify(:channel, name), set_config('synchronous_commit', 'off', true)",
+    .incarnation = incarnation,
+    .session_id = "pg_backend_pid()",
+    .serving = {},  // no Galera
 };
 
 // How PostgreSQL spells dblock's tables (core/sql/tables.hpp). name is COLLATE "C", so keys
@@ -123,13 +138,6 @@ const sql::tables::SchemaDialect schema_dialect{
 // The failover fence a token must exceed (failover.hpp), as the statements bind it.
 const std::string fence = dialect.integer(":fence");
 
-// The server's incarnation (failover.hpp): its system identifier, which a restore into another
-// cluster changes, and its timeline, which each promotion advances. The timeline is that of the
-// WAL being written: pg_control_checkpoint() lags until the first checkpoint after a promotion.
-const std::string incarnation =
-    "((SELECT system_identifier FROM pg_control_system())::text || '/timeline ' ||"
-    " substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))";
-
 // Dialect::take. The row is taken by an UPDATE of the row it locks with SKIP LOCKED, and made by
 // an INSERT only when there is none. The waiters a release wakes find the row locked by the one
 // that got there first and are refused at once: none waits for its commit, none locks the row
@@ -164,30 +172,6 @@ std::string take(const sql::Take& k) {
          ") SELECT t.*, r.*, (SELECT count(*) FROM f WHERE NOT here) FROM (SELECT 1) one"
          " LEFT JOIN (SELECT * FROM u UNION ALL SELECT * FROM i) t ON true LEFT JOIN (" + k.refusal +
          ") r ON t.token IS NULL";
-}
-
-sql::FailoverStatements failover_statements(const Tables& t) {
-  sql::FailoverStatements f;
-  // Also who serves the session, and 0 for "a Galera node" (no cluster keeps session locks on
-  // one node only), which a session strategy asks before its first take (SqlBackend::serving_check).
-  // The record is a row of <prefix>locks: owner the incarnation, host the previous one, token
-  // the fence, expires_at the end of the lock-delay, pid the longest TTL in ms.
-  f.read = {"failover.read", "SELECT r.owner, c.incarnation_now, r.host, r.token, " + ms("r.expires_at") + ", " + ms("now()") +
-                                 ", r.pid, (r.owner = c.incarnation_now)::int, " + sql::failover_delayed_sql(dialect, "r.") +
-                                 "::int, (" + sql::failover_covers_sql(dialect, "r.") + ")::int, pg_backend_pid(), 0 FROM"
-                                 " (SELECT " + incarnation + " AS incarnation_now) c LEFT JOIN " + t.locks + " r ON r.name = :record"};
-  f.create = {"failover.create", "INSERT INTO " + t.locks +
-                                     " (name, owner, host, pid, token, strategy, acquired_at) VALUES (:record, " +
-                                     incarnation + ", NULL, :ttl_ms::bigint, 0, 'failover', now())"
-                                     " ON CONFLICT (name) DO NOTHING"};
-  f.max_token = {"failover.max_token", "SELECT max(token) FROM " + t.locks + " WHERE name <> :record"};
-  f.move = {"failover.move", "UPDATE " + t.locks + " SET host = owner, owner = " + incarnation +
-                                 ", token = :fence::bigint, acquired_at = now(),"
-                                 " expires_at = now() + pid * interval '1 ms' WHERE name = :record AND owner <> " +
-                                 incarnation};
-  f.raise_ttl = {"failover.raise_ttl",
-                 "UPDATE " + t.locks + " SET pid = :ttl_ms::bigint WHERE name = :record AND pid < :ttl_ms::bigint"};
-  return f;
 }
 
 // session.take (statements.hpp; core's rule, rules.hpp session_upsert), its one row selected
@@ -225,7 +209,7 @@ sql::Statement history_record(const Tables& t) {
 }
 
 // The lease's release (core/sql/lease_statements.cpp), which release_recorded runs first.
-sql::Statement lease_release(const Tables& t) { return sql::lease_statements(dialect, t, incarnation).release; }
+sql::Statement lease_release(const Tables& t) { return sql::lease_statements(dialect, t).release; }
 
 // LeaseStatements::release_recorded: `release` (`u`, its own set_config included), then what
 // `between` does (a part named `g` whose `ours` says whether the lock was still the holder's,
@@ -247,22 +231,16 @@ sql::Statement release_recorded(const Tables& t, std::string id, const std::stri
 
 sql::LeaseStatements lease_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
-  sql::LeaseStatements s = sql::lease_statements(dialect, t, incarnation);
-  // Only the acquisition must survive a crash: a release lost in one leaves a lease to expire,
-  // and the next acquirer's synchronous commit flushes the WAL up to its own token first.
-  s.begin_release = "BEGIN; SET LOCAL synchronous_commit = off";
-  s.release_unsynced = true;
+  sql::LeaseStatements s = sql::lease_statements(dialect, t);
   s.session_take = {"session.take", session_upsert(t, "", "now()")};
   s.history.record = history_record(t);
   s.release_recorded = release_recorded(t, "lease.release_recorded");
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
-  s.failover = failover_statements(t);
   return s;
 }
 
 sql::LockStatements lock_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
-  const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
   const std::string advisory_try = "SELECT pg_try_advisory_lock(:lock::bigint) AS got, clock_timestamp() AS at";
   // The lock first, then the clock (now() is when the statement began to wait), and the row
   // numbered only when the lock was taken: one row of (session.take's columns, taken).
@@ -290,12 +268,10 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   // outer row), then every advisory lock of the session, so a stacked second hold never stays.
   s.advisory_give_back = {"lock.advisory_give_back", "SELECT ours, pg_advisory_unlock_all() FROM"
                                                      " (SELECT pg_advisory_unlock(:lock::bigint) AS ours OFFSET 0) u"};
-  s.begin = "BEGIN ISOLATION LEVEL READ COMMITTED";
   s.lock_wait = {"lock.lock_timeout", "SELECT set_config('lock_timeout', :lock_timeout, true)"};
   // Each lock answers with its transaction's id, by which row_released asks the server whether
   // it still runs.
-  s.lock_claim = {"lock.claim", "SELECT txid_current()" + claim + " FOR UPDATE"};
-  s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text + " NOWAIT"};
+  s.lock_claim = {"lock.claim", "SELECT txid_current() FROM " + t.claims + " WHERE name = :key AND kind = :kind FOR UPDATE"};
   s.make_claim = {"lock.make_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind) ON CONFLICT DO NOTHING"};
   // txn-insert's waiters queue on the key's transaction-scoped advisory lock (two ints) ahead of
   // the INSERT, which the holder keeps until its transaction ends: a release wakes the one
@@ -304,14 +280,12 @@ sql::LockStatements lock_statements(const std::string& prefix) {
                                          " FROM (SELECT pg_advisory_xact_lock(:hi::int, :lo::int)) q RETURNING txid_current()"};
   s.insert_claim_try = {"lock.insert_claim_try", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind"
                                                  " WHERE pg_try_advisory_xact_lock(:hi::int, :lo::int) RETURNING txid_current()"};
-  s.holds_claim = {"lock.holds_claim", "SELECT count(*)" + claim};
   // The row released, then whether the holder's transaction still runs (a lock that went with
   // its session, or an idle limit's end, leaves it aborted), then the history row.
   s.row_released = release_recorded(t, "lock.row_released",
                                     "g AS (SELECT COALESCE(txid_status(:holder_txn::bigint) = 'in progress', false) AS ours"
                                     " FROM (SELECT count(*) FROM u) r)");
-  s.alive = {"lock.alive", "SELECT 1"};
-  return s;
+  return sql::lock_statements(dialect, t, std::move(s));
 }
 
 QueueStatements queue_statements() {
@@ -334,16 +308,14 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
   return s;
 }
 
-sql::Statement session_id_statement() { return {"doctor.session_id", "SELECT pg_backend_pid()"}; }
+sql::Statement session_id_statement() { return sql::session_id_statement(dialect); }
 
 sql::DoctorStatements doctor_statements(const BackendOptions& options) {
   const std::string& prefix = options.table_prefix;
   const Tables t(prefix, '"');
-  sql::DoctorStatements s;
+  sql::DoctorStatements s = sql::doctor_statements(dialect, schema_dialect, options);
   s.server = {"doctor.server", "SELECT 'PostgreSQL ' || current_setting('server_version')"};
-  s.probe = sql::privilege_probes(options, '"');
   s.can_create = {"doctor.can_create", "SELECT has_schema_privilege(current_schema(), 'CREATE')"};
-  s.session_id = session_id_statement();
   // The idle limits in force: 'client' means the value came in this connection's startup packet,
   // so dblock's own did. A pooler that drops `options` (PgBouncer with it in
   // ignore_startup_parameters) leaves the server's limits on dblock's sessions.
@@ -390,14 +362,14 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options) {
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
   const Tables t(options.table_prefix, '"');
-  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name);
+  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name, descriptor.strategies);
   // CREATE TABLE IF NOT EXISTS races on the catalog (unique violation on pg_type) when several
   // processes create at once: an advisory transaction lock makes them take turns. Its id is a
   // number computed here, not user text.
   // READ COMMITTED whatever the role's default: the shape read after the CREATEs must see a
   // table a racer committed while this one waited for the lock, which a REPEATABLE READ or
   // SERIALIZABLE snapshot (taken by the lock's SELECT, before the wait) would not.
-  s.begin = "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock(" +
+  s.begin = dialect.begin + "; SELECT pg_advisory_xact_lock(" +
             std::to_string(key_hash(options.table_prefix, "\x01schema")) + ")";
   // As failover.create makes it, once: WHERE NOT EXISTS rather than ON CONFLICT, which a table
   // without its key on name would refuse (the shape check names that, not the script).

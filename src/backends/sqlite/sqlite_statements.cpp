@@ -61,7 +61,8 @@ constexpr sql::tables::Column boot_columns[] = {
 };
 
 // How SQLite spells dblock's tables (core/sql/tables.hpp): TEXT and INTEGER (64-bit); a TEXT
-// name compares byte-wise (BINARY collation). No claims: SQLite has no session strategies.
+// name compares byte-wise (BINARY collation). No claims: SQLite has no session strategies
+// (its descriptor's).
 const sql::tables::SchemaDialect schema_dialect{
     .quote = '"',
     .type = [](Type t) -> std::string { return t == Type::int64 || t == Type::int32 ? "INTEGER" : "TEXT"; },
@@ -75,7 +76,6 @@ const sql::tables::SchemaDialect schema_dialect{
                  std::string(columns) + ")";
         },
     .own_columns = boot_columns,
-    .session_tables = false,
 };
 
 // What core's rules (core/sql/rules.hpp) need spelled in SQLite; the time the row's last start
@@ -89,6 +89,10 @@ const sql::Dialect dialect{
     .lease_live = [](std::string_view row) { return lease_live_sql(std::string(row)); },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " IS " + std::string(b); },
     .begin = "BEGIN IMMEDIATE",
+    // Only the acquisition carries a token that must survive a power loss. A lost release leaves
+    // a lease that is over after the reboot anyway (a lease from an earlier boot is expired), and
+    // the next acquisition's fsync of the WAL makes this commit durable too: one fsync per run.
+    .begin_unsynced = std::string(begin_unsynced),
     // Times are UTC text 'YYYY-MM-DD HH:MM:SS.SSS', so they compare as text. SQLite has no server
     // clock: ShedLock's lock_until is the wall clock's, which its Java clients read.
     .utc_now = now_sql(),
@@ -134,6 +138,9 @@ const sql::Dialect dialect{
     // upsert waits for no row; there is no failover gate.
     .take = [](const sql::Take& k) { return sql::on_conflict_upsert(k.upsert(k.fence)) + " RETURNING " + k.returning; },
     .release_returns = {},  // the waiters are woken through the wake file (sqlite_wake.hpp)
+    .incarnation = {},      // one file, no replica to fail over to
+    .session_id = {},       // no server sessions
+    .serving = {},
 };
 
 }  // namespace
@@ -146,10 +153,10 @@ std::string lease_live_sql(const std::string& a) {
 }
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
-  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name);
+  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name, descriptor.strategies);
   // One write transaction: one commit (one fsync) on a new file, and processes upgrading the
   // same file at once add each column once.
-  s.begin = "BEGIN IMMEDIATE";
+  s.begin = dialect.begin;
   // The columns, with the affinity of name (TEXT: '007' and '7' stay two keys) and token
   // (INTEGER, 64-bit), then each column of each unique index that is not partial (a TEXT
   // primary key is one, sqlite_autoindex_*); an expression's column has no name.
@@ -177,11 +184,7 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
 
 sql::LeaseStatements lease_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
-  sql::LeaseStatements s = sql::lease_statements(dialect, t, "");
-  // Only the acquisition carries a token that must survive a power loss. A lost release leaves
-  // a lease that is over after the reboot anyway (a lease from an earlier boot is expired), and
-  // the next acquisition's fsync of the WAL makes this commit durable too: one fsync per run.
-  s.begin_release = std::string(begin_unsynced);
+  sql::LeaseStatements s = sql::lease_statements(dialect, t);
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key"};
   return s;
 }

@@ -15,7 +15,8 @@ class LeaseLocker final : public Locker {
         st_(statements),
         prefix_(std::move(prefix)),
         keep_(keep),
-        take_reads_gate_(sql::take_reads_gate(st_)) {}
+        take_reads_gate_(sql::take_reads_gate(st_)),
+        release_tells_(sql::release_tells(st_)) {}
 
   // One attempt, and more while the dialect hears of a release within `wait` (or at once).
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
@@ -84,8 +85,8 @@ class LeaseLocker final : public Locker {
     });
     if (!released) return std::unexpected(released.error());
     session_->release_signal().released(signal_key(held_->request));
-    // Written after the release has woken the waiters (release_unsynced), or with it.
-    auto history = st_.release_unsynced && !history_with_release(req)
+    // Written after the release has woken the waiters (release_tells), or with it.
+    auto history = release_tells_ && !history_with_release(req)
                        ? record_held_run(*session_, st_, *held_, "lease", *released, req, keep_)
                        : Result<void>{};
     const bool was_lost = lost_;
@@ -193,7 +194,7 @@ class LeaseLocker final : public Locker {
     const ReleaseRow what{.held = *held_,
                           .strategy = "lease",
                           .write_row = !lost_,
-                          .write_history = !st_.release_unsynced || history_with_release(req)};
+                          .write_history = !release_tells_ || history_with_release(req)};
     return release_row(*session_, st_, what, req, prefix_, keep_);
   }
 
@@ -229,6 +230,9 @@ class LeaseLocker final : public Locker {
   int keep_;
   // The take reads the failover gate itself (take_reads_gate): admitted only when it refused.
   bool take_reads_gate_;
+  // The release tells the waiters and commits alone, unsynced (release_tells): the history row
+  // comes after it unless the release writes it too.
+  bool release_tells_;
   std::optional<HeldRun> held_;
   bool lost_ = false;  // renew() found the lease taken or released; held_ stays for the history row
   // The failover gate found open on this connection (admit_once); renew and release may

@@ -1,14 +1,16 @@
 // The lease's statements (statements.hpp, LeaseStatements), written once and rendered through
 // the dialect's expressions (rules.hpp, Dialect): the take and why it refused, the renewal, the
-// release and a semaphore's header. The dialect adds the form of its take (Dialect::take), how
-// a release commits and tells the waiters, and its failover statements.
+// release, a semaphore's header, the history and the failover statements. The dialect adds the
+// form of its take (Dialect::take) and how a release tells the waiters. Also the standard parts
+// of the session strategies' lock statements and of doctor's.
 
 #include "core/sql/lock_rows.hpp"
 #include "core/sql/rules.hpp"
 
 namespace dblock::sql {
 
-LeaseStatements lease_statements(const Dialect& d, const Tables& t, std::string_view incarnation) {
+LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
+  const std::string& incarnation = d.incarnation;
   const std::string ttl = d.integer(":ttl_ms"), token = d.integer(":token");
   const std::string fence = incarnation.empty() ? std::string() : d.integer(":fence");
   const std::string taken = "token, " + d.epoch_ms("acquired_at") + ", " + d.epoch_ms("expires_at");
@@ -18,6 +20,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t, std::string_
   const std::string holder = " WHERE name = :key AND owner = :owner AND token = " + token + " AND released_at IS NULL";
   LeaseStatements s;
   s.begin = d.begin;
+  s.begin_release = d.begin_unsynced.empty() ? d.begin : d.begin_unsynced;
   s.history = history_statements(d, t.runs);
   s.refusal = {"lease.refusal", "SELECT " + refused + " FROM " + t.locks + " WHERE name = :key"};
 
@@ -62,7 +65,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t, std::string_
                                 (incarnation.empty() ? std::string()
                                                      : d.returning("(SELECT count(*) FROM " + t.locks +
                                                                    " WHERE name = :record AND owner <> " +
-                                                                   std::string(incarnation) + ")"))};
+                                                                   incarnation + ")"))};
 
   // The lease ends now, or at the end of its --min-hold when later; now truncated to the
   // millisecond, never rounded up into the column's precision (a status read right after the
@@ -103,6 +106,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t, std::string_
                              [&](std::string_view row) { return header_free_sql(d, row, t.locks); }}) +
                        d.returning("token, NULL, NULL")};  // only its token is read (take_header)
   s.header_refusal = {"semaphore.header_refusal", status + "slots FROM " + t.locks + " WHERE name = :key"};
+  s.failover = failover_statements(d, t);
   return s;
 }
 
@@ -131,6 +135,70 @@ Upsert session_upsert(const Dialect& d, const Tables& t, std::string_view fence,
                          rows::strategy_allows_sql(row, ":strategy", over) + " AND (" + r + "expires_at IS NULL OR " +
                          over + ") AND " + due_sql(d, row, when_at);
                 }};
+}
+
+}  // namespace dblock::sql
+
+namespace dblock::sql {
+
+Statement session_id_statement(const Dialect& d) {
+  if (d.session_id.empty()) return {};
+  return {"doctor.session_id", "SELECT " + d.session_id};
+}
+
+DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options) {
+  DoctorStatements s;
+  s.probe = privilege_probes(options, sd.quote);
+  s.session_id = session_id_statement(d);
+  return s;
+}
+
+LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s) {
+  const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
+  s.begin = d.begin;
+  if (!s.lock_claim.empty() && s.lock_claim_nowait.empty())
+    s.lock_claim_nowait = {s.lock_claim.id + "_nowait", s.lock_claim.text + " NOWAIT"};
+  // The uncommitted row is visible to its own transaction only, while it is open.
+  s.holds_claim = {"lock.holds_claim", "SELECT count(*)" + claim};
+  // A row lock lasts as long as its transaction, which lasts as long as the session: answered
+  // while the session is.
+  s.alive = {"lock.alive", "SELECT 1"};
+  return s;
+}
+
+// The record is a row of <prefix>locks: owner the incarnation recorded, host the previous one,
+// token the fence, expires_at the end of the lock-delay, pid the longest TTL in ms.
+FailoverStatements failover_statements(const Dialect& d, const Tables& t) {
+  FailoverStatements f;
+  const std::string& now_incarnation = d.incarnation;
+  if (now_incarnation.empty()) return f;
+  const std::string ttl = d.integer(":ttl_ms");
+  auto flag = [](const std::string& cond) { return "CASE WHEN " + cond + " THEN 1 ELSE 0 END"; };
+  const std::string serving = d.serving ? d.serving(t) : std::string();
+  // Also who serves the session and whether it is a Galera node (Dialect::session_id, serving),
+  // which a session strategy asks before its first take (SqlBackend::serving_check).
+  f.read = {"failover.read", "SELECT r.owner, c.incarnation_now, r.host, r.token, " + d.epoch_ms("r.expires_at") + ", " +
+                                 d.epoch_ms(d.now) + ", r.pid, " + flag("r.owner = c.incarnation_now") + ", " +
+                                 flag(failover_delayed_sql(d, "r.")) + ", " + flag(failover_covers_sql(d, "r.")) +
+                                 (d.session_id.empty() ? "" : ", " + d.session_id + ", " + (serving.empty() ? "0" : serving)) +
+                                 " FROM (SELECT " + now_incarnation +
+                                 " AS incarnation_now) c LEFT JOIN " + t.locks + " r ON r.name = :record"};
+  // Inserted unless there is a record (two first acquirers race harmlessly, the second doing
+  // nothing).
+  f.create = {"failover.create",
+              d.upsert({t.locks, "l",
+                        Assignments{{"name", ":record"}, {"owner", now_incarnation}, {"host", "NULL"},
+                                    {"pid", ttl}, {"token", "0"}, {"strategy", "'failover'"}, {"acquired_at", d.now}},
+                        [](std::string_view) { return Assignments(); }, [](std::string_view) { return std::string(); }})};
+  f.max_token = {"failover.max_token", "SELECT max(token) FROM " + t.locks + " WHERE name <> :record"};
+  // host takes the old owner before owner changes (MySQL assigns left to right).
+  f.move = {"failover.move", "UPDATE " + t.locks + " SET host = owner, owner = " + now_incarnation +
+                                 ", token = " + d.integer(":fence") + ", acquired_at = " + d.now +
+                                 ", expires_at = " + d.plus_ms(d.now, "pid") + " WHERE name = :record AND owner <> " +
+                                 now_incarnation};
+  f.raise_ttl = {"failover.raise_ttl",
+                 "UPDATE " + t.locks + " SET pid = " + ttl + " WHERE name = :record AND pid < " + ttl};
+  return f;
 }
 
 }  // namespace dblock::sql

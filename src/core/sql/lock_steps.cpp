@@ -73,10 +73,18 @@ constexpr int taken_columns = 3;
 
 bool take_explained(const Rows& took) { return !took.empty() && took[0].columns() > taken_columns; }
 
-bool take_reads_gate(const LeaseStatements& st) {
-  const std::vector<std::string> names = compile(st.take.text, PlaceholderStyle::dollar).names;
-  return std::find(names.begin(), names.end(), "record") != names.end();
+namespace {
+
+bool binds(const Statement& statement, std::string_view name) {
+  const std::vector<std::string> names = compile(statement.text, PlaceholderStyle::dollar).names;
+  return std::find(names.begin(), names.end(), name) != names.end();
 }
+
+}  // namespace
+
+bool take_reads_gate(const LeaseStatements& st) { return binds(st.take, "record"); }
+
+bool release_tells(const LeaseStatements& st) { return binds(st.release, "channel"); }
 
 bool took_on_new_incarnation(const Rows& took) {
   // After the taken row's columns and the refusal's.

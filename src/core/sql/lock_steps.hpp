@@ -87,6 +87,12 @@ bool take_explained(const Rows& took);
 /// gives.
 bool take_reads_gate(const LeaseStatements& st);
 
+/// Whether the lease's `release` tells the key's waiters itself (it binds :channel;
+/// Dialect::release_returns), and so commits alone without waiting for the disk: it then runs
+/// alone, and wakes the waiters, ahead of the run's history row, which otherwise shares its
+/// transaction (LeaseStatements::release).
+bool release_tells(const LeaseStatements& st);
+
 /// Whether `take`'s answer `took` says the failover record names another incarnation than the
 /// server's (LeaseStatements::take, its column after the refusal's); false when it cannot say.
 bool took_on_new_incarnation(const Rows& took);

@@ -31,7 +31,8 @@ using Assignments = std::vector<std::pair<std::string, std::string>>;
 /// `set` and `when` are given how the statement names the existing row (`row`: "" or an alias and
 /// its dot); a value "" in `set` is the inserted row's value of that column. `set` is in an order
 /// where each column that `when` reads comes after the ones it does not (MySQL assigns one column
-/// after another, each assignment seeing those before and testing `when` again).
+/// after another, each assignment seeing those before and testing `when` again). A `set` of no
+/// assignments leaves an existing row alone (`when` is not asked): an insert unless there is one.
 struct Upsert {
   std::string table;  // quoted
   std::string alias;  // the existing row's name, where the dialect can give it one
@@ -94,8 +95,14 @@ struct Dialect {
   /// `a` and `b` equal, NULL equal to NULL, never NULL itself.
   std::string (*same)(std::string_view a, std::string_view b) = nullptr;
 
-  /// Opens a write transaction.
+  /// Opens a write transaction, every one dblock runs (LeaseStatements::begin, ShedLock's, the
+  /// session strategies' held transaction: LockStatements::begin), at the isolation level its
+  /// statements are written for: each statement reads what committed before it (READ COMMITTED,
+  /// or a lock on the whole database).
   std::string begin;
+  /// Opens a transaction whose commit need not wait for the disk (LeaseStatements::begin_release:
+  /// only the acquisition must survive a crash). "" where every commit waits: `begin`.
+  std::string begin_unsynced;
   /// ShedLock's now, as its JDBC provider's server-time statements write it: UTC wall time, as
   /// ShedLock's TIMESTAMP columns hold it (shedlock.hpp).
   std::string utc_now;
@@ -134,6 +141,18 @@ struct Dialect {
   /// where a dialect tells the key's waiters in the release, and lets its commit skip the disk
   /// wait (the release alone holds nothing a crash must keep).
   std::string release_returns;
+  /// The server's incarnation (failover.hpp) as SQL: a text that a promotion or a restore into
+  /// another cluster changes. "" where the dialect has none: no failover statements, no fence.
+  std::string incarnation;
+  /// The server's id of the session that runs the statement, as Session::started_id gives it
+  /// (DoctorStatements::session_id, and the failover record's read); "" where there are no
+  /// server sessions.
+  std::string session_id;
+  /// What the failover record's read answers after the session's id, over dblock's tables `t`
+  /// (FailoverStatements::read, after failover::session_column): 1 on a Galera node, else 0,
+  /// then any column that fails the read where the tables cannot keep the dialect's statements
+  /// safe. "" or none: 0, no cluster of that kind.
+  std::string (*serving)(const Tables& t) = nullptr;
 };
 
 /// A take of :key's row of <prefix>locks, with the holder's columns (tables.hpp, Column::holder)
@@ -167,10 +186,30 @@ std::string shedlock_holder_sql(const Dialect& d, const Tables& t, const std::st
 InspectStatements inspect_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options);
 
 /// The lease's statements (LeaseStatements) over dblock's tables `t`, in the dialect's
-/// expressions: all but begin_release, release_unsynced, release_recorded, history.record,
-/// lock_row and failover, which the dialect adds. `incarnation`: the server's incarnation
-/// (failover.hpp) as SQL, "" where the dialect has none, and so no failover fence.
-LeaseStatements lease_statements(const Dialect& d, const Tables& t, std::string_view incarnation);
+/// expressions, its failover statements (failover_statements) included: all but
+/// release_recorded, history.record and lock_row, which the dialect adds.
+LeaseStatements lease_statements(const Dialect& d, const Tables& t);
+
+/// DoctorStatements::session_id: (the server's id of the session), Dialect::session_id; empty
+/// where there is none.
+Statement session_id_statement(const Dialect& d);
+
+/// doctor's statements (DoctorStatements) that are standard SQL: the privilege probes of the
+/// tables of `options`, quoted as `sd` quotes them, and session_id; the dialect adds server,
+/// can_create and its checks.
+DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options);
+
+/// The session strategies' server-lock statements (LockStatements): the dialect's own `s` (its
+/// session-lock primitive, its claims' lock and insert), completed with what is standard SQL:
+/// `begin` (Dialect::begin), lock_claim_nowait (lock_claim with NOWAIT, unless the dialect
+/// wrote its own: MariaDB's NOWAIT also refuses to wait for a table's metadata lock), holds_claim
+/// and alive.
+LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s);
+
+/// The failover lock-delay's statements (FailoverStatements) over dblock's tables `t`, standard
+/// SQL but for the dialect's incarnation, times and serving columns; all empty where the
+/// dialect has no incarnation (Dialect::incarnation).
+FailoverStatements failover_statements(const Dialect& d, const Tables& t);
 
 /// The session strategies' numbering of the row of :key (LeaseStatements::session_take) as an
 /// upsert, its tokens above `fence` (SQL; "" where there is none), its times `at` (SQL: now, or

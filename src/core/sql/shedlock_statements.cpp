@@ -27,9 +27,9 @@ std::string on_conflict_upsert(const Upsert& u, std::string_view from) {
   const std::string row = u.alias + ".";
   for (const auto& [column, value] : u.set(row))
     set += (set.empty() ? "" : ", ") + column + " = " + (value.empty() ? "EXCLUDED." + column : value);
-  return "INSERT INTO " + u.table + " AS " + u.alias + " (" + columns + ")" +
+  return "INSERT INTO " + u.table + (set.empty() ? "" : " AS " + u.alias) + " (" + columns + ")" +
          (from.empty() ? " VALUES (" + values + ")" : " SELECT " + values + std::string(from)) +
-         " ON CONFLICT (name) DO UPDATE SET " + set + " WHERE " + u.when(row);
+         (set.empty() ? " ON CONFLICT (name) DO NOTHING" : " ON CONFLICT (name) DO UPDATE SET " + set + " WHERE " + u.when(row));
 }
 
 std::string shedlock_holder_sql(const Dialect& d, const Tables& t, const std::string& shedlock) {

@@ -83,13 +83,13 @@ struct LeaseStatements {
   /// :key :owner :token :min_hold_ms :finished (1: set last_finished_at = now and last_exit_code
   /// = :exit_code) :channel (the wake-up name, release_channel). released_at = now and
   /// expires_at = the later of now and acquired_at + :min_hold_ms, when the row is still that
-  /// holder's and not released. affected: 1 released, 0 not ours any more.
+  /// holder's and not released. affected: 1 released, 0 not ours any more. A release that binds
+  /// :channel tells the waiters itself and, run alone (autocommit), commits without waiting for
+  /// the disk (Dialect::release_returns): a lease's release then commits, and wakes the key's
+  /// waiters, before the run's history row is written on its own (lock_steps.hpp,
+  /// release_tells); otherwise (SQLite: a commit of its own would cost a second fsync; MySQL:
+  /// every commit waits for the disk) the two share a begin_release transaction.
   Statement release;
-  /// true: `release` run alone (autocommit) commits without waiting for the disk by itself.
-  /// A lease's release then commits, and wakes the key's waiters, before the run's history row
-  /// is written in a begin_release transaction of its own; otherwise (SQLite: a commit of its
-  /// own would cost a second fsync; MySQL: every commit waits for the disk) the two share one.
-  bool release_unsynced = false;
   /// `release`'s parameters, HistoryStatements::record's (the run's owner, host, pid and
   /// exit code as :run_owner :run_host :run_pid :run_exit_code; :outcome the run's when the row was still the holder's) and
   /// :keep (at least 1) :slack: `release` and, in the same statement, the run's history row as

@@ -69,11 +69,13 @@ std::vector<Column> columns_of(const Table& table, const SchemaDialect& d) {
   return out;
 }
 
-SchemaStatements schema_statements(const SchemaDialect& d, const BackendOptions& options, std::string_view dialect_name) {
+SchemaStatements schema_statements(const SchemaDialect& d, const BackendOptions& options, std::string_view dialect_name,
+                                   std::span<const Strategy> strategies) {
   SchemaStatements s(options, dialect_name);
+  const bool sessions = std::ranges::any_of(strategies, is_session_strategy);
   std::vector<std::pair<int, SchemaStatements::Added>> added;
   for (const Table* table : all) {
-    if (table->sessions_only && !d.session_tables) continue;
+    if (table->sessions_only && !sessions) continue;
     const std::string name = options.table_prefix + std::string(table->suffix);
     const std::string quoted = quote_identifier(name, d.quote);
     std::string inline_index, index;

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/lock_types.hpp"
+
 namespace dblock {
 struct BackendOptions;
 }
@@ -70,7 +72,7 @@ struct Table {
   /// A non-unique index on these columns, named the table's name + "_" + index_name.
   std::string_view index_name = {};
   std::span<const std::string_view> index = {};
-  /// Made only where the dialect has the session strategies (SchemaDialect::session_tables).
+  /// Made only where the backend has the session strategies (schema_statements).
   bool sessions_only = false;
   /// What `dblock schema` says above its DDL.
   std::string_view note = {};
@@ -206,8 +208,6 @@ struct SchemaDialect {
   /// <prefix>locks columns the dialect keeps of its own (a lease on a clock of its own,
   /// rules.hpp OwnLease), each with its shape.
   std::span<const Column> own_columns = {};
-  /// Whether it makes the session strategies' tables (Table::sessions_only).
-  bool session_tables = true;
 };
 
 /// Every column of `table` in dialect `d`: the table's and, for <prefix>locks, the dialect's own,
@@ -216,8 +216,11 @@ std::vector<Column> columns_of(const Table& table, const SchemaDialect& d);
 
 /// The tables and added columns of `d` (SchemaStatements::create, added: each CREATE TABLE
 /// whole, with its index, and each column since the first shape with its ALTER TABLE), over the
-/// table names of `options`; the dialect adds the rest of SchemaStatements.
-SchemaStatements schema_statements(const SchemaDialect& d, const BackendOptions& options, std::string_view dialect_name);
+/// table names of `options`; the dialect adds the rest of SchemaStatements. The session
+/// strategies' tables (Table::sessions_only) only where `strategies` (the backend's descriptor's)
+/// has a session strategy.
+SchemaStatements schema_statements(const SchemaDialect& d, const BackendOptions& options, std::string_view dialect_name,
+                                   std::span<const Strategy> strategies);
 
 /// An older shape of dblock's tables that inspection reads (InspectStatements::older): the
 /// shapes before which a required column came, and the required columns a table of it lacks,

@@ -170,7 +170,7 @@ TEST_CASE("a lease release whose reply was lost after it committed is not run ag
 namespace {
 
 // What a lease's release sends (' | ' between two) once the take has held the key, with the history row asked for.
-std::string release_sent(bool release_unsynced) {
+std::string release_sent(bool tells) {
   auto session = std::make_shared<testing::ScriptedSession>();
   session->answers["lease.take"] = testing::row_of({"5", "1000", "4000"}, 1);
   session->answers["lease.release"] = testing::row_of({}, 1);
@@ -179,7 +179,8 @@ std::string release_sent(bool release_unsynced) {
   st.history.add = {"history.add", "add"};
   st.history.oldest = {"history.oldest", "oldest"};
   session->answers["history.oldest"] = testing::row_of({"5"});  // the key's only row: no trim due
-  st.release_unsynced = release_unsynced;
+  // A release that binds :channel tells the waiters itself, and commits alone (release_tells).
+  st.release = {"lease.release", tells ? "UPDATE release WHERE :channel = :channel" : "UPDATE release"};
   auto locker = sql::make_lease_locker(session, st, "dblock_", 100);
   REQUIRE(locker->try_acquire(testing::lock_request(Millis(3000)), Millis(0)));
   session->sent.clear();

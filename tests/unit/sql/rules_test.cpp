@@ -19,6 +19,7 @@ const sql::Dialect marked{
     .lease_live = [](std::string_view row) { return "LIVE(" + std::string(row) + ")"; },
     .same = [](std::string_view a, std::string_view b) { return "SAME(" + std::string(a) + ", " + std::string(b) + ")"; },
     .begin = "BEGIN",
+    .begin_unsynced = "BEGIN UNSYNCED",
     .utc_now = "UTC",
     .epoch_ms = [](std::string_view t) { return "MS(" + std::string(t) + ")"; },
     .plus_ms = [](std::string_view t, std::string_view ms) { return "PLUS(" + std::string(t) + ", " + std::string(ms) + ")"; },
@@ -33,6 +34,9 @@ const sql::Dialect marked{
       return "TAKE(" + k.fence + ") " + sql::on_conflict_upsert(k.upsert(k.fence)) + " RETURNING " + k.returning;
     },
     .release_returns = "TELL(name)",
+    .incarnation = "INC",
+    .session_id = "SESSION",
+    .serving = [](const Tables& t) { return "SERVED(" + t.prefix + ")"; },
 };
 
 }  // namespace
@@ -198,7 +202,7 @@ TEST_CASE("release of another process's holder: the named holder's row, or with 
 
 TEST_CASE("the lease's statements: one builder, the dialect's take, the failover fence where it has one") {
   const Tables t("p_", '"');
-  const sql::LeaseStatements s = sql::lease_statements(marked, t, "INC");
+  const sql::LeaseStatements s = sql::lease_statements(marked, t);
   CHECK(s.begin == "BEGIN");
   // The take: its tokens above the bound fence, free when the lease is over, no other
   // strategy's holder in the way and --min-interval past.
@@ -234,7 +238,11 @@ TEST_CASE("the lease's statements: one builder, the dialect's take, the failover
   sql::Dialect d = without_returning_with_own_lease();
   d.take = [](const sql::Take& k) { return sql::on_conflict_upsert(k.upsert(k.fence)); };
   d.release_returns.clear();
-  const sql::LeaseStatements own = sql::lease_statements(d, t, "");
+  d.incarnation.clear();
+  const sql::LeaseStatements own = sql::lease_statements(d, t);
+  CHECK(own.failover.empty());
+  CHECK(own.failover.create.empty());
+  CHECK(own.renew.text.find(":record") == std::string::npos);
   CHECK(own.take.text.find("COALESCE(INT(:token), 1), 'lease'") != std::string::npos);
   CHECK(own.take.text.find("own_token = COALESCE(INT(:token), l.token + 1), own_until = CLOCK + INT(:ttl_ms) WHERE") !=
         std::string::npos);
@@ -244,6 +252,21 @@ TEST_CASE("the lease's statements: one builder, the dialect's take, the failover
                                  " INT(:token) AND released_at IS NULL"));
   CHECK(own.release.text.ends_with(", own_until = END(INT(:min_hold_ms)) WHERE name = :key AND owner = :owner AND"
                                    " token = INT(:token) AND released_at IS NULL"));
+}
+
+TEST_CASE("the failover statements: written once, the dialect giving its incarnation and serving columns") {
+  const Tables t("p_", '"');
+  const sql::FailoverStatements f = sql::lease_statements(marked, t).failover;
+  CHECK(f.read.text == "SELECT r.owner, c.incarnation_now, r.host, r.token, MS(r.expires_at), MS(NOW), r.pid,"
+                       " CASE WHEN r.owner = c.incarnation_now THEN 1 ELSE 0 END, CASE WHEN LIVE(r.) THEN 1 ELSE 0 END,"
+                       " CASE WHEN r.pid >= INT(:ttl_ms) THEN 1 ELSE 0 END, SESSION, SERVED(p_) FROM (SELECT INC AS"
+                       " incarnation_now) c LEFT JOIN \"p_locks\" r ON r.name = :record");
+  CHECK(f.create.text == "INSERT INTO \"p_locks\" (name, owner, host, pid, token, strategy, acquired_at) VALUES"
+                         " (:record, INC, NULL, INT(:ttl_ms), 0, 'failover', NOW) ON CONFLICT (name) DO NOTHING");
+  CHECK(f.max_token.text == "SELECT max(token) FROM \"p_locks\" WHERE name <> :record");
+  CHECK(f.move.text == "UPDATE \"p_locks\" SET host = owner, owner = INC, token = INT(:fence), acquired_at = NOW,"
+                       " expires_at = PLUS(NOW, pid) WHERE name = :record AND owner <> INC");
+  CHECK(f.raise_ttl.text == "UPDATE \"p_locks\" SET pid = INT(:ttl_ms) WHERE name = :record AND pid < INT(:ttl_ms)");
 }
 
 TEST_CASE("the session strategies' numbering: whoever of this strategy the row names, at the time the lock was granted") {
@@ -263,7 +286,7 @@ TEST_CASE("the session strategies' numbering: whoever of this strategy the row n
 
 TEST_CASE("every take writes each holder's column of the table description, and the request binds each") {
   const Tables t("p_", '"');
-  const sql::LeaseStatements lease = sql::lease_statements(marked, t, "INC");
+  const sql::LeaseStatements lease = sql::lease_statements(marked, t);
   const std::string session = sql::on_conflict_upsert(sql::session_upsert(marked, t, "F", "AT", "EXCLUDED.acquired_at"));
   const std::string shedlock = sql::shedlock_statements(marked, t, "\"shed\"").number.text;
   LockRequest req;

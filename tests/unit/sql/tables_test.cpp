@@ -47,9 +47,11 @@ sql::tables::SchemaDialect test_dialect(bool sessions) {
       },
       .add_column = "ADD",
       .own_columns = sessions ? std::span<const sql::tables::Column>() : std::span<const sql::tables::Column>(own),
-      .session_tables = sessions,
   };
 }
+
+constexpr Strategy lease_only[] = {Strategy::lease};
+constexpr Strategy every_strategy[] = {Strategy::lease, Strategy::advisory, Strategy::for_update, Strategy::txn_insert};
 
 BackendOptions prefixed(std::string prefix) {
   BackendOptions o;
@@ -70,7 +72,7 @@ TEST_CASE("status and history read the described columns, in their order") {
 
 TEST_CASE("each table's CREATE, its index, and the ALTER of each added column, from the description") {
   const auto sd = test_dialect(false);
-  const sql::SchemaStatements s = sql::tables::schema_statements(sd, prefixed("p_"), "test");
+  const sql::SchemaStatements s = sql::tables::schema_statements(sd, prefixed("p_"), "test", lease_only);
   REQUIRE(s.create.size() == 3);  // locks, runs and its index; no claims without sessions
   CHECK(s.create[0].table == "p_locks");
   const std::string& locks = s.create[0].sql;
@@ -92,7 +94,7 @@ TEST_CASE("each table's CREATE, its index, and the ALTER of each added column, f
   CHECK(s.added[2].column == "slots");
   CHECK_FALSE(s.added[2].required);
 
-  const sql::SchemaStatements server = sql::tables::schema_statements(test_dialect(true), prefixed("p_"), "test");
+  const sql::SchemaStatements server = sql::tables::schema_statements(test_dialect(true), prefixed("p_"), "test", every_strategy);
   REQUIRE(server.create.size() == 4);
   CHECK(server.create[3].sql.find("  PRIMARY KEY (name, kind)\n)") != std::string::npos);
   CHECK(server.added.size() == 1);

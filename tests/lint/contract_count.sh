@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The size of the dialect contract (docs/backend-contract.md, "The dialect contract, counted"):
+# what each dialect writes in src/backends/<name>/<name>_statements.cpp, counted as
+#   expressions: the members its sql::Dialect and sql::tables::SchemaDialect initializers give
+#                a value of their own (a member left {} or "" is not written; OwnLease's members
+#                count one each, the aggregate itself not);
+#   statements:  each statement slot it assigns there ("x.member =" or "+="; a list such as
+#                doctor's checks counts once), and each statement it returns whole ({"id", ...}
+#                outside such an assignment).
+# The issue's goal is at most 25 each; a dialect may not grow past its bound below, which only
+# shrinks as statements move into core (core/sql/rules.hpp). Capability flags are
+# contract_flags.sh's.
+set -u
+top=${1:-${DBLOCK_SOURCE_DIR:?usage: contract_count.sh SOURCE_DIR}}
+
+# MySQL's 55 includes MariaDB's lock.claim_nowait without NOWAIT, which on MariaDB refuses to
+# wait for a table's metadata lock too (e2e.*.table_lock_not_busy).
+declare -A bound=([postgres]=55 [mysql]=55 [sqlite]=31)
+
+count() {
+  local f=$1
+  local expressions statements returned
+  expressions=$(awk '
+    /^const sql::(tables::)?(Schema)?Dialect [a-z_]+ *(=.*)?\{/ { inside = 1; next }
+    inside && /^};/ { inside = 0 }
+    inside && /^[[:space:]]+\.[a-z_]+ =( |$)/ && !/= (\{\}|""),?( |$)/ && !/= \{$/ { n++ }
+    END { print n + 0 }' "$f")
+  statements=$(grep -cE '^\s+[a-z]\.[a-z_.]+ \+?= ' "$f")
+  returned=$(grep -vE '^\s+[a-z]\.[a-z_.]+ \+?= ' "$f" | grep -oE '\{"[a-z_]+\.[a-z_]+"' | wc -l)
+  echo "$expressions $statements $returned"
+}
+
+status=0
+for name in postgres mysql sqlite; do
+  f=$top/src/backends/$name/${name}_statements.cpp
+  if [ ! -f "$f" ]; then
+    echo "missing: $f"
+    status=1
+    continue
+  fi
+  read -r e s r < <(count "$f")
+  total=$((e + s + r))
+  echo "$name: $total ($e expressions, $((s + r)) statements; bound ${bound[$name]}, goal 25)"
+  if [ "$e" -eq 0 ]; then
+    echo "  counted no expression: the initializers' shape changed, so this count must follow it"
+    status=1
+  elif [ "$total" -gt "${bound[$name]}" ]; then
+    echo "  the $name dialect writes more than its bound: write the rule once in core (core/sql/rules.hpp)"
+    status=1
+  fi
+done
+exit $status
