@@ -742,6 +742,7 @@ class ListenWake final : public sql::Wake {
     wait_until_ = boottime_now() + left;
     return woke || (hand_ok_ && at_head(key) && left >= Millis(2));
   }
+  void attempting(const std::string&, Millis left) override { wait_until_ = boottime_now() + left; }
   void leave(const std::string& key) override {
     if (queued_on_ != 0 && queued_on_ == conn_->backend_pid())
       (void)session_->run(q_.leave, {{"lock", queue_lock(key)}});
