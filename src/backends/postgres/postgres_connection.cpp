@@ -1,7 +1,10 @@
 #include "backends/postgres/postgres_connection.hpp"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -366,6 +369,7 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
   if (!trailer.empty()) {
     if (auto ok = enter_pipeline(); !ok) return std::unexpected(ok.error());
     pipe_.trailing = 1;
+    cork(true);
   }
 #endif
   std::string name;
@@ -398,6 +402,7 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
       return std::unexpected(broken("sending a statement"));
   }
 #endif
+  cork(false);
   auto done = piped ? collect_piped(deadline, true) : collect(deadline);
   if (!done) return std::unexpected(done.error());
   if (by_name && done->sqlstate == "26000") {
@@ -452,6 +457,7 @@ Result<void> Connection::send_ahead_synced(std::string_view sql, const std::vect
   if (piping())
     if (auto ok = drain(boottime_now() + options_.io_timeout); !ok) return ok;
   if (auto ok = enter_pipeline(); !ok) return ok;
+  cork(true);  // until the statement after it is sent (exec)
   const std::string text(sql);
   std::vector<std::string> numbers;
   const std::vector<const char*> args = text_args(values, numbers);
@@ -498,6 +504,7 @@ void Connection::send_unawaited(std::string_view sql, const std::vector<sql::Val
 }
 
 Result<void> Connection::flush(Millis deadline) {
+  cork(false);
   for (int f; (f = PQflush(conn_.get())) != 0;) {
     if (f < 0) return std::unexpected(broken("sending a statement"));
     if (auto ok = await(POLLOUT | POLLIN, deadline); !ok) return ok;
@@ -505,9 +512,22 @@ Result<void> Connection::flush(Millis deadline) {
   return {};
 }
 
+// libpq flushes at each Sync (PQpipelineSync): statements of a round trip sent with a Sync each
+// would leave in several segments, and a server that answers the first before the next reaches
+// it turns one round trip into two on the wire. Corked, they leave together when uncorked. Not a
+// TCP socket (a Unix one): nothing to do, and setsockopt says so.
+void Connection::cork(bool on) {
+  if (corked_ == on) return;
+  corked_ = on;
+  if (!is_open()) return;
+  const int v = on ? 1 : 0;
+  (void)::setsockopt(PQsocket(conn_.get()), IPPROTO_TCP, TCP_CORK, &v, sizeof v);
+}
+
 Result<Connection::Collected> Connection::collect_piped(Millis deadline, bool ours) {
 #ifdef LIBPQ_HAS_PIPELINING
   PGconn* c = conn_.get();
+  cork(false);
   if (auto ok = flush(deadline); !ok) return std::unexpected(ok.error());
   // One Sync ends each group: the background ones first, whose answers are dropped (the first
   // one's kept in ahead_answer_ where asked), then ours, then the trailing ones, dropped.

@@ -91,6 +91,7 @@ class Connection {
     conn_.reset();
     pipe_ = {};
     ahead_answer_.reset();
+    corked_ = false;
   }
 
   /// LISTENs on channel, and only on it, now and after every reconnect.
@@ -140,6 +141,8 @@ class Connection {
   };
   bool piping() const { return pipe_.background > 0 || pipe_.queued > 0 || pipe_.trailing > 0; }
   Result<void> enter_pipeline();
+  // TCP_CORK on the socket: what libpq flushes Sync by Sync leaves in one segment once uncorked.
+  void cork(bool on);
   Result<void> flush(Millis deadline);
   // The answers of the groups sent (a Sync ends each), `ours` (the last group's, an exec's)
   // kept as collect() keeps them, the others dropped; the pipeline then ends.
@@ -167,6 +170,7 @@ class Connection {
   std::optional<std::string> ahead_answer_;   // ahead_answer()
   std::string trailer_;                       // send_after_next's statement, or ""
   std::vector<sql::Value> trailer_values_;
+  bool corked_ = false;  // cork()
   const PGconn* direct_for_ = nullptr;  // the server session `direct_` was asked on
   bool direct_ = false;
 };
