@@ -1,7 +1,10 @@
 #include "backends/postgres/postgres_connection.hpp"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -349,8 +352,10 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
   if (!conn_ && deferred_)
     if (auto ok = reconnect(); !ok) return std::unexpected(ok.error());
   if (!is_open()) return std::unexpected(broken("not connected"));
-  const Millis deadline = boottime_now() + options_.io_timeout + extra;
+  const Millis deadline = boottime_now() + options_.io_timeout + extra + std::exchange(ahead_extra_, Millis{0});
   PGconn* c = conn_.get();
+  const std::string trailer = std::exchange(trailer_, {});
+  const std::vector<sql::Value> trailer_values = std::exchange(trailer_values_, {});
   const std::string text(sql);
   std::vector<std::string> numbers;
   const std::vector<const char*> args = text_args(values, numbers);
@@ -360,6 +365,13 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
   // in one text (a simple query) cannot: what is pending is read first.
   if (piping() && pipe_.queued == 0 && values.empty())
     if (auto ok = drain(deadline); !ok) return std::unexpected(ok.error());
+#ifdef LIBPQ_HAS_PIPELINING
+  if (!trailer.empty()) {
+    if (auto ok = enter_pipeline(); !ok) return std::unexpected(ok.error());
+    pipe_.trailing = 1;
+    cork(true);
+  }
+#endif
   std::string name;
   if (piping()) {
     // Only a name given already (naming one now would wait for its answer), and never in a
@@ -380,7 +392,17 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
   if (!sent) return std::unexpected(broken("sending a statement"));
 #ifdef LIBPQ_HAS_PIPELINING
   if (piped && !PQpipelineSync(c)) return std::unexpected(broken("sending a statement"));
+  if (pipe_.trailing > 0) {
+    std::vector<std::string> trailer_numbers;
+    std::vector<const sql::Value*> tv;
+    for (const sql::Value& v : trailer_values) tv.push_back(&v);
+    const std::vector<const char*> targs = text_args(tv, trailer_numbers);
+    if (!PQsendQueryParams(c, trailer.c_str(), static_cast<int>(tv.size()), nullptr, targs.data(), nullptr, nullptr, 0) ||
+        !PQpipelineSync(c))
+      return std::unexpected(broken("sending a statement"));
+  }
 #endif
+  cork(false);
   auto done = piped ? collect_piped(deadline, true) : collect(deadline);
   if (!done) return std::unexpected(done.error());
   if (by_name && done->sqlstate == "26000") {
@@ -388,6 +410,13 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
     return exec(sql, values, extra, named_by);
   }
   if (done->error) return std::unexpected(statement_error(done->error.get(), c, dsn_.redacted));
+#ifndef LIBPQ_HAS_PIPELINING
+  if (!trailer.empty()) {
+    std::vector<const sql::Value*> tv;
+    for (const sql::Value& v : trailer_values) tv.push_back(&v);
+    (void)exec(trailer, tv);
+  }
+#endif
   return rows_of(done->last.get());
 }
 
@@ -420,12 +449,48 @@ Result<void> Connection::send_ahead(std::string_view sql, const std::vector<cons
 #endif
 }
 
-void Connection::send_unawaited(std::string_view sql) {
+Result<void> Connection::send_ahead_synced(std::string_view sql, const std::vector<const sql::Value*>& values,
+                                           Millis extra) {
+#ifdef LIBPQ_HAS_PIPELINING
+  if (!is_open()) return std::unexpected(broken("not connected"));
+  // Its answer is told apart only as the first group of the pipeline.
+  if (piping())
+    if (auto ok = drain(boottime_now() + options_.io_timeout); !ok) return ok;
+  if (auto ok = enter_pipeline(); !ok) return ok;
+  cork(true);  // until the statement after it is sent (exec)
+  const std::string text(sql);
+  std::vector<std::string> numbers;
+  const std::vector<const char*> args = text_args(values, numbers);
+  if (!PQsendQueryParams(conn_.get(), text.c_str(), static_cast<int>(values.size()), nullptr, args.data(), nullptr,
+                         nullptr, 0) ||
+      !PQpipelineSync(conn_.get()))
+    return std::unexpected(broken("sending a statement"));
+  pipe_.background += 1;
+  pipe_.keep_first = true;
+  ahead_extra_ += extra;
+  ahead_answer_.reset();
+  return {};
+#else
+  auto r = exec(sql, values, extra);
+  if (r) ahead_answer_ = "";
+  else if (r.error().kind == ErrorKind::connection) return std::unexpected(r.error());
+  else ahead_answer_ = r.error().sqlstate;
+  return {};
+#endif
+}
+
+void Connection::send_unawaited(std::string_view sql, const std::vector<sql::Value>& values) {
   if (!is_open()) return;
+  std::vector<const sql::Value*> pointers;
+  for (const sql::Value& v : values) pointers.push_back(&v);
 #ifdef LIBPQ_HAS_PIPELINING
   // Whatever went ahead of it goes with it, unread.
   const std::string text(sql);
-  if (!enter_pipeline() || !PQsendQueryParams(conn_.get(), text.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) ||
+  std::vector<std::string> numbers;
+  const std::vector<const char*> args = text_args(pointers, numbers);
+  if (!enter_pipeline() ||
+      !PQsendQueryParams(conn_.get(), text.c_str(), static_cast<int>(pointers.size()), nullptr, args.data(), nullptr,
+                         nullptr, 0) ||
       !PQpipelineSync(conn_.get())) {
     close();  // a connection that cannot send ends what it held with it
     return;
@@ -434,11 +499,12 @@ void Connection::send_unawaited(std::string_view sql) {
   pipe_.queued = 0;
   if (!flush(boottime_now() + options_.io_timeout)) close();
 #else
-  (void)exec(sql);
+  (void)exec(sql, pointers);
 #endif
 }
 
 Result<void> Connection::flush(Millis deadline) {
+  cork(false);
   for (int f; (f = PQflush(conn_.get())) != 0;) {
     if (f < 0) return std::unexpected(broken("sending a statement"));
     if (auto ok = await(POLLOUT | POLLIN, deadline); !ok) return ok;
@@ -446,12 +512,27 @@ Result<void> Connection::flush(Millis deadline) {
   return {};
 }
 
+// libpq flushes at each Sync (PQpipelineSync): statements of a round trip sent with a Sync each
+// would leave in several segments, and a server that answers the first before the next reaches
+// it turns one round trip into two on the wire. Corked, they leave together when uncorked. Not a
+// TCP socket (a Unix one): nothing to do, and setsockopt says so.
+void Connection::cork(bool on) {
+  if (corked_ == on) return;
+  corked_ = on;
+  if (!is_open()) return;
+  const int v = on ? 1 : 0;
+  (void)::setsockopt(PQsocket(conn_.get()), IPPROTO_TCP, TCP_CORK, &v, sizeof v);
+}
+
 Result<Connection::Collected> Connection::collect_piped(Millis deadline, bool ours) {
 #ifdef LIBPQ_HAS_PIPELINING
   PGconn* c = conn_.get();
+  cork(false);
   if (auto ok = flush(deadline); !ok) return std::unexpected(ok.error());
-  // One Sync ends each group: the background ones first, whose answers are dropped, then ours.
-  const int groups = pipe_.background + (ours ? 1 : 0);
+  // One Sync ends each group: the background ones first, whose answers are dropped (the first
+  // one's kept in ahead_answer_ where asked), then ours, then the trailing ones, dropped.
+  const int ours_at = pipe_.background;
+  const int groups = pipe_.background + (ours ? 1 : 0) + pipe_.trailing;
   Owned last(nullptr, &PQclear), error(nullptr, &PQclear);
   int synced = 0, ends = 0;
   while (synced < groups) {
@@ -469,7 +550,11 @@ Result<Connection::Collected> Connection::collect_piped(Millis deadline, bool ou
       ++synced;
       continue;
     }
-    if (!ours || synced < groups - 1 || status == PGRES_PIPELINE_ABORTED) continue;
+    if (synced == 0 && pipe_.keep_first && status != PGRES_PIPELINE_ABORTED) {
+      const char* st = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
+      if (!ahead_answer_ || ahead_answer_->empty()) ahead_answer_ = status == PGRES_FATAL_ERROR && st ? st : "";
+    }
+    if (!ours || synced != ours_at || status == PGRES_PIPELINE_ABORTED) continue;
     const bool failed = status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE || status == PGRES_NONFATAL_ERROR;
     if (!failed) last = std::move(r);
     else if (!error) error = std::move(r);
@@ -598,8 +683,6 @@ sql::Rows Connection::rows_of(const PGresult* last) {
   return out;
 }
 
-namespace {
-
 // The wake primitive (core/sql/waiters.hpp) of a lease waiter: LISTEN/NOTIFY, heard by one
 // waiter of a key at a time, the one that holds the key's queue lock (a session advisory lock
 // on a hash of its own, never the advisory strategy's). The other waiters wait in the server for
@@ -608,6 +691,18 @@ namespace {
 // loses the queue lock with the session (place()). Behind a pooler there is no queue lock (a
 // session lock would stay with a server session that others are handed): every waiter
 // listens, where NOTIFY passes at all.
+//
+// The handoff lock: a holder served directly also holds, for its run, a session advisory lock
+// on a third hash of the key, taken by its take (the take's :hand, only on the row it took and
+// only where pg_backend_pid() is the session's own: never behind a pooler) and let go in the
+// release's round trip, right after the release's own transaction (send_after_next). The waiter
+// at the head of the queue sends its take behind a wait in the server for that lock, in one
+// round trip (send_ahead_synced): the release's commit lets the lock go and the take runs at
+// once, so the waiter's command starts one round trip after the holder's ends, not two (the
+// NOTIFY, then the take). The row and its TTL still decide: the wait lasts at most what is left
+// of core's slice, after which the take runs anyway, and a waiter let in without the row (a
+// holder without the lock, whose session died, or another contender first) gives the lock back
+// and listens as before until the next NOTIFY.
 class ListenWake final : public sql::Wake {
  public:
   ListenWake(Session& session, std::shared_ptr<Connection> conn, std::string prefix)
@@ -619,7 +714,19 @@ class ListenWake final : public sql::Wake {
     (void)conn_->unlisten();
     leave(key);
   }
+  void hold(const std::string&) override {
+    // The take's handoff lock, taken by its wait or by the take: given back with the release.
+    if (waited_ahead_) (void)conn_->ahead_answer();
+    waited_ahead_ = false;
+    hand_held_ = std::exchange(hand_tried_, {});
+  }
+  // After the release: a handoff lock not let go in its round trip (a release in a
+  // transaction of its own) goes now.
+  void post(const std::string&) override {
+    if (!hand_held_.empty()) conn_->send_unawaited(unlock_sql, {sql::Value(hand_lock(std::exchange(hand_held_, {})))});
+  }
   Result<bool> join(const std::string& key, Millis left) override {
+    const Millis from = boottime_now();
     auto direct = conn_->served_directly(*session_);
     if (!direct) return std::unexpected(direct.error());
     if (*direct) {
@@ -630,39 +737,126 @@ class ListenWake final : public sql::Wake {
         return std::unexpected(queued.error());
       }
       queued_on_ = conn_->backend_pid();
+      queued_key_ = key;
+      wait_until_ = from + left;
+      hand_ok_ = true;
     }
     if (auto ok = conn_->listen(release_channel(prefix_, key)); !ok) return std::unexpected(ok.error());
     return true;
   }
   // A release announced while a statement ran sits in libpq's queue, where polling the socket
-  // cannot see it.
-  Result<bool> wait(const std::string&, Millis) override { return conn_->drain_notifications(); }
+  // cannot see it. At the head of the queue the next take waits for the handoff lock first:
+  // try again at once.
+  Result<bool> wait(const std::string& key, Millis left) override {
+    const bool woke = conn_->drain_notifications();
+    if (waited_ahead_) {
+      waited_ahead_ = false;
+      // Let in without the row: this holder has no handoff lock (or another contender came
+      // first). The lock goes back; the waiter listens until the next release.
+      if (auto a = conn_->ahead_answer(); a && a->empty()) {
+        conn_->send_unawaited(unlock_sql, {sql::Value(hand_lock(key))});
+        hand_ok_ = false;
+      }
+    }
+    if (woke) hand_ok_ = true;
+    wait_until_ = boottime_now() + left;
+    return woke || (hand_ok_ && at_head(key) && left >= Millis(2));
+  }
+  void attempting(const std::string&, Millis left) override { wait_until_ = boottime_now() + left; }
   void leave(const std::string& key) override {
     if (queued_on_ != 0 && queued_on_ == conn_->backend_pid())
       (void)session_->run(q_.leave, {{"lock", queue_lock(key)}});
     queued_on_ = 0;
+    queued_key_.clear();
   }
   int fd() const override { return conn_->socket(); }
-  void consume() override { conn_->drain_notifications(); }
+  void consume() override {
+    if (conn_->drain_notifications()) hand_ok_ = true;
+  }
   std::int64_t place() const override { return conn_->backend_pid(); }
+
+  // A lease take's own parameters: :hand, the handoff lock its row takes, and :backend, the
+  // server process the lock must be taken by; ahead of it, at the head of the queue, the wait
+  // for the holder's handoff lock (the take then takes none of its own: it has the lock or
+  // must not wait for it twice).
+  Result<void> before_take(sql::Params& p) {
+    if (waited_ahead_) {  // a take that failed before it answered (tables made, say)
+      waited_ahead_ = false;
+      if (auto a = conn_->ahead_answer(); a && a->empty()) conn_->send_unawaited(unlock_sql, {sql::Value(hand_lock(text_of(p, "key")))});
+    }
+    const std::string key = text_of(p, "key");
+    sql::Value hand;
+    hand_tried_.clear();
+    if (!conn_->in_transaction() && !key.empty()) {
+      hand_tried_ = key;
+      const Millis left = wait_until_ - boottime_now();
+      if (hand_ok_ && at_head(key) && left >= Millis(2)) {
+        const sql::Value lock = hand_lock(key);
+        const sql::Value timeout = std::to_string(left.count()) + "ms";
+        if (auto ok = conn_->send_ahead_synced(hand_wait_sql, {&lock, &timeout}, left); !ok)
+          return ok;
+        waited_ahead_ = true;
+      } else {
+        hand = hand_lock(key);
+      }
+    }
+    p.set("hand", hand).set("backend", std::int64_t{conn_->backend_pid()});
+    return {};
+  }
+  // The lease's release: the handoff lock goes in its round trip, after its commit.
+  void before_release() {
+    if (hand_held_.empty() || conn_->in_transaction()) return;
+    const std::int64_t lock = hand_lock(std::exchange(hand_held_, {}));
+    conn_->send_after_next(std::string(unlock_sql), {sql::Value(lock)});
+  }
 
  private:
   std::int64_t queue_lock(const std::string& key) const { return key_hash(prefix_, "\x02queue " + key); }
+  std::int64_t hand_lock(const std::string& key) const { return key_hash(prefix_, "\x03hand " + key); }
+  bool at_head(const std::string& key) const {
+    return queued_on_ != 0 && queued_on_ == conn_->backend_pid() && queued_key_ == key;
+  }
+  static std::string text_of(const sql::Params& p, std::string_view name) {
+    const sql::Value* v = p.find(name);
+    return v && std::holds_alternative<std::string>(*v) ? std::get<std::string>(*v) : std::string();
+  }
+  // queue.wait's text with $1 the lock and $2 the lock timeout (it is sent unnamed, as is).
+  static constexpr std::string_view hand_wait_sql =
+      "SELECT (SELECT true FROM (SELECT pg_advisory_lock($1::bigint)) w) AS got"
+      " FROM (SELECT set_config('lock_timeout', $2, true)) c";
+  static constexpr std::string_view unlock_sql = "SELECT pg_advisory_unlock($1::bigint)";
 
   Session* session_;
   std::shared_ptr<Connection> conn_;
   std::string prefix_;
   QueueStatements q_;
-  int queued_on_ = 0;  // the server process on which this session holds a queue lock, or 0
+  int queued_on_ = 0;        // the server process on which this session holds a queue lock, or 0
+  std::string queued_key_;   // the key of that queue lock
+  Millis wait_until_{0};     // the end of the wait core allows now (boottime)
+  bool hand_ok_ = true;      // the holder is expected to hold its handoff lock
+  bool waited_ahead_ = false;  // the last take went behind a wait for the handoff lock
+  std::string hand_tried_;   // the key whose handoff lock the last take took or waited for
+  std::string hand_held_;    // the key whose handoff lock this holder holds (or may), or ""
 };
 
-}  // namespace
-
 Session::Session(std::shared_ptr<Connection> conn, std::string prefix)
-    : conn_(conn), waiters_(std::make_unique<ListenWake>(*this, std::move(conn), std::move(prefix))) {}
+    : conn_(conn) {
+  auto wake = std::make_unique<ListenWake>(*this, std::move(conn), std::move(prefix));
+  wake_ = wake.get();
+  waiters_ = sql::Waiters(std::move(wake));
+}
 
 Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params, Millis extra) {
   const sql::Compiled& compiled = compiled_.get(st);
+  // The lease's take and release carry the handoff lock (ListenWake).
+  if (st.id == "lease.take") {
+    sql::Params p = params;
+    if (auto ok = wake_->before_take(p); !ok) return std::unexpected(ok.error());
+    auto values = sql::bind_order(compiled, p, st.id);
+    if (!values) return std::unexpected(values.error());
+    return conn_->exec(compiled.text, *values, extra, this);
+  }
+  if (st.id == "lease.release_recorded" || st.id == "lease.release") wake_->before_release();
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
   return conn_->exec(compiled.text, *values, extra, this);

@@ -5,9 +5,11 @@
 #include <libpq-fe.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backends/common/dsn.hpp"
@@ -48,9 +50,25 @@ class Connection {
   /// first. For a statement that needs no answer of its own (a transaction's BEGIN). Where libpq
   /// has no pipeline mode, it runs at once and its error is returned here.
   Result<void> send_ahead(std::string_view sql, const std::vector<const sql::Value*>& values = {});
-  /// Sends `sql` (one statement, no values) without waiting for its answer, which the next
+  /// Sends `sql` (one statement, `values`) without waiting for its answer, which the next
   /// statement reads and drops, or closing does: a ROLLBACK that nothing after it depends on.
-  void send_unawaited(std::string_view sql);
+  void send_unawaited(std::string_view sql, const std::vector<sql::Value>& values = {});
+  /// Sends `sql` (one statement) with `values` ahead of the next exec's statement, in its round
+  /// trip but in a transaction of its own (a Sync ends it), so the statement after it takes its
+  /// snapshot and now() only once it has ended: a wait in the server (a lock) that the next
+  /// statement then follows without a round trip between. That exec may take `extra` longer.
+  /// Its answer is kept for ahead_answer().
+  Result<void> send_ahead_synced(std::string_view sql, const std::vector<const sql::Value*>& values, Millis extra);
+  /// What the statement send_ahead_synced sent answered, once the exec after it ran: "" for
+  /// success, the SQLSTATE of its error; nullopt when none was sent or its answer was lost.
+  std::optional<std::string> ahead_answer() { return std::exchange(ahead_answer_, std::nullopt); }
+  /// Sends `sql` (one statement, `values`) right after the next exec's statement, in the same
+  /// round trip and in a transaction of its own (after that statement's has ended); its answer
+  /// is read with that exec's and dropped. Where libpq has no pipeline mode, it runs after it.
+  void send_after_next(std::string sql, std::vector<sql::Value> values) {
+    trailer_ = std::move(sql);
+    trailer_values_ = std::move(values);
+  }
 
   /// Whether this server session serves the statements itself, no pooler between
   /// (sql::served_directly, asked on `asking` once per server session).
@@ -72,6 +90,8 @@ class Connection {
   void close() {
     conn_.reset();
     pipe_ = {};
+    ahead_answer_.reset();
+    corked_ = false;
   }
 
   /// LISTENs on channel, and only on it, now and after every reconnect.
@@ -116,9 +136,13 @@ class Connection {
   struct Pipeline {
     int background = 0;
     int queued = 0;
+    int trailing = 0;         // groups sent after the exec's own (send_after_next)
+    bool keep_first = false;  // the first background group's answer is kept (send_ahead_synced)
   };
-  bool piping() const { return pipe_.background > 0 || pipe_.queued > 0; }
+  bool piping() const { return pipe_.background > 0 || pipe_.queued > 0 || pipe_.trailing > 0; }
   Result<void> enter_pipeline();
+  // TCP_CORK on the socket: what libpq flushes Sync by Sync leaves in one segment once uncorked.
+  void cork(bool on);
   Result<void> flush(Millis deadline);
   // The answers of the groups sent (a Sync ends each), `ours` (the last group's, an exec's)
   // kept as collect() keeps them, the others dropped; the pipeline then ends.
@@ -142,13 +166,20 @@ class Connection {
   const PGconn* named_for_ = nullptr;
   bool naming_ = true;
   Pipeline pipe_;  // of conn_: reset with it
+  Millis ahead_extra_{0};                     // send_ahead_synced's extra, for the next exec
+  std::optional<std::string> ahead_answer_;   // ahead_answer()
+  std::string trailer_;                       // send_after_next's statement, or ""
+  std::vector<sql::Value> trailer_values_;
+  bool corked_ = false;  // cork()
   const PGconn* direct_for_ = nullptr;  // the server session `direct_` was asked on
   bool direct_ = false;
 };
 
+class ListenWake;
+
 /// The connection as the strategies of core/sql see it (sql_session.hpp), its
 /// parameters sent as text (the statements cast them). A lease waiter hears releases through
-/// LISTEN/NOTIFY (ListenWake).
+/// LISTEN/NOTIFY, and waits in the server for its holder's handoff lock (ListenWake).
 class Session final : public sql::Session {
  public:
   Session(std::shared_ptr<Connection> conn, std::string prefix);
@@ -169,6 +200,7 @@ class Session final : public sql::Session {
  private:
   std::shared_ptr<Connection> conn_;
   sql::CompiledCache compiled_{sql::PlaceholderStyle::dollar};
+  ListenWake* wake_;  // owned by waiters_
   sql::Waiters waiters_;
 };
 

@@ -149,6 +149,9 @@ const std::string fence = dialect.integer(":fence");
 // this server and no lock-delay is in force, and no row otherwise, when nothing is taken; the
 // last column says when the record names another server (a failover, which a refusal by a live
 // holder must not hide). Only read, the record costs a take one index lookup and no lock.
+// The row taken, `h` takes the holder's handoff lock :hand (NULL: none) for the run, only where
+// the server process is the session's own, :backend (never behind a pooler): the lease waiter's
+// one-round-trip handoff (postgres_connection.cpp, ListenWake).
 std::string take(const sql::Take& k) {
   const sql::Upsert up = k.upsert("g.fence");
   std::string columns, values, set;
@@ -169,7 +172,10 @@ std::string take(const sql::Take& k) {
          " FOR UPDATE SKIP LOCKED) RETURNING " + k.returning + "), i AS (INSERT INTO " + up.table + " (" + columns +
          ") SELECT " + values + " FROM g WHERE NOT EXISTS (SELECT 1 FROM " + up.table +
          " WHERE name = :key) ON CONFLICT (name) DO NOTHING RETURNING " + k.returning +
-         ") SELECT t.*, r.*, (SELECT count(*) FROM f WHERE NOT here) FROM (SELECT 1) one"
+         "), h AS (SELECT pg_try_advisory_lock(:hand::bigint) FROM (SELECT 1 FROM u UNION ALL SELECT 1 FROM i) x"
+         " WHERE :hand::bigint IS NOT NULL AND pg_backend_pid() = :backend::int)"
+         " SELECT t.*, r.*, (SELECT count(*) FROM f WHERE NOT here) FROM (SELECT 1) one"
+         " CROSS JOIN (SELECT count(*) FROM h) hand"
          " LEFT JOIN (SELECT * FROM u UNION ALL SELECT * FROM i) t ON true LEFT JOIN (" + k.refusal +
          ") r ON t.token IS NULL";
 }

@@ -21,8 +21,10 @@ class LeaseLocker final : public Locker {
   // One attempt, and more while the dialect hears of a release within `wait` (or at once).
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
     if (held_) return fail(ErrorKind::internal, "this locker already holds " + held_->key);
-    auto out = until_not_busy(session_->release_signal(), req, wait,
-                              [&](Millis) { return with_schema(*session_, [&] { return attempt(req); }); });
+    auto out = until_not_busy(session_->release_signal(), req, wait, [&](Millis left) {
+      session_->release_signal().attempting(signal_key(req), left);
+      return with_schema(*session_, [&] { return attempt(req); });
+    });
     // A connection lost in a take or in the wait for a release is made again for the next
     // attempt, here and nowhere else: the new one may reach another server, so its failover
     // gate is read again.

@@ -37,6 +37,9 @@ class Wake {
   /// `left` where the primitive can; a primitive that cannot block answers at once (core then
   /// sleeps on fd()). A place that a primitive gives back by itself, it takes again here.
   virtual Result<bool> wait(const std::string& /*key*/, Millis /*left*/) { return false; }
+  /// An attempt on `key` starts that may wait up to `left` in all (core's slice of the wait): a
+  /// primitive that waits in the server ahead of the attempt's own statement waits no longer.
+  virtual void attempting(const std::string& /*key*/, Millis /*left*/) {}
   /// Gives the place among `key`'s waiters back.
   virtual void leave(const std::string& /*key*/) {}
   /// Readable when a wake may have come (core polls it), or -1: core's backoff.
@@ -65,6 +68,10 @@ class Waiters {
   /// An attempt found `key` busy. May block up to `left` until a release may have happened;
   /// true: try again at once; false: no such news, the answer stands. An error is the session's.
   Result<bool> busy(const std::string& key, Millis left);
+  /// An attempt on `key` starts that may wait up to `left` (Wake::attempting).
+  void attempting(const std::string& key, Millis left) {
+    if (wake_) wake_->attempting(key, left);
+  }
   /// The caller stops waiting for `key` without taking it.
   void stop_waiting(const std::string& key);
   /// Readable when a release may have happened (core polls it), or -1.
