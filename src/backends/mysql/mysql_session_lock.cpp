@@ -17,9 +17,10 @@ namespace {
 
 class MysqlHolder final : public sql::HolderSession {
  public:
-  MysqlHolder(Strategy s, Dsn dsn, BackendOptions options, std::shared_ptr<Session> book, bool mariadb)
-      : row_lock_(s != Strategy::advisory), mariadb_(mariadb), dsn_(std::move(dsn)), options_(std::move(options)),
-        book_(std::move(book)) {}
+  MysqlHolder(Strategy s, Dsn dsn, BackendOptions options, std::shared_ptr<Session> book,
+              std::unique_ptr<Connection> opened)
+      : strategy_(s), row_lock_(s != Strategy::advisory), dsn_(std::move(dsn)), options_(std::move(options)), book_(std::move(book)),
+        opened_(std::move(opened)) {}
 
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis) override { return conn_->run(st, p); }
   Result<void> exec(std::string_view sql) override { return conn_->query(sql); }
@@ -35,21 +36,14 @@ class MysqlHolder final : public sql::HolderSession {
     return conn_->query(st.begin);
   }
 
+  // The first session may come opened already (open_holder's `opened`: the backend opened it
+  // beside the bookkeeping session, so the run waits for one handshake, not two in a row).
   Result<void> reopen() override {
     conn_.reset();
     lock_wait_ = Millis(0);
-    // The row-lock strategies start with no lock wait (core's slices are under a second), set
-    // with the connection rather than by a SET before the first attempt. And no gap locks: under
-    // REPEATABLE READ a for-update take of a key whose claims row is not there yet locks the gap
-    // around it, and the INSERT of a neighbouring key (txn-insert's lock, for-update's claims
-    // row) reads busy meanwhile. A second inserter of the same key waits on the first one's row.
-    // The isolation level's variable is tx_isolation on MariaDB (transaction_isolation only
-    // from 11.1), transaction_isolation on MySQL (tx_isolation is gone in 8.0).
-    const std::string isolation = mariadb_ ? "tx_isolation" : "transaction_isolation";
-    auto c = Connection::open(dsn_, options_, ConnectionRole::lock_holder,
-                              row_lock_ ? ", SESSION innodb_lock_wait_timeout = 0, SESSION " + isolation +
-                                              " = 'READ-COMMITTED'"
-                                        : "");
+    auto c = opened_ ? Result<std::unique_ptr<Connection>>(std::move(opened_))
+                     : open_holder_connection(strategy_, dsn_, options_);
+    opened_.reset();
     if (!c) return std::unexpected(c.error());
     conn_ = std::move(*c);
     std::random_device rd;  // the tag: 128 random bits as 32 hex digits, new with every session
@@ -86,12 +80,13 @@ class MysqlHolder final : public sql::HolderSession {
   sql::Waiters& release_signal() override { return row_lock_ ? book_->release_signal() : no_signal_; }
 
  private:
+  Strategy strategy_;
   bool row_lock_;
-  bool mariadb_;  // the server, as the bookkeeping session's handshake said
   Dsn dsn_;
   BackendOptions options_;
   std::shared_ptr<Session> book_;     // its waiters' queue is the row-lock strategies'
   std::unique_ptr<Connection> conn_;  // the lock session
+  std::unique_ptr<Connection> opened_;  // its first, opened beside the bookkeeping session (reopen)
   std::string tag_;                   // the lock session's
   Millis lock_wait_{0};               // its innodb_lock_wait_timeout, as set with it (reopen)
   sql::Waiters no_signal_;
@@ -99,9 +94,28 @@ class MysqlHolder final : public sql::HolderSession {
 
 }  // namespace
 
+Result<std::unique_ptr<Connection>> open_holder_connection(Strategy s, const Dsn& dsn, const BackendOptions& options) {
+  // The row-lock strategies start with no lock wait (core's slices are under a second), set
+  // with the connection rather than by a SET before the first attempt. And no gap locks: under
+  // REPEATABLE READ a for-update take of a key whose claims row is not there yet locks the gap
+  // around it, and the INSERT of a neighbouring key (txn-insert's lock, for-update's claims
+  // row) reads busy meanwhile. A second inserter of the same key waits on the first one's row.
+  // The isolation level's variable is tx_isolation on MariaDB (transaction_isolation only from
+  // 11.1), transaction_isolation on MySQL (tx_isolation is gone in 8.0): each server runs the
+  // one comment meant for it (MariaDB /*M! */, which MySQL skips; MySQL /*!50720 */, a MySQL
+  // version MariaDB skips), so the setting needs no server known first and the session can be
+  // opened beside the bookkeeping one, before either handshake has said which server it is.
+  const bool row_lock = s != Strategy::advisory;
+  return Connection::open(dsn, options, ConnectionRole::lock_holder,
+                          row_lock ? ", SESSION innodb_lock_wait_timeout = 0, SESSION /*M!100000 tx_isolation*/"
+                                     "/*!50720 transaction_isolation*/ = 'READ-COMMITTED'"
+                                   : "");
+}
+
 Result<std::unique_ptr<sql::HolderSession>> open_holder(Strategy s, const Dsn& dsn, const BackendOptions& options,
-                                                        std::shared_ptr<Session> book, bool mariadb) {
-  auto holder = std::make_unique<MysqlHolder>(s, dsn, options, std::move(book), mariadb);
+                                                        std::shared_ptr<Session> book,
+                                                        std::unique_ptr<Connection> opened) {
+  auto holder = std::make_unique<MysqlHolder>(s, dsn, options, std::move(book), std::move(opened));
   if (auto r = holder->reopen(); !r) return std::unexpected(r.error());
   return std::unique_ptr<sql::HolderSession>(std::move(holder));
 }

@@ -35,10 +35,14 @@ struct WakeStatements {
 };
 WakeStatements wake_statements(const std::string& prefix);
 
-/// The holder session of session strategy `s`, a connection of its own, opened here. The
-/// row-lock strategies' waiters hear releases through `book`'s waiters' queue. `mariadb`: the
-/// server is MariaDB.
+/// The holder session of session strategy `s`, a connection of its own: `opened`
+/// (open_holder_connection's, made beside the bookkeeping session), else opened here. The
+/// row-lock strategies' waiters hear releases through `book`'s waiters' queue.
 Result<std::unique_ptr<sql::HolderSession>> open_holder(Strategy s, const Dsn& dsn, const BackendOptions& options,
-                                                        std::shared_ptr<Session> book, bool mariadb);
+                                                        std::shared_ptr<Session> book,
+                                                        std::unique_ptr<Connection> opened = nullptr);
+/// A connection for session strategy `s`'s holder, with its session settings; safe to call on a
+/// thread of its own, beside another connection's open.
+Result<std::unique_ptr<Connection>> open_holder_connection(Strategy s, const Dsn& dsn, const BackendOptions& options);
 
 }  // namespace dblock::mysql
