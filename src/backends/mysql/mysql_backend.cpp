@@ -45,8 +45,10 @@ class MysqlBackend final : public sql::SqlBackend {
     // It sits idle while the job runs and holds the key's wake name for the row-lock strategies'
     // waiters, so it keeps its idle limits; advisory's waiters block in GET_LOCK, and its
     // bookkeeping session, dropped by the server meanwhile, is opened again for the release.
-    if (strategy != Strategy::advisory)
+    if (strategy != Strategy::advisory) {
       if (auto idle = book->keep_idle(); !idle) return std::unexpected(idle.error());
+      book->hold_with_taken();
+    }
     // The holder's connection opened beside this one (open), when it was for this strategy.
     std::unique_ptr<Connection> opened = std::exchange(holder_, nullptr);
     if (!options_.locker_strategy || *options_.locker_strategy != strategy) opened.reset();
@@ -112,7 +114,8 @@ std::vector<sql::Statement> every_statement(const BackendOptions& options) {
   c.add(lease_statements(options.table_prefix, false));
   c.add(lease_statements(options.table_prefix, true), "MariaDB");
   c.add(lock_statements(options.table_prefix));
-  for (const sql::Statement* st : {&wake.wake_hold, &wake.wake_release, &wake.wake_wait, &wake.queue_leave}) c.add(*st);
+  for (const sql::Statement* st : {&wake.wake_hold, &wake.wake_release, &wake.wake_wait, &wake.queue_leave, &wake.taken_holding})
+    c.add(*st);
   c.add(release_statements(options.table_prefix));
   c.add(inspect_statements(options));
   c.add(shedlock_statements(shed));

@@ -421,14 +421,27 @@ std::unique_ptr<NamedLockWake> wake_of(Connection& conn, const std::string& pref
 }  // namespace
 
 Session::Session(std::unique_ptr<Connection> conn, std::string prefix)
-    : conn_(std::move(conn)), waiters_(wake_of(*conn_, prefix, wake_)) {}
+    : conn_(std::move(conn)), taken_holding_(wake_statements(prefix).taken_holding),
+      waiters_(wake_of(*conn_, prefix, wake_)) {}
 
 Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params) {
+  const auto* key = params.find("key");
+  const std::string* k = key && std::holds_alternative<std::string>(*key) ? &std::get<std::string>(*key) : nullptr;
+  if (hold_with_taken_ && st.id == "lease.taken" && k && *k == std::exchange(took_plain_, std::string())) {
+    auto r = conn_->run(taken_holding_, params);
+    if (r && !r->empty() && !(*r)[0].is_null(3)) wake_->held_by_take(*k);
+    return r;
+  }
   auto r = conn_->run(st, params);
+  if (hold_with_taken_ && st.id == "session.take") {
+    // A semaphore's slot (a :token of its header's) shares its wake name: that one hold() takes.
+    const auto* token = params.find("token");
+    const bool plain = !token || std::holds_alternative<std::monostate>(*token);
+    took_plain_ = r && r->affected > 0 && plain && k ? *k : std::string();
+  }
   // Its last two columns: the wake name taken (NULL: not taken) and the queue name given back.
-  if (r && st.id == "lease.take" && !r->empty() && (*r)[0].columns() >= 2 && !(*r)[0].is_null((*r)[0].columns() - 2))
-    if (const auto* key = params.find("key"); key && std::holds_alternative<std::string>(*key))
-      wake_->held_by_take(std::get<std::string>(*key));
+  if (r && st.id == "lease.take" && !r->empty() && (*r)[0].columns() >= 2 && !(*r)[0].is_null((*r)[0].columns() - 2) && k)
+    wake_->held_by_take(*k);
   return r;
 }
 

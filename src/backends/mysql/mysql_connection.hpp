@@ -119,9 +119,16 @@ class Session final : public sql::Session {
   std::int64_t started_id() const override { return static_cast<std::int64_t>(conn_->session_id()); }
   /// Connection::keep_idle.
   Result<void> keep_idle() { return conn_->keep_idle(); }
+  /// From now on a plain key's session.take, once it took the row, has its token read
+  /// (lease.taken) by wake.taken_holding, which takes the key's wake name too: the hold() that
+  /// follows sends nothing (a row-lock strategy's bookkeeping session).
+  void hold_with_taken() { hold_with_taken_ = true; }
 
  private:
   std::unique_ptr<Connection> conn_;
+  bool hold_with_taken_ = false;
+  std::string took_plain_;  // the plain key session.take last took (hold_with_taken), or ""
+  sql::Statement taken_holding_;
   NamedLockWake* wake_;  // waiters_'s
   sql::Waiters waiters_;
 };

@@ -377,6 +377,11 @@ WakeStatements wake_statements(const std::string& prefix) {
                  " ELSE COALESCE(GET_LOCK(n.q, :wait_ms / 1000), 0) = 1 END, RELEASE_LOCK(n.w) FROM (SELECT " +
                      queue + " AS q, " + wake + " AS w) n"};
   s.queue_leave = {"wake.leave", "DO RELEASE_LOCK(" + queue + ")"};
+  // The select list is evaluated for the row found only: no row (taken over), no name taken.
+  s.taken_holding = {"wake.taken_holding", "SELECT token, " + epoch_ms("acquired_at") + ", " + epoch_ms("expires_at") +
+                                               ", GET_LOCK(" + wake + ", 0), RELEASE_LOCK(" + queue + ") FROM " + t.locks +
+                                               " WHERE name = :key AND owner = :owner AND name = (SELECT name FROM " +
+                                               t.locks + " WHERE name = :key)"};
   return s;
 }
 
