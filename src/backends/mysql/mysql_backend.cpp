@@ -94,7 +94,10 @@ Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& opti
     opening = std::async(std::launch::async, [&dsn, &options] {
       return open_holder_connection(*options.locker_strategy, dsn, options);
     });
-  auto conn = Connection::open(dsn, options);
+  // A row-lock run's bookkeeping session keeps its idle limits (make_session_locker): set with
+  // the connection, while the holder's opens.
+  const bool keeps_idle = opening.valid() && *options.locker_strategy != Strategy::advisory;
+  auto conn = Connection::open(dsn, options, ConnectionRole::bookkeeping, {}, keeps_idle);
   std::unique_ptr<Connection> holder;
   if (opening.valid()) {
     auto opened = opening.get();

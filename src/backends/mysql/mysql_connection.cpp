@@ -120,19 +120,20 @@ std::vector<MYSQL_BIND> bind_params(const std::vector<const sql::Value*>& values
 }  // namespace
 
 Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const BackendOptions& options,
-                                                    ConnectionRole role, std::string_view settings) {
+                                                    ConnectionRole role, std::string_view settings, bool idle_now) {
   auto target = parse_mysql_dsn(dsn);
   if (!target) return std::unexpected(target.error());
   // The settings go with the connection as its init command, which costs a round trip of its
-  // own: only a lock holder's session sets them at once. Another sets its idle limits once it
-  // will sit idle while a job runs (keep_idle: a session strategy's bookkeeping session), and a
-  // lease run's renewals keep its session busy. The statements need no time zone
-  // (mysql_statements.cpp), but ShedLock's TIMESTAMP columns are read and written in the
-  // session's. A connection made again gets them all.
+  // own: only a lock holder's session sets them at once, and one that will sit idle while a job
+  // runs (`idle_now`: a row-lock run's bookkeeping session, whose handshake and settings are then
+  // waited for side by side with its holder's). Another sets its idle limits once it will sit
+  // idle (keep_idle), and a lease run's renewals keep its session busy. The statements need no
+  // time zone (mysql_statements.cpp), but ShedLock's TIMESTAMP columns are read and written in
+  // the session's. A connection made again gets them all.
   const std::string zone = options.shedlock ? "time_zone = '+00:00', " : "";
   const std::string idle = idle_limits(role, options.session_idle_limit);
   std::string every = "SET " + zone + idle + std::string(settings);
-  std::string first = role == ConnectionRole::lock_holder ? every
+  std::string first = role == ConnectionRole::lock_holder || idle_now ? every
                       : zone.empty()                       ? std::string()
                                                            : "SET time_zone = '+00:00'";
   std::unique_ptr<Connection> conn(new Connection(dsn, std::move(*target), options, std::move(first)));

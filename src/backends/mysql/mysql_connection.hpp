@@ -24,10 +24,11 @@ class Connection {
   /// Connects with every time bound set, utf8mb4, no automatic reconnect, a close-on-exec
   /// socket, and options.session_idle_limit for a lock holder (a year for the others, once
   /// keep_idle asks for it or the connection is made again); UTC with --table-format shedlock.
-  /// `settings`: a lock holder's more session assignments (", SESSION x = 1").
+  /// `settings`: a lock holder's more session assignments (", SESSION x = 1"). `idle_now`: a
+  /// bookkeeping session's idle limits set with the connection, as keep_idle would later.
   static Result<std::unique_ptr<Connection>> open(const Dsn& dsn, const BackendOptions& options,
                                                   ConnectionRole role = ConnectionRole::bookkeeping,
-                                                  std::string_view settings = {});
+                                                  std::string_view settings = {}, bool idle_now = false);
 
   /// Runs `st` with `params` bound by name (sql::Session::run). `affected`: a SELECT's rows, else
   /// the server's count.
