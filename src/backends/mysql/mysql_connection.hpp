@@ -124,6 +124,9 @@ class Session final : public sql::Session {
   /// (lease.taken) by wake.taken_holding, which takes the key's wake name too: the hold() that
   /// follows sends nothing (a row-lock strategy's bookkeeping session).
   void hold_with_taken() { hold_with_taken_ = true; }
+  /// The holder's session took `key`'s wake name with the lock and gives it back as it ends:
+  /// this session neither takes nor gives it back for `key`.
+  void wake_held_by_holder(const std::string& key);
 
  private:
   std::unique_ptr<Connection> conn_;

@@ -22,9 +22,39 @@ class MysqlHolder final : public sql::HolderSession {
       : strategy_(s), row_lock_(s != Strategy::advisory), dsn_(std::move(dsn)), options_(std::move(options)), book_(std::move(book)),
         opened_(std::move(opened)) {}
 
-  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis) override { return conn_->run(st, p); }
-  Result<void> exec(std::string_view sql) override { return conn_->query(sql); }
-  void close() override { conn_.reset(); }
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis) override {
+    // The session's end gave the holder tag back (exec).
+    if (st.id == "lock.untag" && ended_) return sql::Rows{};
+    if (!conn_) return fail(ErrorKind::connection, "the lock session is closed");
+    auto r = conn_->run(st, p);
+    // The row lock's statements take the holder tag and the key's wake name with it (its last
+    // column, 1 when taken): the session, now holding, ends with its ROLLBACK.
+    if (r && (st.id == "lock.claim" || st.id == "lock.claim_nowait" || st.id == "lock.tag") && !r->empty()) {
+      ends_with_rollback_ = true;
+      const auto& row = (*r)[0];
+      if (row.opt_int64(row.columns() - 1).value_or(0) == 1)
+        if (const auto* key = p.find("key"); key && std::holds_alternative<std::string>(*key))
+          book_->wake_held_by_holder(std::get<std::string>(*key));
+    }
+    return r;
+  }
+  // A holder's ROLLBACK ends its session too (ROLLBACK RELEASE): the server gives back the row
+  // lock, then, as the session ends, the holder tag and the key's wake name, which lets the next
+  // waiter in; one round trip for what took three (the ROLLBACK, the tag's RELEASE_LOCK here, the
+  // wake name's on the bookkeeping session). Its answer still says the session held the lock to
+  // the end. A later take opens a new session (core reopens a closed one).
+  Result<void> exec(std::string_view sql) override {
+    if (!conn_) return fail(ErrorKind::connection, "the lock session is closed");
+    if (sql != "ROLLBACK" || !std::exchange(ends_with_rollback_, false)) return conn_->query(sql);
+    auto r = conn_->query("ROLLBACK RELEASE");
+    conn_.reset();
+    ended_ = r.has_value();
+    return r;
+  }
+  void close() override {
+    conn_.reset();
+    ends_with_rollback_ = false;
+  }
 
   // innodb_lock_wait_timeout is the session's, so it is set before the transaction, and only
   // when it changed: a waiter's attempts mostly ask the same.
@@ -40,6 +70,7 @@ class MysqlHolder final : public sql::HolderSession {
   // beside the bookkeeping session, so the run waits for one handshake, not two in a row).
   Result<void> reopen() override {
     conn_.reset();
+    ended_ = ends_with_rollback_ = false;
     lock_wait_ = Millis(0);
     auto c = opened_ ? Result<std::unique_ptr<Connection>>(std::move(opened_))
                      : open_holder_connection(strategy_, dsn_, options_);
@@ -68,7 +99,7 @@ class MysqlHolder final : public sql::HolderSession {
   // A wait longer than the read timeout would look like a dead server (core calls again); a row
   // lock waits whole seconds, never longer than asked.
   Millis server_wait(Millis wait, bool row) const override {
-    const Millis w = std::min(wait, Millis(conn_->max_block_ms()));
+    const Millis w = conn_ ? std::min(wait, Millis(conn_->max_block_ms())) : Millis(0);
     return row ? w - w % 1000 : w;
   }
 
@@ -89,6 +120,8 @@ class MysqlHolder final : public sql::HolderSession {
   std::unique_ptr<Connection> opened_;  // its first, opened beside the bookkeeping session (reopen)
   std::string tag_;                   // the lock session's
   Millis lock_wait_{0};               // its innodb_lock_wait_timeout, as set with it (reopen)
+  bool ends_with_rollback_ = false;   // it holds a row lock, tagged: its ROLLBACK ends it (exec)
+  bool ended_ = false;                // ended by that ROLLBACK, the tag given back with it
   sql::Waiters no_signal_;
 };
 

@@ -329,9 +329,13 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   s.advisory_give_back = {"lock.advisory_give_back", "SELECT RELEASE_LOCK(" + advisory + ")"};
   s.begin = "START TRANSACTION";
   s.lock_wait = {"lock.wait", "SET SESSION innodb_lock_wait_timeout = :seconds"};
-  // The holder tag in the same statement, once the row is locked (the select list is evaluated
-  // for a locked row only; none when busy or missing).
-  s.lock_claim = {"lock.claim", "SELECT name, GET_LOCK(" + held + ", 0)" + claim + " FOR UPDATE"};
+  // The key's wake name: a plain key's holder keeps it in this session, whose end (ROLLBACK
+  // RELEASE, mysql_session_lock.cpp) gives back the row lock, the holder tag and the wake name in
+  // one round trip, in that order, so the waiter it wakes finds the row free.
+  const std::string wake = "GET_LOCK(" + wake_name(t) + ", 0)";
+  // The holder tag and the wake name in the same statement, once the row is locked (the select
+  // list is evaluated for a locked row only; none when busy or missing).
+  s.lock_claim = {"lock.claim", "SELECT name, GET_LOCK(" + held + ", 0), " + wake + claim + " FOR UPDATE"};
   s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text + " NOWAIT"};
   s.make_claim = {"lock.make_claim", "INSERT IGNORE INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
   s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
@@ -345,7 +349,7 @@ sql::LockStatements lock_statements(const std::string& prefix) {
                             " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME HAVING COUNT(*) = 2 AND"
                             " SUM(LOWER(COLUMN_NAME) IN ('name', 'kind') AND SUB_PART IS NULL) = 2";
   s.tag = {"lock.tag", "SELECT GET_LOCK(" + held + ", 0), (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two"
-                       " WHERE NOT EXISTS (" + keyed + "))"};
+                       " WHERE NOT EXISTS (" + keyed + ")), " + wake};
   s.untag = {"lock.untag", "DO RELEASE_LOCK(" + held + ")"};
   // The uncommitted row is visible to its own transaction only, while it is open.
   s.holds_claim = {"lock.holds_claim", "SELECT COUNT(*)" + claim};
@@ -378,8 +382,10 @@ WakeStatements wake_statements(const std::string& prefix) {
                      queue + " AS q, " + wake + " AS w) n"};
   s.queue_leave = {"wake.leave", "DO RELEASE_LOCK(" + queue + ")"};
   // The select list is evaluated for the row found only: no row (taken over), no name taken.
+  // :take_wake 0: the holder's session took it with the lock (lock_statements).
   s.taken_holding = {"wake.taken_holding", "SELECT token, " + epoch_ms("acquired_at") + ", " + epoch_ms("expires_at") +
-                                               ", GET_LOCK(" + wake + ", 0), RELEASE_LOCK(" + queue + ") FROM " + t.locks +
+                                               ", IF(:take_wake, GET_LOCK(" + wake + ", 0), NULL), RELEASE_LOCK(" + queue +
+                                               ") FROM " + t.locks +
                                                " WHERE name = :key AND owner = :owner AND name = (SELECT name FROM " +
                                                t.locks + " WHERE name = :key)"};
   return s;

@@ -30,9 +30,10 @@ sql::LockStatements lock_statements(const std::string& prefix);
 /// The wake primitive's (NamedLockWake, mysql_connection.cpp). wake_wait: within :wait_ms, true once this waiter
 /// holds the key's queue name (the next to try) or, holding it, once the holder gave the wake
 /// name back; false at once when nobody holds the wake name (core's backoff takes over).
-/// taken_holding (:key :owner): LeaseStatements::taken, and with the row wake_hold's work (the
-/// key's wake name taken, its queue name given back): a row-lock holder's read of the token it
-/// was given and its first step as holder in one round trip (Session::hold_with_taken).
+/// taken_holding (:key :owner :take_wake): LeaseStatements::taken, and with the row wake_hold's
+/// work (the key's wake name taken unless :take_wake is 0, its queue name given back): a row-lock
+/// holder's read of the token it was given and its first step as holder in one round trip
+/// (Session::hold_with_taken).
 struct WakeStatements {
   sql::Statement wake_hold, wake_release, wake_wait, queue_leave, taken_holding;
 };
