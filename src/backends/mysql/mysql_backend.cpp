@@ -42,9 +42,11 @@ class MysqlBackend final : public sql::SqlBackend {
   Result<std::unique_ptr<Locker>> make_session_locker(Strategy strategy) override {
     if (auto s = session(); !s) return std::unexpected(s.error());
     std::shared_ptr<Session> book = std::exchange(session_, nullptr);
-    // It sits idle while the job runs and holds the key's wake name for the row-lock strategies'
-    // waiters, so it keeps its idle limits; advisory's waiters block in GET_LOCK, and its
-    // bookkeeping session, dropped by the server meanwhile, is opened again for the release.
+    // It sits idle while the job runs and, where the holder's session could not take the key's
+    // wake name with the lock (a semaphore's slot; a last holder's session not yet ended), holds
+    // it for the row-lock strategies' waiters, so it keeps its idle limits; advisory's waiters
+    // block in GET_LOCK, and its bookkeeping session, dropped by the server meanwhile, is opened
+    // again for the release.
     if (strategy != Strategy::advisory) {
       if (auto idle = book->keep_idle(); !idle) return std::unexpected(idle.error());
       book->hold_with_taken();
