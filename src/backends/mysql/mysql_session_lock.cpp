@@ -27,6 +27,13 @@ class MysqlHolder final : public sql::HolderSession {
     if (st.id == "lock.untag" && ended_) return sql::Rows{};
     if (!conn_) return fail(ErrorKind::connection, "the lock session is closed");
     auto r = conn_->run(st, p);
+    // The claims row must be there, committed, before anyone can lock it (without autocommit
+    // here, its INSERT would stay this session's alone): once per key, on its first run.
+    if (st.id == "lock.make_claim" && row_lock_) {
+      if (!r && conn_->in_transaction()) (void)conn_->query("ROLLBACK");  // a busy take leaves none open
+      if (r)
+        if (auto c = conn_->query("COMMIT"); !c) return std::unexpected(c.error());
+    }
     // The row lock's statements take the holder tag and the key's wake name with it (its last
     // column, 1 when taken): the session, now holding, ends with its ROLLBACK.
     if (r && (st.id == "lock.claim" || st.id == "lock.claim_nowait" || st.id == "lock.tag") && !r->empty()) {
@@ -57,12 +64,16 @@ class MysqlHolder final : public sql::HolderSession {
   }
 
   // innodb_lock_wait_timeout is the session's, so it is set before the transaction, and only
-  // when it changed: a waiter's attempts mostly ask the same.
+  // when it changed: a waiter's attempts mostly ask the same. The session runs without
+  // autocommit (open_holder_connection): the lock statement that follows opens the transaction
+  // itself, a round trip fewer before the lock (and in a handoff); START TRANSACTION only where
+  // one is still open, which it commits, as it always did.
   Result<void> begin(const sql::LockStatements& st, const sql::Params& p, Millis wait) override {
     if (wait != lock_wait_) {
       if (auto r = conn_->run(st.lock_wait, p); !r) return std::unexpected(r.error());
       lock_wait_ = wait;
     }
+    if (!conn_->in_transaction()) return {};
     return conn_->query(st.begin);
   }
 
@@ -138,10 +149,11 @@ Result<std::unique_ptr<Connection>> open_holder_connection(Strategy s, const Dsn
   // one comment meant for it (MariaDB /*M! */, which MySQL skips; MySQL /*!50720 */, a MySQL
   // version MariaDB skips), so the setting needs no server known first and the session can be
   // opened beside the bookkeeping one, before either handshake has said which server it is.
+  // No autocommit: the lock statement opens its transaction (MysqlHolder::begin).
   const bool row_lock = s != Strategy::advisory;
   return Connection::open(dsn, options, ConnectionRole::lock_holder,
                           row_lock ? ", SESSION innodb_lock_wait_timeout = 0, SESSION /*M!100000 tx_isolation*/"
-                                     "/*!50720 transaction_isolation*/ = 'READ-COMMITTED'"
+                                     "/*!50720 transaction_isolation*/ = 'READ-COMMITTED', SESSION autocommit = 0"
                                    : "");
 }
 
