@@ -22,6 +22,13 @@ the connection when it closes it with the reply unread. closed: client connectio
 (the counts are final for a client once its connection is closed). Plain TCP only (no TLS: the
 packets must be readable).
 
+With --hold-lone-greeting S, a connection accepted while no other waits in its set-up has the
+server's first bytes (its greeting, with which the handshake starts) held back until another
+connection is accepted, or S seconds passed: side_by_side counts the connections accepted while
+another waited so. A client that opens two connections at once (threads) sees no delay and
+counts one; one that opens the second after the first's handshake waits S seconds and counts
+none.
+
 Python 3 standard library only; exits by itself after --lifetime seconds (default 240).
 """
 import argparse
@@ -44,11 +51,12 @@ class Counts:
         self.closed = 0
         self.commands = 0
         self.round_trips = 0
+        self.side_by_side = 0
         self.by_name = {}
 
     def write(self):
         parts = [f"connections={self.connections}", f"closed={self.closed}", f"commands={self.commands}",
-                 f"round_trips={self.round_trips}"]
+                 f"round_trips={self.round_trips}", f"side_by_side={self.side_by_side}"]
         parts += [f"{k}={v}" for k, v in sorted(self.by_name.items())]
         tmp = self.path + ".tmp"
         with open(tmp, "w") as f:
@@ -65,6 +73,8 @@ class Pair:
         self.awaiting = False   # a reply-expecting command was sent and no server byte came back yet
         self.counted = False    # the last reply was counted and the client sent no command after it
         self.ended = False
+        self.held = None        # server bytes held back (--hold-lone-greeting), or None
+        self.hold_until = 0.0
 
     def client_bytes(self, data, counts):
         self.buffer += data
@@ -102,7 +112,19 @@ def main():
     ap.add_argument("--port-file", required=True)
     ap.add_argument("--count-file", required=True)
     ap.add_argument("--lifetime", type=float, default=240)
+    ap.add_argument("--hold-lone-greeting", type=float, default=0)
     args = ap.parse_args()
+    holding = []  # the pairs whose server bytes are held back
+
+    def release(pair):
+        if pair.held is not None:
+            try:
+                pair.client.sendall(pair.held)
+            except OSError:
+                pass
+        pair.held = None
+        if pair in holding:
+            holding.remove(pair)
 
     counts = Counts(args.count_file)
     counts.write()
@@ -119,13 +141,24 @@ def main():
     sel.register(listener, selectors.EVENT_READ, None)
     deadline = time.monotonic() + args.lifetime
     while time.monotonic() < deadline:
-        for key, _ in sel.select(timeout=0.5):
+        now = time.monotonic()
+        for pair in [p for p in holding if p.hold_until <= now]:
+            release(pair)
+        for key, _ in sel.select(timeout=0.05 if holding else 0.5):
             if key.data is None:
                 client, _ = listener.accept()
                 upstream = socket.create_connection((LOOPBACK, args.target_port))
                 for s in (client, upstream):
                     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 pair = Pair(client, upstream)
+                if holding:
+                    counts.side_by_side += 1
+                    for other in list(holding):
+                        release(other)
+                elif args.hold_lone_greeting > 0:
+                    pair.held = b""
+                    pair.hold_until = time.monotonic() + args.hold_lone_greeting
+                    holding.append(pair)
                 sel.register(client, selectors.EVENT_READ, (pair, True))
                 sel.register(upstream, selectors.EVENT_READ, (pair, False))
                 counts.connections += 1
@@ -145,6 +178,7 @@ def main():
             except OSError:
                 data = b""
             if not data:
+                release(pair)
                 if not pair.ended:
                     pair.ended = True
                     counts.closed += 1
@@ -164,6 +198,9 @@ def main():
                 pair.awaiting = False
                 pair.counted = True
                 counts.write()
+            if not from_client and pair.held is not None:
+                pair.held += data
+                continue
             try:
                 dst.sendall(data)
             except OSError:

@@ -10,17 +10,19 @@
 #          taken row, no wake statement), the release's transaction (START TRANSACTION, the
 #          update, the history row, its oldest token) and its COMMIT sent with the goodbye,
 #          not waited for; the wake name goes with the session: 6 round trips (MySQL 8).
-#   session strategies: two connections (the lock's session and one for bookkeeping): the lock
-#          session's settings, the failover record read once on the bookkeeping session (which
-#          also says who serves it and whether it is a Galera node: the fail-closed check of issue
-#          46 costs no statement of its own), the server lock, the bookkeeping upsert and the
-#          read of its token, the release's row (the update alone, autocommit), the
-#          server lock given back, the history row's transaction (START TRANSACTION, the row,
-#          its oldest token, COMMIT: status and history may read it at once, so it is waited
-#          for): advisory 11; for-update and txn-insert also their bookkeeping session's idle
-#          limits (it holds the wake name while the job runs), START TRANSACTION, the wake name
-#          taken after the upsert and given back before the history row, their holder tag
-#          given back after the ROLLBACK (txn-insert takes it after its INSERT): 16 and 17.
+#   session strategies: two connections (the lock's session and one for bookkeeping), opened
+#          side by side: the lock session's settings, the failover record read once on the
+#          bookkeeping session (which also says who serves it and whether it is a Galera node: the
+#          fail-closed check of issue 46 costs no statement of its own), the server lock, the
+#          bookkeeping upsert and the read of its token, the release's row (the update alone,
+#          autocommit), the server lock given back, the history row's transaction (START
+#          TRANSACTION, the row, its oldest token, COMMIT: status and history may read it at
+#          once, so it is waited for): advisory 11; for-update and txn-insert also their
+#          bookkeeping session's idle limits (sent with its connection, beside the holder's
+#          settings; the holder's session runs without autocommit, so its lock statement opens
+#          the transaction: no START TRANSACTION); their holder tag and the key's wake name are
+#          taken with the lock (txn-insert's after its INSERT) and given back by the session's
+#          end with its ROLLBACK (ROLLBACK RELEASE), the server lock's give-back: 12 and 13.
 #   waiters (lease, for-update): 16 waiters on a held key, from the holder's release until the
 #          last of them is done, at most 15 (lease) or 31 (for-update) statements each: a
 #          release wakes one waiter, not all of them.
@@ -82,8 +84,8 @@ for strategy in lease advisory for-update txn-insert; do
     # As the header says.
     case $strategy in
       advisory) most=11 ;;
-      for-update) most=16 ;;
-      txn-insert) most=17 ;;
+      for-update) most=12 ;;
+      txn-insert) most=13 ;;
     esac
     assert_between "$strategy: round trips" 1 "$most" "$round_trips"
   fi

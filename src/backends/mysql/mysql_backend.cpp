@@ -1,5 +1,8 @@
 // The MySQL/MariaDB backend: its session and the registry entry; the rest is
 // core/sql/sql_backend.cpp on mysql_statements.cpp.
+#include <future>
+#include <utility>
+
 #include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 #include "backends/backend_entry.hpp"
@@ -12,13 +15,15 @@ namespace {
 
 class MysqlBackend final : public sql::SqlBackend {
  public:
-  MysqlBackend(Dsn dsn, const BackendOptions& options, std::unique_ptr<Connection> conn)
+  MysqlBackend(Dsn dsn, const BackendOptions& options, std::unique_ptr<Connection> conn,
+               std::unique_ptr<Connection> holder)
       : SqlBackend(descriptor.name, options, lease_statements(options.table_prefix, conn->mariadb()),
                    shedlock_statements(options), inspect_statements(options), schema_statements(options),
                    release_statements(options.table_prefix), doctor_statements(options, conn->mariadb())),
         dsn_(std::move(dsn)),
         mariadb_(conn->mariadb()),
-        session_(new_session(std::move(conn))) {}
+        session_(new_session(std::move(conn))),
+        holder_(std::move(holder)) {}
 
  private:
   // After make_locker handed the connection over, anything still asked of this Backend (tests
@@ -37,12 +42,19 @@ class MysqlBackend final : public sql::SqlBackend {
   Result<std::unique_ptr<Locker>> make_session_locker(Strategy strategy) override {
     if (auto s = session(); !s) return std::unexpected(s.error());
     std::shared_ptr<Session> book = std::exchange(session_, nullptr);
-    // It sits idle while the job runs and holds the key's wake name for the row-lock strategies'
-    // waiters, so it keeps its idle limits; advisory's waiters block in GET_LOCK, and its
-    // bookkeeping session, dropped by the server meanwhile, is opened again for the release.
-    if (strategy != Strategy::advisory)
+    // It sits idle while the job runs and, where the holder's session could not take the key's
+    // wake name with the lock (a semaphore's slot; a last holder's session not yet ended), holds
+    // it for the row-lock strategies' waiters, so it keeps its idle limits; advisory's waiters
+    // block in GET_LOCK, and its bookkeeping session, dropped by the server meanwhile, is opened
+    // again for the release.
+    if (strategy != Strategy::advisory) {
       if (auto idle = book->keep_idle(); !idle) return std::unexpected(idle.error());
-    auto holder = open_holder(strategy, dsn_, options_, book, mariadb_);
+      book->hold_with_taken();
+    }
+    // The holder's connection opened beside this one (open), when it was for this strategy.
+    std::unique_ptr<Connection> opened = std::exchange(holder_, nullptr);
+    if (!options_.locker_strategy || *options_.locker_strategy != strategy) opened.reset();
+    auto holder = open_holder(strategy, dsn_, options_, book, std::move(opened));
     if (!holder) return std::unexpected(holder.error());
     const std::string& prefix = options_.table_prefix;
     // Whether the lock could hold here is judged on the bookkeeping session's failover read,
@@ -72,12 +84,30 @@ class MysqlBackend final : public sql::SqlBackend {
   Dsn dsn_;
   bool mariadb_;
   std::shared_ptr<Session> session_;  // shared with the lease and ShedLock lockers (make_locker)
+  std::unique_ptr<Connection> holder_;  // a session strategy's holder connection, opened with session_ (open)
 };
 
 Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& options) {
-  auto conn = Connection::open(dsn, options);
+  // A run of a session strategy needs a holder connection too: both are opened at once, side by
+  // side, so the run waits for one handshake rather than two in a row (a few round trips at a
+  // distance), as PostgreSQL's open does.
+  std::future<Result<std::unique_ptr<Connection>>> opening;
+  if (options.locker_strategy && is_session_strategy(*options.locker_strategy) && !options.inspect)
+    opening = std::async(std::launch::async, [&dsn, &options] {
+      return open_holder_connection(*options.locker_strategy, dsn, options);
+    });
+  // A row-lock run's bookkeeping session keeps its idle limits (make_session_locker): set with
+  // the connection, while the holder's opens.
+  const bool keeps_idle = opening.valid() && *options.locker_strategy != Strategy::advisory;
+  auto conn = Connection::open(dsn, options, ConnectionRole::bookkeeping, {}, keeps_idle);
+  std::unique_ptr<Connection> holder;
+  if (opening.valid()) {
+    auto opened = opening.get();
+    if (conn && !opened) return std::unexpected(opened.error());
+    if (opened) holder = std::move(*opened);
+  }
   if (!conn) return std::unexpected(conn.error());
-  return std::unique_ptr<Backend>(std::make_unique<MysqlBackend>(dsn, options, std::move(*conn)));
+  return std::unique_ptr<Backend>(std::make_unique<MysqlBackend>(dsn, options, std::move(*conn), std::move(holder)));
 }
 
 // Every statement of this dialect, named, for `dblock schema --statements` (BackendEntry).
@@ -90,7 +120,8 @@ std::vector<sql::Statement> every_statement(const BackendOptions& options) {
   c.add(lease_statements(options.table_prefix, true), "MariaDB");
   c.add(lock_statements(options.table_prefix, false));
   c.add(lock_statements(options.table_prefix, true), "MariaDB");
-  for (const sql::Statement* st : {&wake.wake_hold, &wake.wake_release, &wake.wake_wait, &wake.queue_leave}) c.add(*st);
+  for (const sql::Statement* st : {&wake.wake_hold, &wake.wake_release, &wake.wake_wait, &wake.queue_leave, &wake.taken_holding})
+    c.add(*st);
   c.add(release_statements(options.table_prefix));
   c.add(inspect_statements(options));
   c.add(shedlock_statements(shed));

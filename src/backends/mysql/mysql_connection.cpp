@@ -120,19 +120,20 @@ std::vector<MYSQL_BIND> bind_params(const std::vector<const sql::Value*>& values
 }  // namespace
 
 Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const BackendOptions& options,
-                                                    ConnectionRole role, std::string_view settings) {
+                                                    ConnectionRole role, std::string_view settings, bool idle_now) {
   auto target = parse_mysql_dsn(dsn);
   if (!target) return std::unexpected(target.error());
   // The settings go with the connection as its init command, which costs a round trip of its
-  // own: only a lock holder's session sets them at once. Another sets its idle limits once it
-  // will sit idle while a job runs (keep_idle: a session strategy's bookkeeping session), and a
-  // lease run's renewals keep its session busy. The statements need no time zone
-  // (mysql_statements.cpp), but ShedLock's TIMESTAMP columns are read and written in the
-  // session's. A connection made again gets them all.
+  // own: only a lock holder's session sets them at once, and one that will sit idle while a job
+  // runs (`idle_now`: a row-lock run's bookkeeping session, whose handshake and settings are then
+  // waited for side by side with its holder's). Another sets its idle limits once it will sit
+  // idle (keep_idle), and a lease run's renewals keep its session busy. The statements need no
+  // time zone (mysql_statements.cpp), but ShedLock's TIMESTAMP columns are read and written in
+  // the session's. A connection made again gets them all.
   const std::string zone = options.shedlock ? "time_zone = '+00:00', " : "";
   const std::string idle = idle_limits(role, options.session_idle_limit);
   std::string every = "SET " + zone + idle + std::string(settings);
-  std::string first = role == ConnectionRole::lock_holder ? every
+  std::string first = role == ConnectionRole::lock_holder || idle_now ? every
                       : zone.empty()                       ? std::string()
                                                            : "SET time_zone = '+00:00'";
   std::unique_ptr<Connection> conn(new Connection(dsn, std::move(*target), options, std::move(first)));
@@ -388,12 +389,17 @@ class NamedLockWake final : public sql::Wake {
   NamedLockWake(Connection& conn, const std::string& prefix) : conn_(&conn), s_(wake_statements(prefix)) {}
   /// The take of `key` took its wake name and gave the queue name back (Session::run).
   void held_by_take(const std::string& key) { held_by_take_ = key; }
-  // A session that a finished run's last COMMIT ended (Connection::query_last) gave it back.
+  /// The holder's session holds `key`'s wake name (Session::wake_held_by_holder).
+  void held_by_holder(const std::string& key) { by_holder_ = key; }
+  bool holder_holds(const std::string& key) const { return by_holder_ == key; }
+  // A session that a finished run's last COMMIT ended (Connection::query_last) gave it back, and
+  // the holder's session gives back the one it holds as it ends.
   void post(const std::string& key) override {
+    if (std::exchange(by_holder_, std::string()) == key) return;
     if (!conn_->ended_by_last()) (void)conn_->run(s_.wake_release, {{"key", key}});
   }
   void hold(const std::string& key) override {
-    if (std::exchange(held_by_take_, std::string()) == key) return;
+    if (std::exchange(held_by_take_, std::string()) == key || by_holder_ == key) return;
     (void)conn_->run(s_.wake_hold, {{"key", key}});
   }
   // One statement both takes the queue name and, holding it, waits on the wake name.
@@ -410,6 +416,7 @@ class NamedLockWake final : public sql::Wake {
   Connection* conn_;
   WakeStatements s_;
   std::string held_by_take_;
+  std::string by_holder_;  // the key whose wake name the holder's session holds, or ""
 };
 
 namespace {
@@ -421,14 +428,34 @@ std::unique_ptr<NamedLockWake> wake_of(Connection& conn, const std::string& pref
 }  // namespace
 
 Session::Session(std::unique_ptr<Connection> conn, std::string prefix)
-    : conn_(std::move(conn)), waiters_(wake_of(*conn_, prefix, wake_)) {}
+    : conn_(std::move(conn)), taken_holding_(wake_statements(prefix).taken_holding),
+      waiters_(wake_of(*conn_, prefix, wake_)) {}
+
+void Session::wake_held_by_holder(const std::string& key) { wake_->held_by_holder(key); }
 
 Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params) {
+  const auto* key = params.find("key");
+  const std::string* k = key && std::holds_alternative<std::string>(*key) ? &std::get<std::string>(*key) : nullptr;
+  if (hold_with_taken_ && st.id == "lease.taken" && k && *k == std::exchange(took_plain_, std::string())) {
+    sql::Params p = params;
+    const bool take_wake = !wake_->holder_holds(*k);
+    auto r = conn_->run(taken_holding_, p.set("take_wake", std::int64_t{take_wake ? 1 : 0}));
+    // The queue name is given back either way; the wake name, when taken here, is this session's
+    // (GET_LOCK's 0: another holds it, hold() asks again).
+    if (r && !r->empty() && take_wake && (*r)[0].opt_int64(3).value_or(0) == 1) wake_->held_by_take(*k);
+    return r;
+  }
   auto r = conn_->run(st, params);
+  if (hold_with_taken_ && st.id == "session.take") {
+    // A semaphore's slot (a :token of its header's) shares its wake name: that one hold() takes.
+    const auto* token = params.find("token");
+    const bool plain = !token || std::holds_alternative<std::monostate>(*token);
+    took_plain_ = r && r->affected > 0 && plain && k ? *k : std::string();
+  }
   // Its last two columns: the wake name taken (NULL: not taken) and the queue name given back.
-  if (r && st.id == "lease.take" && !r->empty() && (*r)[0].columns() >= 2 && !(*r)[0].is_null((*r)[0].columns() - 2))
-    if (const auto* key = params.find("key"); key && std::holds_alternative<std::string>(*key))
-      wake_->held_by_take(std::get<std::string>(*key));
+  // (A MariaDB lease's; the row locks' above.)
+  if (r && st.id == "lease.take" && !r->empty() && (*r)[0].columns() >= 2 && !(*r)[0].is_null((*r)[0].columns() - 2) && k)
+    wake_->held_by_take(*k);
   return r;
 }
 

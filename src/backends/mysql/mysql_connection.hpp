@@ -24,10 +24,11 @@ class Connection {
   /// Connects with every time bound set, utf8mb4, no automatic reconnect, a close-on-exec
   /// socket, and options.session_idle_limit for a lock holder (a year for the others, once
   /// keep_idle asks for it or the connection is made again); UTC with --table-format shedlock.
-  /// `settings`: a lock holder's more session assignments (", SESSION x = 1").
+  /// `settings`: a lock holder's more session assignments (", SESSION x = 1"). `idle_now`: a
+  /// bookkeeping session's idle limits set with the connection, as keep_idle would later.
   static Result<std::unique_ptr<Connection>> open(const Dsn& dsn, const BackendOptions& options,
                                                   ConnectionRole role = ConnectionRole::bookkeeping,
-                                                  std::string_view settings = {});
+                                                  std::string_view settings = {}, bool idle_now = false);
 
   /// Runs `st` with `params` bound by name (sql::Session::run). `affected`: a SELECT's rows, else
   /// the server's count.
@@ -119,9 +120,19 @@ class Session final : public sql::Session {
   std::int64_t started_id() const override { return static_cast<std::int64_t>(conn_->session_id()); }
   /// Connection::keep_idle.
   Result<void> keep_idle() { return conn_->keep_idle(); }
+  /// From now on a plain key's session.take, once it took the row, has its token read
+  /// (lease.taken) by wake.taken_holding, which takes the key's wake name too: the hold() that
+  /// follows sends nothing (a row-lock strategy's bookkeeping session).
+  void hold_with_taken() { hold_with_taken_ = true; }
+  /// The holder's session took `key`'s wake name with the lock and gives it back as it ends:
+  /// this session neither takes nor gives it back for `key`.
+  void wake_held_by_holder(const std::string& key);
 
  private:
   std::unique_ptr<Connection> conn_;
+  bool hold_with_taken_ = false;
+  std::string took_plain_;  // the plain key session.take last took (hold_with_taken), or ""
+  sql::Statement taken_holding_;
   NamedLockWake* wake_;  // waiters_'s
   sql::Waiters waiters_;
 };

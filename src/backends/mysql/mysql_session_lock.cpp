@@ -17,39 +17,75 @@ namespace {
 
 class MysqlHolder final : public sql::HolderSession {
  public:
-  MysqlHolder(Strategy s, Dsn dsn, BackendOptions options, std::shared_ptr<Session> book, bool mariadb)
-      : row_lock_(s != Strategy::advisory), mariadb_(mariadb), dsn_(std::move(dsn)), options_(std::move(options)),
-        book_(std::move(book)) {}
+  MysqlHolder(Strategy s, Dsn dsn, BackendOptions options, std::shared_ptr<Session> book,
+              std::unique_ptr<Connection> opened)
+      : strategy_(s), row_lock_(s != Strategy::advisory), dsn_(std::move(dsn)), options_(std::move(options)), book_(std::move(book)),
+        opened_(std::move(opened)) {}
 
-  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis) override { return conn_->run(st, p); }
-  Result<void> exec(std::string_view sql) override { return conn_->query(sql); }
-  void close() override { conn_.reset(); }
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis) override {
+    // The session's end gave the holder tag back (exec).
+    if (st.id == "lock.untag" && ended_) return sql::Rows{};
+    if (!conn_) return fail(ErrorKind::connection, "the lock session is closed");
+    auto r = conn_->run(st, p);
+    // The claims row must be there, committed, before anyone can lock it (without autocommit
+    // here, its INSERT would stay this session's alone): once per key, on its first run.
+    if (st.id == "lock.make_claim" && row_lock_) {
+      if (!r && conn_->in_transaction()) (void)conn_->query("ROLLBACK");  // a busy take leaves none open
+      if (r)
+        if (auto c = conn_->query("COMMIT"); !c) return std::unexpected(c.error());
+    }
+    // The row lock's statements take the holder tag and the key's wake name with it (its last
+    // column, 1 when taken): the session, now holding, ends with its ROLLBACK.
+    if (r && (st.id == "lock.claim" || st.id == "lock.claim_nowait" || st.id == "lock.tag") && !r->empty()) {
+      ends_with_rollback_ = true;
+      const auto& row = (*r)[0];
+      if (row.opt_int64(row.columns() - 1).value_or(0) == 1)
+        if (const auto* key = p.find("key"); key && std::holds_alternative<std::string>(*key))
+          book_->wake_held_by_holder(std::get<std::string>(*key));
+    }
+    return r;
+  }
+  // A holder's ROLLBACK ends its session too (ROLLBACK RELEASE): the server gives back the row
+  // lock, then, as the session ends, the holder tag and the key's wake name, which lets the next
+  // waiter in; one round trip for what took three (the ROLLBACK, the tag's RELEASE_LOCK here, the
+  // wake name's on the bookkeeping session). Its answer still says the session held the lock to
+  // the end. A later take opens a new session (core reopens a closed one).
+  Result<void> exec(std::string_view sql) override {
+    if (!conn_) return fail(ErrorKind::connection, "the lock session is closed");
+    if (sql != "ROLLBACK" || !std::exchange(ends_with_rollback_, false)) return conn_->query(sql);
+    auto r = conn_->query("ROLLBACK RELEASE");
+    conn_.reset();
+    ended_ = r.has_value();
+    return r;
+  }
+  void close() override {
+    conn_.reset();
+    ends_with_rollback_ = false;
+  }
 
   // innodb_lock_wait_timeout is the session's, so it is set before the transaction, and only
-  // when it changed: a waiter's attempts mostly ask the same.
+  // when it changed: a waiter's attempts mostly ask the same. The session runs without
+  // autocommit (open_holder_connection): the lock statement that follows opens the transaction
+  // itself, a round trip fewer before the lock (and in a handoff); START TRANSACTION only where
+  // one is still open, which it commits, as it always did.
   Result<void> begin(const sql::LockStatements& st, const sql::Params& p, Millis wait) override {
     if (wait != lock_wait_) {
       if (auto r = conn_->run(st.lock_wait, p); !r) return std::unexpected(r.error());
       lock_wait_ = wait;
     }
+    if (!conn_->in_transaction()) return {};
     return conn_->query(st.begin);
   }
 
+  // The first session may come opened already (open_holder's `opened`: the backend opened it
+  // beside the bookkeeping session, so the run waits for one handshake, not two in a row).
   Result<void> reopen() override {
     conn_.reset();
+    ended_ = ends_with_rollback_ = false;
     lock_wait_ = Millis(0);
-    // The row-lock strategies start with no lock wait (core's slices are under a second), set
-    // with the connection rather than by a SET before the first attempt. And no gap locks: under
-    // REPEATABLE READ a for-update take of a key whose claims row is not there yet locks the gap
-    // around it, and the INSERT of a neighbouring key (txn-insert's lock, for-update's claims
-    // row) reads busy meanwhile. A second inserter of the same key waits on the first one's row.
-    // The isolation level's variable is tx_isolation on MariaDB (transaction_isolation only
-    // from 11.1), transaction_isolation on MySQL (tx_isolation is gone in 8.0).
-    const std::string isolation = mariadb_ ? "tx_isolation" : "transaction_isolation";
-    auto c = Connection::open(dsn_, options_, ConnectionRole::lock_holder,
-                              row_lock_ ? ", SESSION innodb_lock_wait_timeout = 0, SESSION " + isolation +
-                                              " = 'READ-COMMITTED'"
-                                        : "");
+    auto c = opened_ ? Result<std::unique_ptr<Connection>>(std::move(opened_))
+                     : open_holder_connection(strategy_, dsn_, options_);
+    opened_.reset();
     if (!c) return std::unexpected(c.error());
     conn_ = std::move(*c);
     std::random_device rd;  // the tag: 128 random bits as 32 hex digits, new with every session
@@ -74,7 +110,7 @@ class MysqlHolder final : public sql::HolderSession {
   // A wait longer than the read timeout would look like a dead server (core calls again); a row
   // lock waits whole seconds, never longer than asked.
   Millis server_wait(Millis wait, bool row) const override {
-    const Millis w = std::min(wait, Millis(conn_->max_block_ms()));
+    const Millis w = conn_ ? std::min(wait, Millis(conn_->max_block_ms())) : Millis(0);
     return row ? w - w % 1000 : w;
   }
 
@@ -86,22 +122,45 @@ class MysqlHolder final : public sql::HolderSession {
   sql::Waiters& release_signal() override { return row_lock_ ? book_->release_signal() : no_signal_; }
 
  private:
+  Strategy strategy_;
   bool row_lock_;
-  bool mariadb_;  // the server, as the bookkeeping session's handshake said
   Dsn dsn_;
   BackendOptions options_;
   std::shared_ptr<Session> book_;     // its waiters' queue is the row-lock strategies'
   std::unique_ptr<Connection> conn_;  // the lock session
+  std::unique_ptr<Connection> opened_;  // its first, opened beside the bookkeeping session (reopen)
   std::string tag_;                   // the lock session's
   Millis lock_wait_{0};               // its innodb_lock_wait_timeout, as set with it (reopen)
+  bool ends_with_rollback_ = false;   // it holds a row lock, tagged: its ROLLBACK ends it (exec)
+  bool ended_ = false;                // ended by that ROLLBACK, the tag given back with it
   sql::Waiters no_signal_;
 };
 
 }  // namespace
 
+Result<std::unique_ptr<Connection>> open_holder_connection(Strategy s, const Dsn& dsn, const BackendOptions& options) {
+  // The row-lock strategies start with no lock wait (core's slices are under a second), set
+  // with the connection rather than by a SET before the first attempt. And no gap locks: under
+  // REPEATABLE READ a for-update take of a key whose claims row is not there yet locks the gap
+  // around it, and the INSERT of a neighbouring key (txn-insert's lock, for-update's claims
+  // row) reads busy meanwhile. A second inserter of the same key waits on the first one's row.
+  // The isolation level's variable is tx_isolation on MariaDB (transaction_isolation only from
+  // 11.1), transaction_isolation on MySQL (tx_isolation is gone in 8.0): each server runs the
+  // one comment meant for it (MariaDB /*M! */, which MySQL skips; MySQL /*!50720 */, a MySQL
+  // version MariaDB skips), so the setting needs no server known first and the session can be
+  // opened beside the bookkeeping one, before either handshake has said which server it is.
+  // No autocommit: the lock statement opens its transaction (MysqlHolder::begin).
+  const bool row_lock = s != Strategy::advisory;
+  return Connection::open(dsn, options, ConnectionRole::lock_holder,
+                          row_lock ? ", SESSION innodb_lock_wait_timeout = 0, SESSION /*M!100000 tx_isolation*/"
+                                     "/*!50720 transaction_isolation*/ = 'READ-COMMITTED', SESSION autocommit = 0"
+                                   : "");
+}
+
 Result<std::unique_ptr<sql::HolderSession>> open_holder(Strategy s, const Dsn& dsn, const BackendOptions& options,
-                                                        std::shared_ptr<Session> book, bool mariadb) {
-  auto holder = std::make_unique<MysqlHolder>(s, dsn, options, std::move(book), mariadb);
+                                                        std::shared_ptr<Session> book,
+                                                        std::unique_ptr<Connection> opened) {
+  auto holder = std::make_unique<MysqlHolder>(s, dsn, options, std::move(book), std::move(opened));
   if (auto r = holder->reopen(); !r) return std::unexpected(r.error());
   return std::unique_ptr<sql::HolderSession>(std::move(holder));
 }

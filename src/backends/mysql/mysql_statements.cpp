@@ -306,9 +306,13 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
   s.advisory_holds = {"lock.advisory_holds", "SELECT IS_USED_LOCK(" + advisory + ") <=> CONNECTION_ID()"};
   s.advisory_give_back = {"lock.advisory_give_back", "SELECT RELEASE_LOCK(" + advisory + ")"};
   s.lock_wait = {"lock.wait", "SET SESSION innodb_lock_wait_timeout = :seconds"};
-  // The holder tag in the same statement, once the row is locked (the select list is evaluated
-  // for a locked row only; none when busy or missing).
-  s.lock_claim = {"lock.claim", "SELECT name, GET_LOCK(" + held + ", 0) FROM " + t.claims +
+  // The key's wake name: a plain key's holder keeps it in this session, whose end (ROLLBACK
+  // RELEASE, mysql_session_lock.cpp) gives back the row lock, the holder tag and the wake name in
+  // one round trip, in that order, so the waiter it wakes finds the row free.
+  const std::string wake = "GET_LOCK(" + wake_name(t) + ", 0)";
+  // The holder tag and the wake name in the same statement, once the row is locked (the select
+  // list is evaluated for a locked row only; none when busy or missing).
+  s.lock_claim = {"lock.claim", "SELECT name, GET_LOCK(" + held + ", 0), " + wake + " FROM " + t.claims +
                                     " WHERE name = :key AND kind = :kind FOR UPDATE"};
   // Busy only when another holds the row: a table's metadata lock (a concurrent first run's
   // CREATE TABLE, a DBA's ALTER) is waited for, as every statement waits for it
@@ -328,7 +332,7 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
                             " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME HAVING COUNT(*) = 2 AND"
                             " SUM(LOWER(COLUMN_NAME) IN ('name', 'kind') AND SUB_PART IS NULL) = 2";
   s.tag = {"lock.tag", "SELECT GET_LOCK(" + held + ", 0), (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two"
-                       " WHERE NOT EXISTS (" + keyed + "))"};
+                       " WHERE NOT EXISTS (" + keyed + ")), " + wake};
   s.untag = {"lock.untag", "DO RELEASE_LOCK(" + held + ")"};
   return sql::lock_statements(dialect, t, std::move(s));
 }
@@ -356,6 +360,13 @@ WakeStatements wake_statements(const std::string& prefix) {
                  " ELSE COALESCE(GET_LOCK(n.q, :wait_ms / 1000), 0) = 1 END, RELEASE_LOCK(n.w) FROM (SELECT " +
                      queue + " AS q, " + wake + " AS w) n"};
   s.queue_leave = {"wake.leave", "DO RELEASE_LOCK(" + queue + ")"};
+  // The select list is evaluated for the row found only: no row (taken over), no name taken.
+  // :take_wake 0: the holder's session took it with the lock (lock_statements).
+  s.taken_holding = {"wake.taken_holding", "SELECT token, " + epoch_ms("acquired_at") + ", " + epoch_ms("expires_at") +
+                                               ", IF(:take_wake, GET_LOCK(" + wake + ", 0), NULL), RELEASE_LOCK(" + queue +
+                                               ") FROM " + t.locks +
+                                               " WHERE name = :key AND owner = :owner AND name = (SELECT name FROM " +
+                                               t.locks + " WHERE name = :key)"};
   return s;
 }
 

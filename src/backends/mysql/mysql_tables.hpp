@@ -30,15 +30,23 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb);
 /// The wake primitive's (NamedLockWake, mysql_connection.cpp). wake_wait: within :wait_ms, true once this waiter
 /// holds the key's queue name (the next to try) or, holding it, once the holder gave the wake
 /// name back; false at once when nobody holds the wake name (core's backoff takes over).
+/// taken_holding (:key :owner :take_wake): LeaseStatements::taken, and with the row wake_hold's
+/// work (the key's wake name taken unless :take_wake is 0, its queue name given back): a row-lock
+/// holder's read of the token it was given and its first step as holder in one round trip
+/// (Session::hold_with_taken).
 struct WakeStatements {
-  sql::Statement wake_hold, wake_release, wake_wait, queue_leave;
+  sql::Statement wake_hold, wake_release, wake_wait, queue_leave, taken_holding;
 };
 WakeStatements wake_statements(const std::string& prefix);
 
-/// The holder session of session strategy `s`, a connection of its own, opened here. The
-/// row-lock strategies' waiters hear releases through `book`'s waiters' queue. `mariadb`: the
-/// server is MariaDB.
+/// The holder session of session strategy `s`, a connection of its own: `opened`
+/// (open_holder_connection's, made beside the bookkeeping session), else opened here. The
+/// row-lock strategies' waiters hear releases through `book`'s waiters' queue.
 Result<std::unique_ptr<sql::HolderSession>> open_holder(Strategy s, const Dsn& dsn, const BackendOptions& options,
-                                                        std::shared_ptr<Session> book, bool mariadb);
+                                                        std::shared_ptr<Session> book,
+                                                        std::unique_ptr<Connection> opened = nullptr);
+/// A connection for session strategy `s`'s holder, with its session settings; safe to call on a
+/// thread of its own, beside another connection's open.
+Result<std::unique_ptr<Connection>> open_holder_connection(Strategy s, const Dsn& dsn, const BackendOptions& options);
 
 }  // namespace dblock::mysql
