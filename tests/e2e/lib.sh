@@ -359,6 +359,25 @@ timed_handoff() {
   fi
 }
 
+# mysql_count_proxy LIFETIME [OPTION...]: tests/e2e/mysql_count_proxy.py in front of
+# $DBLOCK_DSN's server, counting into $E2E_TMP/counts, for LIFETIME seconds (OPTIONs go to the
+# proxy); sets $proxied, the DSN through it. False when it did not start.
+mysql_count_proxy() {
+  local lifetime=$1 rest userinfo hostpart hostport port
+  shift
+  rest=${DBLOCK_DSN#*://}
+  userinfo=${rest%%@*}
+  hostpart=${rest#*@}
+  hostport=${hostpart%%/*}
+  port=${hostport##*:}
+  [ "$port" != "$hostport" ] || port=3306
+  python3 "$DBLOCK_SOURCE_DIR/tests/e2e/mysql_count_proxy.py" --target-port "$port" \
+    --port-file "$E2E_TMP/proxy.port" --count-file "$E2E_TMP/counts" --lifetime "$lifetime" "$@" &
+  remember_pid $!
+  wait_for 10 test -s "$E2E_TMP/proxy.port" || return 1
+  proxied="mysql://$userinfo@127.0.0.1:$(cat "$E2E_TMP/proxy.port")/${hostpart#*/}"
+}
+
 # plain_dsn_via PORT: $DBLOCK_DSN (a PostgreSQL URL) through a proxy of the test's own on
 # 127.0.0.1:PORT, without TLS (a counting or delay proxy reads or times the plain protocol).
 plain_dsn_via() {

@@ -32,19 +32,7 @@
 # fails.
 source "$(dirname "$0")/lib.sh"
 
-rest=${DBLOCK_DSN#*://}
-userinfo=${rest%%@*}
-hostpart=${rest#*@}
-hostport=${hostpart%%/*}
-db_and_params=${hostpart#*/}
-port=${hostport##*:}
-[ "$port" != "$hostport" ] || port=3306
-
-python3 "$DBLOCK_SOURCE_DIR/tests/e2e/mysql_count_proxy.py" --target-port "$port" \
-  --port-file "$E2E_TMP/proxy.port" --count-file "$E2E_TMP/counts" --lifetime 200 &
-remember_pid $!
-wait_for 10 test -s "$E2E_TMP/proxy.port" || { fail "the counting proxy did not start"; finish; }
-proxied="mysql://$userinfo@127.0.0.1:$(cat "$E2E_TMP/proxy.port")/$db_and_params"
+mysql_count_proxy 200 || { fail "the counting proxy did not start"; finish; }
 
 # count NAME: the named figure from the proxy's counts (0 when absent).
 count() {
