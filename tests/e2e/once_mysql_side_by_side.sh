@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A MySQL/MariaDB session strategy's run opens its two connections (the lock's session and the
-# bookkeeping one) at once, side by side, so at a distance it waits for one handshake, not two
-# in a row (dblock(1), NOTES, Round trips). The counting proxy (tests/e2e/mysql_count_proxy.py)
+# A MySQL/MariaDB row-lock strategy's run (for-update, txn-insert) opens its two connections
+# (the lock's session and the bookkeeping one) at once, side by side, so at a distance it waits
+# for one handshake, not two in a row (dblock(1), NOTES, Round trips). The counting proxy (tests/e2e/mysql_count_proxy.py)
 # holds back the server's greeting of a connection opened alone until another is opened, or
 # 2 s: a run that opens the second only after the first's handshake is 2 s slower and counts
 # no connection side by side. A lease run needs one connection, and waits the 2 s.
@@ -19,7 +19,7 @@ count() {
 for strategy in advisory for-update txn-insert; do
   assert_status "$strategy: a first run" 0 dblock -s "$strategy" run "$(key "$strategy")" -- true
 done
-for strategy in advisory for-update txn-insert; do
+for strategy in for-update txn-insert; do
   c0=$(count connections) s0=$(count side_by_side)
   t0=$(date +%s%N)
   assert_status "$strategy: the run" 0 dblock -d "$proxied" -s "$strategy" run "$(key "$strategy")" -- true
@@ -29,5 +29,11 @@ for strategy in advisory for-update txn-insert; do
   assert_eq "$strategy: opened side by side" 1 "$(($(count side_by_side) - s0))"
   assert_between "$strategy: no handshake waited for alone (under the proxy's 2 s)" 0 1900 "$ms"
 done
+# advisory opens its lock's session after the bookkeeping one: in a start storm against
+# max_connections a contender then knocks once at a time (src/backends/mysql/mysql_backend.cpp).
+c0=$(count connections) s0=$(count side_by_side)
+assert_status "advisory: the run" 0 dblock -d "$proxied" -s advisory run "$(key advisory)" -- true
+assert_eq "advisory: two connections" 2 "$(($(count connections) - c0))"
+assert_eq "advisory: one after the other" 0 "$(($(count side_by_side) - s0))"
 
 finish

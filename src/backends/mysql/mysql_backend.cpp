@@ -88,17 +88,20 @@ class MysqlBackend final : public sql::SqlBackend {
 };
 
 Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& options) {
-  // A run of a session strategy needs a holder connection too: both are opened at once, side by
+  // A run of a row-lock strategy needs a holder connection too: both are opened at once, side by
   // side, so the run waits for one handshake rather than two in a row (a few round trips at a
-  // distance), as PostgreSQL's open does.
+  // distance), as PostgreSQL's open does. Not advisory's: in a start storm against
+  // max_connections every contender would then knock twice at once, and the storm of 1,000
+  // ended 1.30x later (scripts/bench.sh, storm: 6,270 against 4,808 ms; docs/performance.md).
   std::future<Result<std::unique_ptr<Connection>>> opening;
-  if (options.locker_strategy && is_session_strategy(*options.locker_strategy) && !options.inspect)
+  if (options.locker_strategy && is_session_strategy(*options.locker_strategy) &&
+      *options.locker_strategy != Strategy::advisory && !options.inspect)
     opening = std::async(std::launch::async, [&dsn, &options] {
       return open_holder_connection(*options.locker_strategy, dsn, options);
     });
   // A row-lock run's bookkeeping session keeps its idle limits (make_session_locker): set with
   // the connection, while the holder's opens.
-  const bool keeps_idle = opening.valid() && *options.locker_strategy != Strategy::advisory;
+  const bool keeps_idle = opening.valid();
   auto conn = Connection::open(dsn, options, ConnectionRole::bookkeeping, {}, keeps_idle);
   std::unique_ptr<Connection> holder;
   if (opening.valid()) {
