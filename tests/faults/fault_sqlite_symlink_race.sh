@@ -64,7 +64,10 @@ while [ "$(date +%s)" -lt "$deadline" ] && [ "$tries" -lt 300 ]; do
     st=0
     dblock -d "sqlite:$sticky/$name.db" run k -- true 2>>"$E2E_TMP/race.err" || st=$?
     tries=$((tries + 1))
-    [ "$st" = 0 ] || [ "$st" = 78 ] || others=$((others + 1))
+    if [ "$st" != 0 ] && [ "$st" != 78 ]; then
+      others=$((others + 1))
+      echo "    $name: exit $st: $(tail -n 2 "$E2E_TMP/race.err" | tr '\n' ' ')"
+    fi
     # root won the name (made the file): its own database worked; free the name to race again
     if [ -O "$sticky/$name.db" ] && [ ! -L "$sticky/$name.db" ]; then rm -f "$sticky/$name.db" "$sticky/$name.db"-*; fi
   done

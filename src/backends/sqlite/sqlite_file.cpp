@@ -205,6 +205,12 @@ Result<void> check_writable(const DatabaseFile& db, bool create_directories) {
     }
     if (::access(file.c_str(), R_OK | W_OK) == 0) continue;
     const int err = errno;
+    // Gone since the first look (a name someone else renames or removes as we look): missing,
+    // as if the first look had found nothing; what stands there is judged when it is pinned.
+    if (err == ENOENT) {
+      if (missing.empty()) missing = file;
+      continue;
+    }
     return access_error(err, "cannot write " + db.named(),
                         denied(file, "write", "rw", database_files(db)));
   }
