@@ -145,8 +145,6 @@ const sql::Dialect dialect{
 
 }  // namespace
 
-std::string now_ms_sql() { return epoch_ms_sql(now_sql()); }
-
 std::string lease_live_sql(const std::string& a) {
   return "COALESCE(CASE WHEN " + boot_judged_sql(a) + " THEN " + a + "boot_id = dblock_boot_id() AND " + a +
          "boot_expires_ms > dblock_boot_ms() ELSE julianday(" + a + "expires_at) > julianday('now') END, 0)";

@@ -19,8 +19,6 @@ namespace dblock::sqlite {
 /// ShedLock's with --table-format shedlock.
 sql::SchemaStatements schema_statements(const BackendOptions& options);
 
-/// Database now in epoch ms, as SQL text.
-std::string now_ms_sql();
 
 /// SQL, 1 or 0: the row's lease is live. On CLOCK_BOOTTIME when the boot columns judge it; a
 /// lease from another boot is over (its holder did not survive the reboot). A row without them

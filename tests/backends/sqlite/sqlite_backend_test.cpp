@@ -761,7 +761,7 @@ TEST_CASE("sqlite: epoch ms through julianday equals the text's seconds and mill
     CHECK_MESSAGE(db.text(sql) == "0", base);
   }
   CHECK(db.text("SELECT " + sqlite::epoch_ms_sql("NULL") + " IS NULL") == "1");
-  CHECK(db.text("SELECT " + sqlite::now_ms_sql() + " - (CAST(strftime('%s', 'now') AS INTEGER) * 1000) BETWEEN 0 AND 999") == "1");
+  CHECK(db.text("SELECT " + sqlite::epoch_ms_sql(sqlite::now_sql()) + " - (CAST(strftime('%s', 'now') AS INTEGER) * 1000) BETWEEN 0 AND 999") == "1");
 }
 
 TEST_CASE("sqlite: ms_between and julianday's order equal the epoch milliseconds' difference and order") {
