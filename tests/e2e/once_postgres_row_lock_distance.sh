@@ -25,7 +25,9 @@ for s in for-update txn-insert; do
   : >"$E2E_TMP/wire.log"
   DBLOCK_DSN=$far_dsn dblock -s "$s" run "$k" -- true
   assert_eq "$s: the run 10 ms away exits 0" 0 "$?"
-  wait_for 10 test "$(grep -c . "$E2E_TMP/wire.log")" -ge 2 || fail "$s: the proxy did not log both connections"
+  # eval: the count is taken again on each try (the proxy logs a connection a moment after the
+  # run's exit); a plain "$(...)" argument would be counted once, before the loop.
+  wait_for 10 eval '[ "$(grep -c . "$E2E_TMP/wire.log")" -ge 2 ]' || fail "$s: the proxy did not log both connections"
   # connections, and whether the later one was accepted before the earlier one was set up.
   read -r conns overlap <<<"$(python3 -c '
 import json, sys
