@@ -46,12 +46,15 @@ type_in() {
   sleep 0.2  # a shell may redraw the line once more
   line
 }
-# run_line: adds options that print the key and state, runs the line, prints what it printed.
+# run_line: adds options that print the key and state, runs the line, prints what it printed:
+# the line that answers, not a place on the screen (the shell's next prompt may not be drawn
+# yet, as once on a loaded machine, when the line above the output is the command).
 run_line() {
+  local answer=' held$\| free$\|rror\|nvalid'
   tmux send-keys -t t -l ' --raw -n -o KEY,STATE'
   tmux send-keys -t t Enter
-  wait_for 10 eval 'tmux capture-pane -p -t t | grep -q " held$\| free$\|rror\|nvalid"'
-  tmux capture-pane -p -t t | grep -v '^$' | tail -n 2 | head -n 1
+  wait_for 10 eval 'tmux capture-pane -p -t t | grep -q "$answer"'
+  tmux capture-pane -p -t t | grep -v '^$' | grep -v -- '--raw -n -o KEY,STATE' | grep "$answer" | tail -n 1
 }
 # each_shell NAME COMMAND PROMPT: the checks, in that shell.
 each_shell() {
