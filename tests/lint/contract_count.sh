@@ -16,7 +16,7 @@ top=${1:-${DBLOCK_SOURCE_DIR:?usage: contract_count.sh SOURCE_DIR}}
 # MySQL's 56 includes MariaDB's lock.claim_nowait without NOWAIT, which on MariaDB refuses to
 # wait for a table's metadata lock too (e2e.*.table_lock_not_busy), and wake.taken_holding, the
 # row-lock strategies' token read that takes the wake name in the same round trip.
-declare -A bound=([postgres]=55 [mysql]=56 [sqlite]=31)
+declare -A bound=([postgres]=53 [mysql]=56 [sqlite]=31)
 
 count() {
   local f=$1

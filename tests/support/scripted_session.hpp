@@ -21,8 +21,9 @@ namespace dblock::testing {
 
 class ScriptedSession final : public sql::Session {
  public:
-  Result<sql::Rows> run(const sql::Statement& st, const sql::Params&) override {
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override {
     sent.push_back(st.id);
+    last_params[st.id] = params;
     if (++runs[st.id] == 1 && lose_first_reply.count(st.id)) return fail(ErrorKind::connection, "the reply was lost");
     if (auto turn = in_turn.find(st.id); turn != in_turn.end() && !turn->second.empty()) {
       sql::Rows next = std::move(turn->second.front());
@@ -53,11 +54,14 @@ class ScriptedSession final : public sql::Session {
   std::int64_t started = 0;                  // started_id
   std::set<std::string> lose_first_reply;    // statement ids
   std::map<std::string, int> runs;           // by statement id
+  std::map<std::string, sql::Params> last_params;  // by statement id: its last run's
   std::vector<std::string> prepared;         // statement ids, in order of prepare()
   std::vector<std::string> sent;             // statement ids run and SQL text exec'd, in order
   int reconnects = 0;
   int seen_direct = 0;  // served_directly_seen() calls
   bool drop_waits = false;  // a wait for a release loses the connection
+  /// The session's waiters' queue over `wake` (the dialect's wake primitive).
+  void wake_with(std::unique_ptr<sql::Wake> wake) { signal_ = sql::Waiters(std::move(wake)); }
 
  private:
   class DroppingWake final : public sql::Wake {

@@ -779,12 +779,11 @@ class ListenWake final : public sql::Wake {
   // server process the lock must be taken by; ahead of it, at the head of the queue, the wait
   // for the holder's handoff lock (the take then takes none of its own: it has the lock or
   // must not wait for it twice).
-  Result<void> before_take(sql::Params& p) {
+  Result<void> taking(const std::string& key, sql::Params& p) override {
     if (waited_ahead_) {  // a take that failed before it answered (tables made, say)
       waited_ahead_ = false;
-      if (auto a = conn_->ahead_answer(); a && a->empty()) conn_->send_unawaited(unlock_sql, {sql::Value(hand_lock(text_of(p, "key")))});
+      if (auto a = conn_->ahead_answer(); a && a->empty()) conn_->send_unawaited(unlock_sql, {sql::Value(hand_lock(key))});
     }
-    const std::string key = text_of(p, "key");
     sql::Value hand;
     hand_tried_.clear();
     if (!conn_->in_transaction() && !key.empty()) {
@@ -804,7 +803,7 @@ class ListenWake final : public sql::Wake {
     return {};
   }
   // The lease's release: the handoff lock goes in its round trip, after its commit.
-  void before_release() {
+  void releasing(const std::string&) override {
     if (hand_held_.empty() || conn_->in_transaction()) return;
     const std::int64_t lock = hand_lock(std::exchange(hand_held_, {}));
     conn_->send_after_next(std::string(unlock_sql), {sql::Value(lock)});
@@ -815,10 +814,6 @@ class ListenWake final : public sql::Wake {
   std::int64_t hand_lock(const std::string& key) const { return key_hash(prefix_, "\x03hand " + key); }
   bool at_head(const std::string& key) const {
     return queued_on_ != 0 && queued_on_ == conn_->backend_pid() && queued_key_ == key;
-  }
-  static std::string text_of(const sql::Params& p, std::string_view name) {
-    const sql::Value* v = p.find(name);
-    return v && std::holds_alternative<std::string>(*v) ? std::get<std::string>(*v) : std::string();
   }
   // queue.wait's text with $1 the lock and $2 the lock timeout (it is sent unnamed, as is).
   static constexpr std::string_view hand_wait_sql =
@@ -841,22 +836,13 @@ class ListenWake final : public sql::Wake {
 
 Session::Session(std::shared_ptr<Connection> conn, std::string prefix)
     : conn_(conn) {
-  auto wake = std::make_unique<ListenWake>(*this, std::move(conn), std::move(prefix));
-  wake_ = wake.get();
-  waiters_ = sql::Waiters(std::move(wake));
+  waiters_ = sql::Waiters(std::make_unique<ListenWake>(*this, std::move(conn), std::move(prefix)));
 }
 
+// The lease's take and release carry the handoff lock: core tells ListenWake of them
+// (Wake::taking, Wake::releasing), so every statement runs alike here.
 Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params, Millis extra) {
   const sql::Compiled& compiled = compiled_.get(st);
-  // The lease's take and release carry the handoff lock (ListenWake).
-  if (st.id == "lease.take") {
-    sql::Params p = params;
-    if (auto ok = wake_->before_take(p); !ok) return std::unexpected(ok.error());
-    auto values = sql::bind_order(compiled, p, st.id);
-    if (!values) return std::unexpected(values.error());
-    return conn_->exec(compiled.text, *values, extra, this);
-  }
-  if (st.id == "lease.release_recorded" || st.id == "lease.release") wake_->before_release();
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
   return conn_->exec(compiled.text, *values, extra, this);

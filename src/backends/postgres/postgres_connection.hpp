@@ -175,8 +175,6 @@ class Connection {
   bool direct_ = false;
 };
 
-class ListenWake;
-
 /// The connection as the strategies of core/sql see it (sql_session.hpp), its
 /// parameters sent as text (the statements cast them). A lease waiter hears releases through
 /// LISTEN/NOTIFY, and waits in the server for its holder's handoff lock (ListenWake).
@@ -200,7 +198,6 @@ class Session final : public sql::Session {
  private:
   std::shared_ptr<Connection> conn_;
   sql::CompiledCache compiled_{sql::PlaceholderStyle::dollar};
-  ListenWake* wake_;  // owned by waiters_
   sql::Waiters waiters_;
 };
 

@@ -93,10 +93,12 @@ const sql::Dialect dialect{
         },
     .own_lease = {},  // none: the server's clock judges every lease
     .take = &take,
-    // The key's waiters are told once the release commits, and that commit skips the disk wait:
-    // only the acquisition must survive a crash (begin_release). The release runs alone, outside
-    // begin_release (a session holder's, and a lease's ahead of its history row).
-    .release_returns = "pg_notify(:channel, name), set_config('synchronous_commit', 'off', true)",
+    // The key's waiters are told once the release commits, and that commit skips the disk wait
+    // (unsynced_commit): only the acquisition must survive a crash (begin_release). The release
+    // runs alone, outside begin_release (a session holder's, and a lease's ahead of its history
+    // row), or with its history row in one statement (release_recorded).
+    .release_returns = "pg_notify(:channel, name)",
+    .unsynced_commit = "set_config('synchronous_commit', 'off', true)",
     .incarnation = incarnation,
     .session_id = "pg_backend_pid()",
     .serving = {},  // no Galera
@@ -194,44 +196,9 @@ std::string session_upsert(const Tables& t, std::string_view from, std::string_v
 const std::string advisory_wait = "SELECT (SELECT true FROM (SELECT pg_advisory_lock(:lock::bigint)) w) AS got,"
                                   " clock_timestamp() AS at FROM (SELECT set_config('lock_timeout', :lock_timeout, true)) c";
 
-// HistoryStatements::record: the row, and the trim of the key's rows beyond the newest :keep
-// once the oldest row's token is more than :keep + :slack below this run's. Every part of one
-// statement reads the snapshot from before it, so the trim counts the new row apart: the old
-// rows beyond the newest :keep - 1 go. The subqueries of the trim's WHERE are evaluated only
-// when the one-time test on the oldest row lets the scan start.
-std::string history_trim(const Tables& t) {
-  const sql::HistoryStatements h = sql::history_statements(dialect, t.runs);
-  const std::string trim_due = "EXISTS (SELECT 1 FROM (" + h.oldest.text + ") o WHERE :token::bigint - o.token + 1"
-                               " NOT BETWEEN 1 AND :keep::bigint + :slack::bigint)";
-  return "d AS (DELETE FROM " + t.runs + " WHERE " + trim_due + " AND name = :name AND id <= (SELECT id FROM " +
-         t.runs + " WHERE name = :name ORDER BY id DESC LIMIT 1 OFFSET :keep::bigint - 1) RETURNING 1)";
-}
-
-sql::Statement history_record(const Tables& t) {
-  const sql::HistoryStatements h = sql::history_statements(dialect, t.runs);
-  return {"history.record", "WITH a AS (" + h.add.text + " RETURNING 1), " + history_trim(t) +
-                                " SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM d),"
-                                " set_config('synchronous_commit', 'off', true)"};
-}
-
-// The lease's release (core/sql/lease_statements.cpp), which release_recorded runs first.
+// The lease's release (core/sql/lease_statements.cpp), which the session strategies' releases
+// with their history rows run first (sql::release_recorded).
 sql::Statement lease_release(const Tables& t) { return sql::lease_statements(dialect, t).release; }
-
-// LeaseStatements::release_recorded: `release` (`u`, its own set_config included), then what
-// `between` does (a part named `g` whose `ours` says whether the lock was still the holder's,
-// reading u so that it runs after it; empty: u's answer says it), then the history row, which
-// reads that answer for its outcome (a statement's parts run in order when one reads another's
-// rows), and its trim as history.record's. One row: (released, ours).
-sql::Statement release_recorded(const Tables& t, std::string id, const std::string& between = "") {
-  const std::string ours = between.empty() ? "EXISTS (SELECT 1 FROM u)" : "(SELECT ours FROM g)";
-  return {std::move(id),
-          "WITH u AS (" + lease_release(t).text + "), " + (between.empty() ? "" : between + ", ") + "a AS (INSERT INTO " +
-              t.runs + " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
-              " SELECT :name, :token::bigint, :run_owner, :run_host, :run_pid::bigint, :strategy, " +
-              dialect.time_of_ms(":started_ms::bigint") + ", now(), CASE WHEN " + ours +
-              " THEN :outcome ELSE 'lost' END, :run_exit_code::int RETURNING 1), " + history_trim(t) +
-              " SELECT (SELECT count(*) FROM u), " + ours + "::int"};
-}
 
 }  // namespace
 
@@ -239,8 +206,6 @@ sql::LeaseStatements lease_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
   sql::LeaseStatements s = sql::lease_statements(dialect, t);
   s.session_take = {"session.take", session_upsert(t, "", "now()")};
-  s.history.record = history_record(t);
-  s.release_recorded = release_recorded(t, "lease.release_recorded");
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
   return s;
 }
@@ -262,10 +227,10 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   s.advisory_numbered_wait = numbered("lock.advisory_numbered_wait", advisory_wait);
   // The lock goes once the row is released (g reads u), before the commit: a waiter it lets in
   // numbers the row once this statement has committed (its upsert waits for the row's lock).
-  s.advisory_released = release_recorded(t, "lock.advisory_released",
-                                         "g AS MATERIALIZED (SELECT ours, pg_advisory_unlock_all() FROM (SELECT"
-                                         " pg_advisory_unlock(:lock::bigint) AS ours FROM (SELECT count(*) FROM u) r"
-                                         " OFFSET 0) x)");
+  s.advisory_released = sql::release_recorded(dialect, t, lease_release(t), "lock.advisory_released",
+                                              "g AS MATERIALIZED (SELECT ours, pg_advisory_unlock_all() FROM (SELECT"
+                                              " pg_advisory_unlock(:lock::bigint) AS ours FROM (SELECT count(*) FROM u) r"
+                                              " OFFSET 0) x)");
   s.advisory_holds = {"lock.advisory_holds",
                       "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()"
                       " AND classid::bigint = (:lock::bigint >> 32) & 4294967295"
@@ -288,9 +253,9 @@ sql::LockStatements lock_statements(const std::string& prefix) {
                                                  " WHERE pg_try_advisory_xact_lock(:hi::int, :lo::int) RETURNING txid_current()"};
   // The row released, then whether the holder's transaction still runs (a lock that went with
   // its session, or an idle limit's end, leaves it aborted), then the history row.
-  s.row_released = release_recorded(t, "lock.row_released",
-                                    "g AS (SELECT COALESCE(txid_status(:holder_txn::bigint) = 'in progress', false) AS ours"
-                                    " FROM (SELECT count(*) FROM u) r)");
+  s.row_released = sql::release_recorded(dialect, t, lease_release(t), "lock.row_released",
+                                         "g AS (SELECT COALESCE(txid_status(:holder_txn::bigint) = 'in progress', false)"
+                                         " AS ours FROM (SELECT count(*) FROM u) r)");
   return sql::lock_statements(dialect, t, std::move(s));
 }
 

@@ -124,7 +124,9 @@ class LeaseLocker final : public Locker {
       if (!gate->open) return failover::delayed(*gate);
       fence = gate->fence;
     }
-    const Params p = take_params(req, Value(), fence);
+    // Before each take, the wake primitive adds what it hands the key over with (Wake::taking).
+    Params p = take_params(req, Value(), fence);
+    if (auto ok = session_->release_signal().taking(req.key, p); !ok) return std::unexpected(ok.error());
     auto took = session_->run(st_.take, p);
     if (!took) return std::unexpected(took.error());
     if (!took_row(*took) && take_reads_gate_) {
@@ -153,7 +155,10 @@ class LeaseLocker final : public Locker {
       // Taken again once the record was read, whether or not this gate wrote it: another
       // process may have covered the TTL between the take and the read (two new keys started
       // at once), and then the take's refusal was the gate's, not a holder's.
-      if (asked) took = session_->run(st_.take, p);
+      if (asked) {
+        if (auto ok = session_->release_signal().taking(req.key, p); !ok) return std::unexpected(ok.error());
+        took = session_->run(st_.take, p);
+      }
       if (!took) return std::unexpected(took.error());
     }
     if (!took_row(*took)) return refused(*session_, st_, req, &*took, "lease");
@@ -172,7 +177,9 @@ class LeaseLocker final : public Locker {
     auto header = take_header(*session_, st_, req, gate->fence);
     if (!header) return std::unexpected(header.error());
     if (!header->token) return header->refusal;
-    auto took = session_->run(st_.take, take_params(req, *header->token, gate->fence));
+    Params p = take_params(req, *header->token, gate->fence);
+    if (auto ok = session_->release_signal().taking(req.key, p); !ok) return std::unexpected(ok.error());
+    auto took = session_->run(st_.take, p);
     if (!took) return std::unexpected(took.error());
     if (!took_row(*took)) return refused(*session_, st_, req, &*took, "lease");
     auto out = taken(req, *took);

@@ -73,13 +73,18 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   // --min-hold.
   const std::string min_hold = d.integer(":min_hold_ms"), held_until = d.plus_ms("acquired_at", min_hold);
   const std::string now_ms = d.time_of_ms(d.epoch_ms(d.now)), finished = d.integer(":finished") + " = 1";
+  const std::string release_returns =
+      d.release_returns + (d.unsynced_commit.empty() ? std::string() : ", " + d.unsynced_commit);
   s.release = {"lease.release",
                "UPDATE " + t.locks + " SET released_at = " + d.now + ", expires_at = CASE WHEN " + min_hold + " > 0 AND " +
                    held_until + " > " + now_ms + " THEN " + held_until + " ELSE " + now_ms +
                    " END, last_finished_at = CASE WHEN " + finished + " THEN " + d.now +
                    " ELSE last_finished_at END, last_exit_code = CASE WHEN " + finished + " THEN " +
                    d.integer(":exit_code") + " ELSE last_exit_code END" + more_assignments(d.own_lease.end(min_hold)) +
-                   holder + (d.release_returns.empty() ? std::string() : d.returning(d.release_returns))};
+                   holder + (d.release_returns.empty() ? std::string() : d.returning(release_returns))};
+  // With its run's history row, in one statement, where the dialect's statements can.
+  s.history.record = history_record(d, t);
+  s.release_recorded = release_recorded(d, t, s.release, "lease.release_recorded");
 
   // Far in the future, not an infinity: a plain lease finds the header held, and its time
   // still converts to epoch milliseconds (9999-12-31 UTC).

@@ -218,7 +218,10 @@ Result<bool> release_row(Session& session, const LeaseStatements& st, const Rele
   const HeldRun& h = what.held;
   const bool history = req.history && what.write_history;
   // Both in one statement where the dialect has it (not for a slot, whose header goes first).
+  // What the take set up for the handoff to the next holder goes in the release's round trip
+  // (Wake::releasing).
   if (what.write_row && history && records_with_release(st, h, req, keep)) {
+    session.release_signal().releasing(h.key);
     auto r = session.run(st.release_recorded, release_recorded_params(h, what.strategy, req, prefix, keep));
     if (!r) return std::unexpected(r.error());
     return !r->empty() && (*r)[0].int64(0) != 0;
@@ -238,6 +241,7 @@ Result<bool> release_row(Session& session, const LeaseStatements& st, const Rele
     if (auto r = session.run(st.lock_row, {{"key", h.request.semaphore}}); !r) return std::unexpected(r.error());
   bool still_held = false;
   if (what.write_row) {
+    session.release_signal().releasing(h.key);
     auto r = session.run(st.release, {{"key", h.key},
                                       {"owner", h.owner},
                                       {"token", h.token},

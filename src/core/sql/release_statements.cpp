@@ -31,4 +31,47 @@ ReleaseStatements release_statements(const Dialect& d, const Tables& t) {
   return s;
 }
 
+namespace {
+
+// The trim of the key's rows beyond the newest :keep, once the oldest row's token is more than
+// :keep + :slack below this run's (record_run's rule), as the part `d` of a statement that adds
+// the run's row in another part. Every part of one statement reads the snapshot from before
+// it, so the trim counts the new row apart: the old rows beyond the newest :keep - 1 go. The
+// subqueries of the trim's WHERE are evaluated only when the one-time test on the oldest row
+// lets the scan start.
+std::string history_trim(const Dialect& d, const Tables& t) {
+  const HistoryStatements h = history_statements(d, t.runs);
+  const std::string keep = d.integer(":keep");
+  const std::string trim_due = "EXISTS (SELECT 1 FROM (" + h.oldest.text + ") o WHERE " + d.integer(":token") +
+                               " - o.token + 1 NOT BETWEEN 1 AND " + keep + " + " + d.integer(":slack") + ")";
+  return "d AS (DELETE FROM " + t.runs + " WHERE " + trim_due + " AND name = :name AND id <= (SELECT id FROM " +
+         t.runs + " WHERE name = :name ORDER BY id DESC LIMIT 1 OFFSET " + keep + " - 1)" + d.returning("1") + ")";
+}
+
+}  // namespace
+
+Statement history_record(const Dialect& d, const Tables& t) {
+  if (d.unsynced_commit.empty()) return {};
+  const HistoryStatements h = history_statements(d, t.runs);
+  return {"history.record", "WITH a AS (" + h.add.text + d.returning("1") + "), " + history_trim(d, t) +
+                                " SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM d), " + d.unsynced_commit};
+}
+
+// The parts run in order where one reads another's rows: the release, `between`, then the
+// history row, which reads their answer for its outcome. The statement's form (parts that
+// write, the casts of a boolean and of the exit code to int) is that of the dialects that give
+// unsynced_commit: PostgreSQL's.
+Statement release_recorded(const Dialect& d, const Tables& t, const Statement& release, std::string id,
+                           const std::string& between) {
+  if (d.unsynced_commit.empty()) return {};
+  const std::string ours = between.empty() ? "EXISTS (SELECT 1 FROM u)" : "(SELECT ours FROM g)";
+  return {std::move(id),
+          "WITH u AS (" + release.text + "), " + (between.empty() ? "" : between + ", ") + "a AS (INSERT INTO " +
+              t.runs + " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
+              " SELECT :name, " + d.integer(":token") + ", :run_owner, :run_host, " + d.integer(":run_pid") +
+              ", :strategy, " + d.time_of_ms(d.integer(":started_ms")) + ", " + d.now + ", CASE WHEN " + ours +
+              " THEN :outcome ELSE 'lost' END, :run_exit_code::int" + d.returning("1") + "), " + history_trim(d, t) +
+              " SELECT (SELECT count(*) FROM u), " + ours + "::int"};
+}
+
 }  // namespace dblock::sql

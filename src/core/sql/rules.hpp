@@ -138,9 +138,15 @@ struct Dialect {
   /// reads it) and the refusal (`k.refusal`, after the taken row's columns).
   std::string (*take)(const Take& k) = nullptr;
   /// What a lease's release returns of the row it released (a select list; "" for nothing):
-  /// where a dialect tells the key's waiters in the release, and lets its commit skip the disk
-  /// wait (the release alone holds nothing a crash must keep).
+  /// where a dialect tells the key's waiters in the release. unsynced_commit follows it there
+  /// (the release alone holds nothing a crash must keep).
   std::string release_returns;
+  /// A select-list item that lets the commit of the statement selecting it skip the disk wait
+  /// (only the acquisition must survive a crash), given where each part of one statement may
+  /// write (a data-modifying WITH): core then writes a release with its run's history row, and
+  /// a history row with its trim, as one statement each (release_recorded, history_record).
+  /// "" where not.
+  std::string unsynced_commit = {};
   /// The server's incarnation (failover.hpp) as SQL: a text that a promotion or a restore into
   /// another cluster changes. "" where the dialect has none: no failover statements, no fence.
   std::string incarnation;
@@ -186,9 +192,24 @@ std::string shedlock_holder_sql(const Dialect& d, const Tables& t, const std::st
 InspectStatements inspect_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options);
 
 /// The lease's statements (LeaseStatements) over dblock's tables `t`, in the dialect's
-/// expressions, its failover statements (failover_statements) included: all but
-/// release_recorded, history.record and lock_row, which the dialect adds.
+/// expressions, its failover statements (failover_statements) included: all but lock_row, which
+/// the dialect adds; release_recorded and history.record where it gives
+/// Dialect::unsynced_commit.
 LeaseStatements lease_statements(const Dialect& d, const Tables& t);
+
+/// HistoryStatements::record over `t.runs`: the row, and its trim as record_run decides it, in
+/// one statement that commits without the disk wait (Dialect::unsynced_commit, where given).
+Statement history_record(const Dialect& d, const Tables& t);
+
+/// LeaseStatements::release_recorded's form, as `id`: `release` (a lease's, whose answer says
+/// whether the row was still the holder's), then `between` ("" for none: a part named `g`
+/// whose column `ours` says whether the lock was still the holder's, reading the release's
+/// part `u` so that it runs after it), then the run's history row, its outcome 'lost' unless
+/// ours, and its trim as history_record's. One row: (released, ours). Where the dialect gives
+/// Dialect::unsynced_commit; the session strategies' releases (LockStatements) pass the
+/// dialect's own `between`.
+Statement release_recorded(const Dialect& d, const Tables& t, const Statement& release, std::string id,
+                           const std::string& between = "");
 
 /// DoctorStatements::session_id: (the server's id of the session), Dialect::session_id; empty
 /// where there is none.

@@ -13,6 +13,8 @@
 
 namespace dblock::sql {
 
+class Params;  // sql_session.hpp
+
 /// A dialect's wake primitive: how one waiter of a key is told that the key may have been
 /// released. One place among a key's waiters at a time; the queue (Waiters) says which and when.
 /// An error is the session's, which the locker reconnects (never the primitive: the locker must
@@ -40,6 +42,13 @@ class Wake {
   /// An attempt on `key` starts that may wait up to `left` in all (core's slice of the wait): a
   /// primitive that waits in the server ahead of the attempt's own statement waits no longer.
   virtual void attempting(const std::string& /*key*/, Millis /*left*/) {}
+  /// A lease take of `key` is about to run with `take` (its parameters): a primitive that hands
+  /// the key over between holder and waiter adds what the take binds for it, and sends what must
+  /// run ahead of it in its round trip. An error is the session's, as the take's would be.
+  virtual Result<void> taking(const std::string& /*key*/, Params& /*take*/) { return {}; }
+  /// A lease release of `key` is about to run: what the take set up for the handoff goes in the
+  /// release's round trip (what is still left after its commit, post()).
+  virtual void releasing(const std::string& /*key*/) {}
   /// Gives the place among `key`'s waiters back.
   virtual void leave(const std::string& /*key*/) {}
   /// Readable when a wake may have come (core polls it), or -1: core's backoff.
@@ -71,6 +80,13 @@ class Waiters {
   /// An attempt on `key` starts that may wait up to `left` (Wake::attempting).
   void attempting(const std::string& key, Millis left) {
     if (wake_) wake_->attempting(key, left);
+  }
+  /// A lease take of `key` is about to run with `take` (Wake::taking); the take's sites call it
+  /// (lease_locker.cpp), whatever the dialect.
+  Result<void> taking(const std::string& key, Params& take) { return wake_ ? wake_->taking(key, take) : Result<void>{}; }
+  /// A lease release of `key` is about to run (Wake::releasing; lock_steps.cpp, release_row).
+  void releasing(const std::string& key) {
+    if (wake_) wake_->releasing(key);
   }
   /// The caller stops waiting for `key` without taking it.
   void stop_waiting(const std::string& key);

@@ -286,3 +286,42 @@ TEST_CASE("a lease waiter refused by a live holder on a new incarnation starts t
   CHECK(out->lock_delay->until_ms == 61000);
   CHECK(session->runs["failover.move"] == 1);
 }
+
+namespace {
+
+// A wake primitive that hands a key over with the take's :hand (PostgreSQL's handoff lock,
+// ListenWake): it notes each hook core calls, in order with the statements run.
+class HandingWake final : public sql::Wake {
+ public:
+  explicit HandingWake(std::vector<std::string>& sent) : sent_(&sent) {}
+  Result<void> taking(const std::string& key, sql::Params& take) override {
+    sent_->push_back("taking " + key);
+    take.set("hand", std::int64_t{42});
+    return {};
+  }
+  void releasing(const std::string& key) override { sent_->push_back("releasing " + key); }
+
+ private:
+  std::vector<std::string>* sent_;
+};
+
+}  // namespace
+
+TEST_CASE("core tells the wake primitive of every lease take and release, right before it runs them") {
+  auto session = std::make_shared<testing::ScriptedSession>();
+  session->wake_with(std::make_unique<HandingWake>(session->sent));
+  session->answers["lease.take"] = testing::row_of({"5", "1000", "4000"}, 1);
+  session->answers["lease.release"] = testing::row_of({}, 1);
+  sql::LeaseStatements st = plain_statements();
+  st.begin_release = "BEGIN RELEASE";
+  auto locker = sql::make_lease_locker(session, st, "dblock_", 10);
+  REQUIRE(locker->try_acquire(testing::lock_request(Millis(3000)), Millis(0)));
+  // What the primitive added goes with the take (the backend runs it as any statement).
+  const sql::Value* hand = session->last_params["lease.take"].find("hand");
+  REQUIRE(hand);
+  CHECK(std::get<std::int64_t>(*hand) == 42);
+  CHECK(locker->release(ReleaseRequest{}));
+  std::string sent;
+  for (const auto& s : session->sent) sent += (sent.empty() ? "" : " | ") + s;
+  CHECK(sent == "taking k | lease.take | BEGIN RELEASE | releasing k | lease.release | COMMIT");
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# A dialect runs every statement alike: what a statement means to the strategy (a lease's take,
+# its release) is core's to say, through a call core makes at that site (the wake primitive's
+# taking/releasing hooks, core/sql/waiters.hpp), never a rule a backend keys on the statement's
+# id. Checked: no file under src/backends compares a statement id (`st.id == "lease.take"`,
+# `"..." == x.id`, `x.id.starts_with(...)`), beyond the sites still listed below, which their own
+# work removes; the list only shrinks.
+set -u
+top=${1:-${DBLOCK_SOURCE_DIR:?usage: statement_ids.sh SOURCE_DIR}}
+backends=$top/src/backends
+
+# Still there (per file, at most this many comparisons): MySQL's connection and session lock
+# recognise their wake name's statements by id.
+declare -A still=([mysql/mysql_connection.cpp]=3 [mysql/mysql_session_lock.cpp]=5)
+
+if [ ! -d "$backends" ]; then
+  echo "missing: $backends"
+  exit 1
+fi
+pattern='\.id *[!=]= *|[!=]= *[A-Za-z_>.-]*\.id\b|\bid *[!=]= *"|"[^"]*" *[!=]= *[A-Za-z_]*id\b|\.id\.(starts_with|ends_with|find|rfind|compare|substr)\('
+
+status=0
+declare -A seen=()
+while IFS= read -r hit; do
+  [ -z "$hit" ] && continue
+  file=${hit%%:*}
+  rel=${file#"$backends"/}
+  seen[$rel]=$((${seen[$rel]:-0} + 1))
+  if [ -z "${still[$rel]:-}" ]; then
+    echo "a backend keys a rule on a statement's id: $hit"
+    echo "  say it where core runs the statement (a hook it calls there), not by the id"
+    status=1
+  fi
+done < <(grep -rnoE --include='*.cpp' --include='*.hpp' "$pattern" "$backends")
+
+for rel in "${!still[@]}"; do
+  n=${seen[$rel]:-0}
+  echo "still listed: $rel ($n of at most ${still[$rel]})"
+  if [ "$n" -gt "${still[$rel]}" ]; then
+    echo "  $rel compares statement ids more often than listed: the list only shrinks"
+    status=1
+  fi
+done
+total=0
+for n in "${seen[@]}"; do total=$((total + n)); done
+echo "$total statement id comparison(s) under src/backends"
+exit $status
