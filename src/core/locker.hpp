@@ -45,10 +45,8 @@ class Locker {
   virtual Result<void> release(const ReleaseRequest& req) = 0;
 
   /// Called once while the command runs, on the heartbeat's thread (it uses the locker as a
-  /// renew does, never alongside try_acquire or release), or, for a command that ended before
-  /// that thread started (run_job.cpp, heartbeat_delay), on the main thread before the release:
-  /// the locker may make ready what its release will run, which the next waiter waits for.
-  /// Best effort; the default does nothing.
+  /// renew does, never alongside try_acquire or release): the locker may make ready what its
+  /// release will run, which the next waiter waits for. Best effort; the default does nothing.
   virtual void prepare_release() {}
 
   /// Session strategies: the socket of the connection whose session holds the lock, or -1

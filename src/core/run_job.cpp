@@ -64,9 +64,6 @@ void skipped_event(const std::string& key, const WaitResult& waited, int exit_co
   event_log::emit("skipped", line, event_log::Priority::notice, exit_code, holder);
 }
 
-// How long a command runs before the heartbeat's thread starts (Supervisor::run).
-constexpr Millis heartbeat_delay{20};
-
 // Why dblock itself stopped the command (first reason wins).
 enum class StopReason { none, lost, max_hold };
 
@@ -127,21 +124,12 @@ void Supervisor::terminate(Child& child, StopReason why, Millis now) {
 }
 
 Finished Supervisor::run(Child& child) {
+  heartbeat_ = std::make_unique<Heartbeat>(locker_, o_.request.ttl, acquired_.sent_at);
   const std::string& key = o_.request.key;
-  // The heartbeat's thread starts only once the command outlives heartbeat_delay: most of what
-  // a run of a short command costs past the floor was this thread's creation, its stack and
-  // waking it to join it (docs/performance.md, SQLite, round three). Its first renew is due at
-  // ttl/3, at least a second after the take (validate_run_timing), so nothing it does is late;
-  // until it starts, its state is the take's.
-  const Millis heartbeat_from = boottime_now() + heartbeat_delay;
-  Heartbeat::State unstarted;
-  unstarted.deadline = acquired_.sent_at + o_.request.ttl;
 
   while (!child.poll_exit()) {
     const Millis now = boottime_now();
-    if (!heartbeat_ && now >= heartbeat_from)
-      heartbeat_ = std::make_unique<Heartbeat>(locker_, o_.request.ttl, acquired_.sent_at);
-    const Heartbeat::State st = heartbeat_ ? heartbeat_->state() : unstarted;
+    const Heartbeat::State st = heartbeat_->state();
     const bool stopping = stop_ != StopReason::none;
 
     const bool past_deadline = deadline_rule() && now >= term_deadline(st);
@@ -176,7 +164,6 @@ Finished Supervisor::run(Child& child) {
 
     // Sleep until the next thing that could need doing; SIGCHLD and the heartbeat wake us.
     Millis wake = now + 1000ms;
-    if (!heartbeat_) wake = std::min(wake, heartbeat_from);
     if (stop_ == StopReason::none) {
       if (!lost_ignored_ && deadline_rule()) wake = std::min(wake, term_deadline(st));
       if (o_.max_hold) wake = std::min(wake, started_ + *o_.max_hold);
@@ -189,7 +176,7 @@ Finished Supervisor::run(Child& child) {
     // unlike POLLIN it does not fire for data the server may send unasked.
     const int watch_session = session_fd_ >= 0 && !session_closed_ && !lost_ignored_ ? session_fd_ : -1;
     pollfd fds[4] = {{signals_.fd(), POLLIN, 0},
-                     {heartbeat_ ? heartbeat_->fd() : -1, POLLIN, 0},
+                     {heartbeat_->fd(), POLLIN, 0},
                      {child.exit_fd(), POLLIN, 0},
                      {watch_session, POLLRDHUP, 0}};
     if (::poll(fds, 4, timeout) > 0) {
@@ -206,10 +193,6 @@ Finished Supervisor::run(Child& child) {
       }
     }
   }
-
-  // The command ended before the heartbeat started: what its thread would have made ready
-  // first (Locker::prepare_release) is done here, so every run does the same work.
-  if (!heartbeat_) locker_.prepare_release();
 
   Finished f;
   f.command_status = child.exit_status();
