@@ -585,8 +585,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // global options may also stand after the subcommand name
   // A subcommand's options are declared when CLI11 starts parsing it (its pre-parse callback),
-  // so a run builds run's options only: building every subcommand's was about a sixth of a
-  // short SQLite run's instructions (docs/performance.md, SQLite, round three). Whatever looks at
+  // so a run builds run's options only: building every subcommand's was an eighth of a short
+  // SQLite run's instructions (docs/performance.md, SQLite, round three). Whatever looks at
   // another subcommand's options (help, the config file's sections, the messages for a
   // command line that does not parse) declares them all first.
   struct Lazy {
