@@ -81,7 +81,8 @@ AppT* find_subcommand(AppT& app, const std::string& name) {
 /// setting: either of them from the command line or the environment hides both in the file.
 class EnvFirstConfig : public CLI::ConfigTOML {
  public:
-  explicit EnvFirstConfig(const CLI::App& app) : app_(app) {}
+  /// define_all: declares every subcommand's options (main's define_all), for a file with sections.
+  EnvFirstConfig(const CLI::App& app, std::function<void()> define_all) : app_(app), define_all_(std::move(define_all)) {}
 
   std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
     std::stringstream text;
@@ -92,6 +93,9 @@ class EnvFirstConfig : public CLI::ConfigTOML {
       check_trusted_file("config file " + path_, path_, st);
     const auto lines = key_lines(text.str());
     auto parsed = CLI::ConfigTOML::from_config(text);
+    // A section names a subcommand whose options may not be declared yet (main, define).
+    if (std::any_of(parsed.begin(), parsed.end(), [](const CLI::ConfigItem& item) { return !item.parents.empty(); }))
+      define_all_();
     // A misspelt key must not be ignored, and the message says where it is and what was meant.
     std::vector<std::string> known;
     for (const CLI::Option* option : app_.get_options())
@@ -231,6 +235,7 @@ class EnvFirstConfig : public CLI::ConfigTOML {
   }
 
   const CLI::App& app_;
+  std::function<void()> define_all_;
   // CLI11 calls from_config as const; what it learns about the file is kept for the messages.
   mutable std::string path_;
   mutable std::map<std::string, std::string> from_file_;
@@ -579,7 +584,25 @@ int main(int argc, char** argv) {
   app.footer("'dblock help SUBCOMMAND' shows a subcommand's options; man dblock has the rest.");
   app.require_subcommand(1);
   app.fallthrough();  // global options may also stand after the subcommand name
-  auto config = std::make_shared<EnvFirstConfig>(app);
+  // A subcommand's options are declared when CLI11 starts parsing it (its pre-parse callback),
+  // so a run builds run's options only: building every subcommand's was an eighth of a short
+  // SQLite run's instructions (docs/performance.md, SQLite, round three). Whatever looks at
+  // another subcommand's options (help, the config file's sections, the messages for a
+  // command line that does not parse) declares them all first.
+  struct Lazy {
+    CLI::App* sub;
+    const Command* command;
+    CommandAction action;
+  };
+  std::vector<Lazy> actions;
+  actions.reserve(commands().size());
+  auto define = [](Lazy& lazy) {
+    if (!lazy.action) lazy.action = lazy.command->define(*lazy.sub);
+  };
+  auto define_all = [&] {
+    for (auto& lazy : actions) define(lazy);
+  };
+  auto config = std::make_shared<EnvFirstConfig>(app, define_all);
   app.config_formatter(config);
   app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key must not be ignored
   std::string config_default;
@@ -594,10 +617,10 @@ int main(int argc, char** argv) {
                  "then $XDG_CONFIG_HOME/dblock/dblock.conf)");
   add_global_options(app, context.options);
 
-  std::vector<std::pair<CLI::App*, CommandAction>> actions;
   for (const auto& command : commands()) {
     CLI::App* sub = app.add_subcommand(std::string(command.name), std::string(command.summary));
-    actions.emplace_back(sub, command.define(*sub));
+    actions.push_back({sub, &command, {}});
+    sub->preparse_callback([&actions, &define, i = actions.size() - 1](std::size_t) { define(actions[i]); });
   }
 
   // Everything after the first "--" is the command of `run`, untouched: CLI11 would let an
@@ -614,11 +637,12 @@ int main(int argc, char** argv) {
 
   // `dblock help [SUBCOMMAND]`: the same text as --help, and no complaint about a missing KEY.
   if (argc >= 2 && std::strcmp(argv[1], "help") == 0) {
+    define_all();
     if (argc == 2) {
       std::cout << app.help();
       return exit_ok;
     }
-    for (auto& [sub, action] : actions)
+    for (auto& [sub, command, action] : actions)
       if (sub->get_name() == argv[2]) {
         std::cout << sub->help("dblock");
         return exit_ok;
@@ -628,7 +652,7 @@ int main(int argc, char** argv) {
   }
 
   CLI::App* run = nullptr;
-  for (auto& [sub, action] : actions)
+  for (auto& [sub, command, action] : actions)
     if (sub->get_name() == "run") run = sub;
   try {
     app.parse(parsed_argc, argv);
@@ -636,8 +660,10 @@ int main(int argc, char** argv) {
     log::error(e.error.message);
     return exit_code_for(e.error.kind);
   } catch (const CLI::CallForHelp& e) {
+    define_all();
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    define_all();
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
@@ -648,6 +674,7 @@ int main(int argc, char** argv) {
     log::error("config file " + config->path() + ": " + e.what());
     return exit_config;
   } catch (const CLI::ParseError& e) {
+    define_all();
     if (dynamic_cast<const CLI::ValidationError*>(&e))
       if (auto refused = config->refused_value(app)) {
         log::error(*refused);
@@ -734,7 +761,7 @@ int main(int argc, char** argv) {
     log::error(std::string("internal error: ") + e.what());
     return exit_internal;
   }
-  for (auto& [sub, action] : actions) {
+  for (auto& [sub, command, action] : actions) {
     if (!sub->parsed()) continue;
     // An error while acting on a key (run, acquire...: KEY is required) names it; status
     // and history only filter by their keys, and their errors are about the database.
