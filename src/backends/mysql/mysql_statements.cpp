@@ -61,10 +61,6 @@ std::string lock_name(const Tables& t, std::string_view label, int digits, std::
          std::to_string(digits) + ")" + (tag.empty() ? "" : ", " + std::string(tag)) + ")";
 }
 
-// A key's wake and queue names (wake_statements).
-std::string wake_name(const Tables& t) { return lock_name(t, "dblock-wake:", 52, ":key"); }
-std::string queue_name(const Tables& t) { return lock_name(t, "dblock-queue:", 51, ":key"); }
-
 // The lock that proves a row's session holder (status, `release --force`), one of
 // lock_statements' names, and the recorded connection id (holder_id): an id alone proves
 // nothing, as the server hands ids out again after a restart. The holder tag's name carries the
@@ -224,8 +220,8 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
     // Taken (a plain key's: no slot token), the key's wake name taken and the queue name given
     // back, as wake_hold does (NULL, NULL when not), after the take's columns (mariadb_take): the
     // holder's first step in the take's round trip (Session::run reads these last two).
-    s.take.text += ", IF(" + taking + " AND :token IS NULL, GET_LOCK(" + wake_name(t) + ", 0), NULL), IF(" + taking +
-                   " AND :token IS NULL, RELEASE_LOCK(" + queue_name(t) + "), NULL)";
+    s.take.text += ", IF(" + taking + " AND :token IS NULL, GET_LOCK(:wake, 0), NULL), IF(" + taking +
+                   " AND :token IS NULL, RELEASE_LOCK(:queue), NULL)";
   // No RETURNING here: a session strategy's run has a dozen round trips, so one fewer earned
   // under 10% at a 10 ms round trip (an advisory run 185 against 196 ms), too little for a
   // second way of numbering.
@@ -309,7 +305,7 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
   // The key's wake name: a plain key's holder keeps it in this session, whose end (ROLLBACK
   // RELEASE, mysql_session_lock.cpp) gives back the row lock, the holder tag and the wake name in
   // one round trip, in that order, so the waiter it wakes finds the row free.
-  const std::string wake = "GET_LOCK(" + wake_name(t) + ", 0)";
+  const std::string wake = "GET_LOCK(:wake, 0)";
   // The holder tag and the wake name in the same statement, once the row is locked (the select
   // list is evaluated for a locked row only; none when busy or missing).
   s.lock_claim = {"lock.claim", "SELECT name, GET_LOCK(" + held + ", 0), " + wake + " FROM " + t.claims +
@@ -339,33 +335,29 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
 
 WakeStatements wake_statements(const std::string& prefix) {
   const Tables t(prefix, '`');
-  // A holder keeps the key's wake name while it holds the key, and the one waiter that holds the
-  // key's queue name blocks on it; the other waiters wait for the queue name. So a release wakes
-  // one waiter, not all of them. The wake name is taken without waiting: a semaphore's slots
-  // share one.
-  const std::string wake = wake_name(t);
-  const std::string queue = queue_name(t);
+  // A holder keeps the key's wake name (:wake) while it holds the key, and the one waiter that
+  // holds the key's queue name (:queue) blocks on it; the other waiters wait for the queue name.
+  // So a release wakes one waiter, not all of them. The wake name is taken without waiting: a
+  // semaphore's slots share one. Both names come from :key (mysql_names.hpp, Connection::run).
   WakeStatements s;
-  s.wake_hold = {"wake.hold", "SELECT GET_LOCK(" + wake + ", 0), RELEASE_LOCK(" + queue + ")"};
+  s.wake_hold = {"wake.hold", "SELECT GET_LOCK(:wake, 0), RELEASE_LOCK(:queue)"};
   // RELEASE_LOCK of a name this session does not hold changes nothing.
-  s.wake_release = {"wake.release", "DO RELEASE_LOCK(" + wake + "), RELEASE_LOCK(" + queue + ")"};
+  s.wake_release = {"wake.release", "DO RELEASE_LOCK(:wake), RELEASE_LOCK(:queue)"};
   // GET_LOCK is re-entrant, so the queue name is asked for only when this session does not hold
   // it already; CASE evaluates one branch. The head that was not woken gives the queue name back:
   // its wait is over (core calls again, and it queues again), and a semaphore waiter, which waits
   // on another slot each time, must not keep the queue of one it then does not take.
   s.wake_wait = {"wake.wait",
-                 "SELECT CASE WHEN IS_USED_LOCK(n.q) <=> CONNECTION_ID()"
-                 " THEN CASE WHEN IS_USED_LOCK(n.w) IS NOT NULL AND COALESCE(GET_LOCK(n.w, :wait_ms / 1000), 0) = 1 THEN 1"
-                 " ELSE 0 * COALESCE(RELEASE_LOCK(n.q), 0) END"
-                 " ELSE COALESCE(GET_LOCK(n.q, :wait_ms / 1000), 0) = 1 END, RELEASE_LOCK(n.w) FROM (SELECT " +
-                     queue + " AS q, " + wake + " AS w) n"};
-  s.queue_leave = {"wake.leave", "DO RELEASE_LOCK(" + queue + ")"};
+                 "SELECT CASE WHEN IS_USED_LOCK(:queue) <=> CONNECTION_ID()"
+                 " THEN CASE WHEN IS_USED_LOCK(:wake) IS NOT NULL AND COALESCE(GET_LOCK(:wake, :wait_ms / 1000), 0) = 1"
+                 " THEN 1 ELSE 0 * COALESCE(RELEASE_LOCK(:queue), 0) END"
+                 " ELSE COALESCE(GET_LOCK(:queue, :wait_ms / 1000), 0) = 1 END, RELEASE_LOCK(:wake)"};
+  s.queue_leave = {"wake.leave", "DO RELEASE_LOCK(:queue)"};
   // The select list is evaluated for the row found only: no row (taken over), no name taken.
   // :take_wake 0: the holder's session took it with the lock (lock_statements).
   s.taken_holding = {"wake.taken_holding", "SELECT token, " + epoch_ms("acquired_at") + ", " + epoch_ms("expires_at") +
-                                               ", IF(:take_wake, GET_LOCK(" + wake + ", 0), NULL), RELEASE_LOCK(" + queue +
-                                               ") FROM " + t.locks +
-                                               " WHERE name = :key AND owner = :owner AND name = (SELECT name FROM " +
+                                               ", IF(:take_wake, GET_LOCK(:wake, 0), NULL), RELEASE_LOCK(:queue) FROM " +
+                                               t.locks + " WHERE name = :key AND owner = :owner AND name = (SELECT name FROM " +
                                                t.locks + " WHERE name = :key)"};
   return s;
 }
