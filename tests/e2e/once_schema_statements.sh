@@ -6,12 +6,13 @@
 # still above it (a take is a gate, an update, an insert and its refusal in one round trip) are
 # named below with the lines they have now, which they may only lose. PostgreSQL's take grew 5
 # lines (75 -> 80) with the lease's handoff lock, its one-round-trip handoff (postgres_statements.cpp).
+# MariaDB's take came down from 84 lines to 50 once the key's wake and queue names were bound
+# (mysql_names.hpp) rather than hashed in SQL.
 source "$(dirname "$0")/lib.sh"
 
 max_lines=50
 declare -A over=(
   ["postgres lease.take"]=80
-  ["mysql lease.take (MariaDB)"]=84
   ["sqlite lease.take"]=55
   ["sqlite semaphore.header_take"]=54
 )

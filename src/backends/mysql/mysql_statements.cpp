@@ -38,6 +38,22 @@ std::string assign_each_if(const std::string& cond, const sql::Assignments& colu
 // the row through any unique key, and a name the table's collation folds: only the row of the
 // same name, byte for byte, is taken (ShedLock's name is a VARCHAR in the table's collation,
 // where 'K', 'k' and 'K ' are one row; dblock's row of a name is byte-wise).
+// `cond` as an operand of AND: in parentheses only when it has an OR (or XOR, ||) outside any, which
+// binds looser than AND (a DBA reads one parenthesis level fewer).
+std::string and_operand(const std::string& cond) {
+  int depth = 0;
+  bool quoted = false;
+  for (std::size_t i = 0; i < cond.size(); ++i) {
+    const char c = cond[i];
+    if (c == '\'') quoted = !quoted;
+    if (quoted) continue;
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    if (depth == 0 && (cond.compare(i, 4, " OR ") == 0 || cond.compare(i, 5, " XOR ") == 0 || cond.compare(i, 2, "||") == 0))
+      return "(" + cond + ")";
+  }
+  return cond;
+}
+
 std::string upsert(const sql::Upsert& u) {
   std::string columns, values;
   for (const auto& [column, value] : u.values) {
@@ -48,7 +64,7 @@ std::string upsert(const sql::Upsert& u) {
   for (auto& [column, value] : set)
     if (value.empty()) value = "VALUES(" + column + ")";
   return "INSERT INTO " + u.table + " (" + columns + ") VALUES (" + values + ") ON DUPLICATE KEY UPDATE " +
-         (set.empty() ? "name = name" : assign_each_if("CAST(name AS BINARY) = VALUES(name) AND (" + u.when("") + ")", set));
+         (set.empty() ? "name = name" : assign_each_if("CAST(name AS BINARY) = VALUES(name) AND " + and_operand(u.when("")), set));
 }
 
 // `label` + the first `digits` hex digits of SHA-256 over database, prefix and `key` (SQL), then
@@ -114,7 +130,7 @@ const sql::Dialect dialect{
     .integer = [](std::string_view param) { return std::string(param); },
     .started_ms_ago =
         [](std::string_view row, std::string_view now) {
-          return "(TIMESTAMPDIFF(MICROSECOND, " + std::string(row) + "last_started_at, " + std::string(now) + ") DIV 1000)";
+          return "TIMESTAMPDIFF(MICROSECOND, " + std::string(row) + "last_started_at, " + std::string(now) + ") DIV 1000";
         },
     .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > UTC_TIMESTAMP(6), 0)"; },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " <=> " + std::string(b); },
