@@ -369,12 +369,11 @@ WakeStatements wake_statements(const std::string& prefix) {
                  " THEN 1 ELSE 0 * COALESCE(RELEASE_LOCK(:queue), 0) END"
                  " ELSE COALESCE(GET_LOCK(:queue, :wait_ms / 1000), 0) = 1 END, RELEASE_LOCK(:wake)"};
   s.queue_leave = {"wake.leave", "DO RELEASE_LOCK(:queue)"};
-  // The select list is evaluated for the row found only: no row (taken over), no name taken.
-  // :take_wake 0: the holder's session took it with the lock (lock_statements).
-  s.taken_holding = {"wake.taken_holding", "SELECT token, " + epoch_ms("acquired_at") + ", " + epoch_ms("expires_at") +
-                                               ", IF(:take_wake, GET_LOCK(:wake, 0), NULL), RELEASE_LOCK(:queue) FROM " +
-                                               t.locks + " WHERE name = :key AND owner = :owner AND name = (SELECT name FROM " +
-                                               t.locks + " WHERE name = :key)"};
+  // lease.taken's read, and in its select list, evaluated for the row found only (no row: taken
+  // over, no name taken), wake.hold's work. :take_wake 0: the holder's session took the wake name
+  // with the lock (lock_statements).
+  s.taken_holding = {"wake.taken_holding",
+                     sql::taken_sql(dialect, t, ", IF(:take_wake, GET_LOCK(:wake, 0), NULL), RELEASE_LOCK(:queue)")};
   return s;
 }
 

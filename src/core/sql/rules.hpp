@@ -189,6 +189,9 @@ InspectStatements inspect_statements(const Dialect& d, const tables::SchemaDiale
 /// expressions, its failover statements (failover_statements) included: all but
 /// release_recorded, history.record and lock_row, which the dialect adds.
 LeaseStatements lease_statements(const Dialect& d, const Tables& t);
+/// LeaseStatements::taken's text, `more` (", column ...") after its three columns: a dialect's
+/// own work in the same round trip (MySQL's wake.taken_holding).
+std::string taken_sql(const Dialect& d, const Tables& t, std::string_view more = {});
 
 /// DoctorStatements::session_id: (the server's id of the session), Dialect::session_id; empty
 /// where there is none.
