@@ -33,7 +33,7 @@ TEST_CASE("mysql: a key's wake and queue names are the ones an older dblock comp
   BackendOptions options;
   options.table_prefix = test::unique_prefix();
   auto conn = mysql::Connection::open(*dsn, options);
-  REQUIRE(conn);
+  REQUIRE_MESSAGE(conn, conn.error().message);
   const sql::Statement names{"test.names", "SELECT :wake, :queue, " + sql_name(options.table_prefix, "dblock-wake:", 52) +
                                                ", " + sql_name(options.table_prefix, "dblock-queue:", 51)};
   const std::vector<std::string> keys{
@@ -45,7 +45,7 @@ TEST_CASE("mysql: a key's wake and queue names are the ones an older dblock comp
   for (const std::string& key : keys) {
     CAPTURE(key);
     auto rows = (*conn)->run(names, {{"key", key}});
-    REQUIRE(rows);
+    REQUIRE_MESSAGE(rows, rows.error().message);
     REQUIRE(rows->size() == 1);
     const auto& row = (*rows)[0];
     CHECK(row.text(0).size() == 64);
