@@ -127,6 +127,14 @@ TEST_CASE("format_sql breaks before each clause and indents a subquery that does
   const std::string cond(40, 'c');
   CHECK(sql::format_sql("DELETE FROM t WHERE id <= (SELECT id FROM t WHERE " + cond + " = 1 AND " + cond + " = 2)", 60) ==
         "DELETE FROM t\nWHERE id <= (\n  SELECT id\n  FROM t\n  WHERE " + cond + " = 1\n    AND " + cond + " = 2)");
+  // A CASE that fits a line stays whole when its clause is broken (a reader takes it in at once);
+  // one that does not is broken before its WHEN, THEN and ELSE.
+  const std::string col(30, 'x');
+  const std::string c(6, 'c');
+  CHECK(sql::format_sql("UPDATE t SET " + c + " = CASE WHEN :f = 1 THEN now() ELSE " + c + " END, " + col + " = 2 WHERE a = 1", 60) ==
+        "UPDATE t\nSET " + c + " = CASE WHEN :f = 1 THEN now() ELSE " + c + " END,\n  " + col + " = 2\nWHERE a = 1");
+  CHECK(sql::format_sql("UPDATE t SET b = CASE WHEN " + col + " = 1 THEN " + col + " ELSE 0 END WHERE a = 1", 60) ==
+        "UPDATE t\nSET b = CASE\n  WHEN " + col + " = 1\n  THEN " + col + "\n  ELSE 0 END\nWHERE a = 1");
   // Unbalanced parentheses (never a statement of dblock's): left as written.
   CHECK(sql::format_sql("SELECT (1") == "SELECT (1");
 }

@@ -5,16 +5,17 @@
 # statement longer than a DBA reads in a minute: 50 lines (dblock(1), schema). The statements
 # still above it (a take is a gate, an update, an insert and its refusal in one round trip) are
 # named below with the lines they have now, which they may only lose. PostgreSQL's take grew 5
-# lines (75 -> 80) with the lease's handoff lock, its one-round-trip handoff (postgres_statements.cpp).
-# MariaDB's take came down from 84 lines to 50 once the key's wake and queue names were bound
-# (mysql_names.hpp) rather than hashed in SQL.
+# lines (75 -> 80) with the lease's handoff lock, its one-round-trip handoff (postgres_statements.cpp), and
+# lost 2 when a CASE that fits a line stayed whole (statement_catalog.cpp). MariaDB's take came
+# down from 82 lines to 48 once the key's wake and queue names were bound (mysql_names.hpp)
+# rather than hashed in SQL.
 source "$(dirname "$0")/lib.sh"
 
 max_lines=50
 declare -A over=(
-  ["postgres lease.take"]=80
+  ["postgres lease.take"]=78
   ["sqlite lease.take"]=55
-  ["sqlite semaphore.header_take"]=54
+  ["sqlite semaphore.header_take"]=52
 )
 
 # "<lines> <id>" of each statement of the listing on stdin.

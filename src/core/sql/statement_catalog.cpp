@@ -233,9 +233,17 @@ class Layout {
     }
     std::vector<std::size_t> parts{begin};
     bool between = false;
+    // A CASE ... END that fits on its part's line stays whole (not broken before its WHEN,
+    // THEN and ELSE).
+    std::size_t whole_until = begin;
     for (std::size_t i = begin; i < end; ++i) {
-      if (i > begin && breaks_before(seq[i], between) && parts.back() != i) parts.push_back(i);
-      if (is_word(seq[i], ",") && i + 1 < end) parts.push_back(i + 1);
+      if (i >= whole_until && is_word(seq[i], "CASE")) {
+        const std::size_t last = case_end(seq, i, end);
+        const int at = parts.back() == begin ? column_ : cont;
+        if (last < end && at + width_of(seq, parts.back(), last + 1) + 1 <= width_) whole_until = last + 1;
+      }
+      if (i > begin && i >= whole_until && breaks_before(seq[i], between) && parts.back() != i) parts.push_back(i);
+      if (i + 1 >= whole_until && is_word(seq[i], ",") && i + 1 < end) parts.push_back(i + 1);
     }
     parts.push_back(end);
     for (std::size_t p = 0; p + 1 < parts.size(); ++p) {
@@ -255,6 +263,16 @@ class Layout {
         node(seq[i], words_after(seq, i + 1, b) + (b == end ? trailing : 0));
       }
     }
+  }
+
+  // The END that closes the CASE at seq[i] (CASEs nest), or `end` when the clause has none.
+  static std::size_t case_end(const std::vector<Node>& seq, std::size_t i, std::size_t end) {
+    int depth = 0;
+    for (; i < end; ++i) {
+      if (is_word(seq[i], "CASE")) ++depth;
+      if (is_word(seq[i], "END") && --depth == 0) return i;
+    }
+    return end;
   }
 
   // A list item short enough to share its line with its neighbours (a column, a value).
