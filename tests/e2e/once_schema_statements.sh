@@ -6,13 +6,14 @@
 # still above it (a take is a gate, an update, an insert and its refusal in one round trip) are
 # named below with the lines they have now, which they may only lose. PostgreSQL's take grew 5
 # lines (75 -> 80) with the lease's handoff lock, its one-round-trip handoff (postgres_statements.cpp), and
-# lost 2 when a CASE that fits a line stayed whole (statement_catalog.cpp).
+# lost 2 when a CASE that fits a line stayed whole (statement_catalog.cpp). MariaDB's take came
+# down from 82 lines to 48 once the key's wake and queue names were bound (mysql_names.hpp)
+# rather than hashed in SQL.
 source "$(dirname "$0")/lib.sh"
 
 max_lines=50
 declare -A over=(
   ["postgres lease.take"]=78
-  ["mysql lease.take (MariaDB)"]=82
   ["sqlite lease.take"]=55
   ["sqlite semaphore.header_take"]=52
 )

@@ -15,6 +15,7 @@
 
 #include "backends/common/trusted_file.hpp"
 #include "backends/common/peer.hpp"
+#include "backends/mysql/mysql_names.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 
 namespace dblock::mysql {
@@ -206,6 +207,9 @@ Result<void> Connection::reconnect() {
                                        *t.ssl_mode + " demands; turn TLS on at the server, or change ssl-mode");
   // The command run under `run` must not inherit the database socket (dblock(1), run).
   if (const int fd = static_cast<int>(mysql_get_socket(m.get())); fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
+  // The database the session is in, as the handshake left it (the DSN's, an option file's, or
+  // the server's spelling when it reports the session's schema): the key's lock names hash it.
+  database_ = m->db ? m->db : "";
   mysql_ = std::move(m);
   // From here on every connection made again sets them all.
   if (init_command_ == every_init_) idle_set_ = true;
@@ -294,9 +298,26 @@ Result<void> Connection::settle() {
   return {};
 }
 
-Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& params) {
+const sql::Params& Connection::with_names(const sql::Compiled& compiled, const sql::Params& params) {
+  const bool names = std::any_of(compiled.names.begin(), compiled.names.end(),
+                                 [](const std::string& n) { return n == "wake" || n == "queue"; });
+  const auto* key = params.find("key");
+  if (!names || !key || !std::holds_alternative<std::string>(*key) || params.find("wake")) return params;
+  const std::string& k = std::get<std::string>(*key);
+  if (named_key_ != k || named_database_ != database_) {
+    named_key_ = k;
+    named_database_ = database_;
+    wake_ = wake_name(database_, options_.table_prefix, k);
+    queue_ = queue_name(database_, options_.table_prefix, k);
+  }
+  named_ = params;
+  return named_.set("wake", wake_).set("queue", queue_);
+}
+
+Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& given) {
   if (auto ok = settle(); !ok) return std::unexpected(ok.error());
   const sql::Compiled& compiled = compiled_.get(st);
+  const sql::Params& params = with_names(compiled, given);
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
   if (!mysql_) return std::unexpected(error_from_mysql());

@@ -30,8 +30,9 @@ class Connection {
                                                   ConnectionRole role = ConnectionRole::bookkeeping,
                                                   std::string_view settings = {}, bool idle_now = false);
 
-  /// Runs `st` with `params` bound by name (sql::Session::run). `affected`: a SELECT's rows, else
-  /// the server's count.
+  /// Runs `st` with `params` bound by name (sql::Session::run), and :wake and :queue, where it
+  /// names them, as `key`'s wake and queue names (mysql_names.hpp). `affected`: a SELECT's rows,
+  /// else the server's count.
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params = {});
   /// Runs a statement without parameters through the text protocol; any rows are discarded.
   Result<void> query(std::string_view sql);
@@ -83,6 +84,8 @@ class Connection {
   std::unexpected<Error> failed(Error e);
   /// Before a statement: a new session after query_last's end.
   Result<void> settle();
+  /// `params`, and :wake and :queue of its :key when `compiled` names them (named_).
+  const sql::Params& with_names(const sql::Compiled& compiled, const sql::Params& params);
 
   Dsn dsn_;
   MysqlDsn target_;
@@ -98,6 +101,10 @@ class Connection {
   std::unordered_map<std::string, std::unique_ptr<MYSQL_STMT, Close>> statements_;
   std::unique_ptr<MYSQL, Close> mysql_;
   std::int64_t max_block_ms_ = 0;
+  std::string database_;  // the session's DATABASE(), as the handshake left it
+  // The last key's wake and queue names (with_names), and the parameters they were added to.
+  std::string named_key_, named_database_, wake_, queue_;
+  sql::Params named_;
   sql::CompiledCache compiled_{sql::PlaceholderStyle::question};
 };
 

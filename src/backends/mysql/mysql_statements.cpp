@@ -38,6 +38,22 @@ std::string assign_each_if(const std::string& cond, const sql::Assignments& colu
 // the row through any unique key, and a name the table's collation folds: only the row of the
 // same name, byte for byte, is taken (ShedLock's name is a VARCHAR in the table's collation,
 // where 'K', 'k' and 'K ' are one row; dblock's row of a name is byte-wise).
+// `cond` as an operand of AND: in parentheses only when it has an OR (or XOR, ||) outside any, which
+// binds looser than AND (a DBA reads one parenthesis level fewer).
+std::string and_operand(const std::string& cond) {
+  int depth = 0;
+  bool quoted = false;
+  for (std::size_t i = 0; i < cond.size(); ++i) {
+    const char c = cond[i];
+    if (c == '\'') quoted = !quoted;
+    if (quoted) continue;
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    if (depth == 0 && (cond.compare(i, 4, " OR ") == 0 || cond.compare(i, 5, " XOR ") == 0 || cond.compare(i, 2, "||") == 0))
+      return "(" + cond + ")";
+  }
+  return cond;
+}
+
 std::string upsert(const sql::Upsert& u) {
   std::string columns, values;
   for (const auto& [column, value] : u.values) {
@@ -48,7 +64,7 @@ std::string upsert(const sql::Upsert& u) {
   for (auto& [column, value] : set)
     if (value.empty()) value = "VALUES(" + column + ")";
   return "INSERT INTO " + u.table + " (" + columns + ") VALUES (" + values + ") ON DUPLICATE KEY UPDATE " +
-         (set.empty() ? "name = name" : assign_each_if("CAST(name AS BINARY) = VALUES(name) AND (" + u.when("") + ")", set));
+         (set.empty() ? "name = name" : assign_each_if("CAST(name AS BINARY) = VALUES(name) AND " + and_operand(u.when("")), set));
 }
 
 // `label` + the first `digits` hex digits of SHA-256 over database, prefix and `key` (SQL), then
@@ -60,10 +76,6 @@ std::string lock_name(const Tables& t, std::string_view label, int digits, std::
          quote_identifier(t.prefix, '\'') + " AS BINARY), 0x00, CAST(" + std::string(key) + " AS BINARY)), 256), " +
          std::to_string(digits) + ")" + (tag.empty() ? "" : ", " + std::string(tag)) + ")";
 }
-
-// A key's wake and queue names (wake_statements).
-std::string wake_name(const Tables& t) { return lock_name(t, "dblock-wake:", 52, ":key"); }
-std::string queue_name(const Tables& t) { return lock_name(t, "dblock-queue:", 51, ":key"); }
 
 // The lock that proves a row's session holder (status, `release --force`), one of
 // lock_statements' names, and the recorded connection id (holder_id): an id alone proves
@@ -118,7 +130,7 @@ const sql::Dialect dialect{
     .integer = [](std::string_view param) { return std::string(param); },
     .started_ms_ago =
         [](std::string_view row, std::string_view now) {
-          return "(TIMESTAMPDIFF(MICROSECOND, " + std::string(row) + "last_started_at, " + std::string(now) + ") DIV 1000)";
+          return "TIMESTAMPDIFF(MICROSECOND, " + std::string(row) + "last_started_at, " + std::string(now) + ") DIV 1000";
         },
     .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > UTC_TIMESTAMP(6), 0)"; },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " <=> " + std::string(b); },
@@ -224,8 +236,8 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
     // Taken (a plain key's: no slot token), the key's wake name taken and the queue name given
     // back, as wake_hold does (NULL, NULL when not), after the take's columns (mariadb_take): the
     // holder's first step in the take's round trip (Session::run reads these last two).
-    s.take.text += ", IF(" + taking + " AND :token IS NULL, GET_LOCK(" + wake_name(t) + ", 0), NULL), IF(" + taking +
-                   " AND :token IS NULL, RELEASE_LOCK(" + queue_name(t) + "), NULL)";
+    s.take.text += ", IF(" + taking + " AND :token IS NULL, GET_LOCK(:wake, 0), NULL), IF(" + taking +
+                   " AND :token IS NULL, RELEASE_LOCK(:queue), NULL)";
   // No RETURNING here: a session strategy's run has a dozen round trips, so one fewer earned
   // under 10% at a 10 ms round trip (an advisory run 185 against 196 ms), too little for a
   // second way of numbering.
@@ -309,7 +321,7 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
   // The key's wake name: a plain key's holder keeps it in this session, whose end (ROLLBACK
   // RELEASE, mysql_session_lock.cpp) gives back the row lock, the holder tag and the wake name in
   // one round trip, in that order, so the waiter it wakes finds the row free.
-  const std::string wake = "GET_LOCK(" + wake_name(t) + ", 0)";
+  const std::string wake = "GET_LOCK(:wake, 0)";
   // The holder tag and the wake name in the same statement, once the row is locked (the select
   // list is evaluated for a locked row only; none when busy or missing).
   s.lock_claim = {"lock.claim", "SELECT name, GET_LOCK(" + held + ", 0), " + wake + " FROM " + t.claims +
@@ -339,34 +351,29 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
 
 WakeStatements wake_statements(const std::string& prefix) {
   const Tables t(prefix, '`');
-  // A holder keeps the key's wake name while it holds the key, and the one waiter that holds the
-  // key's queue name blocks on it; the other waiters wait for the queue name. So a release wakes
-  // one waiter, not all of them. The wake name is taken without waiting: a semaphore's slots
-  // share one.
-  const std::string wake = wake_name(t);
-  const std::string queue = queue_name(t);
+  // A holder keeps the key's wake name (:wake) while it holds the key, and the one waiter that
+  // holds the key's queue name (:queue) blocks on it; the other waiters wait for the queue name.
+  // So a release wakes one waiter, not all of them. The wake name is taken without waiting: a
+  // semaphore's slots share one. Both names come from :key (mysql_names.hpp, Connection::run).
   WakeStatements s;
-  s.wake_hold = {"wake.hold", "SELECT GET_LOCK(" + wake + ", 0), RELEASE_LOCK(" + queue + ")"};
+  s.wake_hold = {"wake.hold", "SELECT GET_LOCK(:wake, 0), RELEASE_LOCK(:queue)"};
   // RELEASE_LOCK of a name this session does not hold changes nothing.
-  s.wake_release = {"wake.release", "DO RELEASE_LOCK(" + wake + "), RELEASE_LOCK(" + queue + ")"};
+  s.wake_release = {"wake.release", "DO RELEASE_LOCK(:wake), RELEASE_LOCK(:queue)"};
   // GET_LOCK is re-entrant, so the queue name is asked for only when this session does not hold
   // it already; CASE evaluates one branch. The head that was not woken gives the queue name back:
   // its wait is over (core calls again, and it queues again), and a semaphore waiter, which waits
   // on another slot each time, must not keep the queue of one it then does not take.
   s.wake_wait = {"wake.wait",
-                 "SELECT CASE WHEN IS_USED_LOCK(n.q) <=> CONNECTION_ID()"
-                 " THEN CASE WHEN IS_USED_LOCK(n.w) IS NOT NULL AND COALESCE(GET_LOCK(n.w, :wait_ms / 1000), 0) = 1 THEN 1"
-                 " ELSE 0 * COALESCE(RELEASE_LOCK(n.q), 0) END"
-                 " ELSE COALESCE(GET_LOCK(n.q, :wait_ms / 1000), 0) = 1 END, RELEASE_LOCK(n.w) FROM (SELECT " +
-                     queue + " AS q, " + wake + " AS w) n"};
-  s.queue_leave = {"wake.leave", "DO RELEASE_LOCK(" + queue + ")"};
-  // The select list is evaluated for the row found only: no row (taken over), no name taken.
-  // :take_wake 0: the holder's session took it with the lock (lock_statements).
-  s.taken_holding = {"wake.taken_holding", "SELECT token, " + epoch_ms("acquired_at") + ", " + epoch_ms("expires_at") +
-                                               ", IF(:take_wake, GET_LOCK(" + wake + ", 0), NULL), RELEASE_LOCK(" + queue +
-                                               ") FROM " + t.locks +
-                                               " WHERE name = :key AND owner = :owner AND name = (SELECT name FROM " +
-                                               t.locks + " WHERE name = :key)"};
+                 "SELECT CASE WHEN IS_USED_LOCK(:queue) <=> CONNECTION_ID()"
+                 " THEN CASE WHEN IS_USED_LOCK(:wake) IS NOT NULL AND COALESCE(GET_LOCK(:wake, :wait_ms / 1000), 0) = 1"
+                 " THEN 1 ELSE 0 * COALESCE(RELEASE_LOCK(:queue), 0) END"
+                 " ELSE COALESCE(GET_LOCK(:queue, :wait_ms / 1000), 0) = 1 END, RELEASE_LOCK(:wake)"};
+  s.queue_leave = {"wake.leave", "DO RELEASE_LOCK(:queue)"};
+  // lease.taken's read, and in its select list, evaluated for the row found only (no row: taken
+  // over, no name taken), wake.hold's work. :take_wake 0: the holder's session took the wake name
+  // with the lock (lock_statements).
+  s.taken_holding = {"wake.taken_holding",
+                     sql::taken_sql(dialect, t, ", IF(:take_wake, GET_LOCK(:wake, 0), NULL), RELEASE_LOCK(:queue)")};
   return s;
 }
 

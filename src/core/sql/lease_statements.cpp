@@ -9,6 +9,14 @@
 
 namespace dblock::sql {
 
+// Its upsert meets the name's row through any unique key: a second row of the name (a table
+// whose key is not the name alone) fails the subquery, which sends the run to the schema check
+// (exit 78).
+std::string taken_sql(const Dialect& d, const Tables& t, std::string_view more) {
+  return "SELECT token, " + d.epoch_ms("acquired_at") + ", " + d.epoch_ms("expires_at") + std::string(more) + " FROM " +
+         t.locks + " WHERE name = :key AND owner = :owner AND name = (SELECT name FROM " + t.locks + " WHERE name = :key)";
+}
+
 LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   const std::string& incarnation = d.incarnation;
   const std::string ttl = d.integer(":ttl_ms"), token = d.integer(":token");
@@ -51,12 +59,8 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                   }};
   };
   s.take = {"lease.take", d.take(Take{take, fence, taken, s.refusal.text, refused})};
-  // Where the take returns no rows. Its upsert meets the name's row through any unique key: a
-  // second row of the name (a table whose key is not the name alone) fails the subquery, which
-  // sends the run to the schema check (exit 78).
-  if (d.returning(taken).empty())
-    s.taken = {"lease.taken", "SELECT " + taken + " FROM " + t.locks + " WHERE name = :key AND owner = :owner AND"
-                              " name = (SELECT name FROM " + t.locks + " WHERE name = :key)"};
+  // Where the take returns no rows.
+  if (d.returning(taken).empty()) s.taken = {"lease.taken", taken_sql(d, t)};
 
   // Renewed, it says where it can whether the failover record names another server (a failover
   // the grant survived): the holder then starts the lock-delay (failover::notice).

@@ -196,6 +196,9 @@ InspectStatements inspect_statements(const Dialect& d, const tables::SchemaDiale
 /// the dialect adds; release_recorded and history.record where it gives
 /// Dialect::unsynced_commit.
 LeaseStatements lease_statements(const Dialect& d, const Tables& t);
+/// LeaseStatements::taken's text, `more` (", column ...") after its three columns: a dialect's
+/// own work in the same round trip (MySQL's wake.taken_holding).
+std::string taken_sql(const Dialect& d, const Tables& t, std::string_view more = {});
 
 /// HistoryStatements::record over `t.runs`: the row, and its trim as record_run decides it, in
 /// one statement that commits without the disk wait (Dialect::unsynced_commit, where given).
