@@ -266,7 +266,8 @@ TEST_CASE("lease: a release that finds its row released meanwhile records the ru
   auto late = a->release(run_end(3));
   REQUIRE_FALSE(late.has_value());
   CHECK(late.error().kind == ErrorKind::lost);
-  auto runs = db.backend->history(key, 100);
+  auto runs = eventually([&] { return db.backend->history(key, 100); },
+                         [&](const auto& r) { return r && !r->empty() && r->front().token == token; });
   REQUIRE(runs.has_value());
   REQUIRE(runs->size() == 2);
   CHECK(runs->front().token == token);

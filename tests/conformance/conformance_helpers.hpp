@@ -97,6 +97,22 @@ inline void release(Locker& locker, const ReleaseRequest& req = {}) {
   REQUIRE_MESSAGE(ok.has_value(), (ok ? std::string() : ok.error().message));
 }
 
+/// What `read` returns once `done` holds of it, reading again every 20 ms for up to 10 s (then
+/// its last answer, for the test's own check to fail on). For a read on another connection
+/// right after a finished run's release: on MySQL/MariaDB that release's COMMIT goes with the
+/// goodbye, not waited for (dblock(1), NOTES, Round trips), so another session may read the
+/// moment before it; the CLI's next process connects first, a test's open connection need not.
+template <class Read, class Done>
+auto eventually(Read read, Done done) {
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  auto got = read();
+  while (!done(got) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(20ms);
+    got = read();
+  }
+  return got;
+}
+
 /// HolderSelectors for the stateless renew/release of another process.
 inline HolderSelector by_owner(const std::string& owner) {
   HolderSelector who;

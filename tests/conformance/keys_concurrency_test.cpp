@@ -49,7 +49,7 @@ TEST_CASE("nasty keys round-trip and the tables survive them") {
     run.exit_code = 0;
     rel.history = run;
     release(*a, rel);
-    auto runs = db.backend->history(key, 10);
+    auto runs = eventually([&] { return db.backend->history(key, 10); }, [](const auto& r) { return r && r->size() == 1; });
     REQUIRE(runs.has_value());
     REQUIRE(runs->size() == 1);
     CHECK(runs->front().key == key);

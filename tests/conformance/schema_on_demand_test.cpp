@@ -44,7 +44,7 @@ TEST_CASE("the first attempt on a database without the tables creates them and t
   auto other = test::open(options);
   auto again = other->ensure_schema();
   CHECK_MESSAGE(again.has_value(), (again ? std::string() : again.error().message));
-  auto runs = other->history(key, 10);
+  auto runs = eventually([&] { return other->history(key, 10); }, [](const auto& r) { return r && r->size() == 1; });
   REQUIRE(runs.has_value());
   REQUIRE(runs->size() == 1);
   CHECK(runs->front().token == token);

@@ -50,7 +50,7 @@ TEST_CASE("status reports holder, token, times and last run") {
   rel.finished_run = true;
   rel.exit_code = 3;
   release(*a, rel);
-  LockStatus after = db.status(key);
+  LockStatus after = eventually([&] { return db.status(key); }, [](const LockStatus& s) { return s.state == LockStatus::State::free; });
   CHECK(after.state == LockStatus::State::free);
   CHECK(after.owner == "owner-a");  // the last holder stays visible
   CHECK(after.token == token);
@@ -128,7 +128,8 @@ TEST_CASE("history records runs newest first and prunes each key to history_keep
     release(*a, run_end(i, i % 2 ? RunOutcome::failed : RunOutcome::ok, "owner-a"));
   }
 
-  auto runs = db.backend->history(key, 100);
+  auto runs = eventually([&] { return db.backend->history(key, 100); },
+                         [&](const auto& r) { return r && !r->empty() && r->front().token == tokens[4]; });
   REQUIRE(runs.has_value());
   REQUIRE(runs->size() == 3);
   for (std::size_t i = 0; i < runs->size(); ++i) {
@@ -152,7 +153,7 @@ TEST_CASE("history records runs newest first and prunes each key to history_keep
 
   // Pruning is per key: the other key's single run is still there, and started_at is the
   // lock's acquired_at.
-  auto other_runs = db.backend->history(other, 10);
+  auto other_runs = eventually([&] { return db.backend->history(other, 10); }, [](const auto& r) { return r && !r->empty(); });
   REQUIRE(other_runs.has_value());
   REQUIRE(other_runs->size() == 1);
   CHECK(other_runs->front().token == other_token);
@@ -196,9 +197,9 @@ TEST_CASE("a key's history grows to history_keep + history_keep/10 rows, then a 
   // Twice: from an empty history, then from a trimmed one (20 rows, 2 more runs before a trim).
   for (std::size_t upto : {22u, 25u}) {
     while (tokens.size() < upto) run_once();
-    CHECK(kept() == newest(22));
+    CHECK(eventually(kept, [&](const auto& k) { return k == newest(22); }) == newest(22));
     run_once();
-    CHECK(kept() == newest(20));
+    CHECK(eventually(kept, [&](const auto& k) { return k == newest(20); }) == newest(20));
   }
 }
 
