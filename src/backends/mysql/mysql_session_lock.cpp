@@ -1,7 +1,10 @@
-// The holder session of the session strategies (core/sql/session_locker.hpp) on MariaDB/MySQL, a
-// connection of its own, which runs there the statements of lock_statements
-// (mysql_statements.cpp): advisory GET_LOCK on the key's hashed name; for-update and txn-insert
-// the key's <prefix>claims row, their transaction held open, with a holder tag while they hold.
+// The holder session of the session strategies (core/sql/session_locker.hpp) on MariaDB/MySQL,
+// which runs the statements of lock_statements (mysql_statements.cpp): advisory GET_LOCK on the
+// key's hashed name, in the bookkeeping session itself (a named lock outlives every commit, so
+// one connection both holds it and numbers the row; on MariaDB one statement does both); for-update
+// and txn-insert the key's <prefix>claims row, their transaction held open, with a holder tag
+// while they hold, on a connection of their own (a transaction that a holder killed mid-way
+// cannot roll the bookkeeping back).
 //
 // The row locks wait in whole seconds only (innodb_lock_wait_timeout), so a slice under a second
 // is answered at once and the rest of it is spent on the bookkeeping session's waiters' queue.
@@ -22,11 +25,19 @@ class MysqlHolder final : public sql::HolderSession {
       : strategy_(s), row_lock_(s != Strategy::advisory), dsn_(std::move(dsn)), options_(std::move(options)), book_(std::move(book)),
         opened_(std::move(opened)) {}
 
+  // An advisory run's rows need the lock's answer from the same statement: a folded take that
+  // found the lock held answers no row (lock.advisory_numbered_*, RETURNING), which is the
+  // contract's (NULL, NULL, NULL, 0).
+
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis) override {
     // The session's end gave the holder tag back (exec).
     if (st.id == "lock.untag" && ended_) return sql::Rows{};
     if (!conn_) return fail(ErrorKind::connection, "the lock session is closed");
     auto r = conn_->run(st, p);
+    if (r && r->empty() && st.id.starts_with("lock.advisory_numbered")) {
+      r->add(std::vector<sql::Rows::Cell>{{}, {}, {}, std::string("0")});
+      r->affected = 0;
+    }
     // The claims row must be there, committed, before anyone can lock it (without autocommit
     // here, its INSERT would stay this session's alone): once per key, on its first run.
     if (st.id == "lock.make_claim" && row_lock_) {
@@ -54,12 +65,15 @@ class MysqlHolder final : public sql::HolderSession {
     if (!conn_) return fail(ErrorKind::connection, "the lock session is closed");
     if (sql != "ROLLBACK" || !std::exchange(ends_with_rollback_, false)) return conn_->query(sql);
     auto r = conn_->query("ROLLBACK RELEASE");
-    conn_.reset();
+    own_.reset();
+    conn_ = nullptr;
     ended_ = r.has_value();
     return r;
   }
   void close() override {
-    conn_.reset();
+    if (conn_ && conn_ == shared_) conn_->close();
+    own_.reset();
+    conn_ = nullptr;
     ends_with_rollback_ = false;
   }
 
@@ -79,15 +93,26 @@ class MysqlHolder final : public sql::HolderSession {
 
   // The first session may come opened already (open_holder's `opened`: the backend opened it
   // beside the bookkeeping session, so the run waits for one handshake, not two in a row).
+  // advisory's is the bookkeeping session's connection, opened as a holder's
+  // (make_session_locker in mysql_backend.cpp): made again only once it was lost or closed.
   Result<void> reopen() override {
-    conn_.reset();
+    own_.reset();
+    conn_ = nullptr;
     ended_ = ends_with_rollback_ = false;
     lock_wait_ = Millis(0);
+    if (!row_lock_) {
+      shared_ = &book_->connection();
+      if (!std::exchange(first_, false) || shared_->socket() < 0)
+        if (auto ok = shared_->reconnect(); !ok) return ok;
+      conn_ = shared_;
+      return {};
+    }
     auto c = opened_ ? Result<std::unique_ptr<Connection>>(std::move(opened_))
                      : open_holder_connection(strategy_, dsn_, options_);
     opened_.reset();
     if (!c) return std::unexpected(c.error());
-    conn_ = std::move(*c);
+    own_ = std::move(*c);
+    conn_ = own_.get();
     std::random_device rd;  // the tag: 128 random bits as 32 hex digits, new with every session
     char tag[33];
     std::snprintf(tag, sizeof tag, "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
@@ -127,7 +152,10 @@ class MysqlHolder final : public sql::HolderSession {
   Dsn dsn_;
   BackendOptions options_;
   std::shared_ptr<Session> book_;     // its waiters' queue is the row-lock strategies'
-  std::unique_ptr<Connection> conn_;  // the lock session
+  std::unique_ptr<Connection> own_;   // the lock session, a row lock's
+  Connection* conn_ = nullptr;        // the lock session: own_, or advisory's shared_
+  Connection* shared_ = nullptr;      // advisory's: the bookkeeping session's connection
+  bool first_ = true;                 // advisory: its connection is still the one opened for it
   std::unique_ptr<Connection> opened_;  // its first, opened beside the bookkeeping session (reopen)
   std::string tag_;                   // the lock session's
   Millis lock_wait_{0};               // its innodb_lock_wait_timeout, as set with it (reopen)
