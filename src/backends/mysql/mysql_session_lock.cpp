@@ -139,9 +139,9 @@ class MysqlHolder final : public sql::HolderSession {
     return row ? w - w % 1000 : w;
   }
 
-  // :tag, the lock session's; :seconds, the row locks' wait.
+  // :tag, the lock session's; :seconds, the row locks' wait; :wait_ms, GET_LOCK's.
   void bind(sql::Params& p, const std::string&, Millis wait) const override {
-    p.set("tag", tag_).set("seconds", wait.count() / 1000);
+    p.set("tag", tag_).set("seconds", wait.count() / 1000).set("wait_ms", std::int64_t{wait.count()});
   }
 
   sql::Waiters& release_signal() override { return row_lock_ ? book_->release_signal() : no_signal_; }
