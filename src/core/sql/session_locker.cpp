@@ -254,6 +254,27 @@ class SessionLocker final : public Locker {
         return {};
       }
     }
+    // Where the holder's session is the bookkeeping one and its end gives the lock back (MySQL's
+    // advisory), a finished run's release and history row are one transaction whose COMMIT goes
+    // with the goodbye, unawaited, as a lease's (release_row): the session's end, right after
+    // that commit, gives the lock back, so the waiter it lets in finds the row released, and no
+    // unlock costs a round trip. A statement that went through on that session proves the lock
+    // held until then: only the session's end frees it, and a session lost fails the statement.
+    // Any failure leaves the steps below to find out what it did (a lost session: the lock went
+    // with it, and they say so).
+    if (lock_->holder().ends_with_book() && req.finished_run && req.history) {
+      const ReleaseRow whole{.held = *held_, .strategy = strategy_};
+      auto done = with_schema(*book_, [&] { return release_row(*book_, st_, whole, req, prefix_, keep_); });
+      if (done) {
+        // A commit that was awaited (a dialect's one statement) left the session and its lock.
+        auto gave_back = lock_->holder().socket() >= 0 ? lock_->give_back(held_->key) : Result<void>{};
+        lock_->holder().release_signal().released(signal_key(held_->request));
+        auto message = lost("was already gone at release");
+        held_.reset();
+        if (!*done || !gave_back) return message;
+        return {};
+      }
+    }
     const ReleaseRow what{.held = *held_, .strategy = strategy_, .write_history = false};
     admitted_.reset();  // the release may reconnect
     // --min-hold stays in the row, as a lease's does (its expires_at): session_take leaves a
