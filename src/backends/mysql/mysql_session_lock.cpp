@@ -145,8 +145,6 @@ class MysqlHolder final : public sql::HolderSession {
   }
 
   sql::Waiters& release_signal() override { return row_lock_ ? book_->release_signal() : no_signal_; }
-  // advisory's GET_LOCK is the session's, and goes with its end.
-  bool ends_with_book() const override { return !row_lock_; }
 
  private:
   Strategy strategy_;

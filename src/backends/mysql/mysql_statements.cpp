@@ -330,6 +330,13 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
     s.advisory_numbered_try = {"lock.advisory_numbered_try", numbered};
     s.advisory_numbered_wait = {"lock.advisory_numbered_wait", numbered};
   }
+  // The holder session is the bookkeeping one (mysql_session_lock.cpp): the lease's release of
+  // the row, which gives the lock back once it found the row the holder's, locked, so the waiter
+  // it lets in finds the row released (its upsert waits for this statement's commit). The name
+  // is the row's own, evaluated for that row only.
+  s.advisory_release_row = {"lock.advisory_release_row", lease_statements(prefix, mariadb).release.text +
+                                                             " AND RELEASE_LOCK(" + lock_name(t, "dblock:", 57, "name") +
+                                                             ") = 1"};
   s.lock_wait = {"lock.wait", "SET SESSION innodb_lock_wait_timeout = :seconds"};
   // The key's wake name: a plain key's holder keeps it in this session, whose end (ROLLBACK
   // RELEASE, mysql_session_lock.cpp) gives back the row lock, the holder tag and the wake name in

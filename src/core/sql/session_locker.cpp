@@ -115,6 +115,16 @@ class ServerLock {
     return std::pair{(*r)[0].int64(0) != 0, (*r)[0].int64(1) != 0};
   }
 
+  // LockStatements::advisory_release_row with `p` (LeaseStatements::release's parameters): true
+  // when it released the row and gave back the lock, which was this session's; false when the
+  // dialect has none or it did not do both (the caller releases apart, and finds out).
+  bool release_with_row(const std::string& key, Params p) {
+    if (row_lock() || st_.advisory_release_row.empty() || h_->socket() < 0) return false;
+    h_->bind(p, key, Millis(0));
+    auto r = h_->run(st_.advisory_release_row, p, Millis(0));
+    return r && r->affected > 0;
+  }
+
   // take(), then, once taken, session_take with `number` in the same statement: its rows
   // (affected 0: not numbered, the lock held all the same); nullopt: someone else holds it.
   Result<std::optional<Rows>> take_numbered(const std::string& key, Millis wait, Params number) {
@@ -254,38 +264,25 @@ class SessionLocker final : public Locker {
         return {};
       }
     }
-    // Where the holder's session is the bookkeeping one and its end gives the lock back (MySQL's
-    // advisory), a finished run's release and history row are one transaction whose COMMIT goes
-    // with the goodbye, unawaited, as a lease's (release_row): the session's end, right after
-    // that commit, gives the lock back, so the waiter it lets in finds the row released, and no
-    // unlock costs a round trip. A statement that went through on that session proves the lock
-    // held until then: only the session's end frees it, and a session lost fails the statement.
-    // Any failure leaves the steps below to find out what it did (a lost session: the lock went
-    // with it, and they say so).
-    if (lock_->holder().ends_with_book() && req.finished_run && req.history) {
-      const ReleaseRow whole{.held = *held_, .strategy = strategy_};
-      auto done = with_schema(*book_, [&] { return release_row(*book_, st_, whole, req, prefix_, keep_); });
-      if (done) {
-        // A commit that was awaited (a dialect's one statement) left the session and its lock.
-        auto gave_back = lock_->holder().socket() >= 0 ? lock_->give_back(held_->key) : Result<void>{};
-        lock_->holder().release_signal().released(signal_key(held_->request));
-        auto message = lost("was already gone at release");
-        held_.reset();
-        if (!*done || !gave_back) return message;
-        return {};
-      }
-    }
     const ReleaseRow what{.held = *held_, .strategy = strategy_, .write_history = false};
     admitted_.reset();  // the release may reconnect
     // --min-hold stays in the row, as a lease's does (its expires_at): session_take leaves a
     // row alone while it runs, though the server lock is free.
     const ReleaseRequest& r = req;
-    // The bookkeeping session holds no lock, so a statement lost with its connection runs again.
-    auto released = with_retry(*book_, [&] { return with_schema(*book_, [&] { return release_row(*book_, st_, what, r, prefix_, keep_); }); });
-    // The server lock is what excludes: given back, it was held to the end. The row alone may
-    // say otherwise when a first try of its release ran but the reply was lost (a read timeout on
-    // a loaded server): with_retry ran it again and found it released already, by that try.
-    auto gave_back = lock_->give_back(held_->key);
+    // Where the holder session is the bookkeeping one and the dialect has it
+    // (LockStatements::advisory_release_row), the row released and then the lock given back in
+    // one statement: one round trip before the next waiter runs. When it did not do both, the
+    // steps below find out what it did.
+    Result<bool> released{true};
+    Result<void> gave_back{};
+    if (!lock_->release_with_row(held_->key, release_params(r))) {
+      // The bookkeeping session holds no lock, so a statement lost with its connection runs again.
+      released = with_retry(*book_, [&] { return with_schema(*book_, [&] { return release_row(*book_, st_, what, r, prefix_, keep_); }); });
+      // The server lock is what excludes: given back, it was held to the end. The row alone may
+      // say otherwise when a first try of its release ran but the reply was lost (a read timeout
+      // on a loaded server): with_retry ran it again and found it released already, by that try.
+      gave_back = lock_->give_back(held_->key);
+    }
     lock_->holder().release_signal().released(signal_key(held_->request));
     auto history =
         released ? record_held_run(*book_, st_, *held_, strategy_, gave_back.has_value(), r, keep_) : Result<void>{};
@@ -359,6 +356,16 @@ class SessionLocker final : public Locker {
     else held_ = HeldRun{{req.key, req.owner, req.host, req.pid, out->token}, req, out->acquired_at_ms.value_or(0)};
     folds_release_ = req.semaphore.empty() && lock_->folds_release();
     return out;
+  }
+
+  // LeaseStatements::release's parameters for the lock held (release_row's).
+  Params release_params(const ReleaseRequest& req) const {
+    return {{"key", held_->key},
+            {"owner", held_->owner},
+            {"token", held_->token},
+            {"min_hold_ms", ms_value(req.min_hold)},
+            {"finished", std::int64_t{req.finished_run ? 1 : 0}},
+            {"exit_code", value_of(req.exit_code)}};
   }
 
   // Whether release() folds the row, the unlock (or a row lock's proof) and the history row into

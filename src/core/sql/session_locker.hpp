@@ -56,9 +56,6 @@ class HolderSession {
   /// How a waiter hears a release when the server waited less than asked, or one that never
   /// tells; one on a connection uses the bookkeeping session's (the locker remakes it).
   virtual Waiters& release_signal() = 0;
-  /// Whether this session is the bookkeeping session too, and its end gives its lock back
-  /// (MySQL's advisory): a finished run's release then ends it with the history's commit.
-  virtual bool ends_with_book() const { return false; }
 };
 
 /// The locker of `strategy` (a session strategy): the server lock in `holder` with `lock`, the
