@@ -25,15 +25,13 @@ class MysqlHolder final : public sql::HolderSession {
       : strategy_(s), row_lock_(s != Strategy::advisory), dsn_(std::move(dsn)), options_(std::move(options)), book_(std::move(book)),
         opened_(std::move(opened)) {}
 
-  // An advisory run's rows need the lock's answer from the same statement: a folded take that
-  // found the lock held answers no row (lock.advisory_numbered_*, RETURNING), which is the
-  // contract's (NULL, NULL, NULL, 0).
-
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis) override {
     // The session's end gave the holder tag back (exec).
     if (st.id == "lock.untag" && ended_) return sql::Rows{};
     if (!conn_) return fail(ErrorKind::connection, "the lock session is closed");
     auto r = conn_->run(st, p);
+    // A folded advisory take that did not get the lock inserts nothing, so RETURNING answers no
+    // row (lock.advisory_numbered_*): the contract's (NULL, NULL, NULL, 0).
     if (r && r->empty() && st.id.starts_with("lock.advisory_numbered")) {
       r->add(std::vector<sql::Rows::Cell>{{}, {}, {}, std::string("0")});
       r->affected = 0;
