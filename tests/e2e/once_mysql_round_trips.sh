@@ -11,10 +11,11 @@
 #          update, the history row, its oldest token) and its COMMIT sent with the goodbye,
 #          not waited for; the wake name goes with the session: 6 round trips (MySQL 8).
 #   advisory: one connection, which holds the lock and does the bookkeeping (GET_LOCK outlives
-#          every commit): its settings (the holder's idle limit), the failover record (which also
-#          says who serves it and whether it is a Galera node: the fail-closed check of issue 46
-#          costs no statement of its own), the lock and the row numbered in one statement
-#          (MariaDB's RETURNING answers with the token), the row released and the lock given back
+#          every commit): the failover record (which also says who serves it and whether it is a
+#          Galera node: the fail-closed check of issue 46 costs no statement of its own), the lock
+#          and the row numbered in one statement (MariaDB's RETURNING answers with the token),
+#          the holder's idle limit (set once it holds: a contender that is refused spares it),
+#          the row released and the lock given back
 #          in one statement (autocommit), the history row's transaction (START TRANSACTION, the
 #          row, its oldest token, COMMIT: status and history may read it at once, so it is
 #          waited for): 8 (it was 11 with a second connection).

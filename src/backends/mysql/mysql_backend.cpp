@@ -16,22 +16,20 @@ namespace {
 class MysqlBackend final : public sql::SqlBackend {
  public:
   MysqlBackend(Dsn dsn, const BackendOptions& options, std::unique_ptr<Connection> conn,
-               std::unique_ptr<Connection> holder, bool conn_holds)
+               std::unique_ptr<Connection> holder)
       : SqlBackend(descriptor.name, options, lease_statements(options.table_prefix, conn->mariadb()),
                    shedlock_statements(options), inspect_statements(options), schema_statements(options),
                    release_statements(options.table_prefix), doctor_statements(options, conn->mariadb())),
         dsn_(std::move(dsn)),
         mariadb_(conn->mariadb()),
         session_(new_session(std::move(conn))),
-        holder_(std::move(holder)),
-        session_holds_(conn_holds) {}
+        holder_(std::move(holder)) {}
 
  private:
   // After make_locker handed the connection over, anything still asked of this Backend (tests
   // do) gets a new one.
   Result<std::shared_ptr<sql::Session>> session() override {
     if (!session_) {
-      session_holds_ = false;
       auto c = Connection::open(dsn_, options_);
       if (!c) return std::unexpected(c.error());
       session_ = new_session(std::move(*c));
@@ -42,19 +40,12 @@ class MysqlBackend final : public sql::SqlBackend {
   // The locker takes this connection over (backend.hpp): it keeps the key's wake name there
   // while it holds and blocks there while it waits, which no other locker's statements may share.
   Result<std::unique_ptr<Locker>> make_session_locker(Strategy strategy) override {
-    // advisory's lock is held in the bookkeeping session itself (mysql_session_lock.cpp), which
-    // then has a lock holder's idle limits: opened so for it (open), else opened now.
-    if (strategy == Strategy::advisory && !std::exchange(session_holds_, false)) {
-      auto c = Connection::open(dsn_, options_, ConnectionRole::lock_holder);
-      if (!c) return std::unexpected(c.error());
-      session_ = new_session(std::move(*c));
-    }
     if (auto s = session(); !s) return std::unexpected(s.error());
     std::shared_ptr<Session> book = std::exchange(session_, nullptr);
     // It sits idle while the job runs and, where the holder's session could not take the key's
     // wake name with the lock (a semaphore's slot; a last holder's session not yet ended), holds
     // it for the row-lock strategies' waiters, so it keeps its idle limits; advisory's is its
-    // holder's, whose idle limit is the lock's.
+    // holder session, which sets a holder's once it holds (mysql_session_lock.cpp, holding).
     if (strategy != Strategy::advisory) {
       if (auto idle = book->keep_idle(); !idle) return std::unexpected(idle.error());
       book->hold_with_taken();
@@ -93,7 +84,6 @@ class MysqlBackend final : public sql::SqlBackend {
   bool mariadb_;
   std::shared_ptr<Session> session_;  // shared with the lease and ShedLock lockers (make_locker)
   std::unique_ptr<Connection> holder_;  // a session strategy's holder connection, opened with session_ (open)
-  bool session_holds_ = false;          // session_'s connection was opened as advisory's holder (open)
 };
 
 Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& options) {
@@ -111,9 +101,7 @@ Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& opti
   // A row-lock run's bookkeeping session keeps its idle limits (make_session_locker): set with
   // the connection, while the holder's opens.
   const bool keeps_idle = opening.valid();
-  const bool advisory = options.locker_strategy && *options.locker_strategy == Strategy::advisory && !options.inspect;
-  auto conn = Connection::open(dsn, options, advisory ? ConnectionRole::lock_holder : ConnectionRole::bookkeeping, {},
-                               keeps_idle);
+  auto conn = Connection::open(dsn, options, ConnectionRole::bookkeeping, {}, keeps_idle);
   std::unique_ptr<Connection> holder;
   if (opening.valid()) {
     auto opened = opening.get();
@@ -121,7 +109,7 @@ Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& opti
     if (opened) holder = std::move(*opened);
   }
   if (!conn) return std::unexpected(conn.error());
-  return std::unique_ptr<Backend>(std::make_unique<MysqlBackend>(dsn, options, std::move(*conn), std::move(holder), advisory));
+  return std::unique_ptr<Backend>(std::make_unique<MysqlBackend>(dsn, options, std::move(*conn), std::move(holder)));
 }
 
 // Every statement of this dialect, named, for `dblock schema --statements` (BackendEntry).

@@ -36,6 +36,17 @@ class MysqlHolder final : public sql::HolderSession {
       r->add(std::vector<sql::Rows::Cell>{{}, {}, {}, std::string("0")});
       r->affected = 0;
     }
+    // advisory's session is the bookkeeping one, opened without a holder's idle limit: a
+    // contender of a start storm that never holds spares that round trip. Set once it holds,
+    // once per session; failing, the take fails (core gives the lock back).
+    const bool advisory_take = st.id == "lock.advisory_take" || st.id.starts_with("lock.advisory_numbered");
+    if (r && advisory_take && !r->empty() && idle_for_ != conn_->session_id()) {
+      const auto& row = (*r)[0];
+      if (row.opt_int64(row.columns() - 1).value_or(0) == 1) {
+        if (auto ok = conn_->query(holder_idle_limits()); !ok) return std::unexpected(ok.error());
+        idle_for_ = conn_->session_id();
+      }
+    }
     // The claims row must be there, committed, before anyone can lock it (without autocommit
     // here, its INSERT would stay this session's alone): once per key, on its first run.
     if (st.id == "lock.make_claim" && row_lock_) {
@@ -137,6 +148,15 @@ class MysqlHolder final : public sql::HolderSession {
     return row ? w - w % 1000 : w;
   }
 
+  // A lock holder's idle limits (Connection::open's for ConnectionRole::lock_holder).
+  std::string holder_idle_limits() const {
+    constexpr std::int64_t year_s = 31536000;  // the longest wait_timeout MySQL accepts
+    const Millis limit = options_.session_idle_limit;
+    const std::string n =
+        std::to_string(limit.count() > 0 ? std::clamp<std::int64_t>((limit.count() + 999) / 1000, 1, year_s) : year_s);
+    return "SET SESSION wait_timeout = " + n + ", SESSION interactive_timeout = " + n;
+  }
+
   // :tag, the lock session's; :seconds, the row locks' wait; :wait_ms, GET_LOCK's.
   void bind(sql::Params& p, const std::string&, Millis wait) const override {
     p.set("tag", tag_).set("seconds", wait.count() / 1000).set("wait_ms", std::int64_t{wait.count()});
@@ -154,6 +174,7 @@ class MysqlHolder final : public sql::HolderSession {
   Connection* conn_ = nullptr;        // the lock session: own_, or advisory's shared_
   Connection* shared_ = nullptr;      // advisory's: the bookkeeping session's connection
   bool first_ = true;                 // advisory: its connection is still the one opened for it
+  std::uint64_t idle_for_ = 0;        // advisory: the session whose idle limit is the holder's (holding)
   std::unique_ptr<Connection> opened_;  // its first, opened beside the bookkeeping session (reopen)
   std::string tag_;                   // the lock session's
   Millis lock_wait_{0};               // its innodb_lock_wait_timeout, as set with it (reopen)
