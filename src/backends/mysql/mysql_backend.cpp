@@ -44,9 +44,8 @@ class MysqlBackend final : public sql::SqlBackend {
     std::shared_ptr<Session> book = std::exchange(session_, nullptr);
     // It sits idle while the job runs and, where the holder's session could not take the key's
     // wake name with the lock (a semaphore's slot; a last holder's session not yet ended), holds
-    // it for the row-lock strategies' waiters, so it keeps its idle limits; advisory's waiters
-    // block in GET_LOCK, and its bookkeeping session, dropped by the server meanwhile, is opened
-    // again for the release.
+    // it for the row-lock strategies' waiters, so it keeps its idle limits; advisory's is its
+    // holder session, which sets a holder's once it holds (mysql_session_lock.cpp, holding).
     if (strategy != Strategy::advisory) {
       if (auto idle = book->keep_idle(); !idle) return std::unexpected(idle.error());
       book->hold_with_taken();
@@ -90,9 +89,9 @@ class MysqlBackend final : public sql::SqlBackend {
 Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& options) {
   // A run of a row-lock strategy needs a holder connection too: both are opened at once, side by
   // side, so the run waits for one handshake rather than two in a row (a few round trips at a
-  // distance), as PostgreSQL's open does. Not advisory's: in a start storm against
-  // max_connections every contender would then knock twice at once, and the storm of 1,000
-  // ended 1.30x later (scripts/bench.sh, storm: 6,270 against 4,808 ms; docs/performance.md).
+  // distance), as PostgreSQL's open does. advisory's run needs one connection, its holder's, which
+  // is also its bookkeeping session (make_session_locker): a contender in a start storm against
+  // max_connections knocks once.
   std::future<Result<std::unique_ptr<Connection>>> opening;
   if (options.locker_strategy && is_session_strategy(*options.locker_strategy) &&
       *options.locker_strategy != Strategy::advisory && !options.inspect)

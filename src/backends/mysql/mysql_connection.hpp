@@ -43,6 +43,12 @@ class Connection {
 
   /// Drops the connection and opens a new one with the same settings.
   Result<void> reconnect();
+  /// Drops the connection (the server frees what its session held); reconnect opens it again.
+  void close() {
+    mysql_.reset();  // before its statements (statements_)
+    statements_.clear();
+    ended_by_last_ = false;
+  }
   /// Sets the session's idle limits, unless set already: before it sits idle while a job runs.
   Result<void> keep_idle();
   /// query_last ended the session (and no statement opened a new one since).
@@ -127,6 +133,8 @@ class Session final : public sql::Session {
   std::int64_t started_id() const override { return static_cast<std::int64_t>(conn_->session_id()); }
   /// Connection::keep_idle.
   Result<void> keep_idle() { return conn_->keep_idle(); }
+  /// The connection itself: advisory's holder session shares it (mysql_session_lock.cpp).
+  Connection& connection() { return *conn_; }
   /// From now on a plain key's session.take, once it took the row, has its token read
   /// (lease.taken) by wake.taken_holding, which takes the key's wake name too: the hold() that
   /// follows sends nothing (a row-lock strategy's bookkeeping session).

@@ -1,7 +1,10 @@
-// The holder session of the session strategies (core/sql/session_locker.hpp) on MariaDB/MySQL, a
-// connection of its own, which runs there the statements of lock_statements
-// (mysql_statements.cpp): advisory GET_LOCK on the key's hashed name; for-update and txn-insert
-// the key's <prefix>claims row, their transaction held open, with a holder tag while they hold.
+// The holder session of the session strategies (core/sql/session_locker.hpp) on MariaDB/MySQL,
+// which runs the statements of lock_statements (mysql_statements.cpp): advisory GET_LOCK on the
+// key's hashed name, in the bookkeeping session itself (a named lock outlives every commit, so
+// one connection both holds it and numbers the row; on MariaDB one statement does both); for-update
+// and txn-insert the key's <prefix>claims row, their transaction held open, with a holder tag
+// while they hold, on a connection of their own (a transaction that a holder killed mid-way
+// cannot roll the bookkeeping back).
 //
 // The row locks wait in whole seconds only (innodb_lock_wait_timeout), so a slice under a second
 // is answered at once and the rest of it is spent on the bookkeeping session's waiters' queue.
@@ -27,6 +30,23 @@ class MysqlHolder final : public sql::HolderSession {
     if (st.id == "lock.untag" && ended_) return sql::Rows{};
     if (!conn_) return fail(ErrorKind::connection, "the lock session is closed");
     auto r = conn_->run(st, p);
+    // A folded advisory take that did not get the lock inserts nothing, so RETURNING answers no
+    // row (lock.advisory_numbered_*): the contract's (NULL, NULL, NULL, 0).
+    if (r && r->empty() && st.id.starts_with("lock.advisory_numbered")) {
+      r->add(std::vector<sql::Rows::Cell>{{}, {}, {}, std::string("0")});
+      r->affected = 0;
+    }
+    // advisory's session is the bookkeeping one, opened without a holder's idle limit: a
+    // contender of a start storm that never holds spares that round trip. Set once it holds,
+    // once per session; failing, the take fails (core gives the lock back).
+    const bool advisory_take = st.id == "lock.advisory_take" || st.id.starts_with("lock.advisory_numbered");
+    if (r && advisory_take && !r->empty() && idle_for_ != conn_->session_id()) {
+      const auto& row = (*r)[0];
+      if (row.opt_int64(row.columns() - 1).value_or(0) == 1) {
+        if (auto ok = conn_->query(holder_idle_limits()); !ok) return std::unexpected(ok.error());
+        idle_for_ = conn_->session_id();
+      }
+    }
     // The claims row must be there, committed, before anyone can lock it (without autocommit
     // here, its INSERT would stay this session's alone): once per key, on its first run.
     if (st.id == "lock.make_claim" && row_lock_) {
@@ -54,12 +74,15 @@ class MysqlHolder final : public sql::HolderSession {
     if (!conn_) return fail(ErrorKind::connection, "the lock session is closed");
     if (sql != "ROLLBACK" || !std::exchange(ends_with_rollback_, false)) return conn_->query(sql);
     auto r = conn_->query("ROLLBACK RELEASE");
-    conn_.reset();
+    own_.reset();
+    conn_ = nullptr;
     ended_ = r.has_value();
     return r;
   }
   void close() override {
-    conn_.reset();
+    if (conn_ && conn_ == shared_) conn_->close();
+    own_.reset();
+    conn_ = nullptr;
     ends_with_rollback_ = false;
   }
 
@@ -79,15 +102,26 @@ class MysqlHolder final : public sql::HolderSession {
 
   // The first session may come opened already (open_holder's `opened`: the backend opened it
   // beside the bookkeeping session, so the run waits for one handshake, not two in a row).
+  // advisory's is the bookkeeping session's connection, opened as a holder's
+  // (make_session_locker in mysql_backend.cpp): made again only once it was lost or closed.
   Result<void> reopen() override {
-    conn_.reset();
+    own_.reset();
+    conn_ = nullptr;
     ended_ = ends_with_rollback_ = false;
     lock_wait_ = Millis(0);
+    if (!row_lock_) {
+      shared_ = &book_->connection();
+      if (!std::exchange(first_, false) || shared_->socket() < 0)
+        if (auto ok = shared_->reconnect(); !ok) return ok;
+      conn_ = shared_;
+      return {};
+    }
     auto c = opened_ ? Result<std::unique_ptr<Connection>>(std::move(opened_))
                      : open_holder_connection(strategy_, dsn_, options_);
     opened_.reset();
     if (!c) return std::unexpected(c.error());
-    conn_ = std::move(*c);
+    own_ = std::move(*c);
+    conn_ = own_.get();
     std::random_device rd;  // the tag: 128 random bits as 32 hex digits, new with every session
     char tag[33];
     std::snprintf(tag, sizeof tag, "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
@@ -114,9 +148,18 @@ class MysqlHolder final : public sql::HolderSession {
     return row ? w - w % 1000 : w;
   }
 
-  // :tag, the lock session's; :seconds, the row locks' wait.
+  // A lock holder's idle limits (Connection::open's for ConnectionRole::lock_holder).
+  std::string holder_idle_limits() const {
+    constexpr std::int64_t year_s = 31536000;  // the longest wait_timeout MySQL accepts
+    const Millis limit = options_.session_idle_limit;
+    const std::string n =
+        std::to_string(limit.count() > 0 ? std::clamp<std::int64_t>((limit.count() + 999) / 1000, 1, year_s) : year_s);
+    return "SET SESSION wait_timeout = " + n + ", SESSION interactive_timeout = " + n;
+  }
+
+  // :tag, the lock session's; :seconds, the row locks' wait; :wait_ms, GET_LOCK's.
   void bind(sql::Params& p, const std::string&, Millis wait) const override {
-    p.set("tag", tag_).set("seconds", wait.count() / 1000);
+    p.set("tag", tag_).set("seconds", wait.count() / 1000).set("wait_ms", std::int64_t{wait.count()});
   }
 
   sql::Waiters& release_signal() override { return row_lock_ ? book_->release_signal() : no_signal_; }
@@ -127,7 +170,11 @@ class MysqlHolder final : public sql::HolderSession {
   Dsn dsn_;
   BackendOptions options_;
   std::shared_ptr<Session> book_;     // its waiters' queue is the row-lock strategies'
-  std::unique_ptr<Connection> conn_;  // the lock session
+  std::unique_ptr<Connection> own_;   // the lock session, a row lock's
+  Connection* conn_ = nullptr;        // the lock session: own_, or advisory's shared_
+  Connection* shared_ = nullptr;      // advisory's: the bookkeeping session's connection
+  bool first_ = true;                 // advisory: its connection is still the one opened for it
+  std::uint64_t idle_for_ = 0;        // advisory: the session whose idle limit is the holder's (holding)
   std::unique_ptr<Connection> opened_;  // its first, opened beside the bookkeeping session (reopen)
   std::string tag_;                   // the lock session's
   Millis lock_wait_{0};               // its innodb_lock_wait_timeout, as set with it (reopen)

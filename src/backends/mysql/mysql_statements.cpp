@@ -317,6 +317,38 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
                                                advisory + ", :wait_ms / 1000))"};
   s.advisory_holds = {"lock.advisory_holds", "SELECT IS_USED_LOCK(" + advisory + ") <=> CONNECTION_ID()"};
   s.advisory_give_back = {"lock.advisory_give_back", "SELECT RELEASE_LOCK(" + advisory + ")"};
+  if (mariadb) {
+    // The lock and the row in one statement, in the session that holds the lock (a named lock
+    // outlives the commit): session.take's upsert fed by a SELECT of the lock's answer, no row
+    // unless it was taken, and its row read back (RETURNING; RETURNING of a refused row says
+    // NULL, as mariadb_take's). The lock is taken once, before the row: in a derived table that is
+    // never merged (LIMIT), re-entrant as advisory_take. Its time is the grant's, read after it:
+    // UTC_TIMESTAMP is the statement's start, SYSDATE the moment (in the session's zone).
+    const std::string lock = "SELECT g.got, TIMESTAMPADD(MICROSECOND, TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)),"
+                             " UTC_TIMESTAMP(6)) AS at FROM (SELECT IF(IS_USED_LOCK(" + advisory +
+                             ") <=> CONNECTION_ID(), NULL, GET_LOCK(" + advisory + ", :wait_ms / 1000)) AS got LIMIT 1) g";
+    sql::Upsert up = sql::session_upsert(dialect, t, fence, "k.at", "VALUES(acquired_at)");
+    std::string columns, values;
+    for (auto& [column, value] : up.values) {
+      if (column == "token") value = "IF(" + taking + " := 1, " + value + ", NULL)";  // inserted: taken
+      columns += (columns.empty() ? "" : ", ") + column;
+      values += (values.empty() ? "" : ", ") + value;
+    }
+    const std::string upserted = upsert(up), update = " ON DUPLICATE KEY UPDATE ";
+    auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
+    const std::string numbered = "INSERT INTO " + up.table + " (" + columns + ") SELECT " + values + " FROM (" + lock +
+                                 ") k WHERE k.got = 1" + upserted.substr(upserted.find(update)) + " RETURNING " +
+                                 taken_if("token") + ", " + taken_if(epoch_ms("acquired_at")) + ", NULL, 1";
+    s.advisory_numbered_try = {"lock.advisory_numbered_try", numbered};
+    s.advisory_numbered_wait = {"lock.advisory_numbered_wait", numbered};
+  }
+  // The holder session is the bookkeeping one (mysql_session_lock.cpp): the lease's release of
+  // the row, which gives the lock back once it found the row the holder's, locked, so the waiter
+  // it lets in finds the row released (its upsert waits for this statement's commit). The name
+  // is the row's own, evaluated for that row only.
+  s.advisory_release_row = {"lock.advisory_release_row", lease_statements(prefix, mariadb).release.text +
+                                                             " AND RELEASE_LOCK(" + lock_name(t, "dblock:", 57, "name") +
+                                                             ") = 1"};
   s.lock_wait = {"lock.wait", "SET SESSION innodb_lock_wait_timeout = :seconds"};
   // The key's wake name: a plain key's holder keeps it in this session, whose end (ROLLBACK
   // RELEASE, mysql_session_lock.cpp) gives back the row lock, the holder tag and the wake name in

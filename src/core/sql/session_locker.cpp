@@ -115,6 +115,16 @@ class ServerLock {
     return std::pair{(*r)[0].int64(0) != 0, (*r)[0].int64(1) != 0};
   }
 
+  // LockStatements::advisory_release_row with `p` (LeaseStatements::release's parameters): true
+  // when it released the row and gave back the lock, which was this session's; false when the
+  // dialect has none or it did not do both (the caller releases apart, and finds out).
+  bool release_with_row(const std::string& key, Params p) {
+    if (row_lock() || st_.advisory_release_row.empty() || h_->socket() < 0) return false;
+    h_->bind(p, key, Millis(0));
+    auto r = h_->run(st_.advisory_release_row, p, Millis(0));
+    return r && r->affected > 0;
+  }
+
   // take(), then, once taken, session_take with `number` in the same statement: its rows
   // (affected 0: not numbered, the lock held all the same); nullopt: someone else holds it.
   Result<std::optional<Rows>> take_numbered(const std::string& key, Millis wait, Params number) {
@@ -259,12 +269,20 @@ class SessionLocker final : public Locker {
     // --min-hold stays in the row, as a lease's does (its expires_at): session_take leaves a
     // row alone while it runs, though the server lock is free.
     const ReleaseRequest& r = req;
-    // The bookkeeping session holds no lock, so a statement lost with its connection runs again.
-    auto released = with_retry(*book_, [&] { return with_schema(*book_, [&] { return release_row(*book_, st_, what, r, prefix_, keep_); }); });
-    // The server lock is what excludes: given back, it was held to the end. The row alone may
-    // say otherwise when a first try of its release ran but the reply was lost (a read timeout on
-    // a loaded server): with_retry ran it again and found it released already, by that try.
-    auto gave_back = lock_->give_back(held_->key);
+    // Where the holder session is the bookkeeping one and the dialect has it
+    // (LockStatements::advisory_release_row), the row released and then the lock given back in
+    // one statement: one round trip before the next waiter runs. When it did not do both, the
+    // steps below find out what it did.
+    Result<bool> released{true};
+    Result<void> gave_back{};
+    if (!lock_->release_with_row(held_->key, release_params(r))) {
+      // The bookkeeping session holds no lock, so a statement lost with its connection runs again.
+      released = with_retry(*book_, [&] { return with_schema(*book_, [&] { return release_row(*book_, st_, what, r, prefix_, keep_); }); });
+      // The server lock is what excludes: given back, it was held to the end. The row alone may
+      // say otherwise when a first try of its release ran but the reply was lost (a read timeout
+      // on a loaded server): with_retry ran it again and found it released already, by that try.
+      gave_back = lock_->give_back(held_->key);
+    }
     lock_->holder().release_signal().released(signal_key(held_->request));
     auto history =
         released ? record_held_run(*book_, st_, *held_, strategy_, gave_back.has_value(), r, keep_) : Result<void>{};
@@ -338,6 +356,16 @@ class SessionLocker final : public Locker {
     else held_ = HeldRun{{req.key, req.owner, req.host, req.pid, out->token}, req, out->acquired_at_ms.value_or(0)};
     folds_release_ = req.semaphore.empty() && lock_->folds_release();
     return out;
+  }
+
+  // LeaseStatements::release's parameters for the lock held (release_row's).
+  Params release_params(const ReleaseRequest& req) const {
+    return {{"key", held_->key},
+            {"owner", held_->owner},
+            {"token", held_->token},
+            {"min_hold_ms", ms_value(req.min_hold)},
+            {"finished", std::int64_t{req.finished_run ? 1 : 0}},
+            {"exit_code", value_of(req.exit_code)}};
   }
 
   // Whether release() folds the row, the unlock (or a row lock's proof) and the history row into

@@ -365,6 +365,11 @@ struct LockStatements {
   /// history row, its outcome 'lost' unless the lock was this session's. Its parameters too.
   /// One row: (released 1 or 0, ours 1 or 0). A plain key's release is then one round trip.
   Statement advisory_released;
+  /// Empty, or (in the bookkeeping session itself, where `advisory_released` is not)
+  /// LeaseStatements::release, its parameters too, that then lets the lock go in the same
+  /// statement, once it found the row the holder's: affected 1 when it released the row and the
+  /// lock was this session's; 0 when it did not do both (it may have done either).
+  Statement advisory_release_row;
 
   /// for-update, txn-insert: `begin` opens the transaction that holds the lock; `lock_wait` sets
   /// its lock wait to :wait_ms (or the dialect's form of it), for the transaction just begun or
