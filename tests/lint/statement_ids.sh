@@ -10,8 +10,10 @@ top=${1:-${DBLOCK_SOURCE_DIR:?usage: statement_ids.sh SOURCE_DIR}}
 backends=$top/src/backends
 
 # Still there (per file, at most this many comparisons): MySQL's connection and session lock
-# recognise their wake name's statements by id.
-declare -A still=([mysql/mysql_connection.cpp]=3 [mysql/mysql_session_lock.cpp]=5)
+# recognise their wake name's statements by id; the session lock (8: 5, and 3 added by the
+# one-connection advisory written beside this lint, its folded take's empty answer and the idle
+# limit set once it holds) waits for holder hooks of core's, as the wake's taking/releasing.
+declare -A still=([mysql/mysql_connection.cpp]=3 [mysql/mysql_session_lock.cpp]=8)
 
 if [ ! -d "$backends" ]; then
   echo "missing: $backends"

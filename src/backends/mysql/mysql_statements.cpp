@@ -324,9 +324,10 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
     // NULL, as mariadb_take's). The lock is taken once, before the row: in a derived table that is
     // never merged (LIMIT), re-entrant as advisory_take. Its time is the grant's, read after it:
     // UTC_TIMESTAMP is the statement's start, SYSDATE the moment (in the session's zone).
+    // The lock's name is spelled once, in the derived table n.
     const std::string lock = "SELECT g.got, TIMESTAMPADD(MICROSECOND, TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)),"
-                             " UTC_TIMESTAMP(6)) AS at FROM (SELECT IF(IS_USED_LOCK(" + advisory +
-                             ") <=> CONNECTION_ID(), NULL, GET_LOCK(" + advisory + ", :wait_ms / 1000)) AS got LIMIT 1) g";
+                             " UTC_TIMESTAMP(6)) AS at FROM (SELECT IF(IS_USED_LOCK(n.name) <=> CONNECTION_ID(), NULL,"
+                             " GET_LOCK(n.name, :wait_ms / 1000)) AS got FROM (SELECT " + advisory + " AS name) n LIMIT 1) g";
     sql::Upsert up = sql::session_upsert(dialect, t, fence, "k.at", "VALUES(acquired_at)");
     std::string columns, values;
     for (auto& [column, value] : up.values) {
