@@ -395,8 +395,7 @@ Result<void> Connection::query_last(std::string_view sql) {
   if (auto ok = settle(); !ok) return ok;
   if (mysql_send_query(mysql_.get(), sql.data(), static_cast<unsigned long>(sql.size())) != 0)
     return failed(error_from_mysql());
-  mysql_.reset();  // before its statements (statements_)
-  statements_.clear();
+  close();
   ended_by_last_ = true;
   return {};
 }
