@@ -3,7 +3,8 @@
 # connections at once each echo 300 KB sent in uneven pieces back byte for byte (nothing
 # reordered, lost or mixed between connections); a round trip (21 on a lone connection once the
 # 40 are done) takes at least twice the one-way delay, and a server that speaks first reaches
-# the client no sooner than two round trips after its connect (the TCP handshake is one); SIGTERM ends the proxy at once.
+# the client no sooner than two round trips after its connect (the TCP handshake is one);
+# SIGTERM ends the proxy at once.
 source "$(dirname "$0")/lib.sh"
 
 command -v python3 >/dev/null || skip_or_fail "no python3"
