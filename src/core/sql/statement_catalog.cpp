@@ -275,9 +275,11 @@ class Layout {
     return end;
   }
 
-  // A list item short enough to share its line with its neighbours (a column, a value).
-  static bool short_item(const std::vector<Node>& seq, std::size_t begin, std::size_t end) {
-    return width_of(seq, begin, end) <= 24;
+  // A list item short enough to share its line with its neighbours (a column, a value, an
+  // expression of at most half a line): a list reads down its lines, at most two long items a
+  // line, and a take's columns do not each spend a line of the minute a DBA has for it.
+  bool short_item(const std::vector<Node>& seq, std::size_t begin, std::size_t end) const {
+    return width_of(seq, begin, end) <= width_ / 2 - 2;
   }
 
   // A token, or a group: on this line when it fits with the `trailing` columns after it, else
