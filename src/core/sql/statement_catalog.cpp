@@ -243,6 +243,11 @@ class Layout {
         if (last < end && at + width_of(seq, parts.back(), last + 1) + 1 <= width_) whole_until = last + 1;
       }
       if (i > begin && i >= whole_until && breaks_before(seq[i], between) && parts.back() != i) parts.push_back(i);
+      // A WHEN, THEN or ELSE that fits its line stays whole (its ANDs and ORs are one test).
+      if (i > begin && i >= whole_until && is_branch(seq[i])) {
+        const std::size_t next = branch_end(seq, i, end);
+        if (cont + width_of(seq, i, std::min(next + 1, end)) + 1 <= width_) whole_until = next;
+      }
       if (i + 1 >= whole_until && is_word(seq[i], ",") && i + 1 < end) parts.push_back(i + 1);
     }
     parts.push_back(end);
@@ -250,7 +255,9 @@ class Layout {
       const std::size_t a = parts[p], b = parts[p + 1];
       const int tail = b == end ? trailing : 0;
       if (p > 0) {
-        const bool shared = short_item(seq, a, b) && short_item(seq, parts[p - 1], a) && is_word(seq[a - 1], ",");
+        // Short list items share a line, and so do the operands of || (one string, read along).
+        const bool shared = (short_item(seq, a, b) && short_item(seq, parts[p - 1], a) && is_word(seq[a - 1], ",")) ||
+                            is_word(seq[a], "||");
         if (!(shared && column_ + width_of(seq, a, b) + tail <= width_)) newline(cont);
       }
       if (column_ + width_of(seq, a, b) + tail <= width_) {
@@ -271,6 +278,19 @@ class Layout {
     for (; i < end; ++i) {
       if (is_word(seq[i], "CASE")) ++depth;
       if (is_word(seq[i], "END") && --depth == 0) return i;
+    }
+    return end;
+  }
+
+  static bool is_branch(const Node& n) { return is_word(n, "WHEN") || is_word(n, "THEN") || is_word(n, "ELSE"); }
+
+  // The WHEN, THEN, ELSE or END after the branch at seq[i] (not a nested CASE's), or `end`.
+  static std::size_t branch_end(const std::vector<Node>& seq, std::size_t i, std::size_t end) {
+    int depth = 0;
+    for (++i; i < end; ++i) {
+      if (is_word(seq[i], "CASE")) ++depth;
+      if (depth == 0 && (is_branch(seq[i]) || is_word(seq[i], "END"))) return i;
+      if (is_word(seq[i], "END")) --depth;
     }
     return end;
   }
