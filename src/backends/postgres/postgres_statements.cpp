@@ -156,6 +156,8 @@ const std::string fence = dialect.integer(":fence");
 // one-round-trip handoff (postgres_connection.cpp, ListenWake).
 std::string take(const sql::Take& k) {
   const sql::Upsert up = k.upsert("g.fence");
+  // The taken row's columns, converted once (in t) for the row updated or the row inserted.
+  const std::string kept = "token, acquired_at, expires_at";
   std::string columns, values, set;
   for (const auto& [column, value] : up.values) {
     columns += (columns.empty() ? "" : ", ") + column;
@@ -171,15 +173,13 @@ std::string take(const sql::Take& k) {
          " WHERE name = :record), g AS (SELECT token AS fence FROM f WHERE " +
          sql::failover_open_sql(dialect, "", "here") + "), u AS (UPDATE " + up.table + " AS l SET " + set +
          " FROM g WHERE l.name = (SELECT name FROM " + up.table + " WHERE name = :key AND " + up.when("") +
-         " FOR UPDATE SKIP LOCKED) RETURNING " + k.returning + "), i AS (INSERT INTO " + up.table + " (" + columns +
+         " FOR UPDATE SKIP LOCKED) RETURNING " + kept + "), i AS (INSERT INTO " + up.table + " (" + columns +
          ") SELECT " + values + " FROM g WHERE NOT EXISTS (SELECT 1 FROM " + up.table +
-         " WHERE name = :key) ON CONFLICT (name) DO NOTHING RETURNING " + k.returning +
-         "), h AS (SELECT pg_try_advisory_lock(:hand::bigint) FROM (SELECT 1 FROM u UNION ALL SELECT 1 FROM i) x"
+         " WHERE name = :key) ON CONFLICT (name) DO NOTHING RETURNING " + kept + "), t AS (SELECT " + k.returning +
+         " FROM (SELECT * FROM u UNION ALL SELECT * FROM i) x), h AS (SELECT pg_try_advisory_lock(:hand::bigint) FROM t"
          " WHERE :hand::bigint IS NOT NULL AND pg_backend_pid() = :backend::int)"
-         " SELECT t.*, r.*, (SELECT count(*) FROM f WHERE NOT here) FROM (SELECT 1) one"
-         " CROSS JOIN (SELECT count(*) FROM h) hand"
-         " LEFT JOIN (SELECT * FROM u UNION ALL SELECT * FROM i) t ON true LEFT JOIN (" + k.refusal +
-         ") r ON t.token IS NULL";
+         " SELECT t.*, r.*, (SELECT count(*) FROM f WHERE NOT here) FROM (SELECT count(*) FROM h) hand"
+         " LEFT JOIN t ON true LEFT JOIN (" + k.refusal + ") r ON t.token IS NULL";
 }
 
 // session.take (statements.hpp; core's rule, rules.hpp session_upsert), its one row selected
