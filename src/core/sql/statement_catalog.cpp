@@ -311,6 +311,12 @@ class Layout {
     }
     put("(", n.token.space);
     const int outer = line_indent_;
+    if (hangs(n, trailing)) {  // its first part after the parenthesis, the others under it
+      clause(n.kids, 0, n.kids.size(), outer + 2, trailing + 1);
+      line_indent_ = outer;
+      put(")", false);
+      return;
+    }
     newline(outer + 2);
     if (is_subquery(n))
       query(n.kids, trailing + 1);
@@ -318,6 +324,25 @@ class Layout {
       clause(n.kids, 0, n.kids.size(), outer + 2, trailing + 1);
     line_indent_ = outer;
     put(")", false);
+  }
+
+  // Whether the group n, broken, starts on the line of its "(" (a list, a condition): when its
+  // first part fits there and each other one on a line of its own, so no group inside it is
+  // broken (a reader never has to tell two levels of continuation lines apart).
+  bool hangs(const Node& n, int trailing) const {
+    if (is_subquery(n)) return false;
+    const std::vector<Node>& kids = n.kids;
+    std::size_t a = 0;
+    for (std::size_t i = 1; i <= kids.size(); ++i) {
+      const bool last = i == kids.size();
+      if (!last && !is_word(kids[i - 1], ",") && !is_word(kids[i], "AND") && !is_word(kids[i], "OR") &&
+          !is_word(kids[i], "||"))
+        continue;
+      const int at = a == 0 ? column_ : line_indent_ + 2;
+      if (at + width_of(kids, a, i) + (last ? trailing + 1 : 0) > width_) return false;
+      a = i;
+    }
+    return true;
   }
 
   void flat(const Node& n) {
