@@ -311,7 +311,10 @@ class Layout {
     }
     put("(", n.token.space);
     const int outer = line_indent_;
-    if (hangs(n, trailing)) {  // its first part after the parenthesis, the others under it
+    // Under its parenthesis when it fits a line of its own there, else, where it can, its
+    // first part after the parenthesis and the others under it.
+    const bool whole_below = outer + 2 + width_of(n.kids, 0, n.kids.size()) + trailing + 1 <= width_;
+    if (!whole_below && hangs(n, trailing)) {
       clause(n.kids, 0, n.kids.size(), outer + 2, trailing + 1);
       line_indent_ = outer;
       put(")", false);
