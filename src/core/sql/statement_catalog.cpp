@@ -255,8 +255,10 @@ class Layout {
       const std::size_t a = parts[p], b = parts[p + 1];
       const int tail = b == end ? trailing : 0;
       if (p > 0) {
-        // Short list items share a line, and so do the operands of || (one string, read along).
-        const bool shared = (short_item(seq, a, b) && short_item(seq, parts[p - 1], a) && is_word(seq[a - 1], ",")) ||
+        // A short list item shares the line of the item before it, when that one was on one
+        // line; the operands of || share lines too (one string, read along).
+        const bool after_whole = cont + width_of(seq, parts[p - 1], a) <= width_;
+        const bool shared = (short_item(seq, a, b) && after_whole && is_word(seq[a - 1], ",")) ||
                             is_word(seq[a], "||");
         if (!(shared && column_ + width_of(seq, a, b) + tail <= width_)) newline(cont);
       }
