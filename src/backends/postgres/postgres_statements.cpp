@@ -169,7 +169,7 @@ std::string take(const sql::Take& k) {
       if (v.empty() && c == column) v = inserted;
     set += (set.empty() ? "" : ", ") + column + " = " + v;
   }
-  return "WITH f AS (SELECT token, owner = " + incarnation + " AS here, expires_at, pid FROM " + up.table +
+  return "WITH f AS (SELECT token, expires_at, pid, owner = " + incarnation + " AS here FROM " + up.table +
          " WHERE name = :record), g AS (SELECT token AS fence FROM f WHERE " +
          sql::failover_open_sql(dialect, "", "here") + "), u AS (UPDATE " + up.table + " AS l SET " + set +
          " FROM g WHERE l.name = (SELECT name FROM " + up.table + " WHERE name = :key AND " + up.when("") +
