@@ -257,8 +257,11 @@ class Layout {
       if (p > 0) {
         // A short list item shares the line of the item before it, when that one was on one
         // line; the operands of || share lines too (one string, read along).
-        const bool after_whole = cont + width_of(seq, parts[p - 1], a) <= width_;
-        const bool shared = (short_item(seq, a, b) && after_whole && is_word(seq[a - 1], ",")) ||
+        const std::size_t before = parts[p - 1];
+        const bool after_whole = (before == begin || is_word(seq[before - 1], ",")) &&
+                                 cont + width_of(seq, before, a) <= width_;
+        const bool item = is_word(seq[a - 1], ",") && (b == end || is_word(seq[b - 1], ","));
+        const bool shared = (item && short_item(seq, a, b) && after_whole) ||
                             is_word(seq[a], "||");
         if (!(shared && column_ + width_of(seq, a, b) + tail <= width_)) newline(cont);
       }
