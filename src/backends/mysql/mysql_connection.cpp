@@ -371,6 +371,10 @@ Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& g
     out.add(std::move(row));
   }
   mysql_stmt_free_result(stmt);
+  // A block of statements (lease.release_recorded on MariaDB) ends with the block's own answer
+  // after its rows: read, so the connection is ready for the next statement.
+  while (mysql_stmt_more_results(stmt))
+    if (mysql_stmt_next_result(stmt) > 0) return stmt_failed();
   out.affected = static_cast<std::int64_t>(out.size());
   return out;
 }
@@ -414,7 +418,10 @@ class NamedLockWake final : public sql::Wake {
   bool holder_holds(const std::string& key) const { return by_holder_ == key; }
   // A session that a finished run's last COMMIT ended (Connection::query_last) gave it back, and
   // the holder's session gives back the one it holds as it ends.
+  /// The release's own statement gave back `key`'s wake name (Session::run).
+  void given_back(const std::string& key) { given_back_ = key; }
   void post(const std::string& key) override {
+    if (std::exchange(given_back_, std::string()) == key) return;
     if (std::exchange(by_holder_, std::string()) == key) return;
     if (!conn_->ended_by_last()) (void)conn_->run(s_.wake_release, {{"key", key}});
   }
@@ -436,6 +443,7 @@ class NamedLockWake final : public sql::Wake {
   Connection* conn_;
   WakeStatements s_;
   std::string held_by_take_;
+  std::string given_back_;  // the key whose wake name the release gave back, or ""
   std::string by_holder_;  // the key whose wake name the holder's session holds, or ""
 };
 
@@ -466,6 +474,8 @@ Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& para
     return r;
   }
   auto r = conn_->run(st, params);
+  // MariaDB's lease release gave the key's wake name back after its commit (lease_statements).
+  if (r && st.id == "lease.release_recorded" && k) wake_->given_back(*k);
   if (hold_with_taken_ && st.id == "session.take") {
     // A semaphore's slot (a :token of its header's) shares its wake name: that one hold() takes.
     const auto* token = params.find("token");

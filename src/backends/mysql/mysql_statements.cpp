@@ -106,13 +106,18 @@ std::string incarnation(bool mariadb) {
 // read (1242, which sends the run to the schema check: exit 78) unless <prefix>locks has a
 // unique key on exactly its name, as its upserts need; a read of one table's keys in the
 // catalog, once per connection. MySQL's `taken` read finds a second row of the name instead.
-std::string keyed_locks(const Tables& t, bool mariadb) {
-  if (!mariadb) return "";
+// unkeyed(TABLE): NULL when the table TABLE (its own name) has a unique key on exactly its
+// name, else an error (1242: two rows).
+std::string unkeyed(const std::string& table) {
   const std::string keyed = "SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = " +
-                            quote_identifier(t.prefix + "locks", '\'') +
+                            quote_identifier(table, '\'') +
                             " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME HAVING COUNT(*) = 1 AND"
                             " SUM(LOWER(COLUMN_NAME) = 'name' AND SUB_PART IS NULL) = 1";
-  return ", (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE NOT EXISTS (" + keyed + "))";
+  return "(SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE NOT EXISTS (" + keyed + "))";
+}
+std::string keyed_locks(const Tables& t, bool mariadb) {
+  if (!mariadb) return "";
+  return ", " + unkeyed(t.prefix + "locks");
 }
 
 // Dialect::serving: whether the session's server is a Galera node: MariaDB always has wsrep_on
@@ -178,13 +183,60 @@ const sql::Dialect dialect{
 // the inserted row's token (the values are computed first) and to the condition by the update
 // that meets an existing row (assign_each_if); the taken row's columns are NULL when not taken.
 // The refusal's columns come as core writes them over the row (Take::refused).
+//
+// The failover gate (failover.hpp) is read here too, as PostgreSQL's take reads it: the upsert's
+// one row is selected from `g`, the record (:record) when it names this server, no lock-delay is
+// in force and it covers :ttl_ms, with its fence; otherwise no row, nothing taken and nothing
+// answered, and core reads the gate itself (failover::admit_once). So a lease run reads the
+// record in its take's round trip, not in one of its own. The same read fails (1242, which
+// sends the run to the schema check: exit 78) unless <prefix>locks has a unique key on exactly
+// its name (keyed_locks, which the record's own read asks otherwise), before anything is
+// written. Reading the record, the statement locks it shared until it ends: a gate's write of
+// the record (failover.move, raise_ttl) waits for the takes in flight, no longer.
 std::string mariadb_take(const sql::Take& k) {
-  sql::Upsert up = k.upsert(k.fence);
-  for (auto& [column, value] : up.values)
+  sql::Upsert up = k.upsert("g.fence");
+  std::string columns, values;
+  for (auto& [column, value] : up.values) {
     if (column == "token") value = "IF(" + taking + " := 1, " + value + ", NULL)";
+    columns += (columns.empty() ? "" : ", ") + column;
+    values += (values.empty() ? "" : ", ") + value;
+  }
+  // The table's own name, for the catalog (up.table is quoted).
+  std::string name;
+  for (std::size_t i = 1; i + 1 < up.table.size(); ++i) {
+    name += up.table[i];
+    if (up.table[i] == '`') ++i;
+  }
+  const std::string gate = "SELECT r.token AS fence FROM " + up.table + " r WHERE r.name = :record AND " +
+                           sql::failover_open_sql(dialect, "r.", "r.owner = " + incarnation(true)) + " AND " +
+                           unkeyed(name) + " IS NULL";
+  const std::string upserted = upsert(up), update = " ON DUPLICATE KEY UPDATE ";
   auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
-  return upsert(up) + " RETURNING " + taken_if("token") + ", " + taken_if(epoch_ms("acquired_at")) + ", " +
-         taken_if(epoch_ms("expires_at")) + ", " + k.refused;
+  return "INSERT INTO " + up.table + " (" + columns + ") SELECT " + values + " FROM (" + gate + ") g" +
+         upserted.substr(upserted.find(update)) + " RETURNING " + taken_if("token") + ", " +
+         taken_if(epoch_ms("acquired_at")) + ", " + taken_if(epoch_ms("expires_at")) + ", " + k.refused;
+}
+
+// LeaseStatements::release_recorded on MariaDB (10.1+), which runs a block of statements sent
+// as one (BEGIN NOT ATOMIC), its parameters bound as any statement's: the release, the run's
+// history row and its trim (record_run's rule, on the oldest row's token) in one transaction,
+// committed, then the key's wake name given back (wake_statements' wake.release), so the waiter
+// it wakes finds the row released: a lease run's release is one round trip, where a transaction
+// of its own cost four (START TRANSACTION, the release, the history row, the oldest row's read)
+// and a COMMIT. Any error rolls the whole back and is the statement's, its native code as
+// raised (RESIGNAL). One row: (1 released, 0 not ours any more), and the session's wake name
+// given back (Session::run tells the wake, whose post() then sends nothing).
+sql::Statement mariadb_release_recorded(const Tables& t, const sql::Statement& release) {
+  const std::string oldest = "SELECT token FROM " + t.runs + " WHERE name = :name ORDER BY id LIMIT 1";
+  const std::string trim = sql::history_statements(dialect, t.runs).trim.text;
+  return {"lease.release_recorded",
+          "BEGIN NOT ATOMIC DECLARE released BIGINT; DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;"
+          " START TRANSACTION; " + release.text + "; SET released = ROW_COUNT(); INSERT INTO " + t.runs +
+              " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) VALUES (:name, :token,"
+              " :run_owner, :run_host, :run_pid, :strategy, " + dialect.time_of_ms(":started_ms") + ", " + dialect.now +
+              ", IF(released > 0, :outcome, 'lost'), :run_exit_code); IF COALESCE(:token - (" + oldest +
+              ") + 1, 0) NOT BETWEEN 1 AND :keep + :slack THEN " + trim +
+              "; END IF; COMMIT; DO RELEASE_LOCK(:wake), RELEASE_LOCK(:queue); SELECT released > 0; END"};
 }
 
 // MariaDB's dialect: MySQL's, but for its take.
@@ -238,6 +290,7 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
     // holder's first step in the take's round trip (Session::run reads these last two).
     s.take.text += ", IF(" + taking + " AND :token IS NULL, GET_LOCK(:wake, 0), NULL), IF(" + taking +
                    " AND :token IS NULL, RELEASE_LOCK(:queue), NULL)";
+  if (mariadb) s.release_recorded = mariadb_release_recorded(t, s.release);
   // No RETURNING here: a session strategy's run has a dozen round trips, so one fewer earned
   // under 10% at a 10 ms round trip (an advisory run 185 against 196 ms), too little for a
   // second way of numbering.
