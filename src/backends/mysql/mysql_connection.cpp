@@ -299,11 +299,16 @@ Result<void> Connection::settle() {
 }
 
 const sql::Params& Connection::with_names(const sql::Compiled& compiled, const sql::Params& params) {
-  const bool names = std::any_of(compiled.names.begin(), compiled.names.end(),
-                                 [](const std::string& n) { return n == "wake" || n == "queue"; });
+  auto names_one = [&](std::string_view name) {
+    return std::find(compiled.names.begin(), compiled.names.end(), name) != compiled.names.end();
+  };
   const auto* key = params.find("key");
-  if (!names || !key || !std::holds_alternative<std::string>(*key) || params.find("wake")) return params;
+  gave_back_wake_.clear();
+  if (!(names_one("wake") || names_one("queue") || names_one("wake_given_back")) || !key ||
+      !std::holds_alternative<std::string>(*key) || params.find("wake"))
+    return params;
   const std::string& k = std::get<std::string>(*key);
+  if (names_one("wake_given_back")) gave_back_wake_ = k;
   if (named_key_ != k || named_database_ != database_) {
     named_key_ = k;
     named_database_ = database_;
@@ -311,7 +316,7 @@ const sql::Params& Connection::with_names(const sql::Compiled& compiled, const s
     queue_ = queue_name(database_, options_.table_prefix, k);
   }
   named_ = params;
-  return named_.set("wake", wake_).set("queue", queue_);
+  return named_.set("wake", wake_).set("queue", queue_).set("wake_given_back", wake_);
 }
 
 Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& given) {
@@ -418,10 +423,9 @@ class NamedLockWake final : public sql::Wake {
   bool holder_holds(const std::string& key) const { return by_holder_ == key; }
   // A session that a finished run's last COMMIT ended (Connection::query_last) gave it back, and
   // the holder's session gives back the one it holds as it ends.
-  /// The release's own statement gave back `key`'s wake name (Session::run).
-  void given_back(const std::string& key) { given_back_ = key; }
+  // The release's own statement may have given it back already (Connection::gave_back_wake).
   void post(const std::string& key) override {
-    if (std::exchange(given_back_, std::string()) == key) return;
+    if (conn_->gave_back_wake() == key) return;
     if (std::exchange(by_holder_, std::string()) == key) return;
     if (!conn_->ended_by_last()) (void)conn_->run(s_.wake_release, {{"key", key}});
   }
@@ -443,7 +447,6 @@ class NamedLockWake final : public sql::Wake {
   Connection* conn_;
   WakeStatements s_;
   std::string held_by_take_;
-  std::string given_back_;  // the key whose wake name the release gave back, or ""
   std::string by_holder_;  // the key whose wake name the holder's session holds, or ""
 };
 
@@ -474,8 +477,6 @@ Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& para
     return r;
   }
   auto r = conn_->run(st, params);
-  // MariaDB's lease release gave the key's wake name back after its commit (lease_statements).
-  if (r && st.id == "lease.release_recorded" && k) wake_->given_back(*k);
   if (hold_with_taken_ && st.id == "session.take") {
     // A semaphore's slot (a :token of its header's) shares its wake name: that one hold() takes.
     const auto* token = params.find("token");

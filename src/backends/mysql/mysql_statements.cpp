@@ -212,9 +212,14 @@ std::string mariadb_take(const sql::Take& k) {
                            unkeyed(name) + " IS NULL";
   const std::string upserted = upsert(up), update = " ON DUPLICATE KEY UPDATE ";
   auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
+  // Last, taken (a plain key's: no slot token), the key's wake name taken and the queue name
+  // given back, as wake_hold does (NULL, NULL when not): the holder's first step in the take's
+  // round trip (Session::run reads these last two).
   return "INSERT INTO " + up.table + " (" + columns + ") SELECT " + values + " FROM (" + gate + ") g" +
          upserted.substr(upserted.find(update)) + " RETURNING " + taken_if("token") + ", " +
-         taken_if(epoch_ms("acquired_at")) + ", " + taken_if(epoch_ms("expires_at")) + ", " + k.refused;
+         taken_if(epoch_ms("acquired_at")) + ", " + taken_if(epoch_ms("expires_at")) + ", " + k.refused + ", IF(" +
+         taking + " AND :token IS NULL, GET_LOCK(:wake, 0), NULL), IF(" + taking +
+         " AND :token IS NULL, RELEASE_LOCK(:queue), NULL)";
 }
 
 // LeaseStatements::release_recorded on MariaDB (10.1+), which runs a block of statements sent
@@ -224,8 +229,9 @@ std::string mariadb_take(const sql::Take& k) {
 // it wakes finds the row released: a lease run's release is one round trip, where a transaction
 // of its own cost four (START TRANSACTION, the release, the history row, the oldest row's read)
 // and a COMMIT. Any error rolls the whole back and is the statement's, its native code as
-// raised (RESIGNAL). One row: (1 released, 0 not ours any more), and the session's wake name
-// given back (Session::run tells the wake, whose post() then sends nothing).
+// raised (RESIGNAL). One row: (1 released, 0 not ours any more). It names the wake name
+// :wake_given_back, so the session's wake primitive knows it given back and sends nothing more
+// (Connection::gave_back_wake).
 // The trim of :name's history rows as record_run does it, once the oldest row's token is more
 // than :keep + :slack below :token, as a statement of such a block (after the run's row).
 std::string block_trim(const Tables& t) {
@@ -236,21 +242,20 @@ std::string block_trim(const Tables& t) {
 // The block's start: any error rolls back what it did and is the block's, as raised.
 const std::string block = "BEGIN NOT ATOMIC DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; ";
 
-sql::Statement mariadb_release_recorded(const Tables& t, const sql::Statement& release) {
-  return {"lease.release_recorded",
-          block + "START TRANSACTION; " + release.text + "; SET @dblock_released = ROW_COUNT(); INSERT INTO " + t.runs +
+std::string mariadb_release_recorded(const Tables& t, const sql::Statement& release) {
+  return block + "START TRANSACTION; " + release.text + "; SET @dblock_released = ROW_COUNT(); INSERT INTO " + t.runs +
               " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) VALUES (:name, :token,"
               " :run_owner, :run_host, :run_pid, :strategy, " + dialect.time_of_ms(":started_ms") + ", " + dialect.now +
               ", IF(@dblock_released > 0, :outcome, 'lost'), :run_exit_code); " + block_trim(t) +
-              " COMMIT; DO RELEASE_LOCK(:wake), RELEASE_LOCK(:queue); SELECT @dblock_released > 0; END"};
+              " COMMIT; DO RELEASE_LOCK(:wake_given_back), RELEASE_LOCK(:queue); SELECT @dblock_released > 0; END";
 }
 
 // HistoryStatements::record on MariaDB: the history row and its trim in one transaction, a block
 // as mariadb_release_recorded's, committed (every MySQL commit waits for the disk): a session
 // strategy's history row after its lock is given back costs one round trip, where its own
 // transaction cost four (START TRANSACTION, the row, the oldest row's read, COMMIT).
-sql::Statement mariadb_history_record(const Tables& t, const sql::HistoryStatements& h) {
-  return {"history.record", block + "START TRANSACTION; " + h.add.text + "; " + block_trim(t) + " COMMIT; END"};
+std::string mariadb_history_record(const Tables& t, const sql::HistoryStatements& h) {
+  return block + "START TRANSACTION; " + h.add.text + "; " + block_trim(t) + " COMMIT; END";
 }
 
 // MariaDB's dialect: MySQL's, but for its take.
@@ -298,15 +303,9 @@ const std::string fence = dialect.integer(":fence");
 sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   const Tables t(prefix, '`');
   sql::LeaseStatements s = sql::lease_statements(mariadb ? mariadb_dialect : dialect, t);
-  if (mariadb)
-    // Taken (a plain key's: no slot token), the key's wake name taken and the queue name given
-    // back, as wake_hold does (NULL, NULL when not), after the take's columns (mariadb_take): the
-    // holder's first step in the take's round trip (Session::run reads these last two).
-    s.take.text += ", IF(" + taking + " AND :token IS NULL, GET_LOCK(:wake, 0), NULL), IF(" + taking +
-                   " AND :token IS NULL, RELEASE_LOCK(:queue), NULL)";
   if (mariadb) {
-    s.release_recorded = mariadb_release_recorded(t, s.release);
-    s.history.record = mariadb_history_record(t, s.history);
+    s.release_recorded = {"lease.release_recorded", mariadb_release_recorded(t, s.release)};
+    s.history.record = {"history.record", mariadb_history_record(t, s.history)};
   }
   // No RETURNING here: a session strategy's run has a dozen round trips, so one fewer earned
   // under 10% at a 10 ms round trip (an advisory run 185 against 196 ms), too little for a
