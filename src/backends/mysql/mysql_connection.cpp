@@ -263,6 +263,7 @@ Error Connection::error_from_stmt(MYSQL_STMT* stmt) const {
 }
 
 std::unexpected<Error> Connection::failed(Error e) {
+  gave_back_wake_.clear();  // a statement that failed gave nothing back
   if (e.kind == ErrorKind::connection) statements_.clear();
   return std::unexpected(std::move(e));
 }
@@ -324,7 +325,7 @@ Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& g
   const sql::Compiled& compiled = compiled_.get(st);
   const sql::Params& params = with_names(compiled, given);
   auto values = sql::bind_order(compiled, params, st.id);
-  if (!values) return std::unexpected(values.error());
+  if (!values) return failed(values.error());
   if (!mysql_) return std::unexpected(error_from_mysql());
   std::vector<MYSQL_BIND> binds = bind_params(*values);
   bool executed = false;
