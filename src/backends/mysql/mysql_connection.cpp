@@ -321,7 +321,7 @@ const sql::Params& Connection::with_names(const sql::Compiled& compiled, const s
 }
 
 Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& given) {
-  if (auto ok = settle(); !ok) return std::unexpected(ok.error());
+  if (auto ok = settle(); !ok) return failed(ok.error());
   const sql::Compiled& compiled = compiled_.get(st);
   const sql::Params& params = with_names(compiled, given);
   auto values = sql::bind_order(compiled, params, st.id);
