@@ -102,10 +102,11 @@ std::string incarnation(bool mariadb) {
                  : "CONCAT('server_uuid ', @@GLOBAL.server_uuid)";
 }
 
-// On MariaDB, whose takes read no row back (lease_statements), a last column that fails the
-// read (1242, which sends the run to the schema check: exit 78) unless <prefix>locks has a
-// unique key on exactly its name, as its upserts need; a read of one table's keys in the
-// catalog, once per connection. MySQL's `taken` read finds a second row of the name instead.
+// On MariaDB, whose takes read no row back (lease_statements), a read that fails (1242, which
+// sends the run to the schema check: exit 78) unless <prefix>locks has a unique key on exactly
+// its name, as its upserts need: a read of one table's keys in the catalog, by the failover
+// record's read (keyed_locks, a last column) and by the lease take's read of the gate
+// (mariadb_take). MySQL's `taken` read finds a second row of the name instead.
 // unkeyed(TABLE): NULL when the table TABLE (its own name) has a unique key on exactly its
 // name, else an error (1242: two rows).
 std::string unkeyed(const std::string& table) {
