@@ -308,10 +308,9 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
     s.release_recorded = {"lease.release_recorded", mariadb_release_recorded(t, s.release)};
     s.history.record = {"history.record", mariadb_history_record(t, s.history)};
   }
-  // No RETURNING here: a session strategy's run has a dozen round trips, so one fewer earned
-  // under 10% at a 10 ms round trip (an advisory run 185 against 196 ms), too little for a
-  // second way of numbering.
-  s.session_take = {"session.take", upsert(sql::session_upsert(dialect, t, fence, dialect.now, dialect.now))};
+  // session_take is core's (the upsert, no RETURNING): a session strategy's run has a dozen
+  // round trips, so one fewer earned under 10% at a 10 ms round trip (an advisory run 185
+  // against 196 ms), too little for a second way of numbering.
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
   return s;
 }
