@@ -425,13 +425,19 @@ class NamedLockWake final : public sql::Wake {
   // A session that a finished run's last COMMIT ended (Connection::query_last) gave it back, and
   // the holder's session gives back the one it holds as it ends.
   // The release's own statement may have given it back already (Connection::gave_back_wake).
+  // A session that never held it (`dblock release` of another process's holder) has nothing to
+  // give back: the holder's session gives its own back (a round trip less).
   void post(const std::string& key) override {
+    const bool held = std::exchange(held_, std::string()) == key;
     if (conn_->gave_back_wake() == key) return;
     if (std::exchange(by_holder_, std::string()) == key) return;
-    if (!conn_->ended_by_last()) (void)conn_->run(s_.wake_release, {{"key", key}});
+    if (held && !conn_->ended_by_last()) (void)conn_->run(s_.wake_release, {{"key", key}});
   }
   void hold(const std::string& key) override {
-    if (std::exchange(held_by_take_, std::string()) == key || by_holder_ == key) return;
+    const bool taken = std::exchange(held_by_take_, std::string()) == key;
+    if (by_holder_ == key) return;
+    held_ = key;
+    if (taken) return;
     (void)conn_->run(s_.wake_hold, {{"key", key}});
   }
   // One statement both takes the queue name and, holding it, waits on the wake name.
@@ -448,6 +454,7 @@ class NamedLockWake final : public sql::Wake {
   Connection* conn_;
   WakeStatements s_;
   std::string held_by_take_;
+  std::string held_;       // the key whose wake name hold() took (or the take took), or ""
   std::string by_holder_;  // the key whose wake name the holder's session holds, or ""
 };
 
