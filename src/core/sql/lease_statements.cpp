@@ -116,6 +116,11 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                        d.returning("token, NULL, NULL")};  // only its token is read (take_header)
   s.header_refusal = {"semaphore.header_refusal", status + "slots FROM " + t.locks + " WHERE name = :key"};
   s.failover = failover_statements(d, t);
+  // A server's (one with sessions: Dialect::session_id) session strategies number the row with
+  // the dialect's upsert, its token read back by `taken` where it returns none; a dialect that
+  // numbers another way writes its own over this.
+  if (!d.session_id.empty())
+    s.session_take = {"session.take", d.upsert(session_upsert(d, t, d.integer(":fence"), d.now, d.now))};
   return s;
 }
 
