@@ -24,8 +24,9 @@ void StatementCatalog::add(const Statement& s, std::string_view variant) {
 void StatementCatalog::add(const LeaseStatements& s, std::string_view v) {
   add(Statement{"lease.begin", s.begin}, v);
   add(Statement{"lease.begin_release", s.begin_release}, v);
-  for (const Statement* st : {&s.take, &s.taken, &s.session_take, &s.refusal, &s.renew, &s.release, &s.history.add,
-                              &s.history.oldest, &s.history.trim, &s.header_take, &s.header_refusal, &s.lock_row})
+  for (const Statement* st : {&s.take, &s.taken, &s.session_take, &s.refusal, &s.renew, &s.release,
+                              &s.release_recorded, &s.history.add, &s.history.oldest, &s.history.trim,
+                              &s.history.record, &s.header_take, &s.header_refusal, &s.lock_row})
     add(*st, v);
   add(s.failover, v);
 }
