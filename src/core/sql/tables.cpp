@@ -82,7 +82,7 @@ SchemaStatements schema_statements(const SchemaDialect& d, const BackendOptions&
     if (!table->index.empty()) {
       const std::string index_name = quote_identifier(name + "_" + std::string(table->index_name), d.quote);
       inline_index = d.inline_index(index_name, listed(table->index));
-      index = d.index(index_name, quoted, listed(table->index));
+      if (inline_index.empty()) index = d.index(index_name, quoted, listed(table->index));
     }
     s.create.push_back({name, create_table(*table, d, quoted, inline_index)});
     if (!index.empty()) s.create.push_back({name, index});
