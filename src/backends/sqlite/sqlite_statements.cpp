@@ -96,7 +96,10 @@ const sql::Dialect dialect{
                  " / 86400000.0)";
         },
     .json_texts = [](std::string_view param) { return "(SELECT value FROM json_each(" + std::string(param) + "))"; },
-    // RETURNING and ON CONFLICT: core's (Dialect::returning, upsert); no server sessions.
+    // RETURNING, ON CONFLICT and the take are core's (Dialect::returning, upsert, take); there
+    // are no server sessions (session_holds, ended_session). The whole file is locked for the
+    // write (BEGIN IMMEDIATE, or the statement's own), so the take's upsert waits for no row;
+    // there is no failover gate.
     // The lease on CLOCK_BOOTTIME (boot_*), judged only while boot_judged_sql holds and on this
     // boot: a lease of another boot is over with it, and where the boot is not known the wall
     // clock judges.
@@ -122,8 +125,6 @@ const sql::Dialect dialect{
                                                                                  ", dblock_boot_ms())"}};
             },
     },
-    // The take is core's (Dialect::take): the whole file is locked for the write (BEGIN
-    // IMMEDIATE, or the statement's own), so the upsert waits for no row; there is no failover gate.
     .release_returns = {},  // the waiters are woken through the wake file (sqlite_wake.hpp)
     .incarnation = {},      // one file, no replica to fail over to
     .session_id = {},       // no server sessions
@@ -170,6 +171,7 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
 sql::LeaseStatements lease_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
   sql::LeaseStatements s = sql::lease_statements(dialect, t);
+  // No FOR UPDATE: `begin` locks the whole file.
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key"};
   return s;
 }
