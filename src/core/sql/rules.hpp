@@ -114,7 +114,7 @@ struct Dialect {
   std::string begin = "START TRANSACTION";
   /// Opens a transaction whose commit need not wait for the disk (LeaseStatements::begin_release:
   /// only the acquisition must survive a crash). "" where every commit waits: `begin`.
-  std::string begin_unsynced;
+  std::string begin_unsynced = {};
   /// ShedLock's now, as its JDBC provider's server-time statements write it: UTC wall time, as
   /// ShedLock's TIMESTAMP columns hold it (shedlock.hpp). Default: `now`.
   std::string utc_now = now;
@@ -151,7 +151,7 @@ struct Dialect {
     return std::string();
   };
   /// A lease of the dialect's own clock, where it keeps one (OwnLease).
-  OwnLease own_lease;
+  OwnLease own_lease = {};
   /// LeaseStatements::take from `k`: the dialect's conditional upsert, its RETURNING or none,
   /// and what it can read in the same statement: the failover gate (a take that binds :record
   /// reads it) and the refusal (`k.refusal`, after the taken row's columns). Default: core's
@@ -160,7 +160,7 @@ struct Dialect {
   /// What a lease's release returns of the row it released (a select list; "" for nothing):
   /// where a dialect tells the key's waiters in the release. unsynced_commit follows it there
   /// (the release alone holds nothing a crash must keep).
-  std::string release_returns;
+  std::string release_returns = {};
   /// A select-list item that lets the commit of the statement selecting it skip the disk wait
   /// (only the acquisition must survive a crash), given where each part of one statement may
   /// write (a data-modifying WITH): core then writes a release with its run's history row, and
@@ -169,11 +169,11 @@ struct Dialect {
   std::string unsynced_commit = {};
   /// The server's incarnation (failover.hpp) as SQL: a text that a promotion or a restore into
   /// another cluster changes. "" where the dialect has none: no failover statements, no fence.
-  std::string incarnation;
+  std::string incarnation = {};
   /// The server's id of the session that runs the statement, as Session::started_id gives it
   /// (DoctorStatements::session_id, and the failover record's read); "" where there are no
   /// server sessions.
-  std::string session_id;
+  std::string session_id = {};
   /// What the failover record's read answers after the session's id, over dblock's tables `t`
   /// (FailoverStatements::read, after failover::session_column): 1 on a Galera node, else 0,
   /// then any column that fails the read where the tables cannot keep the dialect's statements
