@@ -91,7 +91,7 @@ SchemaStatements schema_statements(const SchemaDialect& d, const BackendOptions&
         added.push_back({c.since, {name, std::string(c.name),
                                    "ALTER TABLE " + quoted + " " + d.add_column + " " + std::string(c.name) + " " +
                                        definition(*table, c, d),
-                                   c.required}});
+                                   c}});
   }
   // The ALTERs in the order their columns came.
   std::ranges::stable_sort(added, {}, &std::pair<int, SchemaStatements::Added>::first);
