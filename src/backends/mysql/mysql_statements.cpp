@@ -235,10 +235,9 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
     // holder's first step in the take's round trip (Session::run reads these last two).
     s.take.text += ", IF(" + taking + " AND :token IS NULL, GET_LOCK(:wake, 0), NULL), IF(" + taking +
                    " AND :token IS NULL, RELEASE_LOCK(:queue), NULL)";
-  // No RETURNING here: a session strategy's run has a dozen round trips, so one fewer earned
-  // under 10% at a 10 ms round trip (an advisory run 185 against 196 ms), too little for a
-  // second way of numbering.
-  s.session_take = {"session.take", upsert(sql::session_upsert(dialect, t, fence, dialect.now, dialect.now))};
+  // session.take is core's, without RETURNING on MariaDB too: a session strategy's run has a
+  // dozen round trips, so one fewer earned under 10% at a 10 ms round trip (an advisory run 185
+  // against 196 ms), too little for a second way of numbering.
   return s;
 }
 

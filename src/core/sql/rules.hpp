@@ -207,8 +207,9 @@ InspectStatements inspect_statements(const Dialect& d, const tables::SchemaDiale
 
 /// The lease's statements (LeaseStatements) over dblock's tables `t`, in the dialect's
 /// expressions, its failover statements (failover_statements) included, lock_row with FOR
-/// UPDATE (a dialect without it replaces it); release_recorded and history.record where it gives
-/// Dialect::unsynced_commit.
+/// UPDATE (a dialect without it replaces it), session_take where it has server sessions
+/// (Dialect::session_id; a dialect may replace it); release_recorded and history.record where it
+/// gives Dialect::unsynced_commit.
 LeaseStatements lease_statements(const Dialect& d, const Tables& t);
 /// LeaseStatements::taken's text, `more` (", column ...") after its three columns: a dialect's
 /// own work in the same round trip (MySQL's wake.taken_holding).
