@@ -345,6 +345,14 @@ TEST_CASE("a dialect that leaves a member unset gets core's form of it") {
   CHECK(s.header_take.text.find("l.strategy IS NOT DISTINCT FROM 'semaphore'") != std::string::npos);
   // No server sessions: `dblock release` answers nothing and ends none.
   CHECK(sql::release_statements(plain, t).holder.empty());
+  CHECK(s.session_take.empty());
+  // With server sessions, the session strategies number the row with core's upsert.
+  sql::Dialect sessions = plain;
+  sessions.session_id = "SESSION";
+  const sql::Statement numbered = sql::lease_statements(sessions, t).session_take;
+  CHECK(numbered.id == "session.take");
+  CHECK(numbered.text.find(" ON CONFLICT (name) DO UPDATE SET ") != std::string::npos);
+  CHECK(numbered.text.ends_with(" RETURNING token, MS(acquired_at), NULL"));
 
   // The session strategies' txn-insert: a plain INSERT unless the dialect writes its own.
   const sql::LockStatements l = sql::lock_statements(plain, t, {});
