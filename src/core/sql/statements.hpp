@@ -14,7 +14,10 @@
 #include "core/backend.hpp"
 #include "core/sql/failover.hpp"
 #include "core/sql/sql_session.hpp"
-#include "core/sql/tables.hpp"
+
+namespace dblock::sql::tables {
+struct Column;
+}
 
 namespace dblock::sql {
 
@@ -320,13 +323,14 @@ struct SchemaStatements {
   std::string begin;
   /// Columns that came after a table's first shape (tables.hpp), in the order they came: the
   /// table (unquoted), the column's name, the ALTER TABLE that adds it to an older table, and the
-  /// column as tables.hpp describes it (whether check_schema asks for it too, Column::required,
-  /// or only what uses it does: a semaphore's `slots`).
+  /// column as tables.hpp (or the dialect's SchemaDialect::own_columns) describes it, never null:
+  /// whether check_schema asks for it too (Column::required), or only what uses it does (a
+  /// semaphore's `slots`).
   struct Added {
     std::string table;
     std::string column;
     std::string add;
-    tables::Column described;
+    const tables::Column* described = nullptr;
   };
   std::vector<Added> added;
   /// :locks :runs :claims :shedlock (table names, unquoted; '' for none). For the tables that

@@ -86,12 +86,15 @@ SchemaStatements schema_statements(const SchemaDialect& d, const BackendOptions&
     }
     s.create.push_back({name, create_table(*table, d, quoted, inline_index)});
     if (!index.empty()) s.create.push_back({name, index});
-    for (const Column& c : columns_of(*table, d))
-      if (c.since != first_shape)
-        added.push_back({c.since, {name, std::string(c.name),
-                                   "ALTER TABLE " + quoted + " " + d.add_column + " " + std::string(c.name) + " " +
-                                       definition(*table, c, d),
-                                   c}});
+    // The descriptions themselves (static, as Added::described points to them), the table's and
+    // then the dialect's own, in columns_of's order once sorted below.
+    for (std::span<const Column> described : {table->columns, table == &locks ? d.own_columns : std::span<const Column>()})
+      for (const Column& c : described)
+        if (c.since != first_shape)
+          added.push_back({c.since, {name, std::string(c.name),
+                                     "ALTER TABLE " + quoted + " " + d.add_column + " " + std::string(c.name) + " " +
+                                         definition(*table, c, d),
+                                     &c}});
   }
   // The ALTERs in the order their columns came.
   std::ranges::stable_sort(added, {}, &std::pair<int, SchemaStatements::Added>::first);

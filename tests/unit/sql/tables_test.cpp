@@ -90,9 +90,9 @@ TEST_CASE("each table's CREATE, its index, and the ALTER of each added column, f
   REQUIRE(s.added.size() == 3);
   CHECK(s.added[0].add == "ALTER TABLE \"p_locks\" ADD own_a INT64 NULL");
   CHECK(s.added[0].table == "p_locks");
-  CHECK(s.added[0].described.required);
+  CHECK(s.added[0].described->required);
   CHECK(s.added[2].column == "slots");
-  CHECK_FALSE(s.added[2].described.required);
+  CHECK_FALSE(s.added[2].described->required);
 
   const sql::SchemaStatements server = sql::tables::schema_statements(test_dialect(true), prefixed("p_"), "test", every_strategy);
   REQUIRE(server.create.size() == 4);
