@@ -135,6 +135,19 @@ TEST_CASE("format_sql breaks before each clause and indents a subquery that does
         "UPDATE t\nSET " + c + " = CASE WHEN :f = 1 THEN now() ELSE " + c + " END,\n  " + col + " = 2\nWHERE a = 1");
   CHECK(sql::format_sql("UPDATE t SET b = CASE WHEN " + col + " = 1 THEN " + col + " ELSE 0 END WHERE a = 1", 60) ==
         "UPDATE t\nSET b = CASE\n  WHEN " + col + " = 1\n  THEN " + col + "\n  ELSE 0 END\nWHERE a = 1");
+  // List items of at most half a line share a line, after an item that was on one line; the
+  // operands of || share lines too.
+  const std::string item(20, 'i'), wide(50, 'w');
+  CHECK(sql::format_sql("SELECT " + item + ", " + wide + ", " + item + ", a FROM t", 80) ==
+        "SELECT " + item + ",\n  " + wide + ", " + item + ", a\nFROM t");
+  CHECK(sql::format_sql("SELECT " + col + " || " + c + " || " + col + " FROM t", 60) ==
+        "SELECT " + col + " || " + c + "\n  || " + col + "\nFROM t");
+  // A broken group starts on its parenthesis's line when each of its parts fits a line there
+  // (none of them broken in turn), and a WHEN that fits its line keeps its ANDs.
+  CHECK(sql::format_sql("SELECT f(" + col + ", " + col + ") FROM t", 60) ==
+        "SELECT f(" + col + ",\n  " + col + ")\nFROM t");
+  CHECK(sql::format_sql("SELECT CASE WHEN a = 1 AND b = 2 THEN " + col + " ELSE " + col + " END FROM t", 60) ==
+        "SELECT CASE\n  WHEN a = 1 AND b = 2\n  THEN " + col + "\n  ELSE " + col + " END\nFROM t");
   // Unbalanced parentheses (never a statement of dblock's): left as written.
   CHECK(sql::format_sql("SELECT (1") == "SELECT (1");
 }

@@ -1,19 +1,17 @@
 #!/usr/bin/env bash
 # A dialect runs every statement alike: what a statement means to the strategy (a lease's take,
-# its release) is core's to say, through a call core makes at that site (the wake primitive's
-# taking/releasing hooks, core/sql/waiters.hpp), never a rule a backend keys on the statement's
-# id. Checked: no file under src/backends compares a statement id (`st.id == "lease.take"`,
-# `"..." == x.id`, `x.id.starts_with(...)`), beyond the sites still listed below, which their own
-# work removes; the list only shrinks.
+# its release, a session lock taken, its claims row made) is core's to say, through a call core
+# makes at that site (the wake primitive's taking/took/releasing/reading_taken hooks,
+# core/sql/waiters.hpp; the holder session's holding/claim_made, core/sql/session_locker.hpp),
+# never a rule a backend keys on the statement's id. Checked: no file under src/backends compares
+# a statement id (`st.id == "lease.take"`, `"..." == x.id`, `x.id.starts_with(...)`), beyond the
+# sites listed in `still` (none left; the list only shrinks).
 set -u
 top=${1:-${DBLOCK_SOURCE_DIR:?usage: statement_ids.sh SOURCE_DIR}}
 backends=$top/src/backends
 
-# Still there (per file, at most this many comparisons): MySQL's connection and session lock
-# recognise their wake name's statements by id; the session lock (8: 5, and 3 added by the
-# one-connection advisory written beside this lint, its folded take's empty answer and the idle
-# limit set once it holds) waits for holder hooks of core's, as the wake's taking/releasing.
-declare -A still=([mysql/mysql_connection.cpp]=3 [mysql/mysql_session_lock.cpp]=8)
+# Per file, at most this many comparisons: none are left.
+declare -A still=()
 
 if [ ! -d "$backends" ]; then
   echo "missing: $backends"

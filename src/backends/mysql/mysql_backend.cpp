@@ -46,10 +46,8 @@ class MysqlBackend final : public sql::SqlBackend {
     // wake name with the lock (a semaphore's slot; a last holder's session not yet ended), holds
     // it for the row-lock strategies' waiters, so it keeps its idle limits; advisory's is its
     // holder session, which sets a holder's once it holds (mysql_session_lock.cpp, holding).
-    if (strategy != Strategy::advisory) {
+    if (strategy != Strategy::advisory)
       if (auto idle = book->keep_idle(); !idle) return std::unexpected(idle.error());
-      book->hold_with_taken();
-    }
     // The holder's connection opened beside this one (open), when it was for this strategy.
     std::unique_ptr<Connection> opened = std::exchange(holder_, nullptr);
     if (!options_.locker_strategy || *options_.locker_strategy != strategy) opened.reset();

@@ -407,11 +407,24 @@ Result<void> Connection::query_last(std::string_view sql) {
 class NamedLockWake final : public sql::Wake {
  public:
   NamedLockWake(Connection& conn, const std::string& prefix) : conn_(&conn), s_(wake_statements(prefix)) {}
-  /// The take of `key` took its wake name and gave the queue name back (Session::run).
-  void held_by_take(const std::string& key) { held_by_take_ = key; }
   /// The holder's session holds `key`'s wake name (Session::wake_held_by_holder).
   void held_by_holder(const std::string& key) { by_holder_ = key; }
-  bool holder_holds(const std::string& key) const { return by_holder_ == key; }
+  // A MariaDB lease take answers, in its last two columns, the wake name taken (NULL: not taken)
+  // and the queue name given back (lease_statements).
+  void took(const std::string& key, const sql::Rows& r) override {
+    if (!r.empty() && r[0].columns() >= 2 && !r[0].is_null(r[0].columns() - 2)) held_by_take_ = key;
+  }
+  // A row-lock strategy's row is read back by taken_holding, which takes the key's wake name too,
+  // unless the holder's session took it with the lock: the hold() that follows sends nothing.
+  std::optional<Result<sql::Rows>> reading_taken(const std::string& key, const sql::Params& read) override {
+    sql::Params p = read;
+    const bool take_wake = by_holder_ != key;
+    auto r = conn_->run(s_.taken_holding, p.set("take_wake", std::int64_t{take_wake ? 1 : 0}));
+    // The queue name is given back either way; the wake name, when taken here, is this session's
+    // (GET_LOCK's 0: another holds it, hold() asks again).
+    if (r && !r->empty() && take_wake && (*r)[0].opt_int64(3).value_or(0) == 1) held_by_take_ = key;
+    return r;
+  }
   // A session that a finished run's last COMMIT ended (Connection::query_last) gave it back, and
   // the holder's session gives back the one it holds as it ends.
   void post(const std::string& key) override {
@@ -448,35 +461,8 @@ std::unique_ptr<NamedLockWake> wake_of(Connection& conn, const std::string& pref
 }  // namespace
 
 Session::Session(std::unique_ptr<Connection> conn, std::string prefix)
-    : conn_(std::move(conn)), taken_holding_(wake_statements(prefix).taken_holding),
-      waiters_(wake_of(*conn_, prefix, wake_)) {}
+    : conn_(std::move(conn)), waiters_(wake_of(*conn_, prefix, wake_)) {}
 
 void Session::wake_held_by_holder(const std::string& key) { wake_->held_by_holder(key); }
-
-Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params) {
-  const auto* key = params.find("key");
-  const std::string* k = key && std::holds_alternative<std::string>(*key) ? &std::get<std::string>(*key) : nullptr;
-  if (hold_with_taken_ && st.id == "lease.taken" && k && *k == std::exchange(took_plain_, std::string())) {
-    sql::Params p = params;
-    const bool take_wake = !wake_->holder_holds(*k);
-    auto r = conn_->run(taken_holding_, p.set("take_wake", std::int64_t{take_wake ? 1 : 0}));
-    // The queue name is given back either way; the wake name, when taken here, is this session's
-    // (GET_LOCK's 0: another holds it, hold() asks again).
-    if (r && !r->empty() && take_wake && (*r)[0].opt_int64(3).value_or(0) == 1) wake_->held_by_take(*k);
-    return r;
-  }
-  auto r = conn_->run(st, params);
-  if (hold_with_taken_ && st.id == "session.take") {
-    // A semaphore's slot (a :token of its header's) shares its wake name: that one hold() takes.
-    const auto* token = params.find("token");
-    const bool plain = !token || std::holds_alternative<std::monostate>(*token);
-    took_plain_ = r && r->affected > 0 && plain && k ? *k : std::string();
-  }
-  // Its last two columns: the wake name taken (NULL: not taken) and the queue name given back.
-  // (A MariaDB lease's; the row locks' above.)
-  if (r && st.id == "lease.take" && !r->empty() && (*r)[0].columns() >= 2 && !(*r)[0].is_null((*r)[0].columns() - 2) && k)
-    wake_->held_by_take(*k);
-  return r;
-}
 
 }  // namespace dblock::mysql

@@ -121,9 +121,8 @@ class NamedLockWake;
 class Session final : public sql::Session {
  public:
   Session(std::unique_ptr<Connection> conn, std::string prefix);
-  /// Connection::run; a MariaDB lease take that took the key's wake name with the row
-  /// (lease_statements) tells the wake, whose hold() then sends nothing.
-  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override;
+  /// Connection::run: every statement alike (what a take did for the wake, core tells the wake).
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override { return conn_->run(st, params); }
   Result<void> exec(std::string_view sql) override { return conn_->query(sql); }
   Result<void> exec_last(std::string_view sql) override { return conn_->query_last(sql); }
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
@@ -135,19 +134,12 @@ class Session final : public sql::Session {
   Result<void> keep_idle() { return conn_->keep_idle(); }
   /// The connection itself: advisory's holder session shares it (mysql_session_lock.cpp).
   Connection& connection() { return *conn_; }
-  /// From now on a plain key's session.take, once it took the row, has its token read
-  /// (lease.taken) by wake.taken_holding, which takes the key's wake name too: the hold() that
-  /// follows sends nothing (a row-lock strategy's bookkeeping session).
-  void hold_with_taken() { hold_with_taken_ = true; }
   /// The holder's session took `key`'s wake name with the lock and gives it back as it ends:
   /// this session neither takes nor gives it back for `key`.
   void wake_held_by_holder(const std::string& key);
 
  private:
   std::unique_ptr<Connection> conn_;
-  bool hold_with_taken_ = false;
-  std::string took_plain_;  // the plain key session.take last took (hold_with_taken), or ""
-  sql::Statement taken_holding_;
   NamedLockWake* wake_;  // waiters_'s
   sql::Waiters waiters_;
 };

@@ -26,57 +26,47 @@ class MysqlHolder final : public sql::HolderSession {
         opened_(std::move(opened)) {}
 
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis) override {
-    // The session's end gave the holder tag back (exec).
-    if (st.id == "lock.untag" && ended_) return sql::Rows{};
     if (!conn_) return fail(ErrorKind::connection, "the lock session is closed");
-    auto r = conn_->run(st, p);
-    // A folded advisory take that did not get the lock inserts nothing, so RETURNING answers no
-    // row (lock.advisory_numbered_*): the contract's (NULL, NULL, NULL, 0).
-    if (r && r->empty() && st.id.starts_with("lock.advisory_numbered")) {
-      r->add(std::vector<sql::Rows::Cell>{{}, {}, {}, std::string("0")});
-      r->affected = 0;
+    return conn_->run(st, p);
+  }
+  // advisory's session is the bookkeeping one, opened without a holder's idle limit: a
+  // contender of a start storm that never holds spares that round trip. Set once it holds,
+  // once per session; failing, the take fails (core gives the lock back). The row lock's
+  // statements take the holder tag and the key's wake name with it (its last column, 1 when
+  // taken): the session, now holding, ends with its ROLLBACK.
+  Result<void> holding(const std::string& key, const sql::Rows& answer) override {
+    if (!conn_) return fail(ErrorKind::connection, "the lock session is closed");
+    if (!row_lock_) {
+      if (idle_for_ == conn_->session_id()) return {};
+      if (auto ok = conn_->query(holder_idle_limits()); !ok) return ok;
+      idle_for_ = conn_->session_id();
+      return {};
     }
-    // advisory's session is the bookkeeping one, opened without a holder's idle limit: a
-    // contender of a start storm that never holds spares that round trip. Set once it holds,
-    // once per session; failing, the take fails (core gives the lock back).
-    const bool advisory_take = st.id == "lock.advisory_take" || st.id.starts_with("lock.advisory_numbered");
-    if (r && advisory_take && !r->empty() && idle_for_ != conn_->session_id()) {
-      const auto& row = (*r)[0];
-      if (row.opt_int64(row.columns() - 1).value_or(0) == 1) {
-        if (auto ok = conn_->query(holder_idle_limits()); !ok) return std::unexpected(ok.error());
-        idle_for_ = conn_->session_id();
-      }
-    }
-    // The claims row must be there, committed, before anyone can lock it (without autocommit
-    // here, its INSERT would stay this session's alone): once per key, on its first run.
-    if (st.id == "lock.make_claim" && row_lock_) {
-      if (!r && conn_->in_transaction()) (void)conn_->query("ROLLBACK");  // a busy take leaves none open
-      if (r)
-        if (auto c = conn_->query("COMMIT"); !c) return std::unexpected(c.error());
-    }
-    // The row lock's statements take the holder tag and the key's wake name with it (its last
-    // column, 1 when taken): the session, now holding, ends with its ROLLBACK.
-    if (r && (st.id == "lock.claim" || st.id == "lock.claim_nowait" || st.id == "lock.tag") && !r->empty()) {
-      ends_with_rollback_ = true;
-      const auto& row = (*r)[0];
-      if (row.opt_int64(row.columns() - 1).value_or(0) == 1)
-        if (const auto* key = p.find("key"); key && std::holds_alternative<std::string>(*key))
-          book_->wake_held_by_holder(std::get<std::string>(*key));
-    }
-    return r;
+    ends_with_rollback_ = true;
+    if (!answer.empty() && answer[0].opt_int64(answer[0].columns() - 1).value_or(0) == 1)
+      book_->wake_held_by_holder(key);
+    return {};
+  }
+  // The claims row must be there, committed, before anyone can lock it (without autocommit
+  // here, its INSERT would stay this session's alone).
+  Result<void> claim_made(bool made) override {
+    if (!conn_) return fail(ErrorKind::connection, "the lock session is closed");
+    if (made) return conn_->query("COMMIT");
+    if (conn_->in_transaction()) (void)conn_->query("ROLLBACK");  // a busy take leaves none open
+    return {};
   }
   // A holder's ROLLBACK ends its session too (ROLLBACK RELEASE): the server gives back the row
   // lock, then, as the session ends, the holder tag and the key's wake name, which lets the next
   // waiter in; one round trip for what took three (the ROLLBACK, the tag's RELEASE_LOCK here, the
   // wake name's on the bookkeeping session). Its answer still says the session held the lock to
-  // the end. A later take opens a new session (core reopens a closed one).
+  // the end; closed, the session needs no untag (core). A later take opens a new session (core
+  // reopens a closed one).
   Result<void> exec(std::string_view sql) override {
     if (!conn_) return fail(ErrorKind::connection, "the lock session is closed");
     if (sql != "ROLLBACK" || !std::exchange(ends_with_rollback_, false)) return conn_->query(sql);
     auto r = conn_->query("ROLLBACK RELEASE");
     own_.reset();
     conn_ = nullptr;
-    ended_ = r.has_value();
     return r;
   }
   void close() override {
@@ -107,7 +97,7 @@ class MysqlHolder final : public sql::HolderSession {
   Result<void> reopen() override {
     own_.reset();
     conn_ = nullptr;
-    ended_ = ends_with_rollback_ = false;
+    ends_with_rollback_ = false;
     lock_wait_ = Millis(0);
     if (!row_lock_) {
       shared_ = &book_->connection();
@@ -179,7 +169,6 @@ class MysqlHolder final : public sql::HolderSession {
   std::string tag_;                   // the lock session's
   Millis lock_wait_{0};               // its innodb_lock_wait_timeout, as set with it (reopen)
   bool ends_with_rollback_ = false;   // it holds a row lock, tagged: its ROLLBACK ends it (exec)
-  bool ended_ = false;                // ended by that ROLLBACK, the tag given back with it
   sql::Waiters no_signal_;
 };
 

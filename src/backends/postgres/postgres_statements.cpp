@@ -141,11 +141,13 @@ const std::string fence = dialect.integer(":fence");
 // this server and no lock-delay is in force, and no row otherwise, when nothing is taken; the
 // last column says when the record names another server (a failover, which a refusal by a live
 // holder must not hide). Only read, the record costs a take one index lookup and no lock.
-// The row taken, `h` takes the holder's handoff lock :hand (NULL: none) for the run, only where
-// the server process is the session's own, :backend (never behind a pooler): the lease waiter's
-// one-round-trip handoff (postgres_connection.cpp, ListenWake).
+// The row taken, `h` takes the holder's handoff lock :hand for the run (NULL: none, as
+// pg_try_advisory_lock is strict: NULL, nothing taken), only where the server process is the
+// session's own, :backend (never behind a pooler): the lease waiter's one-round-trip handoff
+// (postgres_connection.cpp, ListenWake). The taken row's times are converted once, in `t`.
 std::string take(const sql::Take& k) {
   const sql::Upsert up = k.upsert("g.fence");
+  const std::string kept = "token, acquired_at, expires_at";
   std::string columns, values, set;
   for (const auto& [column, value] : up.values) {
     columns += (columns.empty() ? "" : ", ") + column;
@@ -157,19 +159,17 @@ std::string take(const sql::Take& k) {
       if (v.empty() && c == column) v = inserted;
     set += (set.empty() ? "" : ", ") + column + " = " + v;
   }
-  return "WITH f AS (SELECT token, owner = " + incarnation + " AS here, expires_at, pid FROM " + up.table +
+  return "WITH f AS (SELECT token, expires_at, pid, owner = " + incarnation + " AS here FROM " + up.table +
          " WHERE name = :record), g AS (SELECT token AS fence FROM f WHERE " +
          sql::failover_open_sql(dialect, "", "here") + "), u AS (UPDATE " + up.table + " AS l SET " + set +
          " FROM g WHERE l.name = (SELECT name FROM " + up.table + " WHERE name = :key AND " + up.when("") +
-         " FOR UPDATE SKIP LOCKED) RETURNING " + k.returning + "), i AS (INSERT INTO " + up.table + " (" + columns +
+         " FOR UPDATE SKIP LOCKED) RETURNING " + kept + "), i AS (INSERT INTO " + up.table + " (" + columns +
          ") SELECT " + values + " FROM g WHERE NOT EXISTS (SELECT 1 FROM " + up.table +
-         " WHERE name = :key) ON CONFLICT (name) DO NOTHING RETURNING " + k.returning +
-         "), h AS (SELECT pg_try_advisory_lock(:hand::bigint) FROM (SELECT 1 FROM u UNION ALL SELECT 1 FROM i) x"
-         " WHERE :hand::bigint IS NOT NULL AND pg_backend_pid() = :backend::int)"
-         " SELECT t.*, r.*, (SELECT count(*) FROM f WHERE NOT here) FROM (SELECT 1) one"
-         " CROSS JOIN (SELECT count(*) FROM h) hand"
-         " LEFT JOIN (SELECT * FROM u UNION ALL SELECT * FROM i) t ON true LEFT JOIN (" + k.refusal +
-         ") r ON t.token IS NULL";
+         " WHERE name = :key) ON CONFLICT (name) DO NOTHING RETURNING " + kept + "), t AS (SELECT " + k.returning +
+         " FROM (SELECT * FROM u UNION ALL SELECT * FROM i) x), h AS (SELECT pg_try_advisory_lock(:hand::bigint) FROM t"
+         " WHERE pg_backend_pid() = :backend::int)"
+         " SELECT t.*, r.*, (SELECT count(*) FROM f WHERE NOT here) FROM (SELECT count(*) FROM h) hand"
+         " LEFT JOIN t ON true LEFT JOIN (" + k.refusal + ") r ON t.token IS NULL";
 }
 
 // session.take (statements.hpp; core's rule, rules.hpp session_upsert), its one row selected

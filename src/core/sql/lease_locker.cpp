@@ -124,10 +124,8 @@ class LeaseLocker final : public Locker {
       if (!gate->open) return failover::delayed(*gate);
       fence = gate->fence;
     }
-    // Before each take, the wake primitive adds what it hands the key over with (Wake::taking).
     Params p = take_params(req, Value(), fence);
-    if (auto ok = session_->release_signal().taking(req.key, p); !ok) return std::unexpected(ok.error());
-    auto took = session_->run(st_.take, p);
+    auto took = take(req.key, p);
     if (!took) return std::unexpected(took.error());
     if (!took_row(*took) && take_reads_gate_) {
       // A refusal the take explains by a live holder or by --min-interval stands: the gate
@@ -155,10 +153,7 @@ class LeaseLocker final : public Locker {
       // Taken again once the record was read, whether or not this gate wrote it: another
       // process may have covered the TTL between the take and the read (two new keys started
       // at once), and then the take's refusal was the gate's, not a holder's.
-      if (asked) {
-        if (auto ok = session_->release_signal().taking(req.key, p); !ok) return std::unexpected(ok.error());
-        took = session_->run(st_.take, p);
-      }
+      if (asked) took = take(req.key, p);
       if (!took) return std::unexpected(took.error());
     }
     if (!took_row(*took)) return refused(*session_, st_, req, &*took, "lease");
@@ -178,8 +173,7 @@ class LeaseLocker final : public Locker {
     if (!header) return std::unexpected(header.error());
     if (!header->token) return header->refusal;
     Params p = take_params(req, *header->token, gate->fence);
-    if (auto ok = session_->release_signal().taking(req.key, p); !ok) return std::unexpected(ok.error());
-    auto took = session_->run(st_.take, p);
+    auto took = take(req.key, p);
     if (!took) return std::unexpected(took.error());
     if (!took_row(*took)) return refused(*session_, st_, req, &*took, "lease");
     auto out = taken(req, *took);
@@ -189,6 +183,15 @@ class LeaseLocker final : public Locker {
       return std::unexpected(ok.error());
     }
     return out;
+  }
+
+  // The take of `key` with `p`: the wake primitive adds what it hands the key over with before
+  // it runs, and hears what it answered (Wake::taking, Wake::took).
+  Result<Rows> take(const std::string& key, Params& p) {
+    if (auto ok = session_->release_signal().taking(key, p); !ok) return std::unexpected(ok.error());
+    auto took = session_->run(st_.take, p);
+    if (took) session_->release_signal().took(key, *took);
+    return took;
   }
 
   Result<AcquireOutcome> taken(const LockRequest& req, const Rows& took) {

@@ -66,13 +66,14 @@ struct TakenRow {
 };
 
 /// The row `take` (or `session_take`, `header_take`) took: from its own rows, or read back
-/// with `taken` for a dialect whose statement returns none. ErrorKind::lost when the row is no
-/// longer `owner`'s.
+/// with `taken` for a dialect whose statement returns none (by `holding`'s wake primitive where it
+/// answers, Waiters::reading_taken). ErrorKind::lost when the row is no longer `owner`'s.
 Result<TakenRow> taken_row(Session& session, const LeaseStatements& st, const Rows& took, const std::string& key,
-                           const std::string& owner);
+                           const std::string& owner, Waiters* holding = nullptr);
 
 /// A take that took the row (`took`, affected > 0): the outcome, acquired, from taken_row.
-Result<AcquireOutcome> acquired(Session& session, const LeaseStatements& st, const Rows& took, const LockRequest& req);
+Result<AcquireOutcome> acquired(Session& session, const LeaseStatements& st, const Rows& took, const LockRequest& req,
+                                Waiters* holding = nullptr);
 
 /// Whether `take` took the row, by its answer `took`: its row's token, or, where it returns
 /// no rows, the rows it changed (LeaseStatements::take).

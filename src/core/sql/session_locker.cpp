@@ -37,7 +37,9 @@ class ServerLock {
     if (!r) return failed(r.error(), key);
     if (r->size() == 1 && (*r)[0].is_null(0))
       return fail(ErrorKind::internal, "the lock on '" + key + "' is already held by this session");
-    return yes(*r);
+    if (!yes(*r)) return false;
+    if (auto ok = h_->holding(key, *r); !ok) return failed(ok.error(), key);
+    return true;
   }
 
   // Whether the holder still holds `key` (the heartbeat's proof; never reopens).
@@ -72,8 +74,9 @@ class ServerLock {
     }
     if (!r) h_->close();  // closing frees whatever the session held
     txn_.reset();
+    // A session that the end of its transaction closed (socket() < 0) gave the tag back with it.
     auto tag = std::exchange(tagged_, std::nullopt);
-    if (r && tag)
+    if (r && tag && h_->socket() >= 0)
       if (auto u = h_->run(st_.untag, params(*tag, Millis(0)), Millis(0)); !u) return std::unexpected(u.error());
     return r;
   }
@@ -132,13 +135,16 @@ class ServerLock {
     const Millis w = h_->server_wait(std::max(wait, Millis(0)), false);
     h_->bind(number, key, w);
     auto r = h_->run(w.count() <= 0 ? st_.advisory_numbered_try : st_.advisory_numbered_wait, number, w);
+    // No row (a dialect whose statement inserts nothing when the lock was not taken): not taken.
+    if (r && (r->empty() || (*r)[0].int64(3) == 0)) return std::nullopt;
+    if (r)
+      if (auto ok = h_->holding(key, *r); !ok) r = std::unexpected(ok.error());
     if (!r) {
       // The lock outlives the failed statement that took it, unless its wait is what ended.
       if (r.error().kind != ErrorKind::connection && r.error().kind != ErrorKind::wait_ended) (void)give_back(key);
       if (held_elsewhere(r.error().kind)) return std::nullopt;
       return std::unexpected(r.error());
     }
-    if ((*r)[0].int64(3) == 0) return std::nullopt;
     r->affected = !(*r)[0].is_null(0);
     return std::move(*r);
   }
@@ -167,8 +173,11 @@ class ServerLock {
       auto locked = strategy_ == Strategy::for_update
                         ? h_->run(wait ? st_.lock_claim : st_.lock_claim_nowait, p, w)
                         : h_->run(wait || st_.insert_claim_try.empty() ? st_.insert_claim : st_.insert_claim_try, p, w);
+      Result<Rows> tag = Rows();  // the tag's answer, txn-insert's last once it inserted
       if (locked && locked->affected > 0 && strategy_ == Strategy::txn_insert && !st_.tag.empty())
-        if (auto r = h_->run(st_.tag, p, Millis(0)); !r) locked = std::unexpected(r.error());
+        if (tag = h_->run(st_.tag, p, Millis(0)); !tag) locked = std::unexpected(tag.error());
+      if (locked && locked->affected > 0)
+        if (auto ok = h_->holding(key, tag->empty() ? *locked : *tag); !ok) locked = std::unexpected(ok.error());
       if (!locked) return failed(locked.error(), key);
       if (locked->affected > 0) {
         if (!st_.untag.empty()) tagged_ = key;
@@ -180,6 +189,7 @@ class ServerLock {
       // for a racer's, within the same lock wait, and then means busy.
       if (auto r = h_->exec("ROLLBACK"); !r) return std::unexpected(r.error());
       auto made = h_->run(st_.make_claim, p, Millis(0));
+      if (auto ok = h_->claim_made(made.has_value()); made && !ok) made = std::unexpected(ok.error());
       if (!made && held_elsewhere(made.error().kind)) return false;
       if (!made) return std::unexpected(made.error());
     }
@@ -413,7 +423,8 @@ class SessionLocker final : public Locker {
     // Not taken with the server lock ours: a semaphore's header, --min-interval's not yet, a
     // --min-hold still running, or another strategy's holder (refused: the server lock goes back).
     if (took.affected == 0) return refused(*book_, st_, req, nullptr, strategy_);
-    return acquired(*book_, st_, took, req);
+    // A plain key's row read back, its wake primitive may do hold()'s work with it (Wake::reading_taken).
+    return acquired(*book_, st_, took, req, req.semaphore.empty() ? &lock_->holder().release_signal() : nullptr);
   }
 
   // Someone else has the server lock: busy, with the row's holder for -v (best effort).

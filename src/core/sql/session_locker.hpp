@@ -37,6 +37,15 @@ class HolderSession {
   /// any more: a dialect may send it and not wait (the next statement reads the answer; closing
   /// ends the transaction anyway).
   virtual void end_unawaited() { (void)exec("ROLLBACK"); }
+  /// The server lock on `key` was just taken, the row not yet numbered (or, folded, with it):
+  /// `answer` is what the statement that took it answered last (the advisory take, a row lock's
+  /// lock statement, or its `tag` after it). The dialect sets up what its holding needs there.
+  /// An error fails the take, as the lock statement's would (core gives the lock back).
+  virtual Result<void> holding(const std::string& /*key*/, const Rows& /*answer*/) { return {}; }
+  /// The key's claims row was inserted (LockStatements::make_claim; `made`: it ran without
+  /// error) so that it can be locked: a dialect whose session does not commit on its own commits
+  /// it here, or ends what a failed one left open. An error is the insert's.
+  virtual Result<void> claim_made(bool /*made*/) { return {}; }
   /// Closes the session: whatever it held is gone with it.
   virtual void close() = 0;
   /// Opens the session anew, its lock wait none; only called while nothing is held.

@@ -243,6 +243,11 @@ class Layout {
         if (last < end && at + width_of(seq, parts.back(), last + 1) + 1 <= width_) whole_until = last + 1;
       }
       if (i > begin && i >= whole_until && breaks_before(seq[i], between) && parts.back() != i) parts.push_back(i);
+      // A WHEN, THEN or ELSE that fits its line stays whole (its ANDs and ORs are one test).
+      if (i > begin && i >= whole_until && is_branch(seq[i])) {
+        const std::size_t next = branch_end(seq, i, end);
+        if (cont + width_of(seq, i, std::min(next + 1, end)) + 1 <= width_) whole_until = next;
+      }
       if (i + 1 >= whole_until && is_word(seq[i], ",") && i + 1 < end) parts.push_back(i + 1);
     }
     parts.push_back(end);
@@ -250,7 +255,14 @@ class Layout {
       const std::size_t a = parts[p], b = parts[p + 1];
       const int tail = b == end ? trailing : 0;
       if (p > 0) {
-        const bool shared = short_item(seq, a, b) && short_item(seq, parts[p - 1], a) && is_word(seq[a - 1], ",");
+        // A short list item shares the line of the item before it, when that one was on one
+        // line; the operands of || share lines too (one string, read along).
+        const std::size_t before = parts[p - 1];
+        const bool after_whole = (before == begin || is_word(seq[before - 1], ",")) &&
+                                 cont + width_of(seq, before, a) <= width_;
+        const bool item = is_word(seq[a - 1], ",") && (b == end || is_word(seq[b - 1], ","));
+        const bool shared = (item && short_item(seq, a, b) && after_whole) ||
+                            is_word(seq[a], "||");
         if (!(shared && column_ + width_of(seq, a, b) + tail <= width_)) newline(cont);
       }
       if (column_ + width_of(seq, a, b) + tail <= width_) {
@@ -275,9 +287,24 @@ class Layout {
     return end;
   }
 
-  // A list item short enough to share its line with its neighbours (a column, a value).
-  static bool short_item(const std::vector<Node>& seq, std::size_t begin, std::size_t end) {
-    return width_of(seq, begin, end) <= 24;
+  static bool is_branch(const Node& n) { return is_word(n, "WHEN") || is_word(n, "THEN") || is_word(n, "ELSE"); }
+
+  // The WHEN, THEN, ELSE or END after the branch at seq[i] (not a nested CASE's), or `end`.
+  static std::size_t branch_end(const std::vector<Node>& seq, std::size_t i, std::size_t end) {
+    int depth = 0;
+    for (++i; i < end; ++i) {
+      if (is_word(seq[i], "CASE")) ++depth;
+      if (depth == 0 && (is_branch(seq[i]) || is_word(seq[i], "END"))) return i;
+      if (is_word(seq[i], "END")) --depth;
+    }
+    return end;
+  }
+
+  // A list item short enough to share its line with its neighbours (a column, a value, an
+  // expression of at most half a line): a list reads down its lines, at most two long items a
+  // line, and a take's columns do not each spend a line of the minute a DBA has for it.
+  bool short_item(const std::vector<Node>& seq, std::size_t begin, std::size_t end) const {
+    return width_of(seq, begin, end) <= width_ / 2 - 2;
   }
 
   // A token, or a group: on this line when it fits with the `trailing` columns after it, else
@@ -289,6 +316,15 @@ class Layout {
     }
     put("(", n.token.space);
     const int outer = line_indent_;
+    // Under its parenthesis when it fits a line of its own there, else, where it can, its
+    // first part after the parenthesis and the others under it.
+    const bool whole_below = outer + 2 + width_of(n.kids, 0, n.kids.size()) + trailing + 1 <= width_;
+    if (!whole_below && hangs(n, trailing)) {
+      clause(n.kids, 0, n.kids.size(), outer + 2, trailing + 1);
+      line_indent_ = outer;
+      put(")", false);
+      return;
+    }
     newline(outer + 2);
     if (is_subquery(n))
       query(n.kids, trailing + 1);
@@ -296,6 +332,25 @@ class Layout {
       clause(n.kids, 0, n.kids.size(), outer + 2, trailing + 1);
     line_indent_ = outer;
     put(")", false);
+  }
+
+  // Whether the group n, broken, starts on the line of its "(" (a list, a condition): when its
+  // first part fits there and each other one on a line of its own, so no group inside it is
+  // broken (a reader never has to tell two levels of continuation lines apart).
+  bool hangs(const Node& n, int trailing) const {
+    if (is_subquery(n)) return false;
+    const std::vector<Node>& kids = n.kids;
+    std::size_t a = 0;
+    for (std::size_t i = 1; i <= kids.size(); ++i) {
+      const bool last = i == kids.size();
+      if (!last && !is_word(kids[i - 1], ",") && !is_word(kids[i], "AND") && !is_word(kids[i], "OR") &&
+          !is_word(kids[i], "||"))
+        continue;
+      const int at = a == 0 ? column_ : line_indent_ + 2;
+      if (at + width_of(kids, a, i) + (last ? trailing + 1 : 0) > width_) return false;
+      a = i;
+    }
+    return true;
   }
 
   void flat(const Node& n) {

@@ -361,8 +361,8 @@ struct LockStatements {
   /// when it was this session's. `advisory_numbered_*` (empty: none): in the bookkeeping session
   /// itself, `advisory_try` / `advisory_wait` and then session_take (its parameters too) when
   /// taken, in one statement: one row of session_take's three columns (NULL: not numbered) and
-  /// taken (1 or 0); one that fails with ErrorKind::wait_ended took no lock (after any other
-  /// error it is given back).
+  /// taken (1 or 0), or no row when not taken; one that fails with ErrorKind::wait_ended took no
+  /// lock (after any other error it is given back).
   Statement advisory_try, advisory_wait, advisory_holds, advisory_give_back;
   Statement advisory_numbered_try, advisory_numbered_wait;
   /// Empty, or (where `advisory_numbered_*` are) in the bookkeeping session itself:

@@ -6,6 +6,7 @@
 // SQLite futex words in <database>-wake.
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/error.hpp"
@@ -14,6 +15,7 @@
 namespace dblock::sql {
 
 class Params;  // sql_session.hpp
+class Rows;    // sql_session.hpp
 
 /// A dialect's wake primitive: how one waiter of a key is told that the key may have been
 /// released. One place among a key's waiters at a time; the queue (Waiters) says which and when.
@@ -46,6 +48,14 @@ class Wake {
   /// the key over between holder and waiter adds what the take binds for it, and sends what must
   /// run ahead of it in its round trip. An error is the session's, as the take's would be.
   virtual Result<void> taking(const std::string& /*key*/, Params& /*take*/) { return {}; }
+  /// That lease take of `key` answered `took`: a primitive whose part the take did for it (the
+  /// key's wake taken with the row) notes it, and hold() then sends nothing of it.
+  virtual void took(const std::string& /*key*/, const Rows& /*took*/) {}
+  /// A session strategy's take numbered the row of plain `key`, which is now read back
+  /// (LeaseStatements::taken with `read`, before hold()): a primitive that does hold()'s work in
+  /// the same round trip answers the read itself, the taken row's columns first, and hold() then
+  /// sends nothing; nullopt: core runs the read. An error is the session's, as the read's would be.
+  virtual std::optional<Result<Rows>> reading_taken(const std::string& key, const Params& read);
   /// A lease release of `key` is about to run: what the take set up for the handoff goes in the
   /// release's round trip (what is still left after its commit, post()).
   virtual void releasing(const std::string& /*key*/) {}
@@ -84,6 +94,13 @@ class Waiters {
   /// A lease take of `key` is about to run with `take` (Wake::taking); the take's sites call it
   /// (lease_locker.cpp), whatever the dialect.
   Result<void> taking(const std::string& key, Params& take) { return wake_ ? wake_->taking(key, take) : Result<void>{}; }
+  /// That take answered `took` (Wake::took).
+  void took(const std::string& key, const Rows& took) {
+    if (wake_) wake_->took(key, took);
+  }
+  /// A session strategy's plain `key` has its taken row read back with `read` (Wake::reading_taken;
+  /// session_locker.cpp): the wake primitive's answer, or nullopt when core runs the read.
+  std::optional<Result<Rows>> reading_taken(const std::string& key, const Params& read);
   /// A lease release of `key` is about to run (Wake::releasing; lock_steps.cpp, release_row).
   void releasing(const std::string& key) {
     if (wake_) wake_->releasing(key);

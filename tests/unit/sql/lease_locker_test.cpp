@@ -299,6 +299,9 @@ class HandingWake final : public sql::Wake {
     take.set("hand", std::int64_t{42});
     return {};
   }
+  void took(const std::string& key, const sql::Rows& took) override {
+    sent_->push_back("took " + key + " " + took[0].text(0));
+  }
   void releasing(const std::string& key) override { sent_->push_back("releasing " + key); }
 
  private:
@@ -307,7 +310,8 @@ class HandingWake final : public sql::Wake {
 
 }  // namespace
 
-TEST_CASE("core tells the wake primitive of every lease take and release, right before it runs them") {
+TEST_CASE("core tells the wake primitive of every lease take and release, right before it runs them, and what the "
+          "take answered") {
   auto session = std::make_shared<testing::ScriptedSession>();
   session->wake_with(std::make_unique<HandingWake>(session->sent));
   session->answers["lease.take"] = testing::row_of({"5", "1000", "4000"}, 1);
@@ -323,5 +327,5 @@ TEST_CASE("core tells the wake primitive of every lease take and release, right 
   CHECK(locker->release(ReleaseRequest{}));
   std::string sent;
   for (const auto& s : session->sent) sent += (sent.empty() ? "" : " | ") + s;
-  CHECK(sent == "taking k | lease.take | BEGIN RELEASE | releasing k | lease.release | COMMIT");
+  CHECK(sent == "taking k | lease.take | took k 5 | BEGIN RELEASE | releasing k | lease.release | COMMIT");
 }

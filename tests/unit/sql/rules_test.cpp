@@ -72,10 +72,10 @@ TEST_CASE("fencing tokens: the one given, else one above the row's last and the 
 
 TEST_CASE("a semaphore's header: its slot count, or no slot held on a recount; any other row when nobody holds it") {
   CHECK(sql::header_free_sql(marked, "l.", "L") ==
-        "CASE WHEN SAME(l.strategy, 'semaphore') THEN l.slots = INT(:slots) OR INT(:recount) = 1 AND NOT EXISTS (SELECT"
+        "CASE WHEN SAME(l.strategy, 'semaphore') THEN l.slots = INT(:slots) OR (INT(:recount) = 1 AND NOT EXISTS (SELECT"
         " 1 FROM (SELECT 1 FROM L s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL AND (NOT"
-        " SAME(s.strategy, 'lease') OR LIVE(s.)) LIMIT 1) AS held) ELSE l.acquired_at IS NULL OR NOT LIVE(l.) AND"
-        " (l.released_at IS NOT NULL OR l.strategy = 'lease') END");
+        " SAME(s.strategy, 'lease') OR LIVE(s.)) LIMIT 1) AS held)) ELSE l.acquired_at IS NULL OR (NOT LIVE(l.) AND"
+        " (l.released_at IS NOT NULL OR l.strategy = 'lease')) END");
 }
 
 TEST_CASE("the failover gate: the record names this server, no lock-delay in force, the TTL covered") {

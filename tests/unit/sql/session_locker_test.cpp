@@ -363,3 +363,162 @@ TEST_CASE("a row lock's release whose holder transaction no longer ran is a loss
   CHECK(released.error().kind == ErrorKind::lost);
   CHECK(r.holder->h.execs == std::vector<std::string>{"BEGIN", "ROLLBACK, not awaited"});
 }
+
+namespace {
+
+// A wake primitive that answers a plain key's taken row itself, as MySQL's folds its hold() into
+// that read (Wake::reading_taken): token 5.
+class ReadingWake final : public sql::Wake {
+ public:
+  explicit ReadingWake(std::vector<std::string>& said) : said_(&said) {}
+  std::optional<Result<sql::Rows>> reading_taken(const std::string& key, const sql::Params&) override {
+    said_->push_back("reading taken " + key);
+    return Result<sql::Rows>(testing::row_of({"5", "1000", std::nullopt}));
+  }
+
+ private:
+  std::vector<std::string>* said_;
+};
+
+// A holder session that notes, in order, the statements it runs and each hook core calls at its
+// sites (HolderSession::holding, claim_made), its waiters' queue over ReadingWake. A ROLLBACK of
+// a held lock ends the session when `rollback_closes` (MySQL's ROLLBACK RELEASE).
+class HookedHolder final : public sql::HolderSession {
+ public:
+  HookedHolder() : signal_(std::make_unique<ReadingWake>(said)) {}
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis) override {
+    said.push_back(st.id);
+    return session.run(st, p);
+  }
+  Result<void> exec(std::string_view sql) override {
+    said.emplace_back(sql);
+    if (sql == "ROLLBACK" && rollback_closes && held) closed = true;
+    open = false;
+    return {};
+  }
+  Result<void> begin(const sql::LockStatements& st, const sql::Params&, Millis) override {
+    said.push_back(st.begin);
+    open = true;
+    return {};
+  }
+  Result<void> holding(const std::string& key, const sql::Rows& answer) override {
+    said.push_back("holding " + key + " (" + (answer.empty() ? "no row" : answer[0].text(0)) + ")");
+    held = true;
+    if (holding_fails) return fail(ErrorKind::other, "the idle limit was not set");
+    return {};
+  }
+  Result<void> claim_made(bool made) override {
+    said.push_back(made ? "claim made" : "claim not made");
+    return {};
+  }
+  void close() override { closed = true; }
+  Result<void> reopen() override { return {}; }
+  bool transaction_open() const override { return open && !closed; }
+  std::string session_id() const override { return "1"; }
+  int socket() const override { return closed ? -1 : 0; }
+  Millis server_wait(Millis wait, bool) const override { return wait; }
+  void bind(sql::Params&, const std::string&, Millis) const override {}
+  sql::Waiters& release_signal() override { return signal_; }
+
+  testing::ScriptedSession session;
+  std::vector<std::string> said;  // in order: statement ids, SQL exec'd, hooks
+  bool rollback_closes = false;
+  bool holding_fails = false;
+  bool open = false;
+  bool held = false;
+  bool closed = false;
+
+ private:
+  sql::Waiters signal_;
+};
+
+std::string joined(const std::vector<std::string>& said) {
+  std::string out;
+  for (const auto& s : said) out += (out.empty() ? "" : " | ") + s;
+  return out;
+}
+
+// A row lock's locker on `holder`, its tag and untag statements in place, and a book whose
+// session.take numbers the row without returning it (MySQL's): affected 1, no rows.
+std::unique_ptr<Locker> tagged_locker(Strategy strategy, std::unique_ptr<HookedHolder> holder,
+                                      std::shared_ptr<testing::ScriptedSession> book) {
+  sql::LockStatements lock = lock_statements();
+  lock.tag = {"lock.tag", "tag"};
+  lock.untag = {"lock.untag", "untag"};
+  sql::LeaseStatements st = statements();
+  st.taken = {"lease.taken", "read back"};
+  sql::Rows numbered;
+  numbered.affected = 1;
+  book->answers["session.take"] = numbered;
+  book->answers["lease.release"] = testing::row_of({}, 1);
+  return sql::make_session_locker(strategy, std::move(holder), lock, std::move(book), st, "dblock_", 10);
+}
+
+}  // namespace
+
+TEST_CASE("core tells the holder session what it does at its sites: the claims row made, the lock taken, its row "
+          "read back by the wake primitive, the tag not given back by a session its ROLLBACK ended") {
+  auto holder = std::make_unique<HookedHolder>();
+  holder->session.in_turn["lock.claim_nowait"] = {sql::Rows{}};  // no claims row yet
+  holder->session.answers["lock.claim_nowait"] = testing::row_of({"t"}, 1);
+  holder->rollback_closes = true;
+  HookedHolder& h = *holder;
+  auto book = std::make_shared<testing::ScriptedSession>();
+  auto l = tagged_locker(Strategy::for_update, std::move(holder), book);
+  auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  REQUIRE(got);
+  REQUIRE(got->state == AcquireOutcome::State::acquired);
+  CHECK(got->token == 5);
+  // The wake primitive read the row back (folding its hold() in): lease.taken never ran.
+  CHECK(book->sent == std::vector<std::string>{"session.take"});
+  CHECK(joined(h.said) ==
+        "BEGIN | lock.claim_nowait | ROLLBACK | lock.make_claim | claim made | BEGIN | lock.claim_nowait | "
+        "holding k (t) | reading taken k");
+  h.said.clear();
+  CHECK(l->release(ReleaseRequest{}));
+  CHECK(joined(h.said) == "ROLLBACK");  // the session ended with it, and the tag with the session
+}
+
+TEST_CASE("txn-insert's holding hears the tag's answer; a ROLLBACK that leaves the session open gives the tag back") {
+  auto holder = std::make_unique<HookedHolder>();
+  holder->session.answers["lock.insert_claim_try"] = sql::Rows{};
+  holder->session.answers["lock.insert_claim_try"].affected = 1;
+  holder->session.answers["lock.tag"] = testing::row_of({"tagged"});
+  HookedHolder& h = *holder;
+  auto l = tagged_locker(Strategy::txn_insert, std::move(holder), std::make_shared<testing::ScriptedSession>());
+  REQUIRE(l->try_acquire(testing::lock_request(Millis(3000)), Millis(0)));
+  CHECK(joined(h.said) == "BEGIN | lock.insert_claim_try | lock.tag | holding k (tagged) | reading taken k");
+  h.said.clear();
+  CHECK(l->release(ReleaseRequest{}));
+  CHECK(joined(h.said) == "ROLLBACK | lock.untag");
+}
+
+TEST_CASE("an advisory take tells the holder it holds; a holding that fails gives the lock back and fails the take") {
+  auto holder = std::make_unique<HookedHolder>();
+  holder->session.answers["lock.advisory_wait"] = testing::row_of({"1"});
+  holder->session.answers["lock.advisory_give_back"] = testing::row_of({"1"});
+  holder->holding_fails = true;
+  HookedHolder& h = *holder;
+  auto book = std::make_shared<testing::ScriptedSession>();
+  auto l = tagged_locker(Strategy::advisory, std::move(holder), book);
+  auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  REQUIRE_FALSE(got);
+  CHECK(joined(h.said) == "lock.advisory_wait | holding k (1) | lock.advisory_give_back");
+  CHECK(book->runs["session.take"] == 0);
+}
+
+TEST_CASE("a folded advisory take that answers no row did not take the lock: busy, nothing held") {
+  auto holder = std::make_unique<HookedHolder>();
+  HookedHolder& h = *holder;
+  sql::LockStatements lock = lock_statements();
+  lock.advisory_numbered_try = {"lock.advisory_numbered_try", "take and number"};
+  lock.advisory_numbered_wait = {"lock.advisory_numbered_wait", "take and number"};
+  auto book = std::make_shared<testing::ScriptedSession>();
+  book->answers["lease.refusal"] = sql::Rows{};
+  auto l = sql::make_session_locker(Strategy::advisory, std::move(holder), lock, book, statements(), "dblock_", 10);
+  auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  REQUIRE(got);
+  CHECK(got->state == AcquireOutcome::State::busy);
+  // Asked once more after a moment (no holder to show), never told it holds.
+  CHECK(joined(h.said) == "lock.advisory_numbered_try | lock.advisory_numbered_try");
+}
