@@ -263,6 +263,7 @@ Error Connection::error_from_stmt(MYSQL_STMT* stmt) const {
 }
 
 std::unexpected<Error> Connection::failed(Error e) {
+  gave_back_wake_.clear();  // a statement that failed gave nothing back
   if (e.kind == ErrorKind::connection) statements_.clear();
   return std::unexpected(std::move(e));
 }
@@ -299,11 +300,16 @@ Result<void> Connection::settle() {
 }
 
 const sql::Params& Connection::with_names(const sql::Compiled& compiled, const sql::Params& params) {
-  const bool names = std::any_of(compiled.names.begin(), compiled.names.end(),
-                                 [](const std::string& n) { return n == "wake" || n == "queue"; });
+  auto names_one = [&](std::string_view name) {
+    return std::find(compiled.names.begin(), compiled.names.end(), name) != compiled.names.end();
+  };
   const auto* key = params.find("key");
-  if (!names || !key || !std::holds_alternative<std::string>(*key) || params.find("wake")) return params;
+  gave_back_wake_.clear();
+  if (!(names_one("wake") || names_one("queue") || names_one("wake_given_back")) || !key ||
+      !std::holds_alternative<std::string>(*key) || params.find("wake"))
+    return params;
   const std::string& k = std::get<std::string>(*key);
+  if (names_one("wake_given_back")) gave_back_wake_ = k;
   if (named_key_ != k || named_database_ != database_) {
     named_key_ = k;
     named_database_ = database_;
@@ -311,15 +317,15 @@ const sql::Params& Connection::with_names(const sql::Compiled& compiled, const s
     queue_ = queue_name(database_, options_.table_prefix, k);
   }
   named_ = params;
-  return named_.set("wake", wake_).set("queue", queue_);
+  return named_.set("wake", wake_).set("queue", queue_).set("wake_given_back", wake_);
 }
 
 Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& given) {
-  if (auto ok = settle(); !ok) return std::unexpected(ok.error());
+  if (auto ok = settle(); !ok) return failed(ok.error());
   const sql::Compiled& compiled = compiled_.get(st);
   const sql::Params& params = with_names(compiled, given);
   auto values = sql::bind_order(compiled, params, st.id);
-  if (!values) return std::unexpected(values.error());
+  if (!values) return failed(values.error());
   if (!mysql_) return std::unexpected(error_from_mysql());
   std::vector<MYSQL_BIND> binds = bind_params(*values);
   bool executed = false;
@@ -371,6 +377,10 @@ Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& g
     out.add(std::move(row));
   }
   mysql_stmt_free_result(stmt);
+  // A block of statements (lease.release_recorded on MariaDB) ends with the block's own answer
+  // after its rows: read, so the connection is ready for the next statement.
+  while (mysql_stmt_more_results(stmt))
+    if (mysql_stmt_next_result(stmt) > 0) return stmt_failed();
   out.affected = static_cast<std::int64_t>(out.size());
   return out;
 }
@@ -427,12 +437,20 @@ class NamedLockWake final : public sql::Wake {
   }
   // A session that a finished run's last COMMIT ended (Connection::query_last) gave it back, and
   // the holder's session gives back the one it holds as it ends.
+  // The release's own statement may have given it back already (Connection::gave_back_wake).
+  // A session that never held it (`dblock release` of another process's holder) has nothing to
+  // give back: the holder's session gives its own back (a round trip less).
   void post(const std::string& key) override {
+    const bool held = std::exchange(held_, std::string()) == key;
+    if (conn_->gave_back_wake() == key) return;
     if (std::exchange(by_holder_, std::string()) == key) return;
-    if (!conn_->ended_by_last()) (void)conn_->run(s_.wake_release, {{"key", key}});
+    if (held && !conn_->ended_by_last()) (void)conn_->run(s_.wake_release, {{"key", key}});
   }
   void hold(const std::string& key) override {
-    if (std::exchange(held_by_take_, std::string()) == key || by_holder_ == key) return;
+    const bool taken = std::exchange(held_by_take_, std::string()) == key;
+    if (by_holder_ == key) return;
+    held_ = key;
+    if (taken) return;
     (void)conn_->run(s_.wake_hold, {{"key", key}});
   }
   // One statement both takes the queue name and, holding it, waits on the wake name.
@@ -449,6 +467,7 @@ class NamedLockWake final : public sql::Wake {
   Connection* conn_;
   WakeStatements s_;
   std::string held_by_take_;
+  std::string held_;       // the key whose wake name hold() took (or the take took), or ""
   std::string by_holder_;  // the key whose wake name the holder's session holds, or ""
 };
 

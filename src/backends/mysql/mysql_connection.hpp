@@ -30,8 +30,8 @@ class Connection {
                                                   ConnectionRole role = ConnectionRole::bookkeeping,
                                                   std::string_view settings = {}, bool idle_now = false);
 
-  /// Runs `st` with `params` bound by name (sql::Session::run), and :wake and :queue, where it
-  /// names them, as `key`'s wake and queue names (mysql_names.hpp). `affected`: a SELECT's rows,
+  /// Runs `st` with `params` bound by name (sql::Session::run), and :wake, :queue and
+  /// :wake_given_back, where it names them, as `key`'s wake and queue names (mysql_names.hpp). `affected`: a SELECT's rows,
   /// else the server's count.
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params = {});
   /// Runs a statement without parameters through the text protocol; any rows are discarded.
@@ -51,6 +51,9 @@ class Connection {
   }
   /// Sets the session's idle limits, unless set already: before it sits idle while a job runs.
   Result<void> keep_idle();
+  /// The key whose wake name the last statement run gave back (it binds :wake_given_back, the
+  /// wake name, as MariaDB's lease release does), or "".
+  const std::string& gave_back_wake() const { return gave_back_wake_; }
   /// query_last ended the session (and no statement opened a new one since).
   bool ended_by_last() const { return !mysql_ && ended_by_last_; }
 
@@ -110,6 +113,7 @@ class Connection {
   std::string database_;  // the session's DATABASE(), as the handshake left it
   // The last key's wake and queue names (with_names), and the parameters they were added to.
   std::string named_key_, named_database_, wake_, queue_;
+  std::string gave_back_wake_;  // gave_back_wake()
   sql::Params named_;
   sql::CompiledCache compiled_{sql::PlaceholderStyle::question};
 };

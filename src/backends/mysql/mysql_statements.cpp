@@ -102,17 +102,23 @@ std::string incarnation(bool mariadb) {
                  : "CONCAT('server_uuid ', @@GLOBAL.server_uuid)";
 }
 
-// On MariaDB, whose takes read no row back (lease_statements), a last column that fails the
-// read (1242, which sends the run to the schema check: exit 78) unless <prefix>locks has a
-// unique key on exactly its name, as its upserts need; a read of one table's keys in the
-// catalog, once per connection. MySQL's `taken` read finds a second row of the name instead.
-std::string keyed_locks(const Tables& t, bool mariadb) {
-  if (!mariadb) return "";
+// On MariaDB, whose takes read no row back (lease_statements), a read that fails (1242, which
+// sends the run to the schema check: exit 78) unless <prefix>locks has a unique key on exactly
+// its name, as its upserts need: a read of one table's keys in the catalog, by the failover
+// record's read (keyed_locks, a last column) and by the lease take's read of the gate
+// (mariadb_take). MySQL's `taken` read finds a second row of the name instead.
+// unkeyed(TABLE): NULL when the table TABLE (its own name) has a unique key on exactly its
+// name, else an error (1242: two rows).
+std::string unkeyed(const std::string& table) {
   const std::string keyed = "SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = " +
-                            quote_identifier(t.prefix + "locks", '\'') +
+                            quote_identifier(table, '\'') +
                             " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME HAVING COUNT(*) = 1 AND"
                             " SUM(LOWER(COLUMN_NAME) = 'name' AND SUB_PART IS NULL) = 1";
-  return ", (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE NOT EXISTS (" + keyed + "))";
+  return "(SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE NOT EXISTS (" + keyed + "))";
+}
+std::string keyed_locks(const Tables& t, bool mariadb) {
+  if (!mariadb) return "";
+  return ", " + unkeyed(t.prefix + "locks");
 }
 
 // Dialect::serving: whether the session's server is a Galera node: MariaDB always has wsrep_on
@@ -175,13 +181,79 @@ const sql::Dialect dialect{
 // the inserted row's token (the values are computed first) and to the condition by the update
 // that meets an existing row (assign_each_if); the taken row's columns are NULL when not taken.
 // The refusal's columns come as core writes them over the row (Take::refused).
+//
+// The failover gate (failover.hpp) is read here too, as PostgreSQL's take reads it: the upsert's
+// one row is selected from `g`, the record (:record) when it names this server, no lock-delay is
+// in force and it covers :ttl_ms, with its fence; otherwise no row, nothing taken and nothing
+// answered, and core reads the gate itself (failover::admit_once). So a lease run reads the
+// record in its take's round trip, not in one of its own. The same read fails (1242, which
+// sends the run to the schema check: exit 78) unless <prefix>locks has a unique key on exactly
+// its name (keyed_locks, which the record's own read asks otherwise), before anything is
+// written. Reading the record, the statement locks it shared until it ends: a gate's write of
+// the record (failover.move, raise_ttl) waits for the takes in flight, no longer.
 std::string mariadb_take(const sql::Take& k) {
-  sql::Upsert up = k.upsert(k.fence);
-  for (auto& [column, value] : up.values)
+  sql::Upsert up = k.upsert("g.fence");
+  std::string columns, values;
+  for (auto& [column, value] : up.values) {
     if (column == "token") value = "IF(" + taking + " := 1, " + value + ", NULL)";
+    columns += (columns.empty() ? "" : ", ") + column;
+    values += (values.empty() ? "" : ", ") + value;
+  }
+  // The table's own name, for the catalog (up.table is quoted).
+  std::string name;
+  for (std::size_t i = 1; i + 1 < up.table.size(); ++i) {
+    name += up.table[i];
+    if (up.table[i] == '`') ++i;
+  }
+  const std::string gate = "SELECT r.token AS fence FROM " + up.table + " r WHERE r.name = :record AND " +
+                           sql::failover_open_sql(dialect, "r.", "r.owner = " + incarnation(true)) + " AND " +
+                           unkeyed(name) + " IS NULL";
+  const std::string upserted = upsert(up), update = " ON DUPLICATE KEY UPDATE ";
   auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
-  return upsert(up) + " RETURNING " + taken_if("token") + ", " + taken_if(epoch_ms("acquired_at")) + ", " +
-         taken_if(epoch_ms("expires_at")) + ", " + k.refused;
+  // Last, taken (a plain key's: no slot token), the key's wake name taken and the queue name
+  // given back, as wake_hold does (NULL, NULL when not): the holder's first step in the take's
+  // round trip (Session::run reads these last two).
+  return "INSERT INTO " + up.table + " (" + columns + ") SELECT " + values + " FROM (" + gate + ") g" +
+         upserted.substr(upserted.find(update)) + " RETURNING " + taken_if("token") + ", " +
+         taken_if(epoch_ms("acquired_at")) + ", " + taken_if(epoch_ms("expires_at")) + ", " + k.refused + ", IF(" +
+         taking + " AND :token IS NULL, GET_LOCK(:wake, 0), NULL), IF(" + taking +
+         " AND :token IS NULL, RELEASE_LOCK(:queue), NULL)";
+}
+
+// LeaseStatements::release_recorded on MariaDB (10.1+), which runs a block of statements sent
+// as one (BEGIN NOT ATOMIC), its parameters bound as any statement's: the release, the run's
+// history row and its trim (record_run's rule, on the oldest row's token) in one transaction,
+// committed, then the key's wake name given back (wake_statements' wake.release), so the waiter
+// it wakes finds the row released: a lease run's release is one round trip, where a transaction
+// of its own cost four (START TRANSACTION, the release, the history row, the oldest row's read)
+// and a COMMIT. Any error rolls the whole back and is the statement's, its native code as
+// raised (RESIGNAL). One row: (1 released, 0 not ours any more). It names the wake name
+// :wake_given_back, so the session's wake primitive knows it given back and sends nothing more
+// (Connection::gave_back_wake).
+// The trim of :name's history rows as record_run does it, once the oldest row's token is more
+// than :keep + :slack below :token, as a statement of such a block (after the run's row).
+std::string block_trim(const Tables& t) {
+  const std::string oldest = "SELECT token FROM " + t.runs + " WHERE name = :name ORDER BY id LIMIT 1";
+  return "IF COALESCE(:token - (" + oldest + ") + 1, 0) NOT BETWEEN 1 AND :keep + :slack THEN " +
+         sql::history_statements(dialect, t.runs).trim.text + "; END IF;";
+}
+// The block's start: any error rolls back what it did and is the block's, as raised.
+const std::string block = "BEGIN NOT ATOMIC DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; ";
+
+std::string mariadb_release_recorded(const Tables& t, const sql::Statement& release) {
+  return block + "START TRANSACTION; " + release.text + "; SET @dblock_released = ROW_COUNT(); INSERT INTO " + t.runs +
+              " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) VALUES (:name, :token,"
+              " :run_owner, :run_host, :run_pid, :strategy, " + dialect.time_of_ms(":started_ms") + ", " + dialect.now +
+              ", IF(@dblock_released > 0, :outcome, 'lost'), :run_exit_code); " + block_trim(t) +
+              " COMMIT; DO RELEASE_LOCK(:wake_given_back), RELEASE_LOCK(:queue); SELECT @dblock_released > 0; END";
+}
+
+// HistoryStatements::record on MariaDB: the history row and its trim in one transaction, a block
+// as mariadb_release_recorded's, committed (every MySQL commit waits for the disk): a session
+// strategy's history row after its lock is given back costs one round trip, where its own
+// transaction cost four (START TRANSACTION, the row, the oldest row's read, COMMIT).
+std::string mariadb_history_record(const Tables& t, const sql::HistoryStatements& h) {
+  return block + "START TRANSACTION; " + h.add.text + "; " + block_trim(t) + " COMMIT; END";
 }
 
 // MariaDB's dialect: MySQL's, but for its take.
@@ -229,14 +301,12 @@ const std::string fence = dialect.integer(":fence");
 sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   const Tables t(prefix, '`');
   sql::LeaseStatements s = sql::lease_statements(mariadb ? mariadb_dialect : dialect, t);
-  if (mariadb)
-    // Taken (a plain key's: no slot token), the key's wake name taken and the queue name given
-    // back, as wake_hold does (NULL, NULL when not), after the take's columns (mariadb_take): the
-    // holder's first step in the take's round trip (Session::run reads these last two).
-    s.take.text += ", IF(" + taking + " AND :token IS NULL, GET_LOCK(:wake, 0), NULL), IF(" + taking +
-                   " AND :token IS NULL, RELEASE_LOCK(:queue), NULL)";
-  // session.take is core's, without RETURNING on MariaDB too: a session strategy's run has a
-  // dozen round trips, so one fewer earned under 10% at a 10 ms round trip (an advisory run 185
+  if (mariadb) {
+    s.release_recorded = {"lease.release_recorded", mariadb_release_recorded(t, s.release)};
+    s.history.record = {"history.record", mariadb_history_record(t, s.history)};
+  }
+  // session_take is core's (the upsert, no RETURNING): a session strategy's run has a dozen
+  // round trips, so one fewer earned under 10% at a 10 ms round trip (an advisory run 185
   // against 196 ms), too little for a second way of numbering.
   return s;
 }

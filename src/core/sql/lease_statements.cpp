@@ -117,13 +117,12 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   s.header_refusal = {"semaphore.header_refusal", status + "slots FROM " + t.locks + " WHERE name = :key"};
   // A dialect whose `begin` locks the whole database (SQLite) writes its own, without FOR UPDATE.
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
-  // Where there are server sessions, the session strategies number the row with the upsert at
-  // the statement's time (PostgreSQL writes its own: its condition reads the inserted row's time,
-  // EXCLUDED.acquired_at, and its RETURNING types the NULL).
-  if (!d.session_id.empty())
-    s.session_take = {"session.take", d.upsert(session_upsert(d, t, fence, d.now, d.now)) +
-                                          d.returning("token, " + d.epoch_ms("acquired_at") + ", NULL")};
   s.failover = failover_statements(d, t);
+  // A server's (one with sessions: Dialect::session_id) session strategies number the row with
+  // the dialect's upsert, its token read back by `taken` where it returns none; a dialect that
+  // numbers another way writes its own over this.
+  if (!d.session_id.empty())
+    s.session_take = {"session.take", d.upsert(session_upsert(d, t, d.integer(":fence"), d.now, d.now))};
   return s;
 }
 

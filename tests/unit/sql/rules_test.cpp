@@ -352,7 +352,7 @@ TEST_CASE("a dialect that leaves a member unset gets core's form of it") {
   const sql::Statement numbered = sql::lease_statements(sessions, t).session_take;
   CHECK(numbered.id == "session.take");
   CHECK(numbered.text.find(" ON CONFLICT (name) DO UPDATE SET ") != std::string::npos);
-  CHECK(numbered.text.ends_with(" RETURNING token, MS(acquired_at), NULL"));
+  CHECK(numbered.text.find("RETURNING") == std::string::npos);  // its token read back by `taken`
 
   // The session strategies' txn-insert: a plain INSERT unless the dialect writes its own.
   const sql::LockStatements l = sql::lock_statements(plain, t, {});
