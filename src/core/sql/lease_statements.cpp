@@ -58,7 +58,8 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                            due_sql(d, row, d.now);
                   }};
   };
-  s.take = {"lease.take", d.take(Take{take, fence, taken, s.refusal.text, refused, d.upsert(take(fence)) + d.returning(taken)})};
+  const std::string standard = d.upsert(take(fence)) + d.returning(taken);
+  s.take = {"lease.take", d.take(Take{take, fence, taken, s.refusal.text, refused, standard})};
   // Where the take returns no rows.
   if (d.returning(taken).empty()) s.taken = {"lease.taken", taken_sql(d, t)};
 

@@ -88,7 +88,8 @@ SchemaStatements schema_statements(const SchemaDialect& d, const BackendOptions&
     if (!index.empty()) s.create.push_back({name, index});
     // The descriptions themselves (static, as Added::described points to them), the table's and
     // then the dialect's own, in columns_of's order once sorted below.
-    for (std::span<const Column> described : {table->columns, table == &locks ? d.own_columns : std::span<const Column>()})
+    const std::span<const Column> own = table == &locks ? d.own_columns : std::span<const Column>();
+    for (std::span<const Column> described : {table->columns, own})
       for (const Column& c : described)
         if (c.since != first_shape)
           added.push_back({c.since, {name, std::string(c.name),
