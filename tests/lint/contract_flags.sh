@@ -11,11 +11,11 @@
 set -u
 top=${1:-${DBLOCK_SOURCE_DIR:?usage: contract_flags.sh SOURCE_DIR}}
 sql=$top/src/core/sql
-# Still there: SchemaStatements::Added::required, which describes an added column (whether
-# inspection of an older table needs it), the same in every dialect, not a dialect. (A take
-# that explains its refusal or reads the failover gate, and a release that tells the waiters
-# and so commits alone, say so in their answers and parameters: lock_steps.hpp.)
-allowed='^(required)$'
+# None left: whether check_schema asks for an added column is read from the column's one
+# description (SchemaStatements::Added::described, tables.hpp Column). (A take that explains its
+# refusal or reads the failover gate, and a release that tells the waiters and so commits alone,
+# say so in their answers and parameters: lock_steps.hpp.)
+allowed='^$'
 
 # Members of the structs named *Statements: "bool name" (a flag) or "(*name)(" (a predicate);
 # of a dialect's expressions: "bool name".

@@ -133,14 +133,12 @@ std::string mariadb_serving(const Tables& t) { return "@@GLOBAL.wsrep_on" + keye
 const sql::Dialect dialect{
     .now = "UTC_TIMESTAMP(6)",
     .time_of_ms = [](std::string_view ms) { return "TIMESTAMPADD(MICROSECOND, " + std::string(ms) + " * 1000, '1970-01-01')"; },
-    .integer = [](std::string_view param) { return std::string(param); },
     .started_ms_ago =
         [](std::string_view row, std::string_view now) {
           return "TIMESTAMPDIFF(MICROSECOND, " + std::string(row) + "last_started_at, " + std::string(now) + ") DIV 1000";
         },
     .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > UTC_TIMESTAMP(6), 0)"; },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " <=> " + std::string(b); },
-    .begin = "START TRANSACTION",
     .begin_unsynced = {},  // every commit waits for the disk
     // ShedLock's now, as its MySqlServerTimeStatementsSource writes it.
     .utc_now = "UTC_TIMESTAMP(3)",
@@ -149,7 +147,6 @@ const sql::Dialect dialect{
         [](std::string_view time, std::string_view ms) {
           return "TIMESTAMPADD(MICROSECOND, " + std::string(ms) + " * 1000, " + std::string(time) + ")";
         },
-    .text = [](std::string_view param) { return std::string(param); },
     // Any number of keys in one statement.
     .json_texts =
         [](std::string_view param) {
@@ -168,9 +165,9 @@ const sql::Dialect dialect{
                  " AS held, " + holder_id("l.") + " AS id FROM " + std::string(rows) + ") h";
         },
     .own_lease = {},  // none: the server's clock judges every lease
-    // No RETURNING, nor a read of the failover record in an ON DUPLICATE KEY UPDATE (its
-    // assignments read no table): the upsert alone, admitted before it (failover::admit).
-    .take = [](const sql::Take& k) { return upsert(k.upsert(k.fence)); },
+    // The take is core's (Dialect::take): no RETURNING, nor a read of the failover record in an
+    // ON DUPLICATE KEY UPDATE (its assignments read no table): the upsert alone, admitted before
+    // it (failover::admit).
     .release_returns = {},  // the waiters are woken by the holder's wake name (wake_statements)
     .incarnation = incarnation(false),
     .session_id = "CONNECTION_ID()",
@@ -311,7 +308,6 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   // session_take is core's (the upsert, no RETURNING): a session strategy's run has a dozen
   // round trips, so one fewer earned under 10% at a 10 ms round trip (an advisory run 185
   // against 196 ms), too little for a second way of numbering.
-  s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
   return s;
 }
 
@@ -435,7 +431,6 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
   // innodb_lock_wait_timeout = 0 (MySQL's least is 1 s) answers a held row at once instead.
   if (mariadb) s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text};
   s.make_claim = {"lock.make_claim", "INSERT IGNORE INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
-  s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
   // txn-insert's INSERT waits for another holder's only on a unique key of (name, kind): on a
   // claims table without one, both would insert and hold. The tag, run after that INSERT, then
   // reads one row too many (1242; a SELECT: DO drops the error), which sends the run to the

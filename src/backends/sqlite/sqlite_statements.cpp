@@ -64,17 +64,10 @@ constexpr sql::tables::Column boot_columns[] = {
 // name compares byte-wise (BINARY collation). No claims: SQLite has no session strategies
 // (its descriptor's).
 const sql::tables::SchemaDialect schema_dialect{
-    .quote = '"',
     .type = [](Type t) -> std::string { return t == Type::int64 || t == Type::int32 ? "INTEGER" : "TEXT"; },
     .identity = "INTEGER PRIMARY KEY AUTOINCREMENT",
-    .nullable = "",
     .type_comment =
         [](Type t) { return t == Type::timestamp ? std::string("UTC 'YYYY-MM-DD HH:MM:SS.SSS'") : std::string(); },
-    .index =
-        [](std::string_view name, std::string_view table, std::string_view columns) {
-          return "CREATE INDEX IF NOT EXISTS " + std::string(name) + " ON " + std::string(table) + " (" +
-                 std::string(columns) + ")";
-        },
     .own_columns = boot_columns,
 };
 
@@ -84,7 +77,6 @@ const sql::Dialect dialect{
     .now = now_sql(),
     .time_of_ms =
         [](std::string_view ms) { return "strftime('%Y-%m-%d %H:%M:%f', " + std::string(ms) + " / 1000.0, 'unixepoch')"; },
-    .integer = [](std::string_view param) { return std::string(param); },
     .started_ms_ago = [](std::string_view row, std::string_view) { return started_ago_sql(std::string(row)); },
     .lease_live = [](std::string_view row) { return lease_live_sql(std::string(row)); },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " IS " + std::string(b); },
@@ -94,8 +86,8 @@ const sql::Dialect dialect{
     // the next acquisition's fsync of the WAL makes this commit durable too: one fsync per run.
     .begin_unsynced = std::string(begin_unsynced),
     // Times are UTC text 'YYYY-MM-DD HH:MM:SS.SSS', so they compare as text. SQLite has no server
-    // clock: ShedLock's lock_until is the wall clock's, which its Java clients read.
-    .utc_now = now_sql(),
+    // clock: ShedLock's lock_until (Dialect::utc_now, `now`) is the wall clock's, which its Java
+    // clients read.
     .epoch_ms = &epoch_ms_sql,
     // julianday arithmetic is rounded back to whole milliseconds by strftime.
     .plus_ms =
@@ -103,12 +95,11 @@ const sql::Dialect dialect{
           return "strftime('%Y-%m-%d %H:%M:%f', julianday(" + std::string(time) + ") + " + std::string(ms) +
                  " / 86400000.0)";
         },
-    .text = [](std::string_view param) { return std::string(param); },
     .json_texts = [](std::string_view param) { return "(SELECT value FROM json_each(" + std::string(param) + "))"; },
-    .returning = [](std::string_view columns) { return " RETURNING " + std::string(columns); },
-    .upsert = &sql::on_conflict_upsert,
-    .session_holds = [](std::string_view, const Tables&) { return std::string("0"); },  // no server sessions
-    .ended_session = [](std::string_view, const Tables&) { return std::string(); },
+    // RETURNING, ON CONFLICT and the take are core's (Dialect::returning, upsert, take); there
+    // are no server sessions (session_holds, ended_session). The whole file is locked for the
+    // write (BEGIN IMMEDIATE, or the statement's own), so the take's upsert waits for no row;
+    // there is no failover gate.
     // The lease on CLOCK_BOOTTIME (boot_*), judged only while boot_judged_sql holds and on this
     // boot: a lease of another boot is over with it, and where the boot is not known the wall
     // clock judges.
@@ -134,9 +125,6 @@ const sql::Dialect dialect{
                                                                                  ", dblock_boot_ms())"}};
             },
     },
-    // The whole file is locked for the write (BEGIN IMMEDIATE, or the statement's own), so the
-    // upsert waits for no row; there is no failover gate.
-    .take = [](const sql::Take& k) { return sql::on_conflict_upsert(k.upsert(k.fence)) + " RETURNING " + k.returning; },
     .release_returns = {},  // the waiters are woken through the wake file (sqlite_wake.hpp)
     .incarnation = {},      // one file, no replica to fail over to
     .session_id = {},       // no server sessions
@@ -183,6 +171,7 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
 sql::LeaseStatements lease_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
   sql::LeaseStatements s = sql::lease_statements(dialect, t);
+  // No FOR UPDATE: `begin` locks the whole file.
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key"};
   return s;
 }

@@ -58,7 +58,8 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                            due_sql(d, row, d.now);
                   }};
   };
-  s.take = {"lease.take", d.take(Take{take, fence, taken, s.refusal.text, refused})};
+  const std::string standard = d.upsert(take(fence)) + d.returning(taken);
+  s.take = {"lease.take", d.take(Take{take, fence, taken, s.refusal.text, refused, standard})};
   // Where the take returns no rows.
   if (d.returning(taken).empty()) s.taken = {"lease.taken", taken_sql(d, t)};
 
@@ -115,6 +116,8 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                              [&](std::string_view row) { return header_free_sql(d, row, t.locks); }}) +
                        d.returning("token, NULL, NULL")};  // only its token is read (take_header)
   s.header_refusal = {"semaphore.header_refusal", status + "slots FROM " + t.locks + " WHERE name = :key"};
+  // A dialect whose `begin` locks the whole database (SQLite) writes its own, without FOR UPDATE.
+  s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
   s.failover = failover_statements(d, t);
   // A server's (one with sessions: Dialect::session_id) session strategies number the row with
   // the dialect's upsert, its token read back by `taken` where it returns none; a dialect that
@@ -170,6 +173,8 @@ DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s) {
   const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
   s.begin = d.begin;
+  if (s.insert_claim.empty())
+    s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
   if (!s.lock_claim.empty() && s.lock_claim_nowait.empty())
     s.lock_claim_nowait = {s.lock_claim.id + "_nowait", s.lock_claim.text + " NOWAIT"};
   // The uncommitted row is visible to its own transaction only, while it is open.

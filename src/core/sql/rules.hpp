@@ -41,6 +41,12 @@ struct Upsert {
   std::function<std::string(std::string_view row)> when;
 };
 
+/// Dialect::upsert as INSERT ... ON CONFLICT (name) DO UPDATE SET ... WHERE (PostgreSQL, SQLite);
+/// with `from` (a FROM and WHERE, PostgreSQL), the row's values are selected from it, and
+/// nothing is written when it selects none.
+std::string on_conflict_upsert(const Upsert& u);
+std::string on_conflict_upsert(const Upsert& u, std::string_view from);
+
 /// A lease's take (Dialect::take; LeaseStatements::take has its contract), as core spells it.
 struct Take {
   /// The row's conditional upsert, its tokens above the failover fence `fence` (SQL: the bound
@@ -56,6 +62,9 @@ struct Take {
   /// `refusal`'s select list alone (its columns over the row of :key), for a take that reads
   /// them from the row it did not take.
   std::string refused;
+  /// The take in core's form: the dialect's upsert (Dialect::upsert) of upsert(fence), then its
+  /// RETURNING (Dialect::returning) of `returning`; the default Dialect::take.
+  std::string standard;
 };
 
 /// A lease that a dialect keeps in a <prefix>locks row on a clock of its own, beside its
@@ -77,70 +86,81 @@ struct OwnLease {
 };
 
 /// What a dialect spells its own way, for the rules of this file; each dialect gives one, in its
-/// <name>_statements.cpp.
+/// <name>_statements.cpp. A member with a default has core's form, standard SQL or what most
+/// dialects share: a dialect sets only those it spells otherwise.
 struct Dialect {
   /// The current time, as the timestamp columns store it.
   std::string now;
   /// The stored timestamp of `ms`, an integer SQL expression of epoch milliseconds.
   std::string (*time_of_ms)(std::string_view ms) = nullptr;
   /// The bound parameter `param` (":name") where an integer is expected (PostgreSQL's arrive as
-  /// text, so it casts).
-  std::string (*integer)(std::string_view param) = nullptr;
+  /// text, so it casts). Default: the parameter.
+  std::string (*integer)(std::string_view param) = [](std::string_view param) { return std::string(param); };
   /// Whole milliseconds (an integer) from the last start of the row `row` ("" or an alias and its
   /// dot) to `now` (a time expression; SQLite judges on its own clock).
   std::string (*started_ms_ago)(std::string_view row, std::string_view now) = nullptr;
   /// 1 (true) while the lease of the row `row` ("" or an alias and its dot) runs, else 0 (false),
   /// never NULL.
   std::string (*lease_live)(std::string_view row) = nullptr;
-  /// `a` and `b` equal, NULL equal to NULL, never NULL itself.
-  std::string (*same)(std::string_view a, std::string_view b) = nullptr;
+  /// `a` and `b` equal, NULL equal to NULL, never NULL itself. Default: IS NOT DISTINCT FROM.
+  std::string (*same)(std::string_view a, std::string_view b) = [](std::string_view a, std::string_view b) {
+    return std::string(a) + " IS NOT DISTINCT FROM " + std::string(b);
+  };
 
   /// Opens a write transaction, every one dblock runs (LeaseStatements::begin, ShedLock's, the
   /// session strategies' held transaction: LockStatements::begin), at the isolation level its
   /// statements are written for: each statement reads what committed before it (READ COMMITTED,
   /// or a lock on the whole database).
-  std::string begin;
+  std::string begin = "START TRANSACTION";
   /// Opens a transaction whose commit need not wait for the disk (LeaseStatements::begin_release:
   /// only the acquisition must survive a crash). "" where every commit waits: `begin`.
-  std::string begin_unsynced;
+  std::string begin_unsynced = {};
   /// ShedLock's now, as its JDBC provider's server-time statements write it: UTC wall time, as
-  /// ShedLock's TIMESTAMP columns hold it (shedlock.hpp).
-  std::string utc_now;
+  /// ShedLock's TIMESTAMP columns hold it (shedlock.hpp). Default: `now`.
+  std::string utc_now = now;
   /// The timestamp `expr` as integer epoch milliseconds; NULL stays NULL.
   rows::EpochMs epoch_ms = nullptr;
   /// The timestamp `ms` (integer SQL, milliseconds) after the timestamp `time`.
   std::string (*plus_ms)(std::string_view time, std::string_view ms) = nullptr;
   /// The bound parameter `param` where text is meant and nothing around it says so (`IS NULL`).
-  std::string (*text)(std::string_view param) = nullptr;
+  /// Default: the parameter.
+  std::string (*text)(std::string_view param) = [](std::string_view param) { return std::string(param); };
   /// The texts of the JSON array that the parameter `param` holds, as a subquery for IN.
   std::string (*json_texts)(std::string_view param) = nullptr;
   /// " RETURNING " and `columns`, or "" where an INSERT or UPDATE returns no rows: core then
   /// reads them in a statement of its own (ShedlockStatements::numbered, InspectStatements::renewed).
-  std::string (*returning)(std::string_view columns) = nullptr;
-  /// The conditional upsert (Upsert), without RETURNING.
-  std::string (*upsert)(const Upsert& u) = nullptr;
+  std::string (*returning)(std::string_view columns) = [](std::string_view columns) {
+    return " RETURNING " + std::string(columns);
+  };
+  /// The conditional upsert (Upsert), without RETURNING. Default: ON CONFLICT (on_conflict_upsert).
+  std::string (*upsert)(const Upsert& u) = &on_conflict_upsert;
   /// 1 when the server shows the session recorded in the row `row` ("" or an alias and its dot)
   /// of `t.locks` holding that row's key's lock (a crashed session holder then shows free), else
-  /// 0; never NULL. "0" where there are no server sessions.
-  std::string (*session_holds)(std::string_view row, const Tables& t) = nullptr;
+  /// 0; never NULL. Default "0": no server sessions.
+  std::string (*session_holds)(std::string_view row, const Tables& t) = [](std::string_view, const Tables&) {
+    return std::string("0");
+  };
   /// What `dblock release` of the rows `rows` of `t.locks` answers (ReleaseStatements::release):
   /// a SELECT over `rows` (a FROM item that names them l: the table and its WHERE, or the
   /// release's RETURNING), each row's (session, lock): the server session that holds the row's
   /// key's lock, as status judges it (session_holds; NULL: none), and the dialect's name of that
   /// lock, each judged once; columns after those may do more in the same statement (PostgreSQL
   /// tells the key's waiters and ends that session there). "" where there are no server
-  /// sessions: the release answers nothing.
-  std::string (*ended_session)(std::string_view rows, const Tables& t) = nullptr;
+  /// sessions (the default): the release answers nothing.
+  std::string (*ended_session)(std::string_view rows, const Tables& t) = [](std::string_view, const Tables&) {
+    return std::string();
+  };
   /// A lease of the dialect's own clock, where it keeps one (OwnLease).
-  OwnLease own_lease;
+  OwnLease own_lease = {};
   /// LeaseStatements::take from `k`: the dialect's conditional upsert, its RETURNING or none,
   /// and what it can read in the same statement: the failover gate (a take that binds :record
-  /// reads it) and the refusal (`k.refusal`, after the taken row's columns).
-  std::string (*take)(const Take& k) = nullptr;
+  /// reads it) and the refusal (`k.refusal`, after the taken row's columns). Default: core's
+  /// form, `k.standard`.
+  std::string (*take)(const Take& k) = [](const Take& k) { return k.standard; };
   /// What a lease's release returns of the row it released (a select list; "" for nothing):
   /// where a dialect tells the key's waiters in the release. unsynced_commit follows it there
   /// (the release alone holds nothing a crash must keep).
-  std::string release_returns;
+  std::string release_returns = {};
   /// A select-list item that lets the commit of the statement selecting it skip the disk wait
   /// (only the acquisition must survive a crash), given where each part of one statement may
   /// write (a data-modifying WITH): core then writes a release with its run's history row, and
@@ -149,11 +169,11 @@ struct Dialect {
   std::string unsynced_commit = {};
   /// The server's incarnation (failover.hpp) as SQL: a text that a promotion or a restore into
   /// another cluster changes. "" where the dialect has none: no failover statements, no fence.
-  std::string incarnation;
+  std::string incarnation = {};
   /// The server's id of the session that runs the statement, as Session::started_id gives it
   /// (DoctorStatements::session_id, and the failover record's read); "" where there are no
   /// server sessions.
-  std::string session_id;
+  std::string session_id = {};
   /// What the failover record's read answers after the session's id, over dblock's tables `t`
   /// (FailoverStatements::read, after failover::session_column): 1 on a Galera node, else 0,
   /// then any column that fails the read where the tables cannot keep the dialect's statements
@@ -172,12 +192,6 @@ Assignments taken_set(Assignments rest);
 /// The SET items of `set`, each led by ", " ("" for none).
 std::string more_assignments(const Assignments& set);
 
-/// Dialect::upsert as INSERT ... ON CONFLICT (name) DO UPDATE SET ... WHERE (PostgreSQL, SQLite);
-/// with `from` (a FROM and WHERE, PostgreSQL), the row's values are selected from it, and
-/// nothing is written when it selects none.
-std::string on_conflict_upsert(const Upsert& u);
-std::string on_conflict_upsert(const Upsert& u, std::string_view from);
-
 /// --table-format shedlock's statements (ShedlockStatements), over dblock's tables `t` and
 /// ShedLock's table `shedlock` (quoted).
 ShedlockStatements shedlock_statements(const Dialect& d, const Tables& t, const std::string& shedlock);
@@ -192,9 +206,10 @@ std::string shedlock_holder_sql(const Dialect& d, const Tables& t, const std::st
 InspectStatements inspect_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options);
 
 /// The lease's statements (LeaseStatements) over dblock's tables `t`, in the dialect's
-/// expressions, its failover statements (failover_statements) included: all but lock_row, which
-/// the dialect adds; release_recorded and history.record where it gives
-/// Dialect::unsynced_commit.
+/// expressions, its failover statements (failover_statements) included, lock_row with FOR
+/// UPDATE (a dialect without it replaces it), session_take where it has server sessions
+/// (Dialect::session_id; a dialect may replace it); release_recorded and history.record where it
+/// gives Dialect::unsynced_commit.
 LeaseStatements lease_statements(const Dialect& d, const Tables& t);
 /// LeaseStatements::taken's text, `more` (", column ...") after its three columns: a dialect's
 /// own work in the same round trip (MySQL's wake.taken_holding).
@@ -225,9 +240,9 @@ DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect
 
 /// The session strategies' server-lock statements (LockStatements): the dialect's own `s` (its
 /// session-lock primitive, its claims' lock and insert), completed with what is standard SQL:
-/// `begin` (Dialect::begin), lock_claim_nowait (lock_claim with NOWAIT, unless the dialect
-/// wrote its own: MariaDB's NOWAIT also refuses to wait for a table's metadata lock), holds_claim
-/// and alive.
+/// `begin` (Dialect::begin), insert_claim (a plain INSERT, unless the dialect wrote its own),
+/// lock_claim_nowait (lock_claim with NOWAIT, unless the dialect wrote its own: MariaDB's NOWAIT
+/// also refuses to wait for a table's metadata lock), holds_claim and alive.
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s);
 
 /// The failover lock-delay's statements (FailoverStatements) over dblock's tables `t`, standard

@@ -253,7 +253,7 @@ Result<void> check_schema(Session& session) {
     if (w.dblocks && !found->contains(w.table)) return no_lock_database(session.where());
   if (auto ok = check_shape(session, st, *found, false); !ok) return ok;
   for (const auto& added : st.added)
-    if (added.required && !has(*found, added.table, added.column))
+    if (added.described->required && !has(*found, added.table, added.column))
       return fail(ErrorKind::config, "table " + added.table + " in " + session.where() +
                                          " was made by an older dblock and lacks the column " + added.column +
                                          "; the next `dblock run` or `dblock init` adds it");

@@ -89,11 +89,11 @@ std::optional<InspectStatements> SqlBackend::older_statements(Session& session, 
   };
   // The newest older shape whose tables have every required column but those it lacks; none
   // when the tables lack no required column (the failure is something else's).
-  if (std::ranges::all_of(schema_->added, [&](const auto& a) { return !a.required || has(a.table, a.column); }))
+  if (std::ranges::all_of(schema_->added, [&](const auto& a) { return !a.described->required || has(a.table, a.column); }))
     return std::nullopt;
   for (const InspectStatements* shape = inspect.older.get(); shape; shape = shape->older.get())
     if (std::ranges::all_of(schema_->added,
-                            [&](const auto& a) { return !a.required || lacks(*shape, a) || has(a.table, a.column); }))
+                            [&](const auto& a) { return !a.described->required || lacks(*shape, a) || has(a.table, a.column); }))
       return *shape;
   return std::nullopt;
 }

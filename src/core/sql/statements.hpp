@@ -15,6 +15,10 @@
 #include "core/sql/failover.hpp"
 #include "core/sql/sql_session.hpp"
 
+namespace dblock::sql::tables {
+struct Column;
+}
+
 namespace dblock::sql {
 
 /// The history of runs in <prefix>runs.
@@ -318,13 +322,15 @@ struct SchemaStatements {
   /// Opens the transaction the DDL runs in; empty: each DDL statement commits on its own.
   std::string begin;
   /// Columns that came after a table's first shape (tables.hpp), in the order they came: the
-  /// table (unquoted), the ALTER TABLE that adds one to an older table; `required`: check_schema
-  /// asks for it too (otherwise only what uses it does: a semaphore's `slots`).
+  /// table (unquoted), the column's name, the ALTER TABLE that adds it to an older table, and the
+  /// column as tables.hpp (or the dialect's SchemaDialect::own_columns) describes it, never null:
+  /// whether check_schema asks for it too (Column::required), or only what uses it does (a
+  /// semaphore's `slots`).
   struct Added {
     std::string table;
     std::string column;
     std::string add;
-    bool required = false;
+    const tables::Column* described = nullptr;
   };
   std::vector<Added> added;
   /// :locks :runs :claims :shedlock (table names, unquoted; '' for none). For the tables that

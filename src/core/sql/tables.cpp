@@ -82,16 +82,20 @@ SchemaStatements schema_statements(const SchemaDialect& d, const BackendOptions&
     if (!table->index.empty()) {
       const std::string index_name = quote_identifier(name + "_" + std::string(table->index_name), d.quote);
       inline_index = d.inline_index(index_name, listed(table->index));
-      index = d.index(index_name, quoted, listed(table->index));
+      if (inline_index.empty()) index = d.index(index_name, quoted, listed(table->index));
     }
     s.create.push_back({name, create_table(*table, d, quoted, inline_index)});
     if (!index.empty()) s.create.push_back({name, index});
-    for (const Column& c : columns_of(*table, d))
-      if (c.since != first_shape)
-        added.push_back({c.since, {name, std::string(c.name),
-                                   "ALTER TABLE " + quoted + " " + d.add_column + " " + std::string(c.name) + " " +
-                                       definition(*table, c, d),
-                                   c.required}});
+    // The descriptions themselves (static, as Added::described points to them), the table's and
+    // then the dialect's own, in columns_of's order once sorted below.
+    const std::span<const Column> own = table == &locks ? d.own_columns : std::span<const Column>();
+    for (std::span<const Column> described : {table->columns, own})
+      for (const Column& c : described)
+        if (c.since != first_shape)
+          added.push_back({c.since, {name, std::string(c.name),
+                                     "ALTER TABLE " + quoted + " " + d.add_column + " " + std::string(c.name) + " " +
+                                         definition(*table, c, d),
+                                     &c}});
   }
   // The ALTERs in the order their columns came.
   std::ranges::stable_sort(added, {}, &std::pair<int, SchemaStatements::Added>::first);

@@ -195,13 +195,16 @@ struct SchemaDialect {
   /// After a CREATE TABLE's closing parenthesis.
   std::string table_options = {};
   /// A non-unique index `name` (quoted) on `columns` (a list) of `table` (quoted): a line of its
-  /// CREATE TABLE (`inline_index`, where CREATE INDEX has no IF NOT EXISTS) or a statement of
-  /// its own (`index`); the other gives "".
+  /// CREATE TABLE (`inline_index`, where CREATE INDEX has no IF NOT EXISTS; default "": none), or
+  /// else a statement of its own (`index`; default CREATE INDEX IF NOT EXISTS).
   std::string (*inline_index)(std::string_view name, std::string_view columns) = [](std::string_view, std::string_view) {
     return std::string();
   };
   std::string (*index)(std::string_view name, std::string_view table, std::string_view columns) =
-      [](std::string_view, std::string_view, std::string_view) { return std::string(); };
+      [](std::string_view name, std::string_view table, std::string_view columns) {
+        return "CREATE INDEX IF NOT EXISTS " + std::string(name) + " ON " + std::string(table) + " (" +
+               std::string(columns) + ")";
+      };
   /// ALTER TABLE's words before an added column's definition: "ADD COLUMN", or with IF NOT
   /// EXISTS where the dialect has it (`dblock schema` then prints it as a statement).
   std::string add_column = "ADD COLUMN";

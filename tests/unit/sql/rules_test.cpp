@@ -311,3 +311,53 @@ TEST_CASE("every take writes each holder's column of the table description, and 
   CHECK(holders >= 3);  // owner, host, pid and any added since
   CHECK(*p.find("pid") == sql::Value(std::int64_t{7}));
 }
+
+TEST_CASE("a dialect that leaves a member unset gets core's form of it") {
+  // Only what every dialect spells its own way; the rest is core's (rules.hpp, Dialect).
+  const sql::Dialect plain{
+      .now = "NOW",
+      .time_of_ms = [](std::string_view ms) { return "TIME(" + std::string(ms) + ")"; },
+      .started_ms_ago = [](std::string_view row, std::string_view) { return "AGO(" + std::string(row) + ")"; },
+      .lease_live = [](std::string_view row) { return "LIVE(" + std::string(row) + ")"; },
+      .epoch_ms = [](std::string_view t) { return "MS(" + std::string(t) + ")"; },
+      .plus_ms = [](std::string_view t, std::string_view ms) { return "PLUS(" + std::string(t) + ", " + std::string(ms) + ")"; },
+      .json_texts = [](std::string_view param) { return "JSON(" + std::string(param) + ")"; },
+  };
+  const Tables t("p_", '"');
+  CHECK(plain.integer(":token") == ":token");
+  CHECK(plain.text(":owner") == ":owner");
+  CHECK(plain.same("a", "b") == "a IS NOT DISTINCT FROM b");
+  CHECK(plain.begin == "START TRANSACTION");
+  CHECK(plain.utc_now == "NOW");
+  CHECK(plain.returning("x") == " RETURNING x");
+  CHECK(plain.session_holds("l.", t) == "0");
+  CHECK(plain.ended_session("l", t).empty());
+
+  const sql::LeaseStatements s = sql::lease_statements(plain, t);
+  CHECK(s.begin == "START TRANSACTION");
+  CHECK(s.begin_release == "START TRANSACTION");
+  // The take: the ON CONFLICT upsert, then RETURNING the taken row; no fence without an incarnation.
+  CHECK(s.take.text.starts_with("INSERT INTO \"p_locks\" AS l (name, "));
+  CHECK(s.take.text.find(" ON CONFLICT (name) DO UPDATE SET ") != std::string::npos);
+  CHECK(s.take.text.ends_with(" RETURNING token, MS(acquired_at), MS(expires_at)"));
+  CHECK(s.taken.empty());
+  CHECK(s.lock_row.text == "SELECT 1 FROM \"p_locks\" WHERE name = :key FOR UPDATE");
+  CHECK(s.header_take.text.find("l.strategy IS NOT DISTINCT FROM 'semaphore'") != std::string::npos);
+  // No server sessions: `dblock release` answers nothing and ends none.
+  CHECK(sql::release_statements(plain, t).holder.empty());
+  CHECK(s.session_take.empty());
+  // With server sessions, the session strategies number the row with core's upsert.
+  sql::Dialect sessions = plain;
+  sessions.session_id = "SESSION";
+  const sql::Statement numbered = sql::lease_statements(sessions, t).session_take;
+  CHECK(numbered.id == "session.take");
+  CHECK(numbered.text.find(" ON CONFLICT (name) DO UPDATE SET ") != std::string::npos);
+  CHECK(numbered.text.find("RETURNING") == std::string::npos);  // its token read back by `taken`
+
+  // The session strategies' txn-insert: a plain INSERT unless the dialect writes its own.
+  const sql::LockStatements l = sql::lock_statements(plain, t, {});
+  CHECK(l.insert_claim.text == "INSERT INTO \"p_claims\" (name, kind) VALUES (:key, :kind)");
+  sql::LockStatements own;
+  own.insert_claim = {"lock.insert_claim", "INSERT OWN"};
+  CHECK(sql::lock_statements(plain, t, own).insert_claim.text == "INSERT OWN");
+}

@@ -90,9 +90,9 @@ TEST_CASE("each table's CREATE, its index, and the ALTER of each added column, f
   REQUIRE(s.added.size() == 3);
   CHECK(s.added[0].add == "ALTER TABLE \"p_locks\" ADD own_a INT64 NULL");
   CHECK(s.added[0].table == "p_locks");
-  CHECK(s.added[0].required);
+  CHECK(s.added[0].described->required);
   CHECK(s.added[2].column == "slots");
-  CHECK_FALSE(s.added[2].required);
+  CHECK_FALSE(s.added[2].described->required);
 
   const sql::SchemaStatements server = sql::tables::schema_statements(test_dialect(true), prefixed("p_"), "test", every_strategy);
   REQUIRE(server.create.size() == 4);
@@ -114,4 +114,20 @@ TEST_CASE("a table of an older shape is read with NULL for the required columns 
   // A table that lacks nothing there is read as it is.
   CHECK(sql::tables::read_as_before(sql::tables::runs, sd, "\"p_runs\"", shapes[0].before) == "\"p_runs\"");
   CHECK(sql::tables::older_shapes(test_dialect(true)).empty());
+}
+
+TEST_CASE("an index: CREATE INDEX IF NOT EXISTS unless the dialect writes it inside its CREATE TABLE") {
+  const sql::tables::SchemaDialect plain{.type = [](Type) { return std::string("T"); }, .identity = "ID"};
+  const sql::SchemaStatements s = sql::tables::schema_statements(plain, prefixed("p_"), "test", lease_only);
+  REQUIRE(s.create.size() == 3);
+  CHECK(s.create[2].sql == "CREATE INDEX IF NOT EXISTS \"p_runs_name_id\" ON \"p_runs\" (name, id)");
+  CHECK(s.added.back().add == "ALTER TABLE \"p_locks\" ADD COLUMN slots T");
+
+  sql::tables::SchemaDialect inlined = plain;
+  inlined.inline_index = [](std::string_view name, std::string_view columns) {
+    return "KEY " + std::string(name) + " (" + std::string(columns) + ")";
+  };
+  const sql::SchemaStatements i = sql::tables::schema_statements(inlined, prefixed("p_"), "test", lease_only);
+  REQUIRE(i.create.size() == 2);  // no CREATE INDEX of its own
+  CHECK(i.create[1].sql.ends_with("  KEY \"p_runs_name_id\" (name, id)\n)"));
 }
