@@ -15,6 +15,7 @@
 #include "backends/common/dsn.hpp"
 #include "core/backend.hpp"
 #include "core/sql/sql_session.hpp"
+#include "core/sql/waiters.hpp"
 
 namespace dblock::postgres {
 

@@ -14,6 +14,7 @@
 #include "core/sql/schema.hpp"
 #include "core/sql/shedlock_locker.hpp"
 #include "core/sql/tables.hpp"
+#include "core/sql/waiters.hpp"
 
 namespace dblock::sql {
 
