@@ -19,10 +19,6 @@ top=${1:-${DBLOCK_SOURCE_DIR:?usage: contract_count.sh SOURCE_DIR}}
 # 56 -> 59: MariaDB's advisory take that locks and numbers in one statement (its _try and _wait
 # slots) and advisory_release_row (the release and the unlock in one statement): an advisory run
 # went from 11 round trips on two connections to 8 on one. A debt to pay back into core.
-# 56 -> 59 (h-myadv, after the bound was set): MariaDB's advisory take that locks and numbers
-# in one statement (its _try and _wait slots) and advisory_release_row (the release and the
-# unlock in one statement): an advisory run went from 11 round trips on two connections to 8 on
-# one. A debt to pay back into core.
 # 53/59/31 -> 47/53/21: core's forms became the Dialect and SchemaDialect members' defaults
 # (identity casts, IS NOT DISTINCT FROM, START TRANSACTION, RETURNING, ON CONFLICT, the take as
 # upsert + RETURNING, no server sessions, CREATE INDEX IF NOT EXISTS), and lock_row and
