@@ -349,6 +349,13 @@ Result<void> Connection::await(short events, Millis deadline) {
 
 Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const sql::Value*>& values, Millis extra,
                                    sql::Session* named_by) {
+  if (auto ok = send(sql, values, extra, named_by); !ok) return std::unexpected(ok.error());
+  return answer();
+}
+
+Result<void> Connection::send(std::string_view sql, const std::vector<const sql::Value*>& values, Millis extra,
+                              sql::Session* named_by) {
+  sent_.reset();
   if (!conn_ && deferred_)
     if (auto ok = reconnect(); !ok) return std::unexpected(ok.error());
   if (!is_open()) return std::unexpected(broken("not connected"));
@@ -403,18 +410,32 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
   }
 #endif
   cork(false);
-  auto done = piped ? collect_piped(deadline, true) : collect(deadline);
+  Sent out{deadline, by_name, piped, text, {}, extra, named_by, trailer, trailer_values};
+  for (const sql::Value* v : values) out.values.push_back(*v);
+  sent_ = std::move(out);
+  return {};
+}
+
+Result<sql::Rows> Connection::answer() {
+  if (!sent_) return fail(ErrorKind::internal, "postgres: no statement was sent to answer");
+  const Sent s = std::move(*sent_);
+  sent_.reset();
+  if (!is_open()) return std::unexpected(broken("not connected"));
+  PGconn* c = conn_.get();
+  auto done = s.piped ? collect_piped(s.deadline, true) : collect(s.deadline);
   if (!done) return std::unexpected(done.error());
-  if (by_name && done->sqlstate == "26000") {
+  if (s.by_name && done->sqlstate == "26000") {
     naming_ = false;
-    return exec(sql, values, extra, named_by);
+    std::vector<const sql::Value*> again;
+    for (const sql::Value& v : s.values) again.push_back(&v);
+    return exec(s.sql, again, s.extra, s.named_by);
   }
   if (done->error) return std::unexpected(statement_error(done->error.get(), c, dsn_.redacted));
 #ifndef LIBPQ_HAS_PIPELINING
-  if (!trailer.empty()) {
+  if (!s.trailer.empty()) {
     std::vector<const sql::Value*> tv;
-    for (const sql::Value& v : trailer_values) tv.push_back(&v);
-    (void)exec(trailer, tv);
+    for (const sql::Value& v : s.trailer_values) tv.push_back(&v);
+    (void)exec(s.trailer, tv);
   }
 #endif
   return rows_of(done->last.get());
@@ -846,6 +867,13 @@ Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& para
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
   return conn_->exec(compiled.text, *values, extra, this);
+}
+
+Result<void> Session::send(const sql::Statement& st, const sql::Params& params, Millis extra) {
+  const sql::Compiled& compiled = compiled_.get(st);
+  auto values = sql::bind_order(compiled, params, st.id);
+  if (!values) return std::unexpected(values.error());
+  return conn_->send(compiled.text, *values, extra, this);
 }
 
 Result<void> Session::send_ahead(const sql::Statement& st, const sql::Params& params) {

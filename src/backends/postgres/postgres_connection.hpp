@@ -39,6 +39,13 @@ class Connection {
   Result<sql::Rows> exec(std::string_view sql, const std::vector<const sql::Value*>& values = {},
                          Millis extra = Millis{0}, sql::Session* named_by = nullptr);
 
+  /// exec in two halves: send() sends the statement (an error: it was not sent), answer() waits
+  /// for its answer, which must be read before the connection runs anything else. Meanwhile the
+  /// caller may wait on another connection, so the two round trips overlap.
+  Result<void> send(std::string_view sql, const std::vector<const sql::Value*>& values = {}, Millis extra = Millis{0},
+                    sql::Session* named_by = nullptr);
+  Result<sql::Rows> answer();
+
   /// Names `sql` (n parameters) now, where exec would on its second run, so its first run is
   /// not parsed (sql::Session::prepare). Best effort: a failure is the next statement's to say.
   /// Its answer is not waited for: the next exec reads it, and sends a statement named so
@@ -92,6 +99,7 @@ class Connection {
     pipe_ = {};
     ahead_answer_.reset();
     corked_ = false;
+    sent_.reset();
   }
 
   /// LISTENs on channel, and only on it, now and after every reconnect.
@@ -171,6 +179,18 @@ class Connection {
   std::string trailer_;                       // send_after_next's statement, or ""
   std::vector<sql::Value> trailer_values_;
   bool corked_ = false;  // cork()
+  // What send() sent, until answer() reads its answer (exec's again after a lost name).
+  struct Sent {
+    Millis deadline;
+    bool by_name = false, piped = false;
+    std::string sql;
+    std::vector<sql::Value> values;
+    Millis extra;
+    sql::Session* named_by = nullptr;
+    std::string trailer;
+    std::vector<sql::Value> trailer_values;
+  };
+  std::optional<Sent> sent_;
   const PGconn* direct_for_ = nullptr;  // the server session `direct_` was asked on
   bool direct_ = false;
 };
@@ -186,6 +206,9 @@ class Session final : public sql::Session {
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params, Millis extra);
   Result<void> exec(std::string_view sql) override;
   void prepare(const sql::Statement& st) override;
+  /// run() in two halves (Connection::send, Connection::answer).
+  Result<void> send(const sql::Statement& st, const sql::Params& params, Millis extra);
+  Result<sql::Rows> answer() { return conn_->answer(); }
   /// Connection::send_ahead of `st` with `params`.
   Result<void> send_ahead(const sql::Statement& st, const sql::Params& params);
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }

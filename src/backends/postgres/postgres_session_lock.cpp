@@ -17,6 +17,10 @@ class PostgresHolder final : public sql::HolderSession {
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis wait) override {
     return session_.run(st, p, wait);
   }
+  Result<void> send(const sql::Statement& st, const sql::Params& p, Millis wait) override {
+    return session_.send(st, p, wait);
+  }
+  Result<sql::Rows> answer() override { return session_.answer(); }
   Result<void> exec(std::string_view sql) override { return session_.exec(sql); }
   // lock_timeout for the transaction just begun (set_config's is_local): it ends with it. Both
   // go with the lock statement that follows, in its round trip.

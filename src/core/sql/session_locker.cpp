@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -28,11 +29,14 @@ class ServerLock {
   // Takes the lock on `key`, the server waiting up to `wait` (it may wait less: core calls again).
   // true: taken; false: someone else holds it. ErrorKind::connection: the holder is gone, and
   // with it anything it held.
-  Result<bool> take(const std::string& key, Millis wait) {
+  // A row lock's `meanwhile` runs once its statement is sent, before its answer is read (the
+  // bookkeeping session's failover read, in the same round trip); false: the lock goes back
+  // (take answers false) and the caller says why.
+  Result<bool> take(const std::string& key, Millis wait, const std::function<bool()>& meanwhile = {}) {
     if (h_->socket() < 0) return gone();
     const Millis w = h_->server_wait(std::max(wait, Millis(0)), row_lock());
     const Params p = params(key, w);
-    if (row_lock()) return take_row(key, p, w);
+    if (row_lock()) return take_row(key, p, w, meanwhile);
     auto r = h_->run(w.count() <= 0 && !st_.advisory_try.empty() ? st_.advisory_try : st_.advisory_wait, p, w);
     if (!r) return failed(r.error(), key);
     if (r->size() == 1 && (*r)[0].is_null(0))
@@ -144,6 +148,7 @@ class ServerLock {
   }
 
   HolderSession& holder() { return *h_; }
+  bool row_lock() const { return strategy_ != Strategy::advisory; }
   // Only called while nothing is held.
   Result<void> reopen() {
     tagged_.reset();
@@ -151,7 +156,6 @@ class ServerLock {
   }
 
  private:
-  bool row_lock() const { return strategy_ != Strategy::advisory; }
 
   Params params(const std::string& key, Millis w) const {
     Params p{{"key", key}, {"kind", kind_}, {"wait_ms", ms_value(w)}};
@@ -160,13 +164,24 @@ class ServerLock {
   }
 
   // for-update locks the key's claims row, txn-insert inserts it, in a transaction held open.
-  Result<bool> take_row(const std::string& key, const Params& p, Millis w) {
+  Result<bool> take_row(const std::string& key, const Params& p, Millis w, const std::function<bool()>& meanwhile) {
     const bool wait = w.count() > 0;
     for (int pass = 0; pass < 2; ++pass) {
       if (auto ok = begin(p, w); !ok) return failed(ok.error(), key);
-      auto locked = strategy_ == Strategy::for_update
-                        ? h_->run(wait ? st_.lock_claim : st_.lock_claim_nowait, p, w)
-                        : h_->run(wait || st_.insert_claim_try.empty() ? st_.insert_claim : st_.insert_claim_try, p, w);
+      const Statement& lock = strategy_ == Strategy::for_update
+                                  ? (wait ? st_.lock_claim : st_.lock_claim_nowait)
+                                  : (wait || st_.insert_claim_try.empty() ? st_.insert_claim : st_.insert_claim_try);
+      Result<Rows> locked = fail(ErrorKind::internal, "not sent");
+      if (auto sent = h_->send(lock, p, w); !sent) {
+        locked = std::unexpected(sent.error());
+      } else if (pass == 0 && meanwhile && !meanwhile()) {
+        // Not to be held: a wait is cut short with the session (the next take opens it anew).
+        if (wait) h_->close();
+        else if (auto r = h_->answer(); r || r.error().kind != ErrorKind::connection) (void)give_back(key);
+        return false;
+      } else {
+        locked = h_->answer();
+      }
       if (locked && locked->affected > 0 && strategy_ == Strategy::txn_insert && !st_.tag.empty())
         if (auto r = h_->run(st_.tag, p, Millis(0)); !r) locked = std::unexpected(r.error());
       if (!locked) return failed(locked.error(), key);
@@ -310,18 +325,29 @@ class SessionLocker final : public Locker {
   // The server lock, then the row numbered on the bookkeeping session. Whatever stops the
   // attempt gives the server lock back: no lock is left behind, no transaction open.
   Result<AcquireOutcome> attempt(const LockRequest& req, Millis wait) {
-    // The failover gate (failover.hpp) first: a holder whose session was on the old primary
-    // notices within its TTL that the session is gone, as a lease holder that cannot renew.
-    // With it, where the dialect reads it there (serving_), whether the lock could hold at all.
-    auto gate = failover::admit_once(*book_, st_.failover, admitted_, req.ttl, serving_);
-    if (!gate) return std::unexpected(gate.error());
-    if (!gate->open) return failover::delayed(*gate);
+    // The failover gate (failover.hpp) before any grant: a holder whose session was on the old
+    // primary notices within its TTL that the session is gone, as a lease holder that cannot
+    // renew. With it, where the dialect reads it there (serving_), whether the lock could hold
+    // at all. A row lock's statement goes out first and the gate is read while it travels (one
+    // round trip for both); a gate that says no then gives the lock back before anything is
+    // numbered.
+    std::optional<Result<failover::Gate>> gate;
+    auto admit = [&] {
+      if (!gate) gate = failover::admit_once(*book_, st_.failover, admitted_, req.ttl, serving_);
+      return *gate && (*gate)->open;
+    };
+    auto shut = [&]() -> Result<AcquireOutcome> {
+      if (!*gate) return std::unexpected(gate->error());
+      return failover::delayed(**gate);
+    };
     // A plain lock is numbered in the statement that takes it where the dialect folds the two;
     // a semaphore's slot never is (its header comes first, in a transaction).
     const bool fold = lock_->folds_row() && req.semaphore.empty();
+    const bool overlap = lock_->row_lock();
+    if (!overlap && !admit()) return shut();
     auto take = [&]() -> Result<std::optional<Rows>> {
-      if (fold) return lock_->take_numbered(req.key, wait, take_params(req, gate->fence, Value()));
-      auto got = lock_->take(req.key, wait);
+      if (fold) return lock_->take_numbered(req.key, wait, take_params(req, (*gate)->fence, Value()));
+      auto got = lock_->take(req.key, wait, overlap ? std::function<bool()>(admit) : nullptr);
       if (!got) return std::unexpected(got.error());
       return *got ? std::optional<Rows>(Rows()) : std::nullopt;
     };
@@ -338,6 +364,10 @@ class SessionLocker final : public Locker {
       if (auto ok = lock_->reopen(); !ok) return std::unexpected(ok.error());
       got = take();
     }
+    if (overlap && !admit()) {
+      if (got && *got) (void)lock_->give_back(req.key);
+      return shut();
+    }
     if (!got) return std::unexpected(got.error());
     if (!*got && wait.count() == 0) {
       // Refused with no holder to show: a competitor between its server lock and its row, or
@@ -351,7 +381,7 @@ class SessionLocker final : public Locker {
       if (!got) return std::unexpected(got.error());
     }
     if (!*got) return busy(req);
-    auto out = fold ? numbered(req, **got) : number(req, gate->fence);
+    auto out = fold ? numbered(req, **got) : number(req, (*gate)->fence);
     if (!out || out->state != AcquireOutcome::State::acquired) (void)lock_->give_back(req.key);
     else held_ = HeldRun{{req.key, req.owner, req.host, req.pid, out->token}, req, out->acquired_at_ms.value_or(0)};
     folds_release_ = req.semaphore.empty() && lock_->folds_release();

@@ -9,6 +9,7 @@
 // (HolderSession) and its statements (statements.hpp).
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/locker.hpp"
@@ -25,6 +26,19 @@ class HolderSession {
 
   /// Runs `st`, which may wait for a lock up to `wait` on top of the I/O timeout.
   virtual Result<Rows> run(const Statement& st, const Params& params, Millis wait) = 0;
+  /// run() in two halves, so the locker can wait on its bookkeeping session in between: send()
+  /// sends `st` (a dialect may only keep it: then answer() runs it), answer() reads its answer;
+  /// nothing else runs in the session between them.
+  virtual Result<void> send(const Statement& st, const Params& params, Millis wait) {
+    sent_ = Sent{st, params, wait};
+    return {};
+  }
+  virtual Result<Rows> answer() {
+    if (!sent_) return fail(ErrorKind::internal, "no lock statement was sent");
+    const Sent s = std::move(*sent_);
+    sent_.reset();
+    return run(s.st, s.params, s.wait);
+  }
   /// Runs SQL without parameters (ROLLBACK).
   virtual Result<void> exec(std::string_view sql) = 0;
   /// Opens the transaction that holds a row lock (`st.begin`), its lock wait `wait` (server_wait's)
@@ -56,6 +70,14 @@ class HolderSession {
   /// How a waiter hears a release when the server waited less than asked, or one that never
   /// tells; one on a connection uses the bookkeeping session's (the locker remakes it).
   virtual Waiters& release_signal() = 0;
+
+ private:
+  struct Sent {
+    Statement st;
+    Params params;
+    Millis wait;
+  };
+  std::optional<Sent> sent_;  // send()'s, until answer()
 };
 
 /// The locker of `strategy` (a session strategy): the server lock in `holder` with `lock`, the
