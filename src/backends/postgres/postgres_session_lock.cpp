@@ -21,6 +21,12 @@ class PostgresHolder final : public sql::HolderSession {
     return session_.send(st, p, wait);
   }
   Result<sql::Rows> answer() override { return session_.answer(); }
+  // Sent already: a wait is cut short with the session (the next take opens it anew), an
+  // answer that comes at once is read.
+  void withdraw(bool waits) override {
+    if (waits) holder_->close();
+    else (void)session_.answer();
+  }
   Result<void> exec(std::string_view sql) override { return session_.exec(sql); }
   // lock_timeout for the transaction just begun (set_config's is_local): it ends with it. Both
   // go with the lock statement that follows, in its round trip.

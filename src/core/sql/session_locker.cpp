@@ -175,9 +175,8 @@ class ServerLock {
       if (auto sent = h_->send(lock, p, w); !sent) {
         locked = std::unexpected(sent.error());
       } else if (pass == 0 && meanwhile && !meanwhile()) {
-        // Not to be held: a wait is cut short with the session (the next take opens it anew).
-        if (wait) h_->close();
-        else if (auto r = h_->answer(); r || r.error().kind != ErrorKind::connection) (void)give_back(key);
+        h_->withdraw(wait);  // not to be held
+        (void)give_back(key);
         return false;
       } else {
         locked = h_->answer();

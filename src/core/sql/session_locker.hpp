@@ -39,6 +39,13 @@ class HolderSession {
     sent_.reset();
     return run(s.st, s.params, s.wait);
   }
+  /// What send() sent is not wanted after all: whatever it took goes back with the transaction,
+  /// which the caller then ends. Kept only, it is dropped; `waits` (it may wait for the lock): a
+  /// dialect that sent it may close the session instead of waiting for its answer.
+  virtual void withdraw(bool waits) {
+    (void)waits;
+    sent_.reset();
+  }
   /// Runs SQL without parameters (ROLLBACK).
   virtual Result<void> exec(std::string_view sql) = 0;
   /// Opens the transaction that holds a row lock (`st.begin`), its lock wait `wait` (server_wait's)
