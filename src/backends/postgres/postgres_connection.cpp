@@ -361,6 +361,7 @@ Result<void> Connection::send(std::string_view sql, const std::vector<const sql:
   if (!is_open()) return std::unexpected(broken("not connected"));
   const Millis deadline = boottime_now() + options_.io_timeout + extra + std::exchange(ahead_extra_, Millis{0});
   PGconn* c = conn_.get();
+  const std::string follower = std::exchange(follower_, {});
   const std::string trailer = std::exchange(trailer_, {});
   const std::vector<sql::Value> trailer_values = std::exchange(trailer_values_, {});
   const std::string text(sql);
@@ -373,6 +374,11 @@ Result<void> Connection::send(std::string_view sql, const std::vector<const sql:
   if (piping() && pipe_.queued == 0 && values.empty())
     if (auto ok = drain(deadline); !ok) return std::unexpected(ok.error());
 #ifdef LIBPQ_HAS_PIPELINING
+  if (!follower.empty()) {
+    if (auto ok = enter_pipeline(); !ok) return std::unexpected(ok.error());
+    pipe_.following = true;
+    cork(true);
+  }
   if (!trailer.empty()) {
     if (auto ok = enter_pipeline(); !ok) return std::unexpected(ok.error());
     pipe_.trailing = 1;
@@ -398,6 +404,8 @@ Result<void> Connection::send(std::string_view sql, const std::vector<const sql:
                                     : PQsendQuery(c, text.c_str());
   if (!sent) return std::unexpected(broken("sending a statement"));
 #ifdef LIBPQ_HAS_PIPELINING
+  if (!follower.empty() && !PQsendQueryParams(c, follower.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0))
+    return std::unexpected(broken("sending a statement"));
   if (piped && !PQpipelineSync(c)) return std::unexpected(broken("sending a statement"));
   if (pipe_.trailing > 0) {
     std::vector<std::string> trailer_numbers;
@@ -410,7 +418,7 @@ Result<void> Connection::send(std::string_view sql, const std::vector<const sql:
   }
 #endif
   cork(false);
-  Sent out{deadline, by_name, piped, text, {}, extra, named_by, trailer, trailer_values};
+  Sent out{deadline, by_name, piped, text, {}, extra, named_by, trailer, trailer_values, follower};
   for (const sql::Value* v : values) out.values.push_back(*v);
   sent_ = std::move(out);
   return {};
@@ -432,6 +440,8 @@ Result<sql::Rows> Connection::answer() {
   }
   if (done->error) return std::unexpected(statement_error(done->error.get(), c, dsn_.redacted));
 #ifndef LIBPQ_HAS_PIPELINING
+  if (!s.follower.empty())
+    if (auto f = exec(s.follower); !f) return std::unexpected(f.error());
   if (!s.trailer.empty()) {
     std::vector<const sql::Value*> tv;
     for (const sql::Value& v : s.trailer_values) tv.push_back(&v);
@@ -554,13 +564,16 @@ Result<Connection::Collected> Connection::collect_piped(Millis deadline, bool ou
   // one's kept in ahead_answer_ where asked), then ours, then the trailing ones, dropped.
   const int ours_at = pipe_.background;
   const int groups = pipe_.background + (ours ? 1 : 0) + pipe_.trailing;
+  // In ours, the statements sent ahead come first, then the exec's, then one that follows it.
+  const int ours_index = pipe_.queued;
   Owned last(nullptr, &PQclear), error(nullptr, &PQclear);
-  int synced = 0, ends = 0;
+  int synced = 0, ends = 0, index = 0;
   while (synced < groups) {
     while (PQisBusy(c))
       if (auto ok = await(POLLIN, deadline); !ok) return std::unexpected(ok.error());
     Owned r(PQgetResult(c), &PQclear);
     if (!r) {
+      if (synced == ours_at && ends == 0) ++index;
       // The end of one statement's answers; two in a row: nothing more is coming.
       if (PQstatus(c) == CONNECTION_BAD || ++ends > 1) break;
       continue;
@@ -577,8 +590,8 @@ Result<Connection::Collected> Connection::collect_piped(Millis deadline, bool ou
     }
     if (!ours || synced != ours_at || status == PGRES_PIPELINE_ABORTED) continue;
     const bool failed = status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE || status == PGRES_NONFATAL_ERROR;
-    if (!failed) last = std::move(r);
-    else if (!error) error = std::move(r);
+    if (!failed && (!pipe_.following || index == ours_index)) last = std::move(r);
+    else if (failed && !error) error = std::move(r);
     if (PQstatus(c) == CONNECTION_BAD) break;
   }
   pipe_ = {};

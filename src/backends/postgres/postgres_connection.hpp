@@ -77,6 +77,13 @@ class Connection {
     trailer_values_ = std::move(values);
   }
 
+  /// Sends `sql` (one statement, no parameters) right after the next exec's statement, in its
+  /// round trip and in the same group (one Sync): skipped when that statement fails, and its own
+  /// error is that exec's; that exec answers its statement's rows. For a COMMIT that must follow
+  /// only a statement that succeeded. Where libpq has no pipeline mode, it runs after it, when it
+  /// succeeded.
+  void send_in_group_after_next(std::string sql) { follower_ = std::move(sql); }
+
   /// Whether this server session serves the statements itself, no pooler between
   /// (sql::served_directly, asked on `asking` once per server session).
   Result<bool> served_directly(sql::Session& asking);
@@ -100,6 +107,7 @@ class Connection {
     ahead_answer_.reset();
     corked_ = false;
     sent_.reset();
+    follower_.clear();
   }
 
   /// LISTENs on channel, and only on it, now and after every reconnect.
@@ -145,9 +153,10 @@ class Connection {
     int background = 0;
     int queued = 0;
     int trailing = 0;         // groups sent after the exec's own (send_after_next)
+    bool following = false;   // a statement follows the exec's in its group (send_in_group_after_next)
     bool keep_first = false;  // the first background group's answer is kept (send_ahead_synced)
   };
-  bool piping() const { return pipe_.background > 0 || pipe_.queued > 0 || pipe_.trailing > 0; }
+  bool piping() const { return pipe_.background > 0 || pipe_.queued > 0 || pipe_.trailing > 0 || pipe_.following; }
   Result<void> enter_pipeline();
   // TCP_CORK on the socket: what libpq flushes Sync by Sync leaves in one segment once uncorked.
   void cork(bool on);
@@ -177,6 +186,7 @@ class Connection {
   Millis ahead_extra_{0};                     // send_ahead_synced's extra, for the next exec
   std::optional<std::string> ahead_answer_;   // ahead_answer()
   std::string trailer_;                       // send_after_next's statement, or ""
+  std::string follower_;                      // send_in_group_after_next's statement, or ""
   std::vector<sql::Value> trailer_values_;
   bool corked_ = false;  // cork()
   // What send() sent, until answer() reads its answer (exec's again after a lost name).
@@ -189,6 +199,7 @@ class Connection {
     sql::Session* named_by = nullptr;
     std::string trailer;
     std::vector<sql::Value> trailer_values;
+    std::string follower;
   };
   std::optional<Sent> sent_;
   const PGconn* direct_for_ = nullptr;  // the server session `direct_` was asked on

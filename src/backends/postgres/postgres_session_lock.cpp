@@ -28,6 +28,11 @@ class PostgresHolder final : public sql::HolderSession {
     else (void)session_.answer();
   }
   Result<void> exec(std::string_view sql) override { return session_.exec(sql); }
+  // COMMIT in the statement's round trip and its pipeline group: skipped when it failed.
+  Result<sql::Rows> run_and_commit(const sql::Statement& st, const sql::Params& p) override {
+    holder_->send_in_group_after_next("COMMIT");
+    return session_.run(st, p, Millis(0));
+  }
   // lock_timeout for the transaction just begun (set_config's is_local): it ends with it. Both
   // go with the lock statement that follows, in its round trip.
   Result<void> begin(const sql::LockStatements& st, const sql::Params& p, Millis) override {

@@ -256,6 +256,16 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   s.row_released = sql::release_recorded(dialect, t, lease_release(t), "lock.row_released",
                                          "g AS (SELECT COALESCE(txid_status(:holder_txn::bigint) = 'in progress', false)"
                                          " AS ours FROM (SELECT count(*) FROM u) r)");
+  // The same work in the holder's own transaction, which the COMMIT after it ends
+  // (row_release_ended): the row's release and the lock's end are one. Its times are the
+  // statement's own (now() is the transaction's start: the take); txn-insert's own claims row,
+  // which the end would keep, goes in it (the only such row it sees: another's is uncommitted).
+  sql::Statement ended = sql::release_recorded(
+      dialect, t, lease_release(t), "lock.row_release_ended",
+      "own_claim AS (DELETE FROM " + t.claims + " WHERE name = :key AND kind = 'txn-insert'), g AS (SELECT true AS ours)");
+  for (std::size_t at = 0; (at = ended.text.find("now()", at)) != std::string::npos;)
+    ended.text.replace(at, 5, "statement_timestamp()"), at += 21;
+  s.row_release_ended = std::move(ended);
   return sql::lock_statements(dialect, t, std::move(s));
 }
 

@@ -92,7 +92,11 @@ class ServerLock {
     if (row_lock()) return !st_.row_released.empty() && st_.untag.empty() && txn_.has_value();
     return folds_row() && !st_.advisory_released.empty();
   }
-  const Statement& release_statement() const { return row_lock() ? st_.row_released : st_.advisory_released; }
+  // The one the bookkeeping session runs (empty: the holder's own, row_release_ended).
+  Statement release_statement() const {
+    if (row_lock()) return st_.row_release_ended.empty() ? st_.row_released : Statement{};
+    return st_.advisory_released;
+  }
 
   // LockStatements::advisory_released (row_released on `book`, the holder's transaction then
   // ended unawaited) with `p` (release_recorded_params): (released, ours). An error: the caller
@@ -100,6 +104,16 @@ class ServerLock {
   // statement did before it failed.
   Result<std::pair<bool, bool>> give_back_recorded(const std::string& key, Params p, Session& book) {
     if (h_->socket() < 0) return gone();
+    if (row_lock() && !st_.row_release_ended.empty()) {
+      // In the holder's transaction, ended with it: the waiter the lock lets in finds the row
+      // released. A failure leaves the transaction open (failed, its lock held) or the session
+      // gone; the caller releases apart, the row first.
+      auto r = h_->run_and_commit(st_.row_release_ended, p);
+      if (!r) return std::unexpected(r.error());
+      txn_.reset();
+      if (r->empty()) return fail(ErrorKind::internal, st_.row_release_ended.id + " answered no row");
+      return std::pair{(*r)[0].int64(0) != 0, (*r)[0].int64(1) != 0};
+    }
     if (row_lock()) {
       p.set("holder_txn", *txn_);
       auto r = book.run(st_.row_released, p);
@@ -313,7 +327,9 @@ class SessionLocker final : public Locker {
   // command runs.
   void prepare_release() override {
     lock_->holder().release_signal().settle();  // waiters.hpp, settle
-    if (held_) book_->prepare(folds_release_ ? lock_->release_statement() : st_.release);
+    if (!held_) return;
+    const Statement st = folds_release_ ? lock_->release_statement() : st_.release;
+    if (!st.empty()) book_->prepare(st);
   }
 
   int session_fd() const override { return held_ ? lock_->holder().socket() : -1; }

@@ -58,6 +58,15 @@ class HolderSession {
   /// any more: a dialect may send it and not wait (the next statement reads the answer; closing
   /// ends the transaction anyway).
   virtual void end_unawaited() { (void)exec("ROLLBACK"); }
+  /// Runs `st` and then ends the transaction with COMMIT, which it skips when `st` failed (the
+  /// transaction then stays open, failed, until ROLLBACK); `st`'s answer. A dialect may send both
+  /// in one round trip.
+  virtual Result<Rows> run_and_commit(const Statement& st, const Params& params) {
+    auto r = run(st, params, Millis(0));
+    if (!r) return r;
+    if (auto c = exec("COMMIT"); !c) return std::unexpected(c.error());
+    return r;
+  }
   /// Closes the session: whatever it held is gone with it.
   virtual void close() = 0;
   /// Opens the session anew, its lock wait none; only called while nothing is held.

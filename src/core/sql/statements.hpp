@@ -389,10 +389,14 @@ struct LockStatements {
   /// history row, in one statement, with release_recorded's parameters. One row: (released 1 or
   /// 0, held to the end 1 or 0). The transaction then ends without waiting for its answer
   /// (HolderSession::end_unawaited): a plain key's release is one round trip.
+  /// `row_release_ended` (empty: none): the same work and answer in the holder's own transaction,
+  /// whose end (HolderSession::run_and_commit) both keeps it and lets the lock go: the row's
+  /// release and the lock's end are one, and the statement running in that transaction is the
+  /// proof that it held to the end. txn-insert's own row goes in it, so the end keeps nothing of it.
   std::string begin;
   Statement lock_wait;
   Statement lock_claim, lock_claim_nowait, make_claim, insert_claim, insert_claim_try, tag, untag, holds_claim, alive;
-  Statement row_released;
+  Statement row_released, row_release_ended;
 };
 
 }  // namespace dblock::sql
