@@ -366,3 +366,85 @@ TEST_CASE("a row lock's release whose holder transaction no longer ran is a loss
   CHECK(released.error().kind == ErrorKind::lost);
   CHECK(r.holder->h.execs == std::vector<std::string>{"BEGIN", "ROLLBACK, not awaited"});
 }
+
+namespace {
+
+// A holder whose release runs in its own transaction with the COMMIT after it
+// (LockStatements::row_release_ended); `fails`: that statement fails, the COMMIT skipped.
+class EndingHolder final : public sql::HolderSession {
+ public:
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis w) override { return h.run(st, p, w); }
+  Result<void> exec(std::string_view sql) override { return h.exec(sql); }
+  Result<void> begin(const sql::LockStatements& st, const sql::Params& p, Millis w) override { return h.begin(st, p, w); }
+  Result<sql::Rows> run_and_commit(const sql::Statement& st, const sql::Params& p) override {
+    h.execs.push_back(st.id);
+    if (fails) return fail(ErrorKind::internal, "the release failed");
+    h.execs.emplace_back("COMMIT");
+    h.open = false;
+    return h.session.run(st, p);
+  }
+  void close() override {}
+  Result<void> reopen() override { return {}; }
+  bool transaction_open() const override { return h.transaction_open(); }
+  std::string session_id() const override { return "1"; }
+  int socket() const override { return 0; }
+  Millis server_wait(Millis wait, bool) const override { return wait; }
+  void bind(sql::Params&, const std::string&, Millis) const override {}
+  sql::Waiters& release_signal() override { return h.release_signal(); }
+
+  ScriptedHolder h;
+  bool fails = false;
+};
+
+struct EndedRelease {
+  std::shared_ptr<RecordingBook> book = std::make_shared<RecordingBook>();
+  EndingHolder* holder = nullptr;
+  std::unique_ptr<Locker> l;
+
+  explicit EndedRelease(bool fails) {
+    auto h = std::make_unique<EndingHolder>();
+    h->fails = fails;
+    h->h.session.answers["lock.claim_nowait"] = testing::row_of({"4242"}, 1);
+    h->h.session.answers["lock.row_release_ended"] = testing::row_of({"1", "1"});
+    holder = h.get();
+    book->script.answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
+    book->script.answers["lease.release"] = testing::row_of({"1"}, 1);
+    sql::LockStatements lock = lock_statements();
+    lock.row_released = {"lock.row_released", "released, proven, recorded"};
+    lock.row_release_ended = {"lock.row_release_ended", "released, recorded, in the holder's transaction"};
+    sql::LeaseStatements st = statements();
+    st.release_recorded = {"lease.release_recorded", "released, recorded"};
+    l = sql::make_session_locker(Strategy::for_update, std::move(h), lock, book, st, "dblock_", 10);
+  }
+  Result<void> run() {
+    auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+    REQUIRE(got);
+    REQUIRE(got->state == AcquireOutcome::State::acquired);
+    l->prepare_release();
+    ReleaseRequest req;
+    req.history = RunRecord{};
+    return l->release(req);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a row lock's release in the holder's own transaction: one statement, then its COMMIT; nothing on the "
+          "bookkeeping session") {
+  EndedRelease r(false);
+  CHECK(r.run());
+  CHECK(r.holder->h.execs == std::vector<std::string>{"BEGIN", "lock.row_release_ended", "COMMIT"});
+  CHECK(r.book->script.prepared.empty());  // nothing made ready there
+  CHECK(r.book->script.runs["lock.row_released"] == 0);
+  CHECK(r.book->script.runs["lease.release"] == 0);
+  CHECK(r.book->script.runs["lease.release_recorded"] == 0);
+}
+
+TEST_CASE("a row lock's release that fails in the holder's transaction: the row on the bookkeeping session, then "
+          "the ROLLBACK") {
+  EndedRelease r(true);
+  CHECK(r.run());
+  CHECK(r.book->script.runs["lease.release"] == 1);
+  CHECK(r.holder->h.execs == std::vector<std::string>{"BEGIN", "lock.row_release_ended", "ROLLBACK"});
+  CHECK_FALSE(r.holder->transaction_open());
+}
