@@ -39,8 +39,6 @@ class PostgresHolder final : public sql::HolderSession {
     if (auto ok = holder_->send_ahead(st.begin); !ok) return ok;
     return session_.send_ahead(st.lock_wait, p);
   }
-  // Sent, not awaited: the server ends the transaction when it reads it, before the goodbye.
-  void end_unawaited() override { holder_->send_unawaited("ROLLBACK"); }
   void close() override { holder_->close(); }
   Result<void> reopen() override { return holder_->reconnect(); }
   bool transaction_open() const override { return holder_->transaction_open(); }

@@ -86,23 +86,19 @@ class ServerLock {
   // bookkeeping session (a lock that outlives the commit: advisory).
   bool folds_row() const { return !row_lock() && !st_.advisory_numbered_try.empty(); }
   // Whether a plain key's release, the lock given back (or proven held to the end) and the
-  // history row are one statement: advisory's there too, a row lock's on the bookkeeping
-  // session, which the server tells the holder's transaction by (row_released).
+  // history row are one statement: advisory's there too, a row lock's in the holder's own
+  // transaction, ended with it (row_release_ended).
   bool folds_release() const {
-    if (row_lock()) return !st_.row_released.empty() && st_.untag.empty() && txn_.has_value();
+    if (row_lock()) return !st_.row_release_ended.empty() && st_.untag.empty() && txn_.has_value();
     return folds_row() && !st_.advisory_released.empty();
   }
-  // The one the bookkeeping session runs (empty: the holder's own, row_release_ended).
-  Statement release_statement() const {
-    if (row_lock()) return st_.row_release_ended.empty() ? st_.row_released : Statement{};
-    return st_.advisory_released;
-  }
+  // The one the bookkeeping session runs (none for a row lock: the holder's own, row_release_ended).
+  Statement release_statement() const { return row_lock() ? Statement{} : st_.advisory_released; }
 
-  // LockStatements::advisory_released (row_released on `book`, the holder's transaction then
-  // ended unawaited) with `p` (release_recorded_params): (released, ours). An error: the caller
-  // releases apart (the row again, give_back, the history row), which finds out what this
-  // statement did before it failed.
-  Result<std::pair<bool, bool>> give_back_recorded(const std::string& key, Params p, Session& book) {
+  // LockStatements::advisory_released (a row lock's row_release_ended, then COMMIT) with `p`
+  // (release_recorded_params): (released, ours). An error: the caller releases apart (the row
+  // again, give_back, the history row), which finds out what this statement did before it failed.
+  Result<std::pair<bool, bool>> give_back_recorded(const std::string& key, Params p) {
     if (h_->socket() < 0) return gone();
     if (row_lock() && !st_.row_release_ended.empty()) {
       // In the holder's transaction, ended with it: the waiter the lock lets in finds the row
@@ -112,17 +108,6 @@ class ServerLock {
       if (!r) return std::unexpected(r.error());
       txn_.reset();
       if (r->empty()) return fail(ErrorKind::internal, st_.row_release_ended.id + " answered no row");
-      return std::pair{(*r)[0].int64(0) != 0, (*r)[0].int64(1) != 0};
-    }
-    if (row_lock()) {
-      p.set("holder_txn", *txn_);
-      auto r = book.run(st_.row_released, p);
-      if (!r) return std::unexpected(r.error());
-      if (r->empty()) return fail(ErrorKind::internal, st_.row_released.id + " answered no row");
-      // The row is released and the lock proven held until then: the waiter it lets in needs
-      // the transaction's end, this process nothing more from it.
-      txn_.reset();
-      if (h_->transaction_open()) h_->end_unawaited();
       return std::pair{(*r)[0].int64(0) != 0, (*r)[0].int64(1) != 0};
     }
     h_->bind(p, key, Millis(0));
@@ -200,7 +185,7 @@ class ServerLock {
       if (!locked) return failed(locked.error(), key);
       if (locked->affected > 0) {
         if (!st_.untag.empty()) tagged_ = key;
-        if (!st_.row_released.empty() && !locked->empty() && !(*locked)[0].is_null(0)) txn_ = (*locked)[0].text(0);
+        if (!st_.row_release_ended.empty() && !locked->empty() && !(*locked)[0].is_null(0)) txn_ = (*locked)[0].text(0);
         return true;
       }
       if (strategy_ == Strategy::txn_insert) return failed(Error{ErrorKind::busy, "taken"}, key);  // the try's answer
@@ -231,7 +216,7 @@ class ServerLock {
   std::unique_ptr<HolderSession> h_;
   LockStatements st_;
   std::optional<std::string> tagged_;  // the key whose holder tag the session holds
-  std::optional<std::string> txn_;     // the holder's transaction, as row_released names it
+  std::optional<std::string> txn_;     // the holder's transaction, as its lock statement answered it
 };
 
 class SessionLocker final : public Locker {
@@ -283,7 +268,7 @@ class SessionLocker final : public Locker {
     // went with it, and they say so).
     if (folds_release(req)) {
       const Params p = release_recorded_params(*held_, strategy_, req, prefix_, keep_);
-      auto done = with_schema(*book_, [&] { return lock_->give_back_recorded(held_->key, p, *book_); });
+      auto done = with_schema(*book_, [&] { return lock_->give_back_recorded(held_->key, p); });
       if (done) {
         lock_->holder().release_signal().released(signal_key(held_->request));
         auto message = lost("was already gone at release");

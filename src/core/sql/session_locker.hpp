@@ -54,10 +54,6 @@ class HolderSession {
   /// dialect may send it with the statement that follows (the lock), in its round trip: that
   /// statement's run then reports its errors.
   virtual Result<void> begin(const LockStatements& st, const Params& p, Millis wait) = 0;
-  /// Ends the transaction that holds a row lock (ROLLBACK) where nothing depends on its answer
-  /// any more: a dialect may send it and not wait (the next statement reads the answer; closing
-  /// ends the transaction anyway).
-  virtual void end_unawaited() { (void)exec("ROLLBACK"); }
   /// Runs `st` and then ends the transaction with COMMIT, which it skips when `st` failed (the
   /// transaction then stays open, failed, until ROLLBACK); `st`'s answer. A dialect may send both
   /// in one round trip.

@@ -290,82 +290,7 @@ class RecordingBook final : public sql::Session {
   std::map<std::string, sql::Params> params;
 };
 
-// A holder that records the transaction's end not waited for (end_unawaited).
-class UnawaitedHolder final : public sql::HolderSession {
- public:
-  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis w) override { return h.run(st, p, w); }
-  Result<void> exec(std::string_view sql) override { return h.exec(sql); }
-  Result<void> begin(const sql::LockStatements& st, const sql::Params& p, Millis w) override { return h.begin(st, p, w); }
-  void end_unawaited() override {
-    h.execs.emplace_back("ROLLBACK, not awaited");
-    h.open = false;
-  }
-  void close() override {}
-  Result<void> reopen() override { return {}; }
-  bool transaction_open() const override { return h.transaction_open(); }
-  std::string session_id() const override { return "1"; }
-  int socket() const override { return 0; }
-  Millis server_wait(Millis wait, bool) const override { return wait; }
-  void bind(sql::Params&, const std::string&, Millis) const override {}
-  sql::Waiters& release_signal() override { return h.release_signal(); }
-
-  ScriptedHolder h;
-};
-
-// A for-update run whose lock answers its transaction's id 4242 and whose release, folded into
-// lock.row_released, answers (released, held to the end `ours`).
-struct RowRelease {
-  std::shared_ptr<RecordingBook> book = std::make_shared<RecordingBook>();
-  UnawaitedHolder* holder = nullptr;
-  std::unique_ptr<Locker> l;
-
-  explicit RowRelease(bool ours) {
-    auto h = std::make_unique<UnawaitedHolder>();
-    h->h.session.answers["lock.claim_nowait"] = testing::row_of({"4242"}, 1);
-    holder = h.get();
-    book->script.answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
-    book->script.answers["lock.row_released"] = testing::row_of({"1", ours ? "1" : "0"});
-    sql::LockStatements lock = lock_statements();
-    lock.row_released = {"lock.row_released", "released, proven, recorded"};
-    sql::LeaseStatements st = statements();
-    st.release_recorded = {"lease.release_recorded", "released, recorded"};
-    l = sql::make_session_locker(Strategy::for_update, std::move(h), lock, book, st, "dblock_", 10);
-  }
-  Result<void> run() {
-    auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
-    REQUIRE(got);
-    REQUIRE(got->state == AcquireOutcome::State::acquired);
-    l->prepare_release();
-    ReleaseRequest req;
-    req.history = RunRecord{};
-    return l->release(req);
-  }
-};
-
 }  // namespace
-
-TEST_CASE("a row lock's release is one statement that proves the holder's transaction by its id, then a ROLLBACK not "
-          "awaited") {
-  RowRelease r(true);
-  CHECK(r.run());
-  CHECK(r.book->script.prepared == std::vector<std::string>{"lock.row_released"});
-  CHECK(r.book->script.runs["lock.row_released"] == 1);
-  const sql::Value* txn = r.book->params["lock.row_released"].find("holder_txn");
-  REQUIRE(txn);
-  CHECK(std::get<std::string>(*txn) == "4242");
-  // Nothing else: no release alone, no history row of its own, no awaited ROLLBACK.
-  CHECK(r.book->script.runs["lease.release"] == 0);
-  CHECK(r.book->script.runs["lease.release_recorded"] == 0);
-  CHECK(r.holder->h.execs == std::vector<std::string>{"BEGIN", "ROLLBACK, not awaited"});
-}
-
-TEST_CASE("a row lock's release whose holder transaction no longer ran is a loss") {
-  RowRelease r(false);
-  auto released = r.run();
-  REQUIRE_FALSE(released);
-  CHECK(released.error().kind == ErrorKind::lost);
-  CHECK(r.holder->h.execs == std::vector<std::string>{"BEGIN", "ROLLBACK, not awaited"});
-}
 
 namespace {
 
@@ -410,7 +335,6 @@ struct EndedRelease {
     book->script.answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
     book->script.answers["lease.release"] = testing::row_of({"1"}, 1);
     sql::LockStatements lock = lock_statements();
-    lock.row_released = {"lock.row_released", "released, proven, recorded"};
     lock.row_release_ended = {"lock.row_release_ended", "released, recorded, in the holder's transaction"};
     sql::LeaseStatements st = statements();
     st.release_recorded = {"lease.release_recorded", "released, recorded"};
@@ -435,7 +359,6 @@ TEST_CASE("a row lock's release in the holder's own transaction: one statement, 
   CHECK(r.run());
   CHECK(r.holder->h.execs == std::vector<std::string>{"BEGIN", "lock.row_release_ended", "COMMIT"});
   CHECK(r.book->script.prepared.empty());  // nothing made ready there
-  CHECK(r.book->script.runs["lock.row_released"] == 0);
   CHECK(r.book->script.runs["lease.release"] == 0);
   CHECK(r.book->script.runs["lease.release_recorded"] == 0);
 }
