@@ -11,18 +11,17 @@
 #    one statement; to release, one statement: the row, then the unlock, then the history row
 #    and its trim (autocommit), made ready while the command runs;
 #    for-update and txn-insert: on the holder's connection BEGIN, the lock timeout and the lock
-#    in one round trip (a pipeline) and, to release, a ROLLBACK not waited for; on the other
-#    the record, the token, and to release one statement: the row, the server's word that the
-#    holder's transaction still runs (the lock held to the end), then the history row and its
-#    trim; and nothing else: no schema check; the session settings travel in the startup
-#    packet;
-#  - the session strategies make their release's row statement ready while the command runs
-#    (a named Parse, once the session is known to be served directly from the failover
-#    record's read, which also reads pg_backend_pid(); its answer is not waited for, so when
-#    the command ends before it comes the release goes out with it and the two count one round
-#    trip), and the release runs it by name, so the waiter it lets in does not wait for its
-#    parse; a waiter's numbering is made ready before it waits, and run by name once its lock
-#    is granted;
+#    in one round trip (a pipeline), sent while the other connection reads the record, and, to
+#    release, one statement in the holder's own transaction (the row, then the history row and
+#    its trim) with its COMMIT in the same round trip, which ends the lock with the row's
+#    release; on the other the record and the token; 4 round trips in all, and nothing else:
+#    no schema check; the session settings travel in the startup packet;
+#  - advisory makes its release's statement ready while the command runs (a named Parse, once
+#    the session is known to be served directly from the failover record's read, which also
+#    reads pg_backend_pid(); its answer is not waited for, so when the command ends before it
+#    comes the release goes out with it and the two count one round trip), and the release runs
+#    it by name, so the waiter it lets in does not wait for its parse; a row-lock waiter's
+#    numbering is made ready before it waits, and run by name once its lock is granted;
 #  - on tables that do not exist yet the run creates them and succeeds, and the next run is
 #    back to the counts above;
 #  - a lease waiter LISTENs on the key once, between its first attempt and its second; a
@@ -76,6 +75,7 @@ elif what == "options": print("\n".join(r["startup"].get("options", "") for r in
 else:
     holder = [r for r in rows if any("txid_current()" in q for q in r["queries"])]
     if what == "holder_messages": print(holder[0]["messages"] if holder else "")
+    elif what == "holder_queries": print("\n".join(holder[0]["queries"]) if holder else "")
     elif what == "holder_last": print(holder[0]["queries"][-1] if holder else "")' "$E2E_TMP/run.log" "$1"
 }
 
@@ -88,7 +88,7 @@ for s in lease advisory for-update txn-insert; do
   case $s in
     lease) conns=1 least=2 trips=2 ;;
     advisory) conns=1 least=3 trips=4 ;;
-    *) conns=2 least=5 trips=6 ;;
+    *) conns=2 least=4 trips=4 ;;
   esac
   assert_eq "$s: connections per run" "$conns" "$(wire connections)"
   assert_between "$s: round trips after the handshake ($(wire queries | cut -c1-60 | tr '\n' '|'))" "$least" "$trips" \
@@ -114,15 +114,14 @@ for s in lease advisory for-update txn-insert; do
       check "$s: and the release runs it by that name" grep -qx "${name:-none}" <<<"$(wire bound)"
       continue ;;
   esac
-  # A row lock's release, the proof that its transaction still ran and the history row are one
-  # statement, made ready while the command ran (a named Parse) and run by that name; then the
-  # holder's ROLLBACK, the last statement.
-  name=$(wire named | grep -P '^dblock_\d+\tWITH u AS \(UPDATE .* SET released_at.*txid_status.* a AS \(INSERT INTO \S+runs' | cut -f1)
-  check "$s: the release, the proof and the history row in one statement, prepared by name" test -n "$name"
-  check "$s: and the release runs it by that name" grep -qx "${name:-none}" <<<"$(wire bound)"
-  assert_eq "$s: the holder's ROLLBACK is its last statement" ROLLBACK "$(wire holder_last)"
-  check "$s: BEGIN, the lock timeout and the lock sent at once, one Sync ($(wire holder_messages))" \
-    grep -q '^P B D E P B D E P B D E S ' <<<"$(wire holder_messages)"
+  # A row lock's release and its history row are one statement in the holder's own transaction
+  # (running there is the proof that the lock held to the end), and its COMMIT, the holder's
+  # last statement, goes with it, one Sync: the lock ends with the row's release.
+  check "$s: the release and the history row in one statement, in the holder's transaction" \
+    grep -Eq '^WITH u AS \(UPDATE .* SET released_at.* a AS \(INSERT INTO \S+runs' <<<"$(wire holder_queries)"
+  assert_eq "$s: the holder's COMMIT is its last statement" COMMIT "$(wire holder_last)"
+  check "$s: BEGIN, the lock timeout and the lock sent at once, one Sync; the release and its COMMIT too ($(wire holder_messages))" \
+    grep -Eq '^P B D E P B D E P B D E S P B D E P B D E S( X)?$' <<<"$(wire holder_messages)"
 done
 
 # The other subcommands, one connection each: their round trips after the handshake, the
@@ -168,7 +167,7 @@ for s in lease advisory for-update txn-insert; do
   case $s in
     lease) least=2 trips=2 ;;
     advisory) least=3 trips=4 ;;
-    *) least=5 trips=6 ;;
+    *) least=4 trips=4 ;;
   esac
   assert_between "$s: the next run is back to at most $trips round trips" "$least" "$trips" "$(wire round_trips)"
   assert_eq "$s: both runs are in the new history" 2 "$(DBLOCK_TABLE_PREFIX=$fresh_prefix history_field "$k" runs.#)"

@@ -3,7 +3,9 @@
 # proxy, counted by tests/e2e/postgres_wire_count.py in front of it): its two connections (the
 # holder's and the autocommit one that numbers the token) are set up side by side, not one
 # after the other, so the run waits for one set-up (TCP, authentication: several round trips),
-# not two (dblock(1), NOTES "Round trips"). The run still exits 0 and writes its history row.
+# not two (dblock(1), NOTES "Round trips"). Then the holder's lock goes out while the other
+# connection reads the failover record: both travel in one round trip, the holder's sent before
+# the record's answer came. The run still exits 0 and writes its history row.
 source "$(dirname "$0")/lib.sh"
 
 command -v python3 >/dev/null || skip_or_fail "no python3 for the proxies"
@@ -37,6 +39,20 @@ overlap = len(rows) == 2 and rows[0]["ready_at"] is not None and rows[1]["accept
 print(len(rows), "yes" if overlap else "no (%s)" % [(round(r["accepted"], 3), r["ready_at"] and round(r["ready_at"], 3)) for r in rows])' "$E2E_TMP/wire.log")"
   assert_eq "$s: two connections" 2 "$conns"
   assert_eq "$s: the second connection's set-up started before the first's ended" yes "$overlap"
+  # The holder's connection is the one whose lock answers txid_current(); the other's first
+  # statement is the failover record's read.
+  assert_eq "$s: the holder's lock was sent before the failover record's read was answered" yes "$(python3 -c '
+import json, sys
+rows = [r for r in (json.loads(l) for l in open(sys.argv[1]) if l.strip()) if not r["cancel"]]
+holder = [r for r in rows if any("txid_current()" in q for q in r["queries"])]
+book = [r for r in rows if r not in holder]
+if len(holder) != 1 or len(book) != 1 or not holder[0]["turns"] or not book[0]["turns"]:
+    print("no: the connections are not told apart")
+else:
+    lock, read = holder[0]["turns"][0], book[0]["turns"][0]
+    print("yes" if read[1] is not None and lock[0] < read[1] else
+          "no (lock sent %.1f ms after the read, which was answered %s ms after)" %
+          ((lock[0] - read[0]) * 1000, read[1] and round((read[1] - read[0]) * 1000, 1)))' "$E2E_TMP/wire.log")"
   assert_eq "$s: both runs are in the history" 2 "$(history_field "$k" runs.#)"
 done
 finish

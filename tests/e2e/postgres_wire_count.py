@@ -20,6 +20,9 @@ connection ends, appends one JSON line about it to --log:
   accepted    when the proxy accepted the connection, and
   ready_at    when the server first said ReadyForQuery (set-up done): seconds on one monotonic
               clock, so a test can tell whether two connections' set-ups overlapped
+  turns       [sent, answered] of each client turn after the set-up, on the same clock (answered:
+              the server's first message after it, null if none): whether the statements of two
+              connections travelled in the same round trip
 
 It lets tests count what one `dblock run` costs the server (connections, statements, round
 trips) without reading server-wide statistics other tests disturb. Plain connections only: the
@@ -61,6 +64,7 @@ class Conn:
         self.closed = 0
         self.accepted = time.monotonic()
         self.ready_at = None
+        self.turns = []
 
     # Client bytes: untyped startup packets first, then typed messages.
     def from_client(self, data):
@@ -96,6 +100,7 @@ class Conn:
                 if self.last != "client":
                     self.burst = []
                     self.bursts.append(self.burst)
+                    self.turns.append([time.monotonic(), None])
                     self.last = "client"
                 self.burst.append(kind)
                 self.messages.append(kind)
@@ -134,6 +139,8 @@ class Conn:
                         self.ready_at = time.monotonic()
                     self.ready = True
                 if self.ready and kind != "A":  # a notification is no answer to anything
+                    if self.last == "client" and self.turns:
+                        self.turns[-1][1] = time.monotonic()
                     self.last = "server"
 
     def finish(self):
@@ -145,7 +152,7 @@ class Conn:
             line = json.dumps({"startup": self.startup, "round_trips": len(turns), "queries": self.queries,
                                "named": self.named, "bound": self.bound,
                                "messages": " ".join(self.messages), "cancel": self.cancel,
-                               "accepted": self.accepted, "ready_at": self.ready_at})
+                               "accepted": self.accepted, "ready_at": self.ready_at, "turns": self.turns})
         with self.log_lock:
             with open(self.log, "a") as f:
                 f.write(line + "\n")

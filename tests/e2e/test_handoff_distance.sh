@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cells: postgres:(lease|advisory)
+# cells: postgres:(lease|advisory|for-update|txn-insert)
 # The handoff at a distance (README, Benchmarks; dblock(1) NOTES, Round trips): with the server
 # a long round trip R away (scripts/bench/delay_proxy.py on 127.0.0.1), a `run -w` waiter's
 # command starts within these many round trips of the holder's command ending. What each needs
@@ -15,9 +15,12 @@
 # just after the waiter's wait began (pg_stat_activity, on the server directly), as a release
 # at any other moment of that wait would be. R is long (200 ms) so that the machine's own
 # milliseconds stay well within it.
-# Not for-update and txn-insert yet: 4 to 8 round trips at this R (the holder's release row,
-# its ROLLBACK, the waiter's numbering, and a waiter that waits in the server in slices, a
-# round trip apart, which a long R makes count), too uneven for a bound.
+# for-update and txn-insert: the holder's release runs in its own transaction with the COMMIT
+# that ends it (one way to the server, where the release row and the lock's end are one), the
+# waiter blocked on the lock hears it (the way back), then numbers its token on its other
+# connection (1 R): 2 R, where releasing the row on that other connection first and only then
+# ending the transaction was 3 R. Their bound is 2.5 R. Their waiter waits in the server in
+# slices a round trip apart, so the holder goes just after a slice began, as for the lease.
 source "$(dirname "$0")/lib.sh"
 
 command -v python3 >/dev/null || skip_or_fail "no python3 for the delay proxy"
@@ -26,6 +29,7 @@ rtt_ms=$((2 * delay_ms))
 case $DBLOCK_STRATEGY in
   lease) rtts=1.5 ;;             # the handoff lock, the take behind it
   advisory) rtts=2 ;;            # blocked in pg_advisory_lock
+  for-update | txn-insert) rtts=2.5 ;;  # blocked on the row (or its queue), then the numbering
 esac
 
 target_port=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.urlsplit(sys.argv[1]).port or 5432)' "$DBLOCK_DSN")
@@ -60,6 +64,18 @@ if [ "$DBLOCK_STRATEGY" = lease ]; then
     sleep 0.01
   done
   [ -n "$began" ] || fail "the lease waiter never waited in the server for the holder's handoff lock"
+elif [ "$DBLOCK_STRATEGY" != advisory ]; then
+  # The waiter's lock statement (the claims row, or txn-insert's queue ahead of it) has just
+  # begun a slice of its wait.
+  began=
+  for _ in $(seq 150); do
+    began=$(server_sql "SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND wait_event_type = 'Lock'
+      AND query LIKE '%${DBLOCK_TABLE_PREFIX}claims%'
+      AND clock_timestamp() - query_start < interval '60 ms' LIMIT 1")
+    [ -n "$began" ] && break
+    sleep 0.01
+  done
+  [ -n "$began" ] || fail "the $DBLOCK_STRATEGY waiter never waited in the server for the key's row"
 fi
 touch "$d/go"
 wait_exit hs "$holder" 60

@@ -349,11 +349,19 @@ Result<void> Connection::await(short events, Millis deadline) {
 
 Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const sql::Value*>& values, Millis extra,
                                    sql::Session* named_by) {
+  if (auto ok = send(sql, values, extra, named_by); !ok) return std::unexpected(ok.error());
+  return answer();
+}
+
+Result<void> Connection::send(std::string_view sql, const std::vector<const sql::Value*>& values, Millis extra,
+                              sql::Session* named_by) {
+  sent_.reset();
   if (!conn_ && deferred_)
     if (auto ok = reconnect(); !ok) return std::unexpected(ok.error());
   if (!is_open()) return std::unexpected(broken("not connected"));
   const Millis deadline = boottime_now() + options_.io_timeout + extra + std::exchange(ahead_extra_, Millis{0});
   PGconn* c = conn_.get();
+  const std::string follower = std::exchange(follower_, {});
   const std::string trailer = std::exchange(trailer_, {});
   const std::vector<sql::Value> trailer_values = std::exchange(trailer_values_, {});
   const std::string text(sql);
@@ -366,6 +374,11 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
   if (piping() && pipe_.queued == 0 && values.empty())
     if (auto ok = drain(deadline); !ok) return std::unexpected(ok.error());
 #ifdef LIBPQ_HAS_PIPELINING
+  if (!follower.empty()) {
+    if (auto ok = enter_pipeline(); !ok) return std::unexpected(ok.error());
+    pipe_.following = true;
+    cork(true);
+  }
   if (!trailer.empty()) {
     if (auto ok = enter_pipeline(); !ok) return std::unexpected(ok.error());
     pipe_.trailing = 1;
@@ -391,6 +404,8 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
                                     : PQsendQuery(c, text.c_str());
   if (!sent) return std::unexpected(broken("sending a statement"));
 #ifdef LIBPQ_HAS_PIPELINING
+  if (!follower.empty() && !PQsendQueryParams(c, follower.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0))
+    return std::unexpected(broken("sending a statement"));
   if (piped && !PQpipelineSync(c)) return std::unexpected(broken("sending a statement"));
   if (pipe_.trailing > 0) {
     std::vector<std::string> trailer_numbers;
@@ -403,18 +418,34 @@ Result<sql::Rows> Connection::exec(std::string_view sql, const std::vector<const
   }
 #endif
   cork(false);
-  auto done = piped ? collect_piped(deadline, true) : collect(deadline);
+  Sent out{deadline, by_name, piped, text, {}, extra, named_by, trailer, trailer_values, follower};
+  for (const sql::Value* v : values) out.values.push_back(*v);
+  sent_ = std::move(out);
+  return {};
+}
+
+Result<sql::Rows> Connection::answer() {
+  if (!sent_) return fail(ErrorKind::internal, "postgres: no statement was sent to answer");
+  const Sent s = std::move(*sent_);
+  sent_.reset();
+  if (!is_open()) return std::unexpected(broken("not connected"));
+  PGconn* c = conn_.get();
+  auto done = s.piped ? collect_piped(s.deadline, true) : collect(s.deadline);
   if (!done) return std::unexpected(done.error());
-  if (by_name && done->sqlstate == "26000") {
+  if (s.by_name && done->sqlstate == "26000") {
     naming_ = false;
-    return exec(sql, values, extra, named_by);
+    std::vector<const sql::Value*> again;
+    for (const sql::Value& v : s.values) again.push_back(&v);
+    return exec(s.sql, again, s.extra, s.named_by);
   }
   if (done->error) return std::unexpected(statement_error(done->error.get(), c, dsn_.redacted));
 #ifndef LIBPQ_HAS_PIPELINING
-  if (!trailer.empty()) {
+  if (!s.follower.empty())
+    if (auto f = exec(s.follower); !f) return std::unexpected(f.error());
+  if (!s.trailer.empty()) {
     std::vector<const sql::Value*> tv;
-    for (const sql::Value& v : trailer_values) tv.push_back(&v);
-    (void)exec(trailer, tv);
+    for (const sql::Value& v : s.trailer_values) tv.push_back(&v);
+    (void)exec(s.trailer, tv);
   }
 #endif
   return rows_of(done->last.get());
@@ -533,13 +564,16 @@ Result<Connection::Collected> Connection::collect_piped(Millis deadline, bool ou
   // one's kept in ahead_answer_ where asked), then ours, then the trailing ones, dropped.
   const int ours_at = pipe_.background;
   const int groups = pipe_.background + (ours ? 1 : 0) + pipe_.trailing;
+  // In ours, the statements sent ahead come first, then the exec's, then one that follows it.
+  const int ours_index = pipe_.queued;
   Owned last(nullptr, &PQclear), error(nullptr, &PQclear);
-  int synced = 0, ends = 0;
+  int synced = 0, ends = 0, index = 0;
   while (synced < groups) {
     while (PQisBusy(c))
       if (auto ok = await(POLLIN, deadline); !ok) return std::unexpected(ok.error());
     Owned r(PQgetResult(c), &PQclear);
     if (!r) {
+      if (synced == ours_at && ends == 0) ++index;
       // The end of one statement's answers; two in a row: nothing more is coming.
       if (PQstatus(c) == CONNECTION_BAD || ++ends > 1) break;
       continue;
@@ -556,8 +590,8 @@ Result<Connection::Collected> Connection::collect_piped(Millis deadline, bool ou
     }
     if (!ours || synced != ours_at || status == PGRES_PIPELINE_ABORTED) continue;
     const bool failed = status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE || status == PGRES_NONFATAL_ERROR;
-    if (!failed) last = std::move(r);
-    else if (!error) error = std::move(r);
+    if (!failed && (!pipe_.following || index == ours_index)) last = std::move(r);
+    else if (failed && !error) error = std::move(r);
     if (PQstatus(c) == CONNECTION_BAD) break;
   }
   pipe_ = {};
@@ -846,6 +880,13 @@ Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& para
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
   return conn_->exec(compiled.text, *values, extra, this);
+}
+
+Result<void> Session::send(const sql::Statement& st, const sql::Params& params, Millis extra) {
+  const sql::Compiled& compiled = compiled_.get(st);
+  auto values = sql::bind_order(compiled, params, st.id);
+  if (!values) return std::unexpected(values.error());
+  return conn_->send(compiled.text, *values, extra, this);
 }
 
 Result<void> Session::send_ahead(const sql::Statement& st, const sql::Params& params) {

@@ -40,6 +40,13 @@ class Connection {
   Result<sql::Rows> exec(std::string_view sql, const std::vector<const sql::Value*>& values = {},
                          Millis extra = Millis{0}, sql::Session* named_by = nullptr);
 
+  /// exec in two halves: send() sends the statement (an error: it was not sent), answer() waits
+  /// for its answer, which must be read before the connection runs anything else. Meanwhile the
+  /// caller may wait on another connection, so the two round trips overlap.
+  Result<void> send(std::string_view sql, const std::vector<const sql::Value*>& values = {}, Millis extra = Millis{0},
+                    sql::Session* named_by = nullptr);
+  Result<sql::Rows> answer();
+
   /// Names `sql` (n parameters) now, where exec would on its second run, so its first run is
   /// not parsed (sql::Session::prepare). Best effort: a failure is the next statement's to say.
   /// Its answer is not waited for: the next exec reads it, and sends a statement named so
@@ -71,6 +78,13 @@ class Connection {
     trailer_values_ = std::move(values);
   }
 
+  /// Sends `sql` (one statement, no parameters) right after the next exec's statement, in its
+  /// round trip and in the same group (one Sync): skipped when that statement fails, and its own
+  /// error is that exec's; that exec answers its statement's rows. For a COMMIT that must follow
+  /// only a statement that succeeded. Where libpq has no pipeline mode, it runs after it, when it
+  /// succeeded.
+  void send_in_group_after_next(std::string sql) { follower_ = std::move(sql); }
+
   /// Whether this server session serves the statements itself, no pooler between
   /// (sql::served_directly, asked on `asking` once per server session).
   Result<bool> served_directly(sql::Session& asking);
@@ -93,6 +107,8 @@ class Connection {
     pipe_ = {};
     ahead_answer_.reset();
     corked_ = false;
+    sent_.reset();
+    follower_.clear();
   }
 
   /// LISTENs on channel, and only on it, now and after every reconnect.
@@ -138,9 +154,10 @@ class Connection {
     int background = 0;
     int queued = 0;
     int trailing = 0;         // groups sent after the exec's own (send_after_next)
+    bool following = false;   // a statement follows the exec's in its group (send_in_group_after_next)
     bool keep_first = false;  // the first background group's answer is kept (send_ahead_synced)
   };
-  bool piping() const { return pipe_.background > 0 || pipe_.queued > 0 || pipe_.trailing > 0; }
+  bool piping() const { return pipe_.background > 0 || pipe_.queued > 0 || pipe_.trailing > 0 || pipe_.following; }
   Result<void> enter_pipeline();
   // TCP_CORK on the socket: what libpq flushes Sync by Sync leaves in one segment once uncorked.
   void cork(bool on);
@@ -170,8 +187,22 @@ class Connection {
   Millis ahead_extra_{0};                     // send_ahead_synced's extra, for the next exec
   std::optional<std::string> ahead_answer_;   // ahead_answer()
   std::string trailer_;                       // send_after_next's statement, or ""
+  std::string follower_;                      // send_in_group_after_next's statement, or ""
   std::vector<sql::Value> trailer_values_;
   bool corked_ = false;  // cork()
+  // What send() sent, until answer() reads its answer (exec's again after a lost name).
+  struct Sent {
+    Millis deadline;
+    bool by_name = false, piped = false;
+    std::string sql;
+    std::vector<sql::Value> values;
+    Millis extra;
+    sql::Session* named_by = nullptr;
+    std::string trailer;
+    std::vector<sql::Value> trailer_values;
+    std::string follower;
+  };
+  std::optional<Sent> sent_;
   const PGconn* direct_for_ = nullptr;  // the server session `direct_` was asked on
   bool direct_ = false;
 };
@@ -187,6 +218,9 @@ class Session final : public sql::Session {
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params, Millis extra);
   Result<void> exec(std::string_view sql) override;
   void prepare(const sql::Statement& st) override;
+  /// run() in two halves (Connection::send, Connection::answer).
+  Result<void> send(const sql::Statement& st, const sql::Params& params, Millis extra);
+  Result<sql::Rows> answer() { return conn_->answer(); }
   /// Connection::send_ahead of `st` with `params`.
   Result<void> send_ahead(const sql::Statement& st, const sql::Params& params);
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }

@@ -17,15 +17,28 @@ class PostgresHolder final : public sql::HolderSession {
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis wait) override {
     return session_.run(st, p, wait);
   }
+  Result<void> send(const sql::Statement& st, const sql::Params& p, Millis wait) override {
+    return session_.send(st, p, wait);
+  }
+  Result<sql::Rows> answer() override { return session_.answer(); }
+  // Sent already: a wait is cut short with the session (the next take opens it anew), an
+  // answer that comes at once is read.
+  void withdraw(bool waits) override {
+    if (waits) holder_->close();
+    else (void)session_.answer();
+  }
   Result<void> exec(std::string_view sql) override { return session_.exec(sql); }
+  // COMMIT in the statement's round trip and its pipeline group: skipped when it failed.
+  Result<sql::Rows> run_and_commit(const sql::Statement& st, const sql::Params& p) override {
+    holder_->send_in_group_after_next("COMMIT");
+    return session_.run(st, p, Millis(0));
+  }
   // lock_timeout for the transaction just begun (set_config's is_local): it ends with it. Both
   // go with the lock statement that follows, in its round trip.
   Result<void> begin(const sql::LockStatements& st, const sql::Params& p, Millis) override {
     if (auto ok = holder_->send_ahead(st.begin); !ok) return ok;
     return session_.send_ahead(st.lock_wait, p);
   }
-  // Sent, not awaited: the server ends the transaction when it reads it, before the goodbye.
-  void end_unawaited() override { holder_->send_unawaited("ROLLBACK"); }
   void close() override { holder_->close(); }
   Result<void> reopen() override { return holder_->reconnect(); }
   bool transaction_open() const override { return holder_->transaction_open(); }

@@ -229,8 +229,7 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   s.advisory_give_back = {"lock.advisory_give_back", "SELECT ours, pg_advisory_unlock_all() FROM"
                                                      " (SELECT pg_advisory_unlock(:lock::bigint) AS ours OFFSET 0) u"};
   s.lock_wait = {"lock.lock_timeout", "SELECT set_config('lock_timeout', :lock_timeout, true)"};
-  // Each lock answers with its transaction's id, by which row_released asks the server whether
-  // it still runs.
+  // Each lock answers with its transaction's id: a row, the lock taken.
   s.lock_claim = {"lock.claim", "SELECT txid_current() FROM " + t.claims + " WHERE name = :key AND kind = :kind FOR UPDATE"};
   s.make_claim = {"lock.make_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind) ON CONFLICT DO NOTHING"};
   // txn-insert's waiters queue on the key's transaction-scoped advisory lock (two ints) ahead of
@@ -240,11 +239,16 @@ sql::LockStatements lock_statements(const std::string& prefix) {
                                          " FROM (SELECT pg_advisory_xact_lock(:hi::int, :lo::int)) q RETURNING txid_current()"};
   s.insert_claim_try = {"lock.insert_claim_try", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind"
                                                  " WHERE pg_try_advisory_xact_lock(:hi::int, :lo::int) RETURNING txid_current()"};
-  // The row released, then whether the holder's transaction still runs (a lock that went with
-  // its session, or an idle limit's end, leaves it aborted), then the history row.
-  s.row_released = sql::release_recorded(dialect, t, lease_release(t), "lock.row_released",
-                                         "g AS (SELECT COALESCE(txid_status(:holder_txn::bigint) = 'in progress', false)"
-                                         " AS ours FROM (SELECT count(*) FROM u) r)");
+  // The release and the history row in the holder's own transaction, which the COMMIT after it
+  // ends (row_release_ended): the row's release and the lock's end are one. Its times are the
+  // statement's own (now() is the transaction's start: the take); txn-insert's own claims row,
+  // which the end would keep, goes in it (the only such row it sees: another's is uncommitted).
+  sql::Statement ended = sql::release_recorded(
+      dialect, t, lease_release(t), "lock.row_release_ended",
+      "own_claim AS (DELETE FROM " + t.claims + " WHERE name = :key AND kind = 'txn-insert'), g AS (SELECT true AS ours)");
+  for (std::size_t at = 0; (at = ended.text.find("now()", at)) != std::string::npos;)
+    ended.text.replace(at, 5, "statement_timestamp()"), at += 21;
+  s.row_release_ended = std::move(ended);
   return sql::lock_statements(dialect, t, std::move(s));
 }
 

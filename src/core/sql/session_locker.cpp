@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -29,11 +30,14 @@ class ServerLock {
   // Takes the lock on `key`, the server waiting up to `wait` (it may wait less: core calls again).
   // true: taken; false: someone else holds it. ErrorKind::connection: the holder is gone, and
   // with it anything it held.
-  Result<bool> take(const std::string& key, Millis wait) {
+  // A row lock's `meanwhile` runs once its statement is sent, before its answer is read (the
+  // bookkeeping session's failover read, in the same round trip); false: the lock goes back
+  // (take answers false) and the caller says why.
+  Result<bool> take(const std::string& key, Millis wait, const std::function<bool()>& meanwhile = {}) {
     if (h_->socket() < 0) return gone();
     const Millis w = h_->server_wait(std::max(wait, Millis(0)), row_lock());
     const Params p = params(key, w);
-    if (row_lock()) return take_row(key, p, w);
+    if (row_lock()) return take_row(key, p, w, meanwhile);
     auto r = h_->run(w.count() <= 0 && !st_.advisory_try.empty() ? st_.advisory_try : st_.advisory_wait, p, w);
     if (!r) return failed(r.error(), key);
     if (r->size() == 1 && (*r)[0].is_null(0))
@@ -86,29 +90,28 @@ class ServerLock {
   // bookkeeping session (a lock that outlives the commit: advisory).
   bool folds_row() const { return !row_lock() && !st_.advisory_numbered_try.empty(); }
   // Whether a plain key's release, the lock given back (or proven held to the end) and the
-  // history row are one statement: advisory's there too, a row lock's on the bookkeeping
-  // session, which the server tells the holder's transaction by (row_released).
+  // history row are one statement: advisory's there too, a row lock's in the holder's own
+  // transaction, ended with it (row_release_ended).
   bool folds_release() const {
-    if (row_lock()) return !st_.row_released.empty() && st_.untag.empty() && txn_.has_value();
+    if (row_lock()) return !st_.row_release_ended.empty() && st_.untag.empty() && txn_.has_value();
     return folds_row() && !st_.advisory_released.empty();
   }
-  const Statement& release_statement() const { return row_lock() ? st_.row_released : st_.advisory_released; }
+  // The one the bookkeeping session runs (none for a row lock: the holder's own, row_release_ended).
+  Statement release_statement() const { return row_lock() ? Statement{} : st_.advisory_released; }
 
-  // LockStatements::advisory_released (row_released on `book`, the holder's transaction then
-  // ended unawaited) with `p` (release_recorded_params): (released, ours). An error: the caller
-  // releases apart (the row again, give_back, the history row), which finds out what this
-  // statement did before it failed.
-  Result<std::pair<bool, bool>> give_back_recorded(const std::string& key, Params p, Session& book) {
+  // LockStatements::advisory_released (a row lock's row_release_ended, then COMMIT) with `p`
+  // (release_recorded_params): (released, ours). An error: the caller releases apart (the row
+  // again, give_back, the history row), which finds out what this statement did before it failed.
+  Result<std::pair<bool, bool>> give_back_recorded(const std::string& key, Params p) {
     if (h_->socket() < 0) return gone();
-    if (row_lock()) {
-      p.set("holder_txn", *txn_);
-      auto r = book.run(st_.row_released, p);
+    if (row_lock() && !st_.row_release_ended.empty()) {
+      // In the holder's transaction, ended with it: the waiter the lock lets in finds the row
+      // released. A failure leaves the transaction open (failed, its lock held) or the session
+      // gone; the caller releases apart, the row first.
+      auto r = h_->run_and_commit(st_.row_release_ended, p);
       if (!r) return std::unexpected(r.error());
-      if (r->empty()) return fail(ErrorKind::internal, st_.row_released.id + " answered no row");
-      // The row is released and the lock proven held until then: the waiter it lets in needs
-      // the transaction's end, this process nothing more from it.
       txn_.reset();
-      if (h_->transaction_open()) h_->end_unawaited();
+      if (r->empty()) return fail(ErrorKind::internal, st_.row_release_ended.id + " answered no row");
       return std::pair{(*r)[0].int64(0) != 0, (*r)[0].int64(1) != 0};
     }
     h_->bind(p, key, Millis(0));
@@ -151,6 +154,7 @@ class ServerLock {
   }
 
   HolderSession& holder() { return *h_; }
+  bool row_lock() const { return strategy_ != Strategy::advisory; }
   // Only called while nothing is held.
   Result<void> reopen() {
     tagged_.reset();
@@ -158,7 +162,6 @@ class ServerLock {
   }
 
  private:
-  bool row_lock() const { return strategy_ != Strategy::advisory; }
 
   Params params(const std::string& key, Millis w) const {
     Params p{{"key", key}, {"kind", kind_}, {"wait_ms", ms_value(w)}};
@@ -167,13 +170,23 @@ class ServerLock {
   }
 
   // for-update locks the key's claims row, txn-insert inserts it, in a transaction held open.
-  Result<bool> take_row(const std::string& key, const Params& p, Millis w) {
+  Result<bool> take_row(const std::string& key, const Params& p, Millis w, const std::function<bool()>& meanwhile) {
     const bool wait = w.count() > 0;
     for (int pass = 0; pass < 2; ++pass) {
       if (auto ok = begin(p, w); !ok) return failed(ok.error(), key);
-      auto locked = strategy_ == Strategy::for_update
-                        ? h_->run(wait ? st_.lock_claim : st_.lock_claim_nowait, p, w)
-                        : h_->run(wait || st_.insert_claim_try.empty() ? st_.insert_claim : st_.insert_claim_try, p, w);
+      const Statement& lock = strategy_ == Strategy::for_update
+                                  ? (wait ? st_.lock_claim : st_.lock_claim_nowait)
+                                  : (wait || st_.insert_claim_try.empty() ? st_.insert_claim : st_.insert_claim_try);
+      Result<Rows> locked = fail(ErrorKind::internal, "not sent");
+      if (auto sent = h_->send(lock, p, w); !sent) {
+        locked = std::unexpected(sent.error());
+      } else if (pass == 0 && meanwhile && !meanwhile()) {
+        h_->withdraw(wait);  // not to be held
+        (void)give_back(key);
+        return false;
+      } else {
+        locked = h_->answer();
+      }
       Result<Rows> tag = Rows();  // the tag's answer, txn-insert's last once it inserted
       if (locked && locked->affected > 0 && strategy_ == Strategy::txn_insert && !st_.tag.empty())
         if (tag = h_->run(st_.tag, p, Millis(0)); !tag) locked = std::unexpected(tag.error());
@@ -182,7 +195,7 @@ class ServerLock {
       if (!locked) return failed(locked.error(), key);
       if (locked->affected > 0) {
         if (!st_.untag.empty()) tagged_ = key;
-        if (!st_.row_released.empty() && !locked->empty() && !(*locked)[0].is_null(0)) txn_ = (*locked)[0].text(0);
+        if (!st_.row_release_ended.empty() && !locked->empty() && !(*locked)[0].is_null(0)) txn_ = (*locked)[0].text(0);
         return true;
       }
       if (strategy_ == Strategy::txn_insert) return failed(Error{ErrorKind::busy, "taken"}, key);  // the try's answer
@@ -214,7 +227,7 @@ class ServerLock {
   std::unique_ptr<HolderSession> h_;
   LockStatements st_;
   std::optional<std::string> tagged_;  // the key whose holder tag the session holds
-  std::optional<std::string> txn_;     // the holder's transaction, as row_released names it
+  std::optional<std::string> txn_;     // the holder's transaction, as its lock statement answered it
 };
 
 class SessionLocker final : public Locker {
@@ -266,7 +279,7 @@ class SessionLocker final : public Locker {
     // went with it, and they say so).
     if (folds_release(req)) {
       const Params p = release_recorded_params(*held_, strategy_, req, prefix_, keep_);
-      auto done = with_schema(*book_, [&] { return lock_->give_back_recorded(held_->key, p, *book_); });
+      auto done = with_schema(*book_, [&] { return lock_->give_back_recorded(held_->key, p); });
       if (done) {
         lock_->holder().release_signal().released(signal_key(held_->request));
         auto message = lost("was already gone at release");
@@ -310,7 +323,9 @@ class SessionLocker final : public Locker {
   // command runs.
   void prepare_release() override {
     lock_->holder().release_signal().settle();  // waiters.hpp, settle
-    if (held_) book_->prepare(folds_release_ ? lock_->release_statement() : st_.release);
+    if (!held_) return;
+    const Statement st = folds_release_ ? lock_->release_statement() : st_.release;
+    if (!st.empty()) book_->prepare(st);
   }
 
   int session_fd() const override { return held_ ? lock_->holder().socket() : -1; }
@@ -321,18 +336,29 @@ class SessionLocker final : public Locker {
   // The server lock, then the row numbered on the bookkeeping session. Whatever stops the
   // attempt gives the server lock back: no lock is left behind, no transaction open.
   Result<AcquireOutcome> attempt(const LockRequest& req, Millis wait) {
-    // The failover gate (failover.hpp) first: a holder whose session was on the old primary
-    // notices within its TTL that the session is gone, as a lease holder that cannot renew.
-    // With it, where the dialect reads it there (serving_), whether the lock could hold at all.
-    auto gate = failover::admit_once(*book_, st_.failover, admitted_, req.ttl, serving_);
-    if (!gate) return std::unexpected(gate.error());
-    if (!gate->open) return failover::delayed(*gate);
+    // The failover gate (failover.hpp) before any grant: a holder whose session was on the old
+    // primary notices within its TTL that the session is gone, as a lease holder that cannot
+    // renew. With it, where the dialect reads it there (serving_), whether the lock could hold
+    // at all. A row lock's statement goes out first and the gate is read while it travels (one
+    // round trip for both); a gate that says no then gives the lock back before anything is
+    // numbered.
+    std::optional<Result<failover::Gate>> gate;
+    auto admit = [&] {
+      if (!gate) gate = failover::admit_once(*book_, st_.failover, admitted_, req.ttl, serving_);
+      return *gate && (*gate)->open;
+    };
+    auto shut = [&]() -> Result<AcquireOutcome> {
+      if (!*gate) return std::unexpected(gate->error());
+      return failover::delayed(**gate);
+    };
     // A plain lock is numbered in the statement that takes it where the dialect folds the two;
     // a semaphore's slot never is (its header comes first, in a transaction).
     const bool fold = lock_->folds_row() && req.semaphore.empty();
+    const bool overlap = lock_->row_lock();
+    if (!overlap && !admit()) return shut();
     auto take = [&]() -> Result<std::optional<Rows>> {
-      if (fold) return lock_->take_numbered(req.key, wait, take_params(req, gate->fence, Value()));
-      auto got = lock_->take(req.key, wait);
+      if (fold) return lock_->take_numbered(req.key, wait, take_params(req, (*gate)->fence, Value()));
+      auto got = lock_->take(req.key, wait, overlap ? std::function<bool()>(admit) : nullptr);
       if (!got) return std::unexpected(got.error());
       return *got ? std::optional<Rows>(Rows()) : std::nullopt;
     };
@@ -349,6 +375,10 @@ class SessionLocker final : public Locker {
       if (auto ok = lock_->reopen(); !ok) return std::unexpected(ok.error());
       got = take();
     }
+    if (overlap && !admit()) {
+      if (got && *got) (void)lock_->give_back(req.key);
+      return shut();
+    }
     if (!got) return std::unexpected(got.error());
     if (!*got && wait.count() == 0) {
       // Refused with no holder to show: a competitor between its server lock and its row, or
@@ -362,7 +392,7 @@ class SessionLocker final : public Locker {
       if (!got) return std::unexpected(got.error());
     }
     if (!*got) return busy(req);
-    auto out = fold ? numbered(req, **got) : number(req, gate->fence);
+    auto out = fold ? numbered(req, **got) : number(req, (*gate)->fence);
     if (!out || out->state != AcquireOutcome::State::acquired) (void)lock_->give_back(req.key);
     else held_ = HeldRun{{req.key, req.owner, req.host, req.pid, out->token}, req, out->acquired_at_ms.value_or(0)};
     folds_release_ = req.semaphore.empty() && lock_->folds_release();

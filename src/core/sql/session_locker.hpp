@@ -9,6 +9,7 @@
 // (HolderSession) and its statements (statements.hpp).
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/locker.hpp"
@@ -25,6 +26,26 @@ class HolderSession {
 
   /// Runs `st`, which may wait for a lock up to `wait` on top of the I/O timeout.
   virtual Result<Rows> run(const Statement& st, const Params& params, Millis wait) = 0;
+  /// run() in two halves, so the locker can wait on its bookkeeping session in between: send()
+  /// sends `st` (a dialect may only keep it: then answer() runs it), answer() reads its answer;
+  /// nothing else runs in the session between them.
+  virtual Result<void> send(const Statement& st, const Params& params, Millis wait) {
+    sent_ = Sent{st, params, wait};
+    return {};
+  }
+  virtual Result<Rows> answer() {
+    if (!sent_) return fail(ErrorKind::internal, "no lock statement was sent");
+    const Sent s = std::move(*sent_);
+    sent_.reset();
+    return run(s.st, s.params, s.wait);
+  }
+  /// What send() sent is not wanted after all: whatever it took goes back with the transaction,
+  /// which the caller then ends. Kept only, it is dropped; `waits` (it may wait for the lock): a
+  /// dialect that sent it may close the session instead of waiting for its answer.
+  virtual void withdraw(bool waits) {
+    (void)waits;
+    sent_.reset();
+  }
   /// Runs SQL without parameters (ROLLBACK).
   virtual Result<void> exec(std::string_view sql) = 0;
   /// Opens the transaction that holds a row lock (`st.begin`), its lock wait `wait` (server_wait's)
@@ -33,10 +54,6 @@ class HolderSession {
   /// dialect may send it with the statement that follows (the lock), in its round trip: that
   /// statement's run then reports its errors.
   virtual Result<void> begin(const LockStatements& st, const Params& p, Millis wait) = 0;
-  /// Ends the transaction that holds a row lock (ROLLBACK) where nothing depends on its answer
-  /// any more: a dialect may send it and not wait (the next statement reads the answer; closing
-  /// ends the transaction anyway).
-  virtual void end_unawaited() { (void)exec("ROLLBACK"); }
   /// The server lock on `key` was just taken, the row not yet numbered (or, folded, with it):
   /// `answer` is what the statement that took it answered last (the advisory take, a row lock's
   /// lock statement, or its `tag` after it). The dialect sets up what its holding needs there.
@@ -46,6 +63,15 @@ class HolderSession {
   /// error) so that it can be locked: a dialect whose session does not commit on its own commits
   /// it here, or ends what a failed one left open. An error is the insert's.
   virtual Result<void> claim_made(bool /*made*/) { return {}; }
+  /// Runs `st` and then ends the transaction with COMMIT, which it skips when `st` failed (the
+  /// transaction then stays open, failed, until ROLLBACK); `st`'s answer. A dialect may send both
+  /// in one round trip.
+  virtual Result<Rows> run_and_commit(const Statement& st, const Params& params) {
+    auto r = run(st, params, Millis(0));
+    if (!r) return r;
+    if (auto c = exec("COMMIT"); !c) return std::unexpected(c.error());
+    return r;
+  }
   /// Closes the session: whatever it held is gone with it.
   virtual void close() = 0;
   /// Opens the session anew, its lock wait none; only called while nothing is held.
@@ -65,6 +91,14 @@ class HolderSession {
   /// How a waiter hears a release when the server waited less than asked, or one that never
   /// tells; one on a connection uses the bookkeeping session's (the locker remakes it).
   virtual Waiters& release_signal() = 0;
+
+ private:
+  struct Sent {
+    Statement st;
+    Params params;
+    Millis wait;
+  };
+  std::optional<Sent> sent_;  // send()'s, until answer()
 };
 
 /// The locker of `strategy` (a session strategy): the server lock in `holder` with `lock`, the

@@ -388,17 +388,17 @@ struct LockStatements {
   /// while it holds, so the server shows it: taken after txn-insert's insert (for-update's
   /// `lock_claim` takes it), given back after the transaction. The renewals' proof, (1) while
   /// held: `holds_claim` (txn-insert's own row), `alive` (for-update's transaction).
-  /// `row_released` (empty: none; not with `tag`), in the bookkeeping session:
-  /// LeaseStatements::release_recorded's work, its outcome 'lost' unless the holder's transaction
-  /// is still running, which the server tells by :holder_txn, the first column of what the lock
-  /// statement (`lock_claim*`, `insert_claim*`) answered: the row released, that proof, then the
-  /// history row, in one statement, with release_recorded's parameters. One row: (released 1 or
-  /// 0, held to the end 1 or 0). The transaction then ends without waiting for its answer
-  /// (HolderSession::end_unawaited): a plain key's release is one round trip.
+  /// `row_release_ended` (empty: none; not with `tag`; used once the lock statement answered a
+  /// non-NULL first column): LeaseStatements::release_recorded's work, with its parameters, in
+  /// the holder's own transaction, whose end (HolderSession::run_and_commit, COMMIT) both keeps
+  /// it and lets the lock go: the row's release and the lock's end are one, and the statement
+  /// running in that transaction is the proof that the lock held to the end. txn-insert's own
+  /// claims row goes in it, so the end keeps nothing of it. One row: (released 1 or 0, 1). A
+  /// plain key's release is one round trip.
   std::string begin;
   Statement lock_wait;
   Statement lock_claim, lock_claim_nowait, make_claim, insert_claim, insert_claim_try, tag, untag, holds_claim, alive;
-  Statement row_released;
+  Statement row_release_ended;
 };
 
 }  // namespace dblock::sql

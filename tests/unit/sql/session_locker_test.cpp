@@ -262,7 +262,10 @@ TEST_CASE("a session strategy judged on the failover record's read: a Galera nod
     REQUIRE_FALSE(got);
     CHECK(got.error().kind == ErrorKind::config);
     CHECK(got.error().message.find(galera ? "Galera" : "transaction pooling") != std::string::npos);
-    CHECK(j.holder->execs.empty());  // nothing taken
+    // Nothing taken: a row lock's statement goes out with the record's read, and goes back
+    // unanswered here (ScriptedHolder only keeps what it is sent); its transaction ended.
+    CHECK(j.holder->session.runs["lock.claim_nowait"] == 0);
+    CHECK_FALSE(j.holder->transaction_open());
     CHECK(j.book->runs["session.take"] == 0);
   }
 }
@@ -287,15 +290,23 @@ class RecordingBook final : public sql::Session {
   std::map<std::string, sql::Params> params;
 };
 
-// A holder that records the transaction's end not waited for (end_unawaited).
-class UnawaitedHolder final : public sql::HolderSession {
+}  // namespace
+
+namespace {
+
+// A holder whose release runs in its own transaction with the COMMIT after it
+// (LockStatements::row_release_ended); `fails`: that statement fails, the COMMIT skipped.
+class EndingHolder final : public sql::HolderSession {
  public:
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis w) override { return h.run(st, p, w); }
   Result<void> exec(std::string_view sql) override { return h.exec(sql); }
   Result<void> begin(const sql::LockStatements& st, const sql::Params& p, Millis w) override { return h.begin(st, p, w); }
-  void end_unawaited() override {
-    h.execs.emplace_back("ROLLBACK, not awaited");
+  Result<sql::Rows> run_and_commit(const sql::Statement& st, const sql::Params& p) override {
+    h.execs.push_back(st.id);
+    if (fails) return fail(ErrorKind::internal, "the release failed");
+    h.execs.emplace_back("COMMIT");
     h.open = false;
+    return h.session.run(st, p);
   }
   void close() override {}
   Result<void> reopen() override { return {}; }
@@ -307,23 +318,24 @@ class UnawaitedHolder final : public sql::HolderSession {
   sql::Waiters& release_signal() override { return h.release_signal(); }
 
   ScriptedHolder h;
+  bool fails = false;
 };
 
-// A for-update run whose lock answers its transaction's id 4242 and whose release, folded into
-// lock.row_released, answers (released, held to the end `ours`).
-struct RowRelease {
+struct EndedRelease {
   std::shared_ptr<RecordingBook> book = std::make_shared<RecordingBook>();
-  UnawaitedHolder* holder = nullptr;
+  EndingHolder* holder = nullptr;
   std::unique_ptr<Locker> l;
 
-  explicit RowRelease(bool ours) {
-    auto h = std::make_unique<UnawaitedHolder>();
+  explicit EndedRelease(bool fails) {
+    auto h = std::make_unique<EndingHolder>();
+    h->fails = fails;
     h->h.session.answers["lock.claim_nowait"] = testing::row_of({"4242"}, 1);
+    h->h.session.answers["lock.row_release_ended"] = testing::row_of({"1", "1"});
     holder = h.get();
     book->script.answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
-    book->script.answers["lock.row_released"] = testing::row_of({"1", ours ? "1" : "0"});
+    book->script.answers["lease.release"] = testing::row_of({"1"}, 1);
     sql::LockStatements lock = lock_statements();
-    lock.row_released = {"lock.row_released", "released, proven, recorded"};
+    lock.row_release_ended = {"lock.row_release_ended", "released, recorded, in the holder's transaction"};
     sql::LeaseStatements st = statements();
     st.release_recorded = {"lease.release_recorded", "released, recorded"};
     l = sql::make_session_locker(Strategy::for_update, std::move(h), lock, book, st, "dblock_", 10);
@@ -341,27 +353,23 @@ struct RowRelease {
 
 }  // namespace
 
-TEST_CASE("a row lock's release is one statement that proves the holder's transaction by its id, then a ROLLBACK not "
-          "awaited") {
-  RowRelease r(true);
+TEST_CASE("a row lock's release in the holder's own transaction: one statement, then its COMMIT; nothing on the "
+          "bookkeeping session") {
+  EndedRelease r(false);
   CHECK(r.run());
-  CHECK(r.book->script.prepared == std::vector<std::string>{"lock.row_released"});
-  CHECK(r.book->script.runs["lock.row_released"] == 1);
-  const sql::Value* txn = r.book->params["lock.row_released"].find("holder_txn");
-  REQUIRE(txn);
-  CHECK(std::get<std::string>(*txn) == "4242");
-  // Nothing else: no release alone, no history row of its own, no awaited ROLLBACK.
+  CHECK(r.holder->h.execs == std::vector<std::string>{"BEGIN", "lock.row_release_ended", "COMMIT"});
+  CHECK(r.book->script.prepared.empty());  // nothing made ready there
   CHECK(r.book->script.runs["lease.release"] == 0);
   CHECK(r.book->script.runs["lease.release_recorded"] == 0);
-  CHECK(r.holder->h.execs == std::vector<std::string>{"BEGIN", "ROLLBACK, not awaited"});
 }
 
-TEST_CASE("a row lock's release whose holder transaction no longer ran is a loss") {
-  RowRelease r(false);
-  auto released = r.run();
-  REQUIRE_FALSE(released);
-  CHECK(released.error().kind == ErrorKind::lost);
-  CHECK(r.holder->h.execs == std::vector<std::string>{"BEGIN", "ROLLBACK, not awaited"});
+TEST_CASE("a row lock's release that fails in the holder's transaction: the row on the bookkeeping session, then "
+          "the ROLLBACK") {
+  EndedRelease r(true);
+  CHECK(r.run());
+  CHECK(r.book->script.runs["lease.release"] == 1);
+  CHECK(r.holder->h.execs == std::vector<std::string>{"BEGIN", "lock.row_release_ended", "ROLLBACK"});
+  CHECK_FALSE(r.holder->transaction_open());
 }
 
 namespace {
