@@ -16,7 +16,6 @@
 
 #include "core/lock_types.hpp"
 #include "core/sql/sql_session.hpp"
-#include "core/sql/waiters.hpp"
 
 namespace dblock::testing {
 

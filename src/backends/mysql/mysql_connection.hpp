@@ -16,7 +16,6 @@
 #include "backends/mysql/mysql_error.hpp"
 #include "core/backend.hpp"
 #include "core/sql/sql_session.hpp"
-#include "core/sql/waiters.hpp"
 
 namespace dblock::mysql {
 

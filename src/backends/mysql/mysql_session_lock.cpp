@@ -14,7 +14,6 @@
 #include <random>
 
 #include "backends/mysql/mysql_tables.hpp"
-#include "core/sql/waiters.hpp"
 
 namespace dblock::mysql {
 namespace {

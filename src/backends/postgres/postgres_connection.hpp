@@ -15,7 +15,6 @@
 #include "backends/common/dsn.hpp"
 #include "core/backend.hpp"
 #include "core/sql/sql_session.hpp"
-#include "core/sql/waiters.hpp"
 
 namespace dblock::postgres {
 

@@ -4,7 +4,6 @@
 
 #include "core/sql/lock_rows.hpp"
 #include "core/sql/lock_steps.hpp"
-#include "core/sql/waiters.hpp"
 
 namespace dblock::sql {
 namespace {

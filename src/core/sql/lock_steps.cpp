@@ -6,7 +6,6 @@
 
 #include "core/semaphore.hpp"
 #include "core/sql/identifiers.hpp"
-#include "core/sql/waiters.hpp"
 
 namespace dblock::sql {
 namespace {

@@ -12,7 +12,6 @@
 
 #include "core/lock_types.hpp"
 #include "core/sql/statements.hpp"
-#include "core/sql/waiters.hpp"
 
 namespace dblock::sql {
 

@@ -10,7 +10,6 @@
 
 #include "core/sql/lease_locker.hpp"
 #include "core/sql/lock_steps.hpp"
-#include "core/sql/waiters.hpp"
 
 namespace dblock::sql {
 namespace {

@@ -14,7 +14,6 @@
 #include "core/sql/schema.hpp"
 #include "core/sql/shedlock_locker.hpp"
 #include "core/sql/tables.hpp"
-#include "core/sql/waiters.hpp"
 
 namespace dblock::sql {
 

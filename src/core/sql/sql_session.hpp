@@ -22,6 +22,7 @@
 
 #include "core/error.hpp"
 #include "core/lock_types.hpp"
+#include "core/sql/waiters.hpp"
 
 namespace dblock::rows {
 
@@ -144,7 +145,6 @@ class CompiledCache {
 Result<std::vector<const Value*>> bind_order(const Compiled& compiled, const Params& params, std::string_view id);
 
 struct SchemaStatements;  // statements.hpp
-class Waiters;            // waiters.hpp
 
 /// What carries a session to its server, for doctor's tls line (dblock(1), doctor). Every
 /// connection of one command is opened from the same DSN, so one session tells for all.
