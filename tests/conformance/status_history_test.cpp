@@ -236,7 +236,8 @@ TEST_CASE("inspection creates nothing: without the tables, status, history and c
   auto creating = test::open(writer);
   REQUIRE(creating->ensure_schema().has_value());
   auto again = test::open(inspect);
-  CHECK(again->check_schema().has_value());
+  auto made = again->check_schema();
+  CHECK_MESSAGE(made.has_value(), (made ? std::string() : made.error().message));
   std::vector<std::string> keys{key};
   auto free_now = again->status(keys);
   REQUIRE_MESSAGE(free_now.has_value(), (free_now ? std::string() : free_now.error().message));

@@ -426,14 +426,14 @@ class NamedLockWake final : public sql::Wake {
   }
   // A row-lock strategy's row is read back by taken_holding, which takes the key's wake name too,
   // unless the holder's session took it with the lock: the hold() that follows sends nothing.
-  std::optional<Result<sql::Rows>> reading_taken(const std::string& key, const sql::Params& read) override {
+  bool reading_taken(const std::string& key, const sql::Params& read, Result<sql::Rows>& r) override {
     sql::Params p = read;
     const bool take_wake = by_holder_ != key;
-    auto r = conn_->run(s_.taken_holding, p.set("take_wake", std::int64_t{take_wake ? 1 : 0}));
+    r = conn_->run(s_.taken_holding, p.set("take_wake", std::int64_t{take_wake ? 1 : 0}));
     // The queue name is given back either way; the wake name, when taken here, is this session's
     // (GET_LOCK's 0: another holds it, hold() asks again).
     if (r && !r->empty() && take_wake && (*r)[0].opt_int64(3).value_or(0) == 1) held_by_take_ = key;
-    return r;
+    return true;
   }
   // A session that a finished run's last COMMIT ended (Connection::query_last) gave it back, and
   // the holder's session gives back the one it holds as it ends.

@@ -44,8 +44,8 @@ Result<TakenRow> taken_row(Session& session, const LeaseStatements& st, const Ro
   const Rows* rows = &took;
   if (took.empty()) {
     const Params p{{"key", key}, {"owner", owner}};
-    auto answered = holding ? holding->reading_taken(key, p) : std::nullopt;
-    auto r = answered ? std::move(*answered) : session.run(st.taken, p);
+    Result<Rows> r = Rows();
+    if (!holding || !holding->reading_taken(key, p, r)) r = session.run(st.taken, p);
     if (!r) return std::unexpected(r.error());
     if (r->empty()) return fail(ErrorKind::lost, "the lock " + key + " was taken over right after it was acquired");
     read = std::move(*r);

@@ -2,16 +2,7 @@
 
 #include <utility>
 
-#include "core/sql/sql_session.hpp"
-
 namespace dblock::sql {
-
-std::optional<Result<Rows>> Wake::reading_taken(const std::string&, const Params&) { return std::nullopt; }
-
-std::optional<Result<Rows>> Waiters::reading_taken(const std::string& key, const Params& read) {
-  if (!wake_) return std::nullopt;
-  return wake_->reading_taken(key, read);
-}
 
 void Waiters::holding(const std::string& key) {
   if (!wake_) return;

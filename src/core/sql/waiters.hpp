@@ -54,8 +54,12 @@ class Wake {
   /// A session strategy's take numbered the row of plain `key`, which is now read back
   /// (LeaseStatements::taken with `read`, before hold()): a primitive that does hold()'s work in
   /// the same round trip answers the read itself, the taken row's columns first, and hold() then
-  /// sends nothing; nullopt: core runs the read. An error is the session's, as the read's would be.
-  virtual std::optional<Result<Rows>> reading_taken(const std::string& key, const Params& read);
+  /// sends nothing: true, with its answer in `answer`; false: core runs the read. An error in
+  /// `answer` is the session's, as the read's would be. (Rows stays a name here: sessions hand
+  /// out Waiters, so sql_session.hpp includes this file, not the other way round.)
+  virtual bool reading_taken(const std::string& /*key*/, const Params& /*read*/, Result<Rows>& /*answer*/) {
+    return false;
+  }
   /// A lease release of `key` is about to run: what the take set up for the handoff goes in the
   /// release's round trip (what is still left after its commit, post()).
   virtual void releasing(const std::string& /*key*/) {}
@@ -99,8 +103,11 @@ class Waiters {
     if (wake_) wake_->took(key, took);
   }
   /// A session strategy's plain `key` has its taken row read back with `read` (Wake::reading_taken;
-  /// session_locker.cpp): the wake primitive's answer, or nullopt when core runs the read.
-  std::optional<Result<Rows>> reading_taken(const std::string& key, const Params& read);
+  /// session_locker.cpp): true with the wake primitive's answer in `answer`, false when core runs
+  /// the read.
+  bool reading_taken(const std::string& key, const Params& read, Result<Rows>& answer) {
+    return wake_ && wake_->reading_taken(key, read, answer);
+  }
   /// A lease release of `key` is about to run (Wake::releasing; lock_steps.cpp, release_row).
   void releasing(const std::string& key) {
     if (wake_) wake_->releasing(key);

@@ -379,9 +379,10 @@ namespace {
 class ReadingWake final : public sql::Wake {
  public:
   explicit ReadingWake(std::vector<std::string>& said) : said_(&said) {}
-  std::optional<Result<sql::Rows>> reading_taken(const std::string& key, const sql::Params&) override {
+  bool reading_taken(const std::string& key, const sql::Params&, Result<sql::Rows>& answer) override {
     said_->push_back("reading taken " + key);
-    return Result<sql::Rows>(testing::row_of({"5", "1000", std::nullopt}));
+    answer = testing::row_of({"5", "1000", std::nullopt});
+    return true;
   }
 
  private:
