@@ -110,11 +110,10 @@ std::string incarnation(bool mariadb) {
 // unkeyed(TABLE): NULL when the table TABLE (its own name) has a unique key on exactly its
 // name, else an error (1242: two rows).
 std::string unkeyed(const std::string& table) {
-  const std::string keyed = "SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = " +
-                            quote_identifier(table, '\'') +
-                            " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME HAVING COUNT(*) = 1 AND"
-                            " SUM(LOWER(COLUMN_NAME) = 'name' AND SUB_PART IS NULL) = 1";
-  return "(SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE NOT EXISTS (" + keyed + "))";
+  const std::string keys = "SELECT GROUP_CONCAT(LOWER(COLUMN_NAME), SUB_PART IS NULL) FROM information_schema.STATISTICS"
+                           " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = " + quote_identifier(table, '\'') +
+                           " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME";
+  return "(SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE 'name1' NOT IN (" + keys + "))";
 }
 std::string keyed_locks(const Tables& t, bool mariadb) {
   if (!mariadb) return "";
@@ -208,8 +207,10 @@ std::string mariadb_take(const sql::Take& k) {
     name += up.table[i];
     if (up.table[i] == '`') ++i;
   }
+  // The gate's conditions, ANDed with the key check (not in their parentheses).
+  const std::string open = sql::failover_open_sql(dialect, "r.", "r.owner = " + incarnation(true));
   const std::string gate = "SELECT r.token AS fence FROM " + up.table + " r WHERE r.name = :record AND " +
-                           sql::failover_open_sql(dialect, "r.", "r.owner = " + incarnation(true)) + " AND " +
+                           open.substr(1, open.size() - 2) + " AND " +
                            unkeyed(name) + " IS NULL";
   const std::string upserted = upsert(up), update = " ON DUPLICATE KEY UPDATE ";
   auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
@@ -217,8 +218,7 @@ std::string mariadb_take(const sql::Take& k) {
   // given back, as wake_hold does (NULL, NULL when not): the holder's first step in the take's
   // round trip (Session::run reads these last two).
   return "INSERT INTO " + up.table + " (" + columns + ") SELECT " + values + " FROM (" + gate + ") g" +
-         upserted.substr(upserted.find(update)) + " RETURNING " + taken_if("token") + ", " +
-         taken_if(epoch_ms("acquired_at")) + ", " + taken_if(epoch_ms("expires_at")) + ", " + k.refused + ", IF(" +
+         upserted.substr(upserted.find(update)) + " RETURNING " + taken_if("token") + ", NULL, NULL, " + k.refused + ", IF(" +
          taking + " AND :token IS NULL, GET_LOCK(:wake, 0), NULL), IF(" + taking +
          " AND :token IS NULL, RELEASE_LOCK(:queue), NULL)";
 }
