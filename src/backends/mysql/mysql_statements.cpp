@@ -26,7 +26,7 @@ std::string epoch_ms(std::string_view expr) {
 // once: the first assignment keeps its answer in a user variable, which the others read. Its
 // answer is the row's as the statement found it: the assignments run left to right, and each
 // IF() re-testing the condition would read the columns those before it changed.
-const std::string taking = "@dblock_take";
+const std::string taking = "@took";
 std::string assign_each_if(const std::string& cond, const sql::Assignments& columns) {
   std::string out;
   for (const auto& [c, value] : columns)
@@ -195,12 +195,18 @@ const sql::Dialect dialect{
 // the record (failover.move, raise_ttl) waits for the takes in flight, no longer.
 std::string mariadb_take(const sql::Take& k) {
   sql::Upsert up = k.upsert("g.fence");
-  std::string columns, values;
+  // The token last, the long value that says the row was inserted (the listing's lines fill).
+  std::string columns, values, token;
   for (auto& [column, value] : up.values) {
-    if (column == "token") value = "IF(" + taking + " := 1, " + value + ", NULL)";
+    if (column == "token") {
+      token = "IF(" + taking + " := 1, " + value + ", NULL)";
+      continue;
+    }
     columns += (columns.empty() ? "" : ", ") + column;
     values += (values.empty() ? "" : ", ") + value;
   }
+  columns += ", token";
+  values += ", " + token;
   // The table's own name, for the catalog (up.table is quoted).
   std::string name;
   for (std::size_t i = 1; i + 1 < up.table.size(); ++i) {

@@ -243,14 +243,18 @@ class Layout {
         const int at = parts.back() == begin ? column_ : cont;
         if (last < end && at + width_of(seq, parts.back(), last + 1) + 1 <= width_) whole_until = last + 1;
       }
-      // A CASE starts its line with its first WHEN (not a line of its own).
-      const bool first_when = i > begin && is_word(seq[i], "WHEN") && is_word(seq[i - 1], "CASE");
+      // A CASE starts its line with its first WHEN when that fits there whole (not a line of
+      // its own).
+      const bool first_when = i > begin && is_word(seq[i], "WHEN") && is_word(seq[i - 1], "CASE") &&
+                              (parts.back() == begin ? column_ : cont) +
+                                      width_of(seq, parts.back(), branch_end(seq, i, end)) <=
+                                  width_;
       if (i > begin && i >= whole_until && breaks_before(seq[i], between) && parts.back() != i && !first_when)
         parts.push_back(i);
       // A WHEN, THEN or ELSE that fits its line stays whole (its ANDs and ORs are one test).
       if (i > begin && i >= whole_until && is_branch(seq[i])) {
         const std::size_t next = branch_end(seq, i, end);
-        if (cont + line_width(seq, i, std::min(next + 1, end)) + 1 <= width_) whole_until = next;
+        if (cont + width_of(seq, i, std::min(next + 1, end)) + 1 <= width_) whole_until = next;
       }
       if (i + 1 >= whole_until && is_word(seq[i], ",") && i + 1 < end) parts.push_back(i + 1);
     }
@@ -269,7 +273,7 @@ class Layout {
                             is_word(seq[a], "||");
         if (!(shared && column_ + width_of(seq, a, b) + tail <= width_)) newline(cont);
       }
-      if (column_ + (line_start_ ? line_width(seq, a, b) : width_of(seq, a, b)) + tail <= width_) {
+      if (column_ + width_of(seq, a, b) + tail <= width_) {
         for (std::size_t i = a; i < b; ++i) flat(seq[i]);
         continue;
       }
@@ -375,11 +379,6 @@ class Layout {
     int w = 0;
     for (std::size_t i = begin; i < end; ++i) w += flat_width(seq[i]);
     return w;
-  }
-
-  // The width of seq[begin, end) at the start of a line, where the space before it is not put.
-  static int line_width(const std::vector<Node>& seq, std::size_t begin, std::size_t end) {
-    return width_of(seq, begin, end) - (begin < end && seq[begin].token.space ? 1 : 0);
   }
 
   // The width of the tokens from seq[i] up to the next group or `end`: what must follow a
