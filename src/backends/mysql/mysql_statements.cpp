@@ -26,7 +26,7 @@ std::string epoch_ms(std::string_view expr) {
 // once: the first assignment keeps its answer in a user variable, which the others read. Its
 // answer is the row's as the statement found it: the assignments run left to right, and each
 // IF() re-testing the condition would read the columns those before it changed.
-const std::string taking = "@took";
+const std::string taking = "@took";  // short: every assignment and column of a take reads it
 std::string assign_each_if(const std::string& cond, const sql::Assignments& columns) {
   std::string out;
   for (const auto& [c, value] : columns)
@@ -104,7 +104,9 @@ std::string incarnation(bool mariadb) {
 
 // On MariaDB, whose takes read no row back (lease_statements), a read that fails (1242, which
 // sends the run to the schema check: exit 78) unless <prefix>locks has a unique key on exactly
-// its name, as its upserts need: a read of one table's keys in the catalog, by the failover
+// its name, as its upserts need: a read of one table's keys in the catalog (each unique key's
+// columns as "name1": its one column, `name`, whole; never NULL on MariaDB, which has no
+// functional key parts, so NOT IN is never unknown), by the failover
 // record's read (keyed_locks, a last column) and by the lease take's read of the gate
 // (mariadb_take). MySQL's `taken` read finds a second row of the name instead.
 // unkeyed(TABLE): NULL when the table TABLE (its own name) has a unique key on exactly its
@@ -179,10 +181,12 @@ const sql::Dialect dialect{
 // MariaDB's Dialect::take (10.5+): the upsert answers with its row (RETURNING), which saves the
 // read of `taken`, and says in the same answer why it took nothing (`refusal`'s columns, of the
 // row as the take found it: a refused row is left as it was). RETURNING gives the row after the
-// statement whether it was taken or not, so each column says which in @dblock_take: set to 1 by
+// statement whether it was taken or not, so its first column says which in @took: set to 1 by
 // the inserted row's token (the values are computed first) and to the condition by the update
-// that meets an existing row (assign_each_if); the taken row's columns are NULL when not taken.
-// The refusal's columns come as core writes them over the row (Take::refused).
+// that meets an existing row (assign_each_if); the taken token is NULL when not taken. The
+// refusal's columns come as core writes them over the row (Take::refused); taken, they are the
+// taken row, whose times core reads there (lock_steps.cpp, taken_row): the taken row's own
+// times are NULL, not repeated.
 //
 // The failover gate (failover.hpp) is read here too, as PostgreSQL's take reads it: the upsert's
 // one row is selected from `g`, the record (:record) when it names this server, no lock-delay is
@@ -195,7 +199,8 @@ const sql::Dialect dialect{
 // the record (failover.move, raise_ttl) waits for the takes in flight, no longer.
 std::string mariadb_take(const sql::Take& k) {
   sql::Upsert up = k.upsert("g.fence");
-  // The token last, the long value that says the row was inserted (the listing's lines fill).
+  // The token last: the long value that says the row was inserted ends the list, whose short
+  // values share lines (dblock schema --statements).
   std::string columns, values, token;
   for (auto& [column, value] : up.values) {
     if (column == "token") {
