@@ -26,7 +26,7 @@ std::string epoch_ms(std::string_view expr) {
 // once: the first assignment keeps its answer in a user variable, which the others read. Its
 // answer is the row's as the statement found it: the assignments run left to right, and each
 // IF() re-testing the condition would read the columns those before it changed.
-const std::string taking = "@dblock_take";
+const std::string taking = "@took";  // short: every assignment and column of a take reads it
 std::string assign_each_if(const std::string& cond, const sql::Assignments& columns) {
   std::string out;
   for (const auto& [c, value] : columns)
@@ -104,17 +104,18 @@ std::string incarnation(bool mariadb) {
 
 // On MariaDB, whose takes read no row back (lease_statements), a read that fails (1242, which
 // sends the run to the schema check: exit 78) unless <prefix>locks has a unique key on exactly
-// its name, as its upserts need: a read of one table's keys in the catalog, by the failover
+// its name, as its upserts need: a read of one table's keys in the catalog (each unique key's
+// columns as "name1": its one column, `name`, whole; never NULL on MariaDB, which has no
+// functional key parts, so NOT IN is never unknown), by the failover
 // record's read (keyed_locks, a last column) and by the lease take's read of the gate
 // (mariadb_take). MySQL's `taken` read finds a second row of the name instead.
 // unkeyed(TABLE): NULL when the table TABLE (its own name) has a unique key on exactly its
 // name, else an error (1242: two rows).
 std::string unkeyed(const std::string& table) {
-  const std::string keyed = "SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = " +
-                            quote_identifier(table, '\'') +
-                            " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME HAVING COUNT(*) = 1 AND"
-                            " SUM(LOWER(COLUMN_NAME) = 'name' AND SUB_PART IS NULL) = 1";
-  return "(SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE NOT EXISTS (" + keyed + "))";
+  const std::string keys = "SELECT GROUP_CONCAT(LOWER(COLUMN_NAME), SUB_PART IS NULL) FROM information_schema.STATISTICS"
+                           " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = " + quote_identifier(table, '\'') +
+                           " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME";
+  return "(SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE 'name1' NOT IN (" + keys + "))";
 }
 std::string keyed_locks(const Tables& t, bool mariadb) {
   if (!mariadb) return "";
@@ -177,10 +178,12 @@ const sql::Dialect dialect{
 // MariaDB's Dialect::take (10.5+): the upsert answers with its row (RETURNING), which saves the
 // read of `taken`, and says in the same answer why it took nothing (`refusal`'s columns, of the
 // row as the take found it: a refused row is left as it was). RETURNING gives the row after the
-// statement whether it was taken or not, so each column says which in @dblock_take: set to 1 by
+// statement whether it was taken or not, so its first column says which in @took: set to 1 by
 // the inserted row's token (the values are computed first) and to the condition by the update
-// that meets an existing row (assign_each_if); the taken row's columns are NULL when not taken.
-// The refusal's columns come as core writes them over the row (Take::refused).
+// that meets an existing row (assign_each_if); the taken token is NULL when not taken. The
+// refusal's columns come as core writes them over the row (Take::refused); taken, they are the
+// taken row, whose times core reads there (lock_steps.cpp, taken_row): the taken row's own
+// times are NULL, not repeated.
 //
 // The failover gate (failover.hpp) is read here too, as PostgreSQL's take reads it: the upsert's
 // one row is selected from `g`, the record (:record) when it names this server, no lock-delay is
@@ -193,20 +196,29 @@ const sql::Dialect dialect{
 // the record (failover.move, raise_ttl) waits for the takes in flight, no longer.
 std::string mariadb_take(const sql::Take& k) {
   sql::Upsert up = k.upsert("g.fence");
-  std::string columns, values;
+  // The token last: the long value that says the row was inserted ends the list, whose short
+  // values share lines (dblock schema --statements).
+  std::string columns, values, token;
   for (auto& [column, value] : up.values) {
-    if (column == "token") value = "IF(" + taking + " := 1, " + value + ", NULL)";
+    if (column == "token") {
+      token = "IF(" + taking + " := 1, " + value + ", NULL)";
+      continue;
+    }
     columns += (columns.empty() ? "" : ", ") + column;
     values += (values.empty() ? "" : ", ") + value;
   }
+  columns += ", token";
+  values += ", " + token;
   // The table's own name, for the catalog (up.table is quoted).
   std::string name;
   for (std::size_t i = 1; i + 1 < up.table.size(); ++i) {
     name += up.table[i];
     if (up.table[i] == '`') ++i;
   }
+  // The gate's conditions, ANDed with the key check (not in their parentheses).
+  const std::string open = sql::failover_open_sql(dialect, "r.", "r.owner = " + incarnation(true));
   const std::string gate = "SELECT r.token AS fence FROM " + up.table + " r WHERE r.name = :record AND " +
-                           sql::failover_open_sql(dialect, "r.", "r.owner = " + incarnation(true)) + " AND " +
+                           open.substr(1, open.size() - 2) + " AND " +
                            unkeyed(name) + " IS NULL";
   const std::string upserted = upsert(up), update = " ON DUPLICATE KEY UPDATE ";
   auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
@@ -214,8 +226,7 @@ std::string mariadb_take(const sql::Take& k) {
   // given back, as wake_hold does (NULL, NULL when not): the holder's first step in the take's
   // round trip (Session::run reads these last two).
   return "INSERT INTO " + up.table + " (" + columns + ") SELECT " + values + " FROM (" + gate + ") g" +
-         upserted.substr(upserted.find(update)) + " RETURNING " + taken_if("token") + ", " +
-         taken_if(epoch_ms("acquired_at")) + ", " + taken_if(epoch_ms("expires_at")) + ", " + k.refused + ", IF(" +
+         upserted.substr(upserted.find(update)) + " RETURNING " + taken_if("token") + ", NULL, NULL, " + k.refused + ", IF(" +
          taking + " AND :token IS NULL, GET_LOCK(:wake, 0), NULL), IF(" + taking +
          " AND :token IS NULL, RELEASE_LOCK(:queue), NULL)";
 }

@@ -47,7 +47,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                     const std::string next = next_token_sql(d, row, true, at_fence);
                     Assignments set = taken_set({{"session_id", "NULL"},    {"renewed_at", ""},
                                                  {"token", next},           {"strategy", "'lease'"},
-                                                 {"acquired_at", ""},       {"released_at", "NULL"},
+                                                 {"released_at", "NULL"},   {"acquired_at", ""},
                                                  {"expires_at", ""},        {"last_started_at", ""}});
                     for (auto& own : d.own_lease.start(next, ttl)) set.push_back(std::move(own));
                     return set;

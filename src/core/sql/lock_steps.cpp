@@ -13,6 +13,8 @@ namespace {
 // Columns of `refusal` and `header_refusal` after the status columns.
 constexpr int live_column = rows::status_column_count;
 constexpr int extra_column = rows::status_column_count + 1;
+// The taken row's columns, which come first in a take's answer.
+constexpr int taken_columns = 3;
 
 bool lease_live(const Rows::Row& row) { return row.opt_int64(live_column).value_or(0) != 0; }
 
@@ -52,7 +54,15 @@ Result<TakenRow> taken_row(Session& session, const LeaseStatements& st, const Ro
     rows = &read;
   }
   const auto row = (*rows)[0];
-  return TakenRow{row.int64(0), row.opt_int64(1), row.opt_int64(2)};
+  TakenRow out{row.int64(0), row.opt_int64(1), row.opt_int64(2)};
+  // A take that answers with the row as it left it (MariaDB's RETURNING) has the taken row's
+  // times in the refusal's columns that follow (take_explained): its own are NULL, not repeated.
+  if (!out.acquired_ms && !out.expires_ms && row.columns() > taken_columns + extra_column) {
+    using tables::status_index;
+    out.acquired_ms = row.opt_int64(taken_columns + status_index("acquired_at"));
+    out.expires_ms = row.opt_int64(taken_columns + status_index("expires_at"));
+  }
+  return out;
 }
 
 // Cold path: who holds it, or when --min-interval will have elapsed.
@@ -70,9 +80,6 @@ Result<AcquireOutcome> acquired(Session& session, const LeaseStatements& st, con
 }
 
 bool took_row(const Rows& took) { return took.empty() ? took.affected > 0 : !took[0].is_null(0); }
-
-// The taken row's columns, which come first in a take's answer.
-constexpr int taken_columns = 3;
 
 bool take_explained(const Rows& took) { return !took.empty() && took[0].columns() > taken_columns; }
 

@@ -243,7 +243,14 @@ class Layout {
         const int at = parts.back() == begin ? column_ : cont;
         if (last < end && at + width_of(seq, parts.back(), last + 1) + 1 <= width_) whole_until = last + 1;
       }
-      if (i > begin && i >= whole_until && breaks_before(seq[i], between) && parts.back() != i) parts.push_back(i);
+      // A CASE starts its line with its first WHEN when that fits there whole (not a line of
+      // its own).
+      const bool first_when = i > begin && is_word(seq[i], "WHEN") && is_word(seq[i - 1], "CASE") &&
+                              (parts.back() == begin ? column_ : cont) +
+                                      width_of(seq, parts.back(), branch_end(seq, i, end)) <=
+                                  width_;
+      if (i > begin && i >= whole_until && breaks_before(seq[i], between) && parts.back() != i && !first_when)
+        parts.push_back(i);
       // A WHEN, THEN or ELSE that fits its line stays whole (its ANDs and ORs are one test).
       if (i > begin && i >= whole_until && is_branch(seq[i])) {
         const std::size_t next = branch_end(seq, i, end);

@@ -37,6 +37,7 @@ class StatementCatalog {
 /// UNION ...), each subquery indented under its parenthesis, and any other part that does not
 /// fit in `width` columns broken before AND, OR, WHEN, ELSE and after its commas. Only
 /// whitespace outside quotes changes. Text that has line breaks already (DDL) is kept as written.
-std::string format_sql(std::string_view sql, int width = 100);
+/// 101 columns: dblock schema --statements's, the last line's ";" within them.
+std::string format_sql(std::string_view sql, int width = 101);
 
 }  // namespace dblock::sql

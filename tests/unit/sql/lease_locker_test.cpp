@@ -1,7 +1,7 @@
 // The lease locker (src/core/sql/lease_locker.cpp) on a scripted session: which
 // statements a waiter runs while a holder keeps refusing it, with a take that reads the failover
 // gate itself (it binds :record: PostgreSQL's shape), and with a take whose answer says why it
-// refused (LeaseStatements::take).
+// refused (LeaseStatements::take), and one whose answer is the row it left (MariaDB's shape).
 
 #include <doctest/doctest.h>
 
@@ -328,4 +328,22 @@ TEST_CASE("core tells the wake primitive of every lease take and release, right 
   std::string sent;
   for (const auto& s : session->sent) sent += (sent.empty() ? "" : " | ") + s;
   CHECK(sent == "taking k | lease.take | took k 5 | BEGIN RELEASE | releasing k | lease.release | COMMIT");
+}
+
+TEST_CASE("a lease take that answers with the row it left has the taken row's times in the refusal's columns") {
+  auto session = refusing_session();
+  // Taken, token 8: its own times NULL (MariaDB's RETURNING does not repeat them), then the row
+  // as the take left it (acquired at 5000, expiring at 35000), then the wake primitive's two.
+  session->answers["lease.take"] =
+      testing::row_of({"8", std::nullopt, std::nullopt, "k", "me:1", "me", "1", "8", "lease", "5000", "5000", "35000",
+                       std::nullopt, "5000", std::nullopt, std::nullopt, "5000", "1", std::nullopt, std::nullopt,
+                       std::nullopt},
+                      1);
+  auto locker = sql::make_lease_locker(session, folded_statements(), "dblock_", 10);
+  auto out = locker->try_acquire(testing::lock_request(Millis(30000)), Millis(0));
+  REQUIRE(out);
+  CHECK(out->state == AcquireOutcome::State::acquired);
+  CHECK(out->token == 8);
+  CHECK(out->acquired_at_ms == std::optional<std::int64_t>(5000));
+  CHECK(out->expires_at_ms == std::optional<std::int64_t>(35000));
 }
