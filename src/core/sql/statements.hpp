@@ -53,14 +53,14 @@ struct LeaseStatements {
   /// renewed_at = last_started_at = now, expires_at = now + :ttl_ms, released_at NULL.
   /// Answers as the dialect can (core judges by the answer, lock_steps.hpp): no rows, affected
   /// 1 when taken and 0 when not; or (token, acquired_ms, expires_ms) of the taken row, none when
-  /// not; or always one row: those three (NULLs when not taken; the two times NULL too when
-  /// the refusal's columns are the row as the take left it, taken, which has them), then
-  /// `refusal`'s columns (all NULL: no row), read in the take's own snapshot, then stale: 1 when the failover record names
-  /// another incarnation than the server's (a holder's refusal then does not stand alone: the
-  /// lock-delay starts at this first contact, failover::admit). A take that binds :record reads
-  /// the failover gate itself (rules.hpp, failover_open_sql): it grants nothing while the gate
-  /// is closed and numbers above the record's fence (it ignores :fence); core admits the gate
-  /// before any other take (failover::admit_once), whose :fence it gives.
+  /// not; or always one row: those three (NULLs when not taken; the two times NULL too when the
+  /// refusal's columns are the row as the take left it, taken, which has them), then `refusal`'s
+  /// columns (all NULL: no row), read in the take's own snapshot, then stale: 1 when the failover
+  /// record names another incarnation than the server's (a holder's refusal then does not stand
+  /// alone: the lock-delay starts at this first contact, failover::admit). A take that binds
+  /// :record reads the failover gate itself (rules.hpp, failover_open_sql): it grants nothing while
+  /// the gate is closed and numbers above the record's fence (it ignores :fence); core admits the
+  /// gate before any other take (failover::admit_once), whose :fence it gives.
   Statement take;
   /// :key :owner. (token, acquired_ms, expires_ms) of the row, for a dialect whose `take` returns
   /// no rows.
