@@ -52,30 +52,28 @@ start_bg waiter dblock -v run -w 60s "$k" -- sh -c "date +%s%N >'$d/start'" 2>"$
 # place in the key's queue and its LISTEN.
 wait_for 30 grep -q " is held" "$d/waiter.err" || fail "the waiter never said it waits: $(tail -n 1 "$d/waiter.err")"
 sleep "$(awk -v r="$rtt_ms" 'BEGIN { printf "%.2f", 6 * r / 1000 }')"
+# waiting_in_server LIKE: a statement of the waiter's matching LIKE has just begun a wait for a
+# lock in the server (within 60 ms), polled for up to 1.5 s.
+waiting_in_server() {
+  local began="" _
+  for _ in $(seq 150); do
+    began=$(server_sql "SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND wait_event_type = 'Lock'
+      AND query LIKE '$1' AND clock_timestamp() - query_start < interval '60 ms' LIMIT 1")
+    [ -n "$began" ] && return 0
+    sleep 0.01
+  done
+  return 1
+}
 if [ "$DBLOCK_STRATEGY" = lease ]; then
   # The head waiter's take waits behind its wait for the holder's handoff lock, a statement of
   # its own (dblock(1) NOTES, Round trips): the holder goes once that wait has just begun.
-  began=
-  for _ in $(seq 150); do
-    began=$(server_sql "SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND wait_event_type = 'Lock'
-      AND query LIKE 'SELECT (SELECT true FROM (SELECT pg_advisory_lock(\$1::bigint)) w) AS got FROM %'
-      AND clock_timestamp() - query_start < interval '60 ms' LIMIT 1")
-    [ -n "$began" ] && break
-    sleep 0.01
-  done
-  [ -n "$began" ] || fail "the lease waiter never waited in the server for the holder's handoff lock"
+  waiting_in_server 'SELECT (SELECT true FROM (SELECT pg_advisory_lock($1::bigint)) w) AS got FROM %' ||
+    fail "the lease waiter never waited in the server for the holder's handoff lock"
 elif [ "$DBLOCK_STRATEGY" != advisory ]; then
   # The waiter's lock statement (the claims row, or txn-insert's queue ahead of it) has just
   # begun a slice of its wait.
-  began=
-  for _ in $(seq 150); do
-    began=$(server_sql "SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND wait_event_type = 'Lock'
-      AND query LIKE '%${DBLOCK_TABLE_PREFIX}claims%'
-      AND clock_timestamp() - query_start < interval '60 ms' LIMIT 1")
-    [ -n "$began" ] && break
-    sleep 0.01
-  done
-  [ -n "$began" ] || fail "the $DBLOCK_STRATEGY waiter never waited in the server for the key's row"
+  waiting_in_server "%${DBLOCK_TABLE_PREFIX}claims%" ||
+    fail "the $DBLOCK_STRATEGY waiter never waited in the server for the key's row"
 fi
 touch "$d/go"
 wait_exit hs "$holder" 60
