@@ -70,8 +70,8 @@ Statement release_recorded(const Dialect& d, const Tables& t, const Statement& r
               t.runs + " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
               " SELECT :name, " + d.integer(":token") + ", :run_owner, :run_host, " + d.integer(":run_pid") +
               ", :strategy, " + d.time_of_ms(d.integer(":started_ms")) + ", " + d.now + ", CASE WHEN " + ours +
-              " THEN :outcome ELSE 'lost' END, :run_exit_code::int" + d.returning("1") + "), " + history_trim(d, t) +
-              " SELECT (SELECT count(*) FROM u), " + ours + "::int"};
+              " THEN :outcome ELSE 'lost' END, " + d.integer(":run_exit_code") + d.returning("1") + "), " +
+              history_trim(d, t) + " SELECT (SELECT count(*) FROM u), CASE WHEN " + ours + " THEN 1 ELSE 0 END"};
 }
 
 }  // namespace dblock::sql
