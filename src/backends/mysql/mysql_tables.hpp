@@ -33,9 +33,10 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb);
 /// taken_holding (:key :owner :take_wake): LeaseStatements::taken, and with the row wake_hold's
 /// work (the key's wake name taken unless :take_wake is 0, its queue name given back): a row-lock
 /// holder's read of the token it was given and its first step as holder in one round trip
-/// (NamedLockWake::reading_taken).
+/// (NamedLockWake::reading_taken). A waiter that leaves the queue gives its names back with
+/// wake_release (it holds no wake name of a key it waits for).
 struct WakeStatements {
-  sql::Statement wake_hold, wake_release, wake_wait, queue_leave, taken_holding;
+  sql::Statement wake_hold, wake_release, wake_wait, taken_holding;
 };
 WakeStatements wake_statements(const std::string& prefix);
 
