@@ -171,6 +171,11 @@ class ServerLock {
   // for-update locks the key's claims row, txn-insert inserts it, in a transaction held open.
   Result<bool> take_row(const std::string& key, const Params& p, Millis w, const std::function<bool()>& meanwhile) {
     const bool wait = w.count() > 0;
+    // A waiter's release in its own transaction (row_release_ended) is what the next waiter
+    // will wait for: made ready now, while no transaction is open (inside one, a preparation
+    // that failed would end the transaction and the lock with it) and before a wait that costs
+    // more than it does.
+    if (wait && !st_.row_release_ended.empty()) h_->prepare(st_.row_release_ended);
     for (int pass = 0; pass < 2; ++pass) {
       if (auto ok = begin(p, w); !ok) return failed(ok.error(), key);
       const Statement& lock = strategy_ == Strategy::for_update
