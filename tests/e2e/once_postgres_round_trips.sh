@@ -207,6 +207,11 @@ assert_eq "lease waiter exits 0" 0 "$?"
 wait "$h"
 assert_eq "the lease waiter LISTENs once" 1 "$(wire queries | grep -c 'LISTEN "dblock_release_')"
 check "after its first attempt" grep -Eq '^WITH f AS .*INSERT INTO' <<<"$(wire queries | sed -n 1p)"
+# Its next take, which the release lets run behind the wait for the holder's handoff lock, is
+# named ahead of that wait, so the handoff does not wait for its parse.
+name=$(wire named | grep -P '^dblock_\d+\tWITH f AS .*INSERT INTO' | cut -f1)
+check "the lease waiter names its take once the first was refused" test -n "$name"
+check "and takes by that name" grep -qx "${name:-none}" <<<"$(wire bound)"
 
 # A contender without -w that finds the key held: its take, refused, and nothing more (no
 # LISTEN, no queue, no second take): what each host of a start storm costs the server.
