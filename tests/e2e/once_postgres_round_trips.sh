@@ -197,6 +197,23 @@ for s in for-update txn-insert; do
   assert_between "$s: the waiter's run lasted its command's 0.3 s (ms)" 300 20000 "$(history_field "$k" runs.0.duration_ms)"
   assert_eq "$s: both runs are" 2 "$(history_field "$k" runs.#)"
 done
+# A release named before the wait whose Parse failed (the history table dropped meanwhile): it
+# fails inside the transaction, whose lock holds until the ROLLBACK, and the run releases apart
+# (the row first, then the ROLLBACK, the table made again): both exit 0, both runs recorded.
+fresh_prefix="${DBLOCK_TABLE_PREFIX}nm_"
+k=$(key named-missing)
+DBLOCK_TABLE_PREFIX=$fresh_prefix dblock -s for-update run "$k" -- true || fail "named-missing: first run"
+start_bg h env DBLOCK_TABLE_PREFIX="$fresh_prefix" dblock -s for-update run "$k" -- sleep 1.5
+DBLOCK_TABLE_PREFIX=$fresh_prefix wait_for 10 is_held "$k" || fail "named-missing: holder never held"
+server_sql "DROP TABLE ${fresh_prefix}runs" >/dev/null
+counted env DBLOCK_TABLE_PREFIX="$fresh_prefix" dblock -s for-update run "$k" -w 20s -- true
+assert_eq "named-missing: the waiter exits 0" 0 "$?"
+wait_exit rc "$h" 10
+assert_eq "named-missing: the holder exits 0" 0 "$rc"
+check "named-missing: its release was sent by name" test -n "$(wire holder_bound)"
+assert_eq "named-missing: both runs recorded" 2 "$(DBLOCK_TABLE_PREFIX=$fresh_prefix history_field "$k" runs.#)"
+assert_eq "named-missing: the waiter's ok" ok "$(DBLOCK_TABLE_PREFIX=$fresh_prefix history_field "$k" runs.0.outcome)"
+assert_eq "named-missing: the key is free" free "$(DBLOCK_TABLE_PREFIX=$fresh_prefix status_field "$k" state)"
 
 # A lease waiter: one LISTEN, after its first attempt found the key busy; woken by the release.
 k=$(key wire-wait)
