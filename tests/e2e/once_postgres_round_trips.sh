@@ -178,7 +178,8 @@ done
 
 # A row-lock waiter: its numbering is prepared before it waits and runs by that name; so is
 # its release in its own transaction (the next waiter's wait ends with it), prepared on the
-# holder connection before its transaction begins and run by name inside it.
+# holder connection once its first wait (half a second) ended without the lock, before its
+# next transaction begins, and run by name inside it.
 for s in for-update txn-insert; do
   k=$(key "wire-wait-$s")
   start_bg h dblock -s "$s" run "$k" -- sleep 1.5
@@ -196,6 +197,16 @@ for s in for-update txn-insert; do
   # Its end is the release's own time, not that of the parse before the wait.
   assert_between "$s: the waiter's run lasted its command's 0.3 s (ms)" 300 20000 "$(history_field "$k" runs.0.duration_ms)"
   assert_eq "$s: both runs are" 2 "$(history_field "$k" runs.#)"
+done
+# A row-lock run with -w that finds the key free pays nothing for what a waiter makes ready
+# (the release's name is made only once a first wait ended without the lock): one round trip
+# over the run without -w, the numbering's parse before the take.
+for s in for-update txn-insert; do
+  k=$(key "wire-free-$s")
+  dblock -s "$s" run "$k" -- true || fail "$s: warm-up run"
+  counted dblock -s "$s" run "$k" -w 5s -- true
+  assert_eq "$s -w, key free: exits 0" 0 "$?"
+  assert_between "$s -w, key free: round trips after the handshake" 4 5 "$(wire round_trips)"
 done
 # A release named before the wait whose Parse failed (the history table dropped meanwhile): it
 # fails inside the transaction, whose lock holds until the ROLLBACK, and the run releases apart
