@@ -58,6 +58,7 @@ counted() {
 }
 # wire FIELD: connections | round_trips | summary (both) | statements | queries (one per line) | options
 #   | holder_messages, holder_last: a row lock's holder connection's message types, its last query
+#   | holder_named, holder_bound: its named statements and the names it ran
 wire() {
   python3 -c '
 import json, sys
@@ -76,7 +77,9 @@ else:
     holder = [r for r in rows if any("txid_current()" in q for q in r["queries"])]
     if what == "holder_messages": print(holder[0]["messages"] if holder else "")
     elif what == "holder_queries": print("\n".join(holder[0]["queries"]) if holder else "")
-    elif what == "holder_last": print(holder[0]["queries"][-1] if holder else "")' "$E2E_TMP/run.log" "$1"
+    elif what == "holder_last": print(holder[0]["queries"][-1] if holder else "")
+    elif what == "holder_named": print("\n".join(holder[0]["named"]) if holder else "")
+    elif what == "holder_bound": print("\n".join(holder[0]["bound"]) if holder else "")' "$E2E_TMP/run.log" "$1"
 }
 
 dblock init >/dev/null || fail "init"
@@ -173,16 +176,55 @@ for s in lease advisory for-update txn-insert; do
   assert_eq "$s: both runs are in the new history" 2 "$(DBLOCK_TABLE_PREFIX=$fresh_prefix history_field "$k" runs.#)"
 done
 
-# A for-update waiter: its numbering is prepared before it waits and runs by that name.
-k=$(key wire-wait-rows)
-start_bg h dblock -s for-update run "$k" -- sleep 1.5
-wait_for 10 is_held "$k" || fail "for-update holder never held"
-counted dblock -s for-update run "$k" -w 20s -- true
-assert_eq "for-update waiter exits 0" 0 "$?"
-wait "$h"
-name=$(wire named | grep -P '^dblock_\d+\tINSERT INTO \S+locks" AS l ' | cut -f1)
-check "the for-update waiter prepares its numbering by name" test -n "$name"
-check "and numbers its row by that name" grep -qx "${name:-none}" <<<"$(wire bound)"
+# A row-lock waiter: its numbering is prepared before it waits and runs by that name; so is
+# its release in its own transaction (the next waiter's wait ends with it), prepared on the
+# holder connection once its first wait (half a second) ended without the lock, before its
+# next transaction begins, and run by name inside it.
+for s in for-update txn-insert; do
+  k=$(key "wire-wait-$s")
+  start_bg h dblock -s "$s" run "$k" -- sleep 1.5
+  wait_for 10 is_held "$k" || fail "$s holder never held"
+  counted dblock -s "$s" run "$k" -w 20s -- sleep 0.3
+  assert_eq "$s waiter exits 0" 0 "$?"
+  wait "$h"
+  name=$(wire named | grep -P '^dblock_\d+\tINSERT INTO \S+locks" AS l ' | cut -f1)
+  check "the $s waiter prepares its numbering by name" test -n "$name"
+  check "and numbers its row by that name" grep -qx "${name:-none}" <<<"$(wire bound)"
+  name=$(wire holder_named | grep -P '^dblock_\d+\tWITH u AS \(UPDATE .* SET released_at.* a AS \(INSERT INTO \S+runs' | cut -f1)
+  check "the $s waiter prepares its release on its holder connection by name" test -n "$name"
+  check "and releases by that name" grep -qx "${name:-none}" <<<"$(wire holder_bound)"
+  assert_eq "$s: the waiter's run is in the history, ok" ok "$(history_field "$k" runs.0.outcome)"
+  # Its end is the release's own time, not that of the parse before the wait.
+  assert_between "$s: the waiter's run lasted its command's 0.3 s (ms)" 300 20000 "$(history_field "$k" runs.0.duration_ms)"
+  assert_eq "$s: both runs are" 2 "$(history_field "$k" runs.#)"
+done
+# A row-lock run with -w that finds the key free pays nothing for what a waiter makes ready
+# (the release's name is made only once a first wait ended without the lock): one round trip
+# over the run without -w, the numbering's parse before the take.
+for s in for-update txn-insert; do
+  k=$(key "wire-free-$s")
+  dblock -s "$s" run "$k" -- true || fail "$s: warm-up run"
+  counted dblock -s "$s" run "$k" -w 5s -- true
+  assert_eq "$s -w, key free: exits 0" 0 "$?"
+  assert_between "$s -w, key free: round trips after the handshake" 4 5 "$(wire round_trips)"
+done
+# A release named before the wait whose Parse failed (the history table dropped meanwhile): it
+# fails inside the transaction, whose lock holds until the ROLLBACK, and the run releases apart
+# (the row first, then the ROLLBACK, the table made again): both exit 0, both runs recorded.
+fresh_prefix="${DBLOCK_TABLE_PREFIX}nm_"
+k=$(key named-missing)
+DBLOCK_TABLE_PREFIX=$fresh_prefix dblock -s for-update run "$k" -- true || fail "named-missing: first run"
+start_bg h env DBLOCK_TABLE_PREFIX="$fresh_prefix" dblock -s for-update run "$k" -- sleep 1.5
+DBLOCK_TABLE_PREFIX=$fresh_prefix wait_for 10 is_held "$k" || fail "named-missing: holder never held"
+server_sql "DROP TABLE ${fresh_prefix}runs" >/dev/null
+counted env DBLOCK_TABLE_PREFIX="$fresh_prefix" dblock -s for-update run "$k" -w 20s -- true
+assert_eq "named-missing: the waiter exits 0" 0 "$?"
+wait_exit rc "$h" 10
+assert_eq "named-missing: the holder exits 0" 0 "$rc"
+check "named-missing: its release was sent by name" test -n "$(wire holder_bound)"
+assert_eq "named-missing: both runs recorded" 2 "$(DBLOCK_TABLE_PREFIX=$fresh_prefix history_field "$k" runs.#)"
+assert_eq "named-missing: the waiter's ok" ok "$(DBLOCK_TABLE_PREFIX=$fresh_prefix history_field "$k" runs.0.outcome)"
+assert_eq "named-missing: the key is free" free "$(DBLOCK_TABLE_PREFIX=$fresh_prefix status_field "$k" state)"
 
 # A lease waiter: one LISTEN, after its first attempt found the key busy; woken by the release.
 k=$(key wire-wait)
@@ -193,6 +235,11 @@ assert_eq "lease waiter exits 0" 0 "$?"
 wait "$h"
 assert_eq "the lease waiter LISTENs once" 1 "$(wire queries | grep -c 'LISTEN "dblock_release_')"
 check "after its first attempt" grep -Eq '^WITH f AS .*INSERT INTO' <<<"$(wire queries | sed -n 1p)"
+# Its next take, which the release lets run behind the wait for the holder's handoff lock, is
+# named ahead of that wait, so the handoff does not wait for its parse.
+name=$(wire named | grep -P '^dblock_\d+\tWITH f AS .*INSERT INTO' | cut -f1)
+check "the lease waiter names its take once the first was refused" test -n "$name"
+check "and takes by that name" grep -qx "${name:-none}" <<<"$(wire bound)"
 
 # A contender without -w that finds the key held: its take, refused, and nothing more (no
 # LISTEN, no queue, no second take): what each host of a start storm costs the server.

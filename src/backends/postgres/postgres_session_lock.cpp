@@ -39,6 +39,10 @@ class PostgresHolder final : public sql::HolderSession {
     if (auto ok = holder_->send_ahead(st.begin); !ok) return ok;
     return session_.send_ahead(st.lock_wait, p);
   }
+  // Named (Connection::prepare), its own Sync ahead of the BEGIN that follows; run by name
+  // inside the transaction. Should the name be missing there after all, the statement fails and
+  // the transaction with it (the lock held until the ROLLBACK), and core releases apart.
+  void prepare(const sql::Statement& st) override { session_.prepare(st); }
   void close() override { holder_->close(); }
   Result<void> reopen() override { return holder_->reconnect(); }
   bool transaction_open() const override { return holder_->transaction_open(); }

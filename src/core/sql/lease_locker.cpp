@@ -21,7 +21,12 @@ class LeaseLocker final : public Locker {
   // One attempt, and more while the dialect hears of a release within `wait` (or at once).
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
     if (held_) return fail(ErrorKind::internal, "this locker already holds " + held_->key);
+    bool again = false;
     auto out = until_not_busy(session_->release_signal(), req, wait, [&](Millis left) {
+      // A waiter's next take is what a release lets run (Wake::taking may send it behind a
+      // wait in the server for the holder's handoff), and its parse would then be part of the
+      // handoff: made ready now, ahead of that wait (a dialect names it once per connection).
+      if (std::exchange(again, true)) session_->prepare(st_.take);
       session_->release_signal().attempting(signal_key(req), left);
       return with_schema(*session_, [&] { return attempt(req); });
     });

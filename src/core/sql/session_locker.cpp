@@ -179,6 +179,11 @@ class ServerLock {
   // for-update locks the key's claims row, txn-insert inserts it, in a transaction held open.
   Result<bool> take_row(const std::string& key, const Params& p, Millis w, const std::function<bool()>& meanwhile) {
     const bool wait = w.count() > 0;
+    // A waiter's release in its own transaction (row_release_ended) is what the next waiter
+    // will wait for: made ready while no transaction is open (inside one, a preparation that
+    // failed would end the transaction and the lock with it), once a first wait ended without
+    // the lock (a run that finds the key free does not pay for it), ahead of the next.
+    if (wait && std::exchange(waited_, true) && !st_.row_release_ended.empty()) h_->prepare(st_.row_release_ended);
     for (int pass = 0; pass < 2; ++pass) {
       if (auto ok = begin(p, w); !ok) return failed(ok.error(), key);
       const Statement& lock = strategy_ == Strategy::for_update
@@ -237,6 +242,7 @@ class ServerLock {
   LockStatements st_;
   std::optional<std::string> tagged_;  // the key whose holder tag the session holds
   std::optional<std::string> txn_;     // the holder's transaction, as its lock statement answered it
+  bool waited_ = false;                // a take that may wait was made (take_row)
 };
 
 class SessionLocker final : public Locker {

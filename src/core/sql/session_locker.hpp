@@ -72,6 +72,10 @@ class HolderSession {
     if (auto c = exec("COMMIT"); !c) return std::unexpected(c.error());
     return r;
   }
+  /// Makes `st` ready to run later in this session (as Session::prepare), where it will run
+  /// inside the lock's transaction; called only while no transaction is open. Best effort: a
+  /// dialect that cannot, or whose preparation failed, runs it as it would have.
+  virtual void prepare(const Statement& /*st*/) {}
   /// Closes the session: whatever it held is gone with it.
   virtual void close() = 0;
   /// Opens the session anew, its lock wait none; only called while nothing is held.
