@@ -170,8 +170,124 @@ DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect
   return s;
 }
 
+std::string numbered_upsert_sql(const Dialect& d, const Tables& t, std::string_view from, std::string_view at) {
+  const std::string fence = d.incarnation.empty() ? std::string() : d.integer(":fence");
+  return on_conflict_upsert(session_upsert(d, t, fence, at, "EXCLUDED.acquired_at"), from) +
+         d.returning("token, " + d.epoch_ms("acquired_at") + ", " + d.integer("NULL"));
+}
+
+namespace {
+
+// The lock's statement: one row of (got, at), at the moment the lock was answered (Dialect::clock),
+// so that a row numbered after a wait has the time of the grant, not of the statement's start.
+// A wait's bound (SessionLock::bound) is set in its FROM, which is evaluated first.
+std::string lock_sql(const Dialect& d, const std::string& got, bool waits) {
+  const SessionLock& l = d.session_lock;
+  return "SELECT " + got + " AS got" + (d.clock.empty() ? "" : ", " + d.clock + " AS at") +
+         (waits && !l.bound.empty() ? " FROM (SELECT " + l.bound + ") c" : "");
+}
+
+// A take's answer: where the server tells the lock's holder, NULL when this session holds it
+// already (a second hold of a re-entrant lock would need a second give-back).
+std::string got(const Dialect& d, std::string (*take)(std::string_view), const std::string& key) {
+  const SessionLock& l = d.session_lock;
+  if (!l.holder) return take(key);
+  return "CASE WHEN " + holds_sql(d, key) + " THEN NULL ELSE " + take(key) + " END";
+}
+
+// The give-back: whether the key's lock was this session's, then (SessionLock::unlock_all) every
+// lock of the session, so a stacked second hold never stays; the subquery is kept apart (OFFSET
+// 0) so it is evaluated before the outer row, which names it `alias`. `after` (" FROM ...", or
+// ""): what it runs after.
+std::string give_back_sql(const SessionLock& l, const std::string& key, const std::string& after, std::string_view alias) {
+  const std::string ours = "SELECT " + l.unlock(key) + " AS ours" + after;
+  return l.unlock_all.empty() ? ours : "SELECT ours, " + l.unlock_all + " FROM (" + ours + " OFFSET 0) " + std::string(alias);
+}
+
+}  // namespace
+
+std::string holds_sql(const Dialect& d, std::string_view key) {
+  const SessionLock& l = d.session_lock;
+  if (l.holds) return l.holds(key);
+  return l.holder ? d.same(l.holder(key), d.session_id) : std::string();
+}
+
+namespace {
+
+void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& s) {
+  const SessionLock& l = d.session_lock;
+  const std::string key = l.key ? l.key(t) : d.integer(":lock");
+  auto fill = [](Statement& slot, std::string id, std::string text) {
+    if (slot.empty()) slot = {std::move(id), std::move(text)};
+  };
+  // A dialect that writes its own take writes its own take without waiting, or none (the take
+  // with no wait then serves).
+  if (l.try_lock && s.advisory_wait.empty()) fill(s.advisory_try, "lock.advisory_try", lock_sql(d, got(d, l.try_lock, key), false));
+  if (l.wait_lock) fill(s.advisory_wait, "lock.advisory_wait", lock_sql(d, got(d, l.wait_lock, key), true));
+  if (const std::string holds = holds_sql(d, key); !holds.empty()) fill(s.advisory_holds, "lock.advisory_holds", "SELECT " + holds);
+  if (l.unlock)
+    fill(s.advisory_give_back, "lock.advisory_give_back",
+         l.unlock_all.empty() ? "SELECT " + l.unlock(key) : give_back_sql(l, key, "", "u"));
+  if (!l.bound.empty()) fill(s.lock_wait, "lock.lock_timeout", "SELECT " + l.bound);
+  // The lock and the row's numbering in one statement, where its parts may write (a
+  // data-modifying WITH: Dialect::unsynced_commit) and the upsert can select its row from the
+  // lock's answer (ON CONFLICT's): the lock first, then the clock, and the row numbered only when
+  // the lock was taken. One row of (session.take's columns, taken).
+  const auto on_conflict = static_cast<std::string (*)(const Upsert&)>(&on_conflict_upsert);
+  if (d.clock.empty() || d.unsynced_commit.empty() || d.upsert != on_conflict) return;
+  auto numbered = [&](Statement& slot, std::string id, const Statement& lock) {
+    if (!lock.empty())
+      fill(slot, std::move(id), "WITH k AS (" + lock.text + "), a AS (" +
+                                    numbered_upsert_sql(d, t, " FROM k WHERE k.got", "k.at") +
+                                    ") SELECT a.*, k.got FROM k LEFT JOIN a ON true");
+  };
+  numbered(s.advisory_numbered_try, "lock.advisory_numbered_try", s.advisory_try);
+  numbered(s.advisory_numbered_wait, "lock.advisory_numbered_wait", s.advisory_wait);
+  // The lock goes once the row is released (g reads u), before the commit: a waiter it lets in
+  // numbers the row once this statement has committed (its upsert waits for the row's lock).
+  if (l.unlock && !s.advisory_numbered_try.empty())
+    fill(s.advisory_released, "lock.advisory_released",
+         release_recorded(d, t, lease_statements(d, t).release, "lock.advisory_released",
+                          "g AS MATERIALIZED (" + give_back_sql(l, key, " FROM (SELECT count(*) FROM u) r", "x") + ")")
+             .text);
+}
+
+}  // namespace
+
+WakeStatements wake_statements(const Dialect& d, const Tables& t) {
+  const SessionLock& l = d.session_lock;
+  if (!l.holder || !l.try_lock || !l.wait_lock || !l.unlock) return {};
+  const std::string wake = ":wake", queue = ":queue";
+  WakeStatements s;
+  s.wake_hold = {"wake.hold", "SELECT " + l.try_lock(wake) + ", " + l.unlock(queue)};
+  // Giving back a lock this session does not hold changes nothing.
+  s.wake_release = {"wake.release", "SELECT " + l.unlock(wake) + ", " + l.unlock(queue)};
+  // The queue lock is asked for only when this session does not hold it already (a re-entrant
+  // lock would count a second hold); CASE evaluates one branch. The head that was not woken
+  // gives the queue lock back: its wait is over (core calls again, and it queues again), and a
+  // semaphore waiter, which waits on another slot each time, must not keep the queue of one it
+  // then does not take.
+  s.wake_wait = {"wake.wait", "SELECT CASE WHEN " + holds_sql(d, queue) + " THEN CASE WHEN " + l.holder(wake) +
+                                  " IS NOT NULL AND COALESCE(" + l.wait_lock(wake) + ", 0) = 1 THEN 1 ELSE 0 * COALESCE(" +
+                                  l.unlock(queue) + ", 0) END ELSE COALESCE(" + l.wait_lock(queue) + ", 0) = 1 END, " +
+                                  l.unlock(wake)};
+  s.queue_leave = {"wake.leave", "SELECT " + l.unlock(queue)};
+  // lease.taken's read, and in its select list, evaluated for the row found only (no row: taken
+  // over, no lock taken), wake_hold's work.
+  s.taken_holding = {"wake.taken_holding", taken_sql(d, t, ", CASE WHEN " + d.integer(":take_wake") + " = 1 THEN " +
+                                                               l.try_lock(wake) + " END, " + l.unlock(queue))};
+  return s;
+}
+
+QueueStatements queue_statements(const Dialect& d, std::string_view key) {
+  const SessionLock& l = d.session_lock;
+  if (!l.wait_lock || !l.unlock) return {};
+  return {{"queue.wait", lock_sql(d, l.wait_lock(key), true)}, {"queue.leave", "SELECT " + l.unlock(key)}};
+}
+
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s) {
   const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
+  session_lock_statements(d, t, s);
   s.begin = d.begin;
   if (s.insert_claim.empty())
     s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
