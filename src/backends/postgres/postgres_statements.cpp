@@ -66,7 +66,10 @@ const sql::Dialect dialect{
         [](std::string_view row, std::string_view now) {
           return "floor(extract(epoch FROM " + std::string(now) + " - " + std::string(row) + "last_started_at) * 1000)::bigint";
         },
-    .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > now(), false)"; },
+    .lease_live =
+        [](std::string_view row, std::string_view now) {
+          return "COALESCE(" + std::string(row) + "expires_at > " + std::string(now) + ", false)";
+        },
     // READ COMMITTED whatever the role's default: a statement after a lock (a semaphore's slot
     // rows after its header) must read what committed meanwhile.
     .begin = "BEGIN ISOLATION LEVEL READ COMMITTED",
@@ -216,12 +219,11 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   // ends (row_release_ended): the row's release and the lock's end are one. Its times are the
   // statement's own (now() is the transaction's start: the take); txn-insert's own claims row,
   // which the end would keep, goes in it (the only such row it sees: another's is uncommitted).
-  sql::Statement ended = sql::release_recorded(
-      dialect, t, sql::lease_statements(dialect, t).release, "lock.row_release_ended",
+  sql::Dialect at_statement = dialect;
+  at_statement.now = "statement_timestamp()";
+  s.row_release_ended = sql::release_recorded(
+      at_statement, t, sql::lease_statements(at_statement, t).release, "lock.row_release_ended",
       "own_claim AS (DELETE FROM " + t.claims + " WHERE name = :key AND kind = 'txn-insert'), g AS (SELECT true AS ours)");
-  for (std::size_t at = 0; (at = ended.text.find("now()", at)) != std::string::npos;)
-    ended.text.replace(at, 5, "statement_timestamp()"), at += 21;
-  s.row_release_ended = std::move(ended);
   return sql::lock_statements(dialect, t, std::move(s));
 }
 

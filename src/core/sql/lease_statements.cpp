@@ -23,7 +23,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   const std::string fence = incarnation.empty() ? std::string() : d.integer(":fence");
   const std::string taken = "token, " + d.epoch_ms("acquired_at") + ", " + d.epoch_ms("expires_at");
   const std::string status = "SELECT " + rows::status_select_list(d.epoch_ms, d.now) + ", CASE WHEN " +
-                             d.lease_live("") + " THEN 1 ELSE 0 END, ";
+                             d.lease_live("", d.now) + " THEN 1 ELSE 0 END, ";
   const std::string refused = status.substr(std::string_view("SELECT ").size()) + due_in_ms_sql(d, "");
   const std::string holder = " WHERE name = :key AND owner = :owner AND token = " + token + " AND released_at IS NULL";
   LeaseStatements s;
@@ -53,7 +53,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                     return set;
                   },
                   [&d](std::string_view row) {
-                    const std::string over = "NOT " + d.lease_live(row);
+                    const std::string over = "NOT " + d.lease_live(row, d.now);
                     return over + " AND " + rows::strategy_allows_sql(row, "'lease'", over) + " AND " +
                            due_sql(d, row, d.now);
                   }};

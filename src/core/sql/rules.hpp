@@ -135,9 +135,10 @@ struct Dialect {
   /// Whole milliseconds (an integer) from the last start of the row `row` ("" or an alias and its
   /// dot) to `now` (a time expression; SQLite judges on its own clock).
   std::string (*started_ms_ago)(std::string_view row, std::string_view now) = nullptr;
-  /// 1 (true) while the lease of the row `row` ("" or an alias and its dot) runs, else 0 (false),
-  /// never NULL.
-  std::string (*lease_live)(std::string_view row) = nullptr;
+  /// 1 (true) while the lease of the row `row` ("" or an alias and its dot) runs at `now` (a time
+  /// expression: `now`, or a statement's own time; SQLite judges on its own clock), else 0
+  /// (false), never NULL.
+  std::string (*lease_live)(std::string_view row, std::string_view now) = nullptr;
   /// `a` and `b` equal, NULL equal to NULL, never NULL itself. Default: IS NOT DISTINCT FROM.
   std::string (*same)(std::string_view a, std::string_view b) = [](std::string_view a, std::string_view b) {
     return std::string(a) + " IS NOT DISTINCT FROM " + std::string(b);

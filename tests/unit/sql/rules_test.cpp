@@ -16,7 +16,7 @@ const sql::Dialect marked{
     .integer = [](std::string_view param) { return "INT(" + std::string(param) + ")"; },
     .started_ms_ago = [](std::string_view row,
                          std::string_view now) { return "AGO(" + std::string(row) + ", " + std::string(now) + ")"; },
-    .lease_live = [](std::string_view row) { return "LIVE(" + std::string(row) + ")"; },
+    .lease_live = [](std::string_view row, std::string_view) { return "LIVE(" + std::string(row) + ")"; },
     .same = [](std::string_view a, std::string_view b) { return "SAME(" + std::string(a) + ", " + std::string(b) + ")"; },
     .begin = "BEGIN",
     .begin_unsynced = "BEGIN UNSYNCED",
@@ -318,7 +318,7 @@ TEST_CASE("a dialect that leaves a member unset gets core's form of it") {
       .now = "NOW",
       .time_of_ms = [](std::string_view ms) { return "TIME(" + std::string(ms) + ")"; },
       .started_ms_ago = [](std::string_view row, std::string_view) { return "AGO(" + std::string(row) + ")"; },
-      .lease_live = [](std::string_view row) { return "LIVE(" + std::string(row) + ")"; },
+      .lease_live = [](std::string_view row, std::string_view) { return "LIVE(" + std::string(row) + ")"; },
       .epoch_ms = [](std::string_view t) { return "MS(" + std::string(t) + ")"; },
       .plus_ms = [](std::string_view t, std::string_view ms) { return "PLUS(" + std::string(t) + ", " + std::string(ms) + ")"; },
       .json_texts = [](std::string_view param) { return "JSON(" + std::string(param) + ")"; },
@@ -435,6 +435,22 @@ TEST_CASE("the advisory statements: written once over the dialect's session lock
   CHECK(none.advisory_released.empty());
   CHECK(none.lock_wait.empty());
   CHECK(sql::queue_statements(marked, "K").wait.empty());
+}
+
+TEST_CASE("a lease judged live at the time a statement gives: the dialect's now by default, another in a dialect copy") {
+  sql::Dialect d = marked;
+  d.lease_live = [](std::string_view row, std::string_view now) {
+    return "LIVE(" + std::string(row) + ", " + std::string(now) + ")";
+  };
+  const Tables t("p_", '"');
+  CHECK(sql::lease_statements(d, t).refusal.text.find("LIVE(, NOW)") != std::string::npos);
+  d.now = "STATEMENT";
+  d.unsynced_commit = "UNSYNCED";
+  const sql::Statement release = sql::lease_statements(d, t).release;
+  const std::string recorded = sql::release_recorded(d, t, release, "x").text;
+  CHECK(recorded.find("NOW") == std::string::npos);
+  CHECK(recorded.find("STATEMENT") != std::string::npos);
+  CHECK(sql::header_free_sql(d, "l.", t.locks).find("LIVE(s., STATEMENT)") != std::string::npos);
 }
 
 TEST_CASE("where the server tells a lock's holder: a second take answers NULL, and waiters hear a release by the lock") {
