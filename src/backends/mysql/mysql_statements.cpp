@@ -119,7 +119,7 @@ std::string unkeyed(const std::string& table) {
 }
 std::string keyed_locks(const Tables& t, bool mariadb) {
   if (!mariadb) return "";
-  return ", " + unkeyed(t.prefix + "locks");
+  return ", " + unkeyed(t.unquoted("locks"));
 }
 
 // Dialect::serving: whether the session's server is a Galera node: MariaDB always has wsrep_on
@@ -222,17 +222,10 @@ std::string mariadb_take(const sql::Take& k) {
   }
   columns += ", token";
   values += ", " + token;
-  // The table's own name, for the catalog (up.table is quoted).
-  std::string name;
-  for (std::size_t i = 1; i + 1 < up.table.size(); ++i) {
-    name += up.table[i];
-    if (up.table[i] == '`') ++i;
-  }
-  // The gate's conditions, ANDed with the key check (not in their parentheses).
-  const std::string open = sql::failover_open_sql(dialect, "r.", "r.owner = " + incarnation(true));
+  // The gate's conditions, ANDed with the key check.
   const std::string gate = "SELECT r.token AS fence FROM " + up.table + " r WHERE r.name = :record AND " +
-                           open.substr(1, open.size() - 2) + " AND " +
-                           unkeyed(name) + " IS NULL";
+                           sql::failover_open_conditions(dialect, "r.", "r.owner = " + incarnation(true)) + " AND " +
+                           unkeyed(k.table_name) + " IS NULL";
   const std::string upserted = upsert(up), update = " ON DUPLICATE KEY UPDATE ";
   auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
   // Last, taken (a plain key's: no slot token), the key's wake name taken and the queue name

@@ -59,7 +59,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                   }};
   };
   const std::string standard = d.upsert(take(fence)) + d.returning(taken);
-  s.take = {"lease.take", d.take(Take{take, fence, taken, s.refusal.text, refused, standard})};
+  s.take = {"lease.take", d.take(Take{take, fence, taken, s.refusal.text, refused, standard, t.unquoted("locks")})};
   // Where the take returns no rows.
   if (d.returning(taken).empty()) s.taken = {"lease.taken", taken_sql(d, t)};
 

@@ -65,6 +65,8 @@ struct Take {
   /// The take in core's form: the dialect's upsert (Dialect::upsert) of upsert(fence), then its
   /// RETURNING (Dialect::returning) of `returning`; the default Dialect::take.
   std::string standard;
+  /// The table taken from, unquoted (Tables::unquoted), for a take that reads its catalog.
+  std::string table_name;
 };
 
 /// A lease that a dialect keeps in a <prefix>locks row on a clock of its own, beside its
@@ -365,5 +367,7 @@ std::string header_free_sql(const Dialect& d, std::string_view row, const std::s
 std::string failover_delayed_sql(const Dialect& d, std::string_view r);
 std::string failover_covers_sql(const Dialect& d, std::string_view r);
 std::string failover_open_sql(const Dialect& d, std::string_view r, std::string_view here);
+/// failover_open_sql's conditions without its parentheses, to be ANDed with others.
+std::string failover_open_conditions(const Dialect& d, std::string_view r, std::string_view here);
 
 }  // namespace dblock::sql

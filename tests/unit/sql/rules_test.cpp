@@ -453,6 +453,19 @@ TEST_CASE("a lease judged live at the time a statement gives: the dialect's now 
   CHECK(sql::header_free_sql(d, "l.", t.locks).find("LIVE(s., STATEMENT)") != std::string::npos);
 }
 
+TEST_CASE("a table by its own name, and the failover gate's conditions to AND with others") {
+  const Tables t("p_", '`');
+  CHECK(t.locks == "`p_locks`");
+  CHECK(t.unquoted("locks") == "p_locks");
+  CHECK(t.unquoted("claims") == "p_claims");
+  // A take that reads the catalog is given its table's own name.
+  sql::Dialect catalog = marked;
+  catalog.take = [](const sql::Take& k) { return k.table_name; };
+  CHECK(sql::lease_statements(catalog, Tables("a`b_", '`')).take.text == "a`b_locks");
+  CHECK(sql::failover_open_sql(marked, "r.", "HERE") == "(" + sql::failover_open_conditions(marked, "r.", "HERE") + ")");
+  CHECK(sql::failover_open_conditions(marked, "r.", "HERE") == "HERE AND NOT LIVE(r.) AND r.pid >= INT(:ttl_ms)");
+}
+
 TEST_CASE("where the server tells a lock's holder: a second take answers NULL, and waiters hear a release by the lock") {
   const Tables t("p_", '`');
   sql::Dialect d = marked;
