@@ -194,13 +194,7 @@ std::string take(const sql::Take& k) {
 
 }  // namespace
 
-sql::LeaseStatements lease_statements(const std::string& prefix) {
-  const Tables t(prefix, '"');
-  sql::LeaseStatements s = sql::lease_statements(dialect, t);
-  // Numbered with RETURNING (core's numbering reads its token back in a statement of its own).
-  s.session_take = {"session.take", sql::numbered_upsert_sql(dialect, t, "", dialect.now)};
-  return s;
-}
+sql::LeaseStatements lease_statements(const std::string& prefix) { return sql::lease_statements(dialect, Tables(prefix, '"')); }
 
 sql::LockStatements lock_statements(const std::string& prefix) {
   const Tables t(prefix, '"');

@@ -120,10 +120,16 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
   s.failover = failover_statements(d, t);
   // A server's (one with sessions: Dialect::session_id) session strategies number the row with
-  // the dialect's upsert, its token read back by `taken` where it returns none; a dialect that
+  // the dialect's upsert and its RETURNING, the token read back by `taken` where it returns none
+  // (ON CONFLICT's condition reads the inserted row's time, numbered_upsert_sql); a dialect that
   // numbers another way writes its own over this.
+  const auto on_conflict = static_cast<std::string (*)(const Upsert&)>(&on_conflict_upsert);
   if (!d.session_id.empty())
-    s.session_take = {"session.take", d.upsert(session_upsert(d, t, d.integer(":fence"), d.now, d.now))};
+    s.session_take = {"session.take",
+                      d.upsert == on_conflict
+                          ? numbered_upsert_sql(d, t, "", d.now)
+                          : d.upsert(session_upsert(d, t, d.integer(":fence"), d.now, d.now)) +
+                                d.returning("token, " + d.epoch_ms("acquired_at") + ", " + d.integer("NULL"))};
   return s;
 }
 

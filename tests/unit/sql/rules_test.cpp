@@ -346,13 +346,21 @@ TEST_CASE("a dialect that leaves a member unset gets core's form of it") {
   // No server sessions: `dblock release` answers nothing and ends none.
   CHECK(sql::release_statements(plain, t).holder.empty());
   CHECK(s.session_take.empty());
-  // With server sessions, the session strategies number the row with core's upsert.
+  // With server sessions, the session strategies number the row with core's upsert and its
+  // RETURNING, the condition on the inserted row's time.
   sql::Dialect sessions = plain;
   sessions.session_id = "SESSION";
   const sql::Statement numbered = sql::lease_statements(sessions, t).session_take;
   CHECK(numbered.id == "session.take");
+  CHECK(numbered.text == sql::numbered_upsert_sql(sessions, t, "", "NOW"));
   CHECK(numbered.text.find(" ON CONFLICT (name) DO UPDATE SET ") != std::string::npos);
-  CHECK(numbered.text.find("RETURNING") == std::string::npos);  // its token read back by `taken`
+  CHECK(numbered.text.find("l.expires_at <= EXCLUDED.acquired_at") != std::string::npos);
+  CHECK(numbered.text.ends_with(" RETURNING token, MS(acquired_at), NULL"));
+  // Another upsert, without RETURNING: its token read back by `taken`.
+  sessions.upsert = [](const sql::Upsert& u) { return "UPSERT " + u.table + " WHEN " + u.when(""); };
+  sessions.returning = [](std::string_view) { return std::string(); };
+  CHECK(sql::lease_statements(sessions, t).session_take.text.starts_with("UPSERT \"p_locks\" WHEN NOT "));
+  CHECK(sql::lease_statements(sessions, t).session_take.text.find("expires_at <= NOW") != std::string::npos);
 
   // The session strategies' txn-insert: a plain INSERT unless the dialect writes its own.
   const sql::LockStatements l = sql::lock_statements(plain, t, {});
