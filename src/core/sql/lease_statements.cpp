@@ -8,6 +8,15 @@
 #include "core/sql/rules.hpp"
 
 namespace dblock::sql {
+namespace {
+
+// Whether the dialect's upsert is core's ON CONFLICT form (on_conflict_upsert), whose condition
+// may name the inserted row (EXCLUDED) and whose row may be selected FROM another part.
+bool upserts_on_conflict(const Dialect& d) {
+  return d.upsert == static_cast<std::string (*)(const Upsert&)>(&on_conflict_upsert);
+}
+
+}  // namespace
 
 // Its upsert meets the name's row through any unique key: a second row of the name (a table
 // whose key is not the name alone) fails the subquery, which sends the run to the schema check
@@ -123,10 +132,9 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   // the dialect's upsert and its RETURNING, the token read back by `taken` where it returns none
   // (ON CONFLICT's condition reads the inserted row's time, numbered_upsert_sql); a dialect that
   // numbers another way writes its own over this.
-  const auto on_conflict = static_cast<std::string (*)(const Upsert&)>(&on_conflict_upsert);
   if (!d.session_id.empty())
     s.session_take = {"session.take",
-                      d.upsert == on_conflict
+                      upserts_on_conflict(d)
                           ? numbered_upsert_sql(d, t, "", d.now)
                           : d.upsert(session_upsert(d, t, d.integer(":fence"), d.now, d.now)) +
                                 d.returning("token, " + d.epoch_ms("acquired_at") + ", " + d.integer("NULL"))};
@@ -176,6 +184,12 @@ DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect
   return s;
 }
 
+std::string holds_sql(const Dialect& d, std::string_view key) {
+  const SessionLock& l = d.session_lock;
+  if (l.holds) return l.holds(key);
+  return l.holder ? d.same(l.holder(key), d.session_id) : std::string();
+}
+
 std::string numbered_upsert_sql(const Dialect& d, const Tables& t, std::string_view from, std::string_view at) {
   const std::string fence = d.incarnation.empty() ? std::string() : d.integer(":fence");
   return on_conflict_upsert(session_upsert(d, t, fence, at, "EXCLUDED.acquired_at"), from) +
@@ -210,16 +224,6 @@ std::string give_back_sql(const SessionLock& l, const std::string& key, const st
   return l.unlock_all.empty() ? ours : "SELECT ours, " + l.unlock_all + " FROM (" + ours + " OFFSET 0) " + std::string(alias);
 }
 
-}  // namespace
-
-std::string holds_sql(const Dialect& d, std::string_view key) {
-  const SessionLock& l = d.session_lock;
-  if (l.holds) return l.holds(key);
-  return l.holder ? d.same(l.holder(key), d.session_id) : std::string();
-}
-
-namespace {
-
 void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& s) {
   const SessionLock& l = d.session_lock;
   const std::string key = l.key ? l.key(t) : d.integer(":lock");
@@ -228,9 +232,11 @@ void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& 
   };
   // A dialect that writes its own take writes its own take without waiting, or none (the take
   // with no wait then serves).
-  if (l.try_lock && s.advisory_wait.empty()) fill(s.advisory_try, "lock.advisory_try", lock_sql(d, got(d, l.try_lock, key), false));
+  if (l.try_lock && s.advisory_wait.empty())
+    fill(s.advisory_try, "lock.advisory_try", lock_sql(d, got(d, l.try_lock, key), false));
   if (l.wait_lock) fill(s.advisory_wait, "lock.advisory_wait", lock_sql(d, got(d, l.wait_lock, key), true));
-  if (const std::string holds = holds_sql(d, key); !holds.empty()) fill(s.advisory_holds, "lock.advisory_holds", "SELECT " + holds);
+  if (const std::string holds = holds_sql(d, key); !holds.empty())
+    fill(s.advisory_holds, "lock.advisory_holds", "SELECT " + holds);
   if (l.unlock)
     fill(s.advisory_give_back, "lock.advisory_give_back",
          l.unlock_all.empty() ? "SELECT " + l.unlock(key) : give_back_sql(l, key, "", "u"));
@@ -239,8 +245,7 @@ void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& 
   // data-modifying WITH: Dialect::unsynced_commit) and the upsert can select its row from the
   // lock's answer (ON CONFLICT's): the lock first, then the clock, and the row numbered only when
   // the lock was taken. One row of (session.take's columns, taken).
-  const auto on_conflict = static_cast<std::string (*)(const Upsert&)>(&on_conflict_upsert);
-  if (d.clock.empty() || d.unsynced_commit.empty() || d.upsert != on_conflict) return;
+  if (d.clock.empty() || d.unsynced_commit.empty() || !upserts_on_conflict(d)) return;
   auto numbered = [&](Statement& slot, std::string id, const Statement& lock) {
     if (!lock.empty())
       fill(slot, std::move(id), "WITH k AS (" + lock.text + "), a AS (" +
