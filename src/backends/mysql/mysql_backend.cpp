@@ -120,7 +120,7 @@ std::vector<sql::Statement> every_statement(const BackendOptions& options) {
   c.add(lease_statements(options.table_prefix, true), "MariaDB");
   c.add(lock_statements(options.table_prefix, false));
   c.add(lock_statements(options.table_prefix, true), "MariaDB");
-  for (const sql::Statement* st : {&wake.wake_hold, &wake.wake_release, &wake.wake_wait, &wake.queue_leave, &wake.taken_holding})
+  for (const sql::Statement* st : {&wake.wake_hold, &wake.wake_release, &wake.wake_wait, &wake.taken_holding})
     c.add(*st);
   c.add(release_statements(options.table_prefix));
   c.add(inspect_statements(options));

@@ -461,7 +461,9 @@ class NamedLockWake final : public sql::Wake {
     if (!woken) return std::unexpected(woken.error());
     return (*woken)[0].text(0) == "1";
   }
-  void leave(const std::string& key) override { (void)conn_->run(s_.queue_leave, {{"key", key}}); }
+  // The queue name given back; a waiter holds no wake name of the key it waits for (core leaves
+  // no key it holds), so wake_release's other half changes nothing.
+  void leave(const std::string& key) override { (void)conn_->run(s_.wake_release, {{"key", key}}); }
 
  private:
   Connection* conn_;

@@ -31,13 +31,19 @@ class MysqlHolder final : public sql::HolderSession {
   }
   // advisory's session is the bookkeeping one, opened without a holder's idle limit: a
   // contender of a start storm that never holds spares that round trip. Set once it holds,
-  // once per session; failing, the take fails (core gives the lock back). The row lock's
-  // statements take the holder tag and the key's wake name with it (its last column, 1 when
-  // taken): the session, now holding, ends with its ROLLBACK.
+  // once per session; failing, the take fails (core gives the lock back). MariaDB's numbered
+  // take (its answer's four columns, lock_statements) sets it itself (:idle_s, bind). The row
+  // lock's statements take the holder tag
+  // and the key's wake name with it (its last column, 1 when taken): the session, now holding,
+  // ends with its ROLLBACK.
   Result<void> holding(const std::string& key, const sql::Rows& answer) override {
     if (!conn_) return fail(ErrorKind::connection, "the lock session is closed");
     if (!row_lock_) {
       if (idle_for_ == conn_->session_id()) return {};
+      if (!answer.empty() && answer[0].columns() == 4) {
+        idle_for_ = conn_->session_id();
+        return {};
+      }
       if (auto ok = conn_->query(holder_idle_limits()); !ok) return ok;
       idle_for_ = conn_->session_id();
       return {};
@@ -67,6 +73,16 @@ class MysqlHolder final : public sql::HolderSession {
     auto r = conn_->query("ROLLBACK RELEASE");
     own_.reset();
     conn_ = nullptr;
+    return r;
+  }
+  // MariaDB's row_release_ended (lock_statements) is a block that commits itself and then gives
+  // the holder tag (:tag, this session's) and the key's wake name back: one round trip, and the
+  // session, its transaction ended, needs no ROLLBACK RELEASE.
+  Result<sql::Rows> run_and_commit(const sql::Statement& st, const sql::Params& p) override {
+    if (!conn_) return fail(ErrorKind::connection, "the lock session is closed");
+    sql::Params q = p;
+    auto r = conn_->run(st, q.set("tag", tag_));
+    if (r) ends_with_rollback_ = false;
     return r;
   }
   void close() override {
@@ -138,18 +154,22 @@ class MysqlHolder final : public sql::HolderSession {
     return row ? w - w % 1000 : w;
   }
 
-  // A lock holder's idle limits (Connection::open's for ConnectionRole::lock_holder).
-  std::string holder_idle_limits() const {
+  // A lock holder's idle limit in seconds (Connection::open's for ConnectionRole::lock_holder).
+  std::int64_t holder_idle_s() const {
     constexpr std::int64_t year_s = 31536000;  // the longest wait_timeout MySQL accepts
     const Millis limit = options_.session_idle_limit;
-    const std::string n =
-        std::to_string(limit.count() > 0 ? std::clamp<std::int64_t>((limit.count() + 999) / 1000, 1, year_s) : year_s);
+    return limit.count() > 0 ? std::clamp<std::int64_t>((limit.count() + 999) / 1000, 1, year_s) : year_s;
+  }
+  std::string holder_idle_limits() const {
+    const std::string n = std::to_string(holder_idle_s());
     return "SET SESSION wait_timeout = " + n + ", SESSION interactive_timeout = " + n;
   }
 
-  // :tag, the lock session's; :seconds, the row locks' wait; :wait_ms, GET_LOCK's.
+  // :tag, the lock session's; :seconds, the row locks' wait; :wait_ms, GET_LOCK's; :idle_s, the
+  // holder's idle limit (MariaDB's numbered advisory take sets it).
   void bind(sql::Params& p, const std::string&, Millis wait) const override {
     p.set("tag", tag_).set("seconds", wait.count() / 1000).set("wait_ms", std::int64_t{wait.count()});
+    if (!row_lock_) p.set("idle_s", holder_idle_s());
   }
 
   sql::Waiters& release_signal() override { return row_lock_ ? book_->release_signal() : no_signal_; }

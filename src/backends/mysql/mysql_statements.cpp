@@ -67,14 +67,18 @@ std::string upsert(const sql::Upsert& u) {
          (set.empty() ? "name = name" : assign_each_if("CAST(name AS BINARY) = VALUES(name) AND " + and_operand(u.when("")), set));
 }
 
-// `label` + the first `digits` hex digits of SHA-256 over database, prefix and `key` (SQL), then
-// `tag` (SQL): one key's GET_LOCK names, at most 64 characters (the server's limit). All parts
-// as bytes: a key's UTF-8 must not meet the database name's collation.
+// The SHA-256 (hex) over database, prefix and `key` (SQL) that a key's GET_LOCK names take their
+// digits from. All parts as bytes: a key's UTF-8 must not meet the database name's collation.
+std::string key_hash(const Tables& t, std::string_view key) {
+  return "SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(" + quote_identifier(t.prefix, '\'') +
+         " AS BINARY), 0x00, CAST(" + std::string(key) + " AS BINARY)), 256)";
+}
+// `label` + the first `digits` hex digits of key_hash(`key`), then `tag` (SQL): one key's
+// GET_LOCK names, at most 64 characters (the server's limit).
 std::string lock_name(const Tables& t, std::string_view label, int digits, std::string_view key,
                       std::string_view tag = {}) {
-  return "CONCAT('" + std::string(label) + "', LEFT(SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(" +
-         quote_identifier(t.prefix, '\'') + " AS BINARY), 0x00, CAST(" + std::string(key) + " AS BINARY)), 256), " +
-         std::to_string(digits) + ")" + (tag.empty() ? "" : ", " + std::string(tag)) + ")";
+  return "CONCAT('" + std::string(label) + "', LEFT(" + key_hash(t, key) + ", " + std::to_string(digits) + ")" +
+         (tag.empty() ? "" : ", " + std::string(tag)) + ")";
 }
 
 // The lock that proves a row's session holder (status, `release --force`), one of
@@ -237,6 +241,24 @@ std::string mariadb_take(const sql::Take& k) {
          " AND :token IS NULL, RELEASE_LOCK(:queue), NULL)";
 }
 
+// A session strategy's upsert `up` that answers with its row (MariaDB's RETURNING): (token,
+// acquired ms, NULL) when it took the row, NULLs when it left it alone, then `more`. @took says
+// which, as mariadb_take's: 1 for the inserted row (its token is computed first), the condition
+// for the updated one. Its values are a VALUES list, or selected by `from` (" FROM ...") when
+// given, which may select no row: then no answer.
+std::string numbered_upsert(const sql::Upsert& up, const std::string& from, const std::string& more) {
+  std::string columns, values;
+  for (const auto& [column, value] : up.values) {
+    columns += (columns.empty() ? "" : ", ") + column;
+    values += (values.empty() ? "" : ", ") + (column == "token" ? "IF(" + taking + " := 1, " + value + ", NULL)" : value);
+  }
+  const std::string upserted = upsert(up), update = " ON DUPLICATE KEY UPDATE ";
+  auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
+  return "INSERT INTO " + up.table + " (" + columns + ") " + (from.empty() ? "VALUES (" + values + ")" : "SELECT " + values + from) +
+         upserted.substr(upserted.find(update)) + " RETURNING " + taken_if("token") + ", " +
+         taken_if(epoch_ms("acquired_at")) + ", NULL" + more;
+}
+
 // LeaseStatements::release_recorded on MariaDB (10.1+), which runs a block of statements sent
 // as one (BEGIN NOT ATOMIC), its parameters bound as any statement's: the release, the run's
 // history row and its trim (record_run's rule, on the oldest row's token) in one transaction,
@@ -257,12 +279,29 @@ std::string block_trim(const Tables& t) {
 // The block's start: any error rolls back what it did and is the block's, as raised.
 const std::string block = "BEGIN NOT ATOMIC DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; ";
 
+// What a block of released_block does besides the release and the history row: `start` opens
+// their transaction (START TRANSACTION, or "": the holder's own, open already), `then` runs
+// after the release (which leaves its row count in @dblock_released), the history row's outcome
+// is 'lost' unless `kept`, `after` runs after the commit, and the block answers SELECT `answer`.
+struct Released {
+  std::string start, then, kept, after, answer;
+};
+// The release (`release`) and the run's history row with its trim in one transaction, committed,
+// in a block (`r`).
+std::string released_block(const Tables& t, const sql::Statement& release, const Released& r) {
+  return block + r.start + release.text + "; SET @dblock_released = ROW_COUNT(); " + r.then + "INSERT INTO " + t.runs +
+         " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) VALUES (:name, :token,"
+         " :run_owner, :run_host, :run_pid, :strategy, " + dialect.time_of_ms(":started_ms") + ", " + dialect.now + ", IF(" +
+         r.kept + ", :outcome, 'lost'), :run_exit_code); " + block_trim(t) + " COMMIT; " + r.after + "SELECT " + r.answer +
+         "; END";
+}
+
 std::string mariadb_release_recorded(const Tables& t, const sql::Statement& release) {
-  return block + "START TRANSACTION; " + release.text + "; SET @dblock_released = ROW_COUNT(); INSERT INTO " + t.runs +
-              " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) VALUES (:name, :token,"
-              " :run_owner, :run_host, :run_pid, :strategy, " + dialect.time_of_ms(":started_ms") + ", " + dialect.now +
-              ", IF(@dblock_released > 0, :outcome, 'lost'), :run_exit_code); " + block_trim(t) +
-              " COMMIT; DO RELEASE_LOCK(:wake_given_back), RELEASE_LOCK(:queue); SELECT @dblock_released > 0; END";
+  return released_block(t, release, {.start = "START TRANSACTION; ",
+                                     .then = "",
+                                     .kept = "@dblock_released > 0",
+                                     .after = "DO RELEASE_LOCK(:wake_given_back), RELEASE_LOCK(:queue); ",
+                                     .answer = "@dblock_released > 0"});
 }
 
 // HistoryStatements::record on MariaDB: the history row and its trim in one transaction, a block
@@ -322,9 +361,14 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
     s.release_recorded = {"lease.release_recorded", mariadb_release_recorded(t, s.release)};
     s.history.record = {"history.record", mariadb_history_record(t, s.history)};
   }
-  // session_take is core's (the upsert, no RETURNING): a session strategy's run has a dozen
-  // round trips, so one fewer earned under 10% at a 10 ms round trip (an advisory run 185
-  // against 196 ms), too little for a second way of numbering.
+  // session_take on MariaDB answers with its row (numbered_upsert, as advisory's take with its
+  // lock does): no read of `taken` after it. That read gave the key's queue name back (the
+  // wake primitive's reading_taken), so the take does it, once it took the row; the key's wake
+  // name was taken with the lock by the holder's session (lock_statements), or hold() takes it.
+  // MySQL 8 has no RETURNING: core's upsert, and `taken`.
+  if (mariadb)
+    s.session_take = {"session.take", numbered_upsert(sql::session_upsert(dialect, t, fence, dialect.now, dialect.now), "",
+                                                      ", IF(" + taking + ", RELEASE_LOCK(:queue), NULL)")};
   return s;
 }
 
@@ -408,19 +452,14 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
     const std::string lock = "SELECT g.got, TIMESTAMPADD(MICROSECOND, TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)),"
                              " UTC_TIMESTAMP(6)) AS at FROM (SELECT IF(IS_USED_LOCK(n.name) <=> CONNECTION_ID(), NULL,"
                              " GET_LOCK(n.name, :wait_ms / 1000)) AS got FROM (SELECT " + advisory + " AS name) n LIMIT 1) g";
-    sql::Upsert up = sql::session_upsert(dialect, t, fence, "k.at", "VALUES(acquired_at)");
-    std::string columns, values;
-    for (auto& [column, value] : up.values) {
-      if (column == "token") value = "IF(" + taking + " := 1, " + value + ", NULL)";  // inserted: taken
-      columns += (columns.empty() ? "" : ", ") + column;
-      values += (values.empty() ? "" : ", ") + value;
-    }
-    const std::string upserted = upsert(up), update = " ON DUPLICATE KEY UPDATE ";
-    auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
-    const std::string numbered = "INSERT INTO " + up.table + " (" + columns + ") SELECT " + values + " FROM (" + lock +
-                                 ") k WHERE k.got = 1" + upserted.substr(upserted.find(update)) + " RETURNING " +
-                                 taken_if("token") + ", " + taken_if(epoch_ms("acquired_at")) + ", NULL, 1";
-    s.advisory_numbered_try = {"lock.advisory_numbered_try", numbered};
+    const std::string insert = numbered_upsert(sql::session_upsert(dialect, t, fence, "k.at", "VALUES(acquired_at)"),
+                                               " FROM (" + lock + ") k WHERE k.got = 1", ", 1");
+    // In a block of statements (BEGIN NOT ATOMIC, whose INSERT's RETURNING is the answer), after
+    // the holder's idle limits (:idle_s, MysqlHolder::bind): a holder cut off from the server
+    // loses the lock after them, and they cost no round trip of their own. A contender that is
+    // refused keeps them: it ends, or waits in GET_LOCK, which is no idle time.
+    const std::string numbered = "BEGIN NOT ATOMIC SET SESSION wait_timeout = :idle_s, SESSION interactive_timeout ="
+                                 " :idle_s; " + insert + "; END";
     s.advisory_numbered_wait = {"lock.advisory_numbered_wait", numbered};
   }
   // The holder session is the bookkeeping one (mysql_session_lock.cpp): the lease's release of
@@ -458,6 +497,37 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
   s.tag = {"lock.tag", "SELECT GET_LOCK(" + held + ", 0), (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two"
                        " WHERE NOT EXISTS (" + keyed + ")), " + wake};
   s.untag = {"lock.untag", "DO RELEASE_LOCK(" + held + ")"};
+  // On MariaDB a session strategy's release is one block of statements in the holder session,
+  // as mariadb_release_recorded's (core's row_release_ended, which serves advisory too: its
+  // :strategy says which): a row lock's in the holder's own transaction (its lock statement
+  // opened it), advisory's in one it starts. The row released, txn-insert's own claims row
+  // deleted (the commit would keep it), the history row with its trim, committed, which lets a
+  // row lock go, and then the holder tag and the key's wake name given back, or the advisory
+  // lock, which lets the next waiter in: it finds the row released. One round trip, where a row
+  // lock's release, the session's end (ROLLBACK RELEASE) and the history row were three,
+  // advisory's two. The history row says 'lost' unless the lock was this session's to the end
+  // (a row lock's, as the statement runs in its transaction). :tag, a row lock's holder
+  // session's (MysqlHolder::run_and_commit); advisory's names no lock. Any error rolls the
+  // transaction back (a row lock goes with it) and is the block's: core releases the row apart.
+  if (mariadb) {
+    // The lock that says the session holds the key: advisory's, or the row lock's holder tag.
+    const std::string is_advisory = ":strategy = 'advisory'", hash = "@dblock_hash";
+    s.row_release_ended = {
+        "lock.row_release_ended",
+        released_block(t, lease_statements(prefix, true).release,
+                       {.start = "IF " + is_advisory + " THEN START TRANSACTION; END IF; ",
+                        .then = "SET " + hash + " = " + key_hash(t, ":key") + "; SET @dblock_lock = IF(" + is_advisory +
+                                ", CONCAT('dblock:', LEFT(" + hash + ", 57)), CONCAT('dblock-held:', LEFT(" + hash +
+                                ", 20), :tag)); SET @dblock_ours = NOT " + is_advisory +
+                                " OR IS_USED_LOCK(@dblock_lock) <=> CONNECTION_ID(); DELETE FROM " + t.claims +
+                                " WHERE :strategy = 'txn-insert' AND name = :key AND kind = 'txn-insert'; ",
+                        .kept = "@dblock_ours",
+                        .after = "",
+                        // The lock given back in the answer (evaluated once ours: advisory's must
+                        // have been this session's to the end), then the key's wake name.
+                        .answer = "@dblock_released > 0, @dblock_ours AND (RELEASE_LOCK(@dblock_lock) = 1 OR NOT " +
+                                  is_advisory + "), RELEASE_LOCK(:wake)"})};
+  }
   return sql::lock_statements(dialect, t, std::move(s));
 }
 

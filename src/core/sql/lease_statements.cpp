@@ -282,7 +282,6 @@ WakeStatements wake_statements(const Dialect& d, const Tables& t) {
                                   " IS NOT NULL AND COALESCE(" + l.wait_lock(wake) + ", 0) = 1 THEN 1 ELSE 0 * COALESCE(" +
                                   l.unlock(queue) + ", 0) END ELSE COALESCE(" + l.wait_lock(queue) + ", 0) = 1 END, " +
                                   l.unlock(wake)};
-  s.queue_leave = {"wake.leave", "SELECT " + l.unlock(queue)};
   // lease.taken's read, and in its select list, evaluated for the row found only (no row: taken
   // over, no lock taken), wake_hold's work.
   s.taken_holding = {"wake.taken_holding", taken_sql(d, t, ", CASE WHEN " + d.integer(":take_wake") + " = 1 THEN " +

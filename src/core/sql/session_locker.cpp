@@ -87,16 +87,21 @@ class ServerLock {
 
   // Whether the lock and the row are taken in one statement of the holder, which is also the
   // bookkeeping session (a lock that outlives the commit: advisory).
-  bool folds_row() const { return !row_lock() && !st_.advisory_numbered_try.empty(); }
+  bool folds_row() const { return !row_lock() && !st_.advisory_numbered_wait.empty(); }
   // Whether a plain key's release, the lock given back (or proven held to the end) and the
   // history row are one statement: advisory's there too, a row lock's in the holder's own
   // transaction, ended with it (row_release_ended).
   bool folds_release() const {
-    if (row_lock()) return !st_.row_release_ended.empty() && st_.untag.empty() && txn_.has_value();
-    return folds_row() && !st_.advisory_released.empty();
+    if (row_lock()) return !st_.row_release_ended.empty() && txn_.has_value();
+    return folds_row() && !advisory_released().empty();
   }
   // The one the bookkeeping session runs (none for a row lock: the holder's own, row_release_ended).
-  Statement release_statement() const { return row_lock() ? Statement{} : st_.advisory_released; }
+  Statement release_statement() const { return row_lock() ? Statement{} : advisory_released(); }
+  // advisory's: LockStatements::advisory_released, or the dialect's row_release_ended where it
+  // serves both (statements.hpp).
+  const Statement& advisory_released() const {
+    return st_.advisory_released.empty() ? st_.row_release_ended : st_.advisory_released;
+  }
 
   // LockStatements::advisory_released (a row lock's row_release_ended, then COMMIT) with `p`
   // (release_recorded_params): (released, ours). An error: the caller releases apart (the row
@@ -110,13 +115,14 @@ class ServerLock {
       auto r = h_->run_and_commit(st_.row_release_ended, p);
       if (!r) return std::unexpected(r.error());
       txn_.reset();
+      tagged_.reset();  // the holder tag, if any, went back with it
       if (r->empty()) return fail(ErrorKind::internal, st_.row_release_ended.id + " answered no row");
       return std::pair{(*r)[0].int64(0) != 0, (*r)[0].int64(1) != 0};
     }
     h_->bind(p, key, Millis(0));
-    auto r = h_->run(st_.advisory_released, p, Millis(0));
+    auto r = h_->run(advisory_released(), p, Millis(0));
     if (!r) return std::unexpected(r.error());
-    if (r->empty()) return fail(ErrorKind::internal, st_.advisory_released.id + " answered no row");
+    if (r->empty()) return fail(ErrorKind::internal, advisory_released().id + " answered no row");
     tagged_.reset();  // advisory takes no holder tag
     return std::pair{(*r)[0].int64(0) != 0, (*r)[0].int64(1) != 0};
   }
@@ -137,7 +143,9 @@ class ServerLock {
     if (h_->socket() < 0) return gone();
     const Millis w = h_->server_wait(std::max(wait, Millis(0)), false);
     h_->bind(number, key, w);
-    auto r = h_->run(w.count() <= 0 ? st_.advisory_numbered_try : st_.advisory_numbered_wait, number, w);
+    auto r = h_->run(w.count() <= 0 && !st_.advisory_numbered_try.empty() ? st_.advisory_numbered_try
+                                                                           : st_.advisory_numbered_wait,
+                     number, w);
     // No row (a dialect whose statement inserts nothing when the lock was not taken): not taken.
     if (r && (r->empty() || (*r)[0].int64(3) == 0)) return std::nullopt;
     if (r)
@@ -194,7 +202,9 @@ class ServerLock {
       if (!locked) return failed(locked.error(), key);
       if (locked->affected > 0) {
         if (!st_.untag.empty()) tagged_ = key;
-        if (!st_.row_release_ended.empty() && !locked->empty() && !(*locked)[0].is_null(0)) txn_ = (*locked)[0].text(0);
+        // The lock statement's answer, or the tag's that followed it (txn-insert's INSERT answers none).
+        const Rows& said = tag->empty() ? *locked : *tag;
+        if (!st_.row_release_ended.empty() && !said.empty() && !said[0].is_null(0)) txn_ = said[0].text(0);
         return true;
       }
       if (strategy_ == Strategy::txn_insert) return failed(Error{ErrorKind::busy, "taken"}, key);  // the try's answer
@@ -452,7 +462,8 @@ class SessionLocker final : public Locker {
   Result<AcquireOutcome> numbered(const LockRequest& req, const Rows& took) {
     // Not taken with the server lock ours: a semaphore's header, --min-interval's not yet, a
     // --min-hold still running, or another strategy's holder (refused: the server lock goes back).
-    if (took.affected == 0) return refused(*book_, st_, req, nullptr, strategy_);
+    // A take that answers with its row whether or not it took it (MariaDB's) says which by its token.
+    if (!took_row(took)) return refused(*book_, st_, req, nullptr, strategy_);
     // A plain key's row read back, its wake primitive may do hold()'s work with it (Wake::reading_taken).
     return acquired(*book_, st_, took, req, req.semaphore.empty() ? &lock_->holder().release_signal() : nullptr);
   }

@@ -368,12 +368,13 @@ struct QueueStatements {
 /// slots share one. wake_hold: the wake lock taken, the queue lock given back (the waiter became
 /// the holder); wake_release: both given back. wake_wait: within :wait_ms, true once this waiter
 /// holds the queue lock (the next to try) or, holding it, once the holder gave the wake lock
-/// back; false at once when nobody holds the wake lock (core's backoff takes over). queue_leave:
-/// the queue lock given back. taken_holding (:key :owner :take_wake): LeaseStatements::taken,
-/// and with the row wake_hold's work (the wake lock taken unless :take_wake is 0): a row-lock
-/// holder's read of the token it was given and its first step as holder in one round trip.
+/// back; false at once when nobody holds the wake lock (core's backoff takes over). A waiter
+/// that leaves the queue gives its locks back with wake_release (it holds no wake lock of a key
+/// it waits for). taken_holding (:key :owner :take_wake): LeaseStatements::taken, and with the
+/// row wake_hold's work (the wake lock taken unless :take_wake is 0): a row-lock holder's read of
+/// the token it was given and its first step as holder in one round trip.
 struct WakeStatements {
-  Statement wake_hold, wake_release, wake_wait, queue_leave, taken_holding;
+  Statement wake_hold, wake_release, wake_wait, taken_holding;
 };
 
 /// The server lock of the session strategies (session_locker.hpp), run in the holder session.
@@ -383,7 +384,8 @@ struct LockStatements {
   /// advisory: `advisory_wait` takes the key's lock within :wait_ms: (1) taken, (0) not, (NULL)
   /// held by this session already; `advisory_try` without waiting (empty: `advisory_wait`).
   /// `advisory_holds`: (1) while this session holds it. `advisory_give_back`: lets it go, (1)
-  /// when it was this session's. `advisory_numbered_*` (empty: none): in the bookkeeping session
+  /// when it was this session's. `advisory_numbered_*` (empty: none; `advisory_numbered_try`
+  /// empty: `advisory_numbered_wait`): in the bookkeeping session
   /// itself, `advisory_try` / `advisory_wait` and then session_take (its parameters too) when
   /// taken, in one statement: one row of session_take's three columns (NULL: not numbered) and
   /// taken (1 or 0), or no row when not taken; one that fails with ErrorKind::wait_ended took no
@@ -395,6 +397,8 @@ struct LockStatements {
   /// the history row, in one statement: the row released, then the lock given back, then the
   /// history row, its outcome 'lost' unless the lock was this session's. Its parameters too.
   /// One row: (released 1 or 0, ours 1 or 0). A plain key's release is then one round trip.
+  /// Empty where `row_release_ended` does this too (a dialect whose one statement serves every
+  /// session strategy by its :strategy: MariaDB's).
   Statement advisory_released;
   /// Empty, or (in the bookkeeping session itself, where `advisory_released` is not)
   /// LeaseStatements::release, its parameters too, that then lets the lock go in the same
@@ -413,13 +417,14 @@ struct LockStatements {
   /// while it holds, so the server shows it: taken after txn-insert's insert (for-update's
   /// `lock_claim` takes it), given back after the transaction. The renewals' proof, (1) while
   /// held: `holds_claim` (txn-insert's own row), `alive` (for-update's transaction).
-  /// `row_release_ended` (empty: none; not with `tag`; used once the lock statement answered a
-  /// non-NULL first column): LeaseStatements::release_recorded's work, with its parameters, in
-  /// the holder's own transaction, whose end (HolderSession::run_and_commit, COMMIT) both keeps
-  /// it and lets the lock go: the row's release and the lock's end are one, and the statement
-  /// running in that transaction is the proof that the lock held to the end. txn-insert's own
-  /// claims row goes in it, so the end keeps nothing of it. One row: (released 1 or 0, 1). A
-  /// plain key's release is one round trip.
+  /// `row_release_ended` (empty: none; used once the lock statement, or the `tag` after it,
+  /// answered a non-NULL first column): LeaseStatements::release_recorded's work, with its
+  /// parameters, in the holder's own transaction, whose end (HolderSession::run_and_commit,
+  /// COMMIT) both keeps it and lets the lock go: the row's release and the lock's end are one,
+  /// and the statement running in that transaction is the proof that the lock held to the end.
+  /// txn-insert's own claims row goes in it, so the end keeps nothing of it; with a `tag`, it
+  /// gives the tag back after the end. One row: (released 1 or 0, 1). A plain key's release is
+  /// one round trip.
   std::string begin;
   Statement lock_wait;
   Statement lock_claim, lock_claim_nowait, make_claim, insert_claim, insert_claim_try, tag, untag, holds_claim, alive;

@@ -501,7 +501,6 @@ TEST_CASE("where the server tells a lock's holder: a second take answers NULL, a
   CHECK(w.wake_wait.text ==
         "SELECT CASE WHEN SAME(HOLDER(:queue), SESSION) THEN CASE WHEN HOLDER(:wake) IS NOT NULL AND COALESCE(WAIT(:wake),"
         " 0) = 1 THEN 1 ELSE 0 * COALESCE(UNLOCK(:queue), 0) END ELSE COALESCE(WAIT(:queue), 0) = 1 END, UNLOCK(:wake)");
-  CHECK(w.queue_leave.text == "SELECT UNLOCK(:queue)");
   CHECK(w.taken_holding.text ==
         sql::taken_sql(d, t, ", CASE WHEN INT(:take_wake) = 1 THEN TRY(:wake) END, UNLOCK(:queue)"));
   // None where the server does not tell the holder.
