@@ -23,7 +23,12 @@ top=${1:-${DBLOCK_SOURCE_DIR:?usage: contract_count.sh SOURCE_DIR}}
 # (identity casts, IS NOT DISTINCT FROM, START TRANSACTION, RETURNING, ON CONFLICT, the take as
 # upsert + RETURNING, no server sessions, CREATE INDEX IF NOT EXISTS), and lock_row and
 # txn-insert's plain insert_claim moved into core: a dialect writes only what differs.
-declare -A bound=([postgres]=47 [mysql]=53 [sqlite]=21)
+# 47/53 -> 43/52: a dialect gives its session-lock primitive (Dialect::session_lock: take with or
+# without waiting, the wait's bound, give back, who holds) and core writes the statements around
+# it: PostgreSQL's advisory statements, lock_timeout and its lease waiters' queue; MySQL's
+# advisory_holds and give_back and its named-lock wake (wake.*); and session.take with the
+# dialect's RETURNING (PostgreSQL's).
+declare -A bound=([postgres]=43 [mysql]=52 [sqlite]=21)
 
 count() {
   local f=$1

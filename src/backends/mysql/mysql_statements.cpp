@@ -123,7 +123,7 @@ std::string unkeyed(const std::string& table) {
 }
 std::string keyed_locks(const Tables& t, bool mariadb) {
   if (!mariadb) return "";
-  return ", " + unkeyed(t.prefix + "locks");
+  return ", " + unkeyed(t.unquoted("locks"));
 }
 
 // Dialect::serving: whether the session's server is a Galera node: MariaDB always has wsrep_on
@@ -142,7 +142,10 @@ const sql::Dialect dialect{
         [](std::string_view row, std::string_view now) {
           return "TIMESTAMPDIFF(MICROSECOND, " + std::string(row) + "last_started_at, " + std::string(now) + ") DIV 1000";
         },
-    .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > UTC_TIMESTAMP(6), 0)"; },
+    .lease_live =
+        [](std::string_view row, std::string_view now) {
+          return "COALESCE(" + std::string(row) + "expires_at > " + std::string(now) + ", 0)";
+        },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " <=> " + std::string(b); },
     .begin_unsynced = {},  // every commit waits for the disk
     // ShedLock's now, as its MySqlServerTimeStatementsSource writes it.
@@ -170,6 +173,16 @@ const sql::Dialect dialect{
                  " AS held, " + holder_id("l.") + " AS id FROM " + std::string(rows) + ") h";
         },
     .own_lease = {},  // none: the server's clock judges every lease
+    // Named locks (GET_LOCK), held by the session, re-entrant; the server tells who holds one. A
+    // wait is in whole seconds and more (:wait_ms / 1000). A name is at most 64 characters.
+    .session_lock = {
+        // advisory's lock (lock_statements).
+        .key = [](const Tables& t) { return lock_name(t, "dblock:", 57, ":key"); },
+        .try_lock = [](std::string_view key) { return "GET_LOCK(" + std::string(key) + ", 0)"; },
+        .wait_lock = [](std::string_view key) { return "GET_LOCK(" + std::string(key) + ", :wait_ms / 1000)"; },
+        .unlock = [](std::string_view key) { return "RELEASE_LOCK(" + std::string(key) + ")"; },
+        .holder = [](std::string_view key) { return "IS_USED_LOCK(" + std::string(key) + ")"; },
+    },
     // The take is core's (Dialect::take): no RETURNING, nor a read of the failover record in an
     // ON DUPLICATE KEY UPDATE (its assignments read no table): the upsert alone, admitted before
     // it (failover::admit).
@@ -213,17 +226,10 @@ std::string mariadb_take(const sql::Take& k) {
   }
   columns += ", token";
   values += ", " + token;
-  // The table's own name, for the catalog (up.table is quoted).
-  std::string name;
-  for (std::size_t i = 1; i + 1 < up.table.size(); ++i) {
-    name += up.table[i];
-    if (up.table[i] == '`') ++i;
-  }
-  // The gate's conditions, ANDed with the key check (not in their parentheses).
-  const std::string open = sql::failover_open_sql(dialect, "r.", "r.owner = " + incarnation(true));
+  // The gate's conditions, ANDed with the key check.
   const std::string gate = "SELECT r.token AS fence FROM " + up.table + " r WHERE r.name = :record AND " +
-                           open.substr(1, open.size() - 2) + " AND " +
-                           unkeyed(name) + " IS NULL";
+                           sql::failover_open_conditions(dialect, "r.", "r.owner = " + incarnation(true)) + " AND " +
+                           unkeyed(k.table_name) + " IS NULL";
   const std::string upserted = upsert(up), update = " ON DUPLICATE KEY UPDATE ";
   auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
   // Last, taken (a plain key's: no slot token), the key's wake name taken and the queue name
@@ -435,8 +441,6 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
   // GET_LOCK is re-entrant on one connection: NULL rather than a second hold.
   s.advisory_wait = {"lock.advisory_take", "SELECT IF(IS_USED_LOCK(" + advisory + ") <=> CONNECTION_ID(), NULL, GET_LOCK(" +
                                                advisory + ", :wait_ms / 1000))"};
-  s.advisory_holds = {"lock.advisory_holds", "SELECT IS_USED_LOCK(" + advisory + ") <=> CONNECTION_ID()"};
-  s.advisory_give_back = {"lock.advisory_give_back", "SELECT RELEASE_LOCK(" + advisory + ")"};
   if (mariadb) {
     // The lock and the row in one statement, in the session that holds the lock (a named lock
     // outlives the commit): session.take's upsert fed by a SELECT of the lock's answer, no row
@@ -527,32 +531,7 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
   return sql::lock_statements(dialect, t, std::move(s));
 }
 
-WakeStatements wake_statements(const std::string& prefix) {
-  const Tables t(prefix, '`');
-  // A holder keeps the key's wake name (:wake) while it holds the key, and the one waiter that
-  // holds the key's queue name (:queue) blocks on it; the other waiters wait for the queue name.
-  // So a release wakes one waiter, not all of them. The wake name is taken without waiting: a
-  // semaphore's slots share one. Both names come from :key (mysql_names.hpp, Connection::run).
-  WakeStatements s;
-  s.wake_hold = {"wake.hold", "SELECT GET_LOCK(:wake, 0), RELEASE_LOCK(:queue)"};
-  // RELEASE_LOCK of a name this session does not hold changes nothing.
-  s.wake_release = {"wake.release", "DO RELEASE_LOCK(:wake), RELEASE_LOCK(:queue)"};
-  // GET_LOCK is re-entrant, so the queue name is asked for only when this session does not hold
-  // it already; CASE evaluates one branch. The head that was not woken gives the queue name back:
-  // its wait is over (core calls again, and it queues again), and a semaphore waiter, which waits
-  // on another slot each time, must not keep the queue of one it then does not take.
-  s.wake_wait = {"wake.wait",
-                 "SELECT CASE WHEN IS_USED_LOCK(:queue) <=> CONNECTION_ID()"
-                 " THEN CASE WHEN IS_USED_LOCK(:wake) IS NOT NULL AND COALESCE(GET_LOCK(:wake, :wait_ms / 1000), 0) = 1"
-                 " THEN 1 ELSE 0 * COALESCE(RELEASE_LOCK(:queue), 0) END"
-                 " ELSE COALESCE(GET_LOCK(:queue, :wait_ms / 1000), 0) = 1 END, RELEASE_LOCK(:wake)"};
-  // lease.taken's read, and in its select list, evaluated for the row found only (no row: taken
-  // over, no name taken), wake.hold's work. :take_wake 0: the holder's session took the wake name
-  // with the lock (lock_statements).
-  s.taken_holding = {"wake.taken_holding",
-                     sql::taken_sql(dialect, t, ", IF(:take_wake, GET_LOCK(:wake, 0), NULL), RELEASE_LOCK(:queue)")};
-  return s;
-}
+WakeStatements wake_statements(const std::string& prefix) { return sql::wake_statements(dialect, Tables(prefix, '`')); }
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
   const Tables t(options.table_prefix, '`');

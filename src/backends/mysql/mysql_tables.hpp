@@ -27,17 +27,10 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options, bool mari
 /// Parameters also :tag (the lock session's) and :seconds (the lock wait).
 sql::LockStatements lock_statements(const std::string& prefix, bool mariadb);
 
-/// The wake primitive's (NamedLockWake, mysql_connection.cpp). wake_wait: within :wait_ms, true once this waiter
-/// holds the key's queue name (the next to try) or, holding it, once the holder gave the wake
-/// name back; false at once when nobody holds the wake name (core's backoff takes over).
-/// taken_holding (:key :owner :take_wake): LeaseStatements::taken, and with the row wake_hold's
-/// work (the key's wake name taken unless :take_wake is 0, its queue name given back): a row-lock
-/// holder's read of the token it was given and its first step as holder in one round trip
-/// (NamedLockWake::reading_taken). A waiter that leaves the queue gives its names back with
-/// wake_release (it holds no wake name of a key it waits for).
-struct WakeStatements {
-  sql::Statement wake_hold, wake_release, wake_wait, taken_holding;
-};
+/// The wake primitive's (NamedLockWake, mysql_connection.cpp): core's, over the dialect's named
+/// locks (core/sql/statements.hpp); :wake and :queue the key's two names (mysql_names.hpp,
+/// Connection::run).
+using WakeStatements = sql::WakeStatements;
 WakeStatements wake_statements(const std::string& prefix);
 
 /// The holder session of session strategy `s`, a connection of its own: `opened`

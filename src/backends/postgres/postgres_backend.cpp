@@ -109,7 +109,7 @@ Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& opti
 std::vector<sql::Statement> every_statement(const BackendOptions& options) {
   BackendOptions shed = options;
   shed.shedlock = true;
-  const QueueStatements queue = queue_statements();
+  const sql::QueueStatements queue = queue_statements();
   sql::StatementCatalog c;
   c.add(lease_statements(options.table_prefix));
   c.add(lock_statements(options.table_prefix));

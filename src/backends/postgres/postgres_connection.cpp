@@ -858,7 +858,7 @@ class ListenWake final : public sql::Wake {
   Session* session_;
   std::shared_ptr<Connection> conn_;
   std::string prefix_;
-  QueueStatements q_;
+  sql::QueueStatements q_;
   int queued_on_ = 0;        // the server process on which this session holds a queue lock, or 0
   std::string queued_key_;   // the key of that queue lock
   Millis wait_until_{0};     // the end of the wait core allows now (boottime)

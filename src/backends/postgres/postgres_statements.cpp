@@ -59,13 +59,17 @@ const std::string incarnation =
 // What core's rules (core/sql/rules.hpp) need spelled in PostgreSQL.
 const sql::Dialect dialect{
     .now = "now()",
+    .clock = "clock_timestamp()",
     .time_of_ms = [](std::string_view ms) { return "timestamptz 'epoch' + " + std::string(ms) + " * interval '1 ms'"; },
     .integer = [](std::string_view param) { return std::string(param) + "::bigint"; },
     .started_ms_ago =
         [](std::string_view row, std::string_view now) {
           return "floor(extract(epoch FROM " + std::string(now) + " - " + std::string(row) + "last_started_at) * 1000)::bigint";
         },
-    .lease_live = [](std::string_view row) { return "COALESCE(" + std::string(row) + "expires_at > now(), false)"; },
+    .lease_live =
+        [](std::string_view row, std::string_view now) {
+          return "COALESCE(" + std::string(row) + "expires_at > " + std::string(now) + ", false)";
+        },
     // READ COMMITTED whatever the role's default: a statement after a lock (a semaphore's slot
     // rows after its header) must read what committed meanwhile.
     .begin = "BEGIN ISOLATION LEVEL READ COMMITTED",
@@ -89,6 +93,25 @@ const sql::Dialect dialect{
                  ") h";
         },
     .own_lease = {},  // none: the server's clock judges every lease
+    // Advisory locks on the key's hash (:lock, key_hash), held by the session. A wait is bounded
+    // by the transaction's lock_timeout, set ahead of it; the lock is wrapped in a subquery so
+    // that the set_config before it, in the FROM, is evaluated first (a subquery with a volatile
+    // function is not folded into the query). The locks are re-entrant and count their holds.
+    .session_lock = {
+        .try_lock = [](std::string_view key) { return "pg_try_advisory_lock(" + std::string(key) + ")"; },
+        .wait_lock =
+            [](std::string_view key) { return "(SELECT true FROM (SELECT pg_advisory_lock(" + std::string(key) + ")) w)"; },
+        .bound = "set_config('lock_timeout', :lock_timeout, true)",
+        .unlock = [](std::string_view key) { return "pg_advisory_unlock(" + std::string(key) + ")"; },
+        .unlock_all = "pg_advisory_unlock_all()",
+        .holds =
+            [](std::string_view key) {
+              const std::string k(key);
+              return "(SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()"
+                     " AND classid::bigint = (" + k + " >> 32) & 4294967295 AND objid::bigint = " + k +
+                     " & 4294967295 AND objsubid = 1)";
+            },
+    },
     .take = &take,
     // The key's waiters are told once the release commits, and that commit skips the disk wait
     // (unsynced_commit): only the acquisition must survive a crash (begin_release). The release
@@ -126,9 +149,6 @@ const sql::tables::SchemaDialect schema_dialect{
         },
     .add_column = "ADD COLUMN IF NOT EXISTS",
 };
-
-// The failover fence a token must exceed (failover.hpp), as the statements bind it.
-const std::string fence = dialect.integer(":fence");
 
 // Dialect::take. The row is taken by an UPDATE of the row it locks with SKIP LOCKED, and made by
 // an INSERT only when there is none. The waiters a release wakes find the row locked by the one
@@ -172,63 +192,13 @@ std::string take(const sql::Take& k) {
          " LEFT JOIN t ON true LEFT JOIN (" + k.refusal + ") r ON t.token IS NULL";
 }
 
-// session.take (statements.hpp; core's rule, rules.hpp session_upsert), its one row selected
-// `from` what decides whether it is taken (nothing: it is), its time `at` (now(), or, after a
-// lock the statement waited for, the time it was granted).
-std::string session_upsert(const Tables& t, std::string_view from, std::string_view at) {
-  return sql::on_conflict_upsert(sql::session_upsert(dialect, t, fence, at, "EXCLUDED.acquired_at"), from) +
-         " RETURNING token, " + ms("acquired_at") + ", NULL::bigint";
-}
-
-// A session advisory lock of :lock, waited for within :lock_timeout: the bound a setting of the
-// statement's own transaction, set ahead of the lock (a subquery with a volatile function is
-// evaluated first, not folded into the query).
-const std::string advisory_wait = "SELECT (SELECT true FROM (SELECT pg_advisory_lock(:lock::bigint)) w) AS got,"
-                                  " clock_timestamp() AS at FROM (SELECT set_config('lock_timeout', :lock_timeout, true)) c";
-
-// The lease's release (core/sql/lease_statements.cpp), which the session strategies' releases
-// with their history rows run first (sql::release_recorded).
-sql::Statement lease_release(const Tables& t) { return sql::lease_statements(dialect, t).release; }
-
 }  // namespace
 
-sql::LeaseStatements lease_statements(const std::string& prefix) {
-  const Tables t(prefix, '"');
-  sql::LeaseStatements s = sql::lease_statements(dialect, t);
-  s.session_take = {"session.take", session_upsert(t, "", "now()")};
-  return s;
-}
+sql::LeaseStatements lease_statements(const std::string& prefix) { return sql::lease_statements(dialect, Tables(prefix, '"')); }
 
 sql::LockStatements lock_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
-  const std::string advisory_try = "SELECT pg_try_advisory_lock(:lock::bigint) AS got, clock_timestamp() AS at";
-  // The lock first, then the clock (now() is when the statement began to wait), and the row
-  // numbered only when the lock was taken: one row of (session.take's columns, taken).
-  auto numbered = [&](std::string_view id, const std::string& lock) {
-    return sql::Statement{std::string(id), "WITH k AS (" + lock + "), a AS (" +
-                                               session_upsert(t, " FROM k WHERE k.got", "k.at") +
-                                               ") SELECT a.*, k.got FROM k LEFT JOIN a ON true"};
-  };
   sql::LockStatements s;
-  s.advisory_try = {"lock.advisory_try", advisory_try};
-  s.advisory_wait = {"lock.advisory_wait", advisory_wait};
-  s.advisory_numbered_try = numbered("lock.advisory_numbered_try", advisory_try);
-  s.advisory_numbered_wait = numbered("lock.advisory_numbered_wait", advisory_wait);
-  // The lock goes once the row is released (g reads u), before the commit: a waiter it lets in
-  // numbers the row once this statement has committed (its upsert waits for the row's lock).
-  s.advisory_released = sql::release_recorded(dialect, t, lease_release(t), "lock.advisory_released",
-                                              "g AS MATERIALIZED (SELECT ours, pg_advisory_unlock_all() FROM (SELECT"
-                                              " pg_advisory_unlock(:lock::bigint) AS ours FROM (SELECT count(*) FROM u) r"
-                                              " OFFSET 0) x)");
-  s.advisory_holds = {"lock.advisory_holds",
-                      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()"
-                      " AND classid::bigint = (:lock::bigint >> 32) & 4294967295"
-                      " AND objid::bigint = :lock::bigint & 4294967295 AND objsubid = 1"};
-  // Whether the key's lock was this session's (first: the subquery is evaluated before the
-  // outer row), then every advisory lock of the session, so a stacked second hold never stays.
-  s.advisory_give_back = {"lock.advisory_give_back", "SELECT ours, pg_advisory_unlock_all() FROM"
-                                                     " (SELECT pg_advisory_unlock(:lock::bigint) AS ours OFFSET 0) u"};
-  s.lock_wait = {"lock.lock_timeout", "SELECT set_config('lock_timeout', :lock_timeout, true)"};
   // Each lock answers with its transaction's id: a row, the lock taken.
   s.lock_claim = {"lock.claim", "SELECT txid_current() FROM " + t.claims + " WHERE name = :key AND kind = :kind FOR UPDATE"};
   s.make_claim = {"lock.make_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind) ON CONFLICT DO NOTHING"};
@@ -243,18 +213,15 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   // ends (row_release_ended): the row's release and the lock's end are one. Its times are the
   // statement's own (now() is the transaction's start: the take); txn-insert's own claims row,
   // which the end would keep, goes in it (the only such row it sees: another's is uncommitted).
-  sql::Statement ended = sql::release_recorded(
-      dialect, t, lease_release(t), "lock.row_release_ended",
+  sql::Dialect at_statement = dialect;
+  at_statement.now = "statement_timestamp()";
+  s.row_release_ended = sql::release_recorded(
+      at_statement, t, sql::lease_statements(at_statement, t).release, "lock.row_release_ended",
       "own_claim AS (DELETE FROM " + t.claims + " WHERE name = :key AND kind = 'txn-insert'), g AS (SELECT true AS ours)");
-  for (std::size_t at = 0; (at = ended.text.find("now()", at)) != std::string::npos;)
-    ended.text.replace(at, 5, "statement_timestamp()"), at += 21;
-  s.row_release_ended = std::move(ended);
   return sql::lock_statements(dialect, t, std::move(s));
 }
 
-QueueStatements queue_statements() {
-  return {{"queue.wait", advisory_wait}, {"queue.leave", "SELECT pg_advisory_unlock(:lock::bigint)"}};
-}
+sql::QueueStatements queue_statements() { return sql::queue_statements(dialect, dialect.integer(":lock")); }
 
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   return sql::shedlock_statements(dialect, Tables(options.table_prefix, '"'), quote_identifier(options.shedlock_table, '"'));

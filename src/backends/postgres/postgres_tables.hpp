@@ -30,13 +30,10 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options);
 /// key's hash), :hi and :lo (its halves as two ints), :lock_timeout (postgres_session_lock.cpp).
 sql::LockStatements lock_statements(const std::string& prefix);
 
-/// A lease waiter's queue (postgres_connection.cpp, ListenSignal), on :lock, a key's queue lock.
-/// wait: takes it within :lock_timeout (lock_not_available, 55P03, when the wait ended); leave:
-/// gives it back.
-struct QueueStatements {
-  sql::Statement wait, leave;
-};
-QueueStatements queue_statements();
+/// A lease waiter's queue (postgres_connection.cpp, ListenWake), on :lock, a key's queue lock
+/// (core's, rules.hpp): wait takes it within :lock_timeout (lock_not_available, 55P03, when the
+/// wait ended); leave gives it back.
+sql::QueueStatements queue_statements();
 
 /// advisory / for-update / txn-insert (core/sql/session_locker.hpp) with the server lock in the
 /// holder session `holder` (postgres_session_lock.cpp).

@@ -78,7 +78,7 @@ const sql::Dialect dialect{
     .time_of_ms =
         [](std::string_view ms) { return "strftime('%Y-%m-%d %H:%M:%f', " + std::string(ms) + " / 1000.0, 'unixepoch')"; },
     .started_ms_ago = [](std::string_view row, std::string_view) { return started_ago_sql(std::string(row)); },
-    .lease_live = [](std::string_view row) { return lease_live_sql(std::string(row)); },
+    .lease_live = [](std::string_view row, std::string_view) { return lease_live_sql(std::string(row)); },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " IS " + std::string(b); },
     .begin = "BEGIN IMMEDIATE",
     // Only the acquisition carries a token that must survive a power loss. A lost release leaves

@@ -15,6 +15,9 @@ struct Tables {
   Tables(const std::string& prefix, char quote);
   std::string prefix;
   std::string locks, runs, claims;
+  /// The table `table` ("locks", "runs", "claims") by its own name, unquoted: as a catalog
+  /// (information_schema) holds it.
+  std::string unquoted(std::string_view table) const { return prefix + std::string(table); }
 };
 
 /// `name` between `quote` characters, each `quote` inside doubled (SQL's rule for "..." and

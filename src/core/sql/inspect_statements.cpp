@@ -20,7 +20,7 @@ InspectStatements inspect_over(const Dialect& d, const Tables& t, const std::str
     // dblock's rows, then live and the server's verdict on a session strategy's holder: a
     // crashed session holder shows free.
     const std::string rows_of = "SELECT " + rows::status_select_list(d.epoch_ms, d.now) + ", CASE WHEN " +
-                                d.lease_live("l.") + " THEN 1 ELSE 0 END, " + d.session_holds("l.", t) + " FROM " +
+                                d.lease_live("l.", d.now) + " THEN 1 ELSE 0 END, " + d.session_holds("l.", t) + " FROM " +
                                 t.locks + " l";
     s.status_all = {"inspect.status_all", rows_of + " ORDER BY l.name"};
     s.status_keys = {"inspect.status_keys", rows_of + " WHERE l.name IN " + keys + " ORDER BY l.name"};

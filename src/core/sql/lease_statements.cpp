@@ -8,6 +8,15 @@
 #include "core/sql/rules.hpp"
 
 namespace dblock::sql {
+namespace {
+
+// Whether the dialect's upsert is core's ON CONFLICT form (on_conflict_upsert), whose condition
+// may name the inserted row (EXCLUDED) and whose row may be selected FROM another part.
+bool upserts_on_conflict(const Dialect& d) {
+  return d.upsert == static_cast<std::string (*)(const Upsert&)>(&on_conflict_upsert);
+}
+
+}  // namespace
 
 // Its upsert meets the name's row through any unique key: a second row of the name (a table
 // whose key is not the name alone) fails the subquery, which sends the run to the schema check
@@ -23,7 +32,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   const std::string fence = incarnation.empty() ? std::string() : d.integer(":fence");
   const std::string taken = "token, " + d.epoch_ms("acquired_at") + ", " + d.epoch_ms("expires_at");
   const std::string status = "SELECT " + rows::status_select_list(d.epoch_ms, d.now) + ", CASE WHEN " +
-                             d.lease_live("") + " THEN 1 ELSE 0 END, ";
+                             d.lease_live("", d.now) + " THEN 1 ELSE 0 END, ";
   const std::string refused = status.substr(std::string_view("SELECT ").size()) + due_in_ms_sql(d, "");
   const std::string holder = " WHERE name = :key AND owner = :owner AND token = " + token + " AND released_at IS NULL";
   LeaseStatements s;
@@ -53,13 +62,13 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                     return set;
                   },
                   [&d](std::string_view row) {
-                    const std::string over = "NOT " + d.lease_live(row);
+                    const std::string over = "NOT " + d.lease_live(row, d.now);
                     return over + " AND " + rows::strategy_allows_sql(row, "'lease'", over) + " AND " +
                            due_sql(d, row, d.now);
                   }};
   };
   const std::string standard = d.upsert(take(fence)) + d.returning(taken);
-  s.take = {"lease.take", d.take(Take{take, fence, taken, s.refusal.text, refused, standard})};
+  s.take = {"lease.take", d.take(Take{take, fence, taken, s.refusal.text, refused, standard, t.unquoted("locks")})};
   // Where the take returns no rows.
   if (d.returning(taken).empty()) s.taken = {"lease.taken", taken_sql(d, t)};
 
@@ -120,10 +129,15 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
   s.failover = failover_statements(d, t);
   // A server's (one with sessions: Dialect::session_id) session strategies number the row with
-  // the dialect's upsert, its token read back by `taken` where it returns none; a dialect that
+  // the dialect's upsert and its RETURNING, the token read back by `taken` where it returns none
+  // (ON CONFLICT's condition reads the inserted row's time, numbered_upsert_sql); a dialect that
   // numbers another way writes its own over this.
   if (!d.session_id.empty())
-    s.session_take = {"session.take", d.upsert(session_upsert(d, t, d.integer(":fence"), d.now, d.now))};
+    s.session_take = {"session.take",
+                      upserts_on_conflict(d)
+                          ? numbered_upsert_sql(d, t, "", d.now)
+                          : d.upsert(session_upsert(d, t, d.integer(":fence"), d.now, d.now)) +
+                                d.returning("token, " + d.epoch_ms("acquired_at") + ", " + d.integer("NULL"))};
   return s;
 }
 
@@ -170,8 +184,120 @@ DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect
   return s;
 }
 
+std::string holds_sql(const Dialect& d, std::string_view key) {
+  const SessionLock& l = d.session_lock;
+  if (l.holds) return l.holds(key);
+  return l.holder ? d.same(l.holder(key), d.session_id) : std::string();
+}
+
+std::string numbered_upsert_sql(const Dialect& d, const Tables& t, std::string_view from, std::string_view at) {
+  const std::string fence = d.incarnation.empty() ? std::string() : d.integer(":fence");
+  return on_conflict_upsert(session_upsert(d, t, fence, at, "EXCLUDED.acquired_at"), from) +
+         d.returning("token, " + d.epoch_ms("acquired_at") + ", " + d.integer("NULL"));
+}
+
+namespace {
+
+// The lock's statement: one row of (got, at), at the moment the lock was answered (Dialect::clock),
+// so that a row numbered after a wait has the time of the grant, not of the statement's start.
+// A wait's bound (SessionLock::bound) is set in its FROM, which is evaluated first.
+std::string lock_sql(const Dialect& d, const std::string& got, bool waits) {
+  const SessionLock& l = d.session_lock;
+  return "SELECT " + got + " AS got" + (d.clock.empty() ? "" : ", " + d.clock + " AS at") +
+         (waits && !l.bound.empty() ? " FROM (SELECT " + l.bound + ") c" : "");
+}
+
+// A take's answer: where the server tells the lock's holder, NULL when this session holds it
+// already (a second hold of a re-entrant lock would need a second give-back).
+std::string got(const Dialect& d, std::string (*take)(std::string_view), const std::string& key) {
+  const SessionLock& l = d.session_lock;
+  if (!l.holder) return take(key);
+  return "CASE WHEN " + holds_sql(d, key) + " THEN NULL ELSE " + take(key) + " END";
+}
+
+// The give-back: whether the key's lock was this session's, then (SessionLock::unlock_all) every
+// lock of the session, so a stacked second hold never stays; the subquery is kept apart (OFFSET
+// 0) so it is evaluated before the outer row, which names it `alias`. `after` (" FROM ...", or
+// ""): what it runs after.
+std::string give_back_sql(const SessionLock& l, const std::string& key, const std::string& after, std::string_view alias) {
+  const std::string ours = "SELECT " + l.unlock(key) + " AS ours" + after;
+  return l.unlock_all.empty() ? ours : "SELECT ours, " + l.unlock_all + " FROM (" + ours + " OFFSET 0) " + std::string(alias);
+}
+
+void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& s) {
+  const SessionLock& l = d.session_lock;
+  const std::string key = l.key ? l.key(t) : d.integer(":lock");
+  auto fill = [](Statement& slot, std::string id, std::string text) {
+    if (slot.empty()) slot = {std::move(id), std::move(text)};
+  };
+  // A dialect that writes its own take writes its own take without waiting, or none (the take
+  // with no wait then serves).
+  if (l.try_lock && s.advisory_wait.empty())
+    fill(s.advisory_try, "lock.advisory_try", lock_sql(d, got(d, l.try_lock, key), false));
+  if (l.wait_lock) fill(s.advisory_wait, "lock.advisory_wait", lock_sql(d, got(d, l.wait_lock, key), true));
+  if (const std::string holds = holds_sql(d, key); !holds.empty())
+    fill(s.advisory_holds, "lock.advisory_holds", "SELECT " + holds);
+  if (l.unlock)
+    fill(s.advisory_give_back, "lock.advisory_give_back",
+         l.unlock_all.empty() ? "SELECT " + l.unlock(key) : give_back_sql(l, key, "", "u"));
+  if (!l.bound.empty()) fill(s.lock_wait, "lock.lock_timeout", "SELECT " + l.bound);
+  // The lock and the row's numbering in one statement, where its parts may write (a
+  // data-modifying WITH: Dialect::unsynced_commit) and the upsert can select its row from the
+  // lock's answer (ON CONFLICT's): the lock first, then the clock, and the row numbered only when
+  // the lock was taken. One row of (session.take's columns, taken).
+  if (d.clock.empty() || d.unsynced_commit.empty() || !upserts_on_conflict(d)) return;
+  auto numbered = [&](Statement& slot, std::string id, const Statement& lock) {
+    if (!lock.empty())
+      fill(slot, std::move(id), "WITH k AS (" + lock.text + "), a AS (" +
+                                    numbered_upsert_sql(d, t, " FROM k WHERE k.got", "k.at") +
+                                    ") SELECT a.*, k.got FROM k LEFT JOIN a ON true");
+  };
+  numbered(s.advisory_numbered_try, "lock.advisory_numbered_try", s.advisory_try);
+  numbered(s.advisory_numbered_wait, "lock.advisory_numbered_wait", s.advisory_wait);
+  // The lock goes once the row is released (g reads u), before the commit: a waiter it lets in
+  // numbers the row once this statement has committed (its upsert waits for the row's lock).
+  if (l.unlock && !s.advisory_numbered_try.empty())
+    fill(s.advisory_released, "lock.advisory_released",
+         release_recorded(d, t, lease_statements(d, t).release, "lock.advisory_released",
+                          "g AS MATERIALIZED (" + give_back_sql(l, key, " FROM (SELECT count(*) FROM u) r", "x") + ")")
+             .text);
+}
+
+}  // namespace
+
+WakeStatements wake_statements(const Dialect& d, const Tables& t) {
+  const SessionLock& l = d.session_lock;
+  if (!l.holder || !l.try_lock || !l.wait_lock || !l.unlock) return {};
+  const std::string wake = ":wake", queue = ":queue";
+  WakeStatements s;
+  s.wake_hold = {"wake.hold", "SELECT " + l.try_lock(wake) + ", " + l.unlock(queue)};
+  // Giving back a lock this session does not hold changes nothing.
+  s.wake_release = {"wake.release", "SELECT " + l.unlock(wake) + ", " + l.unlock(queue)};
+  // The queue lock is asked for only when this session does not hold it already (a re-entrant
+  // lock would count a second hold); CASE evaluates one branch. The head that was not woken
+  // gives the queue lock back: its wait is over (core calls again, and it queues again), and a
+  // semaphore waiter, which waits on another slot each time, must not keep the queue of one it
+  // then does not take.
+  s.wake_wait = {"wake.wait", "SELECT CASE WHEN " + holds_sql(d, queue) + " THEN CASE WHEN " + l.holder(wake) +
+                                  " IS NOT NULL AND COALESCE(" + l.wait_lock(wake) + ", 0) = 1 THEN 1 ELSE 0 * COALESCE(" +
+                                  l.unlock(queue) + ", 0) END ELSE COALESCE(" + l.wait_lock(queue) + ", 0) = 1 END, " +
+                                  l.unlock(wake)};
+  // lease.taken's read, and in its select list, evaluated for the row found only (no row: taken
+  // over, no lock taken), wake_hold's work.
+  s.taken_holding = {"wake.taken_holding", taken_sql(d, t, ", CASE WHEN " + d.integer(":take_wake") + " = 1 THEN " +
+                                                               l.try_lock(wake) + " END, " + l.unlock(queue))};
+  return s;
+}
+
+QueueStatements queue_statements(const Dialect& d, std::string_view key) {
+  const SessionLock& l = d.session_lock;
+  if (!l.wait_lock || !l.unlock) return {};
+  return {{"queue.wait", lock_sql(d, l.wait_lock(key), true)}, {"queue.leave", "SELECT " + l.unlock(key)}};
+}
+
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s) {
   const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
+  session_lock_statements(d, t, s);
   s.begin = d.begin;
   if (s.insert_claim.empty())
     s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};

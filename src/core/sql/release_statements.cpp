@@ -11,12 +11,12 @@ ReleaseStatements release_statements(const Dialect& d, const Tables& t) {
   // The named holder's unreleased row; --force: whoever holds it, a --min-hold that a finished
   // holder left behind included (the key is free when the command returns).
   const std::string marked = "l.name = :key AND (" + d.integer(":force") + " = 1 AND (l.released_at IS NULL OR " +
-                             d.lease_live("l.") + ") OR l.released_at IS NULL AND " + named_holder_sql(d, "l.") + ")";
+                             d.lease_live("l.", d.now) + ") OR l.released_at IS NULL AND " + named_holder_sql(d, "l.") + ")";
   // A running lease ends now, truncated to the millisecond, never rounded up into the column's
   // precision: the key must read free right after.
   const std::string now_ms = d.time_of_ms(d.epoch_ms(d.now));
   const std::string release = "UPDATE " + t.locks + " AS l SET released_at = " + d.now + ", expires_at = CASE WHEN " +
-                              d.lease_live("l.") + " THEN " + now_ms + " ELSE l.expires_at END" +
+                              d.lease_live("l.", d.now) + " THEN " + now_ms + " ELSE l.expires_at END" +
                               more_assignments(d.own_lease.end("")) + " WHERE " + marked;
   ReleaseStatements s;
   s.release = {"release.release", release};

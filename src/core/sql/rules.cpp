@@ -84,24 +84,28 @@ std::string header_free_sql(const Dialect& d, std::string_view row, const std::s
   const std::string r(row);
   const std::string slot_held = "EXISTS (SELECT 1 FROM (SELECT 1 FROM " + locks +
                                 " s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL AND (NOT " +
-                                d.same("s.strategy", "'lease'") + " OR " + d.lease_live("s.") + ") LIMIT 1) AS held)";
+                                d.same("s.strategy", "'lease'") + " OR " + d.lease_live("s.", d.now) + ") LIMIT 1) AS held)";
   // Each AND under its OR parenthesized (as SQL reads it anyway), so the layout shows it.
   return "CASE WHEN " + d.same(r + "strategy", "'semaphore'") + " THEN " + r + "slots = " + d.integer(":slots") +
          " OR (" + d.integer(":recount") + " = 1 AND NOT " + slot_held + ") ELSE " + r + "acquired_at IS NULL OR (NOT " +
-         d.lease_live(r) + " AND (" + r + "released_at IS NOT NULL OR " + r + "strategy = 'lease')) END";
+         d.lease_live(r, d.now) + " AND (" + r + "released_at IS NOT NULL OR " + r + "strategy = 'lease')) END";
 }
 
 std::string failover_delayed_sql(const Dialect& d, std::string_view r) {
   // The record's expires_at is the end of the lock-delay: in force while that "lease" runs.
-  return d.lease_live(r);
+  return d.lease_live(r, d.now);
 }
 
 std::string failover_covers_sql(const Dialect& d, std::string_view r) {
   return std::string(r) + "pid >= " + d.integer(":ttl_ms");
 }
 
+std::string failover_open_conditions(const Dialect& d, std::string_view r, std::string_view here) {
+  return std::string(here) + " AND NOT " + failover_delayed_sql(d, r) + " AND " + failover_covers_sql(d, r);
+}
+
 std::string failover_open_sql(const Dialect& d, std::string_view r, std::string_view here) {
-  return "(" + std::string(here) + " AND NOT " + failover_delayed_sql(d, r) + " AND " + failover_covers_sql(d, r) + ")";
+  return "(" + failover_open_conditions(d, r, here) + ")";
 }
 
 }  // namespace dblock::sql

@@ -65,6 +65,8 @@ struct Take {
   /// The take in core's form: the dialect's upsert (Dialect::upsert) of upsert(fence), then its
   /// RETURNING (Dialect::returning) of `returning`; the default Dialect::take.
   std::string standard;
+  /// The table taken from, unquoted (Tables::unquoted), for a take that reads its catalog.
+  std::string table_name;
 };
 
 /// A lease that a dialect keeps in a <prefix>locks row on a clock of its own, beside its
@@ -85,12 +87,48 @@ struct OwnLease {
   Assignments (*end)(std::string_view min_hold) = [](std::string_view) { return Assignments(); };
 };
 
+/// A dialect's session lock (PostgreSQL's advisory locks, MySQL's named locks): a lock on a key
+/// that a server session takes, keeps across its transactions and lets go, or loses when it
+/// ends. Each member is an expression of a select list; core writes the statements around them
+/// (lock_statements, queue_statements). A dialect without one leaves them unset: no statements.
+struct SessionLock {
+  /// The advisory strategy's lock of :key (SQL, as the members below take it). Default: the
+  /// key's hash (key_hash), which the holder session binds as :lock, as an integer.
+  std::string (*key)(const Tables& t) = nullptr;
+  /// Takes `key` without waiting: true when taken, false when another session holds it.
+  std::string (*try_lock)(std::string_view key) = nullptr;
+  /// Takes `key`, waiting within the bound that `bound` set (ErrorKind::wait_ended once over):
+  /// true when taken.
+  std::string (*wait_lock)(std::string_view key) = nullptr;
+  /// What bounds a lock wait of the rest of the transaction to :lock_timeout (a select-list
+  /// item, run ahead of the wait: a row lock's too, LockStatements::lock_wait). "" where the wait
+  /// takes its bound itself.
+  std::string bound = {};
+  /// Lets `key` go: true when this session held it.
+  std::string (*unlock)(std::string_view key) = nullptr;
+  /// Lets every lock of this session go, where the lock is re-entrant and counts its holds: a
+  /// stacked second hold must not stay. "" where one unlock lets a key go.
+  std::string unlock_all = {};
+  /// 1 while this session holds `key`, else 0. Default: `holder` the session's own id
+  /// (Dialect::same, Dialect::session_id).
+  std::string (*holds)(std::string_view key) = nullptr;
+  /// The server's id (Dialect::session_id's) of the session that holds `key`, NULL when none
+  /// does; nullptr where the server does not tell. Where it does, a take of a key the session
+  /// holds already answers NULL (LockStatements::advisory_wait), and waiters hear a release by
+  /// the lock alone (wake_statements).
+  std::string (*holder)(std::string_view key) = nullptr;
+};
+
 /// What a dialect spells its own way, for the rules of this file; each dialect gives one, in its
 /// <name>_statements.cpp. A member with a default has core's form, standard SQL or what most
 /// dialects share: a dialect sets only those it spells otherwise.
 struct Dialect {
   /// The current time, as the timestamp columns store it.
   std::string now;
+  /// The moment the expression is evaluated, as the timestamp columns store it, where `now` is
+  /// the statement's or transaction's start: the time a lock the statement waited for was
+  /// granted. "" where none (a lock that waits numbers no row in the same statement).
+  std::string clock = {};
   /// The stored timestamp of `ms`, an integer SQL expression of epoch milliseconds.
   std::string (*time_of_ms)(std::string_view ms) = nullptr;
   /// The bound parameter `param` (":name") where an integer is expected (PostgreSQL's arrive as
@@ -99,9 +137,10 @@ struct Dialect {
   /// Whole milliseconds (an integer) from the last start of the row `row` ("" or an alias and its
   /// dot) to `now` (a time expression; SQLite judges on its own clock).
   std::string (*started_ms_ago)(std::string_view row, std::string_view now) = nullptr;
-  /// 1 (true) while the lease of the row `row` ("" or an alias and its dot) runs, else 0 (false),
-  /// never NULL.
-  std::string (*lease_live)(std::string_view row) = nullptr;
+  /// 1 (true) while the lease of the row `row` ("" or an alias and its dot) runs at `now` (a time
+  /// expression: `now`, or a statement's own time; SQLite judges on its own clock), else 0
+  /// (false), never NULL.
+  std::string (*lease_live)(std::string_view row, std::string_view now) = nullptr;
   /// `a` and `b` equal, NULL equal to NULL, never NULL itself. Default: IS NOT DISTINCT FROM.
   std::string (*same)(std::string_view a, std::string_view b) = [](std::string_view a, std::string_view b) {
     return std::string(a) + " IS NOT DISTINCT FROM " + std::string(b);
@@ -152,6 +191,8 @@ struct Dialect {
   };
   /// A lease of the dialect's own clock, where it keeps one (OwnLease).
   OwnLease own_lease = {};
+  /// Its session lock, where it has one (SessionLock).
+  SessionLock session_lock = {};
   /// LeaseStatements::take from `k`: the dialect's conditional upsert, its RETURNING or none,
   /// and what it can read in the same statement: the failover gate (a take that binds :record
   /// reads it) and the refusal (`k.refusal`, after the taken row's columns). Default: core's
@@ -239,11 +280,32 @@ Statement session_id_statement(const Dialect& d);
 DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options);
 
 /// The session strategies' server-lock statements (LockStatements): the dialect's own `s` (its
-/// session-lock primitive, its claims' lock and insert), completed with what is standard SQL:
-/// `begin` (Dialect::begin), insert_claim (a plain INSERT, unless the dialect wrote its own),
-/// lock_claim_nowait (lock_claim with NOWAIT, unless the dialect wrote its own: MariaDB's NOWAIT
-/// also refuses to wait for a table's metadata lock), holds_claim and alive.
+/// claims' lock and insert, and any statement it writes its own way), completed with what is
+/// standard SQL: `begin` (Dialect::begin), insert_claim (a plain INSERT, unless the dialect wrote
+/// its own), lock_claim_nowait (lock_claim with NOWAIT, unless the dialect wrote its own:
+/// MariaDB's NOWAIT also refuses to wait for a table's metadata lock), holds_claim and alive;
+/// and, each where the dialect's session lock (Dialect::session_lock) has what it needs and `s`
+/// has none, the advisory strategy's statements over it and lock_wait (SessionLock::bound).
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s);
+
+/// session.take's upsert (session_upsert, at `at`), its rows selected `from` what decides whether
+/// it is taken ("": it is), and RETURNING session_take's three columns: where the dialect's upsert
+/// is ON CONFLICT's and returns rows. The advisory strategy's numbering in the lock's own
+/// statement (LockStatements::advisory_numbered_*) reads the lock's answer so.
+std::string numbered_upsert_sql(const Dialect& d, const Tables& t, std::string_view from, std::string_view at);
+
+/// 1 while this session holds the session lock `key` (SessionLock::holds, or its holder the
+/// session), "" where the dialect has none.
+std::string holds_sql(const Dialect& d, std::string_view key);
+
+/// How waiters hear a release through the dialect's session lock alone (WakeStatements), where
+/// it tells a lock's holder (SessionLock::holder); empty elsewhere.
+WakeStatements wake_statements(const Dialect& d, const Tables& t);
+
+/// A lease waiter's queue on the session lock `key` (SQL; SessionLock): `wait` takes it within
+/// :lock_timeout (SessionLock::wait_lock), `leave` gives it back. Empty where the dialect has no
+/// session lock that waits.
+QueueStatements queue_statements(const Dialect& d, std::string_view key);
 
 /// The failover lock-delay's statements (FailoverStatements) over dblock's tables `t`, standard
 /// SQL but for the dialect's incarnation, times and serving columns; all empty where the
@@ -305,5 +367,7 @@ std::string header_free_sql(const Dialect& d, std::string_view row, const std::s
 std::string failover_delayed_sql(const Dialect& d, std::string_view r);
 std::string failover_covers_sql(const Dialect& d, std::string_view r);
 std::string failover_open_sql(const Dialect& d, std::string_view r, std::string_view here);
+/// failover_open_sql's conditions without its parentheses, to be ANDed with others.
+std::string failover_open_conditions(const Dialect& d, std::string_view r, std::string_view here);
 
 }  // namespace dblock::sql

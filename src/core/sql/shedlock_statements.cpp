@@ -98,7 +98,7 @@ ShedlockStatements shedlock_statements(const Dialect& d, const Tables& t, const 
                           return set;
                         },
                         [&](std::string_view row) {
-                          return rows::strategy_allows_sql(row, "'shedlock'", "NOT " + d.lease_live(row)) + " AND " +
+                          return rows::strategy_allows_sql(row, "'shedlock'", "NOT " + d.lease_live(row, d.now)) + " AND " +
                                  shedlock::same_table_sql(row);
                         }}) +
                   d.returning("token, " + d.epoch_ms("acquired_at"))};

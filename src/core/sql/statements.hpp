@@ -352,6 +352,31 @@ struct SchemaStatements {
 
 namespace dblock::sql {
 
+/// A lease waiter's queue on a key's session lock (rules.hpp, queue_statements): at its head,
+/// the waiter listens for the holder's release; the others wait for their turn. `wait` takes the
+/// queue's lock within :lock_timeout (the dialect's lock-not-available error once the wait is
+/// over); `leave` gives it back.
+struct QueueStatements {
+  Statement wait, leave;
+};
+
+/// Waiters that hear a release through session locks alone (rules.hpp, wake_statements; MySQL's
+/// NamedLockWake), on two locks of a key that the session binds from :key: a holder keeps the
+/// key's wake lock (:wake) while it holds the key, and the one waiter that holds the key's queue
+/// lock (:queue) waits for the wake lock; the other waiters wait for the queue lock. So a release
+/// wakes one waiter, not all of them. The wake lock is taken without waiting: a semaphore's
+/// slots share one. wake_hold: the wake lock taken, the queue lock given back (the waiter became
+/// the holder); wake_release: both given back. wake_wait: within :wait_ms, true once this waiter
+/// holds the queue lock (the next to try) or, holding it, once the holder gave the wake lock
+/// back; false at once when nobody holds the wake lock (core's backoff takes over). A waiter
+/// that leaves the queue gives its locks back with wake_release (it holds no wake lock of a key
+/// it waits for). taken_holding (:key :owner :take_wake): LeaseStatements::taken, and with the
+/// row wake_hold's work (the wake lock taken unless :take_wake is 0): a row-lock holder's read of
+/// the token it was given and its first step as holder in one round trip.
+struct WakeStatements {
+  Statement wake_hold, wake_release, wake_wait, taken_holding;
+};
+
 /// The server lock of the session strategies (session_locker.hpp), run in the holder session.
 /// Parameters: :key, :kind (the strategy: the claims row's), :wait_ms (HolderSession::server_wait)
 /// and the dialect's own (HolderSession::bind). A statement a dialect needs not stays empty.

@@ -16,7 +16,7 @@ const sql::Dialect marked{
     .integer = [](std::string_view param) { return "INT(" + std::string(param) + ")"; },
     .started_ms_ago = [](std::string_view row,
                          std::string_view now) { return "AGO(" + std::string(row) + ", " + std::string(now) + ")"; },
-    .lease_live = [](std::string_view row) { return "LIVE(" + std::string(row) + ")"; },
+    .lease_live = [](std::string_view row, std::string_view) { return "LIVE(" + std::string(row) + ")"; },
     .same = [](std::string_view a, std::string_view b) { return "SAME(" + std::string(a) + ", " + std::string(b) + ")"; },
     .begin = "BEGIN",
     .begin_unsynced = "BEGIN UNSYNCED",
@@ -318,7 +318,7 @@ TEST_CASE("a dialect that leaves a member unset gets core's form of it") {
       .now = "NOW",
       .time_of_ms = [](std::string_view ms) { return "TIME(" + std::string(ms) + ")"; },
       .started_ms_ago = [](std::string_view row, std::string_view) { return "AGO(" + std::string(row) + ")"; },
-      .lease_live = [](std::string_view row) { return "LIVE(" + std::string(row) + ")"; },
+      .lease_live = [](std::string_view row, std::string_view) { return "LIVE(" + std::string(row) + ")"; },
       .epoch_ms = [](std::string_view t) { return "MS(" + std::string(t) + ")"; },
       .plus_ms = [](std::string_view t, std::string_view ms) { return "PLUS(" + std::string(t) + ", " + std::string(ms) + ")"; },
       .json_texts = [](std::string_view param) { return "JSON(" + std::string(param) + ")"; },
@@ -346,13 +346,21 @@ TEST_CASE("a dialect that leaves a member unset gets core's form of it") {
   // No server sessions: `dblock release` answers nothing and ends none.
   CHECK(sql::release_statements(plain, t).holder.empty());
   CHECK(s.session_take.empty());
-  // With server sessions, the session strategies number the row with core's upsert.
+  // With server sessions, the session strategies number the row with core's upsert and its
+  // RETURNING, the condition on the inserted row's time.
   sql::Dialect sessions = plain;
   sessions.session_id = "SESSION";
   const sql::Statement numbered = sql::lease_statements(sessions, t).session_take;
   CHECK(numbered.id == "session.take");
+  CHECK(numbered.text == sql::numbered_upsert_sql(sessions, t, "", "NOW"));
   CHECK(numbered.text.find(" ON CONFLICT (name) DO UPDATE SET ") != std::string::npos);
-  CHECK(numbered.text.find("RETURNING") == std::string::npos);  // its token read back by `taken`
+  CHECK(numbered.text.find("l.expires_at <= EXCLUDED.acquired_at") != std::string::npos);
+  CHECK(numbered.text.ends_with(" RETURNING token, MS(acquired_at), NULL"));
+  // Another upsert, without RETURNING: its token read back by `taken`.
+  sessions.upsert = [](const sql::Upsert& u) { return "UPSERT " + u.table + " WHEN " + u.when(""); };
+  sessions.returning = [](std::string_view) { return std::string(); };
+  CHECK(sql::lease_statements(sessions, t).session_take.text.starts_with("UPSERT \"p_locks\" WHEN NOT "));
+  CHECK(sql::lease_statements(sessions, t).session_take.text.find("expires_at <= NOW") != std::string::npos);
 
   // The session strategies' txn-insert: a plain INSERT unless the dialect writes its own.
   const sql::LockStatements l = sql::lock_statements(plain, t, {});
@@ -360,4 +368,141 @@ TEST_CASE("a dialect that leaves a member unset gets core's form of it") {
   sql::LockStatements own;
   own.insert_claim = {"lock.insert_claim", "INSERT OWN"};
   CHECK(sql::lock_statements(plain, t, own).insert_claim.text == "INSERT OWN");
+}
+
+namespace {
+
+// The marked dialect with a session lock whose every expression is marked, and a clock.
+sql::Dialect with_session_lock() {
+  sql::Dialect d = marked;
+  d.clock = "CLOCK";
+  d.unsynced_commit = "UNSYNCED";  // a statement's parts may write
+  d.session_lock = {
+      .try_lock = [](std::string_view key) { return "TRY(" + std::string(key) + ")"; },
+      .wait_lock = [](std::string_view key) { return "WAIT(" + std::string(key) + ")"; },
+      .bound = "BOUND(:lock_timeout)",
+      .unlock = [](std::string_view key) { return "UNLOCK(" + std::string(key) + ")"; },
+      .unlock_all = "UNLOCK_ALL",
+      .holds = [](std::string_view key) { return "HELD(" + std::string(key) + ")"; },
+  };
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("the advisory statements: written once over the dialect's session lock, on the key's hash by default") {
+  const Tables t("p_", '"');
+  const sql::Dialect d = with_session_lock();
+  const sql::LockStatements s = sql::lock_statements(d, t, {});
+  CHECK(s.advisory_try.id == "lock.advisory_try");
+  CHECK(s.advisory_try.text == "SELECT TRY(INT(:lock)) AS got, CLOCK AS at");
+  // The wait's bound in its FROM, evaluated first.
+  CHECK(s.advisory_wait.text == "SELECT WAIT(INT(:lock)) AS got, CLOCK AS at FROM (SELECT BOUND(:lock_timeout)) c");
+  CHECK(s.advisory_holds.text == "SELECT HELD(INT(:lock))");
+  CHECK(s.advisory_give_back.text == "SELECT ours, UNLOCK_ALL FROM (SELECT UNLOCK(INT(:lock)) AS ours OFFSET 0) u");
+  CHECK(s.lock_wait.id == "lock.lock_timeout");
+  CHECK(s.lock_wait.text == "SELECT BOUND(:lock_timeout)");
+  // Numbered in the lock's statement, the row's time the grant's (k.at), read back by RETURNING.
+  CHECK(s.advisory_numbered_wait.text ==
+        "WITH k AS (" + s.advisory_wait.text + "), a AS (" +
+            sql::on_conflict_upsert(sql::session_upsert(d, t, "INT(:fence)", "k.at", "EXCLUDED.acquired_at"),
+                                    " FROM k WHERE k.got") +
+            " RETURNING token, MS(acquired_at), INT(NULL)) SELECT a.*, k.got FROM k LEFT JOIN a ON true");
+  CHECK(s.advisory_numbered_try.text.starts_with("WITH k AS (" + s.advisory_try.text + "), a AS (INSERT INTO"));
+  // Released: the row, then the lock given back (after the release: it reads u), then the history row.
+  CHECK(s.advisory_released.id == "lock.advisory_released");
+  CHECK(s.advisory_released.text.find("g AS MATERIALIZED (SELECT ours, UNLOCK_ALL FROM (SELECT UNLOCK(INT(:lock)) AS"
+                                      " ours FROM (SELECT count(*) FROM u) r OFFSET 0) x)") != std::string::npos);
+  CHECK(s.advisory_released.text.find("CASE WHEN (SELECT ours FROM g) THEN :outcome ELSE 'lost' END") != std::string::npos);
+
+  // A statement the dialect writes its own is kept; a key of the dialect's own.
+  sql::Dialect named = d;
+  named.session_lock.key = [](const Tables& tables) { return "NAME(" + tables.prefix + ", :key)"; };
+  named.session_lock.unlock_all = {};
+  sql::LockStatements own;
+  own.advisory_wait = {"lock.advisory_take", "OWN WAIT"};
+  const sql::LockStatements n = sql::lock_statements(named, t, own);
+  CHECK(n.advisory_wait.text == "OWN WAIT");
+  CHECK(n.advisory_holds.text == "SELECT HELD(NAME(p_, :key))");
+  CHECK(n.advisory_give_back.text == "SELECT UNLOCK(NAME(p_, :key))");
+  CHECK(n.advisory_numbered_wait.text.starts_with("WITH k AS (OWN WAIT), a AS ("));
+
+  // The queue: the same wait, on the key given.
+  const sql::QueueStatements q = sql::queue_statements(d, "INT(:lock)");
+  CHECK(q.wait.id == "queue.wait");
+  CHECK(q.wait.text == s.advisory_wait.text);
+  CHECK(q.leave.text == "SELECT UNLOCK(INT(:lock))");
+
+  // Without a session lock, none of them.
+  const sql::LockStatements none = sql::lock_statements(marked, t, {});
+  CHECK(none.advisory_try.empty());
+  CHECK(none.advisory_wait.empty());
+  CHECK(none.advisory_holds.empty());
+  CHECK(none.advisory_give_back.empty());
+  CHECK(none.advisory_numbered_try.empty());
+  CHECK(none.advisory_released.empty());
+  CHECK(none.lock_wait.empty());
+  CHECK(sql::queue_statements(marked, "K").wait.empty());
+}
+
+TEST_CASE("a lease judged live at the time a statement gives: the dialect's now by default, another in a dialect copy") {
+  sql::Dialect d = marked;
+  d.lease_live = [](std::string_view row, std::string_view now) {
+    return "LIVE(" + std::string(row) + ", " + std::string(now) + ")";
+  };
+  const Tables t("p_", '"');
+  CHECK(sql::lease_statements(d, t).refusal.text.find("LIVE(, NOW)") != std::string::npos);
+  d.now = "STATEMENT";
+  d.unsynced_commit = "UNSYNCED";
+  const sql::Statement release = sql::lease_statements(d, t).release;
+  const std::string recorded = sql::release_recorded(d, t, release, "x").text;
+  CHECK(recorded.find("NOW") == std::string::npos);
+  CHECK(recorded.find("STATEMENT") != std::string::npos);
+  CHECK(sql::header_free_sql(d, "l.", t.locks).find("LIVE(s., STATEMENT)") != std::string::npos);
+}
+
+TEST_CASE("a table by its own name, and the failover gate's conditions to AND with others") {
+  const Tables t("p_", '`');
+  CHECK(t.locks == "`p_locks`");
+  CHECK(t.unquoted("locks") == "p_locks");
+  CHECK(t.unquoted("claims") == "p_claims");
+  // A take that reads the catalog is given its table's own name.
+  sql::Dialect catalog = marked;
+  catalog.take = [](const sql::Take& k) { return k.table_name; };
+  CHECK(sql::lease_statements(catalog, Tables("a`b_", '`')).take.text == "a`b_locks");
+  CHECK(sql::failover_open_sql(marked, "r.", "HERE") == "(" + sql::failover_open_conditions(marked, "r.", "HERE") + ")");
+  CHECK(sql::failover_open_conditions(marked, "r.", "HERE") == "HERE AND NOT LIVE(r.) AND r.pid >= INT(:ttl_ms)");
+}
+
+TEST_CASE("where the server tells a lock's holder: a second take answers NULL, and waiters hear a release by the lock") {
+  const Tables t("p_", '`');
+  sql::Dialect d = marked;
+  d.session_lock = {
+      .key = [](const Tables& tables) { return "NAME(" + tables.prefix + ")"; },
+      .try_lock = [](std::string_view key) { return "TRY(" + std::string(key) + ")"; },
+      .wait_lock = [](std::string_view key) { return "WAIT(" + std::string(key) + ")"; },
+      .unlock = [](std::string_view key) { return "UNLOCK(" + std::string(key) + ")"; },
+      .holder = [](std::string_view key) { return "HOLDER(" + std::string(key) + ")"; },
+  };
+  const sql::LockStatements s = sql::lock_statements(d, t, {});
+  CHECK(s.advisory_wait.text == "SELECT CASE WHEN SAME(HOLDER(NAME(p_)), SESSION) THEN NULL ELSE WAIT(NAME(p_)) END AS got");
+  CHECK(s.advisory_try.text == "SELECT CASE WHEN SAME(HOLDER(NAME(p_)), SESSION) THEN NULL ELSE TRY(NAME(p_)) END AS got");
+  CHECK(s.advisory_holds.text == "SELECT SAME(HOLDER(NAME(p_)), SESSION)");
+  CHECK(s.advisory_give_back.text == "SELECT UNLOCK(NAME(p_))");
+  CHECK(s.advisory_numbered_wait.empty());  // no clock: a waited lock numbers no row in its statement
+  // A dialect that writes its own take writes its own take without waiting, or none.
+  sql::LockStatements own;
+  own.advisory_wait = {"lock.advisory_take", "OWN"};
+  CHECK(sql::lock_statements(d, t, own).advisory_try.empty());
+
+  const sql::WakeStatements w = sql::wake_statements(d, t);
+  CHECK(w.wake_hold.text == "SELECT TRY(:wake), UNLOCK(:queue)");
+  CHECK(w.wake_release.text == "SELECT UNLOCK(:wake), UNLOCK(:queue)");
+  CHECK(w.wake_wait.text ==
+        "SELECT CASE WHEN SAME(HOLDER(:queue), SESSION) THEN CASE WHEN HOLDER(:wake) IS NOT NULL AND COALESCE(WAIT(:wake),"
+        " 0) = 1 THEN 1 ELSE 0 * COALESCE(UNLOCK(:queue), 0) END ELSE COALESCE(WAIT(:queue), 0) = 1 END, UNLOCK(:wake)");
+  CHECK(w.taken_holding.text ==
+        sql::taken_sql(d, t, ", CASE WHEN INT(:take_wake) = 1 THEN TRY(:wake) END, UNLOCK(:queue)"));
+  // None where the server does not tell the holder.
+  CHECK(sql::wake_statements(with_session_lock(), t).wake_wait.empty());
 }
