@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cells: postgres:(lease|advisory|for-update|txn-insert)
+# cells: postgres:(lease|advisory|for-update|txn-insert)|mysql:lease
 # The handoff at a distance (README, Benchmarks; dblock(1) NOTES, Round trips): with the server
 # a long round trip R away (scripts/bench/delay_proxy.py on 127.0.0.1), a `run -w` waiter's
 # command starts within these many round trips of the holder's command ending. What each needs
@@ -21,6 +21,10 @@
 # connection (1 R): 2 R, where releasing the row on that other connection first and only then
 # ending the transaction was 3 R. Their bound is 2.5 R. Their waiter waits in the server in
 # slices a round trip apart, so the holder goes just after a slice began, as for the lease.
+# MariaDB's lease (mysql:lease): the waiter at the head of the key's queue sends its take behind
+# a wait for the holder's wake name (GET_LOCK), in one block; the release gives the name back
+# in its round trip and the take runs at once: 1 R, where hearing the wake and then taking was
+# 2 R. Its bound is the PostgreSQL lease's, 1.5 R, for the same reason.
 source "$(dirname "$0")/lib.sh"
 
 command -v python3 >/dev/null || skip_or_fail "no python3 for the delay proxy"
@@ -32,13 +36,25 @@ case $DBLOCK_STRATEGY in
   for-update | txn-insert) rtts=2.5 ;;  # blocked on the row (or its queue), then the numbering
 esac
 
-target_port=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.urlsplit(sys.argv[1]).port or 5432)' "$DBLOCK_DSN")
+target_port=$(python3 -c 'import sys, urllib.parse; u = urllib.parse.urlsplit(sys.argv[1]); print(u.port or {"mysql": 3306}.get(u.scheme, 5432))' "$DBLOCK_DSN")
 python3 "$DBLOCK_SOURCE_DIR/scripts/bench/delay_proxy.py" --target-port "$target_port" --delay-ms "$delay_ms" \
   --port-file "$E2E_TMP/proxy.port" --lifetime 200 >/dev/null &
 remember_pid $!
 wait_for 10 test -s "$E2E_TMP/proxy.port" || { fail "the delay proxy did not start"; finish; }
 # Through the proxy, without TLS (its handshake would only make the test longer).
-DBLOCK_DSN=$(plain_dsn_via "$(cat "$E2E_TMP/proxy.port")")
+if [ "$DBLOCK_TEST_BACKEND" = mysql ]; then
+  DBLOCK_DSN=$(python3 -c '
+import sys, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+netloc = u.netloc.rsplit("@", 1)
+host = "127.0.0.1:" + sys.argv[2]
+netloc = netloc[0] + "@" + host if len(netloc) == 2 else host
+query = "&".join(q for q in u.query.split("&") if q and not q.startswith("ssl-"))
+query += ("&" if query else "") + "ssl-mode=DISABLED"
+print(urllib.parse.urlunsplit((u.scheme, netloc, u.path, query, u.fragment)))' "$DBLOCK_DSN" "$(cat "$E2E_TMP/proxy.port")")
+else
+  DBLOCK_DSN=$(plain_dsn_via "$(cat "$E2E_TMP/proxy.port")")
+fi
 export DBLOCK_DSN
 
 k=$(key distance)
@@ -64,7 +80,24 @@ waiting_in_server() {
   done
   return 1
 }
-if [ "$DBLOCK_STRATEGY" = lease ]; then
+# my_waiting_in_server: a MariaDB session of this database has just begun a wait in GET_LOCK
+# in a statement that asks IS_USED_LOCK first (a lease waiter's wait for the key's wake name:
+# wake.wait, or wake.wait_ahead with its take behind it), within 60 ms, polled for up to 1.5 s.
+my_waiting_in_server() {
+  local began="" _
+  for _ in $(seq 150); do
+    began=$(server_sql "SELECT 1 FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID()
+      AND STATE LIKE '%user lock%' AND INFO LIKE '%IS_USED_LOCK%' AND TIME_MS < 60 LIMIT 1")
+    [ -n "$began" ] && return 0
+    sleep 0.01
+  done
+  return 1
+}
+if [ "$DBLOCK_TEST_BACKEND" = mysql ]; then
+  # The head waiter's take waits behind its wait for the holder's wake name: the holder goes
+  # once that wait has just begun (a slice's, as for PostgreSQL's lease).
+  my_waiting_in_server || fail "the lease waiter never waited in the server for the holder's wake name"
+elif [ "$DBLOCK_STRATEGY" = lease ]; then
   # The head waiter's take waits behind its wait for the holder's handoff lock, a statement of
   # its own (dblock(1) NOTES, Round trips): the holder goes once that wait has just begun.
   waiting_in_server 'SELECT (SELECT true FROM (SELECT pg_advisory_lock($1::bigint)) w) AS got FROM %' ||

@@ -34,6 +34,10 @@ class Connection {
   /// :wake_given_back, where it names them, as `key`'s wake and queue names (mysql_names.hpp). `affected`: a SELECT's rows,
   /// else the server's count.
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params = {});
+  /// The next statement run() runs goes behind `ahead` in one block (BEGIN NOT ATOMIC, MariaDB),
+  /// one round trip: `ahead` answers nothing, the statement's rows are the block's. The next
+  /// run's parameters bind both.
+  void run_behind(const sql::Statement& ahead) { ahead_ = ahead; }
   /// Runs a statement without parameters through the text protocol; any rows are discarded.
   Result<void> query(std::string_view sql);
   /// Sends `sql` and ends the session at once, without waiting for the answer: the server runs
@@ -114,6 +118,7 @@ class Connection {
   // The last key's wake and queue names (with_names), and the parameters they were added to.
   std::string named_key_, named_database_, wake_, queue_;
   std::string gave_back_wake_;  // gave_back_wake()
+  sql::Statement ahead_;        // run_behind's, for the next run()
   sql::Params named_;
   sql::CompiledCache compiled_{sql::PlaceholderStyle::question};
 };
