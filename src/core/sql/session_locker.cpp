@@ -378,8 +378,12 @@ class SessionLocker final : public Locker {
       return *got ? std::optional<Rows>(Rows()) : std::nullopt;
     };
     // A waiter numbers its row the moment its lock is granted, which is part of the handoff:
-    // its statement is parsed before the wait, while nothing depends on it.
-    if (wait.count() > 0 && !fold && !take_prepared_) {
+    // its statement is parsed before the wait, while nothing depends on it; from the second
+    // attempt on, once a first wait ended without the lock, as the release's (take_row). A run
+    // that finds the key free pays nothing for it: made ready at its first attempt, the naming
+    // asked the server who serves the session whenever the bookkeeping session was open before
+    // the failover read had told (e2e.postgres_round_trips, a -w run on a free key).
+    if (wait.count() > 0 && !fold && !take_prepared_ && std::exchange(waited_once_, true)) {
       book_->prepare(st_.session_take);
       take_prepared_ = true;
     }
@@ -502,6 +506,7 @@ class SessionLocker final : public Locker {
   std::optional<HeldRun> held_;
   std::optional<failover::Admitted> admitted_;  // the failover gate found open on book_
   bool take_prepared_ = false;                  // session_take made ready for a waiter (attempt)
+  bool waited_once_ = false;                    // an attempt that may wait was made (attempt)
   bool folds_release_ = false;                  // the lock held is released in one statement (release)
   failover::ReadCheck serving_;                 // make_session_locker's `serving`
 };
