@@ -88,6 +88,13 @@ class ServerLock {
   // Whether the lock and the row are taken in one statement of the holder, which is also the
   // bookkeeping session (a lock that outlives the commit: advisory).
   bool folds_row() const { return !row_lock() && !st_.advisory_numbered_wait.empty(); }
+  // A waiter's release in its own transaction (row_release_ended) is what the next waiter will
+  // wait for: made ready while no transaction is open (inside one, a preparation that failed
+  // would end the transaction and the lock with it), before a wait (SessionLocker::attempt).
+  void prepare_for_wait() {
+    if (row_lock() && !st_.row_release_ended.empty()) h_->prepare(st_.row_release_ended);
+  }
+
   // Whether a plain key's release, the lock given back (or proven held to the end) and the
   // history row are one statement: advisory's there too, a row lock's in the holder's own
   // transaction, ended with it (row_release_ended).
@@ -179,11 +186,6 @@ class ServerLock {
   // for-update locks the key's claims row, txn-insert inserts it, in a transaction held open.
   Result<bool> take_row(const std::string& key, const Params& p, Millis w, const std::function<bool()>& meanwhile) {
     const bool wait = w.count() > 0;
-    // A waiter's release in its own transaction (row_release_ended) is what the next waiter
-    // will wait for: made ready while no transaction is open (inside one, a preparation that
-    // failed would end the transaction and the lock with it), once a first wait ended without
-    // the lock (a run that finds the key free does not pay for it), ahead of the next.
-    if (wait && std::exchange(waited_, true) && !st_.row_release_ended.empty()) h_->prepare(st_.row_release_ended);
     for (int pass = 0; pass < 2; ++pass) {
       if (auto ok = begin(p, w); !ok) return failed(ok.error(), key);
       const Statement& lock = strategy_ == Strategy::for_update
@@ -242,7 +244,6 @@ class ServerLock {
   LockStatements st_;
   std::optional<std::string> tagged_;  // the key whose holder tag the session holds
   std::optional<std::string> txn_;     // the holder's transaction, as its lock statement answered it
-  bool waited_ = false;                // a take that may wait was made (take_row)
 };
 
 class SessionLocker final : public Locker {
@@ -377,14 +378,15 @@ class SessionLocker final : public Locker {
       if (!got) return std::unexpected(got.error());
       return *got ? std::optional<Rows>(Rows()) : std::nullopt;
     };
-    // A waiter numbers its row the moment its lock is granted, which is part of the handoff:
-    // its statement is parsed before the wait, while nothing depends on it; from the second
-    // attempt on, once a first wait ended without the lock, as the release's (take_row). A run
-    // that finds the key free pays nothing for it: made ready at its first attempt, the naming
-    // asked the server who serves the session whenever the bookkeeping session was open before
-    // the failover read had told (e2e.postgres_round_trips, a -w run on a free key).
-    if (wait.count() > 0 && !fold && !take_prepared_ && std::exchange(waited_once_, true)) {
-      book_->prepare(st_.session_take);
+    // A waiter numbers its row the moment its lock is granted, and releases it for the next
+    // waiter: both are part of a handoff, so their statements are parsed before the wait, while
+    // nothing depends on them; from the second attempt on, once a first wait ended without the
+    // lock. A run that finds the key free pays nothing for them: made ready at its first attempt,
+    // the naming asked the server who serves the session whenever the bookkeeping session was
+    // open before the failover read had told (e2e.postgres_round_trips, a -w run on a free key).
+    if (wait.count() > 0 && !fold && std::exchange(waited_once_, true)) {
+      lock_->prepare_for_wait();  // again after a reopen: a name lives with its connection
+      if (!take_prepared_) book_->prepare(st_.session_take);
       take_prepared_ = true;
     }
     auto got = take();
