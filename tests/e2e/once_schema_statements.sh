@@ -5,12 +5,15 @@
 # statement longer than a DBA reads in a minute: 50 lines (dblock(1), schema). The statements
 # still above it are named below with the lines they have now, which they may only lose:
 # PostgreSQL's lease take (a failover gate, an update, an insert, the handoff lock and its
-# refusal in one round trip; postgres_statements.cpp).
+# refusal in one round trip; postgres_statements.cpp), and its row-lock waiter's numbering that
+# proves the grant it follows with status's own judgement of a session holder (lock.row_numbered,
+# core's lock_statements).
 source "$(dirname "$0")/lib.sh"
 
 max_lines=50
 declare -A over=(
   ["postgres lease.take"]=64
+  ["postgres lock.row_numbered"]=55
 )
 
 # "<lines> <id>" of each statement of the listing on stdin.

@@ -16,11 +16,13 @@
 # at any other moment of that wait would be. R is long (200 ms) so that the machine's own
 # milliseconds stay well within it.
 # for-update and txn-insert: the holder's release runs in its own transaction with the COMMIT
-# that ends it (one way to the server, where the release row and the lock's end are one), the
-# waiter blocked on the lock hears it (the way back), then numbers its token on its other
-# connection (1 R): 2 R, where releasing the row on that other connection first and only then
-# ending the transaction was 3 R. Their bound is 2.5 R. Their waiter waits in the server in
-# slices a round trip apart, so the holder goes just after a slice began, as for the lease.
+# that ends it (one way to the server, where the release row and the lock's end are one); the
+# waiter's token is numbered on its other connection by a statement sent with its lock statement,
+# behind a wait in the server that the grant ends (lock.row_numbered, which proves the grant
+# itself), and the waiter hears both (the way back): 1 R, where hearing the grant and then
+# numbering was 2 R (and releasing the row on the other connection first, 3 R). Their bound is
+# the lease's, 1.5 R. Their waiter waits in the server in slices a round trip apart, so the
+# holder goes just after a slice began, as for the lease.
 # MariaDB's lease (mysql:lease): the waiter at the head of the key's queue sends its take behind
 # a wait for the holder's wake name (GET_LOCK), in one block; the release gives the name back
 # in its round trip and the take runs at once: 1 R, where hearing the wake and then taking was
@@ -33,7 +35,7 @@ rtt_ms=$((2 * delay_ms))
 case $DBLOCK_STRATEGY in
   lease) rtts=1.5 ;;             # the handoff lock, the take behind it
   advisory) rtts=2 ;;            # blocked in pg_advisory_lock
-  for-update | txn-insert) rtts=2.5 ;;  # blocked on the row (or its queue), then the numbering
+  for-update | txn-insert) rtts=1.5 ;;  # blocked on the row (or its queue), the numbering behind it
 esac
 
 target_port=$(python3 -c 'import sys, urllib.parse; u = urllib.parse.urlsplit(sys.argv[1]); print(u.port or {"mysql": 3306}.get(u.scheme, 5432))' "$DBLOCK_DSN")

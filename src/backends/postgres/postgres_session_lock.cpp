@@ -11,33 +11,81 @@ namespace {
 
 class PostgresHolder final : public sql::HolderSession {
  public:
-  PostgresHolder(std::shared_ptr<Connection> holder, std::string prefix, Millis io_timeout)
-      : holder_(holder), session_(std::move(holder), prefix), prefix_(std::move(prefix)), io_timeout_(io_timeout) {}
+  PostgresHolder(std::shared_ptr<Connection> holder, std::string prefix, Millis io_timeout,
+                 std::shared_ptr<Connection> book_conn, std::shared_ptr<Session> book)
+      : holder_(holder), session_(std::move(holder), prefix), prefix_(std::move(prefix)), io_timeout_(io_timeout),
+        book_conn_(std::move(book_conn)), book_(std::move(book)) {}
 
-  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis wait) override {
-    return session_.run(st, p, wait);
-  }
   Result<void> send(const sql::Statement& st, const sql::Params& p, Millis wait) override {
+    if (auto ok = begin_now(); !ok) return ok;
     return session_.send(st, p, wait);
   }
-  Result<sql::Rows> answer() override { return session_.answer(); }
+  Result<sql::Rows> answer() override {
+    auto r = session_.answer();
+    if (chained_) settle(r && r->affected > 0);
+    return r;
+  }
   // Sent already: a wait is cut short with the session (the next take opens it anew), an
   // answer that comes at once is read.
   void withdraw(bool waits) override {
     if (waits) holder_->close();
     else (void)session_.answer();
+    if (chained_) settle(false);
   }
+
+  // The numbering chained to the grant in the server. The holder session takes the numbering
+  // gate (a session advisory lock of its own, on a hash of the key and its server process, so no
+  // other session takes it) in the lock statement's pipeline group, ahead of it, and lets it go
+  // right after it in the same group: skipped when the lock statement fails, so the gate opens
+  // only once the lock is granted, or when the session ends, or when settle() lets it go. The
+  // bookkeeping session waits for the gate in a transaction of its own (send_ahead_synced), then
+  // runs `number`, which proves the grant (LockStatements::row_numbered) and takes its snapshot
+  // only then: opened by anything but the grant, it numbers nothing. Both sent in one flight,
+  // the holder's first; should the wait reach the server before the gate is taken, the numbering
+  // runs at once, finds no grant and numbers nothing (core numbers as before).
+  Result<void> send_numbering(const sql::Statement& st, const sql::Params& p, Millis wait, const sql::Statement& number,
+                              const sql::Params& np) override {
+    numbered_.reset();
+    if (!book_ || book_conn_ == holder_ || !book_conn_->is_open() || !holder_->is_open()) return send(st, p, wait);
+    // Taken in a round trip of its own the first time, so that the wait below cannot reach the
+    // server first; kept from then on (settle()), so once per session.
+    if (gate_on_ == 0 || gate_on_ != holder_->backend_pid()) {
+      gate_ = key_hash(prefix_, "\x04numbering " + std::to_string(holder_->backend_pid()));
+      const sql::Value gate(gate_);
+      if (auto ok = holder_->exec(gate_take_sql, {&gate}); !ok) return std::unexpected(ok.error());
+      gate_on_ = holder_->backend_pid();
+    }
+    if (auto ok = begin_now(); !ok) return ok;
+    holder_->send_in_group_after_next(gate_give());
+    if (auto ok = session_.send(st, p, wait); !ok) return ok;
+    const sql::Value gate(gate_);
+    // The bookkeeping session's wait outlasts the holder's, so that only the grant, the holder
+    // session's end or settle() opens it; past that it ends, and the numbering finds no grant.
+    const Millis bound = wait + io_timeout_ / 2;
+    const sql::Value timeout = std::to_string(bound.count()) + "ms";
+    if (!book_conn_->send_ahead_synced(gate_wait_sql, {&gate, &timeout}, bound)) return {};
+    if (!book_->send(number, np, Millis(0))) return {};
+    chained_ = true;
+    return {};
+  }
+  std::optional<Result<sql::Rows>> numbered() override { return std::exchange(numbered_, std::nullopt); }
   Result<void> exec(std::string_view sql) override { return session_.exec(sql); }
   // COMMIT in the statement's round trip and its pipeline group: skipped when it failed.
   Result<sql::Rows> run_and_commit(const sql::Statement& st, const sql::Params& p) override {
+    if (auto ok = begin_now(); !ok) return std::unexpected(ok.error());
     holder_->send_in_group_after_next("COMMIT");
     return session_.run(st, p, Millis(0));
   }
   // lock_timeout for the transaction just begun (set_config's is_local): it ends with it. Both
-  // go with the lock statement that follows, in its round trip.
+  // go with the lock statement that follows, in its round trip (begin_now), after anything that
+  // statement needs first (send_numbering's gate).
   Result<void> begin(const sql::LockStatements& st, const sql::Params& p, Millis) override {
-    if (auto ok = holder_->send_ahead(st.begin); !ok) return ok;
-    return session_.send_ahead(st.lock_wait, p);
+    begun_ = Begun{st.begin, st.lock_wait, p};
+    return {};
+  }
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis wait) override {
+    if (auto ok = begin_now(); !ok) return std::unexpected(ok.error());
+    return session_.run(st, p, wait);
   }
   // Named (Connection::prepare), its own Sync ahead of the BEGIN that follows; run by name
   // inside the transaction. Should the name be missing there after all, the statement fails and
@@ -75,6 +123,53 @@ class PostgresHolder final : public sql::HolderSession {
   std::string prefix_;
   Millis io_timeout_;  // a statement's bound (BackendOptions::io_timeout)
   sql::Waiters no_signal_;
+
+  // After a lock statement sent with a chained numbering answered (`taken`: it took the lock):
+  // the numbering's answer read, so nothing of it is pending. Not taken, the lock statement's
+  // transaction ends (whatever it took goes back, failed or not) and the gate with it, so the
+  // numbering runs and finds no grant.
+  // The gate is taken again at once, for the next attempt (the numbering's wait, granted by the
+  // give-back, ends first).
+  void settle(bool taken) {
+    chained_ = false;
+    if (taken) {
+      gate_on_ = 0;  // let go with the lock statement
+    } else if (!holder_->is_open() ||
+               !holder_->exec("ROLLBACK; " + gate_give() + "; SELECT pg_advisory_lock(" + std::to_string(gate_) + "::bigint)")) {
+      gate_on_ = 0;
+    }
+    numbered_ = book_->answer();
+    (void)book_conn_->ahead_answer();
+  }
+  std::string gate_give() const { return "SELECT pg_advisory_unlock(" + std::to_string(gate_) + "::bigint)"; }
+
+  // begin()'s statements, sent ahead of the statement that follows it.
+  Result<void> begin_now() {
+    if (!begun_) return {};
+    const Begun b = std::move(*begun_);
+    begun_.reset();
+    if (auto ok = holder_->send_ahead(b.begin); !ok) return ok;
+    return session_.send_ahead(b.lock_wait, b.p);
+  }
+
+  // The numbering gate: taken by the holder, waited for by the bookkeeping session in a
+  // transaction of its own (let go at its end), its wait bounded by $2.
+  static constexpr std::string_view gate_take_sql = "SELECT pg_advisory_lock($1::bigint)";
+  static constexpr std::string_view gate_wait_sql =
+      "SELECT pg_advisory_xact_lock_shared($1::bigint) FROM (SELECT set_config('lock_timeout', $2, true)) c";
+
+  std::shared_ptr<Connection> book_conn_;  // the bookkeeping session's connection
+  std::shared_ptr<Session> book_;          // on book_conn_
+  std::int64_t gate_ = 0;                  // the numbering gate's lock, as last taken
+  int gate_on_ = 0;                        // the holder's server process that holds the gate, or 0
+  bool chained_ = false;                   // a numbering was sent with the lock statement, unread
+  struct Begun {
+    std::string begin;
+    sql::Statement lock_wait;
+    sql::Params p;
+  };
+  std::optional<Begun> begun_;  // begin()'s, until the statement that follows
+  std::optional<Result<sql::Rows>> numbered_;  // numbered()
 };
 
 }  // namespace
@@ -95,9 +190,10 @@ Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<
     book = std::move(*opened);
   }
   const std::string& prefix = options.table_prefix;
-  auto session = std::make_shared<Session>(std::move(book), prefix);
+  auto session = std::make_shared<Session>(book, prefix);
   session->set_schema(std::move(schema));  // the tables a statement finds missing are made
-  return sql::make_session_locker(s, std::make_unique<PostgresHolder>(std::move(holder), prefix, options.io_timeout),
+  auto h = std::make_unique<PostgresHolder>(std::move(holder), prefix, options.io_timeout, std::move(book), session);
+  return sql::make_session_locker(s, std::move(h),
                                   lock_statements(prefix), std::move(session), lease_statements(prefix), prefix,
                                   options.history_keep, std::move(serving));
 }

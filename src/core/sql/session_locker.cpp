@@ -32,11 +32,14 @@ class ServerLock {
   // A row lock's `meanwhile` runs once its statement is sent, before its answer is read (the
   // bookkeeping session's failover read, in the same round trip); false: the lock goes back
   // (take answers false) and the caller says why.
-  Result<bool> take(const std::string& key, Millis wait, const std::function<bool()>& meanwhile = {}) {
+  // `number` (a row lock's, LockStatements::row_numbered with its parameters): sent with the lock
+  // statement where the dialect can (HolderSession::send_numbering); its answer is numbered()'s.
+  Result<bool> take(const std::string& key, Millis wait, const std::function<bool()>& meanwhile = {},
+                    const std::optional<Params>& number = std::nullopt) {
     if (h_->socket() < 0) return gone();
     const Millis w = h_->server_wait(std::max(wait, Millis(0)), row_lock());
     const Params p = params(key, w);
-    if (row_lock()) return take_row(key, p, w, meanwhile);
+    if (row_lock()) return take_row(key, p, w, meanwhile, number);
     auto r = h_->run(w.count() <= 0 && !st_.advisory_try.empty() ? st_.advisory_try : st_.advisory_wait, p, w);
     if (!r) return failed(r.error(), key);
     if (r->size() == 1 && (*r)[0].is_null(0))
@@ -169,6 +172,8 @@ class ServerLock {
 
   HolderSession& holder() { return *h_; }
   bool row_lock() const { return strategy_ != Strategy::advisory; }
+  // LockStatements::row_numbered (empty: none).
+  const Statement& row_numbered() const { return st_.row_numbered; }
   // Only called while nothing is held.
   Result<void> reopen() {
     tagged_.reset();
@@ -184,7 +189,8 @@ class ServerLock {
   }
 
   // for-update locks the key's claims row, txn-insert inserts it, in a transaction held open.
-  Result<bool> take_row(const std::string& key, const Params& p, Millis w, const std::function<bool()>& meanwhile) {
+  Result<bool> take_row(const std::string& key, const Params& p, Millis w, const std::function<bool()>& meanwhile,
+                        const std::optional<Params>& number) {
     const bool wait = w.count() > 0;
     for (int pass = 0; pass < 2; ++pass) {
       if (auto ok = begin(p, w); !ok) return failed(ok.error(), key);
@@ -192,7 +198,8 @@ class ServerLock {
                                   ? (wait ? st_.lock_claim : st_.lock_claim_nowait)
                                   : (wait || st_.insert_claim_try.empty() ? st_.insert_claim : st_.insert_claim_try);
       Result<Rows> locked = fail(ErrorKind::internal, "not sent");
-      if (auto sent = h_->send(lock, p, w); !sent) {
+      auto sent = pass == 0 && number ? h_->send_numbering(lock, p, w, st_.row_numbered, *number) : h_->send(lock, p, w);
+      if (!sent) {
         locked = std::unexpected(sent.error());
       } else if (pass == 0 && meanwhile && !meanwhile()) {
         h_->withdraw(wait);  // not to be held
@@ -372,9 +379,10 @@ class SessionLocker final : public Locker {
     const bool fold = lock_->folds_row() && req.semaphore.empty();
     const bool overlap = lock_->row_lock();
     if (!overlap && !admit()) return shut();
+    std::optional<Params> chained;  // a row lock's numbering sent with its lock statement (below)
     auto take = [&]() -> Result<std::optional<Rows>> {
       if (fold) return lock_->take_numbered(req.key, wait, take_params(req, (*gate)->fence, Value()));
-      auto got = lock_->take(req.key, wait, overlap ? std::function<bool()>(admit) : nullptr);
+      auto got = lock_->take(req.key, wait, overlap ? std::function<bool()>(admit) : nullptr, chained);
       if (!got) return std::unexpected(got.error());
       return *got ? std::optional<Rows>(Rows()) : std::nullopt;
     };
@@ -384,11 +392,24 @@ class SessionLocker final : public Locker {
     // lock. A run that finds the key free pays nothing for them: made ready at its first attempt,
     // the naming asked the server who serves the session whenever the bookkeeping session was
     // open before the failover read had told (e2e.postgres_round_trips, a -w run on a free key).
+    bool again = false;  // an attempt after a first wait ended without the lock
     if (wait.count() > 0 && !fold && std::exchange(waited_once_, true)) {
+      again = true;
       lock_->prepare_for_wait();  // again after a reopen: a name lives with its connection
-      if (!take_prepared_) book_->prepare(st_.session_take);
+      if (!take_prepared_) {
+        book_->prepare(st_.session_take);
+        if (!lock_->row_numbered().empty()) book_->prepare(lock_->row_numbered());
+      }
       take_prepared_ = true;
     }
+    // Such a row-lock waiter, the gate found open already (read again, it costs no round trip),
+    // sends its numbering with its lock statement where the dialect can: it runs in the server
+    // once the lock is granted and proves that grant itself (LockStatements::row_numbered), so
+    // the command starts one round trip after the holder's release, not two. One that took no
+    // row (sent too early, the holder session gone, refused) is numbered again as before.
+    if (again && overlap && req.semaphore.empty() && !lock_->row_numbered().empty() && admitted_ &&
+        admitted_->ttl >= req.ttl && admit())
+      chained = take_params(req, (*gate)->fence, Value());
     auto got = take();
     if (!got && got.error().kind == ErrorKind::connection) {
       // Nothing is held yet, so a holder session that is gone (the server's idle limit passed
@@ -413,7 +434,10 @@ class SessionLocker final : public Locker {
       if (!got) return std::unexpected(got.error());
     }
     if (!*got) return busy(req);
-    auto out = fold ? numbered(req, **got) : number(req, (*gate)->fence);
+    std::optional<Rows> proven;  // the chained numbering's row
+    if (chained)
+      if (auto n = lock_->holder().numbered(); n && *n && took_row(**n)) proven = std::move(**n);
+    auto out = fold ? numbered(req, **got) : proven ? numbered(req, *proven) : number(req, (*gate)->fence);
     if (!out || out->state != AcquireOutcome::State::acquired) (void)lock_->give_back(req.key);
     else held_ = HeldRun{{req.key, req.owner, req.host, req.pid, out->token}, req, out->acquired_at_ms.value_or(0)};
     folds_release_ = req.semaphore.empty() && lock_->folds_release();

@@ -46,6 +46,21 @@ class HolderSession {
     (void)waits;
     sent_.reset();
   }
+  /// send() of a row lock's statement `st` that, where the dialect can, also sends `number`
+  /// (LockStatements::row_numbered, with `np`) on the bookkeeping session, to run in the server
+  /// once `st` has taken the lock, with no round trip through the client between them: the
+  /// statement proves the grant itself, so it numbers nothing when it runs too early or the
+  /// holder's session is gone. Its answer: numbered(). Default: only `st` is sent.
+  virtual Result<void> send_numbering(const Statement& st, const Params& p, Millis wait, const Statement& number,
+                                      const Params& np) {
+    (void)number;
+    (void)np;
+    return send(st, p, wait);
+  }
+  /// What send_numbering's `number` answered, read by answer() or withdraw() (which leave no
+  /// statement of it pending, and end the lock statement's transaction when it took nothing);
+  /// nullopt: none was sent with the last lock statement.
+  virtual std::optional<Result<Rows>> numbered() { return std::nullopt; }
   /// Runs SQL without parameters (ROLLBACK).
   virtual Result<void> exec(std::string_view sql) = 0;
   /// Opens the transaction that holds a row lock (`st.begin`), its lock wait `wait` (server_wait's)
