@@ -35,13 +35,13 @@ lock_session() { waiter_session "$1" "%${DBLOCK_TABLE_PREFIX}claims%"; }
 book_session() { waiter_session "$1" 'SELECT pg_advisory_xact_lock_shared%'; }
 terminate() { [ "$(server_sql "SELECT pg_terminate_backend($1)")" = t ]; }
 
-# one_case NAME FAULT: the holder (4 s), the waiter, FAULT (a function, given the waiter's pid)
+# one_case NAME FAULT: the holder (6 s), the waiter, FAULT (a function, given the waiter's pid)
 # once the waiter is past its first slice, the row checked while the holder holds.
 one_case() {
   local name=$1 fault=$2 k log w rc i t
   k=$(key "numbering-$name")
   log=$E2E_TMP/$name.log
-  if ! start_job_holder "$k" "$log" 4; then
+  if ! start_job_holder "$k" "$log" 6; then
     fail "$s $name: the holder never started"
     return
   fi
@@ -50,8 +50,12 @@ one_case() {
   remember_pid $w
   sleep 1.3  # past the waiter's first slice: its numbering goes with its lock statement
   check "$s $name: the fault hit the waiter" "$fault" "$w"
+  t=$token
   for i in 1 2 3 4; do  # over the slices that follow, while the holder holds
     sleep 0.3
+    # The holder's job writes its end before its release: not ended before the row is read, it
+    # still held while it was read (a row numbered after its end is no fault).
+    grep -q "^end $token " "$log" && break
     t=$(row_token "$k")
     [ "$t" = "$token" ] || break
   done

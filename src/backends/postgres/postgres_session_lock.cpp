@@ -22,7 +22,7 @@ class PostgresHolder final : public sql::HolderSession {
   }
   Result<sql::Rows> answer() override {
     auto r = session_.answer();
-    if (chained_) settle(r && r->affected > 0);
+    if (chained_) settle(r && r->affected > 0, !r && r.error().sqlstate == "55P03");
     return r;
   }
   // Sent already: a wait is cut short with the session (the next take opens it anew), an
@@ -30,7 +30,7 @@ class PostgresHolder final : public sql::HolderSession {
   void withdraw(bool waits) override {
     if (waits) holder_->close();
     else (void)session_.answer();
-    if (chained_) settle(false);
+    if (chained_) settle(false, false);
   }
 
   // The numbering chained to the grant in the server. The holder session takes the numbering
@@ -38,17 +38,18 @@ class PostgresHolder final : public sql::HolderSession {
   // other session takes it) in the lock statement's pipeline group, ahead of it, and lets it go
   // right after it in the same group: skipped when the lock statement fails, so the gate opens
   // only once the lock is granted, or when the session ends, or when settle() lets it go. The
-  // bookkeeping session waits for the gate in a transaction of its own (send_ahead_synced), then
-  // runs `number`, which proves the grant (LockStatements::row_numbered) and takes its snapshot
-  // only then: opened by anything but the grant, it numbers nothing. Both sent in one flight,
-  // the holder's first; should the wait reach the server before the gate is taken, the numbering
-  // runs at once, finds no grant and numbers nothing (core numbers as before).
+  // bookkeeping session waits for the gate, for as long as the holder waits for the lock, ahead
+  // of `number` in one pipeline group: a wait that ends in lock_timeout (the slice over, the
+  // gate still held) skips it, and only a wait let in runs it (each statement of a READ
+  // COMMITTED transaction takes its own snapshot; its time is its own, Dialect::clock). It
+  // proves the grant (LockStatements::row_numbered): opened by anything but the grant, it
+  // numbers nothing, and core numbers as before.
   Result<void> send_numbering(const sql::Statement& st, const sql::Params& p, Millis wait, const sql::Statement& number,
                               const sql::Params& np) override {
     numbered_.reset();
     if (!book_ || book_conn_ == holder_ || !book_conn_->is_open() || !holder_->is_open()) return send(st, p, wait);
     // Taken in a round trip of its own the first time, so that the wait below cannot reach the
-    // server first; kept from then on (settle()), so once per session.
+    // server first; kept from then on (settle()), so once per session until a grant.
     if (gate_on_ == 0 || gate_on_ != holder_->backend_pid()) {
       gate_ = key_hash(prefix_, "\x04numbering " + std::to_string(holder_->backend_pid()));
       const sql::Value gate(gate_);
@@ -59,12 +60,9 @@ class PostgresHolder final : public sql::HolderSession {
     holder_->send_in_group_after_next(gate_give());
     if (auto ok = session_.send(st, p, wait); !ok) return ok;
     const sql::Value gate(gate_);
-    // The bookkeeping session's wait outlasts the holder's, so that only the grant, the holder
-    // session's end or settle() opens it; past that it ends, and the numbering finds no grant.
-    const Millis bound = wait + io_timeout_ / 2;
-    const sql::Value timeout = std::to_string(bound.count()) + "ms";
-    if (!book_conn_->send_ahead_synced(gate_wait_sql, {&gate, &timeout}, bound)) return {};
-    if (!book_->send(number, np, Millis(0))) return {};
+    const sql::Value timeout = std::to_string(std::max(wait, Millis(1)).count()) + "ms";
+    if (!book_conn_->send_ahead(gate_wait_sql, {&gate, &timeout})) return {};
+    if (!book_->send(number, np, wait)) return {};
     chained_ = true;
     return {};
   }
@@ -125,21 +123,23 @@ class PostgresHolder final : public sql::HolderSession {
   sql::Waiters no_signal_;
 
   // After a lock statement sent with a chained numbering answered (`taken`: it took the lock):
-  // the numbering's answer read, so nothing of it is pending. Not taken, the lock statement's
-  // transaction ends (whatever it took goes back, failed or not) and the gate with it, so the
-  // numbering runs and finds no grant.
-  // The gate is taken again at once, for the next attempt (the numbering's wait, granted by the
-  // give-back, ends first).
-  void settle(bool taken) {
+  // the numbering's answer read, so nothing of it is pending. A slice that ended in
+  // lock_timeout (`timed_out`) keeps the gate: the numbering's wait ends with its own, at about
+  // the same moment, and skips it. Anything else that took nothing ends the lock statement's
+  // transaction (whatever it took goes back) and lets the gate go, so the numbering runs and
+  // finds no grant; the gate is taken again at once, for the next attempt (the numbering's
+  // wait, granted by the give-back, ends first).
+  void settle(bool taken, bool timed_out) {
     chained_ = false;
     if (taken) {
       gate_on_ = 0;  // let go with the lock statement
-    } else if (!holder_->is_open() ||
+    } else if (!holder_->is_open()) {
+      gate_on_ = 0;
+    } else if (!timed_out &&
                !holder_->exec("ROLLBACK; " + gate_give() + "; SELECT pg_advisory_lock(" + std::to_string(gate_) + "::bigint)")) {
       gate_on_ = 0;
     }
     numbered_ = book_->answer();
-    (void)book_conn_->ahead_answer();
   }
   std::string gate_give() const { return "SELECT pg_advisory_unlock(" + std::to_string(gate_) + "::bigint)"; }
 
@@ -152,8 +152,8 @@ class PostgresHolder final : public sql::HolderSession {
     return session_.send_ahead(b.lock_wait, b.p);
   }
 
-  // The numbering gate: taken by the holder, waited for by the bookkeeping session in a
-  // transaction of its own (let go at its end), its wait bounded by $2.
+  // The numbering gate: taken by the holder, waited for by the bookkeeping session (shared, let
+  // go when the numbering's transaction ends), its wait bounded by $2.
   static constexpr std::string_view gate_take_sql = "SELECT pg_advisory_lock($1::bigint)";
   static constexpr std::string_view gate_wait_sql =
       "SELECT pg_advisory_xact_lock_shared($1::bigint) FROM (SELECT set_config('lock_timeout', $2, true)) c";

@@ -309,14 +309,15 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   // while the session is.
   s.alive = {"lock.alive", "SELECT 1"};
   // The row lock's numbering, proven in the statement: the holder session as the row would
-  // record it (status's judgement, Dialect::session_holds) shown holding the key's lock.
+  // record it (status's judgement, Dialect::session_holds) shown holding the key's lock. Its
+  // time is its own (Dialect::clock): it may run in a transaction begun by a wait before it.
   if (!d.session_id.empty() && upserts_on_conflict(d) && d.session_holds("s.", t) != "0")
     s.row_numbered = {"lock.row_numbered",
                       numbered_upsert_sql(d, t,
                                           " FROM (SELECT " + d.text(":key") + " AS name, " + d.text(":strategy") +
                                               " AS strategy, " + d.text(":session_id") + " AS session_id) s WHERE " +
                                               d.session_holds("s.", t) + " = 1",
-                                          d.now)};
+                                          d.clock.empty() ? d.now : d.clock)};
   return s;
 }
 
