@@ -386,11 +386,12 @@ Result<void> Connection::send(std::string_view sql, const std::vector<const sql:
   }
 #endif
   std::string name;
+  const bool in_group = std::exchange(name_in_group_, false);
   if (piping()) {
     // Only a name given already (naming one now would wait for its answer), and never in a
-    // transaction begun ahead of it (name_for's reason).
+    // transaction begun ahead of it (name_for's reason) unless asked (name_next_in_group).
     if (auto it = names_.find(text);
-        pipe_.queued == 0 && naming_ && named_by && n > 0 && named_for_ == c && it != names_.end() && it->second > 0)
+        (pipe_.queued == 0 || in_group) && naming_ && named_by && n > 0 && named_for_ == c && it != names_.end() && it->second > 0)
       name = "dblock_" + std::to_string(it->second);
   } else {
     auto named = name_for(text, n, named_by, deadline, false);
@@ -627,7 +628,12 @@ Result<std::string> Connection::name_for(const std::string& text, int n, sql::Se
                                          bool now) {
   PGconn* c = conn_.get();
   if (c != named_for_) names_.clear(), prepared_ = 0, named_for_ = c;
-  if (!naming_ || !named_by || n == 0 || PQtransactionStatus(c) != PQTRANS_IDLE) return std::string();
+  // Behind groups of its own only (prepare's, send_unawaited's: each ends with its Sync), a
+  // name made ready now also reaches the server outside a transaction: two made ready at once
+  // (a take and the numbering chained to a row lock's grant) are both parsed while waiting.
+  const bool behind_groups = now && pipe_.background > 0 && pipe_.queued == 0 && pipe_.trailing == 0 && !pipe_.following;
+  if (!naming_ || !named_by || n == 0 || (PQtransactionStatus(c) != PQTRANS_IDLE && !behind_groups))
+    return std::string();
   auto [it, first_run] = names_.try_emplace(text, 0);
   if (it->second == 0 && (now || !first_run)) {
     // Behind a pooler a name would only go missing and fill the server's log: ask first.

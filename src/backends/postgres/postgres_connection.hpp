@@ -52,6 +52,12 @@ class Connection {
   /// without waiting for it (the two then cost one round trip between them at most).
   void prepare(std::string_view sql, int n, sql::Session* named_by);
 
+  /// The next send's statement runs by its name (prepare's) even behind statements sent ahead of
+  /// it in its group, where a name is otherwise not used (name_for's reason: a Parse there takes
+  /// now() from the group's start). For a statement whose time is its own (clock_timestamp()),
+  /// parsed while it waited: a wait in the server ahead of it then leaves only its Bind and
+  /// Execute after the wait. Once.
+  void name_next_in_group() { name_in_group_ = true; }
   /// Sends `sql` (one statement) with `values` to run ahead of the next exec's statement, in its
   /// round trip and with its fate: an error in either skips the rest, and that exec reports the
   /// first. For a statement that needs no answer of its own (a transaction's BEGIN). Where libpq
@@ -182,6 +188,7 @@ class Connection {
   int prepared_ = 0;  // the names given on this server session
   const PGconn* named_for_ = nullptr;
   bool naming_ = true;
+  bool name_in_group_ = false;  // name_next_in_group(), for the next send
   Pipeline pipe_;  // of conn_: reset with it
   Millis ahead_extra_{0};                     // send_ahead_synced's extra, for the next exec
   std::optional<std::string> ahead_answer_;   // ahead_answer()

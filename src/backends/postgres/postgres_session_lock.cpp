@@ -62,6 +62,8 @@ class PostgresHolder final : public sql::HolderSession {
     const sql::Value gate(gate_);
     const sql::Value timeout = std::to_string(std::max(wait, Millis(1)).count()) + "ms";
     if (!book_conn_->send_ahead(gate_wait_sql, {&gate, &timeout})) return {};
+    // Parsed ahead (core prepares it with the take): after the gate only its plan and run.
+    book_conn_->name_next_in_group();
     if (!book_->send(number, np, wait)) return {};
     chained_ = true;
     return {};
