@@ -126,10 +126,10 @@ Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const Backe
                                                     ConnectionRole role, std::string_view settings, bool idle_now) {
   auto target = parse_mysql_dsn(dsn);
   if (!target) return std::unexpected(target.error());
-  // The settings go with the connection as its init command, which costs a round trip of its
-  // own: only a lock holder's session sets them at once, and one that will sit idle while a job
-  // runs (`idle_now`: a row-lock run's bookkeeping session, whose handshake and settings are then
-  // waited for side by side with its holder's). Another sets its idle limits once it will sit
+  // The settings go with the connection (reconnect): on MySQL as an init command would, a
+  // round trip of its own; on MariaDB ahead of the session's first statement, in its round trip.
+  // Only a lock holder's session sets them at once, and one that will sit idle while a job runs
+  // (`idle_now`: a row-lock run's bookkeeping session). Another sets its idle limits once it will sit
   // idle (keep_idle), and a lease run's renewals keep its session busy. The statements need no
   // time zone (mysql_statements.cpp), but ShedLock's TIMESTAMP columns are read and written in
   // the session's. A connection made again gets them all.
@@ -170,7 +170,6 @@ Result<void> Connection::reconnect() {
       {MYSQL_OPT_WRITE_TIMEOUT, &io_s, "write timeout"},
       {MYSQL_OPT_RECONNECT, &no, "reconnect"},
       {MYSQL_SET_CHARSET_NAME, "utf8mb4", "charset"},
-      {MYSQL_INIT_COMMAND, init_command_.empty() ? nullptr : init_command_.c_str(), "init command"},
       {MYSQL_READ_DEFAULT_FILE, t.option_file ? t.option_file->c_str() : nullptr, "option-file"},
       {MYSQL_READ_DEFAULT_GROUP, t.option_group.c_str(), "option-group"},
       {MYSQL_OPT_SSL_CA, t.ssl_ca ? t.ssl_ca->c_str() : nullptr, "ssl-ca"},
@@ -213,6 +212,18 @@ Result<void> Connection::reconnect() {
   // the server's spelling when it reports the session's schema): the key's lock names hash it.
   database_ = m->db ? m->db : "";
   mysql_ = std::move(m);
+  // The settings: on MariaDB they go with the session's first statement, in its round trip
+  // (run); MySQL has no block to carry them, so they go now, a round trip as an init command's.
+  // Their text is the same on both (the isolation level's name in comments each server reads).
+  deferred_.clear();
+  if (!init_command_.empty()) {
+    if (mariadb()) {
+      deferred_ = init_command_;
+    } else if (auto ok = query(init_command_); !ok) {
+      mysql_.reset();
+      return ok;
+    }
+  }
   // From here on every connection made again sets them all.
   if (init_command_ == every_init_) idle_set_ = true;
   init_command_ = every_init_;
@@ -325,10 +336,12 @@ const sql::Params& Connection::with_names(const sql::Compiled& compiled, const s
 Result<sql::Rows> Connection::run(const sql::Statement& given_st, const sql::Params& given) {
   // run_behind's statement and this one in a block (compiled once per text, as any statement).
   sql::Statement behind;
-  if (!ahead_.empty()) {
-    const sql::Statement ahead = std::exchange(ahead_, {});
-    behind = {given_st.id, "BEGIN NOT ATOMIC " + ahead.text + "; " + given_st.text + "; END"};
-  }
+  // The session's deferred settings (reconnect) go ahead of it too, unless it is a block itself.
+  if (!deferred_.empty() && given_st.text.starts_with("BEGIN NOT ATOMIC"))
+    if (auto ok = query(std::exchange(deferred_, {})); !ok) return failed(ok.error());
+  std::string ahead = std::exchange(ahead_, {}).text;
+  if (!deferred_.empty()) ahead = deferred_ + (ahead.empty() ? "" : "; " + ahead);
+  if (!ahead.empty()) behind = {given_st.id, "BEGIN NOT ATOMIC " + ahead + "; " + given_st.text + "; END"};
   const sql::Statement& st = behind.empty() ? given_st : behind;
   if (auto ok = settle(); !ok) return failed(ok.error());
   const sql::Compiled& compiled = compiled_.get(st);
@@ -349,6 +362,8 @@ Result<sql::Rows> Connection::run(const sql::Statement& given_st, const sql::Par
   if (!executed && ((!binds.empty() && mysql_stmt_bind_param(stmt, binds.data()) != 0) ||
                     mysql_stmt_execute(stmt) != 0))
     return stmt_failed();
+  // Ran: the settings it carried are the session's (failed, it carries them again next time).
+  if (!behind.empty()) deferred_.clear();
   sql::Rows out;
   out.affected = static_cast<std::int64_t>(mysql_stmt_affected_rows(stmt));
   std::unique_ptr<MYSQL_RES, Close> meta(mysql_stmt_result_metadata(stmt));
@@ -396,6 +411,14 @@ Result<sql::Rows> Connection::run(const sql::Statement& given_st, const sql::Par
 
 Result<void> Connection::query(std::string_view sql) {
   if (auto ok = settle(); !ok) return ok;
+  // The deferred settings first (reconnect): a statement without parameters carries none.
+  if (!deferred_.empty()) {
+    const std::string settings = std::exchange(deferred_, {});
+    if (auto ok = query(settings); !ok) {
+      deferred_ = settings;
+      return ok;
+    }
+  }
   if (mysql_real_query(mysql_.get(), sql.data(), static_cast<unsigned long>(sql.size())) != 0)
     return failed(error_from_mysql());
   do {

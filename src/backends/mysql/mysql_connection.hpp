@@ -106,6 +106,7 @@ class Connection {
   std::string init_command_;  // the next connection's (empty: none)
   std::string every_init_;    // every setting, for a connection made again
   std::string idle_command_;  // the idle limits alone (keep_idle)
+  std::string deferred_;      // settings that go ahead of the next statement (MariaDB: reconnect)
   bool idle_set_ = false;
   bool ended_by_last_ = false;  // query_last ended the session
   // Declared first, so destroyed after the connection: mysql_close() detaches them, and closing

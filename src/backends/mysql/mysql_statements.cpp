@@ -211,6 +211,14 @@ const sql::Dialect dialect{
 // its name (keyed_locks, which the record's own read asks otherwise), before anything is
 // written. Reading the record, the statement locks it shared until it ends: a gate's write of
 // the record (failover.move, raise_ttl) waits for the takes in flight, no longer.
+// The gate's read (a row of the record, `fence`, when it is open here: mariadb_take), on table
+// `locks` (named `name`), ANDed with `more`.
+std::string gate_sql(const std::string& locks, const std::string& name, const std::string& more = "") {
+  return "SELECT r.token AS fence FROM " + locks + " r WHERE r.name = :record AND " +
+         sql::failover_open_conditions(dialect, "r.", "r.owner = " + incarnation(true)) + " AND " + unkeyed(name) +
+         " IS NULL" + more;
+}
+
 std::string mariadb_take(const sql::Take& k) {
   sql::Upsert up = k.upsert("g.fence");
   // The token last: the long value that says the row was inserted ends the list, whose short
@@ -226,10 +234,7 @@ std::string mariadb_take(const sql::Take& k) {
   }
   columns += ", token";
   values += ", " + token;
-  // The gate's conditions, ANDed with the key check.
-  const std::string gate = "SELECT r.token AS fence FROM " + up.table + " r WHERE r.name = :record AND " +
-                           sql::failover_open_conditions(dialect, "r.", "r.owner = " + incarnation(true)) + " AND " +
-                           unkeyed(k.table_name) + " IS NULL";
+  const std::string gate = gate_sql(up.table, k.table_name);
   const std::string upserted = upsert(up), update = " ON DUPLICATE KEY UPDATE ";
   auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
   // Last, taken (a plain key's: no slot token), the key's wake name taken and the queue name
@@ -366,8 +371,19 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   // wake primitive's reading_taken), so the take does it, once it took the row; the key's wake
   // name was taken with the lock by the holder's session (lock_statements), or hold() takes it.
   // MySQL 8 has no RETURNING: core's upsert, and `taken`.
+  // It reads the failover gate too, as the lease's take (mariadb_take): its row is selected from
+  // the record when the gate is open here, which also says whether the lock could hold at all
+  // (SqlBackend::serving_check): no Galera node, and the session is the one the handshake gave
+  // (:started_id; a pooler gives another), until core read the gate on it (then NULL).
+  // Otherwise no row and no answer: core
+  // reads the gate itself and gives the server lock back when it is closed. So a row lock's run
+  // reads the record in its token's round trip, not in one of its own; the read locks the record
+  // shared for this statement only, which waits for nothing.
   if (mariadb)
-    s.session_take = {"session.take", numbered_upsert(sql::session_upsert(dialect, t, fence, dialect.now, dialect.now), "",
+    s.session_take = {"session.take", numbered_upsert(sql::session_upsert(dialect, t, "g.fence", dialect.now, dialect.now),
+                                                      " FROM (" + gate_sql(t.locks, t.unquoted("locks"),
+                                                                           " AND (:started_id IS NULL OR NOT @@GLOBAL.wsrep_on AND CONNECTION_ID() = :started_id)") +
+                                                          ") g",
                                                       ", IF(" + taking + ", RELEASE_LOCK(:queue), NULL)")};
   return s;
 }

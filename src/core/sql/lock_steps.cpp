@@ -94,6 +94,8 @@ bool binds(const Statement& statement, std::string_view name) {
 
 bool take_reads_gate(const LeaseStatements& st) { return binds(st.take, "record"); }
 
+bool session_take_reads_gate(const LeaseStatements& st) { return binds(st.session_take, "record"); }
+
 bool release_tells(const LeaseStatements& st) { return binds(st.release, "channel"); }
 
 bool took_on_new_incarnation(const Rows& took) {

@@ -192,7 +192,8 @@ class ServerLock {
                                   ? (wait ? st_.lock_claim : st_.lock_claim_nowait)
                                   : (wait || st_.insert_claim_try.empty() ? st_.insert_claim : st_.insert_claim_try);
       Result<Rows> locked = fail(ErrorKind::internal, "not sent");
-      if (auto sent = h_->send(lock, p, w); !sent) {
+      const bool tagged = strategy_ == Strategy::txn_insert && !st_.tag.empty();
+      if (auto sent = tagged ? h_->send_before_tag(lock, p, w) : h_->send(lock, p, w); !sent) {
         locked = std::unexpected(sent.error());
       } else if (pass == 0 && meanwhile && !meanwhile()) {
         h_->withdraw(wait);  // not to be held
@@ -202,7 +203,7 @@ class ServerLock {
         locked = h_->answer();
       }
       Result<Rows> tag = Rows();  // the tag's answer, txn-insert's last once it inserted
-      if (locked && locked->affected > 0 && strategy_ == Strategy::txn_insert && !st_.tag.empty())
+      if (locked && locked->affected > 0 && tagged)
         if (tag = h_->run(st_.tag, p, Millis(0)); !tag) locked = std::unexpected(tag.error());
       if (locked && locked->affected > 0)
         if (auto ok = h_->holding(key, tag->empty() ? *locked : *tag); !ok) locked = std::unexpected(ok.error());
@@ -357,7 +358,9 @@ class SessionLocker final : public Locker {
     // renew. With it, where the dialect reads it there (serving_), whether the lock could hold
     // at all. A row lock's statement goes out first and the gate is read while it travels (one
     // round trip for both); a gate that says no then gives the lock back before anything is
-    // numbered.
+    // numbered. Where a plain row lock's numbering reads the gate itself (gated_), the gate is
+    // read apart only when that numbering answered no row, and the lock then goes back unless
+    // it is open.
     std::optional<Result<failover::Gate>> gate;
     auto admit = [&] {
       if (!gate) gate = failover::admit_once(*book_, st_.failover, admitted_, req.ttl, serving_);
@@ -371,10 +374,11 @@ class SessionLocker final : public Locker {
     // a semaphore's slot never is (its header comes first, in a transaction).
     const bool fold = lock_->folds_row() && req.semaphore.empty();
     const bool overlap = lock_->row_lock();
+    const bool gated = overlap && gated_ && req.semaphore.empty();
     if (!overlap && !admit()) return shut();
     auto take = [&]() -> Result<std::optional<Rows>> {
       if (fold) return lock_->take_numbered(req.key, wait, take_params(req, (*gate)->fence, Value()));
-      auto got = lock_->take(req.key, wait, overlap ? std::function<bool()>(admit) : nullptr);
+      auto got = lock_->take(req.key, wait, overlap && !gated ? std::function<bool()>(admit) : nullptr);
       if (!got) return std::unexpected(got.error());
       return *got ? std::optional<Rows>(Rows()) : std::nullopt;
     };
@@ -396,7 +400,7 @@ class SessionLocker final : public Locker {
       if (auto ok = lock_->reopen(); !ok) return std::unexpected(ok.error());
       got = take();
     }
-    if (overlap && !admit()) {
+    if (overlap && !gated && !admit()) {
       if (got && *got) (void)lock_->give_back(req.key);
       return shut();
     }
@@ -413,7 +417,16 @@ class SessionLocker final : public Locker {
       if (!got) return std::unexpected(got.error());
     }
     if (!*got) return busy(req);
-    auto out = fold ? numbered(req, **got) : number(req, (*gate)->fence);
+    auto out = fold ? numbered(req, **got) : number(req, gated ? 0 : (*gate)->fence, gated);
+    if (gated && out && gate_unread_) {
+      // The numbering's own gate answered no row: read now (it may write the record), and the
+      // row numbered again once it is open.
+      if (!admit()) {
+        (void)lock_->give_back(req.key);
+        return shut();
+      }
+      out = number(req, (*gate)->fence, false);
+    }
     if (!out || out->state != AcquireOutcome::State::acquired) (void)lock_->give_back(req.key);
     else held_ = HeldRun{{req.key, req.owner, req.host, req.pid, out->token}, req, out->acquired_at_ms.value_or(0)};
     folds_release_ = req.semaphore.empty() && lock_->folds_release();
@@ -444,13 +457,20 @@ class SessionLocker final : public Locker {
              {"session_id", lock_->holder().session_id()},
              {"min_interval_ms", ms_value(req.min_interval)},
              {"token", token},
-             {"fence", fence}};
+             {"fence", fence},
+             {"record", std::string(failover::record_name)},
+             {"ttl_ms", ms_value(req.ttl)},
+             // The session as the handshake gave it, until the gate was read on it (admit_once).
+             {"started_id", admitted_ ? Value() : Value(book_->started_id())}};
     return rows::bind_holder(p, req);
   }
 
   // The row of a key whose server lock is ours: a plain lock's in one statement; a semaphore's
   // slot with its header, in one transaction (docs/backend-contract.md "Semaphores").
-  Result<AcquireOutcome> number(const LockRequest& req, std::int64_t fence) {
+  // `gated`: session_take reads the gate itself (gated_); no row from it is busy with no holder,
+  // and gate_unread_ says so.
+  Result<AcquireOutcome> number(const LockRequest& req, std::int64_t fence, bool gated) {
+    gate_unread_ = false;
     std::optional<Transaction> tx;
     Value token;
     if (!req.semaphore.empty()) {
@@ -464,6 +484,12 @@ class SessionLocker final : public Locker {
     }
     auto took = book_->run(st_.session_take, take_params(req, fence, token));
     if (!took) return std::unexpected(took.error());
+    if (gated && took->empty()) {
+      gate_unread_ = true;
+      AcquireOutcome out;
+      out.state = AcquireOutcome::State::busy;
+      return out;
+    }
     auto out = numbered(req, *took);
     if (out && out->state == AcquireOutcome::State::acquired && tx)
       if (auto ok = tx->commit(); !ok) return std::unexpected(ok.error());
@@ -510,6 +536,8 @@ class SessionLocker final : public Locker {
   bool take_prepared_ = false;                  // session_take made ready for a waiter (attempt)
   bool waited_once_ = false;                    // an attempt that may wait was made (attempt)
   bool folds_release_ = false;                  // the lock held is released in one statement (release)
+  bool gated_ = session_take_reads_gate(st_);  // session_take reads the failover gate (attempt)
+  bool gate_unread_ = false;                    // number()'s gated take answered no row
   failover::ReadCheck serving_;                 // make_session_locker's `serving`
 };
 
