@@ -5,12 +5,15 @@
 # statement longer than a DBA reads in a minute: 50 lines (dblock(1), schema). The statements
 # still above it are named below with the lines they have now, which they may only lose:
 # PostgreSQL's lease take (a failover gate, an update, an insert, the handoff lock and its
-# refusal in one round trip; postgres_statements.cpp).
+# refusal in one round trip; postgres_statements.cpp), and MariaDB's numbered advisory take (the
+# holder's idle limits, a failover gate with its keyed-table check, the lock and the token's
+# upsert in one block and round trip; mysql_statements.cpp).
 source "$(dirname "$0")/lib.sh"
 
 max_lines=50
 declare -A over=(
   ["postgres lease.take"]=64
+  ["mysql lock.advisory_numbered_wait"]=77
 )
 
 # "<lines> <id>" of each statement of the listing on stdin.

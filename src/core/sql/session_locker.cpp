@@ -154,7 +154,9 @@ class ServerLock {
                                                                            : st_.advisory_numbered_wait,
                      number, w);
     // No row (a dialect whose statement inserts nothing when the lock was not taken): not taken.
-    if (r && (r->empty() || (*r)[0].int64(3) == 0)) return std::nullopt;
+    // 2: its own gate did not open, nothing taken (gate_unread).
+    gate_unread_ = r && !r->empty() && (*r)[0].int64(3) == 2;
+    if (r && (r->empty() || (*r)[0].int64(3) == 0 || gate_unread_)) return std::nullopt;
     if (r)
       if (auto ok = h_->holding(key, *r); !ok) r = std::unexpected(ok.error());
     if (!r) {
@@ -167,6 +169,10 @@ class ServerLock {
     return std::move(*r);
   }
 
+  // Whether the last take_numbered took nothing because its own read of the failover gate did
+  // not open (LockStatements::advisory_numbered_wait without a :fence).
+  bool gate_unread() const { return gate_unread_; }
+  const LockStatements& statements() const { return st_; }
   HolderSession& holder() { return *h_; }
   bool row_lock() const { return strategy_ != Strategy::advisory; }
   // Only called while nothing is held.
@@ -245,6 +251,7 @@ class ServerLock {
   LockStatements st_;
   std::optional<std::string> tagged_;  // the key whose holder tag the session holds
   std::optional<std::string> txn_;     // the holder's transaction, as its lock statement answered it
+  bool gate_unread_ = false;           // gate_unread()
 };
 
 class SessionLocker final : public Locker {
@@ -375,9 +382,16 @@ class SessionLocker final : public Locker {
     const bool fold = lock_->folds_row() && req.semaphore.empty();
     const bool overlap = lock_->row_lock();
     const bool gated = overlap && gated_ && req.semaphore.empty();
-    if (!overlap && !admit()) return shut();
+    // A folded take that does not wait reads the gate itself where it can, until the gate was
+    // found open on this connection (then admit() costs nothing).
+    const bool fold_gated = fold && numbered_gated_ && wait.count() <= 0 && !admitted_;
+    if (!overlap && !fold_gated && !admit()) return shut();
     auto take = [&]() -> Result<std::optional<Rows>> {
-      if (fold) return lock_->take_numbered(req.key, wait, take_params(req, (*gate)->fence, Value()));
+      if (fold) {
+        Params p = take_params(req, Value(), Value());
+        if (gate) p.set("fence", (*gate)->fence);  // none: the take reads the gate itself (fold_gated)
+        return lock_->take_numbered(req.key, wait, std::move(p));
+      }
       auto got = lock_->take(req.key, wait, overlap && !gated ? std::function<bool()>(admit) : nullptr);
       if (!got) return std::unexpected(got.error());
       return *got ? std::optional<Rows>(Rows()) : std::nullopt;
@@ -398,6 +412,12 @@ class SessionLocker final : public Locker {
       // Nothing is held yet, so a holder session that is gone (the server's idle limit passed
       // while a waiter slept until --min-interval was due) is simply replaced, once.
       if (auto ok = lock_->reopen(); !ok) return std::unexpected(ok.error());
+      got = take();
+    }
+    if (fold_gated && got && lock_->gate_unread()) {
+      // The take's own gate did not open, and it took nothing: the gate read apart (it may write
+      // the record), and taken again once it is open.
+      if (!admit()) return shut();
       got = take();
     }
     if (overlap && !gated && !admit()) {
@@ -451,7 +471,7 @@ class SessionLocker final : public Locker {
   }
 
   // session_take's parameters (statements.hpp).
-  Params take_params(const LockRequest& req, std::int64_t fence, const Value& token) const {
+  Params take_params(const LockRequest& req, const Value& fence, const Value& token) const {
     Params p{{"key", req.key},
              {"strategy", strategy_},
              {"session_id", lock_->holder().session_id()},
@@ -538,6 +558,7 @@ class SessionLocker final : public Locker {
   bool folds_release_ = false;                  // the lock held is released in one statement (release)
   bool gated_ = session_take_reads_gate(st_);  // session_take reads the failover gate (attempt)
   bool gate_unread_ = false;                    // number()'s gated take answered no row
+  bool numbered_gated_ = numbered_take_reads_gate(lock_->statements());  // attempt's fold_gated
   failover::ReadCheck serving_;                 // make_session_locker's `serving`
 };
 

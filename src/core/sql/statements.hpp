@@ -389,7 +389,9 @@ struct LockStatements {
   /// itself, `advisory_try` / `advisory_wait` and then session_take (its parameters too) when
   /// taken, in one statement: one row of session_take's three columns (NULL: not numbered) and
   /// taken (1 or 0), or no row when not taken; one that fails with ErrorKind::wait_ended took no
-  /// lock (after any other error it is given back).
+  /// lock (after any other error it is given back). One that binds :record reads the failover
+  /// gate itself when :fence is NULL and :wait_ms 0 (SessionLocker binds no fence only then):
+  /// (NULL, NULL, NULL, 2) when it did not open, nothing taken.
   Statement advisory_try, advisory_wait, advisory_holds, advisory_give_back;
   Statement advisory_numbered_try, advisory_numbered_wait;
   /// Empty, or (where `advisory_numbered_*` are) in the bookkeeping session itself:
