@@ -429,8 +429,7 @@ Result<Child> Child::prepare(const ChildSpec& spec) {
   return child;
 }
 
-Result<void> Child::start(std::span<const std::string> late_values, int keep_open_fd,
-                          const std::function<void()>& meanwhile) {
+Result<void> Child::start(std::span<const std::string> late_values, int keep_open_fd) {
   if (done_ || guard_ <= 0 || pid_ > 0) return {};  // exec_errno() already says why
   if (late_values.size() > late_vars_max) return fail(ErrorKind::internal, "start: too many values");
   for (const auto& value : late_values)
@@ -450,7 +449,6 @@ Result<void> Child::start(std::span<const std::string> late_values, int keep_ope
   do {
     sent = ::sendmsg(control_.get(), &msg, MSG_NOSIGNAL);
   } while (sent < 0 && errno == EINTR);
-  if (sent == static_cast<ssize_t>(sizeof message) && meanwhile) meanwhile();
 
   GuardReport first{};
   if (sent != static_cast<ssize_t>(sizeof message) || !read_report(status_.get(), &first)) {

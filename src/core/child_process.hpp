@@ -26,7 +26,6 @@
 
 #include <sys/types.h>
 
-#include <functional>
 #include <string>
 #include <span>
 #include <string_view>
@@ -76,11 +75,8 @@ class Child {
   static Result<Child> prepare(const ChildSpec& spec);
   /// The guard forks and execs the command with spec.late_env set to late_values; it keeps
   /// keep_open_fd (the lock session's socket, or -1) until the job is dead. When exec fails
-  /// the command and the guard are reaped here and exec_errno() says why. `meanwhile` runs
-  /// once the guard has been told, while it starts the command and before its report is read:
-  /// work of dblock's that would otherwise follow the start instead of overlapping it.
-  Result<void> start(std::span<const std::string> late_values, int keep_open_fd,
-                     const std::function<void()>& meanwhile = {});
+  /// the command and the guard are reaped here and exec_errno() says why.
+  Result<void> start(std::span<const std::string> late_values, int keep_open_fd);
 
   Child() = default;
   Child(Child&& o) noexcept { *this = std::move(o); }

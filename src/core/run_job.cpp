@@ -82,12 +82,6 @@ class Supervisor {
       : o_(o), locker_(locker), signals_(signals), acquired_(acquired), started_(acquired.replied_at),
         session_fd_(session_fd) {}
 
-  /// The heartbeat's thread, made while the guard starts the command (Child::start's
-  /// meanwhile: dblock waits for its report anyway), so the two overlap instead of following
-  /// each other. run() makes it if it was not.
-  void start_heartbeat() {
-    if (!heartbeat_) heartbeat_ = std::make_unique<Heartbeat>(locker_, o_.request.ttl, acquired_.sent_at);
-  }
   Finished run(Child& child);
   /// Session strategies: the server lock is what excludes, so --min-hold is waited out here.
   void stop_heartbeat() {
@@ -130,7 +124,7 @@ void Supervisor::terminate(Child& child, StopReason why, Millis now) {
 }
 
 Finished Supervisor::run(Child& child) {
-  start_heartbeat();
+  heartbeat_ = std::make_unique<Heartbeat>(locker_, o_.request.ttl, acquired_.sent_at);
   const std::string& key = o_.request.key;
 
   while (!child.poll_exit()) {
@@ -325,7 +319,7 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
   int error_status = 0;
   std::vector<std::string> late_values{std::to_string(got.token)};
   if (o.request.slots > 0) late_values.push_back(std::to_string(got.slot.value_or(0)));
-  auto started = child.start(late_values, session_fd.get(), [&] { supervisor.start_heartbeat(); });
+  auto started = child.start(late_values, session_fd.get());
   if (!started) {
     error_status = report(started.error(), o.request.key);
     finished = {RunOutcome::failed, error_status, error_status};
