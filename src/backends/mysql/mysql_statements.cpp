@@ -142,10 +142,6 @@ const sql::Dialect dialect{
         [](std::string_view row, std::string_view now) {
           return "TIMESTAMPDIFF(MICROSECOND, " + std::string(row) + "last_started_at, " + std::string(now) + ") DIV 1000";
         },
-    .lease_live =
-        [](std::string_view row, std::string_view now) {
-          return "COALESCE(" + std::string(row) + "expires_at > " + std::string(now) + ", 0)";
-        },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " <=> " + std::string(b); },
     .begin_unsynced = {},  // every commit waits for the disk
     // ShedLock's now, as its MySqlServerTimeStatementsSource writes it.

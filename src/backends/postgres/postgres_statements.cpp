@@ -62,14 +62,6 @@ const sql::Dialect dialect{
     .clock = "clock_timestamp()",
     .time_of_ms = [](std::string_view ms) { return "timestamptz 'epoch' + " + std::string(ms) + " * interval '1 ms'"; },
     .integer = [](std::string_view param) { return std::string(param) + "::bigint"; },
-    .started_ms_ago =
-        [](std::string_view row, std::string_view now) {
-          return "floor(extract(epoch FROM " + std::string(now) + " - " + std::string(row) + "last_started_at) * 1000)::bigint";
-        },
-    .lease_live =
-        [](std::string_view row, std::string_view now) {
-          return "COALESCE(" + std::string(row) + "expires_at > " + std::string(now) + ", false)";
-        },
     // READ COMMITTED whatever the role's default: a statement after a lock (a semaphore's slot
     // rows after its header) must read what committed meanwhile.
     .begin = "BEGIN ISOLATION LEVEL READ COMMITTED",

@@ -135,12 +135,16 @@ struct Dialect {
   /// text, so it casts). Default: the parameter.
   std::string (*integer)(std::string_view param) = [](std::string_view param) { return std::string(param); };
   /// Whole milliseconds (an integer) from the last start of the row `row` ("" or an alias and its
-  /// dot) to `now` (a time expression; SQLite judges on its own clock).
+  /// dot) to `now` (a time expression; SQLite judges on its own clock). Default (nullptr): core
+  /// compares the last start plus --min-interval with `now` (plus_ms), and the time left is the
+  /// difference of their epoch_ms, exact where the column keeps whole milliseconds.
   std::string (*started_ms_ago)(std::string_view row, std::string_view now) = nullptr;
   /// 1 (true) while the lease of the row `row` ("" or an alias and its dot) runs at `now` (a time
   /// expression: `now`, or a statement's own time; SQLite judges on its own clock), else 0
-  /// (false), never NULL.
-  std::string (*lease_live)(std::string_view row, std::string_view now) = nullptr;
+  /// (false), never NULL. Default: its expires_at after `now` (IS TRUE: never NULL).
+  std::string (*lease_live)(std::string_view row, std::string_view now) = [](std::string_view row, std::string_view at) {
+    return "(" + std::string(row) + "expires_at > " + std::string(at) + ") IS TRUE";
+  };
   /// `a` and `b` equal, NULL equal to NULL, never NULL itself. Default: IS NOT DISTINCT FROM.
   std::string (*same)(std::string_view a, std::string_view b) = [](std::string_view a, std::string_view b) {
     return std::string(a) + " IS NOT DISTINCT FROM " + std::string(b);
