@@ -31,7 +31,9 @@ top=${1:-${DBLOCK_SOURCE_DIR:?usage: contract_count.sh SOURCE_DIR}}
 # 43/52 -> 41/51: core's forms of a lease running (its expires_at after now, IS TRUE) and of
 # --min-interval (the last start plus the interval not after now, through plus_ms): PostgreSQL
 # gives neither, MySQL only the milliseconds since the last start (its times keep microseconds).
-declare -A bound=([postgres]=41 [mysql]=51 [sqlite]=21)
+# 41/51 -> 40/50: lock.make_claim is core's, the dialect's upsert that leaves a row alone (any
+# unique key: Upsert::key ""); MySQL's was INSERT IGNORE, which also turned errors into warnings.
+declare -A bound=([postgres]=40 [mysql]=50 [sqlite]=21)
 
 count() {
   local f=$1

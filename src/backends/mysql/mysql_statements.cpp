@@ -480,7 +480,6 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
   // MariaDB's is about metadata locks too, so there the holder session's
   // innodb_lock_wait_timeout = 0 (MySQL's least is 1 s) answers a held row at once instead.
   if (mariadb) s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text};
-  s.make_claim = {"lock.make_claim", "INSERT IGNORE INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
   // txn-insert's INSERT waits for another holder's only on a unique key of (name, kind): on a
   // claims table without one, both would insert and hold. The tag, run after that INSERT, then
   // reads one row too many (1242; a SELECT: DO drops the error), which sends the run to the

@@ -193,7 +193,6 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   sql::LockStatements s;
   // Each lock answers with its transaction's id: a row, the lock taken.
   s.lock_claim = {"lock.claim", "SELECT txid_current() FROM " + t.claims + " WHERE name = :key AND kind = :kind FOR UPDATE"};
-  s.make_claim = {"lock.make_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind) ON CONFLICT DO NOTHING"};
   // txn-insert's waiters queue on the key's transaction-scoped advisory lock (two ints) ahead of
   // the INSERT, which the holder keeps until its transaction ends: a release wakes the one
   // waiter at the head of that queue, where on the unique index it would wake them all.

@@ -301,6 +301,10 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   s.begin = d.begin;
   if (s.insert_claim.empty())
     s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
+  // The key's claims row unless there is one, committed: an insert that leaves a racer's alone.
+  s.make_claim = {"lock.make_claim", d.upsert({t.claims, "c", {{"name", ":key"}, {"kind", ":kind"}},
+                                              [](std::string_view) { return Assignments(); },
+                                              [](std::string_view) { return std::string(); }, ""})};
   if (!s.lock_claim.empty() && s.lock_claim_nowait.empty())
     s.lock_claim_nowait = {s.lock_claim.id + "_nowait", s.lock_claim.text + " NOWAIT"};
   // The uncommitted row is visible to its own transaction only, while it is open.

@@ -32,13 +32,15 @@ using Assignments = std::vector<std::pair<std::string, std::string>>;
 /// its dot); a value "" in `set` is the inserted row's value of that column. `set` is in an order
 /// where each column that `when` reads comes after the ones it does not (MySQL assigns one column
 /// after another, each assignment seeing those before and testing `when` again). A `set` of no
-/// assignments leaves an existing row alone (`when` is not asked): an insert unless there is one.
+/// assignments leaves an existing row alone (`when` is not asked): an insert unless there is one,
+/// met through `key`, or through any unique key where `key` is "".
 struct Upsert {
   std::string table;  // quoted
   std::string alias;  // the existing row's name, where the dialect can give it one
   Assignments values;
   std::function<Assignments(std::string_view row)> set;
   std::function<std::string(std::string_view row)> when;
+  std::string key = "name";  // the unique key's columns, where the dialect names the conflict
 };
 
 /// Dialect::upsert as INSERT ... ON CONFLICT (name) DO UPDATE SET ... WHERE (PostgreSQL, SQLite);
@@ -287,7 +289,8 @@ DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect
 /// claims' lock and insert, and any statement it writes its own way), completed with what is
 /// standard SQL: `begin` (Dialect::begin), insert_claim (a plain INSERT, unless the dialect wrote
 /// its own), lock_claim_nowait (lock_claim with NOWAIT, unless the dialect wrote its own:
-/// MariaDB's NOWAIT also refuses to wait for a table's metadata lock), holds_claim and alive;
+/// MariaDB's NOWAIT also refuses to wait for a table's metadata lock), make_claim (the dialect's
+/// upsert that leaves a row alone), holds_claim and alive;
 /// and, each where the dialect's session lock (Dialect::session_lock) has what it needs and `s`
 /// has none, the advisory strategy's statements over it and lock_wait (SessionLock::bound).
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s);
