@@ -65,9 +65,6 @@ const sql::Dialect dialect{
     // READ COMMITTED whatever the role's default: a statement after a lock (a semaphore's slot
     // rows after its header) must read what committed meanwhile.
     .begin = "BEGIN ISOLATION LEVEL READ COMMITTED",
-    // Only the acquisition must survive a crash: a release lost in one leaves a lease to expire,
-    // and the next acquirer's synchronous commit flushes the WAL up to its own token first.
-    .begin_unsynced = "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit = off",
     .utc_now = now_utc,
     .epoch_ms = &ms,
     .plus_ms = [](std::string_view time, std::string_view ms) { return std::string(time) + " + " + std::string(ms) + " * interval '1 ms'"; },
@@ -110,6 +107,9 @@ const sql::Dialect dialect{
     // runs alone, outside begin_release (a session holder's, and a lease's ahead of its history
     // row), or with its history row in one statement (release_recorded).
     .release_returns = "pg_notify(:channel, name)",
+    // Only the acquisition must survive a crash: a release lost in one leaves a lease to expire,
+    // and the next acquirer's synchronous commit flushes the WAL up to its own token first (also
+    // a release's own transaction, begin_unsynced: core's, `begin` and this).
     .unsynced_commit = "set_config('synchronous_commit', 'off', true)",
     .incarnation = incarnation,
     .session_id = "pg_backend_pid()",

@@ -158,7 +158,8 @@ struct Dialect {
   /// or a lock on the whole database).
   std::string begin = "START TRANSACTION";
   /// Opens a transaction whose commit need not wait for the disk (LeaseStatements::begin_release:
-  /// only the acquisition must survive a crash). "" where every commit waits: `begin`.
+  /// only the acquisition must survive a crash). Default: `begin`, then, where the dialect gives
+  /// unsynced_commit, a SELECT of it; else every commit waits.
   std::string begin_unsynced = {};
   /// ShedLock's now, as its JDBC provider's server-time statements write it: UTC wall time, as
   /// ShedLock's TIMESTAMP columns hold it (shedlock.hpp). Default: `now`.
@@ -280,9 +281,9 @@ Statement release_recorded(const Dialect& d, const Tables& t, const Statement& r
 /// where there is none.
 Statement session_id_statement(const Dialect& d);
 
-/// doctor's statements (DoctorStatements) that are standard SQL: the privilege probes of the
-/// tables of `options`, quoted as `sd` quotes them, and session_id; the dialect adds server,
-/// can_create and its checks.
+/// doctor's statements (DoctorStatements) that are standard SQL: the server's version()
+/// (a dialect may name its server otherwise), the privilege probes of the tables of `options`,
+/// quoted as `sd` quotes them, and session_id; the dialect adds can_create and its checks.
 DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options);
 
 /// The session strategies' server-lock statements (LockStatements): the dialect's own `s` (its
