@@ -286,13 +286,20 @@ WakeStatements wake_statements(const Dialect& d, const Tables& t) {
   // over, no lock taken), wake_hold's work.
   s.taken_holding = {"wake.taken_holding", taken_sql(d, t, ", CASE WHEN " + d.integer(":take_wake") + " = 1 THEN " +
                                                                l.try_lock(wake) + " END, " + l.unlock(queue))};
+  // Only the head waits (another waiter that came to try would hold the head back), and gives
+  // the wake lock back at once: the take behind it takes it with the row where the row is taken.
+  s.wait_ahead = {"wake.wait_ahead", "SELECT CASE WHEN " + holds_sql(d, queue) + " THEN " + l.wait_lock(wake) +
+                                         " END AS got, " + l.unlock(wake)};
   return s;
 }
 
 QueueStatements queue_statements(const Dialect& d, std::string_view key) {
   const SessionLock& l = d.session_lock;
   if (!l.wait_lock || !l.unlock) return {};
-  return {{"queue.wait", lock_sql(d, l.wait_lock(key), true)}, {"queue.leave", "SELECT " + l.unlock(key)}};
+  // The handoff lock (:hand) is the one a lease take binds (the holder's take took it).
+  return {{"queue.wait", lock_sql(d, l.wait_lock(key), true)},
+          {"queue.leave", "SELECT " + l.unlock(key)},
+          {"queue.wait_ahead", lock_sql(d, l.wait_lock(d.integer(":hand")), true)}};
 }
 
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s) {

@@ -294,10 +294,9 @@ namespace {
 class HandingWake final : public sql::Wake {
  public:
   explicit HandingWake(std::vector<std::string>& sent) : sent_(&sent) {}
-  Result<void> taking(const std::string& key, sql::Params& take) override {
+  void taking(const std::string& key, sql::Params& take, bool) override {
     sent_->push_back("taking " + key);
     take.set("hand", std::int64_t{42});
-    return {};
   }
   void took(const std::string& key, const sql::Rows& took) override {
     sent_->push_back("took " + key + " " + took[0].text(0));
