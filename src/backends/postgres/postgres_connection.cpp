@@ -737,7 +737,11 @@ sql::Rows Connection::rows_of(const PGresult* last) {
 class ListenWake final : public sql::Wake {
  public:
   ListenWake(Session& session, std::shared_ptr<Connection> conn, std::string prefix)
-      : session_(&session), conn_(std::move(conn)), prefix_(std::move(prefix)), q_(queue_statements()) {}
+      : session_(&session),
+        conn_(std::move(conn)),
+        prefix_(std::move(prefix)),
+        q_(queue_statements()),
+        give_back_(sql::compile(q_.leave.text, sql::PlaceholderStyle::dollar).text) {}
   // The release's NOTIFY needs nothing set up. Once the command runs, the holder stops
   // listening (best effort: what still arrives is dropped by every statement) and gives its
   // place back, so the key's next waiter takes it and listens while this command runs.
@@ -750,7 +754,7 @@ class ListenWake final : public sql::Wake {
   // After the release: a handoff lock not let go in its round trip (a release in a
   // transaction of its own) goes now.
   void post(const std::string&) override {
-    if (!hand_held_.empty()) conn_->send_unawaited(unlock_sql, {sql::Value(hand_lock(std::exchange(hand_held_, {})))});
+    if (!hand_held_.empty()) conn_->send_unawaited(give_back_, {sql::Value(hand_lock(std::exchange(hand_held_, {})))});
   }
   Result<bool> join(const std::string& key, Millis left) override {
     auto direct = conn_->served_directly(*session_);
@@ -800,24 +804,26 @@ class ListenWake final : public sql::Wake {
     p.set("hand", hand).set("backend", std::int64_t{conn_->backend_pid()});
   }
   void let_in_without(const std::string& key) override {
-    conn_->send_unawaited(unlock_sql, {sql::Value(hand_lock(key))});
+    conn_->send_unawaited(give_back_, {sql::Value(hand_lock(key))});
   }
   // The lease's release: the handoff lock goes in its round trip, after its commit.
   void releasing(const std::string&) override {
     if (hand_held_.empty() || conn_->in_transaction()) return;
     const std::int64_t lock = hand_lock(std::exchange(hand_held_, {}));
-    conn_->send_after_next(std::string(unlock_sql), {sql::Value(lock)});
+    conn_->send_after_next(give_back_, {sql::Value(lock)});
   }
 
  private:
   std::int64_t queue_lock(const std::string& key) const { return key_hash(prefix_, "\x02queue " + key); }
   std::int64_t hand_lock(const std::string& key) const { return key_hash(prefix_, "\x03hand " + key); }
-  static constexpr std::string_view unlock_sql = "SELECT pg_advisory_unlock($1::bigint)";
 
   Session* session_;
   std::shared_ptr<Connection> conn_;
   std::string prefix_;
   sql::QueueStatements q_;
+  // queue.leave, its one parameter (:lock) $1: a handoff lock given back (sent unnamed, or
+  // after another statement).
+  std::string give_back_;
   int queued_on_ = 0;        // the server process on which this session holds a queue lock, or 0
   std::string queued_key_;   // the key of that queue lock
   std::string hand_tried_;   // the key whose handoff lock the last take took or waited for
