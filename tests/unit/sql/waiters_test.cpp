@@ -261,3 +261,16 @@ TEST_CASE("waiters: the head whose takes wait ahead keeps its place between slic
   CHECK(s.calls == Calls{"join k", "wait_ahead k", "taking k behind", "wait_ahead k",
                          "taking k behind", "leave k", "join a"});
 }
+
+TEST_CASE("waiters: a semaphore's waiter at the head (its takes in a transaction) waits for a wake, never again at once") {
+  Script s;
+  s.head = true;
+  s.fd = 7;  // PostgreSQL's: core sleeps on it
+  sql::Waiters w(std::make_unique<ScriptedWake>(s));
+  REQUIRE(*w.busy("sem", 1000ms));
+  w.attempting(1000ms);
+  CHECK(ahead_of(w, "sem/0", false).empty());
+  // No wake heard: core sleeps on fd() (trying again at once, it had taken the slot over and over).
+  CHECK(*w.busy("sem", 1000ms) == false);
+  CHECK(s.calls == Calls{"join sem", "taking sem/0 alone", "wait sem"});
+}
