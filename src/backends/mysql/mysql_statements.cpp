@@ -142,10 +142,6 @@ const sql::Dialect dialect{
         [](std::string_view row, std::string_view now) {
           return "TIMESTAMPDIFF(MICROSECOND, " + std::string(row) + "last_started_at, " + std::string(now) + ") DIV 1000";
         },
-    .lease_live =
-        [](std::string_view row, std::string_view now) {
-          return "COALESCE(" + std::string(row) + "expires_at > " + std::string(now) + ", 0)";
-        },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " <=> " + std::string(b); },
     .begin_unsynced = {},  // every commit waits for the disk
     // ShedLock's now, as its MySqlServerTimeStatementsSource writes it.
@@ -392,7 +388,6 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
 
 sql::DoctorStatements doctor_statements(const BackendOptions& options, bool mariadb) {
   sql::DoctorStatements s = sql::doctor_statements(dialect, schema_dialect, options);
-  s.server = {"doctor.server", "SELECT VERSION()"};
   s.can_create = {"doctor.can_create",
                   "SELECT (SELECT COUNT(*) FROM information_schema.SCHEMA_PRIVILEGES WHERE TABLE_SCHEMA = DATABASE()"
                   " AND PRIVILEGE_TYPE = 'CREATE') + (SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES"
@@ -484,7 +479,6 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
   // MariaDB's is about metadata locks too, so there the holder session's
   // innodb_lock_wait_timeout = 0 (MySQL's least is 1 s) answers a held row at once instead.
   if (mariadb) s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text};
-  s.make_claim = {"lock.make_claim", "INSERT IGNORE INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
   // txn-insert's INSERT waits for another holder's only on a unique key of (name, kind): on a
   // claims table without one, both would insert and hold. The tag, run after that INSERT, then
   // reads one row too many (1242; a SELECT: DO drops the error), which sends the run to the
@@ -543,7 +537,6 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   s.failover_record = "/*M!100000 INSERT INTO " + t.locks +
                       " (name, owner, host, pid, token, strategy, acquired_at) VALUES (CONCAT(CHAR(1), 'failover'), " +
                       incarnation(true) + ", NULL, 0, 0, 'failover', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE name = name */";
-  s.autocommit_note = "MySQL and MariaDB commit each CREATE TABLE on its own (DDL is not\n-- transactional).";
   s.failover_note = "MariaDB runs the next statement (a /*M! comment); MySQL skips it, and there the\n"
                     "-- first run makes the record (an INSERT).";
   // A name must hold 255 bytes of any key (ShedLock's its own length), whole: a TEXT column

@@ -37,7 +37,9 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   const std::string holder = " WHERE name = :key AND owner = :owner AND token = " + token + " AND released_at IS NULL";
   LeaseStatements s;
   s.begin = d.begin;
-  s.begin_release = d.begin_unsynced.empty() ? d.begin : d.begin_unsynced;
+  s.begin_release = !d.begin_unsynced.empty() ? d.begin_unsynced
+                    : d.unsynced_commit.empty() ? d.begin
+                                                : d.begin + "; SELECT " + d.unsynced_commit;
   s.history = history_statements(d, t.runs);
   s.refusal = {"lease.refusal", "SELECT " + refused + " FROM " + t.locks + " WHERE name = :key"};
 
@@ -179,6 +181,7 @@ Statement session_id_statement(const Dialect& d) {
 
 DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options) {
   DoctorStatements s;
+  s.server = {"doctor.server", "SELECT version()"};
   s.probe = privilege_probes(options, sd.quote);
   s.session_id = session_id_statement(d);
   return s;
@@ -309,6 +312,10 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   s.begin = d.begin;
   if (s.insert_claim.empty())
     s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
+  // The key's claims row unless there is one, committed: an insert that leaves a racer's alone.
+  s.make_claim = {"lock.make_claim", d.upsert({t.claims, "c", {{"name", ":key"}, {"kind", ":kind"}},
+                                              [](std::string_view) { return Assignments(); },
+                                              [](std::string_view) { return std::string(); }, ""})};
   if (!s.lock_claim.empty() && s.lock_claim_nowait.empty())
     s.lock_claim_nowait = {s.lock_claim.id + "_nowait", s.lock_claim.text + " NOWAIT"};
   // The uncommitted row is visible to its own transaction only, while it is open.

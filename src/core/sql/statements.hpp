@@ -318,8 +318,6 @@ struct SchemaStatements {
   /// For `dblock schema` only (empty: none): the failover record (failover.hpp) as a statement
   /// that makes it once, for the server the script runs on, and a comment about it.
   std::string failover_record, failover_note;
-  /// For `dblock schema`, where `begin` is empty: why the script has no transaction.
-  std::string autocommit_note;
   /// Opens the transaction the DDL runs in; empty: each DDL statement commits on its own.
   std::string begin;
   /// Columns that came after a table's first shape (tables.hpp), in the order they came: the
