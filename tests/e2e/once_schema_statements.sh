@@ -36,6 +36,13 @@ for dialect in sqlite mysql postgres; do
       check "$dialect: names $id" grep -qx -- "-- $id" <<<"$out"
     done
   fi
+  # The wait a lease waiter at the head sends ahead of its take (Waiters::ahead): MariaDB's on
+  # the holder's wake name, PostgreSQL's on its handoff lock (they had been written in the
+  # connections, unlisted).
+  case $dialect in
+    mysql) check "$dialect: names wake.wait_ahead" grep -qx -- "-- wake.wait_ahead" <<<"$out" ;;
+    postgres) check "$dialect: names queue.wait_ahead" grep -qx -- "-- queue.wait_ahead" <<<"$out" ;;
+  esac
   check "$dialect: one clause per line (a WHERE starts a line)" grep -q "^WHERE name = :key" <<<"$out"
   wide=$(sed "s/'[^']*'//g" <<<"$out" | awk 'length($0) > 101' | head -3)
   assert_eq "$dialect: no line wider than 101 columns outside its literals" "" "$wide"

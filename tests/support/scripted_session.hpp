@@ -33,6 +33,14 @@ class ScriptedSession final : public sql::Session {
     auto it = answers.find(st.id);
     return it == answers.end() ? sql::Rows{} : it->second;
   }
+  /// One round trip: "<ahead's id> ahead" then the statement's id, as run() notes it.
+  Result<sql::Rows> run_behind(const sql::Statement& ahead, const sql::Params& ahead_params, const sql::Statement& st,
+                               const sql::Params& params, Millis, sql::AheadAnswer& answer) override {
+    sent.push_back(ahead.id + " ahead");
+    last_params[ahead.id] = ahead_params;
+    answer = ahead_answers;
+    return run(st, params);
+  }
   Result<void> exec(std::string_view sql) override {
     sent.emplace_back(sql);
     return {};
@@ -60,6 +68,7 @@ class ScriptedSession final : public sql::Session {
   int reconnects = 0;
   int seen_direct = 0;  // served_directly_seen() calls
   bool drop_waits = false;  // a wait for a release loses the connection
+  sql::AheadAnswer ahead_answers = sql::AheadAnswer::let_in;  // what every wait run_behind sends ahead tells
   /// The session's waiters' queue over `wake` (the dialect's wake primitive).
   void wake_with(std::unique_ptr<sql::Wake> wake) { signal_ = sql::Waiters(std::move(wake)); }
 

@@ -113,16 +113,16 @@ class MysqlHolder final : public sql::HolderSession {
   // The lock statement, with begin's lock wait ahead of it on MariaDB.
   Result<void> send(const sql::Statement& st, const sql::Params& p, Millis wait) override {
     if (conn_ && conn_->mariadb())
-      if (const sql::Statement ahead = std::exchange(ahead_, {}); !ahead.empty()) conn_->run_behind(ahead);
+      if (const sql::Statement ahead = std::exchange(ahead_, {}); !ahead.empty()) conn_->put_ahead_of_next(ahead);
     return HolderSession::send(st, p, wait);
   }
   // On MariaDB txn-insert's INSERT goes ahead of the holder tag that the locker runs next
-  // (Connection::run_behind), one round trip for both, its error the tag's (an INSERT that found
+  // (Connection::put_ahead_of_next), one round trip for both, its error the tag's (an INSERT that found
   // the key held: busy), begin's lock wait ahead of both.
   Result<void> send_before_tag(const sql::Statement& st, const sql::Params& p, Millis wait) override {
     if (!conn_ || !conn_->mariadb()) return HolderSession::send(st, p, wait);
     const sql::Statement ahead = std::exchange(ahead_, {});
-    conn_->run_behind(ahead.empty() ? st : sql::Statement{st.id, ahead.text + "; " + st.text});
+    conn_->put_ahead_of_next(ahead.empty() ? st : sql::Statement{st.id, ahead.text + "; " + st.text});
     inserted_ahead_ = true;
     return {};
   }
@@ -136,7 +136,7 @@ class MysqlHolder final : public sql::HolderSession {
   void withdraw(bool waits) override {
     inserted_ahead_ = false;
     if (conn_ && conn_->mariadb()) {
-      conn_->run_behind({});
+      conn_->put_ahead_of_next({});
       lock_wait_ = Millis(-1);
     }
     HolderSession::withdraw(waits);

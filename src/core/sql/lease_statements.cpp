@@ -203,10 +203,11 @@ namespace {
 
 // The lock's statement: one row of (got, at), at the moment the lock was answered (Dialect::clock),
 // so that a row numbered after a wait has the time of the grant, not of the statement's start.
-// A wait's bound (SessionLock::bound) is set in its FROM, which is evaluated first.
-std::string lock_sql(const Dialect& d, const std::string& got, bool waits) {
+// A wait's bound (SessionLock::bound) is set in its FROM, which is evaluated first. `at`: with
+// the moment, where a row may be numbered with it.
+std::string lock_sql(const Dialect& d, const std::string& got, bool waits, bool at = true) {
   const SessionLock& l = d.session_lock;
-  return "SELECT " + got + " AS got" + (d.clock.empty() ? "" : ", " + d.clock + " AS at") +
+  return "SELECT " + got + " AS got" + (d.clock.empty() || !at ? "" : ", " + d.clock + " AS at") +
          (waits && !l.bound.empty() ? " FROM (SELECT " + l.bound + ") c" : "");
 }
 
@@ -289,13 +290,20 @@ WakeStatements wake_statements(const Dialect& d, const Tables& t) {
   // over, no lock taken), wake_hold's work.
   s.taken_holding = {"wake.taken_holding", taken_sql(d, t, ", CASE WHEN " + d.integer(":take_wake") + " = 1 THEN " +
                                                                l.try_lock(wake) + " END, " + l.unlock(queue))};
+  // Only the head waits (another waiter that came to try would hold the head back), and gives
+  // the wake lock back at once: the take behind it takes it with the row where the row is taken.
+  s.wait_ahead = {"wake.wait_ahead", "SELECT CASE WHEN " + holds_sql(d, queue) + " THEN " + l.wait_lock(wake) +
+                                         " END AS got, " + l.unlock(wake)};
   return s;
 }
 
 QueueStatements queue_statements(const Dialect& d, std::string_view key) {
   const SessionLock& l = d.session_lock;
   if (!l.wait_lock || !l.unlock) return {};
-  return {{"queue.wait", lock_sql(d, l.wait_lock(key), true)}, {"queue.leave", "SELECT " + l.unlock(key)}};
+  // The handoff lock (:hand) is the one a lease take binds (the holder's take took it).
+  return {{"queue.wait", lock_sql(d, l.wait_lock(key), true)},
+          {"queue.leave", "SELECT " + l.unlock(key)},
+          {"queue.wait_ahead", lock_sql(d, l.wait_lock(d.integer(":hand")), true, false)}};
 }
 
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s) {
