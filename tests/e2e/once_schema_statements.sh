@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib.sh"
 
 max_lines=50
 declare -A over=(
-  ["postgres lease.take"]=64
+  ["postgres lease.take"]=62
   ["mysql lock.advisory_numbered_wait"]=77
 )
 
