@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <utility>
 
-#include "core/sql/sql_session.hpp"
-
+// Statements and parameters pass through here by reference only: sql_session.hpp, which hands
+// out Waiters, includes this file's header, not the other way round.
 namespace dblock::sql {
 
 void Waiters::holding(const std::string& key) {
