@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/lock_types.hpp"
+#include "core/sql/failover.hpp"
 #include "core/sql/sql_session.hpp"
 
 namespace dblock::testing {
@@ -90,6 +91,17 @@ inline sql::Rows row_of(std::vector<sql::Rows::Cell> cells, std::int64_t affecte
 }
 
 /// A request for key "k" by owner "me" on host "h", pid 1, with `ttl`.
+// The failover record's statements, each answered by its id (its text says nothing).
+inline sql::FailoverStatements failover_statements() {
+  sql::FailoverStatements st;
+  st.read = {"failover.read", "read"};
+  st.create = {"failover.create", "create"};
+  st.max_token = {"failover.max_token", "max"};
+  st.move = {"failover.move", "move"};
+  st.raise_ttl = {"failover.raise_ttl", "raise"};
+  return st;
+}
+
 inline LockRequest lock_request(Millis ttl) {
   LockRequest req;
   req.key = "k";

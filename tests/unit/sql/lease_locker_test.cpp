@@ -34,11 +34,7 @@ sql::LeaseStatements folded_statements() {
   sql::LeaseStatements st;
   st.take = {"lease.take", "take, reading the gate of :record"};
   st.refusal = {"lease.refusal", "refusal"};
-  st.failover.read = {"failover.read", "read"};
-  st.failover.create = {"failover.create", "create"};
-  st.failover.max_token = {"failover.max_token", "max_token"};
-  st.failover.move = {"failover.move", "move"};
-  st.failover.raise_ttl = {"failover.raise_ttl", "raise_ttl"};
+  st.failover = testing::failover_statements();
   return st;
 }
 

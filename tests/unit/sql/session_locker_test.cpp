@@ -74,11 +74,7 @@ sql::LeaseStatements statements() {
 // statements() with the failover record's statements.
 sql::LeaseStatements with_failover() {
   sql::LeaseStatements st = statements();
-  st.failover.read = {"failover.read", "read"};
-  st.failover.create = {"failover.create", "create"};
-  st.failover.max_token = {"failover.max_token", "max"};
-  st.failover.move = {"failover.move", "move"};
-  st.failover.raise_ttl = {"failover.raise_ttl", "raise"};
+  st.failover = testing::failover_statements();
   return st;
 }
 
