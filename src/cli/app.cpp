@@ -15,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include "backends/registry.hpp"
 #include "cli/argv_scrub.hpp"
@@ -486,6 +487,25 @@ std::optional<std::string> misplaced_option(const CLI::App& app, const std::vect
   return std::nullopt;
 }
 
+// The root. CLI11 gives each subcommand a copy of the root's help flag as it makes it (while
+// the root's help_ptr_ is set): an option of its own, about 13k instructions each, and there
+// are a dozen subcommands of which a run parses one. A subcommand's help flag is declared with
+// its options instead (main's define), first among them, as the copy was.
+class RootApp : public CLI::App {
+ public:
+  using CLI::App::App;
+  /// Runs `add`, which makes the subcommands, with the help flag hidden from them.
+  template <class Add>
+  void add_without_help(Add&& add) {
+    struct Restore {
+      CLI::Option*& slot;
+      CLI::Option* help;
+      ~Restore() { slot = help; }
+    } restore{help_ptr_, std::exchange(help_ptr_, nullptr)};
+    add();
+  }
+};
+
 }  // namespace
 
 std::span<const Command> commands() { return command_table; }
@@ -579,7 +599,7 @@ int main(int argc, char** argv) {
   // of a fresh heap (docs/performance.md, SQLite).
   ::mallopt(M_ARENA_MAX, 1);
   Context context;
-  CLI::App app{"dblock: run a job on exactly one host, using a shared SQL database as the lock", "dblock"};
+  RootApp app{"dblock: run a job on exactly one host, using a shared SQL database as the lock", "dblock"};
   app.set_version_flag("-V,--version", std::function<std::string()>(version_text));
   app.footer("'dblock help SUBCOMMAND' shows a subcommand's options; man dblock has the rest.");
   app.require_subcommand(1);
@@ -596,8 +616,11 @@ int main(int argc, char** argv) {
   };
   std::vector<Lazy> actions;
   actions.reserve(commands().size());
-  auto define = [](Lazy& lazy) {
-    if (!lazy.action) lazy.action = lazy.command->define(*lazy.sub);
+  auto define = [&app](Lazy& lazy) {
+    if (lazy.action) return;
+    if (const CLI::Option* help = app.get_help_ptr())
+      lazy.sub->set_help_flag(help->get_name(false, true), help->get_description());
+    lazy.action = lazy.command->define(*lazy.sub);
   };
   auto define_all = [&] {
     for (auto& lazy : actions) define(lazy);
@@ -617,11 +640,13 @@ int main(int argc, char** argv) {
                  "then $XDG_CONFIG_HOME/dblock/dblock.conf)");
   add_global_options(app, context.options);
 
-  for (const auto& command : commands()) {
-    CLI::App* sub = app.add_subcommand(std::string(command.name), std::string(command.summary));
-    actions.push_back({sub, &command, {}});
-    sub->preparse_callback([&actions, &define, i = actions.size() - 1](std::size_t) { define(actions[i]); });
-  }
+  app.add_without_help([&] {
+    for (const auto& command : commands()) {
+      CLI::App* sub = app.add_subcommand(std::string(command.name), std::string(command.summary));
+      actions.push_back({sub, &command, {}});
+      sub->preparse_callback([&actions, &define, i = actions.size() - 1](std::size_t) { define(actions[i]); });
+    }
+  });
 
   // Everything after the first "--" is the command of `run`, untouched: CLI11 would let an
   // option with an optional value (-w) swallow the "--" and then parse the command's options.

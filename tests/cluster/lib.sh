@@ -10,7 +10,8 @@
 # N is $(galera_dsn N).
 
 CLUSTER_SOURCE_DIR=${DBLOCK_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-CLUSTER_CTL=$CLUSTER_SOURCE_DIR/scripts/test-cluster.sh
+# DBLOCK_TEST_CLUSTER_CTL: a stand-in for it (e2e.test_cluster_state's, which starts nothing).
+CLUSTER_CTL=${DBLOCK_TEST_CLUSTER_CTL:-$CLUSTER_SOURCE_DIR/scripts/test-cluster.sh}
 
 cluster_skip_or_fail() {
   if [ "${CI:-}" = true ]; then
@@ -62,9 +63,11 @@ export DBLOCK_TEST_BACKEND DBLOCK_TEST_POSTGRES_DSN DBLOCK_TEST_MYSQL_DSN DBLOCK
 # DBLOCK_TEST_STRATEGIES (space separated; tests/CMakeLists.txt registers `<name>.session` with
 # the three session strategies), else the cell's one strategy.
 read -r -a strategies <<<"${DBLOCK_TEST_STRATEGIES:-$DBLOCK_TEST_STRATEGY}"
+# e2e/lib.sh (through faults/lib.sh) sets the EXIT trap anew, and may exit while it is sourced
+# (no dblock binary, say): the cluster's stop goes among its exit hooks before, so it runs
+# whatever happens from here on.
+e2e_exit_hooks=(cluster_stop)
 source "$CLUSTER_SOURCE_DIR/tests/faults/lib.sh"
-# faults/lib.sh (through e2e/lib.sh) set its own EXIT trap: both run.
-trap 'e2e_cleanup; cluster_stop' EXIT
 
 # cluster_ctl VERB [ARG]: scripts/test-cluster.sh on this script's cluster.
 cluster_ctl() { "$CLUSTER_CTL" "$@"; }

@@ -36,7 +36,17 @@ e2e_cleanup() {
   wait 2>/dev/null
   rm -rf "$E2E_TMP"
 }
-trap e2e_cleanup EXIT
+# What else must happen at exit, after the cleanup: commands a script (or a lib that sources
+# this one, before sourcing it: tests/cluster/lib.sh stops its cluster) adds with e2e_at_exit.
+# One trap runs them all, so an exit anywhere, this file's own checks included, runs each.
+e2e_exit_hooks=(${e2e_exit_hooks[@]+"${e2e_exit_hooks[@]}"})
+e2e_at_exit() { e2e_exit_hooks+=("$1"); }
+e2e_exit() {
+  local hook
+  e2e_cleanup
+  for hook in ${e2e_exit_hooks[@]+"${e2e_exit_hooks[@]}"}; do eval "$hook"; done
+}
+trap e2e_exit EXIT
 trap 'exit 1' INT TERM HUP
 
 skip_or_fail() {

@@ -5,15 +5,18 @@
 # statement longer than a DBA reads in a minute: 50 lines (dblock(1), schema). The statements
 # still above it are named below with the lines they have now, which they may only lose:
 # PostgreSQL's lease take (a failover gate, an update, an insert, the handoff lock and its
-# refusal in one round trip; postgres_statements.cpp), and its row-lock waiter's numbering that
+# refusal in one round trip; postgres_statements.cpp), its row-lock waiter's numbering that
 # proves the grant it follows with status's own judgement of a session holder (lock.row_numbered,
-# core's lock_statements).
+# core's lock_statements), and MariaDB's numbered advisory take (the holder's idle limits, a
+# failover gate with its keyed-table check, the lock and the token's upsert in one block and
+# round trip; mysql_statements.cpp).
 source "$(dirname "$0")/lib.sh"
 
 max_lines=50
 declare -A over=(
-  ["postgres lease.take"]=64
+  ["postgres lease.take"]=62
   ["postgres lock.row_numbered"]=55
+  ["mysql lock.advisory_numbered_wait"]=77
 )
 
 # "<lines> <id>" of each statement of the listing on stdin.
@@ -36,6 +39,13 @@ for dialect in sqlite mysql postgres; do
       check "$dialect: names $id" grep -qx -- "-- $id" <<<"$out"
     done
   fi
+  # The wait a lease waiter at the head sends ahead of its take (Waiters::ahead): MariaDB's on
+  # the holder's wake name, PostgreSQL's on its handoff lock (they had been written in the
+  # connections, unlisted).
+  case $dialect in
+    mysql) check "$dialect: names wake.wait_ahead" grep -qx -- "-- wake.wait_ahead" <<<"$out" ;;
+    postgres) check "$dialect: names queue.wait_ahead" grep -qx -- "-- queue.wait_ahead" <<<"$out" ;;
+  esac
   check "$dialect: one clause per line (a WHERE starts a line)" grep -q "^WHERE name = :key" <<<"$out"
   wide=$(sed "s/'[^']*'//g" <<<"$out" | awk 'length($0) > 101' | head -3)
   assert_eq "$dialect: no line wider than 101 columns outside its literals" "" "$wide"

@@ -60,6 +60,13 @@ dblock schema --statements --dialect sqlite | awk '/^-- lease.take$/{f=1;next} /
 check "the take was printed" grep -q "INSERT INTO" "$take"
 check "the take converts times through julianday" grep -q "julianday('now')" "$take"
 check "the take has no strftime('%s') conversion" sh -c "! grep -qF \"strftime('%s'\" '$take'"
+# Epoch milliseconds through dblock_epoch_ms (sqlite_connection.cpp): the rounding and the 1970
+# offset in C, three expression nodes where the take's RETURNING, coded for the insert and for
+# the update, paid for eight; the boot lease judged without IS NOT NULLs its equality implies.
+check "the take returns epoch ms through dblock_epoch_ms" grep -qF "dblock_epoch_ms(julianday(expires_at))" "$take"
+check "the take has no CAST(round(...)) epoch conversion" sh -c "! grep -qF '210866760000000' '$take'"
+check "the take's --min-interval judges the boot without IS NOT NULLs" \
+  grep -qF "CASE WHEN l.boot_token IS l.token AND l.boot_id = dblock_boot_id()" "$take"
 
 err="$E2E_TMP/err"
 dblock --dsn "sqlite:$db" run k --json -- true 2>"$err"
@@ -101,5 +108,11 @@ every=$(median3 "$(rss_at_start)" "$(rss_at_start)" "$(rss_at_start)")
 echo "    RssAnon at the command's start: ${plain} kB, with a [run] section ${every} kB"
 check "RssAnon was read" test -n "$plain" -a -n "$every"
 check "a run without sections builds run's options alone (>= 16 kB less)" test $((every - plain)) -ge 16
+# SQLite's page cache is not made ahead (sqlite_vfs.cpp, SQLITE_CONFIG_PAGECACHE): made ahead,
+# its 20 slots were about 150 kB of anonymous memory at the command's start, each slot a fresh
+# page touched (600-616 kB here then, 448-460 kB without). SQLite linked in, as installed.
+if [ "${DBLOCK_SQLITE_LINK:-static}" = static ]; then
+  check "no page cache made ahead: RssAnon at the command's start under 540 kB" test "$plain" -lt 540
+fi
 
 finish

@@ -57,4 +57,18 @@ assert_eq "stop with its state file" 0 $?
 gone() { ! running "$1"; }
 check "its process is gone" wait_for 20 gone "$sleeper"
 check "its state file is removed" test ! -e "$state"
+
+# A cluster script that fails while its libs are still being sourced (here: no dblock binary,
+# which tests/e2e/lib.sh checks) stops the cluster it started: a stand-in for test-cluster.sh
+# logs the verbs it is given and starts nothing.
+fake_ctl=$E2E_TMP/fake-test-cluster.sh
+printf '#!/bin/sh\necho "$1" >>"%s"\n[ "$1" = start ] && echo "DBLOCK_TEST_CLUSTER_GALERA1_DSN=mysql://x:y@127.0.0.1:9/x"\nexit 0\n' \
+  "$E2E_TMP/ctl.log" >"$fake_ctl"
+chmod +x "$fake_ctl"
+CI=true CLUSTER_KIND=galera DBLOCK_TEST_CLUSTER_CTL=$fake_ctl DBLOCK_BIN=$E2E_TMP/no-such-dblock \
+  bash -c 'source "$1/tests/cluster/lib.sh"' _ "$DBLOCK_SOURCE_DIR" >"$E2E_TMP/out" 2>&1
+assert_eq "a cluster script without a dblock binary fails" 1 $?
+sed 's/^/    | /' "$E2E_TMP/out"
+check "it says why" grep -q "no executable dblock" "$E2E_TMP/out"
+assert_eq "the cluster it started is stopped" "start stop" "$(tr '\n' ' ' <"$E2E_TMP/ctl.log" | sed 's/ $//')"
 finish

@@ -93,7 +93,7 @@ server_control_required() {
   grep -qxF "$var=$DBLOCK_DSN" "$(cat "$SERVERS_STATE")/env" 2>/dev/null ||
     skip_or_fail "$var is not the server of $SERVERS_STATE: it cannot be restarted (export DBLOCK_TEST_SERVERS_STATE, the state file of the servers that scripts/test-servers.sh started for this DSN)"
   # Whatever happens to the script, the server is up again afterwards for the next test.
-  trap 'e2e_cleanup; "$SERVERS_CTL" start-server "$DBLOCK_TEST_BACKEND" >/dev/null' EXIT
+  e2e_at_exit '"$SERVERS_CTL" start-server "$DBLOCK_TEST_BACKEND" >/dev/null'
 }
 # server_ctl VERB [ARG]: stop-server | start-server | restart SECONDS, on the cell's server.
 server_ctl() { "$SERVERS_CTL" "$1" "$DBLOCK_TEST_BACKEND" "${@:2}"; }

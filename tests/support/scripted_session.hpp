@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/lock_types.hpp"
+#include "core/sql/failover.hpp"
 #include "core/sql/sql_session.hpp"
 
 namespace dblock::testing {
@@ -32,6 +33,14 @@ class ScriptedSession final : public sql::Session {
     }
     auto it = answers.find(st.id);
     return it == answers.end() ? sql::Rows{} : it->second;
+  }
+  /// One round trip: "<ahead's id> ahead" then the statement's id, as run() notes it.
+  Result<sql::Rows> run_behind(const sql::Statement& ahead, const sql::Params& ahead_params, const sql::Statement& st,
+                               const sql::Params& params, Millis, sql::AheadAnswer& answer) override {
+    sent.push_back(ahead.id + " ahead");
+    last_params[ahead.id] = ahead_params;
+    answer = ahead_answers;
+    return run(st, params);
   }
   Result<void> exec(std::string_view sql) override {
     sent.emplace_back(sql);
@@ -60,6 +69,7 @@ class ScriptedSession final : public sql::Session {
   int reconnects = 0;
   int seen_direct = 0;  // served_directly_seen() calls
   bool drop_waits = false;  // a wait for a release loses the connection
+  sql::AheadAnswer ahead_answers = sql::AheadAnswer::let_in;  // what every wait run_behind sends ahead tells
   /// The session's waiters' queue over `wake` (the dialect's wake primitive).
   void wake_with(std::unique_ptr<sql::Wake> wake) { signal_ = sql::Waiters(std::move(wake)); }
 
@@ -81,6 +91,17 @@ inline sql::Rows row_of(std::vector<sql::Rows::Cell> cells, std::int64_t affecte
 }
 
 /// A request for key "k" by owner "me" on host "h", pid 1, with `ttl`.
+// The failover record's statements, each answered by its id (its text says nothing).
+inline sql::FailoverStatements failover_statements() {
+  sql::FailoverStatements st;
+  st.read = {"failover.read", "read"};
+  st.create = {"failover.create", "create"};
+  st.max_token = {"failover.max_token", "max"};
+  st.move = {"failover.move", "move"};
+  st.raise_ttl = {"failover.raise_ttl", "raise"};
+  return st;
+}
+
 inline LockRequest lock_request(Millis ttl) {
   LockRequest req;
   req.key = "k";

@@ -122,6 +122,7 @@ std::vector<sql::Statement> every_statement(const BackendOptions& options) {
   c.add(lock_statements(options.table_prefix, true), "MariaDB");
   for (const sql::Statement* st : {&wake.wake_hold, &wake.wake_release, &wake.wake_wait, &wake.taken_holding})
     c.add(*st);
+  c.add(wake.wait_ahead);  // ahead of a lease take, in a block: MariaDB only
   c.add(release_statements(options.table_prefix));
   c.add(inspect_statements(options));
   c.add(shedlock_statements(shed));

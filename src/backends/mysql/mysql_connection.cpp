@@ -126,10 +126,10 @@ Result<std::unique_ptr<Connection>> Connection::open(const Dsn& dsn, const Backe
                                                     ConnectionRole role, std::string_view settings, bool idle_now) {
   auto target = parse_mysql_dsn(dsn);
   if (!target) return std::unexpected(target.error());
-  // The settings go with the connection as its init command, which costs a round trip of its
-  // own: only a lock holder's session sets them at once, and one that will sit idle while a job
-  // runs (`idle_now`: a row-lock run's bookkeeping session, whose handshake and settings are then
-  // waited for side by side with its holder's). Another sets its idle limits once it will sit
+  // The settings go with the connection (reconnect): on MySQL as an init command would, a
+  // round trip of its own; on MariaDB ahead of the session's first statement, in its round trip.
+  // Only a lock holder's session sets them at once, and one that will sit idle while a job runs
+  // (`idle_now`: a row-lock run's bookkeeping session). Another sets its idle limits once it will sit
   // idle (keep_idle), and a lease run's renewals keep its session busy. The statements need no
   // time zone (mysql_statements.cpp), but ShedLock's TIMESTAMP columns are read and written in
   // the session's. A connection made again gets them all.
@@ -170,7 +170,6 @@ Result<void> Connection::reconnect() {
       {MYSQL_OPT_WRITE_TIMEOUT, &io_s, "write timeout"},
       {MYSQL_OPT_RECONNECT, &no, "reconnect"},
       {MYSQL_SET_CHARSET_NAME, "utf8mb4", "charset"},
-      {MYSQL_INIT_COMMAND, init_command_.empty() ? nullptr : init_command_.c_str(), "init command"},
       {MYSQL_READ_DEFAULT_FILE, t.option_file ? t.option_file->c_str() : nullptr, "option-file"},
       {MYSQL_READ_DEFAULT_GROUP, t.option_group.c_str(), "option-group"},
       {MYSQL_OPT_SSL_CA, t.ssl_ca ? t.ssl_ca->c_str() : nullptr, "ssl-ca"},
@@ -213,6 +212,18 @@ Result<void> Connection::reconnect() {
   // the server's spelling when it reports the session's schema): the key's lock names hash it.
   database_ = m->db ? m->db : "";
   mysql_ = std::move(m);
+  // The settings: on MariaDB they go with the session's first statement, in its round trip
+  // (run); MySQL has no block to carry them, so they go now, a round trip as an init command's.
+  // Their text is the same on both (the isolation level's name in comments each server reads).
+  deferred_.clear();
+  if (!init_command_.empty()) {
+    if (mariadb()) {
+      deferred_ = init_command_;
+    } else if (auto ok = query(init_command_); !ok) {
+      mysql_.reset();
+      return ok;
+    }
+  }
   // From here on every connection made again sets them all.
   if (init_command_ == every_init_) idle_set_ = true;
   init_command_ = every_init_;
@@ -322,14 +333,26 @@ const sql::Params& Connection::with_names(const sql::Compiled& compiled, const s
   return named_.set("wake", wake_).set("queue", queue_).set("wake_given_back", wake_);
 }
 
-Result<sql::Rows> Connection::run(const sql::Statement& given_st, const sql::Params& given) {
-  // run_behind's statement and this one in a block (compiled once per text, as any statement).
-  sql::Statement behind;
-  if (!ahead_.empty()) {
-    const sql::Statement ahead = std::exchange(ahead_, {});
-    behind = {given_st.id, "BEGIN NOT ATOMIC " + ahead.text + "; " + given_st.text + "; END"};
-  }
-  const sql::Statement& st = behind.empty() ? given_st : behind;
+Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& given) { return execute(st, given, nullptr); }
+
+// Two statements in one round trip: a block (compiled once per text, as any statement) whose
+// first answer is `ahead`'s, then `st`'s.
+Result<sql::Rows> Connection::run_behind(const sql::Statement& ahead, const sql::Statement& st,
+                                         const sql::Params& params, sql::Rows& ahead_rows) {
+  return execute({st.id, "BEGIN NOT ATOMIC " + ahead.text + "; " + st.text + "; END"}, params, &ahead_rows);
+}
+
+Result<sql::Rows> Connection::execute(const sql::Statement& given_st, const sql::Params& given, sql::Rows* first) {
+  // What goes ahead of the statement (put_ahead_of_next's, and the session's deferred settings
+  // after a reconnect: neither has an answer of its own) goes in one block with it; the
+  // settings in a query of their own ahead of a statement that is a block itself.
+  sql::Statement with_ahead;
+  if (!deferred_.empty() && given_st.text.starts_with("BEGIN NOT ATOMIC"))
+    if (auto ok = query(std::exchange(deferred_, {})); !ok) return failed(ok.error());
+  std::string ahead = std::exchange(ahead_, {}).text;
+  if (!deferred_.empty()) ahead = deferred_ + (ahead.empty() ? "" : "; " + ahead);
+  if (!ahead.empty()) with_ahead = {given_st.id, "BEGIN NOT ATOMIC " + ahead + "; " + given_st.text + "; END"};
+  const sql::Statement& st = with_ahead.empty() ? given_st : with_ahead;
   if (auto ok = settle(); !ok) return failed(ok.error());
   const sql::Compiled& compiled = compiled_.get(st);
   const sql::Params& params = with_names(compiled, given);
@@ -349,12 +372,31 @@ Result<sql::Rows> Connection::run(const sql::Statement& given_st, const sql::Par
   if (!executed && ((!binds.empty() && mysql_stmt_bind_param(stmt, binds.data()) != 0) ||
                     mysql_stmt_execute(stmt) != 0))
     return stmt_failed();
+  // Ran: the settings it carried are the session's (failed, it carries them again next time).
+  if (!with_ahead.empty()) deferred_.clear();
   sql::Rows out;
   out.affected = static_cast<std::int64_t>(mysql_stmt_affected_rows(stmt));
   std::unique_ptr<MYSQL_RES, Close> meta(mysql_stmt_result_metadata(stmt));
   if (!meta) return out;
+  if (first) {
+    // The block's first answer is the statement ahead's; the one after it is the statement's.
+    if (!fetch_rows(stmt, meta.get(), *first)) return stmt_failed();
+    if (!mysql_stmt_more_results(stmt) || mysql_stmt_next_result(stmt) != 0) return stmt_failed();
+    meta.reset(mysql_stmt_result_metadata(stmt));
+    if (!meta) return stmt_failed();
+  }
+  if (!fetch_rows(stmt, meta.get(), out)) return stmt_failed();
+  // A block of statements (lease.release_recorded on MariaDB) ends with the block's own answer
+  // after its rows: read, so the connection is ready for the next statement.
+  while (mysql_stmt_more_results(stmt))
+    if (mysql_stmt_next_result(stmt) > 0) return stmt_failed();
+  out.affected = static_cast<std::int64_t>(out.size());
+  return out;
+}
+
+bool Connection::fetch_rows(MYSQL_STMT* stmt, MYSQL_RES* meta, sql::Rows& out) {
   // Values that do not fit the buffers are fetched again whole (mysql_stmt_fetch_column).
-  const unsigned ncols = mysql_num_fields(meta.get());
+  const unsigned ncols = mysql_num_fields(meta);
   std::vector<MYSQL_BIND> cols(ncols);
   std::vector<std::vector<char>> buffers(ncols, std::vector<char>(512));
   std::vector<unsigned long> lengths(ncols);
@@ -366,9 +408,9 @@ Result<sql::Rows> Connection::run(const sql::Statement& given_st, const sql::Par
     cols[i].length = &lengths[i];
     cols[i].is_null = &nulls[i];
   }
-  if (mysql_stmt_bind_result(stmt, cols.data()) != 0 || mysql_stmt_store_result(stmt) != 0) return stmt_failed();
+  if (mysql_stmt_bind_result(stmt, cols.data()) != 0 || mysql_stmt_store_result(stmt) != 0) return false;
   for (int rc; (rc = mysql_stmt_fetch(stmt)) != MYSQL_NO_DATA;) {
-    if (rc != 0 && rc != MYSQL_DATA_TRUNCATED) return stmt_failed();
+    if (rc != 0 && rc != MYSQL_DATA_TRUNCATED) return false;
     std::vector<sql::Rows::Cell> row(ncols);
     for (unsigned i = 0; i < ncols; ++i) {
       if (nulls[i]) continue;
@@ -379,23 +421,26 @@ Result<sql::Rows> Connection::run(const sql::Statement& given_st, const sql::Par
         whole.buffer_type = MYSQL_TYPE_STRING;
         whole.buffer = value.data();
         whole.buffer_length = lengths[i];
-        if (mysql_stmt_fetch_column(stmt, &whole, i, 0) != 0) return stmt_failed();
+        if (mysql_stmt_fetch_column(stmt, &whole, i, 0) != 0) return false;
       }
       row[i] = std::move(value);
     }
     out.add(std::move(row));
   }
   mysql_stmt_free_result(stmt);
-  // A block of statements (lease.release_recorded on MariaDB) ends with the block's own answer
-  // after its rows: read, so the connection is ready for the next statement.
-  while (mysql_stmt_more_results(stmt))
-    if (mysql_stmt_next_result(stmt) > 0) return stmt_failed();
-  out.affected = static_cast<std::int64_t>(out.size());
-  return out;
+  return true;
 }
 
 Result<void> Connection::query(std::string_view sql) {
   if (auto ok = settle(); !ok) return ok;
+  // The deferred settings first (reconnect): a statement without parameters carries none.
+  if (!deferred_.empty()) {
+    const std::string settings = std::exchange(deferred_, {});
+    if (auto ok = query(settings); !ok) {
+      deferred_ = settings;
+      return ok;
+    }
+  }
   if (mysql_real_query(mysql_.get(), sql.data(), static_cast<unsigned long>(sql.size())) != 0)
     return failed(error_from_mysql());
   do {
@@ -424,14 +469,9 @@ Result<void> Connection::query_last(std::string_view sql) {
 // the queue name. A failure to take or give back a name only sends waiters back to core's
 // backoff: not the lock's failure.
 //
-// On MariaDB the waiter at the head of the queue (it holds the queue name) waits for the wake
-// name with its lease take behind the wait, in one round trip (wait_ahead,
-// Connection::run_behind): the release that gives the wake name back lets the take run at once,
-// so the waiter's command starts one round trip after the holder's ends, where hearing the wake
-// and then taking was two. The wait lasts at most what is left of core's slice; the take runs
-// after it either way and its row decides. A take so let in early that was refused (no holder
-// kept the wake name, or another contender came first) sends the next wait to wake.wait, which
-// answers at once when nobody holds the name (core's backoff), until a wake is heard again.
+// On MariaDB the waiter at the head of the queue (it holds the queue name) may wait for the wake
+// name ahead of its lease take, in one round trip (wake.wait_ahead; when, core's Waiters
+// decides; how, Session::run_behind).
 class NamedLockWake final : public sql::Wake {
  public:
   NamedLockWake(Connection& conn, const std::string& prefix) : conn_(&conn), s_(wake_statements(prefix)) {}
@@ -442,30 +482,16 @@ class NamedLockWake final : public sql::Wake {
   void took(const std::string& key, const sql::Rows& r) override {
     if (!r.empty() && r[0].columns() >= 2 && !r[0].is_null(r[0].columns() - 2)) held_by_take_ = key;
     // The first column is the token taken (NULL: refused); taken, the take gave the queue name
-    // back. Refused well before its wait's end: the wait did not wait for a holder.
+    // back.
     if (!r.empty() && !r[0].is_null(0)) head_.clear();
-    const auto waited = std::exchange(waited_, {});
-    if (waited.count() > 0 && !r.empty() && r[0].is_null(0) && clock::now() - sent_ < waited / 2) ahead_ok_ = false;
   }
-  // A take at the head of the queue waits for the wake name ahead of it (wake.wait_ahead), only
-  // on MariaDB (a block), for a plain key outside a transaction, within the attempt's slice.
-  Result<void> taking(const std::string& key, sql::Params& p) override {
-    waited_ = {};
-    const auto until = std::exchange(until_, {});
-    const auto* token = p.find("token");
-    const bool plain = token && std::holds_alternative<std::monostate>(*token) && !key.empty() &&
-                       !conn_->in_transaction() && conn_->mariadb();
-    plain_ = plain ? key : std::string();
-    if (!plain || head_ != key || !ahead_ok_) return {};
-    const auto left = std::chrono::duration_cast<Millis>(until - clock::now());
-    if (left < Millis(2)) return {};
-    waited_ = Millis(std::min<std::int64_t>(left.count(), conn_->max_block_ms()));
-    sent_ = clock::now();
-    p.set("wake_wait_ms", std::int64_t{waited_.count()});
-    conn_->run_behind(wait_ahead);
-    return {};
+  // Only MariaDB runs a block (Connection::run_behind).
+  bool at_head(const std::string& key) const override { return head_ == key && conn_->mariadb(); }
+  // Within the slice, and never past what a statement may block (max_block_ms).
+  const sql::Statement* wait_ahead(const std::string& key, Millis left, sql::Params& wait) override {
+    wait.set("key", key).set("wait_ms", std::min<std::int64_t>(left.count(), conn_->max_block_ms()));
+    return &s_.wait_ahead;
   }
-  void attempting(const std::string&, Millis left) override { until_ = clock::now() + left; }
   // A row-lock strategy's row is read back by taken_holding, which takes the key's wake name too,
   // unless the holder's session took it with the lock: the hold() that follows sends nothing.
   bool reading_taken(const std::string& key, const sql::Params& read, Result<sql::Rows>& r) override {
@@ -489,9 +515,7 @@ class NamedLockWake final : public sql::Wake {
     if (held && !conn_->ended_by_last()) (void)conn_->run(s_.wake_release, {{"key", key}});
   }
   void hold(const std::string& key) override {
-    if (!kept_.empty() && kept_ != key) give_back(kept_);
     head_.clear();
-    kept_.clear();
     const bool taken = std::exchange(held_by_take_, std::string()) == key;
     if (by_holder_ == key) return;
     held_ = key;
@@ -500,64 +524,30 @@ class NamedLockWake final : public sql::Wake {
   }
   // One statement both takes the queue name and, holding it, waits on the wake name.
   Result<bool> join(const std::string& key, Millis left) override { return wait(key, left); }
-  // At the head of the queue, the next take waits for the wake name ahead of it: try again at
-  // once. wake.wait answers 1 holding the queue name (queued, or woken at its head) and 0 not
-  // (it gives the name back when its wait at the head ends unwoken).
+  // wake.wait answers 1 holding the queue name (queued, or woken at its head) and 0 not (it gives
+  // the name back when its wait at the head ends unwoken).
   Result<bool> wait(const std::string& key, Millis left) override {
-    if (!kept_.empty() && kept_ != key) give_back(kept_);
-    kept_.clear();
     if (left <= Millis(0)) return false;
-    if (waits_ahead(key) && left >= Millis(2)) return true;
     auto woken = conn_->run(s_.wake_wait, {{"key", key}, {"wait_ms", std::min(left.count(), conn_->max_block_ms())}});
     if (!woken) return std::unexpected(woken.error());
     const bool queued = (*woken)[0].text(0) == "1";
     head_ = queued ? key : std::string();
-    if (queued) ahead_ok_ = true;
     return queued;
   }
   // The queue name given back; a waiter holds no wake name of the key it waits for (core leaves
   // no key it holds), so wake_release's other half changes nothing.
-  // The head whose takes wait ahead keeps its place between core's slices (as a waiter core
-  // sleeps for on fd() does): its next take waits again a round trip later, where giving the
-  // place back and queueing again cost three. It goes back before anything else is waited for or
-  // held, and with the session.
   void leave(const std::string& key) override {
-    if (waits_ahead(key)) {
-      kept_ = key;
-      return;
-    }
-    give_back(key);
-  }
-
- private:
-  // The head of the key's queue (this session holds its queue name; no other session waits
-  // here) waits within :wake_wait_ms for the wake name and gives it back at once, as wake.wait
-  // does: the take behind it takes the name with the row. Sent ahead of the take in its block
-  // (Connection::run_behind), as PostgreSQL's wake sends its handoff wait ahead of its take.
-  inline static const sql::Statement wait_ahead{
-      "wake.wait_ahead",
-      "DO IF(IS_USED_LOCK(:queue) <=> CONNECTION_ID(), GET_LOCK(:wake, :wake_wait_ms / 1000), NULL), RELEASE_LOCK(:wake)"};
-  // At the head of `key`'s queue, whose plain lease takes wait ahead (taking).
-  bool waits_ahead(const std::string& key) const { return head_ == key && plain_ == key && ahead_ok_; }
-  void give_back(const std::string& key) {
     head_.clear();
-    kept_.clear();
     (void)conn_->run(s_.wake_release, {{"key", key}});
   }
 
+ private:
   Connection* conn_;
   WakeStatements s_;
   std::string held_by_take_;
   std::string held_;       // the key whose wake name hold() took (or the take took), or ""
   std::string by_holder_;  // the key whose wake name the holder's session holds, or ""
-  using clock = std::chrono::steady_clock;
-  std::string head_;        // the key whose queue name this session holds (wake.wait said so), or ""
-  bool ahead_ok_ = true;    // the head's next take may wait ahead (no quick refusal since a wake)
-  std::string plain_;       // the key whose last lease take could wait ahead (taking), or ""
-  std::string kept_;        // the key whose place leave() kept (waits_ahead), or ""
-  clock::time_point until_{};  // the end of the attempt's slice (attempting), for its one take
-  clock::time_point sent_{};   // when the last take that waited ahead was sent
-  Millis waited_{0};           // that take's wait bound, until took() judged it
+  std::string head_;       // the key whose queue name this session holds (wake.wait said so), or ""
 };
 
 namespace {
@@ -572,5 +562,16 @@ Session::Session(std::unique_ptr<Connection> conn, std::string prefix)
     : conn_(std::move(conn)), waiters_(wake_of(*conn_, prefix, wake_)) {}
 
 void Session::wake_held_by_holder(const std::string& key) { wake_->held_by_holder(key); }
+
+Result<sql::Rows> Session::run_behind(const sql::Statement& ahead, const sql::Params& ahead_params,
+                                      const sql::Statement& st, const sql::Params& params, Millis bound,
+                                      sql::AheadAnswer& answer) {
+  if (!conn_->mariadb()) return sql::Session::run_behind(ahead, ahead_params, st, params, bound, answer);
+  sql::Params both = params;
+  sql::Rows waited;
+  auto rows = conn_->run_behind(ahead, st, both.set(ahead_params), waited);
+  answer = rows ? sql::ahead_answer(waited) : sql::AheadAnswer::untold;
+  return rows;
+}
 
 }  // namespace dblock::mysql

@@ -34,10 +34,13 @@ class Connection {
   /// :wake_given_back, where it names them, as `key`'s wake and queue names (mysql_names.hpp). `affected`: a SELECT's rows,
   /// else the server's count.
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params = {});
-  /// The next statement run() runs goes behind `ahead` in one block (BEGIN NOT ATOMIC, MariaDB),
-  /// one round trip: `ahead` answers nothing, the statement's rows are the block's. The next
-  /// run's parameters bind both.
-  void run_behind(const sql::Statement& ahead) { ahead_ = ahead; }
+  /// run() of `st` behind `ahead` in one block (BEGIN NOT ATOMIC, MariaDB), one round trip:
+  /// `params` bind both; `ahead`'s rows in `ahead_rows` (sql::Session::run_behind).
+  Result<sql::Rows> run_behind(const sql::Statement& ahead, const sql::Statement& st, const sql::Params& params,
+                               sql::Rows& ahead_rows);
+  /// `ahead` (statements without an answer: a setting, an INSERT) goes ahead of the next
+  /// statement run, in its block and round trip (MariaDB); empty: nothing does.
+  void put_ahead_of_next(const sql::Statement& ahead) { ahead_ = ahead; }
   /// Runs a statement without parameters through the text protocol; any rows are discarded.
   Result<void> query(std::string_view sql);
   /// Sends `sql` and ends the session at once, without waiting for the answer: the server runs
@@ -99,6 +102,10 @@ class Connection {
   Result<void> settle();
   /// `params`, and :wake and :queue of its :key when `compiled` names them (named_).
   const sql::Params& with_names(const sql::Compiled& compiled, const sql::Params& params);
+  /// run(), the first answer of a block in `first` where given (run_behind).
+  Result<sql::Rows> execute(const sql::Statement& st, const sql::Params& params, sql::Rows* first);
+  /// The rows of `stmt`'s answer now, described by `meta`, added to `out`; false: its error.
+  static bool fetch_rows(MYSQL_STMT* stmt, MYSQL_RES* meta, sql::Rows& out);
 
   Dsn dsn_;
   MysqlDsn target_;
@@ -106,6 +113,8 @@ class Connection {
   std::string init_command_;  // the next connection's (empty: none)
   std::string every_init_;    // every setting, for a connection made again
   std::string idle_command_;  // the idle limits alone (keep_idle)
+  std::string deferred_;      // settings that go ahead of the next statement (MariaDB: reconnect)
+  sql::Statement ahead_;      // put_ahead_of_next's, for the next statement
   bool idle_set_ = false;
   bool ended_by_last_ = false;  // query_last ended the session
   // Declared first, so destroyed after the connection: mysql_close() detaches them, and closing
@@ -118,7 +127,6 @@ class Connection {
   // The last key's wake and queue names (with_names), and the parameters they were added to.
   std::string named_key_, named_database_, wake_, queue_;
   std::string gave_back_wake_;  // gave_back_wake()
-  sql::Statement ahead_;        // run_behind's, for the next run()
   sql::Params named_;
   sql::CompiledCache compiled_{sql::PlaceholderStyle::question};
 };
@@ -132,6 +140,10 @@ class Session final : public sql::Session {
   Session(std::unique_ptr<Connection> conn, std::string prefix);
   /// Connection::run: every statement alike (what a take did for the wake, core tells the wake).
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override { return conn_->run(st, params); }
+  /// In one block on MariaDB (Connection::run_behind), the parameters of both bound together;
+  /// on MySQL, which runs no block as a prepared statement, one after the other.
+  Result<sql::Rows> run_behind(const sql::Statement& ahead, const sql::Params& ahead_params, const sql::Statement& st,
+                               const sql::Params& params, Millis bound, sql::AheadAnswer& answer) override;
   Result<void> exec(std::string_view sql) override { return conn_->query(sql); }
   Result<void> exec_last(std::string_view sql) override { return conn_->query_last(sql); }
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }

@@ -93,17 +93,53 @@ class MysqlHolder final : public sql::HolderSession {
   }
 
   // innodb_lock_wait_timeout is the session's, so it is set before the transaction, and only
-  // when it changed: a waiter's attempts mostly ask the same. The session runs without
-  // autocommit (open_holder_connection): the lock statement that follows opens the transaction
-  // itself, a round trip fewer before the lock (and in a handoff); START TRANSACTION only where
-  // one is still open, which it commits, as it always did.
+  // when it changed: a waiter's attempts mostly ask the same. On MariaDB it goes ahead of the
+  // lock statement, in its block and round trip (send). The session runs without autocommit
+  // (open_holder_connection): the lock statement that follows opens the transaction itself, a
+  // round trip fewer before the lock (and in a handoff); START TRANSACTION only where one is
+  // still open, which it commits, as it always did.
   Result<void> begin(const sql::LockStatements& st, const sql::Params& p, Millis wait) override {
     if (wait != lock_wait_) {
-      if (auto r = conn_->run(st.lock_wait, p); !r) return std::unexpected(r.error());
+      if (conn_->mariadb()) {
+        ahead_ = st.lock_wait;
+      } else if (auto r = conn_->run(st.lock_wait, p); !r) {
+        return std::unexpected(r.error());
+      }
       lock_wait_ = wait;
     }
     if (!conn_->in_transaction()) return {};
     return conn_->query(st.begin);
+  }
+  // The lock statement, with begin's lock wait ahead of it on MariaDB.
+  Result<void> send(const sql::Statement& st, const sql::Params& p, Millis wait) override {
+    if (conn_ && conn_->mariadb())
+      if (const sql::Statement ahead = std::exchange(ahead_, {}); !ahead.empty()) conn_->put_ahead_of_next(ahead);
+    return HolderSession::send(st, p, wait);
+  }
+  // On MariaDB txn-insert's INSERT goes ahead of the holder tag that the locker runs next
+  // (Connection::put_ahead_of_next), one round trip for both, its error the tag's (an INSERT that found
+  // the key held: busy), begin's lock wait ahead of both.
+  Result<void> send_before_tag(const sql::Statement& st, const sql::Params& p, Millis wait) override {
+    if (!conn_ || !conn_->mariadb()) return HolderSession::send(st, p, wait);
+    const sql::Statement ahead = std::exchange(ahead_, {});
+    conn_->put_ahead_of_next(ahead.empty() ? st : sql::Statement{st.id, ahead.text + "; " + st.text});
+    inserted_ahead_ = true;
+    return {};
+  }
+  Result<sql::Rows> answer() override {
+    if (!std::exchange(inserted_ahead_, false)) return HolderSession::answer();
+    sql::Rows inserted;
+    inserted.affected = 1;
+    return inserted;
+  }
+  // Withdrawn, what went ahead of it did not run: the lock wait is set again at the next begin.
+  void withdraw(bool waits) override {
+    inserted_ahead_ = false;
+    if (conn_ && conn_->mariadb()) {
+      conn_->put_ahead_of_next({});
+      lock_wait_ = Millis(-1);
+    }
+    HolderSession::withdraw(waits);
   }
 
   // The first session may come opened already (open_holder's `opened`: the backend opened it
@@ -115,6 +151,8 @@ class MysqlHolder final : public sql::HolderSession {
     conn_ = nullptr;
     ends_with_rollback_ = false;
     lock_wait_ = Millis(0);
+    ahead_ = {};
+    inserted_ahead_ = false;
     if (!row_lock_) {
       shared_ = &book_->connection();
       if (!std::exchange(first_, false) || shared_->socket() < 0)
@@ -188,6 +226,8 @@ class MysqlHolder final : public sql::HolderSession {
   std::unique_ptr<Connection> opened_;  // its first, opened beside the bookkeeping session (reopen)
   std::string tag_;                   // the lock session's
   Millis lock_wait_{0};               // its innodb_lock_wait_timeout, as set with it (reopen)
+  sql::Statement ahead_;              // MariaDB: begin's lock wait, for the lock statement (send)
+  bool inserted_ahead_ = false;       // txn-insert's INSERT goes ahead of the tag (send_before_tag)
   bool ends_with_rollback_ = false;   // it holds a row lock, tagged: its ROLLBACK ends it (exec)
   sql::Waiters no_signal_;
 };

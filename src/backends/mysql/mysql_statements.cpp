@@ -142,10 +142,6 @@ const sql::Dialect dialect{
         [](std::string_view row, std::string_view now) {
           return "TIMESTAMPDIFF(MICROSECOND, " + std::string(row) + "last_started_at, " + std::string(now) + ") DIV 1000";
         },
-    .lease_live =
-        [](std::string_view row, std::string_view now) {
-          return "COALESCE(" + std::string(row) + "expires_at > " + std::string(now) + ", 0)";
-        },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " <=> " + std::string(b); },
     .begin_unsynced = {},  // every commit waits for the disk
     // ShedLock's now, as its MySqlServerTimeStatementsSource writes it.
@@ -211,6 +207,14 @@ const sql::Dialect dialect{
 // its name (keyed_locks, which the record's own read asks otherwise), before anything is
 // written. Reading the record, the statement locks it shared until it ends: a gate's write of
 // the record (failover.move, raise_ttl) waits for the takes in flight, no longer.
+// The gate's read (a row of the record, `fence`, when it is open here: mariadb_take), on table
+// `locks` (named `name`), ANDed with `more`.
+std::string gate_sql(const std::string& locks, const std::string& name, const std::string& more = "") {
+  return "SELECT r.token AS fence FROM " + locks + " r WHERE r.name = :record AND " +
+         sql::failover_open_conditions(dialect, "r.", "r.owner = " + incarnation(true)) + " AND " + unkeyed(name) +
+         " IS NULL" + more;
+}
+
 std::string mariadb_take(const sql::Take& k) {
   sql::Upsert up = k.upsert("g.fence");
   // The token last: the long value that says the row was inserted ends the list, whose short
@@ -226,10 +230,7 @@ std::string mariadb_take(const sql::Take& k) {
   }
   columns += ", token";
   values += ", " + token;
-  // The gate's conditions, ANDed with the key check.
-  const std::string gate = "SELECT r.token AS fence FROM " + up.table + " r WHERE r.name = :record AND " +
-                           sql::failover_open_conditions(dialect, "r.", "r.owner = " + incarnation(true)) + " AND " +
-                           unkeyed(k.table_name) + " IS NULL";
+  const std::string gate = gate_sql(up.table, k.table_name);
   const std::string upserted = upsert(up), update = " ON DUPLICATE KEY UPDATE ";
   auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
   // Last, taken (a plain key's: no slot token), the key's wake name taken and the queue name
@@ -366,8 +367,19 @@ sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   // wake primitive's reading_taken), so the take does it, once it took the row; the key's wake
   // name was taken with the lock by the holder's session (lock_statements), or hold() takes it.
   // MySQL 8 has no RETURNING: core's upsert, and `taken`.
+  // It reads the failover gate too, as the lease's take (mariadb_take): its row is selected from
+  // the record when the gate is open here, which also says whether the lock could hold at all
+  // (SqlBackend::serving_check): no Galera node, and the session is the one the handshake gave
+  // (:started_id; a pooler gives another), until core read the gate on it (then NULL).
+  // Otherwise no row and no answer: core
+  // reads the gate itself and gives the server lock back when it is closed. So a row lock's run
+  // reads the record in its token's round trip, not in one of its own; the read locks the record
+  // shared for this statement only, which waits for nothing.
   if (mariadb)
-    s.session_take = {"session.take", numbered_upsert(sql::session_upsert(dialect, t, fence, dialect.now, dialect.now), "",
+    s.session_take = {"session.take", numbered_upsert(sql::session_upsert(dialect, t, "g.fence", dialect.now, dialect.now),
+                                                      " FROM (" + gate_sql(t.locks, t.unquoted("locks"),
+                                                                           " AND (:started_id IS NULL OR NOT @@GLOBAL.wsrep_on AND CONNECTION_ID() = :started_id)") +
+                                                          ") g",
                                                       ", IF(" + taking + ", RELEASE_LOCK(:queue), NULL)")};
   return s;
 }
@@ -392,7 +404,6 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
 
 sql::DoctorStatements doctor_statements(const BackendOptions& options, bool mariadb) {
   sql::DoctorStatements s = sql::doctor_statements(dialect, schema_dialect, options);
-  s.server = {"doctor.server", "SELECT VERSION()"};
   s.can_create = {"doctor.can_create",
                   "SELECT (SELECT COUNT(*) FROM information_schema.SCHEMA_PRIVILEGES WHERE TABLE_SCHEMA = DATABASE()"
                   " AND PRIVILEGE_TYPE = 'CREATE') + (SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES"
@@ -452,14 +463,25 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
     const std::string lock = "SELECT g.got, TIMESTAMPADD(MICROSECOND, TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)),"
                              " UTC_TIMESTAMP(6)) AS at FROM (SELECT IF(IS_USED_LOCK(n.name) <=> CONNECTION_ID(), NULL,"
                              " GET_LOCK(n.name, :wait_ms / 1000)) AS got FROM (SELECT " + advisory + " AS name) n LIMIT 1) g";
-    const std::string insert = numbered_upsert(sql::session_upsert(dialect, t, fence, "k.at", "VALUES(acquired_at)"),
+    const std::string insert = numbered_upsert(sql::session_upsert(dialect, t, "@dblock_fence", "k.at", "VALUES(acquired_at)"),
                                                " FROM (" + lock + ") k WHERE k.got = 1", ", 1");
     // In a block of statements (BEGIN NOT ATOMIC, whose INSERT's RETURNING is the answer), after
     // the holder's idle limits (:idle_s, MysqlHolder::bind): a holder cut off from the server
     // loses the lock after them, and they cost no round trip of their own. A contender that is
     // refused keeps them: it ends, or waits in GET_LOCK, which is no idle time.
-    const std::string numbered = "BEGIN NOT ATOMIC SET SESSION wait_timeout = :idle_s, SESSION interactive_timeout ="
-                                 " :idle_s; " + insert + "; END";
+    // Without a :fence (core read no gate: a take that does not wait, the first on its
+    // connection) it reads the failover record itself, as session.take does (lease_statements),
+    // locked shared in a transaction with the take, which waits for nothing: closed (or a
+    // session lock that could not hold here), it takes nothing and answers (NULL, NULL, NULL,
+    // 2), and core reads the record apart. Any error rolls back and is the block's.
+    const std::string gate = gate_sql(t.locks, t.unquoted("locks"),
+                                      " AND (:started_id IS NULL OR NOT @@GLOBAL.wsrep_on AND CONNECTION_ID() = :started_id)");
+    const std::string numbered =
+        block + "SET SESSION wait_timeout = :idle_s, SESSION interactive_timeout = :idle_s; SET @dblock_fence = :fence; IF"
+                " @dblock_fence IS NULL AND :wait_ms = 0 THEN START TRANSACTION; " +
+        gate.substr(0, gate.find(" FROM ")) + " INTO @dblock_fence" + gate.substr(gate.find(" FROM ")) +
+        " LOCK IN SHARE MODE; END IF; IF @dblock_fence IS NULL THEN SELECT NULL, NULL, NULL, 2; ELSE " + insert +
+        "; END IF; COMMIT; END";
     s.advisory_numbered_wait = {"lock.advisory_numbered_wait", numbered};
   }
   // The holder session is the bookkeeping one (mysql_session_lock.cpp): the lease's release of
@@ -484,7 +506,6 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
   // MariaDB's is about metadata locks too, so there the holder session's
   // innodb_lock_wait_timeout = 0 (MySQL's least is 1 s) answers a held row at once instead.
   if (mariadb) s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text};
-  s.make_claim = {"lock.make_claim", "INSERT IGNORE INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
   // txn-insert's INSERT waits for another holder's only on a unique key of (name, kind): on a
   // claims table without one, both would insert and hold. The tag, run after that INSERT, then
   // reads one row too many (1242; a SELECT: DO drops the error), which sends the run to the
@@ -543,7 +564,6 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   s.failover_record = "/*M!100000 INSERT INTO " + t.locks +
                       " (name, owner, host, pid, token, strategy, acquired_at) VALUES (CONCAT(CHAR(1), 'failover'), " +
                       incarnation(true) + ", NULL, 0, 0, 'failover', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE name = name */";
-  s.autocommit_note = "MySQL and MariaDB commit each CREATE TABLE on its own (DDL is not\n-- transactional).";
   s.failover_note = "MariaDB runs the next statement (a /*M! comment); MySQL skips it, and there the\n"
                     "-- first run makes the record (an INSERT).";
   // A name must hold 255 bytes of any key (ShedLock's its own length), whole: a TEXT column

@@ -115,6 +115,7 @@ std::vector<sql::Statement> every_statement(const BackendOptions& options) {
   c.add(lock_statements(options.table_prefix));
   c.add(queue.wait);
   c.add(queue.leave);
+  c.add(queue.wait_ahead);
   c.add(release_statements(options.table_prefix));
   c.add(inspect_statements(options));
   c.add(shedlock_statements(shed));

@@ -736,17 +736,18 @@ sql::Rows Connection::rows_of(const PGresult* last) {
 // on a third hash of the key, taken by its take (the take's :hand, only on the row it took and
 // only where pg_backend_pid() is the session's own: never behind a pooler) and let go in the
 // release's round trip, right after the release's own transaction (send_after_next). The waiter
-// at the head of the queue sends its take behind a wait in the server for that lock, in one
-// round trip (send_ahead_synced): the release's commit lets the lock go and the take runs at
-// once, so the waiter's command starts one round trip after the holder's ends, not two (the
-// NOTIFY, then the take). The row and its TTL still decide: the wait lasts at most what is left
-// of core's slice, after which the take runs anyway, and a waiter let in without the row (a
-// holder without the lock, whose session died, or another contender first) gives the lock back
-// and listens as before until the next NOTIFY.
+// at the head of the queue may send its take behind a wait in the server for that lock
+// (queue.wait_ahead; when, core's Waiters decides; how, Session::run_behind): the release's
+// commit lets the lock go and the take runs at once. A waiter let in without the row gives the
+// lock back (let_in_without).
 class ListenWake final : public sql::Wake {
  public:
   ListenWake(Session& session, std::shared_ptr<Connection> conn, std::string prefix)
-      : session_(&session), conn_(std::move(conn)), prefix_(std::move(prefix)), q_(queue_statements()) {}
+      : session_(&session),
+        conn_(std::move(conn)),
+        prefix_(std::move(prefix)),
+        q_(queue_statements()),
+        give_back_(sql::compile(q_.leave.text, sql::PlaceholderStyle::dollar).text) {}
   // The release's NOTIFY needs nothing set up. Once the command runs, the holder stops
   // listening (best effort: what still arrives is dropped by every statement) and gives its
   // place back, so the key's next waiter takes it and listens while this command runs.
@@ -754,19 +755,14 @@ class ListenWake final : public sql::Wake {
     (void)conn_->unlisten();
     leave(key);
   }
-  void hold(const std::string&) override {
-    // The take's handoff lock, taken by its wait or by the take: given back with the release.
-    if (waited_ahead_) (void)conn_->ahead_answer();
-    waited_ahead_ = false;
-    hand_held_ = std::exchange(hand_tried_, {});
-  }
+  // The take's handoff lock, taken by its wait or by the take: given back with the release.
+  void hold(const std::string&) override { hand_held_ = std::exchange(hand_tried_, {}); }
   // After the release: a handoff lock not let go in its round trip (a release in a
   // transaction of its own) goes now.
   void post(const std::string&) override {
-    if (!hand_held_.empty()) conn_->send_unawaited(unlock_sql, {sql::Value(hand_lock(std::exchange(hand_held_, {})))});
+    if (!hand_held_.empty()) conn_->send_unawaited(give_back_, {sql::Value(hand_lock(std::exchange(hand_held_, {})))});
   }
   Result<bool> join(const std::string& key, Millis left) override {
-    const Millis from = boottime_now();
     auto direct = conn_->served_directly(*session_);
     if (!direct) return std::unexpected(direct.error());
     if (*direct) {
@@ -778,31 +774,13 @@ class ListenWake final : public sql::Wake {
       }
       queued_on_ = conn_->backend_pid();
       queued_key_ = key;
-      wait_until_ = from + left;
-      hand_ok_ = true;
     }
     if (auto ok = conn_->listen(release_channel(prefix_, key)); !ok) return std::unexpected(ok.error());
     return true;
   }
   // A release announced while a statement ran sits in libpq's queue, where polling the socket
-  // cannot see it. At the head of the queue the next take waits for the handoff lock first:
-  // try again at once.
-  Result<bool> wait(const std::string& key, Millis left) override {
-    const bool woke = conn_->drain_notifications();
-    if (waited_ahead_) {
-      waited_ahead_ = false;
-      // Let in without the row: this holder has no handoff lock (or another contender came
-      // first). The lock goes back; the waiter listens until the next release.
-      if (auto a = conn_->ahead_answer(); a && a->empty()) {
-        conn_->send_unawaited(unlock_sql, {sql::Value(hand_lock(key))});
-        hand_ok_ = false;
-      }
-    }
-    if (woke) hand_ok_ = true;
-    wait_until_ = boottime_now() + left;
-    return woke || (hand_ok_ && at_head(key) && left >= Millis(2));
-  }
-  void attempting(const std::string&, Millis left) override { wait_until_ = boottime_now() + left; }
+  // cannot see it.
+  Result<bool> wait(const std::string&, Millis) override { return conn_->drain_notifications(); }
   void leave(const std::string& key) override {
     if (queued_on_ != 0 && queued_on_ == conn_->backend_pid())
       (void)session_->run(q_.leave, {{"lock", queue_lock(key)}});
@@ -810,66 +788,50 @@ class ListenWake final : public sql::Wake {
     queued_key_.clear();
   }
   int fd() const override { return conn_->socket(); }
-  void consume() override {
-    if (conn_->drain_notifications()) hand_ok_ = true;
-  }
+  bool consume() override { return conn_->drain_notifications(); }
   std::int64_t place() const override { return conn_->backend_pid(); }
-
+  bool at_head(const std::string& key) const override {
+    return queued_on_ != 0 && queued_on_ == conn_->backend_pid() && queued_key_ == key;
+  }
+  const sql::Statement* wait_ahead(const std::string& key, Millis left, sql::Params& wait) override {
+    wait.set("hand", hand_lock(key)).set("lock_timeout", std::to_string(left.count()) + "ms");
+    return &q_.wait_ahead;
+  }
   // A lease take's own parameters: :hand, the handoff lock its row takes, and :backend, the
-  // server process the lock must be taken by; ahead of it, at the head of the queue, the wait
-  // for the holder's handoff lock (the take then takes none of its own: it has the lock or
-  // must not wait for it twice).
-  Result<void> taking(const std::string& key, sql::Params& p) override {
-    if (waited_ahead_) {  // a take that failed before it answered (tables made, say)
-      waited_ahead_ = false;
-      if (auto a = conn_->ahead_answer(); a && a->empty()) conn_->send_unawaited(unlock_sql, {sql::Value(hand_lock(key))});
-    }
+  // server process the lock must be taken by; behind the wait for the holder's handoff lock,
+  // none of its own (it has the lock or must not wait for it twice).
+  void taking(const std::string& key, sql::Params& p, bool behind) override {
     sql::Value hand;
     hand_tried_.clear();
     if (!conn_->in_transaction() && !key.empty()) {
       hand_tried_ = key;
-      const Millis left = wait_until_ - boottime_now();
-      if (hand_ok_ && at_head(key) && left >= Millis(2)) {
-        const sql::Value lock = hand_lock(key);
-        const sql::Value timeout = std::to_string(left.count()) + "ms";
-        if (auto ok = conn_->send_ahead_synced(hand_wait_sql, {&lock, &timeout}, left); !ok)
-          return ok;
-        waited_ahead_ = true;
-      } else {
-        hand = hand_lock(key);
-      }
+      if (!behind) hand = hand_lock(key);
     }
     p.set("hand", hand).set("backend", std::int64_t{conn_->backend_pid()});
-    return {};
+  }
+  void let_in_without(const std::string& key) override {
+    conn_->send_unawaited(give_back_, {sql::Value(hand_lock(key))});
   }
   // The lease's release: the handoff lock goes in its round trip, after its commit.
   void releasing(const std::string&) override {
     if (hand_held_.empty() || conn_->in_transaction()) return;
     const std::int64_t lock = hand_lock(std::exchange(hand_held_, {}));
-    conn_->send_after_next(std::string(unlock_sql), {sql::Value(lock)});
+    conn_->send_after_next(give_back_, {sql::Value(lock)});
   }
 
  private:
   std::int64_t queue_lock(const std::string& key) const { return key_hash(prefix_, "\x02queue " + key); }
   std::int64_t hand_lock(const std::string& key) const { return key_hash(prefix_, "\x03hand " + key); }
-  bool at_head(const std::string& key) const {
-    return queued_on_ != 0 && queued_on_ == conn_->backend_pid() && queued_key_ == key;
-  }
-  // queue.wait's text with $1 the lock and $2 the lock timeout (it is sent unnamed, as is).
-  static constexpr std::string_view hand_wait_sql =
-      "SELECT (SELECT true FROM (SELECT pg_advisory_lock($1::bigint)) w) AS got"
-      " FROM (SELECT set_config('lock_timeout', $2, true)) c";
-  static constexpr std::string_view unlock_sql = "SELECT pg_advisory_unlock($1::bigint)";
 
   Session* session_;
   std::shared_ptr<Connection> conn_;
   std::string prefix_;
   sql::QueueStatements q_;
+  // queue.leave, its one parameter (:lock) $1: a handoff lock given back (sent unnamed, or
+  // after another statement).
+  std::string give_back_;
   int queued_on_ = 0;        // the server process on which this session holds a queue lock, or 0
   std::string queued_key_;   // the key of that queue lock
-  Millis wait_until_{0};     // the end of the wait core allows now (boottime)
-  bool hand_ok_ = true;      // the holder is expected to hold its handoff lock
-  bool waited_ahead_ = false;  // the last take went behind a wait for the handoff lock
   std::string hand_tried_;   // the key whose handoff lock the last take took or waited for
   std::string hand_held_;    // the key whose handoff lock this holder holds (or may), or ""
 };
@@ -900,6 +862,22 @@ Result<void> Session::send_ahead(const sql::Statement& st, const sql::Params& pa
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
   return conn_->send_ahead(compiled.text, *values);
+}
+
+// The wait in a transaction of its own (Connection::send_ahead_synced), sent unnamed, and the
+// statement in the same round trip; the wait's answer kept for after it.
+Result<sql::Rows> Session::run_behind(const sql::Statement& ahead, const sql::Params& ahead_params,
+                                      const sql::Statement& st, const sql::Params& params, Millis bound,
+                                      sql::AheadAnswer& answer) {
+  answer = sql::AheadAnswer::untold;
+  const sql::Compiled& compiled = compiled_.get(ahead);
+  auto values = sql::bind_order(compiled, ahead_params, ahead.id);
+  if (!values) return std::unexpected(values.error());
+  if (auto ok = conn_->send_ahead_synced(compiled.text, *values, bound); !ok) return std::unexpected(ok.error());
+  auto rows = run(st, params);
+  if (auto said = conn_->ahead_answer())
+    answer = said->empty() ? sql::AheadAnswer::let_in : sql::AheadAnswer::bound_reached;
+  return rows;
 }
 
 void Session::prepare(const sql::Statement& st) {

@@ -222,6 +222,9 @@ class Session final : public sql::Session {
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override { return run(st, params, Millis{0}); }
   /// run() of a statement that may wait `extra` longer than the I/O timeout (for a lock).
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params, Millis extra);
+  /// In a pipeline (Connection::send_ahead_synced): one round trip.
+  Result<sql::Rows> run_behind(const sql::Statement& ahead, const sql::Params& ahead_params, const sql::Statement& st,
+                               const sql::Params& params, Millis bound, sql::AheadAnswer& answer) override;
   Result<void> exec(std::string_view sql) override;
   void prepare(const sql::Statement& st) override;
   /// run() in two halves (Connection::send, Connection::answer).

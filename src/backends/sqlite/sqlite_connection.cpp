@@ -79,6 +79,18 @@ void sql_boot_id(sqlite3_context* ctx, int, sqlite3_value**) {
   else sqlite3_result_null(ctx);
 }
 
+// dblock_epoch_ms(jd): a julianday() value as epoch milliseconds, the arithmetic of
+// CAST(round(jd * 86400000) AS INTEGER) - 210866760000000 done here (round() of SQLite: half
+// away from zero), so a statement carries three expression nodes for it instead of eight. Each
+// node is dear where it counts: a RETURNING of an upsert is coded for the insert and the update
+// (docs/performance.md, SQLite, round five). NULL stays NULL.
+void sql_epoch_ms(sqlite3_context* ctx, int, sqlite3_value** argv) {
+  if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return sqlite3_result_null(ctx);
+  const double r = sqlite3_value_double(argv[0]) * 86400000.0;
+  const auto ms = r >= 0 ? static_cast<sqlite3_int64>(r + 0.5) : -static_cast<sqlite3_int64>(-r + 0.5);
+  sqlite3_result_int64(ctx, ms - 210866760000000);
+}
+
 // About one checkpoint every 25 runs: its two fsyncs and the next commit's WAL header fsync
 // spread over them, and at most ~500 KB of WAL to read when a process opens the file.
 constexpr int wal_autocheckpoint_pages = 128;
@@ -102,14 +114,14 @@ int checkpoint_hook(void* busy_ms, sqlite3* db, const char* schema, int pages) {
 }  // namespace
 
 // SQLite holds a time as whole milliseconds since the Julian epoch; julianday() divides them by
-// 86400000.0, which round() undoes exactly (the error is far below half a millisecond up to the
-// year 9999), and 210866760000000 is 1970-01-01 on that scale. Half the expression nodes of
-// strftime('%s') and strftime('%f') joined, which every statement's prepare pays for
-// (docs/performance.md, SQLite). 'now' is already whole milliseconds, the same for the whole
-// statement, so now_sql() needs no round trip through text.
+// 86400000.0, which rounding undoes exactly (the error is far below half a millisecond up to the
+// year 9999), and 210866760000000 is 1970-01-01 on that scale: dblock_epoch_ms (above) does
+// both. A fraction of the expression nodes of strftime('%s') and strftime('%f') joined, which
+// every statement's prepare pays for (docs/performance.md, SQLite). 'now' is already whole
+// milliseconds, the same for the whole statement, so now_sql() needs no round trip through text.
 std::string epoch_ms_sql(std::string_view expr) {
   const std::string e = expr == now_sql() ? std::string("'now'") : std::string(expr);
-  return "(CAST(round(julianday(" + e + ") * 86400000) AS INTEGER) - 210866760000000)";
+  return "dblock_epoch_ms(julianday(" + e + "))";
 }
 
 // Whole milliseconds from `from` to `to`: one difference of julianday()s, rounded as epoch_ms_sql
@@ -199,15 +211,22 @@ Result<Connection> Connection::open_read_only(const std::string& path, Millis bu
   return fallback;
 }
 
+int add_functions(sqlite3* db) {
+  // DIRECTONLY: only dblock's own statements may read the clock (or depend on these functions),
+  // never a trigger or view someone stored in the file.
+  for (auto [name, fn] : {std::pair{"dblock_boot_ms", &sql_boot_ms}, std::pair{"dblock_boot_id", &sql_boot_id}}) {
+    const int rc =
+        sqlite3_create_function_v2(db, name, 0, SQLITE_UTF8 | SQLITE_DIRECTONLY, nullptr, fn, nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return rc;
+  }
+  return sqlite3_create_function_v2(db, "dblock_epoch_ms", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY | SQLITE_DETERMINISTIC,
+                                    nullptr, &sql_epoch_ms, nullptr, nullptr, nullptr);
+}
+
 Result<void> Connection::configure_functions() const {
   sqlite3_extended_result_codes(db_.get(), 1);
-  // DIRECTONLY: only dblock's own statements may read the clock, never a trigger or view
-  // someone stored in the file.
-  for (auto [name, fn] : {std::pair{"dblock_boot_ms", &sql_boot_ms}, std::pair{"dblock_boot_id", &sql_boot_id}}) {
-    int rc = sqlite3_create_function_v2(db_.get(), name, 0, SQLITE_UTF8 | SQLITE_DIRECTONLY, nullptr, fn, nullptr,
-                                        nullptr, nullptr);
-    if (rc != SQLITE_OK) return std::unexpected(make_error(*this, rc, "registering the boot clock functions"));
-  }
+  if (int rc = add_functions(db_.get()); rc != SQLITE_OK)
+    return std::unexpected(make_error(*this, rc, "registering the boot clock and time functions"));
   // The busy handler makes concurrent processes queue for the write lock instead of seeing
   // "database is locked"; io_timeout bounds how long one statement may wait.
   sqlite3_busy_timeout(db_.get(), static_cast<int>(std::min<std::int64_t>(busy_timeout_.count(), INT_MAX)));

@@ -26,8 +26,11 @@ struct StmtFinalizer {
 using DbHandle = std::unique_ptr<sqlite3, DbCloser>;
 using StmtHandle = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
 
+/// Registers dblock's SQL functions on `db` (every connection has them): dblock_boot_ms(),
+/// dblock_boot_id() and dblock_epoch_ms(julianday). An SQLite result code.
+int add_functions(sqlite3* db);
 /// SQL text that turns a stored `YYYY-MM-DD HH:MM:SS.SSS` timestamp expression into epoch ms
-/// (exact: SQLite's own milliseconds, through julianday); NULL stays NULL.
+/// (exact: SQLite's own milliseconds, through julianday and dblock_epoch_ms); NULL stays NULL.
 std::string epoch_ms_sql(std::string_view expr);
 /// Whole milliseconds from the time `from` to the time `to` (SQL).
 std::string ms_between_sql(std::string_view from, std::string_view to);

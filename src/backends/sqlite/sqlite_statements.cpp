@@ -20,18 +20,25 @@ std::string boot_judged_sql(const std::string& a) {
   return "(" + a + "boot_token IS " + a + "token AND " + a + "boot_id IS NOT NULL AND dblock_boot_id() IS NOT NULL)";
 }
 
+/// SQL: true when the row's boot lease is judged (boot_judged_sql) and is of this boot. The
+/// equality holds only where both ids are known, so it says all boot_judged_sql's IS NOT NULLs
+/// say, in fewer nodes for every prepare (docs/performance.md, SQLite, round five).
+std::string this_boot_sql(const std::string& a) {
+  return a + "boot_token IS " + a + "token AND " + a + "boot_id = dblock_boot_id()";
+}
+
 /// Milliseconds since the row's last start, for --min-interval: CLOCK_BOOTTIME within one
-/// boot; across a reboot only the wall clock spans the gap. `a` is "" or an alias and its dot.
+/// boot (NULL where the boot's start is not known); across a reboot only the wall clock spans
+/// the gap. `a` is "" or an alias and its dot.
 std::string started_ago_sql(const std::string& a) {
-  return "(CASE WHEN " + boot_judged_sql(a) + " AND " + a + "boot_id = dblock_boot_id() AND " + a +
-         "boot_started_ms IS NOT NULL THEN dblock_boot_ms() - " + a + "boot_started_ms ELSE " +
-         ms_between_sql(a + "last_started_at", "'now'") + " END)";
+  return "COALESCE(CASE WHEN " + this_boot_sql(a) + " THEN dblock_boot_ms() - " + a + "boot_started_ms END, " +
+         ms_between_sql(a + "last_started_at", "'now'") + ")";
 }
 
 /// The boot lease renewed (OwnLease::renew): it now belongs to this boot and the row's token,
 /// ending `ms` from now. The start keeps its boot reading only when it was taken on this boot.
 sql::Assignments renew_boot(std::string_view ms) {
-  return {{"boot_started_ms", "CASE WHEN " + boot_judged_sql("") + " AND boot_id = dblock_boot_id() THEN boot_started_ms END"},
+  return {{"boot_started_ms", "CASE WHEN " + this_boot_sql("") + " THEN boot_started_ms END"},
           {"boot_id", "dblock_boot_id()"},
           {"boot_token", "token"},
           {"boot_expires_ms", "dblock_boot_ms() + " + std::string(ms)}};
@@ -75,8 +82,12 @@ const sql::tables::SchemaDialect schema_dialect{
 // is judged at is always this process's (started_ago_sql).
 const sql::Dialect dialect{
     .now = now_sql(),
+    // Now's milliseconds as a time are now (the same text, with no conversion to parse).
     .time_of_ms =
-        [](std::string_view ms) { return "strftime('%Y-%m-%d %H:%M:%f', " + std::string(ms) + " / 1000.0, 'unixepoch')"; },
+        [](std::string_view ms) {
+          if (ms == epoch_ms_sql(now_sql())) return now_sql();
+          return "strftime('%Y-%m-%d %H:%M:%f', " + std::string(ms) + " / 1000.0, 'unixepoch')";
+        },
     .started_ms_ago = [](std::string_view row, std::string_view) { return started_ago_sql(std::string(row)); },
     .lease_live = [](std::string_view row, std::string_view) { return lease_live_sql(std::string(row)); },
     .same = [](std::string_view a, std::string_view b) { return std::string(a) + " IS " + std::string(b); },
@@ -89,9 +100,11 @@ const sql::Dialect dialect{
     // clock: ShedLock's lock_until (Dialect::utc_now, `now`) is the wall clock's, which its Java
     // clients read.
     .epoch_ms = &epoch_ms_sql,
-    // julianday arithmetic is rounded back to whole milliseconds by strftime.
+    // julianday arithmetic is rounded back to whole milliseconds by strftime; 'now' is whole
+    // milliseconds already (now_plus_sql).
     .plus_ms =
         [](std::string_view time, std::string_view ms) {
+          if (time == now_sql()) return now_plus_sql(ms);
           return "strftime('%Y-%m-%d %H:%M:%f', julianday(" + std::string(time) + ") + " + std::string(ms) +
                  " / 86400000.0)";
         },
@@ -107,8 +120,7 @@ const sql::Dialect dialect{
         .live =
             [](std::string_view row) {
               const std::string r(row);
-              return "CASE WHEN " + boot_judged_sql(r) + " AND " + r + "boot_id = dblock_boot_id() THEN " + r +
-                     "boot_expires_ms > dblock_boot_ms() END";
+              return "CASE WHEN " + this_boot_sql(r) + " THEN " + r + "boot_expires_ms > dblock_boot_ms() END";
             },
         .start =
             [](std::string_view token, std::string_view ms) {

@@ -54,6 +54,10 @@ const char* dblock_vfs() {
     // reads and for which every allocation and free took a global mutex (8% of a run's
     // instructions, docs/performance.md). Too late once initialized: SQLITE_MISUSE, harmless.
     sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+    // No page cache made ahead (SQLITE_DEFAULT_PCACHE_INITSZ, 20 pages at the first fetch):
+    // SQLite writes a header into each of the 20 slots, a fresh page of memory each, where a
+    // run reads a handful of the file's pages (docs/performance.md, SQLite, round five).
+    sqlite3_config(SQLITE_CONFIG_PAGECACHE, nullptr, 0, 0);
     real_vfs = sqlite3_vfs_find(nullptr);
     if (!real_vfs) return false;
     if (real_vfs->iVersion < 3 || !real_vfs->xSetSystemCall ||

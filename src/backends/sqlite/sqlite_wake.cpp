@@ -153,10 +153,11 @@ Result<bool> WakeWords::join(const std::string& key, Millis) {
 
 int WakeWords::fd() const { return watch_ ? watch_->event_fd : -1; }
 
-void WakeWords::consume() {
+bool WakeWords::consume() {
   std::uint64_t n;
-  while (watch_ && ::read(watch_->event_fd, &n, sizeof n) > 0) {
-  }
+  bool woken = false;
+  while (watch_ && ::read(watch_->event_fd, &n, sizeof n) > 0) woken = true;
+  return woken;
 }
 
 void WakeWords::leave(const std::string&) {

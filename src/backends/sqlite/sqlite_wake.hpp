@@ -35,7 +35,7 @@ class WakeWords final : public sql::Wake {
   /// The watch ends; its thread is left to end at its next wake-up.
   void leave(const std::string&) override;
   int fd() const override;
-  void consume() override;
+  bool consume() override;
 
   struct Words;  // the file's mapping
   struct Watch;  // a waiter's thread and what it shares

@@ -23,11 +23,11 @@ class LeaseLocker final : public Locker {
     if (held_) return fail(ErrorKind::internal, "this locker already holds " + held_->key);
     bool again = false;
     auto out = until_not_busy(session_->release_signal(), req, wait, [&](Millis left) {
-      // A waiter's next take is what a release lets run (Wake::taking may send it behind a
-      // wait in the server for the holder's handoff), and its parse would then be part of the
+      // A waiter's next take is what a release lets run (take() may send it behind a wait in
+      // the server for the holder's handoff), and its parse would then be part of the
       // handoff: made ready now, ahead of that wait (a dialect names it once per connection).
       if (std::exchange(again, true)) session_->prepare(st_.take);
-      session_->release_signal().attempting(signal_key(req), left);
+      session_->release_signal().attempting(left);
       return with_schema(*session_, [&] { return attempt(req); });
     });
     // A connection lost in a take or in the wait for a release is made again for the next
@@ -178,7 +178,7 @@ class LeaseLocker final : public Locker {
     if (!header) return std::unexpected(header.error());
     if (!header->token) return header->refusal;
     Params p = take_params(req, *header->token, gate->fence);
-    auto took = take(req.key, p);
+    auto took = take(req.key, p, false);
     if (!took) return std::unexpected(took.error());
     if (!took_row(*took)) return refused(*session_, st_, req, &*took, "lease");
     auto out = taken(req, *took);
@@ -190,12 +190,22 @@ class LeaseLocker final : public Locker {
     return out;
   }
 
-  // The take of `key` with `p`: the wake primitive adds what it hands the key over with before
-  // it runs, and hears what it answered (Wake::taking, Wake::took).
-  Result<Rows> take(const std::string& key, Params& p) {
-    if (auto ok = session_->release_signal().taking(key, p); !ok) return std::unexpected(ok.error());
-    auto took = session_->run(st_.take, p);
-    if (took) session_->release_signal().took(key, *took);
+  // The take of `key` with `p` (`alone`: outside a transaction). At the head of the key's
+  // waiters it goes behind a wait in the server for the holder's handoff, in one round trip
+  // (Waiters::ahead, Session::run_behind): the release that ends the holder's handoff lets it
+  // run at once, so the waiter's command starts a round trip after the holder's ends, where
+  // hearing the release and then taking was two. The wait lasts at most what is left of the
+  // attempt's slice, and the take runs after it either way: its row decides. The wake primitive
+  // adds what it hands the key over with, and hears what the take answered.
+  Result<Rows> take(const std::string& key, Params& p, bool alone = true) {
+    Waiters& waiters = session_->release_signal();
+    Params wait;
+    Millis bound{0};
+    const Statement* ahead = waiters.ahead(key, p, alone, wait, bound);
+    AheadAnswer answer = AheadAnswer::untold;
+    auto took = ahead ? session_->run_behind(*ahead, wait, st_.take, p, bound, answer) : session_->run(st_.take, p);
+    if (took) waiters.took(key, *took);
+    if (ahead) waiters.behind(key, answer, took && took_row(*took), took.has_value());
     return took;
   }
 

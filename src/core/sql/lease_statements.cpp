@@ -37,7 +37,9 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   const std::string holder = " WHERE name = :key AND owner = :owner AND token = " + token + " AND released_at IS NULL";
   LeaseStatements s;
   s.begin = d.begin;
-  s.begin_release = d.begin_unsynced.empty() ? d.begin : d.begin_unsynced;
+  s.begin_release = !d.begin_unsynced.empty() ? d.begin_unsynced
+                    : d.unsynced_commit.empty() ? d.begin
+                                                : d.begin + "; SELECT " + d.unsynced_commit;
   s.history = history_statements(d, t.runs);
   s.refusal = {"lease.refusal", "SELECT " + refused + " FROM " + t.locks + " WHERE name = :key"};
 
@@ -179,6 +181,7 @@ Statement session_id_statement(const Dialect& d) {
 
 DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options) {
   DoctorStatements s;
+  s.server = {"doctor.server", "SELECT version()"};
   s.probe = privilege_probes(options, sd.quote);
   s.session_id = session_id_statement(d);
   return s;
@@ -200,10 +203,11 @@ namespace {
 
 // The lock's statement: one row of (got, at), at the moment the lock was answered (Dialect::clock),
 // so that a row numbered after a wait has the time of the grant, not of the statement's start.
-// A wait's bound (SessionLock::bound) is set in its FROM, which is evaluated first.
-std::string lock_sql(const Dialect& d, const std::string& got, bool waits) {
+// A wait's bound (SessionLock::bound) is set in its FROM, which is evaluated first. `at`: with
+// the moment, where a row may be numbered with it.
+std::string lock_sql(const Dialect& d, const std::string& got, bool waits, bool at = true) {
   const SessionLock& l = d.session_lock;
-  return "SELECT " + got + " AS got" + (d.clock.empty() ? "" : ", " + d.clock + " AS at") +
+  return "SELECT " + got + " AS got" + (d.clock.empty() || !at ? "" : ", " + d.clock + " AS at") +
          (waits && !l.bound.empty() ? " FROM (SELECT " + l.bound + ") c" : "");
 }
 
@@ -286,13 +290,20 @@ WakeStatements wake_statements(const Dialect& d, const Tables& t) {
   // over, no lock taken), wake_hold's work.
   s.taken_holding = {"wake.taken_holding", taken_sql(d, t, ", CASE WHEN " + d.integer(":take_wake") + " = 1 THEN " +
                                                                l.try_lock(wake) + " END, " + l.unlock(queue))};
+  // Only the head waits (another waiter that came to try would hold the head back), and gives
+  // the wake lock back at once: the take behind it takes it with the row where the row is taken.
+  s.wait_ahead = {"wake.wait_ahead", "SELECT CASE WHEN " + holds_sql(d, queue) + " THEN " + l.wait_lock(wake) +
+                                         " END AS got, " + l.unlock(wake)};
   return s;
 }
 
 QueueStatements queue_statements(const Dialect& d, std::string_view key) {
   const SessionLock& l = d.session_lock;
   if (!l.wait_lock || !l.unlock) return {};
-  return {{"queue.wait", lock_sql(d, l.wait_lock(key), true)}, {"queue.leave", "SELECT " + l.unlock(key)}};
+  // The handoff lock (:hand) is the one a lease take binds (the holder's take took it).
+  return {{"queue.wait", lock_sql(d, l.wait_lock(key), true)},
+          {"queue.leave", "SELECT " + l.unlock(key)},
+          {"queue.wait_ahead", lock_sql(d, l.wait_lock(d.integer(":hand")), true, false)}};
 }
 
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s) {
@@ -301,6 +312,10 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   s.begin = d.begin;
   if (s.insert_claim.empty())
     s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
+  // The key's claims row unless there is one, committed: an insert that leaves a racer's alone.
+  s.make_claim = {"lock.make_claim", d.upsert({t.claims, "c", {{"name", ":key"}, {"kind", ":kind"}},
+                                              [](std::string_view) { return Assignments(); },
+                                              [](std::string_view) { return std::string(); }, ""})};
   if (!s.lock_claim.empty() && s.lock_claim_nowait.empty())
     s.lock_claim_nowait = {s.lock_claim.id + "_nowait", s.lock_claim.text + " NOWAIT"};
   // The uncommitted row is visible to its own transaction only, while it is open.

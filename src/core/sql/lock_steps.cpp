@@ -94,6 +94,12 @@ bool binds(const Statement& statement, std::string_view name) {
 
 bool take_reads_gate(const LeaseStatements& st) { return binds(st.take, "record"); }
 
+bool session_take_reads_gate(const LeaseStatements& st) { return binds(st.session_take, "record"); }
+
+bool numbered_take_reads_gate(const LockStatements& st) {
+  return binds(st.advisory_numbered_try.empty() ? st.advisory_numbered_wait : st.advisory_numbered_try, "record");
+}
+
 bool release_tells(const LeaseStatements& st) { return binds(st.release, "channel"); }
 
 bool took_on_new_incarnation(const Rows& took) {

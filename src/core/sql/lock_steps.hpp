@@ -87,6 +87,13 @@ bool take_explained(const Rows& took);
 /// the gate is then admitted only when a take refused, else before each take, whose :fence it
 /// gives.
 bool take_reads_gate(const LeaseStatements& st);
+/// Whether `session_take` reads the failover gate itself, as `take` may: it then answers no row
+/// when the gate (or whether a session lock could hold there) refused, not the key's row.
+bool session_take_reads_gate(const LeaseStatements& st);
+/// Whether the numbered advisory take that does not wait (LockStatements::advisory_numbered_try,
+/// else _wait) reads the failover gate itself when it is given no :fence: it then answers
+/// (NULL, NULL, NULL, 2) and takes nothing when the gate did not open.
+bool numbered_take_reads_gate(const LockStatements& st);
 
 /// Whether the lease's `release` tells the key's waiters itself (it binds :channel;
 /// Dialect::release_returns), and so commits alone without waiting for the disk: it then runs

@@ -51,16 +51,22 @@ std::string named_holder_sql(const Dialect& d, std::string_view row) {
          token + ")";
 }
 
+// Whole milliseconds since the last start at least :min_interval_ms (an integer) is the same
+// as the last start plus that many milliseconds not after `now`: the dialect's time arithmetic
+// (Dialect::plus_ms, epoch_ms), unless it gives the milliseconds since the last start itself
+// (Dialect::started_ms_ago: a clock of its own, or times finer than the millisecond).
 std::string due_sql(const Dialect& d, std::string_view row, std::string_view now) {
-  const std::string interval = d.integer(":min_interval_ms");
-  return "(" + interval + " <= 0 OR " + std::string(row) + "last_started_at IS NULL OR " + d.started_ms_ago(row, now) +
-         " >= " + interval + ")";
+  const std::string interval = d.integer(":min_interval_ms"), last = std::string(row) + "last_started_at";
+  const std::string passed = d.started_ms_ago ? d.started_ms_ago(row, now) + " >= " + interval
+                                              : d.plus_ms(last, interval) + " <= " + std::string(now);
+  return "(" + interval + " <= 0 OR " + last + " IS NULL OR " + passed + ")";
 }
 
 std::string due_in_ms_sql(const Dialect& d, std::string_view row) {
-  const std::string interval = d.integer(":min_interval_ms");
-  return "CASE WHEN " + interval + " > 0 AND " + std::string(row) + "last_started_at IS NOT NULL THEN " + interval +
-         " - " + d.started_ms_ago(row, d.now) + " END";
+  const std::string interval = d.integer(":min_interval_ms"), last = std::string(row) + "last_started_at";
+  const std::string due_in = d.started_ms_ago ? interval + " - " + d.started_ms_ago(row, d.now)
+                                              : d.epoch_ms(last) + " - " + d.epoch_ms(d.now) + " + " + interval;
+  return "CASE WHEN " + interval + " > 0 AND " + last + " IS NOT NULL THEN " + due_in + " END";
 }
 
 namespace {

@@ -32,13 +32,15 @@ using Assignments = std::vector<std::pair<std::string, std::string>>;
 /// its dot); a value "" in `set` is the inserted row's value of that column. `set` is in an order
 /// where each column that `when` reads comes after the ones it does not (MySQL assigns one column
 /// after another, each assignment seeing those before and testing `when` again). A `set` of no
-/// assignments leaves an existing row alone (`when` is not asked): an insert unless there is one.
+/// assignments leaves an existing row alone (`when` is not asked): an insert unless there is one,
+/// met through `key`, or through any unique key where `key` is "".
 struct Upsert {
   std::string table;  // quoted
   std::string alias;  // the existing row's name, where the dialect can give it one
   Assignments values;
   std::function<Assignments(std::string_view row)> set;
   std::function<std::string(std::string_view row)> when;
+  std::string key = "name";  // the unique key's columns, where the dialect names the conflict
 };
 
 /// Dialect::upsert as INSERT ... ON CONFLICT (name) DO UPDATE SET ... WHERE (PostgreSQL, SQLite);
@@ -135,12 +137,16 @@ struct Dialect {
   /// text, so it casts). Default: the parameter.
   std::string (*integer)(std::string_view param) = [](std::string_view param) { return std::string(param); };
   /// Whole milliseconds (an integer) from the last start of the row `row` ("" or an alias and its
-  /// dot) to `now` (a time expression; SQLite judges on its own clock).
+  /// dot) to `now` (a time expression; SQLite judges on its own clock). Default (nullptr): core
+  /// compares the last start plus --min-interval with `now` (plus_ms), and the time left is the
+  /// difference of their epoch_ms, exact where the column keeps whole milliseconds.
   std::string (*started_ms_ago)(std::string_view row, std::string_view now) = nullptr;
   /// 1 (true) while the lease of the row `row` ("" or an alias and its dot) runs at `now` (a time
   /// expression: `now`, or a statement's own time; SQLite judges on its own clock), else 0
-  /// (false), never NULL.
-  std::string (*lease_live)(std::string_view row, std::string_view now) = nullptr;
+  /// (false), never NULL. Default: its expires_at after `now` (IS TRUE: never NULL).
+  std::string (*lease_live)(std::string_view row, std::string_view now) = [](std::string_view row, std::string_view at) {
+    return "(" + std::string(row) + "expires_at > " + std::string(at) + ") IS TRUE";
+  };
   /// `a` and `b` equal, NULL equal to NULL, never NULL itself. Default: IS NOT DISTINCT FROM.
   std::string (*same)(std::string_view a, std::string_view b) = [](std::string_view a, std::string_view b) {
     return std::string(a) + " IS NOT DISTINCT FROM " + std::string(b);
@@ -152,7 +158,8 @@ struct Dialect {
   /// or a lock on the whole database).
   std::string begin = "START TRANSACTION";
   /// Opens a transaction whose commit need not wait for the disk (LeaseStatements::begin_release:
-  /// only the acquisition must survive a crash). "" where every commit waits: `begin`.
+  /// only the acquisition must survive a crash). Default: `begin`, then, where the dialect gives
+  /// unsynced_commit, a SELECT of it; else every commit waits.
   std::string begin_unsynced = {};
   /// ShedLock's now, as its JDBC provider's server-time statements write it: UTC wall time, as
   /// ShedLock's TIMESTAMP columns hold it (shedlock.hpp). Default: `now`.
@@ -274,16 +281,17 @@ Statement release_recorded(const Dialect& d, const Tables& t, const Statement& r
 /// where there is none.
 Statement session_id_statement(const Dialect& d);
 
-/// doctor's statements (DoctorStatements) that are standard SQL: the privilege probes of the
-/// tables of `options`, quoted as `sd` quotes them, and session_id; the dialect adds server,
-/// can_create and its checks.
+/// doctor's statements (DoctorStatements) that are standard SQL: the server's version()
+/// (a dialect may name its server otherwise), the privilege probes of the tables of `options`,
+/// quoted as `sd` quotes them, and session_id; the dialect adds can_create and its checks.
 DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options);
 
 /// The session strategies' server-lock statements (LockStatements): the dialect's own `s` (its
 /// claims' lock and insert, and any statement it writes its own way), completed with what is
 /// standard SQL: `begin` (Dialect::begin), insert_claim (a plain INSERT, unless the dialect wrote
 /// its own), lock_claim_nowait (lock_claim with NOWAIT, unless the dialect wrote its own:
-/// MariaDB's NOWAIT also refuses to wait for a table's metadata lock), holds_claim and alive;
+/// MariaDB's NOWAIT also refuses to wait for a table's metadata lock), make_claim (the dialect's
+/// upsert that leaves a row alone), holds_claim and alive;
 /// and, each where the dialect's session lock (Dialect::session_lock) has what it needs and `s`
 /// has none, the advisory strategy's statements over it and lock_wait (SessionLock::bound).
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s);

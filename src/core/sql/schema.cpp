@@ -271,8 +271,8 @@ std::string schema_sql(const SchemaStatements& st) {
       "-- DROP, only SELECT, INSERT, UPDATE and DELETE on these tables: dblock(1) PRIVILEGES says\n"
       "-- what each strategy needs.\n";
   out += transaction ? "BEGIN;\n"
-                     : "-- No BEGIN/COMMIT: " + st.autocommit_note +
-                           "\n-- After a failure, apply it again: what was made stays, the rest is made.\n";
+                     : "-- No BEGIN/COMMIT: " + st.dialect + " commits each CREATE TABLE on its own (DDL is not\n"
+                           "-- transactional here).\n-- After a failure, apply it again: what was made stays, the rest is made.\n";
   std::string last;
   for (const auto& ddl : st.create) {
     if (ddl.table != last) out += "\n-- " + ddl.table + ": " + table_note(st, ddl.table) + "\n";

@@ -157,7 +157,9 @@ class ServerLock {
                                                                            : st_.advisory_numbered_wait,
                      number, w);
     // No row (a dialect whose statement inserts nothing when the lock was not taken): not taken.
-    if (r && (r->empty() || (*r)[0].int64(3) == 0)) return std::nullopt;
+    // 2: its own gate did not open, nothing taken (gate_unread).
+    gate_unread_ = r && !r->empty() && (*r)[0].int64(3) == 2;
+    if (r && (r->empty() || (*r)[0].int64(3) == 0 || gate_unread_)) return std::nullopt;
     if (r)
       if (auto ok = h_->holding(key, *r); !ok) r = std::unexpected(ok.error());
     if (!r) {
@@ -170,6 +172,10 @@ class ServerLock {
     return std::move(*r);
   }
 
+  // Whether the last take_numbered took nothing because its own read of the failover gate did
+  // not open (LockStatements::advisory_numbered_wait without a :fence).
+  bool gate_unread() const { return gate_unread_; }
+  const LockStatements& statements() const { return st_; }
   HolderSession& holder() { return *h_; }
   bool row_lock() const { return strategy_ != Strategy::advisory; }
   // LockStatements::row_numbered (empty: none).
@@ -198,7 +204,10 @@ class ServerLock {
                                   ? (wait ? st_.lock_claim : st_.lock_claim_nowait)
                                   : (wait || st_.insert_claim_try.empty() ? st_.insert_claim : st_.insert_claim_try);
       Result<Rows> locked = fail(ErrorKind::internal, "not sent");
-      auto sent = pass == 0 && number ? h_->send_numbering(lock, p, w, st_.row_numbered, *number) : h_->send(lock, p, w);
+      const bool tagged = strategy_ == Strategy::txn_insert && !st_.tag.empty();
+      auto sent = pass == 0 && number && !tagged ? h_->send_numbering(lock, p, w, st_.row_numbered, *number)
+                  : tagged                       ? h_->send_before_tag(lock, p, w)
+                                                 : h_->send(lock, p, w);
       if (!sent) {
         locked = std::unexpected(sent.error());
       } else if (pass == 0 && meanwhile && !meanwhile()) {
@@ -209,7 +218,7 @@ class ServerLock {
         locked = h_->answer();
       }
       Result<Rows> tag = Rows();  // the tag's answer, txn-insert's last once it inserted
-      if (locked && locked->affected > 0 && strategy_ == Strategy::txn_insert && !st_.tag.empty())
+      if (locked && locked->affected > 0 && tagged)
         if (tag = h_->run(st_.tag, p, Millis(0)); !tag) locked = std::unexpected(tag.error());
       if (locked && locked->affected > 0)
         if (auto ok = h_->holding(key, tag->empty() ? *locked : *tag); !ok) locked = std::unexpected(ok.error());
@@ -251,6 +260,7 @@ class ServerLock {
   LockStatements st_;
   std::optional<std::string> tagged_;  // the key whose holder tag the session holds
   std::optional<std::string> txn_;     // the holder's transaction, as its lock statement answered it
+  bool gate_unread_ = false;           // gate_unread()
 };
 
 class SessionLocker final : public Locker {
@@ -364,7 +374,9 @@ class SessionLocker final : public Locker {
     // renew. With it, where the dialect reads it there (serving_), whether the lock could hold
     // at all. A row lock's statement goes out first and the gate is read while it travels (one
     // round trip for both); a gate that says no then gives the lock back before anything is
-    // numbered.
+    // numbered. Where a plain row lock's numbering reads the gate itself (gated_), the gate is
+    // read apart only when that numbering answered no row, and the lock then goes back unless
+    // it is open.
     std::optional<Result<failover::Gate>> gate;
     auto admit = [&] {
       if (!gate) gate = failover::admit_once(*book_, st_.failover, admitted_, req.ttl, serving_);
@@ -378,11 +390,19 @@ class SessionLocker final : public Locker {
     // a semaphore's slot never is (its header comes first, in a transaction).
     const bool fold = lock_->folds_row() && req.semaphore.empty();
     const bool overlap = lock_->row_lock();
-    if (!overlap && !admit()) return shut();
+    const bool gated = overlap && gated_ && req.semaphore.empty();
+    // A folded take that does not wait reads the gate itself where it can, until the gate was
+    // found open on this connection (then admit() costs nothing).
+    const bool fold_gated = fold && numbered_gated_ && wait.count() <= 0 && !admitted_;
+    if (!overlap && !fold_gated && !admit()) return shut();
     std::optional<Params> chained;  // a row lock's numbering sent with its lock statement (below)
     auto take = [&]() -> Result<std::optional<Rows>> {
-      if (fold) return lock_->take_numbered(req.key, wait, take_params(req, (*gate)->fence, Value()));
-      auto got = lock_->take(req.key, wait, overlap ? std::function<bool()>(admit) : nullptr, chained);
+      if (fold) {
+        Params p = take_params(req, Value(), Value());
+        if (gate) p.set("fence", (*gate)->fence);  // none: the take reads the gate itself (fold_gated)
+        return lock_->take_numbered(req.key, wait, std::move(p));
+      }
+      auto got = lock_->take(req.key, wait, overlap && !gated ? std::function<bool()>(admit) : nullptr, chained);
       if (!got) return std::unexpected(got.error());
       return *got ? std::optional<Rows>(Rows()) : std::nullopt;
     };
@@ -407,7 +427,7 @@ class SessionLocker final : public Locker {
     // once the lock is granted and proves that grant itself (LockStatements::row_numbered), so
     // the command starts one round trip after the holder's release, not two. One that took no
     // row (sent too early, the holder session gone, refused) is numbered again as before.
-    if (again && overlap && req.semaphore.empty() && !lock_->row_numbered().empty() && admitted_ &&
+    if (again && overlap && !gated && req.semaphore.empty() && !lock_->row_numbered().empty() && admitted_ &&
         admitted_->ttl >= req.ttl && admit())
       chained = take_params(req, (*gate)->fence, Value());
     auto got = take();
@@ -417,7 +437,13 @@ class SessionLocker final : public Locker {
       if (auto ok = lock_->reopen(); !ok) return std::unexpected(ok.error());
       got = take();
     }
-    if (overlap && !admit()) {
+    if (fold_gated && got && lock_->gate_unread()) {
+      // The take's own gate did not open, and it took nothing: the gate read apart (it may write
+      // the record), and taken again once it is open.
+      if (!admit()) return shut();
+      got = take();
+    }
+    if (overlap && !gated && !admit()) {
       if (got && *got) (void)lock_->give_back(req.key);
       return shut();
     }
@@ -437,7 +463,18 @@ class SessionLocker final : public Locker {
     std::optional<Rows> proven;  // the chained numbering's row
     if (chained)
       if (auto n = lock_->holder().numbered(); n && *n && took_row(**n)) proven = std::move(**n);
-    auto out = fold ? numbered(req, **got) : proven ? numbered(req, *proven) : number(req, (*gate)->fence);
+    auto out = fold      ? numbered(req, **got)
+               : proven ? numbered(req, *proven)
+                        : number(req, gated ? 0 : (*gate)->fence, gated);
+    if (gated && out && gate_unread_) {
+      // The numbering's own gate answered no row: read now (it may write the record), and the
+      // row numbered again once it is open.
+      if (!admit()) {
+        (void)lock_->give_back(req.key);
+        return shut();
+      }
+      out = number(req, (*gate)->fence, false);
+    }
     if (!out || out->state != AcquireOutcome::State::acquired) (void)lock_->give_back(req.key);
     else held_ = HeldRun{{req.key, req.owner, req.host, req.pid, out->token}, req, out->acquired_at_ms.value_or(0)};
     folds_release_ = req.semaphore.empty() && lock_->folds_release();
@@ -462,19 +499,26 @@ class SessionLocker final : public Locker {
   }
 
   // session_take's parameters (statements.hpp).
-  Params take_params(const LockRequest& req, std::int64_t fence, const Value& token) const {
+  Params take_params(const LockRequest& req, const Value& fence, const Value& token) const {
     Params p{{"key", req.key},
              {"strategy", strategy_},
              {"session_id", lock_->holder().session_id()},
              {"min_interval_ms", ms_value(req.min_interval)},
              {"token", token},
-             {"fence", fence}};
+             {"fence", fence},
+             {"record", std::string(failover::record_name)},
+             {"ttl_ms", ms_value(req.ttl)},
+             // The session as the handshake gave it, until the gate was read on it (admit_once).
+             {"started_id", admitted_ ? Value() : Value(book_->started_id())}};
     return rows::bind_holder(p, req);
   }
 
   // The row of a key whose server lock is ours: a plain lock's in one statement; a semaphore's
   // slot with its header, in one transaction (docs/backend-contract.md "Semaphores").
-  Result<AcquireOutcome> number(const LockRequest& req, std::int64_t fence) {
+  // `gated`: session_take reads the gate itself (gated_); no row from it is busy with no holder,
+  // and gate_unread_ says so.
+  Result<AcquireOutcome> number(const LockRequest& req, std::int64_t fence, bool gated) {
+    gate_unread_ = false;
     std::optional<Transaction> tx;
     Value token;
     if (!req.semaphore.empty()) {
@@ -488,6 +532,12 @@ class SessionLocker final : public Locker {
     }
     auto took = book_->run(st_.session_take, take_params(req, fence, token));
     if (!took) return std::unexpected(took.error());
+    if (gated && took->empty()) {
+      gate_unread_ = true;
+      AcquireOutcome out;
+      out.state = AcquireOutcome::State::busy;
+      return out;
+    }
     auto out = numbered(req, *took);
     if (out && out->state == AcquireOutcome::State::acquired && tx)
       if (auto ok = tx->commit(); !ok) return std::unexpected(ok.error());
@@ -534,6 +584,9 @@ class SessionLocker final : public Locker {
   bool take_prepared_ = false;                  // session_take made ready for a waiter (attempt)
   bool waited_once_ = false;                    // an attempt that may wait was made (attempt)
   bool folds_release_ = false;                  // the lock held is released in one statement (release)
+  bool gated_ = session_take_reads_gate(st_);  // session_take reads the failover gate (attempt)
+  bool gate_unread_ = false;                    // number()'s gated take answered no row
+  bool numbered_gated_ = numbered_take_reads_gate(lock_->statements());  // attempt's fold_gated
   failover::ReadCheck serving_;                 // make_session_locker's `serving`
 };
 

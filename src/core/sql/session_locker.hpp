@@ -39,6 +39,13 @@ class HolderSession {
     sent_.reset();
     return run(s.st, s.params, s.wait);
   }
+  /// send() of txn-insert's INSERT, which the holder tag follows (LockStatements::tag): it
+  /// answers only by its error (inserted: its one row), so a dialect may keep it and send it
+  /// ahead of the tag, in the tag's round trip; answer() then says affected 1 and the tag's run
+  /// reports the INSERT's error.
+  virtual Result<void> send_before_tag(const Statement& st, const Params& params, Millis wait) {
+    return send(st, params, wait);
+  }
   /// What send() sent is not wanted after all: whatever it took goes back with the transaction,
   /// which the caller then ends. Kept only, it is dropped; `waits` (it may wait for the lock): a
   /// dialect that sent it may close the session instead of waiting for its answer.

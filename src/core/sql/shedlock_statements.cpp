@@ -29,7 +29,8 @@ std::string on_conflict_upsert(const Upsert& u, std::string_view from) {
     set += (set.empty() ? "" : ", ") + column + " = " + (value.empty() ? "EXCLUDED." + column : value);
   return "INSERT INTO " + u.table + (set.empty() ? "" : " AS " + u.alias) + " (" + columns + ")" +
          (from.empty() ? " VALUES (" + values + ")" : " SELECT " + values + std::string(from)) +
-         (set.empty() ? " ON CONFLICT (name) DO NOTHING" : " ON CONFLICT (name) DO UPDATE SET " + set + " WHERE " + u.when(row));
+         " ON CONFLICT" + (u.key.empty() ? "" : " (" + u.key + ")") +
+         (set.empty() ? " DO NOTHING" : " DO UPDATE SET " + set + " WHERE " + u.when(row));
 }
 
 std::string shedlock_holder_sql(const Dialect& d, const Tables& t, const std::string& shedlock) {

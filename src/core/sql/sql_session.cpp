@@ -16,6 +16,11 @@ Params& Params::set(std::string_view name, Value value) {
   return *this;
 }
 
+Params& Params::set(const Params& other) {
+  for (const auto& [n, v] : other.values_) set(n, v);
+  return *this;
+}
+
 const Value* Params::find(std::string_view name) const {
   for (const auto& [n, v] : values_)
     if (n == name) return &v;
@@ -115,6 +120,21 @@ Result<void> Transaction::commit_last(bool last) {
   // A COMMIT that failed may leave the transaction open (SQLite: SQLITE_BUSY): end it.
   if (!ok) (void)s->exec("ROLLBACK");
   return ok;
+}
+
+AheadAnswer ahead_answer(const Result<Rows>& waited) {
+  if (!waited) return waited.error().kind == ErrorKind::wait_ended ? AheadAnswer::bound_reached : AheadAnswer::untold;
+  const bool timed_out = !waited->empty() && (*waited)[0].columns() > 0 && !(*waited)[0].is_null(0) &&
+                         (*waited)[0].int64(0) == 0;
+  return timed_out ? AheadAnswer::bound_reached : AheadAnswer::let_in;
+}
+
+Result<Rows> Session::run_behind(const Statement& ahead, const Params& ahead_params, const Statement& st,
+                                 const Params& params, Millis, AheadAnswer& answer) {
+  auto waited = run(ahead, ahead_params);
+  answer = ahead_answer(waited);
+  if (answer == AheadAnswer::untold && !waited) return std::unexpected(waited.error());
+  return run(st, params);
 }
 
 }  // namespace dblock::sql

@@ -58,6 +58,8 @@ class Params {
   Params() = default;
   Params(std::initializer_list<std::pair<std::string_view, Value>> values);
   Params& set(std::string_view name, Value value);
+  /// Each of `other`'s values set here (two statements bound together).
+  Params& set(const Params& other);
   /// nullptr when `name` has no value.
   const Value* find(std::string_view name) const;
 
@@ -171,6 +173,13 @@ class Session {
   /// Runs `st` with `params` bound by name; rows as text. ErrorKind::connection when the server
   /// is gone or the statement timed out.
   virtual Result<Rows> run(const Statement& st, const Params& params) = 0;
+  /// run() of `st` behind `ahead`, a wait in the server (Waiters::ahead), in one round trip where
+  /// the dialect can: `ahead` first, in a transaction of its own (so `st` reads its time and
+  /// snapshot once the wait is over), within `bound` more than a statement's time, then `st`,
+  /// whatever `ahead` answered. The rows of `st`; what `ahead` told in `answer`. Here: two round
+  /// trips, `ahead` told by its error kind.
+  virtual Result<Rows> run_behind(const Statement& ahead, const Params& ahead_params, const Statement& st,
+                                  const Params& params, Millis bound, AheadAnswer& answer);
   /// Runs SQL without parameters (BEGIN, COMMIT, ROLLBACK, DDL); rows are dropped.
   virtual Result<void> exec(std::string_view sql) = 0;
   /// exec() of the last statement of a finished run (Transaction::commit_last), after which the
@@ -217,6 +226,11 @@ class Session {
  private:
   std::shared_ptr<const SchemaStatements> schema_;
 };
+
+/// What a wait run ahead of a statement (Session::run_behind) told by its answer `waited`: its
+/// bound came first when it failed so (ErrorKind::wait_ended) or answered got 0 (its first
+/// column); untold when it failed otherwise; else it let the statement in.
+AheadAnswer ahead_answer(const Result<Rows>& waited);
 
 /// BEGIN ... COMMIT on a session, rolled back when destroyed uncommitted (RAII): the statements
 /// of one lock operation that must hold or fail together.

@@ -318,8 +318,6 @@ struct SchemaStatements {
   /// For `dblock schema` only (empty: none): the failover record (failover.hpp) as a statement
   /// that makes it once, for the server the script runs on, and a comment about it.
   std::string failover_record, failover_note;
-  /// For `dblock schema`, where `begin` is empty: why the script has no transaction.
-  std::string autocommit_note;
   /// Opens the transaction the DDL runs in; empty: each DDL statement commits on its own.
   std::string begin;
   /// Columns that came after a table's first shape (tables.hpp), in the order they came: the
@@ -355,9 +353,11 @@ namespace dblock::sql {
 /// A lease waiter's queue on a key's session lock (rules.hpp, queue_statements): at its head,
 /// the waiter listens for the holder's release; the others wait for their turn. `wait` takes the
 /// queue's lock within :lock_timeout (the dialect's lock-not-available error once the wait is
-/// over); `leave` gives it back.
+/// over); `leave` gives it back. `wait_ahead`: `wait` of the holder's handoff lock (:hand, taken
+/// with the holder's row and let go with its release), which the head sends ahead of its lease
+/// take in one round trip (Waiters::ahead, Session::run_behind): the release lets the take run.
 struct QueueStatements {
-  Statement wait, leave;
+  Statement wait, leave, wait_ahead;
 };
 
 /// Waiters that hear a release through session locks alone (rules.hpp, wake_statements; MySQL's
@@ -372,9 +372,13 @@ struct QueueStatements {
 /// that leaves the queue gives its locks back with wake_release (it holds no wake lock of a key
 /// it waits for). taken_holding (:key :owner :take_wake): LeaseStatements::taken, and with the
 /// row wake_hold's work (the wake lock taken unless :take_wake is 0): a row-lock holder's read of
-/// the token it was given and its first step as holder in one round trip.
+/// the token it was given and its first step as holder in one round trip. wait_ahead (:wait_ms),
+/// sent by the waiter at the head ahead of its lease take in one round trip (Waiters::ahead,
+/// Session::run_behind): while this session holds the queue lock, the wake lock waited for and
+/// given back at once (the take behind it takes it with the row); one row (got: 1 taken, 0 the
+/// bound came first, NULL not at the head).
 struct WakeStatements {
-  Statement wake_hold, wake_release, wake_wait, taken_holding;
+  Statement wake_hold, wake_release, wake_wait, taken_holding, wait_ahead;
 };
 
 /// The server lock of the session strategies (session_locker.hpp), run in the holder session.
@@ -389,7 +393,9 @@ struct LockStatements {
   /// itself, `advisory_try` / `advisory_wait` and then session_take (its parameters too) when
   /// taken, in one statement: one row of session_take's three columns (NULL: not numbered) and
   /// taken (1 or 0), or no row when not taken; one that fails with ErrorKind::wait_ended took no
-  /// lock (after any other error it is given back).
+  /// lock (after any other error it is given back). One that binds :record reads the failover
+  /// gate itself when :fence is NULL and :wait_ms 0 (SessionLocker binds no fence only then):
+  /// (NULL, NULL, NULL, 2) when it did not open, nothing taken.
   Statement advisory_try, advisory_wait, advisory_holds, advisory_give_back;
   Statement advisory_numbered_try, advisory_numbered_wait;
   /// Empty, or (where `advisory_numbered_*` are) in the bookkeeping session itself:

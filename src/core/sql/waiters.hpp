@@ -5,6 +5,7 @@
 // its wake primitive (Wake): PostgreSQL LISTEN/NOTIFY behind a queue lock, MySQL named locks,
 // SQLite futex words in <database>-wake.
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,8 +15,16 @@
 
 namespace dblock::sql {
 
-class Params;  // sql_session.hpp
-class Rows;    // sql_session.hpp
+class Params;     // sql_session.hpp
+class Rows;       // sql_session.hpp
+struct Statement;  // sql_session.hpp
+
+/// What a wait sent ahead of a statement in its round trip (Session::run_behind) told.
+enum class AheadAnswer {
+  untold,         // not sent, or its answer was lost
+  let_in,         // it ended before its bound: it took its lock, or had none to wait for
+  bound_reached,  // its bound came first
+};
 
 /// A dialect's wake primitive: how one waiter of a key is told that the key may have been
 /// released. One place among a key's waiters at a time; the queue (Waiters) says which and when.
@@ -41,13 +50,20 @@ class Wake {
   /// `left` where the primitive can; a primitive that cannot block answers at once (core then
   /// sleeps on fd()). A place that a primitive gives back by itself, it takes again here.
   virtual Result<bool> wait(const std::string& /*key*/, Millis /*left*/) { return false; }
-  /// An attempt on `key` starts that may wait up to `left` in all (core's slice of the wait): a
-  /// primitive that waits in the server ahead of the attempt's own statement waits no longer.
-  virtual void attempting(const std::string& /*key*/, Millis /*left*/) {}
-  /// A lease take of `key` is about to run with `take` (its parameters): a primitive that hands
-  /// the key over between holder and waiter adds what the take binds for it, and sends what must
-  /// run ahead of it in its round trip. An error is the session's, as the take's would be.
-  virtual Result<void> taking(const std::string& /*key*/, Params& /*take*/) { return {}; }
+  /// This session's place is at the head of `key`'s waiters, where a lease take may wait in the
+  /// server for the holder's handoff ahead of itself (wait_ahead).
+  virtual bool at_head(const std::string& /*key*/) const { return false; }
+  /// The wait for the holder's handoff of `key` that a lease take at the head sends ahead of
+  /// itself in its round trip, bound to `left` (a statement of wake_statements or
+  /// queue_statements, its parameters set in `wait`); nullptr: the take goes alone.
+  virtual const Statement* wait_ahead(const std::string& /*key*/, Millis /*left*/, Params& /*wait*/) { return nullptr; }
+  /// A lease take of `key` is about to run with `take` (its parameters), `behind` a wait_ahead or
+  /// alone: a primitive that hands the key over between holder and waiter adds what the take
+  /// binds for it.
+  virtual void taking(const std::string& /*key*/, Params& /*take*/, bool /*behind*/) {}
+  /// A wait_ahead let the take of `key` in (AheadAnswer::let_in) and the take did not take the
+  /// row: what the wait took is given back.
+  virtual void let_in_without(const std::string& /*key*/) {}
   /// That lease take of `key` answered `took`: a primitive whose part the take did for it (the
   /// key's wake taken with the row) notes it, and hold() then sends nothing of it.
   virtual void took(const std::string& /*key*/, const Rows& /*took*/) {}
@@ -67,8 +83,8 @@ class Wake {
   virtual void leave(const std::string& /*key*/) {}
   /// Readable when a wake may have come (core polls it), or -1: core's backoff.
   virtual int fd() const { return -1; }
-  /// Drops what made fd() readable.
-  virtual void consume() {}
+  /// Drops what made fd() readable: true when it was a wake.
+  virtual bool consume() { return false; }
   /// The server session a place is held on: a different one (a reconnect) lost the place.
   virtual std::int64_t place() const { return 0; }
 };
@@ -91,17 +107,24 @@ class Waiters {
   /// An attempt found `key` busy. May block up to `left` until a release may have happened;
   /// true: try again at once; false: no such news, the answer stands. An error is the session's.
   Result<bool> busy(const std::string& key, Millis left);
-  /// An attempt on `key` starts that may wait up to `left` (Wake::attempting).
-  void attempting(const std::string& key, Millis left) {
-    if (wake_) wake_->attempting(key, left);
-  }
-  /// A lease take of `key` is about to run with `take` (Wake::taking); the take's sites call it
+  /// An attempt starts that may wait up to `left` in all (core's slice of the wait): a wait sent
+  /// ahead of its take (ahead) waits no longer.
+  void attempting(Millis left) { until_ = std::chrono::steady_clock::now() + left; }
+  /// A lease take of `key` is about to run with `take`; `alone`: outside a transaction (a wait
+  /// ahead of it in its round trip must end a transaction of its own, Session::run_behind). The
+  /// wait to send ahead of it (Wake::wait_ahead, its parameters in `wait`, its bound in `bound`),
+  /// or nullptr; the primitive adds what the take binds (Wake::taking). The take's sites call it
   /// (lease_locker.cpp), whatever the dialect.
-  Result<void> taking(const std::string& key, Params& take) { return wake_ ? wake_->taking(key, take) : Result<void>{}; }
+  const Statement* ahead(const std::string& key, Params& take, bool alone, Params& wait, Millis& bound);
   /// That take answered `took` (Wake::took).
   void took(const std::string& key, const Rows& took) {
     if (wake_) wake_->took(key, took);
   }
+  /// A take of `key` sent behind a wait (ahead) ran: the wait told `answer`, and the take `taken`
+  /// the row or not (`refused`: it answered without it; false also when it failed). Let in
+  /// without the row, what the wait took goes back; refused so, the head's takes go alone until
+  /// a wake is heard (a holder that keeps no handoff would let every wait in at once).
+  void behind(const std::string& key, AheadAnswer answer, bool taken, bool refused);
   /// A session strategy's plain `key` has its taken row read back with `read` (Wake::reading_taken;
   /// session_locker.cpp): true with the wake primitive's answer in `answer`, false when core runs
   /// the read.
@@ -117,14 +140,21 @@ class Waiters {
   /// Readable when a release may have happened (core polls it), or -1.
   int fd() const { return wake_ ? wake_->fd() : -1; }
   void consume() {
-    if (wake_) wake_->consume();
+    if (wake_ && wake_->consume()) ahead_ok_ = true;
   }
 
  private:
+  /// The head of `key`'s waiters, whose last lease take could wait ahead, may wait ahead within
+  /// `left` again.
+  bool waits_ahead(const std::string& key, Millis left) const;
+
   std::unique_ptr<Wake> wake_;
   std::string joined_;      // the key this session has a place among the waiters of, or ""
   std::string unsettled_;   // the key holding() took and settle() has not yet settled, or ""
   std::int64_t place_ = 0;  // Wake::place() when it was taken
+  std::chrono::steady_clock::time_point until_{};  // the end of the attempt's slice (attempting)
+  std::string alone_;     // the key whose last lease take went outside a transaction (ahead), or ""
+  bool ahead_ok_ = true;  // the head's takes may wait ahead: no take let in without the row since a wake
 };
 
 }  // namespace dblock::sql

@@ -41,6 +41,7 @@ struct RawDb {
     sqlite3* raw = nullptr;
     REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
     db.reset(raw);
+    REQUIRE(sqlite::add_functions(raw) == SQLITE_OK);  // what dblock's statements call
   }
   void exec(const std::string& sql) {
     char* msg = nullptr;

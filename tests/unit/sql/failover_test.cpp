@@ -13,15 +13,7 @@ using testing::ScriptedSession;
 
 namespace {
 
-sql::FailoverStatements statements() {
-  sql::FailoverStatements st;
-  st.read = {"failover.read", "read"};
-  st.create = {"failover.create", "create"};
-  st.max_token = {"failover.max_token", "max"};
-  st.move = {"failover.move", "move"};
-  st.raise_ttl = {"failover.raise_ttl", "raise"};
-  return st;
-}
+sql::FailoverStatements statements() { return testing::failover_statements(); }
 
 // The record as recorded by this incarnation, nothing in force, a TTL of a minute (here, not
 // delayed, covering); `serving` the session id it reads (none: the dialect's read has ten columns).

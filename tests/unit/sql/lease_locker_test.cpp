@@ -34,11 +34,7 @@ sql::LeaseStatements folded_statements() {
   sql::LeaseStatements st;
   st.take = {"lease.take", "take, reading the gate of :record"};
   st.refusal = {"lease.refusal", "refusal"};
-  st.failover.read = {"failover.read", "read"};
-  st.failover.create = {"failover.create", "create"};
-  st.failover.max_token = {"failover.max_token", "max_token"};
-  st.failover.move = {"failover.move", "move"};
-  st.failover.raise_ttl = {"failover.raise_ttl", "raise_ttl"};
+  st.failover = testing::failover_statements();
   return st;
 }
 
@@ -294,10 +290,9 @@ namespace {
 class HandingWake final : public sql::Wake {
  public:
   explicit HandingWake(std::vector<std::string>& sent) : sent_(&sent) {}
-  Result<void> taking(const std::string& key, sql::Params& take) override {
+  void taking(const std::string& key, sql::Params& take, bool) override {
     sent_->push_back("taking " + key);
     take.set("hand", std::int64_t{42});
-    return {};
   }
   void took(const std::string& key, const sql::Rows& took) override {
     sent_->push_back("took " + key + " " + took[0].text(0));
@@ -328,6 +323,60 @@ TEST_CASE("core tells the wake primitive of every lease take and release, right 
   std::string sent;
   for (const auto& s : session->sent) sent += (sent.empty() ? "" : " | ") + s;
   CHECK(sent == "taking k | lease.take | took k 5 | BEGIN RELEASE | releasing k | lease.release | COMMIT");
+}
+
+namespace {
+
+// HandingWake's primitive at the head of the key's waiters: its takes may wait ahead.
+class HeadWake final : public sql::Wake {
+ public:
+  explicit HeadWake(std::vector<std::string>& sent) : sent_(&sent) {}
+  bool at_head(const std::string&) const override { return true; }
+  Result<bool> join(const std::string&, Millis) override { return true; }
+  const sql::Statement* wait_ahead(const std::string& key, Millis, sql::Params& wait) override {
+    wait.set("key", key);
+    return &wait_;
+  }
+  void taking(const std::string& key, sql::Params&, bool behind) override {
+    sent_->push_back("taking " + key + (behind ? " behind" : " alone"));
+  }
+  void let_in_without(const std::string& key) override { sent_->push_back("let_in_without " + key); }
+
+ private:
+  std::vector<std::string>* sent_;
+  const sql::Statement wait_{"wake.wait_ahead", "SELECT 1"};
+};
+
+std::string joined(const std::vector<std::string>& sent) {
+  std::string out;
+  for (const auto& s : sent) out += (out.empty() ? "" : " | ") + s;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("at the head of the key's waiters core sends the lease take behind the wake's wait, one round trip; a take "
+          "let in without the row gives the wait's lock back, and once the wait heard no wake the next goes alone") {
+  auto session = std::make_shared<testing::ScriptedSession>();
+  session->wake_with(std::make_unique<HeadWake>(session->sent));
+  const sql::Rows refused = testing::row_of({std::nullopt, std::nullopt, std::nullopt}, 0);
+  session->in_turn["lease.take"] = {refused, refused, testing::row_of({"5", "1000", "4000"}, 1)};
+  session->answers["lease.refusal"] = testing::row_of({"k", "other", "h", "2", "4", "lease", "1000", "1000", "9000",
+                                                       "2000", "1000", std::nullopt, std::nullopt, "2000", "1",
+                                                       std::nullopt});
+  auto locker = sql::make_lease_locker(session, plain_statements(), "dblock_", 10);
+  auto out = locker->try_acquire(testing::lock_request(Millis(3000)), Millis(1000));
+  REQUIRE(out);
+  CHECK(out->state == AcquireOutcome::State::busy);
+  // Taking its place is a wake (the head may wait ahead again); waiting heard none.
+  CHECK(joined(session->sent) ==
+        "taking k behind | wake.wait_ahead ahead | lease.take | let_in_without k | lease.refusal | "
+        "taking k behind | wake.wait_ahead ahead | lease.take | let_in_without k | lease.refusal");
+  session->sent.clear();
+  out = locker->try_acquire(testing::lock_request(Millis(3000)), Millis(1000));
+  REQUIRE(out);
+  CHECK(out->state == AcquireOutcome::State::acquired);
+  CHECK(joined(session->sent) == "taking k alone | lease.take");
 }
 
 TEST_CASE("a lease take that answers with the row it left has the taken row's times in the refusal's columns") {

@@ -71,6 +71,13 @@ sql::LeaseStatements statements() {
   return st;
 }
 
+// statements() with the failover record's statements.
+sql::LeaseStatements with_failover() {
+  sql::LeaseStatements st = statements();
+  st.failover = testing::failover_statements();
+  return st;
+}
+
 // A holder whose advisory lock is taken and given back as this session's (`ours`).
 std::unique_ptr<ScriptedHolder> advisory_holder(bool ours) {
   auto holder = std::make_unique<ScriptedHolder>();
@@ -249,12 +256,7 @@ struct Judged {
     auto h = std::make_unique<ScriptedHolder>();
     h->session.answers["lock.claim_nowait"] = testing::row_of({"1"}, 1);
     holder = h.get();
-    sql::LeaseStatements st = statements();
-    st.failover.read = {"failover.read", "read"};
-    st.failover.create = {"failover.create", "create"};
-    st.failover.max_token = {"failover.max_token", "max"};
-    st.failover.move = {"failover.move", "move"};
-    st.failover.raise_ttl = {"failover.raise_ttl", "raise"};
+    sql::LeaseStatements st = with_failover();
     const sql::Statement session_id{"doctor.session_id", "SELECT id"};
     auto check = [session_id](sql::Session& s, const sql::Rows::Row& row) {
       return sql::session_strategy_answered(s, row, sql::failover::session_column, "failover.read", session_id, Strategy::for_update,
@@ -554,4 +556,82 @@ TEST_CASE("a folded advisory take that answers no row did not take the lock: bus
   CHECK(got->state == AcquireOutcome::State::busy);
   // Asked once more after a moment (no holder to show), never told it holds.
   CHECK(joined(h.said) == "lock.advisory_numbered_try | lock.advisory_numbered_try");
+}
+
+namespace {
+
+// A for-update locker whose numbering reads the failover gate itself (its session_take binds
+// :record, as MariaDB's does), on a bookkeeping session whose record's read says the gate is
+// `open` (else a lock-delay runs) and who serves it (7, the session it was handed).
+struct Gated {
+  std::shared_ptr<testing::ScriptedSession> book = std::make_shared<testing::ScriptedSession>();
+  ScriptedHolder* holder = nullptr;
+  std::unique_ptr<Locker> l;
+
+  explicit Gated(bool open) {
+    book->started = 7;
+    book->answers["failover.read"] = testing::row_of({"inc", "inc", std::nullopt, "5", open ? std::nullopt : std::optional<std::string>("999999"),
+                                                      "1000", "60000", "1", open ? "0" : "1", "1", "7", "0"});
+    // The gate found no row in the numbering's own read (the record not yet written, say).
+    book->in_turn["session.take"].push_back(sql::Rows{});
+    book->answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
+    auto h = std::make_unique<ScriptedHolder>();
+    h->session.answers["lock.claim_nowait"] = testing::row_of({"1"}, 1);
+    holder = h.get();
+    sql::LeaseStatements st = with_failover();
+    st.session_take = {"session.take", "take :record"};
+    l = sql::make_session_locker(Strategy::for_update, std::move(h), lock_statements(), book, st, "dblock_", 10);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a row lock whose numbering reads the failover gate: no record read while it answers a row; none, "
+          "the record read apart, then numbered again") {
+  Gated g(true);
+  auto got = g.l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  REQUIRE(got);
+  CHECK(got->state == AcquireOutcome::State::acquired);
+  CHECK(got->token == 5);
+  CHECK(g.book->runs["failover.read"] == 1);
+  CHECK(g.book->runs["session.take"] == 2);
+  // The first numbering bound the session it was handed; the second, once the record was read
+  // on it, none.
+  CHECK(std::get<std::int64_t>(*g.book->last_params["session.take"].find("fence")) == 5);
+  CHECK(std::holds_alternative<std::monostate>(*g.book->last_params["session.take"].find("started_id")));
+  // The next attempt on the same connection reads no record: its numbering answers.
+  CHECK(g.l->release(ReleaseRequest{}));
+}
+
+TEST_CASE("a row lock whose numbering reads the failover gate: a closed gate gives the lock back, numbered nothing") {
+  Gated g(false);
+  auto got = g.l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  REQUIRE(got);
+  CHECK(got->state == AcquireOutcome::State::busy);  // the lock-delay
+  CHECK(g.book->runs["failover.read"] == 1);
+  CHECK(g.book->runs["session.take"] == 1);
+  CHECK(g.holder->session.runs["lock.claim_nowait"] == 1);
+  CHECK_FALSE(g.holder->transaction_open());  // given back
+}
+
+TEST_CASE("a folded advisory take that reads the failover gate itself: one that did not open took nothing; the record "
+          "read apart, then taken again with its fence") {
+  auto holder = std::make_unique<HookedHolder>();
+  HookedHolder& h = *holder;
+  sql::LockStatements lock = lock_statements();
+  lock.advisory_numbered_wait = {"lock.advisory_numbered_wait", "take and number :record"};
+  // The advisory holder is the bookkeeping session: the record is read where the take runs.
+  h.session.in_turn["lock.advisory_numbered_wait"].push_back(testing::row_of({std::nullopt, std::nullopt, std::nullopt, "2"}));
+  h.session.answers["lock.advisory_numbered_wait"] = testing::row_of({"6", "1000", std::nullopt, "1"}, 1);
+  auto book = std::make_shared<testing::ScriptedSession>();
+  book->answers["failover.read"] = testing::row_of({"inc", "inc", std::nullopt, "5", std::nullopt, "1000", "60000", "1", "0", "1"});
+  sql::LeaseStatements st = with_failover();
+  auto l = sql::make_session_locker(Strategy::advisory, std::move(holder), lock, book, st, "dblock_", 10);
+  auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  REQUIRE(got);
+  CHECK(got->state == AcquireOutcome::State::acquired);
+  CHECK(got->token == 6);
+  CHECK(book->runs["failover.read"] == 1);
+  CHECK(joined(h.said) == "lock.advisory_numbered_wait | lock.advisory_numbered_wait | holding k (6)");
+  CHECK(std::get<std::int64_t>(*h.session.last_params["lock.advisory_numbered_wait"].find("fence")) == 5);
 }
