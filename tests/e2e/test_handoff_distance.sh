@@ -60,8 +60,12 @@ export DBLOCK_DSN
 k=$(key distance)
 d=$E2E_TMP/handoff
 mkdir -p "$d"
-# The holder's command holds until the test lets it go, then writes when it ended.
-start_bg holder dblock run "$k" -- sh -c "while [ ! -e '$d/go' ]; do sleep 0.005; done; date +%s%N >'$d/end'"
+# The holder's command holds until the test lets it go, then writes when it ended. Its lease is
+# long (a renew every 20 s): the default's renew at 10 s falls when the test lets the holder go
+# (its waits add up to about 10 s on a loaded machine), and a release waits for a renew's round
+# trip on the same connection, one round trip more (572 and 580 ms where 420 is usual, in CI and
+# under load; the delay proxy's log showed the holder's renew sent 41 ms before its command ended).
+start_bg holder dblock run "$k" --ttl 60s -- sh -c "while [ ! -e '$d/go' ]; do sleep 0.005; done; date +%s%N >'$d/end'"
 wait_for 30 is_held "$k" || fail "the holder did not take $k"
 start_bg waiter dblock -v run -w 60s "$k" -- sh -c "date +%s%N >'$d/start'" 2>"$d/waiter.err"
 # It waits once it said the key is held; then a few round trips more, for a lease waiter's
