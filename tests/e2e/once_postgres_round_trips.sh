@@ -250,6 +250,24 @@ counted dblock run "$k" -- true
 assert_eq "no-wait contender exits 75" 75 "$?"
 wait "$h"
 assert_eq "no-wait contender: one statement, the take ($(wire queries | cut -c1-40 | tr '\n' '|'))" 1 "$(wire statements)"
+# The session strategies' contenders: advisory's failover record read (its connection's first)
+# and its take, which answers with the holder's row when refused (it read the row in a round
+# trip of its own: 3); a row lock's lock refused on its holder connection, given back, and the
+# record and the holder read on the other.
+for s in advisory for-update txn-insert; do
+  k=$(key "wire-nowait-$s")
+  start_bg h dblock -s "$s" run --ttl 120s "$k" -- sleep 1.5
+  wait_for 10 is_held "$k" || fail "no-wait $s: holder never held"
+  counted dblock -s "$s" run "$k" -- true
+  assert_eq "no-wait $s contender exits 75" 75 "$?"
+  wait "$h"
+  case $s in
+    advisory) trips=2 ;;
+    *) trips=4 ;;
+  esac
+  assert_between "no-wait $s contender: round trips after the handshake ($(wire queries | cut -c1-40 | tr '\n' '|'))" 1 "$trips" \
+    "$(wire round_trips)"
+done
 
 # Lease waiters queue: a second waiter waits in the server for the place of the one at the head
 # of the key's queue (a session advisory lock), and does not LISTEN meanwhile, so a release

@@ -460,12 +460,19 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
     // never merged (LIMIT), re-entrant as advisory_take. Its time is the grant's, read after it:
     // UTC_TIMESTAMP is the statement's start, SYSDATE the moment (in the session's zone).
     // The lock's name is spelled once, in the derived table n.
+    // The lock's answer and its time go to variables (a SELECT ... INTO answers nothing), so
+    // that the block answers once either way: the row taken, or the refusal.
     const std::string lock = "SELECT g.got, TIMESTAMPADD(MICROSECOND, TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)),"
-                             " UTC_TIMESTAMP(6)) AS at FROM (SELECT IF(IS_USED_LOCK(n.name) <=> CONNECTION_ID(), NULL,"
-                             " GET_LOCK(n.name, :wait_ms / 1000)) AS got FROM (SELECT " + advisory + " AS name) n LIMIT 1) g";
+                             " UTC_TIMESTAMP(6)) INTO @dblock_got, @dblock_at FROM (SELECT IF(IS_USED_LOCK(n.name) <=>"
+                             " CONNECTION_ID(), NULL, GET_LOCK(n.name, :wait_ms / 1000)) AS got FROM (SELECT " + advisory +
+                             " AS name) n LIMIT 1) g";
     const std::string insert = numbered_upsert(sql::session_upsert(dialect, t, "@dblock_fence", "k.at", "VALUES(acquired_at)"),
-                                               " FROM (" + lock + ") k WHERE k.got = 1", ", 1");
-    // In a block of statements (BEGIN NOT ATOMIC, whose INSERT's RETURNING is the answer), after
+                                               " FROM (SELECT CAST(@dblock_at AS DATETIME(6)) AS at) k", ", 1");
+    // Refused, the key's row as core's refusal reads it (lease.refusal), after four columns
+    // that say so (0): a contender needs no read of its own (session_locker's busy()).
+    const std::string refusal = lease_statements(prefix, true).refusal.text;
+    const std::string refused = "SELECT NULL, NULL, NULL, 0, " + refusal.substr(refusal.find(' ') + 1);
+    // In a block of statements (BEGIN NOT ATOMIC, whose one SELECT or INSERT's RETURNING is the answer), after
     // the holder's idle limits (:idle_s, MysqlHolder::bind): a holder cut off from the server
     // loses the lock after them, and they cost no round trip of their own. A contender that is
     // refused keeps them: it ends, or waits in GET_LOCK, which is no idle time.
@@ -473,15 +480,17 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
     // connection) it reads the failover record itself, as session.take does (lease_statements),
     // locked shared in a transaction with the take, which waits for nothing: closed (or a
     // session lock that could not hold here), it takes nothing and answers (NULL, NULL, NULL,
-    // 2), and core reads the record apart. Any error rolls back and is the block's.
+    // 2), and core reads the record apart. Refused the lock, it answers (NULL, NULL, NULL, 0)
+    // and the key's row, which core read in a round trip of its own. Any error rolls back and
+    // is the block's.
     const std::string gate = gate_sql(t.locks, t.unquoted("locks"),
                                       " AND (:started_id IS NULL OR NOT @@GLOBAL.wsrep_on AND CONNECTION_ID() = :started_id)");
     const std::string numbered =
         block + "SET SESSION wait_timeout = :idle_s, SESSION interactive_timeout = :idle_s; SET @dblock_fence = :fence; IF"
                 " @dblock_fence IS NULL AND :wait_ms = 0 THEN START TRANSACTION; " +
         gate.substr(0, gate.find(" FROM ")) + " INTO @dblock_fence" + gate.substr(gate.find(" FROM ")) +
-        " LOCK IN SHARE MODE; END IF; IF @dblock_fence IS NULL THEN SELECT NULL, NULL, NULL, 2; ELSE " + insert +
-        "; END IF; COMMIT; END";
+        " LOCK IN SHARE MODE; END IF; IF @dblock_fence IS NULL THEN SELECT NULL, NULL, NULL, 2; ELSE " + lock +
+        "; IF @dblock_got = 1 THEN " + insert + "; ELSE " + refused + "; END IF; END IF; COMMIT; END";
     s.advisory_numbered_wait = {"lock.advisory_numbered_wait", numbered};
   }
   // The holder session is the bookkeeping one (mysql_session_lock.cpp): the lease's release of

@@ -248,16 +248,20 @@ void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& 
   // The lock and the row's numbering in one statement, where its parts may write (a
   // data-modifying WITH: Dialect::unsynced_commit) and the upsert can select its row from the
   // lock's answer (ON CONFLICT's): the lock first, then the clock, and the row numbered only when
-  // the lock was taken. One row of (session.take's columns, taken).
+  // the lock was taken. One row of (session.take's columns, taken). The take that does not
+  // wait, refused, adds the key's row as the refusal reads it (`refused`), so that a contender
+  // that finds the key held needs no read of its own (session_locker's busy()); a refused wait
+  // ends in an error, which carries no row.
   if (d.clock.empty() || d.unsynced_commit.empty() || !upserts_on_conflict(d)) return;
-  auto numbered = [&](Statement& slot, std::string id, const Statement& lock) {
+  auto numbered = [&](Statement& slot, std::string id, const Statement& lock, const std::string& refused) {
     if (!lock.empty())
       fill(slot, std::move(id), "WITH k AS (" + lock.text + "), a AS (" +
-                                    numbered_upsert_sql(d, t, " FROM k WHERE k.got", "k.at") +
-                                    ") SELECT a.*, k.got FROM k LEFT JOIN a ON true");
+                                    numbered_upsert_sql(d, t, " FROM k WHERE k.got", "k.at") + ") SELECT a.*, k.got" +
+                                    (refused.empty() ? "" : ", r.*") + " FROM k LEFT JOIN a ON true" +
+                                    (refused.empty() ? "" : " LEFT JOIN (" + refused + ") r ON NOT k.got"));
   };
-  numbered(s.advisory_numbered_try, "lock.advisory_numbered_try", s.advisory_try);
-  numbered(s.advisory_numbered_wait, "lock.advisory_numbered_wait", s.advisory_wait);
+  numbered(s.advisory_numbered_try, "lock.advisory_numbered_try", s.advisory_try, lease_statements(d, t).refusal.text);
+  numbered(s.advisory_numbered_wait, "lock.advisory_numbered_wait", s.advisory_wait, "");
   // The lock goes once the row is released (g reads u), before the commit: a waiter it lets in
   // numbers the row once this statement has committed (its upsert waits for the row's lock).
   if (l.unlock && !s.advisory_numbered_try.empty())

@@ -156,7 +156,11 @@ class ServerLock {
     // No row (a dialect whose statement inserts nothing when the lock was not taken): not taken.
     // 2: its own gate did not open, nothing taken (gate_unread).
     gate_unread_ = r && !r->empty() && (*r)[0].int64(3) == 2;
-    if (r && (r->empty() || (*r)[0].int64(3) == 0 || gate_unread_)) return std::nullopt;
+    // 0: not taken; with more columns, the refusal's (a dialect whose statement says who holds
+    // the key, so that a contender refused needs no read of its own: refusal()).
+    refusal_.reset();
+    if (r && !r->empty() && (*r)[0].int64(3) == 0 && (*r)[0].columns() > 4) refusal_ = std::move(*r);
+    if (refusal_ || (r && (r->empty() || (*r)[0].int64(3) == 0 || gate_unread_))) return std::nullopt;
     if (r)
       if (auto ok = h_->holding(key, *r); !ok) r = std::unexpected(ok.error());
     if (!r) {
@@ -172,6 +176,9 @@ class ServerLock {
   // Whether the last take_numbered took nothing because its own read of the failover gate did
   // not open (LockStatements::advisory_numbered_wait without a :fence).
   bool gate_unread() const { return gate_unread_; }
+  // The last take_numbered's answer when it took nothing and said who holds the key: the
+  // refusal's columns after its own four (LockStatements::advisory_numbered_wait); else null.
+  const Rows* refusal() const { return refusal_ ? &*refusal_ : nullptr; }
   const LockStatements& statements() const { return st_; }
   HolderSession& holder() { return *h_; }
   bool row_lock() const { return strategy_ != Strategy::advisory; }
@@ -267,6 +274,7 @@ class ServerLock {
   std::optional<std::string> tagged_;  // the key whose holder tag the session holds
   std::optional<std::string> txn_;     // the holder's transaction, as its lock statement answered it
   bool gate_unread_ = false;           // gate_unread()
+  std::optional<Rows> refusal_;        // refusal()
 };
 
 class SessionLocker final : public Locker {
@@ -447,13 +455,13 @@ class SessionLocker final : public Locker {
       // on a table just made, another process's CREATE TABLE IF NOT EXISTS, whose metadata lock
       // MariaDB's NOWAIT reads as a lock wait (1205) too. Asked once more after a moment, the
       // server lock decides again; a refusal then stands (e2e.*.new_keys_at_once).
-      auto first = busy(req);
+      auto first = busy(req, fold ? lock_->refusal() : nullptr);
       if (!first || first->holder) return first;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       got = take();
       if (!got) return std::unexpected(got.error());
     }
-    if (!*got) return busy(req);
+    if (!*got) return busy(req, fold ? lock_->refusal() : nullptr);
     auto out = fold ? numbered(req, **got) : number(req, gated ? 0 : (*gate)->fence, gated);
     if (gated && out && gate_unread_) {
       // The numbering's own gate answered no row: read now (it may write the record), and the
@@ -543,13 +551,14 @@ class SessionLocker final : public Locker {
     return acquired(*book_, st_, took, req, req.semaphore.empty() ? &lock_->holder().release_signal() : nullptr);
   }
 
-  // Someone else has the server lock: busy, with the row's holder for -v (best effort).
-  Result<AcquireOutcome> busy(const LockRequest& req) {
+  // Someone else has the server lock: busy, with the row's holder for -v (best effort), from
+  // the take's own answer where it said (`answered`: ServerLock::refusal()), else read.
+  Result<AcquireOutcome> busy(const LockRequest& req, const Rows* answered = nullptr) {
     AcquireOutcome out;
     out.state = AcquireOutcome::State::busy;
     LockRequest plain = req;
     plain.min_interval = Millis(0);  // the lock is busy, whatever --min-interval says
-    auto row = refused(*book_, st_, plain);
+    auto row = refused(*book_, st_, plain, answered, {}, 4);
     if (row && row->holder) {
       out.holder = std::move(row->holder);
       out.holder->state = LockStatus::State::held;
