@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cells: postgres:(lease|advisory|for-update|txn-insert)|mysql:lease
+# cells: postgres:(lease|advisory|for-update|txn-insert)|mysql:(lease|for-update|txn-insert)
 # The handoff at a distance (README, Benchmarks; dblock(1) NOTES, Round trips): with the server
 # a long round trip R away (scripts/bench/delay_proxy.py on 127.0.0.1), a `run -w` waiter's
 # command starts within these many round trips of the holder's command ending. What each needs
@@ -25,6 +25,12 @@
 # a wait for the holder's wake name (GET_LOCK), in one block; the release gives the name back
 # in its round trip and the take runs at once: 1 R, where hearing the wake and then taking was
 # 2 R. Its bound is the PostgreSQL lease's, 1.5 R, for the same reason.
+# MariaDB's for-update and txn-insert (their row locks wait in whole seconds only): the waiter at
+# the head of the key's queue sends its lock statement behind a wait for the holder's wake name,
+# in one block on its lock session; the holder's end gives the row back and then the name, and
+# the lock statement runs at once: the wake with the lock's answer, then the numbering, 2 R,
+# where hearing the wake, then locking, then numbering was 3. Their bound is PostgreSQL's, 2.5 R;
+# the holder goes just after that wait began, as for the lease.
 source "$(dirname "$0")/lib.sh"
 
 command -v python3 >/dev/null || skip_or_fail "no python3 for the delay proxy"
@@ -84,23 +90,31 @@ waiting_in_server() {
   done
   return 1
 }
-# my_waiting_in_server: a MariaDB session of this database has just begun a wait in GET_LOCK
-# in a statement that asks IS_USED_LOCK first (a lease waiter's wait for the key's wake name:
-# wake.wait, or wake.wait_ahead with its take behind it), within 60 ms, polled for up to 1.5 s.
+# my_waiting_in_server LIKE: a MariaDB session of this database has just begun a wait in
+# GET_LOCK in a statement matching LIKE (a waiter's wait for the key's wake name: wake.wait, or
+# wake.wait_ahead with its take or lock statement behind it), within 60 ms, polled for up to
+# 1.5 s.
 my_waiting_in_server() {
   local began="" _
   for _ in $(seq 150); do
     began=$(server_sql "SELECT 1 FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID()
-      AND STATE LIKE '%user lock%' AND INFO LIKE '%IS_USED_LOCK%' AND TIME_MS < 60 LIMIT 1")
+      AND STATE LIKE '%user lock%' AND INFO LIKE '$1' AND TIME_MS < 60 LIMIT 1")
     [ -n "$began" ] && return 0
     sleep 0.01
   done
   return 1
 }
-if [ "$DBLOCK_TEST_BACKEND" = mysql ]; then
+if [ "$DBLOCK_TEST_BACKEND" = mysql ] && [ "$DBLOCK_STRATEGY" = lease ]; then
   # The head waiter's take waits behind its wait for the holder's wake name: the holder goes
   # once that wait has just begun (a slice's, as for PostgreSQL's lease).
-  my_waiting_in_server || fail "the lease waiter never waited in the server for the holder's wake name"
+  my_waiting_in_server '%IS_USED_LOCK%' || fail "the lease waiter never waited in the server for the holder's wake name"
+elif [ "$DBLOCK_TEST_BACKEND" = mysql ]; then
+  # The head waiter's lock statement waits behind its wait for the holder's wake name: a block,
+  # whose statement the server shows with its values, this key's wake name among them (another
+  # test's waiter, in parallel, is not this one's; mysql_names.cpp, wake_name).
+  my_waiting_in_server "%IS_USED_LOCK%dblock-wake:$(server_sql "SELECT LEFT(SHA2(CONCAT(DATABASE(), CHAR(0),
+    '$DBLOCK_TABLE_PREFIX', CHAR(0), '$k'), 256), 52)" | tail -n 1)%" ||
+    fail "the $DBLOCK_STRATEGY waiter never waited in the server for the holder's wake name, its lock statement behind"
 elif [ "$DBLOCK_STRATEGY" = lease ]; then
   # The head waiter's take waits behind its wait for the holder's handoff lock, a statement of
   # its own (dblock(1) NOTES, Round trips): the holder goes once that wait has just begun.

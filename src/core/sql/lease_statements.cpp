@@ -296,8 +296,10 @@ WakeStatements wake_statements(const Dialect& d, const Tables& t) {
                                                                l.try_lock(wake) + " END, " + l.unlock(queue))};
   // Only the head waits (another waiter that came to try would hold the head back), and gives
   // the wake lock back at once: the take behind it takes it with the row where the row is taken.
-  s.wait_ahead = {"wake.wait_ahead", "SELECT CASE WHEN " + holds_sql(d, queue) + " THEN " + l.wait_lock(wake) +
-                                         " END AS got, " + l.unlock(wake)};
+  // The queue lock's holder is named (:head), not this session: a row lock's take runs in its
+  // holder session, the queue held by its bookkeeping session.
+  s.wait_ahead = {"wake.wait_ahead", "SELECT CASE WHEN " + d.same(l.holder(queue), d.integer(":head")) + " THEN " +
+                                         l.wait_lock(wake) + " END AS got, " + l.unlock(wake)};
   return s;
 }
 

@@ -197,10 +197,22 @@ class ServerLock {
   }
 
   // for-update locks the key's claims row, txn-insert inserts it, in a transaction held open.
+  // At the head of the key's waiters the lock statement goes behind a wait in the server for
+  // the holder's wake (Waiters::ahead, HolderSession::send_behind): the holder's end gives the
+  // row back and then the wake, and the lock statement runs at once, so the waiter's command
+  // starts two round trips after the holder's ends (the wake with the lock's answer, then the
+  // numbering), where hearing the wake, then locking, then numbering was three. The wait lasts
+  // at most what is left of the attempt's slice, and the lock statement runs after it either
+  // way: the row decides. Not with a `meanwhile`, which the lock statement's wait would hold up.
   Result<bool> take_row(const std::string& key, const Params& p, Millis w, const std::function<bool()>& meanwhile) {
     const bool wait = w.count() > 0;
+    Waiters& waiters = h_->release_signal();
+    Params take = p, wake;
+    Millis bound{0};
+    const Statement* ahead = waiters.ahead(key, take, !meanwhile && h_->waits_behind(), wake, bound);
     for (int pass = 0; pass < 2; ++pass) {
       if (auto ok = begin(p, w); !ok) return failed(ok.error(), key);
+      if (pass == 0 && ahead) h_->send_behind(*ahead, wake);
       const Statement& lock = strategy_ == Strategy::for_update
                                   ? (wait ? st_.lock_claim : st_.lock_claim_nowait)
                                   : (wait || st_.insert_claim_try.empty() ? st_.insert_claim : st_.insert_claim_try);
@@ -220,6 +232,9 @@ class ServerLock {
         if (tag = h_->run(st_.tag, p, Millis(0)); !tag) locked = std::unexpected(tag.error());
       if (locked && locked->affected > 0)
         if (auto ok = h_->holding(key, tag->empty() ? *locked : *tag); !ok) locked = std::unexpected(ok.error());
+      // Refused: another holds the row (a claims row still missing says nothing of a holder).
+      if (pass == 0 && ahead)
+        waiters.behind(key, h_->told(), locked && locked->affected > 0, !locked && held_elsewhere(locked.error().kind));
       if (!locked) return failed(locked.error(), key);
       if (locked->affected > 0) {
         if (!st_.untag.empty()) tagged_ = key;
@@ -279,8 +294,10 @@ class SessionLocker final : public Locker {
   // One attempt, and more while the dialect hears of a release within `wait`.
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
     if (held_) return fail(ErrorKind::internal, "this locker already holds " + held_->key);
-    auto out = until_not_busy(lock_->holder().release_signal(), req, wait,
-                              [&](Millis left) { return with_schema(*book_, [&] { return attempt(req, left); }); });
+    auto out = until_not_busy(lock_->holder().release_signal(), req, wait, [&](Millis left) {
+      lock_->holder().release_signal().attempting(left);  // a wait ahead of the lock (take_row) waits no longer
+      return with_schema(*book_, [&] { return attempt(req, left); });
+    });
     // The bookkeeping session holds nothing (a dialect's release signal, if any, is on it):
     // lost in a take or a wait, it is made again for the next attempt, whose failover gate is
     // read again on it. (A lost reply may have numbered a row; the next token is greater anyway.)

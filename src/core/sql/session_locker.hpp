@@ -53,6 +53,16 @@ class HolderSession {
     (void)waits;
     sent_.reset();
   }
+  /// Whether the lock statement can go behind a wait of the waiters' queue in its round trip
+  /// (send_behind): a dialect that runs two statements as one.
+  virtual bool waits_behind() const { return false; }
+  /// The lock statement sent next (send; txn-insert's, the tag that follows send_before_tag) goes
+  /// behind `ahead` with `params` (Waiters::ahead's wait), in its round trip; only where
+  /// waits_behind(). What the wait told is then told().
+  virtual void send_behind(const Statement& /*ahead*/, const Params& /*params*/) {}
+  /// What the wait that the last lock statement went behind told (AheadAnswer::untold: none, or
+  /// its answer was lost), even when the lock statement itself then failed.
+  virtual AheadAnswer told() const { return AheadAnswer::untold; }
   /// Runs SQL without parameters (ROLLBACK).
   virtual Result<void> exec(std::string_view sql) = 0;
   /// Opens the transaction that holds a row lock (`st.begin`), its lock wait `wait` (server_wait's)

@@ -372,11 +372,12 @@ struct QueueStatements {
 /// that leaves the queue gives its locks back with wake_release (it holds no wake lock of a key
 /// it waits for). taken_holding (:key :owner :take_wake): LeaseStatements::taken, and with the
 /// row wake_hold's work (the wake lock taken unless :take_wake is 0): a row-lock holder's read of
-/// the token it was given and its first step as holder in one round trip. wait_ahead (:wait_ms),
-/// sent by the waiter at the head ahead of its lease take in one round trip (Waiters::ahead,
-/// Session::run_behind): while this session holds the queue lock, the wake lock waited for and
-/// given back at once (the take behind it takes it with the row); one row (got: 1 taken, 0 the
-/// bound came first, NULL not at the head).
+/// the token it was given and its first step as holder in one round trip. wait_ahead (:wait_ms
+/// :head), sent by the waiter at the head ahead of its take in one round trip (Waiters::ahead;
+/// a lease's Session::run_behind, a row lock's in its holder session, HolderSession::send_behind):
+/// while session :head (the one whose queue it is, the sender's own or its bookkeeping session)
+/// holds the queue lock, the wake lock waited for and given back at once (the take behind it takes
+/// it with the row); one row (got: 1 taken, 0 the bound came first, NULL not at the head).
 struct WakeStatements {
   Statement wake_hold, wake_release, wake_wait, taken_holding, wait_ahead;
 };
