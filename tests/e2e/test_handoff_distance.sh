@@ -104,14 +104,12 @@ my_waiting_in_server() {
   done
   return 1
 }
-if [ "$DBLOCK_TEST_BACKEND" = mysql ] && [ "$DBLOCK_STRATEGY" = lease ]; then
-  # The head waiter's take waits behind its wait for the holder's wake name: the holder goes
-  # once that wait has just begun (a slice's, as for PostgreSQL's lease).
-  my_waiting_in_server '%IS_USED_LOCK%' || fail "the lease waiter never waited in the server for the holder's wake name"
-elif [ "$DBLOCK_TEST_BACKEND" = mysql ]; then
-  # The head waiter's lock statement waits behind its wait for the holder's wake name: a block,
-  # whose statement the server shows with its values, this key's wake name among them (another
-  # test's waiter, in parallel, is not this one's; mysql_names.cpp, wake_name).
+if [ "$DBLOCK_TEST_BACKEND" = mysql ]; then
+  # The head waiter's take (lease) or lock statement (for-update, txn-insert) waits behind its
+  # wait for the holder's wake name: the holder goes once that wait has just begun (a slice's,
+  # as for PostgreSQL's lease). A block, whose statement the server shows with its values, this
+  # key's wake name among them (another test's waiter, in parallel, is not this one's;
+  # mysql_names.cpp, wake_name).
   my_waiting_in_server "%IS_USED_LOCK%dblock-wake:$(server_sql "SELECT LEFT(SHA2(CONCAT(DATABASE(), CHAR(0),
     '$DBLOCK_TABLE_PREFIX', CHAR(0), '$k'), 256), 52)" | tail -n 1)%" ||
     fail "the $DBLOCK_STRATEGY waiter never waited in the server for the holder's wake name, its lock statement behind"
