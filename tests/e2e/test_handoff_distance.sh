@@ -45,7 +45,8 @@ esac
 target_port=$(python3 -c 'import sys, urllib.parse; u = urllib.parse.urlsplit(sys.argv[1]); print(u.port or {"mysql": 3306}.get(u.scheme, 5432))' "$DBLOCK_DSN")
 python3 "$DBLOCK_SOURCE_DIR/scripts/bench/delay_proxy.py" --target-port "$target_port" --delay-ms "$delay_ms" \
   --port-file "$E2E_TMP/proxy.port" --lifetime 200 >/dev/null &
-remember_pid $!
+proxy_pid=$!
+remember_pid "$proxy_pid"
 wait_for 10 test -s "$E2E_TMP/proxy.port" || { fail "the delay proxy did not start"; finish; }
 # Through the proxy, without TLS (its handshake would only make the test longer).
 if [ "$DBLOCK_TEST_BACKEND" = mysql ]; then
@@ -79,12 +80,18 @@ start_bg waiter dblock -v run -w 60s "$k" -- sh -c "date +%s%N >'$d/start'" 2>"$
 wait_for 30 grep -q " is held" "$d/waiter.err" || fail "the waiter never said it waits: $(tail -n 1 "$d/waiter.err")"
 sleep "$(awk -v r="$rtt_ms" 'BEGIN { printf "%.2f", 6 * r / 1000 }')"
 # waiting_in_server LIKE: a statement of the waiter's matching LIKE has just begun a wait for a
-# lock in the server (within 60 ms), polled for up to 1.5 s.
+# lock in the server (within 60 ms), polled for up to 1.5 s. The waiter's: its connection comes
+# from this test's proxy (its ports towards the server), as another test's waiter in parallel
+# does not (a lease's wait names no table of this test's).
+command -v ss >/dev/null || skip_or_fail "no ss (iproute2) to find the proxy's connections"
 waiting_in_server() {
-  local began="" _
+  local began="" _ ports
   for _ in $(seq 150); do
+    ports=$(ss -Htnp state established "( dport = :$target_port )" | grep "pid=$proxy_pid," |
+      awk '{ n = split($3, a, ":"); printf "%s%s", sep, a[n]; sep = "," }')
     began=$(server_sql "SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND wait_event_type = 'Lock'
-      AND query LIKE '$1' AND clock_timestamp() - query_start < interval '60 ms' LIMIT 1")
+      AND client_port IN (${ports:-0}) AND query LIKE '$1'
+      AND clock_timestamp() - query_start < interval '60 ms' LIMIT 1")
     [ -n "$began" ] && return 0
     sleep 0.01
   done
