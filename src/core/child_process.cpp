@@ -252,9 +252,10 @@ int command_main(void* arg) {
 }
 
 // The command has ended and dblock was told. The report woke dblock onto this CPU, where an exit
-// now would run first: its teardown (about 0.1 ms) and often another process would then come
-// before dblock sends the release, the handoff's next step. So the guard sleeps until dblock
-// lets it go (Child::let_guard_go, after the release, or dblock's end) and exits then.
+// now would run first: its teardown (about 0.1 ms), and often another process after it, would
+// come before dblock sends the release, the handoff's next step. So the guard sleeps until
+// dblock lets it go (Child::let_guard_go, once the release is done) and exits then. Woken any
+// sooner, it took the CPU from dblock before the release was sent.
 [[noreturn]] void exit_when_let_go(int control) {
   char byte;
   while (::read(control, &byte, 1) < 0 && errno == EINTR) {
@@ -524,8 +525,8 @@ bool Child::poll_exit() {
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
   if (n == static_cast<ssize_t>(sizeof r) && r.kind == GuardReport::exited) {
     finish(r.value);
-    // The guard waits to be let go (let_guard_go, after the release), so the handoff to the
-    // next holder waits neither for its exit nor for its reaping.
+    // The guard waits to be let go (let_guard_go, after the release) and is reaped by the
+    // destructor, so the handoff to the next holder waits neither for its exit nor its reaping.
     return true;
   } else {
     // The guard died without a word (killed by someone): nothing would stop the job any

@@ -23,7 +23,8 @@
 // does: no page tables copied, no copy-on-write faults (posix_spawn itself cannot set the
 // parent-death signal). A guard told nothing exits when dblock closes the socket (the lock
 // was busy, or the DSN was bad). Once the command has ended and the guard has said so, it waits
-// for that close too (after the release), so its exit is not on the handoff's path.
+// for that close too (dblock closes once the release is done), so that its exit is not on the
+// handoff's path.
 
 #include <sys/types.h>
 
@@ -105,7 +106,7 @@ class Child {
   /// Gives the terminal back to dblock's group if the command had it.
   void reclaim_terminal();
   /// Once the command has ended: the guard, which waits after its report so that its exit is
-  /// not on the handoff's path, may exit now (the destructor reaps it). Does nothing while the
+  /// not on the handoff's path, may exit now (the destructor reaps it). Nothing while the
   /// command runs.
   void let_guard_go();
 

@@ -45,8 +45,8 @@ class Heartbeat {
   void drain();
   State state() const;
   /// Stops renewing: waits for a renew in flight (time-bounded), after which the thread never
-  /// touches the locker again. The thread is joined by the destructor, so the release need
-  /// not wait for it to end.
+  /// touches the locker again. The thread is woken and joined by the destructor, so the
+  /// release need neither share the CPU with it nor wait for it to end.
   void stop();
 
  private:

@@ -353,7 +353,7 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
   int exit_status = finished.exit_status;
   std::string_view outcome = to_string(finished.outcome);
   auto released = locker.release(release);
-  child.let_guard_go();  // its exit after the release, alongside dblock's own end
+  child.let_guard_go();  // its exit off the release's path (child_process.hpp)
   if (!released) {
     // After a loss there is nothing left to release; the call only records the run if it can.
     if (finished.outcome == RunOutcome::lost) {
