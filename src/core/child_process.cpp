@@ -251,6 +251,18 @@ int command_main(void* arg) {
   ::_exit(err == ENOENT ? exit_not_found : exit_cannot_execute);
 }
 
+// The command has ended and dblock was told. The report woke dblock onto this CPU, where an exit
+// now would run first: its teardown (about 0.1 ms), and often another process after it, would
+// come before dblock sends the release, the handoff's next step. So the guard sleeps until
+// dblock lets it go (Child::let_guard_go, once the release is done) and exits then. Woken any
+// sooner, it took the CPU from dblock before the release was sent.
+[[noreturn]] void exit_when_let_go(int control) {
+  char byte;
+  while (::read(control, &byte, 1) < 0 && errno == EINTR) {
+  }
+  ::_exit(0);
+}
+
 [[noreturn]] void guard_main(const GuardPlan& plan) {
   // Out of dblock's process group, so `timeout`, `kill -9 -PGID` or a shell's job control,
   // aimed at dblock's group, cannot take the guard along and leave the job running with the
@@ -333,7 +345,7 @@ int command_main(void* arg) {
     while ((r = ::waitpid(-1, &st, WNOHANG)) > 0) {
       if (r == cmd) {
         write_report(plan.status, GuardReport::exited, st);
-        ::_exit(0);
+        exit_when_let_go(plan.control);
       }
     }
   }
@@ -488,6 +500,10 @@ Child& Child::operator=(Child&& o) noexcept {
   return *this;
 }
 
+void Child::let_guard_go() {
+  if (done_) control_.reset();
+}
+
 Child::~Child() {
   // Closing the control pipe while the command runs makes the guard kill the whole job.
   control_.reset();
@@ -509,8 +525,8 @@ bool Child::poll_exit() {
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
   if (n == static_cast<ssize_t>(sizeof r) && r.kind == GuardReport::exited) {
     finish(r.value);
-    // The guard exits right after its report. It is reaped later (by the destructor, after
-    // the release), so the handoff to the next holder does not wait for its teardown.
+    // The guard waits to be let go (let_guard_go, after the release) and is reaped by the
+    // destructor, so the handoff to the next holder waits neither for its exit nor its reaping.
     return true;
   } else {
     // The guard died without a word (killed by someone): nothing would stop the job any

@@ -22,7 +22,9 @@
 // handoff the guard spawns the command with clone(CLONE_VM | CLONE_VFORK), as posix_spawn
 // does: no page tables copied, no copy-on-write faults (posix_spawn itself cannot set the
 // parent-death signal). A guard told nothing exits when dblock closes the socket (the lock
-// was busy, or the DSN was bad).
+// was busy, or the DSN was bad). Once the command has ended and the guard has said so, it waits
+// for that close too (dblock closes once the release is done), so that its exit is not on the
+// handoff's path.
 
 #include <sys/types.h>
 
@@ -103,6 +105,10 @@ class Child {
   int term_signal() const { return term_signal_; }
   /// Gives the terminal back to dblock's group if the command had it.
   void reclaim_terminal();
+  /// Once the command has ended: the guard, which waits after its report so that its exit is
+  /// not on the handoff's path, may exit now (the destructor reaps it). Nothing while the
+  /// command runs.
+  void let_guard_go();
 
  private:
   void finish(int wait_status);

@@ -87,6 +87,10 @@ class Supervisor {
   void stop_heartbeat() {
     if (heartbeat_) heartbeat_->stop();
   }
+  /// Once the release is done: the stopped heartbeat's thread may end now (heartbeat.hpp).
+  void let_heartbeat_go() {
+    if (heartbeat_) heartbeat_->let_go();
+  }
 
  private:
   void terminate(Child& child, StopReason why, Millis now);
@@ -352,7 +356,12 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
   }
   int exit_status = finished.exit_status;
   std::string_view outcome = to_string(finished.outcome);
-  if (auto released = locker.release(release); !released) {
+  auto released = locker.release(release);
+  // Both wait until now so that neither takes the CPU from the release (child_process.hpp,
+  // heartbeat.hpp); they end alongside dblock's own end.
+  child.let_guard_go();
+  supervisor.let_heartbeat_go();
+  if (!released) {
     // After a loss there is nothing left to release; the call only records the run if it can.
     if (finished.outcome == RunOutcome::lost) {
       log::verbose("release after losing the lock: " + released.error().message);

@@ -3,12 +3,31 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "core/clock.hpp"
 
 namespace dblock::test {
 namespace {
+
+// This process's children (any thread's) in state S, from /proc: a guard waiting to be let go.
+int sleeping_children() {
+  int n = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream children(task.path() / "children");
+    for (long pid; children >> pid;) {
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string line;
+      std::getline(stat, line);
+      const auto paren = line.rfind(')');
+      if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'S') ++n;
+    }
+  }
+  return n;
+}
 
 class FakeLocker final : public Locker {
  public:
@@ -65,6 +84,7 @@ class FakeLocker final : public Locker {
   Result<void> release(const ReleaseRequest& req) override {
     std::lock_guard lock(s_->mutex);
     s_->prepared_before_release.push_back(s_->releases_prepared);
+    s_->sleeping_children_at_release.push_back(sleeping_children());
     s_->releases.push_back(req);
     if (s_->release_error) return std::unexpected(*s_->release_error);
     return {};

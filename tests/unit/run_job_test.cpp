@@ -94,6 +94,14 @@ TEST_CASE("run: the release is made ready once while the command runs, before it
   CHECK(f.script->prepared_before_release == std::vector<int>{1});
 }
 
+TEST_CASE("run: the guard waits out the release, so its exit is not on the handoff's path") {
+  Fixture f;
+  f.shell("exit 0");
+  CHECK(f.run() == 0);
+  // Its report of the command's end woke dblock onto its CPU; exiting there at once ran first.
+  CHECK(f.script->sleeping_children_at_release == std::vector<int>{1});
+}
+
 TEST_CASE("run: the command's exit status passes through as failed") {
   Fixture f;
   f.shell("exit 3");
