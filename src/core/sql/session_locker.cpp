@@ -14,6 +14,12 @@
 namespace dblock::sql {
 namespace {
 
+// A numbered take's answer (LockStatements::advisory_numbered_*): session.take's three columns,
+// then whether it took (1), did not (0) or its own gate did not open (2); a refusal's columns
+// may follow (ServerLock::refusal).
+constexpr int numbered_flag = 3;
+constexpr int numbered_columns = numbered_flag + 1;
+
 std::unexpected<Error> gone() { return fail(ErrorKind::connection, "the lock session is closed"); }
 
 // The one answer of a lock statement: (1) yes, (0) or NULL no.
@@ -155,12 +161,13 @@ class ServerLock {
                      number, w);
     // No row (a dialect whose statement inserts nothing when the lock was not taken): not taken.
     // 2: its own gate did not open, nothing taken (gate_unread).
-    gate_unread_ = r && !r->empty() && (*r)[0].int64(3) == 2;
+    gate_unread_ = r && !r->empty() && (*r)[0].int64(numbered_flag) == 2;
     // 0: not taken; with more columns, the refusal's (a dialect whose statement says who holds
     // the key, so that a contender refused needs no read of its own: refusal()).
     refusal_.reset();
-    if (r && !r->empty() && (*r)[0].int64(3) == 0 && (*r)[0].columns() > 4) refusal_ = std::move(*r);
-    if (refusal_ || (r && (r->empty() || (*r)[0].int64(3) == 0 || gate_unread_))) return std::nullopt;
+    const bool refused_here = r && !r->empty() && (*r)[0].int64(numbered_flag) == 0;
+    if (refused_here && (*r)[0].columns() > numbered_columns) refusal_ = std::move(*r);
+    if (refusal_ || refused_here || gate_unread_ || (r && r->empty())) return std::nullopt;
     if (r)
       if (auto ok = h_->holding(key, *r); !ok) r = std::unexpected(ok.error());
     if (!r) {
@@ -558,7 +565,7 @@ class SessionLocker final : public Locker {
     out.state = AcquireOutcome::State::busy;
     LockRequest plain = req;
     plain.min_interval = Millis(0);  // the lock is busy, whatever --min-interval says
-    auto row = refused(*book_, st_, plain, answered, {}, 4);
+    auto row = refused(*book_, st_, plain, answered, {}, numbered_columns);
     if (row && row->holder) {
       out.holder = std::move(row->holder);
       out.holder->state = LockStatus::State::held;
