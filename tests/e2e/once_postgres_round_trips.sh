@@ -5,11 +5,11 @@
 #  - lease and advisory: one connection; for-update and txn-insert: two (the holder session and
 #    the autocommit one that numbers the token and records the run);
 #  - after the handshake, lease (a statement each): one to acquire (the failover gate folded
-#    in), one to release with its history row and trim (autocommit); advisory: the failover
-#    record (read once per connection; it also tells whether the session is served directly,
-#    the fail-closed check of issue 46, so nothing asks apart), then the lock and the token in
-#    one statement; to release, one statement: the row, then the unlock, then the history row
-#    and its trim (autocommit), made ready while the command runs;
+#    in), one to release with its history row and trim (autocommit); advisory: the lock and the
+#    token in one statement, which reads the failover record itself (the gate opens only on the
+#    session the handshake gave, so it also proves the session served directly, the fail-closed
+#    check of issue 46, and nothing asks apart); to release, one statement: the row, then the
+#    unlock, then the history row and its trim (autocommit), made ready while the command runs;
 #    for-update and txn-insert: on the holder's connection BEGIN, the lock timeout and the lock
 #    in one round trip (a pipeline), sent while the other connection reads the record, and, to
 #    release, one statement in the holder's own transaction (the row, then the history row and
@@ -17,8 +17,8 @@
 #    release; on the other the record and the token; 4 round trips in all, and nothing else:
 #    no schema check; the session settings travel in the startup packet;
 #  - advisory makes its release's statement ready while the command runs (a named Parse, once
-#    the session is known to be served directly from the failover record's read, which also
-#    reads pg_backend_pid(); its answer is not waited for, so when the command ends before it
+#    the session is known to be served directly from the take's read of the failover record,
+#    which opens only where pg_backend_pid() is the handshake's; its answer is not waited for, so when the command ends before it
 #    comes the release goes out with it and the two count one round trip), and the release runs
 #    it by name, so the waiter it lets in does not wait for its parse; a row-lock waiter's
 #    numbering is made ready before it waits, and run by name once its lock is granted;
@@ -90,7 +90,7 @@ for s in lease advisory for-update txn-insert; do
   assert_eq "$s: run exits 0" 0 "$?"
   case $s in
     lease) conns=1 least=2 trips=2 ;;
-    advisory) conns=1 least=3 trips=4 ;;
+    advisory) conns=1 least=2 trips=3 ;;
     *) conns=2 least=4 trips=4 ;;
   esac
   assert_eq "$s: connections per run" "$conns" "$(wire connections)"
@@ -100,9 +100,9 @@ for s in lease advisory for-update txn-insert; do
     bash -c "! grep -qiE 'set_config\(s\.name|pg_settings|information_schema' <<<\"\$1\"" _ "$(wire queries)"
   check "$s: the session settings travel in the startup packet" grep -q "idle_session_timeout=" <<<"$(wire options)"
   assert_eq "$s: one history row per run" 2 "$(history_field "$k" runs.#)"
-  # advisory: the lock and the token in one statement.
+  # advisory: the failover gate, the lock and the token in one statement.
   [ "$s" = advisory ] && check "$s: the lock and the token in one statement" \
-    grep -Eq '^WITH k AS \(SELECT .*pg_(try_)?advisory_lock.*INSERT INTO' <<<"$(wire queries)"
+    grep -Eq '^WITH g AS \(SELECT .* k AS \(SELECT pg_try_advisory_lock.*INSERT INTO' <<<"$(wire queries)"
   # A lease's release and its history row (and, once in a while, the trim) are one statement;
   # advisory's the same with the unlock between them, made ready (a named Parse) while the
   # command ran and run by that name.
@@ -169,7 +169,7 @@ for s in lease advisory for-update txn-insert; do
   counted env DBLOCK_TABLE_PREFIX="$fresh_prefix" dblock -s "$s" run "$k" -- true
   case $s in
     lease) least=2 trips=2 ;;
-    advisory) least=3 trips=4 ;;
+    advisory) least=2 trips=3 ;;
     *) least=4 trips=4 ;;
   esac
   assert_between "$s: the next run is back to at most $trips round trips" "$least" "$trips" "$(wire round_trips)"
@@ -250,9 +250,9 @@ counted dblock run "$k" -- true
 assert_eq "no-wait contender exits 75" 75 "$?"
 wait "$h"
 assert_eq "no-wait contender: one statement, the take ($(wire queries | cut -c1-40 | tr '\n' '|'))" 1 "$(wire statements)"
-# The session strategies' contenders: advisory's failover record read (its connection's first)
-# and its take, which answers with the holder's row when refused (it read the row in a round
-# trip of its own: 3); a row lock's lock refused on its holder connection, given back, and the
+# The session strategies' contenders: advisory's take, which reads the failover record itself
+# and answers with the holder's row when refused (it read the record and the row in round trips
+# of their own: 3); a row lock's lock refused on its holder connection, given back, and the
 # record and the holder read on the other.
 for s in advisory for-update txn-insert; do
   k=$(key "wire-nowait-$s")
@@ -262,7 +262,7 @@ for s in advisory for-update txn-insert; do
   assert_eq "no-wait $s contender exits 75" 75 "$?"
   wait "$h"
   case $s in
-    advisory) trips=2 ;;
+    advisory) trips=1 ;;
     *) trips=4 ;;
   esac
   assert_between "no-wait $s contender: round trips after the handshake ($(wire queries | cut -c1-40 | tr '\n' '|'))" 1 "$trips" \

@@ -193,8 +193,9 @@ std::string holds_sql(const Dialect& d, std::string_view key) {
   return l.holder ? d.same(l.holder(key), d.session_id) : std::string();
 }
 
-std::string numbered_upsert_sql(const Dialect& d, const Tables& t, std::string_view from, std::string_view at) {
-  const std::string fence = d.incarnation.empty() ? std::string() : d.integer(":fence");
+std::string numbered_upsert_sql(const Dialect& d, const Tables& t, std::string_view from, std::string_view at,
+                               std::string_view fence_sql) {
+  const std::string fence = d.incarnation.empty() ? std::string() : fence_sql.empty() ? d.integer(":fence") : std::string(fence_sql);
   return on_conflict_upsert(session_upsert(d, t, fence, at, "EXCLUDED.acquired_at"), from) +
          d.returning("token, " + d.epoch_ms("acquired_at") + ", " + d.integer("NULL"));
 }
@@ -260,6 +261,27 @@ void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& 
                                     (refused.empty() ? "" : ", r.*") + " FROM k LEFT JOIN a ON true" +
                                     (refused.empty() ? "" : " LEFT JOIN (" + refused + ") r ON NOT k.got"));
   };
+  // The take that does not wait reads the failover gate itself, as the lease's take does, when
+  // core bound no :fence (it read no gate on this connection yet): `g` has the record's fence
+  // when the record names this server, no lock-delay is in force, it covers :ttl_ms and the
+  // session is the one the handshake gave (:started_id; a pooler hands out another), and no row
+  // otherwise: then nothing is locked or numbered, the flag says 2, and core reads the gate
+  // apart (failover::admit_once), which may write the record. With a :fence, `g` is that, where
+  // the record is (one core has read; a record gone since refuses, fail closed). `g` is read in
+  // a subquery: ON CONFLICT's SET sees no FROM but the CTEs. So a run's first take, and a
+  // contender refused, cost one round trip, not two.
+  if (!d.incarnation.empty() && !s.advisory_try.empty()) {
+    const std::string fence = d.integer(":fence"), started = d.integer(":started_id");
+    const std::string refusal = lease_statements(d, t).refusal.text;
+    fill(s.advisory_numbered_try, "lock.advisory_numbered_try",
+         "WITH g AS (SELECT COALESCE(" + fence + ", token) AS fence FROM " + t.locks + " WHERE name = :record AND (" +
+             fence + " IS NOT NULL OR " + failover_open_conditions(d, "", "owner = " + d.incarnation) + " AND (" +
+             started + " IS NULL OR " + d.session_id + " = " + started + "))), k AS (" + s.advisory_try.text +
+             " FROM g), a AS (" +
+             numbered_upsert_sql(d, t, " FROM k WHERE k.got", "k.at", "(SELECT fence FROM g)") +
+             ") SELECT a.*, CASE WHEN k.at IS NULL THEN 2 WHEN k.got THEN 1 ELSE 0 END, r.* FROM (SELECT 1) o"
+             " LEFT JOIN k ON true LEFT JOIN a ON true LEFT JOIN (" + refusal + ") r ON NOT k.got");
+  }
   numbered(s.advisory_numbered_try, "lock.advisory_numbered_try", s.advisory_try, lease_statements(d, t).refusal.text);
   numbered(s.advisory_numbered_wait, "lock.advisory_numbered_wait", s.advisory_wait, "");
   // The lock goes once the row is released (g reads u), before the commit: a waiter it lets in

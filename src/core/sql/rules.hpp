@@ -300,7 +300,9 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
 /// it is taken ("": it is), and RETURNING session_take's three columns: where the dialect's upsert
 /// is ON CONFLICT's and returns rows. The advisory strategy's numbering in the lock's own
 /// statement (LockStatements::advisory_numbered_*) reads the lock's answer so.
-std::string numbered_upsert_sql(const Dialect& d, const Tables& t, std::string_view from, std::string_view at);
+/// `fence_sql`: the fence a new token must exceed ("": :fence).
+std::string numbered_upsert_sql(const Dialect& d, const Tables& t, std::string_view from, std::string_view at,
+                               std::string_view fence_sql = {});
 
 /// 1 while this session holds the session lock `key` (SessionLock::holds, or its holder the
 /// session), "" where the dialect has none.

@@ -162,6 +162,7 @@ class ServerLock {
     // No row (a dialect whose statement inserts nothing when the lock was not taken): not taken.
     // 2: its own gate did not open, nothing taken (gate_unread).
     gate_unread_ = r && !r->empty() && (*r)[0].int64(numbered_flag) == 2;
+    answered_ = r && !r->empty();
     // 0: not taken; with more columns, the refusal's (a dialect whose statement says who holds
     // the key, so that a contender refused needs no read of its own: refusal()).
     refusal_.reset();
@@ -183,6 +184,8 @@ class ServerLock {
   // Whether the last take_numbered took nothing because its own read of the failover gate did
   // not open (LockStatements::advisory_numbered_wait without a :fence).
   bool gate_unread() const { return gate_unread_; }
+  // Whether the last take_numbered's own read of the gate opened: an answer, and not gate_unread.
+  bool gate_opened() const { return answered_ && !gate_unread_; }
   // The last take_numbered's answer when it took nothing and said who holds the key: the
   // refusal's columns after its own four (LockStatements::advisory_numbered_wait); else null.
   const Rows* refusal() const { return refusal_ ? &*refusal_ : nullptr; }
@@ -281,6 +284,7 @@ class ServerLock {
   std::optional<std::string> tagged_;  // the key whose holder tag the session holds
   std::optional<std::string> txn_;     // the holder's transaction, as its lock statement answered it
   bool gate_unread_ = false;           // gate_unread()
+  bool answered_ = false;              // gate_opened()
   std::optional<Rows> refusal_;        // refusal()
 };
 
@@ -446,6 +450,10 @@ class SessionLocker final : public Locker {
       if (auto ok = lock_->reopen(); !ok) return std::unexpected(ok.error());
       got = take();
     }
+    // The take's own gate opened only on the session the handshake gave (:started_id): the
+    // session is served directly, as the record's read apart would have found it (failover.cpp),
+    // so its statements may be named (the release's, made ready while the command runs).
+    if (fold_gated && got && lock_->gate_opened()) book_->served_directly_seen();
     if (fold_gated && got && lock_->gate_unread()) {
       // The take's own gate did not open, and it took nothing: the gate read apart (it may write
       // the record), and taken again once it is open.
