@@ -74,6 +74,7 @@ class ServerLock {
   // was not held to the end.
   Result<void> give_back(const std::string& key) {
     if (h_->socket() < 0) return gone();
+    if (rollback_owed_) return settle_rollback();  // it held nothing
     Result<void> r{};
     if (!row_lock()) {
       auto unlocked = h_->run(st_.advisory_give_back, params(key, Millis(0)), Millis(0));
@@ -98,7 +99,7 @@ class ServerLock {
   // wait for: made ready while no transaction is open (inside one, a preparation that failed
   // would end the transaction and the lock with it), before a wait (SessionLocker::attempt).
   void prepare_for_wait() {
-    if (row_lock() && !st_.row_release_ended.empty()) h_->prepare(st_.row_release_ended);
+    if (row_lock() && !st_.row_release_ended.empty() && settle_rollback()) h_->prepare(st_.row_release_ended);
   }
 
   // Whether a plain key's release, the lock given back (or proven held to the end) and the
@@ -195,6 +196,7 @@ class ServerLock {
   // Only called while nothing is held.
   Result<void> reopen() {
     tagged_.reset();
+    rollback_owed_ = false;  // the session it was owed on is gone
     return h_->reopen();
   }
 
@@ -245,7 +247,7 @@ class ServerLock {
       // Refused: another holds the row (a claims row still missing says nothing of a holder).
       if (pass == 0 && ahead)
         waiters.behind(key, h_->told(), locked && locked->affected > 0, !locked && held_elsewhere(locked.error().kind));
-      if (!locked) return failed(locked.error(), key);
+      if (!locked) return failed(locked.error(), key, !wait);
       if (locked->affected > 0) {
         if (!st_.untag.empty()) tagged_ = key;
         // The lock statement's answer, or the tag's that followed it (txn-insert's INSERT answers none).
@@ -253,7 +255,7 @@ class ServerLock {
         if (!st_.row_release_ended.empty() && !said.empty() && !said[0].is_null(0)) txn_ = said[0].text(0);
         return true;
       }
-      if (strategy_ == Strategy::txn_insert) return failed(Error{ErrorKind::busy, "taken"}, key);  // the try's answer
+      if (strategy_ == Strategy::txn_insert) return failed(Error{ErrorKind::busy, "taken"}, key, !wait);  // the try's answer
       // The key's claims row must exist, committed, before anyone can lock it. Its insert waits
       // for a racer's, within the same lock wait, and then means busy.
       if (auto r = h_->exec("ROLLBACK"); !r) return std::unexpected(r.error());
@@ -266,15 +268,35 @@ class ServerLock {
   }
 
   // The holder's transaction, with its lock wait `w`.
-  Result<void> begin(const Params& p, Millis w) { return h_->begin(st_, p, w); }
+  Result<void> begin(const Params& p, Millis w) {
+    if (auto ok = settle_rollback(); !ok) return ok;
+    return h_->begin(st_, p, w);
+  }
 
   // After a take that failed with `e`: busy is "someone else holds it"; anything that may have
   // taken the lock or left a transaction open gives it back; a lost holder holds nothing.
-  Result<bool> failed(const Error& e, const std::string& key) {
+  // `owe`: a row lock refused without a wait holds nothing, so its transaction's ROLLBACK is
+  // owed rather than waited for: a contender that then ends (exit 75, every host but one when a
+  // crontab line fires) closes the connection, which ends it, and one that goes on sends it
+  // first (settle_rollback), so nothing else runs in that transaction.
+  Result<bool> failed(const Error& e, const std::string& key, bool owe = false) {
     if (e.kind == ErrorKind::connection) return std::unexpected(e);
+    if (owe && row_lock() && held_elsewhere(e.kind) && !tagged_) {
+      rollback_owed_ = h_->transaction_open();
+      return false;
+    }
     if (!held_elsewhere(e.kind) || row_lock()) (void)give_back(key);
     if (held_elsewhere(e.kind)) return false;
     return std::unexpected(e);
+  }
+
+  // The ROLLBACK that failed() owed, before anything else runs on the holder session.
+  Result<void> settle_rollback() {
+    if (!std::exchange(rollback_owed_, false) || h_->socket() < 0) return {};
+    auto r = h_->exec("ROLLBACK");
+    if (!r) h_->close();  // closing frees whatever the session held
+    txn_.reset();
+    return r;
   }
 
   Strategy strategy_;
@@ -285,6 +307,7 @@ class ServerLock {
   std::optional<std::string> txn_;     // the holder's transaction, as its lock statement answered it
   bool gate_unread_ = false;           // gate_unread()
   bool answered_ = false;              // gate_opened()
+  bool rollback_owed_ = false;         // failed(..., owe), settle_rollback()
   std::optional<Rows> refusal_;        // refusal()
 };
 
