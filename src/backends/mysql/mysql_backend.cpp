@@ -1,5 +1,6 @@
 // The MySQL/MariaDB backend: its session and the registry entry; the rest is
 // core/sql/sql_backend.cpp on mysql_statements.cpp.
+#include <functional>
 #include <future>
 #include <utility>
 
@@ -17,9 +18,15 @@ class MysqlBackend final : public sql::SqlBackend {
  public:
   MysqlBackend(Dsn dsn, const BackendOptions& options, std::unique_ptr<Connection> conn,
                std::unique_ptr<Connection> holder)
-      : SqlBackend(descriptor.name, options, lease_statements(options.table_prefix, conn->mariadb()),
-                   shedlock_statements(options), inspect_statements(options), schema_statements(options),
-                   release_statements(options.table_prefix), doctor_statements(options, conn->mariadb())),
+      // Built on first use, as SQLite's (sql::Statements): a run needs the lease's (or a session
+      // strategy's, lock_statements on the lease's: make_session_locker), `status` inspection's,
+      // and a contender of a start storm builds what it needs while its connection is open.
+      : SqlBackend(descriptor.name, options,
+                   std::function([p = options.table_prefix, m = conn->mariadb()] { return lease_statements(p, m); }),
+                   std::function([options] { return shedlock_statements(options); }),
+                   std::function([options] { return inspect_statements(options); }), schema_statements(options),
+                   std::function([p = options.table_prefix] { return release_statements(p); }),
+                   doctor_statements(options, conn->mariadb())),
         dsn_(std::move(dsn)),
         mariadb_(conn->mariadb()),
         session_(new_session(std::move(conn))),
@@ -61,8 +68,8 @@ class MysqlBackend final : public sql::SqlBackend {
       if (!other) return std::unexpected(other.error());
       return std::make_unique<Session>(std::move(*other), options.table_prefix);
     };
-    return sql::make_session_locker(strategy, std::move(*holder), lock_statements(prefix, mariadb_), std::move(book),
-                                    lease_statements(prefix, mariadb_), prefix, options_.history_keep,
+    return sql::make_session_locker(strategy, std::move(*holder), lock_statements(prefix, mariadb_, lease()), std::move(book),
+                                    lease(), prefix, options_.history_keep,
                                     serving_check(strategy, open_other));
   }
 
