@@ -79,10 +79,6 @@ class SqlBackend : public Backend {
     return fail(ErrorKind::internal, "no second session here");
   }
 
-  /// The lease's statements, built on first use: a dialect's session locker gets them from here
-  /// rather than building them again (a contender builds them once, after its handshake).
-  const LeaseStatements& lease() const { return lease_.get(); }
-
   /// What a new session is given to repair and check (Session::set_schema).
   const std::shared_ptr<const SchemaStatements>& schema() const { return schema_; }
   /// Inspection creates nothing: a failure that may come from a missing table or column is
