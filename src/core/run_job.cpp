@@ -296,6 +296,10 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
   const WaitResult& waited = opened->result;
   if (waited.signal) return exit_signal_base + waited.signal;
   if (waited.outcome.state != AcquireOutcome::State::acquired) {
+    // The locker goes first, and a connection of its own with it (a session strategy's): in a
+    // start storm against max_connections its slot is the next contender's, not held while the
+    // skip is described (the holder's times formatted, the time zone read) and reported.
+    opened->locker.reset();
     skipped_event(o.request.key, waited, o.conflict_exit_code);
     return o.conflict_exit_code;
   }

@@ -32,6 +32,9 @@ int sleeping_children() {
 class FakeLocker final : public Locker {
  public:
   explicit FakeLocker(std::shared_ptr<FakeScript> script) : s_(std::move(script)) {}
+  ~FakeLocker() override {
+    if (s_->on_locker_gone) s_->on_locker_gone();
+  }
 
   Result<AcquireOutcome> try_acquire(const LockRequest&, Millis wait) override {
     const int attempt = ++s_->attempts;

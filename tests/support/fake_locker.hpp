@@ -4,6 +4,7 @@
 // signal raised during an attempt...) and inspect what core asked of it afterwards.
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,6 +34,7 @@ struct FakeScript {
   std::optional<Error> release_error;        // release fails with this
   std::optional<Error> open_error;           // fake_opener fails with this
   int wakeup_fd = -1;                        // returned by Locker::wakeup_fd()
+  std::function<void()> on_locker_gone;      // called as a locker is destroyed
 
   // --- record (read after use) ---
   std::mutex mutex;

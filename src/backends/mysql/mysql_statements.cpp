@@ -442,6 +442,10 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options, bool mari
 }
 
 sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
+  return lock_statements(prefix, mariadb, lease_statements(prefix, mariadb));
+}
+
+sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, const sql::LeaseStatements& lease) {
   const Tables t(prefix, '`');
   // advisory's lock: "dblock:" + 57 hex digits, so two databases on one server never share one.
   const std::string advisory = lock_name(t, "dblock:", 57, ":key");
@@ -470,7 +474,7 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
                                                " FROM (SELECT CAST(@dblock_at AS DATETIME(6)) AS at) k", ", 1");
     // Refused, the key's row as core's refusal reads it (lease.refusal), after four columns
     // that say so (0): a contender needs no read of its own (session_locker's busy()).
-    const std::string refusal = lease_statements(prefix, true).refusal.text;
+    const std::string& refusal = lease.refusal.text;
     const std::string refused = "SELECT NULL, NULL, NULL, 0, " + refusal.substr(refusal.find(' ') + 1);
     // In a block of statements (BEGIN NOT ATOMIC, whose one SELECT or INSERT's RETURNING is the answer), after
     // the holder's idle limits (:idle_s, MysqlHolder::bind): a holder cut off from the server
@@ -497,7 +501,7 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
   // the row, which gives the lock back once it found the row the holder's, locked, so the waiter
   // it lets in finds the row released (its upsert waits for this statement's commit). The name
   // is the row's own, evaluated for that row only.
-  s.advisory_release_row = {"lock.advisory_release_row", lease_statements(prefix, mariadb).release.text +
+  s.advisory_release_row = {"lock.advisory_release_row", lease.release.text +
                                                              " AND RELEASE_LOCK(" + lock_name(t, "dblock:", 57, "name") +
                                                              ") = 1"};
   s.lock_wait = {"lock.wait", "SET SESSION innodb_lock_wait_timeout = :seconds"};
@@ -544,7 +548,7 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
     const std::string is_advisory = ":strategy = 'advisory'", hash = "@dblock_hash";
     s.row_release_ended = {
         "lock.row_release_ended",
-        released_block(t, lease_statements(prefix, true).release,
+        released_block(t, lease.release,
                        {.start = "IF " + is_advisory + " THEN START TRANSACTION; END IF; ",
                         .then = "SET " + hash + " = " + key_hash(t, ":key") + "; SET @dblock_lock = IF(" + is_advisory +
                                 ", CONCAT('dblock:', LEFT(" + hash + ", 57)), CONCAT('dblock-held:', LEFT(" + hash +
