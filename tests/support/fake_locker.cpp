@@ -13,8 +13,10 @@
 namespace dblock::test {
 namespace {
 
-// This process's children (any thread's) in state S, from /proc: a guard waiting to be let go.
-int sleeping_children() {
+// This process's children (any thread's) that have not exited, from /proc: a guard waiting to be
+// let go (S), or on its way there (R: on a busy machine it may not have reached its wait yet).
+// One that exited is a zombie (Z) until reaped, or gone.
+int live_children() {
   int n = 0;
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
     std::ifstream children(task.path() / "children");
@@ -23,7 +25,7 @@ int sleeping_children() {
       std::string line;
       std::getline(stat, line);
       const auto paren = line.rfind(')');
-      if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'S') ++n;
+      if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z' && line[paren + 2] != 'X') ++n;
     }
   }
   return n;
@@ -87,7 +89,7 @@ class FakeLocker final : public Locker {
   Result<void> release(const ReleaseRequest& req) override {
     std::lock_guard lock(s_->mutex);
     s_->prepared_before_release.push_back(s_->releases_prepared);
-    s_->sleeping_children_at_release.push_back(sleeping_children());
+    s_->live_children_at_release.push_back(live_children());
     s_->releases.push_back(req);
     if (s_->release_error) return std::unexpected(*s_->release_error);
     return {};

@@ -102,7 +102,8 @@ TEST_CASE("run: the guard waits out the release, so its exit is not on the hando
   f.shell("exit 0");
   CHECK(f.run() == 0);
   // Its report of the command's end woke dblock onto its CPU; exiting there at once ran first.
-  CHECK(f.script->sleeping_children_at_release == std::vector<int>{1});
+  // Alive at the release (waiting, or on its way to wait), never exited before it.
+  CHECK(f.script->live_children_at_release == std::vector<int>{1});
 }
 
 TEST_CASE("run: the command's exit status passes through as failed") {
