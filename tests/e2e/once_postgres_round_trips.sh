@@ -5,7 +5,8 @@
 #  - lease and advisory: one connection; for-update and txn-insert: two (the holder session and
 #    the autocommit one that numbers the token and records the run);
 #  - after the handshake, lease (a statement each): one to acquire (the failover gate folded
-#    in), one to release with its history row and trim (autocommit); advisory: the failover
+#    in), one to release with its history row and trim (autocommit), and the release's Parse
+#    ahead (below), 2 or 3; advisory: the failover
 #    record (read once per connection; it also tells whether the session is served directly,
 #    the fail-closed check of issue 46, so nothing asks apart), then the lock and the token in
 #    one statement; to release, one statement: the row, then the unlock, then the history row
@@ -16,6 +17,9 @@
 #    its trim) with its COMMIT in the same round trip, which ends the lock with the row's
 #    release; on the other the record and the token; 4 round trips in all, and nothing else:
 #    no schema check; the session settings travel in the startup packet;
+#  - lease makes its release's statement ready while the command runs too (a named Parse, not
+#    waited for, once its take, which took the row on the session's own server process, said
+#    the session is served directly), and runs it by name;
 #  - advisory makes its release's statement ready while the command runs (a named Parse, once
 #    the session is known to be served directly from the failover record's read, which also
 #    reads pg_backend_pid(); its answer is not waited for, so when the command ends before it
@@ -89,7 +93,7 @@ for s in lease advisory for-update txn-insert; do
   counted dblock -s "$s" run "$k" -- true
   assert_eq "$s: run exits 0" 0 "$?"
   case $s in
-    lease) conns=1 least=2 trips=2 ;;
+    lease) conns=1 least=2 trips=3 ;;  # the release's Parse ahead: not waited for
     advisory) conns=1 least=3 trips=4 ;;
     *) conns=2 least=4 trips=4 ;;
   esac
@@ -110,6 +114,11 @@ for s in lease advisory for-update txn-insert; do
     lease)
       check "$s: the release and its history row in one statement" \
         grep -Eq '^WITH u AS \(UPDATE .* SET released_at.* a AS \(INSERT INTO \S+runs' <<<"$(wire queries)"
+      # Named while the command runs (its take said the session is served directly: no round
+      # trip to ask), so the waiter it lets in does not wait for its parse.
+      name=$(wire named | grep -P '^dblock_\d+\tWITH u AS \(UPDATE .* SET released_at.* a AS \(INSERT INTO \S+runs' | cut -f1)
+      check "$s: the release made ready by name while the command runs" test -n "$name"
+      check "$s: and the release runs it by that name" grep -qx "${name:-none}" <<<"$(wire bound)"
       continue ;;
     advisory)
       name=$(wire named | grep -P '^dblock_\d+\tWITH u AS \(UPDATE .* SET released_at.*pg_advisory_unlock.* a AS \(INSERT INTO \S+runs' | cut -f1)
@@ -168,7 +177,7 @@ for s in lease advisory for-update txn-insert; do
   check "$s: it created them" grep -q "CREATE TABLE" <<<"$(wire queries)"
   counted env DBLOCK_TABLE_PREFIX="$fresh_prefix" dblock -s "$s" run "$k" -- true
   case $s in
-    lease) least=2 trips=2 ;;
+    lease) least=2 trips=3 ;;
     advisory) least=3 trips=4 ;;
     *) least=4 trips=4 ;;
   esac

@@ -624,7 +624,7 @@ Result<void> Connection::drain(Millis deadline) {
 // does), naming turns off for this connection and the statement runs again unnamed, which is
 // clean there. "" : run it unnamed.
 Result<std::string> Connection::name_for(const std::string& text, int n, sql::Session* named_by, Millis deadline,
-                                         bool now) {
+                                         bool now, bool ask) {
   PGconn* c = conn_.get();
   if (c != named_for_) names_.clear(), prepared_ = 0, named_for_ = c;
   if (!naming_ || !named_by || n == 0 || PQtransactionStatus(c) != PQTRANS_IDLE) return std::string();
@@ -632,6 +632,7 @@ Result<std::string> Connection::name_for(const std::string& text, int n, sql::Se
   if (it->second == 0 && (now || !first_run)) {
     // Behind a pooler a name would only go missing and fill the server's log: ask first.
     if (prepared_ == 0) {
+      if (!ask && direct_for_ != c) return std::string();
       auto direct = served_directly(*named_by);
       if (!direct) return std::unexpected(direct.error());
       naming_ = *direct;
@@ -673,9 +674,9 @@ Result<bool> Connection::served_directly(sql::Session& asking) {
   return direct_;
 }
 
-void Connection::prepare(std::string_view sql, int n, sql::Session* named_by) {
+void Connection::prepare(std::string_view sql, int n, sql::Session* named_by, bool ask) {
   if (!is_open()) return;
-  (void)name_for(std::string(sql), n, named_by, boottime_now() + options_.io_timeout, true);
+  (void)name_for(std::string(sql), n, named_by, boottime_now() + options_.io_timeout, true, ask);
 }
 
 Result<Connection::Collected> Connection::collect(Millis deadline) {
@@ -803,6 +804,14 @@ class ListenWake final : public sql::Wake {
     }
     p.set("hand", hand).set("backend", std::int64_t{conn_->backend_pid()});
   }
+  // The take's last column counts its handoff lock's part (`h`): 1 where it took the row on the
+  // session's own server process, which says the session is served directly, as
+  // sql::served_directly would in a round trip of its own; the release is then named while the
+  // command runs (LeaseLocker::prepare_release) at no cost.
+  void took(const std::string&, const sql::Rows& took) override {
+    if (!took.empty() && took[0].columns() > 0 && took[0].opt_int64(took[0].columns() - 1).value_or(0) == 1)
+      conn_->seen_served_directly();
+  }
   void let_in_without(const std::string& key) override {
     conn_->send_unawaited(give_back_, {sql::Value(hand_lock(key))});
   }
@@ -877,6 +886,11 @@ Result<sql::Rows> Session::run_behind(const sql::Statement& ahead, const sql::Pa
 void Session::prepare(const sql::Statement& st) {
   const sql::Compiled& compiled = compiled_.get(st);
   conn_->prepare(compiled.text, static_cast<int>(compiled.names.size()), this);
+}
+
+void Session::prepare_unasked(const sql::Statement& st) {
+  const sql::Compiled& compiled = compiled_.get(st);
+  conn_->prepare(compiled.text, static_cast<int>(compiled.names.size()), this, false);
 }
 
 Result<void> Session::exec(std::string_view sql) {

@@ -50,7 +50,8 @@ class Connection {
   /// not parsed (sql::Session::prepare). Best effort: a failure is the next statement's to say.
   /// Its answer is not waited for: the next exec reads it, and sends a statement named so
   /// without waiting for it (the two then cost one round trip between them at most).
-  void prepare(std::string_view sql, int n, sql::Session* named_by);
+  /// `ask` false: only where the session is known served directly, or naming is decided already.
+  void prepare(std::string_view sql, int n, sql::Session* named_by, bool ask = true);
 
   /// Sends `sql` (one statement) with `values` to run ahead of the next exec's statement, in its
   /// round trip and with its fate: an error in either skips the rest, and that exec reports the
@@ -166,7 +167,8 @@ class Connection {
   Result<Collected> collect_piped(Millis deadline, bool ours);
   // Reads and drops every answer not read yet.
   Result<void> drain(Millis deadline);
-  Result<std::string> name_for(const std::string& text, int n, sql::Session* named_by, Millis deadline, bool now);
+  Result<std::string> name_for(const std::string& text, int n, sql::Session* named_by, Millis deadline, bool now,
+                               bool ask = true);
   static sql::Rows rows_of(const PGresult* last);
 
   Dsn dsn_;
@@ -220,6 +222,7 @@ class Session final : public sql::Session {
                                const sql::Params& params, Millis bound, sql::AheadAnswer& answer) override;
   Result<void> exec(std::string_view sql) override;
   void prepare(const sql::Statement& st) override;
+  void prepare_unasked(const sql::Statement& st) override;
   /// run() in two halves (Connection::send, Connection::answer).
   Result<void> send(const sql::Statement& st, const sql::Params& params, Millis extra);
   Result<sql::Rows> answer() { return conn_->answer(); }
