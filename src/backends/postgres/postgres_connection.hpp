@@ -88,13 +88,19 @@ class Connection {
   /// Whether this server session serves the statements itself, no pooler between
   /// (sql::served_directly, asked on `asking` once per server session).
   Result<bool> served_directly(sql::Session& asking);
+  /// Whether served_directly said yes for this server session already (no round trip).
+  bool known_served_directly() const { return direct_for_ == conn_.get() && conn_ && direct_; }
   /// served_directly's answer for this server session, found by the caller: true.
   void seen_served_directly() {
     direct_ = true;
     direct_for_ = conn_.get();
   }
   /// True while a transaction is open and healthy on this connection.
-  bool in_transaction() const { return is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INTRANS; }
+  bool in_transaction() const {
+    if (!is_open()) return false;
+    const auto status = PQtransactionStatus(conn_.get());
+    return status == PQTRANS_INTRANS || (status == PQTRANS_ACTIVE && pipe_.in_transaction);
+  }
   /// True while a transaction is open, healthy or failed (a ROLLBACK is due).
   bool transaction_open() const { return in_transaction() || (is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INERROR); }
   /// True while the connection is usable.
@@ -156,6 +162,9 @@ class Connection {
     int trailing = 0;         // groups sent after the exec's own (send_after_next)
     bool following = false;   // a statement follows the exec's in its group (send_in_group_after_next)
     bool keep_first = false;  // the first background group's answer is kept (send_ahead_synced)
+    // Background groups sent inside a healthy transaction that leave it so (a preparation in a
+    // savepoint): libpq says a statement is in progress until they are read, the transaction is open.
+    bool in_transaction = false;
   };
   bool piping() const { return pipe_.background > 0 || pipe_.queued > 0 || pipe_.trailing > 0 || pipe_.following; }
   Result<void> enter_pipeline();
@@ -184,6 +193,7 @@ class Connection {
   int prepared_ = 0;  // the names given on this server session
   const PGconn* named_for_ = nullptr;
   bool naming_ = true;
+  bool generic_plans_ = false;  // the session keeps one plan for every run (session_options)
   Pipeline pipe_;  // of conn_: reset with it
   Millis ahead_extra_{0};                     // send_ahead_synced's extra, for the next exec
   std::optional<std::string> ahead_answer_;   // ahead_answer()
