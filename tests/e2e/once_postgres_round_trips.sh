@@ -249,6 +249,20 @@ assert_eq "named-missing: both runs recorded" 2 "$(DBLOCK_TABLE_PREFIX=$fresh_pr
 assert_eq "named-missing: the waiter's ok" ok "$(DBLOCK_TABLE_PREFIX=$fresh_prefix history_field "$k" runs.0.outcome)"
 assert_eq "named-missing: the key is free" free "$(DBLOCK_TABLE_PREFIX=$fresh_prefix status_field "$k" state)"
 
+# A holder whose release's Parse, sent inside its transaction while the command runs, fails
+# (the history table dropped before it started): the savepoint around it keeps the transaction
+# and the lock (its renewals, a second apart with --ttl 3s, prove it held), and the release, by a
+# name that does not exist, fails in the transaction and is made apart: exit 0, the key free.
+fresh_prefix="${DBLOCK_TABLE_PREFIX}pf_"
+k=$(key parse-fails)
+DBLOCK_TABLE_PREFIX=$fresh_prefix dblock -s txn-insert run "$k" -- true || fail "parse-fails: first run"
+server_sql "DROP TABLE ${fresh_prefix}runs" >/dev/null
+counted env DBLOCK_TABLE_PREFIX="$fresh_prefix" dblock -s txn-insert run --ttl 3s "$k" -- sleep 2.5
+assert_eq "parse-fails: the holder keeps its lock to the end and exits 0" 0 "$?"
+check "parse-fails: its release's Parse went in a savepoint, rolled back" \
+  grep -qx "ROLLBACK TO SAVEPOINT dblock_prepare" <<<"$(wire holder_queries)"
+assert_eq "parse-fails: the key is free" free "$(DBLOCK_TABLE_PREFIX=$fresh_prefix status_field "$k" state)"
+
 # A lease waiter: one LISTEN, after its first attempt found the key busy; woken by the release.
 k=$(key wire-wait)
 start_bg h dblock run "$k" -- sleep 1.5
