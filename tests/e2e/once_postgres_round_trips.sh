@@ -5,17 +5,23 @@
 #  - lease and advisory: one connection; for-update and txn-insert: two (the holder session and
 #    the autocommit one that numbers the token and records the run);
 #  - after the handshake, lease (a statement each): one to acquire (the failover gate folded
-#    in), one to release with its history row and trim (autocommit); advisory: the lock and the
-#    token in one statement, which reads the failover record itself (the gate opens only on the
-#    session the handshake gave, so it also proves the session served directly, the fail-closed
-#    check of issue 46, and nothing asks apart); to release, one statement: the row, then the
-#    unlock, then the history row and its trim (autocommit), made ready while the command runs;
+#    in), one to release with its history row and trim (autocommit), and the release's Parse
+#    ahead (below), 2 or 3; advisory: the lock and the token in one statement, which reads the
+#    failover record itself (the gate opens only on the session the handshake gave, so it also
+#    proves the session served directly, the fail-closed check of issue 46, and nothing asks
+#    apart); to release, one statement: the row, then the unlock, then the history row and its
+#    trim (autocommit), made ready while the command runs;
 #    for-update and txn-insert: on the holder's connection BEGIN, the lock timeout and the lock
 #    in one round trip (a pipeline), sent while the other connection reads the record, and, to
 #    release, one statement in the holder's own transaction (the row, then the history row and
 #    its trim) with its COMMIT in the same round trip, which ends the lock with the row's
-#    release; on the other the record and the token; 4 round trips in all, and nothing else:
+#    release; on the other the record and the token; 4 round trips in all (5 when the
+#    release's Parse, made in a savepoint while the command runs, is answered apart), and nothing else:
 #    no schema check; the session settings travel in the startup packet;
+#  - lease makes its release's statement ready while the command runs too (a named Parse, not
+#    waited for, once its take, which took the row on the session's own server process, said
+#    the session is served directly), and planned (EXPLAIN EXECUTE, on a session that keeps one
+#    plan per statement), and runs it by name;
 #  - advisory makes its release's statement ready while the command runs (a named Parse, once
 #    the session is known to be served directly from the take's read of the failover record,
 #    which opens only where pg_backend_pid() is the handshake's; its answer is not waited for, so when the command ends before it
@@ -89,9 +95,9 @@ for s in lease advisory for-update txn-insert; do
   counted dblock -s "$s" run "$k" -- true
   assert_eq "$s: run exits 0" 0 "$?"
   case $s in
-    lease) conns=1 least=2 trips=2 ;;
+    lease) conns=1 least=2 trips=3 ;;  # the release's Parse ahead: not waited for
     advisory) conns=1 least=2 trips=3 ;;
-    *) conns=2 least=4 trips=4 ;;
+    *) conns=2 least=4 trips=5 ;;  # the same
   esac
   assert_eq "$s: connections per run" "$conns" "$(wire connections)"
   assert_between "$s: round trips after the handshake ($(wire queries | cut -c1-60 | tr '\n' '|'))" "$least" "$trips" \
@@ -110,6 +116,15 @@ for s in lease advisory for-update txn-insert; do
     lease)
       check "$s: the release and its history row in one statement" \
         grep -Eq '^WITH u AS \(UPDATE .* SET released_at.* a AS \(INSERT INTO \S+runs' <<<"$(wire queries)"
+      # Named while the command runs (its take said the session is served directly: no round
+      # trip to ask), so the waiter it lets in does not wait for its parse.
+      name=$(wire named | grep -P '^dblock_\d+\tWITH u AS \(UPDATE .* SET released_at.* a AS \(INSERT INTO \S+runs' | cut -f1)
+      check "$s: the release made ready by name while the command runs" test -n "$name"
+      check "$s: and the release runs it by that name" grep -qx "${name:-none}" <<<"$(wire bound)"
+      # and planned then too (EXPLAIN plans without running), on a session that keeps that one
+      # plan for every run: its Bind in the handoff plans nothing.
+      check "$s: the release planned while the command runs" grep -qx "EXPLAIN EXECUTE ${name:-none}(NULL.*)" <<<"$(wire queries)"
+      check "$s: on a session that keeps one plan per statement" grep -q "plan_cache_mode=force_generic_plan" <<<"$(wire options)"
       continue ;;
     advisory)
       name=$(wire named | grep -P '^dblock_\d+\tWITH u AS \(UPDATE .* SET released_at.*pg_advisory_unlock.* a AS \(INSERT INTO \S+runs' | cut -f1)
@@ -123,8 +138,16 @@ for s in lease advisory for-update txn-insert; do
   check "$s: the release and the history row in one statement, in the holder's transaction" \
     grep -Eq '^WITH u AS \(UPDATE .* SET released_at.* a AS \(INSERT INTO \S+runs' <<<"$(wire holder_queries)"
   assert_eq "$s: the holder's COMMIT is its last statement" COMMIT "$(wire holder_last)"
-  check "$s: BEGIN, the lock timeout and the lock sent at once, one Sync; the release and its COMMIT too ($(wire holder_messages))" \
-    grep -Eq '^P B D E P B D E P B D E S P B D E P B D E S( X)?$' <<<"$(wire holder_messages)"
+  # The release is named (and planned) while the command runs, inside the transaction: in a
+  # savepoint rolled back after it, so that a Parse that failed could not end the transaction
+  # and the lock; the release then runs by that name (a Bind, no Parse) with its COMMIT.
+  check "$s: BEGIN, the lock timeout and the lock sent at once, one Sync; the release made ready in a savepoint; the release by name and its COMMIT, one Sync ($(wire holder_messages))" \
+    grep -Eq '^P B D E P B D E P B D E S P B D E P P B D E S P B D E P B D E S B D E P B D E S( X)?$' <<<"$(wire holder_messages)"
+  name=$(wire holder_named | grep -P '^dblock_\d+\tWITH u AS \(UPDATE .* SET released_at.* a AS \(INSERT INTO \S+runs' | cut -f1)
+  check "$s: the holder names its release while the command runs" test -n "$name"
+  check "$s: and releases by that name" grep -qx "${name:-none}" <<<"$(wire holder_bound)"
+  check "$s: the name made in a savepoint, rolled back after it" \
+    grep -Pzq 'SAVEPOINT dblock_prepare\n.*\n.*\nROLLBACK TO SAVEPOINT dblock_prepare\nRELEASE SAVEPOINT dblock_prepare' <<<"$(wire holder_queries)"
 done
 
 # The other subcommands, one connection each: their round trips after the handshake, the
@@ -168,9 +191,9 @@ for s in lease advisory for-update txn-insert; do
   check "$s: it created them" grep -q "CREATE TABLE" <<<"$(wire queries)"
   counted env DBLOCK_TABLE_PREFIX="$fresh_prefix" dblock -s "$s" run "$k" -- true
   case $s in
-    lease) least=2 trips=2 ;;
+    lease) least=2 trips=3 ;;
     advisory) least=2 trips=3 ;;
-    *) least=4 trips=4 ;;
+    *) least=4 trips=5 ;;
   esac
   assert_between "$s: the next run is back to at most $trips round trips" "$least" "$trips" "$(wire round_trips)"
   assert_eq "$s: both runs are in the new history" 2 "$(DBLOCK_TABLE_PREFIX=$fresh_prefix history_field "$k" runs.#)"
@@ -225,6 +248,20 @@ check "named-missing: its release was sent by name" test -n "$(wire holder_bound
 assert_eq "named-missing: both runs recorded" 2 "$(DBLOCK_TABLE_PREFIX=$fresh_prefix history_field "$k" runs.#)"
 assert_eq "named-missing: the waiter's ok" ok "$(DBLOCK_TABLE_PREFIX=$fresh_prefix history_field "$k" runs.0.outcome)"
 assert_eq "named-missing: the key is free" free "$(DBLOCK_TABLE_PREFIX=$fresh_prefix status_field "$k" state)"
+
+# A holder whose release's Parse, sent inside its transaction while the command runs, fails
+# (the history table dropped before it started): the savepoint around it keeps the transaction
+# and the lock (its renewals, a second apart with --ttl 3s, prove it held), and the release, by a
+# name that does not exist, fails in the transaction and is made apart: exit 0, the key free.
+fresh_prefix="${DBLOCK_TABLE_PREFIX}pf_"
+k=$(key parse-fails)
+DBLOCK_TABLE_PREFIX=$fresh_prefix dblock -s txn-insert run "$k" -- true || fail "parse-fails: first run"
+server_sql "DROP TABLE ${fresh_prefix}runs" >/dev/null
+counted env DBLOCK_TABLE_PREFIX="$fresh_prefix" dblock -s txn-insert run --ttl 3s "$k" -- sleep 2.5
+assert_eq "parse-fails: the holder keeps its lock to the end and exits 0" 0 "$?"
+check "parse-fails: its release's Parse went in a savepoint, rolled back" \
+  grep -qx "ROLLBACK TO SAVEPOINT dblock_prepare" <<<"$(wire holder_queries)"
+assert_eq "parse-fails: the key is free" free "$(DBLOCK_TABLE_PREFIX=$fresh_prefix status_field "$k" state)"
 
 # A lease waiter: one LISTEN, after its first attempt found the key busy; woken by the release.
 k=$(key wire-wait)

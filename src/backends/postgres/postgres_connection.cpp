@@ -66,6 +66,11 @@ std::string session_options(ConnectionRole role, Millis idle_limit, bool modern)
   };
   if (modern) set("idle_session_timeout", limit_ms);
   set("idle_in_transaction_session_timeout", limit_ms);
+  // A named statement runs on the plan made when it was named (name_for), not on one made in
+  // its Bind, which on a handoff's path (a release, a waiter's take) is 0.4-0.7 ms of planning.
+  // dblock's statements read a key's rows by their primary key: a plan for any values is the
+  // plan for these values, and runs as fast.
+  if (modern) set("plan_cache_mode", "force_generic_plan");
   if (holder) {
     // Three unanswered probes after a third of the limit, a ninth apart: dead by 2/3 of it.
     if (modern) set("tcp_user_timeout", std::to_string(std::min(limit_s * 1000, max_limit_ms)));
@@ -208,6 +213,7 @@ Result<void> Connection::reconnect() {
     auto ok = start_connection(std::move(keys), std::move(values));
     if (!ok && modern && ok.error().sqlstate == "42704") continue;  // a server before 14: the older settings
     if (!ok) return ok;
+    generic_plans_ = modern;
     break;
   }
   PQsetNoticeProcessor(conn_.get(), ignore_notice, nullptr);  // "already exists, skipping" is no news for cron mail
@@ -624,14 +630,18 @@ Result<void> Connection::drain(Millis deadline) {
 // does), naming turns off for this connection and the statement runs again unnamed, which is
 // clean there. "" : run it unnamed.
 Result<std::string> Connection::name_for(const std::string& text, int n, sql::Session* named_by, Millis deadline,
-                                         bool now) {
+                                         bool now, bool ask) {
   PGconn* c = conn_.get();
   if (c != named_for_) names_.clear(), prepared_ = 0, named_for_ = c;
-  if (!naming_ || !named_by || n == 0 || PQtransactionStatus(c) != PQTRANS_IDLE) return std::string();
+  // Made ready ahead (now) inside a transaction: in a savepoint, below.
+  const bool in_transaction = now && PQtransactionStatus(c) == PQTRANS_INTRANS;
+  if (!naming_ || !named_by || n == 0 || (PQtransactionStatus(c) != PQTRANS_IDLE && !in_transaction))
+    return std::string();
   auto [it, first_run] = names_.try_emplace(text, 0);
   if (it->second == 0 && (now || !first_run)) {
     // Behind a pooler a name would only go missing and fill the server's log: ask first.
     if (prepared_ == 0) {
+      if (!ask && direct_for_ != c) return std::string();
       auto direct = served_directly(*named_by);
       if (!direct) return std::unexpected(direct.error());
       naming_ = *direct;
@@ -643,11 +653,26 @@ Result<std::string> Connection::name_for(const std::string& text, int n, sql::Se
       // named (exec); should the name not take, that statement runs again unnamed. It has a
       // Sync of its own: a Parse opens the implicit transaction that a Sync ends, and the
       // statement run by name later must not have now() from when it was parsed.
+      // Planned in the same group where the session keeps one plan for every run
+      // (session_options): EXPLAIN plans a statement without running it, so its run later skips
+      // that too. Should the Parse fail, the EXPLAIN is skipped with it.
       if (now) {
         if (auto ok = enter_pipeline(); !ok) return std::unexpected(ok.error());
-        if (!PQsendPrepare(c, next.c_str(), text.c_str(), n, nullptr) || !PQpipelineSync(c))
+        std::string plan = "EXPLAIN EXECUTE " + next + "(";
+        for (int i = 0; i < n; ++i) plan += i ? ", NULL" : "NULL";
+        plan += ")";
+        // Inside a transaction (a row lock's, held), a failed Parse would end it and the lock
+        // with it: in a savepoint, rolled back after it in a group of its own, which works
+        // whether the Parse failed or not (a prepared statement outlives a rollback).
+        auto send = [c](const char* sql) { return PQsendQueryParams(c, sql, 0, nullptr, nullptr, nullptr, nullptr, 0); };
+        if ((in_transaction && !send("SAVEPOINT dblock_prepare")) ||
+            !PQsendPrepare(c, next.c_str(), text.c_str(), n, nullptr) || (generic_plans_ && !send(plan.c_str())) ||
+            !PQpipelineSync(c) ||
+            (in_transaction && (!send("ROLLBACK TO SAVEPOINT dblock_prepare") ||
+                                !send("RELEASE SAVEPOINT dblock_prepare") || !PQpipelineSync(c))))
           return std::unexpected(broken("sending a statement"));
-        ++pipe_.background;
+        pipe_.background += in_transaction ? 2 : 1;
+        if (in_transaction) pipe_.in_transaction = true;
         if (auto ok = flush(deadline); !ok) return std::unexpected(ok.error());
         it->second = ++prepared_;
         return "dblock_" + std::to_string(it->second);
@@ -673,9 +698,9 @@ Result<bool> Connection::served_directly(sql::Session& asking) {
   return direct_;
 }
 
-void Connection::prepare(std::string_view sql, int n, sql::Session* named_by) {
+void Connection::prepare(std::string_view sql, int n, sql::Session* named_by, bool ask) {
   if (!is_open()) return;
-  (void)name_for(std::string(sql), n, named_by, boottime_now() + options_.io_timeout, true);
+  (void)name_for(std::string(sql), n, named_by, boottime_now() + options_.io_timeout, true, ask);
 }
 
 Result<Connection::Collected> Connection::collect(Millis deadline) {
@@ -803,6 +828,14 @@ class ListenWake final : public sql::Wake {
     }
     p.set("hand", hand).set("backend", std::int64_t{conn_->backend_pid()});
   }
+  // The take's last column counts its handoff lock's part (`h`): 1 where it took the row on the
+  // session's own server process, which says the session is served directly, as
+  // sql::served_directly would in a round trip of its own; the release is then named while the
+  // command runs (LeaseLocker::prepare_release) at no cost.
+  void took(const std::string&, const sql::Rows& took) override {
+    if (!took.empty() && took[0].columns() > 0 && took[0].opt_int64(took[0].columns() - 1).value_or(0) == 1)
+      conn_->seen_served_directly();
+  }
   void let_in_without(const std::string& key) override {
     conn_->send_unawaited(give_back_, {sql::Value(hand_lock(key))});
   }
@@ -877,6 +910,11 @@ Result<sql::Rows> Session::run_behind(const sql::Statement& ahead, const sql::Pa
 void Session::prepare(const sql::Statement& st) {
   const sql::Compiled& compiled = compiled_.get(st);
   conn_->prepare(compiled.text, static_cast<int>(compiled.names.size()), this);
+}
+
+void Session::prepare_unasked(const sql::Statement& st) {
+  const sql::Compiled& compiled = compiled_.get(st);
+  conn_->prepare(compiled.text, static_cast<int>(compiled.names.size()), this, false);
 }
 
 Result<void> Session::exec(std::string_view sql) {

@@ -155,7 +155,8 @@ const sql::tables::SchemaDialect schema_dialect{
 // The row taken, `h` takes the holder's handoff lock :hand for the run (NULL: none, as
 // pg_try_advisory_lock is strict: NULL, nothing taken), only where the server process is the
 // session's own, :backend (never behind a pooler): the lease waiter's one-round-trip handoff
-// (postgres_connection.cpp, ListenWake). The taken row's times are converted once, in `t`.
+// (postgres_connection.cpp, ListenWake); the last column counts it (1: the session is served
+// directly, ListenWake::took). The taken row's times are converted once, in `t`.
 std::string take(const sql::Take& k) {
   const sql::Upsert up = k.upsert("g.fence");
   const std::string kept = "token, acquired_at, expires_at";
@@ -179,7 +180,7 @@ std::string take(const sql::Take& k) {
          " WHERE name = :key) ON CONFLICT (name) DO NOTHING RETURNING " + kept + "), t AS (SELECT " + k.returning +
          " FROM (SELECT * FROM u UNION ALL SELECT * FROM i) x), h AS (SELECT pg_try_advisory_lock(:hand::bigint) FROM t"
          " WHERE pg_backend_pid() = :backend::int)"
-         " SELECT t.*, r.*, (SELECT count(*) FROM f WHERE NOT here) FROM (SELECT count(*) FROM h) hand"
+         " SELECT t.*, r.*, (SELECT count(*) FROM f WHERE NOT here), hand.n FROM (SELECT count(*) AS n FROM h) hand"
          " LEFT JOIN t ON true LEFT JOIN (" + k.refusal + ") r ON t.token IS NULL";
 }
 

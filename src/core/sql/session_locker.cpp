@@ -101,6 +101,11 @@ class ServerLock {
   void prepare_for_wait() {
     if (row_lock() && !st_.row_release_ended.empty() && settle_rollback()) h_->prepare(st_.row_release_ended);
   }
+  // The same while the command runs, inside the lock's transaction (HolderSession::prepare_held):
+  // a holder that did not wait, or whose first wait let it in, made nothing ready before.
+  void prepare_held() {
+    if (folds_release() && row_lock()) h_->prepare_held(st_.row_release_ended);
+  }
 
   // Whether a plain key's release, the lock given back (or proven held to the end) and the
   // history row are one statement: advisory's there too, a row lock's in the holder's own
@@ -409,6 +414,7 @@ class SessionLocker final : public Locker {
     if (!held_) return;
     const Statement st = folds_release_ ? lock_->release_statement() : st_.release;
     if (!st.empty()) book_->prepare(st);
+    else if (folds_release_) lock_->prepare_held();
   }
 
   int session_fd() const override { return held_ ? lock_->holder().socket() : -1; }

@@ -93,6 +93,10 @@ class HolderSession {
   /// inside the lock's transaction; called only while no transaction is open. Best effort: a
   /// dialect that cannot, or whose preparation failed, runs it as it would have.
   virtual void prepare(const Statement& /*st*/) {}
+  /// The same while the lock's transaction is open (the release that ends it, made ready while
+  /// the command runs), only where that costs no round trip now; whatever the preparation
+  /// meets, the transaction and its lock stay as they were.
+  virtual void prepare_held(const Statement& /*st*/) {}
   /// Closes the session: whatever it held is gone with it.
   virtual void close() = 0;
   /// Opens the session anew, its lock wait none; only called while nothing is held.
