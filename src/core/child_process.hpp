@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/clock.hpp"
 #include "core/error.hpp"
 
 namespace dblock {
@@ -109,6 +110,12 @@ class Child {
   /// not on the handoff's path, may exit now (the destructor reaps it). Nothing while the
   /// command runs.
   void let_guard_go();
+  /// Once the command has ended, after a signal dblock passed on to its group: waits until the
+  /// rest of the job (the group, and every descendant that reached the guard as an orphan) is
+  /// gone too, so that no part of a job told to stop outlives the lock. SIGKILL to what is left
+  /// at `kill_at` (boottime_now()'s clock); false when it is still not gone at `give_up_at`, or
+  /// the guard cannot tell.
+  bool wait_for_job(Millis kill_at, Millis give_up_at);
 
  private:
   void finish(int wait_status);

@@ -113,9 +113,18 @@ class Supervisor {
   bool kill_sent_ = false;
   bool lost_ignored_ = false;
   int got_signal_ = 0;
+  Millis signal_at_{0};  // when got_signal_ was passed on
   int session_fd_ = -1;
   bool session_closed_ = false;
 };
+
+// How long the rest of a stopped job may take to die of SIGKILL (a process in the kernel, an
+// overloaded machine), as the guard allows it when dblock is gone.
+constexpr Millis job_give_up{5000};
+// What the rest of a job told to stop by a signal passed on gets at least before SIGKILL: a
+// short --kill-after (a short --ttl's default is 0) is for dblock's own SIGTERM, which the
+// command must obey in time; a signal passed on is the job's to handle, in its handlers.
+constexpr Millis job_grace{1000};
 
 void Supervisor::terminate(Child& child, StopReason why, Millis now) {
   stop_ = why;
@@ -193,9 +202,24 @@ Finished Supervisor::run(Child& child) {
         if (!is_forwarded_signal(*sig)) continue;  // SIGCHLD: poll_exit() looks
         log::verbose("got signal " + std::to_string(*sig) + ": passing it to the command");
         got_signal_ = *sig;
+        signal_at_ = boottime_now();
         child.signal_group(*sig);
       }
     }
+  }
+
+  // A job told to stop (a signal passed on, or dblock's own SIGTERM) may outlive its command:
+  // a child still in its signal handler, a grandchild the command left behind. The lock waits
+  // for the rest of it, SIGKILL after --kill-after (after a signal passed on, which the command
+  // itself may take as long as it likes to obey, at least job_grace), so that the next holder
+  // never starts beside a part of this one. A command that ended by itself is taken at its
+  // word (man page, "The command's process tree").
+  if (got_signal_ || stop_ != StopReason::none) {
+    const Millis kill_at = stop_ != StopReason::none ? (kill_sent_ ? Millis(0) : term_sent_at_ + o_.kill_after)
+                                                     : signal_at_ + std::max(o_.kill_after, job_grace);
+    if (!child.wait_for_job(kill_at, std::max(kill_at, boottime_now()) + job_give_up))
+      log::warn("part of the job of '" + key + "' was still running " + format_duration(job_give_up) +
+                " after SIGKILL; releasing the lock");
   }
 
   Finished f;
