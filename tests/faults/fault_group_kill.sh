@@ -34,7 +34,10 @@ kill_case() {
   token=$(awk '$1 == "start" {print $2}' "$log")
   # The job's processes: sh, oracle_job.sh and its sleep.
   { tr ' ' '\n' <"$pids"; pgrep -P "$(awk '{print $1}' "$pids")" 2>/dev/null; ps -o ppid= -p "$(awk '{print $1}' "$pids")"; } |
-    tr -d ' ' | grep . | sort -u >"$E2E_TMP/all.$how"
+    tr -d ' ' | grep . | sort -u >"$E2E_TMP/all.$how.pids"
+  # Each with its start time: a pid reused after the job died must not pass for the job.
+  # shellcheck disable=SC2046
+  process_ids $(cat "$E2E_TMP/all.$how.pids") >"$E2E_TMP/all.$how"
   echo "      $s/$how: job processes: $(tr '\n' ' ' <"$E2E_TMP/all.$how")"
 
   start_competitor competitor "$k" "$E2E_TMP/all.$how" "$E2E_TMP/alive.$how" "$log"
