@@ -113,7 +113,7 @@ class Supervisor {
   bool kill_sent_ = false;
   bool lost_ignored_ = false;
   int got_signal_ = 0;
-  Millis signal_at_{0};  // when got_signal_ was passed on
+  Millis signal_at_{0};  // when the first signal that tells a job to stop was passed on (0: none)
   int session_fd_ = -1;
   bool session_closed_ = false;
 };
@@ -202,7 +202,8 @@ Finished Supervisor::run(Child& child) {
         if (!is_forwarded_signal(*sig)) continue;  // SIGCHLD: poll_exit() looks
         log::verbose("got signal " + std::to_string(*sig) + ": passing it to the command");
         got_signal_ = *sig;
-        signal_at_ = boottime_now();
+        // SIGUSR1 and SIGUSR2 ask a job for something (reopen a log, say), not to stop.
+        if (*sig != SIGUSR1 && *sig != SIGUSR2 && signal_at_.count() == 0) signal_at_ = boottime_now();
         child.signal_group(*sig);
       }
     }
@@ -214,7 +215,7 @@ Finished Supervisor::run(Child& child) {
   // itself may take as long as it likes to obey, at least job_grace), so that the next holder
   // never starts beside a part of this one. A command that ended by itself is taken at its
   // word (man page, "The command's process tree").
-  if (got_signal_ || stop_ != StopReason::none) {
+  if (signal_at_.count() > 0 || stop_ != StopReason::none) {
     const Millis kill_at = stop_ != StopReason::none ? (kill_sent_ ? Millis(0) : term_sent_at_ + o_.kill_after)
                                                      : signal_at_ + std::max(o_.kill_after, job_grace);
     if (!child.wait_for_job(kill_at, std::max(kill_at, boottime_now()) + job_give_up))
