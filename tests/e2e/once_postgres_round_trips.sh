@@ -97,7 +97,10 @@ for s in lease advisory for-update txn-insert; do
   case $s in
     lease) conns=1 least=2 trips=3 ;;  # the release's Parse ahead: not waited for
     advisory) conns=1 least=2 trips=3 ;;
-    *) conns=2 least=4 trips=5 ;;  # the same
+    # The same, in two groups (the savepoint's, then its rollback's), sent at once but answered
+    # apart: on a loaded machine the second may count as a turn of its own (the whole suite
+    # once counted 6 for a for-update run). The release's name and its savepoint are checked below.
+    *) conns=2 least=4 trips=6 ;;
   esac
   assert_eq "$s: connections per run" "$conns" "$(wire connections)"
   assert_between "$s: round trips after the handshake ($(wire queries | cut -c1-60 | tr '\n' '|'))" "$least" "$trips" \
@@ -193,7 +196,7 @@ for s in lease advisory for-update txn-insert; do
   case $s in
     lease) least=2 trips=3 ;;
     advisory) least=2 trips=3 ;;
-    *) least=4 trips=5 ;;
+    *) least=4 trips=6 ;;  # as above
   esac
   assert_between "$s: the next run is back to at most $trips round trips" "$least" "$trips" "$(wire round_trips)"
   assert_eq "$s: both runs are in the new history" 2 "$(DBLOCK_TABLE_PREFIX=$fresh_prefix history_field "$k" runs.#)"
