@@ -543,7 +543,10 @@ bool Child::wait_for_job(Millis kill_at, Millis give_up_at) {
   bool killed = false;
   for (;;) {
     const Millis now = boottime_now();
-    if (!killed && now >= kill_at) killed = send(kill_request) || true;
+    if (!killed && now >= kill_at) {
+      (void)send(kill_request);  // a guard gone meanwhile says so below (EOF)
+      killed = true;
+    }
     if (now >= give_up_at) return false;
     const Millis until = killed ? give_up_at : std::min(kill_at, give_up_at);
     pollfd fd{status_.get(), POLLIN, 0};

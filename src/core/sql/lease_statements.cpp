@@ -270,9 +270,9 @@ void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& 
   // the record is (one core has read; a record gone since refuses, fail closed). `g` is read in
   // a subquery: ON CONFLICT's SET sees no FROM but the CTEs. So a run's first take, and a
   // contender refused, cost one round trip, not two.
+  const std::string refusal = lease_statements(d, t).refusal.text;
   if (!d.incarnation.empty() && !s.advisory_try.empty()) {
     const std::string fence = d.integer(":fence"), started = d.integer(":started_id");
-    const std::string refusal = lease_statements(d, t).refusal.text;
     fill(s.advisory_numbered_try, "lock.advisory_numbered_try",
          "WITH g AS (SELECT COALESCE(" + fence + ", token) AS fence FROM " + t.locks + " WHERE name = :record AND (" +
              fence + " IS NOT NULL OR " + failover_open_conditions(d, "", "owner = " + d.incarnation) + " AND (" +
@@ -282,7 +282,7 @@ void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& 
              ") SELECT a.*, CASE WHEN k.at IS NULL THEN 2 WHEN k.got THEN 1 ELSE 0 END, r.* FROM (SELECT 1) o"
              " LEFT JOIN k ON true LEFT JOIN a ON true LEFT JOIN (" + refusal + ") r ON NOT k.got");
   }
-  numbered(s.advisory_numbered_try, "lock.advisory_numbered_try", s.advisory_try, lease_statements(d, t).refusal.text);
+  numbered(s.advisory_numbered_try, "lock.advisory_numbered_try", s.advisory_try, refusal);
   numbered(s.advisory_numbered_wait, "lock.advisory_numbered_wait", s.advisory_wait, "");
   // The lock goes once the row is released (g reads u), before the commit: a waiter it lets in
   // numbers the row once this statement has committed (its upsert waits for the row's lock).
