@@ -190,7 +190,7 @@ int kill_children() {
 // dblock is gone: kill the job's process group and every descendant that reaches us as an
 // orphan, until nothing is left (bounded: a process stuck in the kernel cannot hold us forever).
 [[noreturn]] void kill_job_and_exit(pid_t pgid) {
-  const std::int64_t give_up = monotonic_ms() + 5000;
+  const std::int64_t give_up = monotonic_ms() + Child::kill_give_up.count();
   for (;;) {
     ::kill(-pgid, SIGKILL);
     kill_children();

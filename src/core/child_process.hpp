@@ -68,6 +68,9 @@ class UniqueFd {
 /// makes the guard kill the whole job: no path out of dblock leaves the job running.
 class Child {
  public:
+  /// How long what is left of a job may take to die of SIGKILL (a process in the kernel, an
+  /// overloaded machine) before the guard, or dblock, stops waiting for it.
+  static constexpr Millis kill_give_up{5000};
   static constexpr std::size_t late_value_max = 63;
   static constexpr std::size_t late_vars_max = 2;
 

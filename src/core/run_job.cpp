@@ -118,9 +118,6 @@ class Supervisor {
   bool session_closed_ = false;
 };
 
-// How long the rest of a stopped job may take to die of SIGKILL (a process in the kernel, an
-// overloaded machine), as the guard allows it when dblock is gone.
-constexpr Millis job_give_up{5000};
 // What the rest of a job told to stop by a signal passed on gets at least before SIGKILL: a
 // short --kill-after (a short --ttl's default is 0) is for dblock's own SIGTERM, which the
 // command must obey in time; a signal passed on is the job's to handle, in its handlers.
@@ -218,8 +215,8 @@ Finished Supervisor::run(Child& child) {
   if (signal_at_.count() > 0 || stop_ != StopReason::none) {
     const Millis kill_at = stop_ != StopReason::none ? (kill_sent_ ? Millis(0) : term_sent_at_ + o_.kill_after)
                                                      : signal_at_ + std::max(o_.kill_after, job_grace);
-    if (!child.wait_for_job(kill_at, std::max(kill_at, boottime_now()) + job_give_up))
-      log::warn("part of the job of '" + key + "' was still running " + format_duration(job_give_up) +
+    if (!child.wait_for_job(kill_at, std::max(kill_at, boottime_now()) + Child::kill_give_up))
+      log::warn("part of the job of '" + key + "' was still running " + format_duration(Child::kill_give_up) +
                 " after SIGKILL; releasing the lock");
   }
 
