@@ -9,10 +9,11 @@
 # trip, and the take runs at once): 1 R, where hearing the release's NOTIFY and then taking
 # the row was 2 R. The advisory bound is that plus one round trip, for the processes' own time
 # on a loaded machine: a step more on the path (a statement before the command starts, as a
-# lease waiter's UNLISTEN and queue place were) fails it. The lease's is 1.5 R: its wait in
-# the server ends with core's slice (500 ms) and is sent again a round trip later, and a
-# release that reaches the server in between costs up to 2 R; so the test lets the holder go
-# just after the waiter's wait began (pg_stat_activity, on the server directly), as a release
+# lease waiter's UNLISTEN and queue place were) fails it. The lease's is 1.5 R. Both waits in
+# the server end with core's slice (500 ms) and are sent again a round trip later, and a
+# release that reaches the server in between costs up to 2 R (an advisory handoff of 408 ms
+# failed so, once in a whole suite); so the test lets the holder go just after the waiter's
+# wait began (pg_stat_activity, on the server directly), as a release
 # at any other moment of that wait would be. R is long (200 ms) so that the machine's own
 # milliseconds stay well within it.
 # for-update and txn-insert: the holder's release runs in its own transaction with the COMMIT
@@ -125,7 +126,12 @@ elif [ "$DBLOCK_STRATEGY" = lease ]; then
   # its own (dblock(1) NOTES, Round trips): the holder goes once that wait has just begun.
   waiting_in_server 'SELECT (SELECT true FROM (SELECT pg_advisory_lock($1::bigint)) w) AS got FROM %' ||
     fail "the lease waiter never waited in the server for the holder's handoff lock"
-elif [ "$DBLOCK_STRATEGY" != advisory ]; then
+elif [ "$DBLOCK_STRATEGY" = advisory ]; then
+  # Its numbered take blocks in pg_advisory_lock in slices, as the lease's wait does: the holder
+  # goes once a slice has just begun (the take's text, not a queue's wait).
+  waiting_in_server '%pg_advisory_lock(%INSERT INTO%' ||
+    fail "the advisory waiter never waited in the server for the key's lock"
+else
   # The waiter's lock statement (the claims row, or txn-insert's queue ahead of it) has just
   # begun a slice of its wait.
   waiting_in_server "%${DBLOCK_TABLE_PREFIX}claims%" ||
