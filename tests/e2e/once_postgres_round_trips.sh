@@ -224,6 +224,29 @@ for s in for-update txn-insert; do
   assert_between "$s: the waiter's run lasted its command's 0.3 s (ms)" 300 20000 "$(history_field "$k" runs.0.duration_ms)"
   assert_eq "$s: both runs are" 2 "$(history_field "$k" runs.#)"
 done
+# A waiter whose waits in the server end with their slice (half a second) sends the next one
+# at once: it asks who holds the key on its first refusal and then only now and then (every 5 s;
+# acquire_loop.cpp, LockRequest::describe_holder), as a read between two slices would be a round
+# trip in which a release finds nobody waiting. Over a holder's 4 s, about 8 slices: each was
+# followed by that read (8 reads; advisory 19 round trips in all, where the bound leaves the
+# handshake's failover read, the wait's naming, the numbering and the release).
+# holder_reads: the refusal's runs, unnamed or by name.
+holder_reads() {
+  local pattern='^SELECT name, owner, host, pid, token, strategy' names
+  names=$(wire named | grep -P "^dblock_\d+\t${pattern#^}" | cut -f1)
+  echo $(($(wire queries | grep -cP "$pattern") - $(wc -w <<<"$names") + $(wire bound | grep -cxF "${names:-none}")))
+}
+for s in advisory for-update; do
+  k=$(key "wire-slices-$s")
+  start_bg h dblock -s "$s" run "$k" -- sleep 4
+  wait_for 10 is_held "$k" || fail "$s: slices: the holder never held"
+  counted dblock -s "$s" run "$k" -w 20s -- true
+  assert_eq "$s: slices: the waiter exits 0" 0 "$?"
+  wait "$h"
+  assert_between "$s: a waiter over a 4 s hold asks who holds the key once" 1 1 "$(holder_reads)"
+  [ "$s" = advisory ] &&
+    assert_between "$s: a waiter over a 4 s hold: its slices and little else (round trips)" 8 14 "$(wire round_trips)"
+done
 # A row-lock run with -w that finds the key free pays nothing for what a waiter makes ready
 # (the release's name is made only once a first wait ended without the lock): one round trip
 # over the run without -w (its bound above, 6 with the release's two groups not waited for), the
