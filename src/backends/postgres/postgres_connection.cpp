@@ -656,7 +656,10 @@ Result<std::string> Connection::name_for(const std::string& text, int n, sql::Se
       // Planned in the same group where the session keeps one plan for every run
       // (session_options): EXPLAIN plans a statement without running it, so its run later skips
       // that too. Should the Parse fail, the EXPLAIN is skipped with it.
-      if (now) {
+      // A statement run again (not `now`) is named the same way, its Parse in the pipeline ahead
+      // of its run by that name: one round trip, where waiting for the Parse's answer first was
+      // two (a waiter's second slice, a lease's second renewal, at a distance). Its run plans it.
+      {
         if (auto ok = enter_pipeline(); !ok) return std::unexpected(ok.error());
         std::string plan = "EXPLAIN EXECUTE " + next + "(";
         for (int i = 0; i < n; ++i) plan += i ? ", NULL" : "NULL";
@@ -666,7 +669,7 @@ Result<std::string> Connection::name_for(const std::string& text, int n, sql::Se
         // whether the Parse failed or not (a prepared statement outlives a rollback).
         auto send = [c](const char* sql) { return PQsendQueryParams(c, sql, 0, nullptr, nullptr, nullptr, nullptr, 0); };
         if ((in_transaction && !send("SAVEPOINT dblock_prepare")) ||
-            !PQsendPrepare(c, next.c_str(), text.c_str(), n, nullptr) || (generic_plans_ && !send(plan.c_str())) ||
+            !PQsendPrepare(c, next.c_str(), text.c_str(), n, nullptr) || (generic_plans_ && now && !send(plan.c_str())) ||
             !PQpipelineSync(c) ||
             (in_transaction && (!send("ROLLBACK TO SAVEPOINT dblock_prepare") ||
                                 !send("RELEASE SAVEPOINT dblock_prepare") || !PQpipelineSync(c))))
