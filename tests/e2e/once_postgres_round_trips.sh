@@ -230,12 +230,14 @@ done
 # trip in which a release finds nobody waiting. Over a holder's 4 s, about 8 slices: each was
 # followed by that read (8 reads; advisory 19 round trips in all, where the bound leaves the
 # handshake's failover read, the wait's naming, the numbering and the release).
-# holder_reads: the refusal's runs, unnamed or by name.
-holder_reads() {
-  local pattern='^SELECT name, owner, host, pid, token, strategy' names
-  names=$(wire named | grep -P "^dblock_\d+\t${pattern#^}" | cut -f1)
-  echo $(($(wire queries | grep -cP "$pattern") - $(wc -w <<<"$names") + $(wire bound | grep -cxF "${names:-none}")))
+# runs_of PATTERN: how often statements matching PATTERN (a Perl regex from ^) ran, unnamed or
+# by name (a named one's Parse is among the queries too).
+runs_of() {
+  local names
+  names=$(wire named | grep -P "^dblock_\d+\t${1#^}" | cut -f1)
+  echo $(($(wire queries | grep -cP "$1") - $(wc -w <<<"$names") + $(wire bound | grep -cxF "${names:-none}")))
 }
+holder_reads() { runs_of '^SELECT name, owner, host, pid, token, strategy'; }
 for s in advisory for-update; do
   k=$(key "wire-slices-$s")
   start_bg h dblock -s "$s" run "$k" -- sleep 4
@@ -247,6 +249,16 @@ for s in advisory for-update; do
   [ "$s" = advisory ] &&
     assert_between "$s: a waiter over a 4 s hold: its slices and little else (round trips)" 8 14 "$(wire round_trips)"
 done
+# A statement run again is named with its Parse in the pipeline ahead of its run by that name:
+# a lease's renewals are one round trip each, the second's naming included (it was two: the
+# Parse's answer awaited, then the run). The take, the release's Parse (made ready while the
+# command runs, answered long before its end) and the release: 3 more.
+k=$(key wire-renew)
+counted dblock -s lease run "$k" --ttl 3s -- sleep 3.5
+assert_eq "lease --ttl 3s, 3.5 s: exits 0" 0 "$?"
+renewals=$(runs_of '^UPDATE \S+locks" SET renewed_at')
+assert_between "lease --ttl 3s, 3.5 s: renewals a second apart" 2 4 "$renewals"
+assert_eq "lease --ttl 3s, 3.5 s: a round trip per renewal, and 3 (round trips)" $((3 + renewals)) "$(wire round_trips)"
 # A row-lock run with -w that finds the key free pays nothing for what a waiter makes ready
 # (the release's name is made only once a first wait ended without the lock): one round trip
 # over the run without -w (its bound above, 6 with the release's two groups not waited for), the
