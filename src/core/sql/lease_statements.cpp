@@ -31,9 +31,11 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   const std::string ttl = d.integer(":ttl_ms"), token = d.integer(":token");
   const std::string fence = incarnation.empty() ? std::string() : d.integer(":fence");
   const std::string taken = "token, " + d.epoch_ms("acquired_at") + ", " + d.epoch_ms("expires_at");
-  const std::string status = "SELECT " + rows::status_select_list(d.epoch_ms, d.now) + ", CASE WHEN " +
+  // A refused take reads of the row what it says of the holder and when the key may start
+  // (refused(), take_header): not the last run's outcome (rows::refusal_select_list).
+  const std::string status = rows::refusal_select_list(d.epoch_ms, d.now) + ", CASE WHEN " +
                              d.lease_live("", d.now) + " THEN 1 ELSE 0 END, ";
-  const std::string refused = status.substr(std::string_view("SELECT ").size()) + due_in_ms_sql(d, "");
+  const std::string refused = status + due_in_ms_sql(d, "");
   const std::string holder = " WHERE name = :key AND owner = :owner AND token = " + token + " AND released_at IS NULL";
   LeaseStatements s;
   s.begin = d.begin;
@@ -126,7 +128,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                              },
                              [&](std::string_view row) { return header_free_sql(d, row, t.locks); }}) +
                        d.returning("token, NULL, NULL")};  // only its token is read (take_header)
-  s.header_refusal = {"semaphore.header_refusal", status + "slots FROM " + t.locks + " WHERE name = :key"};
+  s.header_refusal = {"semaphore.header_refusal", "SELECT " + status + "slots FROM " + t.locks + " WHERE name = :key"};
   // A dialect whose `begin` locks the whole database (SQLite) writes its own, without FOR UPDATE.
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
   s.failover = failover_statements(d, t);

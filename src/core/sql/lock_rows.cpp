@@ -17,13 +17,20 @@ std::string selected(const sql::tables::Column& c, EpochMs epoch_ms) {
   return c.type == Type::timestamp ? epoch_ms(c.name) : std::string(c.name);
 }
 
-}  // namespace
-
-std::string status_select_list(EpochMs epoch_ms, std::string_view now_expr) {
+// The status columns; a Column::past one as NULL unless `past`.
+std::string select_list(EpochMs epoch_ms, std::string_view now_expr, bool past) {
   std::string sql;
   for (const sql::tables::Column& c : sql::tables::locks_columns)
-    if (c.status) sql += selected(c, epoch_ms) + ", ";
+    if (c.status) sql += (c.past && !past ? "NULL" : selected(c, epoch_ms)) + ", ";
   return sql + epoch_ms(now_expr);
+}
+
+}  // namespace
+
+std::string status_select_list(EpochMs epoch_ms, std::string_view now_expr) { return select_list(epoch_ms, now_expr, true); }
+
+std::string refusal_select_list(EpochMs epoch_ms, std::string_view now_expr) {
+  return select_list(epoch_ms, now_expr, false);
 }
 
 LockStatus::State state_of(const LockStatus& row, HolderVerdict verdict) {

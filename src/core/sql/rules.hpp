@@ -346,8 +346,8 @@ std::string named_holder_sql(const Dialect& d, std::string_view row);
 /// (none asked, never started, or its last start at least that long before `now`).
 std::string due_sql(const Dialect& d, std::string_view row, std::string_view now);
 
-/// The milliseconds until the row `row` may start (LeaseStatements::refusal's due_in_ms): NULL
-/// when none is asked or it never started, <= 0 when it may now.
+/// The milliseconds until the row `row` may start (LeaseStatements::refusal's due_in_ms), read
+/// only when --min-interval is asked: NULL when it never started, <= 0 when it may now.
 std::string due_in_ms_sql(const Dialect& d, std::string_view row);
 
 /// Fencing tokens (dblock(1), FENCING TOKENS): the token of a row taken. `given`: the :token
