@@ -237,7 +237,7 @@ std::string mariadb_take(const sql::Take& k) {
   // given back, as wake_hold does (NULL, NULL when not): the holder's first step in the take's
   // round trip (Session::run reads these last two).
   return "INSERT INTO " + up.table + " (" + columns + ") SELECT " + values + " FROM (" + gate + ") g" +
-         upserted.substr(upserted.find(update)) + " RETURNING " + taken_if("token") + ", NULL, NULL, " + k.refused + ", IF(" +
+         upserted.substr(upserted.find(update)) + " RETURNING " + taken_if("token") + ", NULL, NULL, " + k.refused("") + ", IF(" +
          taking + " AND :token IS NULL, GET_LOCK(:wake, 0), NULL), IF(" + taking +
          " AND :token IS NULL, RELEASE_LOCK(:queue), NULL)";
 }

@@ -59,11 +59,10 @@ struct Take {
   std::string fence;
   /// The taken row's (token, acquired_ms, expires_ms), for Dialect::returning.
   std::string returning;
-  /// LeaseStatements::refusal, for a take that says in the same statement why it took nothing.
-  std::string refusal;
-  /// `refusal`'s select list alone (its columns over the row of :key), for a take that reads
-  /// them from the row it did not take.
-  std::string refused;
+  /// LeaseStatements::refusal's select list alone, over the row `row` ("" or an alias and its
+  /// dot): for a take that says in the same statement why it took nothing, from the row of :key
+  /// it did not take (MariaDB's RETURNING) or one it reads (PostgreSQL's, joined as `r`).
+  std::function<std::string(std::string_view row)> refused;
   /// The take in core's form: the dialect's upsert (Dialect::upsert) of upsert(fence), then its
   /// RETURNING (Dialect::returning) of `returning`; the default Dialect::take.
   std::string standard;
@@ -202,7 +201,7 @@ struct Dialect {
   SessionLock session_lock = {};
   /// LeaseStatements::take from `k`: the dialect's conditional upsert, its RETURNING or none,
   /// and what it can read in the same statement: the failover gate (a take that binds :record
-  /// reads it) and the refusal (`k.refusal`, after the taken row's columns). Default: core's
+  /// reads it) and the refusal (`k.refused`, after the taken row's columns). Default: core's
   /// form, `k.standard`.
   std::string (*take)(const Take& k) = [](const Take& k) { return k.standard; };
   /// What a lease's release returns of the row it released (a select list; "" for nothing):

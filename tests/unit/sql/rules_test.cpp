@@ -418,8 +418,11 @@ TEST_CASE("the advisory statements: written once over the dialect's session lock
   CHECK(s.advisory_numbered_try.text.find("), k AS (" + s.advisory_try.text + " FROM g), a AS (INSERT INTO") !=
         std::string::npos);
   CHECK(s.advisory_numbered_try.text.find("(SELECT fence FROM g)") != std::string::npos);
-  CHECK(s.advisory_numbered_try.text.find(" SELECT a.*, CASE WHEN k.at IS NULL THEN 2 WHEN k.got THEN 1 ELSE 0 END, r.*") !=
+  // Refused, the key's row (joined as r) as the refusal reads it: no read of its own.
+  CHECK(s.advisory_numbered_try.text.find(" SELECT a.*, COALESCE(CAST(k.got AS int), 2), r.name, r.owner,") !=
         std::string::npos);
+  CHECK(s.advisory_numbered_try.text.ends_with(" FROM (SELECT 1) o LEFT JOIN k ON true LEFT JOIN a ON true LEFT JOIN " +
+                                               t.locks + " r ON NOT k.got AND r.name = :key"));
   // Released: the row, then the lock given back (after the release: it reads u), then the history row.
   CHECK(s.advisory_released.id == "lock.advisory_released");
   CHECK(s.advisory_released.text.find("g AS MATERIALIZED (SELECT ours, UNLOCK_ALL FROM (SELECT UNLOCK(INT(:lock)) AS"
