@@ -149,7 +149,8 @@ const sql::tables::SchemaDialect schema_dialect{
 // behind them all). A live lease, as the snapshot sees it, is refused unlocked. Not taken, the
 // take says why (`refusal`, in its snapshot): a waiter pays one statement.
 // The failover gate (failover.hpp) is read here: `g` has the fence when the record (`f`) names
-// this server and no lock-delay is in force, and no row otherwise, when nothing is taken; the
+// this server (`here`) and nothing else stands in the way (`clear`: no lock-delay in force, the
+// TTL covered), and no row otherwise, when nothing is taken; the
 // last column says when the record names another server (a failover, which a refusal by a live
 // holder must not hide). Only read, the record costs a take one index lookup and no lock.
 // The row taken, `h` takes the holder's handoff lock :hand for the run (NULL: none, as
@@ -173,9 +174,10 @@ std::string take(const sql::Take& k) {
       if (v.empty() && c == column) v = inserted;
     set += (set.empty() ? "" : ", ") + column + " = " + v;
   }
-  return "WITH f AS (SELECT token, expires_at, pid, owner = " + incarnation + " AS here FROM " + up.table +
-         " WHERE name = :record), g AS (SELECT token AS fence FROM f WHERE " +
-         sql::failover_open_sql(dialect, "", "here") + "), u AS (UPDATE " + up.table + " AS l SET " + set +
+  return "WITH f AS (SELECT token, " + sql::failover_open_sql(dialect, "", "") + " AS clear, owner = " + incarnation +
+         " AS here FROM " + up.table +
+         " WHERE name = :record), g AS (SELECT token AS fence FROM f WHERE here AND clear), u AS (UPDATE " + up.table +
+         " AS l SET " + set +
          " FROM g WHERE l.name = (SELECT name FROM " + up.table + " WHERE name = :key AND " + up.when("") +
          " FOR UPDATE SKIP LOCKED) RETURNING " + kept + "), i AS (INSERT INTO " + up.table + " (" + columns +
          ") SELECT " + values + " FROM g WHERE NOT EXISTS (SELECT 1 FROM " + up.table +

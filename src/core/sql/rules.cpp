@@ -108,7 +108,8 @@ std::string failover_covers_sql(const Dialect& d, std::string_view r) {
 }
 
 std::string failover_open_conditions(const Dialect& d, std::string_view r, std::string_view here) {
-  return std::string(here) + " AND NOT " + failover_delayed_sql(d, r) + " AND " + failover_covers_sql(d, r);
+  return (here.empty() ? std::string() : std::string(here) + " AND ") + "NOT " + failover_delayed_sql(d, r) + " AND " +
+         failover_covers_sql(d, r);
 }
 
 std::string failover_open_sql(const Dialect& d, std::string_view r, std::string_view here) {

@@ -376,7 +376,8 @@ std::string header_free_sql(const Dialect& d, std::string_view row, const std::s
 std::string failover_delayed_sql(const Dialect& d, std::string_view r);
 std::string failover_covers_sql(const Dialect& d, std::string_view r);
 std::string failover_open_sql(const Dialect& d, std::string_view r, std::string_view here);
-/// failover_open_sql's conditions without its parentheses, to be ANDed with others.
+/// failover_open_sql's conditions without its parentheses, to be ANDed with others. With no
+/// `here` (""), either is the others alone, for a take that reads `here` apart.
 std::string failover_open_conditions(const Dialect& d, std::string_view r, std::string_view here);
 
 }  // namespace dblock::sql
