@@ -237,7 +237,7 @@ std::string mariadb_take(const sql::Take& k) {
   // given back, as wake_hold does (NULL, NULL when not): the holder's first step in the take's
   // round trip (Session::run reads these last two).
   return "INSERT INTO " + up.table + " (" + columns + ") SELECT " + values + " FROM (" + gate + ") g" +
-         upserted.substr(upserted.find(update)) + " RETURNING " + taken_if("token") + ", NULL, NULL, " + k.refused + ", IF(" +
+         upserted.substr(upserted.find(update)) + " RETURNING " + taken_if("token") + ", NULL, NULL, " + k.refused("") + ", IF(" +
          taking + " AND :token IS NULL, GET_LOCK(:wake, 0), NULL), IF(" + taking +
          " AND :token IS NULL, RELEASE_LOCK(:queue), NULL)";
 }
@@ -460,16 +460,14 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
     // The lock and the row in one statement, in the session that holds the lock (a named lock
     // outlives the commit): session.take's upsert fed by a SELECT of the lock's answer, no row
     // unless it was taken, and its row read back (RETURNING; RETURNING of a refused row says
-    // NULL, as mariadb_take's). The lock is taken once, before the row: in a derived table that is
-    // never merged (LIMIT), re-entrant as advisory_take. Its time is the grant's, read after it:
-    // UTC_TIMESTAMP is the statement's start, SYSDATE the moment (in the session's zone).
-    // The lock's name is spelled once, in the derived table n.
-    // The lock's answer and its time go to variables (a SELECT ... INTO answers nothing), so
+    // NULL, as mariadb_take's). The lock is taken once, before the row, re-entrant as
+    // advisory_take, its name computed once (@dblock_lock). Its time is the grant's, read in the
+    // block's next statement: UTC_TIMESTAMP is the statement's start, SYSDATE the moment (in the
+    // session's zone). The lock's answer and its time go to variables (a SET answers nothing), so
     // that the block answers once either way: the row taken, or the refusal.
-    const std::string lock = "SELECT g.got, TIMESTAMPADD(MICROSECOND, TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)),"
-                             " UTC_TIMESTAMP(6)) INTO @dblock_got, @dblock_at FROM (SELECT IF(IS_USED_LOCK(n.name) <=>"
-                             " CONNECTION_ID(), NULL, GET_LOCK(n.name, :wait_ms / 1000)) AS got FROM (SELECT " + advisory +
-                             " AS name) n LIMIT 1) g";
+    const std::string lock = "SET @dblock_lock = " + advisory + "; SET @dblock_got = IF(IS_USED_LOCK(@dblock_lock) <=>"
+                             " CONNECTION_ID(), NULL, GET_LOCK(@dblock_lock, :wait_ms / 1000)); SET @dblock_at ="
+                             " TIMESTAMPADD(MICROSECOND, TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)), UTC_TIMESTAMP(6))";
     const std::string insert = numbered_upsert(sql::session_upsert(dialect, t, "@dblock_fence", "k.at", "VALUES(acquired_at)"),
                                                " FROM (SELECT CAST(@dblock_at AS DATETIME(6)) AS at) k", ", 1");
     // Refused, the key's row as core's refusal reads it (lease.refusal), after four columns

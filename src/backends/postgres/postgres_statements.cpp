@@ -149,14 +149,17 @@ const sql::tables::SchemaDialect schema_dialect{
 // behind them all). A live lease, as the snapshot sees it, is refused unlocked. Not taken, the
 // take says why (`refusal`, in its snapshot): a waiter pays one statement.
 // The failover gate (failover.hpp) is read here: `g` has the fence when the record (`f`) names
-// this server and no lock-delay is in force, and no row otherwise, when nothing is taken; the
+// this server (`here`) and nothing else stands in the way (`clear`: no lock-delay in force, the
+// TTL covered), and no row otherwise, when nothing is taken; the
 // last column says when the record names another server (a failover, which a refusal by a live
 // holder must not hide). Only read, the record costs a take one index lookup and no lock.
 // The row taken, `h` takes the holder's handoff lock :hand for the run (NULL: none, as
 // pg_try_advisory_lock is strict: NULL, nothing taken), only where the server process is the
 // session's own, :backend (never behind a pooler): the lease waiter's one-round-trip handoff
 // (postgres_connection.cpp, ListenWake); the last column counts it (1: the session is served
-// directly, ListenWake::took). The taken row's times are converted once, in `t`.
+// directly, ListenWake::took). The taken row's times are converted once, in `t`; the refused
+// row (`r`, the key's) is joined only when nothing was taken, its columns those of
+// Take::refused.
 std::string take(const sql::Take& k) {
   const sql::Upsert up = k.upsert("g.fence");
   const std::string kept = "token, acquired_at, expires_at";
@@ -171,17 +174,18 @@ std::string take(const sql::Take& k) {
       if (v.empty() && c == column) v = inserted;
     set += (set.empty() ? "" : ", ") + column + " = " + v;
   }
-  return "WITH f AS (SELECT token, expires_at, pid, owner = " + incarnation + " AS here FROM " + up.table +
-         " WHERE name = :record), g AS (SELECT token AS fence FROM f WHERE " +
-         sql::failover_open_sql(dialect, "", "here") + "), u AS (UPDATE " + up.table + " AS l SET " + set +
+  return "WITH f AS (SELECT token, " + sql::failover_open_sql(dialect, "", "") + " AS clear, owner = " + incarnation +
+         " AS here FROM " + up.table +
+         " WHERE name = :record), g AS (SELECT token AS fence FROM f WHERE here AND clear), u AS (UPDATE " + up.table +
+         " AS l SET " + set +
          " FROM g WHERE l.name = (SELECT name FROM " + up.table + " WHERE name = :key AND " + up.when("") +
          " FOR UPDATE SKIP LOCKED) RETURNING " + kept + "), i AS (INSERT INTO " + up.table + " (" + columns +
          ") SELECT " + values + " FROM g WHERE NOT EXISTS (SELECT 1 FROM " + up.table +
          " WHERE name = :key) ON CONFLICT (name) DO NOTHING RETURNING " + kept + "), t AS (SELECT " + k.returning +
          " FROM (SELECT * FROM u UNION ALL SELECT * FROM i) x), h AS (SELECT pg_try_advisory_lock(:hand::bigint) FROM t"
          " WHERE pg_backend_pid() = :backend::int)"
-         " SELECT t.*, r.*, (SELECT count(*) FROM f WHERE NOT here), hand.n FROM (SELECT count(*) AS n FROM h) hand"
-         " LEFT JOIN t ON true LEFT JOIN (" + k.refusal + ") r ON t.token IS NULL";
+         " SELECT t.*, " + k.refused("r.") + ", (SELECT count(*) FROM f WHERE NOT here), hand.n FROM (SELECT count(*)"
+         " AS n FROM h) hand LEFT JOIN t ON true LEFT JOIN " + up.table + " r ON t.token IS NULL AND r.name = :key";
 }
 
 }  // namespace

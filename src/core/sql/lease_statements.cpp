@@ -16,6 +16,16 @@ bool upserts_on_conflict(const Dialect& d) {
   return d.upsert == static_cast<std::string (*)(const Upsert&)>(&on_conflict_upsert);
 }
 
+// A refused take reads of the row `row` what it says of the holder (refused(), take_header):
+// not the last run's outcome (rows::refusal_select_list); then whether its lease runs.
+std::string refusal_columns(const Dialect& d, std::string_view row) {
+  return rows::refusal_select_list(d.epoch_ms, d.now, row) + ", CASE WHEN " + d.lease_live(row, d.now) +
+         " THEN 1 ELSE 0 END, ";
+}
+
+// LeaseStatements::refusal's select list over `row`: refusal_columns and when the key may start.
+std::string refused_sql(const Dialect& d, std::string_view row) { return refusal_columns(d, row) + due_in_ms_sql(d, row); }
+
 }  // namespace
 
 // Its upsert meets the name's row through any unique key: a second row of the name (a table
@@ -31,9 +41,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   const std::string ttl = d.integer(":ttl_ms"), token = d.integer(":token");
   const std::string fence = incarnation.empty() ? std::string() : d.integer(":fence");
   const std::string taken = "token, " + d.epoch_ms("acquired_at") + ", " + d.epoch_ms("expires_at");
-  const std::string status = "SELECT " + rows::status_select_list(d.epoch_ms, d.now) + ", CASE WHEN " +
-                             d.lease_live("", d.now) + " THEN 1 ELSE 0 END, ";
-  const std::string refused = status.substr(std::string_view("SELECT ").size()) + due_in_ms_sql(d, "");
+  const std::string status = refusal_columns(d, "");
   const std::string holder = " WHERE name = :key AND owner = :owner AND token = " + token + " AND released_at IS NULL";
   LeaseStatements s;
   s.begin = d.begin;
@@ -41,7 +49,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                     : d.unsynced_commit.empty() ? d.begin
                                                 : d.begin + "; SELECT " + d.unsynced_commit;
   s.history = history_statements(d, t.runs);
-  s.refusal = {"lease.refusal", "SELECT " + refused + " FROM " + t.locks + " WHERE name = :key"};
+  s.refusal = {"lease.refusal", "SELECT " + refused_sql(d, "") + " FROM " + t.locks + " WHERE name = :key"};
 
   // The row is free when its lease is over (released, expired, or a session strategy's, which
   // has none), no other strategy's holder may still hold it, and --min-interval has passed.
@@ -70,7 +78,8 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                   }};
   };
   const std::string standard = d.upsert(take(fence)) + d.returning(taken);
-  s.take = {"lease.take", d.take(Take{take, fence, taken, s.refusal.text, refused, standard, t.unquoted("locks")})};
+  s.take = {"lease.take", d.take(Take{take, fence, taken, [&d](std::string_view row) { return refused_sql(d, row); }, standard,
+                                      t.unquoted("locks")})};
   // Where the take returns no rows.
   if (d.returning(taken).empty()) s.taken = {"lease.taken", taken_sql(d, t)};
 
@@ -126,7 +135,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                              },
                              [&](std::string_view row) { return header_free_sql(d, row, t.locks); }}) +
                        d.returning("token, NULL, NULL")};  // only its token is read (take_header)
-  s.header_refusal = {"semaphore.header_refusal", status + "slots FROM " + t.locks + " WHERE name = :key"};
+  s.header_refusal = {"semaphore.header_refusal", "SELECT " + status + "slots FROM " + t.locks + " WHERE name = :key"};
   // A dialect whose `begin` locks the whole database (SQLite) writes its own, without FOR UPDATE.
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
   s.failover = failover_statements(d, t);
@@ -254,12 +263,13 @@ void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& 
   // that finds the key held needs no read of its own (session_locker's busy()); a refused wait
   // ends in an error, which carries no row.
   if (d.clock.empty() || d.unsynced_commit.empty() || !upserts_on_conflict(d)) return;
-  auto numbered = [&](Statement& slot, std::string id, const Statement& lock, const std::string& refused) {
+  // The refused row is the key's, joined as r.
+  const std::string refused = ", " + refused_sql(d, "r."), key_row = " LEFT JOIN " + t.locks + " r ON NOT k.got AND r.name = :key";
+  auto numbered = [&](Statement& slot, std::string id, const Statement& lock, bool explains) {
     if (!lock.empty())
       fill(slot, std::move(id), "WITH k AS (" + lock.text + "), a AS (" +
                                     numbered_upsert_sql(d, t, " FROM k WHERE k.got", "k.at") + ") SELECT a.*, k.got" +
-                                    (refused.empty() ? "" : ", r.*") + " FROM k LEFT JOIN a ON true" +
-                                    (refused.empty() ? "" : " LEFT JOIN (" + refused + ") r ON NOT k.got"));
+                                    (explains ? refused : "") + " FROM k LEFT JOIN a ON true" + (explains ? key_row : ""));
   };
   // The take that does not wait reads the failover gate itself, as the lease's take does, when
   // core bound no :fence (it read no gate on this connection yet): `g` has the record's fence
@@ -270,7 +280,6 @@ void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& 
   // the record is (one core has read; a record gone since refuses, fail closed). `g` is read in
   // a subquery: ON CONFLICT's SET sees no FROM but the CTEs. So a run's first take, and a
   // contender refused, cost one round trip, not two.
-  const std::string refusal = lease_statements(d, t).refusal.text;
   if (!d.incarnation.empty() && !s.advisory_try.empty()) {
     const std::string fence = d.integer(":fence"), started = d.integer(":started_id");
     fill(s.advisory_numbered_try, "lock.advisory_numbered_try",
@@ -279,11 +288,11 @@ void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& 
              started + " IS NULL OR " + d.session_id + " = " + started + "))), k AS (" + s.advisory_try.text +
              " FROM g), a AS (" +
              numbered_upsert_sql(d, t, " FROM k WHERE k.got", "k.at", "(SELECT fence FROM g)") +
-             ") SELECT a.*, CASE WHEN k.at IS NULL THEN 2 WHEN k.got THEN 1 ELSE 0 END, r.* FROM (SELECT 1) o"
-             " LEFT JOIN k ON true LEFT JOIN a ON true LEFT JOIN (" + refusal + ") r ON NOT k.got");
+             ") SELECT a.*, COALESCE(CAST(k.got AS int), 2)" + refused +
+             " FROM (SELECT 1) o LEFT JOIN k ON true LEFT JOIN a ON true" + key_row);
   }
-  numbered(s.advisory_numbered_try, "lock.advisory_numbered_try", s.advisory_try, refusal);
-  numbered(s.advisory_numbered_wait, "lock.advisory_numbered_wait", s.advisory_wait, "");
+  numbered(s.advisory_numbered_try, "lock.advisory_numbered_try", s.advisory_try, true);
+  numbered(s.advisory_numbered_wait, "lock.advisory_numbered_wait", s.advisory_wait, false);
   // The lock goes once the row is released (g reads u), before the commit: a waiter it lets in
   // numbers the row once this statement has committed (its upsert waits for the row's lock).
   if (l.unlock && !s.advisory_numbered_try.empty())

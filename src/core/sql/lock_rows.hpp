@@ -28,6 +28,10 @@ using EpochMs = std::string (*)(std::string_view expr);
 /// database now. `now_expr` is the dialect's current time as a timestamp. A backend appends its
 /// own columns after these, from index status_column_count.
 std::string status_select_list(EpochMs epoch_ms, std::string_view now_expr);
+/// status_select_list() as a take that refused reads the row that refused it (its holder, its
+/// state, when it may start: lock_steps.cpp, refused()), over the row `row` ("" or an alias and
+/// its dot): NULL for a Column::past.
+std::string refusal_select_list(EpochMs epoch_ms, std::string_view now_expr, std::string_view row = "");
 inline constexpr int status_column_count = sql::tables::status_columns() + 1;
 
 /// What only the database can judge about a row's holder. The row's strategy picks which counts.

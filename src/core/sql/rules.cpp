@@ -62,11 +62,12 @@ std::string due_sql(const Dialect& d, std::string_view row, std::string_view now
   return "(" + interval + " <= 0 OR " + last + " IS NULL OR " + passed + ")";
 }
 
+// Read only when --min-interval is given (refused()): no CASE for none; a row never started
+// makes it NULL.
 std::string due_in_ms_sql(const Dialect& d, std::string_view row) {
   const std::string interval = d.integer(":min_interval_ms"), last = std::string(row) + "last_started_at";
-  const std::string due_in = d.started_ms_ago ? interval + " - " + d.started_ms_ago(row, d.now)
-                                              : d.epoch_ms(last) + " - " + d.epoch_ms(d.now) + " + " + interval;
-  return "CASE WHEN " + interval + " > 0 AND " + last + " IS NOT NULL THEN " + due_in + " END";
+  return d.started_ms_ago ? interval + " - " + d.started_ms_ago(row, d.now)
+                          : d.epoch_ms(last) + " - " + d.epoch_ms(d.now) + " + " + interval;
 }
 
 namespace {
@@ -107,7 +108,8 @@ std::string failover_covers_sql(const Dialect& d, std::string_view r) {
 }
 
 std::string failover_open_conditions(const Dialect& d, std::string_view r, std::string_view here) {
-  return std::string(here) + " AND NOT " + failover_delayed_sql(d, r) + " AND " + failover_covers_sql(d, r);
+  return (here.empty() ? std::string() : std::string(here) + " AND ") + "NOT " + failover_delayed_sql(d, r) + " AND " +
+         failover_covers_sql(d, r);
 }
 
 std::string failover_open_sql(const Dialect& d, std::string_view r, std::string_view here) {

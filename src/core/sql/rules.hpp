@@ -59,11 +59,10 @@ struct Take {
   std::string fence;
   /// The taken row's (token, acquired_ms, expires_ms), for Dialect::returning.
   std::string returning;
-  /// LeaseStatements::refusal, for a take that says in the same statement why it took nothing.
-  std::string refusal;
-  /// `refusal`'s select list alone (its columns over the row of :key), for a take that reads
-  /// them from the row it did not take.
-  std::string refused;
+  /// LeaseStatements::refusal's select list alone, over the row `row` ("" or an alias and its
+  /// dot): for a take that says in the same statement why it took nothing, from the row of :key
+  /// it did not take (MariaDB's RETURNING) or one it reads (PostgreSQL's, joined as `r`).
+  std::function<std::string(std::string_view row)> refused;
   /// The take in core's form: the dialect's upsert (Dialect::upsert) of upsert(fence), then its
   /// RETURNING (Dialect::returning) of `returning`; the default Dialect::take.
   std::string standard;
@@ -202,7 +201,7 @@ struct Dialect {
   SessionLock session_lock = {};
   /// LeaseStatements::take from `k`: the dialect's conditional upsert, its RETURNING or none,
   /// and what it can read in the same statement: the failover gate (a take that binds :record
-  /// reads it) and the refusal (`k.refusal`, after the taken row's columns). Default: core's
+  /// reads it) and the refusal (`k.refused`, after the taken row's columns). Default: core's
   /// form, `k.standard`.
   std::string (*take)(const Take& k) = [](const Take& k) { return k.standard; };
   /// What a lease's release returns of the row it released (a select list; "" for nothing):
@@ -346,8 +345,8 @@ std::string named_holder_sql(const Dialect& d, std::string_view row);
 /// (none asked, never started, or its last start at least that long before `now`).
 std::string due_sql(const Dialect& d, std::string_view row, std::string_view now);
 
-/// The milliseconds until the row `row` may start (LeaseStatements::refusal's due_in_ms): NULL
-/// when none is asked or it never started, <= 0 when it may now.
+/// The milliseconds until the row `row` may start (LeaseStatements::refusal's due_in_ms), read
+/// only when --min-interval is asked: NULL when it never started, <= 0 when it may now.
 std::string due_in_ms_sql(const Dialect& d, std::string_view row);
 
 /// Fencing tokens (dblock(1), FENCING TOKENS): the token of a row taken. `given`: the :token
@@ -377,7 +376,8 @@ std::string header_free_sql(const Dialect& d, std::string_view row, const std::s
 std::string failover_delayed_sql(const Dialect& d, std::string_view r);
 std::string failover_covers_sql(const Dialect& d, std::string_view r);
 std::string failover_open_sql(const Dialect& d, std::string_view r, std::string_view here);
-/// failover_open_sql's conditions without its parentheses, to be ANDed with others.
+/// failover_open_sql's conditions without its parentheses, to be ANDed with others. With no
+/// `here` (""), either is the others alone, for a take that reads `here` apart.
 std::string failover_open_conditions(const Dialect& d, std::string_view r, std::string_view here);
 
 }  // namespace dblock::sql

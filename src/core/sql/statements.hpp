@@ -76,8 +76,10 @@ struct LeaseStatements {
   /// records another strategy's holder (rows::strategy_allows_sql, mine :strategy). affected
   /// and rows as `take`.
   Statement session_take;
-  /// :key :min_interval_ms. Why `take` did not take it: the 14 status columns, then live (1 when
-  /// the lease is running), then due_in_ms (NULL or <= 0 when --min-interval allows a start).
+  /// :key :min_interval_ms. Why `take` did not take it: the 14 status columns (NULL for the
+  /// last run's and the renewal's, which a refusal does not read: rows::refusal_select_list),
+  /// then live (1 when the lease is running), then due_in_ms (read with --min-interval only:
+  /// NULL or <= 0 when it allows a start).
   Statement refusal;
   /// :key :owner :token :ttl_ms :record. expires_at = now + :ttl_ms, renewed_at = now, when the
   /// row is still that holder's and not released. affected: 1 renewed, 0 not ours any more.
@@ -114,7 +116,7 @@ struct LeaseStatements {
   /// the row stays locked until the transaction ends: core asks with :recount = 1 only in a
   /// later statement (take_header, lock_steps.hpp), so the slot rows are read after the lock.
   Statement header_take;
-  /// :key. Why `header_take` did not take it: the 14 status columns, live, then slots.
+  /// :key. Why `header_take` did not take it: the 14 status columns as `refusal`'s, live, then slots.
   Statement header_refusal;
   /// :key. Locks the row until the transaction ends (a slot's release locks its header first,
   /// the order acquirers use, so two releases of one semaphore never deadlock).

@@ -55,6 +55,9 @@ struct Column {
   bool required = true;
   /// Read by status, in the order of the table (rows::status_select_list, decode_status).
   bool status = false;
+  /// Of the row's last run or renewal, which status shows and nothing reads of a row that
+  /// refused a take (rows::refusal_select_list: NULL in its place).
+  bool past = false;
   /// The holder's: every take writes it from the bound parameter of its name (rules.hpp
   /// holder_values; rows::bind_holder binds it from the request), so a new one needs no
   /// statement edited.
@@ -92,12 +95,12 @@ inline constexpr Column locks_columns[] = {
     {.name = "strategy", .type = Type::word, .status = true},
     {.name = "session_id", .type = Type::session},
     {.name = "acquired_at", .type = Type::timestamp, .status = true},
-    {.name = "renewed_at", .type = Type::timestamp, .status = true},
+    {.name = "renewed_at", .type = Type::timestamp, .status = true, .past = true},
     {.name = "expires_at", .type = Type::timestamp, .status = true},
     {.name = "released_at", .type = Type::timestamp, .status = true},
     {.name = "last_started_at", .type = Type::timestamp, .status = true},
-    {.name = "last_finished_at", .type = Type::timestamp, .status = true},
-    {.name = "last_exit_code", .type = Type::int32, .status = true},
+    {.name = "last_finished_at", .type = Type::timestamp, .status = true, .past = true},
+    {.name = "last_exit_code", .type = Type::int32, .status = true, .past = true},
     {.name = "slots",
      .type = Type::int32,
      .since = semaphore_shape,

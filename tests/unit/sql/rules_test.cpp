@@ -44,9 +44,8 @@ const sql::Dialect marked{
 TEST_CASE("--min-interval's due check: none asked, never started, or started at least that long ago") {
   CHECK(sql::due_sql(marked, "l.", "AT") ==
         "(INT(:min_interval_ms) <= 0 OR l.last_started_at IS NULL OR AGO(l., AT) >= INT(:min_interval_ms))");
-  CHECK(sql::due_in_ms_sql(marked, "") ==
-        "CASE WHEN INT(:min_interval_ms) > 0 AND last_started_at IS NOT NULL THEN INT(:min_interval_ms) - AGO(, NOW)"
-        " END");
+  // Read only with --min-interval (lock_steps.cpp, refused()); NULL for a row never started.
+  CHECK(sql::due_in_ms_sql(marked, "") == "INT(:min_interval_ms) - AGO(, NOW)");
 }
 
 TEST_CASE("the history statements: one each, in the dialect's time and integer expressions") {
@@ -215,9 +214,12 @@ TEST_CASE("the lease's statements: one builder, the dialect's take, the failover
                               " NOT NULL OR l.acquired_at IS NULL) AND " +
                               sql::due_sql(marked, "l.", "NOW") + " RETURNING token, MS(acquired_at), MS(expires_at)"));
   CHECK(s.taken.empty());  // the take returns its row
-  CHECK(s.refusal.text == "SELECT " + rows::status_select_list(marked.epoch_ms, "NOW") +
-                              ", CASE WHEN LIVE() THEN 1 ELSE 0 END, " + sql::due_in_ms_sql(marked, "") +
-                              " FROM \"p_locks\" WHERE name = :key");
+  // The status columns a refused take reads (its holder, its state, when it may start), NULL
+  // for the last run's and the renewal's.
+  CHECK(s.refusal.text == "SELECT name, owner, host, pid, token, strategy, MS(acquired_at), NULL, MS(expires_at),"
+                          " MS(released_at), MS(last_started_at), NULL, NULL, MS(NOW), CASE WHEN LIVE() THEN 1 ELSE 0"
+                          " END, " + sql::due_in_ms_sql(marked, "") + " FROM \"p_locks\" WHERE name = :key");
+  CHECK(s.refusal.text.find("SELECT " + rows::refusal_select_list(marked.epoch_ms, "NOW") + ", ") == 0);
   // Renewed, it says whether the failover record names another incarnation.
   CHECK(s.renew.text == "UPDATE \"p_locks\" SET renewed_at = NOW, expires_at = PLUS(NOW, INT(:ttl_ms)) WHERE name ="
                         " :key AND owner = :owner AND token = INT(:token) AND released_at IS NULL RETURNING (SELECT"
@@ -416,8 +418,11 @@ TEST_CASE("the advisory statements: written once over the dialect's session lock
   CHECK(s.advisory_numbered_try.text.find("), k AS (" + s.advisory_try.text + " FROM g), a AS (INSERT INTO") !=
         std::string::npos);
   CHECK(s.advisory_numbered_try.text.find("(SELECT fence FROM g)") != std::string::npos);
-  CHECK(s.advisory_numbered_try.text.find(" SELECT a.*, CASE WHEN k.at IS NULL THEN 2 WHEN k.got THEN 1 ELSE 0 END, r.*") !=
+  // Refused, the key's row (joined as r) as the refusal reads it: no read of its own.
+  CHECK(s.advisory_numbered_try.text.find(" SELECT a.*, COALESCE(CAST(k.got AS int), 2), r.name, r.owner,") !=
         std::string::npos);
+  CHECK(s.advisory_numbered_try.text.ends_with(" FROM (SELECT 1) o LEFT JOIN k ON true LEFT JOIN a ON true LEFT JOIN " +
+                                               t.locks + " r ON NOT k.got AND r.name = :key"));
   // Released: the row, then the lock given back (after the release: it reads u), then the history row.
   CHECK(s.advisory_released.id == "lock.advisory_released");
   CHECK(s.advisory_released.text.find("g AS MATERIALIZED (SELECT ours, UNLOCK_ALL FROM (SELECT UNLOCK(INT(:lock)) AS"
