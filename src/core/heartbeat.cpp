@@ -18,8 +18,6 @@ Millis HeartbeatTiming::retry_interval() const { return std::clamp(ttl / 10, Mil
 
 Millis HeartbeatTiming::safety_margin() { return 1000ms; }
 
-Millis HeartbeatTiming::prepare_after() { return 20ms; }
-
 Heartbeat::Heartbeat(Locker& locker, Millis ttl, Millis acquired_sent_at) : locker_(locker), timing_{ttl} {
   state_.deadline = acquired_sent_at + ttl;
   event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -46,14 +44,11 @@ Heartbeat::State Heartbeat::state() const {
 }
 
 void Heartbeat::stop() {
-  // No wake-up once its first act has begun: woken now, the thread took the CPU from the
-  // release that follows (a perf sched trace of a handoff showed it), where all it would do is
-  // end. It ends when let_go() wakes it, after the release, or at its next step (250 ms at
-  // most); it never renews again. A command that ended before prepare_after() did not wait
-  // for it: the release waits for its first act, so that act goes now.
+  // No wake-up: woken now, the thread took the CPU from the release that follows (a perf
+  // sched trace of a handoff showed it), where all it would do is end. It ends when let_go()
+  // wakes it, after the release, or at its next step (250 ms at most); it never renews again.
   std::unique_lock lock(mutex_);
   stopping_ = true;
-  if (!prepare_started_) cv_.notify_all();
   idle_cv_.wait(lock, [this] { return !renewing_; });
 }
 
@@ -76,15 +71,8 @@ void Heartbeat::loop() {
   // First, while the command runs and before anything is due, the release made ready
   // (locker.hpp); always, even when stop() came first, so every run does the same work. The
   // constructor set renewing_, so stop() waits for it: the release never runs alongside.
-  // Not at the command's start: what it sends (PostgreSQL: the release's parse, about 2 ms of
-  // a server process's CPU for the lease's) took a CPU from the command's exec, while the last
-  // holder and its server sessions end on the other (docs/performance.md, handoffs round five).
-  std::unique_lock lock(mutex_);
-  cv_.wait_for(lock, HeartbeatTiming::prepare_after(), [this] { return stopping_; });
-  prepare_started_ = true;
-  lock.unlock();
   locker_.prepare_release();
-  lock.lock();
+  std::unique_lock lock(mutex_);
   renewing_ = false;
   idle_cv_.notify_all();
   for (;;) {

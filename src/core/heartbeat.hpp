@@ -22,10 +22,6 @@ struct HeartbeatTiming {
   Millis retry_interval() const;
   /// Kept free between SIGKILL and the local deadline: covers scheduling and the kill itself.
   static Millis safety_margin();
-  /// How far into the command the release is made ready (Locker::prepare_release): past the
-  /// handoff's burst of work on the two sides' CPUs (the command's exec, the last holder's
-  /// exit), unless the command ends sooner.
-  static Millis prepare_after();
 };
 
 class Heartbeat {
@@ -68,7 +64,6 @@ class Heartbeat {
   std::condition_variable idle_cv_;  // renewing_ went false
   bool stopping_ = false;
   bool renewing_ = false;  // the thread uses the locker (its first prepare_release, or a renew)
-  bool prepare_started_ = false;  // its first act has begun: stop() need not wake it for that
   State state_;
   std::thread thread_;
 };

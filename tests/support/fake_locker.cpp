@@ -84,11 +84,7 @@ class FakeLocker final : public Locker {
     return {};
   }
 
-  void prepare_release() override {
-    std::lock_guard lock(s_->mutex);
-    s_->prepared_at = boottime_now();
-    ++s_->releases_prepared;
-  }
+  void prepare_release() override { ++s_->releases_prepared; }
 
   Result<void> release(const ReleaseRequest& req) override {
     std::lock_guard lock(s_->mutex);

@@ -48,7 +48,6 @@ struct FakeScript {
   std::vector<ReleaseRequest> releases;
   std::atomic<int> releases_prepared{0};     // prepare_release calls
   std::vector<int> prepared_before_release;  // releases_prepared at each release
-  std::optional<Millis> prepared_at;         // CLOCK_BOOTTIME of the last prepare_release
   std::vector<int> live_children_at_release;  // this process's children not exited at each release
   std::int64_t next_token = 41;              // the next acquisition gets next_token + 1
   std::optional<Millis> acquired_at;         // CLOCK_BOOTTIME of the successful acquire
