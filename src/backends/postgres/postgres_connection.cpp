@@ -676,7 +676,10 @@ Result<std::string> Connection::name_for(const std::string& text, int n, sql::Se
           return std::unexpected(broken("sending a statement"));
         pipe_.background += in_transaction ? 2 : 1;
         if (in_transaction) pipe_.in_transaction = true;
-        if (auto ok = flush(deadline); !ok) return std::unexpected(ok.error());
+        // Made ready ahead, it goes now; a statement's own naming goes with its run (send's
+        // Sync), in one write, where the Parse on its own was answered before the run came.
+        if (now)
+          if (auto ok = flush(deadline); !ok) return std::unexpected(ok.error());
         it->second = ++prepared_;
         return "dblock_" + std::to_string(it->second);
       }
