@@ -252,7 +252,8 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
     const Millis sent = boottime_now();
     const Millis slice = wait ? std::min(server_slice, remaining(sent)) : 0ms;
     // Who holds it is asked after a refusal that came at once (a backoff follows anyway), and
-    // otherwise only now and then: between two slices of a wait it would cost a round trip.
+    // otherwise only now and then: between two slices of a wait it would cost a round trip. A
+    // semaphore's attempt always asks: a plain holder of its key settles it (semaphore.cpp).
     asked.describe_holder = request.slots > 0 || result.attempts == 0 || !server_waited || sent - described_at >= describe_gap;
     if (asked.describe_holder) described_at = sent;
     server_waited = false;

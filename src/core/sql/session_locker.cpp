@@ -600,7 +600,7 @@ class SessionLocker final : public Locker {
   Result<AcquireOutcome> busy(const LockRequest& req, const Rows* answered = nullptr) {
     AcquireOutcome out;
     out.state = AcquireOutcome::State::busy;
-    if (!answered && !req.describe_holder && req.semaphore.empty()) return out;  // not asked: a read of its own
+    if (!answered && !req.describe_holder) return out;  // not asked: it would be a read of its own
     LockRequest plain = req;
     plain.min_interval = Millis(0);  // the lock is busy, whatever --min-interval says
     auto row = refused(*book_, st_, plain, answered, {}, numbered_columns);
