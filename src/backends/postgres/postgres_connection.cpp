@@ -661,6 +661,7 @@ Result<std::string> Connection::name_for(const std::string& text, int n, sql::Se
       // two (a waiter's second slice, a lease's second renewal, at a distance). Its run plans it.
       {
         if (auto ok = enter_pipeline(); !ok) return std::unexpected(ok.error());
+        if (!now) cork(true);
         std::string plan = "EXPLAIN EXECUTE " + next + "(";
         for (int i = 0; i < n; ++i) plan += i ? ", NULL" : "NULL";
         plan += ")";
@@ -676,10 +677,12 @@ Result<std::string> Connection::name_for(const std::string& text, int n, sql::Se
           return std::unexpected(broken("sending a statement"));
         pipe_.background += in_transaction ? 2 : 1;
         if (in_transaction) pipe_.in_transaction = true;
-        // Made ready ahead, it goes now; a statement's own naming goes with its run (send's
-        // Sync), in one write, where the Parse on its own was answered before the run came.
-        if (now)
+        // Made ready ahead, it goes now; a statement's own naming goes with its run, corked
+        // until send() has sent that too (libpq's Sync writes at once), in one segment: the Parse
+        // on its own was at times answered before the run came, a turn more on the wire.
+        if (now) {
           if (auto ok = flush(deadline); !ok) return std::unexpected(ok.error());
+        }
         it->second = ++prepared_;
         return "dblock_" + std::to_string(it->second);
       }
