@@ -453,17 +453,16 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
   // session's 32 random hex digits: the server shows who holds it (holder_lock).
   const std::string held = lock_name(t, "dblock-held:", 20, ":key", ":tag");
   sql::LockStatements s;
-  // GET_LOCK is re-entrant on one connection: NULL rather than a second hold.
-  s.advisory_wait = {"lock.advisory_take", "SELECT IF(IS_USED_LOCK(" + advisory + ") <=> CONNECTION_ID(), NULL, GET_LOCK(" +
-                                               advisory + ", :wait_ms / 1000))"};
+  // The advisory take is core's over the session lock (lock.advisory_wait): GET_LOCK is
+  // re-entrant on one connection, so a key this session holds answers NULL, not a second hold.
   if (mariadb) {
     // The lock and the row in one statement, in the session that holds the lock (a named lock
     // outlives the commit): session.take's upsert fed by a SELECT of the lock's answer, no row
     // unless it was taken, and its row read back (RETURNING; RETURNING of a refused row says
     // NULL, as mariadb_take's). The lock is taken once, before the row, re-entrant as
-    // advisory_take, its name computed once (@dblock_lock). Its time is the grant's, read in the
-    // block's next statement: UTC_TIMESTAMP is the statement's start, SYSDATE the moment (in the
-    // session's zone). The lock's answer and its time go to variables (a SET answers nothing), so
+    // lock.advisory_wait, its name computed once (@dblock_lock). Its time is the grant's, read in
+    // the block's next statement: UTC_TIMESTAMP is the statement's start, SYSDATE the moment (in
+    // the session's zone). The lock's answer and its time go to variables (a SET answers nothing), so
     // that the block answers once either way: the row taken, or the refusal.
     const std::string lock = "SET @dblock_lock = " + advisory + "; SET @dblock_got = IF(IS_USED_LOCK(@dblock_lock) <=>"
                              " CONNECTION_ID(), NULL, GET_LOCK(@dblock_lock, :wait_ms / 1000)); SET @dblock_at ="

@@ -245,8 +245,9 @@ void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& 
     if (slot.empty()) slot = {std::move(id), std::move(text)};
   };
   // A dialect that writes its own take writes its own take without waiting, or none (the take
-  // with no wait then serves).
-  if (l.try_lock && s.advisory_wait.empty())
+  // with no wait then serves). Where the wait takes its bound as a parameter (no `bound`:
+  // :wait_ms), the wait of 0 is the take without waiting: one statement serves both, named once.
+  if (l.try_lock && !l.bound.empty() && s.advisory_wait.empty())
     fill(s.advisory_try, "lock.advisory_try", lock_sql(d, got(d, l.try_lock, key), false));
   if (l.wait_lock) fill(s.advisory_wait, "lock.advisory_wait", lock_sql(d, got(d, l.wait_lock, key), true));
   if (const std::string holds = holds_sql(d, key); !holds.empty())

@@ -500,14 +500,19 @@ TEST_CASE("where the server tells a lock's holder: a second take answers NULL, a
   };
   const sql::LockStatements s = sql::lock_statements(d, t, {});
   CHECK(s.advisory_wait.text == "SELECT CASE WHEN SAME(HOLDER(NAME(p_)), SESSION) THEN NULL ELSE WAIT(NAME(p_)) END AS got");
-  CHECK(s.advisory_try.text == "SELECT CASE WHEN SAME(HOLDER(NAME(p_)), SESSION) THEN NULL ELSE TRY(NAME(p_)) END AS got");
+  // Its wait takes its bound as a parameter (no SessionLock::bound): the wait of 0 is the try.
+  CHECK(s.advisory_try.empty());
   CHECK(s.advisory_holds.text == "SELECT SAME(HOLDER(NAME(p_)), SESSION)");
   CHECK(s.advisory_give_back.text == "SELECT UNLOCK(NAME(p_))");
   CHECK(s.advisory_numbered_wait.empty());  // no clock: a waited lock numbers no row in its statement
   // A dialect that writes its own take writes its own take without waiting, or none.
   sql::LockStatements own;
   own.advisory_wait = {"lock.advisory_take", "OWN"};
-  CHECK(sql::lock_statements(d, t, own).advisory_try.empty());
+  sql::Dialect bounded = d;
+  bounded.session_lock.bound = "BOUND";
+  CHECK(sql::lock_statements(bounded, t, {}).advisory_try.text ==
+        "SELECT CASE WHEN SAME(HOLDER(NAME(p_)), SESSION) THEN NULL ELSE TRY(NAME(p_)) END AS got");
+  CHECK(sql::lock_statements(bounded, t, own).advisory_try.empty());
 
   const sql::WakeStatements w = sql::wake_statements(d, t);
   CHECK(w.wake_hold.text == "SELECT TRY(:wake), UNLOCK(:queue)");
