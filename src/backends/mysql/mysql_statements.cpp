@@ -343,7 +343,6 @@ const sql::tables::SchemaDialect schema_dialect{
           return "BIGINT";
         },
     .identity = "BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY",
-    .nullable = " NULL",
     .table_options = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
     .inline_index = [](std::string_view name, std::string_view columns) {
       return "KEY " + std::string(name) + " (" + std::string(columns) + ")";
