@@ -151,11 +151,6 @@ const sql::Dialect dialect{
         [](std::string_view time, std::string_view ms) {
           return "TIMESTAMPADD(MICROSECOND, " + std::string(ms) + " * 1000, " + std::string(time) + ")";
         },
-    // Any number of keys in one statement.
-    .json_texts =
-        [](std::string_view param) {
-          return "(SELECT k FROM JSON_TABLE(" + std::string(param) + ", '$[*]' COLUMNS(k VARCHAR(255) PATH '$')) AS j)";
-        },
     .returning = [](std::string_view) { return std::string(); },
     .upsert = &upsert,
     .session_holds =

@@ -171,7 +171,10 @@ struct Dialect {
   /// Default: the parameter.
   std::string (*text)(std::string_view param) = [](std::string_view param) { return std::string(param); };
   /// The texts of the JSON array that the parameter `param` holds, as a subquery for IN.
-  std::string (*json_texts)(std::string_view param) = nullptr;
+  /// Default: SQL's JSON_TABLE (SQL:2016; MySQL 8, MariaDB 10.6), each text as a name of 255.
+  std::string (*json_texts)(std::string_view param) = [](std::string_view param) {
+    return "(SELECT k FROM JSON_TABLE(" + std::string(param) + ", '$[*]' COLUMNS(k VARCHAR(255) PATH '$')) AS j)";
+  };
   /// " RETURNING " and `columns`, or "" where an INSERT or UPDATE returns no rows: core then
   /// reads them in a statement of its own (ShedlockStatements::numbered, InspectStatements::renewed).
   std::string (*returning)(std::string_view columns) = [](std::string_view columns) {

@@ -329,6 +329,8 @@ TEST_CASE("a dialect that leaves a member unset gets core's form of it") {
   CHECK(plain.integer(":token") == ":token");
   CHECK(plain.text(":owner") == ":owner");
   CHECK(plain.same("a", "b") == "a IS NOT DISTINCT FROM b");
+  const sql::Dialect standard{};
+  CHECK(standard.json_texts(":keys") == "(SELECT k FROM JSON_TABLE(:keys, '$[*]' COLUMNS(k VARCHAR(255) PATH '$')) AS j)");
   CHECK(plain.begin == "START TRANSACTION");
   CHECK(plain.utc_now == "NOW");
   CHECK(plain.returning("x") == " RETURNING x");
