@@ -68,7 +68,6 @@ const sql::Dialect dialect{
     .utc_now = now_utc,
     .epoch_ms = &ms,
     .plus_ms = [](std::string_view time, std::string_view ms) { return std::string(time) + " + " + std::string(ms) + " * interval '1 ms'"; },
-    .text = [](std::string_view param) { return std::string(param) + "::text"; },
     .json_texts = [](std::string_view param) { return "(SELECT jsonb_array_elements_text(" + std::string(param) + "::jsonb))"; },
     .session_holds = [](std::string_view row, const Tables& t) { return "(" + session_holds(t, row) + ")::int"; },
     // The holder's session ended in the release itself, while the server shows it holding this

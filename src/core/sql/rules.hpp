@@ -167,9 +167,6 @@ struct Dialect {
   rows::EpochMs epoch_ms = nullptr;
   /// The timestamp `ms` (integer SQL, milliseconds) after the timestamp `time`.
   std::string (*plus_ms)(std::string_view time, std::string_view ms) = nullptr;
-  /// The bound parameter `param` where text is meant and nothing around it says so (`IS NULL`).
-  /// Default: the parameter.
-  std::string (*text)(std::string_view param) = [](std::string_view param) { return std::string(param); };
   /// The texts of the JSON array that the parameter `param` holds, as a subquery for IN.
   /// Default: SQL's JSON_TABLE (SQL:2016; MySQL 8, MariaDB 10.6), each text as a name of 255.
   std::string (*json_texts)(std::string_view param) = [](std::string_view param) {

@@ -23,7 +23,6 @@ const sql::Dialect marked{
     .utc_now = "UTC",
     .epoch_ms = [](std::string_view t) { return "MS(" + std::string(t) + ")"; },
     .plus_ms = [](std::string_view t, std::string_view ms) { return "PLUS(" + std::string(t) + ", " + std::string(ms) + ")"; },
-    .text = [](std::string_view param) { return "TEXT(" + std::string(param) + ")"; },
     .json_texts = [](std::string_view param) { return "JSON(" + std::string(param) + ")"; },
     .returning = [](std::string_view columns) { return " RETURNING " + std::string(columns); },
     .upsert = &sql::on_conflict_upsert,
@@ -154,15 +153,15 @@ TEST_CASE("inspection's statements: status with live and the server's verdict, r
   CHECK(s.slot_count.text == "SELECT slots FROM \"p_locks\" WHERE name = :key AND strategy = 'semaphore'");
   CHECK(s.renew_named.text ==
         "UPDATE \"p_locks\" SET renewed_at = NOW, expires_at = PLUS(NOW, INT(:ttl_ms)) WHERE name = :key AND"
-        " released_at IS NULL AND (TEXT(:owner) IS NULL OR owner = :owner) AND (INT(:token) IS NULL OR token ="
+        " released_at IS NULL AND (owner = :owner OR :owner IS NULL) AND (INT(:token) IS NULL OR token ="
         " INT(:token)) AND strategy = 'lease' RETURNING MS(expires_at)");
   CHECK(s.renewed.empty());
   CHECK(s.renew_own.empty());
   // Without RETURNING the renewal is read back; ShedLock's holder with a lease of the dialect's own renews that too.
   const sql::Dialect d = without_returning_with_own_lease();
   CHECK(sql::inspect_statements(d, sd, options).renewed.text ==
-        "SELECT MS(expires_at) FROM \"p_locks\" WHERE name = :key AND released_at IS NULL AND (TEXT(:owner) IS NULL"
-        " OR owner = :owner) AND (INT(:token) IS NULL OR token = INT(:token))");
+        "SELECT MS(expires_at) FROM \"p_locks\" WHERE name = :key AND released_at IS NULL AND (owner = :owner OR"
+        " :owner IS NULL) AND (INT(:token) IS NULL OR token = INT(:token))");
   options.shedlock = true;
   options.shedlock_table = "shed";
   const sql::InspectStatements shed = sql::inspect_statements(d, sd, options);
@@ -173,14 +172,14 @@ TEST_CASE("inspection's statements: status with live and the server's verdict, r
 
 TEST_CASE("the holder a renew or release from another process names: owner, token, or both") {
   CHECK(sql::named_holder_sql(marked, "l.") ==
-        "(TEXT(:owner) IS NULL OR l.owner = :owner) AND (INT(:token) IS NULL OR l.token = INT(:token))");
+        "(l.owner = :owner OR :owner IS NULL) AND (INT(:token) IS NULL OR l.token = INT(:token))");
 }
 
 TEST_CASE("release of another process's holder: the named holder's row, or with --force whoever holds it") {
   const Tables t("p_", '"');
   const std::string rows_marked =
       "l.name = :key AND (INT(:force) = 1 AND (l.released_at IS NULL OR LIVE(l.)) OR l.released_at IS NULL AND"
-      " (TEXT(:owner) IS NULL OR l.owner = :owner) AND (INT(:token) IS NULL OR l.token = INT(:token)))";
+      " (l.owner = :owner OR :owner IS NULL) AND (INT(:token) IS NULL OR l.token = INT(:token)))";
   const sql::ReleaseStatements s = sql::release_statements(marked, t);
   // --force also ends a --min-hold still running (LIVE on a released row), at now truncated to the millisecond.
   // The rows released answered in the same statement, each holder's session judged once.
@@ -327,7 +326,6 @@ TEST_CASE("a dialect that leaves a member unset gets core's form of it") {
   };
   const Tables t("p_", '"');
   CHECK(plain.integer(":token") == ":token");
-  CHECK(plain.text(":owner") == ":owner");
   CHECK(plain.same("a", "b") == "a IS NOT DISTINCT FROM b");
   const sql::Dialect standard{};
   CHECK(standard.json_texts(":keys") == "(SELECT k FROM JSON_TABLE(:keys, '$[*]' COLUMNS(k VARCHAR(255) PATH '$')) AS j)");
