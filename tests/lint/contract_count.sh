@@ -47,7 +47,9 @@ top=${1:-${DBLOCK_SOURCE_DIR:?usage: contract_count.sh SOURCE_DIR}}
 # (MySQL's was that).
 # 38 -> 37: Dialect::text gone: core compares :owner before it asks IS NULL, so PostgreSQL
 # infers its type from that first use (its cast ::text was for IS NULL alone).
-declare -A bound=([postgres]=37 [mysql]=45 [sqlite]=21)
+# 37 -> 36: the schema script's failover record is core's (sql::failover_record_sql), as
+# failover.create makes it; MySQL's puts it in its MariaDB-only comment.
+declare -A bound=([postgres]=36 [mysql]=45 [sqlite]=21)
 
 count() {
   local f=$1

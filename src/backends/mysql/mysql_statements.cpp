@@ -559,15 +559,12 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
 WakeStatements wake_statements(const std::string& prefix) { return sql::wake_statements(dialect, Tables(prefix, '`')); }
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix, '`');
-  // DDL commits on its own (no `begin`): CREATE TABLE IF NOT EXISTS is safe to race.
-  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name, descriptor.strategies);
-  // As failover.create makes it. The incarnation differs between MariaDB and MySQL, and a
-  // script cannot know which server it meets: a MariaDB-only comment (/*M! ... */), which MySQL
-  // skips; there the first run makes the record.
-  s.failover_record = "/*M!100000 INSERT INTO " + t.locks +
-                      " (name, owner, host, pid, token, strategy, acquired_at) VALUES (CONCAT(CHAR(1), 'failover'), " +
-                      incarnation(true) + ", NULL, 0, 0, 'failover', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE name = name */";
+  // DDL commits on its own (no `begin`): CREATE TABLE IF NOT EXISTS is safe to race. The
+  // failover record's incarnation differs between MariaDB and MySQL, and a script cannot know
+  // which server it meets: core's record in MariaDB's (CHR: 10.3.1), in a MariaDB-only comment
+  // (/*M! ... */), which MySQL skips; there the first run makes the record.
+  sql::SchemaStatements s = sql::schema_statements(mariadb_dialect, schema_dialect, options, descriptor.name, descriptor.strategies);
+  s.failover_record = "/*M!100301 " + s.failover_record + " */";
   s.failover_note = "MariaDB runs the next statement (a /*M! comment); MySQL skips it, and there the\n"
                     "-- first run makes the record (an INSERT).";
   // A name must hold 255 bytes of any key (ShedLock's its own length), whole: a TEXT column

@@ -286,8 +286,7 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options) {
 }
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix, '"');
-  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name, descriptor.strategies);
+  sql::SchemaStatements s = sql::schema_statements(dialect, schema_dialect, options, descriptor.name, descriptor.strategies);
   // CREATE TABLE IF NOT EXISTS races on the catalog (unique violation on pg_type) when several
   // processes create at once: an advisory transaction lock makes them take turns. Its id is a
   // number computed here, not user text.
@@ -296,12 +295,6 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   // SERIALIZABLE snapshot (taken by the lock's SELECT, before the wait) would not.
   s.begin = dialect.begin + "; SELECT pg_advisory_xact_lock(" +
             std::to_string(key_hash(options.table_prefix, "\x01schema")) + ")";
-  // As failover.create makes it, once: WHERE NOT EXISTS rather than ON CONFLICT, which a table
-  // without its key on name would refuse (the shape check names that, not the script).
-  const std::string record = "chr(1) || 'failover'";
-  s.failover_record = "INSERT INTO " + t.locks + " (name, owner, host, pid, token, strategy, acquired_at) SELECT " +
-                      record + ", " + incarnation + ", NULL, 0, 0, 'failover', now() WHERE NOT EXISTS (SELECT 1 FROM " +
-                      t.locks + " WHERE name = " + record + ")";
   // A name must hold 255 bytes of any key (ShedLock's its own length); a unique key's columns
   // are its key columns (not INCLUDE's), an expression by its text.
   s.columns = {"schema.columns",

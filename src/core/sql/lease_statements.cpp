@@ -364,6 +364,36 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   return s;
 }
 
+namespace {
+
+// The record named `name` (SQL), its longest TTL `pid`, inserted unless there is one met through
+// `key` (Upsert::key): two that make it at once race harmlessly, the second doing nothing.
+Upsert record_insert(const Dialect& d, const Tables& t, std::string name, std::string pid, std::string key) {
+  return {t.locks,
+          "l",
+          Assignments{{"name", std::move(name)}, {"owner", d.incarnation}, {"host", "NULL"}, {"pid", std::move(pid)},
+                      {"token", "0"}, {"strategy", "'failover'"}, {"acquired_at", d.now}},
+          [](std::string_view) { return Assignments(); },
+          [](std::string_view) { return std::string(); },
+          std::move(key)};
+}
+
+}  // namespace
+
+std::string failover_record_sql(const Dialect& d, const Tables& t) {
+  if (d.incarnation.empty()) return {};
+  const std::string_view name = failover::record_name;
+  return d.upsert(record_insert(
+      d, t, "CONCAT(CHR(" + std::to_string(static_cast<int>(name[0])) + "), '" + std::string(name.substr(1)) + "')", "0", ""));
+}
+
+SchemaStatements schema_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options,
+                                   std::string_view dialect_name, std::span<const Strategy> strategies) {
+  SchemaStatements s = tables::schema_statements(sd, options, dialect_name, strategies);
+  s.failover_record = failover_record_sql(d, Tables(options.table_prefix, sd.quote));
+  return s;
+}
+
 // The record is a row of <prefix>locks: owner the incarnation recorded, host the previous one,
 // token the fence, expires_at the end of the lock-delay, pid the longest TTL in ms.
 FailoverStatements failover_statements(const Dialect& d, const Tables& t) {
@@ -381,13 +411,7 @@ FailoverStatements failover_statements(const Dialect& d, const Tables& t) {
                                  (d.session_id.empty() ? "" : ", " + d.session_id + ", " + (serving.empty() ? "0" : serving)) +
                                  " FROM (SELECT " + now_incarnation +
                                  " AS incarnation_now) c LEFT JOIN " + t.locks + " r ON r.name = :record"};
-  // Inserted unless there is a record (two first acquirers race harmlessly, the second doing
-  // nothing).
-  f.create = {"failover.create",
-              d.upsert({t.locks, "l",
-                        Assignments{{"name", ":record"}, {"owner", now_incarnation}, {"host", "NULL"},
-                                    {"pid", ttl}, {"token", "0"}, {"strategy", "'failover'"}, {"acquired_at", d.now}},
-                        [](std::string_view) { return Assignments(); }, [](std::string_view) { return std::string(); }})};
+  f.create = {"failover.create", d.upsert(record_insert(d, t, ":record", ttl, "name"))};
   f.max_token = {"failover.max_token", "SELECT max(token) FROM " + t.locks + " WHERE name <> :record"};
   // host takes the old owner before owner changes (MySQL assigns left to right).
   f.move = {"failover.move", "UPDATE " + t.locks + " SET host = owner, owner = " + now_incarnation +

@@ -321,6 +321,17 @@ QueueStatements queue_statements(const Dialect& d, std::string_view key);
 /// dialect has no incarnation (Dialect::incarnation).
 FailoverStatements failover_statements(const Dialect& d, const Tables& t);
 
+/// SchemaStatements::failover_record over dblock's tables `t`: the record as failover.create
+/// makes it, for the server the script runs on, its name spelled in SQL (CHR, which PostgreSQL
+/// and MariaDB have) and met through any unique key (a table without its key on name is the
+/// shape check's to name, not the script's); "" where the dialect has no incarnation.
+std::string failover_record_sql(const Dialect& d, const Tables& t);
+
+/// tables::schema_statements of `sd`, with the failover record in the dialect `d`
+/// (failover_record_sql); the dialect adds the rest of SchemaStatements.
+SchemaStatements schema_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options,
+                                   std::string_view dialect_name, std::span<const Strategy> strategies);
+
 /// The session strategies' numbering of the row of :key (LeaseStatements::session_take) as an
 /// upsert, its tokens above `fence` (SQL; "" where there is none), its times `at` (SQL: now, or
 /// when a lock the statement waited for was granted), which its condition reads as `taken_at`
