@@ -194,11 +194,10 @@ sql::LeaseStatements lease_statements(const std::string& prefix) { return sql::l
 sql::LockStatements lock_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
   sql::LockStatements s;
-  // Each lock answers with its transaction's id: a row, the lock taken.
-  s.lock_claim = {"lock.claim", "SELECT txid_current() FROM " + t.claims + " WHERE name = :key AND kind = :kind FOR UPDATE"};
-  // txn-insert's waiters queue on the key's transaction-scoped advisory lock (two ints) ahead of
-  // the INSERT, which the holder keeps until its transaction ends: a release wakes the one
-  // waiter at the head of that queue, where on the unique index it would wake them all.
+  // for-update's lock is core's (lock.claim). txn-insert's answers with its transaction's id: a
+  // row, the lock taken. Its waiters queue on the key's transaction-scoped advisory lock (two
+  // ints) ahead of the INSERT, which the holder keeps until its transaction ends: a release wakes
+  // the one waiter at the head of that queue, where on the unique index it would wake them all.
   s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind"
                                          " FROM (SELECT pg_advisory_xact_lock(:hi::int, :lo::int)) q RETURNING txid_current()"};
   s.insert_claim_try = {"lock.insert_claim_try", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind"

@@ -348,6 +348,9 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
   session_lock_statements(d, t, s);
   s.begin = d.begin;
+  // for-update's lock: the key's claims row, locked until the transaction ends; a row (its
+  // name) when taken.
+  if (s.lock_claim.empty()) s.lock_claim = {"lock.claim", "SELECT name" + claim + " FOR UPDATE"};
   if (s.insert_claim.empty())
     s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
   // The key's claims row unless there is one, committed: an insert that leaves a racer's alone.

@@ -287,10 +287,11 @@ DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect
 
 /// The session strategies' server-lock statements (LockStatements): the dialect's own `s` (its
 /// claims' lock and insert, and any statement it writes its own way), completed with what is
-/// standard SQL: `begin` (Dialect::begin), insert_claim (a plain INSERT, unless the dialect wrote
-/// its own), lock_claim_nowait (lock_claim with NOWAIT, unless the dialect wrote its own:
-/// MariaDB's NOWAIT also refuses to wait for a table's metadata lock), make_claim (the dialect's
-/// upsert that leaves a row alone), holds_claim and alive;
+/// standard SQL: `begin` (Dialect::begin), lock_claim (SELECT ... FOR UPDATE) and insert_claim
+/// (a plain INSERT), each unless the dialect wrote its own, lock_claim_nowait (lock_claim with
+/// NOWAIT, unless the dialect wrote its own: MariaDB's NOWAIT also refuses to wait for a
+/// table's metadata lock), make_claim (the dialect's upsert that leaves a row alone),
+/// holds_claim and alive;
 /// and, each where the dialect's session lock (Dialect::session_lock) has what it needs and `s`
 /// has none, the advisory strategy's statements over it and lock_wait (SessionLock::bound).
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s);
