@@ -168,7 +168,7 @@ const sql::Dialect dialect{
     // wait is in whole seconds and more (:wait_ms / 1000). A name is at most 64 characters.
     .session_lock = {
         // advisory's lock (lock_statements).
-        .key = [](const Tables& t) { return lock_name(t, "dblock:", 57, ":key"); },
+        .key = [](const Tables& t, std::string_view name) { return lock_name(t, "dblock:", 57, name); },
         .try_lock = [](std::string_view key) { return "GET_LOCK(" + std::string(key) + ", 0)"; },
         .wait_lock = [](std::string_view key) { return "GET_LOCK(" + std::string(key) + ", :wait_ms / 1000)"; },
         .unlock = [](std::string_view key) { return "RELEASE_LOCK(" + std::string(key) + ")"; },
@@ -488,13 +488,8 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
         "; IF @dblock_got = 1 THEN " + insert + "; ELSE " + refused + "; END IF; END IF; COMMIT; END";
     s.advisory_numbered_wait = {"lock.advisory_numbered_wait", numbered};
   }
-  // The holder session is the bookkeeping one (mysql_session_lock.cpp): the lease's release of
-  // the row, which gives the lock back once it found the row the holder's, locked, so the waiter
-  // it lets in finds the row released (its upsert waits for this statement's commit). The name
-  // is the row's own, evaluated for that row only.
-  s.advisory_release_row = {"lock.advisory_release_row", lease.release.text +
-                                                             " AND RELEASE_LOCK(" + lock_name(t, "dblock:", 57, "name") +
-                                                             ") = 1"};
+  // The lease's release of the row that gives the lock back (lock.advisory_release_row) is
+  // core's, in the holder session, which is the bookkeeping one (mysql_session_lock.cpp).
   s.lock_wait = {"lock.wait", "SET SESSION innodb_lock_wait_timeout = :seconds"};
   // The key's wake name: a plain key's holder keeps it in this session, whose end (ROLLBACK
   // RELEASE, mysql_session_lock.cpp) gives back the row lock, the holder tag and the wake name in

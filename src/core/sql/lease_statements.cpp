@@ -240,7 +240,7 @@ std::string give_back_sql(const SessionLock& l, const std::string& key, const st
 
 void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& s) {
   const SessionLock& l = d.session_lock;
-  const std::string key = l.key ? l.key(t) : d.integer(":lock");
+  const std::string key = l.key ? l.key(t, ":key") : d.integer(":lock");
   auto fill = [](Statement& slot, std::string id, std::string text) {
     if (slot.empty()) slot = {std::move(id), std::move(text)};
   };
@@ -347,6 +347,15 @@ QueueStatements queue_statements(const Dialect& d, std::string_view key) {
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s) {
   const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
   session_lock_statements(d, t, s);
+  // Where no statement releases the row with the lock given back between (advisory_released)
+  // and the key's lock is named from the key, the lease's release of the row gives the lock back
+  // in the same statement once it found the row the holder's: the waiter it lets in finds the
+  // row released (its upsert waits for this statement's commit). The lock is named from the
+  // row's own name, so it is asked for that row only.
+  const SessionLock& l = d.session_lock;
+  if (l.key && l.unlock && s.advisory_released.empty() && s.advisory_release_row.empty())
+    s.advisory_release_row = {"lock.advisory_release_row",
+                              lease_statements(d, t).release.text + " AND " + l.unlock(l.key(t, "name"))};
   s.begin = d.begin;
   // for-update's lock: the key's claims row, locked until the transaction ends; a row (its
   // name) when taken.

@@ -93,9 +93,10 @@ struct OwnLease {
 /// ends. Each member is an expression of a select list; core writes the statements around them
 /// (lock_statements, queue_statements). A dialect without one leaves them unset: no statements.
 struct SessionLock {
-  /// The advisory strategy's lock of :key (SQL, as the members below take it). Default: the
-  /// key's hash (key_hash), which the holder session binds as :lock, as an integer.
-  std::string (*key)(const Tables& t) = nullptr;
+  /// The advisory strategy's lock of the key `name` (SQL: :key, or a row's name column), as the
+  /// members below take it. Default: the key's hash (key_hash), which the holder session binds
+  /// as :lock, as an integer (no row can name it: no advisory_release_row).
+  std::string (*key)(const Tables& t, std::string_view name) = nullptr;
   /// Takes `key` without waiting: true when taken, false when another session holds it.
   std::string (*try_lock)(std::string_view key) = nullptr;
   /// Takes `key`, waiting within the bound that `bound` set (ErrorKind::wait_ended once over):

@@ -431,7 +431,9 @@ TEST_CASE("the advisory statements: written once over the dialect's session lock
 
   // A statement the dialect writes its own is kept; a key of the dialect's own.
   sql::Dialect named = d;
-  named.session_lock.key = [](const Tables& tables) { return "NAME(" + tables.prefix + ", :key)"; };
+  named.session_lock.key = [](const Tables& tables, std::string_view name) {
+    return "NAME(" + tables.prefix + ", " + std::string(name) + ")";
+  };
   named.session_lock.unlock_all = {};
   sql::LockStatements own;
   own.advisory_wait = {"lock.advisory_take", "OWN WAIT"};
@@ -492,18 +494,22 @@ TEST_CASE("where the server tells a lock's holder: a second take answers NULL, a
   const Tables t("p_", '`');
   sql::Dialect d = marked;
   d.session_lock = {
-      .key = [](const Tables& tables) { return "NAME(" + tables.prefix + ")"; },
+      .key = [](const Tables& tables, std::string_view name) { return "NAME(" + tables.prefix + std::string(name) + ")"; },
       .try_lock = [](std::string_view key) { return "TRY(" + std::string(key) + ")"; },
       .wait_lock = [](std::string_view key) { return "WAIT(" + std::string(key) + ")"; },
       .unlock = [](std::string_view key) { return "UNLOCK(" + std::string(key) + ")"; },
       .holder = [](std::string_view key) { return "HOLDER(" + std::string(key) + ")"; },
   };
   const sql::LockStatements s = sql::lock_statements(d, t, {});
-  CHECK(s.advisory_wait.text == "SELECT CASE WHEN SAME(HOLDER(NAME(p_)), SESSION) THEN NULL ELSE WAIT(NAME(p_)) END AS got");
+  CHECK(s.advisory_wait.text == "SELECT CASE WHEN SAME(HOLDER(NAME(p_:key)), SESSION) THEN NULL ELSE WAIT(NAME(p_:key)) END AS got");
   // Its wait takes its bound as a parameter (no SessionLock::bound): the wait of 0 is the try.
   CHECK(s.advisory_try.empty());
-  CHECK(s.advisory_holds.text == "SELECT SAME(HOLDER(NAME(p_)), SESSION)");
-  CHECK(s.advisory_give_back.text == "SELECT UNLOCK(NAME(p_))");
+  CHECK(s.advisory_holds.text == "SELECT SAME(HOLDER(NAME(p_:key)), SESSION)");
+  CHECK(s.advisory_give_back.text == "SELECT UNLOCK(NAME(p_:key))");
+  // The lease's release that gives the lock back, named from the row's own name.
+  CHECK(s.advisory_release_row.id == "lock.advisory_release_row");
+  CHECK(s.advisory_release_row.text ==
+        sql::lease_statements(d, t).release.text + " AND UNLOCK(NAME(p_name))");
   CHECK(s.advisory_numbered_wait.empty());  // no clock: a waited lock numbers no row in its statement
   // A dialect that writes its own take writes its own take without waiting, or none.
   sql::LockStatements own;
@@ -511,7 +517,7 @@ TEST_CASE("where the server tells a lock's holder: a second take answers NULL, a
   sql::Dialect bounded = d;
   bounded.session_lock.bound = "BOUND";
   CHECK(sql::lock_statements(bounded, t, {}).advisory_try.text ==
-        "SELECT CASE WHEN SAME(HOLDER(NAME(p_)), SESSION) THEN NULL ELSE TRY(NAME(p_)) END AS got");
+        "SELECT CASE WHEN SAME(HOLDER(NAME(p_:key)), SESSION) THEN NULL ELSE TRY(NAME(p_:key)) END AS got");
   CHECK(sql::lock_statements(bounded, t, own).advisory_try.empty());
 
   const sql::WakeStatements w = sql::wake_statements(d, t);
