@@ -54,7 +54,11 @@ top=${1:-${DBLOCK_SOURCE_DIR:?usage: contract_count.sh SOURCE_DIR}}
 # 45 -> 44: lock.advisory_release_row is core's (the lease's release AND the unlock of the key's
 # lock named from the row's name: SessionLock::key takes the name), where the dialect names the
 # key's lock itself and no statement releases with the lock given back between (MySQL's).
-declare -A bound=([postgres]=35 [mysql]=44 [sqlite]=21)
+# 44 -> 43: MySQL gives its row-lock holder's tag as its session lock's (SessionLock::tag), and
+# core writes what goes around it: lock.claim with the tag and the wake name taken with the
+# row's lock, and lock.untag (MySQL's lock.claim and untag; its lock.tag, with its check of the
+# claims table's key, stays).
+declare -A bound=([postgres]=35 [mysql]=43 [sqlite]=21)
 
 count() {
   local f=$1

@@ -173,6 +173,9 @@ const sql::Dialect dialect{
         .wait_lock = [](std::string_view key) { return "GET_LOCK(" + std::string(key) + ", :wait_ms / 1000)"; },
         .unlock = [](std::string_view key) { return "RELEASE_LOCK(" + std::string(key) + ")"; },
         .holder = [](std::string_view key) { return "IS_USED_LOCK(" + std::string(key) + ")"; },
+        // The name a for-update or txn-insert holder keeps while it holds the key, with :tag, its
+        // lock session's 32 random hex digits (holder_lock).
+        .tag = [](const Tables& t) { return lock_name(t, "dblock-held:", 20, ":key", ":tag"); },
     },
     // The take is core's (Dialect::take): no RETURNING, nor a read of the failover record in an
     // ON DUPLICATE KEY UPDATE (its assignments read no table): the upsert alone, admitted before
@@ -443,9 +446,8 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
   const Tables t(prefix, '`');
   // advisory's lock: "dblock:" + 57 hex digits, so two databases on one server never share one.
   const std::string advisory = lock_name(t, "dblock:", 57, ":key");
-  // The name a for-update or txn-insert holder keeps while it holds the key, with :tag, its lock
-  // session's 32 random hex digits: the server shows who holds it (holder_lock).
-  const std::string held = lock_name(t, "dblock-held:", 20, ":key", ":tag");
+  // The name a for-update or txn-insert holder keeps while it holds the key (SessionLock::tag).
+  const std::string held = dialect.session_lock.tag(t);
   sql::LockStatements s;
   // The advisory take is core's over the session lock (lock.advisory_wait): GET_LOCK is
   // re-entrant on one connection, so a key this session holds answers NULL, not a second hold.
@@ -493,18 +495,9 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
   s.lock_wait = {"lock.wait", "SET SESSION innodb_lock_wait_timeout = :seconds"};
   // The key's wake name: a plain key's holder keeps it in this session, whose end (ROLLBACK
   // RELEASE, mysql_session_lock.cpp) gives back the row lock, the holder tag and the wake name in
-  // one round trip, in that order, so the waiter it wakes finds the row free.
+  // one round trip, in that order, so the waiter it wakes finds the row free. for-update's
+  // lock.claim takes both with the row's lock, and gives the tag back (lock.untag): core's.
   const std::string wake = "GET_LOCK(:wake, 0)";
-  // The holder tag and the wake name in the same statement, once the row is locked (the select
-  // list is evaluated for a locked row only; none when busy or missing).
-  s.lock_claim = {"lock.claim", "SELECT name, GET_LOCK(" + held + ", 0), " + wake + " FROM " + t.claims +
-                                    " WHERE name = :key AND kind = :kind FOR UPDATE"};
-  // Busy only when another holds the row: a table's metadata lock (a concurrent first run's
-  // CREATE TABLE, a DBA's ALTER) is waited for, as every statement waits for it
-  // (lock_wait_timeout). MySQL's NOWAIT (core's lock_claim_nowait) is about row locks only;
-  // MariaDB's is about metadata locks too, so there the holder session's
-  // innodb_lock_wait_timeout = 0 (MySQL's least is 1 s) answers a held row at once instead.
-  if (mariadb) s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text};
   // txn-insert's INSERT waits for another holder's only on a unique key of (name, kind): on a
   // claims table without one, both would insert and hold. The tag, run after that INSERT, then
   // reads one row too many (1242; a SELECT: DO drops the error), which sends the run to the
@@ -516,7 +509,6 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
                             " SUM(LOWER(COLUMN_NAME) IN ('name', 'kind') AND SUB_PART IS NULL) = 2";
   s.tag = {"lock.tag", "SELECT GET_LOCK(" + held + ", 0), (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two"
                        " WHERE NOT EXISTS (" + keyed + ")), " + wake};
-  s.untag = {"lock.untag", "DO RELEASE_LOCK(" + held + ")"};
   // On MariaDB a session strategy's release is one block of statements in the holder session,
   // as mariadb_release_recorded's (core's row_release_ended, which serves advisory too: its
   // :strategy says which): a row lock's in the holder's own transaction (its lock statement
@@ -548,7 +540,14 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
                         .answer = "@dblock_released > 0, @dblock_ours AND (RELEASE_LOCK(@dblock_lock) = 1 OR NOT " +
                                   is_advisory + "), RELEASE_LOCK(:wake)"})};
   }
-  return sql::lock_statements(dialect, t, std::move(s));
+  sql::LockStatements out = sql::lock_statements(dialect, t, std::move(s));
+  // Busy only when another holds the row: a table's metadata lock (a concurrent first run's
+  // CREATE TABLE, a DBA's ALTER) is waited for, as every statement waits for it
+  // (lock_wait_timeout). MySQL's NOWAIT (core's lock_claim_nowait) is about row locks only;
+  // MariaDB's is about metadata locks too, so there the holder session's
+  // innodb_lock_wait_timeout = 0 (MySQL's least is 1 s) answers a held row at once instead.
+  if (mariadb) out.lock_claim_nowait = {"lock.claim_nowait", out.lock_claim.text};
+  return out;
 }
 
 WakeStatements wake_statements(const std::string& prefix) { return sql::wake_statements(dialect, Tables(prefix, '`')); }

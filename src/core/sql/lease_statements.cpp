@@ -358,8 +358,14 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
                               lease_statements(d, t).release.text + " AND " + l.unlock(l.key(t, "name"))};
   s.begin = d.begin;
   // for-update's lock: the key's claims row, locked until the transaction ends; a row (its
-  // name) when taken.
-  if (s.lock_claim.empty()) s.lock_claim = {"lock.claim", "SELECT name" + claim + " FOR UPDATE"};
+  // name) when taken. With it, once the row is locked (the select list is evaluated for a locked
+  // row only), the holder's tag (SessionLock::tag) and, where waiters hear a release by the lock
+  // alone (wake_statements), the key's wake name, which the holder keeps.
+  const std::string tag = l.tag ? l.tag(t) : std::string();
+  const std::string with_lock = (tag.empty() ? "" : ", " + l.try_lock(tag)) +
+                                (wake_statements(d, t).wake_hold.empty() ? "" : ", " + l.try_lock(":wake"));
+  if (s.lock_claim.empty()) s.lock_claim = {"lock.claim", "SELECT name" + with_lock + claim + " FOR UPDATE"};
+  if (!tag.empty() && s.untag.empty()) s.untag = {"lock.untag", "SELECT " + l.unlock(tag)};
   if (s.insert_claim.empty())
     s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
   // The key's claims row unless there is one, committed: an insert that leaves a racer's alone.

@@ -119,6 +119,11 @@ struct SessionLock {
   /// holds already answers NULL (LockStatements::advisory_wait), and waiters hear a release by
   /// the lock alone (wake_statements).
   std::string (*holder)(std::string_view key) = nullptr;
+  /// The lock a row lock's holder (for-update, txn-insert) keeps while it holds :key, named with
+  /// :tag (its lock session's own), so the server shows who holds the key: taken with the row's
+  /// lock (LockStatements::lock_claim, or the dialect's `tag` after txn-insert's insert) and given
+  /// back after its transaction (`untag`). nullptr where the server shows no such holder.
+  std::string (*tag)(const Tables& t) = nullptr;
 };
 
 /// What a dialect spells its own way, for the rules of this file; each dialect gives one, in its
