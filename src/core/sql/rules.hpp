@@ -286,8 +286,7 @@ Statement release_recorded(const Dialect& d, const Tables& t, const Statement& r
 /// where there is none.
 Statement session_id_statement(const Dialect& d);
 
-/// doctor's statements (DoctorStatements) that are standard SQL: the server's version()
-/// (a dialect may name its server otherwise), the privilege probes of the tables of `options`,
+/// doctor's statements (DoctorStatements) that are standard SQL: the server's version(), the privilege probes of the tables of `options`,
 /// quoted as `sd` quotes them, and session_id; the dialect adds can_create and its checks.
 DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options);
 
