@@ -151,11 +151,6 @@ const sql::Dialect dialect{
         [](std::string_view time, std::string_view ms) {
           return "TIMESTAMPADD(MICROSECOND, " + std::string(ms) + " * 1000, " + std::string(time) + ")";
         },
-    // Any number of keys in one statement.
-    .json_texts =
-        [](std::string_view param) {
-          return "(SELECT k FROM JSON_TABLE(" + std::string(param) + ", '$[*]' COLUMNS(k VARCHAR(255) PATH '$')) AS j)";
-        },
     .returning = [](std::string_view) { return std::string(); },
     .upsert = &upsert,
     .session_holds =
@@ -173,11 +168,14 @@ const sql::Dialect dialect{
     // wait is in whole seconds and more (:wait_ms / 1000). A name is at most 64 characters.
     .session_lock = {
         // advisory's lock (lock_statements).
-        .key = [](const Tables& t) { return lock_name(t, "dblock:", 57, ":key"); },
+        .key = [](const Tables& t, std::string_view name) { return lock_name(t, "dblock:", 57, name); },
         .try_lock = [](std::string_view key) { return "GET_LOCK(" + std::string(key) + ", 0)"; },
         .wait_lock = [](std::string_view key) { return "GET_LOCK(" + std::string(key) + ", :wait_ms / 1000)"; },
         .unlock = [](std::string_view key) { return "RELEASE_LOCK(" + std::string(key) + ")"; },
         .holder = [](std::string_view key) { return "IS_USED_LOCK(" + std::string(key) + ")"; },
+        // The name a for-update or txn-insert holder keeps while it holds the key, with :tag, its
+        // lock session's 32 random hex digits (holder_lock).
+        .tag = [](const Tables& t) { return lock_name(t, "dblock-held:", 20, ":key", ":tag"); },
     },
     // The take is core's (Dialect::take): no RETURNING, nor a read of the failover record in an
     // ON DUPLICATE KEY UPDATE (its assignments read no table): the upsert alone, admitted before
@@ -343,7 +341,6 @@ const sql::tables::SchemaDialect schema_dialect{
           return "BIGINT";
         },
     .identity = "BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY",
-    .nullable = " NULL",
     .table_options = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
     .inline_index = [](std::string_view name, std::string_view columns) {
       return "KEY " + std::string(name) + " (" + std::string(columns) + ")";
@@ -449,21 +446,19 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
   const Tables t(prefix, '`');
   // advisory's lock: "dblock:" + 57 hex digits, so two databases on one server never share one.
   const std::string advisory = lock_name(t, "dblock:", 57, ":key");
-  // The name a for-update or txn-insert holder keeps while it holds the key, with :tag, its lock
-  // session's 32 random hex digits: the server shows who holds it (holder_lock).
-  const std::string held = lock_name(t, "dblock-held:", 20, ":key", ":tag");
+  // The name a for-update or txn-insert holder keeps while it holds the key (SessionLock::tag).
+  const std::string held = dialect.session_lock.tag(t);
   sql::LockStatements s;
-  // GET_LOCK is re-entrant on one connection: NULL rather than a second hold.
-  s.advisory_wait = {"lock.advisory_take", "SELECT IF(IS_USED_LOCK(" + advisory + ") <=> CONNECTION_ID(), NULL, GET_LOCK(" +
-                                               advisory + ", :wait_ms / 1000))"};
+  // The advisory take is core's over the session lock (lock.advisory_wait): GET_LOCK is
+  // re-entrant on one connection, so a key this session holds answers NULL, not a second hold.
   if (mariadb) {
     // The lock and the row in one statement, in the session that holds the lock (a named lock
     // outlives the commit): session.take's upsert fed by a SELECT of the lock's answer, no row
     // unless it was taken, and its row read back (RETURNING; RETURNING of a refused row says
     // NULL, as mariadb_take's). The lock is taken once, before the row, re-entrant as
-    // advisory_take, its name computed once (@dblock_lock). Its time is the grant's, read in the
-    // block's next statement: UTC_TIMESTAMP is the statement's start, SYSDATE the moment (in the
-    // session's zone). The lock's answer and its time go to variables (a SET answers nothing), so
+    // lock.advisory_wait, its name computed once (@dblock_lock). Its time is the grant's, read in
+    // the block's next statement: UTC_TIMESTAMP is the statement's start, SYSDATE the moment (in
+    // the session's zone). The lock's answer and its time go to variables (a SET answers nothing), so
     // that the block answers once either way: the row taken, or the refusal.
     const std::string lock = "SET @dblock_lock = " + advisory + "; SET @dblock_got = IF(IS_USED_LOCK(@dblock_lock) <=>"
                              " CONNECTION_ID(), NULL, GET_LOCK(@dblock_lock, :wait_ms / 1000)); SET @dblock_at ="
@@ -495,28 +490,14 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
         "; IF @dblock_got = 1 THEN " + insert + "; ELSE " + refused + "; END IF; END IF; COMMIT; END";
     s.advisory_numbered_wait = {"lock.advisory_numbered_wait", numbered};
   }
-  // The holder session is the bookkeeping one (mysql_session_lock.cpp): the lease's release of
-  // the row, which gives the lock back once it found the row the holder's, locked, so the waiter
-  // it lets in finds the row released (its upsert waits for this statement's commit). The name
-  // is the row's own, evaluated for that row only.
-  s.advisory_release_row = {"lock.advisory_release_row", lease.release.text +
-                                                             " AND RELEASE_LOCK(" + lock_name(t, "dblock:", 57, "name") +
-                                                             ") = 1"};
+  // The lease's release of the row that gives the lock back (lock.advisory_release_row) is
+  // core's, in the holder session, which is the bookkeeping one (mysql_session_lock.cpp).
   s.lock_wait = {"lock.wait", "SET SESSION innodb_lock_wait_timeout = :seconds"};
   // The key's wake name: a plain key's holder keeps it in this session, whose end (ROLLBACK
   // RELEASE, mysql_session_lock.cpp) gives back the row lock, the holder tag and the wake name in
-  // one round trip, in that order, so the waiter it wakes finds the row free.
+  // one round trip, in that order, so the waiter it wakes finds the row free. for-update's
+  // lock.claim takes both with the row's lock, and gives the tag back (lock.untag): core's.
   const std::string wake = "GET_LOCK(:wake, 0)";
-  // The holder tag and the wake name in the same statement, once the row is locked (the select
-  // list is evaluated for a locked row only; none when busy or missing).
-  s.lock_claim = {"lock.claim", "SELECT name, GET_LOCK(" + held + ", 0), " + wake + " FROM " + t.claims +
-                                    " WHERE name = :key AND kind = :kind FOR UPDATE"};
-  // Busy only when another holds the row: a table's metadata lock (a concurrent first run's
-  // CREATE TABLE, a DBA's ALTER) is waited for, as every statement waits for it
-  // (lock_wait_timeout). MySQL's NOWAIT (core's lock_claim_nowait) is about row locks only;
-  // MariaDB's is about metadata locks too, so there the holder session's
-  // innodb_lock_wait_timeout = 0 (MySQL's least is 1 s) answers a held row at once instead.
-  if (mariadb) s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text};
   // txn-insert's INSERT waits for another holder's only on a unique key of (name, kind): on a
   // claims table without one, both would insert and hold. The tag, run after that INSERT, then
   // reads one row too many (1242; a SELECT: DO drops the error), which sends the run to the
@@ -528,7 +509,6 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
                             " SUM(LOWER(COLUMN_NAME) IN ('name', 'kind') AND SUB_PART IS NULL) = 2";
   s.tag = {"lock.tag", "SELECT GET_LOCK(" + held + ", 0), (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two"
                        " WHERE NOT EXISTS (" + keyed + ")), " + wake};
-  s.untag = {"lock.untag", "DO RELEASE_LOCK(" + held + ")"};
   // On MariaDB a session strategy's release is one block of statements in the holder session,
   // as mariadb_release_recorded's (core's row_release_ended, which serves advisory too: its
   // :strategy says which): a row lock's in the holder's own transaction (its lock statement
@@ -560,21 +540,25 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
                         .answer = "@dblock_released > 0, @dblock_ours AND (RELEASE_LOCK(@dblock_lock) = 1 OR NOT " +
                                   is_advisory + "), RELEASE_LOCK(:wake)"})};
   }
-  return sql::lock_statements(dialect, t, std::move(s));
+  sql::LockStatements out = sql::lock_statements(dialect, t, std::move(s));
+  // Busy only when another holds the row: a table's metadata lock (a concurrent first run's
+  // CREATE TABLE, a DBA's ALTER) is waited for, as every statement waits for it
+  // (lock_wait_timeout). MySQL's NOWAIT (core's lock_claim_nowait) is about row locks only;
+  // MariaDB's is about metadata locks too, so there the holder session's
+  // innodb_lock_wait_timeout = 0 (MySQL's least is 1 s) answers a held row at once instead.
+  if (mariadb) out.lock_claim_nowait = {"lock.claim_nowait", out.lock_claim.text};
+  return out;
 }
 
 WakeStatements wake_statements(const std::string& prefix) { return sql::wake_statements(dialect, Tables(prefix, '`')); }
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix, '`');
-  // DDL commits on its own (no `begin`): CREATE TABLE IF NOT EXISTS is safe to race.
-  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name, descriptor.strategies);
-  // As failover.create makes it. The incarnation differs between MariaDB and MySQL, and a
-  // script cannot know which server it meets: a MariaDB-only comment (/*M! ... */), which MySQL
-  // skips; there the first run makes the record.
-  s.failover_record = "/*M!100000 INSERT INTO " + t.locks +
-                      " (name, owner, host, pid, token, strategy, acquired_at) VALUES (CONCAT(CHAR(1), 'failover'), " +
-                      incarnation(true) + ", NULL, 0, 0, 'failover', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE name = name */";
+  // DDL commits on its own (no `begin`): CREATE TABLE IF NOT EXISTS is safe to race. The
+  // failover record's incarnation differs between MariaDB and MySQL, and a script cannot know
+  // which server it meets: core's record in MariaDB's (CHR: 10.3.1), in a MariaDB-only comment
+  // (/*M! ... */), which MySQL skips; there the first run makes the record.
+  sql::SchemaStatements s = sql::schema_statements(mariadb_dialect, schema_dialect, options, descriptor.name, descriptor.strategies);
+  s.failover_record = "/*M!100301 " + s.failover_record + " */";
   s.failover_note = "MariaDB runs the next statement (a /*M! comment); MySQL skips it, and there the\n"
                     "-- first run makes the record (an INSERT).";
   // A name must hold 255 bytes of any key (ShedLock's its own length), whole: a TEXT column

@@ -68,7 +68,6 @@ const sql::Dialect dialect{
     .utc_now = now_utc,
     .epoch_ms = &ms,
     .plus_ms = [](std::string_view time, std::string_view ms) { return std::string(time) + " + " + std::string(ms) + " * interval '1 ms'"; },
-    .text = [](std::string_view param) { return std::string(param) + "::text"; },
     .json_texts = [](std::string_view param) { return "(SELECT jsonb_array_elements_text(" + std::string(param) + "::jsonb))"; },
     .session_holds = [](std::string_view row, const Tables& t) { return "(" + session_holds(t, row) + ")::int"; },
     // The holder's session ended in the release itself, while the server shows it holding this
@@ -195,11 +194,10 @@ sql::LeaseStatements lease_statements(const std::string& prefix) { return sql::l
 sql::LockStatements lock_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
   sql::LockStatements s;
-  // Each lock answers with its transaction's id: a row, the lock taken.
-  s.lock_claim = {"lock.claim", "SELECT txid_current() FROM " + t.claims + " WHERE name = :key AND kind = :kind FOR UPDATE"};
-  // txn-insert's waiters queue on the key's transaction-scoped advisory lock (two ints) ahead of
-  // the INSERT, which the holder keeps until its transaction ends: a release wakes the one
-  // waiter at the head of that queue, where on the unique index it would wake them all.
+  // for-update's lock is core's (lock.claim). txn-insert's answers with its transaction's id: a
+  // row, the lock taken. Its waiters queue on the key's transaction-scoped advisory lock (two
+  // ints) ahead of the INSERT, which the holder keeps until its transaction ends: a release wakes
+  // the one waiter at the head of that queue, where on the unique index it would wake them all.
   s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind"
                                          " FROM (SELECT pg_advisory_xact_lock(:hi::int, :lo::int)) q RETURNING txid_current()"};
   s.insert_claim_try = {"lock.insert_claim_try", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind"
@@ -240,7 +238,6 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options) {
   const std::string& prefix = options.table_prefix;
   const Tables t(prefix, '"');
   sql::DoctorStatements s = sql::doctor_statements(dialect, schema_dialect, options);
-  s.server = {"doctor.server", "SELECT 'PostgreSQL ' || current_setting('server_version')"};
   s.can_create = {"doctor.can_create", "SELECT has_schema_privilege(current_schema(), 'CREATE')"};
   // The idle limits in force: 'client' means the value came in this connection's startup packet,
   // so dblock's own did. A pooler that drops `options` (PgBouncer with it in
@@ -287,8 +284,7 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options) {
 }
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix, '"');
-  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name, descriptor.strategies);
+  sql::SchemaStatements s = sql::schema_statements(dialect, schema_dialect, options, descriptor.name, descriptor.strategies);
   // CREATE TABLE IF NOT EXISTS races on the catalog (unique violation on pg_type) when several
   // processes create at once: an advisory transaction lock makes them take turns. Its id is a
   // number computed here, not user text.
@@ -297,12 +293,6 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   // SERIALIZABLE snapshot (taken by the lock's SELECT, before the wait) would not.
   s.begin = dialect.begin + "; SELECT pg_advisory_xact_lock(" +
             std::to_string(key_hash(options.table_prefix, "\x01schema")) + ")";
-  // As failover.create makes it, once: WHERE NOT EXISTS rather than ON CONFLICT, which a table
-  // without its key on name would refuse (the shape check names that, not the script).
-  const std::string record = "chr(1) || 'failover'";
-  s.failover_record = "INSERT INTO " + t.locks + " (name, owner, host, pid, token, strategy, acquired_at) SELECT " +
-                      record + ", " + incarnation + ", NULL, 0, 0, 'failover', now() WHERE NOT EXISTS (SELECT 1 FROM " +
-                      t.locks + " WHERE name = " + record + ")";
   // A name must hold 255 bytes of any key (ShedLock's its own length); a unique key's columns
   // are its key columns (not INCLUDE's), an expression by its text.
   s.columns = {"schema.columns",

@@ -47,10 +47,11 @@ InspectStatements inspect_over(const Dialect& d, const Tables& t, const std::str
                                           " WHERE name = :key AND released_at IS NULL AND " + named};
     return s;
   }
-  // ShedLock knows only locked_by, so a token names the owner of dblock's row with that token.
+  // ShedLock knows only locked_by, so a token names the owner of dblock's row with that token;
+  // :owner compared before IS NULL, as named_holder_sql does.
   s.renew_named = {"inspect.renew_named",
-                   "UPDATE " + shedlock + " SET lock_until = " + d.plus_ms(d.utc_now, ttl) + " WHERE name = :key AND (" +
-                       d.text(":owner") + " IS NULL OR locked_by = :owner) AND (" + token +
+                   "UPDATE " + shedlock + " SET lock_until = " + d.plus_ms(d.utc_now, ttl) +
+                       " WHERE name = :key AND (locked_by = :owner OR :owner IS NULL) AND (" + token +
                        " IS NULL OR locked_by = (SELECT owner FROM " + t.locks + " WHERE name = :key AND token = " +
                        token + " AND strategy = 'shedlock')) AND lock_until > " + d.utc_now +
                        d.returning(d.epoch_ms("lock_until"))};

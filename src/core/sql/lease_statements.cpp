@@ -240,13 +240,14 @@ std::string give_back_sql(const SessionLock& l, const std::string& key, const st
 
 void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& s) {
   const SessionLock& l = d.session_lock;
-  const std::string key = l.key ? l.key(t) : d.integer(":lock");
+  const std::string key = l.key ? l.key(t, ":key") : d.integer(":lock");
   auto fill = [](Statement& slot, std::string id, std::string text) {
     if (slot.empty()) slot = {std::move(id), std::move(text)};
   };
   // A dialect that writes its own take writes its own take without waiting, or none (the take
-  // with no wait then serves).
-  if (l.try_lock && s.advisory_wait.empty())
+  // with no wait then serves). Where the wait takes its bound as a parameter (no `bound`:
+  // :wait_ms), the wait of 0 is the take without waiting: one statement serves both, named once.
+  if (l.try_lock && !l.bound.empty() && s.advisory_wait.empty())
     fill(s.advisory_try, "lock.advisory_try", lock_sql(d, got(d, l.try_lock, key), false));
   if (l.wait_lock) fill(s.advisory_wait, "lock.advisory_wait", lock_sql(d, got(d, l.wait_lock, key), true));
   if (const std::string holds = holds_sql(d, key); !holds.empty())
@@ -346,7 +347,25 @@ QueueStatements queue_statements(const Dialect& d, std::string_view key) {
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s) {
   const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
   session_lock_statements(d, t, s);
+  // Where no statement releases the row with the lock given back between (advisory_released)
+  // and the key's lock is named from the key, the lease's release of the row gives the lock back
+  // in the same statement once it found the row the holder's: the waiter it lets in finds the
+  // row released (its upsert waits for this statement's commit). The lock is named from the
+  // row's own name, so it is asked for that row only.
+  const SessionLock& l = d.session_lock;
+  if (l.key && l.unlock && s.advisory_released.empty() && s.advisory_release_row.empty())
+    s.advisory_release_row = {"lock.advisory_release_row",
+                              lease_statements(d, t).release.text + " AND " + l.unlock(l.key(t, "name"))};
   s.begin = d.begin;
+  // for-update's lock: the key's claims row, locked until the transaction ends; a row (its
+  // name) when taken. With it, once the row is locked (the select list is evaluated for a locked
+  // row only), the holder's tag (SessionLock::tag) and, where waiters hear a release by the lock
+  // alone (wake_statements), the key's wake name, which the holder keeps.
+  const std::string tag = l.tag ? l.tag(t) : std::string();
+  const std::string with_lock = (tag.empty() ? "" : ", " + l.try_lock(tag)) +
+                                (wake_statements(d, t).wake_hold.empty() ? "" : ", " + l.try_lock(":wake"));
+  if (s.lock_claim.empty()) s.lock_claim = {"lock.claim", "SELECT name" + with_lock + claim + " FOR UPDATE"};
+  if (!tag.empty() && s.untag.empty()) s.untag = {"lock.untag", "SELECT " + l.unlock(tag)};
   if (s.insert_claim.empty())
     s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
   // The key's claims row unless there is one, committed: an insert that leaves a racer's alone.
@@ -360,6 +379,36 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   // A row lock lasts as long as its transaction, which lasts as long as the session: answered
   // while the session is.
   s.alive = {"lock.alive", "SELECT 1"};
+  return s;
+}
+
+namespace {
+
+// The record named `name` (SQL), its longest TTL `pid`, inserted unless there is one met through
+// `key` (Upsert::key): two that make it at once race harmlessly, the second doing nothing.
+Upsert record_insert(const Dialect& d, const Tables& t, std::string name, std::string pid, std::string key) {
+  return {t.locks,
+          "l",
+          Assignments{{"name", std::move(name)}, {"owner", d.incarnation}, {"host", "NULL"}, {"pid", std::move(pid)},
+                      {"token", "0"}, {"strategy", "'failover'"}, {"acquired_at", d.now}},
+          [](std::string_view) { return Assignments(); },
+          [](std::string_view) { return std::string(); },
+          std::move(key)};
+}
+
+}  // namespace
+
+std::string failover_record_sql(const Dialect& d, const Tables& t) {
+  if (d.incarnation.empty()) return {};
+  const std::string_view name = failover::record_name;
+  return d.upsert(record_insert(
+      d, t, "CONCAT(CHR(" + std::to_string(static_cast<int>(name[0])) + "), '" + std::string(name.substr(1)) + "')", "0", ""));
+}
+
+SchemaStatements schema_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options,
+                                   std::string_view dialect_name, std::span<const Strategy> strategies) {
+  SchemaStatements s = tables::schema_statements(sd, options, dialect_name, strategies);
+  s.failover_record = failover_record_sql(d, Tables(options.table_prefix, sd.quote));
   return s;
 }
 
@@ -380,13 +429,7 @@ FailoverStatements failover_statements(const Dialect& d, const Tables& t) {
                                  (d.session_id.empty() ? "" : ", " + d.session_id + ", " + (serving.empty() ? "0" : serving)) +
                                  " FROM (SELECT " + now_incarnation +
                                  " AS incarnation_now) c LEFT JOIN " + t.locks + " r ON r.name = :record"};
-  // Inserted unless there is a record (two first acquirers race harmlessly, the second doing
-  // nothing).
-  f.create = {"failover.create",
-              d.upsert({t.locks, "l",
-                        Assignments{{"name", ":record"}, {"owner", now_incarnation}, {"host", "NULL"},
-                                    {"pid", ttl}, {"token", "0"}, {"strategy", "'failover'"}, {"acquired_at", d.now}},
-                        [](std::string_view) { return Assignments(); }, [](std::string_view) { return std::string(); }})};
+  f.create = {"failover.create", d.upsert(record_insert(d, t, ":record", ttl, "name"))};
   f.max_token = {"failover.max_token", "SELECT max(token) FROM " + t.locks + " WHERE name <> :record"};
   // host takes the old owner before owner changes (MySQL assigns left to right).
   f.move = {"failover.move", "UPDATE " + t.locks + " SET host = owner, owner = " + now_incarnation +

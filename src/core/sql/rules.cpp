@@ -45,10 +45,11 @@ HistoryStatements history_statements(const Dialect& d, const std::string& runs) 
   return s;
 }
 
+// :owner compared first, then asked IS NULL: a server that infers a parameter's type from its
+// first use (PostgreSQL) finds it text there, where IS NULL alone says nothing.
 std::string named_holder_sql(const Dialect& d, std::string_view row) {
   const std::string r(row), token = d.integer(":token");
-  return "(" + d.text(":owner") + " IS NULL OR " + r + "owner = :owner) AND (" + token + " IS NULL OR " + r + "token = " +
-         token + ")";
+  return "(" + r + "owner = :owner OR :owner IS NULL) AND (" + token + " IS NULL OR " + r + "token = " + token + ")";
 }
 
 // Whole milliseconds since the last start at least :min_interval_ms (an integer) is the same

@@ -93,9 +93,10 @@ struct OwnLease {
 /// ends. Each member is an expression of a select list; core writes the statements around them
 /// (lock_statements, queue_statements). A dialect without one leaves them unset: no statements.
 struct SessionLock {
-  /// The advisory strategy's lock of :key (SQL, as the members below take it). Default: the
-  /// key's hash (key_hash), which the holder session binds as :lock, as an integer.
-  std::string (*key)(const Tables& t) = nullptr;
+  /// The advisory strategy's lock of the key `name` (SQL: :key, or a row's name column), as the
+  /// members below take it. Default: the key's hash (key_hash), which the holder session binds
+  /// as :lock, as an integer (no row can name it: no advisory_release_row).
+  std::string (*key)(const Tables& t, std::string_view name) = nullptr;
   /// Takes `key` without waiting: true when taken, false when another session holds it.
   std::string (*try_lock)(std::string_view key) = nullptr;
   /// Takes `key`, waiting within the bound that `bound` set (ErrorKind::wait_ended once over):
@@ -118,6 +119,11 @@ struct SessionLock {
   /// holds already answers NULL (LockStatements::advisory_wait), and waiters hear a release by
   /// the lock alone (wake_statements).
   std::string (*holder)(std::string_view key) = nullptr;
+  /// The lock a row lock's holder (for-update, txn-insert) keeps while it holds :key, named with
+  /// :tag (its lock session's own), so the server shows who holds the key: taken with the row's
+  /// lock (LockStatements::lock_claim, or the dialect's `tag` after txn-insert's insert) and given
+  /// back after its transaction (`untag`). nullptr where the server shows no such holder.
+  std::string (*tag)(const Tables& t) = nullptr;
 };
 
 /// What a dialect spells its own way, for the rules of this file; each dialect gives one, in its
@@ -167,11 +173,11 @@ struct Dialect {
   rows::EpochMs epoch_ms = nullptr;
   /// The timestamp `ms` (integer SQL, milliseconds) after the timestamp `time`.
   std::string (*plus_ms)(std::string_view time, std::string_view ms) = nullptr;
-  /// The bound parameter `param` where text is meant and nothing around it says so (`IS NULL`).
-  /// Default: the parameter.
-  std::string (*text)(std::string_view param) = [](std::string_view param) { return std::string(param); };
   /// The texts of the JSON array that the parameter `param` holds, as a subquery for IN.
-  std::string (*json_texts)(std::string_view param) = nullptr;
+  /// Default: SQL's JSON_TABLE (SQL:2016; MySQL 8, MariaDB 10.6), each text as a name of 255.
+  std::string (*json_texts)(std::string_view param) = [](std::string_view param) {
+    return "(SELECT k FROM JSON_TABLE(" + std::string(param) + ", '$[*]' COLUMNS(k VARCHAR(255) PATH '$')) AS j)";
+  };
   /// " RETURNING " and `columns`, or "" where an INSERT or UPDATE returns no rows: core then
   /// reads them in a statement of its own (ShedlockStatements::numbered, InspectStatements::renewed).
   std::string (*returning)(std::string_view columns) = [](std::string_view columns) {
@@ -280,17 +286,17 @@ Statement release_recorded(const Dialect& d, const Tables& t, const Statement& r
 /// where there is none.
 Statement session_id_statement(const Dialect& d);
 
-/// doctor's statements (DoctorStatements) that are standard SQL: the server's version()
-/// (a dialect may name its server otherwise), the privilege probes of the tables of `options`,
+/// doctor's statements (DoctorStatements) that are standard SQL: the server's version(), the privilege probes of the tables of `options`,
 /// quoted as `sd` quotes them, and session_id; the dialect adds can_create and its checks.
 DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options);
 
 /// The session strategies' server-lock statements (LockStatements): the dialect's own `s` (its
 /// claims' lock and insert, and any statement it writes its own way), completed with what is
-/// standard SQL: `begin` (Dialect::begin), insert_claim (a plain INSERT, unless the dialect wrote
-/// its own), lock_claim_nowait (lock_claim with NOWAIT, unless the dialect wrote its own:
-/// MariaDB's NOWAIT also refuses to wait for a table's metadata lock), make_claim (the dialect's
-/// upsert that leaves a row alone), holds_claim and alive;
+/// standard SQL: `begin` (Dialect::begin), lock_claim (SELECT ... FOR UPDATE) and insert_claim
+/// (a plain INSERT), each unless the dialect wrote its own, lock_claim_nowait (lock_claim with
+/// NOWAIT, unless the dialect wrote its own: MariaDB's NOWAIT also refuses to wait for a
+/// table's metadata lock), make_claim (the dialect's upsert that leaves a row alone),
+/// holds_claim and alive;
 /// and, each where the dialect's session lock (Dialect::session_lock) has what it needs and `s`
 /// has none, the advisory strategy's statements over it and lock_wait (SessionLock::bound).
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s);
@@ -320,6 +326,17 @@ QueueStatements queue_statements(const Dialect& d, std::string_view key);
 /// SQL but for the dialect's incarnation, times and serving columns; all empty where the
 /// dialect has no incarnation (Dialect::incarnation).
 FailoverStatements failover_statements(const Dialect& d, const Tables& t);
+
+/// SchemaStatements::failover_record over dblock's tables `t`: the record as failover.create
+/// makes it, for the server the script runs on, its name spelled in SQL (CHR, which PostgreSQL
+/// and MariaDB have) and met through any unique key (a table without its key on name is the
+/// shape check's to name, not the script's); "" where the dialect has no incarnation.
+std::string failover_record_sql(const Dialect& d, const Tables& t);
+
+/// tables::schema_statements of `sd`, with the failover record in the dialect `d`
+/// (failover_record_sql); the dialect adds the rest of SchemaStatements.
+SchemaStatements schema_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options,
+                                   std::string_view dialect_name, std::span<const Strategy> strategies);
 
 /// The session strategies' numbering of the row of :key (LeaseStatements::session_take) as an
 /// upsert, its tokens above `fence` (SQL; "" where there is none), its times `at` (SQL: now, or

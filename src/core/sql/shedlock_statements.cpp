@@ -47,7 +47,8 @@ ShedlockStatements shedlock_statements(const Dialect& d, const Tables& t, const 
   // test is locked_by, which two hosts given one --owner share).
   const std::string still_token = "EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key AND token = " + token + ")";
   // ShedLock knows only locked_by, so a token names the owner of dblock's row with that token.
-  const std::string named = "(" + d.text(":owner") + " IS NULL OR locked_by = :owner) AND (" + token +
+  // :owner compared before IS NULL, as named_holder_sql does.
+  const std::string named = "(locked_by = :owner OR :owner IS NULL) AND (" + token +
                             " IS NULL OR locked_by = (SELECT owner FROM " + t.locks + " WHERE name = :key AND token = " +
                             token + " AND strategy = 'shedlock'))";
   ShedlockStatements s;

@@ -23,7 +23,6 @@ const sql::Dialect marked{
     .utc_now = "UTC",
     .epoch_ms = [](std::string_view t) { return "MS(" + std::string(t) + ")"; },
     .plus_ms = [](std::string_view t, std::string_view ms) { return "PLUS(" + std::string(t) + ", " + std::string(ms) + ")"; },
-    .text = [](std::string_view param) { return "TEXT(" + std::string(param) + ")"; },
     .json_texts = [](std::string_view param) { return "JSON(" + std::string(param) + ")"; },
     .returning = [](std::string_view columns) { return " RETURNING " + std::string(columns); },
     .upsert = &sql::on_conflict_upsert,
@@ -154,15 +153,15 @@ TEST_CASE("inspection's statements: status with live and the server's verdict, r
   CHECK(s.slot_count.text == "SELECT slots FROM \"p_locks\" WHERE name = :key AND strategy = 'semaphore'");
   CHECK(s.renew_named.text ==
         "UPDATE \"p_locks\" SET renewed_at = NOW, expires_at = PLUS(NOW, INT(:ttl_ms)) WHERE name = :key AND"
-        " released_at IS NULL AND (TEXT(:owner) IS NULL OR owner = :owner) AND (INT(:token) IS NULL OR token ="
+        " released_at IS NULL AND (owner = :owner OR :owner IS NULL) AND (INT(:token) IS NULL OR token ="
         " INT(:token)) AND strategy = 'lease' RETURNING MS(expires_at)");
   CHECK(s.renewed.empty());
   CHECK(s.renew_own.empty());
   // Without RETURNING the renewal is read back; ShedLock's holder with a lease of the dialect's own renews that too.
   const sql::Dialect d = without_returning_with_own_lease();
   CHECK(sql::inspect_statements(d, sd, options).renewed.text ==
-        "SELECT MS(expires_at) FROM \"p_locks\" WHERE name = :key AND released_at IS NULL AND (TEXT(:owner) IS NULL"
-        " OR owner = :owner) AND (INT(:token) IS NULL OR token = INT(:token))");
+        "SELECT MS(expires_at) FROM \"p_locks\" WHERE name = :key AND released_at IS NULL AND (owner = :owner OR"
+        " :owner IS NULL) AND (INT(:token) IS NULL OR token = INT(:token))");
   options.shedlock = true;
   options.shedlock_table = "shed";
   const sql::InspectStatements shed = sql::inspect_statements(d, sd, options);
@@ -173,14 +172,14 @@ TEST_CASE("inspection's statements: status with live and the server's verdict, r
 
 TEST_CASE("the holder a renew or release from another process names: owner, token, or both") {
   CHECK(sql::named_holder_sql(marked, "l.") ==
-        "(TEXT(:owner) IS NULL OR l.owner = :owner) AND (INT(:token) IS NULL OR l.token = INT(:token))");
+        "(l.owner = :owner OR :owner IS NULL) AND (INT(:token) IS NULL OR l.token = INT(:token))");
 }
 
 TEST_CASE("release of another process's holder: the named holder's row, or with --force whoever holds it") {
   const Tables t("p_", '"');
   const std::string rows_marked =
       "l.name = :key AND (INT(:force) = 1 AND (l.released_at IS NULL OR LIVE(l.)) OR l.released_at IS NULL AND"
-      " (TEXT(:owner) IS NULL OR l.owner = :owner) AND (INT(:token) IS NULL OR l.token = INT(:token)))";
+      " (l.owner = :owner OR :owner IS NULL) AND (INT(:token) IS NULL OR l.token = INT(:token)))";
   const sql::ReleaseStatements s = sql::release_statements(marked, t);
   // --force also ends a --min-hold still running (LIVE on a released row), at now truncated to the millisecond.
   // The rows released answered in the same statement, each holder's session judged once.
@@ -327,8 +326,9 @@ TEST_CASE("a dialect that leaves a member unset gets core's form of it") {
   };
   const Tables t("p_", '"');
   CHECK(plain.integer(":token") == ":token");
-  CHECK(plain.text(":owner") == ":owner");
   CHECK(plain.same("a", "b") == "a IS NOT DISTINCT FROM b");
+  const sql::Dialect standard{};
+  CHECK(standard.json_texts(":keys") == "(SELECT k FROM JSON_TABLE(:keys, '$[*]' COLUMNS(k VARCHAR(255) PATH '$')) AS j)");
   CHECK(plain.begin == "START TRANSACTION");
   CHECK(plain.utc_now == "NOW");
   CHECK(plain.returning("x") == " RETURNING x");
@@ -431,7 +431,9 @@ TEST_CASE("the advisory statements: written once over the dialect's session lock
 
   // A statement the dialect writes its own is kept; a key of the dialect's own.
   sql::Dialect named = d;
-  named.session_lock.key = [](const Tables& tables) { return "NAME(" + tables.prefix + ", :key)"; };
+  named.session_lock.key = [](const Tables& tables, std::string_view name) {
+    return "NAME(" + tables.prefix + ", " + std::string(name) + ")";
+  };
   named.session_lock.unlock_all = {};
   sql::LockStatements own;
   own.advisory_wait = {"lock.advisory_take", "OWN WAIT"};
@@ -492,22 +494,31 @@ TEST_CASE("where the server tells a lock's holder: a second take answers NULL, a
   const Tables t("p_", '`');
   sql::Dialect d = marked;
   d.session_lock = {
-      .key = [](const Tables& tables) { return "NAME(" + tables.prefix + ")"; },
+      .key = [](const Tables& tables, std::string_view name) { return "NAME(" + tables.prefix + std::string(name) + ")"; },
       .try_lock = [](std::string_view key) { return "TRY(" + std::string(key) + ")"; },
       .wait_lock = [](std::string_view key) { return "WAIT(" + std::string(key) + ")"; },
       .unlock = [](std::string_view key) { return "UNLOCK(" + std::string(key) + ")"; },
       .holder = [](std::string_view key) { return "HOLDER(" + std::string(key) + ")"; },
   };
   const sql::LockStatements s = sql::lock_statements(d, t, {});
-  CHECK(s.advisory_wait.text == "SELECT CASE WHEN SAME(HOLDER(NAME(p_)), SESSION) THEN NULL ELSE WAIT(NAME(p_)) END AS got");
-  CHECK(s.advisory_try.text == "SELECT CASE WHEN SAME(HOLDER(NAME(p_)), SESSION) THEN NULL ELSE TRY(NAME(p_)) END AS got");
-  CHECK(s.advisory_holds.text == "SELECT SAME(HOLDER(NAME(p_)), SESSION)");
-  CHECK(s.advisory_give_back.text == "SELECT UNLOCK(NAME(p_))");
+  CHECK(s.advisory_wait.text == "SELECT CASE WHEN SAME(HOLDER(NAME(p_:key)), SESSION) THEN NULL ELSE WAIT(NAME(p_:key)) END AS got");
+  // Its wait takes its bound as a parameter (no SessionLock::bound): the wait of 0 is the try.
+  CHECK(s.advisory_try.empty());
+  CHECK(s.advisory_holds.text == "SELECT SAME(HOLDER(NAME(p_:key)), SESSION)");
+  CHECK(s.advisory_give_back.text == "SELECT UNLOCK(NAME(p_:key))");
+  // The lease's release that gives the lock back, named from the row's own name.
+  CHECK(s.advisory_release_row.id == "lock.advisory_release_row");
+  CHECK(s.advisory_release_row.text ==
+        sql::lease_statements(d, t).release.text + " AND UNLOCK(NAME(p_name))");
   CHECK(s.advisory_numbered_wait.empty());  // no clock: a waited lock numbers no row in its statement
   // A dialect that writes its own take writes its own take without waiting, or none.
   sql::LockStatements own;
   own.advisory_wait = {"lock.advisory_take", "OWN"};
-  CHECK(sql::lock_statements(d, t, own).advisory_try.empty());
+  sql::Dialect bounded = d;
+  bounded.session_lock.bound = "BOUND";
+  CHECK(sql::lock_statements(bounded, t, {}).advisory_try.text ==
+        "SELECT CASE WHEN SAME(HOLDER(NAME(p_:key)), SESSION) THEN NULL ELSE TRY(NAME(p_:key)) END AS got");
+  CHECK(sql::lock_statements(bounded, t, own).advisory_try.empty());
 
   const sql::WakeStatements w = sql::wake_statements(d, t);
   CHECK(w.wake_hold.text == "SELECT TRY(:wake), UNLOCK(:queue)");
