@@ -64,6 +64,7 @@ counted() {
 }
 # wire FIELD: connections | round_trips | summary (both) | statements | queries (one per line) | options
 #   | holder_messages, holder_last: a row lock's holder connection's message types, its last query
+#   | holder_queries, holder_round_trips: its queries (one per line), its round trips
 #   | holder_named, holder_bound: its named statements and the names it ran
 wire() {
   python3 -c '
@@ -84,6 +85,7 @@ else:
     if what == "holder_messages": print(holder[0]["messages"] if holder else "")
     elif what == "holder_queries": print("\n".join(holder[0]["queries"]) if holder else "")
     elif what == "holder_last": print(holder[0]["queries"][-1] if holder else "")
+    elif what == "holder_round_trips": print(holder[0]["round_trips"] if holder else 0)
     elif what == "holder_named": print("\n".join(holder[0]["named"]) if holder else "")
     elif what == "holder_bound": print("\n".join(holder[0]["bound"]) if holder else "")' "$E2E_TMP/run.log" "$1"
 }
@@ -238,7 +240,14 @@ runs_of() {
   echo $(($(wire queries | grep -cP "$1") - $(wc -w <<<"$names") + $(wire bound | grep -cxF "${names:-none}")))
 }
 holder_reads() { runs_of '^SELECT name, owner, host, pid, token, strategy'; }
-for s in advisory for-update; do
+# A row-lock waiter's slice is one round trip on its holder connection: a slice that ends in
+# lock_timeout leaves its transaction aborted, and that transaction's ROLLBACK goes ahead of the
+# next slice's BEGIN, lock timeout and lock statement, in their write, where it was a round trip
+# of its own, awaited (two a slice: a release landing in between found the waiter a round trip
+# late). Beyond its slices (a BEGIN each), the holder connection's round trips are the release
+# with its COMMIT, and its Parse should the server answer it apart (the binary before: twice
+# its slices).
+for s in advisory for-update txn-insert; do
   k=$(key "wire-slices-$s")
   start_bg h dblock -s "$s" run "$k" -- sleep 4
   wait_for 10 is_held "$k" || fail "$s: slices: the holder never held"
@@ -248,6 +257,13 @@ for s in advisory for-update; do
   assert_between "$s: a waiter over a 4 s hold asks who holds the key once" 1 1 "$(holder_reads)"
   [ "$s" = advisory ] &&
     assert_between "$s: a waiter over a 4 s hold: its slices and little else (round trips)" 8 14 "$(wire round_trips)"
+  if [ "$s" != advisory ]; then
+    slices=$(wire holder_queries | grep -c '^BEGIN')
+    echo "      $s: slices=$slices holder_round_trips=$(wire holder_round_trips) round_trips=$(wire round_trips)"
+    assert_between "$s: a waiter over a 4 s hold waits in slices of half a second" 4 12 "$slices"
+    assert_between "$s: a waiter over a 4 s hold: one round trip a slice ($slices) on its holder connection, and its release" \
+      "$slices" $((slices + 2)) "$(wire holder_round_trips)"
+  fi
 done
 # A statement run again is named with its Parse in the pipeline ahead of its run by that name:
 # a lease's renewals are one round trip each, the second's naming included (it was two: the

@@ -516,6 +516,25 @@ Result<void> Connection::send_ahead_synced(std::string_view sql, const std::vect
 #endif
 }
 
+Result<void> Connection::end_ahead(std::string_view sql) {
+#ifdef LIBPQ_HAS_PIPELINING
+  if (!is_open()) return std::unexpected(broken("not connected"));
+  // A Sync now would end the group of statements queued for the next exec.
+  if (pipe_.queued == 0) {
+    if (auto ok = enter_pipeline(); !ok) return ok;
+    cork(true);  // until the next statement is sent (send): one write
+    const std::string text(sql);
+    if (!PQsendQueryParams(conn_.get(), text.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) ||
+        !PQpipelineSync(conn_.get()))
+      return std::unexpected(broken("sending a statement"));
+    pipe_.ending = ++pipe_.background;
+    return {};
+  }
+#endif
+  if (auto r = exec(sql); !r) return std::unexpected(r.error());
+  return {};
+}
+
 void Connection::send_unawaited(std::string_view sql, const std::vector<sql::Value>& values) {
   if (!is_open()) return;
   std::vector<const sql::Value*> pointers;
@@ -572,7 +591,7 @@ Result<Connection::Collected> Connection::collect_piped(Millis deadline, bool ou
   const int groups = pipe_.background + (ours ? 1 : 0) + pipe_.trailing;
   // In ours, the statements sent ahead come first, then the exec's, then one that follows it.
   const int ours_index = pipe_.queued;
-  Owned last(nullptr, &PQclear), error(nullptr, &PQclear);
+  Owned last(nullptr, &PQclear), error(nullptr, &PQclear), unended(nullptr, &PQclear);
   int synced = 0, ends = 0, index = 0;
   while (synced < groups) {
     while (PQisBusy(c))
@@ -594,6 +613,7 @@ Result<Connection::Collected> Connection::collect_piped(Millis deadline, bool ou
       const char* st = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
       if (!ahead_answer_ || ahead_answer_->empty()) ahead_answer_ = status == PGRES_FATAL_ERROR && st ? st : "";
     }
+    if (synced + 1 == pipe_.ending && status == PGRES_FATAL_ERROR && !unended) unended = std::move(r);
     if (!ours || synced != ours_at || status == PGRES_PIPELINE_ABORTED) continue;
     const bool failed = status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE || status == PGRES_NONFATAL_ERROR;
     if (!failed && (!pipe_.following || index == ours_index)) last = std::move(r);
@@ -606,6 +626,13 @@ Result<Connection::Collected> Connection::collect_piped(Millis deadline, bool ou
     // answering mid-way leaves a connection no one can use.
     if (PQstatus(c) != CONNECTION_BAD) close();
     if (!error || !conn_) return std::unexpected(broken("reading the answers of a pipeline"));
+  }
+  if (unended) {
+    // The ROLLBACK sent ahead (end_ahead) failed: its transaction may be open still, and
+    // whatever followed it did not run. Closed, the session ends it.
+    const Error e = statement_error(unended.get(), c, dsn_.redacted);
+    close();
+    return fail(ErrorKind::connection, e.message + "; ending a refused transaction, the session closed");
   }
   if (channel_.empty())
     while (PGnotify* n = PQnotifies(c)) PQfreemem(n);
@@ -635,8 +662,9 @@ Result<std::string> Connection::name_for(const std::string& text, int n, sql::Se
   if (c != named_for_) names_.clear(), prepared_ = 0, named_for_ = c;
   // Made ready ahead (now) inside a transaction: in a savepoint, below.
   const bool in_transaction = now && PQtransactionStatus(c) == PQTRANS_INTRANS;
-  if (!naming_ || !named_by || n == 0 || (PQtransactionStatus(c) != PQTRANS_IDLE && !in_transaction))
-    return std::string();
+  // Behind a ROLLBACK sent ahead (end_ahead), with nothing queued after it, the session is idle.
+  const bool idle = PQtransactionStatus(c) == PQTRANS_IDLE || (pipe_.ending > 0 && pipe_.queued == 0);
+  if (!naming_ || !named_by || n == 0 || (!idle && !in_transaction)) return std::string();
   auto [it, first_run] = names_.try_emplace(text, 0);
   if (it->second == 0 && (now || !first_run)) {
     // Behind a pooler a name would only go missing and fill the server's log: ask first.
@@ -680,7 +708,8 @@ Result<std::string> Connection::name_for(const std::string& text, int n, sql::Se
         // Made ready ahead, it goes now; a statement's own naming goes with its run, corked
         // until send() has sent that too (libpq's Sync writes at once), in one segment: the Parse
         // on its own was at times answered before the run came, a turn more on the wire.
-        if (now) {
+        // Behind a ROLLBACK sent ahead, it goes with that and the statement after it, in one write.
+        if (now && pipe_.ending == 0) {
           if (auto ok = flush(deadline); !ok) return std::unexpected(ok.error());
         }
         it->second = ++prepared_;

@@ -61,6 +61,14 @@ class Connection {
   /// Sends `sql` (one statement, `values`) without waiting for its answer, which the next
   /// statement reads and drops, or closing does: a ROLLBACK that nothing after it depends on.
   void send_unawaited(std::string_view sql, const std::vector<sql::Value>& values = {});
+  /// Sends `sql` (one statement that ends a transaction: a refused lock's ROLLBACK) in a group of
+  /// its own ahead of the next exec's statement, in that statement's write and round trip, where
+  /// it used to be a round trip of its own; what is made ready meanwhile (prepare) goes between
+  /// the two, the session idle by then. Its answer is read with that exec's: should it have
+  /// failed, the connection is closed (the transaction ends with it) and that exec reports it.
+  /// Where libpq has no pipeline mode, or statements wait to go in the next exec's group, it
+  /// runs at once.
+  Result<void> end_ahead(std::string_view sql);
   /// Sends `sql` (one statement) with `values` ahead of the next exec's statement, in its round
   /// trip but in a transaction of its own (a Sync ends it), so the statement after it takes its
   /// snapshot and now() only once it has ended: a wait in the server (a lock) that the next
@@ -162,6 +170,7 @@ class Connection {
     int trailing = 0;         // groups sent after the exec's own (send_after_next)
     bool following = false;   // a statement follows the exec's in its group (send_in_group_after_next)
     bool keep_first = false;  // the first background group's answer is kept (send_ahead_synced)
+    int ending = 0;           // the background group (from 1) that ends a transaction (end_ahead), or 0
     // Background groups sent inside a healthy transaction that leave it so (a preparation in a
     // savepoint): libpq says a statement is in progress until they are read, the transaction is open.
     bool in_transaction = false;

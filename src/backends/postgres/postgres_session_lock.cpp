@@ -28,6 +28,9 @@ class PostgresHolder final : public sql::HolderSession {
     else (void)session_.answer();
   }
   Result<void> exec(std::string_view sql) override { return session_.exec(sql); }
+  // In its own group, in the write of the BEGIN, lock timeout and lock statement that follow
+  // (Connection::end_ahead): they run only once it has ended the refused transaction.
+  Result<void> rollback_ahead() override { return holder_->end_ahead("ROLLBACK"); }
   // COMMIT in the statement's round trip and its pipeline group: skipped when it failed.
   Result<sql::Rows> run_and_commit(const sql::Statement& st, const sql::Params& p) override {
     holder_->send_in_group_after_next("COMMIT");

@@ -98,8 +98,9 @@ class ServerLock {
   // A waiter's release in its own transaction (row_release_ended) is what the next waiter will
   // wait for: made ready while no transaction is open (inside one, a preparation that failed
   // would end the transaction and the lock with it), before a wait (SessionLocker::attempt).
+  // A ROLLBACK owed goes ahead of the preparation, in the next lock statement's round trip.
   void prepare_for_wait() {
-    if (row_lock() && !st_.row_release_ended.empty() && settle_rollback()) h_->prepare(st_.row_release_ended);
+    if (row_lock() && !st_.row_release_ended.empty() && settle_rollback(true)) h_->prepare(st_.row_release_ended);
   }
   // The same while the command runs, inside the lock's transaction (HolderSession::prepare_held):
   // a holder that did not wait, or whose first wait let it in, made nothing ready before.
@@ -252,7 +253,7 @@ class ServerLock {
       // Refused: another holds the row (a claims row still missing says nothing of a holder).
       if (pass == 0 && ahead)
         waiters.behind(key, h_->told(), locked && locked->affected > 0, !locked && held_elsewhere(locked.error().kind));
-      if (!locked) return failed(locked.error(), key, !wait);
+      if (!locked) return failed(locked.error(), key);
       if (locked->affected > 0) {
         if (!st_.untag.empty()) tagged_ = key;
         // The lock statement's answer, or the tag's that followed it (txn-insert's INSERT answers none).
@@ -260,7 +261,7 @@ class ServerLock {
         if (!st_.row_release_ended.empty() && !said.empty() && !said[0].is_null(0)) txn_ = said[0].text(0);
         return true;
       }
-      if (strategy_ == Strategy::txn_insert) return failed(Error{ErrorKind::busy, "taken"}, key, !wait);  // the try's answer
+      if (strategy_ == Strategy::txn_insert) return failed(Error{ErrorKind::busy, "taken"}, key);  // the try's answer
       // The key's claims row must exist, committed, before anyone can lock it. Its insert waits
       // for a racer's, within the same lock wait, and then means busy.
       if (auto r = h_->exec("ROLLBACK"); !r) return std::unexpected(r.error());
@@ -272,21 +273,23 @@ class ServerLock {
     return false;  // the row vanished again: core tries again
   }
 
-  // The holder's transaction, with its lock wait `w`.
+  // The holder's transaction, with its lock wait `w`, the ROLLBACK owed by the last one ahead of it.
   Result<void> begin(const Params& p, Millis w) {
-    if (auto ok = settle_rollback(); !ok) return ok;
+    if (auto ok = settle_rollback(true); !ok) return ok;
     return h_->begin(st_, p, w);
   }
 
   // After a take that failed with `e`: busy is "someone else holds it"; anything that may have
   // taken the lock or left a transaction open gives it back; a lost holder holds nothing.
-  // `owe`: a row lock refused without a wait holds nothing, so its transaction's ROLLBACK is
-  // owed rather than waited for: a contender that then ends (exit 75, every host but one when a
-  // crontab line fires) closes the connection, which ends it, and one that goes on sends it
-  // first (settle_rollback), so nothing else runs in that transaction.
-  Result<bool> failed(const Error& e, const std::string& key, bool owe = false) {
+  // A row lock refused (at once, or its wait's slice over) holds nothing, so its transaction's
+  // ROLLBACK is owed rather than waited for: a contender that then ends (exit 75, every host but
+  // one when a crontab line fires) closes the connection, which ends it, and one that goes on
+  // sends it first (settle_rollback), ahead of its next transaction, in that one's round trip: a
+  // waiter is back in the server one round trip after its slice ended, where awaiting the
+  // ROLLBACK made it two, a release landing in between found a round trip late.
+  Result<bool> failed(const Error& e, const std::string& key) {
     if (e.kind == ErrorKind::connection) return std::unexpected(e);
-    if (owe && row_lock() && held_elsewhere(e.kind) && !tagged_) {
+    if (row_lock() && held_elsewhere(e.kind) && !tagged_) {
       rollback_owed_ = h_->transaction_open();
       return false;
     }
@@ -295,10 +298,12 @@ class ServerLock {
     return std::unexpected(e);
   }
 
-  // The ROLLBACK that failed() owed, before anything else runs on the holder session.
-  Result<void> settle_rollback() {
+  // The ROLLBACK that failed() owed, before anything else runs on the holder session: `ahead`,
+  // sent ahead of what runs there next, in its round trip (HolderSession::rollback_ahead), else
+  // awaited. One that failed closes the session, which ends the transaction with it.
+  Result<void> settle_rollback(bool ahead = false) {
     if (!std::exchange(rollback_owed_, false) || h_->socket() < 0) return {};
-    auto r = h_->exec("ROLLBACK");
+    auto r = ahead ? h_->rollback_ahead() : h_->exec("ROLLBACK");
     if (!r) h_->close();  // closing frees whatever the session held
     txn_.reset();
     return r;
@@ -312,7 +317,7 @@ class ServerLock {
   std::optional<std::string> txn_;     // the holder's transaction, as its lock statement answered it
   bool gate_unread_ = false;           // gate_unread()
   bool answered_ = false;              // gate_opened()
-  bool rollback_owed_ = false;         // failed(..., owe), settle_rollback()
+  bool rollback_owed_ = false;         // failed(), settle_rollback()
   std::optional<Rows> refusal_;        // refusal()
 };
 

@@ -65,6 +65,12 @@ class HolderSession {
   virtual AheadAnswer told() const { return AheadAnswer::untold; }
   /// Runs SQL without parameters (ROLLBACK).
   virtual Result<void> exec(std::string_view sql) = 0;
+  /// Ends a refused lock's transaction, which holds nothing, with ROLLBACK sent ahead of what
+  /// the session runs next (a preparation, the next begin and its lock statement), in that
+  /// statement's round trip, where the dialect can: the server runs them in order, nothing after
+  /// a ROLLBACK that failed runs, and that failure closes the session (the next statement reports
+  /// it). By default it runs now, as exec.
+  virtual Result<void> rollback_ahead() { return exec("ROLLBACK"); }
   /// Opens the transaction that holds a row lock (`st.begin`), its lock wait `wait` (server_wait's)
   /// set by `st.lock_wait` with `p` (bind's parameters) where the dialect keeps it: for the
   /// transaction just begun, or for the session before it begins, only when it changed. A
