@@ -136,30 +136,6 @@ for strategy in lease advisory for-update txn-insert; do
   assert_between "$strategy busy: round trips after the handshakes, at most $most" 1 "$most" "$((r1 - r0))"
 done
 
-# A for-update or txn-insert waiter over a 4 s hold waits in slices of half a second (at the
-# head of the key's queue, its lock statement behind a wait for the holder's wake name, one
-# block): the ROLLBACK that a refused slice owes goes in the next slice's block, ahead of its
-# lock statement, not in a round trip of its own between two slices, where a release found the
-# waiter late. Its text queries: the session's settings, and no ROLLBACK (the binary before: 5,
-# a ROLLBACK after every other slice; 19 round trips, 15 after).
-for strategy in for-update txn-insert; do
-  key="rt-slices-$strategy"
-  start_bg holder dblock --strategy "$strategy" run "$key" -- sleep 4
-  if ! wait_for 10 is_held "$key"; then
-    fail "$strategy slices: the holder never held"
-    continue
-  fi
-  read -r c0 r0 q0 e0 k0 <<<"$(snapshot)"
-  rc=0
-  dblock -d "$proxied" --strategy "$strategy" run "$key" -w 20s -- true || rc=$?
-  settled "$c0" "$k0"
-  read -r c1 r1 q1 _ <<<"$(snapshot)"
-  wait_exit hs "$holder" 20
-  echo "      $strategy slices: round_trips=$((r1 - r0)) text queries=$((q1 - q0))"
-  assert_eq "$strategy slices: the waiter exits 0" 0 "$rc"
-  assert_between "$strategy slices: text queries, the settings and no ROLLBACK apart" 0 1 "$((q1 - q0))"
-done
-
 # The other subcommands, one connection each: their round trips after the handshake, the
 # counts dblock(1) gives (NOTES, Round trips). acquire, renew and release are the lease's own.
 # sub_bound LABEL TRIPS COMMAND...: runs a dblock subcommand through the proxy: status 0, one

@@ -92,7 +92,6 @@ class MysqlHolder final : public sql::HolderSession {
   // reopens a closed one).
   Result<void> exec(std::string_view sql) override {
     if (!conn_) return fail(ErrorKind::connection, "the lock session is closed");
-    if (sql == "ROLLBACK") rollback_ahead_ = false;  // run now, not with the next lock statement
     if (sql != "ROLLBACK" || !std::exchange(ends_with_rollback_, false)) return conn_->query(sql);
     auto r = conn_->query("ROLLBACK RELEASE");
     own_.reset();
@@ -109,18 +108,8 @@ class MysqlHolder final : public sql::HolderSession {
     if (r) ends_with_rollback_ = false;
     return r;
   }
-  // On MariaDB a refused transaction's ROLLBACK goes ahead of the next lock statement, in its
-  // block (send): the block runs it first, and a ROLLBACK that fails ends the block before the
-  // lock statement (the locker then rolls back apart, and closes the session should that fail).
-  // The lock statement opens the next transaction itself.
-  Result<void> rollback_ahead() override {
-    if (!conn_ || !conn_->mariadb()) return exec("ROLLBACK");
-    rollback_ahead_ = true;
-    return {};
-  }
   void close() override {
     if (conn_ && conn_ == shared_) conn_->close();
-    rollback_ahead_ = false;
     behind_.reset();
     own_.reset();
     conn_ = nullptr;
@@ -142,13 +131,13 @@ class MysqlHolder final : public sql::HolderSession {
       }
       lock_wait_ = wait;
     }
-    if (!conn_->in_transaction() || rollback_ahead_) return {};
+    if (!conn_->in_transaction()) return {};
     return conn_->query(st.begin);
   }
   // The lock statement, with begin's lock wait ahead of it on MariaDB.
   Result<void> send(const sql::Statement& st, const sql::Params& p, Millis wait) override {
     if (conn_ && conn_->mariadb())
-      if (const sql::Statement ahead = take_ahead(st); !ahead.empty()) conn_->put_ahead_of_next(ahead);
+      if (const sql::Statement ahead = std::exchange(ahead_, {}); !ahead.empty()) conn_->put_ahead_of_next(ahead);
     return HolderSession::send(st, p, wait);
   }
   // On MariaDB txn-insert's INSERT goes ahead of the holder tag that the locker runs next
@@ -156,7 +145,7 @@ class MysqlHolder final : public sql::HolderSession {
   // the key held: busy), begin's lock wait ahead of both.
   Result<void> send_before_tag(const sql::Statement& st, const sql::Params& p, Millis wait) override {
     if (!conn_ || !conn_->mariadb()) return HolderSession::send(st, p, wait);
-    const sql::Statement ahead = take_ahead(st);
+    const sql::Statement ahead = std::exchange(ahead_, {});
     conn_->put_ahead_of_next(ahead.empty() ? st : sql::Statement{st.id, ahead.text + "; " + st.text});
     inserted_ahead_ = true;
     return {};
@@ -186,7 +175,6 @@ class MysqlHolder final : public sql::HolderSession {
     own_.reset();
     conn_ = nullptr;
     ends_with_rollback_ = false;
-    rollback_ahead_ = false;
     lock_wait_ = Millis(0);
     ahead_ = {};
     behind_.reset();
@@ -251,14 +239,6 @@ class MysqlHolder final : public sql::HolderSession {
   sql::Waiters& release_signal() override { return row_lock_ ? book_->release_signal() : no_signal_; }
 
  private:
-  // What goes ahead of the lock statement `st` in its block (MariaDB): a refused transaction's
-  // ROLLBACK (rollback_ahead), then begin's lock wait; empty: nothing.
-  sql::Statement take_ahead(const sql::Statement& st) {
-    const sql::Statement wait = std::exchange(ahead_, {});
-    if (!std::exchange(rollback_ahead_, false)) return wait;
-    return {st.id, wait.empty() ? std::string("ROLLBACK") : "ROLLBACK; " + wait.text};
-  }
-
   Strategy strategy_;
   bool row_lock_;
   Dsn dsn_;
@@ -274,7 +254,6 @@ class MysqlHolder final : public sql::HolderSession {
   Millis lock_wait_{0};               // its innodb_lock_wait_timeout, as set with it (reopen)
   sql::Statement ahead_;              // MariaDB: begin's lock wait, for the lock statement (send)
   bool inserted_ahead_ = false;       // txn-insert's INSERT goes ahead of the tag (send_before_tag)
-  bool rollback_ahead_ = false;       // MariaDB: a refused transaction's ROLLBACK, sent with the next lock (take_ahead)
   std::optional<std::pair<sql::Statement, sql::Params>> behind_;  // the wait the next run goes behind
   sql::AheadAnswer told_ = sql::AheadAnswer::untold;              // what that wait told (told)
   bool ends_with_rollback_ = false;   // it holds a row lock, tagged: its ROLLBACK ends it (exec)
