@@ -73,12 +73,16 @@ std::string key_hash(const Tables& t, std::string_view key) {
   return "SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(" + quote_identifier(t.prefix, '\'') +
          " AS BINARY), 0x00, CAST(" + std::string(key) + " AS BINARY)), 256)";
 }
-// `label` + the first `digits` hex digits of key_hash(`key`), then `tag` (SQL): one key's
-// GET_LOCK names, at most 64 characters (the server's limit).
+// `label` + the first `digits` hex digits of `hash` (SQL, key_hash's), then `tag` (SQL): one
+// key's GET_LOCK names, at most 64 characters (the server's limit).
+std::string hashed_name(std::string_view label, int digits, const std::string& hash, std::string_view tag = {}) {
+  return "CONCAT('" + std::string(label) + "', LEFT(" + hash + ", " + std::to_string(digits) + ")" +
+         (tag.empty() ? "" : ", " + std::string(tag)) + ")";
+}
+// hashed_name over key_hash(`key`).
 std::string lock_name(const Tables& t, std::string_view label, int digits, std::string_view key,
                       std::string_view tag = {}) {
-  return "CONCAT('" + std::string(label) + "', LEFT(" + key_hash(t, key) + ", " + std::to_string(digits) + ")" +
-         (tag.empty() ? "" : ", " + std::string(tag)) + ")";
+  return hashed_name(label, digits, key_hash(t, key), tag);
 }
 
 // The lock that proves a row's session holder (status, `release --force`), one of
@@ -449,7 +453,6 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
 sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, const sql::LeaseStatements& lease) {
   const Tables t(prefix, '`');
   // advisory's lock: "dblock:" + 57 hex digits, so two databases on one server never share one.
-  const std::string advisory = lock_name(t, "dblock:", 57, ":key");
   // The name a for-update or txn-insert holder keeps while it holds the key (SessionLock::tag).
   const std::string held = dialect.session_lock.tag(t);
   sql::LockStatements s;
@@ -464,7 +467,8 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
     // which UTC_TIMESTAMP reads, and the upsert's starts once the lock is granted. The lock's
     // answer goes to a variable (a SET answers nothing), so that the block answers once either
     // way: the row taken, or the refusal.
-    const std::string lock = "SET @dblock_lock = " + advisory + "; SET @dblock_got = IF(IS_USED_LOCK(@dblock_lock) <=>"
+    const std::string lock = "SET @dblock_lock = " + key_hash(t, ":key") + "; SET @dblock_lock = " +
+                             hashed_name("dblock:", 57, "@dblock_lock") + "; SET @dblock_got = IF(IS_USED_LOCK(@dblock_lock) <=>"
                              " CONNECTION_ID(), NULL, GET_LOCK(@dblock_lock, :wait_ms / 1000))";
     const std::string insert = numbered_upsert(sql::session_upsert(dialect, t, "@dblock_fence", dialect.now, dialect.now), " FROM DUAL", ", 1");
     // Refused, the key's row as core's refusal reads it (lease.refusal), after four columns
@@ -485,9 +489,9 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
     // exactly its name (keyed_locks); where the block read the record instead, it asks once the
     // lock is taken, before the upsert, and fails as unkeyed() does (1242: exit 78): a contender
     // refused the lock, which writes nothing, spares that read of the catalog (issue 51).
-    const std::string gate = gate_sql(t.locks, "", " AND (:started_id IS NULL OR NOT @@GLOBAL.wsrep_on AND CONNECTION_ID() = :started_id)");
+    const std::string gate = gate_sql(t.locks, "", " AND NOT @@GLOBAL.wsrep_on AND CONNECTION_ID() = :started_id");
     const std::string numbered =
-        block + "SET SESSION wait_timeout = :idle_s, SESSION interactive_timeout = :idle_s; SET @dblock_fence = :fence; IF"
+        block + "SET SESSION wait_timeout = :idle_s, SESSION interactive_timeout = :idle_s, @dblock_fence = :fence; IF"
                 " @dblock_fence IS NULL AND :wait_ms = 0 THEN START TRANSACTION; " +
         gate.substr(0, gate.find(" FROM ")) + " INTO @dblock_fence" + gate.substr(gate.find(" FROM ")) +
         " LOCK IN SHARE MODE; END IF; IF @dblock_fence IS NULL THEN SELECT NULL, NULL, NULL, 2; ELSE " + lock +
