@@ -6,7 +6,7 @@
 # still above it are named below with the lines they have now, which they may only lose:
 # PostgreSQL's lease take (a failover gate, an update, an insert, the handoff lock and why it was
 # refused in one round trip; postgres_statements.cpp), and MariaDB's numbered advisory take (the
-# holder's idle limits, a failover gate with its keyed-table check, the lock and the token's
+# holder's idle limits, a failover gate, the lock, then the keyed-table check and the token's
 # upsert in one block and round trip, or the holder's row when the lock is refused;
 # mysql_statements.cpp), which spares every refused contender a round trip of its own, 0.82x
 # its wall time at a 10 ms round trip (e2e.mysql_round_trips, "busy"). A refusal reads only the
