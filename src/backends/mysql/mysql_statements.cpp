@@ -452,7 +452,6 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
 
 sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, const sql::LeaseStatements& lease) {
   const Tables t(prefix, '`');
-  // advisory's lock: "dblock:" + 57 hex digits, so two databases on one server never share one.
   // The name a for-update or txn-insert holder keeps while it holds the key (SessionLock::tag).
   const std::string held = dialect.session_lock.tag(t);
   sql::LockStatements s;
@@ -466,7 +465,11 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
     // (@dblock_lock). Its time is the grant's: each statement of a block has its own start,
     // which UTC_TIMESTAMP reads, and the upsert's starts once the lock is granted. The lock's
     // answer goes to a variable (a SET answers nothing), so that the block answers once either
-    // way: the row taken, or the refusal.
+    // way: the row taken, or the refusal. advisory's lock: "dblock:" + 57 hex digits of the
+    // key's hash, so two databases on one server never share one (set in two statements, which
+    // a DBA reads in four lines where one nested call took eight). The upsert's values are
+    // selected (FROM DUAL): with a VALUES list MariaDB's RETURNING answered NULL for the row it
+    // had just inserted.
     const std::string lock = "SET @dblock_lock = " + key_hash(t, ":key") + "; SET @dblock_lock = " +
                              hashed_name("dblock:", 57, "@dblock_lock") + "; SET @dblock_got = IF(IS_USED_LOCK(@dblock_lock) <=>"
                              " CONNECTION_ID(), NULL, GET_LOCK(@dblock_lock, :wait_ms / 1000))";
@@ -488,7 +491,9 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
     // is the block's. The record's own read asks whether <prefix>locks has a unique key on
     // exactly its name (keyed_locks); where the block read the record instead, it asks once the
     // lock is taken, before the upsert, and fails as unkeyed() does (1242: exit 78): a contender
-    // refused the lock, which writes nothing, spares that read of the catalog (issue 51).
+    // refused the lock, which writes nothing, spares that read of the catalog (issue 51). The
+    // block reads the record only where core has not read it on this session, so core always
+    // binds :started_id there (a NULL would close the gate: fail closed).
     const std::string gate = gate_sql(t.locks, "", " AND NOT @@GLOBAL.wsrep_on AND CONNECTION_ID() = :started_id");
     const std::string numbered =
         block + "SET SESSION wait_timeout = :idle_s, SESSION interactive_timeout = :idle_s, @dblock_fence = :fence; IF"
