@@ -73,12 +73,16 @@ std::string key_hash(const Tables& t, std::string_view key) {
   return "SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(" + quote_identifier(t.prefix, '\'') +
          " AS BINARY), 0x00, CAST(" + std::string(key) + " AS BINARY)), 256)";
 }
-// `label` + the first `digits` hex digits of key_hash(`key`), then `tag` (SQL): one key's
-// GET_LOCK names, at most 64 characters (the server's limit).
+// `label` + the first `digits` hex digits of `hash` (SQL, key_hash's), then `tag` (SQL): one
+// key's GET_LOCK names, at most 64 characters (the server's limit).
+std::string hashed_name(std::string_view label, int digits, const std::string& hash, std::string_view tag = {}) {
+  return "CONCAT('" + std::string(label) + "', LEFT(" + hash + ", " + std::to_string(digits) + ")" +
+         (tag.empty() ? "" : ", " + std::string(tag)) + ")";
+}
+// hashed_name over key_hash(`key`).
 std::string lock_name(const Tables& t, std::string_view label, int digits, std::string_view key,
                       std::string_view tag = {}) {
-  return "CONCAT('" + std::string(label) + "', LEFT(" + key_hash(t, key) + ", " + std::to_string(digits) + ")" +
-         (tag.empty() ? "" : ", " + std::string(tag)) + ")";
+  return hashed_name(label, digits, key_hash(t, key), tag);
 }
 
 // The lock that proves a row's session holder (status, `release --force`), one of
@@ -111,15 +115,19 @@ std::string incarnation(bool mariadb) {
 // its name, as its upserts need: a read of one table's keys in the catalog (each unique key's
 // columns as "name1": its one column, `name`, whole; never NULL on MariaDB, which has no
 // functional key parts, so NOT IN is never unknown), by the failover
-// record's read (keyed_locks, a last column) and by the lease take's read of the gate
-// (mariadb_take). MySQL's `taken` read finds a second row of the name instead.
-// unkeyed(TABLE): NULL when the table TABLE (its own name) has a unique key on exactly its
-// name, else an error (1242: two rows).
+// record's read (keyed_locks, a last column), by the lease take's read of the gate
+// (mariadb_take) and by advisory's numbered take once it holds the lock (lock_statements).
+// MySQL's `taken` read finds a second row of the name instead.
+// unique_keys(TABLE): the unique keys of the table TABLE (its own name), one row each.
+// unkeyed(TABLE): NULL when the table TABLE has a unique key on exactly its name, else an error
+// (1242: two rows).
+std::string unique_keys(const std::string& table) {
+  return "SELECT GROUP_CONCAT(LOWER(COLUMN_NAME), SUB_PART IS NULL) FROM information_schema.STATISTICS"
+         " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = " + quote_identifier(table, '\'') +
+         " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME";
+}
 std::string unkeyed(const std::string& table) {
-  const std::string keys = "SELECT GROUP_CONCAT(LOWER(COLUMN_NAME), SUB_PART IS NULL) FROM information_schema.STATISTICS"
-                           " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = " + quote_identifier(table, '\'') +
-                           " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME";
-  return "(SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE 'name1' NOT IN (" + keys + "))";
+  return "(SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE 'name1' NOT IN (" + unique_keys(table) + "))";
 }
 std::string keyed_locks(const Tables& t, bool mariadb) {
   if (!mariadb) return "";
@@ -206,11 +214,11 @@ const sql::Dialect dialect{
 // written. Reading the record, the statement locks it shared until it ends: a gate's write of
 // the record (failover.move, raise_ttl) waits for the takes in flight, no longer.
 // The gate's read (a row of the record, `fence`, when it is open here: mariadb_take), on table
-// `locks` (named `name`), ANDed with `more`.
+// `locks` (named `name`; "": no check of its key), ANDed with `more`.
 std::string gate_sql(const std::string& locks, const std::string& name, const std::string& more = "") {
   return "SELECT r.token AS fence FROM " + locks + " r WHERE r.name = :record AND " +
-         sql::failover_open_conditions(dialect, "r.", "r.owner = " + incarnation(true)) + " AND " + unkeyed(name) +
-         " IS NULL" + more;
+         sql::failover_open_conditions(dialect, "r.", "r.owner = " + incarnation(true)) +
+         (name.empty() ? "" : " AND " + unkeyed(name) + " IS NULL") + more;
 }
 
 std::string mariadb_take(const sql::Take& k) {
@@ -444,8 +452,6 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
 
 sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, const sql::LeaseStatements& lease) {
   const Tables t(prefix, '`');
-  // advisory's lock: "dblock:" + 57 hex digits, so two databases on one server never share one.
-  const std::string advisory = lock_name(t, "dblock:", 57, ":key");
   // The name a for-update or txn-insert holder keeps while it holds the key (SessionLock::tag).
   const std::string held = dialect.session_lock.tag(t);
   sql::LockStatements s;
@@ -453,18 +459,21 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
   // re-entrant on one connection, so a key this session holds answers NULL, not a second hold.
   if (mariadb) {
     // The lock and the row in one statement, in the session that holds the lock (a named lock
-    // outlives the commit): session.take's upsert fed by a SELECT of the lock's answer, no row
-    // unless it was taken, and its row read back (RETURNING; RETURNING of a refused row says
-    // NULL, as mariadb_take's). The lock is taken once, before the row, re-entrant as
-    // lock.advisory_wait, its name computed once (@dblock_lock). Its time is the grant's, read in
-    // the block's next statement: UTC_TIMESTAMP is the statement's start, SYSDATE the moment (in
-    // the session's zone). The lock's answer and its time go to variables (a SET answers nothing), so
-    // that the block answers once either way: the row taken, or the refusal.
-    const std::string lock = "SET @dblock_lock = " + advisory + "; SET @dblock_got = IF(IS_USED_LOCK(@dblock_lock) <=>"
-                             " CONNECTION_ID(), NULL, GET_LOCK(@dblock_lock, :wait_ms / 1000)); SET @dblock_at ="
-                             " TIMESTAMPADD(MICROSECOND, TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)), UTC_TIMESTAMP(6))";
-    const std::string insert = numbered_upsert(sql::session_upsert(dialect, t, "@dblock_fence", "k.at", "VALUES(acquired_at)"),
-                                               " FROM (SELECT CAST(@dblock_at AS DATETIME(6)) AS at) k", ", 1");
+    // outlives the commit): session.take's upsert, run only when the lock was taken, and its row
+    // read back (RETURNING; RETURNING of a refused row says NULL, as mariadb_take's). The lock is
+    // taken once, before the row, re-entrant as lock.advisory_wait, its name computed once
+    // (@dblock_lock). Its time is the grant's: each statement of a block has its own start,
+    // which UTC_TIMESTAMP reads, and the upsert's starts once the lock is granted. The lock's
+    // answer goes to a variable (a SET answers nothing), so that the block answers once either
+    // way: the row taken, or the refusal. advisory's lock: "dblock:" + 57 hex digits of the
+    // key's hash, so two databases on one server never share one (set in two statements, which
+    // a DBA reads in four lines where one nested call took eight). The upsert's values are
+    // selected (FROM DUAL): with a VALUES list MariaDB's RETURNING answered NULL for the row it
+    // had just inserted.
+    const std::string lock = "SET @dblock_lock = " + key_hash(t, ":key") + "; SET @dblock_lock = " +
+                             hashed_name("dblock:", 57, "@dblock_lock") + "; SET @dblock_got = IF(IS_USED_LOCK(@dblock_lock) <=>"
+                             " CONNECTION_ID(), NULL, GET_LOCK(@dblock_lock, :wait_ms / 1000))";
+    const std::string insert = numbered_upsert(sql::session_upsert(dialect, t, "@dblock_fence", dialect.now, dialect.now), " FROM DUAL", ", 1");
     // Refused, the key's row as core's refusal reads it (lease.refusal), after four columns
     // that say so (0): a contender needs no read of its own (session_locker's busy()).
     const std::string& refusal = lease.refusal.text;
@@ -479,15 +488,21 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
     // session lock that could not hold here), it takes nothing and answers (NULL, NULL, NULL,
     // 2), and core reads the record apart. Refused the lock, it answers (NULL, NULL, NULL, 0)
     // and the key's row, which core read in a round trip of its own. Any error rolls back and
-    // is the block's.
-    const std::string gate = gate_sql(t.locks, t.unquoted("locks"),
-                                      " AND (:started_id IS NULL OR NOT @@GLOBAL.wsrep_on AND CONNECTION_ID() = :started_id)");
+    // is the block's. The record's own read asks whether <prefix>locks has a unique key on
+    // exactly its name (keyed_locks); where the block read the record instead, it asks once the
+    // lock is taken, before the upsert, and fails as unkeyed() does (1242: exit 78): a contender
+    // refused the lock, which writes nothing, spares that read of the catalog (issue 51). The
+    // block reads the record only where core has not read it on this session, so core always
+    // binds :started_id there (a NULL would close the gate: fail closed).
+    const std::string gate = gate_sql(t.locks, "", " AND NOT @@GLOBAL.wsrep_on AND CONNECTION_ID() = :started_id");
     const std::string numbered =
-        block + "SET SESSION wait_timeout = :idle_s, SESSION interactive_timeout = :idle_s; SET @dblock_fence = :fence; IF"
+        block + "SET SESSION wait_timeout = :idle_s, SESSION interactive_timeout = :idle_s, @dblock_fence = :fence; IF"
                 " @dblock_fence IS NULL AND :wait_ms = 0 THEN START TRANSACTION; " +
         gate.substr(0, gate.find(" FROM ")) + " INTO @dblock_fence" + gate.substr(gate.find(" FROM ")) +
         " LOCK IN SHARE MODE; END IF; IF @dblock_fence IS NULL THEN SELECT NULL, NULL, NULL, 2; ELSE " + lock +
-        "; IF @dblock_got = 1 THEN " + insert + "; ELSE " + refused + "; END IF; END IF; COMMIT; END";
+        "; IF @dblock_got = 1 AND :fence IS NULL AND 'name1' NOT IN (" + unique_keys(t.unquoted("locks")) +
+        ") THEN SIGNAL SQLSTATE '21000' SET MYSQL_ERRNO = 1242; ELSEIF @dblock_got = 1 THEN " + insert + "; ELSE " + refused +
+        "; END IF; END IF; COMMIT; END";
     s.advisory_numbered_wait = {"lock.advisory_numbered_wait", numbered};
   }
   // The lease's release of the row that gives the lock back (lock.advisory_release_row) is
