@@ -60,7 +60,11 @@ top=${1:-${DBLOCK_SOURCE_DIR:?usage: contract_count.sh SOURCE_DIR}}
 # claims table's key, stays).
 # 35 -> 34: doctor's server line is core's version() on PostgreSQL too (its name, version and
 # build, where it named itself and its version alone).
-declare -A bound=([postgres]=34 [mysql]=43 [sqlite]=21)
+# 34 -> 33: a row lock's release with its history row in the holder's transaction
+# (row_release_ended) is core's, release_recorded at the dialect's clock where its statement parts
+# may write (PostgreSQL's, at clock_timestamp() where it was statement_timestamp(): both the moment
+# of the release, not the take's now()).
+declare -A bound=([postgres]=33 [mysql]=43 [sqlite]=21)
 
 count() {
   local f=$1

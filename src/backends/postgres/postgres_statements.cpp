@@ -202,15 +202,8 @@ sql::LockStatements lock_statements(const std::string& prefix) {
                                          " FROM (SELECT pg_advisory_xact_lock(:hi::int, :lo::int)) q RETURNING txid_current()"};
   s.insert_claim_try = {"lock.insert_claim_try", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind"
                                                  " WHERE pg_try_advisory_xact_lock(:hi::int, :lo::int) RETURNING txid_current()"};
-  // The release and the history row in the holder's own transaction, which the COMMIT after it
-  // ends (row_release_ended): the row's release and the lock's end are one. Its times are the
-  // statement's own (now() is the transaction's start: the take); txn-insert's own claims row,
-  // which the end would keep, goes in it (the only such row it sees: another's is uncommitted).
-  sql::Dialect at_statement = dialect;
-  at_statement.now = "statement_timestamp()";
-  s.row_release_ended = sql::release_recorded(
-      at_statement, t, sql::lease_statements(at_statement, t).release, "lock.row_release_ended",
-      "own_claim AS (DELETE FROM " + t.claims + " WHERE name = :key AND kind = 'txn-insert'), g AS (SELECT true AS ours)");
+  // The release with its history row in the holder's transaction (row_release_ended) is core's,
+  // at the moment it runs (clock_timestamp()).
   return sql::lock_statements(dialect, t, std::move(s));
 }
 

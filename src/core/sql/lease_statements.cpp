@@ -379,6 +379,18 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   // A row lock lasts as long as its transaction, which lasts as long as the session: answered
   // while the session is.
   s.alive = {"lock.alive", "SELECT 1"};
+  // The release and the history row in the holder's own transaction, which the COMMIT after it
+  // ends: the row's release and the lock's end are one. Where its parts may write
+  // (release_recorded) and the dialect has a clock: its times are the moment it runs (`now` is
+  // the transaction's start there: the take). txn-insert's own claims row, which the end would
+  // keep, goes in it (the only such row it sees: another's is uncommitted).
+  if (s.row_release_ended.empty() && !d.clock.empty()) {
+    Dialect at_release = d;
+    at_release.now = d.clock;
+    s.row_release_ended = release_recorded(at_release, t, lease_statements(at_release, t).release, "lock.row_release_ended",
+                                           "own_claim AS (DELETE FROM " + t.claims +
+                                               " WHERE name = :key AND kind = 'txn-insert'), g AS (SELECT true AS ours)");
+  }
   return s;
 }
 

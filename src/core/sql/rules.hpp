@@ -134,7 +134,9 @@ struct Dialect {
   std::string now;
   /// The moment the expression is evaluated, as the timestamp columns store it, where `now` is
   /// the statement's or transaction's start: the time a lock the statement waited for was
-  /// granted. "" where none (a lock that waits numbers no row in the same statement).
+  /// granted, and a row lock's release in the transaction its take opened
+  /// (LockStatements::row_release_ended). "" where none (a lock that waits numbers no row in the
+  /// same statement).
   std::string clock = {};
   /// The stored timestamp of `ms`, an integer SQL expression of epoch milliseconds.
   std::string (*time_of_ms)(std::string_view ms) = nullptr;
@@ -297,7 +299,8 @@ DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect
 /// (a plain INSERT), each unless the dialect wrote its own, lock_claim_nowait (lock_claim with
 /// NOWAIT, unless the dialect wrote its own: MariaDB's NOWAIT also refuses to wait for a
 /// table's metadata lock), make_claim (the dialect's upsert that leaves a row alone),
-/// holds_claim and alive;
+/// holds_claim and alive; row_release_ended (release_recorded at the dialect's clock, txn-insert's
+/// own claims row deleted between), where the dialect gives both and `s` has none;
 /// and, each where the dialect's session lock (Dialect::session_lock) has what it needs and `s`
 /// has none, the advisory strategy's statements over it and lock_wait (SessionLock::bound).
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s);
