@@ -64,7 +64,11 @@ top=${1:-${DBLOCK_SOURCE_DIR:?usage: contract_count.sh SOURCE_DIR}}
 # (row_release_ended) is core's, release_recorded at the dialect's clock where its statement parts
 # may write (PostgreSQL's, at clock_timestamp() where it was statement_timestamp(): both the moment
 # of the release, not the take's now()).
-declare -A bound=([postgres]=33 [mysql]=43 [sqlite]=21)
+# 33 -> 32: a time of epoch milliseconds is plus_ms of the epoch (Dialect::epoch: SQL's TIMESTAMP
+# WITH TIME ZONE literal) unless a dialect spells it otherwise (PostgreSQL's timestamptz 'epoch' +
+# ms * interval '1 ms'; MySQL gives its epoch, '1970-01-01', for its time_of_ms: its text to the
+# letter; SQLite keeps its own).
+declare -A bound=([postgres]=32 [mysql]=43 [sqlite]=21)
 
 count() {
   local f=$1

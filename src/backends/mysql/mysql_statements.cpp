@@ -137,7 +137,8 @@ std::string mariadb_serving(const Tables& t) { return "@@GLOBAL.wsrep_on" + keye
 // What core's rules (core/sql/rules.hpp) need spelled in MySQL.
 const sql::Dialect dialect{
     .now = "UTC_TIMESTAMP(6)",
-    .time_of_ms = [](std::string_view ms) { return "TIMESTAMPADD(MICROSECOND, " + std::string(ms) + " * 1000, '1970-01-01')"; },
+    // The epoch as a date's text, which MySQL's time functions read as a DATETIME.
+    .epoch = "'1970-01-01'",
     .started_ms_ago =
         [](std::string_view row, std::string_view now) {
           return "TIMESTAMPDIFF(MICROSECOND, " + std::string(row) + "last_started_at, " + std::string(now) + ") DIV 1000";
@@ -290,7 +291,7 @@ struct Released {
 std::string released_block(const Tables& t, const sql::Statement& release, const Released& r) {
   return block + r.start + release.text + "; SET @dblock_released = ROW_COUNT(); " + r.then + "INSERT INTO " + t.runs +
          " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) VALUES (:name, :token,"
-         " :run_owner, :run_host, :run_pid, :strategy, " + dialect.time_of_ms(":started_ms") + ", " + dialect.now + ", IF(" +
+         " :run_owner, :run_host, :run_pid, :strategy, " + sql::time_of_ms_sql(dialect, ":started_ms") + ", " + dialect.now + ", IF(" +
          r.kept + ", :outcome, 'lost'), :run_exit_code); " + block_trim(t) + " COMMIT; " + r.after + "SELECT " + r.answer +
          "; END";
 }

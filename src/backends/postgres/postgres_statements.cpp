@@ -60,7 +60,6 @@ const std::string incarnation =
 const sql::Dialect dialect{
     .now = "now()",
     .clock = "clock_timestamp()",
-    .time_of_ms = [](std::string_view ms) { return "timestamptz 'epoch' + " + std::string(ms) + " * interval '1 ms'"; },
     .integer = [](std::string_view param) { return std::string(param) + "::bigint"; },
     // READ COMMITTED whatever the role's default: a statement after a lock (a semaphore's slot
     // rows after its header) must read what committed meanwhile.

@@ -97,7 +97,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   // release must find the key free), and acquired_at, which may have been, read only with
   // --min-hold.
   const std::string min_hold = d.integer(":min_hold_ms"), held_until = d.plus_ms("acquired_at", min_hold);
-  const std::string now_ms = d.time_of_ms(d.epoch_ms(d.now)), finished = d.integer(":finished") + " = 1";
+  const std::string now_ms = time_of_ms_sql(d, d.epoch_ms(d.now)), finished = d.integer(":finished") + " = 1";
   const std::string release_returns =
       d.release_returns + (d.unsynced_commit.empty() ? std::string() : ", " + d.unsynced_commit);
   s.release = {"lease.release",
@@ -113,7 +113,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
 
   // Far in the future, not an infinity: a plain lease finds the header held, and its time
   // still converts to epoch milliseconds (9999-12-31 UTC).
-  const std::string never = d.time_of_ms("253402214400000");
+  const std::string never = time_of_ms_sql(d, "253402214400000");
   const std::string first = first_token_sql(d, false, fence);
   Assignments header = taken_row(d, {{"token", first},         {"strategy", "'semaphore'"},
                                       {"session_id", "NULL"},    {"acquired_at", d.now},

@@ -4,6 +4,10 @@
 
 namespace dblock::sql {
 
+std::string time_of_ms_sql(const Dialect& d, std::string_view ms) {
+  return d.time_of_ms ? d.time_of_ms(ms) : d.plus_ms(d.epoch, ms);
+}
+
 Assignments taken_row(const Dialect& d, Assignments rest) {
   Assignments out{{"name", ":key"}};
   for (const tables::Column& c : tables::locks_columns) {
@@ -12,7 +16,7 @@ Assignments taken_row(const Dialect& d, Assignments rest) {
     if (c.type == tables::Type::int64 || c.type == tables::Type::int32)
       out.emplace_back(c.name, d.integer(param));
     else if (c.type == tables::Type::timestamp)
-      out.emplace_back(c.name, d.time_of_ms(d.integer(param)));
+      out.emplace_back(c.name, time_of_ms_sql(d, d.integer(param)));
     else
       out.emplace_back(c.name, param);
   }
@@ -33,7 +37,7 @@ HistoryStatements history_statements(const Dialect& d, const std::string& runs) 
   s.add = {"history.add", "INSERT INTO " + runs +
                               " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
                               " VALUES (:name, " + d.integer(":token") + ", :owner, :host, " + d.integer(":pid") +
-                              ", :strategy, " + d.time_of_ms(d.integer(":started_ms")) + ", " + d.now + ", :outcome, " +
+                              ", :strategy, " + time_of_ms_sql(d, d.integer(":started_ms")) + ", " + d.now + ", :outcome, " +
                               d.integer(":exit_code") + ")"};
   s.oldest = {"history.oldest", "SELECT token FROM " + runs + " WHERE name = :name ORDER BY id LIMIT 1"};
   // The row at offset :keep (newest first) is the newest one to go; everything older goes too:

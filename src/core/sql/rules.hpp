@@ -138,7 +138,11 @@ struct Dialect {
   /// (LockStatements::row_release_ended). "" where none (a lock that waits numbers no row in the
   /// same statement).
   std::string clock = {};
-  /// The stored timestamp of `ms`, an integer SQL expression of epoch milliseconds.
+  /// 1970-01-01 00:00 UTC as the dialect's time, which epoch milliseconds count from. Default:
+  /// SQL's TIMESTAMP WITH TIME ZONE literal.
+  std::string epoch = "TIMESTAMP WITH TIME ZONE '1970-01-01 00:00:00+00'";
+  /// The stored timestamp of `ms`, an integer SQL expression of epoch milliseconds. Default
+  /// (nullptr): `ms` after the epoch, through plus_ms (time_of_ms_sql).
   std::string (*time_of_ms)(std::string_view ms) = nullptr;
   /// The bound parameter `param` (":name") where an integer is expected (PostgreSQL's arrive as
   /// text, so it casts). Default: the parameter.
@@ -235,6 +239,10 @@ struct Dialect {
   /// safe. "" or none: 0, no cluster of that kind.
   std::string (*serving)(const Tables& t) = nullptr;
 };
+
+/// The stored timestamp of `ms` (integer SQL, epoch milliseconds): Dialect::time_of_ms, or `ms`
+/// after Dialect::epoch (Dialect::plus_ms).
+std::string time_of_ms_sql(const Dialect& d, std::string_view ms);
 
 /// A take of :key's row of <prefix>locks, with the holder's columns (tables.hpp, Column::holder)
 /// each from the bound parameter of its name (an integer's through Dialect::integer), so a new
