@@ -19,7 +19,7 @@ bool upserts_on_conflict(const Dialect& d) {
 // A refused take reads of the row `row` what it says of the holder (refused(), take_header):
 // not the last run's outcome (rows::refusal_select_list); then whether its lease runs.
 std::string refusal_columns(const Dialect& d, std::string_view row) {
-  return rows::refusal_select_list(d.epoch_ms, d.now, row) + ", CASE WHEN " + d.lease_live(row, d.now) +
+  return rows::refusal_select_list(epoch_ms_of(d), d.now, row) + ", CASE WHEN " + d.lease_live(row, d.now) +
          " THEN 1 ELSE 0 END, ";
 }
 
@@ -32,7 +32,7 @@ std::string refused_sql(const Dialect& d, std::string_view row) { return refusal
 // whose key is not the name alone) fails the subquery, which sends the run to the schema check
 // (exit 78).
 std::string taken_sql(const Dialect& d, const Tables& t, std::string_view more) {
-  return "SELECT token, " + d.epoch_ms("acquired_at") + ", " + d.epoch_ms("expires_at") + std::string(more) + " FROM " +
+  return "SELECT token, " + epoch_ms_sql(d, "acquired_at") + ", " + epoch_ms_sql(d, "expires_at") + std::string(more) + " FROM " +
          t.locks + " WHERE name = :key AND owner = :owner AND name = (SELECT name FROM " + t.locks + " WHERE name = :key)";
 }
 
@@ -40,7 +40,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   const std::string& incarnation = d.incarnation;
   const std::string ttl = d.integer(":ttl_ms"), token = d.integer(":token");
   const std::string fence = incarnation.empty() ? std::string() : d.integer(":fence");
-  const std::string taken = "token, " + d.epoch_ms("acquired_at") + ", " + d.epoch_ms("expires_at");
+  const std::string taken = "token, " + epoch_ms_sql(d, "acquired_at") + ", " + epoch_ms_sql(d, "expires_at");
   const std::string status = refusal_columns(d, "");
   const std::string holder = " WHERE name = :key AND owner = :owner AND token = " + token + " AND released_at IS NULL";
   LeaseStatements s;
@@ -97,7 +97,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   // release must find the key free), and acquired_at, which may have been, read only with
   // --min-hold.
   const std::string min_hold = d.integer(":min_hold_ms"), held_until = d.plus_ms("acquired_at", min_hold);
-  const std::string now_ms = time_of_ms_sql(d, d.epoch_ms(d.now)), finished = d.integer(":finished") + " = 1";
+  const std::string now_ms = time_of_ms_sql(d, epoch_ms_sql(d, d.now)), finished = d.integer(":finished") + " = 1";
   const std::string release_returns =
       d.release_returns + (d.unsynced_commit.empty() ? std::string() : ", " + d.unsynced_commit);
   s.release = {"lease.release",
@@ -148,7 +148,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                       upserts_on_conflict(d)
                           ? numbered_upsert_sql(d, t, "", d.now)
                           : d.upsert(session_upsert(d, t, d.integer(":fence"), d.now, d.now)) +
-                                d.returning("token, " + d.epoch_ms("acquired_at") + ", " + d.integer("NULL"))};
+                                d.returning("token, " + epoch_ms_sql(d, "acquired_at") + ", " + d.integer("NULL"))};
   return s;
 }
 
@@ -206,7 +206,7 @@ std::string numbered_upsert_sql(const Dialect& d, const Tables& t, std::string_v
                                std::string_view fence_sql) {
   const std::string fence = d.incarnation.empty() ? std::string() : fence_sql.empty() ? d.integer(":fence") : std::string(fence_sql);
   return on_conflict_upsert(session_upsert(d, t, fence, at, "EXCLUDED.acquired_at"), from) +
-         d.returning("token, " + d.epoch_ms("acquired_at") + ", " + d.integer("NULL"));
+         d.returning("token, " + epoch_ms_sql(d, "acquired_at") + ", " + d.integer("NULL"));
 }
 
 namespace {
@@ -435,8 +435,8 @@ FailoverStatements failover_statements(const Dialect& d, const Tables& t) {
   const std::string serving = d.serving ? d.serving(t) : std::string();
   // Also who serves the session and whether it is a Galera node (Dialect::session_id, serving),
   // which a session strategy asks before its first take (SqlBackend::serving_check).
-  f.read = {"failover.read", "SELECT r.owner, c.incarnation_now, r.host, r.token, " + d.epoch_ms("r.expires_at") + ", " +
-                                 d.epoch_ms(d.now) + ", r.pid, " + flag("r.owner = c.incarnation_now") + ", " +
+  f.read = {"failover.read", "SELECT r.owner, c.incarnation_now, r.host, r.token, " + epoch_ms_sql(d, "r.expires_at") + ", " +
+                                 epoch_ms_sql(d, d.now) + ", r.pid, " + flag("r.owner = c.incarnation_now") + ", " +
                                  flag(failover_delayed_sql(d, "r.")) + ", " + flag(failover_covers_sql(d, "r.")) +
                                  (d.session_id.empty() ? "" : ", " + d.session_id + ", " + (serving.empty() ? "0" : serving)) +
                                  " FROM (SELECT " + now_incarnation +

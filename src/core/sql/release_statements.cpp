@@ -14,7 +14,7 @@ ReleaseStatements release_statements(const Dialect& d, const Tables& t) {
                              d.lease_live("l.", d.now) + ") OR l.released_at IS NULL AND " + named_holder_sql(d, "l.") + ")";
   // A running lease ends now, truncated to the millisecond, never rounded up into the column's
   // precision: the key must read free right after.
-  const std::string now_ms = time_of_ms_sql(d, d.epoch_ms(d.now));
+  const std::string now_ms = time_of_ms_sql(d, epoch_ms_sql(d, d.now));
   const std::string release = "UPDATE " + t.locks + " AS l SET released_at = " + d.now + ", expires_at = CASE WHEN " +
                               d.lease_live("l.", d.now) + " THEN " + now_ms + " ELSE l.expires_at END" +
                               more_assignments(d.own_lease.end("")) + " WHERE " + marked;

@@ -148,9 +148,10 @@ struct Dialect {
   /// text, so it casts). Default: the parameter.
   std::string (*integer)(std::string_view param) = [](std::string_view param) { return std::string(param); };
   /// Whole milliseconds (an integer) from the last start of the row `row` ("" or an alias and its
-  /// dot) to `now` (a time expression; SQLite judges on its own clock). Default (nullptr): core
-  /// compares the last start plus --min-interval with `now` (plus_ms), and the time left is the
-  /// difference of their epoch_ms, exact where the column keeps whole milliseconds.
+  /// dot) to `now` (a time expression; SQLite judges on its own clock). Default (nullptr):
+  /// ms_between the two, where the dialect gives it; else none: core compares the last start
+  /// plus --min-interval with `now` (plus_ms), and the time left is the difference of their
+  /// epoch_ms, exact where the column keeps whole milliseconds.
   std::string (*started_ms_ago)(std::string_view row, std::string_view now) = nullptr;
   /// 1 (true) while the lease of the row `row` ("" or an alias and its dot) runs at `now` (a time
   /// expression: `now`, or a statement's own time; SQLite judges on its own clock), else 0
@@ -175,8 +176,14 @@ struct Dialect {
   /// ShedLock's now, as its JDBC provider's server-time statements write it: UTC wall time, as
   /// ShedLock's TIMESTAMP columns hold it (shedlock.hpp). Default: `now`.
   std::string utc_now = now;
-  /// The timestamp `expr` as integer epoch milliseconds; NULL stays NULL.
-  rows::EpochMs epoch_ms = nullptr;
+  /// The timestamp `expr` as integer epoch milliseconds; NULL stays NULL. Default (nullptr):
+  /// ms_between the epoch and `expr`, in parentheses (epoch_ms_sql).
+  std::string (*epoch_ms)(std::string_view expr) = nullptr;
+  /// Whole milliseconds (an integer, rounded down; NULL where either is NULL) from the timestamp
+  /// `from` to the timestamp `to`, an operand of a comparison or of + and -, where the dialect
+  /// counts them itself: its times are finer than the millisecond (MySQL's microseconds), so the
+  /// difference of two epoch_ms could be one off. nullptr where not.
+  std::string (*ms_between)(std::string_view from, std::string_view to) = nullptr;
   /// The timestamp `ms` (integer SQL, milliseconds) after the timestamp `time`.
   std::string (*plus_ms)(std::string_view time, std::string_view ms) = nullptr;
   /// The texts of the JSON array that the parameter `param` holds, as a subquery for IN.
@@ -243,6 +250,11 @@ struct Dialect {
 /// The stored timestamp of `ms` (integer SQL, epoch milliseconds): Dialect::time_of_ms, or `ms`
 /// after Dialect::epoch (Dialect::plus_ms).
 std::string time_of_ms_sql(const Dialect& d, std::string_view ms);
+
+/// The timestamp `expr` as integer epoch milliseconds: Dialect::epoch_ms, or Dialect::ms_between
+/// Dialect::epoch and `expr`; epoch_ms_of as a function, for the row layer (lock_rows.hpp).
+std::string epoch_ms_sql(const Dialect& d, std::string_view expr);
+rows::EpochMs epoch_ms_of(const Dialect& d);
 
 /// A take of :key's row of <prefix>locks, with the holder's columns (tables.hpp, Column::holder)
 /// each from the bound parameter of its name (an integer's through Dialect::integer), so a new
