@@ -197,10 +197,13 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   // row, the lock taken. Its waiters queue on the key's transaction-scoped advisory lock (two
   // ints) ahead of the INSERT, which the holder keeps until its transaction ends: a release wakes
   // the one waiter at the head of that queue, where on the unique index it would wake them all.
-  s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind"
-                                         " FROM (SELECT pg_advisory_xact_lock(:hi::int, :lo::int)) q RETURNING txid_current()"};
-  s.insert_claim_try = {"lock.insert_claim_try", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind"
-                                                 " WHERE pg_try_advisory_xact_lock(:hi::int, :lo::int) RETURNING txid_current()"};
+  // An attempt that must not wait (:wait_ms 0) tries the lock instead and inserts nothing when
+  // another holds it; the one statement serves both (the subquery that waits is evaluated only
+  // where CASE takes it).
+  s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind WHERE CASE WHEN"
+                                         " :wait_ms::bigint > 0 THEN (SELECT true FROM (SELECT"
+                                         " pg_advisory_xact_lock(:hi::int, :lo::int)) q) ELSE"
+                                         " pg_try_advisory_xact_lock(:hi::int, :lo::int) END RETURNING txid_current()"};
   // The release with its history row in the holder's transaction (row_release_ended) is core's,
   // at the moment it runs (clock_timestamp()).
   return sql::lock_statements(dialect, t, std::move(s));
