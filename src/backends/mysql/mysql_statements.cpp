@@ -141,7 +141,6 @@ const sql::Dialect dialect{
     .now = "UTC_TIMESTAMP(6)",
     // The epoch as a date's text, which MySQL's time functions read as a DATETIME.
     .epoch = "'1970-01-01'",
-    .same = [](std::string_view a, std::string_view b) { return std::string(a) + " <=> " + std::string(b); },
     .begin_unsynced = {},  // every commit waits for the disk
     // ShedLock's now, as its MySqlServerTimeStatementsSource writes it.
     .utc_now = "UTC_TIMESTAMP(3)",

@@ -173,7 +173,7 @@ Upsert session_upsert(const Dialect& d, const Tables& t, std::string_view fence,
                 },
                 [&d, when_at](std::string_view row) {
                   const std::string r(row), over = r + "expires_at <= " + when_at;
-                  return "NOT " + d.same(r + "strategy", "'semaphore'") + " AND " +
+                  return "(" + r + "strategy IS NULL OR " + r + "strategy <> 'semaphore') AND " +
                          rows::strategy_allows_sql(row, ":strategy", over) + " AND (" + r + "expires_at IS NULL OR " +
                          over + ") AND " + due_sql(d, row, when_at);
                 }};
@@ -196,10 +196,20 @@ DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect
   return s;
 }
 
+namespace {
+
+// Where the server tells a lock's holder (SessionLock::holder): `key`'s holder is the session
+// `id` (SQL, never NULL), a condition that is not true where none holds it.
+std::string held_by(const SessionLock& l, std::string_view key, const std::string& id) {
+  return l.holder(key) + " = " + id;
+}
+
+}  // namespace
+
 std::string holds_sql(const Dialect& d, std::string_view key) {
   const SessionLock& l = d.session_lock;
   if (l.holds) return l.holds(key);
-  return l.holder ? d.same(l.holder(key), d.session_id) : std::string();
+  return l.holder ? "CASE WHEN " + held_by(l, key, d.session_id) + " THEN 1 ELSE 0 END" : std::string();
 }
 
 std::string numbered_upsert_sql(const Dialect& d, const Tables& t, std::string_view from, std::string_view at,
@@ -226,7 +236,7 @@ std::string lock_sql(const Dialect& d, const std::string& got, bool waits, bool 
 std::string got(const Dialect& d, std::string (*take)(std::string_view), const std::string& key) {
   const SessionLock& l = d.session_lock;
   if (!l.holder) return take(key);
-  return "CASE WHEN " + holds_sql(d, key) + " THEN NULL ELSE " + take(key) + " END";
+  return "CASE WHEN " + held_by(l, key, d.session_id) + " THEN NULL ELSE " + take(key) + " END";
 }
 
 // The give-back: whether the key's lock was this session's, then (SessionLock::unlock_all) every
@@ -318,7 +328,7 @@ WakeStatements wake_statements(const Dialect& d, const Tables& t) {
   // gives the queue lock back: its wait is over (core calls again, and it queues again), and a
   // semaphore waiter, which waits on another slot each time, must not keep the queue of one it
   // then does not take.
-  s.wake_wait = {"wake.wait", "SELECT CASE WHEN " + holds_sql(d, queue) + " THEN CASE WHEN " + l.holder(wake) +
+  s.wake_wait = {"wake.wait", "SELECT CASE WHEN " + held_by(l, queue, d.session_id) + " THEN CASE WHEN " + l.holder(wake) +
                                   " IS NOT NULL AND COALESCE(" + l.wait_lock(wake) + ", 0) = 1 THEN 1 ELSE 0 * COALESCE(" +
                                   l.unlock(queue) + ", 0) END ELSE COALESCE(" + l.wait_lock(queue) + ", 0) = 1 END, " +
                                   l.unlock(wake)};
@@ -330,7 +340,7 @@ WakeStatements wake_statements(const Dialect& d, const Tables& t) {
   // the wake lock back at once: the take behind it takes it with the row where the row is taken.
   // The queue lock's holder is named (:head), not this session: a row lock's take runs in its
   // holder session, the queue held by its bookkeeping session.
-  s.wait_ahead = {"wake.wait_ahead", "SELECT CASE WHEN " + d.same(l.holder(queue), d.integer(":head")) + " THEN " +
+  s.wait_ahead = {"wake.wait_ahead", "SELECT CASE WHEN " + held_by(l, queue, d.integer(":head")) + " THEN " +
                                          l.wait_lock(wake) + " END AS got, " + l.unlock(wake)};
   return s;
 }

@@ -113,10 +113,10 @@ std::string next_token_sql(const Dialect& d, std::string_view row, bool given, s
 std::string header_free_sql(const Dialect& d, std::string_view row, const std::string& locks) {
   const std::string r(row);
   const std::string slot_held = "EXISTS (SELECT 1 FROM (SELECT 1 FROM " + locks +
-                                " s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL AND (NOT " +
-                                d.same("s.strategy", "'lease'") + " OR " + d.lease_live("s.", d.now) + ") LIMIT 1) AS held)";
+                                " s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL AND (s.strategy IS NULL"
+                                " OR s.strategy <> 'lease' OR " + d.lease_live("s.", d.now) + ") LIMIT 1) AS held)";
   // Each AND under its OR parenthesized (as SQL reads it anyway), so the layout shows it.
-  return "CASE WHEN " + d.same(r + "strategy", "'semaphore'") + " THEN " + r + "slots = " + d.integer(":slots") +
+  return "CASE WHEN " + r + "strategy = 'semaphore' THEN " + r + "slots = " + d.integer(":slots") +
          " OR (" + d.integer(":recount") + " = 1 AND NOT " + slot_held + ") ELSE " + r + "acquired_at IS NULL OR (NOT " +
          d.lease_live(r, d.now) + " AND (" + r + "released_at IS NOT NULL OR " + r + "strategy = 'lease')) END";
 }

@@ -112,7 +112,7 @@ struct SessionLock {
   /// stacked second hold must not stay. "" where one unlock lets a key go.
   std::string unlock_all = {};
   /// 1 while this session holds `key`, else 0. Default: `holder` the session's own id
-  /// (Dialect::same, Dialect::session_id).
+  /// (Dialect::session_id).
   std::string (*holds)(std::string_view key) = nullptr;
   /// The server's id (Dialect::session_id's) of the session that holds `key`, NULL when none
   /// does; nullptr where the server does not tell. Where it does, a take of a key the session
@@ -158,10 +158,6 @@ struct Dialect {
   /// (false), never NULL. Default: its expires_at after `now` (IS TRUE: never NULL).
   std::string (*lease_live)(std::string_view row, std::string_view now) = [](std::string_view row, std::string_view at) {
     return "(" + std::string(row) + "expires_at > " + std::string(at) + ") IS TRUE";
-  };
-  /// `a` and `b` equal, NULL equal to NULL, never NULL itself. Default: IS NOT DISTINCT FROM.
-  std::string (*same)(std::string_view a, std::string_view b) = [](std::string_view a, std::string_view b) {
-    return std::string(a) + " IS NOT DISTINCT FROM " + std::string(b);
   };
 
   /// Opens a write transaction, every one dblock runs (LeaseStatements::begin, ShedLock's, the
