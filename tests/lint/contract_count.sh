@@ -60,7 +60,26 @@ top=${1:-${DBLOCK_SOURCE_DIR:?usage: contract_count.sh SOURCE_DIR}}
 # claims table's key, stays).
 # 35 -> 34: doctor's server line is core's version() on PostgreSQL too (its name, version and
 # build, where it named itself and its version alone).
-declare -A bound=([postgres]=34 [mysql]=43 [sqlite]=21)
+# 34 -> 33: a row lock's release with its history row in the holder's transaction
+# (row_release_ended) is core's, release_recorded at the dialect's clock where its statement parts
+# may write (PostgreSQL's, at clock_timestamp() where it was statement_timestamp(): both the moment
+# of the release, not the take's now()).
+# 33 -> 32: a time of epoch milliseconds is plus_ms of the epoch (Dialect::epoch: SQL's TIMESTAMP
+# WITH TIME ZONE literal) unless a dialect spells it otherwise (PostgreSQL's timestamptz 'epoch' +
+# ms * interval '1 ms'; MySQL gives its epoch, '1970-01-01', for its time_of_ms: its text to the
+# letter; SQLite keeps its own).
+# 43 -> 42: MySQL counts whole milliseconds between two times (Dialect::ms_between, its
+# microsecond-exact TIMESTAMPDIFF DIV 1000) and core makes its epoch_ms (from its epoch, in
+# parentheses) and its time since a row's last start (--min-interval's) of it: MySQL's text to the
+# letter, where it wrote both.
+# 32 -> 31: PostgreSQL's txn-insert claim that waits and the one that does not are one statement
+# (lock.insert_claim: pg_advisory_xact_lock where :wait_ms > 0, else pg_try_advisory_xact_lock, in
+# a CASE that evaluates the branch it takes), as MySQL's advisory take and its wait of 0.
+# 42/21 -> 41/20: Dialect::same gone (MySQL's <=>, SQLite's IS): core asks NULL apart where a
+# column may be NULL (strategy IS NULL OR strategy <> 'semaphore'; a CASE WHEN strategy =
+# 'semaphore' takes NULL as no) and compares a lock's holder with = in a CASE WHEN, where the
+# session's id (CONNECTION_ID(), :head) is never NULL.
+declare -A bound=([postgres]=31 [mysql]=41 [sqlite]=20)
 
 count() {
   local f=$1

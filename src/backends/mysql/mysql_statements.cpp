@@ -17,9 +17,11 @@
 namespace dblock::mysql {
 namespace {
 
-// A DATETIME as ms since the epoch (every one dblock writes is UTC).
-std::string epoch_ms(std::string_view expr) {
-  return "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " + std::string(expr) + ") DIV 1000)";
+// Whole milliseconds from one DATETIME to another (every one dblock writes is UTC), counted in
+// the microseconds they keep: a time since the epoch (Dialect::epoch_ms) and since a row's last
+// start (--min-interval's) alike.
+std::string ms_between(std::string_view from, std::string_view to) {
+  return "TIMESTAMPDIFF(MICROSECOND, " + std::string(from) + ", " + std::string(to) + ") DIV 1000";
 }
 
 // "column = IF(cond, value, column)" for each pair, comma-separated, with the condition written
@@ -145,16 +147,12 @@ std::string mariadb_serving(const Tables& t) { return "@@GLOBAL.wsrep_on" + keye
 // What core's rules (core/sql/rules.hpp) need spelled in MySQL.
 const sql::Dialect dialect{
     .now = "UTC_TIMESTAMP(6)",
-    .time_of_ms = [](std::string_view ms) { return "TIMESTAMPADD(MICROSECOND, " + std::string(ms) + " * 1000, '1970-01-01')"; },
-    .started_ms_ago =
-        [](std::string_view row, std::string_view now) {
-          return "TIMESTAMPDIFF(MICROSECOND, " + std::string(row) + "last_started_at, " + std::string(now) + ") DIV 1000";
-        },
-    .same = [](std::string_view a, std::string_view b) { return std::string(a) + " <=> " + std::string(b); },
+    // The epoch as a date's text, which MySQL's time functions read as a DATETIME.
+    .epoch = "'1970-01-01'",
     .begin_unsynced = {},  // every commit waits for the disk
     // ShedLock's now, as its MySqlServerTimeStatementsSource writes it.
     .utc_now = "UTC_TIMESTAMP(3)",
-    .epoch_ms = &epoch_ms,
+    .ms_between = &ms_between,
     .plus_ms =
         [](std::string_view time, std::string_view ms) {
           return "TIMESTAMPADD(MICROSECOND, " + std::string(ms) + " * 1000, " + std::string(time) + ")";
@@ -263,7 +261,7 @@ std::string numbered_upsert(const sql::Upsert& up, const std::string& from, cons
   auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
   return "INSERT INTO " + up.table + " (" + columns + ") " + (from.empty() ? "VALUES (" + values + ")" : "SELECT " + values + from) +
          upserted.substr(upserted.find(update)) + " RETURNING " + taken_if("token") + ", " +
-         taken_if(epoch_ms("acquired_at")) + ", NULL" + more;
+         taken_if(sql::epoch_ms_sql(dialect, "acquired_at")) + ", NULL" + more;
 }
 
 // LeaseStatements::release_recorded on MariaDB (10.1+), which runs a block of statements sent
@@ -298,7 +296,7 @@ struct Released {
 std::string released_block(const Tables& t, const sql::Statement& release, const Released& r) {
   return block + r.start + release.text + "; SET @dblock_released = ROW_COUNT(); " + r.then + "INSERT INTO " + t.runs +
          " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) VALUES (:name, :token,"
-         " :run_owner, :run_host, :run_pid, :strategy, " + dialect.time_of_ms(":started_ms") + ", " + dialect.now + ", IF(" +
+         " :run_owner, :run_host, :run_pid, :strategy, " + sql::time_of_ms_sql(dialect, ":started_ms") + ", " + dialect.now + ", IF(" +
          r.kept + ", :outcome, 'lost'), :run_exit_code); " + block_trim(t) + " COMMIT; " + r.after + "SELECT " + r.answer +
          "; END";
 }

@@ -60,7 +60,6 @@ const std::string incarnation =
 const sql::Dialect dialect{
     .now = "now()",
     .clock = "clock_timestamp()",
-    .time_of_ms = [](std::string_view ms) { return "timestamptz 'epoch' + " + std::string(ms) + " * interval '1 ms'"; },
     .integer = [](std::string_view param) { return std::string(param) + "::bigint"; },
     // READ COMMITTED whatever the role's default: a statement after a lock (a semaphore's slot
     // rows after its header) must read what committed meanwhile.
@@ -198,19 +197,15 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   // row, the lock taken. Its waiters queue on the key's transaction-scoped advisory lock (two
   // ints) ahead of the INSERT, which the holder keeps until its transaction ends: a release wakes
   // the one waiter at the head of that queue, where on the unique index it would wake them all.
-  s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind"
-                                         " FROM (SELECT pg_advisory_xact_lock(:hi::int, :lo::int)) q RETURNING txid_current()"};
-  s.insert_claim_try = {"lock.insert_claim_try", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind"
-                                                 " WHERE pg_try_advisory_xact_lock(:hi::int, :lo::int) RETURNING txid_current()"};
-  // The release and the history row in the holder's own transaction, which the COMMIT after it
-  // ends (row_release_ended): the row's release and the lock's end are one. Its times are the
-  // statement's own (now() is the transaction's start: the take); txn-insert's own claims row,
-  // which the end would keep, goes in it (the only such row it sees: another's is uncommitted).
-  sql::Dialect at_statement = dialect;
-  at_statement.now = "statement_timestamp()";
-  s.row_release_ended = sql::release_recorded(
-      at_statement, t, sql::lease_statements(at_statement, t).release, "lock.row_release_ended",
-      "own_claim AS (DELETE FROM " + t.claims + " WHERE name = :key AND kind = 'txn-insert'), g AS (SELECT true AS ours)");
+  // An attempt that must not wait (:wait_ms 0) tries the lock instead and inserts nothing when
+  // another holds it; the one statement serves both (the subquery that waits is evaluated only
+  // where CASE takes it).
+  s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind WHERE CASE WHEN"
+                                         " :wait_ms::bigint > 0 THEN (SELECT true FROM (SELECT"
+                                         " pg_advisory_xact_lock(:hi::int, :lo::int)) q) ELSE"
+                                         " pg_try_advisory_xact_lock(:hi::int, :lo::int) END RETURNING txid_current()"};
+  // The release with its history row in the holder's transaction (row_release_ended) is core's,
+  // at the moment it runs (clock_timestamp()).
   return sql::lock_statements(dialect, t, std::move(s));
 }
 

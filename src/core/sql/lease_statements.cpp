@@ -19,7 +19,7 @@ bool upserts_on_conflict(const Dialect& d) {
 // A refused take reads of the row `row` what it says of the holder (refused(), take_header):
 // not the last run's outcome (rows::refusal_select_list); then whether its lease runs.
 std::string refusal_columns(const Dialect& d, std::string_view row) {
-  return rows::refusal_select_list(d.epoch_ms, d.now, row) + ", CASE WHEN " + d.lease_live(row, d.now) +
+  return rows::refusal_select_list(epoch_ms_of(d), d.now, row) + ", CASE WHEN " + d.lease_live(row, d.now) +
          " THEN 1 ELSE 0 END, ";
 }
 
@@ -32,7 +32,7 @@ std::string refused_sql(const Dialect& d, std::string_view row) { return refusal
 // whose key is not the name alone) fails the subquery, which sends the run to the schema check
 // (exit 78).
 std::string taken_sql(const Dialect& d, const Tables& t, std::string_view more) {
-  return "SELECT token, " + d.epoch_ms("acquired_at") + ", " + d.epoch_ms("expires_at") + std::string(more) + " FROM " +
+  return "SELECT token, " + epoch_ms_sql(d, "acquired_at") + ", " + epoch_ms_sql(d, "expires_at") + std::string(more) + " FROM " +
          t.locks + " WHERE name = :key AND owner = :owner AND name = (SELECT name FROM " + t.locks + " WHERE name = :key)";
 }
 
@@ -40,7 +40,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   const std::string& incarnation = d.incarnation;
   const std::string ttl = d.integer(":ttl_ms"), token = d.integer(":token");
   const std::string fence = incarnation.empty() ? std::string() : d.integer(":fence");
-  const std::string taken = "token, " + d.epoch_ms("acquired_at") + ", " + d.epoch_ms("expires_at");
+  const std::string taken = "token, " + epoch_ms_sql(d, "acquired_at") + ", " + epoch_ms_sql(d, "expires_at");
   const std::string status = refusal_columns(d, "");
   const std::string holder = " WHERE name = :key AND owner = :owner AND token = " + token + " AND released_at IS NULL";
   LeaseStatements s;
@@ -97,7 +97,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   // release must find the key free), and acquired_at, which may have been, read only with
   // --min-hold.
   const std::string min_hold = d.integer(":min_hold_ms"), held_until = d.plus_ms("acquired_at", min_hold);
-  const std::string now_ms = d.time_of_ms(d.epoch_ms(d.now)), finished = d.integer(":finished") + " = 1";
+  const std::string now_ms = time_of_ms_sql(d, epoch_ms_sql(d, d.now)), finished = d.integer(":finished") + " = 1";
   const std::string release_returns =
       d.release_returns + (d.unsynced_commit.empty() ? std::string() : ", " + d.unsynced_commit);
   s.release = {"lease.release",
@@ -113,7 +113,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
 
   // Far in the future, not an infinity: a plain lease finds the header held, and its time
   // still converts to epoch milliseconds (9999-12-31 UTC).
-  const std::string never = d.time_of_ms("253402214400000");
+  const std::string never = time_of_ms_sql(d, "253402214400000");
   const std::string first = first_token_sql(d, false, fence);
   Assignments header = taken_row(d, {{"token", first},         {"strategy", "'semaphore'"},
                                       {"session_id", "NULL"},    {"acquired_at", d.now},
@@ -148,7 +148,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                       upserts_on_conflict(d)
                           ? numbered_upsert_sql(d, t, "", d.now)
                           : d.upsert(session_upsert(d, t, d.integer(":fence"), d.now, d.now)) +
-                                d.returning("token, " + d.epoch_ms("acquired_at") + ", " + d.integer("NULL"))};
+                                d.returning("token, " + epoch_ms_sql(d, "acquired_at") + ", " + d.integer("NULL"))};
   return s;
 }
 
@@ -173,7 +173,7 @@ Upsert session_upsert(const Dialect& d, const Tables& t, std::string_view fence,
                 },
                 [&d, when_at](std::string_view row) {
                   const std::string r(row), over = r + "expires_at <= " + when_at;
-                  return "NOT " + d.same(r + "strategy", "'semaphore'") + " AND " +
+                  return "(" + r + "strategy IS NULL OR " + r + "strategy <> 'semaphore') AND " +
                          rows::strategy_allows_sql(row, ":strategy", over) + " AND (" + r + "expires_at IS NULL OR " +
                          over + ") AND " + due_sql(d, row, when_at);
                 }};
@@ -196,17 +196,27 @@ DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect
   return s;
 }
 
+namespace {
+
+// Where the server tells a lock's holder (SessionLock::holder): `key`'s holder is the session
+// `id` (SQL, never NULL), a condition that is not true where none holds it.
+std::string held_by(const SessionLock& l, std::string_view key, const std::string& id) {
+  return l.holder(key) + " = " + id;
+}
+
+}  // namespace
+
 std::string holds_sql(const Dialect& d, std::string_view key) {
   const SessionLock& l = d.session_lock;
   if (l.holds) return l.holds(key);
-  return l.holder ? d.same(l.holder(key), d.session_id) : std::string();
+  return l.holder ? "CASE WHEN " + held_by(l, key, d.session_id) + " THEN 1 ELSE 0 END" : std::string();
 }
 
 std::string numbered_upsert_sql(const Dialect& d, const Tables& t, std::string_view from, std::string_view at,
                                std::string_view fence_sql) {
   const std::string fence = d.incarnation.empty() ? std::string() : fence_sql.empty() ? d.integer(":fence") : std::string(fence_sql);
   return on_conflict_upsert(session_upsert(d, t, fence, at, "EXCLUDED.acquired_at"), from) +
-         d.returning("token, " + d.epoch_ms("acquired_at") + ", " + d.integer("NULL"));
+         d.returning("token, " + epoch_ms_sql(d, "acquired_at") + ", " + d.integer("NULL"));
 }
 
 namespace {
@@ -226,7 +236,7 @@ std::string lock_sql(const Dialect& d, const std::string& got, bool waits, bool 
 std::string got(const Dialect& d, std::string (*take)(std::string_view), const std::string& key) {
   const SessionLock& l = d.session_lock;
   if (!l.holder) return take(key);
-  return "CASE WHEN " + holds_sql(d, key) + " THEN NULL ELSE " + take(key) + " END";
+  return "CASE WHEN " + held_by(l, key, d.session_id) + " THEN NULL ELSE " + take(key) + " END";
 }
 
 // The give-back: whether the key's lock was this session's, then (SessionLock::unlock_all) every
@@ -318,7 +328,7 @@ WakeStatements wake_statements(const Dialect& d, const Tables& t) {
   // gives the queue lock back: its wait is over (core calls again, and it queues again), and a
   // semaphore waiter, which waits on another slot each time, must not keep the queue of one it
   // then does not take.
-  s.wake_wait = {"wake.wait", "SELECT CASE WHEN " + holds_sql(d, queue) + " THEN CASE WHEN " + l.holder(wake) +
+  s.wake_wait = {"wake.wait", "SELECT CASE WHEN " + held_by(l, queue, d.session_id) + " THEN CASE WHEN " + l.holder(wake) +
                                   " IS NOT NULL AND COALESCE(" + l.wait_lock(wake) + ", 0) = 1 THEN 1 ELSE 0 * COALESCE(" +
                                   l.unlock(queue) + ", 0) END ELSE COALESCE(" + l.wait_lock(queue) + ", 0) = 1 END, " +
                                   l.unlock(wake)};
@@ -330,7 +340,7 @@ WakeStatements wake_statements(const Dialect& d, const Tables& t) {
   // the wake lock back at once: the take behind it takes it with the row where the row is taken.
   // The queue lock's holder is named (:head), not this session: a row lock's take runs in its
   // holder session, the queue held by its bookkeeping session.
-  s.wait_ahead = {"wake.wait_ahead", "SELECT CASE WHEN " + d.same(l.holder(queue), d.integer(":head")) + " THEN " +
+  s.wait_ahead = {"wake.wait_ahead", "SELECT CASE WHEN " + held_by(l, queue, d.integer(":head")) + " THEN " +
                                          l.wait_lock(wake) + " END AS got, " + l.unlock(wake)};
   return s;
 }
@@ -379,6 +389,18 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   // A row lock lasts as long as its transaction, which lasts as long as the session: answered
   // while the session is.
   s.alive = {"lock.alive", "SELECT 1"};
+  // The release and the history row in the holder's own transaction, which the COMMIT after it
+  // ends: the row's release and the lock's end are one. Where its parts may write
+  // (release_recorded) and the dialect has a clock: its times are the moment it runs (`now` is
+  // the transaction's start there: the take). txn-insert's own claims row, which the end would
+  // keep, goes in it (the only such row it sees: another's is uncommitted).
+  if (s.row_release_ended.empty() && !d.clock.empty()) {
+    Dialect at_release = d;
+    at_release.now = d.clock;
+    s.row_release_ended = release_recorded(at_release, t, lease_statements(at_release, t).release, "lock.row_release_ended",
+                                           "own_claim AS (DELETE FROM " + t.claims +
+                                               " WHERE name = :key AND kind = 'txn-insert'), g AS (SELECT true AS ours)");
+  }
   return s;
 }
 
@@ -423,8 +445,8 @@ FailoverStatements failover_statements(const Dialect& d, const Tables& t) {
   const std::string serving = d.serving ? d.serving(t) : std::string();
   // Also who serves the session and whether it is a Galera node (Dialect::session_id, serving),
   // which a session strategy asks before its first take (SqlBackend::serving_check).
-  f.read = {"failover.read", "SELECT r.owner, c.incarnation_now, r.host, r.token, " + d.epoch_ms("r.expires_at") + ", " +
-                                 d.epoch_ms(d.now) + ", r.pid, " + flag("r.owner = c.incarnation_now") + ", " +
+  f.read = {"failover.read", "SELECT r.owner, c.incarnation_now, r.host, r.token, " + epoch_ms_sql(d, "r.expires_at") + ", " +
+                                 epoch_ms_sql(d, d.now) + ", r.pid, " + flag("r.owner = c.incarnation_now") + ", " +
                                  flag(failover_delayed_sql(d, "r.")) + ", " + flag(failover_covers_sql(d, "r.")) +
                                  (d.session_id.empty() ? "" : ", " + d.session_id + ", " + (serving.empty() ? "0" : serving)) +
                                  " FROM (SELECT " + now_incarnation +

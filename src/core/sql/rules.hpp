@@ -112,7 +112,7 @@ struct SessionLock {
   /// stacked second hold must not stay. "" where one unlock lets a key go.
   std::string unlock_all = {};
   /// 1 while this session holds `key`, else 0. Default: `holder` the session's own id
-  /// (Dialect::same, Dialect::session_id).
+  /// (Dialect::session_id).
   std::string (*holds)(std::string_view key) = nullptr;
   /// The server's id (Dialect::session_id's) of the session that holds `key`, NULL when none
   /// does; nullptr where the server does not tell. Where it does, a take of a key the session
@@ -134,27 +134,30 @@ struct Dialect {
   std::string now;
   /// The moment the expression is evaluated, as the timestamp columns store it, where `now` is
   /// the statement's or transaction's start: the time a lock the statement waited for was
-  /// granted. "" where none (a lock that waits numbers no row in the same statement).
+  /// granted, and a row lock's release in the transaction its take opened
+  /// (LockStatements::row_release_ended). "" where none (a lock that waits numbers no row in the
+  /// same statement).
   std::string clock = {};
-  /// The stored timestamp of `ms`, an integer SQL expression of epoch milliseconds.
+  /// 1970-01-01 00:00 UTC as the dialect's time, which epoch milliseconds count from. Default:
+  /// SQL's TIMESTAMP WITH TIME ZONE literal.
+  std::string epoch = "TIMESTAMP WITH TIME ZONE '1970-01-01 00:00:00+00'";
+  /// The stored timestamp of `ms`, an integer SQL expression of epoch milliseconds. Default
+  /// (nullptr): `ms` after the epoch, through plus_ms (time_of_ms_sql).
   std::string (*time_of_ms)(std::string_view ms) = nullptr;
   /// The bound parameter `param` (":name") where an integer is expected (PostgreSQL's arrive as
   /// text, so it casts). Default: the parameter.
   std::string (*integer)(std::string_view param) = [](std::string_view param) { return std::string(param); };
   /// Whole milliseconds (an integer) from the last start of the row `row` ("" or an alias and its
-  /// dot) to `now` (a time expression; SQLite judges on its own clock). Default (nullptr): core
-  /// compares the last start plus --min-interval with `now` (plus_ms), and the time left is the
-  /// difference of their epoch_ms, exact where the column keeps whole milliseconds.
+  /// dot) to `now` (a time expression; SQLite judges on its own clock). Default (nullptr):
+  /// ms_between the two, where the dialect gives it; else none: core compares the last start
+  /// plus --min-interval with `now` (plus_ms), and the time left is the difference of their
+  /// epoch_ms, exact where the column keeps whole milliseconds.
   std::string (*started_ms_ago)(std::string_view row, std::string_view now) = nullptr;
   /// 1 (true) while the lease of the row `row` ("" or an alias and its dot) runs at `now` (a time
   /// expression: `now`, or a statement's own time; SQLite judges on its own clock), else 0
   /// (false), never NULL. Default: its expires_at after `now` (IS TRUE: never NULL).
   std::string (*lease_live)(std::string_view row, std::string_view now) = [](std::string_view row, std::string_view at) {
     return "(" + std::string(row) + "expires_at > " + std::string(at) + ") IS TRUE";
-  };
-  /// `a` and `b` equal, NULL equal to NULL, never NULL itself. Default: IS NOT DISTINCT FROM.
-  std::string (*same)(std::string_view a, std::string_view b) = [](std::string_view a, std::string_view b) {
-    return std::string(a) + " IS NOT DISTINCT FROM " + std::string(b);
   };
 
   /// Opens a write transaction, every one dblock runs (LeaseStatements::begin, ShedLock's, the
@@ -169,8 +172,14 @@ struct Dialect {
   /// ShedLock's now, as its JDBC provider's server-time statements write it: UTC wall time, as
   /// ShedLock's TIMESTAMP columns hold it (shedlock.hpp). Default: `now`.
   std::string utc_now = now;
-  /// The timestamp `expr` as integer epoch milliseconds; NULL stays NULL.
-  rows::EpochMs epoch_ms = nullptr;
+  /// The timestamp `expr` as integer epoch milliseconds; NULL stays NULL. Default (nullptr):
+  /// ms_between the epoch and `expr`, in parentheses (epoch_ms_sql).
+  std::string (*epoch_ms)(std::string_view expr) = nullptr;
+  /// Whole milliseconds (an integer, rounded down; NULL where either is NULL) from the timestamp
+  /// `from` to the timestamp `to`, an operand of a comparison or of + and -, where the dialect
+  /// counts them itself: its times are finer than the millisecond (MySQL's microseconds), so the
+  /// difference of two epoch_ms could be one off. nullptr where not.
+  std::string (*ms_between)(std::string_view from, std::string_view to) = nullptr;
   /// The timestamp `ms` (integer SQL, milliseconds) after the timestamp `time`.
   std::string (*plus_ms)(std::string_view time, std::string_view ms) = nullptr;
   /// The texts of the JSON array that the parameter `param` holds, as a subquery for IN.
@@ -233,6 +242,15 @@ struct Dialect {
   /// safe. "" or none: 0, no cluster of that kind.
   std::string (*serving)(const Tables& t) = nullptr;
 };
+
+/// The stored timestamp of `ms` (integer SQL, epoch milliseconds): Dialect::time_of_ms, or `ms`
+/// after Dialect::epoch (Dialect::plus_ms).
+std::string time_of_ms_sql(const Dialect& d, std::string_view ms);
+
+/// The timestamp `expr` as integer epoch milliseconds: Dialect::epoch_ms, or Dialect::ms_between
+/// Dialect::epoch and `expr`; epoch_ms_of as a function, for the row layer (lock_rows.hpp).
+std::string epoch_ms_sql(const Dialect& d, std::string_view expr);
+rows::EpochMs epoch_ms_of(const Dialect& d);
 
 /// A take of :key's row of <prefix>locks, with the holder's columns (tables.hpp, Column::holder)
 /// each from the bound parameter of its name (an integer's through Dialect::integer), so a new
@@ -297,7 +315,8 @@ DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect
 /// (a plain INSERT), each unless the dialect wrote its own, lock_claim_nowait (lock_claim with
 /// NOWAIT, unless the dialect wrote its own: MariaDB's NOWAIT also refuses to wait for a
 /// table's metadata lock), make_claim (the dialect's upsert that leaves a row alone),
-/// holds_claim and alive;
+/// holds_claim and alive; row_release_ended (release_recorded at the dialect's clock, txn-insert's
+/// own claims row deleted between), where the dialect gives both and `s` has none;
 /// and, each where the dialect's session lock (Dialect::session_lock) has what it needs and `s`
 /// has none, the advisory strategy's statements over it and lock_wait (SessionLock::bound).
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s);

@@ -17,7 +17,6 @@ const sql::Dialect marked{
     .started_ms_ago = [](std::string_view row,
                          std::string_view now) { return "AGO(" + std::string(row) + ", " + std::string(now) + ")"; },
     .lease_live = [](std::string_view row, std::string_view) { return "LIVE(" + std::string(row) + ")"; },
-    .same = [](std::string_view a, std::string_view b) { return "SAME(" + std::string(a) + ", " + std::string(b) + ")"; },
     .begin = "BEGIN",
     .begin_unsynced = "BEGIN UNSYNCED",
     .utc_now = "UTC",
@@ -70,9 +69,9 @@ TEST_CASE("fencing tokens: the one given, else one above the row's last and the 
 
 TEST_CASE("a semaphore's header: its slot count, or no slot held on a recount; any other row when nobody holds it") {
   CHECK(sql::header_free_sql(marked, "l.", "L") ==
-        "CASE WHEN SAME(l.strategy, 'semaphore') THEN l.slots = INT(:slots) OR (INT(:recount) = 1 AND NOT EXISTS (SELECT"
-        " 1 FROM (SELECT 1 FROM L s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL AND (NOT"
-        " SAME(s.strategy, 'lease') OR LIVE(s.)) LIMIT 1) AS held)) ELSE l.acquired_at IS NULL OR (NOT LIVE(l.) AND"
+        "CASE WHEN l.strategy = 'semaphore' THEN l.slots = INT(:slots) OR (INT(:recount) = 1 AND NOT EXISTS (SELECT"
+        " 1 FROM (SELECT 1 FROM L s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL AND (s.strategy"
+        " IS NULL OR s.strategy <> 'lease' OR LIVE(s.)) LIMIT 1) AS held)) ELSE l.acquired_at IS NULL OR (NOT LIVE(l.) AND"
         " (l.released_at IS NOT NULL OR l.strategy = 'lease')) END");
 }
 
@@ -279,7 +278,7 @@ TEST_CASE("the session strategies' numbering: whoever of this strategy the row n
         " owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid, session_id = EXCLUDED.session_id,"
         " renewed_at = EXCLUDED.renewed_at, token = COALESCE(INT(:token), GREATEST(l.token, F) + 1), strategy ="
         " EXCLUDED.strategy, acquired_at = EXCLUDED.acquired_at, expires_at = NULL, released_at = NULL,"
-        " last_started_at = EXCLUDED.last_started_at WHERE NOT SAME(l.strategy, 'semaphore') AND (l.strategy IS NULL"
+        " last_started_at = EXCLUDED.last_started_at WHERE (l.strategy IS NULL OR l.strategy <> 'semaphore') AND (l.strategy IS NULL"
         " OR l.strategy = :strategy OR l.released_at IS NOT NULL OR l.acquired_at IS NULL OR (l.strategy = 'lease'"
         " AND l.expires_at <= EXCLUDED.acquired_at)) AND (l.expires_at IS NULL OR l.expires_at <="
         " EXCLUDED.acquired_at) AND " + sql::due_sql(marked, "l.", "EXCLUDED.acquired_at"));
@@ -326,7 +325,6 @@ TEST_CASE("a dialect that leaves a member unset gets core's form of it") {
   };
   const Tables t("p_", '"');
   CHECK(plain.integer(":token") == ":token");
-  CHECK(plain.same("a", "b") == "a IS NOT DISTINCT FROM b");
   const sql::Dialect standard{};
   CHECK(standard.json_texts(":keys") == "(SELECT k FROM JSON_TABLE(:keys, '$[*]' COLUMNS(k VARCHAR(255) PATH '$')) AS j)");
   CHECK(plain.begin == "START TRANSACTION");
@@ -344,7 +342,7 @@ TEST_CASE("a dialect that leaves a member unset gets core's form of it") {
   CHECK(s.take.text.ends_with(" RETURNING token, MS(acquired_at), MS(expires_at)"));
   CHECK(s.taken.empty());
   CHECK(s.lock_row.text == "SELECT 1 FROM \"p_locks\" WHERE name = :key FOR UPDATE");
-  CHECK(s.header_take.text.find("l.strategy IS NOT DISTINCT FROM 'semaphore'") != std::string::npos);
+  CHECK(s.header_take.text.find("CASE WHEN l.strategy = 'semaphore' THEN") != std::string::npos);
   // No server sessions: `dblock release` answers nothing and ends none.
   CHECK(sql::release_statements(plain, t).holder.empty());
   CHECK(s.session_take.empty());
@@ -361,7 +359,7 @@ TEST_CASE("a dialect that leaves a member unset gets core's form of it") {
   // Another upsert, without RETURNING: its token read back by `taken`.
   sessions.upsert = [](const sql::Upsert& u) { return "UPSERT " + u.table + " WHEN " + u.when(""); };
   sessions.returning = [](std::string_view) { return std::string(); };
-  CHECK(sql::lease_statements(sessions, t).session_take.text.starts_with("UPSERT \"p_locks\" WHEN NOT "));
+  CHECK(sql::lease_statements(sessions, t).session_take.text.starts_with("UPSERT \"p_locks\" WHEN (strategy IS NULL OR strategy <> 'semaphore') AND "));
   CHECK(sql::lease_statements(sessions, t).session_take.text.find("expires_at <= NOW") != std::string::npos);
 
   // The session strategies' txn-insert: a plain INSERT unless the dialect writes its own.
@@ -501,10 +499,10 @@ TEST_CASE("where the server tells a lock's holder: a second take answers NULL, a
       .holder = [](std::string_view key) { return "HOLDER(" + std::string(key) + ")"; },
   };
   const sql::LockStatements s = sql::lock_statements(d, t, {});
-  CHECK(s.advisory_wait.text == "SELECT CASE WHEN SAME(HOLDER(NAME(p_:key)), SESSION) THEN NULL ELSE WAIT(NAME(p_:key)) END AS got");
+  CHECK(s.advisory_wait.text == "SELECT CASE WHEN HOLDER(NAME(p_:key)) = SESSION THEN NULL ELSE WAIT(NAME(p_:key)) END AS got");
   // Its wait takes its bound as a parameter (no SessionLock::bound): the wait of 0 is the try.
   CHECK(s.advisory_try.empty());
-  CHECK(s.advisory_holds.text == "SELECT SAME(HOLDER(NAME(p_:key)), SESSION)");
+  CHECK(s.advisory_holds.text == "SELECT CASE WHEN HOLDER(NAME(p_:key)) = SESSION THEN 1 ELSE 0 END");
   CHECK(s.advisory_give_back.text == "SELECT UNLOCK(NAME(p_:key))");
   // The lease's release that gives the lock back, named from the row's own name.
   CHECK(s.advisory_release_row.id == "lock.advisory_release_row");
@@ -517,14 +515,14 @@ TEST_CASE("where the server tells a lock's holder: a second take answers NULL, a
   sql::Dialect bounded = d;
   bounded.session_lock.bound = "BOUND";
   CHECK(sql::lock_statements(bounded, t, {}).advisory_try.text ==
-        "SELECT CASE WHEN SAME(HOLDER(NAME(p_:key)), SESSION) THEN NULL ELSE TRY(NAME(p_:key)) END AS got");
+        "SELECT CASE WHEN HOLDER(NAME(p_:key)) = SESSION THEN NULL ELSE TRY(NAME(p_:key)) END AS got");
   CHECK(sql::lock_statements(bounded, t, own).advisory_try.empty());
 
   const sql::WakeStatements w = sql::wake_statements(d, t);
   CHECK(w.wake_hold.text == "SELECT TRY(:wake), UNLOCK(:queue)");
   CHECK(w.wake_release.text == "SELECT UNLOCK(:wake), UNLOCK(:queue)");
   CHECK(w.wake_wait.text ==
-        "SELECT CASE WHEN SAME(HOLDER(:queue), SESSION) THEN CASE WHEN HOLDER(:wake) IS NOT NULL AND COALESCE(WAIT(:wake),"
+        "SELECT CASE WHEN HOLDER(:queue) = SESSION THEN CASE WHEN HOLDER(:wake) IS NOT NULL AND COALESCE(WAIT(:wake),"
         " 0) = 1 THEN 1 ELSE 0 * COALESCE(UNLOCK(:queue), 0) END ELSE COALESCE(WAIT(:queue), 0) = 1 END, UNLOCK(:wake)");
   CHECK(w.taken_holding.text ==
         sql::taken_sql(d, t, ", CASE WHEN INT(:take_wake) = 1 THEN TRY(:wake) END, UNLOCK(:queue)"));
