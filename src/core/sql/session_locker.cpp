@@ -233,7 +233,7 @@ class ServerLock {
       if (pass == 0 && ahead) h_->send_behind(*ahead, wake);
       const Statement& lock = strategy_ == Strategy::for_update
                                   ? (wait ? st_.lock_claim : st_.lock_claim_nowait)
-                                  : (wait || st_.insert_claim_try.empty() ? st_.insert_claim : st_.insert_claim_try);
+                                  : st_.insert_claim;
       Result<Rows> locked = fail(ErrorKind::internal, "not sent");
       const bool tagged = strategy_ == Strategy::txn_insert && !st_.tag.empty();
       if (auto sent = tagged ? h_->send_before_tag(lock, p, w) : h_->send(lock, p, w); !sent) {

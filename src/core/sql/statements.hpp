@@ -421,8 +421,8 @@ struct LockStatements {
   /// (HolderSession::begin).
   /// for-update: `lock_claim` / `lock_claim_nowait` lock the key's claims row, affected 1 (0: no
   /// row, which `make_claim` inserts, committed; busy while another's insert is open).
-  /// txn-insert: `insert_claim` inserts it uncommitted, affected 1 (`insert_claim_try` without
-  /// waiting; empty: `insert_claim`). `tag` / `untag` (empty: none): a name the holder keeps
+  /// txn-insert: `insert_claim` inserts it uncommitted, affected 1 (waiting as the bound allows;
+  /// a bound of 0 does not wait). `tag` / `untag` (empty: none): a name the holder keeps
   /// while it holds, so the server shows it: taken after txn-insert's insert (for-update's
   /// `lock_claim` takes it), given back after the transaction. The renewals' proof, (1) while
   /// held: `holds_claim` (txn-insert's own row), `alive` (for-update's transaction).
@@ -436,7 +436,7 @@ struct LockStatements {
   /// one round trip.
   std::string begin;
   Statement lock_wait;
-  Statement lock_claim, lock_claim_nowait, make_claim, insert_claim, insert_claim_try, tag, untag, holds_claim, alive;
+  Statement lock_claim, lock_claim_nowait, make_claim, insert_claim, tag, untag, holds_claim, alive;
   Statement row_release_ended;
 };
 

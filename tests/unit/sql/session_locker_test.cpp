@@ -82,7 +82,6 @@ sql::LockStatements lock_statements() {
   st.lock_claim_nowait = {"lock.claim_nowait", "lock"};
   st.make_claim = {"lock.make_claim", "make"};
   st.insert_claim = {"lock.insert_claim", "insert"};
-  st.insert_claim_try = {"lock.insert_claim_try", "insert or not"};
   return st;
 }
 
@@ -165,7 +164,7 @@ TEST_CASE("a for-update take that finds no claims row inserts it, committed, and
 }
 
 TEST_CASE("a txn-insert take that finds the key taken holds nothing; its ROLLBACK goes before the next BEGIN") {
-  auto holder = std::make_unique<ScriptedHolder>();  // insert_claim_try inserts nothing
+  auto holder = std::make_unique<ScriptedHolder>();  // insert_claim inserts nothing
   ScriptedHolder& h = *holder;
   auto book = book_losing_the_release_reply();
   auto l = locker(Strategy::txn_insert, std::move(holder), book);
@@ -175,8 +174,7 @@ TEST_CASE("a txn-insert take that finds the key taken holds nothing; its ROLLBAC
   // No holder in the row to show (a competitor between its lock and its row, or a table just
   // made): asked once more. A refused try's transaction holds nothing, so its ROLLBACK is not
   // waited for (a contender that ends closes the connection): it goes ahead of the next BEGIN.
-  CHECK(h.session.runs["lock.insert_claim_try"] == 2);
-  CHECK(h.session.runs["lock.insert_claim"] == 0);
+  CHECK(h.session.runs["lock.insert_claim"] == 2);
   CHECK(h.execs == std::vector<std::string>{"BEGIN", "ROLLBACK ahead", "BEGIN"});
   CHECK(h.open);  // the last try's, owed
   CHECK(book->runs["session.take"] == 0);
@@ -602,13 +600,13 @@ TEST_CASE("core tells the holder session what it does at its sites: the claims r
 
 TEST_CASE("txn-insert's holding hears the tag's answer; a ROLLBACK that leaves the session open gives the tag back") {
   auto holder = std::make_unique<HookedHolder>();
-  holder->session.answers["lock.insert_claim_try"] = sql::Rows{};
-  holder->session.answers["lock.insert_claim_try"].affected = 1;
+  holder->session.answers["lock.insert_claim"] = sql::Rows{};
+  holder->session.answers["lock.insert_claim"].affected = 1;
   holder->session.answers["lock.tag"] = testing::row_of({"tagged"});
   HookedHolder& h = *holder;
   auto l = tagged_locker(Strategy::txn_insert, std::move(holder), std::make_shared<testing::ScriptedSession>());
   REQUIRE(l->try_acquire(testing::lock_request(Millis(3000)), Millis(0)));
-  CHECK(joined(h.said) == "BEGIN | lock.insert_claim_try | lock.tag | holding k (tagged) | reading taken k");
+  CHECK(joined(h.said) == "BEGIN | lock.insert_claim | lock.tag | holding k (tagged) | reading taken k");
   h.said.clear();
   CHECK(l->release(ReleaseRequest{}));
   CHECK(joined(h.said) == "ROLLBACK | lock.untag");
