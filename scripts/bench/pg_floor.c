@@ -17,7 +17,8 @@
  * `dblock run` does (its --overload-retry, 5 s), a connection the server turned away (a storm
  * beyond max_connections) is tried again for 5 s, after a fully jittered backoff from 100 ms
  * doubling to 1 s: the storm section's floor then does the work its dblock storm does, rather
- * than giving up at the first refusal.
+ * than giving up at the first refusal, and a storm that outlasts the 5 s is a skip (75), as
+ * dblock's is: the storm's counts then compare the same verdicts.
  * Exit: 69 when the connection or a statement fails, else the command's status (128 + signal).
  */
 #include <libpq-fe.h>
@@ -61,7 +62,7 @@ int main(int argc, char** argv) {
   if (argc < 2) return 64;
   const char* dsn = getenv("PG_FLOOR_DSN");
   PGconn* conn = connect_floor(dsn, with_release);
-  if (PQstatus(conn) != CONNECTION_OK) return 69;
+  if (PQstatus(conn) != CONNECTION_OK) return with_release ? 75 : 69;  /* -r: turned away for 5 s */
   const char* sql = with_release ? take : upsert;
   PGresult* r = PQexec(conn, sql);
   const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);

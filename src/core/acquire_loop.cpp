@@ -24,6 +24,11 @@ constexpr Millis max_backoff = 1000ms;
 // How long a session strategy's server may block one attempt: short, so a signal or the
 // deadline is noticed within half a second even while the server holds the call.
 constexpr Millis server_slice = 500ms;
+// How often a plain lock's waiter whose server waits end with their slice asks who holds the key
+// (LockRequest::describe_holder): with -v, once a second, as its lines; else now and then, for
+// the last holder named when the wait ends and a semaphore header appearing meanwhile.
+constexpr Millis describe_every = 5000ms;
+constexpr Millis describe_every_verbose = 1000ms;
 
 std::mt19937_64& rng() {
   static std::mt19937_64 r{std::random_device{}()};
@@ -226,6 +231,10 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
   std::string retry_state;
   Millis retry_logged_at{0};
   bool told_delay = false;      // the terminal was told of the failover lock-delay
+  bool server_waited = false;   // the last attempt's server blocked for its slice
+  Millis described_at{0};       // the last attempt that said who holds the key
+  const Millis describe_gap = log::level() == log::Level::verbose ? describe_every_verbose : describe_every;
+  LockRequest asked = request;
   WaitResult result;
 
   for (;;) {
@@ -242,7 +251,13 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
     auto locker = slot.get();
     const Millis sent = boottime_now();
     const Millis slice = wait ? std::min(server_slice, remaining(sent)) : 0ms;
-    Result<AcquireOutcome> attempt = locker ? (*locker)->try_acquire(request, slice)
+    // Who holds it is asked after a refusal that came at once (a backoff follows anyway), and
+    // otherwise only now and then: between two slices of a wait it would cost a round trip. A
+    // semaphore's attempt always asks: a plain holder of its key settles it (semaphore.cpp).
+    asked.describe_holder = request.slots > 0 || result.attempts == 0 || !server_waited || sent - described_at >= describe_gap;
+    if (asked.describe_holder) described_at = sent;
+    server_waited = false;
+    Result<AcquireOutcome> attempt = locker ? (*locker)->try_acquire(asked, slice)
                                             : Result<AcquireOutcome>(std::unexpected(locker.error()));
     const Millis replied = boottime_now();
     result.sent_at = sent;
@@ -349,12 +364,14 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
         log::verbose(held_line(key, out) + "; not waiting");
         return result;
       }
+      // An attempt not asked who holds it (describe_holder) keeps the last one named.
+      const std::optional<LockStatus>& named = asked.describe_holder ? out.holder : result.last_holder;
       if (!forever && replied >= deadline) {
         log::verbose(held_line(key, out) + "; the wait of " + format_duration(*wait) + " is over: giving up");
         if (result.told_waiting)
           progress_gave_up(key, result,
                            out.lock_delay ? "still blocked by " + lock_delay_summary(*out.lock_delay)
-                           : out.holder   ? "still held by " + out.holder->owner
+                           : named        ? "still held by " + named->owner
                                           : "still held");
         return result;
       }
@@ -372,14 +389,14 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
         told_delay = true;
       }
       // When the server already blocked for the slice, retry at once; otherwise back off.
-      const bool server_waited = slice > 0ms && replied - sent >= slice / 2;
+      server_waited = slice > 0ms && replied - sent >= slice / 2;
       const Millis pause = server_waited ? 0ms : jittered(backoff);
       if (!server_waited) backoff = std::min(backoff * 2, max_backoff);
       wake_at = replied + pause;
       if (!forever) wake_at = std::min(wake_at, deadline);
       // A server that blocks each attempt for the slice would otherwise log two lines a second.
       std::string state = out.lock_delay ? "lock-delay"
-                          : out.holder   ? out.holder->owner + "/" + std::to_string(out.holder->token)
+                          : named        ? named->owner + "/" + std::to_string(named->token)
                                          : "?";
       if (state != retry_state || replied - retry_logged_at >= 1000ms) {
         log::verbose(held_line(key, out) + "; retrying in " + format_duration(wake_at - replied) +

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -96,10 +97,15 @@ std::string resolve_command(const std::string& name, const std::vector<std::stri
 
 // What the guard tells dblock, one fixed-size record per write (atomic on a pipe).
 struct GuardReport {
-  enum Kind : std::int32_t { started = 1, exec_failed = 2, exited = 3 };
+  enum Kind : std::int32_t { started = 1, exec_failed = 2, exited = 3, job_gone = 4 };
   std::int32_t kind;
-  std::int32_t value;  // started: pid; exec_failed: errno; exited: the waitpid status
+  std::int32_t value;  // started: pid; exec_failed: errno; exited: the waitpid status; job_gone: 0
 };
+
+// What dblock may send the guard once the command has ended (Child::wait_for_job): wait until
+// the rest of the job is gone too, or kill what is left of it. Closing the socket lets it go.
+constexpr char wait_request = 'w';
+constexpr char kill_request = 'k';
 
 // Everything the guard needs, prepared before fork: after fork only async-signal-safe calls.
 struct GuardPlan {
@@ -184,7 +190,7 @@ int kill_children() {
 // dblock is gone: kill the job's process group and every descendant that reaches us as an
 // orphan, until nothing is left (bounded: a process stuck in the kernel cannot hold us forever).
 [[noreturn]] void kill_job_and_exit(pid_t pgid) {
-  const std::int64_t give_up = monotonic_ms() + 5000;
+  const std::int64_t give_up = monotonic_ms() + Child::kill_give_up.count();
   for (;;) {
     ::kill(-pgid, SIGKILL);
     kill_children();
@@ -249,6 +255,44 @@ int command_main(void* arg) {
   }
   cs->exec_errno = err;
   ::_exit(err == ENOENT ? exit_not_found : exit_cannot_execute);
+}
+
+// The command has ended and dblock was told. The report woke dblock onto this CPU, where an exit
+// now would run first: its teardown (about 0.1 ms), and often another process after it, would
+// come before dblock sends the release, the handoff's next step. So the guard sleeps until
+// dblock lets it go (Child::let_guard_go, once the release is done) and exits then. Woken any
+// sooner, it took the CPU from dblock before the release was sent.
+// Asked (wait_request: Child::wait_for_job) after a signal dblock passed on, it first waits for the rest of the job:
+// the command's process group and every descendant that reached it as an orphan, reaped as
+// they end, and says so (job_gone); told kill_request, it kills what is left.
+[[noreturn]] void exit_when_let_go(int control, int status, pid_t pgid) {
+  char byte = 0;
+  ssize_t r;
+  while ((r = ::read(control, &byte, 1)) < 0 && errno == EINTR) {
+  }
+  if (r <= 0 || byte != wait_request) ::_exit(0);
+  for (;;) {
+    int st;
+    pid_t reaped;
+    while ((reaped = ::waitpid(-1, &st, WNOHANG)) > 0) {
+    }
+    if (reaped < 0 && errno == ECHILD && ::kill(-pgid, 0) < 0) {
+      write_report(status, GuardReport::job_gone, 0);
+      while ((r = ::read(control, &byte, 1)) < 0 && errno == EINTR) {
+      }
+      ::_exit(0);
+    }
+    pollfd fd{control, POLLIN, 0};
+    if (::poll(&fd, 1, 2) > 0) {
+      while ((r = ::read(control, &byte, 1)) < 0 && errno == EINTR) {
+      }
+      if (r <= 0) ::_exit(0);
+      if (byte == kill_request) {
+        ::kill(-pgid, SIGKILL);
+        kill_children();
+      }
+    }
+  }
 }
 
 [[noreturn]] void guard_main(const GuardPlan& plan) {
@@ -333,7 +377,7 @@ int command_main(void* arg) {
     while ((r = ::waitpid(-1, &st, WNOHANG)) > 0) {
       if (r == cmd) {
         write_report(plan.status, GuardReport::exited, st);
-        ::_exit(0);
+        exit_when_let_go(plan.control, plan.status, cmd);
       }
     }
   }
@@ -488,6 +532,32 @@ Child& Child::operator=(Child&& o) noexcept {
   return *this;
 }
 
+void Child::let_guard_go() {
+  if (done_) control_.reset();
+}
+
+bool Child::wait_for_job(Millis kill_at, Millis give_up_at) {
+  if (!done_ || guard_ <= 0 || control_.get() < 0) return true;
+  auto send = [this](char c) { return ::send(control_.get(), &c, 1, MSG_NOSIGNAL) == 1; };
+  if (!send(wait_request)) return false;
+  bool killed = false;
+  for (;;) {
+    const Millis now = boottime_now();
+    if (!killed && now >= kill_at) {
+      (void)send(kill_request);  // a guard gone meanwhile says so below (EOF)
+      killed = true;
+    }
+    if (now >= give_up_at) return false;
+    const Millis until = killed ? give_up_at : std::min(kill_at, give_up_at);
+    pollfd fd{status_.get(), POLLIN, 0};
+    if (::poll(&fd, 1, static_cast<int>(std::max<std::int64_t>((until - now).count(), 0))) < 0 && errno != EINTR) return false;
+    GuardReport r{};
+    const ssize_t n = ::read(status_.get(), &r, sizeof r);
+    if (n == static_cast<ssize_t>(sizeof r) && r.kind == GuardReport::job_gone) return true;
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return false;  // the guard is gone
+  }
+}
+
 Child::~Child() {
   // Closing the control pipe while the command runs makes the guard kill the whole job.
   control_.reset();
@@ -509,8 +579,8 @@ bool Child::poll_exit() {
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
   if (n == static_cast<ssize_t>(sizeof r) && r.kind == GuardReport::exited) {
     finish(r.value);
-    // The guard exits right after its report. It is reaped later (by the destructor, after
-    // the release), so the handoff to the next holder does not wait for its teardown.
+    // The guard waits to be let go (let_guard_go, after the release) and is reaped by the
+    // destructor, so the handoff to the next holder waits neither for its exit nor its reaping.
     return true;
   } else {
     // The guard died without a word (killed by someone): nothing would stop the job any

@@ -22,7 +22,9 @@
 // handoff the guard spawns the command with clone(CLONE_VM | CLONE_VFORK), as posix_spawn
 // does: no page tables copied, no copy-on-write faults (posix_spawn itself cannot set the
 // parent-death signal). A guard told nothing exits when dblock closes the socket (the lock
-// was busy, or the DSN was bad).
+// was busy, or the DSN was bad). Once the command has ended and the guard has said so, it waits
+// for that close too (dblock closes once the release is done), so that its exit is not on the
+// handoff's path.
 
 #include <sys/types.h>
 
@@ -32,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/clock.hpp"
 #include "core/error.hpp"
 
 namespace dblock {
@@ -65,6 +68,9 @@ class UniqueFd {
 /// makes the guard kill the whole job: no path out of dblock leaves the job running.
 class Child {
  public:
+  /// How long what is left of a job may take to die of SIGKILL (a process in the kernel, an
+  /// overloaded machine) before the guard, or dblock, stops waiting for it.
+  static constexpr Millis kill_give_up{5000};
   static constexpr std::size_t late_value_max = 63;
   static constexpr std::size_t late_vars_max = 2;
 
@@ -103,6 +109,16 @@ class Child {
   int term_signal() const { return term_signal_; }
   /// Gives the terminal back to dblock's group if the command had it.
   void reclaim_terminal();
+  /// Once the command has ended: the guard, which waits after its report so that its exit is
+  /// not on the handoff's path, may exit now (the destructor reaps it). Nothing while the
+  /// command runs.
+  void let_guard_go();
+  /// Once the command has ended, after a signal dblock passed on to its group: waits until the
+  /// rest of the job (the group, and every descendant that reached the guard as an orphan) is
+  /// gone too, so that no part of a job told to stop outlives the lock. SIGKILL to what is left
+  /// at `kill_at` (boottime_now()'s clock); false when it is still not gone at `give_up_at`, or
+  /// the guard cannot tell.
+  bool wait_for_job(Millis kill_at, Millis give_up_at);
 
  private:
   void finish(int wait_status);

@@ -45,9 +45,12 @@ class Heartbeat {
   void drain();
   State state() const;
   /// Stops renewing: waits for a renew in flight (time-bounded), after which the thread never
-  /// touches the locker again. The thread is joined by the destructor, so the release need
-  /// not wait for it to end.
+  /// touches the locker again. The thread is woken by let_go() (or the destructor), so the
+  /// release need neither share the CPU with it nor wait for it to end.
   void stop();
+  /// After stop() and the release: wakes the thread to end now, alongside dblock's own end,
+  /// so the destructor's join finds it ended.
+  void let_go();
 
  private:
   void loop();

@@ -43,6 +43,12 @@ struct LockRequest {
   // in the same transaction as the slot is taken. Empty `semaphore`: a plain lock.
   std::string semaphore;
   int slots = 0;
+  // A plain lock's attempt that finds it held says who holds it (AcquireOutcome::holder) even
+  // where that costs a statement of its own; false: only where the take's answer said it. Core's
+  // wait loop asks again only now and then (acquire_loop.cpp), as a waiter whose server wait
+  // ended with its slice would otherwise read the holder before each next slice: a round trip
+  // in which a release finds nobody waiting in the server.
+  bool describe_holder = true;
 };
 
 /// A failover lock-delay in force (dblock(1) GUARANTEES, "Failover lock-delay"): the database's

@@ -87,6 +87,10 @@ class Supervisor {
   void stop_heartbeat() {
     if (heartbeat_) heartbeat_->stop();
   }
+  /// Once the release is done: the stopped heartbeat's thread may end now (heartbeat.hpp).
+  void let_heartbeat_go() {
+    if (heartbeat_) heartbeat_->let_go();
+  }
 
  private:
   void terminate(Child& child, StopReason why, Millis now);
@@ -109,9 +113,15 @@ class Supervisor {
   bool kill_sent_ = false;
   bool lost_ignored_ = false;
   int got_signal_ = 0;
+  Millis signal_at_{0};  // when the first signal that tells a job to stop was passed on (0: none)
   int session_fd_ = -1;
   bool session_closed_ = false;
 };
+
+// What the rest of a job told to stop by a signal passed on gets at least before SIGKILL: a
+// short --kill-after (a short --ttl's default is 0) is for dblock's own SIGTERM, which the
+// command must obey in time; a signal passed on is the job's to handle, in its handlers.
+constexpr Millis job_grace{1000};
 
 void Supervisor::terminate(Child& child, StopReason why, Millis now) {
   stop_ = why;
@@ -189,9 +199,25 @@ Finished Supervisor::run(Child& child) {
         if (!is_forwarded_signal(*sig)) continue;  // SIGCHLD: poll_exit() looks
         log::verbose("got signal " + std::to_string(*sig) + ": passing it to the command");
         got_signal_ = *sig;
+        // SIGUSR1 and SIGUSR2 ask a job for something (reopen a log, say), not to stop.
+        if (*sig != SIGUSR1 && *sig != SIGUSR2 && signal_at_.count() == 0) signal_at_ = boottime_now();
         child.signal_group(*sig);
       }
     }
+  }
+
+  // A job told to stop (a signal passed on, or dblock's own SIGTERM) may outlive its command:
+  // a child still in its signal handler, a grandchild the command left behind. The lock waits
+  // for the rest of it, SIGKILL after --kill-after (after a signal passed on, which the command
+  // itself may take as long as it likes to obey, at least job_grace), so that the next holder
+  // never starts beside a part of this one. A command that ended by itself is taken at its
+  // word (man page, "The command's process tree").
+  if (signal_at_.count() > 0 || stop_ != StopReason::none) {
+    const Millis kill_at = stop_ != StopReason::none ? (kill_sent_ ? Millis(0) : term_sent_at_ + o_.kill_after)
+                                                     : signal_at_ + std::max(o_.kill_after, job_grace);
+    if (!child.wait_for_job(kill_at, std::max(kill_at, boottime_now()) + Child::kill_give_up))
+      log::warn("part of the job of '" + key + "' was still running " + format_duration(Child::kill_give_up) +
+                " after SIGKILL; releasing the lock");
   }
 
   Finished f;
@@ -292,6 +318,10 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
   const WaitResult& waited = opened->result;
   if (waited.signal) return exit_signal_base + waited.signal;
   if (waited.outcome.state != AcquireOutcome::State::acquired) {
+    // The locker goes first, and a connection of its own with it (a session strategy's): in a
+    // start storm against max_connections its slot is the next contender's, not held while the
+    // skip is described (the holder's times formatted, the time zone read) and reported.
+    opened->locker.reset();
     skipped_event(o.request.key, waited, o.conflict_exit_code);
     return o.conflict_exit_code;
   }
@@ -352,7 +382,12 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
   }
   int exit_status = finished.exit_status;
   std::string_view outcome = to_string(finished.outcome);
-  if (auto released = locker.release(release); !released) {
+  auto released = locker.release(release);
+  // Both wait until now so that neither takes the CPU from the release (child_process.hpp,
+  // heartbeat.hpp); they end alongside dblock's own end.
+  child.let_guard_go();
+  supervisor.let_heartbeat_go();
+  if (!released) {
     // After a loss there is nothing left to release; the call only records the run if it can.
     if (finished.outcome == RunOutcome::lost) {
       log::verbose("release after losing the lock: " + released.error().message);

@@ -94,7 +94,8 @@ TEST_CASE("schema --statements lists every statement of each dialect, each named
   const auto mysql_ids = printed("mysql", options);
   CHECK(listed(mysql_ids, "failover.read (MariaDB)"));
   CHECK(listed(mysql_ids, "inspect.status_all (--table-format shedlock)"));
-  CHECK(listed(mysql_ids, "lock.advisory_take"));
+  CHECK(listed(mysql_ids, "lock.advisory_wait"));
+  CHECK(listed(mysql_ids, "lock.advisory_release_row"));
   CHECK(listed(printed("postgres", options), "lock.advisory_numbered_wait"));
 }
 

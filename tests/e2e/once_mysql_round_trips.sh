@@ -100,9 +100,41 @@ for strategy in lease advisory for-update txn-insert; do
   fi
 done
 assert_eq "every run is in the history" 8 "$(dblock -d "$DBLOCK_DSN" history --json --limit 100 | json_field runs.#)"
+
 # A run's prepared statements end with its session: none is closed one by one (COM_STMT_CLOSE,
 # a packet each) on the way out.
 assert_eq "no prepared statement closed on its own at exit" 0 "$(($(count COM_STMT_CLOSE) - closes0))"
+
+# A contender that finds the key held and does not wait (every host but one, each time a farm's
+# crontab line fires): exit 75 after the statements that say so and who holds it. The lease's
+# take answers with the holder's row; MariaDB advisory's block does too, where it read the row
+# in a round trip of its own (2); for-update and txn-insert lock on one connection and read the
+# holder on the other.
+for strategy in lease advisory for-update txn-insert; do
+  key="rt-busy-$strategy"
+  d="$E2E_TMP/busy-$strategy"
+  mkdir -p "$d"
+  start_bg holder dblock -d "$proxied" --strategy "$strategy" run --ttl 120s "$key" -- \
+    sh -c 'while [ ! -e "$0" ]; do sleep 0.02; done' "$d/go"
+  if ! wait_for 10 is_held "$key"; then
+    fail "$strategy busy: the holder never held"
+    continue
+  fi
+  read -r c0 r0 q0 e0 k0 <<<"$(snapshot)"
+  rc=0
+  dblock -d "$proxied" --strategy "$strategy" run "$key" -- true 2>/dev/null || rc=$?
+  settled "$c0" "$k0"
+  read -r c1 r1 _ <<<"$(snapshot)"
+  touch "$d/go"
+  wait_exit hs "$holder" 20
+  case $strategy in
+    lease | advisory) most=1 ;;
+    *) most=2 ;;
+  esac
+  echo "      $strategy busy: connections=$((c1 - c0)) round_trips=$((r1 - r0))"
+  assert_eq "$strategy busy: exits 75" 75 "$rc"
+  assert_between "$strategy busy: round trips after the handshakes, at most $most" 1 "$most" "$((r1 - r0))"
+done
 
 # The other subcommands, one connection each: their round trips after the handshake, the
 # counts dblock(1) gives (NOTES, Round trips). acquire, renew and release are the lease's own.

@@ -39,12 +39,12 @@ overlap = len(rows) == 2 and rows[0]["ready_at"] is not None and rows[1]["accept
 print(len(rows), "yes" if overlap else "no (%s)" % [(round(r["accepted"], 3), r["ready_at"] and round(r["ready_at"], 3)) for r in rows])' "$E2E_TMP/wire.log")"
   assert_eq "$s: two connections" 2 "$conns"
   assert_eq "$s: the second connection's set-up started before the first's ended" yes "$overlap"
-  # The holder's connection is the one whose lock answers txid_current(); the other's first
+  # The holder's connection is the one that locks or inserts the claims row; the other's first
   # statement is the failover record's read.
   assert_eq "$s: the holder's lock was sent before the failover record's read was answered" yes "$(python3 -c '
 import json, sys
 rows = [r for r in (json.loads(l) for l in open(sys.argv[1]) if l.strip()) if not r["cancel"]]
-holder = [r for r in rows if any("txid_current()" in q for q in r["queries"])]
+holder = [r for r in rows if any("claims" in q and ("FOR UPDATE" in q or "txid_current()" in q) for q in r["queries"])]
 book = [r for r in rows if r not in holder]
 if len(holder) != 1 or len(book) != 1 or not holder[0]["turns"] or not book[0]["turns"]:
     print("no: the connections are not told apart")

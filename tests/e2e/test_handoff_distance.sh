@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cells: postgres:(lease|advisory|for-update|txn-insert)|mysql:lease
+# cells: postgres:(lease|advisory|for-update|txn-insert)|mysql:(lease|for-update|txn-insert)
 # The handoff at a distance (README, Benchmarks; dblock(1) NOTES, Round trips): with the server
 # a long round trip R away (scripts/bench/delay_proxy.py on 127.0.0.1), a `run -w` waiter's
 # command starts within these many round trips of the holder's command ending. What each needs
@@ -9,10 +9,11 @@
 # trip, and the take runs at once): 1 R, where hearing the release's NOTIFY and then taking
 # the row was 2 R. The advisory bound is that plus one round trip, for the processes' own time
 # on a loaded machine: a step more on the path (a statement before the command starts, as a
-# lease waiter's UNLISTEN and queue place were) fails it. The lease's is 1.5 R: its wait in
-# the server ends with core's slice (500 ms) and is sent again a round trip later, and a
-# release that reaches the server in between costs up to 2 R; so the test lets the holder go
-# just after the waiter's wait began (pg_stat_activity, on the server directly), as a release
+# lease waiter's UNLISTEN and queue place were) fails it. The lease's is 1.5 R. Both waits in
+# the server end with core's slice (500 ms) and are sent again a round trip later, and a
+# release that reaches the server in between costs up to 2 R (an advisory handoff of 408 ms
+# failed so, once in a whole suite); so the test lets the holder go just after the waiter's
+# wait began (pg_stat_activity, on the server directly), as a release
 # at any other moment of that wait would be. R is long (200 ms) so that the machine's own
 # milliseconds stay well within it.
 # for-update and txn-insert: the holder's release runs in its own transaction with the COMMIT
@@ -27,6 +28,12 @@
 # a wait for the holder's wake name (GET_LOCK), in one block; the release gives the name back
 # in its round trip and the take runs at once: 1 R, where hearing the wake and then taking was
 # 2 R. Its bound is the PostgreSQL lease's, 1.5 R, for the same reason.
+# MariaDB's for-update and txn-insert (their row locks wait in whole seconds only): the waiter at
+# the head of the key's queue sends its lock statement behind a wait for the holder's wake name,
+# in one block on its lock session; the holder's end gives the row back and then the name, and
+# the lock statement runs at once: the wake with the lock's answer, then the numbering, 2 R,
+# where hearing the wake, then locking, then numbering was 3. Their bound is PostgreSQL's, 2.5 R;
+# the holder goes just after that wait began, as for the lease.
 source "$(dirname "$0")/lib.sh"
 
 command -v python3 >/dev/null || skip_or_fail "no python3 for the delay proxy"
@@ -41,7 +48,8 @@ esac
 target_port=$(python3 -c 'import sys, urllib.parse; u = urllib.parse.urlsplit(sys.argv[1]); print(u.port or {"mysql": 3306}.get(u.scheme, 5432))' "$DBLOCK_DSN")
 python3 "$DBLOCK_SOURCE_DIR/scripts/bench/delay_proxy.py" --target-port "$target_port" --delay-ms "$delay_ms" \
   --port-file "$E2E_TMP/proxy.port" --lifetime 200 >/dev/null &
-remember_pid $!
+proxy_pid=$!
+remember_pid "$proxy_pid"
 wait_for 10 test -s "$E2E_TMP/proxy.port" || { fail "the delay proxy did not start"; finish; }
 # Through the proxy, without TLS (its handshake would only make the test longer).
 if [ "$DBLOCK_TEST_BACKEND" = mysql ]; then
@@ -62,8 +70,12 @@ export DBLOCK_DSN
 k=$(key distance)
 d=$E2E_TMP/handoff
 mkdir -p "$d"
-# The holder's command holds until the test lets it go, then writes when it ended.
-start_bg holder dblock run "$k" -- sh -c "while [ ! -e '$d/go' ]; do sleep 0.005; done; date +%s%N >'$d/end'"
+# The holder's command holds until the test lets it go, then writes when it ended. Its lease is
+# long (a renew every 20 s): the default's renew at 10 s falls when the test lets the holder go
+# (its waits add up to about 10 s on a loaded machine), and a release waits for a renew's round
+# trip on the same connection, one round trip more (572 and 580 ms where 420 is usual, in CI and
+# under load; the delay proxy's log showed the holder's renew sent 41 ms before its command ended).
+start_bg holder dblock run "$k" --ttl 60s -- sh -c "while [ ! -e '$d/go' ]; do sleep 0.005; done; date +%s%N >'$d/end'"
 wait_for 30 is_held "$k" || fail "the holder did not take $k"
 start_bg waiter dblock -v run -w 60s "$k" -- sh -c "date +%s%N >'$d/start'" 2>"$d/waiter.err"
 # It waits once it said the key is held; then a few round trips more, for a lease waiter's
@@ -71,40 +83,57 @@ start_bg waiter dblock -v run -w 60s "$k" -- sh -c "date +%s%N >'$d/start'" 2>"$
 wait_for 30 grep -q " is held" "$d/waiter.err" || fail "the waiter never said it waits: $(tail -n 1 "$d/waiter.err")"
 sleep "$(awk -v r="$rtt_ms" 'BEGIN { printf "%.2f", 6 * r / 1000 }')"
 # waiting_in_server LIKE: a statement of the waiter's matching LIKE has just begun a wait for a
-# lock in the server (within 60 ms), polled for up to 1.5 s.
+# lock in the server (within 60 ms), polled for up to 1.5 s. The waiter's: its connection comes
+# from this test's proxy (its ports towards the server), as another test's waiter in parallel
+# does not (a lease's wait names no table of this test's).
+command -v ss >/dev/null || skip_or_fail "no ss (iproute2) to find the proxy's connections"
 waiting_in_server() {
-  local began="" _
+  local began="" _ ports
   for _ in $(seq 150); do
+    ports=$(ss -Htnp state established "( dport = :$target_port )" | grep "pid=$proxy_pid," |
+      awk '{ n = split($3, a, ":"); printf "%s%s", sep, a[n]; sep = "," }')
     began=$(server_sql "SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND wait_event_type = 'Lock'
-      AND query LIKE '$1' AND clock_timestamp() - query_start < interval '60 ms' LIMIT 1")
+      AND client_port IN (${ports:-0}) AND query LIKE '$1'
+      AND clock_timestamp() - query_start < interval '60 ms' LIMIT 1")
     [ -n "$began" ] && return 0
     sleep 0.01
   done
   return 1
 }
-# my_waiting_in_server: a MariaDB session of this database has just begun a wait in GET_LOCK
-# in a statement that asks IS_USED_LOCK first (a lease waiter's wait for the key's wake name:
-# wake.wait, or wake.wait_ahead with its take behind it), within 60 ms, polled for up to 1.5 s.
+# my_waiting_in_server LIKE: a MariaDB session of this database has just begun a wait in
+# GET_LOCK in a statement matching LIKE (a waiter's wait for the key's wake name: wake.wait, or
+# wake.wait_ahead with its take or lock statement behind it), within 60 ms, polled for up to
+# 1.5 s.
 my_waiting_in_server() {
   local began="" _
   for _ in $(seq 150); do
     began=$(server_sql "SELECT 1 FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID()
-      AND STATE LIKE '%user lock%' AND INFO LIKE '%IS_USED_LOCK%' AND TIME_MS < 60 LIMIT 1")
+      AND STATE LIKE '%user lock%' AND INFO LIKE '$1' AND TIME_MS < 60 LIMIT 1")
     [ -n "$began" ] && return 0
     sleep 0.01
   done
   return 1
 }
 if [ "$DBLOCK_TEST_BACKEND" = mysql ]; then
-  # The head waiter's take waits behind its wait for the holder's wake name: the holder goes
-  # once that wait has just begun (a slice's, as for PostgreSQL's lease).
-  my_waiting_in_server || fail "the lease waiter never waited in the server for the holder's wake name"
+  # The head waiter's take (lease) or lock statement (for-update, txn-insert) waits behind its
+  # wait for the holder's wake name: the holder goes once that wait has just begun (a slice's,
+  # as for PostgreSQL's lease). A block, whose statement the server shows with its values, this
+  # key's wake name among them (another test's waiter, in parallel, is not this one's;
+  # mysql_names.cpp, wake_name).
+  my_waiting_in_server "%IS_USED_LOCK%dblock-wake:$(server_sql "SELECT LEFT(SHA2(CONCAT(DATABASE(), CHAR(0),
+    '$DBLOCK_TABLE_PREFIX', CHAR(0), '$k'), 256), 52)" | tail -n 1)%" ||
+    fail "the $DBLOCK_STRATEGY waiter never waited in the server for the holder's wake name, its lock statement behind"
 elif [ "$DBLOCK_STRATEGY" = lease ]; then
   # The head waiter's take waits behind its wait for the holder's handoff lock, a statement of
   # its own (dblock(1) NOTES, Round trips): the holder goes once that wait has just begun.
   waiting_in_server 'SELECT (SELECT true FROM (SELECT pg_advisory_lock($1::bigint)) w) AS got FROM %' ||
     fail "the lease waiter never waited in the server for the holder's handoff lock"
-elif [ "$DBLOCK_STRATEGY" != advisory ]; then
+elif [ "$DBLOCK_STRATEGY" = advisory ]; then
+  # Its numbered take blocks in pg_advisory_lock in slices, as the lease's wait does: the holder
+  # goes once a slice has just begun (the take's text, not a queue's wait).
+  waiting_in_server '%pg_advisory_lock(%INSERT INTO%' ||
+    fail "the advisory waiter never waited in the server for the key's lock"
+else
   # The waiter's lock statement (the claims row, or txn-insert's queue ahead of it) has just
   # begun a slice of its wait.
   waiting_in_server "%${DBLOCK_TABLE_PREFIX}claims%" ||

@@ -2,10 +2,13 @@
 # run: exactly one of many simultaneous runs gets the lock; conflicts exit 75 or -E; -w waits.
 source "$(dirname "$0")/lib.sh"
 
-# Eight processes released by one barrier file: exactly one runs the command.
+# Eight processes released by one barrier file: exactly one runs the command. The command holds
+# until the seven others have exited (at most 60 s), so a racer the machine starts late still
+# meets it held: a fixed 2 s let one that started after it ran at a load of ~190.
 k=$(key race)
 dblock init >/dev/null 2>&1 || true
-race 8 "$E2E_TMP/status" dblock run "$k" -- sh -c "echo \$DBLOCK_TOKEN >>'$E2E_TMP/ran'; sleep 2"
+hold="i=0; while [ \$(ls '$E2E_TMP'/status.* 2>/dev/null | wc -l) -lt 7 ] && [ \$i -lt 600 ]; do sleep 0.1; i=\$((i + 1)); done"
+race 8 "$E2E_TMP/status" dblock run "$k" -- sh -c "echo \$DBLOCK_TOKEN >>'$E2E_TMP/ran'; $hold"
 wait
 assert_eq "8 racers: exactly one ran the command" 1 "$(wc -l <"$E2E_TMP/ran" | tr -d ' ')"
 assert_eq "8 racers: one exit 0" 1 "$(cat "$E2E_TMP"/status.* | grep -cx 0)"

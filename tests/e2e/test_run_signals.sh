@@ -22,6 +22,46 @@ wait_exit rc $runner
 assert_eq "SIGINT: 128+2" 130 "$rc"
 check "the sleeping command is gone" bash -c "! kill -0 $(cat "$E2E_TMP/cmd2") 2>/dev/null"
 
+# SIGTERM to dblock: the lock waits for the whole job, not only its command. The command (a
+# shell) dies of the signal at once; its child spends half a second in its own TERM handler;
+# a waiter starts only once that child has ended.
+k=$(key sigterm-tree)
+cat >"$E2E_TMP/tree-child.sh" <<'SH'
+trap 'sleep 0.5; date +%s%N >"$1.end"; exit 0' TERM
+echo $$ >"$1.pid"
+sleep 30 &
+wait
+SH
+start_bg runner dblock run "$k" -- sh -c 'bash "$0" "$1"; :' "$E2E_TMP/tree-child.sh" "$E2E_TMP/tree"
+check "the command's child started" wait_for 10 test -s "$E2E_TMP/tree.pid"
+check "its lock is held" wait_for 10 is_held "$k"
+start_bg waiter dblock run "$k" -w 60 -- sh -c 'date +%s%N >"$0"' "$E2E_TMP/tree-waiter"
+sleep 1
+kill -TERM $runner
+wait_exit rc $runner
+assert_eq "dblock exits with the command's status (SIGTERM: 143)" 143 "$rc"
+wait_exit rc $waiter
+assert_eq "the waiter ran" 0 "$rc"
+check "the child ended its handler" test -s "$E2E_TMP/tree.end"
+ended=$(cat "$E2E_TMP/tree.end" 2>/dev/null || echo 0)
+started=$(cat "$E2E_TMP/tree-waiter" 2>/dev/null || echo 0)
+assert_between "the waiter started after the child's end (ms)" 0 30000 $(((started - ended) / 1000000))
+
+# SIGUSR1 asks a job for something, not to stop: a command that then ends by itself is taken at
+# its word, and what it left running (here a child that ignores SIGUSR1) is neither waited for
+# nor killed.
+k=$(key usr1-tree)
+start_bg runner dblock run "$k" -- sh -c 'trap : USR1; (trap "" USR1; exec sleep 5) & echo $! >"$0.bg"
+  while [ ! -e "$0.go" ]; do sleep 0.05; done' "$E2E_TMP/usr1"
+check "the command's child started" wait_for 10 test -s "$E2E_TMP/usr1.bg"
+kill -USR1 $runner
+sleep 0.3
+touch "$E2E_TMP/usr1.go"
+wait_exit rc $runner
+assert_eq "SIGUSR1, then the command ends by itself: exit 0" 0 "$rc"
+check "the child it left running was not killed" kill -0 "$(cat "$E2E_TMP/usr1.bg")"
+kill "$(cat "$E2E_TMP/usr1.bg")" 2>/dev/null
+
 # A signal while waiting aborts the wait promptly with 128+N.
 k=$(key wait-signal)
 start_bg holder dblock run "$k" -- sleep 30

@@ -26,7 +26,10 @@ if ! wait_for 10 bash -c "[ \$(cat '$pids' 2>/dev/null | wc -l) -ge 6 ]" || ! wa
 fi
 token=$(awk '$1 == "start" {print $2}' "$log")
 pgid=$(head -n 1 "$pids")
-{ tr ' ' '\n' <"$pids"; group_members "$pgid"; } | grep . | sort -u >"$E2E_TMP/all.pids"
+{ tr ' ' '\n' <"$pids"; group_members "$pgid"; } | grep . | sort -u >"$E2E_TMP/all.pids.raw"
+# Each with its start time: a pid reused after the job died must not pass for the job.
+# shellcheck disable=SC2046
+process_ids $(cat "$E2E_TMP/all.pids.raw") >"$E2E_TMP/all.pids"
 echo "      $s: job processes: $(tr '\n' ' ' <"$E2E_TMP/all.pids")"
 
 start_competitor competitor "$k" "$E2E_TMP/all.pids" "$E2E_TMP/alive_at_start" "$log"

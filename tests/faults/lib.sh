@@ -44,13 +44,28 @@ group_alive() {
   return 1
 }
 
-# pids_alive PID...: true while any of them exists and is not a zombie.
-pids_alive() {
-  local pid line st
+# process_ids PID...: "PID:START" for each that is alive, START its start time (/proc/PID/stat's
+# 22nd field): a process's identity where a pid alone may be another's by the time it is looked
+# at again (a loaded machine that starts thousands of processes wraps pid_max, 32768 here, in
+# seconds). pids_alive, watch_death and start_competitor take either form.
+process_ids() {
+  local pid line f
   for pid in "$@"; do
     { read -r line <"/proc/$pid/stat"; } 2>/dev/null || continue
-    read -r st _ <<<"${line##*) }"
-    [ "$st" != Z ] && return 0
+    read -r -a f <<<"${line##*) }"
+    [ "${f[0]}" != Z ] && echo "$pid:${f[19]}"
+  done
+}
+
+# pids_alive PID[:START]...: true while any of them exists (the same process: its START) and is
+# not a zombie.
+pids_alive() {
+  local id line f
+  for id in "$@"; do
+    { read -r line <"/proc/${id%%:*}/stat"; } 2>/dev/null || continue
+    read -r -a f <<<"${line##*) }"
+    [[ $id == *:* && ${f[19]} != "${id#*:}" ]] && continue
+    [ "${f[0]}" != Z ] && return 0
   done
   return 1
 }
@@ -233,12 +248,14 @@ watch_death() {
   python3 - "$out" "$@" <<'PY' &
 import os, sys, time
 out, pids = sys.argv[1], sys.argv[2:]
-def alive(pid):
+def alive(ident):
+    pid, _, start = ident.partition(":")
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
         return False
+    return fields[0] != "Z" and (not start or fields[19] == start)
 any(alive(p) for p in pids)
 open(out + ".ready", "w").close()
 deadline = time.monotonic() + 60
@@ -260,12 +277,15 @@ PY
 }
 
 # start_competitor VAR KEY PIDS_FILE ALIVE_FILE LOG: `dblock run KEY -w 30` in the background,
-# whose command first appends to ALIVE_FILE every pid of PIDS_FILE still alive (a job process
-# that outlived its holder), then runs the oracle job for 0.2 s; its pid goes in VAR.
+# whose command first appends to ALIVE_FILE every pid (PID or PID:START) of PIDS_FILE still
+# alive (a job process that outlived its holder), then runs the oracle job for 0.2 s; its pid goes in VAR.
 start_competitor() {
   local var=$1 cmd='
-  for p in $(cat "$1"); do
-    st=$(cut -d" " -f3 "/proc/$p/stat" 2>/dev/null) && [ "$st" != Z ] && echo "$p" >>"$2"
+  for id in $(cat "$1"); do
+    { read -r line <"/proc/${id%%:*}/stat"; } 2>/dev/null || continue
+    read -r -a f <<<"${line##*) }"
+    [[ $id == *:* && ${f[19]} != "${id#*:}" ]] && continue
+    [ "${f[0]}" != Z ] && echo "$id" >>"$2"
   done
   shift 2; exec "$@"'
   dblock run "$2" -w 30 -- bash -c "$cmd" comp "$3" "$4" "$ORACLE_JOB" "$5" 0.2 &

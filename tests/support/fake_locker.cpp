@@ -3,6 +3,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "core/clock.hpp"
@@ -10,9 +13,30 @@
 namespace dblock::test {
 namespace {
 
+// This process's children (any thread's) that have not exited, from /proc: a guard waiting to be
+// let go (S), or on its way there (R: on a busy machine it may not have reached its wait yet).
+// One that exited is a zombie (Z) until reaped, or gone.
+int live_children() {
+  int n = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream children(task.path() / "children");
+    for (long pid; children >> pid;) {
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string line;
+      std::getline(stat, line);
+      const auto paren = line.rfind(')');
+      if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z' && line[paren + 2] != 'X') ++n;
+    }
+  }
+  return n;
+}
+
 class FakeLocker final : public Locker {
  public:
   explicit FakeLocker(std::shared_ptr<FakeScript> script) : s_(std::move(script)) {}
+  ~FakeLocker() override {
+    if (s_->on_locker_gone) s_->on_locker_gone();
+  }
 
   Result<AcquireOutcome> try_acquire(const LockRequest&, Millis wait) override {
     const int attempt = ++s_->attempts;
@@ -65,6 +89,7 @@ class FakeLocker final : public Locker {
   Result<void> release(const ReleaseRequest& req) override {
     std::lock_guard lock(s_->mutex);
     s_->prepared_before_release.push_back(s_->releases_prepared);
+    s_->live_children_at_release.push_back(live_children());
     s_->releases.push_back(req);
     if (s_->release_error) return std::unexpected(*s_->release_error);
     return {};

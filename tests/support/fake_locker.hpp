@@ -4,6 +4,7 @@
 // signal raised during an attempt...) and inspect what core asked of it afterwards.
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,6 +34,7 @@ struct FakeScript {
   std::optional<Error> release_error;        // release fails with this
   std::optional<Error> open_error;           // fake_opener fails with this
   int wakeup_fd = -1;                        // returned by Locker::wakeup_fd()
+  std::function<void()> on_locker_gone;      // called as a locker is destroyed
 
   // --- record (read after use) ---
   std::mutex mutex;
@@ -46,6 +48,7 @@ struct FakeScript {
   std::vector<ReleaseRequest> releases;
   std::atomic<int> releases_prepared{0};     // prepare_release calls
   std::vector<int> prepared_before_release;  // releases_prepared at each release
+  std::vector<int> live_children_at_release;  // this process's children not exited at each release
   std::int64_t next_token = 41;              // the next acquisition gets next_token + 1
   std::optional<Millis> acquired_at;         // CLOCK_BOOTTIME of the successful acquire
   std::optional<Millis> due_until;           // not_due answers stop after this

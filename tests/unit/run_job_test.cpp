@@ -1,7 +1,9 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -9,6 +11,7 @@
 #include <sstream>
 
 #include "core/clock.hpp"
+#include "core/event_log.hpp"
 #include "core/heartbeat.hpp"
 #include "core/run_job.hpp"
 #include "core/signals.hpp"
@@ -92,6 +95,15 @@ TEST_CASE("run: the release is made ready once while the command runs, before it
   CHECK(f.run() == 0);
   CHECK(f.script->releases_prepared == 1);
   CHECK(f.script->prepared_before_release == std::vector<int>{1});
+}
+
+TEST_CASE("run: the guard waits out the release, so its exit is not on the handoff's path") {
+  Fixture f;
+  f.shell("exit 0");
+  CHECK(f.run() == 0);
+  // Its report of the command's end woke dblock onto its CPU; exiting there at once ran first.
+  // Alive at the release (waiting, or on its way to wait), never exited before it.
+  CHECK(f.script->live_children_at_release == std::vector<int>{1});
 }
 
 TEST_CASE("run: the command's exit status passes through as failed") {
@@ -181,6 +193,40 @@ TEST_CASE("run: conflict returns -E and runs nothing, releases nothing") {
   g.shell("touch '" + (g.dir / "ran").string() + "'");
   CHECK(g.run() == 75);
   CHECK_FALSE(std::filesystem::exists(g.dir / "ran"));
+}
+
+TEST_CASE("run: a skip lets its locker go before it is described and reported") {
+  // A session strategy's locker owns its connection: in a start storm against max_connections
+  // that connection's slot is the next contender's. The skip's event goes to a socket of this
+  // test (--log syslog), and is not there yet when the locker goes.
+  Fixture f;
+  f.script->busy_attempts = 1000;
+  const std::string path = (f.dir / "log").string();
+  const int sock = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  REQUIRE(sock >= 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  REQUIRE(path.size() < sizeof addr.sun_path);
+  path.copy(addr.sun_path, path.size());
+  REQUIRE(::bind(sock, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0);
+  ::setenv("DBLOCK_SYSLOG_SOCKET", path.c_str(), 1);
+  event_log::configure(event_log::Sink::syslog, false);
+  std::vector<bool> reported_at_gone;
+  f.script->on_locker_gone = [&] {
+    char c;
+    reported_at_gone.push_back(::recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) >= 0);
+  };
+  f.shell("exit 0");
+  const int status = f.run();
+  event_log::configure(event_log::Sink::stderr_only, false);
+  ::unsetenv("DBLOCK_SYSLOG_SOCKET");
+  char line[1024];
+  const ssize_t got = ::recv(sock, line, sizeof line, MSG_DONTWAIT);
+  ::close(sock);
+  CHECK(status == 75);
+  CHECK(reported_at_gone == std::vector<bool>{false});
+  REQUIRE(got > 0);
+  CHECK(std::string(line, static_cast<std::size_t>(got)).find("skipped 'job'") != std::string::npos);
 }
 
 TEST_CASE("run: a signal while waiting aborts with 128+N and runs nothing") {

@@ -1,7 +1,13 @@
 // The MySQL/MariaDB backend: its session and the registry entry; the rest is
 // core/sql/sql_backend.cpp on mysql_statements.cpp.
+#include <functional>
 #include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/mysql/mysql_tables.hpp"
@@ -13,13 +19,50 @@
 namespace dblock::mysql {
 namespace {
 
+// A run's statement families (the lease's; a session strategy's lock statements, made on it),
+// built once per process and kept: open() builds them before its first connection, on the
+// guess that the server is MariaDB, so that a contender's work once its connection is open is
+// only its statements' binding and what follows the answer. In a start storm against
+// max_connections that work, slowed by a thousand other contenders, is what holds a connection
+// the next contender is turned away for; and one turned away connects again, with the families
+// built. A MySQL server's are built when its handshake says so.
+struct RunFamilies {
+  std::string prefix;
+  bool mariadb = false;
+  sql::LeaseStatements lease;
+  std::optional<sql::LockStatements> lock;
+};
+std::mutex run_families_mutex;
+std::vector<std::unique_ptr<RunFamilies>> run_families;  // at most one per prefix and server kind
+
+// The families for `prefix` on MariaDB or MySQL (`mariadb`), with the lock statements when
+// `with_lock`; built here the first time. The reference stays valid to the process's end.
+const RunFamilies& families(const std::string& prefix, bool mariadb, bool with_lock) {
+  std::lock_guard lock(run_families_mutex);
+  RunFamilies* f = nullptr;
+  for (auto& built : run_families)
+    if (built->prefix == prefix && built->mariadb == mariadb) f = built.get();
+  if (!f) {
+    run_families.push_back(std::make_unique<RunFamilies>(RunFamilies{prefix, mariadb, lease_statements(prefix, mariadb), {}}));
+    f = run_families.back().get();
+  }
+  if (with_lock && !f->lock) f->lock = lock_statements(prefix, mariadb, f->lease);
+  return *f;
+}
+
 class MysqlBackend final : public sql::SqlBackend {
  public:
   MysqlBackend(Dsn dsn, const BackendOptions& options, std::unique_ptr<Connection> conn,
                std::unique_ptr<Connection> holder)
-      : SqlBackend(descriptor.name, options, lease_statements(options.table_prefix, conn->mariadb()),
-                   shedlock_statements(options), inspect_statements(options), schema_statements(options),
-                   release_statements(options.table_prefix), doctor_statements(options, conn->mariadb())),
+      // Built on first use, as SQLite's (sql::Statements): a run needs the lease's (or a session
+      // strategy's, lock_statements on the lease's: make_session_locker), `status` inspection's;
+      // a run's built before its connection (families).
+      : SqlBackend(descriptor.name, options,
+                   std::function([p = options.table_prefix, m = conn->mariadb()] { return families(p, m, false).lease; }),
+                   std::function([options] { return shedlock_statements(options); }),
+                   std::function([options] { return inspect_statements(options); }), schema_statements(options),
+                   std::function([p = options.table_prefix] { return release_statements(p); }),
+                   doctor_statements(options, conn->mariadb())),
         dsn_(std::move(dsn)),
         mariadb_(conn->mariadb()),
         session_(new_session(std::move(conn))),
@@ -61,8 +104,9 @@ class MysqlBackend final : public sql::SqlBackend {
       if (!other) return std::unexpected(other.error());
       return std::make_unique<Session>(std::move(*other), options.table_prefix);
     };
-    return sql::make_session_locker(strategy, std::move(*holder), lock_statements(prefix, mariadb_), std::move(book),
-                                    lease_statements(prefix, mariadb_), prefix, options_.history_keep,
+    const RunFamilies& built = families(prefix, mariadb_, true);
+    return sql::make_session_locker(strategy, std::move(*holder), *built.lock, std::move(book), built.lease, prefix,
+                                    options_.history_keep,
                                     serving_check(strategy, open_other));
   }
 
@@ -85,6 +129,10 @@ class MysqlBackend final : public sql::SqlBackend {
 };
 
 Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& options) {
+  // A run's statement families, before any of its connections (families): its server is
+  // MariaDB, most likely.
+  if (options.locker_strategy && !options.inspect)
+    families(options.table_prefix, true, is_session_strategy(*options.locker_strategy));
   // A run of a row-lock strategy needs a holder connection too: both are opened at once, side by
   // side, so the run waits for one handshake rather than two in a row (a few round trips at a
   // distance), as PostgreSQL's open does. advisory's run needs one connection, its holder's, which

@@ -337,9 +337,13 @@ Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& g
 
 // Two statements in one round trip: a block (compiled once per text, as any statement) whose
 // first answer is `ahead`'s, then `st`'s.
+// What put_ahead_of_next left (a holder's lock wait, txn-insert's INSERT) goes after the wait,
+// answerless, so the wait's answer stays the block's first.
 Result<sql::Rows> Connection::run_behind(const sql::Statement& ahead, const sql::Statement& st,
                                          const sql::Params& params, sql::Rows& ahead_rows) {
-  return execute({st.id, "BEGIN NOT ATOMIC " + ahead.text + "; " + st.text + "; END"}, params, &ahead_rows);
+  const std::string then = std::exchange(ahead_, {}).text;
+  return execute({st.id, "BEGIN NOT ATOMIC " + ahead.text + "; " + (then.empty() ? "" : then + "; ") + st.text + "; END"},
+                 params, &ahead_rows);
 }
 
 Result<sql::Rows> Connection::execute(const sql::Statement& given_st, const sql::Params& given, sql::Rows* first) {
@@ -487,9 +491,11 @@ class NamedLockWake final : public sql::Wake {
   }
   // Only MariaDB runs a block (Connection::run_behind).
   bool at_head(const std::string& key) const override { return head_ == key && conn_->mariadb(); }
-  // Within the slice, and never past what a statement may block (max_block_ms).
+  // Within the slice, and never past what a statement may block (max_block_ms). The queue
+  // name is this session's, wherever the take runs (a row lock's: in its holder session).
   const sql::Statement* wait_ahead(const std::string& key, Millis left, sql::Params& wait) override {
     wait.set("key", key).set("wait_ms", std::min<std::int64_t>(left.count(), conn_->max_block_ms()));
+    wait.set("head", static_cast<std::int64_t>(conn_->session_id()));
     return &s_.wait_ahead;
   }
   // A row-lock strategy's row is read back by taken_holding, which takes the key's wake name too,

@@ -35,7 +35,9 @@ class Connection {
   /// else the server's count.
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params = {});
   /// run() of `st` behind `ahead` in one block (BEGIN NOT ATOMIC, MariaDB), one round trip:
-  /// `params` bind both; `ahead`'s rows in `ahead_rows` (sql::Session::run_behind).
+  /// `params` bind both; `ahead`'s rows in `ahead_rows`, read even when `st` then failed
+  /// (sql::Session::run_behind, a row lock's HolderSession::send_behind). What put_ahead_of_next
+  /// left goes between the two.
   Result<sql::Rows> run_behind(const sql::Statement& ahead, const sql::Statement& st, const sql::Params& params,
                                sql::Rows& ahead_rows);
   /// `ahead` (statements without an answer: a setting, an INSERT) goes ahead of the next

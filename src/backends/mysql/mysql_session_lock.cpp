@@ -7,11 +7,16 @@
 // cannot roll the bookkeeping back).
 //
 // The row locks wait in whole seconds only (innodb_lock_wait_timeout), so a slice under a second
-// is answered at once and the rest of it is spent on the bookkeeping session's waiters' queue.
+// is answered at once and the rest of it is spent on the bookkeeping session's waiters' queue:
+// the waiter at its head waits for the holder's wake name here, in the lock session, with its
+// lock statement behind that wait in one block (send_behind), so the holder's end lets it lock
+// in the wake's round trip.
 // GET_LOCK waits for any fraction of a second itself: advisory needs no wake-ups.
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <random>
+#include <utility>
 
 #include "backends/mysql/mysql_tables.hpp"
 
@@ -25,10 +30,28 @@ class MysqlHolder final : public sql::HolderSession {
       : strategy_(s), row_lock_(s != Strategy::advisory), dsn_(std::move(dsn)), options_(std::move(options)), book_(std::move(book)),
         opened_(std::move(opened)) {}
 
+  // A lock statement sent behind a wait (send_behind) runs in one block with it, begin's lock
+  // wait (and txn-insert's INSERT) between the two.
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis) override {
     if (!conn_) return fail(ErrorKind::connection, "the lock session is closed");
-    return conn_->run(st, p);
+    auto wait = std::exchange(behind_, std::nullopt);
+    if (!wait) return conn_->run(st, p);
+    sql::Params both = p;
+    sql::Rows waited;
+    auto r = conn_->run_behind(wait->first, st, both.set(wait->second), waited);
+    told_ = waited.empty() ? sql::AheadAnswer::untold : sql::ahead_answer(waited);
+    return r;
   }
+  // The waiter at the head of the key's queue (its bookkeeping session holds the queue name)
+  // waits for the holder's wake name here, its lock statement behind the wait: the holder's end
+  // gives the row lock back and then the name, and the lock statement runs at once, in the
+  // wake's round trip (on MariaDB, which runs a block).
+  bool waits_behind() const override { return conn_ && conn_->mariadb(); }
+  void send_behind(const sql::Statement& ahead, const sql::Params& params) override {
+    behind_.emplace(ahead, params);
+    told_ = sql::AheadAnswer::untold;
+  }
+  sql::AheadAnswer told() const override { return told_; }
   // advisory's session is the bookkeeping one, opened without a holder's idle limit: a
   // contender of a start storm that never holds spares that round trip. Set once it holds,
   // once per session; failing, the take fails (core gives the lock back). MariaDB's numbered
@@ -87,6 +110,7 @@ class MysqlHolder final : public sql::HolderSession {
   }
   void close() override {
     if (conn_ && conn_ == shared_) conn_->close();
+    behind_.reset();
     own_.reset();
     conn_ = nullptr;
     ends_with_rollback_ = false;
@@ -135,6 +159,7 @@ class MysqlHolder final : public sql::HolderSession {
   // Withdrawn, what went ahead of it did not run: the lock wait is set again at the next begin.
   void withdraw(bool waits) override {
     inserted_ahead_ = false;
+    behind_.reset();
     if (conn_ && conn_->mariadb()) {
       conn_->put_ahead_of_next({});
       lock_wait_ = Millis(-1);
@@ -152,6 +177,7 @@ class MysqlHolder final : public sql::HolderSession {
     ends_with_rollback_ = false;
     lock_wait_ = Millis(0);
     ahead_ = {};
+    behind_.reset();
     inserted_ahead_ = false;
     if (!row_lock_) {
       shared_ = &book_->connection();
@@ -228,6 +254,8 @@ class MysqlHolder final : public sql::HolderSession {
   Millis lock_wait_{0};               // its innodb_lock_wait_timeout, as set with it (reopen)
   sql::Statement ahead_;              // MariaDB: begin's lock wait, for the lock statement (send)
   bool inserted_ahead_ = false;       // txn-insert's INSERT goes ahead of the tag (send_before_tag)
+  std::optional<std::pair<sql::Statement, sql::Params>> behind_;  // the wait the next run goes behind
+  sql::AheadAnswer told_ = sql::AheadAnswer::untold;              // what that wait told (told)
   bool ends_with_rollback_ = false;   // it holds a row lock, tagged: its ROLLBACK ends it (exec)
   sql::Waiters no_signal_;
 };

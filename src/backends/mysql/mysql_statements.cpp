@@ -17,9 +17,11 @@
 namespace dblock::mysql {
 namespace {
 
-// A DATETIME as ms since the epoch (every one dblock writes is UTC).
-std::string epoch_ms(std::string_view expr) {
-  return "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', " + std::string(expr) + ") DIV 1000)";
+// Whole milliseconds from one DATETIME to another (every one dblock writes is UTC), counted in
+// the microseconds they keep: a time since the epoch (Dialect::epoch_ms) and since a row's last
+// start (--min-interval's) alike.
+std::string ms_between(std::string_view from, std::string_view to) {
+  return "TIMESTAMPDIFF(MICROSECOND, " + std::string(from) + ", " + std::string(to) + ") DIV 1000";
 }
 
 // "column = IF(cond, value, column)" for each pair, comma-separated, with the condition written
@@ -73,12 +75,16 @@ std::string key_hash(const Tables& t, std::string_view key) {
   return "SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(" + quote_identifier(t.prefix, '\'') +
          " AS BINARY), 0x00, CAST(" + std::string(key) + " AS BINARY)), 256)";
 }
-// `label` + the first `digits` hex digits of key_hash(`key`), then `tag` (SQL): one key's
-// GET_LOCK names, at most 64 characters (the server's limit).
+// `label` + the first `digits` hex digits of `hash` (SQL, key_hash's), then `tag` (SQL): one
+// key's GET_LOCK names, at most 64 characters (the server's limit).
+std::string hashed_name(std::string_view label, int digits, const std::string& hash, std::string_view tag = {}) {
+  return "CONCAT('" + std::string(label) + "', LEFT(" + hash + ", " + std::to_string(digits) + ")" +
+         (tag.empty() ? "" : ", " + std::string(tag)) + ")";
+}
+// hashed_name over key_hash(`key`).
 std::string lock_name(const Tables& t, std::string_view label, int digits, std::string_view key,
                       std::string_view tag = {}) {
-  return "CONCAT('" + std::string(label) + "', LEFT(" + key_hash(t, key) + ", " + std::to_string(digits) + ")" +
-         (tag.empty() ? "" : ", " + std::string(tag)) + ")";
+  return hashed_name(label, digits, key_hash(t, key), tag);
 }
 
 // The lock that proves a row's session holder (status, `release --force`), one of
@@ -111,15 +117,19 @@ std::string incarnation(bool mariadb) {
 // its name, as its upserts need: a read of one table's keys in the catalog (each unique key's
 // columns as "name1": its one column, `name`, whole; never NULL on MariaDB, which has no
 // functional key parts, so NOT IN is never unknown), by the failover
-// record's read (keyed_locks, a last column) and by the lease take's read of the gate
-// (mariadb_take). MySQL's `taken` read finds a second row of the name instead.
-// unkeyed(TABLE): NULL when the table TABLE (its own name) has a unique key on exactly its
-// name, else an error (1242: two rows).
+// record's read (keyed_locks, a last column), by the lease take's read of the gate
+// (mariadb_take) and by advisory's numbered take once it holds the lock (lock_statements).
+// MySQL's `taken` read finds a second row of the name instead.
+// unique_keys(TABLE): the unique keys of the table TABLE (its own name), one row each.
+// unkeyed(TABLE): NULL when the table TABLE has a unique key on exactly its name, else an error
+// (1242: two rows).
+std::string unique_keys(const std::string& table) {
+  return "SELECT GROUP_CONCAT(LOWER(COLUMN_NAME), SUB_PART IS NULL) FROM information_schema.STATISTICS"
+         " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = " + quote_identifier(table, '\'') +
+         " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME";
+}
 std::string unkeyed(const std::string& table) {
-  const std::string keys = "SELECT GROUP_CONCAT(LOWER(COLUMN_NAME), SUB_PART IS NULL) FROM information_schema.STATISTICS"
-                           " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = " + quote_identifier(table, '\'') +
-                           " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME";
-  return "(SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE 'name1' NOT IN (" + keys + "))";
+  return "(SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two WHERE 'name1' NOT IN (" + unique_keys(table) + "))";
 }
 std::string keyed_locks(const Tables& t, bool mariadb) {
   if (!mariadb) return "";
@@ -137,24 +147,15 @@ std::string mariadb_serving(const Tables& t) { return "@@GLOBAL.wsrep_on" + keye
 // What core's rules (core/sql/rules.hpp) need spelled in MySQL.
 const sql::Dialect dialect{
     .now = "UTC_TIMESTAMP(6)",
-    .time_of_ms = [](std::string_view ms) { return "TIMESTAMPADD(MICROSECOND, " + std::string(ms) + " * 1000, '1970-01-01')"; },
-    .started_ms_ago =
-        [](std::string_view row, std::string_view now) {
-          return "TIMESTAMPDIFF(MICROSECOND, " + std::string(row) + "last_started_at, " + std::string(now) + ") DIV 1000";
-        },
-    .same = [](std::string_view a, std::string_view b) { return std::string(a) + " <=> " + std::string(b); },
+    // The epoch as a date's text, which MySQL's time functions read as a DATETIME.
+    .epoch = "'1970-01-01'",
     .begin_unsynced = {},  // every commit waits for the disk
     // ShedLock's now, as its MySqlServerTimeStatementsSource writes it.
     .utc_now = "UTC_TIMESTAMP(3)",
-    .epoch_ms = &epoch_ms,
+    .ms_between = &ms_between,
     .plus_ms =
         [](std::string_view time, std::string_view ms) {
           return "TIMESTAMPADD(MICROSECOND, " + std::string(ms) + " * 1000, " + std::string(time) + ")";
-        },
-    // Any number of keys in one statement.
-    .json_texts =
-        [](std::string_view param) {
-          return "(SELECT k FROM JSON_TABLE(" + std::string(param) + ", '$[*]' COLUMNS(k VARCHAR(255) PATH '$')) AS j)";
         },
     .returning = [](std::string_view) { return std::string(); },
     .upsert = &upsert,
@@ -173,11 +174,14 @@ const sql::Dialect dialect{
     // wait is in whole seconds and more (:wait_ms / 1000). A name is at most 64 characters.
     .session_lock = {
         // advisory's lock (lock_statements).
-        .key = [](const Tables& t) { return lock_name(t, "dblock:", 57, ":key"); },
+        .key = [](const Tables& t, std::string_view name) { return lock_name(t, "dblock:", 57, name); },
         .try_lock = [](std::string_view key) { return "GET_LOCK(" + std::string(key) + ", 0)"; },
         .wait_lock = [](std::string_view key) { return "GET_LOCK(" + std::string(key) + ", :wait_ms / 1000)"; },
         .unlock = [](std::string_view key) { return "RELEASE_LOCK(" + std::string(key) + ")"; },
         .holder = [](std::string_view key) { return "IS_USED_LOCK(" + std::string(key) + ")"; },
+        // The name a for-update or txn-insert holder keeps while it holds the key, with :tag, its
+        // lock session's 32 random hex digits (holder_lock).
+        .tag = [](const Tables& t) { return lock_name(t, "dblock-held:", 20, ":key", ":tag"); },
     },
     // The take is core's (Dialect::take): no RETURNING, nor a read of the failover record in an
     // ON DUPLICATE KEY UPDATE (its assignments read no table): the upsert alone, admitted before
@@ -208,11 +212,11 @@ const sql::Dialect dialect{
 // written. Reading the record, the statement locks it shared until it ends: a gate's write of
 // the record (failover.move, raise_ttl) waits for the takes in flight, no longer.
 // The gate's read (a row of the record, `fence`, when it is open here: mariadb_take), on table
-// `locks` (named `name`), ANDed with `more`.
+// `locks` (named `name`; "": no check of its key), ANDed with `more`.
 std::string gate_sql(const std::string& locks, const std::string& name, const std::string& more = "") {
   return "SELECT r.token AS fence FROM " + locks + " r WHERE r.name = :record AND " +
-         sql::failover_open_conditions(dialect, "r.", "r.owner = " + incarnation(true)) + " AND " + unkeyed(name) +
-         " IS NULL" + more;
+         sql::failover_open_conditions(dialect, "r.", "r.owner = " + incarnation(true)) +
+         (name.empty() ? "" : " AND " + unkeyed(name) + " IS NULL") + more;
 }
 
 std::string mariadb_take(const sql::Take& k) {
@@ -237,7 +241,7 @@ std::string mariadb_take(const sql::Take& k) {
   // given back, as wake_hold does (NULL, NULL when not): the holder's first step in the take's
   // round trip (Session::run reads these last two).
   return "INSERT INTO " + up.table + " (" + columns + ") SELECT " + values + " FROM (" + gate + ") g" +
-         upserted.substr(upserted.find(update)) + " RETURNING " + taken_if("token") + ", NULL, NULL, " + k.refused + ", IF(" +
+         upserted.substr(upserted.find(update)) + " RETURNING " + taken_if("token") + ", NULL, NULL, " + k.refused("") + ", IF(" +
          taking + " AND :token IS NULL, GET_LOCK(:wake, 0), NULL), IF(" + taking +
          " AND :token IS NULL, RELEASE_LOCK(:queue), NULL)";
 }
@@ -257,7 +261,7 @@ std::string numbered_upsert(const sql::Upsert& up, const std::string& from, cons
   auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
   return "INSERT INTO " + up.table + " (" + columns + ") " + (from.empty() ? "VALUES (" + values + ")" : "SELECT " + values + from) +
          upserted.substr(upserted.find(update)) + " RETURNING " + taken_if("token") + ", " +
-         taken_if(epoch_ms("acquired_at")) + ", NULL" + more;
+         taken_if(sql::epoch_ms_sql(dialect, "acquired_at")) + ", NULL" + more;
 }
 
 // LeaseStatements::release_recorded on MariaDB (10.1+), which runs a block of statements sent
@@ -292,7 +296,7 @@ struct Released {
 std::string released_block(const Tables& t, const sql::Statement& release, const Released& r) {
   return block + r.start + release.text + "; SET @dblock_released = ROW_COUNT(); " + r.then + "INSERT INTO " + t.runs +
          " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) VALUES (:name, :token,"
-         " :run_owner, :run_host, :run_pid, :strategy, " + dialect.time_of_ms(":started_ms") + ", " + dialect.now + ", IF(" +
+         " :run_owner, :run_host, :run_pid, :strategy, " + sql::time_of_ms_sql(dialect, ":started_ms") + ", " + dialect.now + ", IF(" +
          r.kept + ", :outcome, 'lost'), :run_exit_code); " + block_trim(t) + " COMMIT; " + r.after + "SELECT " + r.answer +
          "; END";
 }
@@ -343,7 +347,6 @@ const sql::tables::SchemaDialect schema_dialect{
           return "BIGINT";
         },
     .identity = "BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY",
-    .nullable = " NULL",
     .table_options = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
     .inline_index = [](std::string_view name, std::string_view columns) {
       return "KEY " + std::string(name) + " (" + std::string(columns) + ")";
@@ -442,30 +445,38 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options, bool mari
 }
 
 sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
+  return lock_statements(prefix, mariadb, lease_statements(prefix, mariadb));
+}
+
+sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, const sql::LeaseStatements& lease) {
   const Tables t(prefix, '`');
-  // advisory's lock: "dblock:" + 57 hex digits, so two databases on one server never share one.
-  const std::string advisory = lock_name(t, "dblock:", 57, ":key");
-  // The name a for-update or txn-insert holder keeps while it holds the key, with :tag, its lock
-  // session's 32 random hex digits: the server shows who holds it (holder_lock).
-  const std::string held = lock_name(t, "dblock-held:", 20, ":key", ":tag");
+  // The name a for-update or txn-insert holder keeps while it holds the key (SessionLock::tag).
+  const std::string held = dialect.session_lock.tag(t);
   sql::LockStatements s;
-  // GET_LOCK is re-entrant on one connection: NULL rather than a second hold.
-  s.advisory_wait = {"lock.advisory_take", "SELECT IF(IS_USED_LOCK(" + advisory + ") <=> CONNECTION_ID(), NULL, GET_LOCK(" +
-                                               advisory + ", :wait_ms / 1000))"};
+  // The advisory take is core's over the session lock (lock.advisory_wait): GET_LOCK is
+  // re-entrant on one connection, so a key this session holds answers NULL, not a second hold.
   if (mariadb) {
     // The lock and the row in one statement, in the session that holds the lock (a named lock
-    // outlives the commit): session.take's upsert fed by a SELECT of the lock's answer, no row
-    // unless it was taken, and its row read back (RETURNING; RETURNING of a refused row says
-    // NULL, as mariadb_take's). The lock is taken once, before the row: in a derived table that is
-    // never merged (LIMIT), re-entrant as advisory_take. Its time is the grant's, read after it:
-    // UTC_TIMESTAMP is the statement's start, SYSDATE the moment (in the session's zone).
-    // The lock's name is spelled once, in the derived table n.
-    const std::string lock = "SELECT g.got, TIMESTAMPADD(MICROSECOND, TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)),"
-                             " UTC_TIMESTAMP(6)) AS at FROM (SELECT IF(IS_USED_LOCK(n.name) <=> CONNECTION_ID(), NULL,"
-                             " GET_LOCK(n.name, :wait_ms / 1000)) AS got FROM (SELECT " + advisory + " AS name) n LIMIT 1) g";
-    const std::string insert = numbered_upsert(sql::session_upsert(dialect, t, "@dblock_fence", "k.at", "VALUES(acquired_at)"),
-                                               " FROM (" + lock + ") k WHERE k.got = 1", ", 1");
-    // In a block of statements (BEGIN NOT ATOMIC, whose INSERT's RETURNING is the answer), after
+    // outlives the commit): session.take's upsert, run only when the lock was taken, and its row
+    // read back (RETURNING; RETURNING of a refused row says NULL, as mariadb_take's). The lock is
+    // taken once, before the row, re-entrant as lock.advisory_wait, its name computed once
+    // (@dblock_lock). Its time is the grant's: each statement of a block has its own start,
+    // which UTC_TIMESTAMP reads, and the upsert's starts once the lock is granted. The lock's
+    // answer goes to a variable (a SET answers nothing), so that the block answers once either
+    // way: the row taken, or the refusal. advisory's lock: "dblock:" + 57 hex digits of the
+    // key's hash, so two databases on one server never share one (set in two statements, which
+    // a DBA reads in four lines where one nested call took eight). The upsert's values are
+    // selected (FROM DUAL): with a VALUES list MariaDB's RETURNING answered NULL for the row it
+    // had just inserted.
+    const std::string lock = "SET @dblock_lock = " + key_hash(t, ":key") + "; SET @dblock_lock = " +
+                             hashed_name("dblock:", 57, "@dblock_lock") + "; SET @dblock_got = IF(IS_USED_LOCK(@dblock_lock) <=>"
+                             " CONNECTION_ID(), NULL, GET_LOCK(@dblock_lock, :wait_ms / 1000))";
+    const std::string insert = numbered_upsert(sql::session_upsert(dialect, t, "@dblock_fence", dialect.now, dialect.now), " FROM DUAL", ", 1");
+    // Refused, the key's row as core's refusal reads it (lease.refusal), after four columns
+    // that say so (0): a contender needs no read of its own (session_locker's busy()).
+    const std::string& refusal = lease.refusal.text;
+    const std::string refused = "SELECT NULL, NULL, NULL, 0, " + refusal.substr(refusal.find(' ') + 1);
+    // In a block of statements (BEGIN NOT ATOMIC, whose one SELECT or INSERT's RETURNING is the answer), after
     // the holder's idle limits (:idle_s, MysqlHolder::bind): a holder cut off from the server
     // loses the lock after them, and they cost no round trip of their own. A contender that is
     // refused keeps them: it ends, or waits in GET_LOCK, which is no idle time.
@@ -473,39 +484,33 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
     // connection) it reads the failover record itself, as session.take does (lease_statements),
     // locked shared in a transaction with the take, which waits for nothing: closed (or a
     // session lock that could not hold here), it takes nothing and answers (NULL, NULL, NULL,
-    // 2), and core reads the record apart. Any error rolls back and is the block's.
-    const std::string gate = gate_sql(t.locks, t.unquoted("locks"),
-                                      " AND (:started_id IS NULL OR NOT @@GLOBAL.wsrep_on AND CONNECTION_ID() = :started_id)");
+    // 2), and core reads the record apart. Refused the lock, it answers (NULL, NULL, NULL, 0)
+    // and the key's row, which core read in a round trip of its own. Any error rolls back and
+    // is the block's. The record's own read asks whether <prefix>locks has a unique key on
+    // exactly its name (keyed_locks); where the block read the record instead, it asks once the
+    // lock is taken, before the upsert, and fails as unkeyed() does (1242: exit 78): a contender
+    // refused the lock, which writes nothing, spares that read of the catalog (issue 51). The
+    // block reads the record only where core has not read it on this session, so core always
+    // binds :started_id there (a NULL would close the gate: fail closed).
+    const std::string gate = gate_sql(t.locks, "", " AND NOT @@GLOBAL.wsrep_on AND CONNECTION_ID() = :started_id");
     const std::string numbered =
-        block + "SET SESSION wait_timeout = :idle_s, SESSION interactive_timeout = :idle_s; SET @dblock_fence = :fence; IF"
+        block + "SET SESSION wait_timeout = :idle_s, SESSION interactive_timeout = :idle_s, @dblock_fence = :fence; IF"
                 " @dblock_fence IS NULL AND :wait_ms = 0 THEN START TRANSACTION; " +
         gate.substr(0, gate.find(" FROM ")) + " INTO @dblock_fence" + gate.substr(gate.find(" FROM ")) +
-        " LOCK IN SHARE MODE; END IF; IF @dblock_fence IS NULL THEN SELECT NULL, NULL, NULL, 2; ELSE " + insert +
-        "; END IF; COMMIT; END";
+        " LOCK IN SHARE MODE; END IF; IF @dblock_fence IS NULL THEN SELECT NULL, NULL, NULL, 2; ELSE " + lock +
+        "; IF @dblock_got = 1 AND :fence IS NULL AND 'name1' NOT IN (" + unique_keys(t.unquoted("locks")) +
+        ") THEN SIGNAL SQLSTATE '21000' SET MYSQL_ERRNO = 1242; ELSEIF @dblock_got = 1 THEN " + insert + "; ELSE " + refused +
+        "; END IF; END IF; COMMIT; END";
     s.advisory_numbered_wait = {"lock.advisory_numbered_wait", numbered};
   }
-  // The holder session is the bookkeeping one (mysql_session_lock.cpp): the lease's release of
-  // the row, which gives the lock back once it found the row the holder's, locked, so the waiter
-  // it lets in finds the row released (its upsert waits for this statement's commit). The name
-  // is the row's own, evaluated for that row only.
-  s.advisory_release_row = {"lock.advisory_release_row", lease_statements(prefix, mariadb).release.text +
-                                                             " AND RELEASE_LOCK(" + lock_name(t, "dblock:", 57, "name") +
-                                                             ") = 1"};
+  // The lease's release of the row that gives the lock back (lock.advisory_release_row) is
+  // core's, in the holder session, which is the bookkeeping one (mysql_session_lock.cpp).
   s.lock_wait = {"lock.wait", "SET SESSION innodb_lock_wait_timeout = :seconds"};
   // The key's wake name: a plain key's holder keeps it in this session, whose end (ROLLBACK
   // RELEASE, mysql_session_lock.cpp) gives back the row lock, the holder tag and the wake name in
-  // one round trip, in that order, so the waiter it wakes finds the row free.
+  // one round trip, in that order, so the waiter it wakes finds the row free. for-update's
+  // lock.claim takes both with the row's lock, and gives the tag back (lock.untag): core's.
   const std::string wake = "GET_LOCK(:wake, 0)";
-  // The holder tag and the wake name in the same statement, once the row is locked (the select
-  // list is evaluated for a locked row only; none when busy or missing).
-  s.lock_claim = {"lock.claim", "SELECT name, GET_LOCK(" + held + ", 0), " + wake + " FROM " + t.claims +
-                                    " WHERE name = :key AND kind = :kind FOR UPDATE"};
-  // Busy only when another holds the row: a table's metadata lock (a concurrent first run's
-  // CREATE TABLE, a DBA's ALTER) is waited for, as every statement waits for it
-  // (lock_wait_timeout). MySQL's NOWAIT (core's lock_claim_nowait) is about row locks only;
-  // MariaDB's is about metadata locks too, so there the holder session's
-  // innodb_lock_wait_timeout = 0 (MySQL's least is 1 s) answers a held row at once instead.
-  if (mariadb) s.lock_claim_nowait = {"lock.claim_nowait", s.lock_claim.text};
   // txn-insert's INSERT waits for another holder's only on a unique key of (name, kind): on a
   // claims table without one, both would insert and hold. The tag, run after that INSERT, then
   // reads one row too many (1242; a SELECT: DO drops the error), which sends the run to the
@@ -517,7 +522,6 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
                             " SUM(LOWER(COLUMN_NAME) IN ('name', 'kind') AND SUB_PART IS NULL) = 2";
   s.tag = {"lock.tag", "SELECT GET_LOCK(" + held + ", 0), (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two"
                        " WHERE NOT EXISTS (" + keyed + ")), " + wake};
-  s.untag = {"lock.untag", "DO RELEASE_LOCK(" + held + ")"};
   // On MariaDB a session strategy's release is one block of statements in the holder session,
   // as mariadb_release_recorded's (core's row_release_ended, which serves advisory too: its
   // :strategy says which): a row lock's in the holder's own transaction (its lock statement
@@ -535,7 +539,7 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
     const std::string is_advisory = ":strategy = 'advisory'", hash = "@dblock_hash";
     s.row_release_ended = {
         "lock.row_release_ended",
-        released_block(t, lease_statements(prefix, true).release,
+        released_block(t, lease.release,
                        {.start = "IF " + is_advisory + " THEN START TRANSACTION; END IF; ",
                         .then = "SET " + hash + " = " + key_hash(t, ":key") + "; SET @dblock_lock = IF(" + is_advisory +
                                 ", CONCAT('dblock:', LEFT(" + hash + ", 57)), CONCAT('dblock-held:', LEFT(" + hash +
@@ -549,21 +553,25 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb) {
                         .answer = "@dblock_released > 0, @dblock_ours AND (RELEASE_LOCK(@dblock_lock) = 1 OR NOT " +
                                   is_advisory + "), RELEASE_LOCK(:wake)"})};
   }
-  return sql::lock_statements(dialect, t, std::move(s));
+  sql::LockStatements out = sql::lock_statements(dialect, t, std::move(s));
+  // Busy only when another holds the row: a table's metadata lock (a concurrent first run's
+  // CREATE TABLE, a DBA's ALTER) is waited for, as every statement waits for it
+  // (lock_wait_timeout). MySQL's NOWAIT (core's lock_claim_nowait) is about row locks only;
+  // MariaDB's is about metadata locks too, so there the holder session's
+  // innodb_lock_wait_timeout = 0 (MySQL's least is 1 s) answers a held row at once instead.
+  if (mariadb) out.lock_claim_nowait = {"lock.claim_nowait", out.lock_claim.text};
+  return out;
 }
 
 WakeStatements wake_statements(const std::string& prefix) { return sql::wake_statements(dialect, Tables(prefix, '`')); }
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix, '`');
-  // DDL commits on its own (no `begin`): CREATE TABLE IF NOT EXISTS is safe to race.
-  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name, descriptor.strategies);
-  // As failover.create makes it. The incarnation differs between MariaDB and MySQL, and a
-  // script cannot know which server it meets: a MariaDB-only comment (/*M! ... */), which MySQL
-  // skips; there the first run makes the record.
-  s.failover_record = "/*M!100000 INSERT INTO " + t.locks +
-                      " (name, owner, host, pid, token, strategy, acquired_at) VALUES (CONCAT(CHAR(1), 'failover'), " +
-                      incarnation(true) + ", NULL, 0, 0, 'failover', UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE name = name */";
+  // DDL commits on its own (no `begin`): CREATE TABLE IF NOT EXISTS is safe to race. The
+  // failover record's incarnation differs between MariaDB and MySQL, and a script cannot know
+  // which server it meets: core's record in MariaDB's (CHR: 10.3.1), in a MariaDB-only comment
+  // (/*M! ... */), which MySQL skips; there the first run makes the record.
+  sql::SchemaStatements s = sql::schema_statements(mariadb_dialect, schema_dialect, options, descriptor.name, descriptor.strategies);
+  s.failover_record = "/*M!100301 " + s.failover_record + " */";
   s.failover_note = "MariaDB runs the next statement (a /*M! comment); MySQL skips it, and there the\n"
                     "-- first run makes the record (an INSERT).";
   // A name must hold 255 bytes of any key (ShedLock's its own length), whole: a TEXT column

@@ -26,6 +26,8 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options, bool mari
 /// The session strategies' server lock (core/sql/statements.hpp), on a key's hashed lock names.
 /// Parameters also :tag (the lock session's) and :seconds (the lock wait).
 sql::LockStatements lock_statements(const std::string& prefix, bool mariadb);
+/// The same on `lease`, lease_statements(prefix, mariadb) built already: a run builds them once.
+sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, const sql::LeaseStatements& lease);
 
 /// The wake primitive's (NamedLockWake, mysql_connection.cpp): core's, over the dialect's named
 /// locks (core/sql/statements.hpp); :wake and :queue the key's two names (mysql_names.hpp,

@@ -66,6 +66,11 @@ std::string session_options(ConnectionRole role, Millis idle_limit, bool modern)
   };
   if (modern) set("idle_session_timeout", limit_ms);
   set("idle_in_transaction_session_timeout", limit_ms);
+  // A named statement runs on the plan made when it was named (name_for), not on one made in
+  // its Bind, which on a handoff's path (a release, a waiter's take) is 0.4-0.7 ms of planning.
+  // dblock's statements read a key's rows by their primary key: a plan for any values is the
+  // plan for these values, and runs as fast.
+  if (modern) set("plan_cache_mode", "force_generic_plan");
   if (holder) {
     // Three unanswered probes after a third of the limit, a ninth apart: dead by 2/3 of it.
     if (modern) set("tcp_user_timeout", std::to_string(std::min(limit_s * 1000, max_limit_ms)));
@@ -208,6 +213,7 @@ Result<void> Connection::reconnect() {
     auto ok = start_connection(std::move(keys), std::move(values));
     if (!ok && modern && ok.error().sqlstate == "42704") continue;  // a server before 14: the older settings
     if (!ok) return ok;
+    generic_plans_ = modern;
     break;
   }
   PQsetNoticeProcessor(conn_.get(), ignore_notice, nullptr);  // "already exists, skipping" is no news for cron mail
@@ -511,6 +517,25 @@ Result<void> Connection::send_ahead_synced(std::string_view sql, const std::vect
 #endif
 }
 
+Result<void> Connection::end_ahead(std::string_view sql) {
+#ifdef LIBPQ_HAS_PIPELINING
+  if (!is_open()) return std::unexpected(broken("not connected"));
+  // A Sync now would end the group of statements queued for the next exec.
+  if (pipe_.queued == 0) {
+    if (auto ok = enter_pipeline(); !ok) return ok;
+    cork(true);  // until the next statement is sent (send): one write
+    const std::string text(sql);
+    if (!PQsendQueryParams(conn_.get(), text.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) ||
+        !PQpipelineSync(conn_.get()))
+      return std::unexpected(broken("sending a statement"));
+    pipe_.ending = ++pipe_.background;
+    return {};
+  }
+#endif
+  if (auto r = exec(sql); !r) return std::unexpected(r.error());
+  return {};
+}
+
 void Connection::send_unawaited(std::string_view sql, const std::vector<sql::Value>& values) {
   if (!is_open()) return;
   std::vector<const sql::Value*> pointers;
@@ -567,7 +592,7 @@ Result<Connection::Collected> Connection::collect_piped(Millis deadline, bool ou
   const int groups = pipe_.background + (ours ? 1 : 0) + pipe_.trailing;
   // In ours, the statements sent ahead come first, then the exec's, then one that follows it.
   const int ours_index = pipe_.queued;
-  Owned last(nullptr, &PQclear), error(nullptr, &PQclear);
+  Owned last(nullptr, &PQclear), error(nullptr, &PQclear), unended(nullptr, &PQclear);
   int synced = 0, ends = 0, index = 0;
   while (synced < groups) {
     while (PQisBusy(c))
@@ -589,6 +614,7 @@ Result<Connection::Collected> Connection::collect_piped(Millis deadline, bool ou
       const char* st = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
       if (!ahead_answer_ || ahead_answer_->empty()) ahead_answer_ = status == PGRES_FATAL_ERROR && st ? st : "";
     }
+    if (synced + 1 == pipe_.ending && status == PGRES_FATAL_ERROR && !unended) unended = std::move(r);
     if (!ours || synced != ours_at || status == PGRES_PIPELINE_ABORTED) continue;
     const bool failed = status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE || status == PGRES_NONFATAL_ERROR;
     if (!failed && (!pipe_.following || index == ours_index)) last = std::move(r);
@@ -601,6 +627,13 @@ Result<Connection::Collected> Connection::collect_piped(Millis deadline, bool ou
     // answering mid-way leaves a connection no one can use.
     if (PQstatus(c) != CONNECTION_BAD) close();
     if (!error || !conn_) return std::unexpected(broken("reading the answers of a pipeline"));
+  }
+  if (unended) {
+    // The ROLLBACK sent ahead (end_ahead) failed: its transaction may be open still, and
+    // whatever followed it did not run. Closed, the session ends it.
+    const Error e = statement_error(unended.get(), c, dsn_.redacted);
+    close();
+    return fail(ErrorKind::connection, e.message + "; ending a refused transaction, the session closed");
   }
   if (channel_.empty())
     while (PGnotify* n = PQnotifies(c)) PQfreemem(n);
@@ -625,19 +658,25 @@ Result<void> Connection::drain(Millis deadline) {
 // does), naming turns off for this connection and the statement runs again unnamed, which is
 // clean there. "" : run it unnamed.
 Result<std::string> Connection::name_for(const std::string& text, int n, sql::Session* named_by, Millis deadline,
-                                         bool now) {
+                                         bool now, bool ask) {
   PGconn* c = conn_.get();
   if (c != named_for_) names_.clear(), prepared_ = 0, named_for_ = c;
-  // Behind groups of its own only (prepare's, send_unawaited's: each ends with its Sync), a
-  // name made ready now also reaches the server outside a transaction: two made ready at once
-  // (a take and the numbering chained to a row lock's grant) are both parsed while waiting.
+  // Behind groups of its own only (prepare's: each ends with its Sync), libpq says a statement
+  // is in progress though the session is where those groups left it: two made ready at once (a
+  // take and the numbering chained to a row lock's grant) are both parsed while waiting.
   const bool behind_groups = now && pipe_.background > 0 && pipe_.queued == 0 && pipe_.trailing == 0 && !pipe_.following;
-  if (!naming_ || !named_by || n == 0 || (PQtransactionStatus(c) != PQTRANS_IDLE && !behind_groups))
-    return std::string();
+  // Made ready ahead (now) inside a transaction: in a savepoint, below.
+  const bool in_transaction =
+      now && (PQtransactionStatus(c) == PQTRANS_INTRANS || (behind_groups && pipe_.in_transaction));
+  // Behind a ROLLBACK sent ahead (end_ahead), with nothing queued after it, the session is idle.
+  const bool idle = PQtransactionStatus(c) == PQTRANS_IDLE || (pipe_.ending > 0 && pipe_.queued == 0) ||
+                    (behind_groups && !pipe_.in_transaction);
+  if (!naming_ || !named_by || n == 0 || (!idle && !in_transaction)) return std::string();
   auto [it, first_run] = names_.try_emplace(text, 0);
   if (it->second == 0 && (now || !first_run)) {
     // Behind a pooler a name would only go missing and fill the server's log: ask first.
     if (prepared_ == 0) {
+      if (!ask && direct_for_ != c) return std::string();
       auto direct = served_directly(*named_by);
       if (!direct) return std::unexpected(direct.error());
       naming_ = *direct;
@@ -649,12 +688,37 @@ Result<std::string> Connection::name_for(const std::string& text, int n, sql::Se
       // named (exec); should the name not take, that statement runs again unnamed. It has a
       // Sync of its own: a Parse opens the implicit transaction that a Sync ends, and the
       // statement run by name later must not have now() from when it was parsed.
-      if (now) {
+      // Planned in the same group where the session keeps one plan for every run
+      // (session_options): EXPLAIN plans a statement without running it, so its run later skips
+      // that too. Should the Parse fail, the EXPLAIN is skipped with it.
+      // A statement run again (not `now`) is named the same way, its Parse in the pipeline ahead
+      // of its run by that name: one round trip, where waiting for the Parse's answer first was
+      // two (a waiter's second slice, a lease's second renewal, at a distance). Its run plans it.
+      {
         if (auto ok = enter_pipeline(); !ok) return std::unexpected(ok.error());
-        if (!PQsendPrepare(c, next.c_str(), text.c_str(), n, nullptr) || !PQpipelineSync(c))
+        if (!now) cork(true);
+        std::string plan = "EXPLAIN EXECUTE " + next + "(";
+        for (int i = 0; i < n; ++i) plan += i ? ", NULL" : "NULL";
+        plan += ")";
+        // Inside a transaction (a row lock's, held), a failed Parse would end it and the lock
+        // with it: in a savepoint, rolled back after it in a group of its own, which works
+        // whether the Parse failed or not (a prepared statement outlives a rollback).
+        auto send = [c](const char* sql) { return PQsendQueryParams(c, sql, 0, nullptr, nullptr, nullptr, nullptr, 0); };
+        if ((in_transaction && !send("SAVEPOINT dblock_prepare")) ||
+            !PQsendPrepare(c, next.c_str(), text.c_str(), n, nullptr) || (generic_plans_ && now && !send(plan.c_str())) ||
+            !PQpipelineSync(c) ||
+            (in_transaction && (!send("ROLLBACK TO SAVEPOINT dblock_prepare") ||
+                                !send("RELEASE SAVEPOINT dblock_prepare") || !PQpipelineSync(c))))
           return std::unexpected(broken("sending a statement"));
-        ++pipe_.background;
-        if (auto ok = flush(deadline); !ok) return std::unexpected(ok.error());
+        pipe_.background += in_transaction ? 2 : 1;
+        if (in_transaction) pipe_.in_transaction = true;
+        // Made ready ahead, it goes now; a statement's own naming goes with its run, corked
+        // until send() has sent that too (libpq's Sync writes at once), in one segment: the Parse
+        // on its own was at times answered before the run came, a turn more on the wire.
+        // Behind a ROLLBACK sent ahead, it goes with that and the statement after it, in one write.
+        if (now && pipe_.ending == 0) {
+          if (auto ok = flush(deadline); !ok) return std::unexpected(ok.error());
+        }
         it->second = ++prepared_;
         return "dblock_" + std::to_string(it->second);
       }
@@ -679,9 +743,9 @@ Result<bool> Connection::served_directly(sql::Session& asking) {
   return direct_;
 }
 
-void Connection::prepare(std::string_view sql, int n, sql::Session* named_by) {
+void Connection::prepare(std::string_view sql, int n, sql::Session* named_by, bool ask) {
   if (!is_open()) return;
-  (void)name_for(std::string(sql), n, named_by, boottime_now() + options_.io_timeout, true);
+  (void)name_for(std::string(sql), n, named_by, boottime_now() + options_.io_timeout, true, ask);
 }
 
 Result<Connection::Collected> Connection::collect(Millis deadline) {
@@ -809,6 +873,14 @@ class ListenWake final : public sql::Wake {
     }
     p.set("hand", hand).set("backend", std::int64_t{conn_->backend_pid()});
   }
+  // The take's last column counts its handoff lock's part (`h`): 1 where it took the row on the
+  // session's own server process, which says the session is served directly, as
+  // sql::served_directly would in a round trip of its own; the release is then named while the
+  // command runs (LeaseLocker::prepare_release) at no cost.
+  void took(const std::string&, const sql::Rows& took) override {
+    if (!took.empty() && took[0].columns() > 0 && took[0].opt_int64(took[0].columns() - 1).value_or(0) == 1)
+      conn_->seen_served_directly();
+  }
   void let_in_without(const std::string& key) override {
     conn_->send_unawaited(give_back_, {sql::Value(hand_lock(key))});
   }
@@ -883,6 +955,11 @@ Result<sql::Rows> Session::run_behind(const sql::Statement& ahead, const sql::Pa
 void Session::prepare(const sql::Statement& st) {
   const sql::Compiled& compiled = compiled_.get(st);
   conn_->prepare(compiled.text, static_cast<int>(compiled.names.size()), this);
+}
+
+void Session::prepare_unasked(const sql::Statement& st) {
+  const sql::Compiled& compiled = compiled_.get(st);
+  conn_->prepare(compiled.text, static_cast<int>(compiled.names.size()), this, false);
 }
 
 Result<void> Session::exec(std::string_view sql) {

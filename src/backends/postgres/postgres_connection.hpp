@@ -50,7 +50,8 @@ class Connection {
   /// not parsed (sql::Session::prepare). Best effort: a failure is the next statement's to say.
   /// Its answer is not waited for: the next exec reads it, and sends a statement named so
   /// without waiting for it (the two then cost one round trip between them at most).
-  void prepare(std::string_view sql, int n, sql::Session* named_by);
+  /// `ask` false: only where the session is known served directly, or naming is decided already.
+  void prepare(std::string_view sql, int n, sql::Session* named_by, bool ask = true);
 
   /// The next send's statement runs by its name (prepare's) even behind statements sent ahead of
   /// it in its group, where a name is otherwise not used (name_for's reason: a Parse there takes
@@ -66,6 +67,14 @@ class Connection {
   /// Sends `sql` (one statement, `values`) without waiting for its answer, which the next
   /// statement reads and drops, or closing does: a ROLLBACK that nothing after it depends on.
   void send_unawaited(std::string_view sql, const std::vector<sql::Value>& values = {});
+  /// Sends `sql` (one statement that ends a transaction: a refused lock's ROLLBACK) in a group of
+  /// its own ahead of the next exec's statement, in that statement's write and round trip, where
+  /// it used to be a round trip of its own; what is made ready meanwhile (prepare) goes between
+  /// the two, the session idle by then. Its answer is read with that exec's: should it have
+  /// failed, the connection is closed (the transaction ends with it) and that exec reports it.
+  /// Where libpq has no pipeline mode, or statements wait to go in the next exec's group, it
+  /// runs at once.
+  Result<void> end_ahead(std::string_view sql);
   /// Sends `sql` (one statement) with `values` ahead of the next exec's statement, in its round
   /// trip but in a transaction of its own (a Sync ends it), so the statement after it takes its
   /// snapshot and now() only once it has ended: a wait in the server (a lock) that the next
@@ -93,13 +102,19 @@ class Connection {
   /// Whether this server session serves the statements itself, no pooler between
   /// (sql::served_directly, asked on `asking` once per server session).
   Result<bool> served_directly(sql::Session& asking);
+  /// Whether served_directly said yes for this server session already (no round trip).
+  bool known_served_directly() const { return direct_for_ == conn_.get() && conn_ && direct_; }
   /// served_directly's answer for this server session, found by the caller: true.
   void seen_served_directly() {
     direct_ = true;
     direct_for_ = conn_.get();
   }
   /// True while a transaction is open and healthy on this connection.
-  bool in_transaction() const { return is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INTRANS; }
+  bool in_transaction() const {
+    if (!is_open()) return false;
+    const auto status = PQtransactionStatus(conn_.get());
+    return status == PQTRANS_INTRANS || (status == PQTRANS_ACTIVE && pipe_.in_transaction);
+  }
   /// True while a transaction is open, healthy or failed (a ROLLBACK is due).
   bool transaction_open() const { return in_transaction() || (is_open() && PQtransactionStatus(conn_.get()) == PQTRANS_INERROR); }
   /// True while the connection is usable.
@@ -161,6 +176,10 @@ class Connection {
     int trailing = 0;         // groups sent after the exec's own (send_after_next)
     bool following = false;   // a statement follows the exec's in its group (send_in_group_after_next)
     bool keep_first = false;  // the first background group's answer is kept (send_ahead_synced)
+    int ending = 0;           // the background group (from 1) that ends a transaction (end_ahead), or 0
+    // Background groups sent inside a healthy transaction that leave it so (a preparation in a
+    // savepoint): libpq says a statement is in progress until they are read, the transaction is open.
+    bool in_transaction = false;
   };
   bool piping() const { return pipe_.background > 0 || pipe_.queued > 0 || pipe_.trailing > 0 || pipe_.following; }
   Result<void> enter_pipeline();
@@ -172,7 +191,8 @@ class Connection {
   Result<Collected> collect_piped(Millis deadline, bool ours);
   // Reads and drops every answer not read yet.
   Result<void> drain(Millis deadline);
-  Result<std::string> name_for(const std::string& text, int n, sql::Session* named_by, Millis deadline, bool now);
+  Result<std::string> name_for(const std::string& text, int n, sql::Session* named_by, Millis deadline, bool now,
+                               bool ask = true);
   static sql::Rows rows_of(const PGresult* last);
 
   Dsn dsn_;
@@ -189,6 +209,7 @@ class Connection {
   const PGconn* named_for_ = nullptr;
   bool naming_ = true;
   bool name_in_group_ = false;  // name_next_in_group(), for the next send
+  bool generic_plans_ = false;  // the session keeps one plan for every run (session_options)
   Pipeline pipe_;  // of conn_: reset with it
   Millis ahead_extra_{0};                     // send_ahead_synced's extra, for the next exec
   std::optional<std::string> ahead_answer_;   // ahead_answer()
@@ -227,6 +248,7 @@ class Session final : public sql::Session {
                                const sql::Params& params, Millis bound, sql::AheadAnswer& answer) override;
   Result<void> exec(std::string_view sql) override;
   void prepare(const sql::Statement& st) override;
+  void prepare_unasked(const sql::Statement& st) override;
   /// run() in two halves (Connection::send, Connection::answer).
   Result<void> send(const sql::Statement& st, const sql::Params& params, Millis extra);
   Result<sql::Rows> answer() { return conn_->answer(); }

@@ -70,6 +70,9 @@ class PostgresHolder final : public sql::HolderSession {
   }
   std::optional<Result<sql::Rows>> numbered() override { return std::exchange(numbered_, std::nullopt); }
   Result<void> exec(std::string_view sql) override { return session_.exec(sql); }
+  // In its own group, in the write of the BEGIN, lock timeout and lock statement that follow
+  // (Connection::end_ahead): they run only once it has ended the refused transaction.
+  Result<void> rollback_ahead() override { return holder_->end_ahead("ROLLBACK"); }
   // COMMIT in the statement's round trip and its pipeline group: skipped when it failed.
   Result<sql::Rows> run_and_commit(const sql::Statement& st, const sql::Params& p) override {
     if (auto ok = begin_now(); !ok) return std::unexpected(ok.error());
@@ -91,6 +94,9 @@ class PostgresHolder final : public sql::HolderSession {
   // inside the transaction. Should the name be missing there after all, the statement fails and
   // the transaction with it (the lock held until the ROLLBACK), and core releases apart.
   void prepare(const sql::Statement& st) override { session_.prepare(st); }
+  // In a savepoint rolled back after it (Connection::name_for): a Parse that failed ends the
+  // savepoint, not the transaction.
+  void prepare_held(const sql::Statement& st) override { session_.prepare_unasked(st); }
   void close() override { holder_->close(); }
   Result<void> reopen() override { return holder_->reconnect(); }
   bool transaction_open() const override { return holder_->transaction_open(); }
@@ -191,6 +197,16 @@ Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<
     if (!opened) return std::unexpected(opened.error());
     book = std::move(*opened);
   }
+  // The holder session reaches the server as the bookkeeping one does (one DSN): whether the
+  // lock can hold there is judged on the bookkeeping session's read (serving), and so is whether
+  // the holder's release may be named while its transaction is open (prepare_held), which must
+  // not cost a round trip of its own.
+  if (serving && book != holder)
+    serving = [check = std::move(serving), book = book.get(), holder](sql::Session& on, const sql::Rows::Row& row) {
+      auto ok = check(on, row);
+      if (ok && book->known_served_directly()) holder->seen_served_directly();
+      return ok;
+    };
   const std::string& prefix = options.table_prefix;
   auto session = std::make_shared<Session>(book, prefix);
   session->set_schema(std::move(schema));  // the tables a statement finds missing are made

@@ -60,7 +60,6 @@ const std::string incarnation =
 const sql::Dialect dialect{
     .now = "now()",
     .clock = "clock_timestamp()",
-    .time_of_ms = [](std::string_view ms) { return "timestamptz 'epoch' + " + std::string(ms) + " * interval '1 ms'"; },
     .integer = [](std::string_view param) { return std::string(param) + "::bigint"; },
     // READ COMMITTED whatever the role's default: a statement after a lock (a semaphore's slot
     // rows after its header) must read what committed meanwhile.
@@ -68,7 +67,6 @@ const sql::Dialect dialect{
     .utc_now = now_utc,
     .epoch_ms = &ms,
     .plus_ms = [](std::string_view time, std::string_view ms) { return std::string(time) + " + " + std::string(ms) + " * interval '1 ms'"; },
-    .text = [](std::string_view param) { return std::string(param) + "::text"; },
     .json_texts = [](std::string_view param) { return "(SELECT jsonb_array_elements_text(" + std::string(param) + "::jsonb))"; },
     .session_holds = [](std::string_view row, const Tables& t) { return "(" + session_holds(t, row) + ")::int"; },
     // The holder's session ended in the release itself, while the server shows it holding this
@@ -149,13 +147,17 @@ const sql::tables::SchemaDialect schema_dialect{
 // behind them all). A live lease, as the snapshot sees it, is refused unlocked. Not taken, the
 // take says why (`refusal`, in its snapshot): a waiter pays one statement.
 // The failover gate (failover.hpp) is read here: `g` has the fence when the record (`f`) names
-// this server and no lock-delay is in force, and no row otherwise, when nothing is taken; the
+// this server (`here`) and nothing else stands in the way (`clear`: no lock-delay in force, the
+// TTL covered), and no row otherwise, when nothing is taken; the
 // last column says when the record names another server (a failover, which a refusal by a live
 // holder must not hide). Only read, the record costs a take one index lookup and no lock.
 // The row taken, `h` takes the holder's handoff lock :hand for the run (NULL: none, as
 // pg_try_advisory_lock is strict: NULL, nothing taken), only where the server process is the
 // session's own, :backend (never behind a pooler): the lease waiter's one-round-trip handoff
-// (postgres_connection.cpp, ListenWake). The taken row's times are converted once, in `t`.
+// (postgres_connection.cpp, ListenWake); the last column counts it (1: the session is served
+// directly, ListenWake::took). The taken row's times are converted once, in `t`; the refused
+// row (`r`, the key's) is joined only when nothing was taken, its columns those of
+// Take::refused.
 std::string take(const sql::Take& k) {
   const sql::Upsert up = k.upsert("g.fence");
   const std::string kept = "token, acquired_at, expires_at";
@@ -170,17 +172,18 @@ std::string take(const sql::Take& k) {
       if (v.empty() && c == column) v = inserted;
     set += (set.empty() ? "" : ", ") + column + " = " + v;
   }
-  return "WITH f AS (SELECT token, expires_at, pid, owner = " + incarnation + " AS here FROM " + up.table +
-         " WHERE name = :record), g AS (SELECT token AS fence FROM f WHERE " +
-         sql::failover_open_sql(dialect, "", "here") + "), u AS (UPDATE " + up.table + " AS l SET " + set +
+  return "WITH f AS (SELECT token, " + sql::failover_open_sql(dialect, "", "") + " AS clear, owner = " + incarnation +
+         " AS here FROM " + up.table +
+         " WHERE name = :record), g AS (SELECT token AS fence FROM f WHERE here AND clear), u AS (UPDATE " + up.table +
+         " AS l SET " + set +
          " FROM g WHERE l.name = (SELECT name FROM " + up.table + " WHERE name = :key AND " + up.when("") +
          " FOR UPDATE SKIP LOCKED) RETURNING " + kept + "), i AS (INSERT INTO " + up.table + " (" + columns +
          ") SELECT " + values + " FROM g WHERE NOT EXISTS (SELECT 1 FROM " + up.table +
          " WHERE name = :key) ON CONFLICT (name) DO NOTHING RETURNING " + kept + "), t AS (SELECT " + k.returning +
          " FROM (SELECT * FROM u UNION ALL SELECT * FROM i) x), h AS (SELECT pg_try_advisory_lock(:hand::bigint) FROM t"
          " WHERE pg_backend_pid() = :backend::int)"
-         " SELECT t.*, r.*, (SELECT count(*) FROM f WHERE NOT here) FROM (SELECT count(*) FROM h) hand"
-         " LEFT JOIN t ON true LEFT JOIN (" + k.refusal + ") r ON t.token IS NULL";
+         " SELECT t.*, " + k.refused("r.") + ", (SELECT count(*) FROM f WHERE NOT here), hand.n FROM (SELECT count(*)"
+         " AS n FROM h) hand LEFT JOIN t ON true LEFT JOIN " + up.table + " r ON t.token IS NULL AND r.name = :key";
 }
 
 }  // namespace
@@ -190,24 +193,19 @@ sql::LeaseStatements lease_statements(const std::string& prefix) { return sql::l
 sql::LockStatements lock_statements(const std::string& prefix) {
   const Tables t(prefix, '"');
   sql::LockStatements s;
-  // Each lock answers with its transaction's id: a row, the lock taken.
-  s.lock_claim = {"lock.claim", "SELECT txid_current() FROM " + t.claims + " WHERE name = :key AND kind = :kind FOR UPDATE"};
-  // txn-insert's waiters queue on the key's transaction-scoped advisory lock (two ints) ahead of
-  // the INSERT, which the holder keeps until its transaction ends: a release wakes the one
-  // waiter at the head of that queue, where on the unique index it would wake them all.
-  s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind"
-                                         " FROM (SELECT pg_advisory_xact_lock(:hi::int, :lo::int)) q RETURNING txid_current()"};
-  s.insert_claim_try = {"lock.insert_claim_try", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind"
-                                                 " WHERE pg_try_advisory_xact_lock(:hi::int, :lo::int) RETURNING txid_current()"};
-  // The release and the history row in the holder's own transaction, which the COMMIT after it
-  // ends (row_release_ended): the row's release and the lock's end are one. Its times are the
-  // statement's own (now() is the transaction's start: the take); txn-insert's own claims row,
-  // which the end would keep, goes in it (the only such row it sees: another's is uncommitted).
-  sql::Dialect at_statement = dialect;
-  at_statement.now = "statement_timestamp()";
-  s.row_release_ended = sql::release_recorded(
-      at_statement, t, sql::lease_statements(at_statement, t).release, "lock.row_release_ended",
-      "own_claim AS (DELETE FROM " + t.claims + " WHERE name = :key AND kind = 'txn-insert'), g AS (SELECT true AS ours)");
+  // for-update's lock is core's (lock.claim). txn-insert's answers with its transaction's id: a
+  // row, the lock taken. Its waiters queue on the key's transaction-scoped advisory lock (two
+  // ints) ahead of the INSERT, which the holder keeps until its transaction ends: a release wakes
+  // the one waiter at the head of that queue, where on the unique index it would wake them all.
+  // An attempt that must not wait (:wait_ms 0) tries the lock instead and inserts nothing when
+  // another holds it; the one statement serves both (the subquery that waits is evaluated only
+  // where CASE takes it).
+  s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind WHERE CASE WHEN"
+                                         " :wait_ms::bigint > 0 THEN (SELECT true FROM (SELECT"
+                                         " pg_advisory_xact_lock(:hi::int, :lo::int)) q) ELSE"
+                                         " pg_try_advisory_xact_lock(:hi::int, :lo::int) END RETURNING txid_current()"};
+  // The release with its history row in the holder's transaction (row_release_ended) is core's,
+  // at the moment it runs (clock_timestamp()).
   return sql::lock_statements(dialect, t, std::move(s));
 }
 
@@ -235,7 +233,6 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options) {
   const std::string& prefix = options.table_prefix;
   const Tables t(prefix, '"');
   sql::DoctorStatements s = sql::doctor_statements(dialect, schema_dialect, options);
-  s.server = {"doctor.server", "SELECT 'PostgreSQL ' || current_setting('server_version')"};
   s.can_create = {"doctor.can_create", "SELECT has_schema_privilege(current_schema(), 'CREATE')"};
   // The idle limits in force: 'client' means the value came in this connection's startup packet,
   // so dblock's own did. A pooler that drops `options` (PgBouncer with it in
@@ -282,8 +279,7 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options) {
 }
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
-  const Tables t(options.table_prefix, '"');
-  sql::SchemaStatements s = sql::tables::schema_statements(schema_dialect, options, descriptor.name, descriptor.strategies);
+  sql::SchemaStatements s = sql::schema_statements(dialect, schema_dialect, options, descriptor.name, descriptor.strategies);
   // CREATE TABLE IF NOT EXISTS races on the catalog (unique violation on pg_type) when several
   // processes create at once: an advisory transaction lock makes them take turns. Its id is a
   // number computed here, not user text.
@@ -292,12 +288,6 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   // SERIALIZABLE snapshot (taken by the lock's SELECT, before the wait) would not.
   s.begin = dialect.begin + "; SELECT pg_advisory_xact_lock(" +
             std::to_string(key_hash(options.table_prefix, "\x01schema")) + ")";
-  // As failover.create makes it, once: WHERE NOT EXISTS rather than ON CONFLICT, which a table
-  // without its key on name would refuse (the shape check names that, not the script).
-  const std::string record = "chr(1) || 'failover'";
-  s.failover_record = "INSERT INTO " + t.locks + " (name, owner, host, pid, token, strategy, acquired_at) SELECT " +
-                      record + ", " + incarnation + ", NULL, 0, 0, 'failover', now() WHERE NOT EXISTS (SELECT 1 FROM " +
-                      t.locks + " WHERE name = " + record + ")";
   // A name must hold 255 bytes of any key (ShedLock's its own length); a unique key's columns
   // are its key columns (not INCLUDE's), an expression by its text.
   s.columns = {"schema.columns",

@@ -90,7 +90,6 @@ const sql::Dialect dialect{
         },
     .started_ms_ago = [](std::string_view row, std::string_view) { return started_ago_sql(std::string(row)); },
     .lease_live = [](std::string_view row, std::string_view) { return lease_live_sql(std::string(row)); },
-    .same = [](std::string_view a, std::string_view b) { return std::string(a) + " IS " + std::string(b); },
     .begin = "BEGIN IMMEDIATE",
     // Only the acquisition carries a token that must survive a power loss. A lost release leaves
     // a lease that is over after the reboot anyway (a lease from an earlier boot is expired), and

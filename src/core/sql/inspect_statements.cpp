@@ -19,7 +19,7 @@ InspectStatements inspect_over(const Dialect& d, const Tables& t, const std::str
   if (shedlock.empty()) {
     // dblock's rows, then live and the server's verdict on a session strategy's holder: a
     // crashed session holder shows free.
-    const std::string rows_of = "SELECT " + rows::status_select_list(d.epoch_ms, d.now) + ", CASE WHEN " +
+    const std::string rows_of = "SELECT " + rows::status_select_list(epoch_ms_of(d), d.now) + ", CASE WHEN " +
                                 d.lease_live("l.", d.now) + " THEN 1 ELSE 0 END, " + d.session_holds("l.", t) + " FROM " +
                                 t.locks + " l";
     s.status_all = {"inspect.status_all", rows_of + " ORDER BY l.name"};
@@ -30,32 +30,33 @@ InspectStatements inspect_over(const Dialect& d, const Tables& t, const std::str
     s.status_keys = {"inspect.status_keys", rows_of + " WHERE s.name IN " + keys + " ORDER BY s.name"};
   }
   // An alias: t.runs may be a derived table (InspectStatements::older).
-  const std::string history = "SELECT " + rows::history_select_list(d.epoch_ms) + " FROM " + t.runs + " h";
+  const std::string history = "SELECT " + rows::history_select_list(epoch_ms_of(d)) + " FROM " + t.runs + " h";
   const std::string newest = " ORDER BY id DESC LIMIT " + d.integer(":limit");
   s.history_all = {"inspect.history_all", history + newest};
   s.history_of = {"inspect.history_of", history + " WHERE name = :name" + newest};
-  s.now_ms = {"inspect.now_ms", "SELECT " + d.epoch_ms(d.now)};
+  s.now_ms = {"inspect.now_ms", "SELECT " + epoch_ms_sql(d, d.now)};
   s.slot_count = {"inspect.slot_count", "SELECT slots FROM " + t.locks + " WHERE name = :key AND strategy = 'semaphore'"};
   const std::string ttl = d.integer(":ttl_ms");
   if (shedlock.empty()) {
     s.renew_named = {"inspect.renew_named", "UPDATE " + t.locks + " SET renewed_at = " + d.now + ", expires_at = " +
                                                 d.plus_ms(d.now, ttl) + more_assignments(d.own_lease.renew(ttl)) + " WHERE name = :key AND released_at IS NULL"
                                                 " AND " + named + " AND strategy = 'lease'" +
-                                                d.returning(d.epoch_ms("expires_at"))};
+                                                d.returning(epoch_ms_sql(d, "expires_at"))};
     if (d.returning("expires_at").empty())
-      s.renewed = {"inspect.renewed", "SELECT " + d.epoch_ms("expires_at") + " FROM " + t.locks +
+      s.renewed = {"inspect.renewed", "SELECT " + epoch_ms_sql(d, "expires_at") + " FROM " + t.locks +
                                           " WHERE name = :key AND released_at IS NULL AND " + named};
     return s;
   }
-  // ShedLock knows only locked_by, so a token names the owner of dblock's row with that token.
+  // ShedLock knows only locked_by, so a token names the owner of dblock's row with that token;
+  // :owner compared before IS NULL, as named_holder_sql does.
   s.renew_named = {"inspect.renew_named",
-                   "UPDATE " + shedlock + " SET lock_until = " + d.plus_ms(d.utc_now, ttl) + " WHERE name = :key AND (" +
-                       d.text(":owner") + " IS NULL OR locked_by = :owner) AND (" + token +
+                   "UPDATE " + shedlock + " SET lock_until = " + d.plus_ms(d.utc_now, ttl) +
+                       " WHERE name = :key AND (locked_by = :owner OR :owner IS NULL) AND (" + token +
                        " IS NULL OR locked_by = (SELECT owner FROM " + t.locks + " WHERE name = :key AND token = " +
                        token + " AND strategy = 'shedlock')) AND lock_until > " + d.utc_now +
-                       d.returning(d.epoch_ms("lock_until"))};
+                       d.returning(epoch_ms_sql(d, "lock_until"))};
   if (d.returning("lock_until").empty())
-    s.renewed = {"inspect.renewed", "SELECT " + d.epoch_ms("lock_until") + " FROM " + shedlock + " WHERE name = :key"};
+    s.renewed = {"inspect.renewed", "SELECT " + epoch_ms_sql(d, "lock_until") + " FROM " + shedlock + " WHERE name = :key"};
   // The ShedLock holder's own lease goes with its lock_until (shedlock_statements, `take`).
   if (const std::string own = more_assignments(d.own_lease.renew(ttl)); !own.empty())
     s.renew_own = {"inspect.renew_own", "UPDATE " + t.locks + " SET renewed_at = " + d.now + own +

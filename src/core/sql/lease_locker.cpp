@@ -106,8 +106,14 @@ class LeaseLocker final : public Locker {
     return {};
   }
 
-  // Off the command's start: what the wake primitive left for later (waiters.hpp, settle).
-  void prepare_release() override { session_->release_signal().settle(); }
+  // Off the command's start: what the wake primitive left for later (waiters.hpp, settle), and
+  // the release, which the next waiter waits for, parsed now rather than in the handoff; only
+  // where that costs no round trip (a short command may have ended already).
+  void prepare_release() override {
+    session_->release_signal().settle();
+    if (!held_ || lost_ || !held_->request.semaphore.empty()) return;
+    session_->prepare_unasked(keep_ > 0 && !st_.release_recorded.empty() ? st_.release_recorded : st_.release);
+  }
 
   int wakeup_fd() const override { return session_->release_signal().fd(); }
   void consume_wakeup() override { session_->release_signal().consume(); }

@@ -16,13 +16,23 @@ bool upserts_on_conflict(const Dialect& d) {
   return d.upsert == static_cast<std::string (*)(const Upsert&)>(&on_conflict_upsert);
 }
 
+// A refused take reads of the row `row` what it says of the holder (refused(), take_header):
+// not the last run's outcome (rows::refusal_select_list); then whether its lease runs.
+std::string refusal_columns(const Dialect& d, std::string_view row) {
+  return rows::refusal_select_list(epoch_ms_of(d), d.now, row) + ", CASE WHEN " + d.lease_live(row, d.now) +
+         " THEN 1 ELSE 0 END, ";
+}
+
+// LeaseStatements::refusal's select list over `row`: refusal_columns and when the key may start.
+std::string refused_sql(const Dialect& d, std::string_view row) { return refusal_columns(d, row) + due_in_ms_sql(d, row); }
+
 }  // namespace
 
 // Its upsert meets the name's row through any unique key: a second row of the name (a table
 // whose key is not the name alone) fails the subquery, which sends the run to the schema check
 // (exit 78).
 std::string taken_sql(const Dialect& d, const Tables& t, std::string_view more) {
-  return "SELECT token, " + d.epoch_ms("acquired_at") + ", " + d.epoch_ms("expires_at") + std::string(more) + " FROM " +
+  return "SELECT token, " + epoch_ms_sql(d, "acquired_at") + ", " + epoch_ms_sql(d, "expires_at") + std::string(more) + " FROM " +
          t.locks + " WHERE name = :key AND owner = :owner AND name = (SELECT name FROM " + t.locks + " WHERE name = :key)";
 }
 
@@ -30,10 +40,8 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   const std::string& incarnation = d.incarnation;
   const std::string ttl = d.integer(":ttl_ms"), token = d.integer(":token");
   const std::string fence = incarnation.empty() ? std::string() : d.integer(":fence");
-  const std::string taken = "token, " + d.epoch_ms("acquired_at") + ", " + d.epoch_ms("expires_at");
-  const std::string status = "SELECT " + rows::status_select_list(d.epoch_ms, d.now) + ", CASE WHEN " +
-                             d.lease_live("", d.now) + " THEN 1 ELSE 0 END, ";
-  const std::string refused = status.substr(std::string_view("SELECT ").size()) + due_in_ms_sql(d, "");
+  const std::string taken = "token, " + epoch_ms_sql(d, "acquired_at") + ", " + epoch_ms_sql(d, "expires_at");
+  const std::string status = refusal_columns(d, "");
   const std::string holder = " WHERE name = :key AND owner = :owner AND token = " + token + " AND released_at IS NULL";
   LeaseStatements s;
   s.begin = d.begin;
@@ -41,7 +49,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                     : d.unsynced_commit.empty() ? d.begin
                                                 : d.begin + "; SELECT " + d.unsynced_commit;
   s.history = history_statements(d, t.runs);
-  s.refusal = {"lease.refusal", "SELECT " + refused + " FROM " + t.locks + " WHERE name = :key"};
+  s.refusal = {"lease.refusal", "SELECT " + refused_sql(d, "") + " FROM " + t.locks + " WHERE name = :key"};
 
   // The row is free when its lease is over (released, expired, or a session strategy's, which
   // has none), no other strategy's holder may still hold it, and --min-interval has passed.
@@ -70,7 +78,8 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                   }};
   };
   const std::string standard = d.upsert(take(fence)) + d.returning(taken);
-  s.take = {"lease.take", d.take(Take{take, fence, taken, s.refusal.text, refused, standard, t.unquoted("locks")})};
+  s.take = {"lease.take", d.take(Take{take, fence, taken, [&d](std::string_view row) { return refused_sql(d, row); }, standard,
+                                      t.unquoted("locks")})};
   // Where the take returns no rows.
   if (d.returning(taken).empty()) s.taken = {"lease.taken", taken_sql(d, t)};
 
@@ -88,7 +97,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   // release must find the key free), and acquired_at, which may have been, read only with
   // --min-hold.
   const std::string min_hold = d.integer(":min_hold_ms"), held_until = d.plus_ms("acquired_at", min_hold);
-  const std::string now_ms = d.time_of_ms(d.epoch_ms(d.now)), finished = d.integer(":finished") + " = 1";
+  const std::string now_ms = time_of_ms_sql(d, epoch_ms_sql(d, d.now)), finished = d.integer(":finished") + " = 1";
   const std::string release_returns =
       d.release_returns + (d.unsynced_commit.empty() ? std::string() : ", " + d.unsynced_commit);
   s.release = {"lease.release",
@@ -104,7 +113,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
 
   // Far in the future, not an infinity: a plain lease finds the header held, and its time
   // still converts to epoch milliseconds (9999-12-31 UTC).
-  const std::string never = d.time_of_ms("253402214400000");
+  const std::string never = time_of_ms_sql(d, "253402214400000");
   const std::string first = first_token_sql(d, false, fence);
   Assignments header = taken_row(d, {{"token", first},         {"strategy", "'semaphore'"},
                                       {"session_id", "NULL"},    {"acquired_at", d.now},
@@ -126,7 +135,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                              },
                              [&](std::string_view row) { return header_free_sql(d, row, t.locks); }}) +
                        d.returning("token, NULL, NULL")};  // only its token is read (take_header)
-  s.header_refusal = {"semaphore.header_refusal", status + "slots FROM " + t.locks + " WHERE name = :key"};
+  s.header_refusal = {"semaphore.header_refusal", "SELECT " + status + "slots FROM " + t.locks + " WHERE name = :key"};
   // A dialect whose `begin` locks the whole database (SQLite) writes its own, without FOR UPDATE.
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
   s.failover = failover_statements(d, t);
@@ -139,7 +148,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                       upserts_on_conflict(d)
                           ? numbered_upsert_sql(d, t, "", d.now)
                           : d.upsert(session_upsert(d, t, d.integer(":fence"), d.now, d.now)) +
-                                d.returning("token, " + d.epoch_ms("acquired_at") + ", " + d.integer("NULL"))};
+                                d.returning("token, " + epoch_ms_sql(d, "acquired_at") + ", " + d.integer("NULL"))};
   return s;
 }
 
@@ -164,7 +173,7 @@ Upsert session_upsert(const Dialect& d, const Tables& t, std::string_view fence,
                 },
                 [&d, when_at](std::string_view row) {
                   const std::string r(row), over = r + "expires_at <= " + when_at;
-                  return "NOT " + d.same(r + "strategy", "'semaphore'") + " AND " +
+                  return "(" + r + "strategy IS NULL OR " + r + "strategy <> 'semaphore') AND " +
                          rows::strategy_allows_sql(row, ":strategy", over) + " AND (" + r + "expires_at IS NULL OR " +
                          over + ") AND " + due_sql(d, row, when_at);
                 }};
@@ -187,16 +196,27 @@ DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect
   return s;
 }
 
+namespace {
+
+// Where the server tells a lock's holder (SessionLock::holder): `key`'s holder is the session
+// `id` (SQL, never NULL), a condition that is not true where none holds it.
+std::string held_by(const SessionLock& l, std::string_view key, const std::string& id) {
+  return l.holder(key) + " = " + id;
+}
+
+}  // namespace
+
 std::string holds_sql(const Dialect& d, std::string_view key) {
   const SessionLock& l = d.session_lock;
   if (l.holds) return l.holds(key);
-  return l.holder ? d.same(l.holder(key), d.session_id) : std::string();
+  return l.holder ? "CASE WHEN " + held_by(l, key, d.session_id) + " THEN 1 ELSE 0 END" : std::string();
 }
 
-std::string numbered_upsert_sql(const Dialect& d, const Tables& t, std::string_view from, std::string_view at) {
-  const std::string fence = d.incarnation.empty() ? std::string() : d.integer(":fence");
+std::string numbered_upsert_sql(const Dialect& d, const Tables& t, std::string_view from, std::string_view at,
+                               std::string_view fence_sql) {
+  const std::string fence = d.incarnation.empty() ? std::string() : fence_sql.empty() ? d.integer(":fence") : std::string(fence_sql);
   return on_conflict_upsert(session_upsert(d, t, fence, at, "EXCLUDED.acquired_at"), from) +
-         d.returning("token, " + d.epoch_ms("acquired_at") + ", " + d.integer("NULL"));
+         d.returning("token, " + epoch_ms_sql(d, "acquired_at") + ", " + d.integer("NULL"));
 }
 
 namespace {
@@ -216,7 +236,7 @@ std::string lock_sql(const Dialect& d, const std::string& got, bool waits, bool 
 std::string got(const Dialect& d, std::string (*take)(std::string_view), const std::string& key) {
   const SessionLock& l = d.session_lock;
   if (!l.holder) return take(key);
-  return "CASE WHEN " + holds_sql(d, key) + " THEN NULL ELSE " + take(key) + " END";
+  return "CASE WHEN " + held_by(l, key, d.session_id) + " THEN NULL ELSE " + take(key) + " END";
 }
 
 // The give-back: whether the key's lock was this session's, then (SessionLock::unlock_all) every
@@ -230,13 +250,14 @@ std::string give_back_sql(const SessionLock& l, const std::string& key, const st
 
 void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& s) {
   const SessionLock& l = d.session_lock;
-  const std::string key = l.key ? l.key(t) : d.integer(":lock");
+  const std::string key = l.key ? l.key(t, ":key") : d.integer(":lock");
   auto fill = [](Statement& slot, std::string id, std::string text) {
     if (slot.empty()) slot = {std::move(id), std::move(text)};
   };
   // A dialect that writes its own take writes its own take without waiting, or none (the take
-  // with no wait then serves).
-  if (l.try_lock && s.advisory_wait.empty())
+  // with no wait then serves). Where the wait takes its bound as a parameter (no `bound`:
+  // :wait_ms), the wait of 0 is the take without waiting: one statement serves both, named once.
+  if (l.try_lock && !l.bound.empty() && s.advisory_wait.empty())
     fill(s.advisory_try, "lock.advisory_try", lock_sql(d, got(d, l.try_lock, key), false));
   if (l.wait_lock) fill(s.advisory_wait, "lock.advisory_wait", lock_sql(d, got(d, l.wait_lock, key), true));
   if (const std::string holds = holds_sql(d, key); !holds.empty())
@@ -248,16 +269,41 @@ void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& 
   // The lock and the row's numbering in one statement, where its parts may write (a
   // data-modifying WITH: Dialect::unsynced_commit) and the upsert can select its row from the
   // lock's answer (ON CONFLICT's): the lock first, then the clock, and the row numbered only when
-  // the lock was taken. One row of (session.take's columns, taken).
+  // the lock was taken. One row of (session.take's columns, taken). The take that does not
+  // wait, refused, adds the key's row as the refusal reads it (`refused`), so that a contender
+  // that finds the key held needs no read of its own (session_locker's busy()); a refused wait
+  // ends in an error, which carries no row.
   if (d.clock.empty() || d.unsynced_commit.empty() || !upserts_on_conflict(d)) return;
-  auto numbered = [&](Statement& slot, std::string id, const Statement& lock) {
+  // The refused row is the key's, joined as r.
+  const std::string refused = ", " + refused_sql(d, "r."), key_row = " LEFT JOIN " + t.locks + " r ON NOT k.got AND r.name = :key";
+  auto numbered = [&](Statement& slot, std::string id, const Statement& lock, bool explains) {
     if (!lock.empty())
       fill(slot, std::move(id), "WITH k AS (" + lock.text + "), a AS (" +
-                                    numbered_upsert_sql(d, t, " FROM k WHERE k.got", "k.at") +
-                                    ") SELECT a.*, k.got FROM k LEFT JOIN a ON true");
+                                    numbered_upsert_sql(d, t, " FROM k WHERE k.got", "k.at") + ") SELECT a.*, k.got" +
+                                    (explains ? refused : "") + " FROM k LEFT JOIN a ON true" + (explains ? key_row : ""));
   };
-  numbered(s.advisory_numbered_try, "lock.advisory_numbered_try", s.advisory_try);
-  numbered(s.advisory_numbered_wait, "lock.advisory_numbered_wait", s.advisory_wait);
+  // The take that does not wait reads the failover gate itself, as the lease's take does, when
+  // core bound no :fence (it read no gate on this connection yet): `g` has the record's fence
+  // when the record names this server, no lock-delay is in force, it covers :ttl_ms and the
+  // session is the one the handshake gave (:started_id; a pooler hands out another), and no row
+  // otherwise: then nothing is locked or numbered, the flag says 2, and core reads the gate
+  // apart (failover::admit_once), which may write the record. With a :fence, `g` is that, where
+  // the record is (one core has read; a record gone since refuses, fail closed). `g` is read in
+  // a subquery: ON CONFLICT's SET sees no FROM but the CTEs. So a run's first take, and a
+  // contender refused, cost one round trip, not two.
+  if (!d.incarnation.empty() && !s.advisory_try.empty()) {
+    const std::string fence = d.integer(":fence"), started = d.integer(":started_id");
+    fill(s.advisory_numbered_try, "lock.advisory_numbered_try",
+         "WITH g AS (SELECT COALESCE(" + fence + ", token) AS fence FROM " + t.locks + " WHERE name = :record AND (" +
+             fence + " IS NOT NULL OR " + failover_open_conditions(d, "", "owner = " + d.incarnation) + " AND (" +
+             started + " IS NULL OR " + d.session_id + " = " + started + "))), k AS (" + s.advisory_try.text +
+             " FROM g), a AS (" +
+             numbered_upsert_sql(d, t, " FROM k WHERE k.got", "k.at", "(SELECT fence FROM g)") +
+             ") SELECT a.*, COALESCE(CAST(k.got AS int), 2)" + refused +
+             " FROM (SELECT 1) o LEFT JOIN k ON true LEFT JOIN a ON true" + key_row);
+  }
+  numbered(s.advisory_numbered_try, "lock.advisory_numbered_try", s.advisory_try, true);
+  numbered(s.advisory_numbered_wait, "lock.advisory_numbered_wait", s.advisory_wait, false);
   // The lock goes once the row is released (g reads u), before the commit: a waiter it lets in
   // numbers the row once this statement has committed (its upsert waits for the row's lock).
   if (l.unlock && !s.advisory_numbered_try.empty())
@@ -282,7 +328,7 @@ WakeStatements wake_statements(const Dialect& d, const Tables& t) {
   // gives the queue lock back: its wait is over (core calls again, and it queues again), and a
   // semaphore waiter, which waits on another slot each time, must not keep the queue of one it
   // then does not take.
-  s.wake_wait = {"wake.wait", "SELECT CASE WHEN " + holds_sql(d, queue) + " THEN CASE WHEN " + l.holder(wake) +
+  s.wake_wait = {"wake.wait", "SELECT CASE WHEN " + held_by(l, queue, d.session_id) + " THEN CASE WHEN " + l.holder(wake) +
                                   " IS NOT NULL AND COALESCE(" + l.wait_lock(wake) + ", 0) = 1 THEN 1 ELSE 0 * COALESCE(" +
                                   l.unlock(queue) + ", 0) END ELSE COALESCE(" + l.wait_lock(queue) + ", 0) = 1 END, " +
                                   l.unlock(wake)};
@@ -292,8 +338,10 @@ WakeStatements wake_statements(const Dialect& d, const Tables& t) {
                                                                l.try_lock(wake) + " END, " + l.unlock(queue))};
   // Only the head waits (another waiter that came to try would hold the head back), and gives
   // the wake lock back at once: the take behind it takes it with the row where the row is taken.
-  s.wait_ahead = {"wake.wait_ahead", "SELECT CASE WHEN " + holds_sql(d, queue) + " THEN " + l.wait_lock(wake) +
-                                         " END AS got, " + l.unlock(wake)};
+  // The queue lock's holder is named (:head), not this session: a row lock's take runs in its
+  // holder session, the queue held by its bookkeeping session.
+  s.wait_ahead = {"wake.wait_ahead", "SELECT CASE WHEN " + held_by(l, queue, d.integer(":head")) + " THEN " +
+                                         l.wait_lock(wake) + " END AS got, " + l.unlock(wake)};
   return s;
 }
 
@@ -309,7 +357,25 @@ QueueStatements queue_statements(const Dialect& d, std::string_view key) {
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s) {
   const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
   session_lock_statements(d, t, s);
+  // Where no statement releases the row with the lock given back between (advisory_released)
+  // and the key's lock is named from the key, the lease's release of the row gives the lock back
+  // in the same statement once it found the row the holder's: the waiter it lets in finds the
+  // row released (its upsert waits for this statement's commit). The lock is named from the
+  // row's own name, so it is asked for that row only.
+  const SessionLock& l = d.session_lock;
+  if (l.key && l.unlock && s.advisory_released.empty() && s.advisory_release_row.empty())
+    s.advisory_release_row = {"lock.advisory_release_row",
+                              lease_statements(d, t).release.text + " AND " + l.unlock(l.key(t, "name"))};
   s.begin = d.begin;
+  // for-update's lock: the key's claims row, locked until the transaction ends; a row (its
+  // name) when taken. With it, once the row is locked (the select list is evaluated for a locked
+  // row only), the holder's tag (SessionLock::tag) and, where waiters hear a release by the lock
+  // alone (wake_statements), the key's wake name, which the holder keeps.
+  const std::string tag = l.tag ? l.tag(t) : std::string();
+  const std::string with_lock = (tag.empty() ? "" : ", " + l.try_lock(tag)) +
+                                (wake_statements(d, t).wake_hold.empty() ? "" : ", " + l.try_lock(":wake"));
+  if (s.lock_claim.empty()) s.lock_claim = {"lock.claim", "SELECT name" + with_lock + claim + " FOR UPDATE"};
+  if (!tag.empty() && s.untag.empty()) s.untag = {"lock.untag", "SELECT " + l.unlock(tag)};
   if (s.insert_claim.empty())
     s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
   // The key's claims row unless there is one, committed: an insert that leaves a racer's alone.
@@ -329,10 +395,51 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   if (!d.session_id.empty() && upserts_on_conflict(d) && d.session_holds("s.", t) != "0")
     s.row_numbered = {"lock.row_numbered",
                       numbered_upsert_sql(d, t,
-                                          " FROM (SELECT " + d.text(":key") + " AS name, " + d.text(":strategy") +
-                                              " AS strategy, " + d.text(":session_id") + " AS session_id) s WHERE " +
+                                          " FROM (SELECT :key AS name, :strategy AS strategy, :session_id AS session_id) s WHERE " +
                                               d.session_holds("s.", t) + " = 1",
                                           d.clock.empty() ? d.now : d.clock)};
+  // The release and the history row in the holder's own transaction, which the COMMIT after it
+  // ends: the row's release and the lock's end are one. Where its parts may write
+  // (release_recorded) and the dialect has a clock: its times are the moment it runs (`now` is
+  // the transaction's start there: the take). txn-insert's own claims row, which the end would
+  // keep, goes in it (the only such row it sees: another's is uncommitted).
+  if (s.row_release_ended.empty() && !d.clock.empty()) {
+    Dialect at_release = d;
+    at_release.now = d.clock;
+    s.row_release_ended = release_recorded(at_release, t, lease_statements(at_release, t).release, "lock.row_release_ended",
+                                           "own_claim AS (DELETE FROM " + t.claims +
+                                               " WHERE name = :key AND kind = 'txn-insert'), g AS (SELECT true AS ours)");
+  }
+  return s;
+}
+
+namespace {
+
+// The record named `name` (SQL), its longest TTL `pid`, inserted unless there is one met through
+// `key` (Upsert::key): two that make it at once race harmlessly, the second doing nothing.
+Upsert record_insert(const Dialect& d, const Tables& t, std::string name, std::string pid, std::string key) {
+  return {t.locks,
+          "l",
+          Assignments{{"name", std::move(name)}, {"owner", d.incarnation}, {"host", "NULL"}, {"pid", std::move(pid)},
+                      {"token", "0"}, {"strategy", "'failover'"}, {"acquired_at", d.now}},
+          [](std::string_view) { return Assignments(); },
+          [](std::string_view) { return std::string(); },
+          std::move(key)};
+}
+
+}  // namespace
+
+std::string failover_record_sql(const Dialect& d, const Tables& t) {
+  if (d.incarnation.empty()) return {};
+  const std::string_view name = failover::record_name;
+  return d.upsert(record_insert(
+      d, t, "CONCAT(CHR(" + std::to_string(static_cast<int>(name[0])) + "), '" + std::string(name.substr(1)) + "')", "0", ""));
+}
+
+SchemaStatements schema_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options,
+                                   std::string_view dialect_name, std::span<const Strategy> strategies) {
+  SchemaStatements s = tables::schema_statements(sd, options, dialect_name, strategies);
+  s.failover_record = failover_record_sql(d, Tables(options.table_prefix, sd.quote));
   return s;
 }
 
@@ -347,19 +454,13 @@ FailoverStatements failover_statements(const Dialect& d, const Tables& t) {
   const std::string serving = d.serving ? d.serving(t) : std::string();
   // Also who serves the session and whether it is a Galera node (Dialect::session_id, serving),
   // which a session strategy asks before its first take (SqlBackend::serving_check).
-  f.read = {"failover.read", "SELECT r.owner, c.incarnation_now, r.host, r.token, " + d.epoch_ms("r.expires_at") + ", " +
-                                 d.epoch_ms(d.now) + ", r.pid, " + flag("r.owner = c.incarnation_now") + ", " +
+  f.read = {"failover.read", "SELECT r.owner, c.incarnation_now, r.host, r.token, " + epoch_ms_sql(d, "r.expires_at") + ", " +
+                                 epoch_ms_sql(d, d.now) + ", r.pid, " + flag("r.owner = c.incarnation_now") + ", " +
                                  flag(failover_delayed_sql(d, "r.")) + ", " + flag(failover_covers_sql(d, "r.")) +
                                  (d.session_id.empty() ? "" : ", " + d.session_id + ", " + (serving.empty() ? "0" : serving)) +
                                  " FROM (SELECT " + now_incarnation +
                                  " AS incarnation_now) c LEFT JOIN " + t.locks + " r ON r.name = :record"};
-  // Inserted unless there is a record (two first acquirers race harmlessly, the second doing
-  // nothing).
-  f.create = {"failover.create",
-              d.upsert({t.locks, "l",
-                        Assignments{{"name", ":record"}, {"owner", now_incarnation}, {"host", "NULL"},
-                                    {"pid", ttl}, {"token", "0"}, {"strategy", "'failover'"}, {"acquired_at", d.now}},
-                        [](std::string_view) { return Assignments(); }, [](std::string_view) { return std::string(); }})};
+  f.create = {"failover.create", d.upsert(record_insert(d, t, ":record", ttl, "name"))};
   f.max_token = {"failover.max_token", "SELECT max(token) FROM " + t.locks + " WHERE name <> :record"};
   // host takes the old owner before owner changes (MySQL assigns left to right).
   f.move = {"failover.move", "UPDATE " + t.locks + " SET host = owner, owner = " + now_incarnation +

@@ -12,18 +12,27 @@ namespace {
 
 using sql::tables::Type;
 
-// A column as a select list reads it: a timestamp as epoch ms.
-std::string selected(const sql::tables::Column& c, EpochMs epoch_ms) {
-  return c.type == Type::timestamp ? epoch_ms(c.name) : std::string(c.name);
+// A column of the row `row` ("" or an alias and its dot) as a select list reads it: a
+// timestamp as epoch ms.
+std::string selected(const sql::tables::Column& c, const EpochMs& epoch_ms, std::string_view row = "") {
+  const std::string name = std::string(row) + std::string(c.name);
+  return c.type == Type::timestamp ? epoch_ms(name) : name;
+}
+
+// The status columns of `row`; a Column::past one as NULL unless `past`.
+std::string select_list(const EpochMs& epoch_ms, std::string_view now_expr, bool past, std::string_view row = "") {
+  std::string sql;
+  for (const sql::tables::Column& c : sql::tables::locks_columns)
+    if (c.status) sql += (c.past && !past ? "NULL" : selected(c, epoch_ms, row)) + ", ";
+  return sql + epoch_ms(now_expr);
 }
 
 }  // namespace
 
-std::string status_select_list(EpochMs epoch_ms, std::string_view now_expr) {
-  std::string sql;
-  for (const sql::tables::Column& c : sql::tables::locks_columns)
-    if (c.status) sql += selected(c, epoch_ms) + ", ";
-  return sql + epoch_ms(now_expr);
+std::string status_select_list(const EpochMs& epoch_ms, std::string_view now_expr) { return select_list(epoch_ms, now_expr, true); }
+
+std::string refusal_select_list(const EpochMs& epoch_ms, std::string_view now_expr, std::string_view row) {
+  return select_list(epoch_ms, now_expr, false, row);
 }
 
 LockStatus::State state_of(const LockStatus& row, HolderVerdict verdict) {
@@ -111,7 +120,7 @@ Result<std::vector<LockStatus>> in_request_order(std::vector<LockStatus> found, 
   return out;
 }
 
-std::string history_select_list(EpochMs epoch_ms) {
+std::string history_select_list(const EpochMs& epoch_ms) {
   std::string sql;
   for (const sql::tables::Column& c : sql::tables::runs_columns) sql += (sql.empty() ? "" : ", ") + selected(c, epoch_ms);
   return sql;

@@ -21,13 +21,17 @@
 namespace dblock::rows {
 
 /// A dialect's SQL for a timestamp column (or expression) as milliseconds since the epoch; NULL stays NULL.
-using EpochMs = std::string (*)(std::string_view expr);
+using EpochMs = std::function<std::string(std::string_view expr)>;
 
 /// The SELECT list (without SELECT) of the <prefix>locks columns status reads (tables.hpp,
 /// Column::status), in the order decode_status() reads them, each timestamp as epoch ms, then
 /// database now. `now_expr` is the dialect's current time as a timestamp. A backend appends its
 /// own columns after these, from index status_column_count.
-std::string status_select_list(EpochMs epoch_ms, std::string_view now_expr);
+std::string status_select_list(const EpochMs& epoch_ms, std::string_view now_expr);
+/// status_select_list() as a take that refused reads the row that refused it (its holder, its
+/// state, when it may start: lock_steps.cpp, refused()), over the row `row` ("" or an alias and
+/// its dot): NULL for a Column::past.
+std::string refusal_select_list(const EpochMs& epoch_ms, std::string_view now_expr, std::string_view row = "");
 inline constexpr int status_column_count = sql::tables::status_columns() + 1;
 
 /// What only the database can judge about a row's holder. The row's strategy picks which counts.
@@ -78,7 +82,7 @@ Result<std::vector<LockStatus>> in_request_order(std::vector<LockStatus> found, 
 
 /// The SELECT list (without SELECT) of the <prefix>runs columns history reads, every one (tables.hpp),
 /// in the order decode_run() reads them.
-std::string history_select_list(EpochMs epoch_ms);
+std::string history_select_list(const EpochMs& epoch_ms);
 /// One row of history_select_list(); an outcome this version does not know reads `failed`.
 RunRecord decode_run(const ColumnReader& row);
 

@@ -130,16 +130,16 @@ Error strategy_mismatch(const LockRequest& req, const LockStatus& holder, std::s
 }
 
 Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, const LockRequest& req, const Rows* took,
-                               std::string_view asked) {
+                               std::string_view asked, int first) {
+  static_assert(taken_columns == 3, "refused()'s default `first`");
   Result<Rows> r;
-  if (took && take_explained(*took)) {
+  if (took && !took->empty() && (*took)[0].columns() > first) {
     // The refusal's columns follow the taken row's; a name of NULL: no row.
     r.emplace();
-    constexpr int skipped = taken_columns;
     const auto row = (*took)[0];
-    if (!row.is_null(skipped)) {
+    if (!row.is_null(first)) {
       std::vector<Rows::Cell> cells;
-      for (int c = skipped; c < skipped + extra_column + 1; ++c)
+      for (int c = first; c < first + extra_column + 1; ++c)
         cells.push_back(row.is_null(c) ? Rows::Cell() : Rows::Cell(row.text(c)));
       r->add(std::move(cells));
     }

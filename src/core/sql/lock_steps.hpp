@@ -111,13 +111,15 @@ bool renewal_tells(const Rows& renewed);
 bool renewed_on_new_incarnation(const Rows& renewed);
 
 /// The row of `req.key` that refused a take, from the take's answer `took` when it explains
-/// itself (take_explained), else read with `refusal`: busy with
+/// itself (take_explained; the refusal's columns from `first`, after the taken row's, or after
+/// a session strategy's numbered take's four: LockStatements::advisory_numbered_wait), else
+/// read with `refusal`: busy with
 /// its holder, or not_due while --min-interval has not passed and nobody holds it. With the
 /// strategy the take `asked` for ("shedlock": --table-format shedlock), a row of another
 /// strategy whose holder may still hold the key (rows::other_strategy_holds) is ErrorKind::config
 /// (strategy_mismatch), as a different --slots count is.
 Result<AcquireOutcome> refused(Session& session, const LeaseStatements& st, const LockRequest& req,
-                               const Rows* took = nullptr, std::string_view asked = {});
+                               const Rows* took = nullptr, std::string_view asked = {}, int first = 3);
 
 /// ErrorKind::config: `req`'s key is recorded as taken by `holder` with another strategy (or
 /// table format) than `asked`, and not released. Names both, the holder and the way out.

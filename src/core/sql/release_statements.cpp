@@ -14,7 +14,7 @@ ReleaseStatements release_statements(const Dialect& d, const Tables& t) {
                              d.lease_live("l.", d.now) + ") OR l.released_at IS NULL AND " + named_holder_sql(d, "l.") + ")";
   // A running lease ends now, truncated to the millisecond, never rounded up into the column's
   // precision: the key must read free right after.
-  const std::string now_ms = d.time_of_ms(d.epoch_ms(d.now));
+  const std::string now_ms = time_of_ms_sql(d, epoch_ms_sql(d, d.now));
   const std::string release = "UPDATE " + t.locks + " AS l SET released_at = " + d.now + ", expires_at = CASE WHEN " +
                               d.lease_live("l.", d.now) + " THEN " + now_ms + " ELSE l.expires_at END" +
                               more_assignments(d.own_lease.end("")) + " WHERE " + marked;
@@ -69,7 +69,7 @@ Statement release_recorded(const Dialect& d, const Tables& t, const Statement& r
           "WITH u AS (" + release.text + "), " + (between.empty() ? "" : between + ", ") + "a AS (INSERT INTO " +
               t.runs + " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
               " SELECT :name, " + d.integer(":token") + ", :run_owner, :run_host, " + d.integer(":run_pid") +
-              ", :strategy, " + d.time_of_ms(d.integer(":started_ms")) + ", " + d.now + ", CASE WHEN " + ours +
+              ", :strategy, " + time_of_ms_sql(d, d.integer(":started_ms")) + ", " + d.now + ", CASE WHEN " + ours +
               " THEN :outcome ELSE 'lost' END, " + d.integer(":run_exit_code") + d.returning("1") + "), " +
               history_trim(d, t) + " SELECT (SELECT count(*) FROM u), CASE WHEN " + ours + " THEN 1 ELSE 0 END"};
 }

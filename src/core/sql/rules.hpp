@@ -59,11 +59,10 @@ struct Take {
   std::string fence;
   /// The taken row's (token, acquired_ms, expires_ms), for Dialect::returning.
   std::string returning;
-  /// LeaseStatements::refusal, for a take that says in the same statement why it took nothing.
-  std::string refusal;
-  /// `refusal`'s select list alone (its columns over the row of :key), for a take that reads
-  /// them from the row it did not take.
-  std::string refused;
+  /// LeaseStatements::refusal's select list alone, over the row `row` ("" or an alias and its
+  /// dot): for a take that says in the same statement why it took nothing, from the row of :key
+  /// it did not take (MariaDB's RETURNING) or one it reads (PostgreSQL's, joined as `r`).
+  std::function<std::string(std::string_view row)> refused;
   /// The take in core's form: the dialect's upsert (Dialect::upsert) of upsert(fence), then its
   /// RETURNING (Dialect::returning) of `returning`; the default Dialect::take.
   std::string standard;
@@ -94,9 +93,10 @@ struct OwnLease {
 /// ends. Each member is an expression of a select list; core writes the statements around them
 /// (lock_statements, queue_statements). A dialect without one leaves them unset: no statements.
 struct SessionLock {
-  /// The advisory strategy's lock of :key (SQL, as the members below take it). Default: the
-  /// key's hash (key_hash), which the holder session binds as :lock, as an integer.
-  std::string (*key)(const Tables& t) = nullptr;
+  /// The advisory strategy's lock of the key `name` (SQL: :key, or a row's name column), as the
+  /// members below take it. Default: the key's hash (key_hash), which the holder session binds
+  /// as :lock, as an integer (no row can name it: no advisory_release_row).
+  std::string (*key)(const Tables& t, std::string_view name) = nullptr;
   /// Takes `key` without waiting: true when taken, false when another session holds it.
   std::string (*try_lock)(std::string_view key) = nullptr;
   /// Takes `key`, waiting within the bound that `bound` set (ErrorKind::wait_ended once over):
@@ -112,13 +112,18 @@ struct SessionLock {
   /// stacked second hold must not stay. "" where one unlock lets a key go.
   std::string unlock_all = {};
   /// 1 while this session holds `key`, else 0. Default: `holder` the session's own id
-  /// (Dialect::same, Dialect::session_id).
+  /// (Dialect::session_id).
   std::string (*holds)(std::string_view key) = nullptr;
   /// The server's id (Dialect::session_id's) of the session that holds `key`, NULL when none
   /// does; nullptr where the server does not tell. Where it does, a take of a key the session
   /// holds already answers NULL (LockStatements::advisory_wait), and waiters hear a release by
   /// the lock alone (wake_statements).
   std::string (*holder)(std::string_view key) = nullptr;
+  /// The lock a row lock's holder (for-update, txn-insert) keeps while it holds :key, named with
+  /// :tag (its lock session's own), so the server shows who holds the key: taken with the row's
+  /// lock (LockStatements::lock_claim, or the dialect's `tag` after txn-insert's insert) and given
+  /// back after its transaction (`untag`). nullptr where the server shows no such holder.
+  std::string (*tag)(const Tables& t) = nullptr;
 };
 
 /// What a dialect spells its own way, for the rules of this file; each dialect gives one, in its
@@ -129,27 +134,30 @@ struct Dialect {
   std::string now;
   /// The moment the expression is evaluated, as the timestamp columns store it, where `now` is
   /// the statement's or transaction's start: the time a lock the statement waited for was
-  /// granted. "" where none (a lock that waits numbers no row in the same statement).
+  /// granted, and a row lock's release in the transaction its take opened
+  /// (LockStatements::row_release_ended). "" where none (a lock that waits numbers no row in the
+  /// same statement).
   std::string clock = {};
-  /// The stored timestamp of `ms`, an integer SQL expression of epoch milliseconds.
+  /// 1970-01-01 00:00 UTC as the dialect's time, which epoch milliseconds count from. Default:
+  /// SQL's TIMESTAMP WITH TIME ZONE literal.
+  std::string epoch = "TIMESTAMP WITH TIME ZONE '1970-01-01 00:00:00+00'";
+  /// The stored timestamp of `ms`, an integer SQL expression of epoch milliseconds. Default
+  /// (nullptr): `ms` after the epoch, through plus_ms (time_of_ms_sql).
   std::string (*time_of_ms)(std::string_view ms) = nullptr;
   /// The bound parameter `param` (":name") where an integer is expected (PostgreSQL's arrive as
   /// text, so it casts). Default: the parameter.
   std::string (*integer)(std::string_view param) = [](std::string_view param) { return std::string(param); };
   /// Whole milliseconds (an integer) from the last start of the row `row` ("" or an alias and its
-  /// dot) to `now` (a time expression; SQLite judges on its own clock). Default (nullptr): core
-  /// compares the last start plus --min-interval with `now` (plus_ms), and the time left is the
-  /// difference of their epoch_ms, exact where the column keeps whole milliseconds.
+  /// dot) to `now` (a time expression; SQLite judges on its own clock). Default (nullptr):
+  /// ms_between the two, where the dialect gives it; else none: core compares the last start
+  /// plus --min-interval with `now` (plus_ms), and the time left is the difference of their
+  /// epoch_ms, exact where the column keeps whole milliseconds.
   std::string (*started_ms_ago)(std::string_view row, std::string_view now) = nullptr;
   /// 1 (true) while the lease of the row `row` ("" or an alias and its dot) runs at `now` (a time
   /// expression: `now`, or a statement's own time; SQLite judges on its own clock), else 0
   /// (false), never NULL. Default: its expires_at after `now` (IS TRUE: never NULL).
   std::string (*lease_live)(std::string_view row, std::string_view now) = [](std::string_view row, std::string_view at) {
     return "(" + std::string(row) + "expires_at > " + std::string(at) + ") IS TRUE";
-  };
-  /// `a` and `b` equal, NULL equal to NULL, never NULL itself. Default: IS NOT DISTINCT FROM.
-  std::string (*same)(std::string_view a, std::string_view b) = [](std::string_view a, std::string_view b) {
-    return std::string(a) + " IS NOT DISTINCT FROM " + std::string(b);
   };
 
   /// Opens a write transaction, every one dblock runs (LeaseStatements::begin, ShedLock's, the
@@ -164,15 +172,21 @@ struct Dialect {
   /// ShedLock's now, as its JDBC provider's server-time statements write it: UTC wall time, as
   /// ShedLock's TIMESTAMP columns hold it (shedlock.hpp). Default: `now`.
   std::string utc_now = now;
-  /// The timestamp `expr` as integer epoch milliseconds; NULL stays NULL.
-  rows::EpochMs epoch_ms = nullptr;
+  /// The timestamp `expr` as integer epoch milliseconds; NULL stays NULL. Default (nullptr):
+  /// ms_between the epoch and `expr`, in parentheses (epoch_ms_sql).
+  std::string (*epoch_ms)(std::string_view expr) = nullptr;
+  /// Whole milliseconds (an integer, rounded down; NULL where either is NULL) from the timestamp
+  /// `from` to the timestamp `to`, an operand of a comparison or of + and -, where the dialect
+  /// counts them itself: its times are finer than the millisecond (MySQL's microseconds), so the
+  /// difference of two epoch_ms could be one off. nullptr where not.
+  std::string (*ms_between)(std::string_view from, std::string_view to) = nullptr;
   /// The timestamp `ms` (integer SQL, milliseconds) after the timestamp `time`.
   std::string (*plus_ms)(std::string_view time, std::string_view ms) = nullptr;
-  /// The bound parameter `param` where text is meant and nothing around it says so (`IS NULL`).
-  /// Default: the parameter.
-  std::string (*text)(std::string_view param) = [](std::string_view param) { return std::string(param); };
   /// The texts of the JSON array that the parameter `param` holds, as a subquery for IN.
-  std::string (*json_texts)(std::string_view param) = nullptr;
+  /// Default: SQL's JSON_TABLE (SQL:2016; MySQL 8, MariaDB 10.6), each text as a name of 255.
+  std::string (*json_texts)(std::string_view param) = [](std::string_view param) {
+    return "(SELECT k FROM JSON_TABLE(" + std::string(param) + ", '$[*]' COLUMNS(k VARCHAR(255) PATH '$')) AS j)";
+  };
   /// " RETURNING " and `columns`, or "" where an INSERT or UPDATE returns no rows: core then
   /// reads them in a statement of its own (ShedlockStatements::numbered, InspectStatements::renewed).
   std::string (*returning)(std::string_view columns) = [](std::string_view columns) {
@@ -202,7 +216,7 @@ struct Dialect {
   SessionLock session_lock = {};
   /// LeaseStatements::take from `k`: the dialect's conditional upsert, its RETURNING or none,
   /// and what it can read in the same statement: the failover gate (a take that binds :record
-  /// reads it) and the refusal (`k.refusal`, after the taken row's columns). Default: core's
+  /// reads it) and the refusal (`k.refused`, after the taken row's columns). Default: core's
   /// form, `k.standard`.
   std::string (*take)(const Take& k) = [](const Take& k) { return k.standard; };
   /// What a lease's release returns of the row it released (a select list; "" for nothing):
@@ -228,6 +242,15 @@ struct Dialect {
   /// safe. "" or none: 0, no cluster of that kind.
   std::string (*serving)(const Tables& t) = nullptr;
 };
+
+/// The stored timestamp of `ms` (integer SQL, epoch milliseconds): Dialect::time_of_ms, or `ms`
+/// after Dialect::epoch (Dialect::plus_ms).
+std::string time_of_ms_sql(const Dialect& d, std::string_view ms);
+
+/// The timestamp `expr` as integer epoch milliseconds: Dialect::epoch_ms, or Dialect::ms_between
+/// Dialect::epoch and `expr`; epoch_ms_of as a function, for the row layer (lock_rows.hpp).
+std::string epoch_ms_sql(const Dialect& d, std::string_view expr);
+rows::EpochMs epoch_ms_of(const Dialect& d);
 
 /// A take of :key's row of <prefix>locks, with the holder's columns (tables.hpp, Column::holder)
 /// each from the bound parameter of its name (an integer's through Dialect::integer), so a new
@@ -281,17 +304,19 @@ Statement release_recorded(const Dialect& d, const Tables& t, const Statement& r
 /// where there is none.
 Statement session_id_statement(const Dialect& d);
 
-/// doctor's statements (DoctorStatements) that are standard SQL: the server's version()
-/// (a dialect may name its server otherwise), the privilege probes of the tables of `options`,
-/// quoted as `sd` quotes them, and session_id; the dialect adds can_create and its checks.
+/// doctor's statements (DoctorStatements) that are standard SQL: the server's version(), the
+/// privilege probes of the tables of `options`, quoted as `sd` quotes them, and session_id; the
+/// dialect adds can_create and its checks.
 DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options);
 
 /// The session strategies' server-lock statements (LockStatements): the dialect's own `s` (its
 /// claims' lock and insert, and any statement it writes its own way), completed with what is
-/// standard SQL: `begin` (Dialect::begin), insert_claim (a plain INSERT, unless the dialect wrote
-/// its own), lock_claim_nowait (lock_claim with NOWAIT, unless the dialect wrote its own:
-/// MariaDB's NOWAIT also refuses to wait for a table's metadata lock), make_claim (the dialect's
-/// upsert that leaves a row alone), holds_claim and alive;
+/// standard SQL: `begin` (Dialect::begin), lock_claim (SELECT ... FOR UPDATE) and insert_claim
+/// (a plain INSERT), each unless the dialect wrote its own, lock_claim_nowait (lock_claim with
+/// NOWAIT, unless the dialect wrote its own: MariaDB's NOWAIT also refuses to wait for a
+/// table's metadata lock), make_claim (the dialect's upsert that leaves a row alone),
+/// holds_claim and alive; row_release_ended (release_recorded at the dialect's clock, txn-insert's
+/// own claims row deleted between), where the dialect gives both and `s` has none;
 /// and, each where the dialect's session lock (Dialect::session_lock) has what it needs and `s`
 /// has none, the advisory strategy's statements over it and lock_wait (SessionLock::bound).
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s);
@@ -300,7 +325,9 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
 /// it is taken ("": it is), and RETURNING session_take's three columns: where the dialect's upsert
 /// is ON CONFLICT's and returns rows. The advisory strategy's numbering in the lock's own
 /// statement (LockStatements::advisory_numbered_*) reads the lock's answer so.
-std::string numbered_upsert_sql(const Dialect& d, const Tables& t, std::string_view from, std::string_view at);
+/// `fence_sql`: the fence a new token must exceed ("": :fence).
+std::string numbered_upsert_sql(const Dialect& d, const Tables& t, std::string_view from, std::string_view at,
+                               std::string_view fence_sql = {});
 
 /// 1 while this session holds the session lock `key` (SessionLock::holds, or its holder the
 /// session), "" where the dialect has none.
@@ -319,6 +346,17 @@ QueueStatements queue_statements(const Dialect& d, std::string_view key);
 /// SQL but for the dialect's incarnation, times and serving columns; all empty where the
 /// dialect has no incarnation (Dialect::incarnation).
 FailoverStatements failover_statements(const Dialect& d, const Tables& t);
+
+/// SchemaStatements::failover_record over dblock's tables `t`: the record as failover.create
+/// makes it, for the server the script runs on, its name spelled in SQL (CHR, which PostgreSQL
+/// and MariaDB have) and met through any unique key (a table without its key on name is the
+/// shape check's to name, not the script's); "" where the dialect has no incarnation.
+std::string failover_record_sql(const Dialect& d, const Tables& t);
+
+/// tables::schema_statements of `sd`, with the failover record in the dialect `d`
+/// (failover_record_sql); the dialect adds the rest of SchemaStatements.
+SchemaStatements schema_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options,
+                                   std::string_view dialect_name, std::span<const Strategy> strategies);
 
 /// The session strategies' numbering of the row of :key (LeaseStatements::session_take) as an
 /// upsert, its tokens above `fence` (SQL; "" where there is none), its times `at` (SQL: now, or
@@ -344,8 +382,8 @@ std::string named_holder_sql(const Dialect& d, std::string_view row);
 /// (none asked, never started, or its last start at least that long before `now`).
 std::string due_sql(const Dialect& d, std::string_view row, std::string_view now);
 
-/// The milliseconds until the row `row` may start (LeaseStatements::refusal's due_in_ms): NULL
-/// when none is asked or it never started, <= 0 when it may now.
+/// The milliseconds until the row `row` may start (LeaseStatements::refusal's due_in_ms), read
+/// only when --min-interval is asked: NULL when it never started, <= 0 when it may now.
 std::string due_in_ms_sql(const Dialect& d, std::string_view row);
 
 /// Fencing tokens (dblock(1), FENCING TOKENS): the token of a row taken. `given`: the :token
@@ -375,7 +413,8 @@ std::string header_free_sql(const Dialect& d, std::string_view row, const std::s
 std::string failover_delayed_sql(const Dialect& d, std::string_view r);
 std::string failover_covers_sql(const Dialect& d, std::string_view r);
 std::string failover_open_sql(const Dialect& d, std::string_view r, std::string_view here);
-/// failover_open_sql's conditions without its parentheses, to be ANDed with others.
+/// failover_open_sql's conditions without its parentheses, to be ANDed with others. With no
+/// `here` (""), either is the others alone, for a take that reads `here` apart.
 std::string failover_open_conditions(const Dialect& d, std::string_view r, std::string_view here);
 
 }  // namespace dblock::sql

@@ -14,6 +14,12 @@
 namespace dblock::sql {
 namespace {
 
+// A numbered take's answer (LockStatements::advisory_numbered_*): session.take's three columns,
+// then whether it took (1), did not (0) or its own gate did not open (2); a refusal's columns
+// may follow (ServerLock::refusal).
+constexpr int numbered_flag = 3;
+constexpr int numbered_columns = numbered_flag + 1;
+
 std::unexpected<Error> gone() { return fail(ErrorKind::connection, "the lock session is closed"); }
 
 // The one answer of a lock statement: (1) yes, (0) or NULL no.
@@ -71,6 +77,7 @@ class ServerLock {
   // was not held to the end.
   Result<void> give_back(const std::string& key) {
     if (h_->socket() < 0) return gone();
+    if (rollback_owed_) return settle_rollback();  // it held nothing
     Result<void> r{};
     if (!row_lock()) {
       auto unlocked = h_->run(st_.advisory_give_back, params(key, Millis(0)), Millis(0));
@@ -94,8 +101,14 @@ class ServerLock {
   // A waiter's release in its own transaction (row_release_ended) is what the next waiter will
   // wait for: made ready while no transaction is open (inside one, a preparation that failed
   // would end the transaction and the lock with it), before a wait (SessionLocker::attempt).
+  // A ROLLBACK owed goes ahead of the preparation, in the next lock statement's round trip.
   void prepare_for_wait() {
-    if (row_lock() && !st_.row_release_ended.empty()) h_->prepare(st_.row_release_ended);
+    if (row_lock() && !st_.row_release_ended.empty() && settle_rollback(true)) h_->prepare(st_.row_release_ended);
+  }
+  // The same while the command runs, inside the lock's transaction (HolderSession::prepare_held):
+  // a holder that did not wait, or whose first wait let it in, made nothing ready before.
+  void prepare_held() {
+    if (folds_release() && row_lock()) h_->prepare_held(st_.row_release_ended);
   }
 
   // Whether a plain key's release, the lock given back (or proven held to the end) and the
@@ -158,8 +171,14 @@ class ServerLock {
                      number, w);
     // No row (a dialect whose statement inserts nothing when the lock was not taken): not taken.
     // 2: its own gate did not open, nothing taken (gate_unread).
-    gate_unread_ = r && !r->empty() && (*r)[0].int64(3) == 2;
-    if (r && (r->empty() || (*r)[0].int64(3) == 0 || gate_unread_)) return std::nullopt;
+    gate_unread_ = r && !r->empty() && (*r)[0].int64(numbered_flag) == 2;
+    answered_ = r && !r->empty();
+    // 0: not taken; with more columns, the refusal's (a dialect whose statement says who holds
+    // the key, so that a contender refused needs no read of its own: refusal()).
+    refusal_.reset();
+    const bool refused_here = r && !r->empty() && (*r)[0].int64(numbered_flag) == 0;
+    if (refused_here && (*r)[0].columns() > numbered_columns) refusal_ = std::move(*r);
+    if (refusal_ || refused_here || gate_unread_ || (r && r->empty())) return std::nullopt;
     if (r)
       if (auto ok = h_->holding(key, *r); !ok) r = std::unexpected(ok.error());
     if (!r) {
@@ -175,6 +194,11 @@ class ServerLock {
   // Whether the last take_numbered took nothing because its own read of the failover gate did
   // not open (LockStatements::advisory_numbered_wait without a :fence).
   bool gate_unread() const { return gate_unread_; }
+  // Whether the last take_numbered's own read of the gate opened: an answer, and not gate_unread.
+  bool gate_opened() const { return answered_ && !gate_unread_; }
+  // The last take_numbered's answer when it took nothing and said who holds the key: the
+  // refusal's columns after its own four (LockStatements::advisory_numbered_wait); else null.
+  const Rows* refusal() const { return refusal_ ? &*refusal_ : nullptr; }
   const LockStatements& statements() const { return st_; }
   HolderSession& holder() { return *h_; }
   bool row_lock() const { return strategy_ != Strategy::advisory; }
@@ -183,6 +207,7 @@ class ServerLock {
   // Only called while nothing is held.
   Result<void> reopen() {
     tagged_.reset();
+    rollback_owed_ = false;  // the session it was owed on is gone
     return h_->reopen();
   }
 
@@ -195,14 +220,26 @@ class ServerLock {
   }
 
   // for-update locks the key's claims row, txn-insert inserts it, in a transaction held open.
+  // At the head of the key's waiters the lock statement goes behind a wait in the server for
+  // the holder's wake (Waiters::ahead, HolderSession::send_behind): the holder's end gives the
+  // row back and then the wake, and the lock statement runs at once, so the waiter's command
+  // starts two round trips after the holder's ends (the wake with the lock's answer, then the
+  // numbering), where hearing the wake, then locking, then numbering was three. The wait lasts
+  // at most what is left of the attempt's slice, and the lock statement runs after it either
+  // way: the row decides. Not with a `meanwhile`, which the lock statement's wait would hold up.
   Result<bool> take_row(const std::string& key, const Params& p, Millis w, const std::function<bool()>& meanwhile,
                         const std::optional<Params>& number) {
     const bool wait = w.count() > 0;
+    Waiters& waiters = h_->release_signal();
+    Params take = p, wake;
+    Millis bound{0};
+    const Statement* ahead = waiters.ahead(key, take, !meanwhile && h_->waits_behind(), wake, bound);
     for (int pass = 0; pass < 2; ++pass) {
       if (auto ok = begin(p, w); !ok) return failed(ok.error(), key);
+      if (pass == 0 && ahead) h_->send_behind(*ahead, wake);
       const Statement& lock = strategy_ == Strategy::for_update
                                   ? (wait ? st_.lock_claim : st_.lock_claim_nowait)
-                                  : (wait || st_.insert_claim_try.empty() ? st_.insert_claim : st_.insert_claim_try);
+                                  : st_.insert_claim;
       Result<Rows> locked = fail(ErrorKind::internal, "not sent");
       const bool tagged = strategy_ == Strategy::txn_insert && !st_.tag.empty();
       auto sent = pass == 0 && number && !tagged ? h_->send_numbering(lock, p, w, st_.row_numbered, *number)
@@ -222,6 +259,9 @@ class ServerLock {
         if (tag = h_->run(st_.tag, p, Millis(0)); !tag) locked = std::unexpected(tag.error());
       if (locked && locked->affected > 0)
         if (auto ok = h_->holding(key, tag->empty() ? *locked : *tag); !ok) locked = std::unexpected(ok.error());
+      // Refused: another holds the row (a claims row still missing says nothing of a holder).
+      if (pass == 0 && ahead)
+        waiters.behind(key, h_->told(), locked && locked->affected > 0, !locked && held_elsewhere(locked.error().kind));
       if (!locked) return failed(locked.error(), key);
       if (locked->affected > 0) {
         if (!st_.untag.empty()) tagged_ = key;
@@ -242,16 +282,40 @@ class ServerLock {
     return false;  // the row vanished again: core tries again
   }
 
-  // The holder's transaction, with its lock wait `w`.
-  Result<void> begin(const Params& p, Millis w) { return h_->begin(st_, p, w); }
+  // The holder's transaction, with its lock wait `w`, the ROLLBACK owed by the last one ahead of it.
+  Result<void> begin(const Params& p, Millis w) {
+    if (auto ok = settle_rollback(true); !ok) return ok;
+    return h_->begin(st_, p, w);
+  }
 
   // After a take that failed with `e`: busy is "someone else holds it"; anything that may have
   // taken the lock or left a transaction open gives it back; a lost holder holds nothing.
+  // A row lock refused (at once, or its wait's slice over) holds nothing, so its transaction's
+  // ROLLBACK is owed rather than waited for: a contender that then ends (exit 75, every host but
+  // one when a crontab line fires) closes the connection, which ends it, and one that goes on
+  // sends it first (settle_rollback), ahead of its next transaction, in that one's round trip: a
+  // waiter is back in the server one round trip after its slice ended, where awaiting the
+  // ROLLBACK made it two, a release landing in between found a round trip late.
   Result<bool> failed(const Error& e, const std::string& key) {
     if (e.kind == ErrorKind::connection) return std::unexpected(e);
+    if (row_lock() && held_elsewhere(e.kind) && !tagged_) {
+      rollback_owed_ = h_->transaction_open();
+      return false;
+    }
     if (!held_elsewhere(e.kind) || row_lock()) (void)give_back(key);
     if (held_elsewhere(e.kind)) return false;
     return std::unexpected(e);
+  }
+
+  // The ROLLBACK that failed() owed, before anything else runs on the holder session: `ahead`,
+  // sent ahead of what runs there next, in its round trip (HolderSession::rollback_ahead), else
+  // awaited. One that failed closes the session, which ends the transaction with it.
+  Result<void> settle_rollback(bool ahead = false) {
+    if (!std::exchange(rollback_owed_, false) || h_->socket() < 0) return {};
+    auto r = ahead ? h_->rollback_ahead() : h_->exec("ROLLBACK");
+    if (!r) h_->close();  // closing frees whatever the session held
+    txn_.reset();
+    return r;
   }
 
   Strategy strategy_;
@@ -261,6 +325,9 @@ class ServerLock {
   std::optional<std::string> tagged_;  // the key whose holder tag the session holds
   std::optional<std::string> txn_;     // the holder's transaction, as its lock statement answered it
   bool gate_unread_ = false;           // gate_unread()
+  bool answered_ = false;              // gate_opened()
+  bool rollback_owed_ = false;         // failed(), settle_rollback()
+  std::optional<Rows> refusal_;        // refusal()
 };
 
 class SessionLocker final : public Locker {
@@ -280,8 +347,10 @@ class SessionLocker final : public Locker {
   // One attempt, and more while the dialect hears of a release within `wait`.
   Result<AcquireOutcome> try_acquire(const LockRequest& req, Millis wait) override {
     if (held_) return fail(ErrorKind::internal, "this locker already holds " + held_->key);
-    auto out = until_not_busy(lock_->holder().release_signal(), req, wait,
-                              [&](Millis left) { return with_schema(*book_, [&] { return attempt(req, left); }); });
+    auto out = until_not_busy(lock_->holder().release_signal(), req, wait, [&](Millis left) {
+      lock_->holder().release_signal().attempting(left);  // a wait ahead of the lock (take_row) waits no longer
+      return with_schema(*book_, [&] { return attempt(req, left); });
+    });
     // The bookkeeping session holds nothing (a dialect's release signal, if any, is on it):
     // lost in a take or a wait, it is made again for the next attempt, whose failover gate is
     // read again on it. (A lost reply may have numbered a row; the next token is greater anyway.)
@@ -359,6 +428,7 @@ class SessionLocker final : public Locker {
     if (!held_) return;
     const Statement st = folds_release_ ? lock_->release_statement() : st_.release;
     if (!st.empty()) book_->prepare(st);
+    else if (folds_release_) lock_->prepare_held();
   }
 
   int session_fd() const override { return held_ ? lock_->holder().socket() : -1; }
@@ -437,6 +507,10 @@ class SessionLocker final : public Locker {
       if (auto ok = lock_->reopen(); !ok) return std::unexpected(ok.error());
       got = take();
     }
+    // The take's own gate opened only on the session the handshake gave (:started_id): the
+    // session is served directly, as the record's read apart would have found it (failover.cpp),
+    // so its statements may be named (the release's, made ready while the command runs).
+    if (fold_gated && got && lock_->gate_opened()) book_->served_directly_seen();
     if (fold_gated && got && lock_->gate_unread()) {
       // The take's own gate did not open, and it took nothing: the gate read apart (it may write
       // the record), and taken again once it is open.
@@ -453,13 +527,13 @@ class SessionLocker final : public Locker {
       // on a table just made, another process's CREATE TABLE IF NOT EXISTS, whose metadata lock
       // MariaDB's NOWAIT reads as a lock wait (1205) too. Asked once more after a moment, the
       // server lock decides again; a refusal then stands (e2e.*.new_keys_at_once).
-      auto first = busy(req);
+      auto first = busy(req, fold ? lock_->refusal() : nullptr);
       if (!first || first->holder) return first;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       got = take();
       if (!got) return std::unexpected(got.error());
     }
-    if (!*got) return busy(req);
+    if (!*got) return busy(req, fold ? lock_->refusal() : nullptr);
     std::optional<Rows> proven;  // the chained numbering's row
     if (chained)
       if (auto n = lock_->holder().numbered(); n && *n && took_row(**n)) proven = std::move(**n);
@@ -554,13 +628,15 @@ class SessionLocker final : public Locker {
     return acquired(*book_, st_, took, req, req.semaphore.empty() ? &lock_->holder().release_signal() : nullptr);
   }
 
-  // Someone else has the server lock: busy, with the row's holder for -v (best effort).
-  Result<AcquireOutcome> busy(const LockRequest& req) {
+  // Someone else has the server lock: busy, with the row's holder for -v (best effort), from
+  // the take's own answer where it said (`answered`: ServerLock::refusal()), else read.
+  Result<AcquireOutcome> busy(const LockRequest& req, const Rows* answered = nullptr) {
     AcquireOutcome out;
     out.state = AcquireOutcome::State::busy;
+    if (!answered && !req.describe_holder) return out;  // not asked: it would be a read of its own
     LockRequest plain = req;
     plain.min_interval = Millis(0);  // the lock is busy, whatever --min-interval says
-    auto row = refused(*book_, st_, plain);
+    auto row = refused(*book_, st_, plain, answered, {}, numbered_columns);
     if (row && row->holder) {
       out.holder = std::move(row->holder);
       out.holder->state = LockStatus::State::held;

@@ -68,8 +68,24 @@ class HolderSession {
   /// statement of it pending, and end the lock statement's transaction when it took nothing);
   /// nullopt: none was sent with the last lock statement.
   virtual std::optional<Result<Rows>> numbered() { return std::nullopt; }
+  /// Whether the lock statement can go behind a wait of the waiters' queue in its round trip
+  /// (send_behind): a dialect that runs two statements as one.
+  virtual bool waits_behind() const { return false; }
+  /// The lock statement sent next (send; txn-insert's, the tag that follows send_before_tag) goes
+  /// behind `ahead` with `params` (Waiters::ahead's wait), in its round trip; only where
+  /// waits_behind(). What the wait told is then told().
+  virtual void send_behind(const Statement& /*ahead*/, const Params& /*params*/) {}
+  /// What the wait that the last lock statement went behind told (AheadAnswer::untold: none, or
+  /// its answer was lost), even when the lock statement itself then failed.
+  virtual AheadAnswer told() const { return AheadAnswer::untold; }
   /// Runs SQL without parameters (ROLLBACK).
   virtual Result<void> exec(std::string_view sql) = 0;
+  /// Ends a refused lock's transaction, which holds nothing, with ROLLBACK sent ahead of what
+  /// the session runs next (a preparation, the next begin and its lock statement), in that
+  /// statement's round trip, where the dialect can: the server runs them in order, nothing after
+  /// a ROLLBACK that failed runs, and that failure closes the session (the next statement reports
+  /// it). By default it runs now, as exec.
+  virtual Result<void> rollback_ahead() { return exec("ROLLBACK"); }
   /// Opens the transaction that holds a row lock (`st.begin`), its lock wait `wait` (server_wait's)
   /// set by `st.lock_wait` with `p` (bind's parameters) where the dialect keeps it: for the
   /// transaction just begun, or for the session before it begins, only when it changed. A
@@ -98,6 +114,10 @@ class HolderSession {
   /// inside the lock's transaction; called only while no transaction is open. Best effort: a
   /// dialect that cannot, or whose preparation failed, runs it as it would have.
   virtual void prepare(const Statement& /*st*/) {}
+  /// The same while the lock's transaction is open (the release that ends it, made ready while
+  /// the command runs), only where that costs no round trip now; whatever the preparation
+  /// meets, the transaction and its lock stay as they were.
+  virtual void prepare_held(const Statement& /*st*/) {}
   /// Closes the session: whatever it held is gone with it.
   virtual void close() = 0;
   /// Opens the session anew, its lock wait none; only called while nothing is held.

@@ -34,8 +34,8 @@ std::string on_conflict_upsert(const Upsert& u, std::string_view from) {
 }
 
 std::string shedlock_holder_sql(const Dialect& d, const Tables& t, const std::string& shedlock) {
-  return "SELECT s.name, s.locked_by, " + d.epoch_ms("s.locked_at") + ", " + d.epoch_ms("s.lock_until") + ", " +
-         d.epoch_ms(d.utc_now) + ", COALESCE(l.token, 0), CASE WHEN l.owner = s.locked_by THEN l.host END,"
+  return "SELECT s.name, s.locked_by, " + epoch_ms_sql(d, "s.locked_at") + ", " + epoch_ms_sql(d, "s.lock_until") + ", " +
+         epoch_ms_sql(d, d.utc_now) + ", COALESCE(l.token, 0), CASE WHEN l.owner = s.locked_by THEN l.host END,"
          " CASE WHEN l.owner = s.locked_by THEN l.pid END FROM " + shedlock + " s LEFT JOIN " + t.locks +
          " l ON l.name = s.name";
 }
@@ -47,7 +47,8 @@ ShedlockStatements shedlock_statements(const Dialect& d, const Tables& t, const 
   // test is locked_by, which two hosts given one --owner share).
   const std::string still_token = "EXISTS (SELECT 1 FROM " + t.locks + " WHERE name = :key AND token = " + token + ")";
   // ShedLock knows only locked_by, so a token names the owner of dblock's row with that token.
-  const std::string named = "(" + d.text(":owner") + " IS NULL OR locked_by = :owner) AND (" + token +
+  // :owner compared before IS NULL, as named_holder_sql does.
+  const std::string named = "(locked_by = :owner OR :owner IS NULL) AND (" + token +
                             " IS NULL OR locked_by = (SELECT owner FROM " + t.locks + " WHERE name = :key AND token = " +
                             token + " AND strategy = 'shedlock'))";
   ShedlockStatements s;
@@ -73,7 +74,7 @@ ShedlockStatements shedlock_statements(const Dialect& d, const Tables& t, const 
                         return "(" + expired + " AND NOT EXISTS (" + dblocks + "NULL AND " + own + " = 1) OR EXISTS (" +
                                dblocks + "NOT NULL AND " + own + " = 0))";
                       }}) +
-                d.returning(d.epoch_ms("lock_until"))};
+                d.returning(epoch_ms_sql(d, "lock_until"))};
 
   // dblock's row of the name: the holder, the next token, strategy 'shedlock', session_id the
   // ShedLock table. Assigned in that order, the columns the condition reads last (Upsert::set).
@@ -102,12 +103,12 @@ ShedlockStatements shedlock_statements(const Dialect& d, const Tables& t, const 
                           return rows::strategy_allows_sql(row, "'shedlock'", "NOT " + d.lease_live(row, d.now)) + " AND " +
                                  shedlock::same_table_sql(row);
                         }}) +
-                  d.returning("token, " + d.epoch_ms("acquired_at"))};
+                  d.returning("token, " + epoch_ms_sql(d, "acquired_at"))};
   // Where `number` returns nothing. Its upsert meets the name's row through any unique key: a
   // second row of the name, in either table, fails the read (a subquery of more than one row),
   // which sends the run to the schema check.
   if (d.returning("token").empty())
-    s.numbered = {"shedlock.numbered", "SELECT token, " + d.epoch_ms("acquired_at") + " FROM " + t.locks +
+    s.numbered = {"shedlock.numbered", "SELECT token, " + epoch_ms_sql(d, "acquired_at") + " FROM " + t.locks +
                                            " WHERE name = :key AND owner = :owner AND name = (SELECT name FROM " +
                                            t.locks + " WHERE name = :key) AND :key = (SELECT name FROM " + shed +
                                            " WHERE name = :key)"};

@@ -192,6 +192,10 @@ class Session {
   /// waits, so that run skips the work; one that cannot does nothing. A failure here is the
   /// later run's to report.
   virtual void prepare(const Statement& /*st*/) {}
+  /// prepare(), where it costs no round trip now: a dialect that would first have to ask the
+  /// server whether a name survives (a pooler) and has not learnt it yet does nothing. For a hint
+  /// given while the command runs, which may end before any answer comes.
+  virtual void prepare_unasked(const Statement& st) { prepare(st); }
 
   /// Closes and opens again (a lease survives a short outage); ErrorKind::connection when the
   /// server still cannot be reached. A session that cannot reconnect returns `why`.

@@ -78,8 +78,9 @@ void StatementCatalog::add(const LockStatements& s, std::string_view v) {
   add(Statement{"lock.begin", s.begin}, v);
   for (const Statement* st : {&s.advisory_try, &s.advisory_wait, &s.advisory_holds, &s.advisory_give_back,
                               &s.advisory_numbered_try, &s.advisory_numbered_wait, &s.advisory_released,
+                              &s.advisory_release_row,
                               &s.lock_wait, &s.lock_claim, &s.lock_claim_nowait, &s.make_claim, &s.insert_claim,
-                              &s.insert_claim_try, &s.tag, &s.untag, &s.holds_claim, &s.alive, &s.row_release_ended, &s.row_numbered})
+                              &s.tag, &s.untag, &s.holds_claim, &s.alive, &s.row_release_ended, &s.row_numbered})
     add(*st, v);
 }
 

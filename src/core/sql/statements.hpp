@@ -76,8 +76,10 @@ struct LeaseStatements {
   /// records another strategy's holder (rows::strategy_allows_sql, mine :strategy). affected
   /// and rows as `take`.
   Statement session_take;
-  /// :key :min_interval_ms. Why `take` did not take it: the 14 status columns, then live (1 when
-  /// the lease is running), then due_in_ms (NULL or <= 0 when --min-interval allows a start).
+  /// :key :min_interval_ms. Why `take` did not take it: the 14 status columns (NULL for the
+  /// last run's and the renewal's, which a refusal does not read: rows::refusal_select_list),
+  /// then live (1 when the lease is running), then due_in_ms (read with --min-interval only:
+  /// NULL or <= 0 when it allows a start).
   Statement refusal;
   /// :key :owner :token :ttl_ms :record. expires_at = now + :ttl_ms, renewed_at = now, when the
   /// row is still that holder's and not released. affected: 1 renewed, 0 not ours any more.
@@ -114,7 +116,7 @@ struct LeaseStatements {
   /// the row stays locked until the transaction ends: core asks with :recount = 1 only in a
   /// later statement (take_header, lock_steps.hpp), so the slot rows are read after the lock.
   Statement header_take;
-  /// :key. Why `header_take` did not take it: the 14 status columns, live, then slots.
+  /// :key. Why `header_take` did not take it: the 14 status columns as `refusal`'s, live, then slots.
   Statement header_refusal;
   /// :key. Locks the row until the transaction ends (a slot's release locks its header first,
   /// the order acquirers use, so two releases of one semaphore never deadlock).
@@ -372,11 +374,12 @@ struct QueueStatements {
 /// that leaves the queue gives its locks back with wake_release (it holds no wake lock of a key
 /// it waits for). taken_holding (:key :owner :take_wake): LeaseStatements::taken, and with the
 /// row wake_hold's work (the wake lock taken unless :take_wake is 0): a row-lock holder's read of
-/// the token it was given and its first step as holder in one round trip. wait_ahead (:wait_ms),
-/// sent by the waiter at the head ahead of its lease take in one round trip (Waiters::ahead,
-/// Session::run_behind): while this session holds the queue lock, the wake lock waited for and
-/// given back at once (the take behind it takes it with the row); one row (got: 1 taken, 0 the
-/// bound came first, NULL not at the head).
+/// the token it was given and its first step as holder in one round trip. wait_ahead (:wait_ms
+/// :head), sent by the waiter at the head ahead of its take in one round trip (Waiters::ahead;
+/// a lease's Session::run_behind, a row lock's in its holder session, HolderSession::send_behind):
+/// while session :head (the one whose queue it is, the sender's own or its bookkeeping session)
+/// holds the queue lock, the wake lock waited for and given back at once (the take behind it takes
+/// it with the row); one row (got: 1 taken, 0 the bound came first, NULL not at the head).
 struct WakeStatements {
   Statement wake_hold, wake_release, wake_wait, taken_holding, wait_ahead;
 };
@@ -418,8 +421,8 @@ struct LockStatements {
   /// (HolderSession::begin).
   /// for-update: `lock_claim` / `lock_claim_nowait` lock the key's claims row, affected 1 (0: no
   /// row, which `make_claim` inserts, committed; busy while another's insert is open).
-  /// txn-insert: `insert_claim` inserts it uncommitted, affected 1 (`insert_claim_try` without
-  /// waiting; empty: `insert_claim`). `tag` / `untag` (empty: none): a name the holder keeps
+  /// txn-insert: `insert_claim` inserts it uncommitted, affected 1 (waiting as the bound allows;
+  /// a bound of 0 does not wait). `tag` / `untag` (empty: none): a name the holder keeps
   /// while it holds, so the server shows it: taken after txn-insert's insert (for-update's
   /// `lock_claim` takes it), given back after the transaction. The renewals' proof, (1) while
   /// held: `holds_claim` (txn-insert's own row), `alive` (for-update's transaction).
@@ -433,7 +436,7 @@ struct LockStatements {
   /// one round trip.
   std::string begin;
   Statement lock_wait;
-  Statement lock_claim, lock_claim_nowait, make_claim, insert_claim, insert_claim_try, tag, untag, holds_claim, alive;
+  Statement lock_claim, lock_claim_nowait, make_claim, insert_claim, tag, untag, holds_claim, alive;
   Statement row_release_ended;
   /// Empty, or (for-update, txn-insert, where the server shows who holds a key's lock:
   /// Dialect::session_holds, and the upsert is core's ON CONFLICT form) LeaseStatements::

@@ -142,6 +142,9 @@ TEST_SUITE("postgres.lease") {
     release(*holder);
     acquire(*waiter, request(key, "waiter"));  // was listening on the key's channel
     waiter->prepare_release();  // its command runs (the heartbeat's first call, locker.hpp)
+    // What prepare_release sent ahead (the release's Parse) is answered on the same socket: read
+    // by the next statement, as a renewal.
+    REQUIRE(waiter->renew(30s).has_value());
 
     RawSession raw(test::dsn());
     raw.notify(release_channel(db.options.table_prefix, key), 2000);

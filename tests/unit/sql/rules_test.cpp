@@ -17,13 +17,11 @@ const sql::Dialect marked{
     .started_ms_ago = [](std::string_view row,
                          std::string_view now) { return "AGO(" + std::string(row) + ", " + std::string(now) + ")"; },
     .lease_live = [](std::string_view row, std::string_view) { return "LIVE(" + std::string(row) + ")"; },
-    .same = [](std::string_view a, std::string_view b) { return "SAME(" + std::string(a) + ", " + std::string(b) + ")"; },
     .begin = "BEGIN",
     .begin_unsynced = "BEGIN UNSYNCED",
     .utc_now = "UTC",
     .epoch_ms = [](std::string_view t) { return "MS(" + std::string(t) + ")"; },
     .plus_ms = [](std::string_view t, std::string_view ms) { return "PLUS(" + std::string(t) + ", " + std::string(ms) + ")"; },
-    .text = [](std::string_view param) { return "TEXT(" + std::string(param) + ")"; },
     .json_texts = [](std::string_view param) { return "JSON(" + std::string(param) + ")"; },
     .returning = [](std::string_view columns) { return " RETURNING " + std::string(columns); },
     .upsert = &sql::on_conflict_upsert,
@@ -44,9 +42,8 @@ const sql::Dialect marked{
 TEST_CASE("--min-interval's due check: none asked, never started, or started at least that long ago") {
   CHECK(sql::due_sql(marked, "l.", "AT") ==
         "(INT(:min_interval_ms) <= 0 OR l.last_started_at IS NULL OR AGO(l., AT) >= INT(:min_interval_ms))");
-  CHECK(sql::due_in_ms_sql(marked, "") ==
-        "CASE WHEN INT(:min_interval_ms) > 0 AND last_started_at IS NOT NULL THEN INT(:min_interval_ms) - AGO(, NOW)"
-        " END");
+  // Read only with --min-interval (lock_steps.cpp, refused()); NULL for a row never started.
+  CHECK(sql::due_in_ms_sql(marked, "") == "INT(:min_interval_ms) - AGO(, NOW)");
 }
 
 TEST_CASE("the history statements: one each, in the dialect's time and integer expressions") {
@@ -72,9 +69,9 @@ TEST_CASE("fencing tokens: the one given, else one above the row's last and the 
 
 TEST_CASE("a semaphore's header: its slot count, or no slot held on a recount; any other row when nobody holds it") {
   CHECK(sql::header_free_sql(marked, "l.", "L") ==
-        "CASE WHEN SAME(l.strategy, 'semaphore') THEN l.slots = INT(:slots) OR (INT(:recount) = 1 AND NOT EXISTS (SELECT"
-        " 1 FROM (SELECT 1 FROM L s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL AND (NOT"
-        " SAME(s.strategy, 'lease') OR LIVE(s.)) LIMIT 1) AS held)) ELSE l.acquired_at IS NULL OR (NOT LIVE(l.) AND"
+        "CASE WHEN l.strategy = 'semaphore' THEN l.slots = INT(:slots) OR (INT(:recount) = 1 AND NOT EXISTS (SELECT"
+        " 1 FROM (SELECT 1 FROM L s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL AND (s.strategy"
+        " IS NULL OR s.strategy <> 'lease' OR LIVE(s.)) LIMIT 1) AS held)) ELSE l.acquired_at IS NULL OR (NOT LIVE(l.) AND"
         " (l.released_at IS NOT NULL OR l.strategy = 'lease')) END");
 }
 
@@ -155,15 +152,15 @@ TEST_CASE("inspection's statements: status with live and the server's verdict, r
   CHECK(s.slot_count.text == "SELECT slots FROM \"p_locks\" WHERE name = :key AND strategy = 'semaphore'");
   CHECK(s.renew_named.text ==
         "UPDATE \"p_locks\" SET renewed_at = NOW, expires_at = PLUS(NOW, INT(:ttl_ms)) WHERE name = :key AND"
-        " released_at IS NULL AND (TEXT(:owner) IS NULL OR owner = :owner) AND (INT(:token) IS NULL OR token ="
+        " released_at IS NULL AND (owner = :owner OR :owner IS NULL) AND (INT(:token) IS NULL OR token ="
         " INT(:token)) AND strategy = 'lease' RETURNING MS(expires_at)");
   CHECK(s.renewed.empty());
   CHECK(s.renew_own.empty());
   // Without RETURNING the renewal is read back; ShedLock's holder with a lease of the dialect's own renews that too.
   const sql::Dialect d = without_returning_with_own_lease();
   CHECK(sql::inspect_statements(d, sd, options).renewed.text ==
-        "SELECT MS(expires_at) FROM \"p_locks\" WHERE name = :key AND released_at IS NULL AND (TEXT(:owner) IS NULL"
-        " OR owner = :owner) AND (INT(:token) IS NULL OR token = INT(:token))");
+        "SELECT MS(expires_at) FROM \"p_locks\" WHERE name = :key AND released_at IS NULL AND (owner = :owner OR"
+        " :owner IS NULL) AND (INT(:token) IS NULL OR token = INT(:token))");
   options.shedlock = true;
   options.shedlock_table = "shed";
   const sql::InspectStatements shed = sql::inspect_statements(d, sd, options);
@@ -174,14 +171,14 @@ TEST_CASE("inspection's statements: status with live and the server's verdict, r
 
 TEST_CASE("the holder a renew or release from another process names: owner, token, or both") {
   CHECK(sql::named_holder_sql(marked, "l.") ==
-        "(TEXT(:owner) IS NULL OR l.owner = :owner) AND (INT(:token) IS NULL OR l.token = INT(:token))");
+        "(l.owner = :owner OR :owner IS NULL) AND (INT(:token) IS NULL OR l.token = INT(:token))");
 }
 
 TEST_CASE("release of another process's holder: the named holder's row, or with --force whoever holds it") {
   const Tables t("p_", '"');
   const std::string rows_marked =
       "l.name = :key AND (INT(:force) = 1 AND (l.released_at IS NULL OR LIVE(l.)) OR l.released_at IS NULL AND"
-      " (TEXT(:owner) IS NULL OR l.owner = :owner) AND (INT(:token) IS NULL OR l.token = INT(:token)))";
+      " (l.owner = :owner OR :owner IS NULL) AND (INT(:token) IS NULL OR l.token = INT(:token)))";
   const sql::ReleaseStatements s = sql::release_statements(marked, t);
   // --force also ends a --min-hold still running (LIVE on a released row), at now truncated to the millisecond.
   // The rows released answered in the same statement, each holder's session judged once.
@@ -215,9 +212,12 @@ TEST_CASE("the lease's statements: one builder, the dialect's take, the failover
                               " NOT NULL OR l.acquired_at IS NULL) AND " +
                               sql::due_sql(marked, "l.", "NOW") + " RETURNING token, MS(acquired_at), MS(expires_at)"));
   CHECK(s.taken.empty());  // the take returns its row
-  CHECK(s.refusal.text == "SELECT " + rows::status_select_list(marked.epoch_ms, "NOW") +
-                              ", CASE WHEN LIVE() THEN 1 ELSE 0 END, " + sql::due_in_ms_sql(marked, "") +
-                              " FROM \"p_locks\" WHERE name = :key");
+  // The status columns a refused take reads (its holder, its state, when it may start), NULL
+  // for the last run's and the renewal's.
+  CHECK(s.refusal.text == "SELECT name, owner, host, pid, token, strategy, MS(acquired_at), NULL, MS(expires_at),"
+                          " MS(released_at), MS(last_started_at), NULL, NULL, MS(NOW), CASE WHEN LIVE() THEN 1 ELSE 0"
+                          " END, " + sql::due_in_ms_sql(marked, "") + " FROM \"p_locks\" WHERE name = :key");
+  CHECK(s.refusal.text.find("SELECT " + rows::refusal_select_list(marked.epoch_ms, "NOW") + ", ") == 0);
   // Renewed, it says whether the failover record names another incarnation.
   CHECK(s.renew.text == "UPDATE \"p_locks\" SET renewed_at = NOW, expires_at = PLUS(NOW, INT(:ttl_ms)) WHERE name ="
                         " :key AND owner = :owner AND token = INT(:token) AND released_at IS NULL RETURNING (SELECT"
@@ -278,7 +278,7 @@ TEST_CASE("the session strategies' numbering: whoever of this strategy the row n
         " owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid, session_id = EXCLUDED.session_id,"
         " renewed_at = EXCLUDED.renewed_at, token = COALESCE(INT(:token), GREATEST(l.token, F) + 1), strategy ="
         " EXCLUDED.strategy, acquired_at = EXCLUDED.acquired_at, expires_at = NULL, released_at = NULL,"
-        " last_started_at = EXCLUDED.last_started_at WHERE NOT SAME(l.strategy, 'semaphore') AND (l.strategy IS NULL"
+        " last_started_at = EXCLUDED.last_started_at WHERE (l.strategy IS NULL OR l.strategy <> 'semaphore') AND (l.strategy IS NULL"
         " OR l.strategy = :strategy OR l.released_at IS NOT NULL OR l.acquired_at IS NULL OR (l.strategy = 'lease'"
         " AND l.expires_at <= EXCLUDED.acquired_at)) AND (l.expires_at IS NULL OR l.expires_at <="
         " EXCLUDED.acquired_at) AND " + sql::due_sql(marked, "l.", "EXCLUDED.acquired_at"));
@@ -325,8 +325,8 @@ TEST_CASE("a dialect that leaves a member unset gets core's form of it") {
   };
   const Tables t("p_", '"');
   CHECK(plain.integer(":token") == ":token");
-  CHECK(plain.text(":owner") == ":owner");
-  CHECK(plain.same("a", "b") == "a IS NOT DISTINCT FROM b");
+  const sql::Dialect standard{};
+  CHECK(standard.json_texts(":keys") == "(SELECT k FROM JSON_TABLE(:keys, '$[*]' COLUMNS(k VARCHAR(255) PATH '$')) AS j)");
   CHECK(plain.begin == "START TRANSACTION");
   CHECK(plain.utc_now == "NOW");
   CHECK(plain.returning("x") == " RETURNING x");
@@ -342,7 +342,7 @@ TEST_CASE("a dialect that leaves a member unset gets core's form of it") {
   CHECK(s.take.text.ends_with(" RETURNING token, MS(acquired_at), MS(expires_at)"));
   CHECK(s.taken.empty());
   CHECK(s.lock_row.text == "SELECT 1 FROM \"p_locks\" WHERE name = :key FOR UPDATE");
-  CHECK(s.header_take.text.find("l.strategy IS NOT DISTINCT FROM 'semaphore'") != std::string::npos);
+  CHECK(s.header_take.text.find("CASE WHEN l.strategy = 'semaphore' THEN") != std::string::npos);
   // No server sessions: `dblock release` answers nothing and ends none.
   CHECK(sql::release_statements(plain, t).holder.empty());
   CHECK(s.session_take.empty());
@@ -359,7 +359,7 @@ TEST_CASE("a dialect that leaves a member unset gets core's form of it") {
   // Another upsert, without RETURNING: its token read back by `taken`.
   sessions.upsert = [](const sql::Upsert& u) { return "UPSERT " + u.table + " WHEN " + u.when(""); };
   sessions.returning = [](std::string_view) { return std::string(); };
-  CHECK(sql::lease_statements(sessions, t).session_take.text.starts_with("UPSERT \"p_locks\" WHEN NOT "));
+  CHECK(sql::lease_statements(sessions, t).session_take.text.starts_with("UPSERT \"p_locks\" WHEN (strategy IS NULL OR strategy <> 'semaphore') AND "));
   CHECK(sql::lease_statements(sessions, t).session_take.text.find("expires_at <= NOW") != std::string::npos);
 
   // The session strategies' txn-insert: a plain INSERT unless the dialect writes its own.
@@ -408,7 +408,19 @@ TEST_CASE("the advisory statements: written once over the dialect's session lock
             sql::on_conflict_upsert(sql::session_upsert(d, t, "INT(:fence)", "k.at", "EXCLUDED.acquired_at"),
                                     " FROM k WHERE k.got") +
             " RETURNING token, MS(acquired_at), INT(NULL)) SELECT a.*, k.got FROM k LEFT JOIN a ON true");
-  CHECK(s.advisory_numbered_try.text.starts_with("WITH k AS (" + s.advisory_try.text + "), a AS (INSERT INTO"));
+  // The try reads the failover gate itself (where the dialect has an incarnation): the lock
+  // is asked for only on the gate's row, the token above its fence, and the flag says 2 when
+  // the gate did not open (nothing locked, nothing numbered).
+  CHECK(s.advisory_numbered_try.text.starts_with("WITH g AS (SELECT COALESCE(INT(:fence), token) AS fence FROM " + t.locks +
+                                                 " WHERE name = :record AND (INT(:fence) IS NOT NULL OR "));
+  CHECK(s.advisory_numbered_try.text.find("), k AS (" + s.advisory_try.text + " FROM g), a AS (INSERT INTO") !=
+        std::string::npos);
+  CHECK(s.advisory_numbered_try.text.find("(SELECT fence FROM g)") != std::string::npos);
+  // Refused, the key's row (joined as r) as the refusal reads it: no read of its own.
+  CHECK(s.advisory_numbered_try.text.find(" SELECT a.*, COALESCE(CAST(k.got AS int), 2), r.name, r.owner,") !=
+        std::string::npos);
+  CHECK(s.advisory_numbered_try.text.ends_with(" FROM (SELECT 1) o LEFT JOIN k ON true LEFT JOIN a ON true LEFT JOIN " +
+                                               t.locks + " r ON NOT k.got AND r.name = :key"));
   // Released: the row, then the lock given back (after the release: it reads u), then the history row.
   CHECK(s.advisory_released.id == "lock.advisory_released");
   CHECK(s.advisory_released.text.find("g AS MATERIALIZED (SELECT ours, UNLOCK_ALL FROM (SELECT UNLOCK(INT(:lock)) AS"
@@ -417,7 +429,9 @@ TEST_CASE("the advisory statements: written once over the dialect's session lock
 
   // A statement the dialect writes its own is kept; a key of the dialect's own.
   sql::Dialect named = d;
-  named.session_lock.key = [](const Tables& tables) { return "NAME(" + tables.prefix + ", :key)"; };
+  named.session_lock.key = [](const Tables& tables, std::string_view name) {
+    return "NAME(" + tables.prefix + ", " + std::string(name) + ")";
+  };
   named.session_lock.unlock_all = {};
   sql::LockStatements own;
   own.advisory_wait = {"lock.advisory_take", "OWN WAIT"};
@@ -478,28 +492,37 @@ TEST_CASE("where the server tells a lock's holder: a second take answers NULL, a
   const Tables t("p_", '`');
   sql::Dialect d = marked;
   d.session_lock = {
-      .key = [](const Tables& tables) { return "NAME(" + tables.prefix + ")"; },
+      .key = [](const Tables& tables, std::string_view name) { return "NAME(" + tables.prefix + std::string(name) + ")"; },
       .try_lock = [](std::string_view key) { return "TRY(" + std::string(key) + ")"; },
       .wait_lock = [](std::string_view key) { return "WAIT(" + std::string(key) + ")"; },
       .unlock = [](std::string_view key) { return "UNLOCK(" + std::string(key) + ")"; },
       .holder = [](std::string_view key) { return "HOLDER(" + std::string(key) + ")"; },
   };
   const sql::LockStatements s = sql::lock_statements(d, t, {});
-  CHECK(s.advisory_wait.text == "SELECT CASE WHEN SAME(HOLDER(NAME(p_)), SESSION) THEN NULL ELSE WAIT(NAME(p_)) END AS got");
-  CHECK(s.advisory_try.text == "SELECT CASE WHEN SAME(HOLDER(NAME(p_)), SESSION) THEN NULL ELSE TRY(NAME(p_)) END AS got");
-  CHECK(s.advisory_holds.text == "SELECT SAME(HOLDER(NAME(p_)), SESSION)");
-  CHECK(s.advisory_give_back.text == "SELECT UNLOCK(NAME(p_))");
+  CHECK(s.advisory_wait.text == "SELECT CASE WHEN HOLDER(NAME(p_:key)) = SESSION THEN NULL ELSE WAIT(NAME(p_:key)) END AS got");
+  // Its wait takes its bound as a parameter (no SessionLock::bound): the wait of 0 is the try.
+  CHECK(s.advisory_try.empty());
+  CHECK(s.advisory_holds.text == "SELECT CASE WHEN HOLDER(NAME(p_:key)) = SESSION THEN 1 ELSE 0 END");
+  CHECK(s.advisory_give_back.text == "SELECT UNLOCK(NAME(p_:key))");
+  // The lease's release that gives the lock back, named from the row's own name.
+  CHECK(s.advisory_release_row.id == "lock.advisory_release_row");
+  CHECK(s.advisory_release_row.text ==
+        sql::lease_statements(d, t).release.text + " AND UNLOCK(NAME(p_name))");
   CHECK(s.advisory_numbered_wait.empty());  // no clock: a waited lock numbers no row in its statement
   // A dialect that writes its own take writes its own take without waiting, or none.
   sql::LockStatements own;
   own.advisory_wait = {"lock.advisory_take", "OWN"};
-  CHECK(sql::lock_statements(d, t, own).advisory_try.empty());
+  sql::Dialect bounded = d;
+  bounded.session_lock.bound = "BOUND";
+  CHECK(sql::lock_statements(bounded, t, {}).advisory_try.text ==
+        "SELECT CASE WHEN HOLDER(NAME(p_:key)) = SESSION THEN NULL ELSE TRY(NAME(p_:key)) END AS got");
+  CHECK(sql::lock_statements(bounded, t, own).advisory_try.empty());
 
   const sql::WakeStatements w = sql::wake_statements(d, t);
   CHECK(w.wake_hold.text == "SELECT TRY(:wake), UNLOCK(:queue)");
   CHECK(w.wake_release.text == "SELECT UNLOCK(:wake), UNLOCK(:queue)");
   CHECK(w.wake_wait.text ==
-        "SELECT CASE WHEN SAME(HOLDER(:queue), SESSION) THEN CASE WHEN HOLDER(:wake) IS NOT NULL AND COALESCE(WAIT(:wake),"
+        "SELECT CASE WHEN HOLDER(:queue) = SESSION THEN CASE WHEN HOLDER(:wake) IS NOT NULL AND COALESCE(WAIT(:wake),"
         " 0) = 1 THEN 1 ELSE 0 * COALESCE(UNLOCK(:queue), 0) END ELSE COALESCE(WAIT(:queue), 0) = 1 END, UNLOCK(:wake)");
   CHECK(w.taken_holding.text ==
         sql::taken_sql(d, t, ", CASE WHEN INT(:take_wake) = 1 THEN TRY(:wake) END, UNLOCK(:queue)"));

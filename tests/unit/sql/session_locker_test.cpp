@@ -18,13 +18,27 @@ using namespace dblock;
 namespace {
 
 // A holder session answering from a scripted session, its transaction opened by BEGIN and
-// ended by ROLLBACK.
+// ended by ROLLBACK (or a ROLLBACK sent ahead, noted "ROLLBACK ahead"). A statement of
+// `wait_ends` fails as a lock wait that ran out (a slice's end), so many times.
 class ScriptedHolder final : public sql::HolderSession {
  public:
-  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis) override { return session.run(st, p); }
+  Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis) override {
+    if (auto it = wait_ends.find(st.id); it != wait_ends.end() && it->second > 0) {
+      --it->second;
+      ++session.runs[st.id];
+      return fail(ErrorKind::wait_ended, "lock_timeout");
+    }
+    return session.run(st, p);
+  }
   Result<void> exec(std::string_view sql) override {
     execs.emplace_back(sql);
     open = sql == "BEGIN";
+    return {};
+  }
+  Result<void> rollback_ahead() override {
+    execs.emplace_back("ROLLBACK ahead");
+    open = false;
+    if (fail_rollback) return fail(ErrorKind::connection, "the ROLLBACK failed");
     return {};
   }
   Result<void> begin(const sql::LockStatements& st, const sql::Params& p, Millis) override {
@@ -32,8 +46,14 @@ class ScriptedHolder final : public sql::HolderSession {
     if (auto r = session.run(st.lock_wait, p); !r) return std::unexpected(r.error());
     return {};
   }
-  void close() override {}
-  Result<void> reopen() override { return {}; }
+  void close() override {
+    ++closes;
+    open = false;
+  }
+  Result<void> reopen() override {
+    ++reopens;
+    return {};
+  }
   bool transaction_open() const override { return open; }
   std::string session_id() const override { return "1"; }
   int socket() const override { return 0; }  // open
@@ -44,6 +64,9 @@ class ScriptedHolder final : public sql::HolderSession {
   testing::ScriptedSession session;
   std::vector<std::string> execs;
   bool open = false;
+  std::map<std::string, int> wait_ends;  // by statement id
+  bool fail_rollback = false;            // rollback_ahead fails
+  int closes = 0, reopens = 0;
 
  private:
   sql::Waiters signal_;
@@ -59,7 +82,6 @@ sql::LockStatements lock_statements() {
   st.lock_claim_nowait = {"lock.claim_nowait", "lock"};
   st.make_claim = {"lock.make_claim", "make"};
   st.insert_claim = {"lock.insert_claim", "insert"};
-  st.insert_claim_try = {"lock.insert_claim_try", "insert or not"};
   return st;
 }
 
@@ -141,8 +163,8 @@ TEST_CASE("a for-update take that finds no claims row inserts it, committed, and
   CHECK(h.open);  // the lock's transaction, held
 }
 
-TEST_CASE("a txn-insert take that finds the key taken holds nothing and leaves no transaction open") {
-  auto holder = std::make_unique<ScriptedHolder>();  // insert_claim_try inserts nothing
+TEST_CASE("a txn-insert take that finds the key taken holds nothing; its ROLLBACK goes before the next BEGIN") {
+  auto holder = std::make_unique<ScriptedHolder>();  // insert_claim inserts nothing
   ScriptedHolder& h = *holder;
   auto book = book_losing_the_release_reply();
   auto l = locker(Strategy::txn_insert, std::move(holder), book);
@@ -150,12 +172,74 @@ TEST_CASE("a txn-insert take that finds the key taken holds nothing and leaves n
   REQUIRE(got);
   CHECK(got->state == AcquireOutcome::State::busy);
   // No holder in the row to show (a competitor between its lock and its row, or a table just
-  // made): asked once more, each try rolled back.
-  CHECK(h.session.runs["lock.insert_claim_try"] == 2);
-  CHECK(h.session.runs["lock.insert_claim"] == 0);
-  CHECK(h.execs == std::vector<std::string>{"BEGIN", "ROLLBACK", "BEGIN", "ROLLBACK"});
-  CHECK_FALSE(h.open);
+  // made): asked once more. A refused try's transaction holds nothing, so its ROLLBACK is not
+  // waited for (a contender that ends closes the connection): it goes ahead of the next BEGIN.
+  CHECK(h.session.runs["lock.insert_claim"] == 2);
+  CHECK(h.execs == std::vector<std::string>{"BEGIN", "ROLLBACK ahead", "BEGIN"});
+  CHECK(h.open);  // the last try's, owed
   CHECK(book->runs["session.take"] == 0);
+  got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  REQUIRE(got);
+  CHECK(got->state == AcquireOutcome::State::busy);
+  CHECK(h.execs == std::vector<std::string>{"BEGIN", "ROLLBACK ahead", "BEGIN", "ROLLBACK ahead", "BEGIN",
+                                            "ROLLBACK ahead", "BEGIN"});
+}
+
+namespace {
+
+// A for-update waiter whose first `ends` lock statements end with their slice (lock_timeout),
+// then lock; its book numbers the row with token 5 and releases it.
+struct Slicing {
+  ScriptedHolder* h;
+  std::unique_ptr<Locker> l;
+};
+Slicing slicing(int ends) {
+  auto book = std::make_shared<testing::ScriptedSession>();
+  auto holder = std::make_unique<ScriptedHolder>();
+  ScriptedHolder* h = holder.get();
+  h->wait_ends["lock.claim"] = ends;
+  h->session.answers["lock.claim"] = testing::row_of({"1"}, 1);
+  book->answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
+  book->answers["lease.release"] = testing::row_of({}, 1);
+  return {h, locker(Strategy::for_update, std::move(holder), std::move(book))};
+}
+
+}  // namespace
+
+TEST_CASE("a waiter's slice that ends without the lock owes its ROLLBACK, sent ahead of the next slice's BEGIN") {
+  // Awaited, it was a round trip between two slices in which a release found nobody waiting.
+  auto [hp, l] = slicing(2);
+  ScriptedHolder& h = *hp;
+  for (int slice = 0; slice < 2; ++slice) {
+    auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(500));
+    REQUIRE(got);
+    CHECK(got->state == AcquireOutcome::State::busy);
+    CHECK(h.open);  // aborted, its ROLLBACK owed
+  }
+  auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(500));
+  REQUIRE(got);
+  CHECK(got->state == AcquireOutcome::State::acquired);
+  CHECK(h.execs == std::vector<std::string>{"BEGIN", "ROLLBACK ahead", "BEGIN", "ROLLBACK ahead", "BEGIN"});
+  CHECK(h.session.runs["lock.claim"] == 3);
+  CHECK(l->release(ReleaseRequest{}));
+}
+
+TEST_CASE("a ROLLBACK sent ahead that fails closes the holder session: the next lock statement runs in a new one") {
+  auto [hp, l] = slicing(1);
+  ScriptedHolder& h = *hp;
+  auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(500));
+  REQUIRE(got);
+  CHECK(got->state == AcquireOutcome::State::busy);
+  h.fail_rollback = true;
+  got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(500));
+  REQUIRE(got);
+  CHECK(got->state == AcquireOutcome::State::acquired);
+  CHECK(h.closes == 1);
+  CHECK(h.reopens == 1);
+  // The lock statement ran once in the first transaction and once in the new session's, never
+  // in the transaction the ROLLBACK was to end.
+  CHECK(h.execs == std::vector<std::string>{"BEGIN", "ROLLBACK ahead", "BEGIN"});
+  CHECK(h.session.runs["lock.claim"] == 2);
 }
 
 namespace {
@@ -516,13 +600,13 @@ TEST_CASE("core tells the holder session what it does at its sites: the claims r
 
 TEST_CASE("txn-insert's holding hears the tag's answer; a ROLLBACK that leaves the session open gives the tag back") {
   auto holder = std::make_unique<HookedHolder>();
-  holder->session.answers["lock.insert_claim_try"] = sql::Rows{};
-  holder->session.answers["lock.insert_claim_try"].affected = 1;
+  holder->session.answers["lock.insert_claim"] = sql::Rows{};
+  holder->session.answers["lock.insert_claim"].affected = 1;
   holder->session.answers["lock.tag"] = testing::row_of({"tagged"});
   HookedHolder& h = *holder;
   auto l = tagged_locker(Strategy::txn_insert, std::move(holder), std::make_shared<testing::ScriptedSession>());
   REQUIRE(l->try_acquire(testing::lock_request(Millis(3000)), Millis(0)));
-  CHECK(joined(h.said) == "BEGIN | lock.insert_claim_try | lock.tag | holding k (tagged) | reading taken k");
+  CHECK(joined(h.said) == "BEGIN | lock.insert_claim | lock.tag | holding k (tagged) | reading taken k");
   h.said.clear();
   CHECK(l->release(ReleaseRequest{}));
   CHECK(joined(h.said) == "ROLLBACK | lock.untag");

@@ -39,7 +39,6 @@ sql::tables::SchemaDialect test_dialect(bool sessions) {
         return "?";
       },
       .identity = "ID PRIMARY KEY",
-      .nullable = " NULL",
       .name_check = [](std::string_view c) { return "CHECK (len(" + std::string(c) + "))"; },
       .table_options = " OPTIONS",
       .index = [](std::string_view name, std::string_view table, std::string_view columns) {
@@ -80,15 +79,15 @@ TEST_CASE("each table's CREATE, its index, and the ALTER of each added column, f
   CHECK(locks.find("  -- the key, byte for byte\n  name NAME NOT NULL PRIMARY KEY CHECK (len(name)),\n") !=
         std::string::npos);
   CHECK(locks.find("\n  token INT64 NOT NULL DEFAULT 0,\n") != std::string::npos);
-  CHECK(locks.find("\n  owner TEXT NULL,\n") != std::string::npos);
+  CHECK(locks.find("\n  owner TEXT,\n") != std::string::npos);
   // The dialect's own columns come before the later shape's slots, the last with no comma.
   CHECK(locks.find("own_a") < locks.find("slots"));
-  CHECK(locks.ends_with("  -- a semaphore header row: its slot count (--slots)\n  slots INT32 NULL\n) OPTIONS"));
+  CHECK(locks.ends_with("  -- a semaphore header row: its slot count (--slots)\n  slots INT32\n) OPTIONS"));
   CHECK(s.create[1].sql.find("  id ID PRIMARY KEY,") != std::string::npos);
   CHECK(s.create[2].sql == "CREATE INDEX \"p_runs_name_id\" ON \"p_runs\" (name, id)");
   CHECK(s.create[2].table == "p_runs");
   REQUIRE(s.added.size() == 3);
-  CHECK(s.added[0].add == "ALTER TABLE \"p_locks\" ADD own_a INT64 NULL");
+  CHECK(s.added[0].add == "ALTER TABLE \"p_locks\" ADD own_a INT64");
   CHECK(s.added[0].table == "p_locks");
   CHECK(s.added[0].described->required);
   CHECK(s.added[2].column == "slots");
