@@ -11,6 +11,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -25,6 +26,7 @@ class ScriptedSession final : public sql::Session {
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& params) override {
     sent.push_back(st.id);
     last_params[st.id] = params;
+    if (auto it = takes.find(st.id); it != takes.end()) std::this_thread::sleep_for(it->second);
     if (++runs[st.id] == 1 && lose_first_reply.count(st.id)) return fail(ErrorKind::connection, "the reply was lost");
     if (auto turn = in_turn.find(st.id); turn != in_turn.end() && !turn->second.empty()) {
       sql::Rows next = std::move(turn->second.front());
@@ -63,6 +65,7 @@ class ScriptedSession final : public sql::Session {
   std::int64_t started = 0;                  // started_id
   std::set<std::string> lose_first_reply;    // statement ids
   std::map<std::string, int> runs;           // by statement id
+  std::map<std::string, Millis> takes;       // by statement id: how long its answer takes (a distance)
   std::map<std::string, sql::Params> last_params;  // by statement id: its last run's
   std::vector<std::string> prepared;         // statement ids, in order of prepare()
   std::vector<std::string> sent;             // statement ids run and SQL text exec'd, in order

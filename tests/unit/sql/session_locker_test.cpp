@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -29,6 +30,11 @@ class ScriptedHolder final : public sql::HolderSession {
       return fail(ErrorKind::wait_ended, "lock_timeout");
     }
     return session.run(st, p);
+  }
+  Result<void> send_numbering(const sql::Statement& st, const sql::Params& p, Millis wait, const sql::Statement&,
+                              const sql::Params&) override {
+    ++numberings;
+    return send(st, p, wait);
   }
   Result<void> exec(std::string_view sql) override {
     execs.emplace_back(sql);
@@ -67,6 +73,7 @@ class ScriptedHolder final : public sql::HolderSession {
   std::map<std::string, int> wait_ends;  // by statement id
   bool fail_rollback = false;            // rollback_ahead fails
   int closes = 0, reopens = 0;
+  int numberings = 0;  // lock statements sent with a numbering (send_numbering)
 
  private:
   sql::Waiters signal_;
@@ -222,6 +229,41 @@ TEST_CASE("a waiter's slice that ends without the lock owes its ROLLBACK, sent a
   CHECK(h.execs == std::vector<std::string>{"BEGIN", "ROLLBACK ahead", "BEGIN", "ROLLBACK ahead", "BEGIN"});
   CHECK(h.session.runs["lock.claim"] == 3);
   CHECK(l->release(ReleaseRequest{}));
+}
+
+TEST_CASE("a row-lock waiter's numbering goes with its lock statement only where a round trip takes 1 ms or more") {
+  // On loopback its proof (the server's lock table read) costs more than the round trip it
+  // saves: 100 waiters handed off 0.82-0.95x as fast chained.
+  for (const Millis distance : {Millis(0), Millis(3)}) {
+    CAPTURE(distance.count());
+    auto book = std::make_shared<testing::ScriptedSession>();
+    book->answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
+    book->answers["lease.release"] = testing::row_of({}, 1);
+    book->takes["lock.alive"] = distance;
+    auto holder = std::make_unique<ScriptedHolder>();
+    ScriptedHolder& h = *holder;
+    h.wait_ends["lock.claim"] = 2;
+    h.session.answers["lock.claim"] = testing::row_of({"1"}, 1);
+    sql::LockStatements st = lock_statements();
+    st.row_numbered = {"lock.row_numbered", "number if held"};
+    st.alive = {"lock.alive", "SELECT 1"};
+    auto l = sql::make_session_locker(Strategy::for_update, std::move(holder), st, book, statements(), "dblock_", 10);
+    for (int slice = 0; slice < 2; ++slice) {
+      auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(500));
+      REQUIRE(got);
+      CHECK(got->state == AcquireOutcome::State::busy);
+    }
+    auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(500));
+    REQUIRE(got);
+    CHECK(got->state == AcquireOutcome::State::acquired);
+    CHECK(got->token == 5);
+    // Timed once, at the second attempt: near, one answer quicker than 1 ms ends it; far, the
+    // quickest of three is 3 ms, and the second and third lock statements carry the numbering.
+    CHECK(book->runs["lock.alive"] == (distance.count() > 0 ? 3 : 1));
+    CHECK(h.numberings == (distance.count() > 0 ? 2 : 0));
+    CHECK(std::count(book->prepared.begin(), book->prepared.end(), "lock.row_numbered") == (distance.count() > 0 ? 1 : 0));
+    CHECK(l->release(ReleaseRequest{}));
+  }
 }
 
 TEST_CASE("a ROLLBACK sent ahead that fails closes the holder session: the next lock statement runs in a new one") {
