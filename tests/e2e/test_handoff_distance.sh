@@ -20,7 +20,8 @@
 # that ends it (one way to the server, where the release row and the lock's end are one); the
 # waiter's token is numbered on its other connection by a statement sent with its lock statement,
 # behind a wait in the server that the grant ends (lock.row_numbered, which proves the grant
-# itself), and the waiter hears both (the way back): 1 R, where hearing the grant and then
+# itself; only at a distance: a round trip of 1 ms or more, timed once the first slice ended),
+# and the waiter hears both (the way back): 1 R, where hearing the grant and then
 # numbering was 2 R (and releasing the row on the other connection first, 3 R). Their bound is
 # the lease's, 1.5 R. Their waiter waits in the server in slices a round trip apart, so the
 # holder goes just after a slice began, as for the lease.
