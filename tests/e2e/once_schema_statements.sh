@@ -54,6 +54,9 @@ for dialect in sqlite mysql postgres; do
     postgres) check "$dialect: names queue.wait_ahead" grep -qx -- "-- queue.wait_ahead" <<<"$out" ;;
   esac
   check "$dialect: one clause per line (a WHERE starts a line)" grep -q "^WHERE name = :key" <<<"$out"
+  # A type's words are not a clause: TIMESTAMP WITH TIME ZONE stays on one line (its WITH is not
+  # a query's).
+  assert_eq "$dialect: no line begins inside a type name" "" "$(grep -E '^ *WITH TIME ZONE' <<<"$out" | head -2)"
   wide=$(sed "s/'[^']*'//g" <<<"$out" | awk 'length($0) > 101' | head -3)
   assert_eq "$dialect: no line wider than 101 columns outside its literals" "" "$wide"
   long=""

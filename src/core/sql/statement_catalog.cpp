@@ -183,6 +183,7 @@ bool starts_clause(const std::vector<Node>& seq, std::size_t i) {
   if (w == "ON") return next && (is_word(*next, "CONFLICT") || is_word(*next, "DUPLICATE"));
   if (w == "FOR") return next && is_word(*next, "UPDATE");
   if (w == "JOIN") return !is_word(prev, "LEFT") && !is_word(prev, "INNER") && !is_word(prev, "CROSS");
+  if (w == "WITH") return !(next && is_word(*next, "TIME"));  // TIMESTAMP WITH TIME ZONE: a type
   for (std::string_view clause : {"SELECT", "WHERE", "SET", "RETURNING", "UNION", "ORDER", "GROUP", "HAVING",
                                   "INSERT", "DELETE", "WITH", "LEFT", "INNER", "CROSS"})
     if (w == clause) return !(w == "SELECT" && is_word(prev, "ALL") && i >= 2 && is_word(seq[i - 2], "UNION"));
