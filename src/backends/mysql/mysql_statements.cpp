@@ -276,28 +276,20 @@ std::string mariadb_block(std::string_view variables, std::string_view body) {
          std::string(body) + " END";
 }
 
-// The trim of :name's history rows as record_run does it (history_trim_due_sql), as a statement
-// of such a block (after the run's row).
-std::string block_trim(const Tables& t) {
-  return "IF " + sql::history_trim_due_sql(dialect, t) + " THEN " + sql::history_statements(dialect, t.runs).trim.text +
-         "; END IF;";
-}
-
 // What a block of released_block does besides the release and the history row: `start` opens
 // their transaction (START TRANSACTION, or "": the holder's own, open already), `then` runs
 // after the release (which leaves its row count in @dblock_released), the history row's outcome
-// is 'lost' unless `kept`, `after` runs after the commit, and the block answers SELECT `answer`.
+// is 'lost' unless `kept` (core's run_row_sql), and after the commit the block answers SELECT
+// `answer`.
 struct Released {
-  std::string start, then, kept, after, answer;
+  std::string start, then, kept, answer;
 };
 // The release (`release`) and the run's history row with its trim in one transaction, committed,
 // in a block (`r`).
 std::string released_block(const Tables& t, const sql::Statement& release, const Released& r) {
-  return mariadb_block("", r.start + release.text + "; SET @dblock_released = ROW_COUNT(); " + r.then + "INSERT INTO " + t.runs +
-         " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) VALUES (:name, :token,"
-         " :run_owner, :run_host, :run_pid, :strategy, " + sql::time_of_ms_sql(dialect, ":started_ms") + ", " + dialect.now + ", IF(" +
-         r.kept + ", :outcome, 'lost'), :run_exit_code); " + block_trim(t) + " COMMIT; " + r.after + "SELECT " + r.answer +
-                           ";");
+  return mariadb_block("", r.start + release.text + "; SET @dblock_released = ROW_COUNT(); " + r.then +
+                               sql::run_row_sql(dialect, t, r.kept) + "; " + sql::history_trim_block_sql(dialect, t) +
+                               " COMMIT; SELECT " + r.answer + ";");
 }
 
 // MariaDB's dialect: MySQL's, but for its take and its blocks.
@@ -527,7 +519,6 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
                                 " OR IS_USED_LOCK(@dblock_lock) <=> CONNECTION_ID(); DELETE FROM " + t.claims +
                                 " WHERE :strategy = 'txn-insert' AND name = :key AND kind = 'txn-insert'; ",
                         .kept = "@dblock_ours",
-                        .after = "",
                         // The lock given back in the answer (evaluated once ours: advisory's must
                         // have been this session's to the end), then the key's wake name.
                         .answer = "@dblock_released > 0, @dblock_ours AND (RELEASE_LOCK(@dblock_lock) = 1 OR NOT " +

@@ -31,6 +31,8 @@ ReleaseStatements release_statements(const Dialect& d, const Tables& t) {
   return s;
 }
 
+namespace {
+
 // record_run's rule, as the condition of a statement or block that adds the run's row: the
 // oldest row's token more than :keep + :slack below this run's (where the key has no row there
 // is nothing to trim, and the answer does not matter). The subquery reads no column of the
@@ -40,8 +42,6 @@ std::string history_trim_due_sql(const Dialect& d, const Tables& t) {
   return "COALESCE(" + d.integer(":token") + " - (" + h.oldest.text + ") + 1, 0) NOT BETWEEN 1 AND " + d.integer(":keep") +
          " + " + d.integer(":slack");
 }
-
-namespace {
 
 // The trim of the key's rows beyond the newest :keep, once history_trim_due_sql holds, as the
 // part `d` of a statement that adds the run's row in another part. Every part of one statement
@@ -54,27 +54,26 @@ std::string history_trim(const Dialect& d, const Tables& t) {
          t.runs + " WHERE name = :name ORDER BY id DESC LIMIT 1 OFFSET " + keep + " - 1)" + d.returning("1") + ")";
 }
 
-// The same trim as a statement of a block (Dialect::block), after the run's row: the rows beyond
-// the newest :keep, the new one among them (history.trim).
-std::string block_trim(const Dialect& d, const Tables& t) {
-  return "IF " + history_trim_due_sql(d, t) + " THEN " + history_statements(d, t.runs).trim.text + "; END IF; ";
+}  // namespace
+
+// The rows beyond the newest :keep go, the new one among them (history.trim).
+std::string history_trim_block_sql(const Dialect& d, const Tables& t) {
+  return "IF " + history_trim_due_sql(d, t) + " THEN " + history_statements(d, t.runs).trim.text + "; END IF;";
 }
 
-// The run's history row of a release (:run_* parameters), its outcome 'lost' unless `ours` (SQL).
-std::string run_row(const Dialect& d, const Tables& t, const std::string& ours) {
+std::string run_row_sql(const Dialect& d, const Tables& t, std::string_view ours) {
   return "INSERT INTO " + t.runs + " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
          " SELECT :name, " + d.integer(":token") + ", :run_owner, :run_host, " + d.integer(":run_pid") + ", :strategy, " +
-         time_of_ms_sql(d, d.integer(":started_ms")) + ", " + d.now + ", CASE WHEN " + ours +
+         time_of_ms_sql(d, d.integer(":started_ms")) + ", " + d.now + ", CASE WHEN " + std::string(ours) +
          " THEN :outcome ELSE 'lost' END, " + d.integer(":run_exit_code");
 }
 
-}  // namespace
-
 Statement history_record(const Dialect& d, const Tables& t) {
   const HistoryStatements h = history_statements(d, t.runs);
-  if (d.unsynced_commit.empty())
-    return d.block ? Statement{"history.record", d.block("", "START TRANSACTION; " + h.add.text + "; " + block_trim(d, t) + "COMMIT;")}
-                   : Statement{};
+  if (d.unsynced_commit.empty()) {
+    if (!d.block) return {};
+    return {"history.record", d.block("", "START TRANSACTION; " + h.add.text + "; " + history_trim_block_sql(d, t) + " COMMIT;")};
+  }
   return {"history.record", "WITH a AS (" + h.add.text + d.returning("1") + "), " + history_trim(d, t) +
                                 " SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM d), " + d.unsynced_commit};
 }
@@ -96,13 +95,13 @@ Statement release_recorded(const Dialect& d, const Tables& t, const Statement& r
         wake_statements(d, t).wake_release.empty() ? "" : ", " + l.unlock(":wake_given_back") + ", " + l.unlock(":queue");
     return {std::move(id), d.block("DECLARE released_rows INT; ",
                                    "START TRANSACTION; " + release.text + "; GET DIAGNOSTICS released_rows = ROW_COUNT; " +
-                                       run_row(d, t, "released_rows > 0") + "; " + block_trim(d, t) +
-                                       "COMMIT; SELECT released_rows, CASE WHEN released_rows > 0 THEN 1 ELSE 0 END" +
+                                       run_row_sql(d, t, "released_rows > 0") + "; " + history_trim_block_sql(d, t) +
+                                       " COMMIT; SELECT released_rows, CASE WHEN released_rows > 0 THEN 1 ELSE 0 END" +
                                        woken + ";")};
   }
   const std::string ours = between.empty() ? "EXISTS (SELECT 1 FROM u)" : "(SELECT ours FROM g)";
   return {std::move(id), "WITH u AS (" + release.text + "), " + (between.empty() ? "" : between + ", ") + "a AS (" +
-                             run_row(d, t, ours) + d.returning("1") + "), " + history_trim(d, t) +
+                             run_row_sql(d, t, ours) + d.returning("1") + "), " + history_trim(d, t) +
                              " SELECT (SELECT count(*) FROM u), CASE WHEN " + ours + " THEN 1 ELSE 0 END"};
 }
 

@@ -298,9 +298,15 @@ std::string taken_sql(const Dialect& d, const Tables& t, std::string_view more =
 /// in a block (Dialect::block) that commits.
 Statement history_record(const Dialect& d, const Tables& t);
 
-/// record_run's rule of the trim of :name's history rows (HistoryStatements::record): whether the
-/// oldest row's token is more than :keep + :slack below :token's run (never NULL).
-std::string history_trim_due_sql(const Dialect& d, const Tables& t);
+/// The trim of :name's history rows as record_run decides it (HistoryStatements::record), as a
+/// statement of a block (Dialect::block) after the run's row: IF the oldest row's token is more
+/// than :keep + :slack below :token THEN history.trim. PostgreSQL's WITH part asks the same.
+std::string history_trim_block_sql(const Dialect& d, const Tables& t);
+
+/// The run's history row of a release (release_recorded's: :name :token :run_owner :run_host
+/// :run_pid :strategy :started_ms :outcome :run_exit_code), its outcome 'lost' unless `ours` (SQL),
+/// as an INSERT ... SELECT: a part of a statement, or a statement of a block.
+std::string run_row_sql(const Dialect& d, const Tables& t, std::string_view ours);
 
 /// LeaseStatements::release_recorded's form, as `id`: `release` (a lease's, whose answer says
 /// whether the row was still the holder's), then `between` ("" for none: a part named `g`
