@@ -17,7 +17,7 @@
 # 50 (the key's row joined, not a derived table), under the bound. MariaDB's then 87 -> 84 (the
 # keyed-table check once the lock is taken, the grant's time the upsert's own) -> 78 (the lock's
 # name from its hash in two steps, the failover gate's check of the session without the case
-# core never sends it).
+# core never sends it) -> 75 (the block's error handler on one line, SIGNAL's SET not a clause).
 # Beside them PostgreSQL's row-lock waiter's numbering that proves the grant it follows with
 # status's own judgement of a session holder (lock.row_numbered, core's lock_statements).
 source "$(dirname "$0")/lib.sh"
@@ -26,7 +26,7 @@ max_lines=50
 declare -A over=(
   ["postgres lease.take"]=55
   ["postgres lock.row_numbered"]=51
-  ["mysql lock.advisory_numbered_wait"]=78
+  ["mysql lock.advisory_numbered_wait"]=75
 )
 
 # "<lines> <id>" of each statement of the listing on stdin.
@@ -57,6 +57,12 @@ for dialect in sqlite mysql postgres; do
     postgres) check "$dialect: names queue.wait_ahead" grep -qx -- "-- queue.wait_ahead" <<<"$out" ;;
   esac
   check "$dialect: one clause per line (a WHERE starts a line)" grep -q "^WHERE name = :key" <<<"$out"
+  # A type's words are not a clause: TIMESTAMP WITH TIME ZONE stays on one line (its WITH is not
+  # a query's).
+  assert_eq "$dialect: no line begins inside a type name" "" "$(grep -E '^ *WITH TIME ZONE' <<<"$out" | head -2)"
+  # A block's error handler is its prologue, on one line; SIGNAL's SET is not an UPDATE's.
+  assert_eq "$dialect: a block's handler and a SIGNAL on one line each" "" \
+    "$(grep -E '^ *(RESIGNAL;|SET MYSQL_ERRNO)' <<<"$out" | head -2)"
   wide=$(sed "s/'[^']*'//g" <<<"$out" | awk 'length($0) > 101' | head -3)
   assert_eq "$dialect: no line wider than 101 columns outside its literals" "" "$wide"
   long=""

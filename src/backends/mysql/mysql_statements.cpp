@@ -264,63 +264,39 @@ std::string numbered_upsert(const sql::Upsert& up, const std::string& from, cons
          taken_if(sql::epoch_ms_sql(dialect, "acquired_at")) + ", NULL" + more;
 }
 
-// LeaseStatements::release_recorded on MariaDB (10.1+), which runs a block of statements sent
-// as one (BEGIN NOT ATOMIC), its parameters bound as any statement's: the release, the run's
-// history row and its trim (record_run's rule, on the oldest row's token) in one transaction,
-// committed, then the key's wake name given back (wake_statements' wake.release), so the waiter
-// it wakes finds the row released: a lease run's release is one round trip, where a transaction
-// of its own cost four (START TRANSACTION, the release, the history row, the oldest row's read)
-// and a COMMIT. Any error rolls the whole back and is the statement's, its native code as
-// raised (RESIGNAL). One row: (1 released, 0 not ours any more). It names the wake name
-// :wake_given_back, so the session's wake primitive knows it given back and sends nothing more
-// (Connection::gave_back_wake).
-// The trim of :name's history rows as record_run does it, once the oldest row's token is more
-// than :keep + :slack below :token, as a statement of such a block (after the run's row).
-std::string block_trim(const Tables& t) {
-  const std::string oldest = "SELECT token FROM " + t.runs + " WHERE name = :name ORDER BY id LIMIT 1";
-  return "IF COALESCE(:token - (" + oldest + ") + 1, 0) NOT BETWEEN 1 AND :keep + :slack THEN " +
-         sql::history_statements(dialect, t.runs).trim.text + "; END IF;";
+// A block of statements sent as one (Dialect::block; MariaDB 10.1+: BEGIN NOT ATOMIC), its
+// parameters bound as any statement's: any error rolls the whole back and is the block's, its
+// native code as raised (RESIGNAL). Core's lease.release_recorded and history.record are such
+// blocks: a lease run's release with its history row and its trim is one round trip, where a
+// transaction of its own cost four (START TRANSACTION, the release, the history row, the oldest
+// row's read) and a COMMIT, and a session strategy's history row after its lock is given back
+// likewise. Its local variables are declared before the handler, as MariaDB asks.
+std::string mariadb_block(std::string_view variables, std::string_view body) {
+  return "BEGIN NOT ATOMIC " + std::string(variables) + "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; " +
+         std::string(body) + " END";
 }
-// The block's start: any error rolls back what it did and is the block's, as raised.
-const std::string block = "BEGIN NOT ATOMIC DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; ";
 
 // What a block of released_block does besides the release and the history row: `start` opens
 // their transaction (START TRANSACTION, or "": the holder's own, open already), `then` runs
 // after the release (which leaves its row count in @dblock_released), the history row's outcome
-// is 'lost' unless `kept`, `after` runs after the commit, and the block answers SELECT `answer`.
+// is 'lost' unless `kept` (core's run_row_sql), and after the commit the block answers SELECT
+// `answer`.
 struct Released {
-  std::string start, then, kept, after, answer;
+  std::string start, then, kept, answer;
 };
 // The release (`release`) and the run's history row with its trim in one transaction, committed,
 // in a block (`r`).
 std::string released_block(const Tables& t, const sql::Statement& release, const Released& r) {
-  return block + r.start + release.text + "; SET @dblock_released = ROW_COUNT(); " + r.then + "INSERT INTO " + t.runs +
-         " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) VALUES (:name, :token,"
-         " :run_owner, :run_host, :run_pid, :strategy, " + sql::time_of_ms_sql(dialect, ":started_ms") + ", " + dialect.now + ", IF(" +
-         r.kept + ", :outcome, 'lost'), :run_exit_code); " + block_trim(t) + " COMMIT; " + r.after + "SELECT " + r.answer +
-         "; END";
+  return mariadb_block("", r.start + release.text + "; SET @dblock_released = ROW_COUNT(); " + r.then +
+                               sql::run_row_sql(dialect, t, r.kept) + "; " + sql::history_trim_block_sql(dialect, t) +
+                               " COMMIT; SELECT " + r.answer + ";");
 }
 
-std::string mariadb_release_recorded(const Tables& t, const sql::Statement& release) {
-  return released_block(t, release, {.start = "START TRANSACTION; ",
-                                     .then = "",
-                                     .kept = "@dblock_released > 0",
-                                     .after = "DO RELEASE_LOCK(:wake_given_back), RELEASE_LOCK(:queue); ",
-                                     .answer = "@dblock_released > 0"});
-}
-
-// HistoryStatements::record on MariaDB: the history row and its trim in one transaction, a block
-// as mariadb_release_recorded's, committed (every MySQL commit waits for the disk): a session
-// strategy's history row after its lock is given back costs one round trip, where its own
-// transaction cost four (START TRANSACTION, the row, the oldest row's read, COMMIT).
-std::string mariadb_history_record(const Tables& t, const sql::HistoryStatements& h) {
-  return block + "START TRANSACTION; " + h.add.text + "; " + block_trim(t) + " COMMIT; END";
-}
-
-// MariaDB's dialect: MySQL's, but for its take.
+// MariaDB's dialect: MySQL's, but for its take and its blocks.
 const sql::Dialect mariadb_dialect = [] {
   sql::Dialect d = dialect;
   d.take = &mariadb_take;
+  d.block = &mariadb_block;
   d.incarnation = incarnation(true);
   d.serving = &mariadb_serving;
   return d;
@@ -361,10 +337,6 @@ const std::string fence = dialect.integer(":fence");
 sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
   const Tables t(prefix, '`');
   sql::LeaseStatements s = sql::lease_statements(mariadb ? mariadb_dialect : dialect, t);
-  if (mariadb) {
-    s.release_recorded = {"lease.release_recorded", mariadb_release_recorded(t, s.release)};
-    s.history.record = {"history.record", mariadb_history_record(t, s.history)};
-  }
   // session_take on MariaDB answers with its row (numbered_upsert, as advisory's take with its
   // lock does): no read of `taken` after it. That read gave the key's queue name back (the
   // wake primitive's reading_taken), so the take does it, once it took the row; the key's wake
@@ -493,14 +465,14 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
     // block reads the record only where core has not read it on this session, so core always
     // binds :started_id there (a NULL would close the gate: fail closed).
     const std::string gate = gate_sql(t.locks, "", " AND NOT @@GLOBAL.wsrep_on AND CONNECTION_ID() = :started_id");
-    const std::string numbered =
-        block + "SET SESSION wait_timeout = :idle_s, SESSION interactive_timeout = :idle_s, @dblock_fence = :fence; IF"
+    const std::string numbered = mariadb_block(
+        "", "SET SESSION wait_timeout = :idle_s, SESSION interactive_timeout = :idle_s, @dblock_fence = :fence; IF"
                 " @dblock_fence IS NULL AND :wait_ms = 0 THEN START TRANSACTION; " +
         gate.substr(0, gate.find(" FROM ")) + " INTO @dblock_fence" + gate.substr(gate.find(" FROM ")) +
         " LOCK IN SHARE MODE; END IF; IF @dblock_fence IS NULL THEN SELECT NULL, NULL, NULL, 2; ELSE " + lock +
         "; IF @dblock_got = 1 AND :fence IS NULL AND 'name1' NOT IN (" + unique_keys(t.unquoted("locks")) +
         ") THEN SIGNAL SQLSTATE '21000' SET MYSQL_ERRNO = 1242; ELSEIF @dblock_got = 1 THEN " + insert + "; ELSE " + refused +
-        "; END IF; END IF; COMMIT; END";
+        "; END IF; END IF; COMMIT;");
     s.advisory_numbered_wait = {"lock.advisory_numbered_wait", numbered};
   }
   // The lease's release of the row that gives the lock back (lock.advisory_release_row) is
@@ -547,7 +519,6 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
                                 " OR IS_USED_LOCK(@dblock_lock) <=> CONNECTION_ID(); DELETE FROM " + t.claims +
                                 " WHERE :strategy = 'txn-insert' AND name = :key AND kind = 'txn-insert'; ",
                         .kept = "@dblock_ours",
-                        .after = "",
                         // The lock given back in the answer (evaluated once ours: advisory's must
                         // have been this session's to the end), then the key's wake name.
                         .answer = "@dblock_released > 0, @dblock_ours AND (RELEASE_LOCK(@dblock_lock) = 1 OR NOT " +

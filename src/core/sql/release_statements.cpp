@@ -33,26 +33,47 @@ ReleaseStatements release_statements(const Dialect& d, const Tables& t) {
 
 namespace {
 
-// The trim of the key's rows beyond the newest :keep, once the oldest row's token is more than
-// :keep + :slack below this run's (record_run's rule), as the part `d` of a statement that adds
-// the run's row in another part. Every part of one statement reads the snapshot from before
-// it, so the trim counts the new row apart: the old rows beyond the newest :keep - 1 go. The
-// subqueries of the trim's WHERE are evaluated only when the one-time test on the oldest row
-// lets the scan start.
-std::string history_trim(const Dialect& d, const Tables& t) {
+// record_run's rule, as the condition of a statement or block that adds the run's row: the
+// oldest row's token more than :keep + :slack below this run's (where the key has no row there
+// is nothing to trim, and the answer does not matter). The subquery reads no column of the
+// statement's rows: it is evaluated once.
+std::string history_trim_due_sql(const Dialect& d, const Tables& t) {
   const HistoryStatements h = history_statements(d, t.runs);
+  return "COALESCE(" + d.integer(":token") + " - (" + h.oldest.text + ") + 1, 0) NOT BETWEEN 1 AND " + d.integer(":keep") +
+         " + " + d.integer(":slack");
+}
+
+// The trim of the key's rows beyond the newest :keep, once history_trim_due_sql holds, as the
+// part `d` of a statement that adds the run's row in another part. Every part of one statement
+// reads the snapshot from before it, so the trim counts the new row apart: the old rows beyond
+// the newest :keep - 1 go. The subqueries of the trim's WHERE are evaluated only when the
+// one-time test on the oldest row lets the scan start.
+std::string history_trim(const Dialect& d, const Tables& t) {
   const std::string keep = d.integer(":keep");
-  const std::string trim_due = "EXISTS (SELECT 1 FROM (" + h.oldest.text + ") o WHERE " + d.integer(":token") +
-                               " - o.token + 1 NOT BETWEEN 1 AND " + keep + " + " + d.integer(":slack") + ")";
-  return "d AS (DELETE FROM " + t.runs + " WHERE " + trim_due + " AND name = :name AND id <= (SELECT id FROM " +
+  return "d AS (DELETE FROM " + t.runs + " WHERE " + history_trim_due_sql(d, t) + " AND name = :name AND id <= (SELECT id FROM " +
          t.runs + " WHERE name = :name ORDER BY id DESC LIMIT 1 OFFSET " + keep + " - 1)" + d.returning("1") + ")";
 }
 
 }  // namespace
 
+// The rows beyond the newest :keep go, the new one among them (history.trim).
+std::string history_trim_block_sql(const Dialect& d, const Tables& t) {
+  return "IF " + history_trim_due_sql(d, t) + " THEN " + history_statements(d, t.runs).trim.text + "; END IF;";
+}
+
+std::string run_row_sql(const Dialect& d, const Tables& t, std::string_view ours) {
+  return "INSERT INTO " + t.runs + " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
+         " SELECT :name, " + d.integer(":token") + ", :run_owner, :run_host, " + d.integer(":run_pid") + ", :strategy, " +
+         time_of_ms_sql(d, d.integer(":started_ms")) + ", " + d.now + ", CASE WHEN " + std::string(ours) +
+         " THEN :outcome ELSE 'lost' END, " + d.integer(":run_exit_code");
+}
+
 Statement history_record(const Dialect& d, const Tables& t) {
-  if (d.unsynced_commit.empty()) return {};
   const HistoryStatements h = history_statements(d, t.runs);
+  if (d.unsynced_commit.empty()) {
+    if (!d.block) return {};
+    return {"history.record", d.block("", "START TRANSACTION; " + h.add.text + "; " + history_trim_block_sql(d, t) + " COMMIT;")};
+  }
   return {"history.record", "WITH a AS (" + h.add.text + d.returning("1") + "), " + history_trim(d, t) +
                                 " SELECT (SELECT count(*) FROM a), (SELECT count(*) FROM d), " + d.unsynced_commit};
 }
@@ -60,18 +81,28 @@ Statement history_record(const Dialect& d, const Tables& t) {
 // The parts run in order where one reads another's rows: the release, `between`, then the
 // history row, which reads their answer for its outcome. The statement's form (parts that
 // write, the casts of a boolean and of the exit code to int) is that of the dialects that give
-// unsynced_commit: PostgreSQL's.
+// unsynced_commit: PostgreSQL's. A block's statements run in order, the release's row count
+// kept for the history row's outcome and the answer; its commit waits for the disk.
 Statement release_recorded(const Dialect& d, const Tables& t, const Statement& release, std::string id,
                            const std::string& between) {
-  if (d.unsynced_commit.empty()) return {};
+  if (d.unsynced_commit.empty()) {
+    if (!d.block || !between.empty()) return {};
+    // Where waiters hear a release by the session lock alone (wake_statements), the key's wake
+    // name and queue go back once the release committed, so the waiter it wakes finds the row
+    // released; naming :wake_given_back tells the session's wake primitive so.
+    const SessionLock& l = d.session_lock;
+    const std::string woken =
+        wake_statements(d, t).wake_release.empty() ? "" : ", " + l.unlock(":wake_given_back") + ", " + l.unlock(":queue");
+    return {std::move(id), d.block("DECLARE released_rows INT; ",
+                                   "START TRANSACTION; " + release.text + "; GET DIAGNOSTICS released_rows = ROW_COUNT; " +
+                                       run_row_sql(d, t, "released_rows > 0") + "; " + history_trim_block_sql(d, t) +
+                                       " COMMIT; SELECT released_rows, CASE WHEN released_rows > 0 THEN 1 ELSE 0 END" +
+                                       woken + ";")};
+  }
   const std::string ours = between.empty() ? "EXISTS (SELECT 1 FROM u)" : "(SELECT ours FROM g)";
-  return {std::move(id),
-          "WITH u AS (" + release.text + "), " + (between.empty() ? "" : between + ", ") + "a AS (INSERT INTO " +
-              t.runs + " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
-              " SELECT :name, " + d.integer(":token") + ", :run_owner, :run_host, " + d.integer(":run_pid") +
-              ", :strategy, " + time_of_ms_sql(d, d.integer(":started_ms")) + ", " + d.now + ", CASE WHEN " + ours +
-              " THEN :outcome ELSE 'lost' END, " + d.integer(":run_exit_code") + d.returning("1") + "), " +
-              history_trim(d, t) + " SELECT (SELECT count(*) FROM u), CASE WHEN " + ours + " THEN 1 ELSE 0 END"};
+  return {std::move(id), "WITH u AS (" + release.text + "), " + (between.empty() ? "" : between + ", ") + "a AS (" +
+                             run_row_sql(d, t, ours) + d.returning("1") + "), " + history_trim(d, t) +
+                             " SELECT (SELECT count(*) FROM u), CASE WHEN " + ours + " THEN 1 ELSE 0 END"};
 }
 
 }  // namespace dblock::sql

@@ -229,6 +229,13 @@ struct Dialect {
   /// a history row with its trim, as one statement each (release_recorded, history_record).
   /// "" where not.
   std::string unsynced_commit = {};
+  /// A block of statements sent as one (SQL/PSM's BEGIN ... END, with its local variables, IF,
+  /// SET and GET DIAGNOSTICS), where the dialect runs one and gives no unsynced_commit: the
+  /// block that declares `variables` (each DECLARE ended by ";", or "") and runs `body` (each
+  /// statement ended by ";"), any error rolling its transaction back and raised as it came. Core
+  /// then writes a release with its run's history row, and a history row with its trim, as one
+  /// block each (release_recorded, history_record). nullptr where not.
+  std::string (*block)(std::string_view variables, std::string_view body) = nullptr;
   /// The server's incarnation (failover.hpp) as SQL: a text that a promotion or a restore into
   /// another cluster changes. "" where the dialect has none: no failover statements, no fence.
   std::string incarnation = {};
@@ -287,8 +294,19 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t);
 std::string taken_sql(const Dialect& d, const Tables& t, std::string_view more = {});
 
 /// HistoryStatements::record over `t.runs`: the row, and its trim as record_run decides it, in
-/// one statement that commits without the disk wait (Dialect::unsynced_commit, where given).
+/// one statement that commits without the disk wait (Dialect::unsynced_commit, where given), or
+/// in a block (Dialect::block) that commits.
 Statement history_record(const Dialect& d, const Tables& t);
+
+/// The trim of :name's history rows as record_run decides it (HistoryStatements::record), as a
+/// statement of a block (Dialect::block) after the run's row: IF the oldest row's token is more
+/// than :keep + :slack below :token THEN history.trim. PostgreSQL's WITH part asks the same.
+std::string history_trim_block_sql(const Dialect& d, const Tables& t);
+
+/// The run's history row of a release (release_recorded's: :name :token :run_owner :run_host
+/// :run_pid :strategy :started_ms :outcome :run_exit_code), its outcome 'lost' unless `ours` (SQL),
+/// as an INSERT ... SELECT: a part of a statement, or a statement of a block.
+std::string run_row_sql(const Dialect& d, const Tables& t, std::string_view ours);
 
 /// LeaseStatements::release_recorded's form, as `id`: `release` (a lease's, whose answer says
 /// whether the row was still the holder's), then `between` ("" for none: a part named `g`
@@ -296,7 +314,9 @@ Statement history_record(const Dialect& d, const Tables& t);
 /// part `u` so that it runs after it), then the run's history row, its outcome 'lost' unless
 /// ours, and its trim as history_record's. One row: (released, ours). Where the dialect gives
 /// Dialect::unsynced_commit; the session strategies' releases (LockStatements) pass the
-/// dialect's own `between`.
+/// dialect's own `between`. Else, without `between`, in a block (Dialect::block) that commits
+/// and then gives back the key's wake name (:wake_given_back) and queue, where waiters hear a
+/// release by the session lock alone (wake_statements): (released, ours, those two answers).
 Statement release_recorded(const Dialect& d, const Tables& t, const Statement& release, std::string id,
                            const std::string& between = "");
 

@@ -168,12 +168,28 @@ bool is_subquery(const Node& n) {
   return false;
 }
 
+// Whether seq[i] is inside the BEGIN ... END of a block's error handler (DECLARE ... HANDLER FOR
+// ... BEGIN ROLLBACK; RESIGNAL; END), which stays on the line that declares it: the block's
+// prologue, not its work.
+bool in_handler(const std::vector<Node>& seq, std::size_t i) {
+  std::size_t j = i;
+  while (j > 0 && !is_word(seq[j - 1], "HANDLER")) --j;
+  if (j == 0) return false;
+  int open = 0;
+  for (; j < i; ++j) {
+    const bool closes_other = j + 1 < seq.size() && (is_word(seq[j + 1], "IF") || is_word(seq[j + 1], "LOOP"));
+    if (is_word(seq[j], "BEGIN") || is_word(seq[j], "CASE")) ++open;
+    if (is_word(seq[j], "END") && !closes_other) --open;
+  }
+  return open > 0;
+}
+
 // Whether seq[i] begins a clause of the query seq is part of.
 bool starts_clause(const std::vector<Node>& seq, std::size_t i) {
   if (i == 0) return false;
   const Node& n = seq[i];
   const Node& prev = seq[i - 1];
-  if (is_word(prev, ";")) return true;
+  if (is_word(prev, ";")) return !in_handler(seq, i);
   if (n.group) return false;
   const std::string& w = n.token.text;
   const Node* next = i + 1 < seq.size() ? &seq[i + 1] : nullptr;
@@ -183,6 +199,8 @@ bool starts_clause(const std::vector<Node>& seq, std::size_t i) {
   if (w == "ON") return next && (is_word(*next, "CONFLICT") || is_word(*next, "DUPLICATE"));
   if (w == "FOR") return next && is_word(*next, "UPDATE");
   if (w == "JOIN") return !is_word(prev, "LEFT") && !is_word(prev, "INNER") && !is_word(prev, "CROSS");
+  if (w == "WITH") return !(next && is_word(*next, "TIME"));  // TIMESTAMP WITH TIME ZONE: a type
+  if (w == "SET" && i >= 2 && is_word(seq[i - 2], "SQLSTATE")) return false;  // SIGNAL's own SET
   for (std::string_view clause : {"SELECT", "WHERE", "SET", "RETURNING", "UNION", "ORDER", "GROUP", "HAVING",
                                   "INSERT", "DELETE", "WITH", "LEFT", "INNER", "CROSS"})
     if (w == clause) return !(w == "SELECT" && is_word(prev, "ALL") && i >= 2 && is_word(seq[i - 2], "UNION"));

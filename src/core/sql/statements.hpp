@@ -101,8 +101,10 @@ struct LeaseStatements {
   /// exit code as :run_owner :run_host :run_pid :run_exit_code; :outcome the run's when the row was still the holder's) and
   /// :keep (at least 1) :slack: `release` and, in the same statement, the run's history row as
   /// HistoryStatements::record writes it, its outcome 'lost' when the release found the row no
-  /// longer the holder's. Rows: one, (1 released, 0 not ours any more). A lease run then costs
-  /// its take and this. Empty: the release, then the history row.
+  /// longer the holder's. Rows: one, whose first column core reads (1 released, 0 not ours any
+  /// more); a dialect may answer more after it (PostgreSQL's and MariaDB's also say whether the
+  /// row was ours, MariaDB's the wake and queue names given back). A lease run then costs its
+  /// take and this. Empty: the release, then the history row.
   Statement release_recorded;
   /// The history of runs, written by core (rules.hpp, history_statements) in the dialect's
   /// expressions.
