@@ -45,6 +45,8 @@ case $DBLOCK_STRATEGY in
   advisory) rtts=2 ;;            # blocked in pg_advisory_lock
   for-update | txn-insert) rtts=1.5 ;;  # blocked on the row (or its queue), the numbering behind it
 esac
+# MariaDB's row locks: the wake with the lock's answer, then the numbering.
+[ "$DBLOCK_TEST_BACKEND" = mysql ] && [ "$DBLOCK_STRATEGY" != lease ] && rtts=2.5
 
 target_port=$(python3 -c 'import sys, urllib.parse; u = urllib.parse.urlsplit(sys.argv[1]); print(u.port or {"mysql": 3306}.get(u.scheme, 5432))' "$DBLOCK_DSN")
 python3 "$DBLOCK_SOURCE_DIR/scripts/bench/delay_proxy.py" --target-port "$target_port" --delay-ms "$delay_ms" \
