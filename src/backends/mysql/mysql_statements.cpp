@@ -276,22 +276,6 @@ std::string mariadb_block(std::string_view variables, std::string_view body) {
          std::string(body) + " END";
 }
 
-// What a block of released_block does besides the release and the history row: `start` opens
-// their transaction (START TRANSACTION, or "": the holder's own, open already), `then` runs
-// after the release (which leaves its row count in @dblock_released), the history row's outcome
-// is 'lost' unless `kept` (core's run_row_sql), and after the commit the block answers SELECT
-// `answer`.
-struct Released {
-  std::string start, then, kept, answer;
-};
-// The release (`release`) and the run's history row with its trim in one transaction, committed,
-// in a block (`r`).
-std::string released_block(const Tables& t, const sql::Statement& release, const Released& r) {
-  return mariadb_block("", r.start + release.text + "; SET @dblock_released = ROW_COUNT(); " + r.then +
-                               sql::run_row_sql(dialect, t, r.kept) + "; " + sql::history_trim_block_sql(dialect, t) +
-                               " COMMIT; SELECT " + r.answer + ";");
-}
-
 // MariaDB's dialect: MySQL's, but for its take and its blocks.
 const sql::Dialect mariadb_dialect = [] {
   sql::Dialect d = dialect;
@@ -495,7 +479,7 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
   s.tag = {"lock.tag", "SELECT GET_LOCK(" + held + ", 0), (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two"
                        " WHERE NOT EXISTS (" + keyed + ")), " + wake};
   // On MariaDB a session strategy's release is one block of statements in the holder session,
-  // as mariadb_release_recorded's (core's row_release_ended, which serves advisory too: its
+  // as core's lease.release_recorded block (core's row_release_ended, which serves advisory too: its
   // :strategy says which): a row lock's in the holder's own transaction (its lock statement
   // opened it), advisory's in one it starts. The row released, txn-insert's own claims row
   // deleted (the commit would keep it), the history row with its trim, committed, which lets a
@@ -509,20 +493,21 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
   if (mariadb) {
     // The lock that says the session holds the key: advisory's, or the row lock's holder tag.
     const std::string is_advisory = ":strategy = 'advisory'", hash = "@dblock_hash";
+    // The release leaves its row count in @dblock_released; the history row's outcome is 'lost'
+    // unless @dblock_ours (core's run_row_sql); after the commit the answer gives the lock back
+    // (evaluated once ours: advisory's must have been this session's to the end), then the
+    // key's wake name.
     s.row_release_ended = {
         "lock.row_release_ended",
-        released_block(t, lease.release,
-                       {.start = "IF " + is_advisory + " THEN START TRANSACTION; END IF; ",
-                        .then = "SET " + hash + " = " + key_hash(t, ":key") + "; SET @dblock_lock = IF(" + is_advisory +
-                                ", CONCAT('dblock:', LEFT(" + hash + ", 57)), CONCAT('dblock-held:', LEFT(" + hash +
-                                ", 20), :tag)); SET @dblock_ours = NOT " + is_advisory +
-                                " OR IS_USED_LOCK(@dblock_lock) <=> CONNECTION_ID(); DELETE FROM " + t.claims +
-                                " WHERE :strategy = 'txn-insert' AND name = :key AND kind = 'txn-insert'; ",
-                        .kept = "@dblock_ours",
-                        // The lock given back in the answer (evaluated once ours: advisory's must
-                        // have been this session's to the end), then the key's wake name.
-                        .answer = "@dblock_released > 0, @dblock_ours AND (RELEASE_LOCK(@dblock_lock) = 1 OR NOT " +
-                                  is_advisory + "), RELEASE_LOCK(:wake)"})};
+        mariadb_block("", "IF " + is_advisory + " THEN START TRANSACTION; END IF; " + lease.release.text +
+                              "; SET @dblock_released = ROW_COUNT(); SET " + hash + " = " + key_hash(t, ":key") +
+                              "; SET @dblock_lock = IF(" + is_advisory + ", CONCAT('dblock:', LEFT(" + hash +
+                              ", 57)), CONCAT('dblock-held:', LEFT(" + hash + ", 20), :tag)); SET @dblock_ours = NOT " +
+                              is_advisory + " OR IS_USED_LOCK(@dblock_lock) <=> CONNECTION_ID(); DELETE FROM " + t.claims +
+                              " WHERE :strategy = 'txn-insert' AND name = :key AND kind = 'txn-insert'; " +
+                              sql::run_row_sql(dialect, t, "@dblock_ours") + "; " + sql::history_trim_block_sql(dialect, t) +
+                              " COMMIT; SELECT @dblock_released > 0, @dblock_ours AND (RELEASE_LOCK(@dblock_lock) = 1 OR NOT " +
+                              is_advisory + "), RELEASE_LOCK(:wake);")};
   }
   sql::LockStatements out = sql::lock_statements(dialect, t, std::move(s));
   // Busy only when another holds the row: a table's metadata lock (a concurrent first run's
