@@ -21,7 +21,7 @@ const std::string now_utc = "timezone('utc', CURRENT_TIMESTAMP)";
 /// SQL, as numeric 0 .. 2^64 - 1, the name given as the SQL expression `name`. The state after
 /// the prefix and its NUL is key_hash(prefix, ""); the name's UTF-8 bytes (v) are folded in by a
 /// recursive query (xor touches the low byte only, so it is done on that byte). A query of one
-/// row and one column, h, for a FROM.
+/// row and one column, h, for a scalar subquery.
 std::string key_hash_sql(const std::string& prefix, std::string_view name) {
   const auto h = static_cast<std::uint64_t>(key_hash(prefix, ""));
   return "WITH RECURSIVE f(i, h, v) AS (SELECT 0, " + std::to_string(h) + "::numeric, convert_to(" + std::string(name) +
@@ -41,10 +41,9 @@ std::string session_holds(const Tables& t, std::string_view row) {
          " WHEN " + r + "strategy = 'for-update' THEN EXISTS (SELECT 1 FROM " + t.claims + " c JOIN pg_locks k"
          " ON k.locktype = 'transactionid' AND k.transactionid = c.xmax WHERE c.name = " + r + "name"
          " AND c.kind = 'for-update' AND k.granted AND k.pid = " + pid + ")"
-         " ELSE EXISTS (SELECT 1 FROM pg_locks k, (" + key_hash_sql(t.prefix, r + "name") +
-         ") id WHERE k.locktype = 'advisory' AND k.granted AND k.pid = " + pid +
-         " AND k.classid::bigint * 4294967296::numeric + k.objid::bigint = id.h"
-         " AND (k.objsubid, " + r + "strategy) IN ((1, 'advisory'), (2, 'txn-insert'))) END";
+         " ELSE EXISTS (SELECT 1 FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted AND k.pid = " + pid +
+         " AND (k.objsubid, " + r + "strategy) IN ((1, 'advisory'), (2, 'txn-insert'))"
+         " AND k.classid::bigint * 4294967296::numeric + k.objid::bigint = (" + key_hash_sql(t.prefix, r + "name") + ")) END";
 }
 
 std::string take(const sql::Take& k);
@@ -91,13 +90,6 @@ const sql::Dialect dialect{
         .bound = "set_config('lock_timeout', :lock_timeout, true)",
         .unlock = [](std::string_view key) { return "pg_advisory_unlock(" + std::string(key) + ")"; },
         .unlock_all = "pg_advisory_unlock_all()",
-        .holds =
-            [](std::string_view key) {
-              const std::string k(key);
-              return "(SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()"
-                     " AND classid::bigint = (" + k + " >> 32) & 4294967295 AND objid::bigint = " + k +
-                     " & 4294967295 AND objsubid = 1)";
-            },
     },
     .take = &take,
     // The key's waiters are told once the release commits, and that commit skips the disk wait
@@ -220,11 +212,7 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
 }
 
 sql::ReleaseStatements release_statements(const std::string& prefix) {
-  sql::ReleaseStatements s = sql::release_statements(dialect, Tables(prefix, '"'));
-  s.session_gone = {"release.session_gone",
-                    "SELECT NOT (EXISTS (SELECT 1 FROM pg_locks WHERE pid = :session::int)"
-                    " OR EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = :session::int))"};
-  return s;
+  return sql::release_statements(dialect, Tables(prefix, '"'));
 }
 
 sql::Statement session_id_statement() { return sql::session_id_statement(dialect); }
