@@ -147,9 +147,9 @@ const sql::tables::SchemaDialect schema_dialect{
 // pg_try_advisory_lock is strict: NULL, nothing taken), only where the server process is the
 // session's own, :backend (never behind a pooler): the lease waiter's one-round-trip handoff
 // (postgres_connection.cpp, ListenWake); the last column counts it (1: the session is served
-// directly, ListenWake::took). The taken row's times are converted once, in `t`; the refused
-// row (`r`, the key's) is joined only when nothing was taken, its columns those of
-// Take::refused.
+// directly, ListenWake::took). The taken row (`t`, the one `u` or `i` returned) comes first,
+// its times converted as Take::returning converts them; the refused row (`r`, the key's) is
+// joined only when nothing was taken, its columns those of Take::refused.
 std::string take(const sql::Take& k) {
   const sql::Upsert up = k.upsert("g.fence");
   const std::string kept = "token, acquired_at, expires_at";
@@ -171,10 +171,11 @@ std::string take(const sql::Take& k) {
          " FROM g WHERE l.name = (SELECT name FROM " + up.table + " WHERE name = :key AND " + up.when("") +
          " FOR UPDATE SKIP LOCKED) RETURNING " + kept + "), i AS (INSERT INTO " + up.table + " (" + columns +
          ") SELECT " + values + " FROM g WHERE NOT EXISTS (SELECT 1 FROM " + up.table +
-         " WHERE name = :key) ON CONFLICT (name) DO NOTHING RETURNING " + kept + "), t AS (SELECT " + k.returning +
-         " FROM (SELECT * FROM u UNION ALL SELECT * FROM i) x), h AS (SELECT pg_try_advisory_lock(:hand::bigint) FROM t"
+         " WHERE name = :key) ON CONFLICT (name) DO NOTHING RETURNING " + kept +
+         "), t AS (SELECT * FROM u UNION ALL SELECT * FROM i), h AS (SELECT pg_try_advisory_lock(:hand::bigint) FROM t"
          " WHERE pg_backend_pid() = :backend::int)"
-         " SELECT t.*, " + k.refused("r.") + ", (SELECT count(*) FROM f WHERE NOT here), hand.n FROM (SELECT count(*)"
+         " SELECT t.token, " + ms("t.acquired_at") + ", " + ms("t.expires_at") + ", " + k.refused("r.") +
+         ", (SELECT count(*) FROM f WHERE NOT here), hand.n FROM (SELECT count(*)"
          " AS n FROM h) hand LEFT JOIN t ON true LEFT JOIN " + up.table + " r ON t.token IS NULL AND r.name = :key";
 }
 
