@@ -164,7 +164,7 @@ std::string take(const sql::Take& k) {
       if (v.empty() && c == column) v = inserted;
     set += (set.empty() ? "" : ", ") + column + " = " + v;
   }
-  return "WITH f AS (SELECT token, " + sql::failover_open_sql(dialect, "", "") + " AS clear, owner = " + incarnation +
+  return "WITH f AS (SELECT " + sql::failover_open_sql(dialect, "", "") + " AS clear, token, owner = " + incarnation +
          " AS here FROM " + up.table +
          " WHERE name = :record), g AS (SELECT token AS fence FROM f WHERE here AND clear), u AS (UPDATE " + up.table +
          " AS l SET " + set +
