@@ -289,7 +289,9 @@ class Layout {
         const bool after_whole = (before == begin || is_word(seq[before - 1], ",")) &&
                                  cont + width_of(seq, before, a) <= width_;
         const bool item = is_word(seq[a - 1], ",") && (b == end || is_word(seq[b - 1], ","));
-        const bool shared = (item && short_item(seq, a, b) && after_whole) ||
+        // The first item after a short first part (a clause's keyword and a column) shares its
+        // line too, long or not, where it fits.
+        const bool shared = (item && (short_item(seq, a, b) || (p == 1 && short_item(seq, begin, a))) && after_whole) ||
                             is_word(seq[a], "||");
         if (!(shared && column_ + width_of(seq, a, b) + tail <= width_)) newline(cont);
       }
