@@ -148,8 +148,8 @@ TEST_CASE("format_sql breaks before each clause and indents a subquery that does
   CHECK(sql::format_sql("UPDATE t SET b = CASE WHEN " + col + " = 1 AND " + col + " = 2 THEN 1 ELSE 0 END", 60) ==
         "UPDATE t\nSET b = CASE\n  WHEN " + col + " = 1\n  AND " + col + " = 2\n  THEN 1\n  ELSE 0 END");
   // List items of at most half a line share a line, after an item that was on one line, and so
-  // does the first item after a short first part, long or not, where it fits; the operands of ||
-  // share lines too.
+  // does an item after a short one that began its line, long or not, where it fits; the operands
+  // of || share lines too.
   const std::string item(20, 'i'), wide(50, 'w');
   CHECK(sql::format_sql("SELECT " + item + ", " + wide + ", " + item + ", a FROM t", 80) ==
         "SELECT " + item + ", " + wide + ",\n  " + item + ", a\nFROM t");
@@ -157,6 +157,8 @@ TEST_CASE("format_sql breaks before each clause and indents a subquery that does
         "SELECT " + item + ", " + wide + ",\n  " + wide + "\nFROM t");
   CHECK(sql::format_sql("SELECT " + wide + ", " + wide + ", " + item + " FROM t", 80) ==
         "SELECT " + wide + ",\n  " + wide + ", " + item + "\nFROM t");
+  CHECK(sql::format_sql("SELECT " + wide + ", " + item + ", " + col + " FROM t", 60) ==
+        "SELECT " + wide + ",\n  " + item + ", " + col + "\nFROM t");
   CHECK(sql::format_sql("SELECT " + col + " || " + c + " || " + col + " FROM t", 60) ==
         "SELECT " + col + " || " + c + "\n  || " + col + "\nFROM t");
   // A broken group starts on its parenthesis's line when each of its parts fits a line there
