@@ -46,9 +46,9 @@ waiter_session() {
     AND query LIKE '$2' LIMIT 1"
 }
 # The waiter's lock session (a statement on the claims table) and its bookkeeping session
-# (waiting for the gate).
+# (waiting for the gate: lock.gate_wait, which gives it back once it had it).
 lock_session() { waiter_session "$1" "%${DBLOCK_TABLE_PREFIX}claims%"; }
-book_session() { waiter_session "$1" 'SELECT pg_advisory_xact_lock_shared%'; }
+book_session() { waiter_session "$1" 'SELECT got, pg_advisory_unlock(%'; }
 terminate() { [ "$(server_sql "SELECT pg_terminate_backend($1)")" = t ]; }
 
 # one_case NAME FAULT [DSN]: the holder (6 s), the waiter (through DSN, the proxy's by default),
