@@ -321,9 +321,11 @@ void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& 
 
 }  // namespace
 
+bool wakes_by_session_lock(const SessionLock& l) { return l.holder && l.try_lock && l.wait_lock && l.unlock; }
+
 WakeStatements wake_statements(const Dialect& d, const Tables& t) {
   const SessionLock& l = d.session_lock;
-  if (!l.holder || !l.try_lock || !l.wait_lock || !l.unlock) return {};
+  if (!wakes_by_session_lock(l)) return {};
   const std::string wake = ":wake", queue = ":queue";
   WakeStatements s;
   s.wake_hold = {"wake.hold", "SELECT " + l.try_lock(wake) + ", " + l.unlock(queue)};
@@ -379,7 +381,7 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   // alone (wake_statements), the key's wake name, which the holder keeps.
   const std::string tag = l.tag ? l.tag(t) : std::string();
   const std::string with_lock = (tag.empty() ? "" : ", " + l.try_lock(tag)) +
-                                (wake_statements(d, t).wake_hold.empty() ? "" : ", " + l.try_lock(":wake"));
+                                (wakes_by_session_lock(l) ? ", " + l.try_lock(":wake") : "");
   if (s.lock_claim.empty()) s.lock_claim = {"lock.claim", "SELECT name" + with_lock + claim + " FOR UPDATE"};
   if (!tag.empty() && s.untag.empty()) s.untag = {"lock.untag", "SELECT " + l.unlock(tag)};
   if (s.insert_claim.empty())

@@ -98,7 +98,7 @@ Statement release_recorded(const Dialect& d, const Tables& t, const Statement& r
     // released; naming :wake_given_back tells the session's wake primitive so.
     const SessionLock& l = d.session_lock;
     const std::string woken =
-        wake_statements(d, t).wake_release.empty() ? "" : ", " + l.unlock(":wake_given_back") + ", " + l.unlock(":queue");
+        wakes_by_session_lock(l) ? ", " + l.unlock(":wake_given_back") + ", " + l.unlock(":queue") : "";
     return {std::move(id), d.block("DECLARE released_rows INT; ",
                                    "START TRANSACTION; " + release.text + "; GET DIAGNOSTICS released_rows = ROW_COUNT; " +
                                        run_row_sql(d, t, "released_rows > 0") + "; " + history_trim_block_sql(d, t) +

@@ -357,6 +357,9 @@ std::string holds_sql(const Dialect& d, std::string_view key);
 /// How waiters hear a release through the dialect's session lock alone (WakeStatements), where
 /// it tells a lock's holder (SessionLock::holder); empty elsewhere.
 WakeStatements wake_statements(const Dialect& d, const Tables& t);
+/// Whether wake_statements has them: the session lock takes, waits, gives back and tells who
+/// holds it (asked where a statement adds the wake's part, without making them all).
+bool wakes_by_session_lock(const SessionLock& l);
 
 /// A lease waiter's queue on the session lock `key` (SQL; SessionLock): `wait` takes it within
 /// :lock_timeout (SessionLock::wait_lock), `leave` gives it back. Empty where the dialect has no
