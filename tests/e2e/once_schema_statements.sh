@@ -19,13 +19,16 @@
 # name from its hash in two steps, the failover gate's check of the session without the case
 # core never sends it) -> 75 (the block's error handler on one line, SIGNAL's SET not a clause).
 # Beside them PostgreSQL's row-lock waiter's numbering that proves the grant it follows with
-# status's own judgement of a session holder (lock.row_numbered, core's lock_statements).
+# status's own judgement of a session holder (lock.row_numbered, core's lock_statements), and
+# MariaDB's (the same judgement, its CASE over both kinds of holder's lock name 26 lines, then
+# MariaDB's own session.take, which reads the failover gate, in a block).
 source "$(dirname "$0")/lib.sh"
 
 max_lines=50
 declare -A over=(
   ["postgres lease.take"]=55
   ["postgres lock.row_numbered"]=51
+  ["mysql lock.row_numbered"]=78
   ["mysql lock.advisory_numbered_wait"]=75
 )
 

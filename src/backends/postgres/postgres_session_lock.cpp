@@ -44,8 +44,9 @@ class PostgresHolder final : public sql::HolderSession {
   // COMMITTED transaction takes its own snapshot; its time is its own, Dialect::clock). It
   // proves the grant (LockStatements::row_numbered): opened by anything but the grant, it
   // numbers nothing, and core numbers as before.
+  // No holder tag follows a lock statement here (`before_tag` never holds).
   Result<void> send_numbering(const sql::Statement& st, const sql::Params& p, Millis wait, const sql::Statement& number,
-                              const sql::Params& np) override {
+                              const sql::Params& np, bool) override {
     numbered_.reset();
     if (!book_ || book_conn_ == holder_ || !book_conn_->is_open() || !holder_->is_open()) return send(st, p, wait);
     // Taken in a round trip of its own the first time, so that the wait below cannot reach the
