@@ -97,6 +97,13 @@ TEST_CASE("schema --statements lists every statement of each dialect, each named
   CHECK(listed(mysql_ids, "lock.advisory_wait"));
   CHECK(listed(mysql_ids, "lock.advisory_release_row"));
   CHECK(listed(printed("postgres", options), "lock.advisory_numbered_wait"));
+  // PostgreSQL's row-lock numbering gate, which its holder session runs (core's, over the session lock).
+  const sql::LockStatements pg_lock = postgres::lock_statements("dblock_");
+  for (const sql::Statement* st : {&pg_lock.gate_take, &pg_lock.gate_wait, &pg_lock.gate_give}) {
+    CAPTURE(st->id);
+    CHECK_FALSE(st->empty());
+    CHECK(listed(printed("postgres", options), st->id));
+  }
 }
 
 TEST_CASE("each statement is laid out one clause per line, within the width, and otherwise unchanged") {
@@ -140,11 +147,18 @@ TEST_CASE("format_sql breaks before each clause and indents a subquery that does
         "UPDATE t\nSET b = CASE WHEN " + col + " = 1\n  THEN " + col + "\n  ELSE 0 END\nWHERE a = 1");
   CHECK(sql::format_sql("UPDATE t SET b = CASE WHEN " + col + " = 1 AND " + col + " = 2 THEN 1 ELSE 0 END", 60) ==
         "UPDATE t\nSET b = CASE\n  WHEN " + col + " = 1\n  AND " + col + " = 2\n  THEN 1\n  ELSE 0 END");
-  // List items of at most half a line share a line, after an item that was on one line; the
-  // operands of || share lines too.
+  // List items of at most half a line share a line, after an item that was on one line, and so
+  // does an item after a short one that began its line, long or not, where it fits; the operands
+  // of || share lines too.
   const std::string item(20, 'i'), wide(50, 'w');
   CHECK(sql::format_sql("SELECT " + item + ", " + wide + ", " + item + ", a FROM t", 80) ==
-        "SELECT " + item + ",\n  " + wide + ", " + item + ", a\nFROM t");
+        "SELECT " + item + ", " + wide + ",\n  " + item + ", a\nFROM t");
+  CHECK(sql::format_sql("SELECT " + item + ", " + wide + ", " + wide + " FROM t", 80) ==
+        "SELECT " + item + ", " + wide + ",\n  " + wide + "\nFROM t");
+  CHECK(sql::format_sql("SELECT " + wide + ", " + wide + ", " + item + " FROM t", 80) ==
+        "SELECT " + wide + ",\n  " + wide + ", " + item + "\nFROM t");
+  CHECK(sql::format_sql("SELECT " + wide + ", " + item + ", " + col + " FROM t", 60) ==
+        "SELECT " + wide + ",\n  " + item + ", " + col + "\nFROM t");
   CHECK(sql::format_sql("SELECT " + col + " || " + c + " || " + col + " FROM t", 60) ==
         "SELECT " + col + " || " + c + "\n  || " + col + "\nFROM t");
   // A broken group starts on its parenthesis's line when each of its parts fits a line there

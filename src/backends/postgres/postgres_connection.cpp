@@ -125,6 +125,21 @@ std::vector<const char*> text_args(const std::vector<const sql::Value*>& values,
   return args;
 }
 
+// Pointers to each of `values`, as exec and text_args take them.
+std::vector<const sql::Value*> pointers_to(const std::vector<sql::Value>& values) {
+  std::vector<const sql::Value*> out;
+  for (const sql::Value& v : values) out.push_back(&v);
+  return out;
+}
+
+// Sends `sql` with `values` (one statement, unnamed): false when libpq could not.
+[[maybe_unused]] bool send_params(PGconn* c, const std::string& sql, const std::vector<sql::Value>& values) {
+  std::vector<std::string> numbers;
+  const std::vector<const sql::Value*> pointers = pointers_to(values);
+  const std::vector<const char*> args = text_args(pointers, numbers);
+  return PQsendQueryParams(c, sql.c_str(), static_cast<int>(pointers.size()), nullptr, args.data(), nullptr, nullptr, 0) != 0;
+}
+
 // The parameters libpq would use for this DSN once a service file (service=, PGSERVICE) and the
 // environment (PGOPTIONS, PGAPPNAME, PGCONNECT_TIMEOUT, ...) have filled in what the DSN leaves
 // out (dblock(1), DSN): a service's search_path in `options` must not be dropped for dblock's
@@ -368,6 +383,7 @@ Result<void> Connection::send(std::string_view sql, const std::vector<const sql:
   const Millis deadline = boottime_now() + options_.io_timeout + extra + std::exchange(ahead_extra_, Millis{0});
   PGconn* c = conn_.get();
   const std::string follower = std::exchange(follower_, {});
+  const std::vector<sql::Value> follower_values = std::exchange(follower_values_, {});
   const std::string trailer = std::exchange(trailer_, {});
   const std::vector<sql::Value> trailer_values = std::exchange(trailer_values_, {});
   const std::string text(sql);
@@ -411,21 +427,13 @@ Result<void> Connection::send(std::string_view sql, const std::vector<const sql:
                                     : PQsendQuery(c, text.c_str());
   if (!sent) return std::unexpected(broken("sending a statement"));
 #ifdef LIBPQ_HAS_PIPELINING
-  if (!follower.empty() && !PQsendQueryParams(c, follower.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0))
-    return std::unexpected(broken("sending a statement"));
+  if (!follower.empty() && !send_params(c, follower, follower_values)) return std::unexpected(broken("sending a statement"));
   if (piped && !PQpipelineSync(c)) return std::unexpected(broken("sending a statement"));
-  if (pipe_.trailing > 0) {
-    std::vector<std::string> trailer_numbers;
-    std::vector<const sql::Value*> tv;
-    for (const sql::Value& v : trailer_values) tv.push_back(&v);
-    const std::vector<const char*> targs = text_args(tv, trailer_numbers);
-    if (!PQsendQueryParams(c, trailer.c_str(), static_cast<int>(tv.size()), nullptr, targs.data(), nullptr, nullptr, 0) ||
-        !PQpipelineSync(c))
-      return std::unexpected(broken("sending a statement"));
-  }
+  if (pipe_.trailing > 0 && (!send_params(c, trailer, trailer_values) || !PQpipelineSync(c)))
+    return std::unexpected(broken("sending a statement"));
 #endif
   cork(false);
-  Sent out{deadline, by_name, piped, text, {}, extra, named_by, trailer, trailer_values, follower};
+  Sent out{deadline, by_name, piped, text, {}, extra, named_by, trailer, trailer_values, follower, follower_values};
   for (const sql::Value* v : values) out.values.push_back(*v);
   sent_ = std::move(out);
   return {};
@@ -448,12 +456,8 @@ Result<sql::Rows> Connection::answer() {
   if (done->error) return std::unexpected(statement_error(done->error.get(), c, dsn_.redacted));
 #ifndef LIBPQ_HAS_PIPELINING
   if (!s.follower.empty())
-    if (auto f = exec(s.follower); !f) return std::unexpected(f.error());
-  if (!s.trailer.empty()) {
-    std::vector<const sql::Value*> tv;
-    for (const sql::Value& v : s.trailer_values) tv.push_back(&v);
-    (void)exec(s.trailer, tv);
-  }
+    if (auto f = exec(s.follower, pointers_to(s.follower_values)); !f) return std::unexpected(f.error());
+  if (!s.trailer.empty()) (void)exec(s.trailer, pointers_to(s.trailer_values));
 #endif
   return rows_of(done->last.get());
 }

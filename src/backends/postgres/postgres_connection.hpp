@@ -92,12 +92,15 @@ class Connection {
     trailer_values_ = std::move(values);
   }
 
-  /// Sends `sql` (one statement, no parameters) right after the next exec's statement, in its
-  /// round trip and in the same group (one Sync): skipped when that statement fails, and its own
-  /// error is that exec's; that exec answers its statement's rows. For a COMMIT that must follow
-  /// only a statement that succeeded. Where libpq has no pipeline mode, it runs after it, when it
+  /// Sends `sql` (one statement, `values`) right after the next exec's statement, in its round
+  /// trip and in the same group (one Sync): skipped when that statement fails, and its own error
+  /// is that exec's; that exec answers its statement's rows. For a COMMIT that must follow only a
+  /// statement that succeeded. Where libpq has no pipeline mode, it runs after it, when it
   /// succeeded.
-  void send_in_group_after_next(std::string sql) { follower_ = std::move(sql); }
+  void send_in_group_after_next(std::string sql, std::vector<sql::Value> values = {}) {
+    follower_ = std::move(sql);
+    follower_values_ = std::move(values);
+  }
 
   /// Whether this server session serves the statements itself, no pooler between
   /// (sql::served_directly, asked on `asking` once per server session).
@@ -129,6 +132,7 @@ class Connection {
     corked_ = false;
     sent_.reset();
     follower_.clear();
+    follower_values_.clear();
   }
 
   /// LISTENs on channel, and only on it, now and after every reconnect.
@@ -215,6 +219,7 @@ class Connection {
   std::optional<std::string> ahead_answer_;   // ahead_answer()
   std::string trailer_;                       // send_after_next's statement, or ""
   std::string follower_;                      // send_in_group_after_next's statement, or ""
+  std::vector<sql::Value> follower_values_;   // and its values
   std::vector<sql::Value> trailer_values_;
   bool corked_ = false;  // cork()
   // What send() sent, until answer() reads its answer (exec's again after a lost name).
@@ -228,6 +233,7 @@ class Connection {
     std::string trailer;
     std::vector<sql::Value> trailer_values;
     std::string follower;
+    std::vector<sql::Value> follower_values;
   };
   std::optional<Sent> sent_;
   const PGconn* direct_for_ = nullptr;  // the server session `direct_` was asked on

@@ -12,9 +12,10 @@ namespace {
 class PostgresHolder final : public sql::HolderSession {
  public:
   PostgresHolder(std::shared_ptr<Connection> holder, std::string prefix, Millis io_timeout,
-                 std::shared_ptr<Connection> book_conn, std::shared_ptr<Session> book)
+                 std::shared_ptr<Connection> book_conn, std::shared_ptr<Session> book, const sql::LockStatements& st)
       : holder_(holder), session_(std::move(holder), prefix), prefix_(std::move(prefix)), io_timeout_(io_timeout),
-        book_conn_(std::move(book_conn)), book_(std::move(book)) {}
+        book_conn_(std::move(book_conn)), book_(std::move(book)), gate_take_(st.gate_take), gate_wait_(st.gate_wait),
+        gate_give_(st.gate_give) {}
 
   Result<void> send(const sql::Statement& st, const sql::Params& p, Millis wait) override {
     if (auto ok = begin_now(); !ok) return ok;
@@ -43,26 +44,31 @@ class PostgresHolder final : public sql::HolderSession {
   // gate still held) skips it, and only a wait let in runs it (each statement of a READ
   // COMMITTED transaction takes its own snapshot; its time is its own, Dialect::clock). It
   // proves the grant (LockStatements::row_numbered): opened by anything but the grant, it
-  // numbers nothing, and core numbers as before.
+  // numbers nothing, and core numbers as before. The gate's statements are core's
+  // (LockStatements::gate_*), over the dialect's session lock.
   // No holder tag follows a lock statement here (`before_tag` never holds).
   Result<void> send_numbering(const sql::Statement& st, const sql::Params& p, Millis wait, const sql::Statement& number,
                               const sql::Params& np, bool) override {
     numbered_.reset();
-    if (!book_ || book_conn_ == holder_ || !book_conn_->is_open() || !holder_->is_open()) return send(st, p, wait);
+    if (gate_take_.empty() || !book_ || book_conn_ == holder_ || !book_conn_->is_open() || !holder_->is_open())
+      return send(st, p, wait);
     // Taken in a round trip of its own the first time, so that the wait below cannot reach the
     // server first; kept from then on (settle()), so once per session until a grant.
     if (gate_on_ == 0 || gate_on_ != holder_->backend_pid()) {
       gate_ = key_hash(prefix_, "\x04numbering " + std::to_string(holder_->backend_pid()));
-      const sql::Value gate(gate_);
-      if (auto ok = holder_->exec(gate_take_sql, {&gate}); !ok) return std::unexpected(ok.error());
+      auto take = gate_values(gate_take_);
+      if (!take) return std::unexpected(take.error());
+      if (auto ok = holder_->exec(gate_take_.text, refs(*take)); !ok) return std::unexpected(ok.error());
       gate_on_ = holder_->backend_pid();
     }
+    auto give = gate_values(gate_give_);
+    auto gate_wait = gate_values(gate_wait_, wait);
+    if (!give) return std::unexpected(give.error());
+    if (!gate_wait) return std::unexpected(gate_wait.error());
     if (auto ok = begin_now(); !ok) return ok;
-    holder_->send_in_group_after_next(gate_give());
+    holder_->send_in_group_after_next(gate_give_.text, std::move(*give));
     if (auto ok = session_.send(st, p, wait); !ok) return ok;
-    const sql::Value gate(gate_);
-    const sql::Value timeout = std::to_string(std::max(wait, Millis(1)).count()) + "ms";
-    if (!book_conn_->send_ahead(gate_wait_sql, {&gate, &timeout})) return {};
+    if (!book_conn_->send_ahead(gate_wait_.text, refs(*gate_wait))) return {};
     // Parsed ahead (core prepares it with the take): after the gate only its plan and run.
     book_conn_->name_next_in_group();
     if (!book_->send(number, np, wait)) return {};
@@ -144,13 +150,18 @@ class PostgresHolder final : public sql::HolderSession {
       gate_on_ = 0;  // let go with the lock statement
     } else if (!holder_->is_open()) {
       gate_on_ = 0;
-    } else if (!timed_out &&
-               !holder_->exec("ROLLBACK; " + gate_give() + "; SELECT pg_advisory_lock(" + std::to_string(gate_) + "::bigint)")) {
+    } else if (!timed_out && !regate()) {
       gate_on_ = 0;
     }
     numbered_ = book_->answer();
   }
-  std::string gate_give() const { return "SELECT pg_advisory_unlock(" + std::to_string(gate_) + "::bigint)"; }
+  // The ROLLBACK in a group of its own, then the gate given back and taken again in one group
+  // (skipped should the give-back fail), in one round trip.
+  bool regate() {
+    auto give = gate_values(gate_give_), take = gate_values(gate_take_);
+    return give && take && holder_->end_ahead("ROLLBACK") && holder_->send_ahead(gate_give_.text, refs(*give)) &&
+           holder_->exec(gate_take_.text, refs(*take));
+  }
 
   // begin()'s statements, sent ahead of the statement that follows it.
   Result<void> begin_now() {
@@ -161,14 +172,35 @@ class PostgresHolder final : public sql::HolderSession {
     return session_.send_ahead(b.lock_wait, b.p);
   }
 
-  // The numbering gate: taken by the holder, waited for by the bookkeeping session (shared, let
-  // go when the numbering's transaction ends), its wait bounded by $2.
-  static constexpr std::string_view gate_take_sql = "SELECT pg_advisory_lock($1::bigint)";
-  static constexpr std::string_view gate_wait_sql =
-      "SELECT pg_advisory_xact_lock_shared($1::bigint) FROM (SELECT set_config('lock_timeout', $2, true)) c";
+  // One of the numbering gate's statements (LockStatements::gate_*), its placeholders libpq's,
+  // sent unnamed (each runs once per attempt at most, mostly beside another statement).
+  struct GateStatement {
+    explicit GateStatement(const sql::Statement& st)
+        : id(st.id), compiled(sql::compile(st.text, sql::PlaceholderStyle::dollar)), text(compiled.text) {}
+    bool empty() const { return text.empty(); }
+    std::string id;
+    sql::Compiled compiled;
+    std::string text;
+  };
+  // `g`'s values in its placeholders' order: :gate, the gate as last taken, and :lock_timeout,
+  // the wait `wait` (at least 1 ms: 0 would be no bound).
+  Result<std::vector<sql::Value>> gate_values(const GateStatement& g, Millis wait = Millis(1)) const {
+    const sql::Params p{{"gate", gate_}, {"lock_timeout", std::to_string(std::max(wait, Millis(1)).count()) + "ms"}};
+    auto order = sql::bind_order(g.compiled, p, g.id);
+    if (!order) return std::unexpected(order.error());
+    std::vector<sql::Value> out;
+    for (const sql::Value* v : *order) out.push_back(*v);
+    return out;
+  }
+  static std::vector<const sql::Value*> refs(const std::vector<sql::Value>& values) {
+    std::vector<const sql::Value*> out;
+    for (const sql::Value& v : values) out.push_back(&v);
+    return out;
+  }
 
   std::shared_ptr<Connection> book_conn_;  // the bookkeeping session's connection
   std::shared_ptr<Session> book_;          // on book_conn_
+  GateStatement gate_take_, gate_wait_, gate_give_;
   std::int64_t gate_ = 0;                  // the numbering gate's lock, as last taken
   int gate_on_ = 0;                        // the holder's server process that holds the gate, or 0
   bool chained_ = false;                   // a numbering was sent with the lock statement, unread
@@ -211,9 +243,11 @@ Result<std::unique_ptr<Locker>> make_session_locker(Strategy s, std::shared_ptr<
   const std::string& prefix = options.table_prefix;
   auto session = std::make_shared<Session>(book, prefix);
   session->set_schema(std::move(schema));  // the tables a statement finds missing are made
-  auto h = std::make_unique<PostgresHolder>(std::move(holder), prefix, options.io_timeout, std::move(book), session);
+  sql::LockStatements statements = lock_statements(prefix);
+  auto h = std::make_unique<PostgresHolder>(std::move(holder), prefix, options.io_timeout, std::move(book), session,
+                                            statements);
   return sql::make_session_locker(s, std::move(h),
-                                  lock_statements(prefix), std::move(session), lease_statements(prefix), prefix,
+                                  std::move(statements), std::move(session), lease_statements(prefix), prefix,
                                   options.history_keep, std::move(serving));
 }
 

@@ -21,7 +21,7 @@ const std::string now_utc = "timezone('utc', CURRENT_TIMESTAMP)";
 /// SQL, as numeric 0 .. 2^64 - 1, the name given as the SQL expression `name`. The state after
 /// the prefix and its NUL is key_hash(prefix, ""); the name's UTF-8 bytes (v) are folded in by a
 /// recursive query (xor touches the low byte only, so it is done on that byte). A query of one
-/// row and one column, h, for a FROM.
+/// row and one column, h, for a scalar subquery.
 std::string key_hash_sql(const std::string& prefix, std::string_view name) {
   const auto h = static_cast<std::uint64_t>(key_hash(prefix, ""));
   return "WITH RECURSIVE f(i, h, v) AS (SELECT 0, " + std::to_string(h) + "::numeric, convert_to(" + std::string(name) +
@@ -41,10 +41,9 @@ std::string session_holds(const Tables& t, std::string_view row) {
          " WHEN " + r + "strategy = 'for-update' THEN EXISTS (SELECT 1 FROM " + t.claims + " c JOIN pg_locks k"
          " ON k.locktype = 'transactionid' AND k.transactionid = c.xmax WHERE c.name = " + r + "name"
          " AND c.kind = 'for-update' AND k.granted AND k.pid = " + pid + ")"
-         " ELSE EXISTS (SELECT 1 FROM pg_locks k, (" + key_hash_sql(t.prefix, r + "name") +
-         ") id WHERE k.locktype = 'advisory' AND k.granted AND k.pid = " + pid +
-         " AND k.classid::bigint * 4294967296::numeric + k.objid::bigint = id.h"
-         " AND (k.objsubid, " + r + "strategy) IN ((1, 'advisory'), (2, 'txn-insert'))) END";
+         " ELSE EXISTS (SELECT 1 FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted AND k.pid = " + pid +
+         " AND (k.objsubid, " + r + "strategy) IN ((1, 'advisory'), (2, 'txn-insert'))"
+         " AND k.classid::bigint * 4294967296::numeric + k.objid::bigint = (" + key_hash_sql(t.prefix, r + "name") + ")) END";
 }
 
 std::string take(const sql::Take& k);
@@ -91,13 +90,6 @@ const sql::Dialect dialect{
         .bound = "set_config('lock_timeout', :lock_timeout, true)",
         .unlock = [](std::string_view key) { return "pg_advisory_unlock(" + std::string(key) + ")"; },
         .unlock_all = "pg_advisory_unlock_all()",
-        .holds =
-            [](std::string_view key) {
-              const std::string k(key);
-              return "(SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = pg_backend_pid()"
-                     " AND classid::bigint = (" + k + " >> 32) & 4294967295 AND objid::bigint = " + k +
-                     " & 4294967295 AND objsubid = 1)";
-            },
     },
     .take = &take,
     // The key's waiters are told once the release commits, and that commit skips the disk wait
@@ -155,9 +147,9 @@ const sql::tables::SchemaDialect schema_dialect{
 // pg_try_advisory_lock is strict: NULL, nothing taken), only where the server process is the
 // session's own, :backend (never behind a pooler): the lease waiter's one-round-trip handoff
 // (postgres_connection.cpp, ListenWake); the last column counts it (1: the session is served
-// directly, ListenWake::took). The taken row's times are converted once, in `t`; the refused
-// row (`r`, the key's) is joined only when nothing was taken, its columns those of
-// Take::refused.
+// directly, ListenWake::took). The taken row (`t`, the one `u` or `i` returned) comes first,
+// its times converted as Take::returning converts them; the refused row (`r`, the key's) is
+// joined only when nothing was taken, its columns those of Take::refused.
 std::string take(const sql::Take& k) {
   const sql::Upsert up = k.upsert("g.fence");
   const std::string kept = "token, acquired_at, expires_at";
@@ -172,17 +164,18 @@ std::string take(const sql::Take& k) {
       if (v.empty() && c == column) v = inserted;
     set += (set.empty() ? "" : ", ") + column + " = " + v;
   }
-  return "WITH f AS (SELECT token, " + sql::failover_open_sql(dialect, "", "") + " AS clear, owner = " + incarnation +
+  return "WITH f AS (SELECT " + sql::failover_open_sql(dialect, "", "") + " AS clear, token, owner = " + incarnation +
          " AS here FROM " + up.table +
          " WHERE name = :record), g AS (SELECT token AS fence FROM f WHERE here AND clear), u AS (UPDATE " + up.table +
          " AS l SET " + set +
          " FROM g WHERE l.name = (SELECT name FROM " + up.table + " WHERE name = :key AND " + up.when("") +
          " FOR UPDATE SKIP LOCKED) RETURNING " + kept + "), i AS (INSERT INTO " + up.table + " (" + columns +
          ") SELECT " + values + " FROM g WHERE NOT EXISTS (SELECT 1 FROM " + up.table +
-         " WHERE name = :key) ON CONFLICT (name) DO NOTHING RETURNING " + kept + "), t AS (SELECT " + k.returning +
-         " FROM (SELECT * FROM u UNION ALL SELECT * FROM i) x), h AS (SELECT pg_try_advisory_lock(:hand::bigint) FROM t"
+         " WHERE name = :key) ON CONFLICT (name) DO NOTHING RETURNING " + kept +
+         "), t AS (SELECT * FROM u UNION ALL SELECT * FROM i), h AS (SELECT pg_try_advisory_lock(:hand::bigint) FROM t"
          " WHERE pg_backend_pid() = :backend::int)"
-         " SELECT t.*, " + k.refused("r.") + ", (SELECT count(*) FROM f WHERE NOT here), hand.n FROM (SELECT count(*)"
+         " SELECT t.token, " + ms("t.acquired_at") + ", " + ms("t.expires_at") + ", " + k.refused("r.") +
+         ", (SELECT count(*) FROM f WHERE NOT here), hand.n FROM (SELECT count(*)"
          " AS n FROM h) hand LEFT JOIN t ON true LEFT JOIN " + up.table + " r ON t.token IS NULL AND r.name = :key";
 }
 
@@ -220,11 +213,7 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
 }
 
 sql::ReleaseStatements release_statements(const std::string& prefix) {
-  sql::ReleaseStatements s = sql::release_statements(dialect, Tables(prefix, '"'));
-  s.session_gone = {"release.session_gone",
-                    "SELECT NOT (EXISTS (SELECT 1 FROM pg_locks WHERE pid = :session::int)"
-                    " OR EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = :session::int))"};
-  return s;
+  return sql::release_statements(dialect, Tables(prefix, '"'));
 }
 
 sql::Statement session_id_statement() { return sql::session_id_statement(dialect); }

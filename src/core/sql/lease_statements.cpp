@@ -262,6 +262,12 @@ void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& 
   if (l.wait_lock) fill(s.advisory_wait, "lock.advisory_wait", lock_sql(d, got(d, l.wait_lock, key), true));
   if (const std::string holds = holds_sql(d, key); !holds.empty())
     fill(s.advisory_holds, "lock.advisory_holds", "SELECT " + holds);
+  // Else the heartbeat's proof is status's judgement of a holder (Dialect::session_holds), over
+  // :key's row as this session records it: the server shows this session holding the key's lock.
+  else if ((l.try_lock || l.wait_lock) && !d.session_id.empty() && d.session_holds("s.", t) != "0")
+    fill(s.advisory_holds, "lock.advisory_holds",
+         "SELECT " + d.session_holds("s.", t) + " FROM (SELECT :key AS name, 'advisory' AS strategy, CAST(" + d.session_id +
+             " AS VARCHAR(64)) AS session_id) s");
   if (l.unlock)
     fill(s.advisory_give_back, "lock.advisory_give_back",
          l.unlock_all.empty() ? "SELECT " + l.unlock(key) : give_back_sql(l, key, "", "u"));
@@ -402,6 +408,17 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   else if (!d.session_id.empty() && d.block && !session_take.empty() && d.session_holds("s.", t) != "0")
     s.row_numbered = {"lock.row_numbered", d.block("", "IF (SELECT " + d.session_holds("s.", t) + " FROM " + holder + ") = 1 THEN " +
                                                            session_take.text + "; END IF;")};
+  // The gate that chains the numbering to the grant: the holder keeps it while its lock statement
+  // waits and lets it go right after a grant; the bookkeeping session's wait for it, bounded as
+  // the holder's, gives it back at once (the subquery, kept apart by OFFSET 0, is evaluated
+  // first), so nothing of it stays when the statement after it fails.
+  if (!s.row_numbered.empty() && l.wait_lock && l.unlock && !l.bound.empty()) {
+    const std::string gate = d.integer(":gate");
+    s.gate_take = {"lock.gate_take", lock_sql(d, l.wait_lock(gate), false, false)};
+    s.gate_wait = {"lock.gate_wait", "SELECT got, " + l.unlock(gate) + " FROM (" + lock_sql(d, l.wait_lock(gate), true, false) +
+                                         " OFFSET 0) g"};
+    s.gate_give = {"lock.gate_give", "SELECT " + l.unlock(gate)};
+  }
   // The release and the history row in the holder's own transaction, which the COMMIT after it
   // ends: the row's release and the lock's end are one. Where its parts may write
   // (release_recorded) and the dialect has a clock: its times are the moment it runs (`now` is

@@ -112,7 +112,8 @@ struct SessionLock {
   /// stacked second hold must not stay. "" where one unlock lets a key go.
   std::string unlock_all = {};
   /// 1 while this session holds `key`, else 0. Default: `holder` the session's own id
-  /// (Dialect::session_id).
+  /// (Dialect::session_id); without a `holder`, status's judgement (Dialect::session_holds) of
+  /// :key's row as this session would record it (LockStatements::advisory_holds).
   std::string (*holds)(std::string_view key) = nullptr;
   /// The server's id (Dialect::session_id's) of the session that holds `key`, NULL when none
   /// does; nullptr where the server does not tell. Where it does, a take of a key the session
@@ -392,8 +393,10 @@ Upsert session_upsert(const Dialect& d, const Tables& t, std::string_view fence,
 HistoryStatements history_statements(const Dialect& d, const std::string& runs);
 
 /// `dblock release` of another process's holder (ReleaseStatements): `holder`, where the dialect
-/// answers a release in a read of its own (Dialect::returning), and `release`; the dialect adds
-/// how a session is ended (end_session, session_gone; a session that ended by itself is ErrorKind::no_session).
+/// answers a release in a read of its own (Dialect::returning), and `release`; where there are
+/// server sessions (Dialect::ended_session), session_gone over Dialect::session_holds. The
+/// dialect adds how a session is ended where the release does not end it (end_session; a session
+/// that ended by itself is ErrorKind::no_session), and may write its own session_gone.
 ReleaseStatements release_statements(const Dialect& d, const Tables& t);
 
 /// `dblock renew` / `release` of another process's holder (dblock(1)): whether the row `row` ("" or

@@ -439,7 +439,8 @@ class SessionLocker final : public Locker {
  private:
   // The server lock, then the row numbered on the bookkeeping session. Whatever stops the
   // attempt gives the server lock back: no lock is left behind, no transaction open.
-  Result<AcquireOutcome> attempt(const LockRequest& req, Millis wait) {
+  // `probe`: a waiter's first try without waiting (below), whose refusal is not looked into.
+  Result<AcquireOutcome> attempt(const LockRequest& req, Millis wait, bool probe = false) {
     // The failover gate (failover.hpp) before any grant: a holder whose session was on the old
     // primary notices within its TTL that the session is gone, as a lease holder that cannot
     // renew. With it, where the dialect reads it there (serving_), whether the lock could hold
@@ -479,30 +480,44 @@ class SessionLocker final : public Locker {
     };
     // A waiter numbers its row the moment its lock is granted, and releases it for the next
     // waiter: both are part of a handoff, so their statements are parsed before the wait, while
-    // nothing depends on them; from the second attempt on, once a first wait ended without the
+    // nothing depends on them; from the second attempt on, once a first attempt ended without the
     // lock. A run that finds the key free pays nothing for them: made ready at its first attempt,
     // the naming asked the server who serves the session whenever the bookkeeping session was
     // open before the failover read had told (e2e.postgres_round_trips, a -w run on a free key).
     bool again = false;  // an attempt after a first wait ended without the lock
-    // Such a row-lock waiter at a distance (its round trip timed once, at its second attempt:
-    // chain_from) sends its numbering with its lock statement where the dialect can, the gate
-    // found open already (read again, it costs no round trip), or read by the numbering itself
-    // where session_take reads it (gated: a numbering that does not read it is not sent): it
-    // runs in the server once the lock is granted and proves that grant itself
-    // (LockStatements::row_numbered), so the command starts one round trip after the holder's
-    // release, not two. One that took no row (sent too early, the holder session gone, refused,
-    // its own gate not open) is numbered again as before.
+    // Such a row-lock waiter at a distance (its round trip timed once, when its first attempt
+    // found the key busy: chain_from) sends its numbering with its lock statement where the dialect can, the gate
+    // found open already (read again, it costs no round trip): it runs in the server once the
+    // lock is granted and proves that grant itself (LockStatements::row_numbered), so the command
+    // starts one round trip after the holder's release, not two. One that took no row (sent too
+    // early, the holder session gone, refused, its own gate not open) is numbered again as
+    // before. Where session_take reads the failover gate itself (gated), the numbering must too
+    // (it is then sent without a gate read apart).
     const bool chainable = overlap && (!gated || numbering_gated_) && req.semaphore.empty() &&
                            !lock_->row_numbered().empty();
+    // Its first attempt asks without waiting: a free key is taken as before, in the same round
+    // trips; a busy one is timed, and the wait that follows is chained where it is far. Timed
+    // only after a first server wait (500 ms) had ended, a holder that let go sooner (a short
+    // job) was followed two round trips later, not one (scripts/bench.sh's handoff at 10 ms).
+    // Who holds the key is asked by the wait's refusal, if any, as before: once.
+    if (wait.count() > 0 && chainable && !waited_once_) {
+      LockRequest quiet = req;
+      quiet.describe_holder = false;
+      auto tried = attempt(quiet, Millis(0), true);
+      if (!tried || tried->state != AcquireOutcome::State::busy) return tried;
+      waited_once_ = retime_ = true;
+    }
     if (wait.count() > 0 && !fold && std::exchange(waited_once_, true)) {
       again = true;
-      if (chainable && !round_trip_) round_trip_ = timed_round_trip();
+      // Timed again once, at the attempt after the first wait: on a busy machine a session just
+      // made answers late (its process has run its start-up, so the scheduler lets it wait where
+      // it lets one that slept run), which passed loopback for a distance; after a wait it does
+      // not (faults.*.row_numbering, loopback-not-chained, with both cores busy).
+      if (chainable && (!round_trip_ || std::exchange(retime_, false))) round_trip_ = timed_round_trip();
       lock_->prepare_for_wait();  // again after a reopen: a name lives with its connection
-      if (!take_prepared_) {
-        book_->prepare(st_.session_take);
-        if (chainable && *round_trip_ >= chain_from) book_->prepare(lock_->row_numbered());
-      }
-      take_prepared_ = true;
+      if (!std::exchange(take_prepared_, true)) book_->prepare(st_.session_take);
+      if (chainable && *round_trip_ >= chain_from && !std::exchange(numbering_prepared_, true))
+        book_->prepare(lock_->row_numbered());
     }
     if (again && chainable && *round_trip_ >= chain_from) {
       if (gated) chained = take_params(req, Value(), Value());
@@ -530,7 +545,7 @@ class SessionLocker final : public Locker {
       return shut();
     }
     if (!got) return std::unexpected(got.error());
-    if (!*got && wait.count() == 0) {
+    if (!*got && wait.count() == 0 && !probe) {
       // Refused with no holder to show: a competitor between its server lock and its row, or
       // on a table just made, another process's CREATE TABLE IF NOT EXISTS, whose metadata lock
       // MariaDB's NOWAIT reads as a lock wait (1205) too. Asked once more after a moment, the
@@ -695,7 +710,9 @@ class SessionLocker final : public Locker {
   // (docs/performance.md). MariaDB's proof is one named lock's holder, but its chaining costs a
   // thread and the gate's round trips: the same threshold.
   static constexpr std::chrono::microseconds chain_from{1000};
-  std::optional<std::chrono::microseconds> round_trip_;  // timed_round_trip(), at a waiter's second attempt
+  std::optional<std::chrono::microseconds> round_trip_;  // timed_round_trip(), once a waiter found the key busy
+  bool retime_ = false;              // round_trip_ was timed on a session just made: once more after a wait
+  bool numbering_prepared_ = false;  // row_numbered made ready (once round_trip_ said far)
 };
 
 }  // namespace

@@ -177,7 +177,9 @@ Result<void> SqlBackend::release_held(const std::string& key, const HolderSelect
   // server shows holding the key's lock is ended, asked again as it is ended: servers hand
   // session ids out again.
   const std::int64_t id = found[0].int64(0);
-  const Params holding{{"session", id}, {"lock", found[0].is_null(1) ? Value() : Value(found[0].text(1))}};
+  const Params holding{{"session", id},
+                       {"lock", found[0].is_null(1) ? Value() : Value(found[0].text(1))},
+                       {"key", key}};
   const std::string marked_released = "marked '" + key + "' released, but ";
   if (!st.end_session.empty())
     if (auto ended = session.run(st.end_session, holding);

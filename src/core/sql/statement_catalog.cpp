@@ -80,7 +80,8 @@ void StatementCatalog::add(const LockStatements& s, std::string_view v) {
                               &s.advisory_numbered_try, &s.advisory_numbered_wait, &s.advisory_released,
                               &s.advisory_release_row,
                               &s.lock_wait, &s.lock_claim, &s.lock_claim_nowait, &s.make_claim, &s.insert_claim,
-                              &s.tag, &s.untag, &s.holds_claim, &s.alive, &s.row_release_ended, &s.row_numbered})
+                              &s.tag, &s.untag, &s.holds_claim, &s.alive, &s.row_release_ended, &s.row_numbered,
+                              &s.gate_take, &s.gate_wait, &s.gate_give})
     add(*st, v);
 }
 
@@ -278,6 +279,7 @@ class Layout {
       if (i + 1 >= whole_until && is_word(seq[i], ",") && i + 1 < end) parts.push_back(i + 1);
     }
     parts.push_back(end);
+    std::size_t line_from = 0;  // the part that began the line, where one did
     for (std::size_t p = 0; p + 1 < parts.size(); ++p) {
       const std::size_t a = parts[p], b = parts[p + 1];
       const int tail = b == end ? trailing : 0;
@@ -288,14 +290,20 @@ class Layout {
         const bool after_whole = (before == begin || is_word(seq[before - 1], ",")) &&
                                  cont + width_of(seq, before, a) <= width_;
         const bool item = is_word(seq[a - 1], ",") && (b == end || is_word(seq[b - 1], ","));
-        const bool shared = (item && short_item(seq, a, b) && after_whole) ||
-                            is_word(seq[a], "||");
-        if (!(shared && column_ + width_of(seq, a, b) + tail <= width_)) newline(cont);
+        // The item after a short one that began its line (a clause's keyword and a column) shares
+        // that line too, long or not, where it fits.
+        const bool after_short = line_from == p - 1 && short_item(seq, before, a);
+        const bool shared = (item && (short_item(seq, a, b) || after_short) && after_whole) || is_word(seq[a], "||");
+        if (!(shared && column_ + width_of(seq, a, b) + tail <= width_)) {
+          newline(cont);
+          line_from = p;
+        }
       }
       if (column_ + width_of(seq, a, b) + tail <= width_) {
         for (std::size_t i = a; i < b; ++i) flat(seq[i]);
         continue;
       }
+      line_from = parts.size();  // broken: no part began the line it ends on
       for (std::size_t i = a; i < b; ++i) {
         // A word that would cross the width (after a group broken above it) starts a line.
         if (!seq[i].group && !line_start_ && column_ + flat_width(seq[i]) > width_) newline(cont);

@@ -242,8 +242,10 @@ struct ReleaseStatements {
   /// :session :lock. Ends the session, only while it still holds :lock; empty where `release`
   /// ended it already.
   Statement end_session;
-  /// :session :lock. (1) once the session is gone and the lock free, else (0). An end_session
-  /// that fails with ErrorKind::no_session found the session ended by itself meanwhile.
+  /// :session :lock :key. (1) once the session is gone or the lock free, else (0): core's, the
+  /// server no longer showing :session holding :key's lock (Dialect::session_holds), unless the
+  /// dialect writes its own. An end_session that fails with ErrorKind::no_session found the
+  /// session ended by itself meanwhile.
   Statement session_gone;
 };
 
@@ -450,6 +452,14 @@ struct LockStatements {
   /// refused as session_take refuses, or its own failover gate not open where session_take
   /// reads it: the caller then numbers as before).
   Statement row_numbered;
+  /// Empty, or (where `row_numbered` is, and the dialect's session lock waits within a bound:
+  /// SessionLock::bound) the gate that chains `row_numbered` to the grant it proves
+  /// (HolderSession::send_numbering): a session lock on :gate, a lock of the holder session's own
+  /// that no other session takes. `gate_take`: the holder takes it, waiting. `gate_give`: lets it
+  /// go, (true) when it was this session's. `gate_wait` (:gate :lock_timeout): the bookkeeping
+  /// session waits for it within :lock_timeout (the dialect's lock-not-available error once over)
+  /// and gives it back at once, so the statement sent after it runs only once the holder let it go.
+  Statement gate_take, gate_wait, gate_give;
 };
 
 }  // namespace dblock::sql

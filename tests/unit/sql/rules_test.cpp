@@ -459,6 +459,43 @@ TEST_CASE("the advisory statements: written once over the dialect's session lock
   CHECK(sql::queue_statements(marked, "K").wait.empty());
 }
 
+TEST_CASE("a session lock's holder judged as status judges it, and the row lock's numbering gate, over the session lock") {
+  const Tables t("p_", '"');
+  sql::Dialect d = with_session_lock();
+  // The row lock's numbering proven in the statement (status's judgement of a holder), and the
+  // gate that chains it to the grant: the holder's own lock, :gate, bound, never a number.
+  const sql::LockStatements s = sql::lock_statements(d, t, {});
+  REQUIRE_FALSE(s.row_numbered.empty());
+  CHECK(s.gate_take.text == "SELECT WAIT(INT(:gate)) AS got");
+  CHECK(s.gate_give.text == "SELECT UNLOCK(INT(:gate))");
+  // Waited for within the bound and given back at once, after the wait (kept apart by OFFSET 0).
+  CHECK(s.gate_wait.id == "lock.gate_wait");
+  CHECK(s.gate_wait.text ==
+        "SELECT got, UNLOCK(INT(:gate)) FROM (SELECT WAIT(INT(:gate)) AS got FROM (SELECT BOUND(:lock_timeout)) c OFFSET 0) g");
+  // No bound of its own (the wait takes :wait_ms), or no row numbering: no gate.
+  sql::Dialect unbounded = d;
+  unbounded.session_lock.bound = {};
+  CHECK(sql::lock_statements(unbounded, t, {}).gate_wait.empty());
+  CHECK(sql::lock_statements(marked, t, {}).gate_take.empty());
+
+  // Without SessionLock::holds or holder, the heartbeat's proof is status's judgement of the
+  // key's row as this session records it.
+  d.session_lock.holds = nullptr;
+  CHECK(sql::lock_statements(d, t, {}).advisory_holds.text ==
+        "SELECT HOLDS(s., p_) FROM (SELECT :key AS name, 'advisory' AS strategy, CAST(SESSION AS VARCHAR(64)) AS"
+        " session_id) s");
+
+  // `dblock release`'s wait for an ended holder: the server no longer shows :session holding
+  // the key's lock, judged so on the key's row; none where there are no server sessions.
+  const sql::ReleaseStatements r = sql::release_statements(marked, t);
+  CHECK(r.session_gone.id == "release.session_gone");
+  CHECK(r.session_gone.text == "SELECT CASE WHEN EXISTS (SELECT 1 FROM (SELECT name, strategy, :session AS session_id"
+                               " FROM \"p_locks\" WHERE name = :key) l WHERE HOLDS(l., p_) = 1) THEN 0 ELSE 1 END");
+  sql::Dialect no_sessions = marked;
+  no_sessions.ended_session = [](std::string_view, const Tables&) { return std::string(); };
+  CHECK(sql::release_statements(no_sessions, t).session_gone.empty());
+}
+
 TEST_CASE("a lease judged live at the time a statement gives: the dialect's now by default, another in a dialect copy") {
   sql::Dialect d = marked;
   d.lease_live = [](std::string_view row, std::string_view now) {
