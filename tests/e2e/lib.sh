@@ -388,8 +388,8 @@ mysql_count_proxy() {
   proxied="mysql://$userinfo@127.0.0.1:$(cat "$E2E_TMP/proxy.port")/${hostpart#*/}"
 }
 
-# plain_dsn_via PORT: $DBLOCK_DSN (a PostgreSQL URL) through a proxy of the test's own on
-# 127.0.0.1:PORT, without TLS (a counting or delay proxy reads or times the plain protocol).
+# plain_dsn_via PORT: $DBLOCK_DSN (a PostgreSQL or MySQL URL) through a proxy of the test's own
+# on 127.0.0.1:PORT, without TLS (a counting or delay proxy reads or times the plain protocol).
 plain_dsn_via() {
   python3 -c '
 import sys, urllib.parse
@@ -397,7 +397,11 @@ u = urllib.parse.urlsplit(sys.argv[1])
 netloc = u.netloc.rsplit("@", 1)
 host = "127.0.0.1:" + sys.argv[2]
 netloc = netloc[0] + "@" + host if len(netloc) == 2 else host
-query = u.query + ("&" if u.query else "") + "sslmode=disable"
+if u.scheme == "mysql":
+    query = "&".join(q for q in u.query.split("&") if q and not q.startswith("ssl-"))
+    query += ("&" if query else "") + "ssl-mode=DISABLED"
+else:
+    query = u.query + ("&" if u.query else "") + "sslmode=disable"
 print(urllib.parse.urlunsplit((u.scheme, netloc, u.path, query, u.fragment)))' "$DBLOCK_DSN" "$1"
 }
 

@@ -26,11 +26,15 @@
 # read (`f`) lists its long column first, so the short one shares its line; -> 51: a list item
 # after a short one that began its line (SELECT token,) shares that line where it fits, long or
 # not (every dialect's listing only loses lines by it: SQLite 2, MySQL 8, PostgreSQL 5).
+# MariaDB's row-lock numbering that proves its grant (lock.row_numbered, core's: the same
+# judgement, its CASE over both kinds of holder's lock name 26 lines, then MariaDB's own
+# session.take, which reads the failover gate, in a block) is over it.
 source "$(dirname "$0")/lib.sh"
 
 max_lines=50
 declare -A over=(
   ["postgres lease.take"]=51
+  ["mysql lock.row_numbered"]=76
   ["mysql lock.advisory_numbered_wait"]=75
 )
 

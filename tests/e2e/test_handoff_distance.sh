@@ -34,9 +34,12 @@
 # MariaDB's for-update and txn-insert (their row locks wait in whole seconds only): the waiter at
 # the head of the key's queue sends its lock statement behind a wait for the holder's wake name,
 # in one block on its lock session; the holder's end gives the row back and then the name, and
-# the lock statement runs at once: the wake with the lock's answer, then the numbering, 2 R,
-# where hearing the wake, then locking, then numbering was 3. Their bound is PostgreSQL's, 2.5 R;
-# the holder goes just after that wait began, as for the lease.
+# the lock statement runs at once; its numbering goes on its other connection with it, behind a
+# wait for a gate that the lock session lets go right after its lock statement
+# (lock.row_numbered, proven by the holder tag the lock statement takes; at a distance, as
+# PostgreSQL's): the wake with the lock's answer and the numbering's, 1 R, where hearing the
+# wake and locking, then numbering was 2 (and hearing, locking, numbering 3). Their bound is
+# PostgreSQL's, 1.5 R; the holder goes just after that wait began, as for the lease.
 source "$(dirname "$0")/lib.sh"
 
 command -v python3 >/dev/null || skip_or_fail "no python3 for the delay proxy"
@@ -47,8 +50,6 @@ case $DBLOCK_STRATEGY in
   advisory) rtts=2 ;;            # blocked in pg_advisory_lock
   for-update | txn-insert) rtts=1.5 ;;  # blocked on the row (or its queue), the numbering behind it
 esac
-# MariaDB's row locks: the wake with the lock's answer, then the numbering.
-[ "$DBLOCK_TEST_BACKEND" = mysql ] && [ "$DBLOCK_STRATEGY" != lease ] && rtts=2.5
 
 target_port=$(python3 -c 'import sys, urllib.parse; u = urllib.parse.urlsplit(sys.argv[1]); print(u.port or {"mysql": 3306}.get(u.scheme, 5432))' "$DBLOCK_DSN")
 python3 "$DBLOCK_SOURCE_DIR/scripts/bench/delay_proxy.py" --target-port "$target_port" --delay-ms "$delay_ms" \
@@ -57,19 +58,7 @@ proxy_pid=$!
 remember_pid "$proxy_pid"
 wait_for 10 test -s "$E2E_TMP/proxy.port" || { fail "the delay proxy did not start"; finish; }
 # Through the proxy, without TLS (its handshake would only make the test longer).
-if [ "$DBLOCK_TEST_BACKEND" = mysql ]; then
-  DBLOCK_DSN=$(python3 -c '
-import sys, urllib.parse
-u = urllib.parse.urlsplit(sys.argv[1])
-netloc = u.netloc.rsplit("@", 1)
-host = "127.0.0.1:" + sys.argv[2]
-netloc = netloc[0] + "@" + host if len(netloc) == 2 else host
-query = "&".join(q for q in u.query.split("&") if q and not q.startswith("ssl-"))
-query += ("&" if query else "") + "ssl-mode=DISABLED"
-print(urllib.parse.urlunsplit((u.scheme, netloc, u.path, query, u.fragment)))' "$DBLOCK_DSN" "$(cat "$E2E_TMP/proxy.port")")
-else
-  DBLOCK_DSN=$(plain_dsn_via "$(cat "$E2E_TMP/proxy.port")")
-fi
+DBLOCK_DSN=$(plain_dsn_via "$(cat "$E2E_TMP/proxy.port")")
 export DBLOCK_DSN
 
 k=$(key distance)

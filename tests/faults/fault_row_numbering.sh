@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
-# A PostgreSQL row-lock waiter at a distance (its failover read's round trip 1 ms or more) sends
-# its numbering with its lock statement from its second slice on (lock.row_numbered, on its
+# A row-lock waiter at a distance (its bookkeeping session's round trip 1 ms or more) sends its
+# numbering with its lock statement from its second slice on (lock.row_numbered, on its
 # bookkeeping session, behind a wait in the server for a gate that its lock session lets go once
-# the lock is granted: dblock(1) NOTES, Round trips). The gate also opens when the lock session
-# ends and when a slice of the wait ends without the lock, and the numbering must then number
-# nothing: it proves the grant itself. Each case: a holder runs the oracle job; a waiter, 10 ms
-# away (scripts/bench/delay_proxy.py on 127.0.0.1), waits long enough (slices of 500 ms) to send
-# its numbering that way; the fault hits the waiter; while the holder still runs, the key's row
-# must still carry the holder's token (nothing numbered over a live holder); at the end no two
-# runs overlapped and tokens increase. A waiter on loopback numbers once it heard the grant, as
-# before: it never waits for the gate.
+# the lock is granted: dblock(1) NOTES, Round trips). PostgreSQL's gate is an advisory lock,
+# MariaDB's a named lock (GET_LOCK) given back in the lock statement's block. The gate also
+# opens when the lock session ends and when a slice of the wait ends without the lock, and the
+# numbering must then number nothing: it proves the grant itself (PostgreSQL's lock table;
+# MariaDB's holder tag, which the lock statement takes with the row). Each case: a holder runs
+# the oracle job; a waiter, 10 ms away (scripts/bench/delay_proxy.py on 127.0.0.1), waits long
+# enough (slices of 500 ms) to send its numbering that way; the fault hits the waiter; while the
+# holder still runs, the key's row must still carry the holder's token (nothing numbered over a
+# live holder); at the end no two runs overlapped and tokens increase. A waiter on loopback
+# numbers once it heard the grant, as before: it never waits for the gate.
 source "$(dirname "$0")/lib.sh"
 
 s=$DBLOCK_STRATEGY
-[ "$DBLOCK_TEST_BACKEND" = postgres ] || skip_or_fail "PostgreSQL's row-lock numbering only"
+b=$DBLOCK_TEST_BACKEND
+case $b in
+  postgres | mysql) ;;
+  *) skip_or_fail "a server's row-lock numbering only" ;;
+esac
 
 command -v python3 >/dev/null || skip_or_fail "no python3 for the delay proxy"
 command -v ss >/dev/null || skip_or_fail "no ss (iproute2) to find the waiter's sessions"
-target_port=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.urlsplit(sys.argv[1]).port or 5432)' "$DBLOCK_DSN")
+target_port=$(python3 -c 'import sys, urllib.parse; u = urllib.parse.urlsplit(sys.argv[1]); print(u.port or {"mysql": 3306}.get(u.scheme, 5432))' "$DBLOCK_DSN")
 python3 "$DBLOCK_SOURCE_DIR/scripts/bench/delay_proxy.py" --target-port "$target_port" --delay-ms 5 \
   --port-file "$E2E_TMP/proxy.port" --lifetime 300 >/dev/null &
 proxy=$!
@@ -27,8 +33,12 @@ far_dsn=$(plain_dsn_via "$(cat "$E2E_TMP/proxy.port")")
 
 # The key's row: its token and when it was numbered (epoch ms, the server's clock: this machine's).
 row_token() {
-  server_sql "SELECT token || ' ' || (extract(epoch FROM acquired_at) * 1000)::bigint FROM ${DBLOCK_TABLE_PREFIX}locks
-    WHERE name = '$1'"
+  case $b in
+    postgres) server_sql "SELECT token || ' ' || (extract(epoch FROM acquired_at) * 1000)::bigint
+      FROM ${DBLOCK_TABLE_PREFIX}locks WHERE name = '$1'" ;;
+    mysql) server_sql "SELECT CONCAT(token, ' ', TIMESTAMPDIFF(MICROSECOND, '1970-01-01', acquired_at) DIV 1000)
+      FROM ${DBLOCK_TABLE_PREFIX}locks WHERE name = '$1'" ;;
+  esac
 }
 # The client ports of process PID's TCP connections, as a SQL list: its sessions, told apart
 # from those of the other tests running at the same time.
@@ -36,20 +46,49 @@ ports_of() {
   ss -tnpH state established 2>/dev/null |
     awk -v p="pid=$1," 'index($0, p) { n = split($3, a, ":"); printf "%s%s", (k++ ? "," : ""), a[n] }'
 }
-# waiter_session PID LIKE: the session of the waiter PID waiting for a lock in a statement
-# matching LIKE (a waiter at a distance: the proxy's sessions, one waiter's at a time).
+# waiter_session PID LIKE: the session of the waiter PID running a statement matching LIKE
+# (PostgreSQL: waiting for a lock; a waiter at a distance: the proxy's sessions, one waiter's at
+# a time).
 waiter_session() {
   local ports
   ports=$(printf '%s,%s' "$(ports_of "$1")" "$(ports_of "$proxy")" | sed 's/^,//; s/,$//')
   [ -n "$ports" ] || return 0
-  server_sql "SELECT pid FROM pg_stat_activity WHERE client_port IN ($ports) AND wait_event_type = 'Lock'
-    AND query LIKE '$2' LIMIT 1"
+  case $b in
+    postgres) server_sql "SELECT pid FROM pg_stat_activity WHERE client_port IN ($ports) AND wait_event_type = 'Lock'
+      AND query LIKE '$2' LIMIT 1" ;;
+    mysql) server_sql "SELECT ID FROM information_schema.PROCESSLIST WHERE SUBSTRING_INDEX(HOST, ':', -1) IN ($ports)
+      AND INFO LIKE '$2' LIMIT 1" ;;
+  esac
 }
-# The waiter's lock session (a statement on the claims table) and its bookkeeping session
-# (waiting for the gate: lock.gate_wait, which gives it back once it had it).
-lock_session() { waiter_session "$1" "%${DBLOCK_TABLE_PREFIX}claims%"; }
-book_session() { waiter_session "$1" 'SELECT got, pg_advisory_unlock(%'; }
-terminate() { [ "$(server_sql "SELECT pg_terminate_backend($1)")" = t ]; }
+# The waiter's lock session (PostgreSQL: a statement on the claims table; MariaDB: its block's
+# wait for the holder's wake name, the statement of a block the server shows) and its
+# bookkeeping session (waiting for the gate: PostgreSQL's lock.gate_wait, which gives it back
+# once it had it; MariaDB's numbering block starts with that wait).
+lock_session() {
+  case $b in
+    postgres) waiter_session "$1" "%${DBLOCK_TABLE_PREFIX}claims%" ;;
+    mysql) waiter_session "$1" "%THEN GET_LOCK(_dblock-wake:%" ;;
+  esac
+}
+book_session() {
+  case $b in
+    postgres) waiter_session "$1" 'SELECT got, pg_advisory_unlock(%' ;;
+    mysql) waiter_session "$1" "DO GET_LOCK(_dblock-gate:%" ;;
+  esac
+}
+terminate() {
+  case $b in
+    postgres) [ "$(server_sql "SELECT pg_terminate_backend($1)")" = t ] ;;
+    mysql) server_sql "KILL CONNECTION $1" ;;
+  esac
+}
+# Whether session ID sits idle in a transaction whose statement failed (MariaDB: idle).
+idle_aborted() {
+  case $b in
+    postgres) [ "$(server_sql "SELECT state FROM pg_stat_activity WHERE pid = $1")" = "idle in transaction (aborted)" ] ;;
+    mysql) [ "$(server_sql "SELECT COMMAND FROM information_schema.PROCESSLIST WHERE ID = $1")" = Sleep ] ;;
+  esac
+}
 
 # one_case NAME FAULT [DSN]: the holder (6 s), the waiter (through DSN, the proxy's by default),
 # FAULT (a function, given the waiter's pid) once the waiter is past its first slice, the row
@@ -98,21 +137,20 @@ kill_waiting() {
 }
 # The waiter's process stalls; its slice ends in lock_timeout, the unlock of the gate skipped
 # with the failed statement; its session sits idle in the failed transaction, holding the gate,
-# until the server's idle limit ends it (idle_in_transaction_session_timeout does that: here
-# pg_terminate_backend once it is idle).
+# until the server's idle limit ends it (idle_in_transaction_session_timeout, MariaDB's
+# wait_timeout, does that: here the session is ended once it is idle).
 idle_killed() {
-  local pid _ state=""
+  local pid _ idle=1
   pid=$(lock_session "$1")
   [ -n "$pid" ] || return 1
   kill -STOP "$1"
   for _ in $(seq 100); do
-    state=$(server_sql "SELECT state FROM pg_stat_activity WHERE pid = $pid")
-    [ "$state" = "idle in transaction (aborted)" ] && break
+    idle_aborted "$pid" && { idle=0; break; }
     sleep 0.02
   done
-  [ "$state" = "idle in transaction (aborted)" ] && terminate "$pid" && sleep 0.3
+  [ "$idle" = 0 ] && terminate "$pid" && sleep 0.3
   kill -CONT "$1"
-  [ "$state" = "idle in transaction (aborted)" ]
+  [ "$idle" = 0 ]
 }
 # Slices end in lock_timeout while the holder holds: nothing but a look at the row.
 slices_end() { [ -n "$(lock_session "$1")" ]; }

@@ -20,4 +20,4 @@ dblock_fault_test(session_reused "mysql:(advisory|for-update|txn-insert)" SERIAL
 dblock_fault_test(start_storm "(mysql|postgres):(lease|advisory)" SERIAL)
 dblock_fault_test(slot_counts "${SERVER_CELLS}")
 dblock_fault_test(sqlite_symlink_race "sqlite:lease")
-dblock_fault_test(row_numbering "postgres:(for-update|txn-insert)")
+dblock_fault_test(row_numbering "(postgres|mysql):(for-update|txn-insert)")

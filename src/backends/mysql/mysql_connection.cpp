@@ -341,21 +341,37 @@ Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& g
 // answerless, so the wait's answer stays the block's first.
 Result<sql::Rows> Connection::run_behind(const sql::Statement& ahead, const sql::Statement& st,
                                          const sql::Params& params, sql::Rows& ahead_rows) {
-  const std::string then = std::exchange(ahead_, {}).text;
-  return execute({st.id, "BEGIN NOT ATOMIC " + ahead.text + "; " + (then.empty() ? "" : then + "; ") + st.text + "; END"},
+  const std::string then = std::exchange(ahead_, {}).text, after = std::exchange(after_, {}).text;
+  return execute({st.id, "BEGIN NOT ATOMIC " + ahead.text + "; " + (then.empty() ? "" : then + "; ") + st.text + "; " +
+                             (after.empty() ? "" : after + "; ") + "END"},
                  params, &ahead_rows);
 }
 
+namespace {
+
+// `st` as a statement of a block: a block itself (BEGIN NOT ATOMIC ... END, MariaDB's top-level
+// form) nested as a plain BEGIN ... END, which keeps its declarations and its error handler.
+std::string in_block(const std::string& st) {
+  constexpr std::string_view top = "BEGIN NOT ATOMIC ";
+  return st.starts_with(top) ? "BEGIN " + st.substr(top.size()) : st;
+}
+
+}  // namespace
+
 Result<sql::Rows> Connection::execute(const sql::Statement& given_st, const sql::Params& given, sql::Rows* first) {
   // What goes ahead of the statement (put_ahead_of_next's, and the session's deferred settings
-  // after a reconnect: neither has an answer of its own) goes in one block with it; the
-  // settings in a query of their own ahead of a statement that is a block itself.
+  // after a reconnect: neither has an answer of its own) and after it (put_after_next's) goes in
+  // one block with it; the settings in a query of their own ahead of a statement that is a
+  // block itself.
   sql::Statement with_ahead;
   if (!deferred_.empty() && given_st.text.starts_with("BEGIN NOT ATOMIC"))
     if (auto ok = query(std::exchange(deferred_, {})); !ok) return failed(ok.error());
   std::string ahead = std::exchange(ahead_, {}).text;
+  const std::string after = std::exchange(after_, {}).text;
   if (!deferred_.empty()) ahead = deferred_ + (ahead.empty() ? "" : "; " + ahead);
-  if (!ahead.empty()) with_ahead = {given_st.id, "BEGIN NOT ATOMIC " + ahead + "; " + given_st.text + "; END"};
+  if (!ahead.empty() || !after.empty())
+    with_ahead = {given_st.id, "BEGIN NOT ATOMIC " + (ahead.empty() ? "" : ahead + "; ") + in_block(given_st.text) + "; " +
+                                   (after.empty() ? "" : after + "; ") + "END"};
   const sql::Statement& st = with_ahead.empty() ? given_st : with_ahead;
   if (auto ok = settle(); !ok) return failed(ok.error());
   const sql::Compiled& compiled = compiled_.get(st);

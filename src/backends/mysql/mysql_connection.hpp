@@ -41,8 +41,12 @@ class Connection {
   Result<sql::Rows> run_behind(const sql::Statement& ahead, const sql::Statement& st, const sql::Params& params,
                                sql::Rows& ahead_rows);
   /// `ahead` (statements without an answer: a setting, an INSERT) goes ahead of the next
-  /// statement run, in its block and round trip (MariaDB); empty: nothing does.
+  /// statement run, in its block and round trip (MariaDB); empty: nothing does. A statement that
+  /// is a block itself runs in it as a block of its own.
   void put_ahead_of_next(const sql::Statement& ahead) { ahead_ = ahead; }
+  /// `after` (statements without an answer) goes after the next statement run, in its block and
+  /// round trip (MariaDB), and runs only when that statement did not fail; empty: nothing does.
+  void put_after_next(const sql::Statement& after) { after_ = after; }
   /// Runs a statement without parameters through the text protocol; any rows are discarded.
   Result<void> query(std::string_view sql);
   /// Sends `sql` and ends the session at once, without waiting for the answer: the server runs
@@ -117,6 +121,7 @@ class Connection {
   std::string idle_command_;  // the idle limits alone (keep_idle)
   std::string deferred_;      // settings that go ahead of the next statement (MariaDB: reconnect)
   sql::Statement ahead_;      // put_ahead_of_next's, for the next statement
+  sql::Statement after_;      // put_after_next's, for the next statement
   bool idle_set_ = false;
   bool ended_by_last_ = false;  // query_last ended the session
   // Declared first, so destroyed after the connection: mysql_close() detaches them, and closing

@@ -14,9 +14,12 @@
 // GET_LOCK waits for any fraction of a second itself: advisory needs no wake-ups.
 #include <algorithm>
 #include <cstdio>
+#include <future>
 #include <optional>
 #include <random>
+#include <system_error>
 #include <utility>
+#include <variant>
 
 #include "backends/mysql/mysql_tables.hpp"
 
@@ -31,17 +34,61 @@ class MysqlHolder final : public sql::HolderSession {
         opened_(std::move(opened)) {}
 
   // A lock statement sent behind a wait (send_behind) runs in one block with it, begin's lock
-  // wait (and txn-insert's INSERT) between the two.
+  // wait (and txn-insert's INSERT) between the two; one sent with a numbering (send_numbering)
+  // gives the numbering gate back after it, in its block, and sends the numbering now.
   Result<sql::Rows> run(const sql::Statement& st, const sql::Params& p, Millis) override {
     if (!conn_) return fail(ErrorKind::connection, "the lock session is closed");
     auto wait = std::exchange(behind_, std::nullopt);
-    if (!wait) return conn_->run(st, p);
-    sql::Params both = p;
-    sql::Rows waited;
-    auto r = conn_->run_behind(wait->first, st, both.set(wait->second), waited);
-    told_ = waited.empty() ? sql::AheadAnswer::untold : sql::ahead_answer(waited);
+    const bool chained = start_numbering();
+    sql::Params q = p;
+    if (chained) q.set("gate", gate());
+    Result<sql::Rows> r = std::unexpected(Error{ErrorKind::internal, "not run"});
+    if (!wait) {
+      r = conn_->run(st, q);
+    } else {
+      sql::Rows waited;
+      r = conn_->run_behind(wait->first, st, q.set(wait->second), waited);
+      told_ = waited.empty() ? sql::AheadAnswer::untold : sql::ahead_answer(waited);
+    }
+    if (chained) settle_numbering(r, wait.has_value());
     return r;
   }
+  // MariaDB: the numbering (LockStatements::row_numbered, core's: session.take once the server
+  // shows this session holding the key's holder tag) goes on the bookkeeping session, in the
+  // lock statement's round trip, behind a wait for the numbering gate: a named lock of this
+  // session's own (its tag's), which it takes before its first such lock statement and gives
+  // back in the lock statement's block, right after the lock statement (and the tag after
+  // txn-insert's INSERT): skipped when that fails, so the gate opens once the lock is granted,
+  // when the session ends, or when settle_numbering lets it go. The numbering's wait lasts as
+  // long as the lock statement's block may wait (the wait it goes behind, then the row's), and
+  // the numbering runs after it either way: it proves the grant itself, and numbers nothing
+  // when it runs too early or the session is gone (core then numbers as before). The two
+  // sessions answer on their own connections, the numbering's read on a thread of its own
+  // meanwhile (the client's blocking calls wait on one connection each).
+  Result<void> send_numbering(const sql::Statement& st, const sql::Params& p, Millis wait, const sql::Statement& number,
+                              const sql::Params& np, bool before_tag) override {
+    numbered_.reset();
+    numbering_.reset();
+    auto plain = [&] { return before_tag ? send_before_tag(st, p, wait) : send(st, p, wait); };
+    std::int64_t ahead_ms = 0;  // the wait the lock statement goes behind (send_behind)
+    if (behind_)
+      if (const auto* v = behind_->second.find("wait_ms"); v && std::holds_alternative<std::int64_t>(*v))
+        ahead_ms = std::get<std::int64_t>(*v);
+    const std::int64_t gate_ms = std::min<std::int64_t>(ahead_ms + wait.count(), book_->connection().max_block_ms());
+    if (!conn_ || !conn_->mariadb() || gate_ms <= 0 || book_->connection().socket() < 0) return plain();
+    // Taken in a round trip of its own the first time, so that the numbering's wait cannot reach
+    // the server first; kept from then on (settle_numbering), so once per session until a grant.
+    if (!gate_held_) {
+      auto taken = conn_->run(gate_take, sql::Params().set("gate", gate()));
+      if (!taken) return std::unexpected(taken.error());
+      gate_held_ = !taken->empty() && (*taken)[0].opt_int64(0).value_or(0) == 1;
+      if (!gate_held_) return plain();
+    }
+    sql::Params n = np;
+    numbering_ = Numbering{number, n.set("gate", gate()).set("gate_wait_ms", gate_ms)};
+    return plain();
+  }
+  std::optional<Result<sql::Rows>> numbered() override { return std::exchange(numbered_, std::nullopt); }
   // The waiter at the head of the key's queue (its bookkeeping session holds the queue name)
   // waits for the holder's wake name here, its lock statement behind the wait: the holder's end
   // gives the row lock back and then the name, and the lock statement runs at once, in the
@@ -96,6 +143,7 @@ class MysqlHolder final : public sql::HolderSession {
     auto r = conn_->query("ROLLBACK RELEASE");
     own_.reset();
     conn_ = nullptr;
+    gate_held_ = false;  // with the session
     return r;
   }
   // MariaDB's row_release_ended (lock_statements) is a block that commits itself and then gives
@@ -114,6 +162,8 @@ class MysqlHolder final : public sql::HolderSession {
     own_.reset();
     conn_ = nullptr;
     ends_with_rollback_ = false;
+    gate_held_ = false;
+    numbering_.reset();
   }
 
   // innodb_lock_wait_timeout is the session's, so it is set before the transaction, and only
@@ -160,6 +210,7 @@ class MysqlHolder final : public sql::HolderSession {
   void withdraw(bool waits) override {
     inserted_ahead_ = false;
     behind_.reset();
+    numbering_.reset();  // not sent yet: it goes with the lock statement's run
     if (conn_ && conn_->mariadb()) {
       conn_->put_ahead_of_next({});
       lock_wait_ = Millis(-1);
@@ -179,6 +230,8 @@ class MysqlHolder final : public sql::HolderSession {
     ahead_ = {};
     behind_.reset();
     inserted_ahead_ = false;
+    gate_held_ = false;
+    numbering_.reset();
     if (!row_lock_) {
       shared_ = &book_->connection();
       if (!std::exchange(first_, false) || shared_->socket() < 0)
@@ -239,6 +292,50 @@ class MysqlHolder final : public sql::HolderSession {
   sql::Waiters& release_signal() override { return row_lock_ ? book_->release_signal() : no_signal_; }
 
  private:
+  // The numbering gate (send_numbering): taken by the lock session, given back after its lock
+  // statement; waited for by the bookkeeping session ahead of the numbering, and given back by
+  // it at once (it orders, it guards nothing: the numbering proves the grant); let go and taken
+  // again once the bookkeeping session has had it (settle_numbering).
+  static inline const sql::Statement gate_take{"lock.gate_take", "SELECT GET_LOCK(:gate, 5)"};
+  static inline const sql::Statement gate_give{"lock.gate_give", "DO RELEASE_LOCK(:gate)"};
+  static inline const sql::Statement gate_wait{"lock.gate_wait", "DO GET_LOCK(:gate, :gate_wait_ms / 1000), RELEASE_LOCK(:gate)"};
+  static inline const sql::Statement gate_again{"lock.gate_again", "SELECT RELEASE_LOCK(:gate), GET_LOCK(:gate, 5)"};
+  // The gate's name: the session's tag, which no other session has.
+  std::string gate() const { return "dblock-gate:" + tag_; }
+
+  // The numbering kept by send_numbering, sent now, as the lock statement goes: the gate's
+  // give-back after the lock statement, the gate's wait ahead of the numbering. false: none.
+  bool start_numbering() {
+    auto n = std::exchange(numbering_, std::nullopt);
+    if (!n) return false;
+    Connection& book = book_->connection();
+    book.put_ahead_of_next(gate_wait);
+    try {
+      numbering_run_ = std::async(std::launch::async, [book = book_, n = std::move(*n)] { return book->run(n.st, n.p); });
+    } catch (const std::system_error&) {  // no thread to be had: numbered as before
+      book.put_ahead_of_next({});
+      return false;
+    }
+    conn_->put_after_next(gate_give);
+    return true;
+  }
+  // After the lock statement `r` sent with a numbering (`behind`: behind a wait): the numbering's
+  // answer read (numbered()), so that nothing of it is pending on the bookkeeping session. A
+  // block that ran to its end gave the gate back, and a session gone took it with it. A lock
+  // wait that ended with the slice (the wait it went behind reached its bound, or the row's
+  // own wait ran out with none) keeps it: the numbering's wait ends with its own, at about the
+  // same moment, and numbers nothing. Anything else that failed lets it go now and takes it
+  // again, so the numbering runs at once (and finds no grant), not at the end of its wait.
+  void settle_numbering(const Result<sql::Rows>& r, bool behind) {
+    if (r || r.error().kind == ErrorKind::connection || !conn_ || conn_->socket() < 0) {
+      gate_held_ = false;
+    } else if (r.error().kind != ErrorKind::wait_ended || (behind && told_ != sql::AheadAnswer::bound_reached)) {
+      auto again = conn_->run(gate_again, sql::Params().set("gate", gate()));
+      gate_held_ = again && !again->empty() && (*again)[0].opt_int64(1).value_or(0) == 1;
+    }
+    numbered_ = numbering_run_.get();
+  }
+
   Strategy strategy_;
   bool row_lock_;
   Dsn dsn_;
@@ -258,6 +355,14 @@ class MysqlHolder final : public sql::HolderSession {
   sql::AheadAnswer told_ = sql::AheadAnswer::untold;              // what that wait told (told)
   bool ends_with_rollback_ = false;   // it holds a row lock, tagged: its ROLLBACK ends it (exec)
   sql::Waiters no_signal_;
+  struct Numbering {
+    sql::Statement st;
+    sql::Params p;
+  };
+  std::optional<Numbering> numbering_;               // send_numbering's, until the lock statement runs
+  std::future<Result<sql::Rows>> numbering_run_;     // its run on the bookkeeping session
+  std::optional<Result<sql::Rows>> numbered_;        // numbered()
+  bool gate_held_ = false;                           // the session holds the numbering gate
 };
 
 }  // namespace

@@ -509,7 +509,9 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
                               " COMMIT; SELECT @dblock_released > 0, @dblock_ours AND (RELEASE_LOCK(@dblock_lock) = 1 OR NOT " +
                               is_advisory + "), RELEASE_LOCK(:wake);")};
   }
-  sql::LockStatements out = sql::lock_statements(dialect, t, std::move(s));
+  // MariaDB's runs a block: its row-lock numbering that proves the grant is its session.take
+  // behind that proof (core's lock.row_numbered).
+  sql::LockStatements out = sql::lock_statements(mariadb ? mariadb_dialect : dialect, t, std::move(s), lease.session_take);
   // Busy only when another holds the row: a table's metadata lock (a concurrent first run's
   // CREATE TABLE, a DBA's ALTER) is waited for, as every statement waits for it
   // (lock_wait_timeout). MySQL's NOWAIT (core's lock_claim_nowait) is about row locks only;

@@ -46,8 +46,9 @@ class PostgresHolder final : public sql::HolderSession {
   // proves the grant (LockStatements::row_numbered): opened by anything but the grant, it
   // numbers nothing, and core numbers as before. The gate's statements are core's
   // (LockStatements::gate_*), over the dialect's session lock.
+  // No holder tag follows a lock statement here (`before_tag` never holds).
   Result<void> send_numbering(const sql::Statement& st, const sql::Params& p, Millis wait, const sql::Statement& number,
-                              const sql::Params& np) override {
+                              const sql::Params& np, bool) override {
     numbered_.reset();
     if (gate_take_.empty() || !book_ || book_conn_ == holder_ || !book_conn_->is_open() || !holder_->is_open())
       return send(st, p, wait);

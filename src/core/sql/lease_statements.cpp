@@ -362,7 +362,7 @@ QueueStatements queue_statements(const Dialect& d, std::string_view key) {
           {"queue.wait_ahead", lock_sql(d, l.wait_lock(d.integer(":hand")), true, false)}};
 }
 
-LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s) {
+LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s, const Statement& session_take) {
   const std::string claim = " FROM " + t.claims + " WHERE name = :key AND kind = :kind";
   session_lock_statements(d, t, s);
   // Where no statement releases the row with the lock given back between (advisory_released)
@@ -400,12 +400,16 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   // The row lock's numbering, proven in the statement: the holder session as the row would
   // record it (status's judgement, Dialect::session_holds) shown holding the key's lock. Its
   // time is its own (Dialect::clock): it may run in a transaction begun by a wait before it.
+  // A dialect whose session.take is its own (MariaDB's answers its row and reads the failover
+  // gate) runs that take in a block, once the same proof holds: each statement of a block has
+  // its own time. Not shown holding, the block answers nothing.
+  const std::string holder = "(SELECT :key AS name, :strategy AS strategy, :session_id AS session_id) s";
   if (!d.session_id.empty() && upserts_on_conflict(d) && d.session_holds("s.", t) != "0")
-    s.row_numbered = {"lock.row_numbered",
-                      numbered_upsert_sql(d, t,
-                                          " FROM (SELECT :key AS name, :strategy AS strategy, :session_id AS session_id) s WHERE " +
-                                              d.session_holds("s.", t) + " = 1",
-                                          d.clock.empty() ? d.now : d.clock)};
+    s.row_numbered = {"lock.row_numbered", numbered_upsert_sql(d, t, " FROM " + holder + " WHERE " + d.session_holds("s.", t) + " = 1",
+                                                               d.clock.empty() ? d.now : d.clock)};
+  else if (!d.session_id.empty() && d.block && !session_take.empty() && d.session_holds("s.", t) != "0")
+    s.row_numbered = {"lock.row_numbered", d.block("", "IF (SELECT " + d.session_holds("s.", t) + " FROM " + holder + ") = 1 THEN " +
+                                                           session_take.text + "; END IF;")};
   // The gate that chains the numbering to the grant: the holder keeps it while its lock statement
   // waits and lets it go right after a grant; the bookkeeping session's wait for it, bounded as
   // the holder's, gives it back at once (the subquery, kept apart by OFFSET 0, is evaluated

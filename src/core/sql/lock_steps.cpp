@@ -100,6 +100,8 @@ bool numbered_take_reads_gate(const LockStatements& st) {
   return binds(st.advisory_numbered_try.empty() ? st.advisory_numbered_wait : st.advisory_numbered_try, "record");
 }
 
+bool numbering_reads_gate(const LockStatements& st) { return binds(st.row_numbered, "record"); }
+
 bool release_tells(const LeaseStatements& st) { return binds(st.release, "channel"); }
 
 bool took_on_new_incarnation(const Rows& took) {

@@ -94,6 +94,9 @@ bool session_take_reads_gate(const LeaseStatements& st);
 /// else _wait) reads the failover gate itself when it is given no :fence: it then answers
 /// (NULL, NULL, NULL, 2) and takes nothing when the gate did not open.
 bool numbered_take_reads_gate(const LockStatements& st);
+/// Whether a row lock's numbering that proves its grant (LockStatements::row_numbered) reads the
+/// failover gate itself, as session_take does where it reads it: no row when it did not open.
+bool numbering_reads_gate(const LockStatements& st);
 
 /// Whether the lease's `release` tells the key's waiters itself (it binds :channel;
 /// Dialect::release_returns), and so commits alone without waiting for the disk: it then runs

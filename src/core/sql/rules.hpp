@@ -340,7 +340,10 @@ DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect
 /// own claims row deleted between), where the dialect gives both and `s` has none;
 /// and, each where the dialect's session lock (Dialect::session_lock) has what it needs and `s`
 /// has none, the advisory strategy's statements over it and lock_wait (SessionLock::bound).
-LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s);
+/// row_numbered where the server shows a session's holding (Dialect::session_holds): core's ON
+/// CONFLICT form, or, in a dialect that runs a block (Dialect::block), `session_take` (the
+/// dialect's own LeaseStatements::session_take, which answers its row) behind the same proof.
+LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s, const Statement& session_take = {});
 
 /// session.take's upsert (session_upsert, at `at`), its rows selected `from` what decides whether
 /// it is taken ("": it is), and RETURNING session_take's three columns: where the dialect's upsert

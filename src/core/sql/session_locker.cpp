@@ -224,9 +224,10 @@ class ServerLock {
   // the holder's wake (Waiters::ahead, HolderSession::send_behind): the holder's end gives the
   // row back and then the wake, and the lock statement runs at once, so the waiter's command
   // starts two round trips after the holder's ends (the wake with the lock's answer, then the
-  // numbering), where hearing the wake, then locking, then numbering was three. The wait lasts
-  // at most what is left of the attempt's slice, and the lock statement runs after it either
-  // way: the row decides. Not with a `meanwhile`, which the lock statement's wait would hold up.
+  // numbering), where hearing the wake, then locking, then numbering was three; one where the
+  // numbering goes with it (`number`, attempt). The wait lasts at most what is left of the
+  // attempt's slice, and the lock statement runs after it either way: the row decides. Not with
+  // a `meanwhile`, which the lock statement's wait would hold up.
   Result<bool> take_row(const std::string& key, const Params& p, Millis w, const std::function<bool()>& meanwhile,
                         const std::optional<Params>& number) {
     const bool wait = w.count() > 0;
@@ -242,9 +243,9 @@ class ServerLock {
                                   : st_.insert_claim;
       Result<Rows> locked = fail(ErrorKind::internal, "not sent");
       const bool tagged = strategy_ == Strategy::txn_insert && !st_.tag.empty();
-      auto sent = pass == 0 && number && !tagged ? h_->send_numbering(lock, p, w, st_.row_numbered, *number)
-                  : tagged                       ? h_->send_before_tag(lock, p, w)
-                                                 : h_->send(lock, p, w);
+      auto sent = pass == 0 && number ? h_->send_numbering(lock, p, w, st_.row_numbered, *number, tagged)
+                  : tagged            ? h_->send_before_tag(lock, p, w)
+                                      : h_->send(lock, p, w);
       if (!sent) {
         locked = std::unexpected(sent.error());
       } else if (pass == 0 && meanwhile && !meanwhile()) {
@@ -489,8 +490,11 @@ class SessionLocker final : public Locker {
     // found open already (read again, it costs no round trip): it runs in the server once the
     // lock is granted and proves that grant itself (LockStatements::row_numbered), so the command
     // starts one round trip after the holder's release, not two. One that took no row (sent too
-    // early, the holder session gone, refused) is numbered again as before.
-    const bool chainable = overlap && !gated && req.semaphore.empty() && !lock_->row_numbered().empty();
+    // early, the holder session gone, refused, its own gate not open) is numbered again as
+    // before. Where session_take reads the failover gate itself (gated), the numbering must too
+    // (it is then sent without a gate read apart).
+    const bool chainable = overlap && (!gated || numbering_gated_) && req.semaphore.empty() &&
+                           !lock_->row_numbered().empty();
     // Its first attempt asks without waiting: a free key is taken as before, in the same round
     // trips; a busy one is timed, and the wait that follows is chained where it is far. Timed
     // only after a first server wait (500 ms) had ended, a holder that let go sooner (a short
@@ -515,8 +519,10 @@ class SessionLocker final : public Locker {
       if (chainable && *round_trip_ >= chain_from && !std::exchange(numbering_prepared_, true))
         book_->prepare(lock_->row_numbered());
     }
-    if (again && chainable && *round_trip_ >= chain_from && admitted_ && admitted_->ttl >= req.ttl && admit())
-      chained = take_params(req, (*gate)->fence, Value());
+    if (again && chainable && *round_trip_ >= chain_from) {
+      if (gated) chained = take_params(req, Value(), Value());
+      else if (admitted_ && admitted_->ttl >= req.ttl && admit()) chained = take_params(req, (*gate)->fence, Value());
+    }
     auto got = take();
     if (!got && got.error().kind == ErrorKind::connection) {
       // Nothing is held yet, so a holder session that is gone (the server's idle limit passed
@@ -554,6 +560,7 @@ class SessionLocker final : public Locker {
     std::optional<Rows> proven;  // the chained numbering's row
     if (chained)
       if (auto n = lock_->holder().numbered(); n && *n && took_row(**n)) proven = std::move(**n);
+    if (proven) gate_unread_ = false;  // its own gate opened (gated): no number() after it
     auto out = fold      ? numbered(req, **got)
                : proven ? numbered(req, *proven)
                         : number(req, gated ? 0 : (*gate)->fence, gated);
@@ -694,11 +701,14 @@ class SessionLocker final : public Locker {
   bool gated_ = session_take_reads_gate(st_);  // session_take reads the failover gate (attempt)
   bool gate_unread_ = false;                    // number()'s gated take answered no row
   bool numbered_gated_ = numbered_take_reads_gate(lock_->statements());  // attempt's fold_gated
+  bool numbering_gated_ = numbering_reads_gate(lock_->statements());    // row_numbered reads the gate (attempt)
   failover::ReadCheck serving_;                 // make_session_locker's `serving`
   // A row-lock waiter's numbering goes chained to its grant (attempt) only where a round trip
-  // costs more than that numbering's proof does in the server: it reads the server's lock table,
-  // which every waiter's locks fill. At a 10 ms round trip that is one round trip less a handoff;
-  // 100 waiters on loopback handed off 0.82-0.95x as fast chained (docs/performance.md).
+  // costs more than that numbering's proof does in the server: PostgreSQL's reads the server's
+  // lock table, which every waiter's locks fill. At a 10 ms round trip that is one round trip
+  // less a handoff; 100 waiters on loopback handed off 0.82-0.95x as fast chained
+  // (docs/performance.md). MariaDB's proof is one named lock's holder, but its chaining costs a
+  // thread and the gate's round trips: the same threshold.
   static constexpr std::chrono::microseconds chain_from{1000};
   std::optional<std::chrono::microseconds> round_trip_;  // timed_round_trip(), once a waiter found the key busy
   bool retime_ = false;              // round_trip_ was timed on a session just made: once more after a wait

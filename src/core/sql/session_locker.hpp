@@ -57,16 +57,18 @@ class HolderSession {
   /// (LockStatements::row_numbered, with `np`) on the bookkeeping session, to run in the server
   /// once `st` has taken the lock, with no round trip through the client between them: the
   /// statement proves the grant itself, so it numbers nothing when it runs too early or the
-  /// holder's session is gone. Its answer: numbered(). Default: only `st` is sent.
+  /// holder's session is gone. `before_tag`: `st` is txn-insert's INSERT, sent as
+  /// send_before_tag sends it, and the lock is taken once the tag that follows has run. Its
+  /// answer: numbered(). Default: only `st` is sent.
   virtual Result<void> send_numbering(const Statement& st, const Params& p, Millis wait, const Statement& number,
-                                      const Params& np) {
+                                      const Params& np, bool before_tag) {
     (void)number;
     (void)np;
-    return send(st, p, wait);
+    return before_tag ? send_before_tag(st, p, wait) : send(st, p, wait);
   }
-  /// What send_numbering's `number` answered, read by answer() or withdraw() (which leave no
-  /// statement of it pending, and end the lock statement's transaction when it took nothing);
-  /// nullopt: none was sent with the last lock statement.
+  /// What send_numbering's `number` answered, read by answer() (with `before_tag`, by the tag's
+  /// run()) or withdraw() (which leave no statement of it pending, and end the lock statement's
+  /// transaction when it took nothing); nullopt: none was sent with the last lock statement.
   virtual std::optional<Result<Rows>> numbered() { return std::nullopt; }
   /// Whether the lock statement can go behind a wait of the waiters' queue in its round trip
   /// (send_behind): a dialect that runs two statements as one.

@@ -443,12 +443,14 @@ struct LockStatements {
   Statement lock_claim, lock_claim_nowait, make_claim, insert_claim, tag, untag, holds_claim, alive;
   Statement row_release_ended;
   /// Empty, or (for-update, txn-insert, where the server shows who holds a key's lock:
-  /// Dialect::session_holds, and the upsert is core's ON CONFLICT form) LeaseStatements::
-  /// session_take's work, its parameters too, on the bookkeeping session, numbering the row only
-  /// while the server shows the holder session (:session_id) holding the key's row lock: the
-  /// statement proves the grant itself, so a dialect may send it ahead of the grant, behind a
-  /// wait in the server (HolderSession::send_numbering). session_take's columns, or no row (not
-  /// shown holding, or refused as session_take refuses: the caller then numbers as before).
+  /// Dialect::session_holds, and the upsert is core's ON CONFLICT form or the dialect runs a
+  /// block, which runs its own session_take) LeaseStatements::session_take's work, its
+  /// parameters too, on the bookkeeping session, numbering the row only while the server shows
+  /// the holder session (:session_id) holding the key's row lock: the statement proves the grant
+  /// itself, so a dialect may send it ahead of the grant, behind a wait in the server
+  /// (HolderSession::send_numbering). session_take's columns, or no row (not shown holding, or
+  /// refused as session_take refuses, or its own failover gate not open where session_take
+  /// reads it: the caller then numbers as before).
   Statement row_numbered;
   /// Empty, or (where `row_numbered` is, and the dialect's session lock waits within a bound:
   /// SessionLock::bound) the gate that chains `row_numbered` to the grant it proves

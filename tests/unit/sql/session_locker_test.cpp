@@ -8,7 +8,10 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "core/sql/pooler.hpp"
@@ -33,10 +36,13 @@ class ScriptedHolder final : public sql::HolderSession {
     return session.run(st, p);
   }
   Result<void> send_numbering(const sql::Statement& st, const sql::Params& p, Millis wait, const sql::Statement&,
-                              const sql::Params&) override {
+                              const sql::Params& np, bool before_tag) override {
     ++numberings;
-    return send(st, p, wait);
+    numbering_params = np;
+    numbered_before_tag += before_tag ? 1 : 0;
+    return before_tag ? send_before_tag(st, p, wait) : send(st, p, wait);
   }
+  std::optional<Result<sql::Rows>> numbered() override { return std::exchange(numbered_answer, std::nullopt); }
   Result<void> exec(std::string_view sql) override {
     execs.emplace_back(sql);
     open = sql == "BEGIN";
@@ -75,6 +81,9 @@ class ScriptedHolder final : public sql::HolderSession {
   bool fail_rollback = false;            // rollback_ahead fails
   int closes = 0, reopens = 0;
   int numberings = 0;  // lock statements sent with a numbering (send_numbering)
+  int numbered_before_tag = 0;  // of them, txn-insert's INSERT ahead of its tag
+  sql::Params numbering_params;  // the last numbering's
+  std::optional<Result<sql::Rows>> numbered_answer;  // what numbered() answers next
 
  private:
   sql::Waiters signal_;
@@ -285,6 +294,47 @@ TEST_CASE("a row-lock waiter's numbering goes with its lock statement only where
     CHECK(std::count(book->prepared.begin(), book->prepared.end(), "lock.row_numbered") == (distance.count() > 0 ? 1 : 0));
     CHECK(l->release(ReleaseRequest{}));
   }
+}
+
+TEST_CASE("a txn-insert waiter whose tag follows its INSERT sends its numbering with it, the gate read by the numbering itself") {
+  // MariaDB's: its session.take reads the failover gate (no read of its own before a row lock
+  // is numbered), and so does its numbering behind the proof; the holder tag follows the INSERT.
+  auto book = std::make_shared<testing::ScriptedSession>();
+  book->answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
+  book->answers["lease.release"] = testing::row_of({}, 1);
+  book->takes["lock.alive"] = Millis(3);  // a distance
+  auto holder = std::make_unique<ScriptedHolder>();
+  ScriptedHolder& h = *holder;
+  h.wait_ends["lock.insert_claim"] = 2;
+  h.session.answers["lock.insert_claim"] = testing::row_of({}, 1);
+  h.session.answers["lock.tag"] = testing::row_of({"1", std::nullopt, "1"}, 1);
+  sql::LockStatements st = lock_statements();
+  st.tag = {"lock.tag", "tag"};
+  st.untag = {"lock.untag", "untag"};
+  st.row_numbered = {"lock.row_numbered", "number if held, gate :record"};
+  st.alive = {"lock.alive", "SELECT 1"};
+  sql::LeaseStatements lease = with_failover();
+  lease.session_take = {"session.take", "take, gate :record"};
+  auto l = sql::make_session_locker(Strategy::txn_insert, std::move(holder), st, book, lease, "dblock_", 10);
+  for (int slice = 0; slice < 2; ++slice) {
+    auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(500));
+    REQUIRE(got);
+    CHECK(got->state == AcquireOutcome::State::busy);
+  }
+  h.numbered_answer = testing::row_of({"7", "2000", std::nullopt}, 1);  // the grant proven
+  auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(500));
+  REQUIRE(got);
+  CHECK(got->state == AcquireOutcome::State::acquired);
+  CHECK(got->token == 7);
+  CHECK(h.numberings == 2);
+  CHECK(h.numbered_before_tag == 2);
+  // No fence: the numbering reads the gate itself, which was never read apart.
+  REQUIRE(h.numbering_params.find("fence"));
+  CHECK(std::holds_alternative<std::monostate>(*h.numbering_params.find("fence")));
+  CHECK(book->runs["failover.read"] == 0);
+  CHECK(book->runs["session.take"] == 0);  // numbered by the chained statement alone
+  CHECK(h.session.runs["lock.tag"] == 1);
+  CHECK(l->release(ReleaseRequest{}));
 }
 
 TEST_CASE("a row-lock waiter far away chains its numbering in its first wait: a short job's holder is followed in one round trip") {
