@@ -12,8 +12,9 @@
 # without, and to etcdctl lock (goal <= 1.0x at 10 ms).
 # And the handoff at $DBLOCK_BENCH_DISTANCE_HANDOFF_RTT ms (default 10): the holder's command
 # ends -> the waiter's command starts, every server x strategy and etcdctl lock, both ends
-# through the proxy (goal <= one round trip + 5 ms). Each row's note gives the load average
-# when its group started. Sourced; needs servers.sh (pg_floor) and handoff.sh (one_handoff).
+# through the proxy (goal <= one round trip + 5 ms), after the round trip the proxy really gives
+# there (proxy_rtt.py: an echo through it). Each row's note gives the load average when its group
+# started. Sourced; needs servers.sh (pg_floor) and handoff.sh (one_handoff).
 
 # distance_proxy VAR TARGET_PORT RTT_MS: starts a delay proxy in front of 127.0.0.1:TARGET_PORT
 # and sets VAR to its port; the proxy is stopped at the section's end (and by stop_bg at exit).
@@ -181,6 +182,15 @@ distance_handoff() {
   done
   mysql_dsn=$saved_mysql postgres_dsn=$saved_postgres etcd_endpoint=$saved_etcd
   distance_stop
+  # The instrument itself: the round trip the proxy really gives at this distance (an echo
+  # through it, 200 times), so a handoff's milliseconds past the goal can be told from the
+  # proxy's own (its wake-ups and loop, about 0.1 ms each way).
+  if python3 "$here/bench/proxy_rtt.py" --rtt-ms "$rtt" --count 200 >"$tmp/proxy_rtt" 2>"$tmp/err"; then
+    stat_row distance "round trip through the delay proxy at $rtt ms (TCP echo)" ms "$tmp/proxy_rtt" \
+      "$(nproc) cores, load $(distance_load); the echo's own time included"
+  else
+    fail_row distance "round trip through the delay proxy at $rtt ms" "$(tail -n 1 "$tmp/err")"
+  fi
   local goal
   goal=$(awk -v r="$rtt" 'BEGIN { print r + 5 }')
   for c in "${!cells[@]}"; do

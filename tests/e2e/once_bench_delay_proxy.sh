@@ -4,7 +4,7 @@
 # reordered, lost or mixed between connections); a round trip (21 on a lone connection once the
 # 40 are done) takes at least twice the one-way delay, and a server that speaks first reaches
 # the client no sooner than two round trips after its connect (the TCP handshake is one);
-# SIGTERM ends the proxy at once.
+# SIGTERM ends the proxy at once. scripts/bench/proxy_rtt.py times round trips through it.
 source "$(dirname "$0")/lib.sh"
 
 command -v python3 >/dev/null || skip_or_fail "no python3"
@@ -93,4 +93,10 @@ assert_eq "the server's greeting came through" ok "$first"
 check "the greeting came two round trips after the connect, no sooner ($greeting ms)" \
   awk -v v="$greeting" 'BEGIN { exit !(v >= 8 && v < 100) }'
 check "SIGTERM ends the proxy at once ($stop_s s)" awk -v v="$stop_s" 'BEGIN { exit !(v < 2) }'
+
+# proxy_rtt.py, the bench's measure of the proxy itself: 20 round trips at 4 ms, none under it.
+rtt_out=$(timeout 60 python3 "$DBLOCK_SOURCE_DIR/scripts/bench/proxy_rtt.py" --rtt-ms 4 --count 20)
+assert_eq "proxy_rtt.py printed one round trip per line" 20 "$(grep -cE '^[0-9]+\.[0-9]{3}$' <<<"$rtt_out")"
+check "no round trip it timed was under 4 ms ($(sort -n <<<"$rtt_out" | head -n 1))" \
+  awk '$1 < 4 { bad = 1 } END { exit bad }' <<<"$rtt_out"
 finish
