@@ -120,6 +120,7 @@ trap 'exit 130' INT TERM
 # (ps shows those) and never in the output.
 mysql_dsn=${DBLOCK_TEST_MYSQL_DSN:-}
 postgres_dsn=${DBLOCK_TEST_POSTGRES_DSN:-}
+[ -z "$postgres_dsn" ] || postgres_dsn=$(plaintext_pg "$postgres_dsn")
 unset DBLOCK_DSN DBLOCK_DSN_FILE DBLOCK_CONFIG DBLOCK_STRATEGY DBLOCK_TABLE_PREFIX DBLOCK_TEST_MYSQL_DSN \
   DBLOCK_TEST_POSTGRES_DSN PGHOST PGPORT PGUSER PGPASSWORD PGDATABASE PGSERVICE PGOPTIONS ETCDCTL_ENDPOINTS
 export DBLOCK_CONFIG=/dev/null

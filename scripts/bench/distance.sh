@@ -8,6 +8,7 @@
 #   - the floors (pg_floor.c, mysql_floor.c): connect, one durable take that numbers the token,
 #     the command; and with -r, the same plus an awaited release (what a lock must do at least);
 #   - `etcdctl lock KEY true` against the bench's etcd through a proxy of the same distance;
+#   - on PostgreSQL, a lease run over TLS (every other connection is plaintext: plaintext_pg);
 # then each strategy's ratio to the floor with a release (goal <= 1.25x at 10 ms), to the floor
 # without, and to etcdctl lock (goal <= 1.0x at 10 ms).
 # And the handoff at $DBLOCK_BENCH_DISTANCE_HANDOFF_RTT ms (default 10): the holder's command
@@ -119,6 +120,12 @@ section_distance() {
         cell "$b $rtt ms: dblock -s $s run k -- true" \
           "$(printf 'DBLOCK_DSN=%q %q -s %q run %q -- true' "$dsn" "$bin" "$s" "dist-$s")"
       done
+      # What TLS adds to a run (the bench's own connections are plaintext: plaintext_pg): the
+      # test server offers it, and libpq's default would take it.
+      [ "$b" != postgres ] || case $dsn in *sslmode=disable*)
+        cell "$b $rtt ms: dblock -s lease run k -- true over TLS (sslmode=require)" \
+          "$(printf 'DBLOCK_DSN=%q %q -s lease run %q -- true' "${dsn/sslmode=disable/sslmode=require}" "$bin" "dist-lease")" ;;
+      esac
       have_floor=1
       if { [ "$b" = mysql ] && my_floor; } || { [ "$b" = postgres ] && pg_floor; }; then
         cell "$b $rtt ms: $floor -r k -- true (take, release)" "$(floor_cmd "$b" "$port" "$dsn" -r)"
@@ -133,6 +140,9 @@ section_distance() {
         fail_row distance "$b $rtt ms: etcdctl lock" "the delay proxy did not start"
       fi
       interleave distance "$druns" "$(nproc) cores, load $load at the group's start"
+      [ -z "$(median_of distance "$b $rtt ms: dblock -s lease run k -- true over TLS (sslmode=require)")" ] ||
+        ratio_row distance "$b $rtt ms: lease over TLS / lease" "$b $rtt ms: dblock -s lease run k -- true over TLS (sslmode=require)" \
+          "$b $rtt ms: dblock -s lease run k -- true"
       for s in $(strategies_of "$b"); do
         local run="$b $rtt ms: dblock -s $s run k -- true" goal="" egoal=""
         [ "$rtt" != 10 ] || goal=1.25 egoal=1.0

@@ -219,7 +219,7 @@ wait_for() {
 split_dsn() {  # split_dsn mysql|postgres DSN OUTFILE
   DSN=$2 python3 - "$1" "$3" <<'PY'
 import os, shlex, sys
-from urllib.parse import urlsplit, unquote
+from urllib.parse import parse_qsl, urlsplit, unquote
 kind, out = sys.argv[1], sys.argv[2]
 u = urlsplit(os.environ["DSN"])
 parts = {"host": u.hostname or "127.0.0.1", "port": str(u.port or (3306 if kind == "mysql" else 5432)),
@@ -232,7 +232,8 @@ with os.fdopen(fd, "w") as f:
         f.write("[client]\n" + "".join(f"{k}={esc(v)}\n" for k, v in parts.items() if v))
     else:
         names = {"host": "PGHOST", "port": "PGPORT", "user": "PGUSER", "password": "PGPASSWORD",
-                 "database": "PGDATABASE"}
+                 "database": "PGDATABASE", "sslmode": "PGSSLMODE"}
+        parts["sslmode"] = dict(parse_qsl(u.query)).get("sslmode", "")
         f.write("".join(f"export {names[k]}={shlex.quote(v)}\n" for k, v in parts.items() if v))
 PY
 }
@@ -248,6 +249,19 @@ pg() { psql -X -q -A -t -F ' ' -v ON_ERROR_STOP=1 -c "$1"; }
 drop_tables() {
   local sql="DROP TABLE IF EXISTS ${2}locks, ${2}runs, ${2}claims, ${2}pg_floor, ${2}my_floor"
   if [ "$1" = mysql ]; then my "$sql"; else pg "$sql"; fi
+}
+
+# plaintext_pg DSN: DSN with sslmode=disable unless it names an sslmode. The bench speaks to its
+# PostgreSQL in plaintext, as to its MariaDB (libmariadb asks for no TLS unless told) and its
+# etcd (http://): a comparison with etcdctl or between the servers then measures the same
+# transport, where libpq's default (prefer) would take TLS wherever the server offers it, as the
+# test servers do (scripts/test-servers.sh). What TLS adds is a row of the distance section.
+plaintext_pg() {
+  case $1 in
+    *[?\&]sslmode=*) printf '%s\n' "$1" ;;
+    *\?*) printf '%s&sslmode=disable\n' "$1" ;;
+    *) printf '%s?sslmode=disable\n' "$1" ;;
+  esac
 }
 
 # dsn_of BACKEND: the DSN dblock gets for sqlite (a file in $tmp), mysql or postgres.

@@ -143,7 +143,7 @@ section_storm() {
     else
       (
         eval "$env"
-        mysql_dsn=${mysql_dsn:+$DBLOCK_TEST_MYSQL_DSN} postgres_dsn=${postgres_dsn:+$DBLOCK_TEST_POSTGRES_DSN}
+        mysql_dsn=${mysql_dsn:+$DBLOCK_TEST_MYSQL_DSN} postgres_dsn=${postgres_dsn:+$(plaintext_pg "$DBLOCK_TEST_POSTGRES_DSN")}
         unset DBLOCK_TEST_MYSQL_DSN DBLOCK_TEST_POSTGRES_DSN DBLOCK_TEST_PGBOUNCER_DSN DBLOCK_TEST_PGBOUNCER_SESSION_DSN
         tmp=$tmp/storm failures=0
         mkdir -p "$tmp"
