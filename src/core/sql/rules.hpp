@@ -125,6 +125,16 @@ struct SessionLock {
   /// lock (LockStatements::lock_claim, or the dialect's `tag` after txn-insert's insert) and given
   /// back after its transaction (`untag`). nullptr where the server shows no such holder.
   std::string (*tag)(const Tables& t) = nullptr;
+  /// The lock `key` held to the end of the transaction that takes it (its commit or rollback
+  /// gives it back, as the session's end does): true once taken. Where `wait`, it waits within
+  /// the bound that `bound` set (none set: the server's own); else it answers false at once
+  /// while another holds it. `key`: the lock's key as the dialect's lock takes it (SQL, one
+  /// integer, or a list of integers where that tells the key's lock apart from the session
+  /// lock's on the same hash). Core queues txn-insert's claim on it (LockStatements::insert_claim,
+  /// on :hi and :lo, the halves of the key's hash that the holder session binds) and makes a
+  /// schema's tables in turns on it (SchemaStatements::begin). nullptr where the dialect has
+  /// none: a plain INSERT, and DDL that takes no turns.
+  std::string (*transaction_lock)(std::string_view key, bool wait) = nullptr;
 };
 
 /// What a dialect spells its own way, for the rules of this file; each dialect gives one, in its
