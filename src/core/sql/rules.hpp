@@ -343,7 +343,8 @@ DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect
 /// The session strategies' server-lock statements (LockStatements): the dialect's own `s` (its
 /// claims' lock and insert, and any statement it writes its own way), completed with what is
 /// standard SQL: `begin` (Dialect::begin), lock_claim (SELECT ... FOR UPDATE) and insert_claim
-/// (a plain INSERT), each unless the dialect wrote its own, lock_claim_nowait (lock_claim with
+/// (a plain INSERT, or one queued on the key's SessionLock::transaction_lock where the dialect
+/// has one), each unless the dialect wrote its own, lock_claim_nowait (lock_claim with
 /// NOWAIT, unless the dialect wrote its own: MariaDB's NOWAIT also refuses to wait for a
 /// table's metadata lock), make_claim (the dialect's upsert that leaves a row alone),
 /// holds_claim and alive; row_release_ended (release_recorded at the dialect's clock, txn-insert's
@@ -391,7 +392,9 @@ FailoverStatements failover_statements(const Dialect& d, const Tables& t);
 std::string failover_record_sql(const Dialect& d, const Tables& t);
 
 /// tables::schema_statements of `sd`, with the failover record in the dialect `d`
-/// (failover_record_sql); the dialect adds the rest of SchemaStatements.
+/// (failover_record_sql) and, where its session lock has a transaction_lock, `begin`: the
+/// dialect's, then that lock on a key of the schema's own; the dialect adds the rest of
+/// SchemaStatements.
 SchemaStatements schema_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options,
                                    std::string_view dialect_name, std::span<const Strategy> strategies);
 
