@@ -81,7 +81,7 @@ elif what == "named": print("\n".join(q for r in rows for q in r["named"]))
 elif what == "bound": print("\n".join(q for r in rows for q in r["bound"]))
 elif what == "options": print("\n".join(r["startup"].get("options", "") for r in rows))
 else:
-    holder = [r for r in rows if any("claims" in q and ("FOR UPDATE" in q or "txid_current()" in q) for q in r["queries"])]
+    holder = [r for r in rows if any("claims" in q and ("FOR UPDATE" in q or "pg_try_advisory_xact_lock" in q) for q in r["queries"])]
     if what == "holder_messages": print(holder[0]["messages"] if holder else "")
     elif what == "holder_queries": print("\n".join(holder[0]["queries"]) if holder else "")
     elif what == "holder_last": print(holder[0]["queries"][-1] if holder else "")

@@ -44,7 +44,7 @@ print(len(rows), "yes" if overlap else "no (%s)" % [(round(r["accepted"], 3), r[
   assert_eq "$s: the holder's lock was sent before the failover record's read was answered" yes "$(python3 -c '
 import json, sys
 rows = [r for r in (json.loads(l) for l in open(sys.argv[1]) if l.strip()) if not r["cancel"]]
-holder = [r for r in rows if any("claims" in q and ("FOR UPDATE" in q or "txid_current()" in q) for q in r["queries"])]
+holder = [r for r in rows if any("claims" in q and ("FOR UPDATE" in q or "pg_try_advisory_xact_lock" in q) for q in r["queries"])]
 book = [r for r in rows if r not in holder]
 if len(holder) != 1 or len(book) != 1 or not holder[0]["turns"] or not book[0]["turns"]:
     print("no: the connections are not told apart")

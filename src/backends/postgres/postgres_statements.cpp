@@ -1,6 +1,7 @@
 // The PostgreSQL dialect's statements for the strategies of core/sql (statements.hpp
 // has each one's contract). "Now" is the server's now(), the transaction's start; parameters
-// arrive as text, so every number is cast where it is used.
+// arrive untyped, so every number is cast where it is used (unless the only function that
+// takes it says its type: the transaction-level advisory locks' two ints, txn-insert's queue).
 
 #include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/postgres/postgres_tables.hpp"
@@ -90,6 +91,14 @@ const sql::Dialect dialect{
         .bound = "set_config('lock_timeout', :lock_timeout, true)",
         .unlock = [](std::string_view key) { return "pg_advisory_unlock(" + std::string(key) + ")"; },
         .unlock_all = "pg_advisory_unlock_all()",
+        // The transaction-level advisory locks: txn-insert's queue in the two-int form (another
+        // lock tag than the advisory strategy's one-bigint locks, which status and release
+        // --force tell apart by objsubid), the schema's turns in the one-bigint form.
+        .transaction_lock =
+            [](std::string_view key, bool wait) {
+              return wait ? "(SELECT true FROM (SELECT pg_advisory_xact_lock(" + std::string(key) + ")) q)"
+                          : "pg_try_advisory_xact_lock(" + std::string(key) + ")";
+            },
     },
     .take = &take,
     // The key's waiters are told once the release commits, and that commit skips the disk wait
@@ -183,23 +192,12 @@ std::string take(const sql::Take& k) {
 
 sql::LeaseStatements lease_statements(const std::string& prefix) { return sql::lease_statements(dialect, Tables(prefix, '"')); }
 
+// All core's: for-update's lock (lock.claim), txn-insert's claim queued on the key's
+// transaction-level advisory lock (SessionLock::transaction_lock), and the release with its
+// history row in the holder's transaction (row_release_ended), at the moment it runs
+// (clock_timestamp()).
 sql::LockStatements lock_statements(const std::string& prefix) {
-  const Tables t(prefix, '"');
-  sql::LockStatements s;
-  // for-update's lock is core's (lock.claim). txn-insert's answers with its transaction's id: a
-  // row, the lock taken. Its waiters queue on the key's transaction-scoped advisory lock (two
-  // ints) ahead of the INSERT, which the holder keeps until its transaction ends: a release wakes
-  // the one waiter at the head of that queue, where on the unique index it would wake them all.
-  // An attempt that must not wait (:wait_ms 0) tries the lock instead and inserts nothing when
-  // another holds it; the one statement serves both (the subquery that waits is evaluated only
-  // where CASE takes it).
-  s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind WHERE CASE WHEN"
-                                         " :wait_ms::bigint > 0 THEN (SELECT true FROM (SELECT"
-                                         " pg_advisory_xact_lock(:hi::int, :lo::int)) q) ELSE"
-                                         " pg_try_advisory_xact_lock(:hi::int, :lo::int) END RETURNING txid_current()"};
-  // The release with its history row in the holder's transaction (row_release_ended) is core's,
-  // at the moment it runs (clock_timestamp()).
-  return sql::lock_statements(dialect, t, std::move(s));
+  return sql::lock_statements(dialect, Tables(prefix, '"'), {});
 }
 
 sql::QueueStatements queue_statements() { return sql::queue_statements(dialect, dialect.integer(":lock")); }
@@ -268,15 +266,9 @@ sql::DoctorStatements doctor_statements(const BackendOptions& options) {
 }
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
+  // The DDL's transaction, in turns on an advisory transaction lock, is core's (begin, READ
+  // COMMITTED, then SessionLock::transaction_lock).
   sql::SchemaStatements s = sql::schema_statements(dialect, schema_dialect, options, descriptor.name, descriptor.strategies);
-  // CREATE TABLE IF NOT EXISTS races on the catalog (unique violation on pg_type) when several
-  // processes create at once: an advisory transaction lock makes them take turns. Its id is a
-  // number computed here, not user text.
-  // READ COMMITTED whatever the role's default: the shape read after the CREATEs must see a
-  // table a racer committed while this one waited for the lock, which a REPEATABLE READ or
-  // SERIALIZABLE snapshot (taken by the lock's SELECT, before the wait) would not.
-  s.begin = dialect.begin + "; SELECT pg_advisory_xact_lock(" +
-            std::to_string(key_hash(options.table_prefix, "\x01schema")) + ")";
   // A name must hold 255 bytes of any key (ShedLock's its own length); a unique key's columns
   // are its key columns (not INCLUDE's), an expression by its text.
   s.columns = {"schema.columns",

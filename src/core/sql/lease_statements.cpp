@@ -384,6 +384,17 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
                                 (wakes_by_session_lock(l) ? ", " + l.try_lock(":wake") : "");
   if (s.lock_claim.empty()) s.lock_claim = {"lock.claim", "SELECT name" + with_lock + claim + " FOR UPDATE"};
   if (!tag.empty() && s.untag.empty()) s.untag = {"lock.untag", "SELECT " + l.unlock(tag)};
+  // txn-insert's claim. Where the dialect has a lock held to the transaction's end, its waiters
+  // queue on the key's (its hash's halves, :hi and :lo: another lock than the session lock's on
+  // the same hash) ahead of the INSERT, which the holder keeps until its transaction ends: a
+  // release wakes the one waiter at the head of that queue, where on the unique index it would
+  // wake them all. An attempt that must not wait (:wait_ms 0) tries the lock instead and inserts
+  // nothing while another holds it: one statement for both, CASE evaluating the branch it takes.
+  // A row answered (its name), the lock taken.
+  if (s.insert_claim.empty() && l.transaction_lock)
+    s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind WHERE CASE WHEN " +
+                                               d.integer(":wait_ms") + " > 0 THEN " + l.transaction_lock(":hi, :lo", true) +
+                                               " ELSE " + l.transaction_lock(":hi, :lo", false) + " END" + d.returning("name")};
   if (s.insert_claim.empty())
     s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
   // The key's claims row unless there is one, committed: an insert that leaves a racer's alone.
@@ -463,6 +474,16 @@ SchemaStatements schema_statements(const Dialect& d, const tables::SchemaDialect
                                    std::string_view dialect_name, std::span<const Strategy> strategies) {
   SchemaStatements s = tables::schema_statements(sd, options, dialect_name, strategies);
   s.failover_record = failover_record_sql(d, Tables(options.table_prefix, sd.quote));
+  // CREATE TABLE IF NOT EXISTS races on a catalog (PostgreSQL's: a unique violation on pg_type)
+  // when several processes create at once: where the dialect has a lock held to the
+  // transaction's end, they take turns on one, its key a number computed here (no key's: no key
+  // holds a control character), not user text. In the dialect's `begin`, READ COMMITTED: the
+  // shape read after the CREATEs must see a table a racer committed while this one waited for
+  // the lock, which a REPEATABLE READ or SERIALIZABLE snapshot (taken by the lock's SELECT,
+  // before the wait) would not.
+  if (d.session_lock.transaction_lock)
+    s.begin = d.begin + "; SELECT " +
+              d.session_lock.transaction_lock(std::to_string(key_hash(options.table_prefix, "\x01schema")), true);
   return s;
 }
 

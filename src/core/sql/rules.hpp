@@ -125,6 +125,16 @@ struct SessionLock {
   /// lock (LockStatements::lock_claim, or the dialect's `tag` after txn-insert's insert) and given
   /// back after its transaction (`untag`). nullptr where the server shows no such holder.
   std::string (*tag)(const Tables& t) = nullptr;
+  /// The lock `key` held to the end of the transaction that takes it (its commit or rollback
+  /// gives it back, as the session's end does): true once taken. Where `wait`, it waits within
+  /// the bound that `bound` set (none set: the server's own); else it answers false at once
+  /// while another holds it. `key`: the lock's key as the dialect's lock takes it (SQL, one
+  /// integer, or a list of integers where that tells the key's lock apart from the session
+  /// lock's on the same hash). Core queues txn-insert's claim on it (LockStatements::insert_claim,
+  /// on :hi and :lo, the halves of the key's hash that the holder session binds) and makes a
+  /// schema's tables in turns on it (SchemaStatements::begin). nullptr where the dialect has
+  /// none: a plain INSERT, and DDL that takes no turns.
+  std::string (*transaction_lock)(std::string_view key, bool wait) = nullptr;
 };
 
 /// What a dialect spells its own way, for the rules of this file; each dialect gives one, in its
@@ -333,7 +343,8 @@ DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect
 /// The session strategies' server-lock statements (LockStatements): the dialect's own `s` (its
 /// claims' lock and insert, and any statement it writes its own way), completed with what is
 /// standard SQL: `begin` (Dialect::begin), lock_claim (SELECT ... FOR UPDATE) and insert_claim
-/// (a plain INSERT), each unless the dialect wrote its own, lock_claim_nowait (lock_claim with
+/// (a plain INSERT, or one queued on the key's SessionLock::transaction_lock where the dialect
+/// has one), each unless the dialect wrote its own, lock_claim_nowait (lock_claim with
 /// NOWAIT, unless the dialect wrote its own: MariaDB's NOWAIT also refuses to wait for a
 /// table's metadata lock), make_claim (the dialect's upsert that leaves a row alone),
 /// holds_claim and alive; row_release_ended (release_recorded at the dialect's clock, txn-insert's
@@ -381,7 +392,9 @@ FailoverStatements failover_statements(const Dialect& d, const Tables& t);
 std::string failover_record_sql(const Dialect& d, const Tables& t);
 
 /// tables::schema_statements of `sd`, with the failover record in the dialect `d`
-/// (failover_record_sql); the dialect adds the rest of SchemaStatements.
+/// (failover_record_sql) and, where its session lock has a transaction_lock, `begin`: the
+/// dialect's, then that lock on a key of the schema's own; the dialect adds the rest of
+/// SchemaStatements.
 SchemaStatements schema_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options,
                                    std::string_view dialect_name, std::span<const Strategy> strategies);
 

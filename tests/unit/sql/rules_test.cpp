@@ -447,6 +447,25 @@ TEST_CASE("the advisory statements: written once over the dialect's session lock
   CHECK(q.wait.text == s.advisory_wait.text);
   CHECK(q.leave.text == "SELECT UNLOCK(INT(:lock))");
 
+  // With a lock held to the transaction's end, txn-insert's claim queues on the key's (:hi and
+  // :lo) ahead of its INSERT, and tries it where it must not wait: one statement, a row answered
+  // when taken; a schema's DDL takes turns on one.
+  sql::Dialect held = d;
+  held.session_lock.transaction_lock = [](std::string_view key, bool wait) {
+    return std::string(wait ? "XWAIT(" : "XTRY(") + std::string(key) + ")";
+  };
+  CHECK(sql::lock_statements(held, t, {}).insert_claim.text ==
+        "INSERT INTO \"p_claims\" (name, kind) SELECT :key, :kind WHERE CASE WHEN INT(:wait_ms) > 0 THEN XWAIT(:hi, :lo)"
+        " ELSE XTRY(:hi, :lo) END RETURNING name");
+  BackendOptions options;
+  options.table_prefix = "p_";
+  const sql::tables::SchemaDialect sd{.quote = '"', .type = [](sql::tables::Type) { return std::string("T"); }};
+  constexpr Strategy lease_only[] = {Strategy::lease};
+  CHECK(sql::schema_statements(held, sd, options, "test", lease_only).begin ==
+        "BEGIN; SELECT XWAIT(" + std::to_string(key_hash("p_", "\x01schema")) + ")");
+  CHECK(sql::schema_statements(d, sd, options, "test", lease_only).begin.empty());
+  CHECK(sql::lock_statements(d, t, {}).insert_claim.text == "INSERT INTO \"p_claims\" (name, kind) VALUES (:key, :kind)");
+
   // Without a session lock, none of them.
   const sql::LockStatements none = sql::lock_statements(marked, t, {});
   CHECK(none.advisory_try.empty());
