@@ -97,13 +97,21 @@ TEST_CASE("schema --statements lists every statement of each dialect, each named
   CHECK(listed(mysql_ids, "lock.advisory_wait"));
   CHECK(listed(mysql_ids, "lock.advisory_release_row"));
   CHECK(listed(printed("postgres", options), "lock.advisory_numbered_wait"));
-  // PostgreSQL's row-lock numbering gate, which its holder session runs (core's, over the session lock).
+  // The row-lock numbering gate, which the holder sessions run (core's, over the session lock):
+  // PostgreSQL's, and MariaDB's (its numbering is MariaDB's alone: listed by its own name).
   const sql::LockStatements pg_lock = postgres::lock_statements("dblock_");
   for (const sql::Statement* st : {&pg_lock.gate_take, &pg_lock.gate_wait, &pg_lock.gate_give}) {
     CAPTURE(st->id);
     CHECK_FALSE(st->empty());
     CHECK(listed(printed("postgres", options), st->id));
   }
+  const sql::LockStatements maria_lock = mysql::lock_statements("dblock_", true);
+  for (const sql::Statement* st : {&maria_lock.gate_take, &maria_lock.gate_wait, &maria_lock.gate_give}) {
+    CAPTURE(st->id);
+    CHECK_FALSE(st->empty());
+    CHECK(listed(mysql_ids, st->id));
+  }
+  CHECK(mysql::lock_statements("dblock_", false).gate_take.empty());
 }
 
 TEST_CASE("each statement is laid out one clause per line, within the width, and otherwise unchanged") {

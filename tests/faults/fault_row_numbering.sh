@@ -62,8 +62,8 @@ waiter_session() {
 }
 # The waiter's lock session (PostgreSQL: a statement on the claims table; MariaDB: its block's
 # wait for the holder's wake name, the statement of a block the server shows) and its
-# bookkeeping session (waiting for the gate: PostgreSQL's lock.gate_wait, which gives it back
-# once it had it; MariaDB's numbering block starts with that wait).
+# bookkeeping session (waiting for the gate: lock.gate_wait, which gives it back once it had it;
+# MariaDB's numbering block starts with that wait).
 lock_session() {
   case $b in
     postgres) waiter_session "$1" "%${DBLOCK_TABLE_PREFIX}claims%" ;;
@@ -73,7 +73,7 @@ lock_session() {
 book_session() {
   case $b in
     postgres) waiter_session "$1" 'SELECT got, pg_advisory_unlock(%' ;;
-    mysql) waiter_session "$1" "DO GET_LOCK(_dblock-gate:%" ;;
+    mysql) waiter_session "$1" "SELECT GET_LOCK(_dblock-gate:%" ;;
   esac
 }
 terminate() {

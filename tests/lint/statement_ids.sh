@@ -44,8 +44,9 @@ for rel in "${!still[@]}"; do
 done
 # The statements a server connection sends are core's, listed by `dblock schema --statements`:
 # a connection file writes no statement of its own (the waits ahead of a lease take were written
-# there, and went unlisted: issue 49), nor does PostgreSQL's holder session (its numbering gate's
-# were written there, unlisted, the gate's number in their text). Its session settings (SET,
+# there, and went unlisted: issue 49), nor does a holder session, PostgreSQL's or MySQL's (their
+# numbering gate's were written there, unlisted: PostgreSQL's with the gate's number in their
+# text, MariaDB's a GET_LOCK of its own, and a give-back and take in one). Its session settings (SET,
 # LISTEN), a transaction's end (COMMIT, ROLLBACK) and how it sends two statements in one round
 # trip (a block around them) are its own.
 while IFS= read -r hit; do
@@ -54,7 +55,8 @@ while IFS= read -r hit; do
   echo "  write it in core (src/core/sql), from the dialect's expressions, and list it (StatementCatalog)"
   status=1
 done < <(grep -nE '"(SELECT|DO|INSERT|UPDATE|DELETE|WITH) ' "$backends"/mysql/mysql_connection.cpp \
-  "$backends"/postgres/postgres_connection.cpp "$backends"/postgres/postgres_session_lock.cpp)
+  "$backends"/postgres/postgres_connection.cpp "$backends"/postgres/postgres_session_lock.cpp \
+  "$backends"/mysql/mysql_session_lock.cpp)
 
 total=0
 for n in "${seen[@]}"; do total=$((total + n)); done

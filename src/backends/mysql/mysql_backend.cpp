@@ -94,9 +94,10 @@ class MysqlBackend final : public sql::SqlBackend {
     // The holder's connection opened beside this one (open), when it was for this strategy.
     std::unique_ptr<Connection> opened = std::exchange(holder_, nullptr);
     if (!options_.locker_strategy || *options_.locker_strategy != strategy) opened.reset();
-    auto holder = open_holder(strategy, dsn_, options_, book, std::move(opened));
-    if (!holder) return std::unexpected(holder.error());
     const std::string& prefix = options_.table_prefix;
+    const RunFamilies& built = families(prefix, mariadb_, true);
+    auto holder = open_holder(strategy, dsn_, options_, book, *built.lock, std::move(opened));
+    if (!holder) return std::unexpected(holder.error());
     // Whether the lock could hold here is judged on the bookkeeping session's failover read,
     // before the first take (serving_check).
     auto open_other = [dsn = dsn_, options = options_]() -> Result<std::unique_ptr<sql::Session>> {
@@ -104,7 +105,6 @@ class MysqlBackend final : public sql::SqlBackend {
       if (!other) return std::unexpected(other.error());
       return std::make_unique<Session>(std::move(*other), options.table_prefix);
     };
-    const RunFamilies& built = families(prefix, mariadb_, true);
     return sql::make_session_locker(strategy, std::move(*holder), *built.lock, std::move(book), built.lease, prefix,
                                     options_.history_keep,
                                     serving_check(strategy, open_other));

@@ -335,18 +335,6 @@ const sql::Params& Connection::with_names(const sql::Compiled& compiled, const s
 
 Result<sql::Rows> Connection::run(const sql::Statement& st, const sql::Params& given) { return execute(st, given, nullptr); }
 
-// Two statements in one round trip: a block (compiled once per text, as any statement) whose
-// first answer is `ahead`'s, then `st`'s.
-// What put_ahead_of_next left (a holder's lock wait, txn-insert's INSERT) goes after the wait,
-// answerless, so the wait's answer stays the block's first.
-Result<sql::Rows> Connection::run_behind(const sql::Statement& ahead, const sql::Statement& st,
-                                         const sql::Params& params, sql::Rows& ahead_rows) {
-  const std::string then = std::exchange(ahead_, {}).text, after = std::exchange(after_, {}).text;
-  return execute({st.id, "BEGIN NOT ATOMIC " + ahead.text + "; " + (then.empty() ? "" : then + "; ") + st.text + "; " +
-                             (after.empty() ? "" : after + "; ") + "END"},
-                 params, &ahead_rows);
-}
-
 namespace {
 
 // `st` as a statement of a block: a block itself (BEGIN NOT ATOMIC ... END, MariaDB's top-level
@@ -357,6 +345,19 @@ std::string in_block(const std::string& st) {
 }
 
 }  // namespace
+
+// Two statements in one round trip: a block (compiled once per text, as any statement) whose
+// first answer is `ahead`'s, then `st`'s (a block itself nested in it: the numbering behind its
+// gate's wait).
+// What put_ahead_of_next left (a holder's lock wait, txn-insert's INSERT) goes after the wait,
+// answerless, so the wait's answer stays the block's first.
+Result<sql::Rows> Connection::run_behind(const sql::Statement& ahead, const sql::Statement& st,
+                                         const sql::Params& params, sql::Rows& ahead_rows) {
+  const std::string then = std::exchange(ahead_, {}).text, after = std::exchange(after_, {}).text;
+  return execute({st.id, "BEGIN NOT ATOMIC " + ahead.text + "; " + (then.empty() ? "" : then + "; ") + in_block(st.text) +
+                             "; " + (after.empty() ? "" : after + "; ") + "END"},
+                 params, &ahead_rows);
+}
 
 Result<sql::Rows> Connection::execute(const sql::Statement& given_st, const sql::Params& given, sql::Rows* first) {
   // What goes ahead of the statement (put_ahead_of_next's, and the session's deferred settings
@@ -399,18 +400,24 @@ Result<sql::Rows> Connection::execute(const sql::Statement& given_st, const sql:
   std::unique_ptr<MYSQL_RES, Close> meta(mysql_stmt_result_metadata(stmt));
   if (!meta) return out;
   if (first) {
-    // The block's first answer is the statement ahead's; the one after it is the statement's.
+    // The block's first answer is the statement ahead's; the one after it is the statement's,
+    // none where the statement is a block that answered nothing (a numbering that found no
+    // grant to number): then only the block's own answer follows.
     if (!fetch_rows(stmt, meta.get(), *first)) return stmt_failed();
     if (!mysql_stmt_more_results(stmt) || mysql_stmt_next_result(stmt) != 0) return stmt_failed();
     meta.reset(mysql_stmt_result_metadata(stmt));
-    if (!meta) return stmt_failed();
+    if (!meta) out.affected = 0;
   }
-  if (!fetch_rows(stmt, meta.get(), out)) return stmt_failed();
+  if (meta && !fetch_rows(stmt, meta.get(), out)) return stmt_failed();
   // A block of statements (lease.release_recorded on MariaDB) ends with the block's own answer
-  // after its rows: read, so the connection is ready for the next statement.
-  while (mysql_stmt_more_results(stmt))
+  // after its rows, and put_after_next's answer (the numbering gate's give-back) comes before
+  // that: read and dropped, so the connection is ready for the next statement.
+  while (mysql_stmt_more_results(stmt)) {
     if (mysql_stmt_next_result(stmt) > 0) return stmt_failed();
-  out.affected = static_cast<std::int64_t>(out.size());
+    if (mysql_stmt_field_count(stmt) > 0 && (mysql_stmt_store_result(stmt) != 0 || mysql_stmt_free_result(stmt) != 0))
+      return stmt_failed();
+  }
+  if (meta) out.affected = static_cast<std::int64_t>(out.size());
   return out;
 }
 

@@ -44,8 +44,9 @@ class Connection {
   /// statement run, in its block and round trip (MariaDB); empty: nothing does. A statement that
   /// is a block itself runs in it as a block of its own.
   void put_ahead_of_next(const sql::Statement& ahead) { ahead_ = ahead; }
-  /// `after` (statements without an answer) goes after the next statement run, in its block and
-  /// round trip (MariaDB), and runs only when that statement did not fail; empty: nothing does.
+  /// `after` (a statement whose answer, if any, is dropped) goes after the next statement run, in
+  /// its block and round trip (MariaDB), and runs only when that statement did not fail; empty:
+  /// nothing does.
   void put_after_next(const sql::Statement& after) { after_ = after; }
   /// Runs a statement without parameters through the text protocol; any rows are discarded.
   Result<void> query(std::string_view sql);

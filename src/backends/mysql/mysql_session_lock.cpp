@@ -29,9 +29,9 @@ namespace {
 class MysqlHolder final : public sql::HolderSession {
  public:
   MysqlHolder(Strategy s, Dsn dsn, BackendOptions options, std::shared_ptr<Session> book,
-              std::unique_ptr<Connection> opened)
+              std::unique_ptr<Connection> opened, const sql::LockStatements& st)
       : strategy_(s), row_lock_(s != Strategy::advisory), dsn_(std::move(dsn)), options_(std::move(options)), book_(std::move(book)),
-        opened_(std::move(opened)) {}
+        opened_(std::move(opened)), gate_take_(st.gate_take), gate_wait_(st.gate_wait), gate_give_(st.gate_give) {}
 
   // A lock statement sent behind a wait (send_behind) runs in one block with it, begin's lock
   // wait (and txn-insert's INSERT) between the two; one sent with a numbering (send_numbering)
@@ -75,17 +75,20 @@ class MysqlHolder final : public sql::HolderSession {
       if (const auto* v = behind_->second.find("wait_ms"); v && std::holds_alternative<std::int64_t>(*v))
         ahead_ms = std::get<std::int64_t>(*v);
     const std::int64_t gate_ms = std::min<std::int64_t>(ahead_ms + wait.count(), book_->connection().max_block_ms());
-    if (!conn_ || !conn_->mariadb() || gate_ms <= 0 || book_->connection().socket() < 0) return plain();
+    if (gate_take_.empty() || !conn_ || !conn_->mariadb() || gate_ms <= 0 || book_->connection().socket() < 0)
+      return plain();
     // Taken in a round trip of its own the first time, so that the numbering's wait cannot reach
     // the server first; kept from then on (settle_numbering), so once per session until a grant.
     if (!gate_held_) {
-      auto taken = conn_->run(gate_take, sql::Params().set("gate", gate()));
+      auto taken = conn_->run(gate_take_, gate_params());
       if (!taken) return std::unexpected(taken.error());
       gate_held_ = !taken->empty() && (*taken)[0].opt_int64(0).value_or(0) == 1;
       if (!gate_held_) return plain();
     }
+    // The gate's wait (:wait_ms, GET_LOCK's bound) is bound with the numbering it goes ahead of,
+    // which reads no :wait_ms of its own.
     sql::Params n = np;
-    numbering_ = Numbering{number, n.set("gate", gate()).set("gate_wait_ms", gate_ms)};
+    numbering_ = Numbering{number, n.set("gate", gate()).set("wait_ms", gate_ms)};
     return plain();
   }
   std::optional<Result<sql::Rows>> numbered() override { return std::exchange(numbered_, std::nullopt); }
@@ -292,31 +295,32 @@ class MysqlHolder final : public sql::HolderSession {
   sql::Waiters& release_signal() override { return row_lock_ ? book_->release_signal() : no_signal_; }
 
  private:
-  // The numbering gate (send_numbering): taken by the lock session, given back after its lock
-  // statement; waited for by the bookkeeping session ahead of the numbering, and given back by
-  // it at once (it orders, it guards nothing: the numbering proves the grant); let go and taken
-  // again once the bookkeeping session has had it (settle_numbering).
-  static inline const sql::Statement gate_take{"lock.gate_take", "SELECT GET_LOCK(:gate, 5)"};
-  static inline const sql::Statement gate_give{"lock.gate_give", "DO RELEASE_LOCK(:gate)"};
-  static inline const sql::Statement gate_wait{"lock.gate_wait", "DO GET_LOCK(:gate, :gate_wait_ms / 1000), RELEASE_LOCK(:gate)"};
-  static inline const sql::Statement gate_again{"lock.gate_again", "SELECT RELEASE_LOCK(:gate), GET_LOCK(:gate, 5)"};
+  // The numbering gate (send_numbering; core's LockStatements::gate_*, over the named locks):
+  // taken by the lock session, given back after its lock statement; waited for by the
+  // bookkeeping session ahead of the numbering, and given back by it at once (it orders, it
+  // guards nothing: the numbering proves the grant); let go and taken again once the
+  // bookkeeping session has had it (settle_numbering).
   // The gate's name: the session's tag, which no other session has.
   std::string gate() const { return "dblock-gate:" + tag_; }
+  // gate_take's: the gate, waited for at most 5 s (nobody else takes it; the bookkeeping
+  // session's wait gives it back at once).
+  sql::Params gate_params() const { return sql::Params().set("gate", gate()).set("wait_ms", std::int64_t{5000}); }
 
   // The numbering kept by send_numbering, sent now, as the lock statement goes: the gate's
   // give-back after the lock statement, the gate's wait ahead of the numbering. false: none.
   bool start_numbering() {
     auto n = std::exchange(numbering_, std::nullopt);
     if (!n) return false;
-    Connection& book = book_->connection();
-    book.put_ahead_of_next(gate_wait);
     try {
-      numbering_run_ = std::async(std::launch::async, [book = book_, n = std::move(*n)] { return book->run(n.st, n.p); });
+      // The gate's wait ahead of the numbering, in its block and round trip (its answer apart).
+      numbering_run_ = std::async(std::launch::async, [book = book_, wait = gate_wait_, n = std::move(*n)] {
+        sql::Rows waited;
+        return book->connection().run_behind(wait, n.st, n.p, waited);
+      });
     } catch (const std::system_error&) {  // no thread to be had: numbered as before
-      book.put_ahead_of_next({});
       return false;
     }
-    conn_->put_after_next(gate_give);
+    conn_->put_after_next(gate_give_);
     return true;
   }
   // After the lock statement `r` sent with a numbering (`behind`: behind a wait): the numbering's
@@ -330,8 +334,10 @@ class MysqlHolder final : public sql::HolderSession {
     if (r || r.error().kind == ErrorKind::connection || !conn_ || conn_->socket() < 0) {
       gate_held_ = false;
     } else if (r.error().kind != ErrorKind::wait_ended || (behind && told_ != sql::AheadAnswer::bound_reached)) {
-      auto again = conn_->run(gate_again, sql::Params().set("gate", gate()));
-      gate_held_ = again && !again->empty() && (*again)[0].opt_int64(1).value_or(0) == 1;
+      // Given back and taken again in one round trip (the give-back's answer apart).
+      sql::Rows given;
+      auto again = conn_->run_behind(gate_give_, gate_take_, gate_params(), given);
+      gate_held_ = again && !again->empty() && (*again)[0].opt_int64(0).value_or(0) == 1;
     }
     numbered_ = numbering_run_.get();
   }
@@ -363,6 +369,7 @@ class MysqlHolder final : public sql::HolderSession {
   std::future<Result<sql::Rows>> numbering_run_;     // its run on the bookkeeping session
   std::optional<Result<sql::Rows>> numbered_;        // numbered()
   bool gate_held_ = false;                           // the session holds the numbering gate
+  sql::Statement gate_take_, gate_wait_, gate_give_;  // the gate's (LockStatements::gate_*)
 };
 
 }  // namespace
@@ -387,9 +394,9 @@ Result<std::unique_ptr<Connection>> open_holder_connection(Strategy s, const Dsn
 }
 
 Result<std::unique_ptr<sql::HolderSession>> open_holder(Strategy s, const Dsn& dsn, const BackendOptions& options,
-                                                        std::shared_ptr<Session> book,
+                                                        std::shared_ptr<Session> book, const sql::LockStatements& st,
                                                         std::unique_ptr<Connection> opened) {
-  auto holder = std::make_unique<MysqlHolder>(s, dsn, options, std::move(book), std::move(opened));
+  auto holder = std::make_unique<MysqlHolder>(s, dsn, options, std::move(book), std::move(opened), st);
   if (auto r = holder->reopen(); !r) return std::unexpected(r.error());
   return std::unique_ptr<sql::HolderSession>(std::move(holder));
 }

@@ -75,29 +75,46 @@ std::string key_hash(const Tables& t, std::string_view key) {
   return "SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(" + quote_identifier(t.prefix, '\'') +
          " AS BINARY), 0x00, CAST(" + std::string(key) + " AS BINARY)), 256)";
 }
-// `label` + the first `digits` hex digits of `hash` (SQL, key_hash's), then `tag` (SQL): one
-// key's GET_LOCK names, at most 64 characters (the server's limit).
-std::string hashed_name(std::string_view label, int digits, const std::string& hash, std::string_view tag = {}) {
-  return "CONCAT('" + std::string(label) + "', LEFT(" + hash + ", " + std::to_string(digits) + ")" +
-         (tag.empty() ? "" : ", " + std::string(tag)) + ")";
+// `label` + the first `digits` hex digits of `hash` (each SQL; the hash key_hash's), then `tag`
+// (SQL): one key's GET_LOCK names, at most 64 characters (the server's limit).
+std::string hashed_name(const std::string& label, const std::string& digits, const std::string& hash,
+                        std::string_view tag = {}) {
+  return "CONCAT(" + label + ", LEFT(" + hash + ", " + digits + ")" + (tag.empty() ? "" : ", " + std::string(tag)) + ")";
 }
-// hashed_name over key_hash(`key`).
-std::string lock_name(const Tables& t, std::string_view label, int digits, std::string_view key,
-                      std::string_view tag = {}) {
-  return hashed_name(label, digits, key_hash(t, key), tag);
+// The two names a session holder keeps on a key: advisory's lock, and a row lock's holder tag
+// (its label and digits, then the tag).
+struct HeldName {
+  std::string_view label;
+  int digits;
+  std::string label_sql() const { return "'" + std::string(label) + "'"; }
+  // The name over `hash` (SQL, key_hash's), then `tag` (SQL).
+  std::string of(const std::string& hash, std::string_view tag = {}) const {
+    return hashed_name(label_sql(), std::to_string(digits), hash, tag);
+  }
+};
+const HeldName advisory_name{"dblock:", 57}, tag_name{"dblock-held:", 20};
+// The name `n` of `key` (SQL).
+std::string lock_name(const Tables& t, const HeldName& n, std::string_view key, std::string_view tag = {}) {
+  return n.of(key_hash(t, key), tag);
 }
 
 // The lock that proves a row's session holder (status, `release --force`), one of
 // lock_statements' names, and the recorded connection id (holder_id): an id alone proves
 // nothing, as the server hands ids out again after a restart. The holder tag's name carries the
-// key's hash, so a tag copied from another key's row names a lock nobody holds.
-// `row`: "" or an alias and its dot.
+// key's hash, so a tag copied from another key's row names a lock nobody holds. Each part of the
+// name chosen by the strategy around one hash of the key: advisory's lock_name, or the tag's
+// with the recorded tag. `row`: "" or an alias and its dot.
 std::string holder_lock(const Tables& t, std::string_view row = "") {
   const std::string r(row);
-  return "CASE WHEN " + r + "strategy = 'advisory' AND " + r + "session_id REGEXP '^[0-9]{1,20}$' THEN " +
-         lock_name(t, "dblock:", 57, r + "name") + " WHEN " + r + "strategy IN ('for-update', 'txn-insert') AND " + r +
-         "session_id REGEXP '^[0-9]{1,20}:[0-9a-f]{32}$' THEN " +
-         lock_name(t, "dblock-held:", 20, r + "name", "SUBSTRING_INDEX(" + r + "session_id, ':', -1)") + " END";
+  auto either = [&r](const std::string& advisory, const std::string& tagged) {
+    return "IF(" + r + "strategy = 'advisory', " + advisory + ", " + tagged + ")";
+  };
+  return "CASE WHEN " + r + "strategy IN ('advisory', 'for-update', 'txn-insert') AND " + r + "session_id REGEXP " +
+         either("'^[0-9]{1,20}$'", "'^[0-9]{1,20}:[0-9a-f]{32}$'") + " THEN " +
+         hashed_name(either(advisory_name.label_sql(), tag_name.label_sql()),
+                     either(std::to_string(advisory_name.digits), std::to_string(tag_name.digits)), key_hash(t, r + "name"),
+                     either("''", "SUBSTRING_INDEX(" + r + "session_id, ':', -1)")) +
+         " END";
 }
 std::string holder_id(std::string_view row = "") {
   return "CAST(SUBSTRING_INDEX(" + std::string(row) + "session_id, ':', 1) AS UNSIGNED)";
@@ -161,7 +178,7 @@ const sql::Dialect dialect{
     .upsert = &upsert,
     .session_holds =
         [](std::string_view row, const Tables& t) {
-          return "COALESCE(IS_USED_LOCK(" + holder_lock(t, row) + ") = " + holder_id(row) + ", 0)";
+          return "(IS_USED_LOCK(" + holder_lock(t, row) + ") = " + holder_id(row) + ") IS TRUE";
         },
     // Ended by release.end_session (KILL), read before the release (no RETURNING).
     .ended_session =
@@ -174,14 +191,14 @@ const sql::Dialect dialect{
     // wait is in whole seconds and more (:wait_ms / 1000). A name is at most 64 characters.
     .session_lock = {
         // advisory's lock (lock_statements).
-        .key = [](const Tables& t, std::string_view name) { return lock_name(t, "dblock:", 57, name); },
+        .key = [](const Tables& t, std::string_view name) { return lock_name(t, advisory_name, name); },
         .try_lock = [](std::string_view key) { return "GET_LOCK(" + std::string(key) + ", 0)"; },
         .wait_lock = [](std::string_view key) { return "GET_LOCK(" + std::string(key) + ", :wait_ms / 1000)"; },
         .unlock = [](std::string_view key) { return "RELEASE_LOCK(" + std::string(key) + ")"; },
         .holder = [](std::string_view key) { return "IS_USED_LOCK(" + std::string(key) + ")"; },
         // The name a for-update or txn-insert holder keeps while it holds the key, with :tag, its
         // lock session's 32 random hex digits (holder_lock).
-        .tag = [](const Tables& t) { return lock_name(t, "dblock-held:", 20, ":key", ":tag"); },
+        .tag = [](const Tables& t) { return lock_name(t, tag_name, ":key", ":tag"); },
     },
     // The take is core's (Dialect::take): no RETURNING, nor a read of the failover record in an
     // ON DUPLICATE KEY UPDATE (its assignments read no table): the upsert alone, admitted before
@@ -354,10 +371,10 @@ sql::InspectStatements inspect_statements(const BackendOptions& options) {
 sql::ReleaseStatements release_statements(const std::string& prefix) {
   sql::ReleaseStatements s = sql::release_statements(dialect, Tables(prefix, '`'));
   // Asked again in the KILL itself; 0, no such session: the holder ended by itself meanwhile.
+  // The session is gone once the server no longer shows it holding the lock (core's
+  // session_gone): a killed session rolls its transaction back, which lets its row lock go,
+  // before it gives its named locks back.
   s.end_session = {"release.end_session", "KILL CONNECTION IF(IS_USED_LOCK(:lock) = :session, :session, 0)"};
-  s.session_gone = {"release.session_gone",
-                    "SELECT IS_USED_LOCK(:lock) IS NULL AND NOT EXISTS (SELECT 1 FROM information_schema.PROCESSLIST"
-                    " WHERE ID = :session)"};
   return s;
 }
 
@@ -425,7 +442,7 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
     // selected (FROM DUAL): with a VALUES list MariaDB's RETURNING answered NULL for the row it
     // had just inserted.
     const std::string lock = "SET @dblock_lock = " + key_hash(t, ":key") + "; SET @dblock_lock = " +
-                             hashed_name("dblock:", 57, "@dblock_lock") + "; SET @dblock_got = IF(IS_USED_LOCK(@dblock_lock) <=>"
+                             advisory_name.of("@dblock_lock") + "; SET @dblock_got = IF(IS_USED_LOCK(@dblock_lock) <=>"
                              " CONNECTION_ID(), NULL, GET_LOCK(@dblock_lock, :wait_ms / 1000))";
     const std::string insert = numbered_upsert(sql::session_upsert(dialect, t, "@dblock_fence", dialect.now, dialect.now), " FROM DUAL", ", 1");
     // Refused, the key's row as core's refusal reads it (lease.refusal), after four columns
@@ -448,7 +465,7 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
     // refused the lock, which writes nothing, spares that read of the catalog (issue 51). The
     // block reads the record only where core has not read it on this session, so core always
     // binds :started_id there (a NULL would close the gate: fail closed).
-    const std::string gate = gate_sql(t.locks, "", " AND NOT @@GLOBAL.wsrep_on AND CONNECTION_ID() = :started_id");
+    const std::string gate = gate_sql(t.locks, "", " AND (NOT @@GLOBAL.wsrep_on AND CONNECTION_ID() = :started_id)");
     const std::string numbered = mariadb_block(
         "", "SET SESSION wait_timeout = :idle_s, SESSION interactive_timeout = :idle_s, @dblock_fence = :fence; IF"
                 " @dblock_fence IS NULL AND :wait_ms = 0 THEN START TRANSACTION; " +
@@ -501,8 +518,8 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
         "lock.row_release_ended",
         mariadb_block("", "IF " + is_advisory + " THEN START TRANSACTION; END IF; " + lease.release.text +
                               "; SET @dblock_released = ROW_COUNT(); SET " + hash + " = " + key_hash(t, ":key") +
-                              "; SET @dblock_lock = IF(" + is_advisory + ", CONCAT('dblock:', LEFT(" + hash +
-                              ", 57)), CONCAT('dblock-held:', LEFT(" + hash + ", 20), :tag)); SET @dblock_ours = NOT " +
+                              "; SET @dblock_lock = IF(" + is_advisory + ", " + advisory_name.of(hash) + ", " +
+                              tag_name.of(hash, ":tag") + "); SET @dblock_ours = NOT " +
                               is_advisory + " OR IS_USED_LOCK(@dblock_lock) <=> CONNECTION_ID(); DELETE FROM " + t.claims +
                               " WHERE :strategy = 'txn-insert' AND name = :key AND kind = 'txn-insert'; " +
                               sql::run_row_sql(dialect, t, "@dblock_ours") + "; " + sql::history_trim_block_sql(dialect, t) +

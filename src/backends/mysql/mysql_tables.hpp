@@ -37,9 +37,10 @@ WakeStatements wake_statements(const std::string& prefix);
 
 /// The holder session of session strategy `s`, a connection of its own: `opened`
 /// (open_holder_connection's, made beside the bookkeeping session), else opened here. The
-/// row-lock strategies' waiters hear releases through `book`'s waiters' queue.
+/// row-lock strategies' waiters hear releases through `book`'s waiters' queue; `st` are the
+/// strategy's statements (its numbering gate's: LockStatements::gate_*).
 Result<std::unique_ptr<sql::HolderSession>> open_holder(Strategy s, const Dsn& dsn, const BackendOptions& options,
-                                                        std::shared_ptr<Session> book,
+                                                        std::shared_ptr<Session> book, const sql::LockStatements& st,
                                                         std::unique_ptr<Connection> opened = nullptr);
 /// A connection for session strategy `s`'s holder, with its session settings; safe to call on a
 /// thread of its own, beside another connection's open.

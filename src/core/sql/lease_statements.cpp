@@ -423,13 +423,16 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
                                                            session_take.text + "; END IF;")};
   // The gate that chains the numbering to the grant: the holder keeps it while its lock statement
   // waits and lets it go right after a grant; the bookkeeping session's wait for it, bounded as
-  // the holder's, gives it back at once (the subquery, kept apart by OFFSET 0, is evaluated
-  // first), so nothing of it stays when the statement after it fails.
-  if (!s.row_numbered.empty() && l.wait_lock && l.unlock && !l.bound.empty()) {
+  // the holder's, gives it back at once, so nothing of it stays when the statement after it
+  // fails. The wait is evaluated first: in a subquery kept apart by OFFSET 0 where a `bound` is
+  // set in its FROM; where the wait takes its bound as a parameter (:wait_ms), it comes first in
+  // the select list, which is evaluated left to right (as wake.wait_ahead's).
+  if (!s.row_numbered.empty() && l.wait_lock && l.unlock) {
     const std::string gate = d.integer(":gate");
     s.gate_take = {"lock.gate_take", lock_sql(d, l.wait_lock(gate), false, false)};
-    s.gate_wait = {"lock.gate_wait", "SELECT got, " + l.unlock(gate) + " FROM (" + lock_sql(d, l.wait_lock(gate), true, false) +
-                                         " OFFSET 0) g"};
+    s.gate_wait = {"lock.gate_wait", l.bound.empty() ? lock_sql(d, l.wait_lock(gate), true, false) + ", " + l.unlock(gate)
+                                                     : "SELECT got, " + l.unlock(gate) + " FROM (" +
+                                                           lock_sql(d, l.wait_lock(gate), true, false) + " OFFSET 0) g"};
     s.gate_give = {"lock.gate_give", "SELECT " + l.unlock(gate)};
   }
   // The release and the history row in the holder's own transaction, which the COMMIT after it

@@ -23,11 +23,16 @@ ReleaseStatements release_statements(const Dialect& d, const Tables& t) {
   const std::string returned = d.returning("l.*");
   if (d.ended_session("l", t).empty()) return s;
   // The holder's session ended (:session) once the server no longer shows it holding the key's
-  // lock, judged as the release judged it (Dialect::session_holds) on the key's row with that
-  // session: then the key can be taken. One row even where the row is gone.
-  s.session_gone = {"release.session_gone", "SELECT CASE WHEN EXISTS (SELECT 1 FROM (SELECT name, strategy, :session AS"
-                                            " session_id FROM " + t.locks + " WHERE name = :key) l WHERE " +
-                                                d.session_holds("l.", t) + " = 1) THEN 0 ELSE 1 END"};
+  // lock: then the key can be taken. Where the server tells a lock's holder
+  // (SessionLock::holder), on the lock the release named (:lock, as ended_session answered it:
+  // a row lock's holder tag, which its session gives back only after its transaction, the row
+  // lock with it); else judged as the release judged it (Dialect::session_holds) on the key's
+  // row with that session, one row even where the row is gone.
+  const SessionLock& l = d.session_lock;
+  s.session_gone = {"release.session_gone",
+                    l.holder ? "SELECT CASE WHEN " + l.holder(":lock") + " = " + d.integer(":session") + " THEN 0 ELSE 1 END"
+                             : "SELECT CASE WHEN EXISTS (SELECT 1 FROM (SELECT name, strategy, :session AS session_id FROM " +
+                                   t.locks + " WHERE name = :key) l WHERE " + d.session_holds("l.", t) + " = 1) THEN 0 ELSE 1 END"};
   // Where the release returns no rows, the holder is read before it; else the rows it released
   // are answered in the same statement.
   if (returned.empty())

@@ -410,7 +410,8 @@ HistoryStatements history_statements(const Dialect& d, const std::string& runs);
 
 /// `dblock release` of another process's holder (ReleaseStatements): `holder`, where the dialect
 /// answers a release in a read of its own (Dialect::returning), and `release`; where there are
-/// server sessions (Dialect::ended_session), session_gone over Dialect::session_holds. The
+/// server sessions (Dialect::ended_session), session_gone over SessionLock::holder where the
+/// server tells a lock's holder, else over Dialect::session_holds. The
 /// dialect adds how a session is ended where the release does not end it (end_session; a session
 /// that ended by itself is ErrorKind::no_session), and may write its own session_gone.
 ReleaseStatements release_statements(const Dialect& d, const Tables& t);

@@ -452,13 +452,15 @@ struct LockStatements {
   /// refused as session_take refuses, or its own failover gate not open where session_take
   /// reads it: the caller then numbers as before).
   Statement row_numbered;
-  /// Empty, or (where `row_numbered` is, and the dialect's session lock waits within a bound:
-  /// SessionLock::bound) the gate that chains `row_numbered` to the grant it proves
-  /// (HolderSession::send_numbering): a session lock on :gate, a lock of the holder session's own
-  /// that no other session takes. `gate_take`: the holder takes it, waiting. `gate_give`: lets it
-  /// go, (true) when it was this session's. `gate_wait` (:gate :lock_timeout): the bookkeeping
-  /// session waits for it within :lock_timeout (the dialect's lock-not-available error once over)
-  /// and gives it back at once, so the statement sent after it runs only once the holder let it go.
+  /// Empty, or (where `row_numbered` is, and the dialect's session lock waits and lets go) the
+  /// gate that chains `row_numbered` to the grant it proves (HolderSession::send_numbering): a
+  /// session lock on :gate, a lock of the holder session's own that no other session takes.
+  /// `gate_take`: the holder takes it, waiting (within :wait_ms where the wait takes its bound as
+  /// a parameter: no SessionLock::bound). `gate_give`: lets it go, (true) when it was this
+  /// session's. `gate_wait` (:gate, and :lock_timeout or :wait_ms as the wait is bounded): the
+  /// bookkeeping session waits for it within that bound (the dialect's lock-not-available error,
+  /// or its answer 0, once over) and gives it back at once, so the statement sent after it runs
+  /// only once the holder let it go.
   Statement gate_take, gate_wait, gate_give;
 };
 

@@ -491,10 +491,15 @@ TEST_CASE("a session lock's holder judged as status judges it, and the row lock'
   CHECK(s.gate_wait.id == "lock.gate_wait");
   CHECK(s.gate_wait.text ==
         "SELECT got, UNLOCK(INT(:gate)) FROM (SELECT WAIT(INT(:gate)) AS got FROM (SELECT BOUND(:lock_timeout)) c OFFSET 0) g");
-  // No bound of its own (the wait takes :wait_ms), or no row numbering: no gate.
+  // No bound of its own (the wait takes it as a parameter, :wait_ms, as MySQL's GET_LOCK): the
+  // same gate, its wait first in the select list (evaluated left to right), the give-back after
+  // it. No row numbering: no gate.
   sql::Dialect unbounded = d;
   unbounded.session_lock.bound = {};
-  CHECK(sql::lock_statements(unbounded, t, {}).gate_wait.empty());
+  const sql::LockStatements u = sql::lock_statements(unbounded, t, {});
+  CHECK(u.gate_take.text == s.gate_take.text);
+  CHECK(u.gate_wait.text == "SELECT WAIT(INT(:gate)) AS got, UNLOCK(INT(:gate))");
+  CHECK(u.gate_give.text == s.gate_give.text);
   CHECK(sql::lock_statements(marked, t, {}).gate_take.empty());
 
   // Without SessionLock::holds or holder, the heartbeat's proof is status's judgement of the
@@ -513,6 +518,12 @@ TEST_CASE("a session lock's holder judged as status judges it, and the row lock'
   sql::Dialect no_sessions = marked;
   no_sessions.ended_session = [](std::string_view, const Tables&) { return std::string(); };
   CHECK(sql::release_statements(no_sessions, t).session_gone.empty());
+  // Where the server tells a lock's holder (SessionLock::holder, MySQL's), on the lock the release
+  // named (:lock): no longer held by :session.
+  sql::Dialect told = marked;
+  told.session_lock.holder = [](std::string_view key) { return "HOLDER(" + std::string(key) + ")"; };
+  CHECK(sql::release_statements(told, t).session_gone.text ==
+        "SELECT CASE WHEN HOLDER(:lock) = INT(:session) THEN 0 ELSE 1 END");
 }
 
 TEST_CASE("a lease judged live at the time a statement gives: the dialect's now by default, another in a dialect copy") {
