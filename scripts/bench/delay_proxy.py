@@ -141,7 +141,7 @@ class Proxy:
         stamped(server)
         p.server = server
 
-    def read(self, p, i, now):
+    def read(self, p, i):
         d = p.dirs[i]
         try:
             data, ancillary, _, _ = p.socks()[i].recvmsg(CHUNK, STAMP_SPACE)
@@ -152,8 +152,8 @@ class Proxy:
             return
         # How long ago the kernel queued these bytes (the last of them), by the wall clock the
         # stamp is in; bounded, so that a clock stepped meanwhile can neither hold them much
-        # longer nor pass them on early by more than that bound's worth of the delay.
-        # Against clocks read here: the loop's `now` came before this read.
+        # longer nor pass them on early by more than that bound's worth of the delay. Against
+        # clocks read here, not the loop's `now`, which came before this read.
         at, waited = time.monotonic(), 0.0
         for level, kind, stamp in ancillary:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(stamp) >= STAMP.size:
@@ -246,7 +246,7 @@ class Proxy:
                 elif s in owner:
                     p, i = owner[s]
                     if not p.closed:
-                        self.read(p, i, now)
+                        self.read(p, i)
         return 0
 
 
