@@ -34,7 +34,9 @@
 #          the session the handshake gave), answers with its token and gives the key's queue
 #          name back; and the release: one block in the holder's own transaction that releases
 #          the row, writes the history row with its trim, commits (which lets the lock go) and
-#          gives the holder tag and the key's wake name back: 3 and 3 (they were 6 and 7 with
+#          gives the holder tag and the key's wake name back: 3 and 3, the lock statement and the
+#          numbering side by side on the two connections on MariaDB (2 on the path: timed at a
+#          distance at the end; a busy key's holder row read by the numbering's wait; they were 6 and 7 with
 #          both sessions' settings in round trips of their own, the record's read apart and
 #          txn-insert's tag apart, 9 and 10 with the token's read, the release's row and the
 #          session's end apart, 12 and 13 before). MySQL 8 has no blocks and no RETURNING: the

@@ -12,6 +12,9 @@
 # holder still runs, the key's row must still carry the holder's token (nothing numbered over a
 # live holder); at the end no two runs overlapped and tokens increase. A waiter on loopback
 # numbers once it heard the grant, as before: it never waits for the gate.
+# MariaDB's run that does not wait (its first attempt) sends its numbering with its lock
+# statement too, no gate ahead of it, behind a wait for the proof (lock.grant_wait): first-busy
+# and first-free below hold it to the same oracle at a distance.
 source "$(dirname "$0")/lib.sh"
 
 s=$DBLOCK_STRATEGY
