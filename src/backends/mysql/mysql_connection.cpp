@@ -187,8 +187,11 @@ Result<void> Connection::reconnect() {
   const char* user = t.user.empty() ? nullptr : t.user.c_str();
   const char* password = t.password ? t.password->c_str() : nullptr;
   const char* database = t.database.empty() ? nullptr : t.database.c_str();
-  if (!mysql_real_connect(m.get(), host, user, password, database, t.port.value_or(0),
-                          t.socket ? t.socket->c_str() : nullptr, 0)) {
+  const auto connecting = std::chrono::steady_clock::now();
+  const bool connected = mysql_real_connect(m.get(), host, user, password, database, t.port.value_or(0),
+                                            t.socket ? t.socket->c_str() : nullptr, 0) != nullptr;
+  handshake_ = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - connecting);
+  if (!connected) {
     Error e = make_error(mysql_errno(m.get()), dsn_.redacted, mysql_error(m.get()), mysql_sqlstate(m.get()));
     if (e.kind == ErrorKind::other) e.kind = ErrorKind::connection;
     // Worded as PostgreSQL's: "cannot connect to DSN: the client library's reason".

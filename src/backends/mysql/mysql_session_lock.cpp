@@ -101,6 +101,7 @@ class MysqlHolder final : public sql::HolderSession {
   }
   std::optional<Result<sql::Rows>> numbered() override { return std::exchange(numbered_, std::nullopt); }
   std::optional<sql::Rows> refusal_read() override { return std::exchange(refusal_read_, std::nullopt); }
+  std::chrono::microseconds handshake() const override { return conn_ ? conn_->handshake() : std::chrono::microseconds(0); }
   // On MariaDB a first attempt's numbering goes behind a wait for its proof (lock.grant_wait,
   // within :poll_ms), so a run's lock statement and its numbering go out together, each on its
   // session, with no gate taken first: one round trip for both.

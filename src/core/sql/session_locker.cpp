@@ -529,8 +529,12 @@ class SessionLocker final : public Locker {
     // free key is locked and numbered in one round trip, not two. Where the numbering reads the
     // failover gate itself (gated) only: elsewhere its fence comes from a read this attempt has
     // not made yet. A busy key, a lock statement that failed or came too late numbers nothing
-    // (the proof decides), and core numbers after the grant as before.
-    if (!again && wait.count() <= 0 && chainable && gated && lock_->holder().chains_first())
+    // (the proof decides), and core numbers after the grant as before. Only at a distance, told
+    // by the lock session's handshake (two round trips and more) taking 2 * chain_from: on
+    // loopback the numbering's thread, its wait and its block cost more than the round trip they
+    // save (paired runs 1.02-1.09x as long, docs/performance.md), and the path there is main's.
+    if (!again && wait.count() <= 0 && chainable && gated && lock_->holder().chains_first() &&
+        lock_->holder().handshake() >= 2 * chain_from)
       chained = take_params(req, Value(), Value()).set("poll_ms", static_cast<std::int64_t>(first_poll.count()));
     auto got = take();
     if (!got && got.error().kind == ErrorKind::connection) {

@@ -8,6 +8,7 @@
 // back, and what a busy or failed one leaves. The dialect supplies only its holder session
 // (HolderSession) and its statements (statements.hpp).
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -80,6 +81,9 @@ class HolderSession {
   /// read with numbered(): the key's row as lease.refusal reads it, after its first four
   /// columns; nullopt: none was sent, or it did not answer.
   virtual std::optional<Rows> refusal_read() { return std::nullopt; }
+  /// How long the session's handshake took (two round trips at the least), 0 where unknown: a
+  /// distance told without a statement of its own.
+  virtual std::chrono::microseconds handshake() const { return std::chrono::microseconds(0); }
   /// Whether the lock statement can go behind a wait of the waiters' queue in its round trip
   /// (send_behind): a dialect that runs two statements as one.
   virtual bool waits_behind() const { return false; }

@@ -44,6 +44,7 @@ class ScriptedHolder final : public sql::HolderSession {
   }
   std::optional<Result<sql::Rows>> numbered() override { return std::exchange(numbered_answer, std::nullopt); }
   bool chains_first() const override { return first; }
+  std::chrono::microseconds handshake() const override { return handshake_took; }
   std::optional<sql::Rows> refusal_read() override { return std::exchange(refusal_answer, std::nullopt); }
   Result<void> exec(std::string_view sql) override {
     execs.emplace_back(sql);
@@ -87,6 +88,7 @@ class ScriptedHolder final : public sql::HolderSession {
   sql::Params numbering_params;  // the last numbering's
   std::optional<Result<sql::Rows>> numbered_answer;  // what numbered() answers next
   bool first = false;  // chains_first()
+  std::chrono::microseconds handshake_took{0};  // handshake()
   std::optional<sql::Rows> refusal_answer;  // what refusal_read() answers next
 
  private:
@@ -415,13 +417,14 @@ struct FirstChain {
   ScriptedHolder* h;
   std::unique_ptr<Locker> l;
 };
-FirstChain first_chain(Strategy strategy, bool first) {
+FirstChain first_chain(Strategy strategy, bool first, Millis handshake = Millis(20)) {
   auto book = std::make_shared<testing::ScriptedSession>();
   book->answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
   book->answers["lease.release"] = testing::row_of({}, 1);
   auto holder = std::make_unique<ScriptedHolder>();
   ScriptedHolder* h = holder.get();
   h->first = first;
+  h->handshake_took = handshake;
   h->session.answers["lock.claim_nowait"] = testing::row_of({"1"}, 1);
   h->session.answers["lock.insert_claim"] = testing::row_of({}, 1);
   h->session.answers["lock.tag"] = testing::row_of({"1", std::nullopt, "1"}, 1);
@@ -472,7 +475,15 @@ TEST_CASE("a row-lock run's first attempt sends its numbering with its lock stat
   CHECK(hp3->numberings == 1);
   CHECK(book3->runs["lease.refusal"] == 0);
   CHECK(book3->runs["session.take"] == 0);
-  // A holder session that cannot: the lock statement alone, then the numbering.
+  // Near (a handshake under 2 ms: loopback), or a holder session that cannot: the lock
+  // statement alone, then the numbering.
+  auto [book4, hp4, l4] = first_chain(Strategy::for_update, true, Millis(1));
+  got = l4->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  REQUIRE(got);
+  CHECK(got->token == 5);
+  CHECK(hp4->numberings == 0);
+  CHECK(book4->runs["session.take"] == 1);
+  CHECK(l4->release(ReleaseRequest{}));
   auto [book2, hp2, l2] = first_chain(Strategy::for_update, false);
   got = l2->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
   REQUIRE(got);
