@@ -34,7 +34,9 @@
 #          the session the handshake gave), answers with its token and gives the key's queue
 #          name back; and the release: one block in the holder's own transaction that releases
 #          the row, writes the history row with its trim, commits (which lets the lock go) and
-#          gives the holder tag and the key's wake name back: 3 and 3 (they were 6 and 7 with
+#          gives the holder tag and the key's wake name back: 3 and 3, the lock statement and the
+#          numbering side by side on the two connections on MariaDB (2 on the path: timed at a
+#          distance at the end; a busy key's holder row read by the numbering's wait; they were 6 and 7 with
 #          both sessions' settings in round trips of their own, the record's read apart and
 #          txn-insert's tag apart, 9 and 10 with the token's read, the release's row and the
 #          session's end apart, 12 and 13 before). MySQL 8 has no blocks and no RETURNING: the
@@ -207,5 +209,41 @@ for strategy in lease for-update; do
   echo "      $strategy: $n waiters, statements from the release until all were done: $statements ($slices wait slices)"
   assert_between "$strategy queue: statements from the release on, $n waiters (at most $each each)" 1 $((each * n)) "$statements"
 done
+
+# A row-lock run at a distance (scripts/bench/delay_proxy.py, a 200 ms round trip R): after
+# its two handshakes (side by side) its lock statement and its numbering go out together, one
+# on each session (lock.row_numbered waits in the server for its proof, the holder tag the lock
+# statement takes), then the release: 2 R, as a lease run's take and release. The counts above
+# add the two sessions' round trips, so the path is timed here instead: each row-lock run
+# against a lease run's on the same proxy (the same handshake), the quickest of two each, within
+# half a round trip of it. Numbering after the grant's answer was a round trip more.
+delay_ms=100
+python3 "$DBLOCK_SOURCE_DIR/scripts/bench/delay_proxy.py" --target-port "$(python3 -c 'import sys, urllib.parse; print(urllib.parse.urlsplit(sys.argv[1]).port or 3306)' "$DBLOCK_DSN")" \
+  --delay-ms "$delay_ms" --port-file "$E2E_TMP/delay.port" --lifetime 120 >/dev/null &
+remember_pid $!
+if wait_for 10 test -s "$E2E_TMP/delay.port"; then
+  far=$(plain_dsn_via "$(cat "$E2E_TMP/delay.port")")
+  # quickest_ms STRATEGY KEY: the quicker of two runs' wall times, in ms.
+  quickest_ms() {
+    local best="" t0 t1 ms _
+    for _ in 1 2; do
+      t0=$(date +%s%N)
+      dblock -d "$far" --strategy "$1" run "$2" -- true || { echo 0; return; }
+      t1=$(date +%s%N)
+      ms=$(((t1 - t0) / 1000000))
+      [ -z "$best" ] || [ "$ms" -lt "$best" ] && best=$ms
+    done
+    echo "$best"
+  }
+  lease_ms=$(quickest_ms lease rt-far-lease)
+  for strategy in for-update txn-insert; do
+    ms=$(quickest_ms "$strategy" "rt-far-$strategy")
+    echo "      at a ${delay_ms}x2 ms round trip: $strategy run $ms ms, lease run $lease_ms ms"
+    assert_between "$strategy: a run at a distance within half a round trip of a lease run's (2 round trips after the handshakes)" \
+      1 $((lease_ms + delay_ms)) "$ms"
+  done
+else
+  fail "the delay proxy did not start"
+fi
 
 finish

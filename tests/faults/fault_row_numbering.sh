@@ -12,6 +12,9 @@
 # holder still runs, the key's row must still carry the holder's token (nothing numbered over a
 # live holder); at the end no two runs overlapped and tokens increase. A waiter on loopback
 # numbers once it heard the grant, as before: it never waits for the gate.
+# MariaDB's run that does not wait (its first attempt) sends its numbering with its lock
+# statement too, no gate ahead of it, behind a wait for the proof (lock.grant_wait): first-busy
+# and first-free below hold it to the same oracle at a distance.
 source "$(dirname "$0")/lib.sh"
 
 s=$DBLOCK_STRATEGY
@@ -171,6 +174,44 @@ not_chained() {
   done
 }
 
+# A run's first attempt (no wait) at a distance: where the dialect can (MariaDB), its numbering
+# goes out with its lock statement, no gate ahead of it, and waits in the server for its proof
+# (lock.row_numbered's :poll_ms). A key held by another: the run is refused (75) and its
+# numbering must number nothing (the holder's token stays on the row). A free key, the row made
+# by an earlier run and not: each run numbers once, the tokens increase, no overlap.
+first_busy() {
+  local k log t rc=0 i
+  k=$(key "numbering-first-busy")
+  log=$E2E_TMP/first-busy.log
+  if ! start_job_holder "$k" "$log" 3; then
+    fail "$s first-busy: the holder never started"
+    return
+  fi
+  for i in 1 2 3; do
+    rc=0
+    DBLOCK_DSN=$far_dsn dblock run "$k" -- "$ORACLE_JOB" "$log" 0.1 2>>"$E2E_TMP/first-busy.err" || rc=$?
+    assert_eq "$s first-busy: a run at a distance on a held key is refused ($i)" 75 "$rc"
+    read -r t _ <<<"$(row_token "$k")"
+    assert_eq "$s first-busy: the row still carries the holder's token ($i)" "$token" "$t"
+  done
+  wait "$holder"
+  oracle_check "$s first-busy: no overlap, tokens increase" "$log" 1 0
+}
+first_free() {
+  local k log rc i ok=0
+  k=$(key "numbering-first-free")
+  log=$E2E_TMP/first-free.log
+  for i in 1 2 3 4; do
+    rc=0
+    DBLOCK_DSN=$far_dsn dblock run "$k" -- "$ORACLE_JOB" "$log" 0.05 2>>"$E2E_TMP/first-free.err" || rc=$?
+    [ "$rc" = 0 ] && ok=$((ok + 1))
+  done
+  assert_eq "$s first-free: every run at a distance on a free key ran" 4 "$ok"
+  oracle_check "$s first-free: no overlap, tokens increase" "$log" 4 0
+}
+
+first_busy
+first_free
 one_case loopback-not-chained not_chained "$DBLOCK_DSN"
 one_case waiting-session-killed kill_waiting
 one_case idle-session-killed idle_killed

@@ -187,8 +187,11 @@ Result<void> Connection::reconnect() {
   const char* user = t.user.empty() ? nullptr : t.user.c_str();
   const char* password = t.password ? t.password->c_str() : nullptr;
   const char* database = t.database.empty() ? nullptr : t.database.c_str();
-  if (!mysql_real_connect(m.get(), host, user, password, database, t.port.value_or(0),
-                          t.socket ? t.socket->c_str() : nullptr, 0)) {
+  const auto connecting = std::chrono::steady_clock::now();
+  const bool connected = mysql_real_connect(m.get(), host, user, password, database, t.port.value_or(0),
+                                            t.socket ? t.socket->c_str() : nullptr, 0) != nullptr;
+  handshake_ = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - connecting);
+  if (!connected) {
     Error e = make_error(mysql_errno(m.get()), dsn_.redacted, mysql_error(m.get()), mysql_sqlstate(m.get()));
     if (e.kind == ErrorKind::other) e.kind = ErrorKind::connection;
     // Worded as PostgreSQL's: "cannot connect to DSN: the client library's reason".
@@ -347,16 +350,23 @@ std::string in_block(const std::string& st) {
 }  // namespace
 
 // Two statements in one round trip: a block (compiled once per text, as any statement) whose
-// first answer is `ahead`'s, then `st`'s (a block itself nested in it: the numbering behind its
-// gate's wait).
+// first answer is `ahead`'s, then `st`'s (either a block itself nested in it: the numbering
+// behind its gate's wait, or behind a first attempt's wait for its proof, lock.grant_wait).
 // What put_ahead_of_next left (a holder's lock wait, txn-insert's INSERT) goes after the wait,
 // answerless, so the wait's answer stays the block's first.
 Result<sql::Rows> Connection::run_behind(const sql::Statement& ahead, const sql::Statement& st,
                                          const sql::Params& params, sql::Rows& ahead_rows) {
   const std::string then = std::exchange(ahead_, {}).text, after = std::exchange(after_, {}).text;
-  return execute({st.id, "BEGIN NOT ATOMIC " + ahead.text + "; " + (then.empty() ? "" : then + "; ") + in_block(st.text) +
-                             "; " + (after.empty() ? "" : after + "; ") + "END"},
-                 params, &ahead_rows);
+  // The session's deferred settings (its idle limits) at the block's head, answerless: a first
+  // attempt's numbering is the bookkeeping session's first statement, and in a query of their
+  // own ahead of it they would cost it a round trip. Failed, they go with the next statement.
+  const std::string settings = std::exchange(deferred_, {});
+  auto r = execute({st.id, "BEGIN NOT ATOMIC " + (settings.empty() ? "" : settings + "; ") + in_block(ahead.text) + "; " +
+                               (then.empty() ? "" : then + "; ") + in_block(st.text) + "; " + (after.empty() ? "" : after + "; ") +
+                               "END"},
+                   params, &ahead_rows);
+  if (!r && deferred_.empty()) deferred_ = settings;
+  return r;
 }
 
 Result<sql::Rows> Connection::execute(const sql::Statement& given_st, const sql::Params& given, sql::Rows* first) {

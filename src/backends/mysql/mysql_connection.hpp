@@ -4,6 +4,7 @@
 
 #include <mysql.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -86,6 +87,9 @@ class Connection {
   /// The longest a statement may block (GET_LOCK, lock waits), in ms: below the read timeout,
   /// so a wait is never mistaken for a dead server.
   std::int64_t max_block_ms() const { return max_block_ms_; }
+  /// How long the last handshake took (the TCP connect, the greeting, the authentication: two
+  /// round trips and more), 0 before one.
+  std::chrono::microseconds handshake() const { return handshake_; }
   /// The redacted DSN, for messages.
   const std::string& where() const { return dsn_.redacted; }
   /// TLS and peer of the open connection (doctor); nullopt when closed.
@@ -131,6 +135,7 @@ class Connection {
   std::unordered_map<std::string, std::unique_ptr<MYSQL_STMT, Close>> statements_;
   std::unique_ptr<MYSQL, Close> mysql_;
   std::int64_t max_block_ms_ = 0;
+  std::chrono::microseconds handshake_{0};  // handshake()
   std::string database_;  // the session's DATABASE(), as the handshake left it
   // The last key's wake and queue names (with_names), and the parameters they were added to.
   std::string named_key_, named_database_, wake_, queue_;

@@ -31,7 +31,8 @@ class MysqlHolder final : public sql::HolderSession {
   MysqlHolder(Strategy s, Dsn dsn, BackendOptions options, std::shared_ptr<Session> book,
               std::unique_ptr<Connection> opened, const sql::LockStatements& st)
       : strategy_(s), row_lock_(s != Strategy::advisory), dsn_(std::move(dsn)), options_(std::move(options)), book_(std::move(book)),
-        opened_(std::move(opened)), gate_take_(st.gate_take), gate_wait_(st.gate_wait), gate_give_(st.gate_give) {}
+        opened_(std::move(opened)), gate_take_(st.gate_take), gate_wait_(st.gate_wait), gate_give_(st.gate_give),
+        grant_wait_(st.grant_wait) {}
 
   // A lock statement sent behind a wait (send_behind) runs in one block with it, begin's lock
   // wait (and txn-insert's INSERT) between the two; one sent with a numbering (send_numbering)
@@ -68,8 +69,15 @@ class MysqlHolder final : public sql::HolderSession {
   Result<void> send_numbering(const sql::Statement& st, const sql::Params& p, Millis wait, const sql::Statement& number,
                               const sql::Params& np, bool before_tag) override {
     numbered_.reset();
+    refusal_read_.reset();
     numbering_.reset();
     auto plain = [&] { return before_tag ? send_before_tag(st, p, wait) : send(st, p, wait); };
+    // A first attempt's (chains_first): no gate; the numbering goes behind lock.grant_wait.
+    if (const auto* poll = np.find("poll_ms"); poll && std::holds_alternative<std::int64_t>(*poll) &&
+                                               std::get<std::int64_t>(*poll) > 0) {
+      if (chains_first()) numbering_ = Numbering{number, np, true};
+      return plain();
+    }
     std::int64_t ahead_ms = 0;  // the wait the lock statement goes behind (send_behind)
     if (behind_)
       if (const auto* v = behind_->second.find("wait_ms"); v && std::holds_alternative<std::int64_t>(*v))
@@ -88,10 +96,18 @@ class MysqlHolder final : public sql::HolderSession {
     // The gate's wait (:wait_ms, GET_LOCK's bound) is bound with the numbering it goes ahead of,
     // which reads no :wait_ms of its own.
     sql::Params n = np;
-    numbering_ = Numbering{number, n.set("gate", gate()).set("wait_ms", gate_ms)};
+    numbering_ = Numbering{number, n.set("gate", gate()).set("wait_ms", gate_ms), false};
     return plain();
   }
   std::optional<Result<sql::Rows>> numbered() override { return std::exchange(numbered_, std::nullopt); }
+  std::optional<sql::Rows> refusal_read() override { return std::exchange(refusal_read_, std::nullopt); }
+  std::chrono::microseconds handshake() const override { return conn_ ? conn_->handshake() : std::chrono::microseconds(0); }
+  // On MariaDB a first attempt's numbering goes behind a wait for its proof (lock.grant_wait,
+  // within :poll_ms), so a run's lock statement and its numbering go out together, each on its
+  // session, with no gate taken first: one round trip for both.
+  bool chains_first() const override {
+    return !grant_wait_.empty() && conn_ && conn_->mariadb() && row_lock_ && book_->connection().socket() >= 0;
+  }
   // The waiter at the head of the key's queue (its bookkeeping session holds the queue name)
   // waits for the holder's wake name here, its lock statement behind the wait: the holder's end
   // gives the row lock back and then the name, and the lock statement runs at once, in the
@@ -311,6 +327,19 @@ class MysqlHolder final : public sql::HolderSession {
   bool start_numbering() {
     auto n = std::exchange(numbering_, std::nullopt);
     if (!n) return false;
+    first_numbering_ = n->first;
+    if (n->first) {
+      try {
+        auto waited = std::make_shared<sql::Rows>();
+        numbering_run_ = std::async(std::launch::async, [book = book_, wait = grant_wait_, n = std::move(*n), waited] {
+          return book->connection().run_behind(wait, n.st, n.p, *waited);
+        });
+        waited_ = std::move(waited);
+      } catch (const std::system_error&) {
+        return false;
+      }
+      return true;
+    }
     try {
       // The gate's wait ahead of the numbering, in its block and round trip (its answer apart).
       numbering_run_ = std::async(std::launch::async, [book = book_, wait = gate_wait_, n = std::move(*n)] {
@@ -331,7 +360,9 @@ class MysqlHolder final : public sql::HolderSession {
   // same moment, and numbers nothing. Anything else that failed lets it go now and takes it
   // again, so the numbering runs at once (and finds no grant), not at the end of its wait.
   void settle_numbering(const Result<sql::Rows>& r, bool behind) {
-    if (r || r.error().kind == ErrorKind::connection || !conn_ || conn_->socket() < 0) {
+    if (std::exchange(first_numbering_, false)) {
+      // No gate: the numbering's wait ends with its proof, its bound, or the key shown busy.
+    } else if (r || r.error().kind == ErrorKind::connection || !conn_ || conn_->socket() < 0) {
       gate_held_ = false;
     } else if (r.error().kind != ErrorKind::wait_ended || (behind && told_ != sql::AheadAnswer::bound_reached)) {
       // Given back and taken again in one round trip (the give-back's answer apart).
@@ -340,6 +371,8 @@ class MysqlHolder final : public sql::HolderSession {
       gate_held_ = again && !again->empty() && (*again)[0].opt_int64(0).value_or(0) == 1;
     }
     numbered_ = numbering_run_.get();
+    // The wait's answer is there once the numbering answered (the thread wrote it first).
+    if (auto w = std::exchange(waited_, nullptr); w && !w->empty()) refusal_read_ = std::move(*w);
   }
 
   Strategy strategy_;
@@ -364,12 +397,17 @@ class MysqlHolder final : public sql::HolderSession {
   struct Numbering {
     sql::Statement st;
     sql::Params p;
+    bool first;  // a first attempt's: no gate (chains_first)
   };
   std::optional<Numbering> numbering_;               // send_numbering's, until the lock statement runs
   std::future<Result<sql::Rows>> numbering_run_;     // its run on the bookkeeping session
   std::optional<Result<sql::Rows>> numbered_;        // numbered()
+  std::shared_ptr<sql::Rows> waited_;                // a first attempt's grant_wait answer, as it runs
+  std::optional<sql::Rows> refusal_read_;            // refusal_read()
   bool gate_held_ = false;                           // the session holds the numbering gate
+  bool first_numbering_ = false;                         // the numbering running is a first attempt's
   sql::Statement gate_take_, gate_wait_, gate_give_;  // the gate's (LockStatements::gate_*)
+  sql::Statement grant_wait_;                         // a first attempt's (LockStatements::grant_wait)
 };
 
 }  // namespace

@@ -421,6 +421,20 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   else if (!d.session_id.empty() && d.block && !session_take.empty() && d.session_holds("s.", t) != "0")
     s.row_numbered = {"lock.row_numbered", d.block("", "IF (SELECT " + d.session_holds("s.", t) + " FROM " + holder + ") = 1 THEN " +
                                                            session_take.text + "; END IF;")};
+  // A first attempt's numbering goes out with its lock statement, no gate ahead of it
+  // (HolderSession::chains_first): where the dialect runs a block, it waits behind this, which
+  // looks for the grant's proof (row_numbered's) a millisecond at a time within :poll_ms, and
+  // no longer once the key's wake name is taken (by a holder, another's, or this one's just
+  // granted: then core numbers after the grant). It proves nothing itself: row_numbered does.
+  // Its answer, after three columns, is the key's row as lease.refusal reads it (a name of NULL:
+  // none), read once the wait is over: a run refused needs no read of its own to say who holds.
+  if (!s.row_numbered.empty() && d.block && wakes_by_session_lock(l))
+    s.grant_wait = {"lock.grant_wait", d.block("DECLARE w INT DEFAULT 0; ",
+                                               "SET w = :poll_ms; WHILE w > 0 AND (SELECT " + d.session_holds("s.", t) + " FROM " +
+                                                   holder + ") = 0 AND " + l.holder(":wake") +
+                                                   " IS NULL DO SET w = w - 1 + SLEEP(0.001); END WHILE; SELECT w, NULL, NULL, NULL, " +
+                                                   refused_sql(d, "r.") + " FROM (SELECT 1 AS one) o LEFT JOIN " + t.locks +
+                                                   " r ON r.name = :key;")};
   // The gate that chains the numbering to the grant: the holder keeps it while its lock statement
   // waits and lets it go right after a grant; the bookkeeping session's wait for it, bounded as
   // the holder's, gives it back at once, so nothing of it stays when the statement after it

@@ -523,6 +523,19 @@ class SessionLocker final : public Locker {
       if (gated) chained = take_params(req, Value(), Value());
       else if (admitted_ && admitted_->ttl >= req.ttl && admit()) chained = take_params(req, (*gate)->fence, Value());
     }
+    // A first attempt (one that does not wait: a run's, or a waiter's try) sends its numbering
+    // with its lock statement too where the holder session can with no gate ahead of it
+    // (chains_first): it waits in the server for its proof (:poll_ms, first_poll), so a
+    // free key is locked and numbered in one round trip, not two. Where the numbering reads the
+    // failover gate itself (gated) only: elsewhere its fence comes from a read this attempt has
+    // not made yet. A busy key, a lock statement that failed or came too late numbers nothing
+    // (the proof decides), and core numbers after the grant as before. Only at a distance, told
+    // by the lock session's handshake (two round trips and more) taking 2 * chain_from: on
+    // loopback the numbering's thread, its wait and its block cost more than the round trip they
+    // save (paired runs 1.02-1.09x as long, docs/performance.md), and the path there is main's.
+    if (!again && wait.count() <= 0 && chainable && gated && lock_->holder().chains_first() &&
+        lock_->holder().handshake() >= 2 * chain_from)
+      chained = take_params(req, Value(), Value()).set("poll_ms", static_cast<std::int64_t>(first_poll.count()));
     auto got = take();
     if (!got && got.error().kind == ErrorKind::connection) {
       // Nothing is held yet, so a holder session that is gone (the server's idle limit passed
@@ -545,18 +558,27 @@ class SessionLocker final : public Locker {
       return shut();
     }
     if (!got) return std::unexpected(got.error());
+    // Who holds the key, where the take's own answer said: a folded take's, or a refused first
+    // attempt's whose numbering went with it (the key's row, read by the wait ahead of it).
+    std::optional<Rows> chained_refusal;
+    auto answered = [&]() -> const Rows* {
+      if (fold) return lock_->refusal();
+      if (chained && got && !*got)
+        if (auto r = lock_->holder().refusal_read()) chained_refusal = std::move(r);
+      return chained_refusal ? &*chained_refusal : nullptr;
+    };
     if (!*got && wait.count() == 0 && !probe) {
       // Refused with no holder to show: a competitor between its server lock and its row, or
       // on a table just made, another process's CREATE TABLE IF NOT EXISTS, whose metadata lock
       // MariaDB's NOWAIT reads as a lock wait (1205) too. Asked once more after a moment, the
       // server lock decides again; a refusal then stands (e2e.*.new_keys_at_once).
-      auto first = busy(req, fold ? lock_->refusal() : nullptr);
+      auto first = busy(req, answered());
       if (!first || first->holder) return first;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       got = take();
       if (!got) return std::unexpected(got.error());
     }
-    if (!*got) return busy(req, fold ? lock_->refusal() : nullptr);
+    if (!*got) return busy(req, answered());
     std::optional<Rows> proven;  // the chained numbering's row
     if (chained)
       if (auto n = lock_->holder().numbered(); n && *n && took_row(**n)) proven = std::move(**n);
@@ -710,6 +732,11 @@ class SessionLocker final : public Locker {
   // (docs/performance.md). MariaDB's proof is one named lock's holder, but its chaining costs a
   // thread and the gate's round trips: the same threshold.
   static constexpr std::chrono::microseconds chain_from{1000};
+  // How long a first attempt's chained numbering waits in the server for its proof: the lock
+  // statement, sent at the same moment on the other session, is granted within a few
+  // milliseconds of the numbering's arrival (both travel as far); a key busy shows its holder
+  // at once and ends the wait. Past it, core numbers after the grant (one round trip more).
+  static constexpr std::chrono::milliseconds first_poll{20};
   std::optional<std::chrono::microseconds> round_trip_;  // timed_round_trip(), once a waiter found the key busy
   bool retime_ = false;              // round_trip_ was timed on a session just made: once more after a wait
   bool numbering_prepared_ = false;  // row_numbered made ready (once round_trip_ said far)

@@ -8,6 +8,7 @@
 // back, and what a busy or failed one leaves. The dialect supplies only its holder session
 // (HolderSession) and its statements (statements.hpp).
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,6 +71,19 @@ class HolderSession {
   /// run()) or withdraw() (which leave no statement of it pending, and end the lock statement's
   /// transaction when it took nothing); nullopt: none was sent with the last lock statement.
   virtual std::optional<Result<Rows>> numbered() { return std::nullopt; }
+  /// Whether send_numbering can send a first attempt's numbering with no gate of the lock
+  /// session's ahead of it (which would cost a round trip of its own): `np` then carries a
+  /// :poll_ms above 0, within which the numbering waits in the server for its proof
+  /// (LockStatements::grant_wait ahead of row_numbered), so that which of the two sessions'
+  /// statements reaches the server first decides nothing. Default: no.
+  virtual bool chains_first() const { return false; }
+  /// What the wait ahead of a first attempt's numbering (LockStatements::grant_wait) answered,
+  /// read with numbered(): the key's row as lease.refusal reads it, after its first four
+  /// columns; nullopt: none was sent, or it did not answer.
+  virtual std::optional<Rows> refusal_read() { return std::nullopt; }
+  /// How long the session's handshake took (two round trips at the least), 0 where unknown: a
+  /// distance told without a statement of its own.
+  virtual std::chrono::microseconds handshake() const { return std::chrono::microseconds(0); }
   /// Whether the lock statement can go behind a wait of the waiters' queue in its round trip
   /// (send_behind): a dialect that runs two statements as one.
   virtual bool waits_behind() const { return false; }

@@ -81,7 +81,7 @@ void StatementCatalog::add(const LockStatements& s, std::string_view v) {
                               &s.advisory_release_row,
                               &s.lock_wait, &s.lock_claim, &s.lock_claim_nowait, &s.make_claim, &s.insert_claim,
                               &s.tag, &s.untag, &s.holds_claim, &s.alive, &s.row_release_ended, &s.row_numbered,
-                              &s.gate_take, &s.gate_wait, &s.gate_give})
+                              &s.gate_take, &s.gate_wait, &s.gate_give, &s.grant_wait})
     add(*st, v);
 }
 

@@ -462,6 +462,10 @@ struct LockStatements {
   /// or its answer 0, once over) and gives it back at once, so the statement sent after it runs
   /// only once the holder let it go.
   Statement gate_take, gate_wait, gate_give;
+  /// Empty, or (where `row_numbered` is a block's and the key has a wake name) a wait for
+  /// `row_numbered`'s proof, looked for within :poll_ms (ms), that a first attempt's numbering
+  /// goes behind where no gate is taken first (HolderSession::chains_first). It answers one row.
+  Statement grant_wait;
 };
 
 }  // namespace dblock::sql

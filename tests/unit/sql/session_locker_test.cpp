@@ -43,6 +43,9 @@ class ScriptedHolder final : public sql::HolderSession {
     return before_tag ? send_before_tag(st, p, wait) : send(st, p, wait);
   }
   std::optional<Result<sql::Rows>> numbered() override { return std::exchange(numbered_answer, std::nullopt); }
+  bool chains_first() const override { return first; }
+  std::chrono::microseconds handshake() const override { return handshake_took; }
+  std::optional<sql::Rows> refusal_read() override { return std::exchange(refusal_answer, std::nullopt); }
   Result<void> exec(std::string_view sql) override {
     execs.emplace_back(sql);
     open = sql == "BEGIN";
@@ -84,6 +87,9 @@ class ScriptedHolder final : public sql::HolderSession {
   int numbered_before_tag = 0;  // of them, txn-insert's INSERT ahead of its tag
   sql::Params numbering_params;  // the last numbering's
   std::optional<Result<sql::Rows>> numbered_answer;  // what numbered() answers next
+  bool first = false;  // chains_first()
+  std::chrono::microseconds handshake_took{0};  // handshake()
+  std::optional<sql::Rows> refusal_answer;  // what refusal_read() answers next
 
  private:
   sql::Waiters signal_;
@@ -296,6 +302,20 @@ TEST_CASE("a row-lock waiter's numbering goes with its lock statement only where
   }
 }
 
+// MariaDB's shape: a holder tag after txn-insert's INSERT, and a session.take that reads the
+// failover gate itself, as its row-lock numbering (lock.row_numbered) does.
+std::unique_ptr<Locker> gated_locker(Strategy strategy, std::unique_ptr<ScriptedHolder> holder,
+                                     std::shared_ptr<testing::ScriptedSession> book) {
+  sql::LockStatements st = lock_statements();
+  st.tag = {"lock.tag", "tag"};
+  st.untag = {"lock.untag", "untag"};
+  st.row_numbered = {"lock.row_numbered", "number if held, gate :record"};
+  st.alive = {"lock.alive", "SELECT 1"};
+  sql::LeaseStatements lease = with_failover();
+  lease.session_take = {"session.take", "take, gate :record"};
+  return sql::make_session_locker(strategy, std::move(holder), st, std::move(book), lease, "dblock_", 10);
+}
+
 TEST_CASE("a txn-insert waiter whose tag follows its INSERT sends its numbering with it, the gate read by the numbering itself") {
   // MariaDB's: its session.take reads the failover gate (no read of its own before a row lock
   // is numbered), and so does its numbering behind the proof; the holder tag follows the INSERT.
@@ -308,14 +328,7 @@ TEST_CASE("a txn-insert waiter whose tag follows its INSERT sends its numbering 
   h.wait_ends["lock.insert_claim"] = 3;  // the first attempt's try without waiting, then two slices
   h.session.answers["lock.insert_claim"] = testing::row_of({}, 1);
   h.session.answers["lock.tag"] = testing::row_of({"1", std::nullopt, "1"}, 1);
-  sql::LockStatements st = lock_statements();
-  st.tag = {"lock.tag", "tag"};
-  st.untag = {"lock.untag", "untag"};
-  st.row_numbered = {"lock.row_numbered", "number if held, gate :record"};
-  st.alive = {"lock.alive", "SELECT 1"};
-  sql::LeaseStatements lease = with_failover();
-  lease.session_take = {"session.take", "take, gate :record"};
-  auto l = sql::make_session_locker(Strategy::txn_insert, std::move(holder), st, book, lease, "dblock_", 10);
+  auto l = gated_locker(Strategy::txn_insert, std::move(holder), book);
   for (int slice = 0; slice < 2; ++slice) {
     auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(500));
     REQUIRE(got);
@@ -395,6 +408,89 @@ TEST_CASE("a row-lock run that may wait and finds the key free takes it without 
   CHECK(book->runs["lock.alive"] == 0);
   CHECK(h.numberings == 0);
   CHECK(l->release(ReleaseRequest{}));
+}
+
+// A for-update run (no wait) whose holder session chains a first attempt's numbering
+// (chains_first) and whose numbering reads the failover gate itself (MariaDB's).
+struct FirstChain {
+  std::shared_ptr<testing::ScriptedSession> book;
+  ScriptedHolder* h;
+  std::unique_ptr<Locker> l;
+};
+FirstChain first_chain(Strategy strategy, bool first, Millis handshake = Millis(20)) {
+  auto book = std::make_shared<testing::ScriptedSession>();
+  book->answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
+  book->answers["lease.release"] = testing::row_of({}, 1);
+  auto holder = std::make_unique<ScriptedHolder>();
+  ScriptedHolder* h = holder.get();
+  h->first = first;
+  h->handshake_took = handshake;
+  h->session.answers["lock.claim_nowait"] = testing::row_of({"1"}, 1);
+  h->session.answers["lock.insert_claim"] = testing::row_of({}, 1);
+  h->session.answers["lock.tag"] = testing::row_of({"1", std::nullopt, "1"}, 1);
+  return {book, h, gated_locker(strategy, std::move(holder), book)};
+}
+
+TEST_CASE("a row-lock run's first attempt sends its numbering with its lock statement where the holder can with no gate") {
+  for (const Strategy strategy : {Strategy::for_update, Strategy::txn_insert}) {
+    CAPTURE(to_string(strategy));
+    // Proven: the numbering's row is the run's; nothing numbered after, nothing timed.
+    auto [book, hp, l] = first_chain(strategy, true);
+    ScriptedHolder& h = *hp;
+    h.numbered_answer = testing::row_of({"7", "2000", std::nullopt}, 1);
+    auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+    REQUIRE(got);
+    CHECK(got->state == AcquireOutcome::State::acquired);
+    CHECK(got->token == 7);
+    CHECK(h.numberings == 1);
+    CHECK(h.numbered_before_tag == (strategy == Strategy::txn_insert ? 1 : 0));
+    REQUIRE(h.numbering_params.find("poll_ms"));
+    CHECK(std::get<std::int64_t>(*h.numbering_params.find("poll_ms")) > 0);
+    CHECK(book->runs["session.take"] == 0);
+    CHECK(book->runs["lock.alive"] == 0);
+    CHECK(l->release(ReleaseRequest{}));
+  }
+  // Not proven (it came too early and its poll ran out, or the holder session went): numbered
+  // after the grant, as before.
+  auto [book, hp, l] = first_chain(Strategy::for_update, true);
+  auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  REQUIRE(got);
+  CHECK(got->state == AcquireOutcome::State::acquired);
+  CHECK(got->token == 5);
+  CHECK(hp->numberings == 1);
+  CHECK(book->runs["session.take"] == 1);
+  CHECK(l->release(ReleaseRequest{}));
+  // A key held by another: refused, who holds it told by the numbering's wait (its row after
+  // four columns of its own), not read apart; nothing numbered.
+  auto [book3, hp3, l3] = first_chain(Strategy::for_update, true);
+  hp3->wait_ends["lock.claim_nowait"] = 1;
+  hp3->refusal_answer = testing::row_of({"20", std::nullopt, std::nullopt, std::nullopt, "k", "web2:1:a", "web2", "1", "7",
+                                         "for-update", "1000", "1000", std::nullopt, std::nullopt, "1000", std::nullopt,
+                                         std::nullopt, "2000", "0", std::nullopt});
+  got = l3->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  REQUIRE(got);
+  CHECK(got->state == AcquireOutcome::State::busy);
+  REQUIRE(got->holder);
+  CHECK(got->holder->owner == "web2:1:a");
+  CHECK(hp3->numberings == 1);
+  CHECK(book3->runs["lease.refusal"] == 0);
+  CHECK(book3->runs["session.take"] == 0);
+  // Near (a handshake under 2 ms: loopback), or a holder session that cannot: the lock
+  // statement alone, then the numbering.
+  auto [book4, hp4, l4] = first_chain(Strategy::for_update, true, Millis(1));
+  got = l4->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  REQUIRE(got);
+  CHECK(got->token == 5);
+  CHECK(hp4->numberings == 0);
+  CHECK(book4->runs["session.take"] == 1);
+  CHECK(l4->release(ReleaseRequest{}));
+  auto [book2, hp2, l2] = first_chain(Strategy::for_update, false);
+  got = l2->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+  REQUIRE(got);
+  CHECK(got->token == 5);
+  CHECK(hp2->numberings == 0);
+  CHECK(book2->runs["session.take"] == 1);
+  CHECK(l2->release(ReleaseRequest{}));
 }
 
 TEST_CASE("a ROLLBACK sent ahead that fails closes the holder session: the next lock statement runs in a new one") {
