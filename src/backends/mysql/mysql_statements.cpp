@@ -56,6 +56,23 @@ std::string and_operand(const std::string& cond) {
   return cond;
 }
 
+// Every DATETIME dblock writes is UTC_TIMESTAMP(6) (Dialect::now): the statement's start, the
+// same wherever one statement reads it.
+const std::string utc_now = "UTC_TIMESTAMP(6)";
+
+// The value an update of `column` writes where it writes the inserted one: that value itself
+// where it reads the same written twice (a bound parameter, or utc_now), which a DBA reads
+// without looking it up in the VALUES list; else VALUES(column), computed once.
+std::string inserted(const sql::Upsert& u, const std::string& column) {
+  for (const auto& [c, value] : u.values) {
+    if (c != column) continue;
+    const bool parameter = value.size() > 1 && value[0] == ':' &&
+                           value.find_first_not_of("abcdefghijklmnopqrstuvwxyz_0123456789", 1) == std::string::npos;
+    if (parameter || value == utc_now) return value;
+  }
+  return "VALUES(" + column + ")";
+}
+
 std::string upsert(const sql::Upsert& u) {
   std::string columns, values;
   for (const auto& [column, value] : u.values) {
@@ -64,7 +81,7 @@ std::string upsert(const sql::Upsert& u) {
   }
   sql::Assignments set = u.set("");
   for (auto& [column, value] : set)
-    if (value.empty()) value = "VALUES(" + column + ")";
+    if (value.empty()) value = inserted(u, column);
   return "INSERT INTO " + u.table + " (" + columns + ") VALUES (" + values + ") ON DUPLICATE KEY UPDATE " +
          (set.empty() ? "name = name" : assign_each_if("CAST(name AS BINARY) = VALUES(name) AND " + and_operand(u.when("")), set));
 }
@@ -134,8 +151,9 @@ std::string incarnation(bool mariadb) {
 // its name, as its upserts need: a read of one table's keys in the catalog (each unique key's
 // columns as "name1": its one column, `name`, whole; never NULL on MariaDB, which has no
 // functional key parts, so NOT IN is never unknown), by the failover
-// record's read (keyed_locks, a last column), by the lease take's read of the gate
-// (mariadb_take) and by advisory's numbered take once it holds the lock (lock_statements).
+// record's read (keyed_locks, a last column) and by advisory's numbered take once it holds the
+// lock (lock_statements). The takes that read the gate themselves (mariadb_take, session.take)
+// find it closed instead (gate_sql), which sends core to that read of the record.
 // MySQL's `taken` read finds a second row of the name instead.
 // unique_keys(TABLE): the unique keys of the table TABLE (its own name), one row each.
 // unkeyed(TABLE): NULL when the table TABLE has a unique key on exactly its name, else an error
@@ -163,7 +181,7 @@ std::string mariadb_serving(const Tables& t) { return "@@GLOBAL.wsrep_on" + keye
 
 // What core's rules (core/sql/rules.hpp) need spelled in MySQL.
 const sql::Dialect dialect{
-    .now = "UTC_TIMESTAMP(6)",
+    .now = utc_now,
     // The epoch as a date's text, which MySQL's time functions read as a DATETIME.
     .epoch = "'1970-01-01'",
     .begin_unsynced = {},  // every commit waits for the disk
@@ -223,17 +241,19 @@ const sql::Dialect dialect{
 // one row is selected from `g`, the record (:record) when it names this server, no lock-delay is
 // in force and it covers :ttl_ms, with its fence; otherwise no row, nothing taken and nothing
 // answered, and core reads the gate itself (failover::admit_once). So a lease run reads the
-// record in its take's round trip, not in one of its own. The same read fails (1242, which
-// sends the run to the schema check: exit 78) unless <prefix>locks has a unique key on exactly
-// its name (keyed_locks, which the record's own read asks otherwise), before anything is
-// written. Reading the record, the statement locks it shared until it ends: a gate's write of
-// the record (failover.move, raise_ttl) waits for the takes in flight, no longer.
+// record in its take's round trip, not in one of its own. The same read finds the gate closed
+// unless <prefix>locks has a unique key on exactly its name, and nothing is written: core's own
+// read of the record then asks the catalog again and fails (keyed_locks, 1242, which sends the
+// run to the schema check: exit 78). A table keyed, as every run finds it, costs nothing more;
+// one unkeyed, a read more on the way to its refusal. Reading the record, the statement locks it
+// shared until it ends: a gate's write of the record (failover.move, raise_ttl) waits for the
+// takes in flight, no longer.
 // The gate's read (a row of the record, `fence`, when it is open here: mariadb_take), on table
-// `locks` (named `name`; "": no check of its key), ANDed with `more`.
+// `locks` (named `name`: and keyed on its name; "": no check of its key), ANDed with `more`.
 std::string gate_sql(const std::string& locks, const std::string& name, const std::string& more = "") {
   return "SELECT r.token AS fence FROM " + locks + " r WHERE r.name = :record AND " +
          sql::failover_open_conditions(dialect, "r.", "r.owner = " + incarnation(true)) +
-         (name.empty() ? "" : " AND " + unkeyed(name) + " IS NULL") + more;
+         (name.empty() ? "" : " AND 'name1' IN (" + unique_keys(name) + ")") + more;
 }
 
 std::string mariadb_take(const sql::Take& k) {
