@@ -208,7 +208,7 @@ TEST_CASE("the lease's statements: one builder, the dialect's take, the failover
                                 " last_started_at) VALUES (:key, :owner, :host, INT(:pid), COALESCE(INT(:token),"
                                 " INT(:fence) + 1), 'lease', NULL, NOW, NOW, PLUS(NOW, INT(:ttl_ms)), NULL, NOW)"));
   CHECK(s.take.text.find("token = COALESCE(INT(:token), GREATEST(l.token, INT(:fence)) + 1)") != std::string::npos);
-  CHECK(s.take.text.ends_with(" WHERE NOT LIVE(l.) AND (l.strategy IS NULL OR l.strategy = 'lease' OR l.released_at IS"
+  CHECK(s.take.text.ends_with(" WHERE NOT LIVE(l.) AND (COALESCE(l.strategy, 'lease') = 'lease' OR l.released_at IS"
                               " NOT NULL OR l.acquired_at IS NULL) AND " +
                               sql::due_sql(marked, "l.", "NOW") + " RETURNING token, MS(acquired_at), MS(expires_at)"));
   CHECK(s.taken.empty());  // the take returns its row
@@ -278,8 +278,8 @@ TEST_CASE("the session strategies' numbering: whoever of this strategy the row n
         " owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid, session_id = EXCLUDED.session_id,"
         " renewed_at = EXCLUDED.renewed_at, token = COALESCE(INT(:token), GREATEST(l.token, F) + 1), strategy ="
         " EXCLUDED.strategy, acquired_at = EXCLUDED.acquired_at, expires_at = NULL, released_at = NULL,"
-        " last_started_at = EXCLUDED.last_started_at WHERE (l.strategy IS NULL OR l.strategy <> 'semaphore') AND (l.strategy IS NULL"
-        " OR l.strategy = :strategy OR l.released_at IS NOT NULL OR l.acquired_at IS NULL OR (l.strategy = 'lease'"
+        " last_started_at = EXCLUDED.last_started_at WHERE (l.strategy IS NULL OR l.strategy <> 'semaphore') AND"
+        " (COALESCE(l.strategy, :strategy) = :strategy OR l.released_at IS NOT NULL OR l.acquired_at IS NULL OR (l.strategy = 'lease'"
         " AND l.expires_at <= EXCLUDED.acquired_at)) AND (l.expires_at IS NULL OR l.expires_at <="
         " EXCLUDED.acquired_at) AND " + sql::due_sql(marked, "l.", "EXCLUDED.acquired_at"));
 }
