@@ -564,11 +564,11 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   // DDL commits on its own (no `begin`): CREATE TABLE IF NOT EXISTS is safe to race. The
   // failover record's incarnation differs between MariaDB and MySQL, and a script cannot know
   // which server it meets: core's record in MariaDB's (CHR: 10.3.1), in a MariaDB-only comment
-  // (/*M! ... */), which MySQL skips; there the first run makes the record.
+  // (/*M! ... */), which MySQL skips; there the first run makes the record. The script says so
+  // in the statement's own comment lines.
   sql::SchemaStatements s = sql::schema_statements(mariadb_dialect, schema_dialect, options, descriptor.name, descriptor.strategies);
-  s.failover_record = "/*M!100301 " + s.failover_record + " */";
-  s.failover_note = "MariaDB runs the next statement (a /*M! comment); MySQL skips it, and there the\n"
-                    "-- first run makes the record (an INSERT).";
+  s.failover_record = "-- MariaDB runs the next statement (a /*M! comment); MySQL skips it, and there the\n"
+                      "-- first run makes the record (an INSERT).\n/*M!100301 " + s.failover_record + " */";
   // A name must hold 255 bytes of any key (ShedLock's its own length), whole: a TEXT column
   // can be a key only by a prefix, which would merge names that share it.
   s.columns = {"schema.columns",
