@@ -80,7 +80,8 @@ assert_eq "tokens increase after the fix" 2 "$(dblock status --json "$k" | json_
 
 # The key dropped once the tables are in use: the failover record names this server by then, so
 # MariaDB's take that does not wait reads the record itself (the lease's take, advisory's
-# numbered take) and checks the key there: refused (78) with nothing written for the key.
+# numbered take) and checks the key there (the lease's finds the gate closed without it, and
+# core's own read of the record fails): refused (78) with nothing written for the key.
 if [ "$backend" = mysql ] && db_sql "SELECT VERSION()" | grep -q MariaDB; then
   P=${DBLOCK_TABLE_PREFIX%pk_}key_
   made "$P"

@@ -104,7 +104,11 @@ top=${1:-${DBLOCK_SOURCE_DIR:?usage: contract_count.sh SOURCE_DIR}}
 # (SessionLock::holder): the ended session no longer shown holding the lock the release named
 # (MySQL's IS_USED_LOCK(:lock), where it asked its PROCESSLIST too: a killed session rolls its
 # transaction back, which lets its row lock go, before it gives its named locks back).
-declare -A bound=([postgres]=28 [mysql]=39 [sqlite]=20)
+# 39 -> 38: SchemaStatements::failover_note gone: the schema script's comment on MySQL's record
+# (a MariaDB-only /*M! comment, which MySQL skips) is the record statement's own comment lines,
+# as the script prints it, where the dialect gave it in a member of its own (the script is the
+# same to the byte).
+declare -A bound=([postgres]=28 [mysql]=38 [sqlite]=20)
 
 count() {
   local f=$1

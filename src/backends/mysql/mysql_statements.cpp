@@ -5,8 +5,9 @@
 //
 // An upsert's ON DUPLICATE KEY UPDATE takes a row only when its condition holds, each column
 // IF(cond, new, old). MySQL assigns left to right, each assignment seeing the ones before
-// (MariaDB may assign from the old row): the columns a condition reads are assigned last, so
-// it reads the same in every assignment. Affected rows: 1 inserted, 2 taken, 0 left alone.
+// (MariaDB may assign from the old row): the condition is tested once, in the first assignment,
+// of the row as the statement found it, and the others read its answer (assign_each_if), so
+// the columns may come in any order. Affected rows: 1 inserted, 2 taken, 0 left alone.
 
 #include "backends/mysql/mysql_descriptor.hpp"
 #include "backends/mysql/mysql_tables.hpp"
@@ -56,6 +57,23 @@ std::string and_operand(const std::string& cond) {
   return cond;
 }
 
+// Every DATETIME dblock writes is UTC_TIMESTAMP(6) (Dialect::now): the statement's start, the
+// same wherever one statement reads it.
+const std::string utc_now = "UTC_TIMESTAMP(6)";
+
+// The value an update of `column` writes where it writes the inserted one: that value itself
+// where it reads the same written twice (a bound parameter, or utc_now), which a DBA reads
+// without looking it up in the VALUES list; else VALUES(column), computed once.
+std::string inserted(const sql::Upsert& u, const std::string& column) {
+  for (const auto& [c, value] : u.values) {
+    if (c != column) continue;
+    const bool parameter = value.size() > 1 && value[0] == ':' &&
+                           value.find_first_not_of("abcdefghijklmnopqrstuvwxyz_0123456789", 1) == std::string::npos;
+    if (parameter || value == utc_now) return value;
+  }
+  return "VALUES(" + column + ")";
+}
+
 std::string upsert(const sql::Upsert& u) {
   std::string columns, values;
   for (const auto& [column, value] : u.values) {
@@ -64,17 +82,21 @@ std::string upsert(const sql::Upsert& u) {
   }
   sql::Assignments set = u.set("");
   for (auto& [column, value] : set)
-    if (value.empty()) value = "VALUES(" + column + ")";
+    if (value.empty()) value = inserted(u, column);
   return "INSERT INTO " + u.table + " (" + columns + ") VALUES (" + values + ") ON DUPLICATE KEY UPDATE " +
          (set.empty() ? "name = name" : assign_each_if("CAST(name AS BINARY) = VALUES(name) AND " + and_operand(u.when("")), set));
 }
 
-// The SHA-256 (hex) over database, prefix and `key` (SQL) that a key's GET_LOCK names take their
-// digits from. All parts as bytes: a key's UTF-8 must not meet the database name's collation.
-std::string key_hash(const Tables& t, std::string_view key) {
-  return "SHA2(CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(" + quote_identifier(t.prefix, '\'') +
-         " AS BINARY), 0x00, CAST(" + std::string(key) + " AS BINARY)), 256)";
+// The bytes of database, prefix and `key` (SQL) that a key's GET_LOCK names hash (key_hash).
+// All parts as bytes: a key's UTF-8 must not meet the database name's collation.
+std::string key_bytes(const Tables& t, std::string_view key) {
+  return "CONCAT(CAST(DATABASE() AS BINARY), 0x00, CAST(" + quote_identifier(t.prefix, '\'') + " AS BINARY), 0x00, CAST(" +
+         std::string(key) + " AS BINARY))";
 }
+// The SHA-256 (hex) of `bytes` (SQL, key_bytes's) that a key's GET_LOCK names take their digits
+// from.
+std::string sha256(const std::string& bytes) { return "SHA2(" + bytes + ", 256)"; }
+std::string key_hash(const Tables& t, std::string_view key) { return sha256(key_bytes(t, key)); }
 // `label` + the first `digits` hex digits of `hash` (each SQL; the hash key_hash's), then `tag`
 // (SQL): one key's GET_LOCK names, at most 64 characters (the server's limit).
 std::string hashed_name(const std::string& label, const std::string& digits, const std::string& hash,
@@ -134,8 +156,9 @@ std::string incarnation(bool mariadb) {
 // its name, as its upserts need: a read of one table's keys in the catalog (each unique key's
 // columns as "name1": its one column, `name`, whole; never NULL on MariaDB, which has no
 // functional key parts, so NOT IN is never unknown), by the failover
-// record's read (keyed_locks, a last column), by the lease take's read of the gate
-// (mariadb_take) and by advisory's numbered take once it holds the lock (lock_statements).
+// record's read (keyed_locks, a last column) and by advisory's numbered take once it holds the
+// lock (lock_statements). The takes that read the gate themselves (mariadb_take, session.take)
+// find it closed instead (gate_sql), which sends core to that read of the record.
 // MySQL's `taken` read finds a second row of the name instead.
 // unique_keys(TABLE): the unique keys of the table TABLE (its own name), one row each.
 // unkeyed(TABLE): NULL when the table TABLE has a unique key on exactly its name, else an error
@@ -163,7 +186,7 @@ std::string mariadb_serving(const Tables& t) { return "@@GLOBAL.wsrep_on" + keye
 
 // What core's rules (core/sql/rules.hpp) need spelled in MySQL.
 const sql::Dialect dialect{
-    .now = "UTC_TIMESTAMP(6)",
+    .now = utc_now,
     // The epoch as a date's text, which MySQL's time functions read as a DATETIME.
     .epoch = "'1970-01-01'",
     .begin_unsynced = {},  // every commit waits for the disk
@@ -223,17 +246,19 @@ const sql::Dialect dialect{
 // one row is selected from `g`, the record (:record) when it names this server, no lock-delay is
 // in force and it covers :ttl_ms, with its fence; otherwise no row, nothing taken and nothing
 // answered, and core reads the gate itself (failover::admit_once). So a lease run reads the
-// record in its take's round trip, not in one of its own. The same read fails (1242, which
-// sends the run to the schema check: exit 78) unless <prefix>locks has a unique key on exactly
-// its name (keyed_locks, which the record's own read asks otherwise), before anything is
-// written. Reading the record, the statement locks it shared until it ends: a gate's write of
-// the record (failover.move, raise_ttl) waits for the takes in flight, no longer.
+// record in its take's round trip, not in one of its own. The same read finds the gate closed
+// unless <prefix>locks has a unique key on exactly its name, and nothing is written: core's own
+// read of the record then asks the catalog again and fails (keyed_locks, 1242, which sends the
+// run to the schema check: exit 78). A table keyed, as every run finds it, costs nothing more;
+// one unkeyed, a read more on the way to its refusal. Reading the record, the statement locks it
+// shared until it ends: a gate's write of the record (failover.move, raise_ttl) waits for the
+// takes in flight, no longer.
 // The gate's read (a row of the record, `fence`, when it is open here: mariadb_take), on table
-// `locks` (named `name`; "": no check of its key), ANDed with `more`.
+// `locks` (named `name`: and keyed on its name; "": no check of its key), ANDed with `more`.
 std::string gate_sql(const std::string& locks, const std::string& name, const std::string& more = "") {
   return "SELECT r.token AS fence FROM " + locks + " r WHERE r.name = :record AND " +
          sql::failover_open_conditions(dialect, "r.", "r.owner = " + incarnation(true)) +
-         (name.empty() ? "" : " AND " + unkeyed(name) + " IS NULL") + more;
+         (name.empty() ? "" : " AND 'name1' IN (" + unique_keys(name) + ")") + more;
 }
 
 std::string mariadb_take(const sql::Take& k) {
@@ -433,18 +458,19 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
     // outlives the commit): session.take's upsert, run only when the lock was taken, and its row
     // read back (RETURNING; RETURNING of a refused row says NULL, as mariadb_take's). The lock is
     // taken once, before the row, re-entrant as lock.advisory_wait, its name computed once
-    // (@dblock_lock). Its time is the grant's: each statement of a block has its own start,
+    // (@lock). Its time is the grant's: each statement of a block has its own start,
     // which UTC_TIMESTAMP reads, and the upsert's starts once the lock is granted. The lock's
     // answer goes to a variable (a SET answers nothing), so that the block answers once either
     // way: the row taken, or the refusal. advisory's lock: "dblock:" + 57 hex digits of the
-    // key's hash, so two databases on one server never share one (set in two statements, which
-    // a DBA reads in four lines where one nested call took eight). The upsert's values are
+    // key's hash, so two databases on one server never share one (set in two statements, the
+    // key's bytes, then the name of their hash, which a DBA reads in two lines where one nested
+    // call took eight). The block's own variables are short (@lock, @got, @fence): each is
+    // read more than once. The upsert's values are
     // selected (FROM DUAL): with a VALUES list MariaDB's RETURNING answered NULL for the row it
     // had just inserted.
-    const std::string lock = "SET @dblock_lock = " + key_hash(t, ":key") + "; SET @dblock_lock = " +
-                             advisory_name.of("@dblock_lock") + "; SET @dblock_got = IF(IS_USED_LOCK(@dblock_lock) <=>"
-                             " CONNECTION_ID(), NULL, GET_LOCK(@dblock_lock, :wait_ms / 1000))";
-    const std::string insert = numbered_upsert(sql::session_upsert(dialect, t, "@dblock_fence", dialect.now, dialect.now), " FROM DUAL", ", 1");
+    const std::string lock = "SET @lock = " + key_bytes(t, ":key") + "; SET @lock = " + advisory_name.of(sha256("@lock")) +
+                             "; SET @got = IF(IS_USED_LOCK(@lock) <=> CONNECTION_ID(), NULL, GET_LOCK(@lock, :wait_ms / 1000))";
+    const std::string insert = numbered_upsert(sql::session_upsert(dialect, t, "@fence", dialect.now, dialect.now), " FROM DUAL", ", 1");
     // Refused, the key's row as core's refusal reads it (lease.refusal), after four columns
     // that say so (0): a contender needs no read of its own (session_locker's busy()).
     const std::string& refusal = lease.refusal.text;
@@ -467,12 +493,12 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
     // binds :started_id there (a NULL would close the gate: fail closed).
     const std::string gate = gate_sql(t.locks, "", " AND (NOT @@GLOBAL.wsrep_on AND CONNECTION_ID() = :started_id)");
     const std::string numbered = mariadb_block(
-        "", "SET SESSION wait_timeout = :idle_s, SESSION interactive_timeout = :idle_s, @dblock_fence = :fence; IF"
-                " @dblock_fence IS NULL AND :wait_ms = 0 THEN START TRANSACTION; " +
-        gate.substr(0, gate.find(" FROM ")) + " INTO @dblock_fence" + gate.substr(gate.find(" FROM ")) +
-        " LOCK IN SHARE MODE; END IF; IF @dblock_fence IS NULL THEN SELECT NULL, NULL, NULL, 2; ELSE " + lock +
-        "; IF @dblock_got = 1 AND :fence IS NULL AND 'name1' NOT IN (" + unique_keys(t.unquoted("locks")) +
-        ") THEN SIGNAL SQLSTATE '21000' SET MYSQL_ERRNO = 1242; ELSEIF @dblock_got = 1 THEN " + insert + "; ELSE " + refused +
+        "", "SET SESSION wait_timeout = :idle_s, SESSION interactive_timeout = :idle_s, @fence = :fence; IF"
+                " @fence IS NULL AND :wait_ms = 0 THEN START TRANSACTION; " +
+        gate.substr(0, gate.find(" FROM ")) + " INTO @fence" + gate.substr(gate.find(" FROM ")) +
+        " LOCK IN SHARE MODE; END IF; IF @fence IS NULL THEN SELECT NULL, NULL, NULL, 2; ELSE " + lock +
+        "; IF @got = 1 AND :fence IS NULL AND 'name1' NOT IN (" + unique_keys(t.unquoted("locks")) +
+        ") THEN SIGNAL SQLSTATE '21000' SET MYSQL_ERRNO = 1242; ELSEIF @got = 1 THEN " + insert + "; ELSE " + refused +
         "; END IF; END IF; COMMIT;");
     s.advisory_numbered_wait = {"lock.advisory_numbered_wait", numbered};
   }
@@ -509,21 +535,21 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
   // transaction back (a row lock goes with it) and is the block's: core releases the row apart.
   if (mariadb) {
     // The lock that says the session holds the key: advisory's, or the row lock's holder tag.
-    const std::string is_advisory = ":strategy = 'advisory'", hash = "@dblock_hash";
-    // The release leaves its row count in @dblock_released; the history row's outcome is 'lost'
-    // unless @dblock_ours (core's run_row_sql); after the commit the answer gives the lock back
+    const std::string is_advisory = ":strategy = 'advisory'", hash = "@hash";
+    // The release leaves its row count in @released; the history row's outcome is 'lost'
+    // unless @ours (core's run_row_sql); after the commit the answer gives the lock back
     // (evaluated once ours: advisory's must have been this session's to the end), then the
     // key's wake name.
     s.row_release_ended = {
         "lock.row_release_ended",
         mariadb_block("", "IF " + is_advisory + " THEN START TRANSACTION; END IF; " + lease.release.text +
-                              "; SET @dblock_released = ROW_COUNT(); SET " + hash + " = " + key_hash(t, ":key") +
-                              "; SET @dblock_lock = IF(" + is_advisory + ", " + advisory_name.of(hash) + ", " +
-                              tag_name.of(hash, ":tag") + "); SET @dblock_ours = NOT " +
-                              is_advisory + " OR IS_USED_LOCK(@dblock_lock) <=> CONNECTION_ID(); DELETE FROM " + t.claims +
+                              "; SET @released = ROW_COUNT(); SET " + hash + " = " + key_hash(t, ":key") +
+                              "; SET @lock = IF(" + is_advisory + ", " + advisory_name.of(hash) + ", " +
+                              tag_name.of(hash, ":tag") + "); SET @ours = NOT " +
+                              is_advisory + " OR IS_USED_LOCK(@lock) <=> CONNECTION_ID(); DELETE FROM " + t.claims +
                               " WHERE :strategy = 'txn-insert' AND name = :key AND kind = 'txn-insert'; " +
-                              sql::run_row_sql(dialect, t, "@dblock_ours") + "; " + sql::history_trim_block_sql(dialect, t) +
-                              " COMMIT; SELECT @dblock_released > 0, @dblock_ours AND (RELEASE_LOCK(@dblock_lock) = 1 OR NOT " +
+                              sql::run_row_sql(dialect, t, "@ours") + "; " + sql::history_trim_block_sql(dialect, t) +
+                              " COMMIT; SELECT @released > 0, @ours AND (RELEASE_LOCK(@lock) = 1 OR NOT " +
                               is_advisory + "), RELEASE_LOCK(:wake);")};
   }
   // MariaDB's runs a block: its row-lock numbering that proves the grant is its session.take
@@ -544,11 +570,11 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   // DDL commits on its own (no `begin`): CREATE TABLE IF NOT EXISTS is safe to race. The
   // failover record's incarnation differs between MariaDB and MySQL, and a script cannot know
   // which server it meets: core's record in MariaDB's (CHR: 10.3.1), in a MariaDB-only comment
-  // (/*M! ... */), which MySQL skips; there the first run makes the record.
+  // (/*M! ... */), which MySQL skips; there the first run makes the record. The script says so
+  // in the statement's own comment lines.
   sql::SchemaStatements s = sql::schema_statements(mariadb_dialect, schema_dialect, options, descriptor.name, descriptor.strategies);
-  s.failover_record = "/*M!100301 " + s.failover_record + " */";
-  s.failover_note = "MariaDB runs the next statement (a /*M! comment); MySQL skips it, and there the\n"
-                    "-- first run makes the record (an INSERT).";
+  s.failover_record = "-- MariaDB runs the next statement (a /*M! comment); MySQL skips it, and there the\n"
+                      "-- first run makes the record (an INSERT).\n/*M!100301 " + s.failover_record + " */";
   // A name must hold 255 bytes of any key (ShedLock's its own length), whole: a TEXT column
   // can be a key only by a prefix, which would merge names that share it.
   s.columns = {"schema.columns",

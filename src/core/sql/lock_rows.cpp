@@ -53,7 +53,8 @@ std::string strategy_allows_sql(std::string_view row, std::string_view mine, std
   // A lease's take records the strategy 'lease' already: its lease's end is its own condition.
   const std::string lease_done =
       mine == "'lease'" ? std::string() : " OR (" + r + "strategy = 'lease' AND " + std::string(lease_over) + ")";
-  return "(" + r + "strategy IS NULL OR " + r + "strategy = " + std::string(mine) + " OR " + r +
+  // A row of no strategy counts as one of `mine` (COALESCE: one comparison for the DBA to read).
+  return "(COALESCE(" + r + "strategy, " + std::string(mine) + ") = " + std::string(mine) + " OR " + r +
          "released_at IS NOT NULL OR " + r + "acquired_at IS NULL" + lease_done + ")";
 }
 

@@ -29,9 +29,9 @@ using Assignments = std::vector<std::pair<std::string, std::string>>;
 /// of the same name (byte for byte: a row that a collation finds for the name but that is spelled
 /// otherwise is left alone), updates that row with `set` when `when` holds, else leaves it alone.
 /// `set` and `when` are given how the statement names the existing row (`row`: "" or an alias and
-/// its dot); a value "" in `set` is the inserted row's value of that column. `set` is in an order
-/// where each column that `when` reads comes after the ones it does not (MySQL assigns one column
-/// after another, each assignment seeing those before and testing `when` again). A `set` of no
+/// its dot); a value "" in `set` is the inserted row's value of that column. `when` is of the row
+/// as the statement found it, whatever the order of `set` (MySQL, which assigns one column after
+/// another, each assignment seeing those before, tests it once, in the first: assign_each_if). A `set` of no
 /// assignments leaves an existing row alone (`when` is not asked): an insert unless there is one,
 /// met through `key`, or through any unique key where `key` is "".
 struct Upsert {

@@ -294,7 +294,6 @@ std::string schema_sql(const SchemaStatements& st) {
     out += "\n-- The failover record (dblock(1), Failover lock-delay): a row of " + st.prefix +
            "locks that records this\n-- server's incarnation, so that after a promotion nothing is granted for the "
            "longest TTL\n-- recorded. Made once, here or by the first run.";
-    if (!st.failover_note.empty()) out += "\n-- " + st.failover_note;
     out += "\n" + st.failover_record + ";\n";
   }
   if (transaction) out += "COMMIT;\n";

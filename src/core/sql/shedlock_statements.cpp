@@ -77,7 +77,7 @@ ShedlockStatements shedlock_statements(const Dialect& d, const Tables& t, const 
                 d.returning(epoch_ms_sql(d, "lock_until"))};
 
   // dblock's row of the name: the holder, the next token, strategy 'shedlock', session_id the
-  // ShedLock table. Assigned in that order, the columns the condition reads last (Upsert::set).
+  // ShedLock table, assigned in that order.
   const std::string first = first_token_sql(d, false, "");
   Assignments values = taken_row(d, {{"token", first},        {"strategy", "'shedlock'"},
                                       {"session_id", ":table"}, {"acquired_at", d.now},

@@ -322,8 +322,9 @@ struct SchemaStatements {
     return false;
   }
   /// For `dblock schema` only (empty: none): the failover record (failover.hpp) as a statement
-  /// that makes it once, for the server the script runs on, and a comment about it.
-  std::string failover_record, failover_note;
+  /// that makes it once, for the server the script runs on, after any comment lines of its own
+  /// ("-- ..."; the script's comment about the record comes before them).
+  std::string failover_record;
   /// Opens the transaction the DDL runs in; empty: each DDL statement commits on its own.
   std::string begin;
   /// Columns that came after a table's first shape (tables.hpp), in the order they came: the

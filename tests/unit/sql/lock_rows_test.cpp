@@ -240,6 +240,6 @@ TEST_CASE("one strategy per key: which rows of another strategy refuse a take") 
   CHECK_FALSE(rows::other_strategy_holds(row("semaphore", 1000, std::nullopt), true, "lease"));
   // The SQL states the same rule, over the row's alias, for the dialect's lease judgement.
   CHECK(rows::strategy_allows_sql("l.", ":strategy", "NOT live") ==
-        "(l.strategy IS NULL OR l.strategy = :strategy OR l.released_at IS NOT NULL OR l.acquired_at IS NULL OR"
+        "(COALESCE(l.strategy, :strategy) = :strategy OR l.released_at IS NOT NULL OR l.acquired_at IS NULL OR"
         " (l.strategy = 'lease' AND NOT live))");
 }

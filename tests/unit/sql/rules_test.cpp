@@ -208,7 +208,7 @@ TEST_CASE("the lease's statements: one builder, the dialect's take, the failover
                                 " last_started_at) VALUES (:key, :owner, :host, INT(:pid), COALESCE(INT(:token),"
                                 " INT(:fence) + 1), 'lease', NULL, NOW, NOW, PLUS(NOW, INT(:ttl_ms)), NULL, NOW)"));
   CHECK(s.take.text.find("token = COALESCE(INT(:token), GREATEST(l.token, INT(:fence)) + 1)") != std::string::npos);
-  CHECK(s.take.text.ends_with(" WHERE NOT LIVE(l.) AND (l.strategy IS NULL OR l.strategy = 'lease' OR l.released_at IS"
+  CHECK(s.take.text.ends_with(" WHERE NOT LIVE(l.) AND (COALESCE(l.strategy, 'lease') = 'lease' OR l.released_at IS"
                               " NOT NULL OR l.acquired_at IS NULL) AND " +
                               sql::due_sql(marked, "l.", "NOW") + " RETURNING token, MS(acquired_at), MS(expires_at)"));
   CHECK(s.taken.empty());  // the take returns its row
@@ -275,11 +275,11 @@ TEST_CASE("the session strategies' numbering: whoever of this strategy the row n
         "INSERT INTO \"p_locks\" AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at,"
         " expires_at, released_at, last_started_at) SELECT :key, :owner, :host, INT(:pid), COALESCE(INT(:token), F +"
         " 1), :strategy, :session_id, AT, AT, NULL, NULL, AT FROM k WHERE k.got ON CONFLICT (name) DO UPDATE SET"
-        " owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid, session_id = EXCLUDED.session_id,"
-        " renewed_at = EXCLUDED.renewed_at, token = COALESCE(INT(:token), GREATEST(l.token, F) + 1), strategy ="
-        " EXCLUDED.strategy, acquired_at = EXCLUDED.acquired_at, expires_at = NULL, released_at = NULL,"
-        " last_started_at = EXCLUDED.last_started_at WHERE (l.strategy IS NULL OR l.strategy <> 'semaphore') AND (l.strategy IS NULL"
-        " OR l.strategy = :strategy OR l.released_at IS NOT NULL OR l.acquired_at IS NULL OR (l.strategy = 'lease'"
+        " owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid, strategy = EXCLUDED.strategy,"
+        " session_id = EXCLUDED.session_id, acquired_at = EXCLUDED.acquired_at, released_at = NULL, token ="
+        " COALESCE(INT(:token), GREATEST(l.token, F) + 1), renewed_at = EXCLUDED.renewed_at, expires_at = NULL,"
+        " last_started_at = EXCLUDED.last_started_at WHERE (l.strategy IS NULL OR l.strategy <> 'semaphore') AND"
+        " (COALESCE(l.strategy, :strategy) = :strategy OR l.released_at IS NOT NULL OR l.acquired_at IS NULL OR (l.strategy = 'lease'"
         " AND l.expires_at <= EXCLUDED.acquired_at)) AND (l.expires_at IS NULL OR l.expires_at <="
         " EXCLUDED.acquired_at) AND " + sql::due_sql(marked, "l.", "EXCLUDED.acquired_at"));
 }
