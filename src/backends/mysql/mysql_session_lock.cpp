@@ -405,7 +405,7 @@ class MysqlHolder final : public sql::HolderSession {
   std::shared_ptr<sql::Rows> waited_;                // a first attempt's grant_wait answer, as it runs
   std::optional<sql::Rows> refusal_read_;            // refusal_read()
   bool gate_held_ = false;                           // the session holds the numbering gate
-  bool first_numbering_ = false;                         // the numbering running is a first attempt's
+  bool first_numbering_ = false;                     // the numbering running is a first attempt's
   sql::Statement gate_take_, gate_wait_, gate_give_;  // the gate's (LockStatements::gate_*)
   sql::Statement grant_wait_;                         // a first attempt's (LockStatements::grant_wait)
 };
