@@ -477,20 +477,15 @@ TEST_CASE("a row-lock run's first attempt sends its numbering with its lock stat
   CHECK(book3->runs["session.take"] == 0);
   // Near (a handshake under 2 ms: loopback), or a holder session that cannot: the lock
   // statement alone, then the numbering.
-  auto [book4, hp4, l4] = first_chain(Strategy::for_update, true, Millis(1));
-  got = l4->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
-  REQUIRE(got);
-  CHECK(got->token == 5);
-  CHECK(hp4->numberings == 0);
-  CHECK(book4->runs["session.take"] == 1);
-  CHECK(l4->release(ReleaseRequest{}));
-  auto [book2, hp2, l2] = first_chain(Strategy::for_update, false);
-  got = l2->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
-  REQUIRE(got);
-  CHECK(got->token == 5);
-  CHECK(hp2->numberings == 0);
-  CHECK(book2->runs["session.take"] == 1);
-  CHECK(l2->release(ReleaseRequest{}));
+  for (const auto& [can, handshake] : {std::pair{true, Millis(1)}, std::pair{false, Millis(20)}}) {
+    auto [book4, hp4, l4] = first_chain(Strategy::for_update, can, handshake);
+    got = l4->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
+    REQUIRE(got);
+    CHECK(got->token == 5);
+    CHECK(hp4->numberings == 0);
+    CHECK(book4->runs["session.take"] == 1);
+    CHECK(l4->release(ReleaseRequest{}));
+  }
 }
 
 TEST_CASE("a ROLLBACK sent ahead that fails closes the holder session: the next lock statement runs in a new one") {
