@@ -108,7 +108,13 @@ top=${1:-${DBLOCK_SOURCE_DIR:?usage: contract_count.sh SOURCE_DIR}}
 # (a MariaDB-only /*M! comment, which MySQL skips) is the record statement's own comment lines,
 # as the script prints it, where the dialect gave it in a member of its own (the script is the
 # same to the byte).
-declare -A bound=([postgres]=28 [mysql]=38 [sqlite]=20)
+# 38 -> 37: MariaDB's lock.row_release_ended is core's in the dialect's block, as two statements
+# where it wrote one that served both by :strategy: a row lock's (the holder tag, SessionLock::tag,
+# and the wake name given back after the commit) and advisory's lock.advisory_released (its lock,
+# SessionLock::key, kept in a local, proven and given back after the commit). One block that
+# named both locks, each with its own hash, was 65 lines in `schema --statements`, over the
+# bound of 50; the two are 49 and 48 (MariaDB's was 48).
+declare -A bound=([postgres]=28 [mysql]=37 [sqlite]=20)
 
 count() {
   local f=$1

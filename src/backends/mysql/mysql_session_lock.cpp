@@ -165,7 +165,7 @@ class MysqlHolder final : public sql::HolderSession {
     gate_held_ = false;  // with the session
     return r;
   }
-  // MariaDB's row_release_ended (lock_statements) is a block that commits itself and then gives
+  // MariaDB's row_release_ended (core's lock_statements) is a block that commits itself and then gives
   // the holder tag (:tag, this session's) and the key's wake name back: one round trip, and the
   // session, its transaction ended, needs no ROLLBACK RELEASE.
   Result<sql::Rows> run_and_commit(const sql::Statement& st, const sql::Params& p) override {

@@ -521,37 +521,6 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
                             " SUM(LOWER(COLUMN_NAME) IN ('name', 'kind') AND SUB_PART IS NULL) = 2";
   s.tag = {"lock.tag", "SELECT GET_LOCK(" + held + ", 0), (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two"
                        " WHERE NOT EXISTS (" + keyed + ")), " + wake};
-  // On MariaDB a session strategy's release is one block of statements in the holder session,
-  // as core's lease.release_recorded block (core's row_release_ended, which serves advisory too: its
-  // :strategy says which): a row lock's in the holder's own transaction (its lock statement
-  // opened it), advisory's in one it starts. The row released, txn-insert's own claims row
-  // deleted (the commit would keep it), the history row with its trim, committed, which lets a
-  // row lock go, and then the holder tag and the key's wake name given back, or the advisory
-  // lock, which lets the next waiter in: it finds the row released. One round trip, where a row
-  // lock's release, the session's end (ROLLBACK RELEASE) and the history row were three,
-  // advisory's two. The history row says 'lost' unless the lock was this session's to the end
-  // (a row lock's, as the statement runs in its transaction). :tag, a row lock's holder
-  // session's (MysqlHolder::run_and_commit); advisory's names no lock. Any error rolls the
-  // transaction back (a row lock goes with it) and is the block's: core releases the row apart.
-  if (mariadb) {
-    // The lock that says the session holds the key: advisory's, or the row lock's holder tag.
-    const std::string is_advisory = ":strategy = 'advisory'", hash = "@hash";
-    // The release leaves its row count in @released; the history row's outcome is 'lost'
-    // unless @ours (core's run_row_sql); after the commit the answer gives the lock back
-    // (evaluated once ours: advisory's must have been this session's to the end), then the
-    // key's wake name.
-    s.row_release_ended = {
-        "lock.row_release_ended",
-        mariadb_block("", "IF " + is_advisory + " THEN START TRANSACTION; END IF; " + lease.release.text +
-                              "; SET @released = ROW_COUNT(); SET " + hash + " = " + key_hash(t, ":key") +
-                              "; SET @lock = IF(" + is_advisory + ", " + advisory_name.of(hash) + ", " +
-                              tag_name.of(hash, ":tag") + "); SET @ours = NOT " +
-                              is_advisory + " OR IS_USED_LOCK(@lock) <=> CONNECTION_ID(); DELETE FROM " + t.claims +
-                              " WHERE :strategy = 'txn-insert' AND name = :key AND kind = 'txn-insert'; " +
-                              sql::run_row_sql(dialect, t, "@ours") + "; " + sql::history_trim_block_sql(dialect, t) +
-                              " COMMIT; SELECT @released > 0, @ours AND (RELEASE_LOCK(@lock) = 1 OR NOT " +
-                              is_advisory + "), RELEASE_LOCK(:wake);")};
-  }
   // MariaDB's runs a block: its row-lock numbering that proves the grant is its session.take
   // behind that proof (core's lock.row_numbered).
   sql::LockStatements out = sql::lock_statements(mariadb ? mariadb_dialect : dialect, t, std::move(s), lease.session_take);

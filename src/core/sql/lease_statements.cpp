@@ -462,6 +462,30 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
                                            "own_claim AS (DELETE FROM " + t.claims +
                                                " WHERE name = :key AND kind = 'txn-insert'), g AS (SELECT true AS ours)");
   }
+  // Where the dialect runs a block (Dialect::block) instead: the same work as its statements,
+  // the COMMIT among them, and after it the holder tag (SessionLock::tag) and the key's wake name
+  // given back, in that order, so the waiter it wakes finds the row released. One round trip,
+  // where the release, the session's end and the history row were three. Any error rolls the
+  // transaction back (the row lock goes with it) and is the block's: core releases the row apart.
+  if (!d.block) return s;
+  const std::string wake = wakes_by_session_lock(l) ? ", " + l.unlock(":wake") : "";
+  const std::string record = "; " + history_trim_block_sql(d, t) + " COMMIT; SELECT released_rows > 0, ";
+  if (s.row_release_ended.empty() && l.tag && l.unlock)
+    s.row_release_ended = {"lock.row_release_ended",
+                           d.block("DECLARE released_rows INT; ",
+                                   lease_statements(d, t).release.text + "; GET DIAGNOSTICS released_rows = ROW_COUNT; DELETE FROM " +
+                                       t.claims + " WHERE :strategy = 'txn-insert' AND name = :key AND kind = 'txn-insert'; " +
+                                       run_row_sql(d, t, "TRUE") + record + "1, " + l.unlock(l.tag(t)) + wake + ";")};
+  // Advisory's likewise, in a transaction it starts: the history row says 'lost' unless the
+  // session held the key's lock (SessionLock::key, kept in `held`: a block's session lock is
+  // named by a text, MariaDB's GET_LOCK name) to the end, which it gives back after the commit.
+  if (s.advisory_released.empty() && l.key && l.unlock)
+    s.advisory_released = {"lock.advisory_released",
+                           d.block("DECLARE released_rows INT; DECLARE ours BOOLEAN; DECLARE held VARCHAR(255); ",
+                                   d.begin + "; " + lease_statements(d, t).release.text +
+                                       "; GET DIAGNOSTICS released_rows = ROW_COUNT; SET held = " + l.key(t, ":key") +
+                                       "; SET ours = " + holds_sql(d, "held") + " = 1; " + run_row_sql(d, t, "ours") + record +
+                                       "ours AND " + l.unlock("held") + " = 1" + wake + ";")};
   return s;
 }
 

@@ -348,7 +348,9 @@ DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect
 /// NOWAIT, unless the dialect wrote its own: MariaDB's NOWAIT also refuses to wait for a
 /// table's metadata lock), make_claim (the dialect's upsert that leaves a row alone),
 /// holds_claim and alive; row_release_ended (release_recorded at the dialect's clock, txn-insert's
-/// own claims row deleted between), where the dialect gives both and `s` has none;
+/// own claims row deleted between), where the dialect gives both and `s` has none, or the same
+/// work in its block (Dialect::block) with the holder tag and the wake name given back after the
+/// commit, and advisory_released likewise in a block, over SessionLock::key;
 /// and, each where the dialect's session lock (Dialect::session_lock) has what it needs and `s`
 /// has none, the advisory strategy's statements over it and lock_wait (SessionLock::bound).
 /// row_numbered where the server shows a session's holding (Dialect::session_holds): core's ON

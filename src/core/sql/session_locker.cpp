@@ -116,15 +116,10 @@ class ServerLock {
   // transaction, ended with it (row_release_ended).
   bool folds_release() const {
     if (row_lock()) return !st_.row_release_ended.empty() && txn_.has_value();
-    return folds_row() && !advisory_released().empty();
+    return folds_row() && !st_.advisory_released.empty();
   }
   // The one the bookkeeping session runs (none for a row lock: the holder's own, row_release_ended).
-  Statement release_statement() const { return row_lock() ? Statement{} : advisory_released(); }
-  // advisory's: LockStatements::advisory_released, or the dialect's row_release_ended where it
-  // serves both (statements.hpp).
-  const Statement& advisory_released() const {
-    return st_.advisory_released.empty() ? st_.row_release_ended : st_.advisory_released;
-  }
+  Statement release_statement() const { return row_lock() ? Statement{} : st_.advisory_released; }
 
   // LockStatements::advisory_released (a row lock's row_release_ended, then COMMIT) with `p`
   // (release_recorded_params): (released, ours). An error: the caller releases apart (the row
@@ -143,9 +138,9 @@ class ServerLock {
       return std::pair{(*r)[0].int64(0) != 0, (*r)[0].int64(1) != 0};
     }
     h_->bind(p, key, Millis(0));
-    auto r = h_->run(advisory_released(), p, Millis(0));
+    auto r = h_->run(st_.advisory_released, p, Millis(0));
     if (!r) return std::unexpected(r.error());
-    if (r->empty()) return fail(ErrorKind::internal, advisory_released().id + " answered no row");
+    if (r->empty()) return fail(ErrorKind::internal, st_.advisory_released.id + " answered no row");
     tagged_.reset();  // advisory takes no holder tag
     return std::pair{(*r)[0].int64(0) != 0, (*r)[0].int64(1) != 0};
   }

@@ -407,12 +407,11 @@ struct LockStatements {
   Statement advisory_try, advisory_wait, advisory_holds, advisory_give_back;
   Statement advisory_numbered_try, advisory_numbered_wait;
   /// Empty, or (where `advisory_numbered_*` are) in the bookkeeping session itself:
-  /// LeaseStatements::release_recorded's work with `advisory_give_back` between the release and
-  /// the history row, in one statement: the row released, then the lock given back, then the
-  /// history row, its outcome 'lost' unless the lock was this session's. Its parameters too.
-  /// One row: (released 1 or 0, ours 1 or 0). A plain key's release is then one round trip.
-  /// Empty where `row_release_ended` does this too (a dialect whose one statement serves every
-  /// session strategy by its :strategy: MariaDB's).
+  /// LeaseStatements::release_recorded's work with `advisory_give_back`, in one statement: the
+  /// row released, then the lock given back, then the history row, its outcome 'lost' unless the
+  /// lock was this session's (in a block, Dialect::block: the lock given back after the commit
+  /// of the row and its history, the key's wake name after it). Its parameters too. One row:
+  /// (released 1 or 0, ours 1 or 0). A plain key's release is then one round trip.
   Statement advisory_released;
   /// Empty, or (in the bookkeeping session itself, where `advisory_released` is not)
   /// LeaseStatements::release, its parameters too, that then lets the lock go in the same
