@@ -405,44 +405,6 @@ else:
 print(urllib.parse.urlunsplit((u.scheme, netloc, u.path, query, u.fragment)))' "$DBLOCK_DSN" "$1"
 }
 
-# row_runs_at_a_distance: a row-lock run at a distance (scripts/bench/delay_proxy.py, a 200 ms
-# round trip R): after its two handshakes (side by side) its lock statement and its numbering
-# go out together, one on each session (lock.row_numbered waits in the server for its proof),
-# then the release: 2 R, as a lease run's take and release. The round-trip counts add the two
-# sessions' round trips, so the path is timed instead: each row-lock run against a lease run's
-# on the same proxy (the same handshake), the quickest of two each, within half a round trip of
-# it. Numbering after the grant's answer was a round trip more.
-row_runs_at_a_distance() {
-  local delay_ms=100 far lease_ms ms strategy
-  python3 "$DBLOCK_SOURCE_DIR/scripts/bench/delay_proxy.py" --target-port "$(python3 -c 'import sys, urllib.parse; u = urllib.parse.urlsplit(sys.argv[1]); print(u.port or {"mysql": 3306}.get(u.scheme, 5432))' "$DBLOCK_DSN")" \
-    --delay-ms "$delay_ms" --port-file "$E2E_TMP/delay.port" --lifetime 120 >/dev/null &
-  remember_pid $!
-  if ! wait_for 10 test -s "$E2E_TMP/delay.port"; then
-    fail "the delay proxy did not start"
-    return
-  fi
-  far=$(plain_dsn_via "$(cat "$E2E_TMP/delay.port")")
-  # quickest_ms STRATEGY KEY: the quicker of two runs' wall times, in ms.
-  quickest_ms() {
-    local best="" t0 t1 ms _
-    for _ in 1 2; do
-      t0=$(date +%s%N)
-      dblock -d "$far" --strategy "$1" run "$2" -- true || { echo 0; return; }
-      t1=$(date +%s%N)
-      ms=$(((t1 - t0) / 1000000))
-      [ -z "$best" ] || [ "$ms" -lt "$best" ] && best=$ms
-    done
-    echo "$best"
-  }
-  lease_ms=$(quickest_ms lease "$(key rt-far-lease)")
-  for strategy in for-update txn-insert; do
-    ms=$(quickest_ms "$strategy" "$(key "rt-far-$strategy")")
-    echo "      at a ${delay_ms}x2 ms round trip: $strategy run $ms ms, lease run $lease_ms ms"
-    assert_between "$strategy: a run at a distance within half a round trip of a lease run's (2 round trips after the handshakes)" \
-      1 $((lease_ms + delay_ms)) "$ms"
-  done
-}
-
 # A key unique to this script and test, so scripts sharing a server never meet.
 key() { echo "e2e-$$-$1"; }
 

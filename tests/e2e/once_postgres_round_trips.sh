@@ -386,9 +386,4 @@ check "queue: the second waiter waited for the head's place more than once (a sl
 assert_eq "queue: and it LISTENed only after its first wait for that place" "" \
   "$(wire queries | sed '/pg_advisory_lock/q' | grep '^LISTEN ')"
 assert_eq "queue: three runs" 3 "$(history_field "$k" runs.#)"
-# A row-lock run at a distance: its lock statement and its numbering go out together (lib.sh,
-# row_runs_at_a_distance: PostgreSQL's numbering waits for its proof in a recursive query of
-# its own), so it is timed within half a round trip of a lease run's.
-row_runs_at_a_distance
-
 finish

@@ -216,7 +216,6 @@ Result<void> Connection::reconnect() {
   const PQconninfoOption* given = resolved->get();
   // The user's `options` come first: dblock's idle limits are not the user's to loosen.
   const char* user_options = conninfo_value(given, "options");
-  const auto started = std::chrono::steady_clock::now();
   for (bool modern : {true, false}) {
     std::string options = session_options(role_, options_.session_idle_limit, modern);
     if (user_options) options = std::string(user_options) + " " + options;
@@ -232,7 +231,6 @@ Result<void> Connection::reconnect() {
     generic_plans_ = modern;
     break;
   }
-  handshake_ = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
   PQsetNoticeProcessor(conn_.get(), ignore_notice, nullptr);  // "already exists, skipping" is no news for cron mail
   ::fcntl(PQsocket(conn_.get()), F_SETFD, FD_CLOEXEC);        // the command under `run` must not inherit it
   PQsetnonblocking(conn_.get(), 1);

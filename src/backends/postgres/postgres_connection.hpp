@@ -4,7 +4,6 @@
 
 #include <libpq-fe.h>
 
-#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -125,9 +124,6 @@ class Connection {
   bool is_open() const { return conn_ && PQstatus(conn_.get()) == CONNECTION_OK; }
   /// Closes and opens again, LISTENing again.
   Result<void> reconnect();
-  /// How long the last connect took (the TCP connect, the startup and the authentication: two
-  /// round trips at the least), 0 before one: a distance told without a statement of its own.
-  std::chrono::microseconds handshake() const { return handshake_; }
   /// Closes the connection: any session lock it held is gone.
   void close() {
     conn_.reset();
@@ -218,7 +214,6 @@ class Connection {
   bool naming_ = true;
   bool name_in_group_ = false;  // name_next_in_group(), for the next send
   bool generic_plans_ = false;  // the session keeps one plan for every run (session_options)
-  std::chrono::microseconds handshake_{0};  // handshake()
   Pipeline pipe_;  // of conn_: reset with it
   Millis ahead_extra_{0};                     // send_ahead_synced's extra, for the next exec
   std::optional<std::string> ahead_answer_;   // ahead_answer()

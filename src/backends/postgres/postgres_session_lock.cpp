@@ -47,20 +47,11 @@ class PostgresHolder final : public sql::HolderSession {
   // numbers nothing, and core numbers as before. The gate's statements are core's
   // (LockStatements::gate_*), over the dialect's session lock.
   // No holder tag follows a lock statement here (`before_tag` never holds).
-  // A first attempt's (a :poll_ms above 0: chains_first) goes with no gate: the numbering waits
-  // for its proof in the server itself (LockStatements::row_numbered), sent right after the lock
-  // statement, each in its session's round trip.
   Result<void> send_numbering(const sql::Statement& st, const sql::Params& p, Millis wait, const sql::Statement& number,
                               const sql::Params& np, bool) override {
     numbered_.reset();
-    if (!chains_first() || !book_conn_->is_open() || !holder_->is_open()) return send(st, p, wait);
-    if (const auto* poll = np.find("poll_ms"); poll && std::holds_alternative<std::int64_t>(*poll) &&
-                                               std::get<std::int64_t>(*poll) > 0) {
-      if (auto ok = send(st, p, wait); !ok) return ok;
-      if (book_->send(number, np, wait)) chained_ = ungated_ = true;
-      return {};
-    }
-    if (gate_take_.empty()) return send(st, p, wait);
+    if (gate_take_.empty() || !book_ || book_conn_ == holder_ || !book_conn_->is_open() || !holder_->is_open())
+      return send(st, p, wait);
     // Taken in a round trip of its own the first time, so that the wait below cannot reach the
     // server first; kept from then on (settle()), so once per session until a grant.
     if (gate_on_ == 0 || gate_on_ != holder_->backend_pid()) {
@@ -85,8 +76,6 @@ class PostgresHolder final : public sql::HolderSession {
     return {};
   }
   std::optional<Result<sql::Rows>> numbered() override { return std::exchange(numbered_, std::nullopt); }
-  bool chains_first() const override { return book_ && book_conn_ != holder_; }
-  std::chrono::microseconds handshake() const override { return holder_->handshake(); }
   Result<void> exec(std::string_view sql) override { return session_.exec(sql); }
   // In its own group, in the write of the BEGIN, lock timeout and lock statement that follow
   // (Connection::end_ahead): they run only once it has ended the refused transaction.
@@ -157,10 +146,13 @@ class PostgresHolder final : public sql::HolderSession {
   // wait, granted by the give-back, ends first).
   void settle(bool taken, bool timed_out) {
     chained_ = false;
-    // A first attempt's numbering went with no gate (send_numbering): none to let go. Else the
-    // gate went with the lock statement that took it, or with the session.
-    const bool gated = !std::exchange(ungated_, false);
-    if (gated && (taken || !holder_->is_open() || (!timed_out && !regate()))) gate_on_ = 0;
+    if (taken) {
+      gate_on_ = 0;  // let go with the lock statement
+    } else if (!holder_->is_open()) {
+      gate_on_ = 0;
+    } else if (!timed_out && !regate()) {
+      gate_on_ = 0;
+    }
     numbered_ = book_->answer();
   }
   // The ROLLBACK in a group of its own, then the gate given back and taken again in one group
@@ -212,7 +204,6 @@ class PostgresHolder final : public sql::HolderSession {
   std::int64_t gate_ = 0;                  // the numbering gate's lock, as last taken
   int gate_on_ = 0;                        // the holder's server process that holds the gate, or 0
   bool chained_ = false;                   // a numbering was sent with the lock statement, unread
-  bool ungated_ = false;                   // ... with no gate ahead of it (a first attempt's)
   struct Begun {
     std::string begin;
     sql::Statement lock_wait;

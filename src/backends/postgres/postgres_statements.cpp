@@ -38,16 +38,11 @@ std::string key_hash_sql(const std::string& prefix, std::string_view name) {
 /// strategy records a session.
 std::string session_holds(const Tables& t, std::string_view row) {
   const std::string r(row), pid = r + "session_id::int";
-  // The lock table as it is when the row is judged: pg_locks is a scan of pg_lock_status() that
-  // a statement reads once and rewinds for each row, where the function called in a select list
-  // under a condition on the row runs again for each (lock.row_numbered judges its holder
-  // again and again, a row a pass, while the lock statement it follows may just be granted).
-  const std::string locks = "(SELECT (a).* FROM (SELECT pg_lock_status() a WHERE " + r + "name IS NOT NULL) now_held)";
   return "CASE WHEN " + r + "session_id ~ '^[0-9]{1,9}$' IS NOT TRUE THEN false"
-         " WHEN " + r + "strategy = 'for-update' THEN EXISTS (SELECT 1 FROM " + t.claims + " c JOIN " + locks + " k"
+         " WHEN " + r + "strategy = 'for-update' THEN EXISTS (SELECT 1 FROM " + t.claims + " c JOIN pg_locks k"
          " ON k.locktype = 'transactionid' AND k.transactionid = c.xmax WHERE c.name = " + r + "name"
          " AND c.kind = 'for-update' AND k.granted AND k.pid = " + pid + ")"
-         " ELSE EXISTS (SELECT 1 FROM " + locks + " k WHERE k.locktype = 'advisory' AND k.granted AND k.pid = " + pid +
+         " ELSE EXISTS (SELECT 1 FROM pg_locks k WHERE k.locktype = 'advisory' AND k.granted AND k.pid = " + pid +
          " AND (k.objsubid, " + r + "strategy) IN ((1, 'advisory'), (2, 'txn-insert'))"
          " AND k.classid::bigint * 4294967296::numeric + k.objid::bigint = (" + key_hash_sql(t.prefix, r + "name") + ")) END";
 }

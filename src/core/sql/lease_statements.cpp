@@ -416,26 +416,10 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   // gate) runs that take in a block, once the same proof holds: each statement of a block has
   // its own time. Not shown holding, the block answers nothing.
   const std::string holder = "(SELECT :key AS name, :strategy AS strategy, :session_id AS session_id) s";
-  // Where the dialect has a clock and an incarnation, the ON CONFLICT form waits for its proof
-  // itself, so that a first attempt's numbering can go out with its lock statement
-  // (HolderSession::chains_first): `w` judges the holder once a pass, within :poll_ms (0: one
-  // pass), until it is shown holding; each pass reads the server's lock table anew, as the
-  // dialect's judgement reads it per row (`w` is the row, so a pass is a row of its own). It
-  // reads the failover gate itself too (`g`, as lock.advisory_numbered_try's: :fence where core
-  // read one, else the record's where it is open for this session), having no row otherwise:
-  // then `w` has none and nothing is numbered, and core reads the gate apart.
-  if (!d.session_id.empty() && upserts_on_conflict(d) && d.session_holds("w.", t) != "0" && !d.clock.empty() &&
-      !d.incarnation.empty()) {
-    const std::string fence = d.integer(":fence"), started = d.integer(":started_id");
-    s.row_numbered = {
-        "lock.row_numbered",
-        "WITH RECURSIVE g AS (SELECT COALESCE(" + fence + ", token) AS fence FROM " + t.locks + " WHERE name = :record AND (" +
-            fence + " IS NOT NULL OR " + failover_open_conditions(d, "", "owner = " + d.incarnation) + " AND (" + started +
-            " IS NULL OR " + d.session_id + " = " + started + "))), w(n, name, strategy, session_id, mine, till) AS (SELECT 0, " +
-            "s.*, false, " + d.plus_ms(d.clock, d.integer(":poll_ms")) + " FROM " + holder + ", g UNION ALL SELECT n + 1, " +
-            "name, strategy, session_id, " + d.session_holds("w.", t) + " = 1, till FROM w WHERE NOT mine AND (n = 0 OR " +
-            d.clock + " < till)) " + numbered_upsert_sql(d, t, " FROM w WHERE w.mine", d.clock, "(SELECT fence FROM g)")};
-  } else if (!d.session_id.empty() && d.block && !session_take.empty() && d.session_holds("s.", t) != "0")
+  if (!d.session_id.empty() && upserts_on_conflict(d) && d.session_holds("s.", t) != "0")
+    s.row_numbered = {"lock.row_numbered", numbered_upsert_sql(d, t, " FROM " + holder + " WHERE " + d.session_holds("s.", t) + " = 1",
+                                                               d.clock.empty() ? d.now : d.clock)};
+  else if (!d.session_id.empty() && d.block && !session_take.empty() && d.session_holds("s.", t) != "0")
     s.row_numbered = {"lock.row_numbered", d.block("", "IF (SELECT " + d.session_holds("s.", t) + " FROM " + holder + ") = 1 THEN " +
                                                            session_take.text + "; END IF;")};
   // A first attempt's numbering goes out with its lock statement, no gate ahead of it

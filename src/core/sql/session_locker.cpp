@@ -468,14 +468,13 @@ class SessionLocker final : public Locker {
     const bool fold_gated = fold && numbered_gated_ && wait.count() <= 0 && !admitted_;
     if (!overlap && !fold_gated && !admit()) return shut();
     std::optional<Params> chained;  // a row lock's numbering sent with its lock statement (below)
-    bool gated_now = gated;         // the gate read with the numbering, not beside the lock (below)
     auto take = [&]() -> Result<std::optional<Rows>> {
       if (fold) {
         Params p = take_params(req, Value(), Value());
         if (gate) p.set("fence", (*gate)->fence);  // none: the take reads the gate itself (fold_gated)
         return lock_->take_numbered(req.key, wait, std::move(p));
       }
-      auto got = lock_->take(req.key, wait, overlap && !gated_now ? std::function<bool()>(admit) : nullptr, chained);
+      auto got = lock_->take(req.key, wait, overlap && !gated ? std::function<bool()>(admit) : nullptr, chained);
       if (!got) return std::unexpected(got.error());
       return *got ? std::optional<Rows>(Rows()) : std::nullopt;
     };
@@ -523,25 +522,20 @@ class SessionLocker final : public Locker {
     if (again && chainable && *round_trip_ >= chain_from) {
       if (gated) chained = take_params(req, Value(), Value());
       else if (admitted_ && admitted_->ttl >= req.ttl && admit()) chained = take_params(req, (*gate)->fence, Value());
-      if (chained) chained->set("poll_ms", std::int64_t{0});  // behind its gate: proven at once, or not
     }
     // A first attempt (one that does not wait: a run's, or a waiter's try) sends its numbering
     // with its lock statement too where the holder session can with no gate ahead of it
     // (chains_first): it waits in the server for its proof (:poll_ms, first_poll), so a
     // free key is locked and numbered in one round trip, not two. Where the numbering reads the
-    // failover gate itself (numbering_gated_) only: elsewhere its fence comes from a read this
-    // attempt has not made yet. A busy key, a lock statement that failed or came too late numbers nothing
+    // failover gate itself (gated) only: elsewhere its fence comes from a read this attempt has
+    // not made yet. A busy key, a lock statement that failed or came too late numbers nothing
     // (the proof decides), and core numbers after the grant as before. Only at a distance, told
     // by the lock session's handshake (two round trips and more) taking 2 * chain_from: on
     // loopback the numbering's thread, its wait and its block cost more than the round trip they
     // save (paired runs 1.02-1.09x as long, docs/performance.md), and the path there is main's.
-    // Where only the numbering reads the gate (not session_take: PostgreSQL's), the gate is not
-    // read beside the lock statement (the bookkeeping session has the numbering to answer
-    // first): a numbering that numbered proves it open; one that did not reads it apart.
-    const bool chain_first = !again && wait.count() <= 0 && chainable && (gated || numbering_gated_) &&
-                       lock_->holder().chains_first() && lock_->holder().handshake() >= 2 * chain_from;
-    if (chain_first) chained = take_params(req, Value(), Value()).set("poll_ms", static_cast<std::int64_t>(first_poll.count()));
-    gated_now = gated || chain_first;
+    if (!again && wait.count() <= 0 && chainable && gated && lock_->holder().chains_first() &&
+        lock_->holder().handshake() >= 2 * chain_from)
+      chained = take_params(req, Value(), Value()).set("poll_ms", static_cast<std::int64_t>(first_poll.count()));
     auto got = take();
     if (!got && got.error().kind == ErrorKind::connection) {
       // Nothing is held yet, so a holder session that is gone (the server's idle limit passed
@@ -559,7 +553,7 @@ class SessionLocker final : public Locker {
       if (!admit()) return shut();
       got = take();
     }
-    if (overlap && !gated_now && !admit()) {
+    if (overlap && !gated && !admit()) {
       if (got && *got) (void)lock_->give_back(req.key);
       return shut();
     }
@@ -589,10 +583,6 @@ class SessionLocker final : public Locker {
     if (chained)
       if (auto n = lock_->holder().numbered(); n && *n && took_row(**n)) proven = std::move(**n);
     if (proven) gate_unread_ = false;  // its own gate opened (gated): no number() after it
-    if (!proven && gated_now && !gated && !admit()) {
-      (void)lock_->give_back(req.key);
-      return shut();
-    }
     auto out = fold      ? numbered(req, **got)
                : proven ? numbered(req, *proven)
                         : number(req, gated ? 0 : (*gate)->fence, gated);

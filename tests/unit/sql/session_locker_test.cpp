@@ -488,68 +488,6 @@ TEST_CASE("a row-lock run's first attempt sends its numbering with its lock stat
   }
 }
 
-// PostgreSQL's shape: a numbering that reads the failover gate itself (lock.row_numbered binds
-// :record) beside a session.take that does not, on a bookkeeping session whose record's read
-// opens the gate (fence 5) for the session it was handed (7).
-FirstChain numbering_gated_chain(Strategy strategy) {
-  auto book = std::make_shared<testing::ScriptedSession>();
-  book->started = 7;
-  book->answers["failover.read"] = testing::row_of({"inc", "inc", std::nullopt, "5", std::nullopt, "1000", "60000", "1", "0",
-                                                    "1", "7", "0"});
-  book->answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
-  book->answers["lease.release"] = testing::row_of({}, 1);
-  auto holder = std::make_unique<ScriptedHolder>();
-  ScriptedHolder* h = holder.get();
-  h->first = true;
-  h->handshake_took = Millis(20);
-  h->session.answers["lock.claim_nowait"] = testing::row_of({"1"}, 1);
-  h->session.answers["lock.insert_claim"] = testing::row_of({"k"}, 1);
-  sql::LockStatements st = lock_statements();
-  st.row_numbered = {"lock.row_numbered", "wait for the proof, gate :record, number"};
-  st.alive = {"lock.alive", "SELECT 1"};
-  return {book, h, sql::make_session_locker(strategy, std::move(holder), st, book, with_failover(), "dblock_", 10)};
-}
-
-TEST_CASE("a row-lock run's first attempt whose numbering alone reads the failover gate: no record read beside the lock "
-          "statement; read apart only when the numbering numbered nothing") {
-  for (const Strategy strategy : {Strategy::for_update, Strategy::txn_insert}) {
-    CAPTURE(to_string(strategy));
-    // Proven: the numbering's row, its gate its own; no record read, nothing numbered after.
-    auto [book, hp, l] = numbering_gated_chain(strategy);
-    hp->numbered_answer = testing::row_of({"7", "2000", std::nullopt}, 1);
-    auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
-    REQUIRE(got);
-    CHECK(got->state == AcquireOutcome::State::acquired);
-    CHECK(got->token == 7);
-    CHECK(hp->numberings == 1);
-    REQUIRE(hp->numbering_params.find("poll_ms"));
-    CHECK(std::get<std::int64_t>(*hp->numbering_params.find("poll_ms")) > 0);
-    CHECK(std::holds_alternative<std::monostate>(*hp->numbering_params.find("fence")));
-    CHECK(book->runs["failover.read"] == 0);
-    CHECK(book->runs["session.take"] == 0);
-    CHECK(l->release(ReleaseRequest{}));
-  }
-  // Not proven: the gate read apart after the grant, then numbered with its fence.
-  auto [book, hp, l] = numbering_gated_chain(Strategy::for_update);
-  auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
-  REQUIRE(got);
-  CHECK(got->state == AcquireOutcome::State::acquired);
-  CHECK(got->token == 5);
-  CHECK(book->runs["failover.read"] == 1);
-  CHECK(book->runs["session.take"] == 1);
-  CHECK(std::get<std::int64_t>(*book->last_params["session.take"].find("fence")) == 5);
-  CHECK(l->release(ReleaseRequest{}));
-  // Refused: busy, no record read, nothing numbered.
-  auto [book3, hp3, l3] = numbering_gated_chain(Strategy::for_update);
-  hp3->wait_ends["lock.claim_nowait"] = 2;  // asked once more after a moment (no holder shown)
-  book3->answers["lease.refusal"] = sql::Rows{};
-  got = l3->try_acquire(testing::lock_request(Millis(3000)), Millis(0));
-  REQUIRE(got);
-  CHECK(got->state == AcquireOutcome::State::busy);
-  CHECK(book3->runs["failover.read"] == 0);
-  CHECK(book3->runs["session.take"] == 0);
-}
-
 TEST_CASE("a ROLLBACK sent ahead that fails closes the holder session: the next lock statement runs in a new one") {
   auto [hp, l] = slicing(1);
   ScriptedHolder& h = *hp;
