@@ -114,6 +114,13 @@ for dialect in sqlite mysql postgres; do
   done < <(statement_lines <<<"$out")
   assert_eq "$dialect: no statement longer than $max_lines lines (or than it was, above it)" "" "$long"
 done
+# doctor.can_create is core's, one statement for both servers (asked of the server: each had
+# read its own catalog), but for the identifier quote.
+can_create() {
+  dblock --table-prefix dblock_ schema --statements --dialect "$1" | awk '/^-- / { on = ($0 == "-- doctor.can_create") } on'
+}
+check "postgres: names doctor.can_create" grep -qx -- "-- doctor.can_create" <<<"$(can_create postgres)"
+assert_eq "doctor.can_create: one statement for both servers" "$(can_create postgres)" "$(can_create mysql | tr '`' '"')"
 # The DSN's dialect by default; without --statements, the DDL as before.
 check "the DSN's dialect by default" grep -qx -- "-- lease.take" <<<"$(dblock schema --statements)"
 check "schema alone still prints the DDL" grep -q "CREATE TABLE IF NOT EXISTS" <<<"$(dblock schema)"

@@ -405,10 +405,6 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
 
 sql::DoctorStatements doctor_statements(const BackendOptions& options, bool mariadb) {
   sql::DoctorStatements s = sql::doctor_statements(dialect, schema_dialect, options);
-  s.can_create = {"doctor.can_create",
-                  "SELECT (SELECT COUNT(*) FROM information_schema.SCHEMA_PRIVILEGES WHERE TABLE_SCHEMA = DATABASE()"
-                  " AND PRIVILEGE_TYPE = 'CREATE') + (SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES"
-                  " WHERE PRIVILEGE_TYPE = 'CREATE')"};
   // No `serving`: the failover record's read answers it (failover_statements).
   s.checks = {
       // A lease run's session sets no idle limit (Connection::open): its renewals keep it busy.

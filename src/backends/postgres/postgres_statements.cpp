@@ -217,10 +217,7 @@ sql::ReleaseStatements release_statements(const std::string& prefix) {
 sql::Statement session_id_statement() { return sql::session_id_statement(dialect); }
 
 sql::DoctorStatements doctor_statements(const BackendOptions& options) {
-  const std::string& prefix = options.table_prefix;
-  const Tables t(prefix, '"');
   sql::DoctorStatements s = sql::doctor_statements(dialect, schema_dialect, options);
-  s.can_create = {"doctor.can_create", "SELECT has_schema_privilege(current_schema(), 'CREATE')"};
   // The idle limits in force: 'client' means the value came in this connection's startup packet,
   // so dblock's own did. A pooler that drops `options` (PgBouncer with it in
   // ignore_startup_parameters) leaves the server's limits on dblock's sessions.

@@ -193,6 +193,15 @@ DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect
   DoctorStatements s;
   s.server = {"doctor.server", "SELECT version()"};
   s.probe = privilege_probes(options, sd.quote);
+  // May the account create tables: asked of the server, as the probes ask, not read in its
+  // catalog (MariaDB's information_schema shows no CREATE granted through a role). A CREATE
+  // TABLE that no server makes, since SQL wants a table's column names distinct, and that
+  // PostgreSQL and MariaDB refuse for that only after they checked the privilege and the schema
+  // to create in: nothing is made, nor rolled back, where DDL commits on its own (MySQL); the
+  // refusal is in a server log that logs failed statements (PostgreSQL's default). A table of
+  // its own name: a CREATE TABLE of one in use would wait for its metadata lock.
+  s.can_create = {"doctor.can_create", "CREATE TABLE " + quote_identifier(options.table_prefix + "doctor_probe", sd.quote) +
+                                           " (probe INTEGER, probe INTEGER)"};
   s.session_id = session_id_statement(d);
   return s;
 }

@@ -336,8 +336,8 @@ Statement release_recorded(const Dialect& d, const Tables& t, const Statement& r
 Statement session_id_statement(const Dialect& d);
 
 /// doctor's statements (DoctorStatements) that are standard SQL: the server's version(), the
-/// privilege probes of the tables of `options`, quoted as `sd` quotes them, and session_id; the
-/// dialect adds can_create and its checks.
+/// privilege probes of the tables of `options`, quoted as `sd` quotes them, can_create and
+/// session_id; the dialect adds its checks.
 DoctorStatements doctor_statements(const Dialect& d, const tables::SchemaDialect& sd, const BackendOptions& options);
 
 /// The session strategies' server-lock statements (LockStatements): the dialect's own `s` (its

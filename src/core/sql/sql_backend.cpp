@@ -302,8 +302,10 @@ DoctorCheck SqlBackend::check_privileges(Session& session, Strategy strategy) {
     else if (r.error().kind == ErrorKind::denied) missing += (missing.empty() ? "" : ", ") + what + " (" + p.why + ")";
     else other += (other.empty() ? "" : "; ") + what + ": " + r.error().message;
   }
+  // Refused for the duplicate column (other), not for want of the privilege (denied) or of a
+  // schema to create in (config): the account may create tables there.
   auto create = session.run(doctor_.can_create, {});
-  const bool can_create = create && !create->empty() && (*create)[0].int64(0) > 0;
+  const bool can_create = !create && create.error().kind == ErrorKind::other;
   // Doctor only looks: tables that are not there yet are the tables check's finding; here what
   // matters is whether the first run (or `dblock init`) may create them.
   if (tables_missing && missing.empty() && other.empty())

@@ -271,8 +271,8 @@ struct DoctorStatements {
   /// LeaseStatements::begin transaction of its own, rolled back; one that fails with
   /// ErrorKind::denied wants the privilege, not something else.
   std::vector<PrivilegeProbe> probe;
-  /// (1 when this account may create tables there, else 0): may the first run or `dblock init`
-  /// make missing tables.
+  /// May the first run or `dblock init` make missing tables: a CREATE TABLE always refused, for
+  /// its column named twice (ErrorKind::other) where it may, else denied or config (no schema).
   Statement can_create;
   /// :session (1: the strategy asked about is a session strategy) :strategy. Rows of (name, ok
   /// (1 or 0), detail): the server's settings, read and judged. One that fails is a failed
