@@ -78,6 +78,8 @@ class Connection {
   bool in_transaction() const {
     return mysql_ && (mysql_->server_status & SERVER_STATUS_IN_TRANS) != 0;
   }
+  /// The session's DATABASE(), as the handshake left it: the one the key's lock names hash.
+  const std::string& database() const { return database_; }
   /// The server's id for this session (CONNECTION_ID()).
   std::uint64_t session_id() const { return mysql_ ? mysql_thread_id(mysql_.get()) : 0; }
   /// The server's handshake says MariaDB.

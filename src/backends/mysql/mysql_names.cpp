@@ -74,6 +74,10 @@ std::string lock_name(std::string_view database, std::string_view prefix, std::s
   return std::string(label) + sha256_hex(input).substr(0, static_cast<std::size_t>(digits));
 }
 
+std::string held_name(std::string_view database, std::string_view prefix, std::string_view key, std::string_view tag) {
+  return lock_name(database, prefix, held_label, held_digits, key) + std::string(tag);
+}
+
 std::string wake_name(std::string_view database, std::string_view prefix, std::string_view key) {
   return lock_name(database, prefix, "dblock-wake:", 52, key);
 }

@@ -18,6 +18,13 @@ std::string sha256_hex(std::string_view bytes);
 std::string lock_name(std::string_view database, std::string_view prefix, std::string_view label, int digits,
                       std::string_view key);
 
+/// The label and the hash's digits of the name a row lock's holder keeps while it holds the key
+/// (its holder tag, SessionLock::tag), the lock session's own tag after them.
+inline constexpr std::string_view held_label = "dblock-held:";
+inline constexpr int held_digits = 20;
+/// That name of `key` for the session's `tag` (32 hex digits): 64 characters.
+std::string held_name(std::string_view database, std::string_view prefix, std::string_view key, std::string_view tag);
+
 /// The name a key's holder keeps while it holds the key, which the waiter at the head of the
 /// key's queue blocks on ("dblock-wake:" + 52 hex digits).
 std::string wake_name(std::string_view database, std::string_view prefix, std::string_view key);

@@ -21,6 +21,7 @@
 #include <utility>
 #include <variant>
 
+#include "backends/mysql/mysql_names.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 
 namespace dblock::mysql {
@@ -72,10 +73,18 @@ class MysqlHolder final : public sql::HolderSession {
     refusal_read_.reset();
     numbering_.reset();
     auto plain = [&] { return before_tag ? send_before_tag(st, p, wait) : send(st, p, wait); };
+    // The numbering's proof: this session (:lock_session) holding its holder tag (:held), named
+    // here as lock.claim names it in the server (SessionLock::tag); a name spelled otherwise
+    // (another DATABASE()) is held by nobody, and the numbering then numbers nothing.
+    sql::Params n = np;
+    if (conn_)
+      if (const auto* key = np.find("key"); key && std::holds_alternative<std::string>(*key))
+        n.set("held", held_name(conn_->database(), options_.table_prefix, std::get<std::string>(*key), tag_))
+            .set("lock_session", static_cast<std::int64_t>(conn_->session_id()));
     // A first attempt's (chains_first): no gate; the numbering goes behind lock.grant_wait.
     if (const auto* poll = np.find("poll_ms"); poll && std::holds_alternative<std::int64_t>(*poll) &&
                                                std::get<std::int64_t>(*poll) > 0) {
-      if (chains_first()) numbering_ = Numbering{number, np, true};
+      if (chains_first()) numbering_ = Numbering{number, n, true};
       return plain();
     }
     std::int64_t ahead_ms = 0;  // the wait the lock statement goes behind (send_behind)
@@ -95,7 +104,6 @@ class MysqlHolder final : public sql::HolderSession {
     }
     // The gate's wait (:wait_ms, GET_LOCK's bound) is bound with the numbering it goes ahead of,
     // which reads no :wait_ms of its own.
-    sql::Params n = np;
     numbering_ = Numbering{number, n.set("gate", gate()).set("wait_ms", gate_ms), false};
     return plain();
   }

@@ -10,6 +10,7 @@
 // the columns may come in any order. Affected rows: 1 inserted, 2 taken, 0 left alone.
 
 #include "backends/mysql/mysql_descriptor.hpp"
+#include "backends/mysql/mysql_names.hpp"
 #include "backends/mysql/mysql_tables.hpp"
 #include "core/sql/identifiers.hpp"
 #include "core/sql/lock_rows.hpp"
@@ -114,7 +115,7 @@ struct HeldName {
     return hashed_name(label_sql(), std::to_string(digits), hash, tag);
   }
 };
-const HeldName advisory_name{"dblock:", 57}, tag_name{"dblock-held:", 20};
+const HeldName advisory_name{"dblock:", 57}, tag_name{held_label, held_digits};
 // The name `n` of `key` (SQL).
 std::string lock_name(const Tables& t, const HeldName& n, std::string_view key, std::string_view tag = {}) {
   return n.of(key_hash(t, key), tag);

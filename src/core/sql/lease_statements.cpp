@@ -424,13 +424,23 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   // A dialect whose session.take is its own (MariaDB's answers its row and reads the failover
   // gate) runs that take in a block, once the same proof holds: each statement of a block has
   // its own time. Not shown holding, the block answers nothing.
+  // Where the server tells who holds a named lock and a row lock's holder keeps its tag
+  // (SessionLock::holder, tag), the proof is shorter and as strong: the tag's holder is the lock
+  // session (:lock_session, its server id, bound with the tag's name, :held, by the holder
+  // session: HolderSession::send_numbering). The tag is taken with the row's lock (lock_claim's
+  // select list, evaluated for a locked row only; txn-insert's `tag` after its INSERT), and its
+  // name carries the session's random tag: no other session can hold it, and held, the row is
+  // this session's.
   const std::string holder = "(SELECT :key AS name, :strategy AS strategy, :session_id AS session_id) s";
+  const bool tagged = l.holder && l.tag;
+  const std::string proof = tagged ? l.holder(":held") + " = :lock_session"
+                                   : "(SELECT " + d.session_holds("s.", t) + " FROM " + holder + ") = 1";
+  // The ON CONFLICT form's rows: the one that proves it.
+  const std::string proven = tagged ? " WHERE " + proof : " FROM " + holder + " WHERE " + d.session_holds("s.", t) + " = 1";
   if (!d.session_id.empty() && upserts_on_conflict(d) && d.session_holds("s.", t) != "0")
-    s.row_numbered = {"lock.row_numbered", numbered_upsert_sql(d, t, " FROM " + holder + " WHERE " + d.session_holds("s.", t) + " = 1",
-                                                               d.clock.empty() ? d.now : d.clock)};
+    s.row_numbered = {"lock.row_numbered", numbered_upsert_sql(d, t, proven, d.clock.empty() ? d.now : d.clock)};
   else if (!d.session_id.empty() && d.block && !session_take.empty() && d.session_holds("s.", t) != "0")
-    s.row_numbered = {"lock.row_numbered", d.block("", "IF (SELECT " + d.session_holds("s.", t) + " FROM " + holder + ") = 1 THEN " +
-                                                           session_take.text + "; END IF;")};
+    s.row_numbered = {"lock.row_numbered", d.block("", "IF " + proof + " THEN " + session_take.text + "; END IF;")};
   // A first attempt's numbering goes out with its lock statement, no gate ahead of it
   // (HolderSession::chains_first): where the dialect runs a block, it waits behind this, which
   // looks for the grant's proof (row_numbered's) a millisecond at a time within :poll_ms, and
@@ -440,8 +450,7 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   // none), read once the wait is over: a run refused needs no read of its own to say who holds.
   if (!s.row_numbered.empty() && d.block && wakes_by_session_lock(l))
     s.grant_wait = {"lock.grant_wait", d.block("DECLARE w INT DEFAULT 0; ",
-                                               "SET w = :poll_ms; WHILE w > 0 AND (SELECT " + d.session_holds("s.", t) + " FROM " +
-                                                   holder + ") = 0 AND " + l.holder(":wake") +
+                                               "SET w = :poll_ms; WHILE w > 0 AND (" + proof + ") IS NOT TRUE AND " + l.holder(":wake") +
                                                    " IS NULL DO SET w = w - 1 + SLEEP(0.001); END WHILE; SELECT w, NULL, NULL, NULL, " +
                                                    refused_sql(d, "r.") + " FROM (SELECT 1 AS one) o LEFT JOIN " + t.locks +
                                                    " r ON r.name = :key;")};

@@ -55,7 +55,8 @@ class HolderSession {
     sent_.reset();
   }
   /// send() of a row lock's statement `st` that, where the dialect can, also sends `number`
-  /// (LockStatements::row_numbered, with `np`) on the bookkeeping session, to run in the server
+  /// (LockStatements::row_numbered, with `np`, and, where its proof is the holder tag's holder,
+  /// :held and :lock_session of this session) on the bookkeeping session, to run in the server
   /// once `st` has taken the lock, with no round trip through the client between them: the
   /// statement proves the grant itself, so it numbers nothing when it runs too early or the
   /// holder's session is gone. `before_tag`: `st` is txn-insert's INSERT, sent as

@@ -446,7 +446,10 @@ struct LockStatements {
   /// Dialect::session_holds, and the upsert is core's ON CONFLICT form or the dialect runs a
   /// block, which runs its own session_take) LeaseStatements::session_take's work, its
   /// parameters too, on the bookkeeping session, numbering the row only while the server shows
-  /// the holder session (:session_id) holding the key's row lock: the statement proves the grant
+  /// the holder session (:session_id) holding the key's row lock (where the session lock tells
+  /// its holder and the holder keeps a tag, SessionLock::holder and tag: that tag, named :held,
+  /// held by the holder session, :lock_session, its server id; both bound by the holder session
+  /// in HolderSession::send_numbering): the statement proves the grant
   /// itself, so a dialect may send it ahead of the grant, behind a wait in the server
   /// (HolderSession::send_numbering). session_take's columns, or no row (not shown holding, or
   /// refused as session_take refuses, or its own failover gate not open where session_take
