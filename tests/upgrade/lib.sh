@@ -22,6 +22,15 @@ check "the two versions differ" test "$old_version" != "$new_version"
 previous=$(grep -E '^[0-9]+\.[0-9]+\.[0-9]+ \(' "$DBLOCK_SOURCE_DIR/NEWS" | sed -n '2s/ .*//p')
 check "the previous release reports NEWS's previous version ($previous)" grep -q "^dblock $previous " <<<"$old_version"
 
+# running_tokens LOG: the tokens of LOG's jobs (semaphore_job.sh's format) that started, did not
+# end and are alive.
+running_tokens() {
+  local token pid
+  while read -r token pid; do
+    pids_alive "$pid" && echo "$token"
+  done < <(awk '$1 == "start" { s[$2] = $4 } $1 == "end" { delete s[$2] } END { for (t in s) print t, s[t] }' "$1")
+}
+
 # chaos NAME OLD NEW: the chaos of a farm half upgraded, on the key NAME. Four workers, two of
 # each version (OLD and NEW: the command that runs each, a path or a shell function), loop
 # `run -w` on one key while the test kills a random holder's dblock with SIGKILL every 1.0-1.4 s
@@ -32,7 +41,7 @@ check "the previous release reports NEWS's previous version ($previous)" grep -q
 # reads), and no run fails other than by its kill. Each worker's runs' exit codes are in
 # $E2E_TMP/NAME/VERSION.I.rc, their output in $E2E_TMP/NAME/wI.out.
 chaos() {
-  local name=$1 k dir i v pid rc kills started others out
+  local name=$1 k dir i v pid rc kills looks started others out before after row
   local -A cmd=([old]=$2 [new]=$3)
   k=$(key "$name")
   dir=$E2E_TMP/$name
@@ -50,12 +59,25 @@ chaos() {
     remember_pid $!
   done
 
-  # At least CHAOS_SECONDS and 4 kills (a killed lease blocks the key for a TTL), at most 40 s.
-  kills=0
+  # At least CHAOS_SECONDS and 4 kills (a killed lease blocks the key for a TTL), at most 40 s,
+  # a kill every 1.0-1.4 s. Four times between kills, the key's row (status --json) must carry
+  # the token of the job that runs before and after the read: a token is given only with the
+  # lock, never over a live holder (a numbering sent with a lock statement that was refused
+  # must number nothing).
+  kills=0 looks=0
   started=$(now_ms)
   until [ $(($(now_ms) - started)) -ge $((${CHAOS_SECONDS:-10} * 1000)) -a "$kills" -ge 4 ] ||
     [ $(($(now_ms) - started)) -ge 40000 ]; do
-    sleep "1.$((RANDOM % 5))"
+    for i in 1 2 3 4; do
+      sleep "0.$((RANDOM % 10 + 25))"
+      before=$(running_tokens "$dir/log")
+      row=$("$new" status "$k" --json 2>/dev/null | json_field locks.0.token)
+      after=$(running_tokens "$dir/log")
+      if [ -n "$before" ] && [ "$before" = "$after" ] && [ "$(wc -l <<<"$before")" = 1 ]; then
+        looks=$((looks + 1))
+        [ "$row" = "$before" ] || echo "token $before runs, the key's row carries token $row" >>"$dir/row"
+      fi
+    done
     kill_running_holder "$dir/log" && kills=$((kills + 1))
   done
   touch "$dir/stop"
@@ -72,6 +94,11 @@ chaos() {
     fail "$s $name: two commands ran at once: $(head -n 3 "$dir/over" | tr '\n' ';')"
   else
     pass "$s $name: never two commands at once ($(grep -c '^start' "$dir/log") runs, $kills killed)"
+  fi
+  if [ -s "$dir/row" ]; then
+    fail "$s $name: a token was given over a live holder: $(head -n 3 "$dir/row" | tr '\n' ';')"
+  else
+    check "$s $name: the key's row carried the running job's token ($looks looks)" test "$looks" -ge 3
   fi
   for v in new old; do
     "${!v}" history --json --limit 100000 "$k" >"$dir/history.$v.json" || fail "$s $name: $v history failed"
