@@ -63,15 +63,17 @@ chaos() {
   # most 40 s, a kill every 1.0-1.4 s. Four times between kills, the key's row (status --json)
   # must carry the token of the job that runs before and after the read: a token is given only
   # with the lock, never over a live holder (a numbering sent with a lock statement that was
-  # refused must number nothing). A look counts only when one job runs throughout it; in a lease
-  # cell the key is free of jobs for a TTL after each kill, so 10 s gave 0-8 looks there, and
-  # the chaos goes on until it has 3.
+  # refused must number nothing). A look counts only when one job runs throughout it (lease
+  # cells had 0-8 in 10 s, looks falling in the TTL after a kill); the chaos goes on until 3.
   kills=0 looks=0
   started=$(now_ms)
   until [ $(($(now_ms) - started)) -ge $((${CHAOS_SECONDS:-10} * 1000)) -a "$kills" -ge 4 -a "$looks" -ge 3 ] ||
     [ $(($(now_ms) - started)) -ge 40000 ]; do
     for i in 1 2 3 4; do
       sleep "0.$((RANDOM % 10 + 25))"
+      # A look waits (up to 4 s) for a job to run: after a kill a lease's key runs none for a
+      # TTL, and looks taken then, kill after kill, counted nothing.
+      for _ in $(seq 40); do [ -n "$(running_tokens "$dir/log")" ] && break; sleep 0.1; done
       before=$(running_tokens "$dir/log")
       row=$("$new" status "$k" --json 2>/dev/null | json_field locks.0.token)
       after=$(running_tokens "$dir/log")
