@@ -319,14 +319,23 @@ limited_account() {
   export DBLOCK_DSN
 }
 
-# kill_running_holder LOG: SIGKILLs the dblock of one running job of LOG (semaphore_job.sh's
-# format: started, not ended, still alive), picked at random; true when it killed one. A job's
-# parent is dblock's guard, the guard's parent dblock (both only if their names say dblock).
+# running_jobs LOG: "TOKEN PID" of each job of LOG (semaphore_job.sh's format) that started,
+# did not end and is still alive.
+running_jobs() {
+  local token pid
+  while read -r token pid; do
+    pids_alive "$pid" && echo "$token $pid"
+  done < <(awk '$1 == "start" { s[$2] = $4 } $1 == "end" { delete s[$2] } END { for (t in s) print t, s[t] }' "$1")
+}
+
+# kill_running_holder LOG: SIGKILLs the dblock of one running job of LOG (running_jobs), picked
+# at random; true when it killed one. A job's parent is dblock's guard, the guard's parent
+# dblock (both only if their names say dblock).
 kill_running_holder() {
   local running=() token pid guard holder
   while read -r token pid; do
-    pids_alive "$pid" && running+=("$pid")
-  done < <(awk '$1 == "start" { s[$2] = $4 } $1 == "end" { delete s[$2] } END { for (t in s) print t, s[t] }' "$1")
+    running+=("$pid")
+  done < <(running_jobs "$1")
   [ ${#running[@]} -gt 0 ] || return 1
   guard=$(awk '{ print $4 }' "/proc/${running[$((RANDOM % ${#running[@]}))]}/stat" 2>/dev/null)
   holder=$(awk '{ print $4 }' "/proc/$guard/stat" 2>/dev/null)

@@ -22,14 +22,8 @@ check "the two versions differ" test "$old_version" != "$new_version"
 previous=$(grep -E '^[0-9]+\.[0-9]+\.[0-9]+ \(' "$DBLOCK_SOURCE_DIR/NEWS" | sed -n '2s/ .*//p')
 check "the previous release reports NEWS's previous version ($previous)" grep -q "^dblock $previous " <<<"$old_version"
 
-# running_tokens LOG: the tokens of LOG's jobs (semaphore_job.sh's format) that started, did not
-# end and are alive.
-running_tokens() {
-  local token pid
-  while read -r token pid; do
-    pids_alive "$pid" && echo "$token"
-  done < <(awk '$1 == "start" { s[$2] = $4 } $1 == "end" { delete s[$2] } END { for (t in s) print t, s[t] }' "$1")
-}
+# running_tokens LOG: the tokens of LOG's running jobs (running_jobs, tests/faults/lib.sh).
+running_tokens() { running_jobs "$1" | cut -d' ' -f1; }
 
 # chaos NAME OLD NEW: the chaos of a farm half upgraded, on the key NAME. Four workers, two of
 # each version (OLD and NEW: the command that runs each, a path or a shell function), loop
