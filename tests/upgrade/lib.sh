@@ -42,16 +42,24 @@ chaos() {
   mkdir -p "$dir"
   : >"$dir/log"
   local workers=()
+  # Each worker a process group of its own (job control), so the cleanup's kill of the group
+  # (e2e_cleanup) ends the `run -w` in progress too, not only the loop: a test stopped mid-chaos
+  # left each worker's run waiting up to 60 s.
+  set -m
   for i in 1 2 3 4; do
     v=new
     [ $((i % 2)) = 1 ] && v=old
-    while [ ! -e "$dir/stop" ]; do
-      "${cmd[$v]}" run -w 60 --ttl 3s "$k" -- "$FAULTS_DIR/semaphore_job.sh" "$dir" 1 "0.$((RANDOM % 5 + 2))" >>"$dir/w$i.out" 2>&1
-      echo $? >>"$dir/$v.$i.rc"
-    done &
+    {
+      set +m  # the group is made; inside it no job control, whose notices report each kill
+      while [ ! -e "$dir/stop" ]; do
+        "${cmd[$v]}" run -w 60 --ttl 3s "$k" -- "$FAULTS_DIR/semaphore_job.sh" "$dir" 1 "0.$((RANDOM % 5 + 2))" >>"$dir/w$i.out" 2>&1
+        echo $? >>"$dir/$v.$i.rc"
+      done
+    } &
     workers+=($!)
     remember_pid $!
   done
+  set +m
 
   # At least CHAOS_SECONDS, 4 kills (a killed lease blocks the key for a TTL) and 3 looks, at
   # most 40 s, a kill every 1.0-1.4 s. Four times between kills, the key's row (status --json)
