@@ -157,9 +157,9 @@ std::string incarnation(bool mariadb) {
 // its name, as its upserts need: a read of one table's keys in the catalog (each unique key's
 // columns as "name1": its one column, `name`, whole; never NULL on MariaDB, which has no
 // functional key parts, so NOT IN is never unknown), by the failover
-// record's read (keyed_locks, a last column) and by advisory's numbered take once it holds the
-// lock (lock_statements). The takes that read the gate themselves (mariadb_take, session.take)
-// find it closed instead (gate_sql), which sends core to that read of the record.
+// record's read (keyed_locks, a last column). The takes that read the gate themselves
+// (mariadb_take, session.take, advisory's numbered take) find it closed instead (gate_sql),
+// which sends core to that read of the record.
 // MySQL's `taken` read finds a second row of the name instead.
 // unique_keys(TABLE): the unique keys of the table TABLE (its own name), one row each.
 // unkeyed(TABLE): NULL when the table TABLE has a unique key on exactly its name, else an error
@@ -482,20 +482,18 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
     // session lock that could not hold here), it takes nothing and answers (NULL, NULL, NULL,
     // 2), and core reads the record apart. Refused the lock, it answers (NULL, NULL, NULL, 0)
     // and the key's row, which core read in a round trip of its own. Any error rolls back and
-    // is the block's. The record's own read asks whether <prefix>locks has a unique key on
-    // exactly its name (keyed_locks); where the block read the record instead, it asks once the
-    // lock is taken, before the upsert, and fails as unkeyed() does (1242: exit 78): a contender
-    // refused the lock, which writes nothing, spares that read of the catalog (issue 51). The
-    // block reads the record only where core has not read it on this session, so core always
+    // is the block's. Its read of the record is the takes' gate (gate_sql), which asks whether
+    // <prefix>locks has a unique key on exactly its name: closed without one, so nothing is
+    // locked or written, and core's own read of the record fails (keyed_locks, 1242: exit 78).
+    // The block reads the record only where core has not read it on this session, so core always
     // binds :started_id there (a NULL would close the gate: fail closed).
-    const std::string gate = gate_sql(t.locks, "", " AND (NOT @@GLOBAL.wsrep_on AND CONNECTION_ID() = :started_id)");
+    const std::string gate = gate_sql(t.locks, t.unquoted("locks"), " AND (NOT @@GLOBAL.wsrep_on AND CONNECTION_ID() = :started_id)");
     const std::string numbered = mariadb_block(
         "", "SET SESSION wait_timeout = :idle_s, SESSION interactive_timeout = :idle_s, @fence = :fence; IF"
                 " @fence IS NULL AND :wait_ms = 0 THEN START TRANSACTION; " +
         gate.substr(0, gate.find(" FROM ")) + " INTO @fence" + gate.substr(gate.find(" FROM ")) +
         " LOCK IN SHARE MODE; END IF; IF @fence IS NULL THEN SELECT NULL, NULL, NULL, 2; ELSE " + lock +
-        "; IF @got = 1 AND :fence IS NULL AND 'name1' NOT IN (" + unique_keys(t.unquoted("locks")) +
-        ") THEN SIGNAL SQLSTATE '21000' SET MYSQL_ERRNO = 1242; ELSEIF @got = 1 THEN " + insert + "; ELSE " + refused +
+        "; IF @got = 1 THEN " + insert + "; ELSE " + refused +
         "; END IF; END IF; COMMIT;");
     s.advisory_numbered_wait = {"lock.advisory_numbered_wait", numbered};
   }
