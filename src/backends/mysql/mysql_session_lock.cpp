@@ -81,10 +81,11 @@ class MysqlHolder final : public sql::HolderSession {
       if (const auto* key = np.find("key"); key && std::holds_alternative<std::string>(*key))
         n.set("held", held_name(conn_->database(), options_.table_prefix, std::get<std::string>(*key), tag_))
             .set("lock_session", static_cast<std::int64_t>(conn_->session_id()));
-    // A first attempt's (chains_first): no gate; the numbering goes behind lock.grant_wait.
+    // A first attempt's (core binds :poll_ms only where lock.grant_wait is given): no gate; the
+    // numbering goes behind lock.grant_wait, on the bookkeeping session while it is open.
     if (const auto* poll = np.find("poll_ms"); poll && std::holds_alternative<std::int64_t>(*poll) &&
                                                std::get<std::int64_t>(*poll) > 0) {
-      if (chains_first()) numbering_ = Numbering{number, n, true};
+      if (!grant_wait_.empty() && conn_ && book_->connection().socket() >= 0) numbering_ = Numbering{number, n, true};
       return plain();
     }
     std::int64_t ahead_ms = 0;  // the wait the lock statement goes behind (send_behind)
@@ -110,20 +111,14 @@ class MysqlHolder final : public sql::HolderSession {
   std::optional<Result<sql::Rows>> numbered() override { return std::exchange(numbered_, std::nullopt); }
   std::optional<sql::Rows> refusal_read() override { return std::exchange(refusal_read_, std::nullopt); }
   std::chrono::microseconds handshake() const override { return conn_ ? conn_->handshake() : std::chrono::microseconds(0); }
-  // On MariaDB a first attempt's numbering goes behind a wait for its proof (lock.grant_wait,
-  // within :poll_ms), so a run's lock statement and its numbering go out together, each on its
-  // session, with no gate taken first: one round trip for both.
-  bool chains_first() const override {
-    return !grant_wait_.empty() && conn_ && conn_->mariadb() && row_lock_ && book_->connection().socket() >= 0;
-  }
   // The waiter at the head of the key's queue (its bookkeeping session holds the queue name)
   // waits for the holder's wake name here, its lock statement behind the wait: the holder's end
   // gives the row lock back and then the name, and the lock statement runs at once, in the
-  // wake's round trip (on MariaDB, which runs a block).
-  bool waits_behind() const override { return conn_ && conn_->mariadb(); }
+  // wake's round trip. Only MariaDB runs a block, and only there does the queue offer the wait
+  // (Wake::at_head, mysql_connection.cpp).
   void send_behind(const sql::Statement& ahead, const sql::Params& params) override {
-    behind_.emplace(ahead, params);
     told_ = sql::AheadAnswer::untold;
+    if (conn_) behind_.emplace(ahead, params);
   }
   sql::AheadAnswer told() const override { return told_; }
   // advisory's session is the bookkeeping one, opened without a holder's idle limit: a
@@ -405,7 +400,7 @@ class MysqlHolder final : public sql::HolderSession {
   struct Numbering {
     sql::Statement st;
     sql::Params p;
-    bool first;  // a first attempt's: no gate (chains_first)
+    bool first;  // a first attempt's: no gate, behind lock.grant_wait
   };
   std::optional<Numbering> numbering_;               // send_numbering's, until the lock statement runs
   std::future<Result<sql::Rows>> numbering_run_;     // its run on the bookkeeping session

@@ -442,7 +442,7 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   else if (!d.session_id.empty() && d.block && !session_take.empty() && d.session_holds("s.", t) != "0")
     s.row_numbered = {"lock.row_numbered", d.block("", "IF " + proof + " THEN " + session_take.text + "; END IF;")};
   // A first attempt's numbering goes out with its lock statement, no gate ahead of it
-  // (HolderSession::chains_first): where the dialect runs a block, it waits behind this, which
+  // (HolderSession::send_numbering): where the dialect runs a block, it waits behind this, which
   // looks for the grant's proof (row_numbered's) a millisecond at a time within :poll_ms, and
   // no longer once the key's wake name is taken (by a holder, another's, or this one's just
   // granted: then core numbers after the grant). It proves nothing itself: row_numbered does.

@@ -229,7 +229,7 @@ class ServerLock {
     Waiters& waiters = h_->release_signal();
     Params take = p, wake;
     Millis bound{0};
-    const Statement* ahead = waiters.ahead(key, take, !meanwhile && h_->waits_behind(), wake, bound);
+    const Statement* ahead = waiters.ahead(key, take, !meanwhile, wake, bound);
     for (int pass = 0; pass < 2; ++pass) {
       if (auto ok = begin(p, w); !ok) return failed(ok.error(), key);
       if (pass == 0 && ahead) h_->send_behind(*ahead, wake);
@@ -519,8 +519,8 @@ class SessionLocker final : public Locker {
       else if (admitted_ && admitted_->ttl >= req.ttl && admit()) chained = take_params(req, (*gate)->fence, Value());
     }
     // A first attempt (one that does not wait: a run's, or a waiter's try) sends its numbering
-    // with its lock statement too where the holder session can with no gate ahead of it
-    // (chains_first): it waits in the server for its proof (:poll_ms, first_poll), so a
+    // with its lock statement too where the dialect gives a wait for its proof with no gate
+    // ahead of it (LockStatements::grant_wait): it waits in the server (:poll_ms, first_poll), so a
     // free key is locked and numbered in one round trip, not two. Where the numbering reads the
     // failover gate itself (gated) only: elsewhere its fence comes from a read this attempt has
     // not made yet. A busy key, a lock statement that failed or came too late numbers nothing
@@ -528,7 +528,7 @@ class SessionLocker final : public Locker {
     // by the lock session's handshake (two round trips and more) taking 2 * chain_from: on
     // loopback the numbering's thread, its wait and its block cost more than the round trip they
     // save (paired runs 1.02-1.09x as long, docs/performance.md), and the path there is main's.
-    if (!again && wait.count() <= 0 && chainable && gated && lock_->holder().chains_first() &&
+    if (!again && wait.count() <= 0 && chainable && gated && !lock_->statements().grant_wait.empty() &&
         lock_->holder().handshake() >= 2 * chain_from)
       chained = take_params(req, Value(), Value()).set("poll_ms", static_cast<std::int64_t>(first_poll.count()));
     auto got = take();

@@ -61,7 +61,11 @@ class HolderSession {
   /// statement proves the grant itself, so it numbers nothing when it runs too early or the
   /// holder's session is gone. `before_tag`: `st` is txn-insert's INSERT, sent as
   /// send_before_tag sends it, and the lock is taken once the tag that follows has run. Its
-  /// answer: numbered(). Default: only `st` is sent.
+  /// answer: numbered(). Default: only `st` is sent. A first attempt's (`np` carries a :poll_ms
+  /// above 0: core sends it only where LockStatements::grant_wait is given) goes behind
+  /// grant_wait, with no gate of the lock session's ahead of it (a round trip of its own): it
+  /// waits in the server for its proof within :poll_ms, so which of the two sessions' statements
+  /// reaches the server first decides nothing.
   virtual Result<void> send_numbering(const Statement& st, const Params& p, Millis wait, const Statement& number,
                                       const Params& np, bool before_tag) {
     (void)number;
@@ -72,12 +76,6 @@ class HolderSession {
   /// run()) or withdraw() (which leave no statement of it pending, and end the lock statement's
   /// transaction when it took nothing); nullopt: none was sent with the last lock statement.
   virtual std::optional<Result<Rows>> numbered() { return std::nullopt; }
-  /// Whether send_numbering can send a first attempt's numbering with no gate of the lock
-  /// session's ahead of it (which would cost a round trip of its own): `np` then carries a
-  /// :poll_ms above 0, within which the numbering waits in the server for its proof
-  /// (LockStatements::grant_wait ahead of row_numbered), so that which of the two sessions'
-  /// statements reaches the server first decides nothing. Default: no.
-  virtual bool chains_first() const { return false; }
   /// What the wait ahead of a first attempt's numbering (LockStatements::grant_wait) answered,
   /// read with numbered(): the key's row as lease.refusal reads it, after its first four
   /// columns; nullopt: none was sent, or it did not answer.
@@ -85,12 +83,10 @@ class HolderSession {
   /// How long the session's handshake took (two round trips at the least), 0 where unknown: a
   /// distance told without a statement of its own.
   virtual std::chrono::microseconds handshake() const { return std::chrono::microseconds(0); }
-  /// Whether the lock statement can go behind a wait of the waiters' queue in its round trip
-  /// (send_behind): a dialect that runs two statements as one.
-  virtual bool waits_behind() const { return false; }
   /// The lock statement sent next (send; txn-insert's, the tag that follows send_before_tag) goes
-  /// behind `ahead` with `params` (Waiters::ahead's wait), in its round trip; only where
-  /// waits_behind(). What the wait told is then told().
+  /// behind `ahead` with `params` (Waiters::ahead's wait), in its round trip: a dialect whose
+  /// release_signal() offers such a wait (Wake::wait_ahead) runs the two as one. What the wait
+  /// told is then told(); a closed session sends nothing behind (untold).
   virtual void send_behind(const Statement& /*ahead*/, const Params& /*params*/) {}
   /// What the wait that the last lock statement went behind told (AheadAnswer::untold: none, or
   /// its answer was lost), even when the lock statement itself then failed.

@@ -467,7 +467,8 @@ struct LockStatements {
   Statement gate_take, gate_wait, gate_give;
   /// Empty, or (where `row_numbered` is a block's and the key has a wake name) a wait for
   /// `row_numbered`'s proof, looked for within :poll_ms (ms), that a first attempt's numbering
-  /// goes behind where no gate is taken first (HolderSession::chains_first). It answers one row.
+  /// goes behind where no gate is taken first (HolderSession::send_numbering); given, core
+  /// sends that numbering with a first attempt at a distance. It answers one row.
   Statement grant_wait;
 };
 

@@ -43,9 +43,9 @@ class ScriptedHolder final : public sql::HolderSession {
     return before_tag ? send_before_tag(st, p, wait) : send(st, p, wait);
   }
   std::optional<Result<sql::Rows>> numbered() override { return std::exchange(numbered_answer, std::nullopt); }
-  bool chains_first() const override { return first; }
   std::chrono::microseconds handshake() const override { return handshake_took; }
   std::optional<sql::Rows> refusal_read() override { return std::exchange(refusal_answer, std::nullopt); }
+  void send_behind(const sql::Statement& ahead, const sql::Params&) override { behind.push_back(ahead.id); }
   Result<void> exec(std::string_view sql) override {
     execs.emplace_back(sql);
     open = sql == "BEGIN";
@@ -75,7 +75,10 @@ class ScriptedHolder final : public sql::HolderSession {
   int socket() const override { return 0; }  // open
   Millis server_wait(Millis wait, bool) const override { return wait; }
   void bind(sql::Params&, const std::string&, Millis) const override {}
-  sql::Waiters& release_signal() override { return signal_; }
+  sql::Waiters& release_signal() override {
+    if (wake) signal_ = sql::Waiters(std::move(wake));
+    return signal_;
+  }
 
   testing::ScriptedSession session;
   std::vector<std::string> execs;
@@ -87,9 +90,10 @@ class ScriptedHolder final : public sql::HolderSession {
   int numbered_before_tag = 0;  // of them, txn-insert's INSERT ahead of its tag
   sql::Params numbering_params;  // the last numbering's
   std::optional<Result<sql::Rows>> numbered_answer;  // what numbered() answers next
-  bool first = false;  // chains_first()
   std::chrono::microseconds handshake_took{0};  // handshake()
   std::optional<sql::Rows> refusal_answer;  // what refusal_read() answers next
+  std::vector<std::string> behind;  // the waits lock statements were sent behind (send_behind)
+  std::unique_ptr<sql::Wake> wake;  // the queue of release_signal(), when set before the first take
 
  private:
   sql::Waiters signal_;
@@ -304,9 +308,12 @@ TEST_CASE("a row-lock waiter's numbering goes with its lock statement only where
 
 // MariaDB's shape: a holder tag after txn-insert's INSERT, and a session.take that reads the
 // failover gate itself, as its row-lock numbering (lock.row_numbered) does.
+// `grant_wait`: the dialect gives lock.grant_wait, a first attempt's numbering's wait for its
+// proof (MariaDB's).
 std::unique_ptr<Locker> gated_locker(Strategy strategy, std::unique_ptr<ScriptedHolder> holder,
-                                     std::shared_ptr<testing::ScriptedSession> book) {
+                                     std::shared_ptr<testing::ScriptedSession> book, bool grant_wait = false) {
   sql::LockStatements st = lock_statements();
+  if (grant_wait) st.grant_wait = {"lock.grant_wait", "wait for the proof within :poll_ms"};
   st.tag = {"lock.tag", "tag"};
   st.untag = {"lock.untag", "untag"};
   st.row_numbered = {"lock.row_numbered", "number if held, gate :record"};
@@ -314,6 +321,47 @@ std::unique_ptr<Locker> gated_locker(Strategy strategy, std::unique_ptr<Scripted
   sql::LeaseStatements lease = with_failover();
   lease.session_take = {"session.take", "take, gate :record"};
   return sql::make_session_locker(strategy, std::move(holder), st, std::move(book), lease, "dblock_", 10);
+}
+
+namespace {
+
+// A waiters' queue whose every waiter is at the head and offers the wait for the holder's handoff
+// (Wake::wait_ahead), as MariaDB's named-lock queue does.
+class HeadWake final : public sql::Wake {
+ public:
+  bool at_head(const std::string&) const override { return true; }
+  const sql::Statement* wait_ahead(const std::string&, Millis, sql::Params& wait) override {
+    wait.set("wake", std::string("w"));
+    return &wait_;
+  }
+
+ private:
+  sql::Statement wait_{"wake.wait_ahead", "wait for the handoff"};
+};
+
+}  // namespace
+
+TEST_CASE("a row-lock waiter goes behind the wait its queue offers, decided by the queue alone") {
+  // MariaDB's for-update waiter: its numbering reads the failover gate itself, so nothing else
+  // travels with the lock statement. Offered a wait by its queue, the lock statement goes behind it.
+  for (const bool offered : {true, false}) {
+    CAPTURE(offered);
+    auto book = std::make_shared<testing::ScriptedSession>();
+    book->answers["session.take"] = testing::row_of({"5", "1000", std::nullopt}, 1);
+    book->answers["lease.release"] = testing::row_of({}, 1);
+    auto holder = std::make_unique<ScriptedHolder>();
+    ScriptedHolder* h = holder.get();
+    h->session.answers["lock.claim"] = testing::row_of({"1"}, 1);
+    h->session.answers["lock.claim_nowait"] = testing::row_of({"1"}, 1);
+    if (offered) h->wake = std::make_unique<HeadWake>();
+    auto l = gated_locker(Strategy::for_update, std::move(holder), book);
+    auto got = l->try_acquire(testing::lock_request(Millis(3000)), Millis(500));
+    REQUIRE(got);
+    CHECK(got->state == AcquireOutcome::State::acquired);
+    // None offered (PostgreSQL's holder has no queue; MySQL's offers none without blocks): alone.
+    CHECK(h->behind == (offered ? std::vector<std::string>{"wake.wait_ahead"} : std::vector<std::string>{}));
+    CHECK(l->release(ReleaseRequest{}));
+  }
 }
 
 TEST_CASE("a txn-insert waiter whose tag follows its INSERT sends its numbering with it, the gate read by the numbering itself") {
@@ -410,8 +458,8 @@ TEST_CASE("a row-lock run that may wait and finds the key free takes it without 
   CHECK(l->release(ReleaseRequest{}));
 }
 
-// A for-update run (no wait) whose holder session chains a first attempt's numbering
-// (chains_first) and whose numbering reads the failover gate itself (MariaDB's).
+// A for-update run (no wait) whose dialect gives a first attempt's numbering a wait for its proof
+// (`first`: lock.grant_wait) and whose numbering reads the failover gate itself (MariaDB's).
 struct FirstChain {
   std::shared_ptr<testing::ScriptedSession> book;
   ScriptedHolder* h;
@@ -423,15 +471,14 @@ FirstChain first_chain(Strategy strategy, bool first, Millis handshake = Millis(
   book->answers["lease.release"] = testing::row_of({}, 1);
   auto holder = std::make_unique<ScriptedHolder>();
   ScriptedHolder* h = holder.get();
-  h->first = first;
   h->handshake_took = handshake;
   h->session.answers["lock.claim_nowait"] = testing::row_of({"1"}, 1);
   h->session.answers["lock.insert_claim"] = testing::row_of({}, 1);
   h->session.answers["lock.tag"] = testing::row_of({"1", std::nullopt, "1"}, 1);
-  return {book, h, gated_locker(strategy, std::move(holder), book)};
+  return {book, h, gated_locker(strategy, std::move(holder), book, first)};
 }
 
-TEST_CASE("a row-lock run's first attempt sends its numbering with its lock statement where the holder can with no gate") {
+TEST_CASE("a row-lock run's first attempt sends its numbering with its lock statement where the dialect gives its wait for the proof") {
   for (const Strategy strategy : {Strategy::for_update, Strategy::txn_insert}) {
     CAPTURE(to_string(strategy));
     // Proven: the numbering's row is the run's; nothing numbered after, nothing timed.
@@ -475,7 +522,7 @@ TEST_CASE("a row-lock run's first attempt sends its numbering with its lock stat
   CHECK(hp3->numberings == 1);
   CHECK(book3->runs["lease.refusal"] == 0);
   CHECK(book3->runs["session.take"] == 0);
-  // Near (a handshake under 2 ms: loopback), or a holder session that cannot: the lock
+  // Near (a handshake under 2 ms: loopback), or a dialect with no lock.grant_wait: the lock
   // statement alone, then the numbering.
   for (const auto& [can, handshake] : {std::pair{true, Millis(1)}, std::pair{false, Millis(20)}}) {
     auto [book4, hp4, l4] = first_chain(Strategy::for_update, can, handshake);
