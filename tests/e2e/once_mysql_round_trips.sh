@@ -156,6 +156,15 @@ sub_bound() {
 }
 subcommand_bounds 1 5 4 1
 
+# hold_until_go STRATEGY KEY DIR: starts a holder of KEY ($holder) whose command ends once
+# DIR/go exists; fails when it does not hold within 10 s.
+hold_until_go() {
+  mkdir -p "$3"
+  start_bg holder dblock -d "$proxied" --strategy "$1" run "$2" -- \
+    sh -c 'while [ ! -e "$0" ]; do sleep 0.02; done' "$3/go"
+  wait_for 10 is_held "$2"
+}
+
 # Waiters queue: a release wakes the waiter at the head of the key's queue, not every waiter.
 # Woken all at once, each waiter made an attempt (the upsert), read the row and went back to
 # waiting at every release, so N waiters cost the server about 3 N^2 / 2 statements from the
@@ -177,10 +186,7 @@ for strategy in lease for-update; do
   esac
   key="queue-$strategy"
   d="$E2E_TMP/queue-$strategy"
-  mkdir -p "$d"
-  start_bg holder dblock -d "$proxied" --strategy "$strategy" run "$key" -- \
-    sh -c 'while [ ! -e "$0" ]; do sleep 0.02; done' "$d/go"
-  if ! wait_for 10 is_held "$key"; then
+  if ! hold_until_go "$strategy" "$key" "$d"; then
     fail "$strategy queue: the holder never held"
     continue
   fi
@@ -215,15 +221,8 @@ done
 # server parses only the holder's release (that holder never waited). Parsed in the handoff, the
 # waiter's numbering cost it 0.5-0.6 ms of the server's CPU (docs/performance.md).
 for strategy in for-update txn-insert; do
-  key="prepared-$strategy"
-  d="$E2E_TMP/prepared-$strategy"
-  mkdir -p "$d"
-  start_bg holder dblock -d "$proxied" --strategy "$strategy" run "$key" -- \
-    sh -c 'while [ ! -e "$0" ]; do sleep 0.02; done' "$d/go"
-  if ! wait_for 10 is_held "$key"; then
-    fail "$strategy prepared: the holder never held"
-    continue
-  fi
+  key="prepared-$strategy" d="$E2E_TMP/prepared-$strategy"
+  hold_until_go "$strategy" "$key" "$d" || { fail "$strategy prepared: the holder never held"; continue; }
   start_bg waiter dblock -d "$proxied" --strategy "$strategy" run -v "$key" -w 30 -- true 2>"$d/err"
   check "$strategy prepared: the waiter waits" wait_for 30 grep -q "is held" "$d/err"
   sleep 1.2  # past its first wait slices: it prepares at an attempt after a wait that ended
