@@ -156,15 +156,6 @@ sub_bound() {
 }
 subcommand_bounds 1 5 4 1
 
-# hold_until_go STRATEGY KEY DIR: starts a holder of KEY ($holder) whose command ends once
-# DIR/go exists; fails when it does not hold within 10 s.
-hold_until_go() {
-  mkdir -p "$3"
-  start_bg holder dblock -d "$proxied" --strategy "$1" run "$2" -- \
-    sh -c 'while [ ! -e "$0" ]; do sleep 0.02; done' "$3/go"
-  wait_for 10 is_held "$2"
-}
-
 # Waiters queue: a release wakes the waiter at the head of the key's queue, not every waiter.
 # Woken all at once, each waiter made an attempt (the upsert), read the row and went back to
 # waiting at every release, so N waiters cost the server about 3 N^2 / 2 statements from the
@@ -186,7 +177,10 @@ for strategy in lease for-update; do
   esac
   key="queue-$strategy"
   d="$E2E_TMP/queue-$strategy"
-  if ! hold_until_go "$strategy" "$key" "$d"; then
+  mkdir -p "$d"
+  start_bg holder dblock -d "$proxied" --strategy "$strategy" run "$key" -- \
+    sh -c 'while [ ! -e "$0" ]; do sleep 0.02; done' "$d/go"
+  if ! wait_for 10 is_held "$key"; then
     fail "$strategy queue: the holder never held"
     continue
   fi
@@ -214,27 +208,6 @@ for strategy in lease for-update; do
   each=$((most + per_slice * slices))
   echo "      $strategy: $n waiters, statements from the release until all were done: $statements ($slices wait slices)"
   assert_between "$strategy queue: statements from the release on, $n waiters (at most $each each)" 1 $((each * n)) "$statements"
-done
-
-# A row-lock waiter prepares before it waits what it runs once let in (its numbering, and its
-# own release once its command ends): from the holder's release until the waiter is done the
-# server parses only the holder's release (that holder never waited). Parsed in the handoff, the
-# waiter's numbering cost it 0.5-0.6 ms of the server's CPU (docs/performance.md).
-for strategy in for-update txn-insert; do
-  key="prepared-$strategy" d="$E2E_TMP/prepared-$strategy"
-  hold_until_go "$strategy" "$key" "$d" || { fail "$strategy prepared: the holder never held"; continue; }
-  start_bg waiter dblock -d "$proxied" --strategy "$strategy" run -v "$key" -w 30 -- true 2>"$d/err"
-  check "$strategy prepared: the waiter waits" wait_for 30 grep -q "is held" "$d/err"
-  sleep 1.2  # past its first wait slices: it prepares at an attempt after a wait that ended
-  read -r c0 _ _ _ k0 <<<"$(snapshot)"
-  p0=$(count COM_STMT_PREPARE)
-  touch "$d/go"
-  wait_exit rc "$holder" 20
-  wait_exit rc "$waiter" 30
-  assert_eq "$strategy prepared: the waiter ran" 0 "$rc"
-  settled "$c0" "$k0"
-  assert_eq "$strategy prepared: statements parsed from the holder's release until the waiter is done" 1 \
-    "$(($(count COM_STMT_PREPARE) - p0))"
 done
 
 # A row-lock run at a distance (scripts/bench/delay_proxy.py, a 200 ms round trip R): after

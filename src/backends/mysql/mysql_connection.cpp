@@ -308,17 +308,6 @@ Result<MYSQL_STMT*> Connection::prepared(const std::string& text, std::vector<MY
   return statements_.emplace(text, std::move(stmt)).first->second.get();
 }
 
-void Connection::prepare(const sql::Statement& st) {
-  if (!mysql_ || !ahead_.empty() || !after_.empty() || !deferred_.empty()) return;  // the next run's text is another
-  const sql::Compiled& compiled = compiled_.get(st);
-  if (statements_.contains(compiled.text)) return;
-  std::unique_ptr<MYSQL_STMT, Close> stmt(mysql_stmt_init(mysql_.get()));
-  if (!stmt || mysql_stmt_prepare(stmt.get(), compiled.text.data(), static_cast<unsigned long>(compiled.text.size())) != 0 ||
-      mysql_stmt_param_count(stmt.get()) != compiled.names.size())  // prepared() checks it again
-    return;
-  statements_.emplace(compiled.text, std::move(stmt));
-}
-
 Result<void> Connection::settle() {
   if (!mysql_ && std::exchange(ended_by_last_, false))
     if (auto ok = reconnect(); !ok) return ok;

@@ -49,10 +49,6 @@ class Connection {
   /// its block and round trip (MariaDB), and runs only when that statement did not fail; empty:
   /// nothing does.
   void put_after_next(const sql::Statement& after) { after_ = after; }
-  /// Prepares `st` now, in a round trip of its own, for a later run() of it (sql::Session::prepare);
-  /// nothing when prepared already or when the session is closed. A failure is the later run's
-  /// to report: it prepares the statement again.
-  void prepare(const sql::Statement& st);
   /// Runs a statement without parameters through the text protocol; any rows are discarded.
   Result<void> query(std::string_view sql);
   /// Sends `sql` and ends the session at once, without waiting for the answer: the server runs
@@ -164,11 +160,6 @@ class Session final : public sql::Session {
   Result<sql::Rows> run_behind(const sql::Statement& ahead, const sql::Params& ahead_params, const sql::Statement& st,
                                const sql::Params& params, Millis bound, sql::AheadAnswer& answer) override;
   Result<void> exec(std::string_view sql) override { return conn_->query(sql); }
-  /// Connection::prepare: before a wait, off any handoff's path (a waiter's numbering).
-  void prepare(const sql::Statement& st) override { conn_->prepare(st); }
-  /// Nothing: the client library waits for a prepare's answer, and a hint given while the
-  /// command runs must not hold up a release by a round trip when the command ends first.
-  void prepare_unasked(const sql::Statement&) override {}
   Result<void> exec_last(std::string_view sql) override { return conn_->query_last(sql); }
   Result<void> reconnect(const Error&) override { return conn_->reconnect(); }
   std::string where() const override { return conn_->where(); }

@@ -107,11 +107,6 @@ class MysqlHolder final : public sql::HolderSession {
     numbering_ = Numbering{number, n.set("gate", gate()).set("wait_ms", gate_ms), false};
     return plain();
   }
-  // Before a wait, no transaction open (SessionLocker's prepare_for_wait): the release the
-  // session runs once it holds, off the handoff's path.
-  void prepare(const sql::Statement& st) override {
-    if (conn_) conn_->prepare(st);
-  }
   std::optional<Result<sql::Rows>> numbered() override { return std::exchange(numbered_, std::nullopt); }
   std::optional<sql::Rows> refusal_read() override { return std::exchange(refusal_read_, std::nullopt); }
   std::chrono::microseconds handshake() const override { return conn_ ? conn_->handshake() : std::chrono::microseconds(0); }

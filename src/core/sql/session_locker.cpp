@@ -418,12 +418,12 @@ class SessionLocker final : public Locker {
   }
 
   // The row's release is what the next waiter waits for (release()): parsed now, while the
-  // command runs, where that costs no round trip (a short command may have ended already).
+  // command runs.
   void prepare_release() override {
     lock_->holder().release_signal().settle();  // waiters.hpp, settle
     if (!held_) return;
     const Statement st = folds_release_ ? lock_->release_statement() : st_.release;
-    if (!st.empty()) book_->prepare_unasked(st);
+    if (!st.empty()) book_->prepare(st);
     else if (folds_release_) lock_->prepare_held();
   }
 
