@@ -68,3 +68,20 @@ TEST_CASE("every server dialect writes every statement its session strategies' s
     CHECK(s.tag.empty() == s.untag.empty());
   }
 }
+
+// A MariaDB lease's release wakes the key's next waiter before its COMMIT: the waiter's take
+// then waits for the row's lock, which the COMMIT lets go before its disk wait, and so runs
+// during that wait instead of after it; the answer still comes after the COMMIT.
+TEST_CASE("MariaDB's lease release gives the key's wake name and queue back right before its COMMIT") {
+  const std::string text = mysql::lease_statements("dblock_", true).release_recorded.text;
+  const auto woken = text.find("RELEASE_LOCK(:wake_given_back)");
+  const auto queued = text.find("RELEASE_LOCK(:queue)");
+  const auto commit = text.find("COMMIT;");
+  REQUIRE(woken != std::string::npos);
+  REQUIRE(queued != std::string::npos);
+  REQUIRE(commit != std::string::npos);
+  CHECK(text.find("INSERT INTO `dblock_runs`") < woken);  // the run's history row ahead of both
+  CHECK(woken < commit);
+  CHECK(queued < commit);
+  CHECK(text.find("woken, queued;", commit) != std::string::npos);  // answered once committed
+}

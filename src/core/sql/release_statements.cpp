@@ -99,16 +99,20 @@ Statement release_recorded(const Dialect& d, const Tables& t, const Statement& r
   if (d.unsynced_commit.empty()) {
     if (!d.block || !between.empty()) return {};
     // Where waiters hear a release by the session lock alone (wake_statements), the key's wake
-    // name and queue go back once the release committed, so the waiter it wakes finds the row
-    // released; naming :wake_given_back tells the session's wake primitive so.
+    // name and queue go back right before the COMMIT, whose disk wait then overlaps the woken
+    // waiter's take: that take waits for the row's lock, which the COMMIT gives back before its
+    // disk wait (InnoDB's), so it finds the row released, and its own durable commit flushes the
+    // release with it. Given back after the COMMIT, the handoff waited for both disk flushes in
+    // turn. Naming :wake_given_back tells the session's wake primitive so.
     const SessionLock& l = d.session_lock;
+    const bool wakes = wakes_by_session_lock(l);
     const std::string woken =
-        wakes_by_session_lock(l) ? ", " + l.unlock(":wake_given_back") + ", " + l.unlock(":queue") : "";
-    return {std::move(id), d.block("DECLARE released_rows INT; ",
+        wakes ? "SET woken = " + l.unlock(":wake_given_back") + ", queued = " + l.unlock(":queue") + "; " : "";
+    return {std::move(id), d.block(wakes ? "DECLARE released_rows, woken, queued INT; " : "DECLARE released_rows INT; ",
                                    "START TRANSACTION; " + release.text + "; GET DIAGNOSTICS released_rows = ROW_COUNT; " +
-                                       run_row_sql(d, t, "released_rows > 0") + "; " + history_trim_block_sql(d, t) +
-                                       " COMMIT; SELECT released_rows, CASE WHEN released_rows > 0 THEN 1 ELSE 0 END" +
-                                       woken + ";")};
+                                       run_row_sql(d, t, "released_rows > 0") + "; " + history_trim_block_sql(d, t) + " " +
+                                       woken + "COMMIT; SELECT released_rows, CASE WHEN released_rows > 0 THEN 1 ELSE 0 END" +
+                                       (wakes ? ", woken, queued" : "") + ";")};
   }
   const std::string ours = between.empty() ? "EXISTS (SELECT 1 FROM u)" : "(SELECT ours FROM g)";
   return {std::move(id), "WITH u AS (" + release.text + "), " + (between.empty() ? "" : between + ", ") + "a AS (" +
