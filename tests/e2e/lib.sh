@@ -98,9 +98,20 @@ export XDG_CONFIG_HOME="$E2E_TMP/config" XDG_STATE_HOME="$E2E_TMP/state"
 is_session_strategy() { [ "$DBLOCK_STRATEGY" != lease ]; }
 
 # `dblock` is the binary itself on PATH (not a shell function), so `dblock run ... &` leaves
-# $! = dblock's own pid and a signal sent to it reaches dblock, not a subshell.
+# $! = dblock's own pid and a signal sent to it reaches dblock, not a subshell. It is a hard link
+# to the build's binary (a copy when the temp dir is on another file system), with the server
+# modules beside it, where dblock looks for them: a rebuild while the script runs (the linker
+# removes its output and writes a new file, executable only once complete) cannot change or take
+# away the binary under test. Through a symbolic link a relink mid-script made `dblock` exit 126
+# (Permission denied) or 127 before running anything: a run whose command "never started".
 mkdir -p "$E2E_TMP/bin"
-ln -s "$(cd "$(dirname "$DBLOCK_BIN")" && pwd)/$(basename "$DBLOCK_BIN")" "$E2E_TMP/bin/dblock"
+dblock_exe=$E2E_TMP/bin/dblock
+for e2e_file in "$DBLOCK_BIN" "$(dirname "$DBLOCK_BIN")"/dblock-*.so; do
+  [ -f "$e2e_file" ] || continue
+  e2e_to=$E2E_TMP/bin/$(basename "$e2e_file")
+  [ "$e2e_file" = "$DBLOCK_BIN" ] && e2e_to=$dblock_exe
+  ln "$e2e_file" "$e2e_to" 2>/dev/null || cp "$e2e_file" "$e2e_to"
+done
 export PATH="$E2E_TMP/bin:$PATH"
 
 pass() {

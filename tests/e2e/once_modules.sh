@@ -15,8 +15,8 @@ assert_status "init" 0 dblock init
 out=$(dblock run "$(key maps)" -- sh -c "$maps_cmd"); rc=$?
 assert_eq "SQLite run exits 0" 0 "$rc"
 check "SQLite run: its maps show dblock itself (the command read the right process)" \
-  grep -q "$(readlink -f "$DBLOCK_BIN")" <<<"$(dblock_maps "$out")"
-check "SQLite run: the guard's maps were read too" grep -q "$(readlink -f "$DBLOCK_BIN")" <<<"$(guard_maps "$out")"
+  grep -qF "$dblock_exe" <<<"$(dblock_maps "$out")"
+check "SQLite run: the guard's maps were read too" grep -qF "$dblock_exe" <<<"$(guard_maps "$out")"
 check "SQLite run maps no server client library or module" bash -c '! grep -Eq "$1" <<<"$2"' _ "$client_libs" "$out"
 sqlite_maps=$(dblock_maps "$out")
 out=$(dblock --version); rc=$?
@@ -52,7 +52,7 @@ for backend in mysql postgres; do
     check "$backend run maps no shared libstdc++ (the executable has it linked in)" \
       bash -c '! grep -q "libstdc++\.so" <<<"$1"' _ "$(dblock_maps "$out")"
   fi
-  check "$backend run: the guard maps dblock" grep -q "$(readlink -f "$DBLOCK_BIN")" <<<"$(guard_maps "$out")"
+  check "$backend run: the guard maps dblock" grep -qF "$dblock_exe" <<<"$(guard_maps "$out")"
   check "$backend run: the guard maps no module or client library" \
     bash -c '! grep -Eq "$1" <<<"$2"' _ "$client_libs" "$(guard_maps "$out")"
 done

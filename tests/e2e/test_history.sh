@@ -26,11 +26,21 @@ assert_status "command killed by a signal nobody sent through dblock" 137 dblock
 assert_eq "signal: outcome and exit code" "signal 137" "$(outcome_of "$k")"
 
 k=$(key killed)
-start_bg runner dblock run "$k" -- sh -c "echo \$\$ >\"$E2E_TMP/killed\"; exec sleep 30"
-check "command started" wait_for 10 test -s "$E2E_TMP/killed"
-kill -TERM $runner
-wait_exit rc $runner
-assert_eq "SIGTERM to dblock: 143" 143 "$rc"
+start_bg runner dblock run "$k" -- sh -c "echo \$\$ >\"$E2E_TMP/killed\"; exec sleep 30" 2>"$E2E_TMP/runner.err"
+# A dblock that ended before its command started is a failure of its own, said with its status
+# and its words, not a SIGTERM test that then reads the wrong status.
+started_or_gone() { test -s "$E2E_TMP/killed" || ! kill -0 "$runner" 2>/dev/null; }
+wait_for 30 started_or_gone
+if test -s "$E2E_TMP/killed"; then
+  kill -TERM $runner
+  wait_exit rc $runner
+  assert_eq "SIGTERM to dblock: 143" 143 "$rc"
+elif kill -0 "$runner" 2>/dev/null; then
+  fail "the command never started: dblock run still running after 30 s: $(cat "$E2E_TMP/runner.err")"
+else
+  wait_exit rc "$runner"
+  fail "the command never started: dblock run exited $rc: $(cat "$E2E_TMP/runner.err")"
+fi
 assert_eq "killed: outcome and exit code" "killed 143" "$(outcome_of "$k")"
 
 # A waiter's run starts when it is granted the lock, not when its attempt began to wait (the
