@@ -97,9 +97,9 @@ std::string resolve_command(const std::string& name, const std::vector<std::stri
 
 // What the guard tells dblock, one fixed-size record per write (atomic on a pipe).
 struct GuardReport {
-  enum Kind : std::int32_t { started = 1, exec_failed = 2, exited = 3, job_gone = 4 };
+  enum Kind : std::int32_t { started = 1, exec_failed = 2, exited = 3, job_gone = 4, fork_failed = 5 };
   std::int32_t kind;
-  std::int32_t value;  // started: pid; exec_failed: errno; exited: the waitpid status; job_gone: 0
+  std::int32_t value;  // started: pid; exec_failed, fork_failed: errno; exited: the waitpid status; job_gone: 0
 };
 
 // What dblock may send the guard once the command has ended (Child::wait_for_job): wait until
@@ -343,7 +343,7 @@ int command_main(void* arg) {
   const int clone_errno = errno;
   ::sigprocmask(SIG_SETMASK, &before, nullptr);
   if (cmd < 0) {
-    write_report(plan.status, GuardReport::exec_failed, clone_errno);
+    write_report(plan.status, GuardReport::fork_failed, clone_errno);
     ::_exit(0);
   }
   // The command made its own process group before the guard resumed, so the group exists
@@ -460,14 +460,17 @@ Result<Child> Child::prepare(const ChildSpec& spec) {
   plan.dblock_ends[1] = status[0];
   child.same_session_ = plan.same_session;
   const pid_t guard = ::fork();
+  const int fork_errno = errno;
   if (guard == 0) guard_main(plan);
   ::close(control[0]);
   ::close(status[1]);
   child.control_ = UniqueFd(control[1]);
   child.status_ = UniqueFd(status[0]);
   if (guard < 0) {
-    const int err = errno;
-    return fail(ErrorKind::internal, std::string("fork: ") + std::strerror(err));
+    child.fork_errno_ = fork_errno;
+    child.done_ = true;
+    child.status_code_ = exit_no_process;
+    return child;
   }
   child.guard_ = guard;
   return child;
@@ -501,10 +504,10 @@ Result<void> Child::start(std::span<const std::string> late_values, int keep_ope
     done_ = true;
     return fail(ErrorKind::internal, "the process that starts the command died before starting it");
   }
-  if (first.kind == GuardReport::exec_failed) {
-    exec_errno_ = first.value;
+  if (first.kind == GuardReport::exec_failed || first.kind == GuardReport::fork_failed) {
+    (first.kind == GuardReport::exec_failed ? exec_errno_ : fork_errno_) = first.value;
     done_ = true;
-    status_code_ = exec_failure_status();
+    status_code_ = exec_errno_ ? exec_failure_status() : exit_no_process;
     reap_guard();
     return {};
   }
@@ -524,6 +527,7 @@ Child& Child::operator=(Child&& o) noexcept {
   pid_ = std::exchange(o.pid_, -1);
   guard_ = std::exchange(o.guard_, -1);
   exec_errno_ = o.exec_errno_;
+  fork_errno_ = o.fork_errno_;
   done_ = o.done_;
   status_code_ = o.status_code_;
   term_signal_ = o.term_signal_;

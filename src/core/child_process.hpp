@@ -76,12 +76,12 @@ class Child {
 
   /// Resolves argv[0] in PATH and forks the guard, which waits to be told to start; call it
   /// from the main thread with the watched signals blocked and no other thread running.
-  /// A command that cannot be found is not an error here: exec_errno() says why, and start()
-  /// then does nothing.
+  /// A command that cannot be found, or a guard that cannot be forked, is not an error here:
+  /// exec_errno() or fork_errno() says why, and start() then does nothing.
   static Result<Child> prepare(const ChildSpec& spec);
   /// The guard forks and execs the command with spec.late_env set to late_values; it keeps
-  /// keep_open_fd (the lock session's socket, or -1) until the job is dead. When exec fails
-  /// the command and the guard are reaped here and exec_errno() says why.
+  /// keep_open_fd (the lock session's socket, or -1) until the job is dead. When the fork or
+  /// exec fails the command and the guard are reaped here and fork_errno() or exec_errno() says why.
   Result<void> start(std::span<const std::string> late_values, int keep_open_fd);
 
   Child() = default;
@@ -95,6 +95,10 @@ class Child {
   int exec_errno() const { return exec_errno_; }
   /// 127 for "not found", 126 for any other exec failure (as env(1)).
   int exec_failure_status() const;
+  /// 0, or the errno of the fork (the guard's in prepare, the command's in start) that found no
+  /// process to be had: EAGAIN for a process limit, ENOMEM. The command never ran; the status
+  /// is exit_no_process, not an exec failure's.
+  int fork_errno() const { return fork_errno_; }
 
   /// Readable when the command has ended (or the guard died): poll it, then call poll_exit().
   int exit_fd() const { return status_.get(); }
@@ -129,6 +133,7 @@ class Child {
   UniqueFd control_;  // dblock's end of the control socket; only dblock holds it
   UniqueFd status_;   // read end of what the guard reports
   int exec_errno_ = 0;
+  int fork_errno_ = 0;
   bool done_ = false;
   int status_code_ = 0;
   int term_signal_ = 0;

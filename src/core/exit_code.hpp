@@ -11,6 +11,7 @@ enum ExitCode : int {
   exit_usage = 64,           // EX_USAGE: bad option, duration, key
   exit_unavailable = 69,     // EX_UNAVAILABLE: database unreachable or a statement failed
   exit_internal = 70,        // EX_SOFTWARE
+  exit_no_process = 71,      // EX_OSERR (as flock(1)): run: no process to start the command in (fork failed)
   exit_conflict = 75,        // EX_TEMPFAIL: lock not obtained (default of -E)
   exit_lost = 76,            // run: lock lost, command terminated
   exit_config = 78,          // EX_CONFIG: bad DSN, table shape, unsupported strategy

@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "core/acquire_loop.hpp"
@@ -246,6 +247,15 @@ std::string join_command(const std::vector<std::string>& argv) {
   return argv.empty() ? std::string() : argv.front();
 }
 
+// No process could be made for the command (a process limit, memory): it never ran and is not
+// unexecutable, so neither 126 nor a history row; the fix is the limit, which the line names.
+int report_cannot_start(const RunOptions& o, int err) {
+  std::string line = "cannot start " + join_command(o.command) + ": fork: " + std::strerror(err);
+  if (err == EAGAIN) line += " (a process limit is reached: ulimit -u, systemd's TasksMax=, a cgroup's pids.max)";
+  error_event("error", line, exit_no_process);
+  return exit_no_process;
+}
+
 }  // namespace
 
 Result<void> validate_run_timing(Millis ttl, Millis kill_after) {
@@ -311,6 +321,7 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
   auto prepared = Child::prepare(spec);
   if (!prepared) return report(prepared.error(), o.request.key);
   Child child = std::move(*prepared);
+  if (child.fork_errno()) return report_cannot_start(o, child.fork_errno());  // before the lock is asked for
 
   const OpenLocker open = make_open();
   auto opened = acquire_with_wait(open, o.request, o.wait, signals, overload_retry_for(o.overload_retry, o.request.ttl));
@@ -353,6 +364,9 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
   if (!started) {
     error_status = report(started.error(), o.request.key);
     finished = {RunOutcome::failed, error_status, error_status};
+  } else if (child.fork_errno()) {
+    const int status = report_cannot_start(o, child.fork_errno());
+    finished = {RunOutcome::failed, status, status};
   } else if (child.exec_errno()) {
     const int status = child.exec_failure_status();
     error_event("error", "cannot execute " + join_command(o.command) + ": " + std::strerror(child.exec_errno()),
@@ -363,11 +377,14 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
   }
   supervisor.stop_heartbeat();
 
+  // A command that never started leaves no trace of a run: the lock is given back at once (no
+  // --min-hold), with no history row and the last run's status left as it was.
+  const bool ran = child.fork_errno() == 0;
   ReleaseRequest release;
-  release.min_hold = o.min_hold;
-  release.finished_run = true;
-  release.exit_code = finished.command_status;
-  if (o.record_history) {
+  release.min_hold = ran ? o.min_hold : 0ms;
+  release.finished_run = ran;
+  if (ran) release.exit_code = finished.command_status;
+  if (o.record_history && ran) {
     RunRecord record;
     record.key = o.request.key;
     record.token = got.token;

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# A run whose command cannot be given a process (fork fails: a process limit, memory) exits 71
+# (EX_OSERR, as flock(1)), not 126: the command never ran and is not unexecutable. The message
+# names the cause and the limit; the lock is given back and no history row says it ran
+# (dblock(1), EXIT STATUS). The fork fails for real: RLIMIT_NPROC counts every task (threads
+# too) of a user, so a user that runs nothing else gets exactly N tasks. With a limit of 1 the
+# guard's fork fails (before the lock is asked for); with 2 the guard's clone of the command
+# fails (the lock is held then, dblock has one task, the guard the other).
+# Needs root: it acts as a uid of its own (setpriv), which root's own limit would not bind, and
+# works on either cgroup layout (no cgroup is made).
+source "$(dirname "$0")/lib.sh"
+
+[ "$(id -u)" -eq 0 ] || skip_or_fail "needs root, to run dblock as a uid that runs nothing else"
+command -v setpriv >/dev/null || skip_or_fail "setpriv is needed"
+command -v prlimit >/dev/null || skip_or_fail "prlimit is needed"
+
+# A uid with no account and no process: its task count is what this script starts.
+uid_busy() { getent passwd "$1" >/dev/null || [ -n "$(ps -o pid= -u "$1" 2>/dev/null)" ]; }
+uid=$((61000 + $$ % 4000))
+while uid_busy "$uid"; do uid=$((uid + 1)); done
+
+chmod 0711 "$E2E_TMP"
+home=$E2E_TMP/home
+mkdir -m 0700 "$home"
+chown "$uid:$uid" "$home"
+db=sqlite:$home/dblock.db
+
+# as_uid NPROC ARGS...: dblock ARGS as the uid, with at most NPROC tasks (0: no limit).
+as_uid() {
+  local nproc=$1
+  shift
+  local limit=()
+  [ "$nproc" -gt 0 ] && limit=(prlimit --nproc="$nproc":"$nproc")
+  "${limit[@]}" setpriv --reuid="$uid" --regid="$uid" --clear-groups -- \
+    env -i PATH=/usr/bin:/bin HOME="$home" XDG_CONFIG_HOME="$home" XDG_STATE_HOME="$home" \
+    "$E2E_TMP/bin/dblock" "$@"
+}
+check "the uid runs dblock without a limit" as_uid 0 -q init -d "$db"
+
+for nproc in 1 2; do
+  what="limit $nproc ($([ "$nproc" = 1 ] && echo "the guard's fork" || echo "the command's clone") fails)"
+  k=$(key "n$nproc")
+  ran=$home/ran.$nproc
+  status=0
+  as_uid "$nproc" run -d "$db" --min-hold 1h "$k" -- /bin/sh -c "touch $ran" >"$E2E_TMP/out" 2>"$E2E_TMP/err" || status=$?
+  err=$(cat "$E2E_TMP/err")
+  assert_eq "$what: exit 71, not 126 (stderr: $err)" 71 "$status"
+  check "$what: the message names the fork and its cause" \
+    grep -qFx "dblock: cannot start /bin/sh: fork: Resource temporarily unavailable (a process limit is reached: ulimit -u, systemd's TasksMax=, a cgroup's pids.max)" <<<"$err"
+  check "$what: the command never ran" test ! -e "$ran"
+  assert_status "$what: the lock is free at once (no --min-hold kept)" 1 as_uid 0 status -d "$db" -q "$k"
+  assert_eq "$what: no history row" "" "$(as_uid 0 history -d "$db" -n "$k")"
+  assert_status "$what: the next run of the key starts" 0 as_uid 0 run -d "$db" "$k" -- /bin/sh -c "touch $ran"
+  check "$what: and its command ran" test -e "$ran"
+done
+
+check "the uid is left running nothing" test -z "$(ps -o pid= -u "$uid")"
+finish
