@@ -70,7 +70,7 @@ STRATEGIES = {"sqlite": ["lease"], "mysql": ["lease", "advisory", "for-update", 
 # Exit statuses the man page documents for run, acquire, renew and release (EXIT STATUS), and
 # those of the job (0, 143 on SIGTERM) passed on; 128+N is added below. 70 (an internal
 # error) is documented but is a defect: it counts as a breach.
-DOCUMENTED = {0, 64, 69, 75, 76, 78, 124, 126, 127}
+DOCUMENTED = {0, 64, 69, 71, 75, 76, 78, 124, 126, 127}
 FAULTS_ALL = ["kill_dblock", "kill_group", "kill_job", "stop_dblock", "stop_group", "clock_step"]
 FAULTS_SERVER = ["session_kill", "link_freeze", "link_reset", "server_restart", "row_hold"]
 FAULTS_SQLITE = ["disk_full"]
