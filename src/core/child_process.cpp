@@ -264,14 +264,22 @@ int command_main(void* arg) {
 // sooner, it took the CPU from dblock before the release was sent.
 // Asked (wait_request: Child::wait_for_job) after a signal dblock passed on, it first waits for the rest of the job:
 // the command's process group and every descendant that reached it as an orphan, reaped as
-// they end, and says so (job_gone); told kill_request, it kills what is left.
+// they end, and says so (job_gone); told kill_request, it kills what is left, again at every
+// step: a descendant killed there may be a guard of a dblock inside the command (a nested run),
+// whose own job then reaches this guard as orphans, alive, only after that kill. A dblock gone
+// meanwhile leaves nobody to wait for the job, so what is left is killed as in kill_job_and_exit.
 [[noreturn]] void exit_when_let_go(int control, int status, pid_t pgid) {
   char byte = 0;
   ssize_t r;
   while ((r = ::read(control, &byte, 1)) < 0 && errno == EINTR) {
   }
   if (r <= 0 || byte != wait_request) ::_exit(0);
+  bool killing = false;
   for (;;) {
+    if (killing) {
+      ::kill(-pgid, SIGKILL);
+      kill_children();
+    }
     int st;
     pid_t reaped;
     while ((reaped = ::waitpid(-1, &st, WNOHANG)) > 0) {
@@ -286,11 +294,8 @@ int command_main(void* arg) {
     if (::poll(&fd, 1, 2) > 0) {
       while ((r = ::read(control, &byte, 1)) < 0 && errno == EINTR) {
       }
-      if (r <= 0) ::_exit(0);
-      if (byte == kill_request) {
-        ::kill(-pgid, SIGKILL);
-        kill_children();
-      }
+      if (r <= 0) kill_job_and_exit(pgid);
+      if (byte == kill_request) killing = true;
     }
   }
 }

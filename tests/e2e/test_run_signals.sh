@@ -62,6 +62,29 @@ assert_eq "SIGUSR1, then the command ends by itself: exit 0" 0 "$rc"
 check "the child it left running was not killed" kill -0 "$(cat "$E2E_TMP/usr1.bg")"
 kill "$(cat "$E2E_TMP/usr1.bg")" 2>/dev/null
 
+# dblock's own stop (--max-hold, --kill-after 0) kills the whole job, including a part that
+# reaches the guard only once the guard has killed its parent. The shape of a dblock inside the
+# command: its guard left the command's process group (the orphan here, in a session of its
+# own), and its job is in another group again (the grandchild), so the one kill of the guard's
+# children (the orphan) leaves the grandchild running, reparented to the guard, until it ends
+# by itself. dblock must kill it at once, not wait for it (or give up) with the lock held.
+k=$(key maxhold-orphans)
+cat >"$E2E_TMP/orphan.sh" <<'SH'
+setsid sh -c 'echo $$ >"$0.grandchild"; exec sleep 30' "$1" &
+echo $$ >"$1.orphan"
+wait
+SH
+start_bg runner dblock run --max-hold 1s --kill-after 0 "$k" -- sh -c 'setsid sh "$0" "$1" & sleep 30' \
+  "$E2E_TMP/orphan.sh" "$E2E_TMP/orphan"
+check "the grandchild started" wait_for 10 test -s "$E2E_TMP/orphan.grandchild"
+t0=$(now_ms)
+wait_exit rc $runner
+assert_eq "--max-hold: 124" 124 "$rc"
+assert_between "dblock exits soon after --max-hold, not after the grandchild's 30 s (ms)" 0 4000 $(($(now_ms) - t0))
+grandchild=$(cat "$E2E_TMP/orphan.grandchild")
+check "the grandchild is gone when dblock exits" bash -c "! kill -0 $grandchild 2>/dev/null"
+kill -KILL "$grandchild" 2>/dev/null
+
 # A signal while waiting aborts the wait promptly with 128+N.
 k=$(key wait-signal)
 start_bg holder dblock run "$k" -- sleep 30
