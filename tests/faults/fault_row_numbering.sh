@@ -167,9 +167,9 @@ book_killed() {
 # On loopback: slices end, the numbering never waits for the gate (looked for over three).
 not_chained() {
   local _
-  [ -n "$(lock_session "$1")" ] || return 1
+  [ -n "$(lock_session "$1")" ] || { echo "    | the waiter's lock session was not in its wait" >&2; return 1; }
   for _ in $(seq 30); do
-    [ -z "$(book_session "$1")" ] || return 1
+    [ -z "$(book_session "$1")" ] || { echo "    | the waiter's bookkeeping session waited for the gate (chained)" >&2; return 1; }
     sleep 0.05
   done
 }
