@@ -67,11 +67,20 @@ waiter_session() {
 # wait for the holder's wake name, the statement of a block the server shows) and its
 # bookkeeping session (waiting for the gate: lock.gate_wait, which gives it back once it had it;
 # MariaDB's numbering block starts with that wait).
+# lock_session looks for up to 2 s: between two slices the waiter sends its next lock statement,
+# and on a loaded machine that gap grew long enough for one look to miss the wait (the fault's
+# "hit the waiter" check failed 1 run in 5 with both cores busy).
 lock_session() {
-  case $b in
-    postgres) waiter_session "$1" "%${DBLOCK_TABLE_PREFIX}claims%" ;;
-    mysql) waiter_session "$1" "%THEN GET_LOCK(_dblock-wake:%" ;;
-  esac
+  local _ pid
+  for _ in $(seq 40); do
+    case $b in
+      postgres) pid=$(waiter_session "$1" "%${DBLOCK_TABLE_PREFIX}claims%") ;;
+      mysql) pid=$(waiter_session "$1" "%THEN GET_LOCK(_dblock-wake:%") ;;
+    esac
+    [ -n "$pid" ] && break
+    sleep 0.05
+  done
+  echo "$pid"
 }
 book_session() {
   case $b in
@@ -145,7 +154,7 @@ kill_waiting() {
 idle_killed() {
   local pid _ idle=1
   pid=$(lock_session "$1")
-  [ -n "$pid" ] || return 1
+  [ -n "$pid" ] || { echo "    | the waiter's lock session was not in its wait" >&2; return 1; }
   kill -STOP "$1"
   for _ in $(seq 100); do
     idle_aborted "$pid" && { idle=0; break; }
@@ -153,6 +162,7 @@ idle_killed() {
   done
   [ "$idle" = 0 ] && terminate "$pid" && sleep 0.3
   kill -CONT "$1"
+  [ "$idle" = 0 ] || echo "    | the stopped waiter's lock session never sat idle in its failed slice" >&2
   [ "$idle" = 0 ]
 }
 # Slices end in lock_timeout while the holder holds: nothing but a look at the row.
