@@ -346,10 +346,6 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
     event_log::emit("acquired", line, event_log::Priority::info, std::nullopt,
                     waited.last_holder ? waited.last_holder->owner : std::string());
   }
-  if (event_log::log_runs())
-    event_log::emit("started", "started '" + o.request.key + "' with token " + std::to_string(got.token) + ": " +
-                                   join_command(o.command));
-
   // The guard holds this duplicate of the session socket until the whole job is dead, so the
   // server cannot free the lock while any process of the job still runs, even when dblock
   // itself is killed with SIGKILL. The supervisor watches it for the server closing the session.
@@ -361,6 +357,12 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
   std::vector<std::string> late_values{std::to_string(got.token)};
   if (o.request.slots > 0) late_values.push_back(std::to_string(got.slot.value_or(0)));
   auto started = child.start(late_values, session_fd.get());
+  // A run is logged as history counts it: from the moment its process exists. A command no
+  // process could be made for (71) logs its error alone, neither a start nor an end.
+  const bool ran = child.fork_errno() == 0;
+  if (ran && event_log::log_runs())
+    event_log::emit("started", "started '" + o.request.key + "' with token " + std::to_string(got.token) + ": " +
+                                   join_command(o.command));
   if (!started) {
     error_status = report(started.error(), o.request.key);
     finished = {RunOutcome::failed, error_status, error_status};
@@ -379,7 +381,6 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
 
   // A command that never started leaves no trace of a run: the lock is given back at once (no
   // --min-hold), with no history row and the last run's status left as it was.
-  const bool ran = child.fork_errno() == 0;
   ReleaseRequest release;
   release.min_hold = ran ? o.min_hold : 0ms;
   release.finished_run = ran;
@@ -423,7 +424,7 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
     log::verbose("released '" + o.request.key + "' (" + std::string(to_string(finished.outcome)) + ", status " +
                  std::to_string(finished.command_status) + ")");
   }
-  if (event_log::log_runs())
+  if (ran && event_log::log_runs())
     event_log::emit(outcome,
                     "finished '" + o.request.key + "' (" + std::string(outcome) + ", status " +
                         std::to_string(finished.command_status) + ") with exit status " + std::to_string(exit_status),
