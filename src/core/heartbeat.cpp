@@ -18,11 +18,18 @@ Millis HeartbeatTiming::retry_interval() const { return std::clamp(ttl / 10, Mil
 
 Millis HeartbeatTiming::safety_margin() { return 1000ms; }
 
-Heartbeat::Heartbeat(Locker& locker, Millis ttl, Millis acquired_sent_at) : locker_(locker), timing_{ttl} {
-  state_.deadline = acquired_sent_at + ttl;
+Heartbeat::Heartbeat() {
   event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  renewing_ = true;  // the thread's first act (loop)
   thread_ = std::thread([this] { loop(); });
+}
+
+void Heartbeat::start(Locker& locker, Millis ttl, Millis acquired_sent_at) {
+  std::lock_guard lock(mutex_);
+  locker_ = &locker;
+  timing_ = HeartbeatTiming{ttl};
+  state_.deadline = acquired_sent_at + ttl;
+  renewing_ = true;  // the thread's first act (loop)
+  cv_.notify_all();
 }
 
 Heartbeat::~Heartbeat() {
@@ -67,12 +74,18 @@ void Heartbeat::notify_changed() {
 }
 
 void Heartbeat::loop() {
+  std::unique_lock lock(mutex_);
+  // Parked until start(); stopped first (the lock not taken, the command not started), it
+  // never touches a locker.
+  cv_.wait(lock, [this] { return locker_ != nullptr || stopping_; });
+  if (!locker_) return;
   Millis next = state_.deadline - timing_.ttl + timing_.interval();
+  lock.unlock();
   // First, while the command runs and before anything is due, the release made ready
   // (locker.hpp); always, even when stop() came first, so every run does the same work. The
   // constructor set renewing_, so stop() waits for it: the release never runs alongside.
-  locker_.prepare_release();
-  std::unique_lock lock(mutex_);
+  locker_->prepare_release();
+  lock.lock();
   renewing_ = false;
   idle_cv_.notify_all();
   for (;;) {
@@ -88,7 +101,7 @@ void Heartbeat::loop() {
     lock.unlock();
 
     const Millis sent = boottime_now();
-    auto renewed = locker_.renew(timing_.ttl);
+    auto renewed = locker_->renew(timing_.ttl);
     const Millis replied = boottime_now();
 
     // Log lines are built under the mutex but written after it is released: a slow stderr

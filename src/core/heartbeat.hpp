@@ -33,9 +33,15 @@ class Heartbeat {
     std::string last_error;
   };
 
-  /// acquired_sent_at: when the acquiring request was sent (CLOCK_BOOTTIME). Made once the
-  /// command has started.
-  Heartbeat(Locker& locker, Millis ttl, Millis acquired_sent_at);
+  /// Made before the lock is asked for, its thread parked until start(): a thread that cannot
+  /// be made (a process limit counts threads too) is then a run that never started, refused
+  /// with nothing taken (run_job.cpp), not a lock taken and left to expire. Throws
+  /// std::system_error as std::thread does.
+  Heartbeat();
+  /// Once the command has started: renews `locker`'s lock from now on. acquired_sent_at: when
+  /// the acquiring request was sent (CLOCK_BOOTTIME). Wakes the parked thread: no thread is
+  /// made between the grant and the command.
+  void start(Locker& locker, Millis ttl, Millis acquired_sent_at);
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
@@ -56,8 +62,8 @@ class Heartbeat {
   void loop();
   void notify_changed();
 
-  Locker& locker_;
-  HeartbeatTiming timing_;
+  Locker* locker_ = nullptr;  // set by start(), under the mutex
+  HeartbeatTiming timing_{};
   int event_fd_ = -1;
   mutable std::mutex mutex_;
   std::condition_variable cv_;

@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <string_view>
+#include <system_error>
 
 #include "core/acquire_loop.hpp"
 #include "core/child_process.hpp"
@@ -79,19 +82,21 @@ class Supervisor {
  public:
   /// session_fd: a duplicate of the lock session's socket (-1 for lease), watched for the
   /// server closing the session.
-  Supervisor(const RunOptions& o, Locker& locker, SignalWatch& signals, const WaitResult& acquired, int session_fd)
-      : o_(o), locker_(locker), signals_(signals), acquired_(acquired), started_(acquired.replied_at),
-        session_fd_(session_fd) {}
+  Supervisor(const RunOptions& o, Locker& locker, Heartbeat& heartbeat, SignalWatch& signals, const WaitResult& acquired,
+             int session_fd)
+      : o_(o), locker_(locker), heartbeat_(heartbeat), signals_(signals), acquired_(acquired),
+        started_(acquired.replied_at), session_fd_(session_fd) {}
+  /// The heartbeat outlives the locker (it is made before the lock is asked for): however the
+  /// run ends, its thread has let go of the locker before the locker goes.
+  ~Supervisor() { heartbeat_.stop(); }
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
 
   Finished run(Child& child);
   /// Session strategies: the server lock is what excludes, so --min-hold is waited out here.
-  void stop_heartbeat() {
-    if (heartbeat_) heartbeat_->stop();
-  }
+  void stop_heartbeat() { heartbeat_.stop(); }
   /// Once the release is done: the stopped heartbeat's thread may end now (heartbeat.hpp).
-  void let_heartbeat_go() {
-    if (heartbeat_) heartbeat_->let_go();
-  }
+  void let_heartbeat_go() { heartbeat_.let_go(); }
 
  private:
   void terminate(Child& child, StopReason why, Millis now);
@@ -105,10 +110,10 @@ class Supervisor {
 
   const RunOptions& o_;
   Locker& locker_;
+  Heartbeat& heartbeat_;
   SignalWatch& signals_;
   const WaitResult& acquired_;
   const Millis started_;
-  std::unique_ptr<Heartbeat> heartbeat_;
   StopReason stop_ = StopReason::none;
   Millis term_sent_at_{0};
   bool kill_sent_ = false;
@@ -135,12 +140,12 @@ void Supervisor::terminate(Child& child, StopReason why, Millis now) {
 }
 
 Finished Supervisor::run(Child& child) {
-  heartbeat_ = std::make_unique<Heartbeat>(locker_, o_.request.ttl, acquired_.sent_at);
+  heartbeat_.start(locker_, o_.request.ttl, acquired_.sent_at);
   const std::string& key = o_.request.key;
 
   while (!child.poll_exit()) {
     const Millis now = boottime_now();
-    const Heartbeat::State st = heartbeat_->state();
+    const Heartbeat::State st = heartbeat_.state();
     const bool stopping = stop_ != StopReason::none;
 
     const bool past_deadline = deadline_rule() && now >= term_deadline(st);
@@ -187,11 +192,11 @@ Finished Supervisor::run(Child& child) {
     // unlike POLLIN it does not fire for data the server may send unasked.
     const int watch_session = session_fd_ >= 0 && !session_closed_ && !lost_ignored_ ? session_fd_ : -1;
     pollfd fds[4] = {{signals_.fd(), POLLIN, 0},
-                     {heartbeat_->fd(), POLLIN, 0},
+                     {heartbeat_.fd(), POLLIN, 0},
                      {child.exit_fd(), POLLIN, 0},
                      {watch_session, POLLRDHUP, 0}};
     if (::poll(fds, 4, timeout) > 0) {
-      if (fds[1].revents & POLLIN) heartbeat_->drain();
+      if (fds[1].revents & POLLIN) heartbeat_.drain();
       if (fds[3].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
         session_closed_ = true;
         if (o_.terminate_on_lost) continue;  // acted on at the top of the loop, at once
@@ -249,8 +254,9 @@ std::string join_command(const std::vector<std::string>& argv) {
 
 // No process could be made for the command (a process limit, memory): it never ran and is not
 // unexecutable, so neither 126 nor a history row; the fix is the limit, which the line names.
-int report_cannot_start(const RunOptions& o, int err) {
-  std::string line = "cannot start " + join_command(o.command) + ": fork: " + std::strerror(err);
+// what: the process or thread that could not be made ("fork", "the heartbeat's thread").
+int report_cannot_start(const RunOptions& o, std::string_view what, int err) {
+  std::string line = "cannot start " + join_command(o.command) + ": " + std::string(what) + ": " + std::strerror(err);
   if (err == EAGAIN) line += " (a process limit is reached: ulimit -u, systemd's TasksMax=, a cgroup's pids.max)";
   error_event("error", line, exit_no_process);
   return exit_no_process;
@@ -321,7 +327,13 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
   auto prepared = Child::prepare(spec);
   if (!prepared) return report(prepared.error(), o.request.key);
   Child child = std::move(*prepared);
-  if (child.fork_errno()) return report_cannot_start(o, child.fork_errno());  // before the lock is asked for
+  if (child.fork_errno()) return report_cannot_start(o, "fork", child.fork_errno());  // before the lock is asked for
+  std::optional<Heartbeat> heartbeat;
+  try {
+    heartbeat.emplace();
+  } catch (const std::system_error& e) {
+    return report_cannot_start(o, "the heartbeat's thread", e.code().value());  // before the lock too
+  }
 
   const OpenLocker open = make_open();
   auto opened = acquire_with_wait(open, o.request, o.wait, signals, overload_retry_for(o.overload_retry, o.request.ttl));
@@ -351,7 +363,7 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
   // itself is killed with SIGKILL. The supervisor watches it for the server closing the session.
   UniqueFd session_fd(locker.session_fd() >= 0 ? ::fcntl(locker.session_fd(), F_DUPFD_CLOEXEC, 3) : -1);
 
-  Supervisor supervisor(o, locker, signals, waited, session_fd.get());
+  Supervisor supervisor(o, locker, *heartbeat, signals, waited, session_fd.get());
   Finished finished;
   int error_status = 0;
   std::vector<std::string> late_values{std::to_string(got.token)};
@@ -367,7 +379,7 @@ int run_job(const std::function<OpenLocker()>& make_open, const RunOptions& o) {
     error_status = report(started.error(), o.request.key);
     finished = {RunOutcome::failed, error_status, error_status};
   } else if (child.fork_errno()) {
-    const int status = report_cannot_start(o, child.fork_errno());
+    const int status = report_cannot_start(o, "fork", child.fork_errno());
     finished = {RunOutcome::failed, status, status};
   } else if (child.exec_errno()) {
     const int status = child.exec_failure_status();

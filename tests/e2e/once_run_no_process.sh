@@ -4,8 +4,9 @@
 # names the cause and the limit; the lock is given back and no history row says it ran
 # (dblock(1), EXIT STATUS). The fork fails for real: RLIMIT_NPROC counts every task (threads
 # too) of a user, so a user that runs nothing else gets exactly N tasks. With a limit of 1 the
-# guard's fork fails (before the lock is asked for); with 2 the guard's clone of the command
-# fails (the lock is held then, dblock has one task, the guard the other).
+# guard's fork fails, with 2 the heartbeat's thread (both before the lock is asked for); with 3
+# the guard's clone of the command fails (the lock is held then; dblock, its heartbeat's thread
+# and the guard are the three tasks).
 # Needs root: it acts as a uid of its own (setpriv), which root's own limit would not bind, and
 # works on either cgroup layout (no cgroup is made).
 source "$(dirname "$0")/lib.sh"
@@ -56,8 +57,12 @@ as_uid() {
 }
 check "the uid runs dblock without a limit" as_uid 0 -q init -d "$db"
 
-for nproc in 1 2; do
-  what="limit $nproc ($([ "$nproc" = 1 ] && echo "the guard's fork" || echo "the command's clone") fails)"
+for nproc in 1 2 3; do
+  case $nproc in
+    1) what="limit 1 (the guard's fork fails)" made=fork ;;
+    2) what="limit 2 (the heartbeat's thread cannot be made)" made="the heartbeat's thread" ;;
+    3) what="limit 3 (the command's clone fails)" made=fork ;;
+  esac
   k=$(key "n$nproc")
   ran=$home/ran.$nproc
   status=0
@@ -65,8 +70,8 @@ for nproc in 1 2; do
     >"$E2E_TMP/out" 2>"$E2E_TMP/err" || status=$?
   err=$(cat "$E2E_TMP/err")
   assert_eq "$what: exit 71, not 126 (stderr: $err)" 71 "$status"
-  check "$what: the message names the fork and its cause" \
-    grep -qFx "dblock: cannot start /bin/sh: fork: Resource temporarily unavailable (a process limit is reached: ulimit -u, systemd's TasksMax=, a cgroup's pids.max)" <<<"$err"
+  check "$what: the message names what could not be made and why" \
+    grep -qFx "dblock: cannot start /bin/sh: $made: Resource temporarily unavailable (a process limit is reached: ulimit -u, systemd's TasksMax=, a cgroup's pids.max)" <<<"$err"
   check "$what: the command never ran" test ! -e "$ran"
   assert_status "$what: the lock is free at once (no --min-hold kept)" 1 as_uid 0 status -d "$db" -q "$k"
   assert_eq "$what: no history row" "" "$(as_uid 0 history -d "$db" -n "$k")"
