@@ -497,7 +497,9 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
   return out;
 }
 
-WakeStatements wake_statements(const std::string& prefix) { return sql::wake_statements(dialect, Tables(prefix, '`')); }
+WakeStatements wake_statements(const std::string& prefix, bool mariadb) {
+  return sql::wake_statements(mariadb ? mariadb_dialect : dialect, Tables(prefix, '`'));
+}
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
   // DDL commits on its own (no `begin`): CREATE TABLE IF NOT EXISTS is safe to race. The

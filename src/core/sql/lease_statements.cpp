@@ -389,9 +389,11 @@ WakeStatements wake_statements(const Dialect& d, const Tables& t) {
   // Only the head waits (another waiter that came to try would hold the head back), and gives
   // the wake lock back at once: the take behind it takes it with the row where the row is taken.
   // The queue lock's holder is named (:head), not this session: a row lock's take runs in its
-  // holder session, the queue held by its bookkeeping session.
-  s.wait_ahead = {"wake.wait_ahead", "SELECT CASE WHEN " + held_by(l, queue, d.integer(":head")) + " THEN " +
-                                         l.wait_lock(wake) + " END AS got, " + l.unlock(wake)};
+  // holder session, the queue held by its bookkeeping session. Sent with the take in one round
+  // trip only where the dialect runs a block (Dialect::block); none elsewhere.
+  if (d.block)
+    s.wait_ahead = {"wake.wait_ahead", "SELECT CASE WHEN " + held_by(l, queue, d.integer(":head")) + " THEN " +
+                                           l.wait_lock(wake) + " END AS got, " + l.unlock(wake)};
   return s;
 }
 

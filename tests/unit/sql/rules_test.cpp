@@ -595,6 +595,11 @@ TEST_CASE("where the server tells a lock's holder: a second take answers NULL, a
         " 0) = 1 THEN 1 ELSE 0 * COALESCE(UNLOCK(:queue), 0) END ELSE COALESCE(WAIT(:queue), 0) = 1 END, UNLOCK(:wake)");
   CHECK(w.taken_holding.text ==
         sql::taken_sql(d, t, ", CASE WHEN INT(:take_wake) = 1 THEN TRY(:wake) END, UNLOCK(:queue)"));
+  // The wait ahead of a lease take goes with it in one block: none where the dialect runs none.
+  CHECK(w.wait_ahead.empty());
+  d.block = [](std::string_view variables, std::string_view body) { return "BLOCK " + std::string(variables) + std::string(body); };
+  CHECK(sql::wake_statements(d, t).wait_ahead.text ==
+        "SELECT CASE WHEN HOLDER(:queue) = INT(:head) THEN WAIT(:wake) END AS got, UNLOCK(:wake)");
   // None where the server does not tell the holder.
   CHECK(sql::wake_statements(with_session_lock(), t).wake_wait.empty());
 }
