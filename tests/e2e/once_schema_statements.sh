@@ -54,6 +54,8 @@
 # taken with the row's lock, so it proves as much. PostgreSQL's listing is unchanged.
 # Then MariaDB's numbered advisory take 69 -> 66: its read of the record is the takes' gate,
 # which asks for the name's key (closed without it: exit 78), where it asked once the lock was taken.
+# Then MariaDB's lease take 43 -> 46: it answers the taken row's times in its own columns (the
+# takes are one shape, session.take's too), where core read them from the refusal's.
 source "$(dirname "$0")/lib.sh"
 
 max_lines=50

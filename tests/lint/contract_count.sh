@@ -123,7 +123,8 @@ top=${1:-${DBLOCK_SOURCE_DIR:?usage: contract_count.sh SOURCE_DIR}}
 # SessionLock::key, kept in a local, proven and given back after the commit). One block that
 # named both locks, each with its own hash, was 65 lines in `schema --statements`, over the
 # bound of 50; the two are 49 and 48 (MariaDB's was 48).
-declare -A bound=([postgres]=27 [mysql]=36 [sqlite]=20)
+# 36 -> 35: session.take is the dialect's take (Dialect::take, a Take without `refused`, with the handshake's session and what it does once taken): MariaDB's is its take's shape, selected from the failover gate, RETURNING through @took; PostgreSQL's take gives core's form for it.
+declare -A bound=([postgres]=27 [mysql]=35 [sqlite]=20)
 
 count() {
   local f=$1

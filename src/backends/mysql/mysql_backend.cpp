@@ -162,7 +162,7 @@ Result<std::unique_ptr<Backend>> open(const Dsn& dsn, const BackendOptions& opti
 std::vector<sql::Statement> every_statement(const BackendOptions& options) {
   BackendOptions shed = options;
   shed.shedlock = true;
-  const WakeStatements wake = wake_statements(options.table_prefix);
+  const WakeStatements wake = wake_statements(options.table_prefix, false);
   sql::StatementCatalog c;
   c.add(lease_statements(options.table_prefix, false));
   c.add(lease_statements(options.table_prefix, true), "MariaDB");
@@ -170,7 +170,7 @@ std::vector<sql::Statement> every_statement(const BackendOptions& options) {
   c.add(lock_statements(options.table_prefix, true), "MariaDB");
   for (const sql::Statement* st : {&wake.wake_hold, &wake.wake_release, &wake.wake_wait, &wake.taken_holding})
     c.add(*st);
-  c.add(wake.wait_ahead);  // ahead of a lease take, in a block: MariaDB only
+  c.add(wake_statements(options.table_prefix, true).wait_ahead);  // ahead of a lease take, in a block: MariaDB only
   c.add(release_statements(options.table_prefix));
   c.add(inspect_statements(options));
   c.add(shedlock_statements(shed));

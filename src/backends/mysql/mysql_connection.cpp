@@ -511,7 +511,7 @@ Result<void> Connection::query_last(std::string_view sql) {
 // decides; how, Session::run_behind).
 class NamedLockWake final : public sql::Wake {
  public:
-  NamedLockWake(Connection& conn, const std::string& prefix) : conn_(&conn), s_(wake_statements(prefix)) {}
+  NamedLockWake(Connection& conn, const std::string& prefix) : conn_(&conn), s_(wake_statements(prefix, conn.mariadb())) {}
   /// The holder's session holds `key`'s wake name (Session::wake_held_by_holder).
   void held_by_holder(const std::string& key) { by_holder_ = key; }
   // A MariaDB lease take answers, in its last two columns, the wake name taken (NULL: not taken)
@@ -522,8 +522,8 @@ class NamedLockWake final : public sql::Wake {
     // back.
     if (!r.empty() && !r[0].is_null(0)) head_.clear();
   }
-  // Only MariaDB runs a block (Connection::run_behind).
-  bool at_head(const std::string& key) const override { return head_ == key && conn_->mariadb(); }
+  // Where the statements offer a wait ahead (a block: MariaDB's, Connection::run_behind).
+  bool at_head(const std::string& key) const override { return head_ == key && !s_.wait_ahead.empty(); }
   // Within the slice, and never past what a statement may block (max_block_ms). The queue
   // name is this session's, wherever the take runs (a row lock's: in its holder session).
   const sql::Statement* wait_ahead(const std::string& key, Millis left, sql::Params& wait) override {

@@ -233,41 +233,19 @@ const sql::Dialect dialect{
     .serving = &serving,
 };
 
-// MariaDB's Dialect::take (10.5+): the upsert answers with its row (RETURNING), which saves the
-// read of `taken`, and says in the same answer why it took nothing (`refusal`'s columns, of the
-// row as the take found it: a refused row is left as it was). RETURNING gives the row after the
-// statement whether it was taken or not, so its first column says which in @took: set to 1 by
-// the inserted row's token (the values are computed first) and to the condition by the update
-// that meets an existing row (assign_each_if); the taken token is NULL when not taken. The
-// refusal's columns come as core writes them over the row (Take::refused); taken, they are the
-// taken row, whose times core reads there (lock_steps.cpp, taken_row): the taken row's own
-// times are NULL, not repeated.
-//
-// The failover gate (failover.hpp) is read here too, as PostgreSQL's take reads it: the upsert's
-// one row is selected from `g`, the record (:record) when it names this server, no lock-delay is
-// in force and it covers :ttl_ms, with its fence; otherwise no row, nothing taken and nothing
-// answered, and core reads the gate itself (failover::admit_once). So a lease run reads the
-// record in its take's round trip, not in one of its own. The same read finds the gate closed
-// unless <prefix>locks has a unique key on exactly its name, and nothing is written: core's own
-// read of the record then asks the catalog again and fails (keyed_locks, 1242, which sends the
-// run to the schema check: exit 78). A table keyed, as every run finds it, costs nothing more;
-// one unkeyed, a read more on the way to its refusal. Reading the record, the statement locks it
-// shared until it ends: a gate's write of the record (failover.move, raise_ttl) waits for the
-// takes in flight, no longer.
-// The gate's read (a row of the record, `fence`, when it is open here: mariadb_take), on table
-// `locks` (named `name`: and keyed on its name; "": no check of its key), ANDed with `more`.
-std::string gate_sql(const std::string& locks, const std::string& name, const std::string& more = "") {
-  return "SELECT r.token AS fence FROM " + locks + " r WHERE r.name = :record AND " +
-         sql::failover_open_conditions(dialect, "r.", "r.owner = " + incarnation(true)) +
-         (name.empty() ? "" : " AND 'name1' IN (" + unique_keys(name) + ")") + more;
-}
-
-std::string mariadb_take(const sql::Take& k) {
-  sql::Upsert up = k.upsert("g.fence");
-  // The token last: the long value that says the row was inserted ends the list, whose short
-  // values share lines (dblock schema --statements).
+// MariaDB's takes (10.5+): the upsert `up` answers with its row (RETURNING), which saves the
+// read of `taken`. Its values are selected (`from`: " FROM ...", which may select no row: then
+// nothing is written and nothing answered); with a VALUES list MariaDB's RETURNING answered NULL
+// for the row it had just inserted. RETURNING gives the row after the statement whether it was
+// taken or not, so @took says which: set to 1 by the inserted row's token (the values are
+// computed first) and to the condition by the update that meets an existing row
+// (assign_each_if). It answers each of `taken` (columns of the row) NULL when not taken, then
+// `also` (", ..." or ""). The token last: the long value that says the row was inserted ends the
+// list, whose short values share lines (dblock schema --statements).
+std::string answered(const sql::Upsert& up, const std::string& from, const std::vector<std::string>& taken,
+                     const std::string& also) {
   std::string columns, values, token;
-  for (auto& [column, value] : up.values) {
+  for (const auto& [column, value] : up.values) {
     if (column == "token") {
       token = "IF(" + taking + " := 1, " + value + ", NULL)";
       continue;
@@ -275,36 +253,45 @@ std::string mariadb_take(const sql::Take& k) {
     columns += (columns.empty() ? "" : ", ") + column;
     values += (values.empty() ? "" : ", ") + value;
   }
-  columns += ", token";
-  values += ", " + token;
-  const std::string gate = gate_sql(up.table, k.table_name);
+  std::string returned;
+  for (const auto& c : taken) returned += (returned.empty() ? "" : ", ") + (c == "NULL" ? c : "IF(" + taking + ", " + c + ", NULL)");
   const std::string upserted = upsert(up), update = " ON DUPLICATE KEY UPDATE ";
-  auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
-  // Last, taken (a plain key's: no slot token), the key's wake name taken and the queue name
-  // given back, as wake_hold does (NULL, NULL when not): the holder's first step in the take's
-  // round trip (Session::run reads these last two).
-  return "INSERT INTO " + up.table + " (" + columns + ") SELECT " + values + " FROM (" + gate + ") g" +
-         upserted.substr(upserted.find(update)) + " RETURNING " + taken_if("token") + ", NULL, NULL, " + k.refused("") + ", IF(" +
-         taking + " AND :token IS NULL, GET_LOCK(:wake, 0), NULL), IF(" + taking +
-         " AND :token IS NULL, RELEASE_LOCK(:queue), NULL)";
+  return "INSERT INTO " + up.table + " (" + columns + ", token) SELECT " + values + ", " + token + from +
+         upserted.substr(upserted.find(update)) + " RETURNING " + returned + also;
 }
 
-// A session strategy's upsert `up` that answers with its row (MariaDB's RETURNING): (token,
-// acquired ms, NULL) when it took the row, NULLs when it left it alone, then `more`. @took says
-// which, as mariadb_take's: 1 for the inserted row (its token is computed first), the condition
-// for the updated one. Its values are a VALUES list, or selected by `from` (" FROM ...") when
-// given, which may select no row: then no answer.
-std::string numbered_upsert(const sql::Upsert& up, const std::string& from, const std::string& more) {
-  std::string columns, values;
-  for (const auto& [column, value] : up.values) {
-    columns += (columns.empty() ? "" : ", ") + column;
-    values += (values.empty() ? "" : ", ") + (column == "token" ? "IF(" + taking + " := 1, " + value + ", NULL)" : value);
-  }
-  const std::string upserted = upsert(up), update = " ON DUPLICATE KEY UPDATE ";
-  auto taken_if = [](const std::string& value) { return "IF(" + taking + ", " + value + ", NULL)"; };
-  return "INSERT INTO " + up.table + " (" + columns + ") " + (from.empty() ? "VALUES (" + values + ")" : "SELECT " + values + from) +
-         upserted.substr(upserted.find(update)) + " RETURNING " + taken_if("token") + ", " +
-         taken_if(sql::epoch_ms_sql(dialect, "acquired_at")) + ", NULL" + more;
+// MariaDB's Dialect::take: `answered`, selected from the failover gate (failover.hpp), read
+// here as PostgreSQL's take reads it: the upsert's one row is selected from `g`, the record
+// (:record) when it names this server, no lock-delay is in force and it covers :ttl_ms, with its
+// fence, and, for a session lock's numbering, the session the one the handshake gave
+// (Take::handshake) on no Galera node, where the lock could not hold (SqlBackend::serving_check);
+// otherwise no row, nothing taken and nothing answered, and core reads the gate itself
+// (failover::admit_once). So a run reads the record in its take's round trip, not in one of its
+// own. The lease's take says in the same answer why it took nothing (`refusal`'s columns, of
+// the row as the take found it: a refused row is left as it was; Take::refused); what the take
+// does once it took the row (Take::then: the holder's first step, Session::run reads the last
+// columns) follows, NULL when it did not. The same read finds the gate closed
+// unless <prefix>locks has a unique key on exactly its name, and nothing is written: core's own
+// read of the record then asks the catalog again and fails (keyed_locks, 1242, which sends the
+// run to the schema check: exit 78). A table keyed, as every run finds it, costs nothing more;
+// one unkeyed, a read more on the way to its refusal. Reading the record, the statement locks it
+// shared until it ends: a gate's write of the record (failover.move, raise_ttl) waits for the
+// takes in flight, no longer.
+// The gate's read (a row of the record, `fence`, when it is open here), on table `locks` (named
+// `name`: and keyed on its name; "": no check of its key), ANDed with `more`.
+std::string gate_sql(const std::string& locks, const std::string& name, const std::string& more = "") {
+  return "SELECT r.token AS fence FROM " + locks + " r WHERE r.name = :record AND " +
+         sql::failover_open_conditions(dialect, "r.", "r.owner = " + incarnation(true)) +
+         (name.empty() ? "" : " AND 'name1' IN (" + unique_keys(name) + ")") + more;
+}
+
+std::string mariadb_take(const sql::Take& k) {
+  const sql::Upsert up = k.upsert("g.fence");
+  std::string also = k.refused ? ", " + k.refused("") : "";
+  for (const auto& c : k.then)
+    also += ", IF(" + taking + (k.then_if.empty() ? "" : " AND " + k.then_if) + ", " + c + ", NULL)";
+  const std::string here = k.handshake.empty() ? "" : " AND (:started_id IS NULL OR NOT @@GLOBAL.wsrep_on AND " + k.handshake + ")";
+  return answered(up, " FROM (" + gate_sql(up.table, k.table_name, here) + ") g", k.returning, also);
 }
 
 // A block of statements sent as one (Dialect::block; MariaDB 10.1+: BEGIN NOT ATOMIC), its
@@ -361,29 +348,10 @@ const std::string fence = dialect.integer(":fence");
 
 }  // namespace
 
+// MariaDB's session.take is its take's (mariadb_take): it answers its row, so no read of
+// `taken` follows it.
 sql::LeaseStatements lease_statements(const std::string& prefix, bool mariadb) {
-  const Tables t(prefix, '`');
-  sql::LeaseStatements s = sql::lease_statements(mariadb ? mariadb_dialect : dialect, t);
-  // session_take on MariaDB answers with its row (numbered_upsert, as advisory's take with its
-  // lock does): no read of `taken` after it. That read gave the key's queue name back (the
-  // wake primitive's reading_taken), so the take does it, once it took the row; the key's wake
-  // name was taken with the lock by the holder's session (lock_statements), or hold() takes it.
-  // MySQL 8 has no RETURNING: core's upsert, and `taken`.
-  // It reads the failover gate too, as the lease's take (mariadb_take): its row is selected from
-  // the record when the gate is open here, which also says whether the lock could hold at all
-  // (SqlBackend::serving_check): no Galera node, and the session is the one the handshake gave
-  // (:started_id; a pooler gives another), until core read the gate on it (then NULL).
-  // Otherwise no row and no answer: core
-  // reads the gate itself and gives the server lock back when it is closed. So a row lock's run
-  // reads the record in its token's round trip, not in one of its own; the read locks the record
-  // shared for this statement only, which waits for nothing.
-  if (mariadb)
-    s.session_take = {"session.take", numbered_upsert(sql::session_upsert(dialect, t, "g.fence", dialect.now, dialect.now),
-                                                      " FROM (" + gate_sql(t.locks, t.unquoted("locks"),
-                                                                           " AND (:started_id IS NULL OR NOT @@GLOBAL.wsrep_on AND CONNECTION_ID() = :started_id)") +
-                                                          ") g",
-                                                      ", IF(" + taking + ", RELEASE_LOCK(:queue), NULL)")};
-  return s;
+  return sql::lease_statements(mariadb ? mariadb_dialect : dialect, Tables(prefix, '`'));
 }
 
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
@@ -467,7 +435,8 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
     // had just inserted.
     const std::string lock = "SET @lock = " + key_bytes(t, ":key") + "; SET @lock = " + advisory_name.of(sha256("@lock")) +
                              "; SET @got = IF(IS_USED_LOCK(@lock) <=> CONNECTION_ID(), NULL, GET_LOCK(@lock, :wait_ms / 1000))";
-    const std::string insert = numbered_upsert(sql::session_upsert(dialect, t, "@fence", dialect.now, dialect.now), " FROM DUAL", ", 1");
+    const std::string insert = answered(sql::session_upsert(dialect, t, "@fence", dialect.now, dialect.now), " FROM DUAL",
+                                        {"token", sql::epoch_ms_sql(dialect, "acquired_at"), "NULL"}, ", 1");
     // Refused, the key's row as core's refusal reads it (lease.refusal), after four columns
     // that say so (0): a contender needs no read of its own (session_locker's busy()).
     const std::string& refusal = lease.refusal.text;
@@ -528,7 +497,9 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
   return out;
 }
 
-WakeStatements wake_statements(const std::string& prefix) { return sql::wake_statements(dialect, Tables(prefix, '`')); }
+WakeStatements wake_statements(const std::string& prefix, bool mariadb) {
+  return sql::wake_statements(mariadb ? mariadb_dialect : dialect, Tables(prefix, '`'));
+}
 
 sql::SchemaStatements schema_statements(const BackendOptions& options) {
   // DDL commits on its own (no `begin`): CREATE TABLE IF NOT EXISTS is safe to race. The

@@ -31,9 +31,10 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
 
 /// The wake primitive's (NamedLockWake, mysql_connection.cpp): core's, over the dialect's named
 /// locks (core/sql/statements.hpp); :wake and :queue the key's two names (mysql_names.hpp,
-/// Connection::run).
+/// Connection::run). On MariaDB (`mariadb`) with the wait the head of a key's queue sends ahead
+/// of its lease take, in one block (Connection::run_behind).
 using WakeStatements = sql::WakeStatements;
-WakeStatements wake_statements(const std::string& prefix);
+WakeStatements wake_statements(const std::string& prefix, bool mariadb);
 
 /// The holder session of session strategy `s`, a connection of its own: `opened`
 /// (open_holder_connection's, made beside the bookkeeping session), else opened here. The

@@ -159,7 +159,10 @@ const sql::tables::SchemaDialect schema_dialect{
 // directly, ListenWake::took). The taken row (`t`, the one `u` or `i` returned) comes first,
 // its times converted as Take::returning converts them; the refused row (`r`, the key's) is
 // joined only when nothing was taken, its columns those of Take::refused.
+// A take that says nothing of a row it left alone (session.take, under the server lock) is
+// core's form: its rows are not contended, and core reads the gate apart.
 std::string take(const sql::Take& k) {
+  if (!k.refused) return k.standard;
   const sql::Upsert up = k.upsert("g.fence");
   const std::string kept = "token, acquired_at, expires_at";
   std::string columns, values, set;

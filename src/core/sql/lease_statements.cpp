@@ -26,6 +26,18 @@ std::string refusal_columns(const Dialect& d, std::string_view row) {
 // LeaseStatements::refusal's select list over `row`: refusal_columns and when the key may start.
 std::string refused_sql(const Dialect& d, std::string_view row) { return refusal_columns(d, row) + due_in_ms_sql(d, row); }
 
+// `columns`, comma-separated.
+std::string joined(const std::vector<std::string>& columns) {
+  std::string out;
+  for (const auto& c : columns) out += (out.empty() ? "" : ", ") + c;
+  return out;
+}
+
+// A session strategy's numbering answers (token, acquired_ms, NULL): session_take's columns.
+std::vector<std::string> numbered_columns(const Dialect& d) {
+  return {"token", epoch_ms_sql(d, "acquired_at"), d.integer("NULL")};
+}
+
 }  // namespace
 
 // Its upsert meets the name's row through any unique key: a second row of the name (a table
@@ -40,7 +52,8 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   const std::string& incarnation = d.incarnation;
   const std::string ttl = d.integer(":ttl_ms"), token = d.integer(":token");
   const std::string fence = incarnation.empty() ? std::string() : d.integer(":fence");
-  const std::string taken = "token, " + epoch_ms_sql(d, "acquired_at") + ", " + epoch_ms_sql(d, "expires_at");
+  const std::vector<std::string> taken_columns{"token", epoch_ms_sql(d, "acquired_at"), epoch_ms_sql(d, "expires_at")};
+  const std::string taken = joined(taken_columns);
   const std::string status = refusal_columns(d, "");
   const std::string holder = " WHERE name = :key AND owner = :owner AND token = " + token + " AND released_at IS NULL";
   LeaseStatements s;
@@ -76,9 +89,20 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
                            due_sql(d, row, d.now);
                   }};
   };
-  const std::string standard = d.upsert(take(fence)) + d.returning(taken);
-  s.take = {"lease.take", d.take(Take{take, fence, taken, [&d](std::string_view row) { return refused_sql(d, row); }, standard,
-                                      t.unquoted("locks")})};
+  Take lease;
+  lease.upsert = take;
+  lease.fence = fence;
+  lease.returning = taken_columns;
+  lease.refused = [&d](std::string_view row) { return refused_sql(d, row); };
+  // Where waiters hear a release by the session lock alone (wake_statements), a plain key's
+  // holder takes the key's wake name with the row and gives its queue back (wake.hold's work).
+  const SessionLock& l = d.session_lock;
+  const bool wakes = wakes_by_session_lock(l);
+  if (wakes) lease.then = {l.try_lock(":wake"), l.unlock(":queue")};
+  lease.then_if = token + " IS NULL";
+  lease.standard = d.upsert(take(fence)) + d.returning(taken);
+  lease.table_name = t.unquoted("locks");
+  s.take = {"lease.take", d.take(lease)};
   // Where the take returns no rows.
   if (d.returning(taken).empty()) s.taken = {"lease.taken", taken_sql(d, t)};
 
@@ -138,16 +162,24 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   // A dialect whose `begin` locks the whole database (SQLite) writes its own, without FOR UPDATE.
   s.lock_row = {"lock_row", "SELECT 1 FROM " + t.locks + " WHERE name = :key FOR UPDATE"};
   s.failover = failover_statements(d, t);
-  // A server's (one with sessions: Dialect::session_id) session strategies number the row with
-  // the dialect's upsert and its RETURNING, the token read back by `taken` where it returns none
-  // (ON CONFLICT's condition reads the inserted row's time, numbered_upsert_sql); a dialect that
-  // numbers another way writes its own over this.
-  if (!d.session_id.empty())
-    s.session_take = {"session.take",
-                      upserts_on_conflict(d)
-                          ? numbered_upsert_sql(d, t, "", d.now)
-                          : d.upsert(session_upsert(d, t, d.integer(":fence"), d.now, d.now)) +
-                                d.returning("token, " + epoch_ms_sql(d, "acquired_at") + ", " + d.integer("NULL"))};
+  // A server's (one with sessions: Dialect::session_id) session strategies number the row
+  // through the dialect's take: core's form is its upsert and its RETURNING, the token read back
+  // by `taken` where it returns none (ON CONFLICT's condition reads the inserted row's time).
+  // Nothing said of a row left alone (no `refused`); the queue given back once taken, a
+  // semaphore slot's too; the gate, where the take reads it, asks the handshake's session.
+  if (!d.session_id.empty()) {
+    const std::string taken_at = upserts_on_conflict(d) ? "EXCLUDED.acquired_at" : d.now;
+    auto numbering = [&d, &t, taken_at](std::string_view f) { return session_upsert(d, t, f, d.now, taken_at); };
+    Take session;
+    session.upsert = numbering;
+    session.fence = fence;
+    session.returning = numbered_columns(d);
+    if (wakes) session.then = {l.unlock(":queue")};
+    session.handshake = d.session_id + " = " + d.integer(":started_id");
+    session.standard = d.upsert(numbering(fence)) + d.returning(joined(session.returning));
+    session.table_name = t.unquoted("locks");
+    s.session_take = {"session.take", d.take(session)};
+  }
   return s;
 }
 
@@ -226,7 +258,7 @@ std::string numbered_upsert_sql(const Dialect& d, const Tables& t, std::string_v
                                std::string_view fence_sql) {
   const std::string fence = d.incarnation.empty() ? std::string() : fence_sql.empty() ? d.integer(":fence") : std::string(fence_sql);
   return on_conflict_upsert(session_upsert(d, t, fence, at, "EXCLUDED.acquired_at"), from) +
-         d.returning("token, " + epoch_ms_sql(d, "acquired_at") + ", " + d.integer("NULL"));
+         d.returning(joined(numbered_columns(d)));
 }
 
 namespace {
@@ -357,9 +389,11 @@ WakeStatements wake_statements(const Dialect& d, const Tables& t) {
   // Only the head waits (another waiter that came to try would hold the head back), and gives
   // the wake lock back at once: the take behind it takes it with the row where the row is taken.
   // The queue lock's holder is named (:head), not this session: a row lock's take runs in its
-  // holder session, the queue held by its bookkeeping session.
-  s.wait_ahead = {"wake.wait_ahead", "SELECT CASE WHEN " + held_by(l, queue, d.integer(":head")) + " THEN " +
-                                         l.wait_lock(wake) + " END AS got, " + l.unlock(wake)};
+  // holder session, the queue held by its bookkeeping session. Sent with the take in one round
+  // trip only where the dialect runs a block (Dialect::block); none elsewhere.
+  if (d.block)
+    s.wait_ahead = {"wake.wait_ahead", "SELECT CASE WHEN " + held_by(l, queue, d.integer(":head")) + " THEN " +
+                                           l.wait_lock(wake) + " END AS got, " + l.unlock(wake)};
   return s;
 }
 

@@ -54,15 +54,7 @@ Result<TakenRow> taken_row(Session& session, const LeaseStatements& st, const Ro
     rows = &read;
   }
   const auto row = (*rows)[0];
-  TakenRow out{row.int64(0), row.opt_int64(1), row.opt_int64(2)};
-  // A take that answers with the row as it left it (MariaDB's RETURNING) has the taken row's
-  // times in the refusal's columns that follow (take_explained): its own are NULL, not repeated.
-  if (!out.acquired_ms && !out.expires_ms && row.columns() > taken_columns + extra_column) {
-    using tables::status_index;
-    out.acquired_ms = row.opt_int64(taken_columns + status_index("acquired_at"));
-    out.expires_ms = row.opt_int64(taken_columns + status_index("expires_at"));
-  }
-  return out;
+  return TakenRow{row.int64(0), row.opt_int64(1), row.opt_int64(2)};
 }
 
 // Cold path: who holds it, or when --min-interval will have elapsed.

@@ -49,7 +49,10 @@ struct Upsert {
 std::string on_conflict_upsert(const Upsert& u);
 std::string on_conflict_upsert(const Upsert& u, std::string_view from);
 
-/// A lease's take (Dialect::take; LeaseStatements::take has its contract), as core spells it.
+/// A take of :key's row (Dialect::take): the lease's (LeaseStatements::take has its contract) or
+/// a session strategy's numbering under the server lock it holds (LeaseStatements::session_take),
+/// as core spells it. Each says what it does in members, which a dialect's take renders: no
+/// member says which take it is.
 struct Take {
   /// The row's conditional upsert, its tokens above the failover fence `fence` (SQL: the bound
   /// :fence, a fence the statement reads itself, or "" where the dialect has none).
@@ -57,12 +60,28 @@ struct Take {
   /// The failover fence as the statement binds it (:fence, in the dialect's cast), "" where the
   /// dialect has none: what `upsert` is given unless the take reads the fence itself.
   std::string fence;
-  /// The taken row's (token, acquired_ms, expires_ms), for Dialect::returning.
-  std::string returning;
+  /// The taken row's columns (token, acquired_ms, expires_ms; NULL where one is not answered),
+  /// for Dialect::returning. A take whose RETURNING answers a row it left alone too (MariaDB's)
+  /// answers each NULL there.
+  std::vector<std::string> returning;
   /// LeaseStatements::refusal's select list alone, over the row `row` ("" or an alias and its
   /// dot): for a take that says in the same statement why it took nothing, from the row of :key
-  /// it did not take (MariaDB's RETURNING) or one it reads (PostgreSQL's, joined as `r`).
+  /// it did not take (MariaDB's RETURNING) or one it reads (PostgreSQL's, joined as `r`). Unset
+  /// where the take says nothing of a row it left alone (session.take: the server lock keeps out
+  /// every other holder of its kind, and core reads the row apart).
   std::function<std::string(std::string_view row)> refused;
+  /// What the take does in the same statement once it took the row where `then_if` holds (SQL,
+  /// "": always), as select-list items after the others, each NULL where it took none: the wake
+  /// primitive's work (wake_statements: the key's wake name taken, its queue given back), where
+  /// waiters hear a release by the session lock alone. Core's form (`standard`) leaves it to the
+  /// read of `taken` that follows a take answering no rows (WakeStatements::taken_holding).
+  std::vector<std::string> then;
+  std::string then_if;
+  /// Where the take numbers the row for a session lock (session.take): that the session is still
+  /// the one the handshake gave (SQL over :started_id, which core binds NULL once it read the
+  /// failover gate on it, and then it is not asked), for a take that reads the gate itself: the
+  /// lock could not hold on another. "" for the lease's.
+  std::string handshake;
   /// The take in core's form: the dialect's upsert (Dialect::upsert) of upsert(fence), then its
   /// RETURNING (Dialect::returning) of `returning`; the default Dialect::take.
   std::string standard;
@@ -225,10 +244,10 @@ struct Dialect {
   OwnLease own_lease = {};
   /// Its session lock, where it has one (SessionLock).
   SessionLock session_lock = {};
-  /// LeaseStatements::take from `k`: the dialect's conditional upsert, its RETURNING or none,
-  /// and what it can read in the same statement: the failover gate (a take that binds :record
-  /// reads it) and the refusal (`k.refused`, after the taken row's columns). Default: core's
-  /// form, `k.standard`.
+  /// LeaseStatements::take and session_take from `k`: the dialect's conditional upsert, its
+  /// RETURNING or none, and what it can read in the same statement: the failover gate (a take
+  /// that binds :record reads it) and the refusal (`k.refused`, after the taken row's columns).
+  /// Default: core's form, `k.standard`.
   std::string (*take)(const Take& k) = [](const Take& k) { return k.standard; };
   /// What a lease's release returns of the row it released (a select list; "" for nothing):
   /// where a dialect tells the key's waiters in the release. unsynced_commit follows it there

@@ -379,12 +379,12 @@ TEST_CASE("at the head of the key's waiters core sends the lease take behind the
   CHECK(joined(session->sent) == "taking k alone | lease.take");
 }
 
-TEST_CASE("a lease take that answers with the row it left has the taken row's times in the refusal's columns") {
+TEST_CASE("a lease take that answers with the row it left has the taken row's times in its own columns") {
   auto session = refusing_session();
-  // Taken, token 8: its own times NULL (MariaDB's RETURNING does not repeat them), then the row
-  // as the take left it (acquired at 5000, expiring at 35000), then the wake primitive's two.
+  // Taken, token 8, acquired at 5000, expiring at 35000 (MariaDB's RETURNING answers them where
+  // it took the row), then the row as the take left it, then the wake primitive's two.
   session->answers["lease.take"] =
-      testing::row_of({"8", std::nullopt, std::nullopt, "k", "me:1", "me", "1", "8", "lease", "5000", "5000", "35000",
+      testing::row_of({"8", "5000", "35000", "k", "me:1", "me", "1", "8", "lease", "5000", "5000", "35000",
                        std::nullopt, "5000", std::nullopt, std::nullopt, "5000", "1", std::nullopt, std::nullopt,
                        std::nullopt},
                       1);

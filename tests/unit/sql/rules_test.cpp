@@ -29,7 +29,9 @@ const sql::Dialect marked{
     .ended_session = [](std::string_view rows, const Tables&) { return "SELECT ENDED FROM " + std::string(rows); },
     .own_lease = {},
     .take = [](const sql::Take& k) {
-      return "TAKE(" + k.fence + ") " + sql::on_conflict_upsert(k.upsert(k.fence)) + " RETURNING " + k.returning;
+      std::string columns;
+      for (const auto& c : k.returning) columns += (columns.empty() ? "" : ", ") + c;
+      return "TAKE(" + k.fence + ") " + sql::on_conflict_upsert(k.upsert(k.fence)) + " RETURNING " + columns;
     },
     .release_returns = "TELL(name)",
     .incarnation = "INC",
@@ -593,6 +595,47 @@ TEST_CASE("where the server tells a lock's holder: a second take answers NULL, a
         " 0) = 1 THEN 1 ELSE 0 * COALESCE(UNLOCK(:queue), 0) END ELSE COALESCE(WAIT(:queue), 0) = 1 END, UNLOCK(:wake)");
   CHECK(w.taken_holding.text ==
         sql::taken_sql(d, t, ", CASE WHEN INT(:take_wake) = 1 THEN TRY(:wake) END, UNLOCK(:queue)"));
+  // The wait ahead of a lease take goes with it in one block: none where the dialect runs none.
+  CHECK(w.wait_ahead.empty());
+  d.block = [](std::string_view variables, std::string_view body) { return "BLOCK " + std::string(variables) + std::string(body); };
+  CHECK(sql::wake_statements(d, t).wait_ahead.text ==
+        "SELECT CASE WHEN HOLDER(:queue) = INT(:head) THEN WAIT(:wake) END AS got, UNLOCK(:wake)");
   // None where the server does not tell the holder.
   CHECK(sql::wake_statements(with_session_lock(), t).wake_wait.empty());
+}
+
+TEST_CASE("session.take is the dialect's take: the numbering, nothing said of a row left alone, the handshake's session") {
+  const Tables t("p_", '`');
+  sql::Dialect d = marked;
+  d.session_lock = {
+      .try_lock = [](std::string_view key) { return "TRY(" + std::string(key) + ")"; },
+      .wait_lock = [](std::string_view key) { return "WAIT(" + std::string(key) + ")"; },
+      .unlock = [](std::string_view key) { return "UNLOCK(" + std::string(key) + ")"; },
+      .holder = [](std::string_view key) { return "HOLDER(" + std::string(key) + ")"; },
+  };
+  // Each member as the take is given it; no member says which take it is.
+  d.take = [](const sql::Take& k) {
+    std::string out = k.refused ? "REFUSED(" + k.refused("r.").substr(0, 6) + ")" : "SILENT";
+    for (const auto& c : k.returning) out += " COLUMN(" + c + ")";
+    for (const auto& c : k.then) out += " THEN(" + c + ")";
+    return out + " IF(" + k.then_if + ") HANDSHAKE(" + k.handshake + ") FROM " + k.table_name + " " + k.upsert("G").values[0].first;
+  };
+  const sql::LeaseStatements s = sql::lease_statements(d, t);
+  CHECK(s.take.text == "REFUSED(r.name) COLUMN(token) COLUMN(MS(acquired_at)) COLUMN(MS(expires_at)) THEN(TRY(:wake))"
+                       " THEN(UNLOCK(:queue)) IF(INT(:token) IS NULL) HANDSHAKE() FROM p_locks name");
+  CHECK(s.session_take.id == "session.take");
+  CHECK(s.session_take.text == "SILENT COLUMN(token) COLUMN(MS(acquired_at)) COLUMN(INT(NULL)) THEN(UNLOCK(:queue)) IF()"
+                               " HANDSHAKE(SESSION = INT(:started_id)) FROM p_locks name");
+  // The session's upsert, its tokens above the fence the take gives.
+  d.take = [](const sql::Take& k) { return k.refused ? std::string() : sql::on_conflict_upsert(k.upsert("G.fence")); };
+  CHECK(sql::lease_statements(d, t).session_take.text.find("COALESCE(INT(:token), G.fence + 1), :strategy") != std::string::npos);
+  // Core's form where the dialect's take is its own only for the lease (PostgreSQL's): its
+  // upsert and RETURNING, as numbered_upsert_sql writes it.
+  d.take = [](const sql::Take& k) { return k.refused ? std::string("OWN") : k.standard; };
+  CHECK(sql::lease_statements(d, t).session_take.text == sql::numbered_upsert_sql(d, t, "", "NOW"));
+  // No wake by the session lock: nothing to do once taken.
+  d.session_lock = {};
+  d.take = [](const sql::Take& k) { return std::to_string(k.then.size()); };
+  CHECK(sql::lease_statements(d, t).take.text == "0");
+  CHECK(sql::lease_statements(d, t).session_take.text == "0");
 }
