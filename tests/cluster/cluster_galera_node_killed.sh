@@ -57,13 +57,17 @@ smoke_wait=10
 
 for s in "${strategies[@]}"; do DBLOCK_STRATEGY=$s smoke "galera smoke $s" 3 "${galera_dsns[@]}"; done
 
+# node_sql N SQL: SQL on node N. server_sql reads E2E_SQL_DSN (tests/e2e/lib.sh), node 1's
+# unless told: a DBLOCK_DSN given to it is not read (it was, until the TLS tests gave server_sql
+# a DSN of its own; since then every node's SQL here went to node 1).
+node_sql() { E2E_SQL_DSN=$(galera_dsn "$1") server_sql "$2"; }
 # on_nodes SQL: SQL on every node.
-on_nodes() { local n; for n in 1 2 3; do DBLOCK_DSN=$(galera_dsn "$n") server_sql "$1" || return; done; }
+on_nodes() { local n; for n in 1 2 3; do node_sql "$n" "$1" || return; done; }
 # conflicts: certification failures and transactions aborted for a replicated one, all nodes.
 conflicts() {
   local n sum=0 v
   for n in 1 2 3; do
-    for v in $(DBLOCK_DSN=$(galera_dsn "$n") server_sql "SHOW GLOBAL STATUS WHERE Variable_name IN
+    for v in $(node_sql "$n" "SHOW GLOBAL STATUS WHERE Variable_name IN
         ('wsrep_local_cert_failures', 'wsrep_local_bf_aborts')" | cut -f2); do
       sum=$((sum + v))
     done
