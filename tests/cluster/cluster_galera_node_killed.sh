@@ -5,6 +5,8 @@
 # concurrent takes: nine runs of a key at once, three per node. Galera certifies each write
 #   against the cluster's at commit, so takes on two nodes at once fail certification (1213,
 #   ER_LOCK_DEADLOCK), which must read as busy: exit 75 without -w, go on waiting with -w.
+#   Nine at once meet such a conflict only now and then, so the rounds that must meet one hold
+#   the key's row on nodes 2 and 3 first (take_at_once ... held): a conflict every round.
 # advisory, for-update, txn-insert: refused. GET_LOCK and row locks are node-local, so `run`
 #   exits 78 on every node, naming Galera and lease, and its command never runs; doctor's galera
 #   line fails them (and passes lease). The rest runs lease only.
@@ -57,13 +59,17 @@ smoke_wait=10
 
 for s in "${strategies[@]}"; do DBLOCK_STRATEGY=$s smoke "galera smoke $s" 3 "${galera_dsns[@]}"; done
 
+# node_sql N SQL: SQL on node N. server_sql reads E2E_SQL_DSN (tests/e2e/lib.sh), node 1's
+# unless told: a DBLOCK_DSN given to it is not read (it was, until the TLS tests gave server_sql
+# a DSN of its own; since then every node's SQL here went to node 1).
+node_sql() { E2E_SQL_DSN=$(galera_dsn "$1") server_sql "$2"; }
 # on_nodes SQL: SQL on every node.
-on_nodes() { local n; for n in 1 2 3; do DBLOCK_DSN=$(galera_dsn "$n") server_sql "$1" || return; done; }
+on_nodes() { local n; for n in 1 2 3; do node_sql "$n" "$1" || return; done; }
 # conflicts: certification failures and transactions aborted for a replicated one, all nodes.
 conflicts() {
   local n sum=0 v
   for n in 1 2 3; do
-    for v in $(DBLOCK_DSN=$(galera_dsn "$n") server_sql "SHOW GLOBAL STATUS WHERE Variable_name IN
+    for v in $(node_sql "$n" "SHOW GLOBAL STATUS WHERE Variable_name IN
         ('wsrep_local_cert_failures', 'wsrep_local_bf_aborts')" | cut -f2); do
       sum=$((sum + v))
     done
@@ -71,22 +77,31 @@ conflicts() {
   echo "$sum"
 }
 
-# take_at_once S LOG WAIT: nine `dblock run` of S's key at once, three per node, each running the
-# oracle job for 0.2 s (with WAIT: `-w WAIT`), their output appended to LOG's .out; their exit
-# statuses, sorted, in $statuses.
-# They start together: each waits at a FIFO that opens for all of them at once, so a busy
-# machine's forks one after another do not spread the nine takes out (on a loaded 2-core
-# machine, started as forked, 40 rounds once met no certification conflict).
+# take_at_once S LOG WAIT [held]: nine `dblock run` of S's key at once, three per node, each
+# running the oracle job for 0.2 s (with WAIT: `-w WAIT`), their output appended to LOG's .out;
+# their exit statuses, sorted, in $statuses.
+# They start together: each waits at its node's FIFO, and the FIFOs open at once, so a busy
+# machine's forks one after another do not spread the nine takes out.
+# Still, nine takes at once meet a certification conflict only now and then: it needs two nodes'
+# takes to overlap up to their commits (on two loaded cores 40 rounds once met none). With
+# `held`, every round meets one: nodes 2 and 3 each hold the key's row first (hold_row); their
+# six takes start and wait for it, and node 1's three start only then ($waiting: how many
+# waited on node 2 and on node 3). Node 1's take commits first; nodes 2 and 3, applying it,
+# abort the holder and every take waiting behind it (their transactions began before it),
+# and each aborted take reads 1213, as a certification failure does.
 take_at_once() {
-  local s=$1 log=$2 wait=$3 n i pids=() pid status gate=$E2E_TMP/at-once.gate dsn k
-  rm -f "$gate"
-  mkfifo "$gate"
+  local s=$1 log=$2 wait=$3 held=${4:-} n i pids=() pid status gate=$E2E_TMP/at-once.gate dsn k
   k=$(key "at-once-$s")
+  for n in 1 2 3; do
+    rm -f "$gate.$n"
+    mkfifo "$gate.$n"
+  done
+  if [ "$held" = held ]; then for n in 2 3; do hold_row "$n" "$k"; done; fi
   for n in 1 2 3; do
     dsn=$(galera_dsn "$n")
     for i in 1 2 3; do
       (
-        read -r _ <"$gate" || true
+        read -r _ <"$gate.$n" || true
         DBLOCK_DSN=$dsn exec dblock -s "$s" -v run ${wait:+-w "$wait"} "$k" -- "$ORACLE_JOB" "$log" 0.2 \
           >>"${log%.log}.out" 2>&1
       ) &
@@ -95,9 +110,18 @@ take_at_once() {
     done
   done
   # The readers block in open() until a writer opens; once all nine wait there, open and
-  # close it: each reads EOF at the same moment.
+  # close each FIFO: its readers read EOF at the same moment.
   wait_for 10 eval '[ "$(at_gate "${pids[@]}")" -ge 9 ]' || true
-  : >"$gate"
+  waiting=
+  if [ "$held" = held ]; then
+    : >"$gate.2"
+    : >"$gate.3"
+    wait_for 20 eval '[ "$(lock_waits 2)" -ge 3 ] && [ "$(lock_waits 3)" -ge 3 ]' || true
+    waiting="$(lock_waits 2) and $(lock_waits 3)"
+    : >"$gate.1"
+  else
+    for n in 1 2 3; do : >"$gate.$n"; done
+  fi
   statuses=
   for pid in "${pids[@]}"; do
     status=0
@@ -105,6 +129,36 @@ take_at_once() {
     statuses="$statuses $status"
   done
   statuses=$(echo $statuses | tr ' ' '\n' | sort -n | tr '\n' ' ')
+  [ "$held" != held ] || let_go
+}
+# hold_row N KEY: in the background, a transaction on node N that locks KEY's row for update
+# and keeps it (20 s at most, DO SLEEP); returns once it holds the row. Its client's output is
+# in $E2E_TMP/held.N.
+holder_pids=()
+hold_row() {
+  node_sql "$1" "BEGIN; SELECT name FROM ${DBLOCK_TABLE_PREFIX}locks WHERE name = '$2' FOR UPDATE; DO SLEEP(20)" \
+    >"$E2E_TMP/held.$1" 2>&1 &
+  holder_pids[$1]=$!
+  remember_pid "$!"
+  wait_for 10 eval '[ -n "$(holder_id '"$1"')" ]' || true
+}
+# holder_id N: the connection id of node N's holder while it holds the row.
+holder_id() { node_sql "$1" "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO = 'DO SLEEP(20)'"; }
+# lock_waits N: how many transactions on node N wait for a row lock.
+lock_waits() { node_sql "$1" "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'"; }
+# let_go: every holder that still holds its row is killed (which rolls it back); how many were
+# aborted by the replicated take before (1213 in their output) in $holders_aborted: each one
+# counts as a conflict on its node, though not a take's.
+let_go() {
+  local n id
+  holders_aborted=0
+  for n in "${!holder_pids[@]}"; do
+    id=$(holder_id "$n")
+    [ -z "$id" ] || node_sql "$n" "KILL $id" >/dev/null 2>&1 || true
+    wait "${holder_pids[$n]}" 2>/dev/null || true
+    ! grep -q 'ERROR 1213' "$E2E_TMP/held.$n" || holders_aborted=$((holders_aborted + 1))
+  done
+  holder_pids=()
 }
 # at_gate PID...: how many of PIDs wait to open a FIFO for reading (blocked in open(), which
 # the kernel shows as their wait channel: wait_for_partner, fifo_open on older kernels).
@@ -122,26 +176,23 @@ counted() { printf '%s\n' "$@" | sort -n | uniq -c | awk '{ printf " %s x %s", $
 # all for now, so the failures reach dblock.
 check "certification failures reach the client (wsrep_retry_autocommit = 0)" on_nodes "SET GLOBAL wsrep_retry_autocommit = 0"
 for s in "${strategies[@]}"; do
+  # Once as they come (the key's row is made here), then held: a conflict every time.
+  take_at_once "$s" "$E2E_TMP/at-once.$s.log" ""
+  all=$statuses
   before=$(conflicts)
-  rounds=0 all=
-  # Until the cluster has seen a conflict: most often 2 to 9 rounds, once 20; at most 100. A
-  # conflict needs two nodes' takes to overlap up to their commits, which nine processes
-  # started at once on two loaded cores often miss: with the whole suite
-  # beside it, 9ea915a's binary (its MariaDB take's text shorter) needed 4, 7, 11 and 34
-  # rounds and twice more than 40 (888c9e6's 2, 5 and 25), so 40 failed in two runs of six
-  # there. A round is about 1.3 s, and the loop ends at the first conflict.
-  while [ $rounds -lt 100 ] && { [ $rounds -lt 2 ] || [ "$(conflicts)" = "$before" ]; }; do
-    take_at_once "$s" "$E2E_TMP/at-once.$s.log" ""
-    all="$all$statuses"
-    rounds=$((rounds + 1))
-  done
-  seen=$(($(conflicts) - before))
-  check "$s: nine takes at once on three nodes, $rounds rounds, met $seen certification conflicts" test "$seen" -gt 0
+  take_at_once "$s" "$E2E_TMP/at-once.$s.log" "" held
+  all="$all $statuses"
+  seen=$(($(conflicts) - before - holders_aborted))
+  check "$s: nine takes on three nodes, six waiting behind a held row ($waiting), met $seen certification conflicts" \
+    test "$seen" -gt 0
   odd=$(echo $all | tr ' ' '\n' | grep -Ev '^(0|75)$' | tr '\n' ' ')
   check "$s: without -w every take exits 0 or 75 (exits:$(counted $all))" test -z "$odd"
   oracle_check "$s: the takes without -w that ran, one at a time, tokens increasing" "$E2E_TMP/at-once.$s.log" \
     "$(echo $all | tr ' ' '\n' | grep -c '^0$')"
-  take_at_once "$s" "$E2E_TMP/at-once-w.$s.log" 60
+  before=$(conflicts)
+  take_at_once "$s" "$E2E_TMP/at-once-w.$s.log" 60 held
+  seen=$(($(conflicts) - before - holders_aborted))
+  check "$s: with -w, six waiting behind a held row ($waiting), met $seen certification conflicts" test "$seen" -gt 0
   assert_eq "$s: with -w all nine run (exits: $statuses)" "0 0 0 0 0 0 0 0 0 " "$statuses"
   oracle_check "$s: nine takes at once with -w, one at a time, tokens increasing" "$E2E_TMP/at-once-w.$s.log" 9
   # (A release that fails certification leaves the exit status the command's: not a take.)
