@@ -123,7 +123,10 @@ top=${1:-${DBLOCK_SOURCE_DIR:?usage: contract_count.sh SOURCE_DIR}}
 # SessionLock::key, kept in a local, proven and given back after the commit). One block that
 # named both locks, each with its own hash, was 65 lines in `schema --statements`, over the
 # bound of 50; the two are 49 and 48 (MariaDB's was 48).
-declare -A bound=([postgres]=27 [mysql]=36 [sqlite]=20)
+# 27 -> 26: schema.elsewhere gone: schema.columns also answers PostgreSQL's tables of the same names
+# in another schema (rows of a third kind), and core judges them on the read it makes after the
+# DDL in the DDL's turn (the refusal rolls the DDL back), as well as on the first read.
+declare -A bound=([postgres]=26 [mysql]=36 [sqlite]=20)
 
 count() {
   local f=$1

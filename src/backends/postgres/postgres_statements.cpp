@@ -267,7 +267,10 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   // COMMITTED, then SessionLock::transaction_lock).
   sql::SchemaStatements s = sql::schema_statements(dialect, schema_dialect, options, descriptor.name, descriptor.strategies);
   // A name must hold 255 bytes of any key (ShedLock's its own length); a unique key's columns
-  // are its key columns (not INCLUDE's), an expression by its text.
+  // are its key columns (not INCLUDE's), an expression by its text. The tables in another schema
+  // are read in the catalog, not information_schema: a table this role may not read still takes
+  // the name. (Temporary schemas hold no dblock tables; with no current_schema() nothing is made
+  // anyway.)
   s.columns = {"schema.columns",
                "SELECT table_name::text, column_name::text, NULL, (CASE column_name WHEN 'name' THEN data_type = 'text'"
                " OR data_type = 'character varying' AND (character_maximum_length IS NULL OR table_name = :shedlock"
@@ -278,13 +281,11 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
                " NULL, NULL FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace,"
                " generate_series(1, i.indnkeyatts) k"
                " WHERE n.nspname = current_schema() AND c.relname IN (:locks, :runs, :claims, :shedlock)"
-               " AND i.indisunique AND i.indimmediate AND i.indpred IS NULL"};
-  // The catalog, not information_schema: a table this role may not read still takes the name.
-  // (Temporary schemas hold no dblock tables; with no current_schema() nothing is made anyway.)
-  s.elsewhere = {"schema.elsewhere",
-                 "SELECT c.relname::text, n.nspname::text, current_schema()::text FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-                 " WHERE c.relname IN (:locks, :shedlock) AND c.relkind IN ('r', 'p') AND n.nspname <> current_schema()"
-                 " AND n.nspname NOT LIKE 'pg\\_temp\\_%' ORDER BY 1, 2"};
+               " AND i.indisunique AND i.indimmediate AND i.indpred IS NULL"
+               " UNION ALL SELECT c.relname::text, NULL, n.nspname::text, NULL, current_schema()::text"
+               " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+               " WHERE c.relname IN (:locks, :shedlock) AND c.relkind IN ('r', 'p') AND n.nspname <> current_schema()"
+               " AND n.nspname NOT LIKE 'pg\\_temp\\_%'"};
   if (options.shedlock) {
     // ShedLock's documented DDL; made only when missing (the Java services usually make it).
     s.create.push_back({options.shedlock_table, "CREATE TABLE IF NOT EXISTS " + quote_identifier(options.shedlock_table, '"') +
