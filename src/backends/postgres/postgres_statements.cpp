@@ -1,7 +1,9 @@
 // The PostgreSQL dialect's statements for the strategies of core/sql (statements.hpp
-// has each one's contract). "Now" is the server's now(), the transaction's start; parameters
-// arrive untyped, so every number is cast where it is used (unless the only function that
-// takes it says its type: the transaction-level advisory locks' two ints, txn-insert's queue).
+// has each one's contract). "Now" is the server's now(), the transaction's start; the parameters
+// core binds as integers arrive as int8 (the connection declares them: sql::integer_parameter),
+// the others untyped, so a number of those is cast where it is used (unless the only function
+// that takes it says its type: the transaction-level advisory locks' two ints, txn-insert's
+// queue).
 
 #include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/postgres/postgres_tables.hpp"
@@ -60,7 +62,6 @@ const std::string incarnation =
 const sql::Dialect dialect{
     .now = "now()",
     .clock = "clock_timestamp()",
-    .integer = [](std::string_view param) { return std::string(param) + "::bigint"; },
     // READ COMMITTED whatever the role's default: a statement after a lock (a semaphore's slot
     // rows after its header) must read what committed meanwhile.
     .begin = "BEGIN ISOLATION LEVEL READ COMMITTED",
@@ -181,7 +182,7 @@ std::string take(const sql::Take& k) {
          " FOR UPDATE SKIP LOCKED) RETURNING " + kept + "), i AS (INSERT INTO " + up.table + " (" + columns +
          ") SELECT " + values + " FROM g WHERE NOT EXISTS (SELECT 1 FROM " + up.table +
          " WHERE name = :key) ON CONFLICT (name) DO NOTHING RETURNING " + kept +
-         "), t AS (SELECT * FROM u UNION ALL SELECT * FROM i), h AS (SELECT pg_try_advisory_lock(:hand::bigint) FROM t"
+         "), t AS (SELECT * FROM u UNION ALL SELECT * FROM i), h AS (SELECT pg_try_advisory_lock(:hand) FROM t"
          " WHERE pg_backend_pid() = :backend::int)"
          " SELECT t.token, " + ms("t.acquired_at") + ", " + ms("t.expires_at") + ", " + k.refused("r.") +
          ", (SELECT count(*) FROM f WHERE NOT here), hand.n FROM (SELECT count(*)"
@@ -200,7 +201,7 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   return sql::lock_statements(dialect, Tables(prefix, '"'), {});
 }
 
-sql::QueueStatements queue_statements() { return sql::queue_statements(dialect, dialect.integer(":lock")); }
+sql::QueueStatements queue_statements() { return sql::queue_statements(dialect, ":lock"); }
 
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   return sql::shedlock_statements(dialect, Tables(options.table_prefix, '"'), quote_identifier(options.shedlock_table, '"'));
