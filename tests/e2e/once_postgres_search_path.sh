@@ -50,6 +50,27 @@ assert_eq "no second ShedLock table" 0 "$(server_sql "SELECT count(*) FROM pg_cl
 assert_status "on the Java side's search_path it is one lock" 0 \
   dblock -d "$other" --table-prefix "${DBLOCK_TABLE_PREFIX}own_" --table-format shedlock --table "$shed" run "$k" -- true
 
+# A table made in another schema by whoever held the DDL's turn while this run waited for it:
+# the first read saw nothing anywhere, so the run is refused on its read after its CREATE, in
+# its turn, and that CREATE is rolled back (nothing is left in $here).
+turn="${DBLOCK_TABLE_PREFIX}turn_"
+turn_lock=$(dblock --table-prefix "$turn" schema --statements --dialect postgres |
+  sed -nE 's/.*pg_advisory_xact_lock\((-?[0-9]+)\).*/\1/p' | head -n 1)
+[ -n "$turn_lock" ] || fail "no DDL turn lock in the listing of schema.begin"
+start_bg maker timeout 30 psql "$E2E_SQL_DSN" -X -q -v ON_ERROR_STOP=1 -c "BEGIN" \
+  -c "SELECT pg_advisory_xact_lock($turn_lock)" -c "CREATE TABLE $schema.${turn}locks (name text PRIMARY KEY)" \
+  -c "SELECT pg_sleep(2)" -c "COMMIT"
+maker_waits() {
+  [ "$(server_sql "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(2)' AND state = 'active'")" = 1 ]
+}
+wait_for 10 maker_waits || fail "the table's maker never held the DDL's turn"
+assert_status "a run whose turn came after another schema's table was made is refused" 78 \
+  dblock --table-prefix "$turn" -s lease run "$k" -- true
+wait_exit rc "$maker"
+assert_eq "the other schema's table was made" 0 "$rc"
+assert_eq "the refused run left no table in $here" 0 \
+  "$(server_sql "SELECT count(*) FROM pg_class WHERE relname = '${turn}locks' AND relnamespace = '$here'::regnamespace")"
+
 server_sql "DROP TABLE IF EXISTS $here.$shed" >/dev/null 2>&1
 server_sql "DROP SCHEMA $schema CASCADE" >/dev/null 2>&1
 finish

@@ -126,8 +126,9 @@ if [ "$DBLOCK_TEST_BACKEND" = mysql ]; then
     fail "the $DBLOCK_STRATEGY waiter never waited in the server for the holder's wake name, its lock statement behind"
 elif [ "$DBLOCK_STRATEGY" = lease ]; then
   # The head waiter's take waits behind its wait for the holder's handoff lock, a statement of
-  # its own (dblock(1) NOTES, Round trips): the holder goes once that wait has just begun.
-  waiting_in_server 'SELECT (SELECT true FROM (SELECT pg_advisory_lock($1::bigint)) w) AS got FROM %' ||
+  # its own (dblock(1) NOTES, Round trips): the holder goes once that wait has just begun. Its
+  # parameter is typed by the connection (int8), not cast in the text.
+  waiting_in_server 'SELECT (SELECT true FROM (SELECT pg_advisory_lock($1)) w) AS got FROM %' ||
     fail "the lease waiter never waited in the server for the holder's handoff lock"
 elif [ "$DBLOCK_STRATEGY" = advisory ]; then
   # Its numbered take blocks in pg_advisory_lock in slices, as the lease's wait does: the holder

@@ -20,6 +20,7 @@
 #include "backends/postgres/postgres_tables.hpp"
 #include "core/clock.hpp"
 #include "core/sql/identifiers.hpp"
+#include "core/sql/parameters.hpp"
 #include "core/sql/pooler.hpp"
 
 namespace dblock::postgres {
@@ -132,12 +133,14 @@ std::vector<const sql::Value*> pointers_to(const std::vector<sql::Value>& values
   return out;
 }
 
-// Sends `sql` with `values` (one statement, unnamed): false when libpq could not.
-[[maybe_unused]] bool send_params(PGconn* c, const std::string& sql, const std::vector<sql::Value>& values) {
+// Sends `sql` with `values` (one statement, unnamed), its parameters of `types`: false when
+// libpq could not.
+[[maybe_unused]] bool send_params(PGconn* c, const std::string& sql, const std::vector<sql::Value>& values,
+                                  const Oid* types) {
   std::vector<std::string> numbers;
   const std::vector<const sql::Value*> pointers = pointers_to(values);
   const std::vector<const char*> args = text_args(pointers, numbers);
-  return PQsendQueryParams(c, sql.c_str(), static_cast<int>(pointers.size()), nullptr, args.data(), nullptr, nullptr, 0) != 0;
+  return PQsendQueryParams(c, sql.c_str(), static_cast<int>(pointers.size()), types, args.data(), nullptr, nullptr, 0) != 0;
 }
 
 // The parameters libpq would use for this DSN once a service file (service=, PGSERVICE) and the
@@ -423,13 +426,14 @@ Result<void> Connection::send(std::string_view sql, const std::vector<const sql:
   const bool by_name = !name.empty();
   const bool piped = piping();
   const int sent = by_name          ? PQsendQueryPrepared(c, name.c_str(), n, args.data(), nullptr, nullptr, 0)
-                   : piped || n > 0 ? PQsendQueryParams(c, text.c_str(), n, nullptr, args.data(), nullptr, nullptr, 0)
+                   : piped || n > 0 ? PQsendQueryParams(c, text.c_str(), n, types_of(text), args.data(), nullptr, nullptr, 0)
                                     : PQsendQuery(c, text.c_str());
   if (!sent) return std::unexpected(broken("sending a statement"));
 #ifdef LIBPQ_HAS_PIPELINING
-  if (!follower.empty() && !send_params(c, follower, follower_values)) return std::unexpected(broken("sending a statement"));
+  if (!follower.empty() && !send_params(c, follower, follower_values, types_of(follower)))
+    return std::unexpected(broken("sending a statement"));
   if (piped && !PQpipelineSync(c)) return std::unexpected(broken("sending a statement"));
-  if (pipe_.trailing > 0 && (!send_params(c, trailer, trailer_values) || !PQpipelineSync(c)))
+  if (pipe_.trailing > 0 && (!send_params(c, trailer, trailer_values, types_of(trailer)) || !PQpipelineSync(c)))
     return std::unexpected(broken("sending a statement"));
 #endif
   cork(false);
@@ -480,7 +484,7 @@ Result<void> Connection::send_ahead(std::string_view sql, const std::vector<cons
   const std::string text(sql);
   std::vector<std::string> numbers;
   const std::vector<const char*> args = text_args(values, numbers);
-  if (!PQsendQueryParams(conn_.get(), text.c_str(), static_cast<int>(values.size()), nullptr, args.data(), nullptr,
+  if (!PQsendQueryParams(conn_.get(), text.c_str(), static_cast<int>(values.size()), types_of(text), args.data(), nullptr,
                          nullptr, 0))
     return std::unexpected(broken("sending a statement"));
   ++pipe_.queued;
@@ -503,7 +507,7 @@ Result<void> Connection::send_ahead_synced(std::string_view sql, const std::vect
   const std::string text(sql);
   std::vector<std::string> numbers;
   const std::vector<const char*> args = text_args(values, numbers);
-  if (!PQsendQueryParams(conn_.get(), text.c_str(), static_cast<int>(values.size()), nullptr, args.data(), nullptr,
+  if (!PQsendQueryParams(conn_.get(), text.c_str(), static_cast<int>(values.size()), types_of(text), args.data(), nullptr,
                          nullptr, 0) ||
       !PQpipelineSync(conn_.get()))
     return std::unexpected(broken("sending a statement"));
@@ -550,7 +554,7 @@ void Connection::send_unawaited(std::string_view sql, const std::vector<sql::Val
   std::vector<std::string> numbers;
   const std::vector<const char*> args = text_args(pointers, numbers);
   if (!enter_pipeline() ||
-      !PQsendQueryParams(conn_.get(), text.c_str(), static_cast<int>(pointers.size()), nullptr, args.data(), nullptr,
+      !PQsendQueryParams(conn_.get(), text.c_str(), static_cast<int>(pointers.size()), types_of(text), args.data(), nullptr,
                          nullptr, 0) ||
       !PQpipelineSync(conn_.get())) {
     close();  // a connection that cannot send ends what it held with it
@@ -709,7 +713,7 @@ Result<std::string> Connection::name_for(const std::string& text, int n, sql::Se
         // whether the Parse failed or not (a prepared statement outlives a rollback).
         auto send = [c](const char* sql) { return PQsendQueryParams(c, sql, 0, nullptr, nullptr, nullptr, nullptr, 0); };
         if ((in_transaction && !send("SAVEPOINT dblock_prepare")) ||
-            !PQsendPrepare(c, next.c_str(), text.c_str(), n, nullptr) || (generic_plans_ && now && !send(plan.c_str())) ||
+            !PQsendPrepare(c, next.c_str(), text.c_str(), n, types_of(text)) || (generic_plans_ && now && !send(plan.c_str())) ||
             !PQpipelineSync(c) ||
             (in_transaction && (!send("ROLLBACK TO SAVEPOINT dblock_prepare") ||
                                 !send("RELEASE SAVEPOINT dblock_prepare") || !PQpipelineSync(c))))
@@ -727,7 +731,7 @@ Result<std::string> Connection::name_for(const std::string& text, int n, sql::Se
         return "dblock_" + std::to_string(it->second);
       }
 #endif
-      if (!PQsendPrepare(c, next.c_str(), text.c_str(), n, nullptr)) return std::unexpected(broken("sending a statement"));
+      if (!PQsendPrepare(c, next.c_str(), text.c_str(), n, types_of(text))) return std::unexpected(broken("sending a statement"));
       auto prepared = collect(deadline);
       if (!prepared) return std::unexpected(prepared.error());
       if (prepared->error) naming_ = false;
@@ -745,6 +749,18 @@ Result<bool> Connection::served_directly(sql::Session& asking) {
     direct_for_ = conn_.get();
   }
   return direct_;
+}
+
+void Connection::declare(const sql::Compiled& compiled) {
+  if (types_.contains(compiled.text) || std::ranges::none_of(compiled.names, sql::integer_parameter)) return;
+  std::vector<Oid> types;
+  for (const std::string& name : compiled.names) types.push_back(sql::integer_parameter(name) ? Oid{20} : Oid{0});
+  types_.emplace(compiled.text, std::move(types));
+}
+
+const Oid* Connection::types_of(const std::string& sql) const {
+  const auto it = types_.find(sql);
+  return it == types_.end() ? nullptr : it->second.data();
 }
 
 void Connection::prepare(std::string_view sql, int n, sql::Session* named_by, bool ask) {
@@ -921,6 +937,7 @@ Session::Session(std::shared_ptr<Connection> conn, std::string prefix)
 // (Wake::taking, Wake::releasing), so every statement runs alike here.
 Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& params, Millis extra) {
   const sql::Compiled& compiled = compiled_.get(st);
+  conn_->declare(compiled);
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
   return conn_->exec(compiled.text, *values, extra, this);
@@ -928,6 +945,7 @@ Result<sql::Rows> Session::run(const sql::Statement& st, const sql::Params& para
 
 Result<void> Session::send(const sql::Statement& st, const sql::Params& params, Millis extra) {
   const sql::Compiled& compiled = compiled_.get(st);
+  conn_->declare(compiled);
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
   return conn_->send(compiled.text, *values, extra, this);
@@ -935,6 +953,7 @@ Result<void> Session::send(const sql::Statement& st, const sql::Params& params, 
 
 Result<void> Session::send_ahead(const sql::Statement& st, const sql::Params& params) {
   const sql::Compiled& compiled = compiled_.get(st);
+  conn_->declare(compiled);
   auto values = sql::bind_order(compiled, params, st.id);
   if (!values) return std::unexpected(values.error());
   return conn_->send_ahead(compiled.text, *values);
@@ -947,6 +966,7 @@ Result<sql::Rows> Session::run_behind(const sql::Statement& ahead, const sql::Pa
                                       sql::AheadAnswer& answer) {
   answer = sql::AheadAnswer::untold;
   const sql::Compiled& compiled = compiled_.get(ahead);
+  conn_->declare(compiled);
   auto values = sql::bind_order(compiled, ahead_params, ahead.id);
   if (!values) return std::unexpected(values.error());
   if (auto ok = conn_->send_ahead_synced(compiled.text, *values, bound); !ok) return std::unexpected(ok.error());
@@ -958,11 +978,13 @@ Result<sql::Rows> Session::run_behind(const sql::Statement& ahead, const sql::Pa
 
 void Session::prepare(const sql::Statement& st) {
   const sql::Compiled& compiled = compiled_.get(st);
+  conn_->declare(compiled);
   conn_->prepare(compiled.text, static_cast<int>(compiled.names.size()), this);
 }
 
 void Session::prepare_unasked(const sql::Statement& st) {
   const sql::Compiled& compiled = compiled_.get(st);
+  conn_->declare(compiled);
   conn_->prepare(compiled.text, static_cast<int>(compiled.names.size()), this, false);
 }
 

@@ -53,6 +53,12 @@ class Connection {
   /// `ask` false: only where the session is known served directly, or naming is decided already.
   void prepare(std::string_view sql, int n, sql::Session* named_by, bool ask = true);
 
+  /// Declares the types of `compiled`'s parameters for every send and parse of its text: int8
+  /// for those core binds as integers (sql::integer_parameter), so a NULL and a statement parsed
+  /// ahead of its values type them as a value does, and no text casts them; the others the
+  /// server infers.
+  void declare(const sql::Compiled& compiled);
+
   /// The next send's statement runs by its name (prepare's) even behind statements sent ahead of
   /// it in its group, where a name is otherwise not used (name_for's reason: a Parse there takes
   /// now() from the group's start). For a statement whose time is its own (clock_timestamp()),
@@ -198,6 +204,8 @@ class Connection {
   Result<std::string> name_for(const std::string& text, int n, sql::Session* named_by, Millis deadline, bool now,
                                bool ask = true);
   static sql::Rows rows_of(const PGresult* last);
+  /// declare()'s types of `sql`'s parameters; nullptr: the server infers them all.
+  const Oid* types_of(const std::string& sql) const;
 
   Dsn dsn_;
   BackendOptions options_;
@@ -209,6 +217,8 @@ class Connection {
   // starts afresh) and its prepared name's number, 0 while it has run once only; naming_ false
   // behind a pooler, or once a name was lost (exec).
   std::unordered_map<std::string, int> names_;
+  // declare()'s: each statement text with an integer parameter and its parameters' types.
+  std::unordered_map<std::string, std::vector<Oid>> types_;
   int prepared_ = 0;  // the names given on this server session
   const PGconn* named_for_ = nullptr;
   bool naming_ = true;

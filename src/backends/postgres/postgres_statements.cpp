@@ -1,7 +1,9 @@
 // The PostgreSQL dialect's statements for the strategies of core/sql (statements.hpp
-// has each one's contract). "Now" is the server's now(), the transaction's start; parameters
-// arrive untyped, so every number is cast where it is used (unless the only function that
-// takes it says its type: the transaction-level advisory locks' two ints, txn-insert's queue).
+// has each one's contract). "Now" is the server's now(), the transaction's start; the parameters
+// core binds as integers arrive as int8 (the connection declares them: sql::integer_parameter),
+// the others untyped, so a number of those is cast where it is used (unless the only function
+// that takes it says its type: the transaction-level advisory locks' two ints, txn-insert's
+// queue).
 
 #include "backends/postgres/postgres_descriptor.hpp"
 #include "backends/postgres/postgres_tables.hpp"
@@ -60,7 +62,6 @@ const std::string incarnation =
 const sql::Dialect dialect{
     .now = "now()",
     .clock = "clock_timestamp()",
-    .integer = [](std::string_view param) { return std::string(param) + "::bigint"; },
     // READ COMMITTED whatever the role's default: a statement after a lock (a semaphore's slot
     // rows after its header) must read what committed meanwhile.
     .begin = "BEGIN ISOLATION LEVEL READ COMMITTED",
@@ -184,7 +185,7 @@ std::string take(const sql::Take& k) {
          " FOR UPDATE SKIP LOCKED) RETURNING " + kept + "), i AS (INSERT INTO " + up.table + " (" + columns +
          ") SELECT " + values + " FROM g WHERE NOT EXISTS (SELECT 1 FROM " + up.table +
          " WHERE name = :key) ON CONFLICT (name) DO NOTHING RETURNING " + kept +
-         "), t AS (SELECT * FROM u UNION ALL SELECT * FROM i), h AS (SELECT pg_try_advisory_lock(:hand::bigint) FROM t"
+         "), t AS (SELECT * FROM u UNION ALL SELECT * FROM i), h AS (SELECT pg_try_advisory_lock(:hand) FROM t"
          " WHERE pg_backend_pid() = :backend::int)"
          " SELECT t.token, " + ms("t.acquired_at") + ", " + ms("t.expires_at") + ", " + k.refused("r.") +
          ", (SELECT count(*) FROM f WHERE NOT here), hand.n FROM (SELECT count(*)"
@@ -203,7 +204,7 @@ sql::LockStatements lock_statements(const std::string& prefix) {
   return sql::lock_statements(dialect, Tables(prefix, '"'), {});
 }
 
-sql::QueueStatements queue_statements() { return sql::queue_statements(dialect, dialect.integer(":lock")); }
+sql::QueueStatements queue_statements() { return sql::queue_statements(dialect, ":lock"); }
 
 sql::ShedlockStatements shedlock_statements(const BackendOptions& options) {
   return sql::shedlock_statements(dialect, Tables(options.table_prefix, '"'), quote_identifier(options.shedlock_table, '"'));
@@ -270,7 +271,10 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
   // COMMITTED, then SessionLock::transaction_lock).
   sql::SchemaStatements s = sql::schema_statements(dialect, schema_dialect, options, descriptor.name, descriptor.strategies);
   // A name must hold 255 bytes of any key (ShedLock's its own length); a unique key's columns
-  // are its key columns (not INCLUDE's), an expression by its text.
+  // are its key columns (not INCLUDE's), an expression by its text. The tables in another schema
+  // are read in the catalog, not information_schema: a table this role may not read still takes
+  // the name. (Temporary schemas hold no dblock tables; with no current_schema() nothing is made
+  // anyway.)
   s.columns = {"schema.columns",
                "SELECT table_name::text, column_name::text, NULL, (CASE column_name WHEN 'name' THEN data_type = 'text'"
                " OR data_type = 'character varying' AND (character_maximum_length IS NULL OR table_name = :shedlock"
@@ -281,13 +285,11 @@ sql::SchemaStatements schema_statements(const BackendOptions& options) {
                " NULL, NULL FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace,"
                " generate_series(1, i.indnkeyatts) k"
                " WHERE n.nspname = current_schema() AND c.relname IN (:locks, :runs, :claims, :shedlock)"
-               " AND i.indisunique AND i.indimmediate AND i.indpred IS NULL"};
-  // The catalog, not information_schema: a table this role may not read still takes the name.
-  // (Temporary schemas hold no dblock tables; with no current_schema() nothing is made anyway.)
-  s.elsewhere = {"schema.elsewhere",
-                 "SELECT c.relname::text, n.nspname::text, current_schema()::text FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-                 " WHERE c.relname IN (:locks, :shedlock) AND c.relkind IN ('r', 'p') AND n.nspname <> current_schema()"
-                 " AND n.nspname NOT LIKE 'pg\\_temp\\_%' ORDER BY 1, 2"};
+               " AND i.indisunique AND i.indimmediate AND i.indpred IS NULL"
+               " UNION ALL SELECT c.relname::text, NULL, n.nspname::text, NULL, current_schema()::text"
+               " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+               " WHERE c.relname IN (:locks, :shedlock) AND c.relkind IN ('r', 'p') AND n.nspname <> current_schema()"
+               " AND n.nspname NOT LIKE 'pg\\_temp\\_%'"};
   if (options.shedlock) {
     // ShedLock's documented DDL; made only when missing (the Java services usually make it).
     s.create.push_back({options.shedlock_table, "CREATE TABLE IF NOT EXISTS " + quote_identifier(options.shedlock_table, '"') +

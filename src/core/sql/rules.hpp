@@ -174,8 +174,8 @@ struct Dialect {
   /// The stored timestamp of `ms`, an integer SQL expression of epoch milliseconds. Default
   /// (nullptr): `ms` after the epoch, through plus_ms (time_of_ms_sql).
   std::string (*time_of_ms)(std::string_view ms) = nullptr;
-  /// The bound parameter `param` (":name") where an integer is expected (PostgreSQL's arrive as
-  /// text, so it casts). Default: the parameter.
+  /// The bound parameter `param` (":name") where an integer is expected. Default: the parameter
+  /// (PostgreSQL's connection types core's integer parameters itself: parameters.hpp).
   std::string (*integer)(std::string_view param) = [](std::string_view param) { return std::string(param); };
   /// Whole milliseconds (an integer) from the last start of the row `row` ("" or an alias and its
   /// dot) to `now` (a time expression; SQLite judges on its own clock). Default (nullptr):

@@ -147,26 +147,36 @@ Result<void> add_columns(Session& session, const SchemaStatements& st, const Col
   return {};
 }
 
+/// A table of the session's read in another namespace of the database (SchemaStatements::columns'
+/// third kind of row): its name, that namespace and the connection's own.
+struct Elsewhere {
+  std::string table, there, here;
+  auto operator<=>(const Elsewhere&) const = default;
+};
+
+/// What SchemaStatements::columns reads: the tables here, and those of them in another namespace.
+struct Shapes {
+  Columns found;
+  std::set<Elsewhere> elsewhere;  // in order of table, then namespace: the first one is named
+};
+
 /// Refuses to make <prefix>locks, or ShedLock's table, where another of it is already in the
-/// database under another namespace (st.elsewhere): a host whose setting picks one would not
+/// database under another namespace (`now.elsewhere`): a host whose setting picks one would not
 /// exclude a host (or a Java service) whose setting picks the other, so every key would have two
-/// holders.
-Result<void> check_elsewhere(Session& session, const SchemaStatements& st, const Columns& found) {
-  if (st.elsewhere.empty()) return {};
+/// holders. `before`: the tables here before any was made (one that was there already is used,
+/// not made). Judged on the read before the DDL's turn (a refusal at once) and again on the read
+/// after the DDL in that turn, which sees what an earlier turn committed; its refusal rolls the
+/// DDL back.
+Result<void> check_elsewhere(const Session& session, const SchemaStatements& st, const Columns& before, const Shapes& now) {
   const std::string locks = st.prefix + "locks";
-  if (found.contains(locks) && (st.shedlock_table.empty() || found.contains(st.shedlock_table))) return {};
-  auto other = session.run(st.elsewhere, {{"locks", locks}, {"shedlock", st.shedlock_table}});
-  if (!other) return std::unexpected(other.error());
-  for (std::size_t i = 0; i < other->size(); ++i) {
-    const auto row = (*other)[i];
-    const std::string table = row.text(0), there = row.text(1);
-    if (found.contains(table)) continue;
+  for (const Elsewhere& e : now.elsewhere) {
+    if (before.contains(e.table)) continue;
     return fail(ErrorKind::config,
-                "table " + table + " is in schema " + there + " of " + session.where() +
-                    ", and this connection's search_path would make a second one in schema " + row.text(2) +
+                "table " + e.table + " is in schema " + e.there + " of " + session.where() +
+                    ", and this connection's search_path would make a second one in schema " + e.here +
                     ": hosts on the two would not exclude each other (refused). Give every host the same search_path "
-                    "(options=-csearch_path%3D" + there + " in the DSN, or ALTER ROLE ... SET search_path)" +
-                    (table == locks ? ", or another --table-prefix for locks of their own" : ""));
+                    "(options=-csearch_path%3D" + e.there + " in the DSN, or ALTER ROLE ... SET search_path)" +
+                    (e.table == locks ? ", or another --table-prefix for locks of their own" : ""));
   }
   return {};
 }
@@ -198,16 +208,16 @@ std::string table_note(const SchemaStatements& st, const std::string& table) {
   return "ShedLock's own table, as ShedLock documents it (its Java services may have made it).";
 }
 
-}  // namespace
-
-Result<Columns> read_columns(Session& session) {
+/// SchemaStatements::columns of the session's tables, read only.
+Result<Shapes> read_shapes(Session& session) {
   const SchemaStatements& st = *session.schema();
   auto r = session.run(st.columns, {{"locks", st.prefix + "locks"},
                                     {"runs", st.prefix + "runs"},
                                     {"claims", st.makes(st.prefix + "claims") ? st.prefix + "claims" : std::string()},
                                     {"shedlock", st.shedlock_table}});
   if (!r) return std::unexpected(r.error());
-  Columns found;
+  Shapes out;
+  Columns& found = out.found;
   for (std::size_t i = 0; i < r->size(); ++i) {
     const auto row = (*r)[i];
     if (row.is_null(2)) found[row.text(0)].columns[row.text(1)] = {row.opt_int64(3).value_or(1) != 0, row.text(4)};
@@ -216,32 +226,45 @@ Result<Columns> read_columns(Session& session) {
   // made while the statement ran may show its keys and not yet its columns.
   for (std::size_t i = 0; i < r->size(); ++i) {
     const auto row = (*r)[i];
-    if (auto t = found.find(row.text(0)); !row.is_null(2) && t != found.end()) t->second.keys[row.text(2)].insert(row.text(1));
+    if (row.is_null(2)) continue;
+    if (!row.is_null(4)) out.elsewhere.insert({row.text(0), row.text(2), row.text(4)});
+    else if (auto t = found.find(row.text(0)); t != found.end()) t->second.keys[row.text(2)].insert(row.text(1));
   }
-  return found;
+  return out;
+}
+
+}  // namespace
+
+Result<Columns> read_columns(Session& session) {
+  auto read = read_shapes(session);
+  if (!read) return std::unexpected(read.error());
+  return std::move(read->found);
 }
 
 Result<void> ensure_schema(Session& session) {
   const SchemaStatements& st = *session.schema();
-  auto found = read_columns(session);
-  if (!found) return std::unexpected(found.error());
+  auto read = read_shapes(session);
+  if (!read) return std::unexpected(read.error());
+  const Columns before = read->found;
   // The common case, every table there: one read, nothing written (no commit, no fsync).
-  if (auto ok = check_shape(session, st, *found, false); !ok) return ok;
-  if (complete(st, *found)) return {};
+  if (auto ok = check_shape(session, st, before, false); !ok) return ok;
+  if (complete(st, before)) return {};
+  if (auto ok = check_elsewhere(session, st, before, *read); !ok) return ok;
   // One transaction where the dialect has one for DDL: processes creating at once take turns,
-  // and a table of the wrong shape leaves nothing behind.
+  // and a table of the wrong shape, or one made beside another namespace's, leaves nothing
+  // behind.
   std::optional<Transaction> tx;
   if (!st.begin.empty()) {
     auto begun = Transaction::begin(session, st.begin);
     if (!begun) return std::unexpected(begun.error());
     tx.emplace(std::move(*begun));
   }
-  if (auto ok = check_elsewhere(session, st, *found); !ok) return ok;
-  if (auto ok = create(session, st, *found); !ok) return ok;
-  found = read_columns(session);
-  if (!found) return std::unexpected(found.error());
-  if (auto ok = check_shape(session, st, *found, true); !ok) return ok;
-  if (auto ok = add_columns(session, st, *found); !ok) return ok;
+  if (auto ok = create(session, st, before); !ok) return ok;
+  read = read_shapes(session);
+  if (!read) return std::unexpected(read.error());
+  if (auto ok = check_elsewhere(session, st, before, *read); !ok) return ok;
+  if (auto ok = check_shape(session, st, read->found, true); !ok) return ok;
+  if (auto ok = add_columns(session, st, read->found); !ok) return ok;
   return tx ? tx->commit() : Result<void>();
 }
 

@@ -71,7 +71,6 @@ void StatementCatalog::add(const SchemaStatements& s, std::string_view v) {
   }
   for (const SchemaStatements::Added& a : s.added) add(Statement{"schema.add_column " + a.column, a.add}, v);
   add(s.columns, v);
-  add(s.elsewhere, v);
 }
 
 void StatementCatalog::add(const LockStatements& s, std::string_view v) {

@@ -344,13 +344,13 @@ struct SchemaStatements {
   /// token has a type that cannot hold every name (255 bytes of text; ShedLock's any text) or
   /// token (64-bit integer), else 1 or NULL; and one row per column of each unique key (primary
   /// key, unique index or constraint; not partial, not deferred): (table, column, key's name,
-  /// NULL, NULL), column NULL or '' for an expression or a prefix of a column.
+  /// NULL, NULL), column NULL or '' for an expression or a prefix of a column. Where one database
+  /// has several namespaces that a connection picks by a setting (PostgreSQL's search_path), and
+  /// only where its DDL runs in a transaction (`begin`: the read after the DDL refuses it), also
+  /// a row (table, NULL, namespace, NULL, this connection's namespace) for :locks and :shedlock in
+  /// each other namespace, which a connection set otherwise would lock with (none where the DSN
+  /// names the tables).
   Statement columns;
-  /// :locks :shedlock (names, unquoted; '' for none). Where one database has several namespaces
-  /// that a connection picks by a setting (PostgreSQL's search_path): a row (table, namespace,
-  /// this connection's namespace) for each of those tables in another namespace, which a
-  /// connection set otherwise would lock with. Empty: the DSN names the tables.
-  Statement elsewhere;
 };
 
 }  // namespace dblock::sql
