@@ -344,7 +344,7 @@ const sql::tables::SchemaDialect schema_dialect{
 };
 
 // The failover fence a token must exceed (failover.hpp), as the statements bind it.
-const std::string fence = dialect.integer(":fence");
+const std::string fence = ":fence";
 
 }  // namespace
 

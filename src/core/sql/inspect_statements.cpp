@@ -12,8 +12,8 @@ namespace {
 // dblock's as this version's) or, with --table-format shedlock, ShedLock's table `shedlock`
 // (quoted; "" without).
 InspectStatements inspect_over(const Dialect& d, const Tables& t, const std::string& shedlock) {
-  const std::string token = d.integer(":token");
-  const std::string named = named_holder_sql(d, "");
+  const std::string token = ":token";
+  const std::string named = named_holder_sql("");
   const std::string keys = d.json_texts(":keys");
   InspectStatements s;
   if (shedlock.empty()) {
@@ -31,12 +31,12 @@ InspectStatements inspect_over(const Dialect& d, const Tables& t, const std::str
   }
   // An alias: t.runs may be a derived table (InspectStatements::older).
   const std::string history = "SELECT " + rows::history_select_list(epoch_ms_of(d)) + " FROM " + t.runs + " h";
-  const std::string newest = " ORDER BY id DESC LIMIT " + d.integer(":limit");
+  const std::string newest = " ORDER BY id DESC LIMIT :limit";
   s.history_all = {"inspect.history_all", history + newest};
   s.history_of = {"inspect.history_of", history + " WHERE name = :name" + newest};
   s.now_ms = {"inspect.now_ms", "SELECT " + epoch_ms_sql(d, d.now)};
   s.slot_count = {"inspect.slot_count", "SELECT slots FROM " + t.locks + " WHERE name = :key AND strategy = 'semaphore'"};
-  const std::string ttl = d.integer(":ttl_ms");
+  const std::string ttl = ":ttl_ms";
   if (shedlock.empty()) {
     s.renew_named = {"inspect.renew_named", "UPDATE " + t.locks + " SET renewed_at = " + d.now + ", expires_at = " +
                                                 d.plus_ms(d.now, ttl) + more_assignments(d.own_lease.renew(ttl)) + " WHERE name = :key AND released_at IS NULL"

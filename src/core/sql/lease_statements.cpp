@@ -35,7 +35,7 @@ std::string joined(const std::vector<std::string>& columns) {
 
 // A session strategy's numbering answers (token, acquired_ms, NULL): session_take's columns.
 std::vector<std::string> numbered_columns(const Dialect& d) {
-  return {"token", epoch_ms_sql(d, "acquired_at"), d.integer("NULL")};
+  return {"token", epoch_ms_sql(d, "acquired_at"), "NULL"};
 }
 
 }  // namespace
@@ -50,8 +50,8 @@ std::string taken_sql(const Dialect& d, const Tables& t, std::string_view more) 
 
 LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   const std::string& incarnation = d.incarnation;
-  const std::string ttl = d.integer(":ttl_ms"), token = d.integer(":token");
-  const std::string fence = incarnation.empty() ? std::string() : d.integer(":fence");
+  const std::string ttl = ":ttl_ms", token = ":token";
+  const std::string fence = incarnation.empty() ? std::string() : std::string(":fence");
   const std::vector<std::string> taken_columns{"token", epoch_ms_sql(d, "acquired_at"), epoch_ms_sql(d, "expires_at")};
   const std::string taken = joined(taken_columns);
   const std::string status = refusal_columns(d, "");
@@ -67,7 +67,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   // The row is free when its lease is over (released, expired, or a session strategy's, which
   // has none), no other strategy's holder may still hold it, and --min-interval has passed.
   auto take = [&](std::string_view f) {
-    const std::string first = first_token_sql(d, true, f), at_fence(f);
+    const std::string first = first_token_sql(true, f), at_fence(f);
     Assignments values = taken_row(d, {{"token", first},         {"strategy", "'lease'"},
                                         {"session_id", "NULL"},    {"acquired_at", d.now},
                                         {"renewed_at", d.now},     {"expires_at", d.plus_ms(d.now, ttl)},
@@ -75,7 +75,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
     for (auto& own : d.own_lease.start(first, ttl)) values.push_back(std::move(own));
     return Upsert{t.locks, "l", std::move(values),
                   [&d, ttl, at_fence](std::string_view row) {
-                    const std::string next = next_token_sql(d, row, true, at_fence);
+                    const std::string next = next_token_sql(row, true, at_fence);
                     Assignments set = taken_set({{"session_id", "NULL"},    {"renewed_at", ""},
                                                  {"token", next},           {"strategy", "'lease'"},
                                                  {"released_at", "NULL"},   {"acquired_at", ""},
@@ -119,16 +119,16 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   // millisecond, never rounded up into the column's precision (a status read right after the
   // release must find the key free), and acquired_at, which may have been, read only with
   // --min-hold.
-  const std::string min_hold = d.integer(":min_hold_ms"), held_until = d.plus_ms("acquired_at", min_hold);
-  const std::string now_ms = time_of_ms_sql(d, epoch_ms_sql(d, d.now)), finished = d.integer(":finished") + " = 1";
+  const std::string min_hold = ":min_hold_ms", held_until = d.plus_ms("acquired_at", min_hold);
+  const std::string now_ms = time_of_ms_sql(d, epoch_ms_sql(d, d.now)), finished = ":finished = 1";
   const std::string release_returns =
       d.release_returns + (d.unsynced_commit.empty() ? std::string() : ", " + d.unsynced_commit);
   s.release = {"lease.release",
                "UPDATE " + t.locks + " SET released_at = " + d.now + ", expires_at = CASE WHEN " + min_hold + " > 0 AND " +
                    held_until + " > " + now_ms + " THEN " + held_until + " ELSE " + now_ms +
                    " END, last_finished_at = CASE WHEN " + finished + " THEN " + d.now +
-                   " ELSE last_finished_at END, last_exit_code = CASE WHEN " + finished + " THEN " +
-                   d.integer(":exit_code") + " ELSE last_exit_code END" + more_assignments(d.own_lease.end(min_hold)) +
+                   " ELSE last_finished_at END, last_exit_code = CASE WHEN " + finished +
+                   " THEN :exit_code ELSE last_exit_code END" + more_assignments(d.own_lease.end(min_hold)) +
                    holder + (d.release_returns.empty() ? std::string() : d.returning(release_returns))};
   // With its run's history row, in one statement, where the dialect's statements can.
   s.history.record = history_record(d, t);
@@ -137,19 +137,19 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   // Far in the future, not an infinity: a plain lease finds the header held, and its time
   // still converts to epoch milliseconds (9999-12-31 UTC).
   const std::string never = time_of_ms_sql(d, "253402214400000");
-  const std::string first = first_token_sql(d, false, fence);
+  const std::string first = first_token_sql(false, fence);
   Assignments header = taken_row(d, {{"token", first},         {"strategy", "'semaphore'"},
                                       {"session_id", "NULL"},    {"acquired_at", d.now},
                                       {"renewed_at", d.now},     {"expires_at", never},
                                       {"released_at", "NULL"},   {"last_started_at", d.now},
-                                      {"slots", d.integer(":slots")}});
+                                      {"slots", ":slots"}});
   s.header_take = {"semaphore.header_take",
                    d.upsert({t.locks, "l", std::move(header),
                              [&](std::string_view row) {
                                return taken_set({{"session_id", "NULL"},
                                                  {"renewed_at", ""},
                                                  {"last_started_at", ""},
-                                                 {"token", next_token_sql(d, row, false, fence)},
+                                                 {"token", next_token_sql(row, false, fence)},
                                                  {"slots", ""},
                                                  {"strategy", "'semaphore'"},
                                                  {"acquired_at", ""},
@@ -175,7 +175,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
     session.fence = fence;
     session.returning = numbered_columns(d);
     if (wakes) session.then = {l.unlock(":queue")};
-    session.handshake = d.session_id + " = " + d.integer(":started_id");
+    session.handshake = d.session_id + " = :started_id";
     session.standard = d.upsert(numbering(fence)) + d.returning(joined(session.returning));
     session.table_name = t.unquoted("locks");
     s.session_take = {"session.take", d.take(session)};
@@ -185,7 +185,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
 
 Upsert session_upsert(const Dialect& d, const Tables& t, std::string_view fence, std::string_view at,
                       std::string_view taken_at) {
-  const std::string now(at), when_at(taken_at), above(fence), first = first_token_sql(d, true, fence);
+  const std::string now(at), when_at(taken_at), above(fence), first = first_token_sql(true, fence);
   Assignments values = taken_row(d, {{"token", first},             {"strategy", ":strategy"},
                                       {"session_id", ":session_id"}, {"acquired_at", now},
                                       {"renewed_at", now},           {"expires_at", "NULL"},
@@ -200,7 +200,7 @@ Upsert session_upsert(const Dialect& d, const Tables& t, std::string_view fence,
                 [&d, above](std::string_view row) {
                   return taken_set({{"strategy", ""},      {"session_id", ""},
                                     {"acquired_at", ""},   {"released_at", "NULL"},
-                                    {"token", next_token_sql(d, row, true, above)},
+                                    {"token", next_token_sql(row, true, above)},
                                     {"renewed_at", ""},    {"expires_at", "NULL"},
                                     {"last_started_at", ""}});
                 },
@@ -256,7 +256,7 @@ std::string holds_sql(const Dialect& d, std::string_view key) {
 
 std::string numbered_upsert_sql(const Dialect& d, const Tables& t, std::string_view from, std::string_view at,
                                std::string_view fence_sql) {
-  const std::string fence = d.incarnation.empty() ? std::string() : fence_sql.empty() ? d.integer(":fence") : std::string(fence_sql);
+  const std::string fence = d.incarnation.empty() ? std::string() : fence_sql.empty() ? std::string(":fence") : std::string(fence_sql);
   return on_conflict_upsert(session_upsert(d, t, fence, at, "EXCLUDED.acquired_at"), from) +
          d.returning(joined(numbered_columns(d)));
 }
@@ -292,7 +292,7 @@ std::string give_back_sql(const SessionLock& l, const std::string& key, const st
 
 void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& s) {
   const SessionLock& l = d.session_lock;
-  const std::string key = l.key ? l.key(t, ":key") : d.integer(":lock");
+  const std::string key = l.key ? l.key(t, ":key") : std::string(":lock");
   auto fill = [](Statement& slot, std::string id, std::string text) {
     if (slot.empty()) slot = {std::move(id), std::move(text)};
   };
@@ -340,7 +340,7 @@ void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& 
   // a subquery: ON CONFLICT's SET sees no FROM but the CTEs. So a run's first take, and a
   // contender refused, cost one round trip, not two.
   if (!d.incarnation.empty() && !s.advisory_try.empty()) {
-    const std::string fence = d.integer(":fence"), started = d.integer(":started_id");
+    const std::string fence = ":fence", started = ":started_id";
     fill(s.advisory_numbered_try, "lock.advisory_numbered_try",
          "WITH g AS (SELECT COALESCE(" + fence + ", token) AS fence FROM " + t.locks + " WHERE name = :record AND (" +
              fence + " IS NOT NULL OR " + failover_open_conditions(d, "", "owner = " + d.incarnation) + " AND (" +
@@ -384,7 +384,7 @@ WakeStatements wake_statements(const Dialect& d, const Tables& t) {
                                   l.unlock(wake)};
   // lease.taken's read, and in its select list, evaluated for the row found only (no row: taken
   // over, no lock taken), wake_hold's work.
-  s.taken_holding = {"wake.taken_holding", taken_sql(d, t, ", CASE WHEN " + d.integer(":take_wake") + " = 1 THEN " +
+  s.taken_holding = {"wake.taken_holding", taken_sql(d, t, ", CASE WHEN :take_wake = 1 THEN " +
                                                                l.try_lock(wake) + " END, " + l.unlock(queue))};
   // Only the head waits (another waiter that came to try would hold the head back), and gives
   // the wake lock back at once: the take behind it takes it with the row where the row is taken.
@@ -392,7 +392,7 @@ WakeStatements wake_statements(const Dialect& d, const Tables& t) {
   // holder session, the queue held by its bookkeeping session. Sent with the take in one round
   // trip only where the dialect runs a block (Dialect::block); none elsewhere.
   if (d.block)
-    s.wait_ahead = {"wake.wait_ahead", "SELECT CASE WHEN " + held_by(l, queue, d.integer(":head")) + " THEN " +
+    s.wait_ahead = {"wake.wait_ahead", "SELECT CASE WHEN " + held_by(l, queue, ":head") + " THEN " +
                                            l.wait_lock(wake) + " END AS got, " + l.unlock(wake)};
   return s;
 }
@@ -403,7 +403,7 @@ QueueStatements queue_statements(const Dialect& d, std::string_view key) {
   // The handoff lock (:hand) is the one a lease take binds (the holder's take took it).
   return {{"queue.wait", lock_sql(d, l.wait_lock(key), true)},
           {"queue.leave", "SELECT " + l.unlock(key)},
-          {"queue.wait_ahead", lock_sql(d, l.wait_lock(d.integer(":hand")), true, false)}};
+          {"queue.wait_ahead", lock_sql(d, l.wait_lock(":hand"), true, false)}};
 }
 
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s, const Statement& session_take) {
@@ -437,7 +437,7 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   // A row answered (its name), the lock taken.
   if (s.insert_claim.empty() && l.transaction_lock)
     s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) SELECT :key, :kind WHERE CASE WHEN " +
-                                               d.integer(":wait_ms") + " > 0 THEN " + l.transaction_lock(":hi, :lo", true) +
+                                               ":wait_ms > 0 THEN " + l.transaction_lock(":hi, :lo", true) +
                                                " ELSE " + l.transaction_lock(":hi, :lo", false) + " END" + d.returning("name")};
   if (s.insert_claim.empty())
     s.insert_claim = {"lock.insert_claim", "INSERT INTO " + t.claims + " (name, kind) VALUES (:key, :kind)"};
@@ -495,7 +495,7 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   // set in its FROM; where the wait takes its bound as a parameter (:wait_ms), it comes first in
   // the select list, which is evaluated left to right (as wake.wait_ahead's).
   if (!s.row_numbered.empty() && l.wait_lock && l.unlock) {
-    const std::string gate = d.integer(":gate");
+    const std::string gate = ":gate";
     s.gate_take = {"lock.gate_take", lock_sql(d, l.wait_lock(gate), false, false)};
     s.gate_wait = {"lock.gate_wait", l.bound.empty() ? lock_sql(d, l.wait_lock(gate), true, false) + ", " + l.unlock(gate)
                                                      : "SELECT got, " + l.unlock(gate) + " FROM (" +
@@ -587,14 +587,14 @@ FailoverStatements failover_statements(const Dialect& d, const Tables& t) {
   FailoverStatements f;
   const std::string& now_incarnation = d.incarnation;
   if (now_incarnation.empty()) return f;
-  const std::string ttl = d.integer(":ttl_ms");
+  const std::string ttl = ":ttl_ms";
   auto flag = [](const std::string& cond) { return "CASE WHEN " + cond + " THEN 1 ELSE 0 END"; };
   const std::string serving = d.serving ? d.serving(t) : std::string();
   // Also who serves the session and whether it is a Galera node (Dialect::session_id, serving),
   // which a session strategy asks before its first take (SqlBackend::serving_check).
   f.read = {"failover.read", "SELECT r.owner, c.incarnation_now, r.host, r.token, " + epoch_ms_sql(d, "r.expires_at") + ", " +
                                  epoch_ms_sql(d, d.now) + ", r.pid, " + flag("r.owner = c.incarnation_now") + ", " +
-                                 flag(failover_delayed_sql(d, "r.")) + ", " + flag(failover_covers_sql(d, "r.")) +
+                                 flag(failover_delayed_sql(d, "r.")) + ", " + flag(failover_covers_sql("r.")) +
                                  (d.session_id.empty() ? "" : ", " + d.session_id + ", " + (serving.empty() ? "0" : serving)) +
                                  " FROM (SELECT " + now_incarnation +
                                  " AS incarnation_now) c LEFT JOIN " + t.locks + " r ON r.name = :record"};
@@ -602,7 +602,7 @@ FailoverStatements failover_statements(const Dialect& d, const Tables& t) {
   f.max_token = {"failover.max_token", "SELECT max(token) FROM " + t.locks + " WHERE name <> :record"};
   // host takes the old owner before owner changes (MySQL assigns left to right).
   f.move = {"failover.move", "UPDATE " + t.locks + " SET host = owner, owner = " + now_incarnation +
-                                 ", token = " + d.integer(":fence") + ", acquired_at = " + d.now +
+                                 ", token = :fence, acquired_at = " + d.now +
                                  ", expires_at = " + d.plus_ms(d.now, "pid") + " WHERE name = :record AND owner <> " +
                                  now_incarnation};
   f.raise_ttl = {"failover.raise_ttl",

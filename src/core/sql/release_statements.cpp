@@ -10,8 +10,8 @@ namespace dblock::sql {
 ReleaseStatements release_statements(const Dialect& d, const Tables& t) {
   // The named holder's unreleased row; --force: whoever holds it, a --min-hold that a finished
   // holder left behind included (the key is free when the command returns).
-  const std::string marked = "l.name = :key AND (" + d.integer(":force") + " = 1 AND (l.released_at IS NULL OR " +
-                             d.lease_live("l.", d.now) + ") OR l.released_at IS NULL AND " + named_holder_sql(d, "l.") + ")";
+  const std::string marked = "l.name = :key AND (:force = 1 AND (l.released_at IS NULL OR " +
+                             d.lease_live("l.", d.now) + ") OR l.released_at IS NULL AND " + named_holder_sql("l.") + ")";
   // A running lease ends now, truncated to the millisecond, never rounded up into the column's
   // precision: the key must read free right after.
   const std::string now_ms = time_of_ms_sql(d, epoch_ms_sql(d, d.now));
@@ -30,7 +30,7 @@ ReleaseStatements release_statements(const Dialect& d, const Tables& t) {
   // row with that session, one row even where the row is gone.
   const SessionLock& l = d.session_lock;
   s.session_gone = {"release.session_gone",
-                    l.holder ? "SELECT CASE WHEN " + l.holder(":lock") + " = " + d.integer(":session") + " THEN 0 ELSE 1 END"
+                    l.holder ? "SELECT CASE WHEN " + l.holder(":lock") + " = :session THEN 0 ELSE 1 END"
                              : "SELECT CASE WHEN EXISTS (SELECT 1 FROM (SELECT name, strategy, :session AS session_id FROM " +
                                    t.locks + " WHERE name = :key) l WHERE " + d.session_holds("l.", t) + " = 1) THEN 0 ELSE 1 END"};
   // Where the release returns no rows, the holder is read before it; else the rows it released
@@ -50,8 +50,8 @@ namespace {
 // statement's rows: it is evaluated once.
 std::string history_trim_due_sql(const Dialect& d, const Tables& t) {
   const HistoryStatements h = history_statements(d, t.runs);
-  return "COALESCE(" + d.integer(":token") + " - (" + h.oldest.text + ") + 1, 0) NOT BETWEEN 1 AND " + d.integer(":keep") +
-         " + " + d.integer(":slack");
+  return "COALESCE(:token - (" + h.oldest.text + ") + 1, 0) NOT BETWEEN 1 AND :keep" +
+         " + :slack";
 }
 
 // The trim of the key's rows beyond the newest :keep, once history_trim_due_sql holds, as the
@@ -60,7 +60,7 @@ std::string history_trim_due_sql(const Dialect& d, const Tables& t) {
 // the newest :keep - 1 go. The subqueries of the trim's WHERE are evaluated only when the
 // one-time test on the oldest row lets the scan start.
 std::string history_trim(const Dialect& d, const Tables& t) {
-  const std::string keep = d.integer(":keep");
+  const std::string keep = ":keep";
   return "d AS (DELETE FROM " + t.runs + " WHERE " + history_trim_due_sql(d, t) + " AND name = :name AND id <= (SELECT id FROM " +
          t.runs + " WHERE name = :name ORDER BY id DESC LIMIT 1 OFFSET " + keep + " - 1)" + d.returning("1") + ")";
 }
@@ -74,9 +74,9 @@ std::string history_trim_block_sql(const Dialect& d, const Tables& t) {
 
 std::string run_row_sql(const Dialect& d, const Tables& t, std::string_view ours) {
   return "INSERT INTO " + t.runs + " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
-         " SELECT :name, " + d.integer(":token") + ", :run_owner, :run_host, " + d.integer(":run_pid") + ", :strategy, " +
-         time_of_ms_sql(d, d.integer(":started_ms")) + ", " + d.now + ", CASE WHEN " + std::string(ours) +
-         " THEN :outcome ELSE 'lost' END, " + d.integer(":run_exit_code");
+         " SELECT :name, :token, :run_owner, :run_host, :run_pid" + ", :strategy, " +
+         time_of_ms_sql(d, ":started_ms") + ", " + d.now + ", CASE WHEN " + std::string(ours) +
+         " THEN :outcome ELSE 'lost' END, :run_exit_code";
 }
 
 Statement history_record(const Dialect& d, const Tables& t) {

@@ -22,9 +22,9 @@ Assignments taken_row(const Dialect& d, Assignments rest) {
     if (!c.holder) continue;
     const std::string param = ":" + std::string(c.name);
     if (c.type == tables::Type::int64 || c.type == tables::Type::int32)
-      out.emplace_back(c.name, d.integer(param));
+      out.emplace_back(c.name, param);
     else if (c.type == tables::Type::timestamp)
-      out.emplace_back(c.name, time_of_ms_sql(d, d.integer(param)));
+      out.emplace_back(c.name, time_of_ms_sql(d, param));
     else
       out.emplace_back(c.name, param);
   }
@@ -44,24 +44,23 @@ HistoryStatements history_statements(const Dialect& d, const std::string& runs) 
   HistoryStatements s;
   s.add = {"history.add", "INSERT INTO " + runs +
                               " (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code)"
-                              " VALUES (:name, " + d.integer(":token") + ", :owner, :host, " + d.integer(":pid") +
-                              ", :strategy, " + time_of_ms_sql(d, d.integer(":started_ms")) + ", " + d.now + ", :outcome, " +
-                              d.integer(":exit_code") + ")"};
+                              " VALUES (:name, :token, :owner, :host, :pid" +
+                              ", :strategy, " + time_of_ms_sql(d, ":started_ms") + ", " + d.now + ", :outcome, :exit_code)"};
   s.oldest = {"history.oldest", "SELECT token FROM " + runs + " WHERE name = :name ORDER BY id LIMIT 1"};
   // The row at offset :keep (newest first) is the newest one to go; everything older goes too:
   // a seek of the (name, id) index from the newest end, as far as that row. The derived table
   // lets MySQL read the table it deletes from (ER_UPDATE_TABLE_USED).
   s.trim = {"history.trim", "DELETE FROM " + runs + " WHERE name = :name AND id <= (SELECT id FROM (SELECT id FROM " +
-                                runs + " WHERE name = :name ORDER BY id DESC LIMIT 1 OFFSET " + d.integer(":keep") +
+                                runs + " WHERE name = :name ORDER BY id DESC LIMIT 1 OFFSET :keep" +
                                 ") AS cutoff)"};
   return s;
 }
 
 // :owner compared first, then asked IS NULL: a server that infers a parameter's type from its
 // first use (PostgreSQL) finds it text there, where IS NULL alone says nothing.
-std::string named_holder_sql(const Dialect& d, std::string_view row) {
-  const std::string r(row), token = d.integer(":token");
-  return "(" + r + "owner = :owner OR :owner IS NULL) AND (" + token + " IS NULL OR " + r + "token = " + token + ")";
+std::string named_holder_sql(std::string_view row) {
+  const std::string r(row);
+  return "(" + r + "owner = :owner OR :owner IS NULL) AND (:token IS NULL OR " + r + "token = :token)";
 }
 
 namespace {
@@ -79,7 +78,7 @@ std::string started_ms_ago_sql(const Dialect& d, std::string_view row, std::stri
 // (Dialect::plus_ms, epoch_ms), unless it counts the milliseconds since the last start itself
 // (Dialect::started_ms_ago: a clock of its own; ms_between: times finer than the millisecond).
 std::string due_sql(const Dialect& d, std::string_view row, std::string_view now) {
-  const std::string interval = d.integer(":min_interval_ms"), last = std::string(row) + "last_started_at";
+  const std::string interval = ":min_interval_ms", last = std::string(row) + "last_started_at";
   const std::string ago = started_ms_ago_sql(d, row, now);
   const std::string passed = !ago.empty() ? ago + " >= " + interval : d.plus_ms(last, interval) + " <= " + std::string(now);
   return "(" + interval + " <= 0 OR " + last + " IS NULL OR " + passed + ")";
@@ -88,26 +87,26 @@ std::string due_sql(const Dialect& d, std::string_view row, std::string_view now
 // Read only when --min-interval is given (refused()): no CASE for none; a row never started
 // makes it NULL.
 std::string due_in_ms_sql(const Dialect& d, std::string_view row) {
-  const std::string interval = d.integer(":min_interval_ms"), last = std::string(row) + "last_started_at";
+  const std::string interval = ":min_interval_ms", last = std::string(row) + "last_started_at";
   const std::string ago = started_ms_ago_sql(d, row, d.now);
   return !ago.empty() ? interval + " - " + ago : epoch_ms_sql(d, last) + " - " + epoch_ms_sql(d, d.now) + " + " + interval;
 }
 
 namespace {
 
-std::string given_or(const Dialect& d, bool given, const std::string& numbered) {
-  return given ? "COALESCE(" + d.integer(":token") + ", " + numbered + ")" : numbered;
+std::string given_or(bool given, const std::string& numbered) {
+  return given ? "COALESCE(:token, " + numbered + ")" : numbered;
 }
 
 }  // namespace
 
-std::string first_token_sql(const Dialect& d, bool given, std::string_view fence) {
-  return given_or(d, given, fence.empty() ? "1" : std::string(fence) + " + 1");
+std::string first_token_sql(bool given, std::string_view fence) {
+  return given_or(given, fence.empty() ? "1" : std::string(fence) + " + 1");
 }
 
-std::string next_token_sql(const Dialect& d, std::string_view row, bool given, std::string_view fence) {
+std::string next_token_sql(std::string_view row, bool given, std::string_view fence) {
   const std::string last = std::string(row) + "token";
-  return given_or(d, given, fence.empty() ? last + " + 1" : "GREATEST(" + last + ", " + std::string(fence) + ") + 1");
+  return given_or(given, fence.empty() ? last + " + 1" : "GREATEST(" + last + ", " + std::string(fence) + ") + 1");
 }
 
 std::string header_free_sql(const Dialect& d, std::string_view row, const std::string& locks) {
@@ -116,8 +115,8 @@ std::string header_free_sql(const Dialect& d, std::string_view row, const std::s
                                 " s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL AND (s.strategy IS NULL"
                                 " OR s.strategy <> 'lease' OR " + d.lease_live("s.", d.now) + ") LIMIT 1) AS held)";
   // Each AND under its OR parenthesized (as SQL reads it anyway), so the layout shows it.
-  return "CASE WHEN " + r + "strategy = 'semaphore' THEN " + r + "slots = " + d.integer(":slots") +
-         " OR (" + d.integer(":recount") + " = 1 AND NOT " + slot_held + ") ELSE " + r + "acquired_at IS NULL OR (NOT " +
+  return "CASE WHEN " + r + "strategy = 'semaphore' THEN " + r + "slots = :slots" +
+         " OR (:recount = 1 AND NOT " + slot_held + ") ELSE " + r + "acquired_at IS NULL OR (NOT " +
          d.lease_live(r, d.now) + " AND (" + r + "released_at IS NOT NULL OR " + r + "strategy = 'lease')) END";
 }
 
@@ -126,13 +125,13 @@ std::string failover_delayed_sql(const Dialect& d, std::string_view r) {
   return d.lease_live(r, d.now);
 }
 
-std::string failover_covers_sql(const Dialect& d, std::string_view r) {
-  return std::string(r) + "pid >= " + d.integer(":ttl_ms");
+std::string failover_covers_sql(std::string_view r) {
+  return std::string(r) + "pid >= :ttl_ms";
 }
 
 std::string failover_open_conditions(const Dialect& d, std::string_view r, std::string_view here) {
   return (here.empty() ? std::string() : std::string(here) + " AND ") + "NOT " + failover_delayed_sql(d, r) + " AND " +
-         failover_covers_sql(d, r);
+         failover_covers_sql(r);
 }
 
 std::string failover_open_sql(const Dialect& d, std::string_view r, std::string_view here) {

@@ -174,9 +174,6 @@ struct Dialect {
   /// The stored timestamp of `ms`, an integer SQL expression of epoch milliseconds. Default
   /// (nullptr): `ms` after the epoch, through plus_ms (time_of_ms_sql).
   std::string (*time_of_ms)(std::string_view ms) = nullptr;
-  /// The bound parameter `param` (":name") where an integer is expected. Default: the parameter
-  /// (PostgreSQL's connection types core's integer parameters itself: parameters.hpp).
-  std::string (*integer)(std::string_view param) = [](std::string_view param) { return std::string(param); };
   /// Whole milliseconds (an integer) from the last start of the row `row` ("" or an alias and its
   /// dot) to `now` (a time expression; SQLite judges on its own clock). Default (nullptr):
   /// ms_between the two, where the dialect gives it; else none: core compares the last start
@@ -440,7 +437,7 @@ ReleaseStatements release_statements(const Dialect& d, const Tables& t);
 /// `dblock renew` / `release` of another process's holder (dblock(1)): whether the row `row` ("" or
 /// an alias and its dot) is the holder named by :owner and :token (either may be NULL; both
 /// must match when given).
-std::string named_holder_sql(const Dialect& d, std::string_view row);
+std::string named_holder_sql(std::string_view row);
 
 /// --min-interval (dblock(1)), over :min_interval_ms: whether the row `row` may start at `now`
 /// (none asked, never started, or its last start at least that long before `now`).
@@ -455,8 +452,8 @@ std::string due_in_ms_sql(const Dialect& d, std::string_view row);
 /// the row's last token and above `fence`, the failover fence as a SQL expression ("" where
 /// there is none). first_token_sql: a new row's; next_token_sql: the row `row`'s ("" or an alias
 /// and its dot).
-std::string first_token_sql(const Dialect& d, bool given, std::string_view fence);
-std::string next_token_sql(const Dialect& d, std::string_view row, bool given, std::string_view fence);
+std::string first_token_sql(bool given, std::string_view fence);
+std::string next_token_sql(std::string_view row, bool given, std::string_view fence);
 
 /// Semaphores (docs/backend-contract.md, "Semaphores"; LeaseStatements::header_take): whether
 /// the row `row` ("" or an alias and its dot) of `locks` may become :key's header, over :slots
@@ -475,7 +472,7 @@ std::string header_free_sql(const Dialect& d, std::string_view row, const std::s
 /// answers each, so failover.cpp judges nothing itself; a take that reads the gate itself
 /// (LeaseStatements::take, Dialect::take) asks failover_open_sql.
 std::string failover_delayed_sql(const Dialect& d, std::string_view r);
-std::string failover_covers_sql(const Dialect& d, std::string_view r);
+std::string failover_covers_sql(std::string_view r);
 std::string failover_open_sql(const Dialect& d, std::string_view r, std::string_view here);
 /// failover_open_sql's conditions without its parentheses, to be ANDed with others. With no
 /// `here` (""), either is the others alone, for a take that reads `here` apart.

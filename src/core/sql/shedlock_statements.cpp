@@ -41,7 +41,7 @@ std::string shedlock_holder_sql(const Dialect& d, const Tables& t, const std::st
 }
 
 ShedlockStatements shedlock_statements(const Dialect& d, const Tables& t, const std::string& shed) {
-  const std::string token = d.integer(":token"), ttl = d.integer(":ttl_ms");
+  const std::string token = ":token", ttl = ":ttl_ms";
   const std::string until = d.plus_ms(d.utc_now, ttl);
   // The holder's token still dblock's row's: no one has taken the name since (ShedLock's own
   // test is locked_by, which two hosts given one --owner share).
@@ -78,7 +78,7 @@ ShedlockStatements shedlock_statements(const Dialect& d, const Tables& t, const 
 
   // dblock's row of the name: the holder, the next token, strategy 'shedlock', session_id the
   // ShedLock table, assigned in that order.
-  const std::string first = first_token_sql(d, false, "");
+  const std::string first = first_token_sql(false, "");
   Assignments values = taken_row(d, {{"token", first},        {"strategy", "'shedlock'"},
                                       {"session_id", ":table"}, {"acquired_at", d.now},
                                       {"renewed_at", d.now},    {"expires_at", "NULL"},
@@ -87,7 +87,7 @@ ShedlockStatements shedlock_statements(const Dialect& d, const Tables& t, const 
   s.number = {"shedlock.number",
               d.upsert({t.locks, "l", std::move(values),
                         [&](std::string_view row) {
-                          const std::string next = next_token_sql(d, row, false, "");
+                          const std::string next = next_token_sql(row, false, "");
                           Assignments set = taken_set({{"token", next},
                                                        {"session_id", ""},
                                                        {"renewed_at", d.now},
@@ -122,19 +122,18 @@ ShedlockStatements shedlock_statements(const Dialect& d, const Tables& t, const 
                                                " WHERE name = :key AND owner = :owner AND token = " + token +
                                                " AND released_at IS NULL AND " + d.own_lease.live("") + " IS NOT NULL"};
   // ShedLock's unlock with lockAtLeastFor: lock_until = the later of now and locked_at + it.
-  const std::string at_least = d.plus_ms("locked_at", d.integer(":min_hold_ms"));
+  const std::string at_least = d.plus_ms("locked_at", ":min_hold_ms");
   s.unlock = {"shedlock.unlock", "UPDATE " + shed + " SET lock_until = CASE WHEN " + at_least + " > " + d.utc_now +
                                      " THEN " + at_least + " ELSE " + d.utc_now + " END WHERE name = :key AND locked_by ="
                                      " :owner AND (" + token + " IS NULL OR " + still_token + ")"};
-  const std::string finished = d.integer(":finished") + " = 1";
+  const std::string finished = ":finished = 1";
   s.finish = {"shedlock.finish",
               "UPDATE " + t.locks + " SET released_at = " + d.now + ", last_finished_at = CASE WHEN " + finished +
-                  " THEN " + d.now + " ELSE last_finished_at END, last_exit_code = CASE WHEN " + finished + " THEN " +
-                  d.integer(":exit_code") + " ELSE last_exit_code END" +
-                  more_assignments(d.own_lease.end(d.integer(":min_hold_ms"))) + " WHERE name = :key AND token = " + token +
+                  " THEN " + d.now + " ELSE last_finished_at END, last_exit_code = CASE WHEN " + finished +
+                  " THEN :exit_code ELSE last_exit_code END" +
+                  more_assignments(d.own_lease.end(":min_hold_ms")) + " WHERE name = :key AND token = " + token +
                   " AND released_at IS NULL"};
-  s.named_holder = {"shedlock.named_holder", "SELECT locked_by FROM " + shed + " WHERE name = :key AND (" +
-                                                 d.integer(":force") + " = 1 OR " + named + " AND lock_until > " +
+  s.named_holder = {"shedlock.named_holder", "SELECT locked_by FROM " + shed + " WHERE name = :key AND (:force = 1 OR " + named + " AND lock_until > " +
                                                  d.utc_now + ")"};
   s.released = {"shedlock.released", "UPDATE " + t.locks + " SET released_at = " + d.now + more_assignments(d.own_lease.end("")) +
                                          " WHERE name = :key AND owner = :owner AND released_at IS NULL AND"

@@ -13,7 +13,6 @@ namespace {
 const sql::Dialect marked{
     .now = "NOW",
     .time_of_ms = [](std::string_view ms) { return "TIME(" + std::string(ms) + ")"; },
-    .integer = [](std::string_view param) { return "INT(" + std::string(param) + ")"; },
     .started_ms_ago = [](std::string_view row,
                          std::string_view now) { return "AGO(" + std::string(row) + ", " + std::string(now) + ")"; },
     .lease_live = [](std::string_view row, std::string_view) { return "LIVE(" + std::string(row) + ")"; },
@@ -43,9 +42,9 @@ const sql::Dialect marked{
 
 TEST_CASE("--min-interval's due check: none asked, never started, or started at least that long ago") {
   CHECK(sql::due_sql(marked, "l.", "AT") ==
-        "(INT(:min_interval_ms) <= 0 OR l.last_started_at IS NULL OR AGO(l., AT) >= INT(:min_interval_ms))");
+        "(:min_interval_ms <= 0 OR l.last_started_at IS NULL OR AGO(l., AT) >= :min_interval_ms)");
   // Read only with --min-interval (lock_steps.cpp, refused()); NULL for a row never started.
-  CHECK(sql::due_in_ms_sql(marked, "") == "INT(:min_interval_ms) - AGO(, NOW)");
+  CHECK(sql::due_in_ms_sql(marked, "") == ":min_interval_ms - AGO(, NOW)");
 }
 
 TEST_CASE("the history statements: one each, in the dialect's time and integer expressions") {
@@ -53,25 +52,25 @@ TEST_CASE("the history statements: one each, in the dialect's time and integer e
   CHECK(h.add.id == "history.add");
   CHECK(h.add.text ==
         "INSERT INTO R (name, token, owner, host, pid, strategy, started_at, finished_at, outcome, exit_code) VALUES"
-        " (:name, INT(:token), :owner, :host, INT(:pid), :strategy, TIME(INT(:started_ms)), NOW, :outcome,"
-        " INT(:exit_code))");
+        " (:name, :token, :owner, :host, :pid, :strategy, TIME(:started_ms), NOW, :outcome,"
+        " :exit_code)");
   CHECK(h.oldest.text == "SELECT token FROM R WHERE name = :name ORDER BY id LIMIT 1");
   CHECK(h.trim.text == "DELETE FROM R WHERE name = :name AND id <= (SELECT id FROM (SELECT id FROM R WHERE name ="
-                       " :name ORDER BY id DESC LIMIT 1 OFFSET INT(:keep)) AS cutoff)");
+                       " :name ORDER BY id DESC LIMIT 1 OFFSET :keep) AS cutoff)");
 }
 
 TEST_CASE("fencing tokens: the one given, else one above the row's last and the failover fence") {
-  CHECK(sql::first_token_sql(marked, true, "F") == "COALESCE(INT(:token), F + 1)");
-  CHECK(sql::next_token_sql(marked, "l.", true, "F") == "COALESCE(INT(:token), GREATEST(l.token, F) + 1)");
+  CHECK(sql::first_token_sql(true, "F") == "COALESCE(:token, F + 1)");
+  CHECK(sql::next_token_sql("l.", true, "F") == "COALESCE(:token, GREATEST(l.token, F) + 1)");
   // No fence (SQLite; ShedLock's numbering) and no token given (a semaphore's header).
-  CHECK(sql::first_token_sql(marked, false, "") == "1");
-  CHECK(sql::next_token_sql(marked, "", false, "") == "token + 1");
-  CHECK(sql::next_token_sql(marked, "", false, "F") == "GREATEST(token, F) + 1");
+  CHECK(sql::first_token_sql(false, "") == "1");
+  CHECK(sql::next_token_sql("", false, "") == "token + 1");
+  CHECK(sql::next_token_sql("", false, "F") == "GREATEST(token, F) + 1");
 }
 
 TEST_CASE("a semaphore's header: its slot count, or no slot held on a recount; any other row when nobody holds it") {
   CHECK(sql::header_free_sql(marked, "l.", "L") ==
-        "CASE WHEN l.strategy = 'semaphore' THEN l.slots = INT(:slots) OR (INT(:recount) = 1 AND NOT EXISTS (SELECT"
+        "CASE WHEN l.strategy = 'semaphore' THEN l.slots = :slots OR (:recount = 1 AND NOT EXISTS (SELECT"
         " 1 FROM (SELECT 1 FROM L s WHERE s.name > :first AND s.name < :past AND s.released_at IS NULL AND (s.strategy"
         " IS NULL OR s.strategy <> 'lease' OR LIVE(s.)) LIMIT 1) AS held)) ELSE l.acquired_at IS NULL OR (NOT LIVE(l.) AND"
         " (l.released_at IS NOT NULL OR l.strategy = 'lease')) END");
@@ -79,8 +78,8 @@ TEST_CASE("a semaphore's header: its slot count, or no slot held on a recount; a
 
 TEST_CASE("the failover gate: the record names this server, no lock-delay in force, the TTL covered") {
   CHECK(sql::failover_delayed_sql(marked, "r.") == "LIVE(r.)");
-  CHECK(sql::failover_covers_sql(marked, "r.") == "r.pid >= INT(:ttl_ms)");
-  CHECK(sql::failover_open_sql(marked, "", "here") == "(here AND NOT LIVE() AND pid >= INT(:ttl_ms))");
+  CHECK(sql::failover_covers_sql("r.") == "r.pid >= :ttl_ms");
+  CHECK(sql::failover_open_sql(marked, "", "here") == "(here AND NOT LIVE() AND pid >= :ttl_ms)");
 }
 
 namespace {
@@ -107,7 +106,7 @@ TEST_CASE("ShedLock's statements: one builder, ShedLock's time, the dialect's up
   const sql::ShedlockStatements s = sql::shedlock_statements(marked, t, "\"shed\"");
   CHECK(s.begin == "BEGIN");
   CHECK(s.take.text ==
-        "INSERT INTO \"shed\" AS s (name, lock_until, locked_at, locked_by) VALUES (:key, PLUS(UTC, INT(:ttl_ms)), UTC,"
+        "INSERT INTO \"shed\" AS s (name, lock_until, locked_at, locked_by) VALUES (:key, PLUS(UTC, :ttl_ms), UTC,"
         " :owner) ON CONFLICT (name) DO UPDATE SET locked_at = EXCLUDED.locked_at, locked_by = EXCLUDED.locked_by,"
         " lock_until = EXCLUDED.lock_until WHERE s.lock_until <= UTC RETURNING MS(lock_until)");
   CHECK(s.number.text.find("token = l.token + 1") != std::string::npos);
@@ -115,9 +114,9 @@ TEST_CASE("ShedLock's statements: one builder, ShedLock's time, the dialect's up
   // With RETURNING, `number` answers itself; no lease of its own, nothing to extend beside ShedLock's.
   CHECK(s.numbered.empty());
   CHECK(s.extend_own.empty());
-  CHECK(s.extend.text == "UPDATE \"shed\" SET lock_until = PLUS(UTC, INT(:ttl_ms)) WHERE name = :key AND locked_by ="
+  CHECK(s.extend.text == "UPDATE \"shed\" SET lock_until = PLUS(UTC, :ttl_ms) WHERE name = :key AND locked_by ="
                          " :owner AND lock_until > UTC AND EXISTS (SELECT 1 FROM \"p_locks\" WHERE name = :key AND"
-                         " token = INT(:token))");
+                         " token = :token)");
   CHECK(s.released.text == "UPDATE \"p_locks\" SET released_at = NOW WHERE name = :key AND owner = :owner AND"
                            " released_at IS NULL AND strategy = 'shedlock'");
 }
@@ -133,12 +132,12 @@ TEST_CASE("ShedLock's statements: a read where the upsert returns nothing, the d
                               " l.owner = s.locked_by AND l.strategy = 'shedlock' AND l.released_at IS NOT NULL AND"
                               " OWN(l.) = 0))"));
   CHECK(s.number.text.find("own_token, own_until) VALUES (") != std::string::npos);
-  CHECK(s.number.text.find("own_token = l.token + 1, own_until = CLOCK + INT(:ttl_ms) WHERE") != std::string::npos);
+  CHECK(s.number.text.find("own_token = l.token + 1, own_until = CLOCK + :ttl_ms WHERE") != std::string::npos);
   CHECK(s.numbered.text.starts_with("SELECT token, MS(acquired_at) FROM \"p_locks\" WHERE name = :key AND owner = :owner"));
-  CHECK(s.extend_own.text == "UPDATE \"p_locks\" SET renewed_at = NOW, own_until = CLOCK + INT(:ttl_ms) WHERE name ="
-                             " :key AND owner = :owner AND token = INT(:token) AND released_at IS NULL AND OWN() IS NOT"
+  CHECK(s.extend_own.text == "UPDATE \"p_locks\" SET renewed_at = NOW, own_until = CLOCK + :ttl_ms WHERE name ="
+                             " :key AND owner = :owner AND token = :token AND released_at IS NULL AND OWN() IS NOT"
                              " NULL");
-  CHECK(s.finish.text.find(", own_until = END(INT(:min_hold_ms)) WHERE") != std::string::npos);
+  CHECK(s.finish.text.find(", own_until = END(:min_hold_ms) WHERE") != std::string::npos);
   CHECK(s.released.text.find("SET released_at = NOW, own_until = END() WHERE") != std::string::npos);
 }
 
@@ -150,37 +149,37 @@ TEST_CASE("inspection's statements: status with live and the server's verdict, r
   CHECK(s.status_keys.text.starts_with("SELECT name, owner, host, pid, token, strategy, MS(acquired_at)"));
   CHECK(s.status_keys.text.ends_with(", MS(NOW), CASE WHEN LIVE(l.) THEN 1 ELSE 0 END, HOLDS(l., p_) FROM \"p_locks\" l"
                                      " WHERE l.name IN JSON(:keys) ORDER BY l.name"));
-  CHECK(s.history_of.text.ends_with(" FROM \"p_runs\" h WHERE name = :name ORDER BY id DESC LIMIT INT(:limit)"));
+  CHECK(s.history_of.text.ends_with(" FROM \"p_runs\" h WHERE name = :name ORDER BY id DESC LIMIT :limit"));
   CHECK(s.slot_count.text == "SELECT slots FROM \"p_locks\" WHERE name = :key AND strategy = 'semaphore'");
   CHECK(s.renew_named.text ==
-        "UPDATE \"p_locks\" SET renewed_at = NOW, expires_at = PLUS(NOW, INT(:ttl_ms)) WHERE name = :key AND"
-        " released_at IS NULL AND (owner = :owner OR :owner IS NULL) AND (INT(:token) IS NULL OR token ="
-        " INT(:token)) AND strategy = 'lease' RETURNING MS(expires_at)");
+        "UPDATE \"p_locks\" SET renewed_at = NOW, expires_at = PLUS(NOW, :ttl_ms) WHERE name = :key AND"
+        " released_at IS NULL AND (owner = :owner OR :owner IS NULL) AND (:token IS NULL OR token ="
+        " :token) AND strategy = 'lease' RETURNING MS(expires_at)");
   CHECK(s.renewed.empty());
   CHECK(s.renew_own.empty());
   // Without RETURNING the renewal is read back; ShedLock's holder with a lease of the dialect's own renews that too.
   const sql::Dialect d = without_returning_with_own_lease();
   CHECK(sql::inspect_statements(d, sd, options).renewed.text ==
         "SELECT MS(expires_at) FROM \"p_locks\" WHERE name = :key AND released_at IS NULL AND (owner = :owner OR"
-        " :owner IS NULL) AND (INT(:token) IS NULL OR token = INT(:token))");
+        " :owner IS NULL) AND (:token IS NULL OR token = :token)");
   options.shedlock = true;
   options.shedlock_table = "shed";
   const sql::InspectStatements shed = sql::inspect_statements(d, sd, options);
   CHECK(shed.status_all.text.ends_with(" FROM \"shed\" s LEFT JOIN \"p_locks\" l ON l.name = s.name ORDER BY s.name"));
   CHECK(shed.renewed.text == "SELECT MS(lock_until) FROM \"shed\" WHERE name = :key");
-  CHECK(shed.renew_own.text.starts_with("UPDATE \"p_locks\" SET renewed_at = NOW, own_until = CLOCK + INT(:ttl_ms) WHERE"));
+  CHECK(shed.renew_own.text.starts_with("UPDATE \"p_locks\" SET renewed_at = NOW, own_until = CLOCK + :ttl_ms WHERE"));
 }
 
 TEST_CASE("the holder a renew or release from another process names: owner, token, or both") {
-  CHECK(sql::named_holder_sql(marked, "l.") ==
-        "(l.owner = :owner OR :owner IS NULL) AND (INT(:token) IS NULL OR l.token = INT(:token))");
+  CHECK(sql::named_holder_sql("l.") ==
+        "(l.owner = :owner OR :owner IS NULL) AND (:token IS NULL OR l.token = :token)");
 }
 
 TEST_CASE("release of another process's holder: the named holder's row, or with --force whoever holds it") {
   const Tables t("p_", '"');
   const std::string rows_marked =
-      "l.name = :key AND (INT(:force) = 1 AND (l.released_at IS NULL OR LIVE(l.)) OR l.released_at IS NULL AND"
-      " (l.owner = :owner OR :owner IS NULL) AND (INT(:token) IS NULL OR l.token = INT(:token)))";
+      "l.name = :key AND (:force = 1 AND (l.released_at IS NULL OR LIVE(l.)) OR l.released_at IS NULL AND"
+      " (l.owner = :owner OR :owner IS NULL) AND (:token IS NULL OR l.token = :token))";
   const sql::ReleaseStatements s = sql::release_statements(marked, t);
   // --force also ends a --min-hold still running (LIVE on a released row), at now truncated to the millisecond.
   // The rows released answered in the same statement, each holder's session judged once.
@@ -205,11 +204,11 @@ TEST_CASE("the lease's statements: one builder, the dialect's take, the failover
   CHECK(s.begin == "BEGIN");
   // The take: its tokens above the bound fence, free when the lease is over, no other
   // strategy's holder in the way and --min-interval past.
-  CHECK(s.take.text.starts_with("TAKE(INT(:fence)) INSERT INTO \"p_locks\" AS l (name, owner, host, pid, token,"
+  CHECK(s.take.text.starts_with("TAKE(:fence) INSERT INTO \"p_locks\" AS l (name, owner, host, pid, token,"
                                 " strategy, session_id, acquired_at, renewed_at, expires_at, released_at,"
-                                " last_started_at) VALUES (:key, :owner, :host, INT(:pid), COALESCE(INT(:token),"
-                                " INT(:fence) + 1), 'lease', NULL, NOW, NOW, PLUS(NOW, INT(:ttl_ms)), NULL, NOW)"));
-  CHECK(s.take.text.find("token = COALESCE(INT(:token), GREATEST(l.token, INT(:fence)) + 1)") != std::string::npos);
+                                " last_started_at) VALUES (:key, :owner, :host, :pid, COALESCE(:token,"
+                                " :fence + 1), 'lease', NULL, NOW, NOW, PLUS(NOW, :ttl_ms), NULL, NOW)"));
+  CHECK(s.take.text.find("token = COALESCE(:token, GREATEST(l.token, :fence) + 1)") != std::string::npos);
   CHECK(s.take.text.ends_with(" WHERE NOT LIVE(l.) AND (COALESCE(l.strategy, 'lease') = 'lease' OR l.released_at IS"
                               " NOT NULL OR l.acquired_at IS NULL) AND " +
                               sql::due_sql(marked, "l.", "NOW") + " RETURNING token, MS(acquired_at), MS(expires_at)"));
@@ -221,16 +220,16 @@ TEST_CASE("the lease's statements: one builder, the dialect's take, the failover
                           " END, " + sql::due_in_ms_sql(marked, "") + " FROM \"p_locks\" WHERE name = :key");
   CHECK(s.refusal.text.find("SELECT " + rows::refusal_select_list(marked.epoch_ms, "NOW") + ", ") == 0);
   // Renewed, it says whether the failover record names another incarnation.
-  CHECK(s.renew.text == "UPDATE \"p_locks\" SET renewed_at = NOW, expires_at = PLUS(NOW, INT(:ttl_ms)) WHERE name ="
-                        " :key AND owner = :owner AND token = INT(:token) AND released_at IS NULL RETURNING (SELECT"
+  CHECK(s.renew.text == "UPDATE \"p_locks\" SET renewed_at = NOW, expires_at = PLUS(NOW, :ttl_ms) WHERE name ="
+                        " :key AND owner = :owner AND token = :token AND released_at IS NULL RETURNING (SELECT"
                         " count(*) FROM \"p_locks\" WHERE name = :record AND owner <> INC)");
   // Released: now, truncated to the millisecond, or the end of its --min-hold when later.
   CHECK(s.release.text ==
-        "UPDATE \"p_locks\" SET released_at = NOW, expires_at = CASE WHEN INT(:min_hold_ms) > 0 AND"
-        " PLUS(acquired_at, INT(:min_hold_ms)) > TIME(MS(NOW)) THEN PLUS(acquired_at, INT(:min_hold_ms)) ELSE"
-        " TIME(MS(NOW)) END, last_finished_at = CASE WHEN INT(:finished) = 1 THEN NOW ELSE last_finished_at END,"
-        " last_exit_code = CASE WHEN INT(:finished) = 1 THEN INT(:exit_code) ELSE last_exit_code END WHERE name ="
-        " :key AND owner = :owner AND token = INT(:token) AND released_at IS NULL RETURNING TELL(name)");
+        "UPDATE \"p_locks\" SET released_at = NOW, expires_at = CASE WHEN :min_hold_ms > 0 AND"
+        " PLUS(acquired_at, :min_hold_ms) > TIME(MS(NOW)) THEN PLUS(acquired_at, :min_hold_ms) ELSE"
+        " TIME(MS(NOW)) END, last_finished_at = CASE WHEN :finished = 1 THEN NOW ELSE last_finished_at END,"
+        " last_exit_code = CASE WHEN :finished = 1 THEN :exit_code ELSE last_exit_code END WHERE name ="
+        " :key AND owner = :owner AND token = :token AND released_at IS NULL RETURNING TELL(name)");
   CHECK(s.header_take.text.find("WHERE " + sql::header_free_sql(marked, "l.", t.locks) + " RETURNING token") !=
         std::string::npos);
   CHECK(s.history.add.text == sql::history_statements(marked, t.runs).add.text);
@@ -245,15 +244,15 @@ TEST_CASE("the lease's statements: one builder, the dialect's take, the failover
   CHECK(own.failover.empty());
   CHECK(own.failover.create.empty());
   CHECK(own.renew.text.find(":record") == std::string::npos);
-  CHECK(own.take.text.find("COALESCE(INT(:token), 1), 'lease'") != std::string::npos);
-  CHECK(own.take.text.find("own_token = COALESCE(INT(:token), l.token + 1), own_until = CLOCK + INT(:ttl_ms) WHERE") !=
+  CHECK(own.take.text.find("COALESCE(:token, 1), 'lease'") != std::string::npos);
+  CHECK(own.take.text.find("own_token = COALESCE(:token, l.token + 1), own_until = CLOCK + :ttl_ms WHERE") !=
         std::string::npos);
   CHECK(own.taken.text == "SELECT token, MS(acquired_at), MS(expires_at) FROM \"p_locks\" WHERE name = :key AND"
                           " owner = :owner AND name = (SELECT name FROM \"p_locks\" WHERE name = :key)");
-  CHECK(own.renew.text.ends_with("own_until = CLOCK + INT(:ttl_ms) WHERE name = :key AND owner = :owner AND token ="
-                                 " INT(:token) AND released_at IS NULL"));
-  CHECK(own.release.text.ends_with(", own_until = END(INT(:min_hold_ms)) WHERE name = :key AND owner = :owner AND"
-                                   " token = INT(:token) AND released_at IS NULL"));
+  CHECK(own.renew.text.ends_with("own_until = CLOCK + :ttl_ms WHERE name = :key AND owner = :owner AND token ="
+                                 " :token AND released_at IS NULL"));
+  CHECK(own.release.text.ends_with(", own_until = END(:min_hold_ms) WHERE name = :key AND owner = :owner AND"
+                                   " token = :token AND released_at IS NULL"));
 }
 
 TEST_CASE("the failover statements: written once, the dialect giving its incarnation and serving columns") {
@@ -261,25 +260,25 @@ TEST_CASE("the failover statements: written once, the dialect giving its incarna
   const sql::FailoverStatements f = sql::lease_statements(marked, t).failover;
   CHECK(f.read.text == "SELECT r.owner, c.incarnation_now, r.host, r.token, MS(r.expires_at), MS(NOW), r.pid,"
                        " CASE WHEN r.owner = c.incarnation_now THEN 1 ELSE 0 END, CASE WHEN LIVE(r.) THEN 1 ELSE 0 END,"
-                       " CASE WHEN r.pid >= INT(:ttl_ms) THEN 1 ELSE 0 END, SESSION, SERVED(p_) FROM (SELECT INC AS"
+                       " CASE WHEN r.pid >= :ttl_ms THEN 1 ELSE 0 END, SESSION, SERVED(p_) FROM (SELECT INC AS"
                        " incarnation_now) c LEFT JOIN \"p_locks\" r ON r.name = :record");
   CHECK(f.create.text == "INSERT INTO \"p_locks\" (name, owner, host, pid, token, strategy, acquired_at) VALUES"
-                         " (:record, INC, NULL, INT(:ttl_ms), 0, 'failover', NOW) ON CONFLICT (name) DO NOTHING");
+                         " (:record, INC, NULL, :ttl_ms, 0, 'failover', NOW) ON CONFLICT (name) DO NOTHING");
   CHECK(f.max_token.text == "SELECT max(token) FROM \"p_locks\" WHERE name <> :record");
-  CHECK(f.move.text == "UPDATE \"p_locks\" SET host = owner, owner = INC, token = INT(:fence), acquired_at = NOW,"
+  CHECK(f.move.text == "UPDATE \"p_locks\" SET host = owner, owner = INC, token = :fence, acquired_at = NOW,"
                        " expires_at = PLUS(NOW, pid) WHERE name = :record AND owner <> INC");
-  CHECK(f.raise_ttl.text == "UPDATE \"p_locks\" SET pid = INT(:ttl_ms) WHERE name = :record AND pid < INT(:ttl_ms)");
+  CHECK(f.raise_ttl.text == "UPDATE \"p_locks\" SET pid = :ttl_ms WHERE name = :record AND pid < :ttl_ms");
 }
 
 TEST_CASE("the session strategies' numbering: whoever of this strategy the row names, at the time the lock was granted") {
   const sql::Upsert u = sql::session_upsert(marked, Tables("p_", '"'), "F", "AT", "EXCLUDED.acquired_at");
   CHECK(sql::on_conflict_upsert(u, " FROM k WHERE k.got") ==
         "INSERT INTO \"p_locks\" AS l (name, owner, host, pid, token, strategy, session_id, acquired_at, renewed_at,"
-        " expires_at, released_at, last_started_at) SELECT :key, :owner, :host, INT(:pid), COALESCE(INT(:token), F +"
+        " expires_at, released_at, last_started_at) SELECT :key, :owner, :host, :pid, COALESCE(:token, F +"
         " 1), :strategy, :session_id, AT, AT, NULL, NULL, AT FROM k WHERE k.got ON CONFLICT (name) DO UPDATE SET"
         " owner = EXCLUDED.owner, host = EXCLUDED.host, pid = EXCLUDED.pid, strategy = EXCLUDED.strategy,"
         " session_id = EXCLUDED.session_id, acquired_at = EXCLUDED.acquired_at, released_at = NULL, token ="
-        " COALESCE(INT(:token), GREATEST(l.token, F) + 1), renewed_at = EXCLUDED.renewed_at, expires_at = NULL,"
+        " COALESCE(:token, GREATEST(l.token, F) + 1), renewed_at = EXCLUDED.renewed_at, expires_at = NULL,"
         " last_started_at = EXCLUDED.last_started_at WHERE (l.strategy IS NULL OR l.strategy <> 'semaphore') AND"
         " (COALESCE(l.strategy, :strategy) = :strategy OR l.released_at IS NOT NULL OR l.acquired_at IS NULL OR (l.strategy = 'lease'"
         " AND l.expires_at <= EXCLUDED.acquired_at)) AND (l.expires_at IS NULL OR l.expires_at <="
@@ -326,7 +325,6 @@ TEST_CASE("a dialect that leaves a member unset gets core's form of it") {
       .json_texts = [](std::string_view param) { return "JSON(" + std::string(param) + ")"; },
   };
   const Tables t("p_", '"');
-  CHECK(plain.integer(":token") == ":token");
   const sql::Dialect standard{};
   CHECK(standard.json_texts(":keys") == "(SELECT k FROM JSON_TABLE(:keys, '$[*]' COLUMNS(k VARCHAR(255) PATH '$')) AS j)");
   CHECK(plain.begin == "START TRANSACTION");
@@ -397,24 +395,24 @@ TEST_CASE("the advisory statements: written once over the dialect's session lock
   const sql::Dialect d = with_session_lock();
   const sql::LockStatements s = sql::lock_statements(d, t, {});
   CHECK(s.advisory_try.id == "lock.advisory_try");
-  CHECK(s.advisory_try.text == "SELECT TRY(INT(:lock)) AS got, CLOCK AS at");
+  CHECK(s.advisory_try.text == "SELECT TRY(:lock) AS got, CLOCK AS at");
   // The wait's bound in its FROM, evaluated first.
-  CHECK(s.advisory_wait.text == "SELECT WAIT(INT(:lock)) AS got, CLOCK AS at FROM (SELECT BOUND(:lock_timeout)) c");
-  CHECK(s.advisory_holds.text == "SELECT HELD(INT(:lock))");
-  CHECK(s.advisory_give_back.text == "SELECT ours, UNLOCK_ALL FROM (SELECT UNLOCK(INT(:lock)) AS ours OFFSET 0) u");
+  CHECK(s.advisory_wait.text == "SELECT WAIT(:lock) AS got, CLOCK AS at FROM (SELECT BOUND(:lock_timeout)) c");
+  CHECK(s.advisory_holds.text == "SELECT HELD(:lock)");
+  CHECK(s.advisory_give_back.text == "SELECT ours, UNLOCK_ALL FROM (SELECT UNLOCK(:lock) AS ours OFFSET 0) u");
   CHECK(s.lock_wait.id == "lock.lock_timeout");
   CHECK(s.lock_wait.text == "SELECT BOUND(:lock_timeout)");
   // Numbered in the lock's statement, the row's time the grant's (k.at), read back by RETURNING.
   CHECK(s.advisory_numbered_wait.text ==
         "WITH k AS (" + s.advisory_wait.text + "), a AS (" +
-            sql::on_conflict_upsert(sql::session_upsert(d, t, "INT(:fence)", "k.at", "EXCLUDED.acquired_at"),
+            sql::on_conflict_upsert(sql::session_upsert(d, t, ":fence", "k.at", "EXCLUDED.acquired_at"),
                                     " FROM k WHERE k.got") +
-            " RETURNING token, MS(acquired_at), INT(NULL)) SELECT a.*, k.got FROM k LEFT JOIN a ON true");
+            " RETURNING token, MS(acquired_at), NULL) SELECT a.*, k.got FROM k LEFT JOIN a ON true");
   // The try reads the failover gate itself (where the dialect has an incarnation): the lock
   // is asked for only on the gate's row, the token above its fence, and the flag says 2 when
   // the gate did not open (nothing locked, nothing numbered).
-  CHECK(s.advisory_numbered_try.text.starts_with("WITH g AS (SELECT COALESCE(INT(:fence), token) AS fence FROM " + t.locks +
-                                                 " WHERE name = :record AND (INT(:fence) IS NOT NULL OR "));
+  CHECK(s.advisory_numbered_try.text.starts_with("WITH g AS (SELECT COALESCE(:fence, token) AS fence FROM " + t.locks +
+                                                 " WHERE name = :record AND (:fence IS NOT NULL OR "));
   CHECK(s.advisory_numbered_try.text.find("), k AS (" + s.advisory_try.text + " FROM g), a AS (INSERT INTO") !=
         std::string::npos);
   CHECK(s.advisory_numbered_try.text.find("(SELECT fence FROM g)") != std::string::npos);
@@ -425,7 +423,7 @@ TEST_CASE("the advisory statements: written once over the dialect's session lock
                                                t.locks + " r ON NOT k.got AND r.name = :key"));
   // Released: the row, then the lock given back (after the release: it reads u), then the history row.
   CHECK(s.advisory_released.id == "lock.advisory_released");
-  CHECK(s.advisory_released.text.find("g AS MATERIALIZED (SELECT ours, UNLOCK_ALL FROM (SELECT UNLOCK(INT(:lock)) AS"
+  CHECK(s.advisory_released.text.find("g AS MATERIALIZED (SELECT ours, UNLOCK_ALL FROM (SELECT UNLOCK(:lock) AS"
                                       " ours FROM (SELECT count(*) FROM u) r OFFSET 0) x)") != std::string::npos);
   CHECK(s.advisory_released.text.find("CASE WHEN (SELECT ours FROM g) THEN :outcome ELSE 'lost' END") != std::string::npos);
 
@@ -444,10 +442,10 @@ TEST_CASE("the advisory statements: written once over the dialect's session lock
   CHECK(n.advisory_numbered_wait.text.starts_with("WITH k AS (OWN WAIT), a AS ("));
 
   // The queue: the same wait, on the key given.
-  const sql::QueueStatements q = sql::queue_statements(d, "INT(:lock)");
+  const sql::QueueStatements q = sql::queue_statements(d, ":lock");
   CHECK(q.wait.id == "queue.wait");
   CHECK(q.wait.text == s.advisory_wait.text);
-  CHECK(q.leave.text == "SELECT UNLOCK(INT(:lock))");
+  CHECK(q.leave.text == "SELECT UNLOCK(:lock)");
 
   // With a lock held to the transaction's end, txn-insert's claim queues on the key's (:hi and
   // :lo) ahead of its INSERT, and tries it where it must not wait: one statement, a row answered
@@ -457,7 +455,7 @@ TEST_CASE("the advisory statements: written once over the dialect's session lock
     return std::string(wait ? "XWAIT(" : "XTRY(") + std::string(key) + ")";
   };
   CHECK(sql::lock_statements(held, t, {}).insert_claim.text ==
-        "INSERT INTO \"p_claims\" (name, kind) SELECT :key, :kind WHERE CASE WHEN INT(:wait_ms) > 0 THEN XWAIT(:hi, :lo)"
+        "INSERT INTO \"p_claims\" (name, kind) SELECT :key, :kind WHERE CASE WHEN :wait_ms > 0 THEN XWAIT(:hi, :lo)"
         " ELSE XTRY(:hi, :lo) END RETURNING name");
   BackendOptions options;
   options.table_prefix = "p_";
@@ -487,12 +485,12 @@ TEST_CASE("a session lock's holder judged as status judges it, and the row lock'
   // gate that chains it to the grant: the holder's own lock, :gate, bound, never a number.
   const sql::LockStatements s = sql::lock_statements(d, t, {});
   REQUIRE_FALSE(s.row_numbered.empty());
-  CHECK(s.gate_take.text == "SELECT WAIT(INT(:gate)) AS got");
-  CHECK(s.gate_give.text == "SELECT UNLOCK(INT(:gate))");
+  CHECK(s.gate_take.text == "SELECT WAIT(:gate) AS got");
+  CHECK(s.gate_give.text == "SELECT UNLOCK(:gate)");
   // Waited for within the bound and given back at once, after the wait (kept apart by OFFSET 0).
   CHECK(s.gate_wait.id == "lock.gate_wait");
   CHECK(s.gate_wait.text ==
-        "SELECT got, UNLOCK(INT(:gate)) FROM (SELECT WAIT(INT(:gate)) AS got FROM (SELECT BOUND(:lock_timeout)) c OFFSET 0) g");
+        "SELECT got, UNLOCK(:gate) FROM (SELECT WAIT(:gate) AS got FROM (SELECT BOUND(:lock_timeout)) c OFFSET 0) g");
   // No bound of its own (the wait takes it as a parameter, :wait_ms, as MySQL's GET_LOCK): the
   // same gate, its wait first in the select list (evaluated left to right), the give-back after
   // it. No row numbering: no gate.
@@ -500,7 +498,7 @@ TEST_CASE("a session lock's holder judged as status judges it, and the row lock'
   unbounded.session_lock.bound = {};
   const sql::LockStatements u = sql::lock_statements(unbounded, t, {});
   CHECK(u.gate_take.text == s.gate_take.text);
-  CHECK(u.gate_wait.text == "SELECT WAIT(INT(:gate)) AS got, UNLOCK(INT(:gate))");
+  CHECK(u.gate_wait.text == "SELECT WAIT(:gate) AS got, UNLOCK(:gate)");
   CHECK(u.gate_give.text == s.gate_give.text);
   CHECK(sql::lock_statements(marked, t, {}).gate_take.empty());
 
@@ -525,7 +523,7 @@ TEST_CASE("a session lock's holder judged as status judges it, and the row lock'
   sql::Dialect told = marked;
   told.session_lock.holder = [](std::string_view key) { return "HOLDER(" + std::string(key) + ")"; };
   CHECK(sql::release_statements(told, t).session_gone.text ==
-        "SELECT CASE WHEN HOLDER(:lock) = INT(:session) THEN 0 ELSE 1 END");
+        "SELECT CASE WHEN HOLDER(:lock) = :session THEN 0 ELSE 1 END");
 }
 
 TEST_CASE("a lease judged live at the time a statement gives: the dialect's now by default, another in a dialect copy") {
@@ -554,7 +552,7 @@ TEST_CASE("a table by its own name, and the failover gate's conditions to AND wi
   catalog.take = [](const sql::Take& k) { return k.table_name; };
   CHECK(sql::lease_statements(catalog, Tables("a`b_", '`')).take.text == "a`b_locks");
   CHECK(sql::failover_open_sql(marked, "r.", "HERE") == "(" + sql::failover_open_conditions(marked, "r.", "HERE") + ")");
-  CHECK(sql::failover_open_conditions(marked, "r.", "HERE") == "HERE AND NOT LIVE(r.) AND r.pid >= INT(:ttl_ms)");
+  CHECK(sql::failover_open_conditions(marked, "r.", "HERE") == "HERE AND NOT LIVE(r.) AND r.pid >= :ttl_ms");
 }
 
 TEST_CASE("where the server tells a lock's holder: a second take answers NULL, and waiters hear a release by the lock") {
@@ -594,12 +592,12 @@ TEST_CASE("where the server tells a lock's holder: a second take answers NULL, a
         "SELECT CASE WHEN HOLDER(:queue) = SESSION THEN CASE WHEN HOLDER(:wake) IS NOT NULL AND COALESCE(WAIT(:wake),"
         " 0) = 1 THEN 1 ELSE 0 * COALESCE(UNLOCK(:queue), 0) END ELSE COALESCE(WAIT(:queue), 0) = 1 END, UNLOCK(:wake)");
   CHECK(w.taken_holding.text ==
-        sql::taken_sql(d, t, ", CASE WHEN INT(:take_wake) = 1 THEN TRY(:wake) END, UNLOCK(:queue)"));
+        sql::taken_sql(d, t, ", CASE WHEN :take_wake = 1 THEN TRY(:wake) END, UNLOCK(:queue)"));
   // The wait ahead of a lease take goes with it in one block: none where the dialect runs none.
   CHECK(w.wait_ahead.empty());
   d.block = [](std::string_view variables, std::string_view body) { return "BLOCK " + std::string(variables) + std::string(body); };
   CHECK(sql::wake_statements(d, t).wait_ahead.text ==
-        "SELECT CASE WHEN HOLDER(:queue) = INT(:head) THEN WAIT(:wake) END AS got, UNLOCK(:wake)");
+        "SELECT CASE WHEN HOLDER(:queue) = :head THEN WAIT(:wake) END AS got, UNLOCK(:wake)");
   // None where the server does not tell the holder.
   CHECK(sql::wake_statements(with_session_lock(), t).wake_wait.empty());
 }
@@ -622,13 +620,13 @@ TEST_CASE("session.take is the dialect's take: the numbering, nothing said of a 
   };
   const sql::LeaseStatements s = sql::lease_statements(d, t);
   CHECK(s.take.text == "REFUSED(r.name) COLUMN(token) COLUMN(MS(acquired_at)) COLUMN(MS(expires_at)) THEN(TRY(:wake))"
-                       " THEN(UNLOCK(:queue)) IF(INT(:token) IS NULL) HANDSHAKE() FROM p_locks name");
+                       " THEN(UNLOCK(:queue)) IF(:token IS NULL) HANDSHAKE() FROM p_locks name");
   CHECK(s.session_take.id == "session.take");
-  CHECK(s.session_take.text == "SILENT COLUMN(token) COLUMN(MS(acquired_at)) COLUMN(INT(NULL)) THEN(UNLOCK(:queue)) IF()"
-                               " HANDSHAKE(SESSION = INT(:started_id)) FROM p_locks name");
+  CHECK(s.session_take.text == "SILENT COLUMN(token) COLUMN(MS(acquired_at)) COLUMN(NULL) THEN(UNLOCK(:queue)) IF()"
+                               " HANDSHAKE(SESSION = :started_id) FROM p_locks name");
   // The session's upsert, its tokens above the fence the take gives.
   d.take = [](const sql::Take& k) { return k.refused ? std::string() : sql::on_conflict_upsert(k.upsert("G.fence")); };
-  CHECK(sql::lease_statements(d, t).session_take.text.find("COALESCE(INT(:token), G.fence + 1), :strategy") != std::string::npos);
+  CHECK(sql::lease_statements(d, t).session_take.text.find("COALESCE(:token, G.fence + 1), :strategy") != std::string::npos);
   // Core's form where the dialect's take is its own only for the lease (PostgreSQL's): its
   // upsert and RETURNING, as numbered_upsert_sql writes it.
   d.take = [](const sql::Take& k) { return k.refused ? std::string("OWN") : k.standard; };
