@@ -57,7 +57,7 @@ struct Take {
   /// The row's conditional upsert, its tokens above the failover fence `fence` (SQL: the bound
   /// :fence, a fence the statement reads itself, or "" where the dialect has none).
   std::function<Upsert(std::string_view fence)> upsert;
-  /// The failover fence as the statement binds it (:fence, in the dialect's cast), "" where the
+  /// The failover fence as the statement binds it (:fence), "" where the
   /// dialect has none: what `upsert` is given unless the take reads the fence itself.
   std::string fence;
   /// The taken row's columns (token, acquired_ms, expires_ms; NULL where one is not answered),
