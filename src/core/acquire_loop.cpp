@@ -227,6 +227,7 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
   int failures = 0;             // connection errors since the database last answered
   bool turned_away = false;     // one of them was an overload (Error::overloaded)
   std::string last_logged;      // the connection error -v last told about
+  std::string last_refusal;     // the server's busy answer -v last told about
   // -v "retrying" lines: at most one a second, and one at every change of the holder.
   std::string retry_state;
   Millis retry_logged_at{0};
@@ -320,6 +321,13 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
     if (!attempt) {
       // A lock-wait timeout from the server is just "held by someone" for a waiter.
       if (!held_elsewhere(attempt.error().kind)) return std::unexpected(attempt.error());
+      // The server's own words (a deadlock or a certification conflict, 1213; a lock wait's
+      // timeout) say why a take that looks held was refused: -v tells them once, not at every
+      // slice that ends in the same one.
+      if (attempt.error().message != last_refusal) {
+        last_refusal = attempt.error().message;
+        log::verbose("'" + key + "': the database refused the take: " + last_refusal + " (taken as held elsewhere)");
+      }
       result.outcome = AcquireOutcome{};
     } else {
       result.outcome = *attempt;

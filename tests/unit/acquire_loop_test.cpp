@@ -7,6 +7,7 @@
 
 #include "core/acquire_loop.hpp"
 #include "core/clock.hpp"
+#include "core/log.hpp"
 #include "support/fake_locker.hpp"
 
 using namespace dblock;
@@ -137,6 +138,38 @@ TEST_CASE("acquire_with_wait: errors other than busy and connection end the wait
   auto busy = acquire_with_wait(*locker, request(), std::nullopt);
   REQUIRE(busy);
   CHECK(busy->outcome.state == AcquireOutcome::State::busy);
+}
+
+TEST_CASE("acquire_with_wait: -v tells the server's words behind a busy answer, once") {
+  // A take refused with a busy error (a deadlock, a certification conflict, a lock wait's end)
+  // counts as held; -v says what the server said, so an operator sees why.
+  auto script = std::make_shared<test::FakeScript>();
+  script->acquire_error = Error{ErrorKind::busy, "Deadlock found when trying to get lock (1213)"};
+  auto locker = test::make_fake_locker(script);
+  char path[] = "/tmp/dblock-acquire-loop-XXXXXX";
+  const int out = mkstemp(path);
+  REQUIRE(out >= 0);
+  unlink(path);
+  const int saved = dup(STDERR_FILENO);
+  REQUIRE(saved >= 0);
+  log::set_level(log::Level::verbose);
+  dup2(out, STDERR_FILENO);
+  auto r = acquire_with_wait(*locker, request(), 300ms);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  log::set_level(log::Level::normal);
+  REQUIRE(r);
+  CHECK(r->outcome.state == AcquireOutcome::State::busy);
+  CHECK(script->attempts > 1);
+  std::string text(4096, '\0');
+  const ssize_t n = pread(out, text.data(), text.size(), 0);
+  close(out);
+  REQUIRE(n > 0);
+  text.resize(static_cast<std::size_t>(n));
+  const std::string said = "the database refused the take: Deadlock found when trying to get lock (1213)";
+  const auto first = text.find(said);
+  CHECK(first != std::string::npos);
+  CHECK(text.find(said, first + 1) == std::string::npos);
 }
 
 TEST_CASE("acquire_with_wait: connection errors within the wait are retried on the same locker") {
