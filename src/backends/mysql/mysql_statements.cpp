@@ -212,12 +212,14 @@ const sql::Dialect dialect{
         },
     .own_lease = {},  // none: the server's clock judges every lease
     // Named locks (GET_LOCK), held by the session, re-entrant; the server tells who holds one. A
-    // wait is in whole seconds and more (:wait_ms / 1000). A name is at most 64 characters.
+    // wait is in whole seconds and more (:wait_ms / 1000), and the take without waiting is the
+    // wait of 0. A name is at most 64 characters.
     .session_lock = {
         // advisory's lock (lock_statements).
         .key = [](const Tables& t, std::string_view name) { return lock_name(t, advisory_name, name); },
-        .try_lock = [](std::string_view key) { return "GET_LOCK(" + std::string(key) + ", 0)"; },
-        .wait_lock = [](std::string_view key) { return "GET_LOCK(" + std::string(key) + ", :wait_ms / 1000)"; },
+        .lock = [](std::string_view key, bool wait) {
+          return "GET_LOCK(" + std::string(key) + (wait ? ", :wait_ms / 1000)" : ", 0)");
+        },
         .unlock = [](std::string_view key) { return "RELEASE_LOCK(" + std::string(key) + ")"; },
         .holder = [](std::string_view key) { return "IS_USED_LOCK(" + std::string(key) + ")"; },
         // The name a for-update or txn-insert holder keeps while it holds the key, with :tag, its
@@ -434,7 +436,8 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
     // selected (FROM DUAL): with a VALUES list MariaDB's RETURNING answered NULL for the row it
     // had just inserted.
     const std::string lock = "SET @lock = " + key_bytes(t, ":key") + "; SET @lock = " + advisory_name.of(sha256("@lock")) +
-                             "; SET @got = IF(IS_USED_LOCK(@lock) <=> CONNECTION_ID(), NULL, GET_LOCK(@lock, :wait_ms / 1000))";
+                             "; SET @got = IF(IS_USED_LOCK(@lock) <=> CONNECTION_ID(), NULL, " +
+                             dialect.session_lock.lock("@lock", true) + ")";
     const std::string insert = answered(sql::session_upsert(dialect, t, "@fence", dialect.now, dialect.now), " FROM DUAL",
                                         {"token", sql::epoch_ms_sql(dialect, "acquired_at"), "NULL"}, ", 1");
     // Refused, the key's row as core's refusal reads it (lease.refusal), after four columns
@@ -473,7 +476,7 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
   // RELEASE, mysql_session_lock.cpp) gives back the row lock, the holder tag and the wake name in
   // one round trip, in that order, so the waiter it wakes finds the row free. for-update's
   // lock.claim takes both with the row's lock, and gives the tag back (lock.untag): core's.
-  const std::string wake = "GET_LOCK(:wake, 0)";
+  const std::string wake = dialect.session_lock.lock(":wake", false);
   // txn-insert's INSERT waits for another holder's only on a unique key of (name, kind): on a
   // claims table without one, both would insert and hold. The tag, run after that INSERT, then
   // reads one row too many (1242; a SELECT: DO drops the error), which sends the run to the
@@ -483,7 +486,7 @@ sql::LockStatements lock_statements(const std::string& prefix, bool mariadb, con
                             quote_identifier(t.prefix + "claims", '\'') +
                             " AND NON_UNIQUE = 0 GROUP BY INDEX_NAME HAVING COUNT(*) = 2 AND"
                             " SUM(LOWER(COLUMN_NAME) IN ('name', 'kind') AND SUB_PART IS NULL) = 2";
-  s.tag = {"lock.tag", "SELECT GET_LOCK(" + held + ", 0), (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two"
+  s.tag = {"lock.tag", "SELECT " + dialect.session_lock.lock(held, false) + ", (SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) two"
                        " WHERE NOT EXISTS (" + keyed + ")), " + wake};
   // MariaDB's runs a block: its row-lock numbering that proves the grant is its session.take
   // behind that proof (core's lock.row_numbered).

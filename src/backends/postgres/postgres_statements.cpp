@@ -86,9 +86,11 @@ const sql::Dialect dialect{
     // that the set_config before it, in the FROM, is evaluated first (a subquery with a volatile
     // function is not folded into the query). The locks are re-entrant and count their holds.
     .session_lock = {
-        .try_lock = [](std::string_view key) { return "pg_try_advisory_lock(" + std::string(key) + ")"; },
-        .wait_lock =
-            [](std::string_view key) { return "(SELECT true FROM (SELECT pg_advisory_lock(" + std::string(key) + ")) w)"; },
+        .lock =
+            [](std::string_view key, bool wait) {
+              return wait ? "(SELECT true FROM (SELECT pg_advisory_lock(" + std::string(key) + ")) w)"
+                          : "pg_try_advisory_lock(" + std::string(key) + ")";
+            },
         .bound = "set_config('lock_timeout', :lock_timeout, true)",
         .unlock = [](std::string_view key) { return "pg_advisory_unlock(" + std::string(key) + ")"; },
         .unlock_all = "pg_advisory_unlock_all()",

@@ -98,7 +98,7 @@ LeaseStatements lease_statements(const Dialect& d, const Tables& t) {
   // holder takes the key's wake name with the row and gives its queue back (wake.hold's work).
   const SessionLock& l = d.session_lock;
   const bool wakes = wakes_by_session_lock(l);
-  if (wakes) lease.then = {l.try_lock(":wake"), l.unlock(":queue")};
+  if (wakes) lease.then = {l.lock(":wake", false), l.unlock(":queue")};
   lease.then_if = token + " IS NULL";
   lease.standard = d.upsert(take(fence)) + d.returning(taken);
   lease.table_name = t.unquoted("locks");
@@ -273,12 +273,13 @@ std::string lock_sql(const Dialect& d, const std::string& got, bool waits, bool 
          (waits && !l.bound.empty() ? " FROM (SELECT " + l.bound + ") c" : "");
 }
 
-// A take's answer: where the server tells the lock's holder, NULL when this session holds it
-// already (a second hold of a re-entrant lock would need a second give-back).
-std::string got(const Dialect& d, std::string (*take)(std::string_view), const std::string& key) {
+// A take's answer (SessionLock::lock, waiting or not): where the server tells the lock's holder,
+// NULL when this session holds it already (a second hold of a re-entrant lock would need a
+// second give-back).
+std::string got(const Dialect& d, const std::string& key, bool wait) {
   const SessionLock& l = d.session_lock;
-  if (!l.holder) return take(key);
-  return "CASE WHEN " + held_by(l, key, d.session_id) + " THEN NULL ELSE " + take(key) + " END";
+  if (!l.holder) return l.lock(key, wait);
+  return "CASE WHEN " + held_by(l, key, d.session_id) + " THEN NULL ELSE " + l.lock(key, wait) + " END";
 }
 
 // The give-back: whether the key's lock was this session's, then (SessionLock::unlock_all) every
@@ -299,14 +300,14 @@ void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& 
   // A dialect that writes its own take writes its own take without waiting, or none (the take
   // with no wait then serves). Where the wait takes its bound as a parameter (no `bound`:
   // :wait_ms), the wait of 0 is the take without waiting: one statement serves both, named once.
-  if (l.try_lock && !l.bound.empty() && s.advisory_wait.empty())
-    fill(s.advisory_try, "lock.advisory_try", lock_sql(d, got(d, l.try_lock, key), false));
-  if (l.wait_lock) fill(s.advisory_wait, "lock.advisory_wait", lock_sql(d, got(d, l.wait_lock, key), true));
+  if (l.lock && !l.bound.empty() && s.advisory_wait.empty())
+    fill(s.advisory_try, "lock.advisory_try", lock_sql(d, got(d, key, false), false));
+  if (l.lock) fill(s.advisory_wait, "lock.advisory_wait", lock_sql(d, got(d, key, true), true));
   if (const std::string holds = holds_sql(d, key); !holds.empty())
     fill(s.advisory_holds, "lock.advisory_holds", "SELECT " + holds);
   // Else the heartbeat's proof is status's judgement of a holder (Dialect::session_holds), over
   // :key's row as this session records it: the server shows this session holding the key's lock.
-  else if ((l.try_lock || l.wait_lock) && !d.session_id.empty() && d.session_holds("s.", t) != "0")
+  else if (l.lock && !d.session_id.empty() && d.session_holds("s.", t) != "0")
     fill(s.advisory_holds, "lock.advisory_holds",
          "SELECT " + d.session_holds("s.", t) + " FROM (SELECT :key AS name, 'advisory' AS strategy, CAST(" + d.session_id +
              " AS VARCHAR(64)) AS session_id) s");
@@ -363,14 +364,14 @@ void session_lock_statements(const Dialect& d, const Tables& t, LockStatements& 
 
 }  // namespace
 
-bool wakes_by_session_lock(const SessionLock& l) { return l.holder && l.try_lock && l.wait_lock && l.unlock; }
+bool wakes_by_session_lock(const SessionLock& l) { return l.holder && l.lock && l.unlock; }
 
 WakeStatements wake_statements(const Dialect& d, const Tables& t) {
   const SessionLock& l = d.session_lock;
   if (!wakes_by_session_lock(l)) return {};
   const std::string wake = ":wake", queue = ":queue";
   WakeStatements s;
-  s.wake_hold = {"wake.hold", "SELECT " + l.try_lock(wake) + ", " + l.unlock(queue)};
+  s.wake_hold = {"wake.hold", "SELECT " + l.lock(wake, false) + ", " + l.unlock(queue)};
   // Giving back a lock this session does not hold changes nothing.
   s.wake_release = {"wake.release", "SELECT " + l.unlock(wake) + ", " + l.unlock(queue)};
   // The queue lock is asked for only when this session does not hold it already (a re-entrant
@@ -379,13 +380,13 @@ WakeStatements wake_statements(const Dialect& d, const Tables& t) {
   // semaphore waiter, which waits on another slot each time, must not keep the queue of one it
   // then does not take.
   s.wake_wait = {"wake.wait", "SELECT CASE WHEN " + held_by(l, queue, d.session_id) + " THEN CASE WHEN " + l.holder(wake) +
-                                  " IS NOT NULL AND COALESCE(" + l.wait_lock(wake) + ", 0) = 1 THEN 1 ELSE 0 * COALESCE(" +
-                                  l.unlock(queue) + ", 0) END ELSE COALESCE(" + l.wait_lock(queue) + ", 0) = 1 END, " +
+                                  " IS NOT NULL AND COALESCE(" + l.lock(wake, true) + ", 0) = 1 THEN 1 ELSE 0 * COALESCE(" +
+                                  l.unlock(queue) + ", 0) END ELSE COALESCE(" + l.lock(queue, true) + ", 0) = 1 END, " +
                                   l.unlock(wake)};
   // lease.taken's read, and in its select list, evaluated for the row found only (no row: taken
   // over, no lock taken), wake_hold's work.
   s.taken_holding = {"wake.taken_holding", taken_sql(d, t, ", CASE WHEN :take_wake = 1 THEN " +
-                                                               l.try_lock(wake) + " END, " + l.unlock(queue))};
+                                                               l.lock(wake, false) + " END, " + l.unlock(queue))};
   // Only the head waits (another waiter that came to try would hold the head back), and gives
   // the wake lock back at once: the take behind it takes it with the row where the row is taken.
   // The queue lock's holder is named (:head), not this session: a row lock's take runs in its
@@ -393,17 +394,17 @@ WakeStatements wake_statements(const Dialect& d, const Tables& t) {
   // trip only where the dialect runs a block (Dialect::block); none elsewhere.
   if (d.block)
     s.wait_ahead = {"wake.wait_ahead", "SELECT CASE WHEN " + held_by(l, queue, ":head") + " THEN " +
-                                           l.wait_lock(wake) + " END AS got, " + l.unlock(wake)};
+                                           l.lock(wake, true) + " END AS got, " + l.unlock(wake)};
   return s;
 }
 
 QueueStatements queue_statements(const Dialect& d, std::string_view key) {
   const SessionLock& l = d.session_lock;
-  if (!l.wait_lock || !l.unlock) return {};
+  if (!l.lock || !l.unlock) return {};
   // The handoff lock (:hand) is the one a lease take binds (the holder's take took it).
-  return {{"queue.wait", lock_sql(d, l.wait_lock(key), true)},
+  return {{"queue.wait", lock_sql(d, l.lock(key, true), true)},
           {"queue.leave", "SELECT " + l.unlock(key)},
-          {"queue.wait_ahead", lock_sql(d, l.wait_lock(":hand"), true, false)}};
+          {"queue.wait_ahead", lock_sql(d, l.lock(":hand", true), true, false)}};
 }
 
 LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements s, const Statement& session_take) {
@@ -424,8 +425,8 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   // row only), the holder's tag (SessionLock::tag) and, where waiters hear a release by the lock
   // alone (wake_statements), the key's wake name, which the holder keeps.
   const std::string tag = l.tag ? l.tag(t) : std::string();
-  const std::string with_lock = (tag.empty() ? "" : ", " + l.try_lock(tag)) +
-                                (wakes_by_session_lock(l) ? ", " + l.try_lock(":wake") : "");
+  const std::string with_lock = (tag.empty() ? "" : ", " + l.lock(tag, false)) +
+                                (wakes_by_session_lock(l) ? ", " + l.lock(":wake", false) : "");
   if (s.lock_claim.empty()) s.lock_claim = {"lock.claim", "SELECT name" + with_lock + claim + " FOR UPDATE"};
   if (!tag.empty() && s.untag.empty()) s.untag = {"lock.untag", "SELECT " + l.unlock(tag)};
   // txn-insert's claim. Where the dialect has a lock held to the transaction's end, its waiters
@@ -494,12 +495,12 @@ LockStatements lock_statements(const Dialect& d, const Tables& t, LockStatements
   // fails. The wait is evaluated first: in a subquery kept apart by OFFSET 0 where a `bound` is
   // set in its FROM; where the wait takes its bound as a parameter (:wait_ms), it comes first in
   // the select list, which is evaluated left to right (as wake.wait_ahead's).
-  if (!s.row_numbered.empty() && l.wait_lock && l.unlock) {
+  if (!s.row_numbered.empty() && l.lock && l.unlock) {
     const std::string gate = ":gate";
-    s.gate_take = {"lock.gate_take", lock_sql(d, l.wait_lock(gate), false, false)};
-    s.gate_wait = {"lock.gate_wait", l.bound.empty() ? lock_sql(d, l.wait_lock(gate), true, false) + ", " + l.unlock(gate)
+    s.gate_take = {"lock.gate_take", lock_sql(d, l.lock(gate, true), false, false)};
+    s.gate_wait = {"lock.gate_wait", l.bound.empty() ? lock_sql(d, l.lock(gate, true), true, false) + ", " + l.unlock(gate)
                                                      : "SELECT got, " + l.unlock(gate) + " FROM (" +
-                                                           lock_sql(d, l.wait_lock(gate), true, false) + " OFFSET 0) g"};
+                                                           lock_sql(d, l.lock(gate, true), true, false) + " OFFSET 0) g"};
     s.gate_give = {"lock.gate_give", "SELECT " + l.unlock(gate)};
   }
   // The release and the history row in the holder's own transaction, which the COMMIT after it

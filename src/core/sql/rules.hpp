@@ -116,11 +116,12 @@ struct SessionLock {
   /// members below take it. Default: the key's hash (key_hash), which the holder session binds
   /// as :lock, as an integer (no row can name it: no advisory_release_row).
   std::string (*key)(const Tables& t, std::string_view name) = nullptr;
-  /// Takes `key` without waiting: true when taken, false when another session holds it.
-  std::string (*try_lock)(std::string_view key) = nullptr;
-  /// Takes `key`, waiting within the bound that `bound` set (ErrorKind::wait_ended once over):
-  /// true when taken.
-  std::string (*wait_lock)(std::string_view key) = nullptr;
+  /// Takes `key`: true when taken. Where `wait`, it waits within the bound that `bound` set, or
+  /// within :wait_ms where the wait takes its bound itself (ErrorKind::wait_ended once over);
+  /// else it answers false at once while another session holds it. One member for both, as
+  /// transaction_lock: where the server's lock takes the wait as an argument, the take without
+  /// waiting is the wait of 0, spelled once.
+  std::string (*lock)(std::string_view key, bool wait) = nullptr;
   /// What bounds a lock wait of the rest of the transaction to :lock_timeout (a select-list
   /// item, run ahead of the wait: a row lock's too, LockStatements::lock_wait). "" where the wait
   /// takes its bound itself.
@@ -394,7 +395,7 @@ WakeStatements wake_statements(const Dialect& d, const Tables& t);
 bool wakes_by_session_lock(const SessionLock& l);
 
 /// A lease waiter's queue on the session lock `key` (SQL; SessionLock): `wait` takes it within
-/// :lock_timeout (SessionLock::wait_lock), `leave` gives it back. Empty where the dialect has no
+/// :lock_timeout (SessionLock::lock, waiting), `leave` gives it back. Empty where the dialect has no
 /// session lock that waits.
 QueueStatements queue_statements(const Dialect& d, std::string_view key);
 

@@ -378,8 +378,7 @@ sql::Dialect with_session_lock() {
   d.clock = "CLOCK";
   d.unsynced_commit = "UNSYNCED";  // a statement's parts may write
   d.session_lock = {
-      .try_lock = [](std::string_view key) { return "TRY(" + std::string(key) + ")"; },
-      .wait_lock = [](std::string_view key) { return "WAIT(" + std::string(key) + ")"; },
+      .lock = [](std::string_view key, bool wait) { return (wait ? "WAIT(" : "TRY(") + std::string(key) + ")"; },
       .bound = "BOUND(:lock_timeout)",
       .unlock = [](std::string_view key) { return "UNLOCK(" + std::string(key) + ")"; },
       .unlock_all = "UNLOCK_ALL",
@@ -560,8 +559,7 @@ TEST_CASE("where the server tells a lock's holder: a second take answers NULL, a
   sql::Dialect d = marked;
   d.session_lock = {
       .key = [](const Tables& tables, std::string_view name) { return "NAME(" + tables.prefix + std::string(name) + ")"; },
-      .try_lock = [](std::string_view key) { return "TRY(" + std::string(key) + ")"; },
-      .wait_lock = [](std::string_view key) { return "WAIT(" + std::string(key) + ")"; },
+      .lock = [](std::string_view key, bool wait) { return (wait ? "WAIT(" : "TRY(") + std::string(key) + ")"; },
       .unlock = [](std::string_view key) { return "UNLOCK(" + std::string(key) + ")"; },
       .holder = [](std::string_view key) { return "HOLDER(" + std::string(key) + ")"; },
   };
@@ -606,8 +604,7 @@ TEST_CASE("session.take is the dialect's take: the numbering, nothing said of a 
   const Tables t("p_", '`');
   sql::Dialect d = marked;
   d.session_lock = {
-      .try_lock = [](std::string_view key) { return "TRY(" + std::string(key) + ")"; },
-      .wait_lock = [](std::string_view key) { return "WAIT(" + std::string(key) + ")"; },
+      .lock = [](std::string_view key, bool wait) { return (wait ? "WAIT(" : "TRY(") + std::string(key) + ")"; },
       .unlock = [](std::string_view key) { return "UNLOCK(" + std::string(key) + ")"; },
       .holder = [](std::string_view key) { return "HOLDER(" + std::string(key) + ")"; },
   };
