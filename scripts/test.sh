@@ -52,10 +52,12 @@ print_failed() {
 
 # Tests that need a server fail instead of skipping when it is missing.
 export CI=${CI:-true}
+# A failure here still runs the sanitizer build below, so that one run of the suite reports both;
+# the exit status is the first failure's.
+status=0
 ctest --test-dir "$build" --output-on-failure --no-tests=error -j "${DBLOCK_TEST_JOBS:-2}" "$@" || {
   status=$?
   print_failed
-  exit "$status"
 }
 
 # The same code under AddressSanitizer and UBSan: unit tests and every backend's conformance
@@ -63,5 +65,9 @@ ctest --test-dir "$build" --output-on-failure --no-tests=error -j "${DBLOCK_TEST
 if [ "${DBLOCK_SANITIZE_BUILD:-1}" = 1 ] && [ $# -eq 0 ]; then
   cmake -S . -B "$build-asan" -G Ninja -DDBLOCK_WERROR=ON -DDBLOCK_BUILD_TESTS=ON -DDBLOCK_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
   ninja -C "$build-asan" dblock_unit_tests dblock_backend_unit_tests dblock_conformance
-  ctest --test-dir "$build-asan" --output-on-failure --no-tests=error -R '^(unit|conformance\.)' -j 2
+  ctest --test-dir "$build-asan" --output-on-failure --no-tests=error -R '^(unit|conformance\.)' -j 2 || {
+    asan=$?
+    [ "$status" -ne 0 ] || status=$asan
+  }
 fi
+exit "$status"
