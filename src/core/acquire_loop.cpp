@@ -324,7 +324,7 @@ Result<WaitResult> wait_loop(LockerSlot& slot, const LockRequest& request, std::
       // The server's own words (a deadlock or a certification conflict, 1213; a lock wait's
       // timeout) say why a take that looks held was refused: -v tells them once, not at every
       // slice that ends in the same one.
-      if (attempt.error().message != last_refusal) {
+      if (log::level() == log::Level::verbose && attempt.error().message != last_refusal) {
         last_refusal = attempt.error().message;
         log::verbose("'" + key + "': the database refused the take: " + last_refusal + " (taken as held elsewhere)");
       }
