@@ -181,9 +181,13 @@ case " $only " in *" servers "* | *" distance "* | *" handoff "* | *" throughput
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 t_start=$SECONDS
 say "sections: $only; output in $out"
+: >"$tmp/probes"
 for s in $only; do
+  host_probe "$s"
   "section_$s"
 done
+host_probe end
+host_verdict
 
 # ------------------------------------------------------------------ output
 # The table: one line per figure; median and min-max in the figure's unit.
@@ -191,6 +195,7 @@ done
   echo "dblock bench, finished $(date -u '+%Y-%m-%d %H:%M UTC'): $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), kernel $(uname -r)"
   echo "load average $load_start at start, $(cut -d' ' -f1-3 /proc/loadavg) at end; $((SECONDS - t_start)) s"
   echo "versions: $(versions)"
+  echo "$host_line"
   echo "N: $runs timed rounds (interleaved), $count_runs runs per count, $handoff_runs handoffs, $waiters waiters x $tp_rounds throughput rounds, $scale_rows rows, $storm_contenders storm contenders"
   echo
   awk -F'\t' '
@@ -207,6 +212,7 @@ done
   printf 'machine\tkernel\t\t\t\t\t\t%s\n' "$(uname -r)"
   printf 'machine\tload average at start, at end\t\t\t\t\t\t%s\n' "$load_start; $(cut -d' ' -f1-3 /proc/loadavg)"
   printf 'machine\tversions\t\t\t\t\t\t%s\n' "$(versions)"
+  printf 'machine\thost speed\t\t\t\t\t\t%s\n' "$host_line"
 } | awk -F'\t' 'BEGIN { OFS = ","; print "section,measurement,unit,median,min,max,n,note" }
   function q(s) { gsub(/"/, "\"\"", s); return "\"" s "\"" }
   { print q($1), q($2), q($3), $4, $5, $6, $7, q($8) }' >"$out/bench.csv"
@@ -225,4 +231,5 @@ chart handoff "$(nproc) cores, median and min-max of $handoff_runs, $("$bin" --v
 chart storm "$(nproc) cores, $storm_contenders contenders, $("$bin" --version 2>&1 | head -n 1)"
 cat "$out/bench.txt"
 say "wrote $out/bench.txt, bench.csv$([ ! -s "$out/handoff.png" ] || echo ", handoff.png")$([ ! -s "$out/storm.png" ] || echo ", storm.png")"
+[ -z "$host_slow" ] || say "the host ran over 1.5x slower than its fastest around: $host_slow (rerun: DBLOCK_BENCH_ONLY=${host_slow// /,})"
 [ "$failures" -eq 0 ]

@@ -4,6 +4,37 @@
 
 say() { echo "bench: $*" >&2; }
 
+# ------------------------------------------------------------------ the host's own speed
+# host_probe WHEN: the machine's speed, measured the same way before each section and at the end:
+# 15 runs of `flock FILE true` (a fork, an exec and a lock: no database, no dblock), their median
+# in ms a line of $tmp/probes ("WHEN MEDIAN"). A shared host slowed three-fold for three minutes
+# in one bench (flock's own handoff 5.32 ms there, 2.01 in a rerun: docs/performance.md, "A full
+# bench of 236d9c1"), and only flock's row in one section showed it; host_verdict names the
+# sections such a window spoiled.
+host_probe() {
+  local i t0 t1
+  : >"$tmp/probe.one"
+  for ((i = 0; i < 15; i++)); do
+    t0=${EPOCHREALTIME/./}
+    flock "$tmp/probe.lock" true
+    t1=${EPOCHREALTIME/./}
+    echo $((t1 - t0)) >>"$tmp/probe.one"
+  done
+  echo "$1 $(sort -n "$tmp/probe.one" | awk '{ t[NR] = $1 } END { printf "%.2f", t[8] / 1000 }')" >>"$tmp/probes"
+}
+
+# host_verdict: host_line, one line on the probes: each section's speed against the fastest probe. A section
+# whose probe before or after it ran over 1.5x the fastest is named: its timed rows are the
+# host's, not dblock's (rerun it alone, DBLOCK_BENCH_ONLY=SECTION); host_slow, their names.
+host_verdict() {
+  host_slow=$(awk '{ w[NR] = $1; m[NR] = $2; if (NR == 1 || $2 < best) best = $2 }
+    END { for (i = 1; i < NR; i++) if (m[i] > 1.5 * best || m[i + 1] > 1.5 * best) printf "%s ", w[i] }' "$tmp/probes")
+  host_slow=${host_slow% }
+  host_line=$(awk -v slow="$host_slow" '{ line = line sprintf("%s%s %s", NR > 1 ? ", " : "", $1, $2) }
+    END { printf "host speed (median of 15 flock FILE true, ms, before each section): %s; %s\n", line,
+      slow == "" ? "every section within 1.5x of the fastest" : "SLOW HOST WINDOW in " slow ": rerun those sections" }' "$tmp/probes")
+}
+
 # ------------------------------------------------------------------ result rows
 # Every figure is one line of $results (tab-separated):
 #   section  measurement  unit  median  min  max  n  note
