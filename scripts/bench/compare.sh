@@ -24,6 +24,7 @@ for b in "$1" "$2"; do
 done
 old=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 new=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+bench=${DBLOCK_BENCH_COMMAND:-$here/../bench.sh}  # a stand-in in e2e.bench_compare
 out=${DBLOCK_BENCH_OUT:-bench-compare}
 keep=${DBLOCK_BENCH_KEEP:-1.1}
 sections=${DBLOCK_BENCH_ONLY:-startup fsync servers distance handoff throughput scale storm}
@@ -39,7 +40,7 @@ for s in $sections; do
   for which in $order; do
     if [ "$which" = old ]; then b=$old; else b=$new; fi
     echo "compare: $s, $which ($b)" >&2
-    DBLOCK_BENCH_ONLY=$s DBLOCK_BENCH_OUT="$out/$which/$s" "$here/../bench.sh" "$b" >"$out/$which/$s.log" 2>&1 ||
+    DBLOCK_BENCH_ONLY=$s DBLOCK_BENCH_OUT="$out/$which/$s" "$bench" "$b" >"$out/$which/$s.log" 2>&1 ||
       { echo "compare: $s, $which: bench.sh failed (some row FAILED: $out/$which/$s.log)" >&2; status=1; }
   done
 done
@@ -104,6 +105,14 @@ for k in keys:
             worse += 1
     print("%-10s %-52s %-5s %10s %10s %8s  %s" % (k[0], k[1][:52], unit, am, bm, ratio, verdict))
 print()
+# Each run's host line (scripts/bench.sh's probe before its section and at its end): how fast the
+# machine was for each build's turn, which the peers' rows above show too.
+for s in sections:
+    for which in ("old", "new"):
+        p = os.path.join(out, which, s, "bench.txt")
+        line = next((l for l in open(p) if l.startswith("host speed")), "") if os.path.exists(p) else ""
+        if line:
+            print("host, %s, %s: %s" % (s, which, line.split(": ", 1)[1].strip()))
 print("%d rows, %d worse than %.2gx" % (len(keys), worse, keep))
 sys.exit(1 if worse else 0)
 PY
