@@ -27,7 +27,9 @@ new=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
 bench=${DBLOCK_BENCH_COMMAND:-$here/../bench.sh}  # a stand-in in e2e.bench_compare
 out=${DBLOCK_BENCH_OUT:-bench-compare}
 keep=${DBLOCK_BENCH_KEEP:-1.1}
-sections=${DBLOCK_BENCH_ONLY:-startup fsync servers distance handoff throughput scale storm}
+# bench.sh's own list, in its order, unless told (one list of the sections, bench.sh's)
+sections=${DBLOCK_BENCH_ONLY:-$(sed -n 's/^all_sections="\(.*\)"$/\1/p' "$here/../bench.sh")}
+[ -n "$sections" ] || { echo "compare.sh: no all_sections=\"...\" line in $here/../bench.sh" >&2; exit 70; }
 sections=${sections//,/ }
 mkdir -p "$out/old" "$out/new"
 out=$(cd "$out" && pwd)

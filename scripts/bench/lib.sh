@@ -23,9 +23,9 @@ host_probe() {
   echo "$1 $(sort -n "$tmp/probe.one" | awk '{ t[NR] = $1 } END { printf "%.2f", t[8] / 1000 }')" >>"$tmp/probes"
 }
 
-# host_verdict: host_line, one line on the probes: each section's speed against the fastest probe. A section
-# whose probe before or after it ran over 1.5x the fastest is named: its timed rows are the
-# host's, not dblock's (rerun it alone, DBLOCK_BENCH_ONLY=SECTION); host_slow, their names.
+# host_verdict: sets host_line, one line on the probes against the fastest of them, and
+# host_slow, the sections whose probe before or after them ran over 1.5x the fastest: their timed
+# rows are the host's, not dblock's (rerun one alone: DBLOCK_BENCH_ONLY=SECTION).
 host_verdict() {
   host_slow=$(awk '{ w[NR] = $1; m[NR] = $2; if (NR == 1 || $2 < best) best = $2 }
     END { for (i = 1; i < NR; i++) if (m[i] > 1.5 * best || m[i + 1] > 1.5 * best) printf "%s ", w[i] }' "$tmp/probes")

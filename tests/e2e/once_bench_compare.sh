@@ -62,4 +62,13 @@ assert_eq "every row within: exit 0" 0 "$rc"
 check "a row within 1.1x says so" grep -Eq '^startup +dblock run k -- true .* 1\.00  within 1\.1x$' "$d/out2/compare.txt"
 check "an unmoved peer is a peer" grep -Eq '^startup +flock FILE true .* peer$' "$d/out2/compare.txt"
 check "no row worse" grep -q '^7 rows, 0 worse than 1.1x' "$d/out2/compare.txt"
+
+# No DBLOCK_BENCH_ONLY: every section of bench.sh's own list, in its order.
+rc=0
+OK=1 STANDIN_LOG=$d/order3 DBLOCK_BENCH_COMMAND=$d/bench.sh DBLOCK_BENCH_OUT=$d/out3 \
+  "$DBLOCK_SOURCE_DIR/scripts/bench/compare.sh" "$d/old/dblock" "$d/new/dblock" >/dev/null 2>&1 || rc=$?
+assert_eq "every section: exit 0" 0 "$rc"
+assert_eq "bench.sh's sections, each once a build" \
+  "$(sed -n 's/^all_sections="\(.*\)"$/\1/p' "$DBLOCK_SOURCE_DIR/scripts/bench.sh")" \
+  "$(awk 'NR % 2 == 1 { printf "%s%s", (NR > 1 ? " " : ""), $1 }' "$d/order3")"
 finish
