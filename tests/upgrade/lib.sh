@@ -22,12 +22,30 @@ check "the two versions differ" test "$old_version" != "$new_version"
 previous=$(grep -E '^[0-9]+\.[0-9]+\.[0-9]+ \(' "$DBLOCK_SOURCE_DIR/NEWS" | sed -n '2s/ .*//p')
 check "the previous release reports NEWS's previous version ($previous)" grep -q "^dblock $previous " <<<"$old_version"
 
-# running_tokens LOG: the tokens of LOG's running jobs (running_jobs, tests/faults/lib.sh).
-running_tokens() { running_jobs "$1" | cut -d' ' -f1; }
+# running_tokens VAR LOG: sets VAR to the tokens of LOG's running jobs, a line each (what
+# running_jobs in tests/faults/lib.sh finds), with bash's builtins alone: the chaos's looks read
+# the log around a status, and the awk and subshells of running_jobs took 0.2-0.6 s there on a
+# busy 2-core host whose page faults cost 20 us, as long as a job.
+running_tokens() {
+  local -n into=$1
+  local kind token rest pid
+  local -A pid_of=()
+  while read -r kind token _ pid rest; do
+    case $kind in
+      start) pid_of[$token]=$pid ;;
+      end) unset "pid_of[$token]" ;;
+    esac
+  done <"$2"
+  into=
+  for token in "${!pid_of[@]}"; do
+    pids_alive "${pid_of[$token]}" && into+=${into:+$'\n'}$token
+  done
+  return 0
+}
 
 # chaos NAME OLD NEW: the chaos of a farm half upgraded, on the key NAME. Four workers, two of
 # each version (OLD and NEW: the command that runs each, a path or a shell function), loop
-# `run -w` on one key while the test kills a random holder's dblock with SIGKILL every 1.0-1.4 s
+# `run -w` on one key while the test kills a random holder's dblock with SIGKILL after every fourth job
 # (CHAOS_SECONDS, 10 by default, and at least 4 kills). Never two commands at once
 # (semaphore_job.sh with one slot: a flock(2) marker held by the whole job tree, exact even for
 # killed jobs), every token given once and greater than every token of a run that had ended
@@ -62,28 +80,31 @@ chaos() {
   set +m
 
   # At least CHAOS_SECONDS, 4 kills (a killed lease blocks the key for a TTL) and 3 looks, at
-  # most 60 s, a kill every 1.0-1.4 s on a quiet host. Four times between kills, the key's row
+  # most 60 s, a kill after every four jobs' starts. At each of those starts, the key's row
   # (status --json) must carry the token of the job that runs before and after the read: a
   # token is given only with the lock, never over a live holder (a numbering sent with a lock
   # statement that was refused must number nothing). A look counts only when one job runs
-  # throughout it (lease cells had 0-8 in 10 s, looks falling in the TTL after a kill); the
-  # chaos goes on until 3. Nothing but the status runs between the two reads of the log, and
-  # the rows are read after the chaos: python's start (json_field) took 0.5-1.0 s on a busy
-  # 2-core host whose page faults cost 20 us, longer than a job, and every look of a CI run
-  # fell across two jobs (0 looks in 40 s) while the kills came 2-3 in 40 s.
+  # throughout it; the chaos goes on until 3. A look begins as a job starts (its 0.2-0.6 s all
+  # ahead), only the status runs between the two reads of the log, and the rows are read after
+  # the chaos: on a busy 2-core host whose page faults cost 20 us a PostgreSQL status took
+  # 0.2-1.0 s and python's start (json_field) 0.5-2 s, and a CI run's looks all fell across two
+  # jobs (0 in 40 s) while its kills came 2-3 in 40 s.
   kills=0 looks=0
+  local seen=
   started=$(now_ms)
   until [ $(($(now_ms) - started)) -ge $((${CHAOS_SECONDS:-10} * 1000)) -a "$kills" -ge 4 -a "$looks" -ge 3 ] ||
     [ $(($(now_ms) - started)) -ge 60000 ]; do
     for i in 1 2 3 4; do
-      sleep "0.$((RANDOM % 10 + 25))"
-      # A look waits (up to 4 s) for a job to run: after a kill a lease's key runs none for a
-      # TTL, and looks taken then, kill after kill, counted nothing.
-      for _ in $(seq 40); do [ -n "$(running_tokens "$dir/log")" ] && break; sleep 0.1; done
-      before=$(running_tokens "$dir/log")
+      # A job not looked at yet, up to 5 s: after a kill a lease's key runs none for a TTL.
+      for _ in $(seq 250); do
+        running_tokens before "$dir/log"
+        [ -n "$before" ] && [ "$before" != "$seen" ] && break
+        sleep 0.02
+      done
+      seen=$before
       out=$("$new" status "$k" --json 2>/dev/null)
-      after=$(running_tokens "$dir/log")
-      if [ -n "$before" ] && [ "$before" = "$after" ] && [ "$(wc -l <<<"$before")" = 1 ]; then
+      running_tokens after "$dir/log"
+      if [ -n "$before" ] && [ "$before" = "$after" ] && [[ $before != *$'\n'* ]]; then
         looks=$((looks + 1))
         printf '%s\n' "$before" >"$dir/look.$looks.token"
         printf '%s\n' "$out" >"$dir/look.$looks.json"
