@@ -20,6 +20,15 @@ e2e_passed=0
 e2e_failed=0
 E2E_TMP=$(mktemp -d "${TMPDIR:-/tmp}/dblock-e2e.XXXXXX")
 
+# python3 is Debian's (scripts/install-deps.sh installs it) ahead of whatever PATH finds first,
+# for this script and all it starts: a pyenv shim there took 0.43 s to start python against
+# Debian's 0.03 (a bash script and pyenv's own lookup before the interpreter), 0.3-2 s on a busy
+# host, and the suite starts python thousands of times (a history test 304). Only the standard
+# library is used.
+if [ -x /usr/bin/python3 ] && [ "$(command -v python3)" != /usr/bin/python3 ]; then
+  mkdir -p "$E2E_TMP/bin" && ln -s /usr/bin/python3 "$E2E_TMP/bin/python3" && PATH=$E2E_TMP/bin:$PATH
+fi
+
 # Kills everything this script started in the background (and their process groups, which
 # is where dblock puts its commands), then removes the temp dir.
 e2e_cleanup() {
