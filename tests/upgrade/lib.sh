@@ -22,31 +22,10 @@ check "the two versions differ" test "$old_version" != "$new_version"
 previous=$(grep -E '^[0-9]+\.[0-9]+\.[0-9]+ \(' "$DBLOCK_SOURCE_DIR/NEWS" | sed -n '2s/ .*//p')
 check "the previous release reports NEWS's previous version ($previous)" grep -q "^dblock $previous " <<<"$old_version"
 
-# running_tokens VAR LOG: sets VAR to the tokens of LOG's running jobs, a line each (what
-# running_jobs in tests/faults/lib.sh finds), with bash's builtins alone: the chaos's looks read
-# the log around a status, and the awk and subshells of running_jobs took 0.2-0.6 s there on a
-# busy 2-core host whose page faults cost 20 us, as long as a job.
-running_tokens() {
-  local -n into=$1
-  local kind token rest pid
-  local -A pid_of=()
-  while read -r kind token _ pid rest; do
-    case $kind in
-      start) pid_of[$token]=$pid ;;
-      end) unset "pid_of[$token]" ;;
-    esac
-  done <"$2"
-  into=
-  for token in "${!pid_of[@]}"; do
-    pids_alive "${pid_of[$token]}" && into+=${into:+$'\n'}$token
-  done
-  return 0
-}
-
 # chaos NAME OLD NEW: the chaos of a farm half upgraded, on the key NAME. Four workers, two of
 # each version (OLD and NEW: the command that runs each, a path or a shell function), loop
-# `run -w` on one key while the test kills a random holder's dblock with SIGKILL after every fourth job
-# (CHAOS_SECONDS, 10 by default, and at least 4 kills). Never two commands at once
+# `run -w` on one key while the test kills a random holder's dblock with SIGKILL after every
+# fourth job (CHAOS_SECONDS, 10 by default, and at least 4 kills). Never two commands at once
 # (semaphore_job.sh with one slot: a flock(2) marker held by the whole job tree, exact even for
 # killed jobs), every token given once and greater than every token of a run that had ended
 # before it was acquired (oracle.py tokens, on the job log and the history either version
@@ -97,16 +76,16 @@ chaos() {
     for i in 1 2 3 4; do
       # A job not looked at yet, up to 5 s: after a kill a lease's key runs none for a TTL.
       for _ in $(seq 250); do
-        running_tokens before "$dir/log"
+        running_jobs before "$dir/log"
         [ -n "$before" ] && [ "$before" != "$seen" ] && break
         sleep 0.02
       done
       seen=$before
       out=$("$new" status "$k" --json 2>/dev/null)
-      running_tokens after "$dir/log"
+      running_jobs after "$dir/log"
       if [ -n "$before" ] && [ "$before" = "$after" ] && [[ $before != *$'\n'* ]]; then
         looks=$((looks + 1))
-        printf '%s\n' "$before" >"$dir/look.$looks.token"
+        printf '%s\n' "${before%% *}" >"$dir/look.$looks.token"
         printf '%s\n' "$out" >"$dir/look.$looks.json"
       fi
     done
