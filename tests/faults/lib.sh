@@ -341,17 +341,36 @@ running_jobs() {
 }
 
 # kill_running_holder LOG: SIGKILLs the dblock of one running job of LOG (running_jobs), picked
-# at random; true when it killed one. A job's parent is dblock's guard, the guard's parent
-# dblock (both only if their names say dblock).
+# at random, waiting up to 4 s for a job to run; true when it killed one. A job's parent is
+# dblock's guard, the guard's parent dblock (both only if their names say dblock). Builtins
+# alone between the read and the kill: on a busy 2-core host whose page faults cost 20 us each
+# process started took longer than a job had left, and with one try per kill PostgreSQL's
+# semaphore chaos cells got 0-2 kills in 45 s.
 kill_running_holder() {
-  local running=() jobs token pid guard holder
-  running_jobs jobs "$1"
-  while read -r token pid; do
-    [ -n "$pid" ] && running+=("$pid")
-  done <<<"$jobs"
-  [ ${#running[@]} -gt 0 ] || return 1
-  guard=$(awk '{ print $4 }' "/proc/${running[$((RANDOM % ${#running[@]}))]}/stat" 2>/dev/null)
-  holder=$(awk '{ print $4 }' "/proc/$guard/stat" 2>/dev/null)
-  [ -n "$holder" ] && [ "$(cat "/proc/$guard/comm" 2>/dev/null)" = dblock ] &&
-    [ "$(cat "/proc/$holder/comm" 2>/dev/null)" = dblock ] && kill -KILL "$holder" 2>/dev/null
+  local jobs running token pid guard holder name n
+  for ((n = 0; n < 40; n++)); do
+    running_jobs jobs "$1"
+    running=()
+    while read -r token pid; do
+      [ -n "$pid" ] && running+=("$pid")
+    done <<<"$jobs"
+    if [ ${#running[@]} -gt 0 ] && parent_of guard "${running[$((RANDOM % ${#running[@]}))]}" &&
+      parent_of holder "$guard"; then
+      { read -r name <"/proc/$guard/comm"; } 2>/dev/null && [ "$name" = dblock ] &&
+        { read -r name <"/proc/$holder/comm"; } 2>/dev/null && [ "$name" = dblock ] &&
+        kill -KILL "$holder" 2>/dev/null && return 0
+    fi
+    sleep 0.1
+  done
+  return 1
+}
+
+# parent_of VAR PID: sets VAR to PID's parent (from /proc, builtins alone); false when gone.
+parent_of() {
+  local -n into=$1
+  local line f
+  into=
+  { read -r line <"/proc/$2/stat"; } 2>/dev/null || return 1
+  read -r -a f <<<"${line##*) }"
+  into=${f[1]}
 }

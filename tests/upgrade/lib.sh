@@ -89,8 +89,7 @@ chaos() {
         printf '%s\n' "$out" >"$dir/look.$looks.json"
       fi
     done
-    # The kill waits (up to 4 s) for a holder as the looks do.
-    for _ in $(seq 40); do kill_running_holder "$dir/log" && { kills=$((kills + 1)); break; }; sleep 0.1; done
+    kill_running_holder "$dir/log" && kills=$((kills + 1))
   done
   touch "$dir/stop"
   for pid in "${workers[@]}"; do
