@@ -67,27 +67,31 @@ waiter_session() {
 # wait for the holder's wake name, the statement of a block the server shows) and its
 # bookkeeping session (waiting for the gate: lock.gate_wait, which gives it back once it had it;
 # MariaDB's numbering block starts with that wait).
-# lock_session looks for up to 2 s: between two slices the waiter sends its next lock statement,
-# and on a loaded machine that gap grew long enough for one look to miss the wait (the fault's
-# "hit the waiter" check failed 1 run in 5 with both cores busy).
-lock_session() {
+# Both look for up to 2 s (session_within): between two slices the waiter sends its next
+# statements, and on a loaded machine that gap grew long enough for one look to miss the wait
+# (the fault's "hit the waiter" check failed 1 run in 5 with both cores busy; the bookkeeping
+# session's look, a single one until then, failed on CI's slow host and 1 run in 4 here with
+# two busy loops beside -j2).
+session_within() {
   local _ pid
   for _ in $(seq 40); do
-    case $b in
-      postgres) pid=$(waiter_session "$1" "%${DBLOCK_TABLE_PREFIX}claims%") ;;
-      mysql) pid=$(waiter_session "$1" "%THEN GET_LOCK(_dblock-wake:%") ;;
-    esac
+    pid=$(waiter_session "$1" "$2")
     [ -n "$pid" ] && break
     sleep 0.05
   done
   echo "$pid"
 }
-book_session() {
+lock_session() {
   case $b in
-    postgres) waiter_session "$1" 'SELECT got, pg_advisory_unlock(%' ;;
-    mysql) waiter_session "$1" "SELECT GET_LOCK(_dblock-gate:%" ;;
+    postgres) session_within "$1" "%${DBLOCK_TABLE_PREFIX}claims%" ;;
+    mysql) session_within "$1" "%THEN GET_LOCK(_dblock-wake:%" ;;
   esac
 }
+case $b in
+  postgres) book_like='SELECT got, pg_advisory_unlock(%' ;;
+  mysql) book_like='SELECT GET_LOCK(_dblock-gate:%' ;;
+esac
+book_session() { session_within "$1" "$book_like"; }
 terminate() {
   case $b in
     postgres) [ "$(server_sql "SELECT pg_terminate_backend($1)")" = t ] ;;
@@ -104,20 +108,31 @@ idle_aborted() {
 
 # one_case NAME FAULT [DSN]: the holder (6 s), the waiter (through DSN, the proxy's by default),
 # FAULT (a function, given the waiter's pid) once the waiter is past its first slice, the row
-# checked while the holder holds.
+# checked while the holder holds. FAULT returns 2 when the waiter did not meet the case's premise
+# for a reason of the moment (a loaded machine's loopback timed as a distance): the waiter is
+# stopped and the case begins again with a new key, holder and waiter, three times at most.
 one_case() {
-  local name=$1 fault=$2 dsn=${3:-$far_dsn} k log w rc i t at ended
-  k=$(key "numbering-$name")
-  log=$E2E_TMP/$name.log
-  if ! start_job_holder "$k" "$log" 6; then
-    fail "$s $name: the holder never started"
-    return
-  fi
-  DBLOCK_DSN=$dsn dblock run "$k" -w 30 -- "$ORACLE_JOB" "$log" 0.2 2>"$E2E_TMP/$name.err" &
-  w=$!
-  remember_pid $w
-  sleep 1.3  # past the waiter's first slice: its numbering goes with its lock statement
-  check "$s $name: the fault hit the waiter" "$fault" "$w"
+  local name=$1 fault=$2 dsn=${3:-$far_dsn} k log w rc i t at ended hit try=1
+  while :; do
+    k=$(key "numbering-$name.$try")
+    log=$E2E_TMP/$name.$try.log
+    if ! start_job_holder "$k" "$log" 6; then
+      fail "$s $name: the holder never started"
+      return
+    fi
+    DBLOCK_DSN=$dsn dblock run "$k" -w 30 -- "$ORACLE_JOB" "$log" 0.2 2>"$E2E_TMP/$name.err" &
+    w=$!
+    remember_pid $w
+    sleep 1.3  # past the waiter's first slice: its numbering goes with its lock statement
+    hit=0
+    "$fault" "$w" || hit=$?
+    [ "$hit" = 2 ] && [ "$try" -lt 3 ] || break
+    echo "    | $name: the waiter's premise did not hold (attempt $try); a new key, holder and waiter" >&2
+    kill "$w" 2>/dev/null
+    wait "$w" "$holder"
+    try=$((try + 1))
+  done
+  if [ "$hit" = 0 ]; then pass "$s $name: the fault hit the waiter"; else fail "$s $name: the fault hit the waiter"; fi
   t=$token
   for i in 1 2 3 4; do  # over the slices that follow, while the holder holds
     sleep 0.3
@@ -175,11 +190,15 @@ book_killed() {
 }
 
 # On loopback: slices end, the numbering never waits for the gate (looked for over three).
+# A waiter chains where its round trip, timed once after its first wait, took 1 ms or more
+# (session_locker.cpp, chain_from): with both cores busy and the servers starved, 1 loopback
+# waiter in 28 timed that much (a real distance at that moment, not a fault of the
+# timing), so a chained waiter returns 2 and the case tries a new one; three in a row fail.
 not_chained() {
   local _
   [ -n "$(lock_session "$1")" ] || { echo "    | the waiter's lock session was not in its wait" >&2; return 1; }
   for _ in $(seq 30); do
-    [ -z "$(book_session "$1")" ] || { echo "    | the waiter's bookkeeping session waited for the gate (chained)" >&2; return 1; }
+    [ -z "$(waiter_session "$1" "$book_like")" ] || { echo "    | the waiter's bookkeeping session waited for the gate (chained)" >&2; return 2; }
     sleep 0.05
   done
 }
@@ -193,7 +212,10 @@ first_busy() {
   local k log t rc=0 i
   k=$(key "numbering-first-busy")
   log=$E2E_TMP/first-busy.log
-  if ! start_job_holder "$k" "$log" 3; then
+  # The holder's job is ended (SIGTERM, oracle_job.sh) once the three runs are done: with both
+  # cores busy, three PostgreSQL runs at a distance and their looks at the row outlasted a job of
+  # 3 s, and the third found the key free (PostgreSQL txn-insert, 2 loops of 2).
+  if ! start_job_holder "$k" "$log" 60; then
     fail "$s first-busy: the holder never started"
     return
   fi
@@ -204,6 +226,7 @@ first_busy() {
     read -r t _ <<<"$(row_token "$k")"
     assert_eq "$s first-busy: the row still carries the holder's token ($i)" "$token" "$t"
   done
+  kill -TERM "$(awk '$1 == "start" { print $4; exit }' "$log")"
   wait "$holder"
   oracle_check "$s first-busy: no overlap, tokens increase" "$log" 1 0
 }
