@@ -10,7 +10,10 @@ source "$(dirname "$0")/lib.sh"
 server_control_required
 
 contenders=${STORM_CONTENDERS:-200}
-job_s=20
+# The winner's command ends once the others are out (below), so its cap costs nothing unless a
+# loser waits for it: 20 s was outlasted by a storm's start alone (200 PostgreSQL contenders with
+# two busy loops on the 2 cores: the last out at 25.4 and 26.2 s, every one of them 75).
+job_s=60
 k=$(key storm)
 account=dblock_storm_$$
 password=storm-pw-$$
